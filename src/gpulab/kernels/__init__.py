@@ -1,0 +1,36 @@
+"""Reference CUDA kernels of the course, one module per family, with host launchers.
+
+Every module lists ``PTX_SIGNATURES``; :func:`all_ptx_signatures` gathers them for the PTX tier,
+which compiles each kernel for real GPUs (the simulator alone is not proof that a kernel is CUDA).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from . import elementwise
+from ._launch import LaunchError, blocks_for, check_launch
+from .elementwise import add, add_grid_stride_kernel, add_kernel
+
+FAMILIES: tuple[ModuleType, ...] = (elementwise,)
+
+__all__ = [
+    "FAMILIES",
+    "LaunchError",
+    "add",
+    "add_grid_stride_kernel",
+    "add_kernel",
+    "all_ptx_signatures",
+    "blocks_for",
+    "check_launch",
+]
+
+
+def all_ptx_signatures() -> list[tuple[str, object, str]]:
+    """``(qualified name, kernel, signature)`` for every kernel in every family."""
+    out = []
+    for mod in FAMILIES:
+        for kernel, sig in mod.PTX_SIGNATURES:
+            name = getattr(kernel, "__name__", None) or getattr(getattr(kernel, "py_func", None), "__name__", "?")
+            out.append((f"{mod.__name__.rsplit('.', 1)[-1]}.{name}", kernel, sig))
+    return out

@@ -1,0 +1,115 @@
+"""The PTX tier: compile kernels with NVVM for real GPUs, without a GPU and without the simulator.
+
+The simulator runs any Python, including code no GPU can run (lists, dicts, exceptions, object
+arithmetic). Compiling to PTX with :func:`numba.cuda.compile_ptx` is the proof that a kernel is real
+CUDA. Because a process that imported numba in simulator mode cannot compile, the work runs in a
+child process started with ``GPULAB_DEVICE=gpu GPULAB_COMPILE_ONLY=1 NUMBA_ENABLE_CUDASIM=0``.
+It needs the NVVM wheels that ``numba-cuda[cu12]`` installs; no driver is used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from typing import Iterable
+
+__all__ = ["DEFAULT_CCS", "compile_library", "compile_source"]
+
+DEFAULT_CCS: tuple[tuple[int, int], ...] = ((7, 5), (9, 0))
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(GPULAB_DEVICE="gpu", GPULAB_COMPILE_ONLY="1", NUMBA_ENABLE_CUDASIM="0")
+    return env
+
+
+def _run_child(code: str, payload: dict, timeout: float) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env=_child_env(),
+        timeout=timeout,
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(
+            "the PTX compiler process failed before reporting (is numba-cuda[cu12] installed? it "
+            f"brings NVVM).\nstderr:\n{proc.stderr[-3000:]}"
+        )
+    return json.loads(lines[-1])
+
+
+_LIBRARY_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    payload = json.load(sys.stdin)
+    from numba import cuda
+    import gpulab
+    from gpulab import kernels
+    out = {}
+    for name, kernel, sig in kernels.all_ptx_signatures():
+        fn = getattr(kernel, "py_func", kernel)
+        out[name] = {}
+        for cc in payload["ccs"]:
+            try:
+                ptx, _ = cuda.compile_ptx(fn, sig, cc=tuple(cc))
+                out[name][f"{cc[0]}.{cc[1]}"] = "ok" if ".entry" in ptx else "no .entry in PTX"
+            except Exception as exc:
+                out[name][f"{cc[0]}.{cc[1]}"] = f"{type(exc).__name__}: {exc}"[:2000]
+    print(json.dumps(out))
+    """
+)
+
+
+def compile_library(ccs: Iterable[tuple[int, int]] = DEFAULT_CCS, timeout: float = 900) -> dict[str, dict[str, str]]:
+    """Compile every kernel in :mod:`gpulab.kernels` for each compute capability.
+
+    Returns ``{kernel name: {"7.5": "ok" or the compiler's error, ...}}``.
+    """
+    return _run_child(_LIBRARY_CHILD, {"ccs": [list(c) for c in ccs]}, timeout)
+
+
+_SOURCE_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    payload = json.load(sys.stdin)
+    from numba import cuda
+    import gpulab
+    namespace = {}
+    out = {}
+    try:
+        exec(compile(payload["source"], "<learner kernel>", "exec"), namespace)
+        obj = namespace[payload["name"]]
+        fn = getattr(obj, "py_func", obj)
+    except Exception as exc:
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
+        raise SystemExit(0)
+    for cc in payload["ccs"]:
+        try:
+            ptx, _ = cuda.compile_ptx(fn, payload["signature"], cc=tuple(cc))
+            out[f"{cc[0]}.{cc[1]}"] = "ok"
+        except Exception as exc:
+            out[f"{cc[0]}.{cc[1]}"] = f"{type(exc).__name__}: {exc}"[:2000]
+    print(json.dumps(out))
+    """
+)
+
+
+def compile_source(
+    source: str,
+    name: str,
+    signature: str,
+    ccs: Iterable[tuple[int, int]] = DEFAULT_CCS,
+    timeout: float = 300,
+) -> dict[str, str]:
+    """Compile the kernel ``name`` defined in ``source`` (a module's text, including its imports
+    and any constants it uses) for each compute capability. Returns ``{"7.5": "ok" or error}``, or
+    ``{"error": ...}`` if the source itself fails to run."""
+    payload = {"source": source, "name": name, "signature": signature, "ccs": [list(c) for c in ccs]}
+    return _run_child(_SOURCE_CHILD, payload, timeout)

@@ -1,0 +1,187 @@
+"""Timing that tells the truth: warm up, synchronize, repeat, report the median.
+
+GPU work is asynchronous: a kernel launch returns before the kernel has run. ``benchmark`` therefore
+synchronizes the device before it starts the clock and after each call, and in gpu mode measures with
+CUDA events recorded on the device. In simulator mode it uses :func:`time.perf_counter`, and the
+result is labelled as a simulator timing (it says nothing about GPU speed).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import runtime
+
+__all__ = [
+    "BenchResult",
+    "DevicePeak",
+    "PEAKS",
+    "benchmark",
+    "gbps",
+    "gflops",
+    "lookup_peak",
+    "percent_of_peak",
+]
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """Seconds per call over ``repeat`` timed calls."""
+
+    times: tuple[float, ...]
+    mode: str
+    clock: str
+    label: str = ""
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+    @property
+    def min(self) -> float:
+        return min(self.times)
+
+    @property
+    def max(self) -> float:
+        return max(self.times)
+
+    @property
+    def spread(self) -> float:
+        """(max - min) / median: how much the repeats disagree (0.05 means 5%)."""
+        return (self.max - self.min) / self.median if self.median > 0 else 0.0
+
+    def __str__(self) -> str:
+        where = "GPU" if self.mode == "gpu" else "simulator (CPU, not a GPU timing)"
+        name = f"{self.label}: " if self.label else ""
+        return (
+            f"{name}median {_fmt(self.median)}, min {_fmt(self.min)}, spread {self.spread:.0%} "
+            f"over {len(self.times)} runs [{where}, {self.clock}]"
+        )
+
+
+def _fmt(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.3f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds * 1e6:.1f} us"
+
+
+def benchmark(
+    fn: Callable[..., Any],
+    *args: Any,
+    warmup: int = 1,
+    repeat: int = 5,
+    label: str = "",
+    **kwargs: Any,
+) -> BenchResult:
+    """Time ``fn(*args, **kwargs)``: ``warmup`` untimed calls, then ``repeat`` timed ones.
+
+    In gpu mode each call is bracketed by CUDA events and the device is synchronized, so the
+    time covers the GPU work, not just the launch. Returns a :class:`BenchResult` in seconds.
+    """
+    if repeat < 1:
+        raise ValueError(f"repeat must be at least 1 (got {repeat}); use repeat=5 for a stable median.")
+    if warmup < 0:
+        raise ValueError(f"warmup must be 0 or more (got {warmup}).")
+    for _ in range(warmup):
+        fn(*args, **kwargs)
+    runtime.synchronize()
+    times: list[float] = []
+    if runtime.is_gpu():
+        from numba import cuda
+
+        for _ in range(repeat):
+            start, end = cuda.event(), cuda.event()
+            start.record()
+            fn(*args, **kwargs)
+            end.record()
+            end.synchronize()
+            runtime.synchronize()
+            times.append(cuda.event_elapsed_time(start, end) / 1e3)
+        clock = "CUDA events"
+    else:
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            fn(*args, **kwargs)
+            times.append(time.perf_counter() - t0)
+        clock = "perf_counter"
+    return BenchResult(tuple(times), runtime.mode(), clock, label)
+
+
+def gbps(nbytes: float, seconds: float) -> float:
+    """Achieved bandwidth in GB/s (10^9 bytes per second) for ``nbytes`` moved in ``seconds``."""
+    if seconds <= 0:
+        raise ValueError(f"seconds must be positive (got {seconds}).")
+    return nbytes / seconds / 1e9
+
+
+def gflops(flops: float, seconds: float) -> float:
+    """Achieved throughput in GFLOP/s for ``flops`` floating-point operations in ``seconds``."""
+    if seconds <= 0:
+        raise ValueError(f"seconds must be positive (got {seconds}).")
+    return flops / seconds / 1e9
+
+
+@dataclass(frozen=True)
+class DevicePeak:
+    """Spec-sheet peaks of one GPU (dense, no sparsity, boost clocks)."""
+
+    name: str
+    dram_gbps: float
+    fp32_tflops: float
+    fp16_tensor_tflops: float
+    tf32_tensor_tflops: float | None
+    memory_gb: float
+    source: str = field(default="NVIDIA data sheet")
+
+
+# Spec-sheet figures (dense tensor-core rates, i.e. without 2:4 sparsity).
+PEAKS: dict[str, DevicePeak] = {
+    "T4": DevicePeak("Tesla T4", 320, 8.1, 65, None, 16),
+    "L4": DevicePeak("L4", 300, 30.3, 121, 60, 24),
+    "A100": DevicePeak("A100 SXM 80GB", 2039, 19.5, 312, 156, 80),
+    "A100-40": DevicePeak("A100 40GB", 1555, 19.5, 312, 156, 40),
+    "H100": DevicePeak("H100 SXM", 3350, 67, 989, 494, 80),
+    "H100-PCIE": DevicePeak("H100 PCIe", 2000, 51, 756, 378, 80),
+    "H200": DevicePeak("H200 SXM", 4800, 67, 989, 494, 141),
+}
+
+
+def lookup_peak(device_name: str) -> DevicePeak | None:
+    """Find the peak table entry for a device name such as ``'NVIDIA H100 80GB HBM3'``.
+
+    Returns None for a device that is not in the table (callers should say so, not guess).
+    """
+    name = device_name.upper().replace("TESLA ", "")
+    if "H200" in name:
+        return PEAKS["H200"]
+    if "H100" in name:
+        return PEAKS["H100-PCIE"] if "PCIE" in name else PEAKS["H100"]
+    if "A100" in name:
+        return PEAKS["A100-40"] if "40GB" in name else PEAKS["A100"]
+    if "L4" in name.split() or name.endswith(" L4"):
+        return PEAKS["L4"]
+    if "T4" in name.split() or name.endswith(" T4"):
+        return PEAKS["T4"]
+    return None
+
+
+def percent_of_peak(achieved: float, device_name: str, kind: str = "dram_gbps") -> float | None:
+    """``achieved`` as a percentage of the device's peak ``kind`` (``dram_gbps``, ``fp32_tflops``,
+    ``fp16_tensor_tflops``, ``tf32_tensor_tflops``). GFLOP/s are compared with TFLOP/s peaks
+    after conversion: pass GB/s for bandwidth and GFLOP/s for compute.
+
+    Returns None when the device (or that peak) is unknown.
+    """
+    peak = lookup_peak(device_name)
+    if peak is None:
+        return None
+    value = getattr(peak, kind, None)
+    if value is None:
+        return None
+    scale = 1.0 if kind == "dram_gbps" else 1e3  # TFLOP/s -> GFLOP/s
+    return 100.0 * achieved / (value * scale)

@@ -1,0 +1,167 @@
+"""The mode decision, each case in a fresh subprocess (the mode is fixed once per process)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from gpulab import runtime
+
+
+def run_py(code: str, **env: str) -> subprocess.CompletedProcess:
+    full_env = {k: v for k, v in os.environ.items() if k not in ("GPULAB_DEVICE", "NUMBA_ENABLE_CUDASIM", "GPULAB_COMPILE_ONLY")}
+    full_env.update(env)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=full_env, timeout=120)
+
+
+def test_auto_without_driver_picks_simulator_and_sets_cudasim():
+    r = run_py("""
+        import os, sys
+        assert "numba" not in sys.modules
+        import gpulab
+        print(gpulab.mode(), os.environ["NUMBA_ENABLE_CUDASIM"], sys.getswitchinterval())
+        from numba import cuda
+        print(cuda.jit.__module__)
+    """)
+    assert r.returncode == 0, r.stderr
+    first = r.stdout.splitlines()[0].split()
+    if runtime.probe_driver().found:
+        pytest.skip("this machine has a CUDA driver; the no-driver path is tested on CPU-only CI")
+    assert first[:2] == ["simulator", "1"]
+    assert float(first[2]) == runtime.SIM_SWITCH_INTERVAL
+    assert "simulator" in r.stdout.splitlines()[1]
+
+
+def test_import_does_not_import_numba_cuda_or_touch_gpu():
+    r = run_py("""
+        import sys, gpulab.runtime as rt
+        rt.select_mode()
+        print("numba.cuda" in sys.modules)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"
+
+
+def test_override_simulator():
+    r = run_py("import gpulab; print(gpulab.mode(), gpulab.runtime.mode_reason())", GPULAB_DEVICE="simulator")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("simulator GPULAB_DEVICE=simulator")
+
+
+def test_override_is_case_and_space_tolerant():
+    r = run_py("import gpulab; print(gpulab.mode())", GPULAB_DEVICE=" Simulator ")
+    assert r.stdout.strip() == "simulator", r.stderr
+
+
+def test_bad_value_gives_kind_error():
+    r = run_py("import gpulab", GPULAB_DEVICE="cuda")
+    assert r.returncode != 0
+    assert "GPULAB_DEVICE='cuda' is not a mode gpulab knows" in r.stderr
+    assert "gpu, simulator, auto" in r.stderr
+
+
+def test_gpu_requested_without_driver_explains():
+    if runtime.probe_driver().found:
+        pytest.skip("a GPU is present")
+    r = run_py("import gpulab", GPULAB_DEVICE="gpu")
+    assert r.returncode != 0
+    assert "GPULAB_DEVICE=gpu was requested" in r.stderr
+    assert "GPULAB_DEVICE=simulator" in r.stderr
+
+
+def test_late_switch_after_numba_imported_in_other_mode_says_restart():
+    r = run_py("""
+        import os
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
+        from numba import cuda
+        import gpulab
+    """, GPULAB_DEVICE="simulator")
+    assert r.returncode != 0
+    assert "Restart the kernel" in r.stderr
+    assert "numba.cuda was imported in gpu mode" in r.stderr
+
+
+def test_numba_imported_first_in_same_mode_is_fine():
+    r = run_py("""
+        import os
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+        from numba import cuda
+        import gpulab
+        print(gpulab.mode())
+    """, GPULAB_DEVICE="simulator")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "simulator"
+
+
+def test_switch_after_selection_is_refused():
+    r = run_py("""
+        import gpulab
+        from gpulab import runtime
+        try:
+            runtime.select_mode("gpu")
+        except runtime.ModeError as e:
+            print("refused:", e)
+    """, GPULAB_DEVICE="simulator")
+    assert "refused: gpulab is already running in simulator mode" in r.stdout, r.stderr
+    assert "Restart the kernel" in r.stdout
+
+
+def test_compile_only_mode_uses_real_cuda_target_without_gpu():
+    r = run_py("""
+        import gpulab
+        from numba import cuda
+        print(gpulab.mode(), "simulator" in type(cuda.jit).__module__)
+    """, GPULAB_DEVICE="gpu", GPULAB_COMPILE_ONLY="1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[0] == "gpu"
+
+
+def test_sizes_and_array_module_follow_mode():
+    import numpy as np
+
+    assert gpulab_mode() == "simulator"
+    assert runtime.sizes(gpu=1 << 24, simulator=1 << 10) == 1 << 10
+    assert runtime.xp() is np
+    assert runtime.array_module(np.zeros(3)) is np
+    a = runtime.to_device(np.arange(3))
+    assert isinstance(runtime.to_host(a), np.ndarray)
+    assert "simulator" in runtime.banner() and "timings say nothing" in runtime.banner()
+
+
+def gpulab_mode() -> str:
+    return runtime.mode()
+
+
+def test_probe_is_fast_and_reports_reason():
+    import time
+
+    t = time.perf_counter()
+    p = runtime.probe_driver()
+    assert time.perf_counter() - t < 2.0
+    assert p.reason
+    assert p.found == (p.device_count > 0)
+
+
+def test_doctor_prints_mode_line():
+    r = run_py("from gpulab.__main__ import main; raise SystemExit(main(['doctor']))", GPULAB_DEVICE="simulator")
+    assert "mode: simulator" in r.stdout.splitlines()
+    assert "numba.cuda comes from: numba-cuda package" in r.stdout
+    assert "known fixes:" in r.stdout
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_from_numba_import_cuda_is_numba_cuda_package():
+    from numba import cuda
+
+    assert "numba_cuda" in cuda.__file__
+
+
+def test_cli_unknown_command():
+    r = run_py("from gpulab.__main__ import main; raise SystemExit(main(['frobnicate']))")
+    assert r.returncode == 2
+    assert "unknown command 'frobnicate'" in r.stderr
