@@ -1,0 +1,8 @@
+"""Plotly figures for the lessons (each function returns a ``plotly.graph_objects.Figure``).
+
+One module per topic; public names are re-exported here explicitly.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []
