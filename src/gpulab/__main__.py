@@ -13,6 +13,7 @@ COMMANDS = {
     "train": ("gpulab.train", "train the lab's CNN on MNIST / Fashion-MNIST / digits"),
     "bench": ("gpulab.bench", "benchmark kernels or the CNN (optionally against PyTorch)"),
     "labs": ("gpulab.labs", "release student versions of the labs, or grade a submission"),
+    "notebooks": ("gpulab.nbtools", "sync or check every notebook's Colab badge, setup cell and metadata"),
 }
 
 
