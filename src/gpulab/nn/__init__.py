@@ -1,0 +1,37 @@
+"""A small CNN engine: layers with explicit forward and backward, on NumPy, CuPy or the lab's kernels.
+
+Every layer is a few lines of array code written against ``xp`` (NumPy or CuPy, taken from the
+inputs); the ``kernels`` backend sends the heavy operations through :mod:`gpulab.kernels.nn_ops`.
+"""
+
+from __future__ import annotations
+
+from .conv import Conv2d
+from .init import he_normal
+from .io import load, save
+from .layers import Dropout, Flatten, Linear, MaxPool2d, ReLU
+from .loss import SoftmaxCrossEntropy
+from .models import mnist_cnn
+from .module import Module
+from .ops import BACKENDS
+from .optim import SGD, Adam
+from .sequential import Sequential
+
+__all__ = [
+    "Adam",
+    "BACKENDS",
+    "Conv2d",
+    "Dropout",
+    "Flatten",
+    "Linear",
+    "MaxPool2d",
+    "Module",
+    "ReLU",
+    "SGD",
+    "Sequential",
+    "SoftmaxCrossEntropy",
+    "he_normal",
+    "load",
+    "mnist_cnn",
+    "save",
+]

@@ -1,0 +1,103 @@
+"""A chain of layers: forward in order, backward in reverse order."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+
+from .. import runtime
+from . import ops as _ops
+from .module import Module
+
+__all__ = ["Sequential"]
+
+
+class Sequential(Module):
+    """``Sequential(Conv2d(...), ReLU(), ...)``; ``backend`` picks who does the array work."""
+
+    def __init__(self, *layers: Module, backend: str = "numpy") -> None:
+        super().__init__()
+        for i, layer in enumerate(layers):
+            if not isinstance(layer, Module):
+                raise TypeError(f"Sequential takes layers (gpulab.nn modules); argument {i} is {type(layer).__name__}.")
+        self.layers = list(layers)
+        if self.layers:
+            self.layers[0].needs_input_grad = False  # nobody needs d(loss)/d(images)
+        self.backend = "numpy"
+        self.to(backend)
+
+    def to(self, backend: str) -> "Sequential":
+        """Move the parameters to where ``backend`` computes and route the layers' ops through it.
+
+        ``numpy`` keeps them on the host; ``cupy`` and ``kernels`` in gpu mode put them on the device as
+        CuPy arrays (in simulator mode ``kernels`` works on NumPy arrays).
+        """
+        if backend not in _ops.BACKENDS:
+            raise ValueError(f"unknown backend {backend!r}; choose one of: {', '.join(_ops.BACKENDS)}.")
+        if backend == "cupy" and not runtime.is_gpu():
+            raise RuntimeError(
+                "backend='cupy' needs a CUDA GPU (gpulab is in simulator mode). Use backend='numpy' on the "
+                "CPU, or backend='kernels' to run the lab's CUDA kernels in the simulator (tiny batches)."
+            )
+        ops = _ops.get(backend)
+        on_device = backend == "cupy" or (backend == "kernels" and runtime.is_gpu())
+        for layer in self.layers:
+            layer.ops = ops
+            for d in (layer.params, layer.grads):
+                for k, v in d.items():
+                    d[k] = runtime.to_device(v) if on_device else runtime.to_host(v)
+        self.ops, self.backend = ops, backend
+        return self
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self.layers)
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __getitem__(self, i: int) -> Module:
+        return self.layers[i]
+
+    def forward(self, x: Any) -> Any:
+        for layer in self.layers:
+            x = layer.forward(x)
+        return x
+
+    def backward(self, dout: Any) -> Any:
+        for layer in reversed(self.layers):
+            dout = layer.backward(dout)
+        return dout
+
+    def train(self, mode: bool = True) -> "Sequential":
+        self.training = mode
+        for layer in self.layers:
+            layer.train(mode)
+        return self
+
+    def parameters(self) -> list[tuple[str, Any, Any]]:
+        """``(name, param, grad)`` for every parameter, named ``"<layer index>.<name>"``."""
+        return [(f"{i}.{k}", layer.params[k], layer.grads[k]) for i, layer in enumerate(self.layers) for k in layer.params]
+
+    def num_parameters(self) -> int:
+        return int(sum(np.prod(p.shape) for _, p, _ in self.parameters()))
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Every parameter as a host NumPy array, keyed ``"<layer index>.<name>"``."""
+        return {name: runtime.to_host(p) for name, p, _ in self.parameters()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Copy arrays into the parameters, checking that names and shapes match."""
+        mine = {name: p for name, p, _ in self.parameters()}
+        missing, extra = sorted(set(mine) - set(state)), sorted(set(state) - set(mine))
+        if missing or extra:
+            raise ValueError(f"state does not match the model: missing {missing}, unexpected {extra}.")
+        for name, p in mine.items():
+            v = np.asarray(runtime.to_host(state[name]))
+            if tuple(v.shape) != tuple(p.shape):
+                raise ValueError(f"parameter {name}: the model has shape {tuple(p.shape)}, the state has {tuple(v.shape)}.")
+            p[...] = runtime.array_module(p).asarray(v.astype(np.float32))
+
+    def __repr__(self) -> str:
+        inner = "\n".join(f"  ({i}) {layer!r}" for i, layer in enumerate(self.layers))
+        return f"Sequential(backend={self.backend!r}\n{inner}\n)"
