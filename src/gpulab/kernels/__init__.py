@@ -11,11 +11,15 @@ from types import ModuleType
 from . import elementwise
 from ._launch import LaunchError, blocks_for, check_launch
 from .elementwise import add, add_grid_stride_kernel, add_kernel
+from . import matmul as matmul_family
+from .matmul import (MATMUL_KERNELS, matmul, matmul_naive_kernel, matmul_reference, matmul_regtiled_kernel,
+                     matmul_tiled_kernel)
 
-FAMILIES: tuple[ModuleType, ...] = (elementwise,)
+FAMILIES: tuple[ModuleType, ...] = (elementwise, matmul_family,)
 
 __all__ = [
     "FAMILIES",
+    "MATMUL_KERNELS",
     "LaunchError",
     "add",
     "add_grid_stride_kernel",
@@ -23,6 +27,12 @@ __all__ = [
     "all_ptx_signatures",
     "blocks_for",
     "check_launch",
+    "matmul",
+    "matmul_family",
+    "matmul_naive_kernel",
+    "matmul_reference",
+    "matmul_regtiled_kernel",
+    "matmul_tiled_kernel",
 ]
 
 
