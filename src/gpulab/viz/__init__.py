@@ -6,3 +6,7 @@ One module per topic; public names are re-exported here explicitly.
 from __future__ import annotations
 
 __all__: list[str] = []
+
+from .precision import precision_bars, spec_peak_bars  # noqa: E402
+
+__all__ += ["precision_bars", "spec_peak_bars"]

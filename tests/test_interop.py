@@ -1,0 +1,73 @@
+"""gpulab.interop without a GPU: references, the array interface, and the precision model."""
+
+import numpy as np
+import pytest
+
+import gpulab
+from gpulab import interop
+
+
+def test_references():
+    x = np.array([-2.0, -0.0, 0.5, 3.0], dtype=np.float32)
+    y = np.array([1.0, 1.0, 0.5, -1.0], dtype=np.float32)
+    np.testing.assert_array_equal(interop.squared_diff_reference(x, y), [9.0, 1.0, 0.0, 16.0])
+    np.testing.assert_array_equal(interop.relu_reference(x), [0.0, 0.0, 0.5, 3.0])
+    assert "relu_forward" in interop.RELU_RAW_SOURCE and "extern \"C\"" in interop.RELU_RAW_SOURCE
+    assert interop.SQUARED_DIFF_SPEC["operation"].startswith("z =")
+
+
+def test_cupy_functions_explain_simulator_mode():
+    assert gpulab.is_simulator()
+    for fn in (interop.require_cupy, interop.make_relu_raw_kernel, interop.make_squared_diff_kernel):
+        with pytest.raises(ModuleNotFoundError, match="simulator mode"):
+            fn()
+
+
+def test_array_interface_shares_memory_with_numba_kernels():
+    from numba import cuda
+
+    from gpulab.kernels import add
+
+    a = np.arange(300, dtype=np.float32)
+    out = np.zeros_like(a)
+    ptr = interop.data_pointer(out)
+    add(a, a, out)  # a Numba kernel writes straight into the NumPy buffer
+    assert interop.data_pointer(out) == ptr
+    np.testing.assert_array_equal(out, 2 * a)
+    info = interop.array_interface(cuda.to_device(a))  # simulator device array: NumPy inside
+    assert info["shape"] == (300,) and info["typestr"] == "<f4"
+    with pytest.raises(TypeError, match="neither"):
+        interop.array_interface([1, 2, 3])
+
+
+def test_round_to_tf32():
+    x = np.array([1.0, 1 + 2**-10, 1 + 2**-11, 1 + 3 * 2**-11, 1 + 2**-12, -3.14159, np.inf, np.nan],
+                 dtype=np.float32)
+    r = interop.round_to_tf32(x)
+    assert r.dtype == np.float32
+    assert r[0] == 1.0 and r[1] == 1 + 2**-10  # representable values are kept
+    assert r[2] == 1.0  # a tie rounds to the even mantissa
+    assert r[3] == 1 + 2**-9  # a tie rounds up to the even mantissa
+    assert r[4] == 1.0
+    assert abs(r[5] + 3.14159) < 2**-10 * 4 and r[5] != x[5]
+    assert np.isinf(r[6]) and np.isnan(r[7])
+    mant = r[:6].view(np.uint32) & np.uint32(0x1FFF)
+    assert not mant.any()  # the 13 lowest mantissa bits are gone
+
+
+@pytest.mark.parametrize("n", [7, 64])
+def test_emulated_precisions_order(n):
+    errs = interop.precision_errors(n)
+    assert set(errs) == set(interop.PRECISIONS)
+    assert errs["fp32"] < 1e-5
+    assert errs["fp32"] < errs["tf32"] < 5e-3
+    assert errs["fp32"] < errs["fp16"] < 5e-3
+    c = interop.matmul_precision(np.eye(3, dtype=np.float32), np.eye(3, dtype=np.float32), "fp16")
+    assert c.dtype == np.float16
+    with pytest.raises(ValueError, match="precision must be one of"):
+        interop.emulate_matmul(np.eye(2), np.eye(2), "bf8")
+
+
+def test_precision_benchmark_is_gpu_only():
+    with pytest.raises(ModuleNotFoundError):
+        interop.precision_benchmark(64)
