@@ -1,0 +1,413 @@
+"""``python -m gpulab bench kernels``: every reference kernel's throughput on a ladder of sizes.
+
+For each kernel and size the result is checked against NumPy, then timed with
+:func:`gpulab.timing.benchmark` (CUDA events in gpu mode). Memory-bound kernels report GB/s (bytes
+a perfect kernel must move, divided by the median time); matmul reports GFLOP/s. Each figure is
+compared with the device's spec-sheet peak (:data:`gpulab.timing.PEAKS`) and with a library baseline
+measured in the same run: a CuPy copy of the same bytes for memory-bound kernels, cuBLAS (CuPy ``@``)
+for matmul.
+
+In simulator mode the sizes are tiny, the "device" is the CPU simulator, NumPy stands in for CuPy,
+and every row is labelled ``simulator: not GPU performance``; such results are never recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import html
+import importlib
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import runtime, timing
+
+__all__ = ["SIMULATOR_LABEL", "CASES", "Case", "device_name", "main", "run", "to_html"]
+
+SIMULATOR_LABEL = "simulator: not GPU performance"
+DEFAULT_SIZES = {"gpu": [1 << 20, 1 << 22, 1 << 24], "simulator": [256, 1000]}
+
+
+def _launcher(name: str) -> Callable[..., Any] | None:
+    """A kernel launcher from gpulab.kernels (or one of its family modules), or None if absent."""
+    try:
+        pkg = importlib.import_module("gpulab.kernels")
+    except ImportError:
+        return None
+    if hasattr(pkg, name):
+        return getattr(pkg, name)
+    for family in ("memory", "reduce", "elementwise", "matmul"):
+        try:
+            mod = importlib.import_module(f"gpulab.kernels.{family}")
+        except ImportError:
+            continue
+        if hasattr(mod, name):
+            return getattr(mod, name)
+    return None
+
+
+@dataclass
+class Problem:
+    """One kernel at one size: how to run it, what it must return, how much work it does."""
+
+    run: Callable[[], Any]
+    check: Callable[[Any], None]
+    work: float  # bytes (GB/s) or FLOPs (GFLOP/s)
+    shape: tuple[int, ...]
+    baseline: Callable[[], Any]
+    baseline_work: float
+
+
+@dataclass(frozen=True)
+class Case:
+    """A benchmarked kernel: its family (the results section), metric and problem builder."""
+
+    name: str
+    section: str
+    metric: str  # "GB/s" or "GFLOP/s"
+    launcher: str
+    build: Callable[[Callable[..., Any], int, np.random.Generator], Problem]
+
+
+def _xp() -> Any:
+    return runtime.xp()
+
+
+def _f32(rng: np.random.Generator, *shape: int) -> Any:
+    return runtime.to_device(rng.standard_normal(shape, dtype=np.float32))
+
+
+def _copy_baseline(nbytes_each_way: int) -> tuple[Callable[[], Any], float]:
+    """The library's copy of the same number of bytes (read + write)."""
+    xp = _xp()
+    n = max(1, nbytes_each_way // 4)
+    src, dst = xp.ones(n, dtype=np.float32), xp.empty(n, dtype=np.float32)
+    return (lambda: xp.copyto(dst, src)), 2.0 * n * 4
+
+
+def _close(expected: Any, rtol: float = 1e-5, atol: float = 1e-5) -> Callable[[Any], None]:
+    def check(got: Any) -> None:
+        np.testing.assert_allclose(runtime.to_host(got) if not np.isscalar(got) else got, expected,
+                                   rtol=rtol, atol=atol)
+    return check
+
+
+def _square(n: int) -> int:
+    return max(1, int(round(math.sqrt(n))))
+
+
+def _build_copy(stride: int) -> Callable[..., Problem]:
+    def build(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
+        x_h = rng.standard_normal(n, dtype=np.float32)
+        x = runtime.to_device(x_h)
+        n_out = -(-n // stride)
+        out = _xp().empty(n_out, dtype=np.float32)
+        base, base_work = _copy_baseline(n_out * 4)
+        # A perfect strided copy still moves only the useful bytes: n_out reads + n_out writes.
+        return Problem(lambda: fn(x, out, stride=stride), _close(x_h[::stride], 0, 0), 2.0 * n_out * 4, (n,),
+                       base, base_work)
+    return build
+
+
+def _build_transpose(kernel_name: str) -> Callable[..., Problem]:
+    def build(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
+        side = _square(n)
+        a_h = rng.standard_normal((side, side + 1), dtype=np.float32)  # not square: catches swapped axes
+        a = runtime.to_device(a_h)
+        out = _xp().empty(a_h.shape[::-1], dtype=np.float32)
+        kern = importlib.import_module("gpulab.kernels.memory").__dict__.get(kernel_name)
+        if kern is None:
+            raise LookupError(f"gpulab.kernels.memory has no {kernel_name}")
+        base, base_work = _copy_baseline(a_h.size * 4)
+        return Problem(lambda: fn(a, out, kernel=kern), _close(a_h.T, 0, 0), 2.0 * a_h.size * 4, a_h.shape,
+                       base, base_work)
+    return build
+
+
+def _build_sum(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
+    x_h = rng.random(n, dtype=np.float32)  # positive: the float32 sum stays well conditioned
+    x = runtime.to_device(x_h)
+    expected = float(x_h.astype(np.float64).sum())
+    base, base_work = _copy_baseline(n * 4)
+    return Problem(lambda: fn(x), _close(expected, rtol=1e-4, atol=1e-3), 1.0 * n * 4, (n,), base, base_work)
+
+
+def _build_softmax(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
+    rows = _square(n)
+    cols = max(1, n // rows)
+    x_h = rng.standard_normal((rows, cols), dtype=np.float32)
+    e = np.exp(x_h - x_h.max(axis=1, keepdims=True))
+    expected = e / e.sum(axis=1, keepdims=True)
+    x = runtime.to_device(x_h)
+    out = _xp().empty_like(x)
+    base, base_work = _copy_baseline(x_h.size * 4)
+    return Problem(lambda: fn(x, out), _close(expected, rtol=1e-4, atol=1e-6), 2.0 * x_h.size * 4,
+                   x_h.shape, base, base_work)
+
+
+def _build_add(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
+    a_h, b_h = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+    a, b = runtime.to_device(a_h), runtime.to_device(b_h)
+    out = _xp().empty(n, dtype=np.float32)
+    base, base_work = _copy_baseline(n * 4)
+    return Problem(lambda: fn(a, b, out), _close(a_h + b_h, 0, 0), 3.0 * n * 4, (n,), base, base_work)
+
+
+def _build_matmul(kernel_name: str) -> Callable[..., Problem]:
+    def build(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
+        side = _square(n)
+        M, K, N = side, side + 3, side + 1  # not multiples of the tile size
+        a_h = rng.standard_normal((M, K), dtype=np.float32)
+        b_h = rng.standard_normal((K, N), dtype=np.float32)
+        a, b = runtime.to_device(a_h), runtime.to_device(b_h)
+        out = _xp().empty((M, N), dtype=np.float32)
+        expected = (a_h.astype(np.float64) @ b_h.astype(np.float64)).astype(np.float32)
+        flops = 2.0 * M * N * K
+        xp = runtime.array_module(a)
+        return Problem(lambda: fn(a, b, out, kernel=kernel_name),
+                       _close(expected, rtol=1e-3, atol=1e-3 * math.sqrt(K)), flops, (M, K, N),
+                       lambda: xp.matmul(a, b, out=out), flops)
+    return build
+
+
+def _matmul_kernel_names() -> list[str]:
+    try:
+        return list(importlib.import_module("gpulab.kernels.matmul").MATMUL_KERNELS)
+    except (ImportError, AttributeError):
+        return []
+
+
+def cases() -> list[Case]:
+    """Every benchmark case (matmul cases follow ``MATMUL_KERNELS`` as it is now)."""
+    out = [
+        Case("copy", "copy", "GB/s", "copy", _build_copy(1)),
+        Case("copy_stride4", "copy", "GB/s", "copy", _build_copy(4)),
+        Case("transpose_naive", "transpose", "GB/s", "transpose", _build_transpose("transpose_naive_kernel")),
+        Case("transpose_tiled", "transpose", "GB/s", "transpose", _build_transpose("transpose_tiled_kernel")),
+        Case("add", "elementwise", "GB/s", "add", _build_add),
+        Case("sum_atomic", "reduce", "GB/s", "sum_atomic", _build_sum),
+        Case("sum_tree", "reduce", "GB/s", "sum_tree", _build_sum),
+        Case("softmax_rows", "reduce", "GB/s", "softmax_rows", _build_softmax),
+    ]
+    out += [Case(f"matmul_{k}", "matmul", "GFLOP/s", "matmul", _build_matmul(k)) for k in _matmul_kernel_names()]
+    return out
+
+
+CASES = cases  # the list is built on call: kernels written later are picked up
+
+
+def device_name() -> str:
+    """The GPU's name in gpu mode; ``"CUDA simulator (CPU)"`` in simulator mode."""
+    if not runtime.is_gpu():
+        return "CUDA simulator (CPU)"
+    from numba import cuda
+
+    name = cuda.get_current_device().name
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def _baseline_name(metric: str) -> str:
+    if runtime.is_gpu():
+        return "cuBLAS (CuPy @)" if metric == "GFLOP/s" else "CuPy copy"
+    return "NumPy matmul (CPU)" if metric == "GFLOP/s" else "NumPy copy (CPU)"
+
+
+def run(sizes: list[int] | None = None, *, only: list[str] | None = None, repeat: int | None = None,
+        seed: int = 0, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Check and time every case at every size; returns the report (see ``--json``).
+
+    ``only`` restricts to case names (``copy``, ``matmul_tiled``, ...). Cases whose launcher does
+    not exist yet are listed under ``"skipped"`` with the reason.
+    """
+    gpu = runtime.is_gpu()
+    if gpu:
+        try:
+            importlib.import_module("gpulab.kernels.matmul").disable_tf32()  # fair FP32 race with cuBLAS
+        except (ImportError, AttributeError):
+            pass
+    mode = runtime.mode()
+    sizes = list(sizes or DEFAULT_SIZES[mode])
+    repeat = repeat or (5 if gpu else 1)
+    warmup = 1 if gpu else 0  # the correctness run already compiled (and warmed) each kernel
+    dev = device_name()
+    peak = timing.lookup_peak(dev) if gpu else None
+    rows: list[dict[str, Any]] = []
+    skipped: list[dict[str, str]] = []
+    selected = [c for c in cases() if not only or c.name in only]
+    unknown = sorted(set(only or []) - {c.name for c in cases()})
+    if unknown:
+        raise SystemExit(f"gpulab bench kernels: unknown kernel(s) {', '.join(unknown)}; "
+                         f"choose from {', '.join(c.name for c in cases())}.")
+    for case in selected:
+        fn = _launcher(case.launcher)
+        if fn is None:
+            skipped.append({"kernel": case.name, "reason": f"gpulab.kernels.{case.launcher} does not exist yet"})
+            log(f"  skip {case.name}: gpulab.kernels.{case.launcher} does not exist yet")
+            continue
+        for n in sizes:
+            rng = np.random.default_rng(seed)
+            try:
+                prob = case.build(fn, n, rng)
+            except LookupError as exc:
+                skipped.append({"kernel": case.name, "reason": str(exc)})
+                break
+            prob.check(prob.run())  # correctness first; also compiles the kernel
+            res = timing.benchmark(prob.run, warmup=warmup, repeat=repeat, label=case.name)
+            base = timing.benchmark(prob.baseline, warmup=1, repeat=repeat, label="baseline")
+            scale = 1e9
+            value = prob.work / res.median / scale
+            base_value = prob.baseline_work / base.median / scale
+            kind = "fp32_tflops" if case.metric == "GFLOP/s" else "dram_gbps"
+            pct_peak = timing.percent_of_peak(value, dev, kind) if gpu else None
+            row = {
+                "kernel": case.name, "section": case.section, "metric": case.metric, "size": int(n),
+                "shape": list(prob.shape), "work": prob.work, "seconds": res.median, "spread": res.spread,
+                "value": value, "percent_of_peak": pct_peak,
+                "baseline": _baseline_name(case.metric), "baseline_value": base_value,
+                "percent_of_baseline": 100.0 * value / base_value if base_value > 0 else None,
+                "verified": True, "mode": mode, "clock": res.clock, "repeat": repeat,
+            }
+            rows.append(row)
+            pk = f"{pct_peak:5.1f}% of peak" if pct_peak is not None else "peak n/a"
+            log(f"  {case.name:<16} n={n:<10} {value:10.4g} {case.metric:<7} {pk}, "
+                f"{row['percent_of_baseline']:6.3g}% of {row['baseline']}")
+    peak_info = None
+    if peak is not None:
+        peak_info = {"name": peak.name, "dram_gbps": peak.dram_gbps, "fp32_gflops": peak.fp32_tflops * 1e3,
+                     "source": peak.source}
+    today = _dt.date.today().isoformat()
+    return {
+        "device": dev, "mode": mode, "date": today,
+        "label": f"measured on {dev}, {today}" if gpu else SIMULATOR_LABEL,
+        "peak": peak_info, "sizes": sizes, "rows": rows, "skipped": skipped,
+    }
+
+
+def _figures(report: dict[str, Any]) -> list[Any]:
+    import plotly.graph_objects as go
+
+    figs = []
+    label = report["label"]
+    for metric in ("GB/s", "GFLOP/s"):
+        rows = [r for r in report["rows"] if r["metric"] == metric]
+        if not rows:
+            continue
+        fig = go.Figure()
+        for name in dict.fromkeys(r["kernel"] for r in rows):
+            mine = [r for r in rows if r["kernel"] == name]
+            fig.add_trace(go.Scatter(x=[r["size"] for r in mine], y=[r["value"] for r in mine],
+                                     mode="lines+markers", name=name))
+        base_by_size: dict[int, float] = {}
+        for r in rows:
+            base_by_size[r["size"]] = max(base_by_size.get(r["size"], 0.0), r["baseline_value"])
+        xs = sorted(base_by_size)
+        fig.add_trace(go.Scatter(x=xs, y=[base_by_size[x] for x in xs], mode="lines", name=rows[0]["baseline"],
+                                 line={"dash": "dash", "color": "black"}))
+        peak = report.get("peak")
+        if peak:
+            pv = peak["dram_gbps"] if metric == "GB/s" else peak["fp32_gflops"]
+            fig.add_hline(y=pv, line_dash="dot", annotation_text=f"spec-sheet peak {pv:g} {metric}")
+        what = "bandwidth" if metric == "GB/s" else "FP32 throughput"
+        fig.update_layout(title=f"Kernel {what} vs size ({label})", template="plotly_white",
+                          xaxis_title="problem size (elements of the main array)", yaxis_title=metric)
+        fig.update_xaxes(type="log")
+        figs.append(fig)
+    largest = {}
+    for r in report["rows"]:
+        largest[r["kernel"]] = r  # rows come in increasing size: keep the largest
+    if largest:
+        key = "percent_of_peak" if report.get("peak") else "percent_of_baseline"
+        what = "spec-sheet peak" if key == "percent_of_peak" else "the library baseline"
+        vals = [(k, r[key]) for k, r in largest.items() if r[key] is not None]
+        fig = go.Figure(go.Bar(x=[k for k, _ in vals], y=[v for _, v in vals]))
+        fig.update_layout(title=f"Largest size: % of {what} ({label})", template="plotly_white",
+                          xaxis_title="kernel", yaxis_title=f"% of {what}")
+        figs.append(fig)
+    return figs
+
+
+def to_html(report: dict[str, Any]) -> str:
+    """A self-contained HTML page (plotly.js embedded: opens offline) with the charts and a table."""
+    figs = _figures(report)
+    parts = [fig.to_html(full_html=False, include_plotlyjs=(k == 0)) for k, fig in enumerate(figs)]
+    head = ["kernel", "size", "shape", "metric", "value", "% of peak", "baseline", "% of baseline"]
+    body = []
+    for r in report["rows"]:
+        pk = f"{r['percent_of_peak']:.1f}" if r["percent_of_peak"] is not None else "n/a"
+        pb = f"{r['percent_of_baseline']:.1f}" if r["percent_of_baseline"] is not None else "n/a"
+        cells = [r["kernel"], r["size"], "x".join(map(str, r["shape"])), r["metric"], f"{r['value']:.4g}", pk,
+                 r["baseline"], pb]
+        body.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
+    skipped = "".join(f"<li>{html.escape(s['kernel'])}: {html.escape(s['reason'])}</li>" for s in report["skipped"])
+    peak = report.get("peak")
+    peak_line = (f"Spec-sheet peak ({html.escape(peak['name'])}, {html.escape(peak['source'])}): "
+                 f"{peak['dram_gbps']:g} GB/s, {peak['fp32_gflops']:g} GFLOP/s FP32." if peak
+                 else "No spec-sheet peak for this device.")
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>gpulab kernel benchmarks</title>"
+        "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;text-align:right}"
+        "table{border-collapse:collapse}tr:nth-child(even){background:#f3f3f3}</style></head><body>"
+        f"<h1>gpulab kernel benchmarks</h1><p><b>{html.escape(report['label'])}</b> (mode: {report['mode']}, "
+        f"device: {html.escape(report['device'])}). {peak_line}</p>"
+        + "".join(parts)
+        + "<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(body) + "</table>"
+        + (f"<h2>Skipped</h2><ul>{skipped}</ul>" if skipped else "")
+        + "</body></html>\n"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m gpulab bench kernels", description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", type=int, nargs="+", metavar="N",
+                   help="element counts of the main array (2-D kernels use about sqrt(N) x sqrt(N)); "
+                        f"default {DEFAULT_SIZES['gpu']} on a GPU, {DEFAULT_SIZES['simulator']} in the simulator")
+    p.add_argument("--kernels", nargs="+", metavar="NAME", help="only these cases (default: all)")
+    p.add_argument("--repeat", type=int, default=None, help="timed runs per point (default 5 on a GPU, 1 simulated)")
+    p.add_argument("--json", type=Path, help="write the report as JSON to this file")
+    p.add_argument("--html", type=Path, help="write an HTML report with plotly charts to this file")
+    p.add_argument("--record", action="store_true",
+                   help="store the rows in gpulab/results/ (one file per device and date; gpu mode only)")
+    p.add_argument("--list", action="store_true", help="list the cases and exit")
+    args = p.parse_args(argv)
+    if args.list:
+        for c in cases():
+            ok = "" if _launcher(c.launcher) else "  (launcher missing: skipped)"
+            print(f"{c.name:<18} {c.metric:<8} section {c.section}{ok}")
+        return 0
+    if args.record and not runtime.is_gpu():
+        print("gpulab bench kernels: --record needs gpu mode. Simulator timings are CPU timings, not GPU "
+              "results, so they are never recorded. Run on a machine with a CUDA GPU (GPULAB_DEVICE=gpu).",
+              file=sys.stderr)
+        return 2
+    print(f"gpulab bench kernels: {device_name()} ({runtime.mode()} mode)"
+          + ("" if runtime.is_gpu() else f" - {SIMULATOR_LABEL}"))
+    report = run(args.sizes, only=args.kernels, repeat=args.repeat)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
+        print(f"wrote {args.json}")
+    if args.html:
+        args.html.parent.mkdir(parents=True, exist_ok=True)
+        args.html.write_text(to_html(report), encoding="utf-8")
+        print(f"wrote {args.html}")
+    if args.record:
+        from .. import results
+
+        paths = set()
+        for section in dict.fromkeys(r["section"] for r in report["rows"]):
+            rows = [r for r in report["rows"] if r["section"] == section]
+            paths.add(results.record(section, rows, report["device"], source="python -m gpulab bench kernels"))
+        for path in sorted(paths):
+            print(f"recorded {path}")
+    print(f"{len(report['rows'])} measurements, {len(report['skipped'])} skipped. {report['label']}.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

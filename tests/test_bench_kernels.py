@@ -1,0 +1,79 @@
+"""``python -m gpulab bench kernels`` in simulator mode at tiny sizes: schema, labels, HTML, no recording."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpulab import results, runtime
+from gpulab.bench import kernels as bk
+
+ROW_KEYS = {"kernel", "section", "metric", "size", "shape", "work", "seconds", "spread", "value", "percent_of_peak",
+            "baseline", "baseline_value", "percent_of_baseline", "verified", "mode", "clock", "repeat"}
+CASES = ["copy", "transpose_tiled", "sum_tree", "matmul_tiled"]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    assert runtime.is_simulator()
+    out = tmp_path_factory.mktemp("bench")
+    argv = ["--sizes", "64", "300", "--kernels", *CASES, "--json", str(out / "k.json"), "--html", str(out / "k.html")]
+    assert bk.main(argv) == 0
+    return json.loads((out / "k.json").read_text()), (out / "k.html").read_text()
+
+
+def test_json_schema_and_simulator_label(report):
+    data, _ = report
+    assert {"device", "mode", "date", "label", "peak", "sizes", "rows", "skipped"} <= set(data)
+    assert data["mode"] == "simulator" and data["label"] == bk.SIMULATOR_LABEL == "simulator: not GPU performance"
+    assert data["peak"] is None and data["sizes"] == [64, 300]
+    present = [c for c in CASES if c != "matmul_tiled" or "matmul_tiled" in [x.name for x in bk.cases()]]
+    assert sorted({r["kernel"] for r in data["rows"]}) == sorted(present)
+    for row in data["rows"]:
+        assert set(row) == ROW_KEYS
+        assert row["verified"] is True and row["mode"] == "simulator" and row["clock"] == "perf_counter"
+        assert row["percent_of_peak"] is None  # no spec-sheet comparison for a CPU simulator
+        assert row["seconds"] > 0 and row["value"] == pytest.approx(row["work"] / row["seconds"] / 1e9)
+        assert row["baseline"].startswith("NumPy") and row["baseline_value"] > 0
+        assert row["percent_of_baseline"] == pytest.approx(100 * row["value"] / row["baseline_value"])
+        assert row["metric"] == ("GFLOP/s" if row["kernel"].startswith("matmul") else "GB/s")
+
+
+def test_work_counts(report):
+    data, _ = report
+    by = {(r["kernel"], r["size"]): r for r in data["rows"]}
+    assert by[("copy", 300)]["work"] == 2 * 300 * 4  # one read and one write per element
+    assert by[("sum_tree", 64)]["work"] == 64 * 4  # one read per element
+    t = by[("transpose_tiled", 300)]
+    assert t["shape"] == [17, 18] and t["work"] == 2 * 17 * 18 * 4
+    if ("matmul_tiled", 300) in by:
+        M, K, N = by[("matmul_tiled", 300)]["shape"]
+        assert by[("matmul_tiled", 300)]["work"] == 2 * M * N * K
+
+
+def test_html_report_has_charts_table_and_label(report):
+    data, page = report
+    assert page.startswith("<!DOCTYPE html>") and bk.SIMULATOR_LABEL in page
+    assert page.count("Plotly.newPlot") == 3  # GB/s, GFLOP/s, % of baseline
+    assert page.count("<tr>") == len(data["rows"]) + 1
+
+
+def test_record_refuses_simulator_results(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    assert bk.main(["--record", "--sizes", "32", "--kernels", "copy"]) == 2
+    assert "never recorded" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_launcher_is_skipped_with_a_note(monkeypatch):
+    real = bk._launcher
+    monkeypatch.setattr(bk, "_launcher", lambda name: None if name == "add" else real(name))
+    data = bk.run([32], only=["add", "copy"], log=lambda s: None)
+    assert [r["kernel"] for r in data["rows"]] == ["copy"]
+    assert data["skipped"] == [{"kernel": "add", "reason": "gpulab.kernels.add does not exist yet"}]
+
+
+def test_unknown_kernel_name_is_an_error():
+    with pytest.raises(SystemExit, match="unknown kernel"):
+        bk.run([32], only=["no_such_kernel"], log=lambda s: None)
