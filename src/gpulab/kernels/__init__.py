@@ -14,8 +14,13 @@ from .elementwise import add, add_grid_stride_kernel, add_kernel
 from . import matmul as matmul_family
 from .matmul import (MATMUL_KERNELS, matmul, matmul_naive_kernel, matmul_reference, matmul_regtiled_kernel,
                      matmul_tiled_kernel)
+from . import memory, reduce
+from .elementwise import saxpy, saxpy_kernel, scale2d, scale2d_kernel
+from .memory import copy, copy_kernel, strided_copy_kernel, transpose, transpose_naive_kernel, transpose_tiled_kernel
+from .reduce import (softmax_rows, softmax_rows_kernel, sum_atomic, sum_atomic_kernel, sum_reduce, sum_tree,
+                     sum_tree_kernel)
 
-FAMILIES: tuple[ModuleType, ...] = (elementwise, matmul_family,)
+FAMILIES: tuple[ModuleType, ...] = (elementwise, memory, reduce, matmul_family,)
 
 __all__ = [
     "FAMILIES",
@@ -27,12 +32,31 @@ __all__ = [
     "all_ptx_signatures",
     "blocks_for",
     "check_launch",
+    "copy",
+    "copy_kernel",
     "matmul",
     "matmul_family",
     "matmul_naive_kernel",
     "matmul_reference",
     "matmul_regtiled_kernel",
     "matmul_tiled_kernel",
+    "memory",
+    "reduce",
+    "saxpy",
+    "saxpy_kernel",
+    "scale2d",
+    "scale2d_kernel",
+    "softmax_rows",
+    "softmax_rows_kernel",
+    "strided_copy_kernel",
+    "sum_atomic",
+    "sum_atomic_kernel",
+    "sum_reduce",
+    "sum_tree",
+    "sum_tree_kernel",
+    "transpose",
+    "transpose_naive_kernel",
+    "transpose_tiled_kernel",
 ]
 
 

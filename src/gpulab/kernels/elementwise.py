@@ -1,18 +1,29 @@
 """Elementwise kernels: one thread per element, the first kernels of the course (lesson 01).
 
-NumPy reference: ``out = a + b``.
+NumPy references: ``out = a + b`` (:func:`add`), ``out = alpha * x + y`` (:func:`saxpy`) and
+``out = alpha * a`` for a 2-D array (:func:`scale2d`, one thread per element on a 2-D grid).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from numba import cuda
 
 from ._launch import blocks_for, check_array, check_launch
 from .. import runtime
 
-__all__ = ["add", "add_kernel", "add_grid_stride_kernel", "PTX_SIGNATURES"]
+__all__ = [
+    "PTX_SIGNATURES",
+    "add",
+    "add_grid_stride_kernel",
+    "add_kernel",
+    "saxpy",
+    "saxpy_kernel",
+    "scale2d",
+    "scale2d_kernel",
+]
 
 
 @cuda.jit
@@ -53,8 +64,67 @@ def add(a: Any, b: Any, out: Any = None, *, threads_per_block: int = 256, blocks
     return out
 
 
+@cuda.jit
+def saxpy_kernel(alpha, x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:  # bounds guard
+        out[i] = alpha * x[i] + y[i]  # 2 FLOPs, 12 bytes moved (two loads, one store)
+
+
+@cuda.jit
+def scale2d_kernel(alpha, a, out):
+    j, i = cuda.grid(2)  # x (fastest-varying) -> column j, y -> row i: a warp reads along a row
+    if i < out.shape[0] and j < out.shape[1]:  # guard in both dimensions
+        out[i, j] = alpha * a[i, j]
+
+
+def _same_shape(a: Any, b: Any, names: str) -> None:
+    if tuple(a.shape) != tuple(b.shape):
+        raise ValueError(f"{names} must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}.")
+
+
+def saxpy(alpha: float, x: Any, y: Any, out: Any = None, *, threads_per_block: int = 256) -> Any:
+    """``out = alpha * x + y`` for float32 vectors (the BLAS "saxpy"), one thread per element."""
+    check_array("x", x, ndim=1, dtype="float32")
+    check_array("y", y, ndim=1, dtype="float32")
+    _same_shape(x, y, "x and y")
+    if out is None:
+        out = runtime.array_module(x).empty_like(x)
+    check_array("out", out, ndim=1, dtype="float32")
+    _same_shape(x, out, "x and out")
+    n = x.shape[0]
+    if n == 0:
+        return out
+    blocks = blocks_for(n, threads_per_block)
+    check_launch(blocks, threads_per_block)
+    saxpy_kernel[blocks, threads_per_block](np.float32(alpha), x, y, out)
+    return out
+
+
+def scale2d(alpha: float, a: Any, out: Any = None, *, threads_per_block: tuple[int, int] = (16, 16)) -> Any:
+    """``out = alpha * a`` for a float32 matrix on a 2-D grid of 2-D blocks.
+
+    ``threads_per_block`` is ``(x, y)``: x threads along a row (columns), y along a column (rows).
+    """
+    check_array("a", a, ndim=2, dtype="float32")
+    if out is None:
+        out = runtime.array_module(a).empty_like(a)
+    check_array("out", out, ndim=2, dtype="float32")
+    _same_shape(a, out, "a and out")
+    rows, cols = a.shape
+    if rows == 0 or cols == 0:
+        return out
+    tx, ty = threads_per_block
+    blocks = (blocks_for(cols, tx), blocks_for(rows, ty))
+    check_launch(blocks, (tx, ty))
+    scale2d_kernel[blocks, (tx, ty)](np.float32(alpha), a, out)
+    return out
+
+
 # (kernel, signature) pairs compiled to PTX by the tests: proof that each kernel is real CUDA.
 PTX_SIGNATURES = [
     (add_kernel, "void(float32[:], float32[:], float32[:])"),
     (add_grid_stride_kernel, "void(float32[:], float32[:], float32[:])"),
+    (saxpy_kernel, "void(float32, float32[:], float32[:], float32[:])"),
+    (scale2d_kernel, "void(float32, float32[:, :], float32[:, :])"),
 ]

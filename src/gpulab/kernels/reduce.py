@@ -1,0 +1,182 @@
+"""Reductions: many values in, one value out (lesson 05), and a row-wise softmax built on them.
+
+NumPy references: ``x.sum()`` and ``softmax(x, axis=1)``. Three ways to sum on a GPU:
+
+- :func:`sum_atomic_kernel`: every thread adds its element to one total with ``cuda.atomic.add``.
+  Correct, but the atomics on one address are served one after another.
+- :func:`sum_tree_kernel`: each block loads ``TPB`` elements into shared memory and halves them
+  ``log2(TPB)`` times (a tree); thread 0 writes one partial sum per block. :func:`sum_tree` runs it
+  again on the partials until one value is left.
+- :func:`sum_reduce`: Numba's ready-made ``cuda.reduce``.
+
+The three add the numbers in different orders, so their float32 results may differ in the last bits.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numba import cuda, float32
+
+from .. import runtime
+from ._launch import LaunchError, blocks_for, check_array, check_launch
+
+__all__ = [
+    "PTX_SIGNATURES",
+    "SOFTMAX_TPB",
+    "TPB",
+    "softmax_rows",
+    "softmax_rows_kernel",
+    "sum_atomic",
+    "sum_atomic_kernel",
+    "sum_reduce",
+    "sum_tree",
+    "sum_tree_kernel",
+]
+
+TPB = 256  # threads per block of the tree reduction (a power of two)
+SOFTMAX_TPB = 128  # threads per block (= per row) of the softmax (a power of two)
+
+
+@cuda.jit
+def sum_atomic_kernel(x, total):
+    i = cuda.grid(1)
+    if i < x.size:  # bounds guard
+        cuda.atomic.add(total, 0, x[i])  # read-add-write of total[0] as one indivisible step
+
+
+@cuda.jit
+def sum_tree_kernel(x, partials):
+    cache = cuda.shared.array(TPB, float32)
+    tx = cuda.threadIdx.x
+    i = cuda.grid(1)
+    cache[tx] = x[i] if i < x.size else float32(0.0)  # threads past the end contribute 0
+    cuda.syncthreads()  # wait until all TPB values of this block are in shared memory
+    s = TPB // 2
+    while s > 0:
+        if tx < s:
+            cache[tx] += cache[tx + s]  # the lower half adds the upper half
+        cuda.syncthreads()  # wait until this level of the tree is complete before the next one
+        s //= 2
+    if tx == 0:
+        partials[cuda.blockIdx.x] = cache[0]  # one partial sum per block
+
+
+@cuda.jit
+def softmax_rows_kernel(x, out):
+    row = cuda.blockIdx.x  # one block per row
+    tx = cuda.threadIdx.x
+    if row >= x.shape[0]:  # the whole block leaves together, so no thread misses a syncthreads
+        return
+    cols = x.shape[1]
+    buf = cuda.shared.array(SOFTMAX_TPB, float32)
+
+    # 1. Row maximum: each thread scans columns tx, tx + TPB, ...; then a tree in shared memory.
+    m = x[row, 0]
+    for j in range(tx, cols, SOFTMAX_TPB):
+        m = max(m, x[row, j])
+    buf[tx] = m
+    cuda.syncthreads()  # wait for every thread's partial maximum
+    s = SOFTMAX_TPB // 2
+    while s > 0:
+        if tx < s:
+            buf[tx] = max(buf[tx], buf[tx + s])
+        cuda.syncthreads()  # wait until this level of the max-tree is complete
+        s //= 2
+    row_max = buf[0]
+    cuda.syncthreads()  # wait until every thread has read row_max before buf is reused
+
+    # 2. Sum of exp(x - max): subtracting the max keeps exp() <= 1, so it cannot overflow.
+    acc = float32(0.0)
+    for j in range(tx, cols, SOFTMAX_TPB):
+        acc += math.exp(x[row, j] - row_max)
+    buf[tx] = acc
+    cuda.syncthreads()  # wait for every thread's partial sum
+    s = SOFTMAX_TPB // 2
+    while s > 0:
+        if tx < s:
+            buf[tx] += buf[tx + s]
+        cuda.syncthreads()  # wait until this level of the sum-tree is complete
+        s //= 2
+    row_sum = buf[0]
+
+    # 3. Normalise.
+    for j in range(tx, cols, SOFTMAX_TPB):
+        out[row, j] = math.exp(x[row, j] - row_max) / row_sum
+
+
+def _check_vector(x: Any) -> bool:
+    """Validate x; False when it is empty (its sum is 0.0 and nothing is launched)."""
+    check_array("x", x, ndim=1, dtype="float32")
+    return x.shape[0] > 0
+
+
+def sum_atomic(x: Any, *, threads_per_block: int = 256) -> float:
+    """Sum a 1-D float32 array with one ``cuda.atomic.add`` per element."""
+    if not _check_vector(x):
+        return 0.0
+    total = runtime.array_module(x).zeros(1, dtype=np.float32)
+    blocks = blocks_for(x.shape[0], threads_per_block)
+    check_launch(blocks, threads_per_block)
+    sum_atomic_kernel[blocks, threads_per_block](x, total)
+    return float(total[0])
+
+
+def sum_tree(x: Any) -> float:
+    """Sum a 1-D float32 array with shared-memory tree reductions: one partial per block, then
+    the same kernel again on the partials until a single value is left."""
+    if not _check_vector(x):
+        return 0.0
+    xp = runtime.array_module(x)
+    current = x
+    while True:
+        blocks = blocks_for(current.shape[0], TPB)
+        check_launch(blocks, TPB)
+        partials = xp.empty(blocks, dtype=np.float32)
+        sum_tree_kernel[blocks, TPB](current, partials)
+        if blocks == 1:
+            return float(partials[0])
+        current = partials
+
+
+_sum_reducer = None
+
+
+def sum_reduce(x: Any) -> float:
+    """Sum a 1-D float32 array with Numba's built-in ``cuda.reduce`` (in the simulator it is a
+    plain Python reduction, not a kernel)."""
+    global _sum_reducer
+    if not _check_vector(x):
+        return 0.0
+    if _sum_reducer is None:
+        _sum_reducer = cuda.reduce(lambda a, b: a + b)
+    return float(_sum_reducer(x))
+
+
+def softmax_rows(x: Any, out: Any = None) -> Any:
+    """Numerically stable softmax of each row of a float32 matrix: one block of ``SOFTMAX_TPB``
+    threads per row; ``out[i] = exp(x[i] - max(x[i])) / sum(exp(x[i] - max(x[i])))``."""
+    check_array("x", x, ndim=2, dtype="float32")
+    rows, cols = x.shape
+    if cols == 0:
+        raise LaunchError(f"x has shape {(rows, cols)}: a softmax needs at least one column per row.")
+    if out is None:
+        out = runtime.array_module(x).empty_like(x)
+    check_array("out", out, ndim=2, dtype="float32")
+    if tuple(out.shape) != (rows, cols):
+        raise ValueError(f"out must have x's shape {(rows, cols)}, but has {tuple(out.shape)}.")
+    if rows == 0:
+        return out
+    check_launch(rows, SOFTMAX_TPB)
+    softmax_rows_kernel[rows, SOFTMAX_TPB](x, out)
+    return out
+
+
+# (kernel, signature) pairs compiled to PTX by the tests: proof that each kernel is real CUDA.
+PTX_SIGNATURES = [
+    (sum_atomic_kernel, "void(float32[:], float32[:])"),
+    (sum_tree_kernel, "void(float32[:], float32[:])"),
+    (softmax_rows_kernel, "void(float32[:, :], float32[:, :])"),
+]

@@ -1,0 +1,68 @@
+"""Reductions and the row softmax (lesson 05) in the simulator against NumPy."""
+
+import numpy as np
+import pytest
+
+from gpulab.kernels import LaunchError, softmax_rows, sum_atomic, sum_reduce, sum_tree
+from gpulab.kernels.reduce import sum_atomic_kernel, sum_tree_kernel
+from gpulab.trace import trace
+
+RNG = np.random.default_rng(3)
+
+
+@pytest.mark.parametrize("n", [1, 255, 256, 700])
+@pytest.mark.parametrize("fn", [sum_atomic, sum_tree, sum_reduce])
+def test_sums_match_float64_reference(fn, n):
+    x = RNG.standard_normal(n).astype(np.float32)
+    ref = float(x.astype(np.float64).sum())
+    assert fn(x) == pytest.approx(ref, rel=1e-5, abs=1e-4 * np.sqrt(n))
+
+
+def test_tree_needs_a_second_pass_beyond_one_block():
+    x = np.ones(256 * 2 + 1, np.float32)  # 3 partials, then a second pass over 1 block
+    assert sum_tree(x) == 256 * 2 + 1
+
+
+def test_atomic_vs_tree_global_traffic():
+    n = 512
+    x = np.ones(n, np.float32)
+    total = np.zeros(1, np.float32)
+    atomic = trace(sum_atomic_kernel, 2, 256, x, total, names=("x", "total"))
+    partials = np.zeros(2, np.float32)
+    tree = trace(sum_tree_kernel, 2, 256, x, partials, names=("x", "partials"))
+    assert total[0] == n and partials.sum() == n
+    assert atomic.writes("total") == n  # one read-modify-write of the same address per element
+    assert tree.writes("partials") == 2  # one write per block
+    assert atomic.reads("x") == tree.reads("x") == n
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 5), (3, 300)])
+def test_softmax_matches_numpy(shape):
+    x = (RNG.standard_normal(shape) * 5).astype(np.float32)
+    out = softmax_rows(x)
+    np.testing.assert_allclose(out, _softmax(x.astype(np.float64)), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_softmax_is_stable_for_large_inputs():
+    x = np.array([[1000.0, 1001.0, 1002.0]], np.float32)  # exp(1000) overflows float32
+    out = softmax_rows(x)
+    assert np.all(np.isfinite(out))
+    np.testing.assert_allclose(out, _softmax(x.astype(np.float64)), rtol=1e-5)
+
+
+def test_launcher_errors_say_what_to_do():
+    with pytest.raises(TypeError, match="float32"):
+        sum_tree(np.ones(4, np.float64))
+    with pytest.raises(LaunchError, match="1-D"):
+        sum_atomic(np.ones((2, 2), np.float32))
+    with pytest.raises(LaunchError, match="2-D"):
+        softmax_rows(np.ones(4, np.float32))
+    with pytest.raises(LaunchError, match="at least one column"):
+        softmax_rows(np.ones((2, 0), np.float32))
+    assert sum_tree(np.ones(0, np.float32)) == 0.0
