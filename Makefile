@@ -8,7 +8,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 STAMP  := $(VENV)/.gpulab-installed
-FIRST  ?= notebooks/00_why_gpus.ipynb
+FIRST  ?= $(firstword $(sort $(wildcard notebooks/0*.ipynb)))
 PORT   ?= 8888
 NO_BROWSER ?=
 # Parallel pytest workers (each notebook runs in one worker).
@@ -36,7 +36,8 @@ $(STAMP): pyproject.toml | $(PY)
 setup: $(STAMP)
 
 lab: setup
-	$(VENV)/bin/jupyter lab --port=$(PORT) $(if $(NO_BROWSER),--no-browser --ServerApp.ip=127.0.0.1,) $(FIRST)
+	$(VENV)/bin/jupyter lab --port=$(PORT) $(if $(NO_BROWSER),--no-browser --ServerApp.ip=127.0.0.1,) \
+	  $(if $(filter 0,$(shell id -u)),--allow-root,) $(FIRST)
 
 test: setup
 	GPULAB_DEVICE=simulator $(PY) -m pytest -n $(JOBS) --dist loadfile \
