@@ -10,3 +10,7 @@ __all__: list[str] = []
 from .precision import precision_bars, spec_peak_bars  # noqa: E402
 
 __all__ += ["precision_bars", "spec_peak_bars"]
+
+from .matmul import ladder_rows_percent, loads_per_output_bars, matmul_ladder_chart, read_count_heatmaps  # noqa: E402
+
+__all__ += ["ladder_rows_percent", "loads_per_output_bars", "matmul_ladder_chart", "read_count_heatmaps"]

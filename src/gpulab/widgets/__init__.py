@@ -6,3 +6,7 @@ One module per topic; public names are re-exported here explicitly.
 from __future__ import annotations
 
 __all__: list[str] = []
+
+from .tiling import tile_explorer, tiling_figure, tiling_stats  # noqa: E402
+
+__all__ += ["tile_explorer", "tiling_figure", "tiling_stats"]
