@@ -14,3 +14,7 @@ __all__ += ["precision_bars", "spec_peak_bars"]
 from .matmul import ladder_rows_percent, loads_per_output_bars, matmul_ladder_chart, read_count_heatmaps  # noqa: E402
 
 __all__ += ["ladder_rows_percent", "loads_per_output_bars", "matmul_ladder_chart", "read_count_heatmaps"]
+
+from .scaling import memory_budget_figure, pipeline_figure, tensor_parallel_figure  # noqa: E402
+
+__all__ += ["memory_budget_figure", "pipeline_figure", "tensor_parallel_figure"]

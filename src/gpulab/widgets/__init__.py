@@ -10,3 +10,7 @@ __all__: list[str] = []
 from .tiling import tile_explorer, tiling_figure, tiling_stats  # noqa: E402
 
 __all__ += ["tile_explorer", "tiling_figure", "tiling_stats"]
+
+from .memory_budget import memory_budget_explorer, memory_budget_report  # noqa: E402
+
+__all__ += ["memory_budget_explorer", "memory_budget_report"]

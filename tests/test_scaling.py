@@ -1,0 +1,107 @@
+"""gpulab.scaling: footprints vs the real CNN, budgets, ring all-reduce, data parallelism, pipelines."""
+
+import numpy as np
+import pytest
+
+from gpulab import nn, scaling
+from gpulab.viz import memory_budget_figure, pipeline_figure, tensor_parallel_figure
+from gpulab.widgets import memory_budget_explorer, memory_budget_report
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(channels=(4, 6), hidden=10, dropout=0.0),
+                                dict(image_size=8, channels=(3, 5), hidden=7)])
+def test_footprint_formula_matches_the_engine(kw):
+    size = kw.get("image_size", 28)
+    counted = scaling.cnn_footprint(**kw)
+    measured = scaling.measure_footprint(nn.mnist_cnn(**kw), (1, size, size))
+    assert (counted.params, counted.activations, counted.workspace) == (
+        measured.params, measured.activations, measured.workspace)
+
+
+def test_memory_budget_components():
+    fp = scaling.Footprint(params=1000, activations=50, workspace=20)
+    b = scaling.memory_budget(fp, 8, optimizer="adam", precision="fp32")
+    assert b["weights"] == b["gradients"] == 4000 and b["optimizer state"] == 8000
+    assert b["activations"] == 4 * 50 * 8 and b["im2col workspace"] == 4 * 20 * 8
+    m = scaling.memory_budget(fp, 8, optimizer="adam", precision="mixed")
+    # mixed precision: same 16 bytes per parameter with Adam, half the activation memory
+    assert m["weights"] + m["master weights (fp32)"] + m["gradients"] + m["optimizer state"] == 16 * 1000
+    assert m["activations"] * 2 == b["activations"]
+    assert scaling.memory_budget(fp, 8, optimizer="sgd")["optimizer state"] == 0
+    with pytest.raises(ValueError, match="optimizer must be"):
+        scaling.memory_budget(fp, 8, optimizer="lion")
+    big = scaling.max_batch_size(fp, 1e6)
+    assert sum(scaling.memory_budget(fp, big).values()) <= 1e6 < sum(scaling.memory_budget(fp, big + 1).values())
+    assert scaling.max_batch_size(fp, 100) == 0
+
+
+def test_fp16_flush_fraction():
+    v = np.array([1e-9, 1e-8, 1e-3, 0.0, 1.0], dtype=np.float32)
+    assert scaling.fp16_flush_fraction(v) == 0.5  # 1e-9 and 1e-8 vanish; zeros are not counted
+    assert scaling.fp16_flush_fraction(v, scale=1024) == 0.0
+
+
+@pytest.mark.parametrize("n_dev,length", [(1, 10), (3, 10), (4, 1000), (5, 3)])
+def test_ring_allreduce(n_dev, length):
+    rng = np.random.default_rng(n_dev)
+    bufs = [rng.standard_normal(length).astype(np.float32) for _ in range(n_dev)]
+    out, sent = scaling.ring_allreduce(bufs)
+    for o in out:
+        np.testing.assert_allclose(o, np.sum(bufs, axis=0), rtol=1e-5, atol=1e-6)
+    chunk = -(-length // n_dev) * 4
+    assert sent <= 2 * (n_dev - 1) * chunk
+    if length % n_dev == 0:
+        assert sent == 2 * (n_dev - 1) * length * 4 // n_dev
+
+
+def test_data_parallel_equals_one_big_batch():
+    model = nn.mnist_cnn(image_size=8, channels=(3, 4), hidden=8, dropout=0.0)
+    loss_fn = nn.SoftmaxCrossEntropy()
+    rng = np.random.default_rng(0)
+    x = rng.random((12, 1, 8, 8), dtype=np.float32)
+    y = rng.integers(0, 10, 12)
+    loss, full = scaling.full_batch_gradients(model, loss_fn, x, y)
+    dp = scaling.data_parallel_gradients(model, loss_fn, x, y, 3)
+    assert abs(np.mean(dp["shard_losses"]) - loss) < 1e-5
+    for k in full:
+        np.testing.assert_allclose(dp["grads"][k], full[k], rtol=1e-4, atol=1e-6)
+    with pytest.raises(ValueError, match="cannot be split evenly"):
+        scaling.data_parallel_gradients(model, loss_fn, x, y, 5)
+
+
+def test_nccl_needs_a_gpu():
+    with pytest.raises(ModuleNotFoundError, match="simulator mode"):
+        scaling.nccl_allreduce_mean([np.zeros(3, np.float32)])
+
+
+@pytest.mark.parametrize("p,m", [(1, 1), (2, 4), (4, 4), (4, 16)])
+def test_pipeline_schedule(p, m):
+    sched = scaling.pipeline_schedule(p, m)
+    slots = max(s["start"] for s in sched) + 1
+    assert slots == 2 * (m + p - 1)
+    for stage in range(p):  # no device does two things at once
+        starts = [s["start"] for s in sched if s["stage"] == stage]
+        assert len(starts) == len(set(starts)) == 2 * m
+    for s in sched:  # a forward needs the previous stage's forward; a backward the next stage's backward
+        if s["kind"] == "forward" and s["stage"] > 0:
+            prev = next(t for t in sched if t["kind"] == "forward" and t["stage"] == s["stage"] - 1
+                        and t["microbatch"] == s["microbatch"])
+            assert prev["start"] < s["start"]
+        if s["kind"] == "backward" and s["stage"] < p - 1:
+            nxt = next(t for t in sched if t["kind"] == "backward" and t["stage"] == s["stage"] + 1
+                       and t["microbatch"] == s["microbatch"])
+            assert nxt["start"] < s["start"]
+    idle = 1 - len(sched) / (p * slots)
+    assert idle == pytest.approx(scaling.bubble_fraction(p, m))
+
+
+def test_figures_and_widget():
+    fp = scaling.cnn_footprint()
+    fig = memory_budget_figure({"a": scaling.memory_budget(fp, 64)}, limits_gb={"T4": 16})
+    assert fig.layout.yaxis.title.text == "memory (GB)" and len(fig.data) == 6
+    assert len(pipeline_figure(scaling.pipeline_schedule(3, 4)).data) == 2
+    assert tensor_parallel_figure(3).layout.title.text.startswith("Tensor")
+    budget, html = memory_budget_report(16, 16, "adam", "fp32")
+    assert "does not fit" in html and sum(budget.values()) > 16e9
+    w = memory_budget_explorer()
+    assert len(w.children) == 5  # four controls and the output
