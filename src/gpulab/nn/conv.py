@@ -40,23 +40,29 @@ class Conv2d(Module):
             raise ValueError(f"Conv2d expects {self.c} input channels, but x has shape {tuple(x.shape)} ({c} channels).")
         if h + 2 * self.pad < self.k or w + 2 * self.pad < self.k:
             raise ValueError(f"Conv2d: a {self.k}x{self.k} kernel does not fit images of {h}x{w} with padding {self.pad}.")
-        cols, ho, wo = self.ops.im2col(x, self.k, self.k, self.stride, self.pad)  # (N*Ho*Wo, C*k*k)
-        wmat = self.params["W"].reshape(self.f, -1)  # (F, C*k*k)
+        cols, ho, wo = self.ops.im2col(x, self.k, self.k, self.stride, self.pad)  # (N*Ho*Wo, k*k*C)
+        wmat = self._wmat()  # (F, k*k*C)
         y = self.ops.matmul(cols, wmat.T)  # (N*Ho*Wo, F)
         y = self.ops.add_bias(y, self.params["b"])  # (N*Ho*Wo, F)
         self.cache = (x.shape, cols)
         return y.reshape(n, ho, wo, self.f).transpose(0, 3, 1, 2)  # (N, F, Ho, Wo) view of channels-last memory
 
+    def _wmat(self) -> Any:
+        """The weights as a GEMM operand: (F, C, k, k) -> (F, k*k*C), matching im2col's column order."""
+        w = self.params["W"]
+        return w.transpose(0, 2, 3, 1).reshape(self.f, -1)  # (F, k*k*C) small copy
+
     def backward(self, dout: Any) -> Any:
         x_shape, cols = self.cache
         n, f, ho, wo = dout.shape
         d = dout.transpose(0, 2, 3, 1).reshape(n * ho * wo, f)  # (N*Ho*Wo, F)
-        self.grads["W"][...] = self.ops.matmul(d.T, cols).reshape(self.params["W"].shape)  # (F, C, k, k)
+        dw = self.ops.matmul(d.T, cols)  # (F, k*k*C)
+        self.grads["W"][...] = dw.reshape(f, self.k, self.k, self.c).transpose(0, 3, 1, 2)  # (F, C, k, k)
         self.grads["b"][...] = d.sum(axis=0)  # (F,)
         self.cache = None
         if not self.needs_input_grad:
             return None
-        dcols = self.ops.matmul(d, self.params["W"].reshape(f, -1))  # (N*Ho*Wo, C*k*k)
+        dcols = self.ops.matmul(d, self._wmat())  # (N*Ho*Wo, k*k*C)
         return self.ops.col2im(dcols, x_shape, self.k, self.k, self.stride, self.pad)  # (N, C, H, W)
 
     def __repr__(self) -> str:

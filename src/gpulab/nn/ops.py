@@ -46,19 +46,28 @@ class ArrayOps:
     def im2col(self, x: Any, kh: int, kw: int, stride: int, pad: int) -> tuple[Any, int, int]:
         """Unfold every receptive field of ``x`` (N, C, H, W) into one row.
 
-        Returns ``cols`` of shape (N*Ho*Wo, C*kh*kw), row ``(n, i, j)`` holding the input patch under
-        output pixel (i, j) of image n, and ``Ho, Wo``. The loop it stands for::
+        Returns ``cols`` of shape (N*Ho*Wo, kh*kw*C), row ``(n, i, j)`` holding the input patch under
+        output pixel (i, j) of image n in (a, b, c) order, and ``Ho, Wo``. The loop it stands for::
 
-            for n, i, j: cols[n, i, j, :] = xpad[n, :, i*s:i*s+kh, j*s:j*s+kw].ravel()
+            for n, i, j, a, b, c: cols[(n, i, j), (a, b, c)] = xpad[n, c, i*s + a, j*s + b]
+
+        The work happens channels-last (N, H, W, C): each copied run is C contiguous floats, and the
+        layers' outputs already live in that memory order (their NCHW shape is a transposed view).
         """
         xp = array_module(x)
         n, c, h, w = x.shape
+        xh = x.transpose(0, 2, 3, 1)  # (N, H, W, C) view: contiguous when x came from a previous layer
         if pad:
-            x = xp.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))  # (N, C, H+2p, W+2p)
+            xh = xp.pad(xh, ((0, 0), (pad, pad), (pad, pad), (0, 0)))  # (N, H+2p, W+2p, C) copy
+        else:
+            xh = xp.ascontiguousarray(xh)  # (N, H, W, C)
         ho = (h + 2 * pad - kh) // stride + 1
         wo = (w + 2 * pad - kw) // stride + 1
-        win = windows(x, kh, kw, stride, ho, wo)  # (N, C, Ho, Wo, kh, kw) view, no copy
-        cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(n * ho * wo, c * kh * kw)  # (N*Ho*Wo, C*kh*kw) copy
+        sn, sh, sw, sc = xh.strides
+        win = xp.lib.stride_tricks.as_strided(
+            xh, shape=(n, ho, wo, kh, kw, c), strides=(sn, sh * stride, sw * stride, sh, sw, sc)
+        )  # (N, Ho, Wo, kh, kw, C) view of every window, no copy
+        cols = win.reshape(n * ho * wo, kh * kw * c)  # (N*Ho*Wo, kh*kw*C) the one copy
         return cols, ho, wo
 
     def col2im(self, dcols: Any, x_shape: tuple[int, ...], kh: int, kw: int, stride: int, pad: int) -> Any:
@@ -70,11 +79,11 @@ class ArrayOps:
         n, c, h, w = x_shape
         ho = (h + 2 * pad - kh) // stride + 1
         wo = (w + 2 * pad - kw) // stride + 1
-        d = dcols.reshape(n, ho, wo, c, kh, kw)  # (N, Ho, Wo, C, kh, kw) view
+        d = dcols.reshape(n, ho, wo, kh, kw, c)  # (N, Ho, Wo, kh, kw, C) view
         dx = xp.zeros((n, h + 2 * pad, w + 2 * pad, c), dtype=dcols.dtype)  # (N, Hp, Wp, C) channels-last
         for a in range(kh):
             for b in range(kw):
-                dx[:, a : a + stride * ho : stride, b : b + stride * wo : stride, :] += d[:, :, :, :, a, b]
+                dx[:, a : a + stride * ho : stride, b : b + stride * wo : stride, :] += d[:, :, :, a, b, :]
         dx = dx[:, pad : pad + h, pad : pad + w, :]  # (N, H, W, C) view without the padding
         return dx.transpose(0, 3, 1, 2)  # (N, C, H, W) view
 
@@ -114,7 +123,7 @@ class ArrayOps:
         xp = array_module(dout)
         n, c, h, w = x_shape
         ho, wo = dout.shape[2], dout.shape[3]
-        dx = xp.zeros(x_shape, dtype=dout.dtype)  # (N, C, H, W)
+        dx = xp.zeros((n, h, w, c), dtype=dout.dtype).transpose(0, 3, 1, 2)  # (N, C, H, W) view, channels-last memory
         if k == 2 and stride == 2 and len(cache) == 2:
             x, out = cache
             taken = xp.zeros(out.shape, dtype=bool)  # (N, C, Ho, Wo): a window's max already routed

@@ -1,0 +1,147 @@
+"""``python -m gpulab bench cnn``: CNN training throughput (images/s) of a gpulab backend vs PyTorch.
+
+Both train the same architecture (:func:`gpulab.nn.mnist_cnn`) on the same random batches with
+the same batch size and thread count, in one run, so the ratio is a fair comparison on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from .. import nn, runtime
+
+__all__ = ["main", "measure_gpulab", "measure_torch"]
+
+
+def _batches(n: int, batch: int, size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.random((n, batch, 1, size, size), dtype=np.float32)
+    y = rng.integers(0, 10, (n, batch)).astype(np.int64)
+    return x, y
+
+
+def measure_gpulab(backend: str, *, batch: int, steps: int, warmup: int, size: int, channels: tuple[int, int],
+                   hidden: int, seed: int = 0) -> dict[str, Any]:
+    """Images/s of ``steps`` training steps (forward, backward, Adam) after ``warmup`` steps."""
+    model = nn.mnist_cnn(seed=seed, image_size=size, channels=channels, hidden=hidden, backend=backend)
+    opt, loss_fn = nn.Adam(model), nn.SoftmaxCrossEntropy()
+    loss_fn.ops = model.ops
+    x, y = _batches(warmup + steps, batch, size, seed)
+    on_device = backend == "cupy" or (backend == "kernels" and runtime.is_gpu())
+    if on_device:
+        x, y = runtime.to_device(x), runtime.to_device(y)
+    t0 = 0.0
+    for i in range(warmup + steps):
+        if i == warmup:
+            runtime.synchronize()
+            t0 = time.perf_counter()
+        loss_fn(model.forward(x[i]), y[i])
+        model.backward(loss_fn.backward())
+        opt.step()
+    runtime.synchronize()
+    seconds = time.perf_counter() - t0
+    return {"name": f"gpulab-{backend}", "images_per_second": steps * batch / seconds, "seconds": seconds}
+
+
+def measure_torch(*, batch: int, steps: int, warmup: int, size: int, channels: tuple[int, int], hidden: int,
+                  threads: int, device: str = "cpu", seed: int = 0) -> dict[str, Any]:
+    """The same model, batches and optimizer in PyTorch (eager mode)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    c1, c2 = channels
+    s = size // 4
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(1, c1, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(c1, c2, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(), torch.nn.Linear(c2 * s * s, hidden), torch.nn.ReLU(), torch.nn.Dropout(0.25),
+        torch.nn.Linear(hidden, 10),
+    ).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    xs, ys = _batches(warmup + steps, batch, size, seed)
+    x, y = torch.from_numpy(xs).to(device), torch.from_numpy(ys).to(device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    t0 = 0.0
+    for i in range(warmup + steps):
+        if i == warmup:
+            sync()
+            t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss_fn(model(x[i]), y[i]).backward()
+        opt.step()
+    sync()
+    seconds = time.perf_counter() - t0
+    return {"name": f"torch-{device}", "images_per_second": steps * batch / seconds, "seconds": seconds,
+            "torch_version": torch.__version__}
+
+
+def _threads() -> int:
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m gpulab bench cnn", description=__doc__)
+    p.add_argument("--backend", default=None, choices=nn.BACKENDS, help="default: cupy in gpu mode, numpy otherwise")
+    p.add_argument("--compare", choices=["torch", "none"], default="none", help="also time PyTorch on the same model")
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=3, help="alternate gpulab and PyTorch this many times; report the best")
+    p.add_argument("--channels", default="32,64", help="conv channels, e.g. 32,64")
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--json", default=None, help="write the results to this JSON file")
+    args = p.parse_args(argv)
+    backend = args.backend or ("cupy" if runtime.is_gpu() else "numpy")
+    if backend == "kernels" and runtime.is_simulator():
+        print("gpulab bench cnn: the kernels backend runs in the CUDA simulator here; its speed means nothing. "
+              "Use --backend numpy, or run on a GPU.", file=sys.stderr)
+        return 2
+    channels = tuple(int(c) for c in args.channels.split(","))
+    common = dict(batch=args.batch_size, steps=args.steps, warmup=args.warmup, size=28, channels=channels, hidden=args.hidden)
+    threads = _threads()
+    results: dict[str, Any] = {"backend": backend, "mode": runtime.mode(), "threads": threads, "machine": platform.machine(),
+                               "batch_size": args.batch_size, "steps": args.steps, "channels": list(channels)}
+    torch_ok = False
+    if args.compare == "torch":
+        try:
+            import torch  # noqa: F401
+
+            torch_ok = True
+        except ImportError:
+            print("PyTorch is not installed (pip install 'gpulab[bench]'); timing gpulab only.", file=sys.stderr)
+    ours, theirs = [], []
+    for _ in range(args.rounds):  # interleaved, so that load from other processes hits both alike
+        ours.append(measure_gpulab(backend, **common))
+        if torch_ok:
+            theirs.append(measure_torch(threads=threads, device="cuda" if runtime.is_gpu() else "cpu", **common))
+    best = max(ours, key=lambda r: r["images_per_second"])
+    results["gpulab"] = best | {"all_images_per_second": [r["images_per_second"] for r in ours]}
+    print(f"gpulab ({backend}): {best['images_per_second']:.0f} images/s (best of {args.rounds}; batch {args.batch_size}, "
+          f"{threads} threads)")
+    if theirs:
+        tbest = max(theirs, key=lambda r: r["images_per_second"])
+        results["torch"] = tbest | {"all_images_per_second": [r["images_per_second"] for r in theirs]}
+        results["ratio"] = best["images_per_second"] / tbest["images_per_second"]
+        print(f"{tbest['name']} {tbest['torch_version']}: {tbest['images_per_second']:.0f} images/s")
+        print(f"ratio gpulab/torch: {results['ratio']:.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

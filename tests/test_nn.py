@@ -1,0 +1,224 @@
+"""gpulab.nn: every layer's backward against finite differences (float64) and against PyTorch."""
+
+import numpy as np
+import pytest
+
+from gpulab import nn
+
+RNG = np.random.default_rng(1)
+
+
+def _as64(layer):
+    for d in (layer.params, layer.grads):
+        for k in d:
+            d[k] = d[k].astype(np.float64)
+    return layer
+
+
+def numeric_grad(f, a, eps=1e-6, max_points=40):
+    """Central differences of scalar f() w.r.t. a few entries of a (modified in place)."""
+    flat = a.reshape(-1)
+    idx = RNG.choice(flat.size, size=min(max_points, flat.size), replace=False)
+    g = np.zeros(idx.size)
+    for t, i in enumerate(idx):
+        old = flat[i]
+        flat[i] = old + eps
+        fp = f()
+        flat[i] = old - eps
+        fm = f()
+        flat[i] = old
+        g[t] = (fp - fm) / (2 * eps)
+    return idx, g
+
+
+def check_layer(layer, x, reset=None):
+    """Compare analytic dL/dx and dL/dparams with finite differences for L = sum(forward(x) * w)."""
+    layer = _as64(layer)
+    reset = reset or (lambda: None)
+    reset()
+    out = layer.forward(x)
+    w = RNG.standard_normal(out.shape)
+    dx = layer.backward(w)
+
+    def loss():
+        reset()
+        return float((layer.forward(x) * w).sum())
+
+    idx, g = numeric_grad(loss, x)
+    np.testing.assert_allclose(np.asarray(dx).reshape(-1)[idx], g, rtol=1e-5, atol=1e-7)
+    for name, p in layer.params.items():
+        analytic = layer.grads[name].copy()
+        idx, g = numeric_grad(loss, p)
+        np.testing.assert_allclose(analytic.reshape(-1)[idx], g, rtol=1e-5, atol=1e-7, err_msg=name)
+
+
+@pytest.mark.parametrize("stride,pad,k", [(1, 1, 3), (1, 0, 3), (2, 1, 3), (2, 0, 2), (1, 2, 5)])
+def test_conv2d_gradients(stride, pad, k):
+    x = RNG.standard_normal((2, 3, 7, 6))
+    check_layer(nn.Conv2d(3, 4, k, stride=stride, padding=pad, rng=np.random.default_rng(0)), x)
+
+
+def test_conv2d_matches_direct_loops():
+    x = RNG.standard_normal((2, 2, 5, 5)).astype(np.float32)
+    conv = nn.Conv2d(2, 3, 3, stride=2, padding=1)
+    y = conv.forward(x)
+    W, b = conv.params["W"], conv.params["b"]
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    ref = np.zeros((2, 3, 3, 3), np.float32)
+    for n in range(2):
+        for f in range(3):
+            for i in range(3):
+                for j in range(3):
+                    ref[n, f, i, j] = (xp[n, :, 2 * i : 2 * i + 3, 2 * j : 2 * j + 3] * W[f]).sum() + b[f]
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("k,stride,shape", [(2, 2, (2, 3, 6, 8)), (2, 2, (1, 2, 7, 5)), (3, 2, (2, 2, 7, 7)), (3, 1, (1, 2, 5, 5))])
+def test_maxpool_gradients(k, stride, shape):
+    x = RNG.permutation(np.prod(shape)).reshape(shape).astype(np.float64) * 0.1  # distinct values: no ties
+    check_layer(nn.MaxPool2d(k, stride), x)
+
+
+def test_maxpool_ties_route_gradient_once():
+    x = np.zeros((1, 1, 2, 2), np.float32)
+    pool = nn.MaxPool2d(2)
+    pool.forward(x)
+    dx = pool.backward(np.ones((1, 1, 1, 1), np.float32))
+    assert dx.sum() == 1.0 and dx[0, 0, 0, 0] == 1.0  # the first maximum, as in PyTorch
+
+
+def test_relu_linear_flatten_gradients():
+    check_layer(nn.ReLU(), RNG.standard_normal((4, 7)) + 0.05)
+    check_layer(nn.Linear(6, 5, rng=np.random.default_rng(0)), RNG.standard_normal((3, 6)))
+    check_layer(nn.Flatten(), RNG.standard_normal((2, 3, 2, 2)))
+
+
+def test_dropout_gradient_and_scaling():
+    d = nn.Dropout(0.5)
+    check_layer(d, RNG.standard_normal((4, 10)), reset=lambda: setattr(d, "rng", np.random.default_rng(5)))
+    big = np.ones((1000, 100), np.float32)
+    y = nn.Dropout(0.25, rng=np.random.default_rng(0)).forward(big)
+    assert abs(y.mean() - 1.0) < 0.01 and ((y == 0).mean() - 0.25) < 0.01
+    assert nn.Dropout(0.5).eval().forward(big) is big
+
+
+def test_softmax_cross_entropy_gradient():
+    logits = RNG.standard_normal((5, 4))
+    y = np.array([0, 3, 1, 1, 2])
+    loss_fn = nn.SoftmaxCrossEntropy()
+    loss_fn(logits, y)
+    grad = loss_fn.backward()
+    idx, g = numeric_grad(lambda: loss_fn(logits, y), logits)
+    np.testing.assert_allclose(grad.reshape(-1)[idx], g, rtol=1e-5, atol=1e-8)
+
+
+def test_sequential_end_to_end_gradient():
+    model = nn.mnist_cnn(image_size=8, channels=(2, 3), hidden=5, dropout=0.0)
+    for layer in model:
+        _as64(layer)
+    x = RNG.standard_normal((3, 1, 8, 8))
+    y = np.array([1, 2, 3])
+    loss_fn = nn.SoftmaxCrossEntropy()
+    loss_fn(model.forward(x), y)
+    model.backward(loss_fn.backward())
+    for name, p, g in model.parameters():
+        analytic = g.copy()
+        idx, num = numeric_grad(lambda: loss_fn(model.forward(x), y), p, max_points=8)
+        np.testing.assert_allclose(analytic.reshape(-1)[idx], num, rtol=1e-4, atol=1e-7, err_msg=name)
+
+
+def test_against_pytorch_autograd():
+    torch = pytest.importorskip("torch")
+    model = nn.mnist_cnn(image_size=12, channels=(4, 6), hidden=16, dropout=0.0)
+    tm = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(4, 6, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(), torch.nn.Linear(54, 16), torch.nn.ReLU(), torch.nn.Linear(16, 10),
+    ).double()
+    tlayers = [m for m in tm if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
+    ours = [layer for layer in model if layer.params]
+    for a, t in zip(ours, tlayers):
+        _as64(a)
+        t.weight.data = torch.from_numpy(a.params["W"].copy())
+        t.bias.data = torch.from_numpy(RNG.standard_normal(a.params["b"].shape))
+        a.params["b"][...] = t.bias.data.numpy()
+    x = RNG.standard_normal((4, 1, 12, 12))
+    y = np.array([0, 5, 9, 2])
+    loss_fn = nn.SoftmaxCrossEntropy()
+    loss = loss_fn(model.forward(x), y)
+    model.backward(loss_fn.backward())
+    tloss = torch.nn.functional.cross_entropy(tm(torch.from_numpy(x)), torch.from_numpy(y))
+    tloss.backward()
+    assert abs(loss - tloss.item()) < 1e-10
+    for a, t in zip(ours, tlayers):
+        np.testing.assert_allclose(a.grads["W"], t.weight.grad.numpy(), rtol=1e-8, atol=1e-12)
+        np.testing.assert_allclose(a.grads["b"], t.bias.grad.numpy(), rtol=1e-8, atol=1e-12)
+
+
+def test_adam_and_sgd_match_pytorch():
+    torch = pytest.importorskip("torch")
+    for make, tmake in [(lambda m: nn.Adam(m, lr=0.01), lambda p: torch.optim.Adam(p, lr=0.01)),
+                        (lambda m: nn.SGD(m, lr=0.1, momentum=0.9), lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9))]:
+        model = nn.Sequential(nn.Linear(3, 2))
+        w = torch.tensor(model[0].params["W"].copy(), requires_grad=True)
+        b = torch.tensor(model[0].params["b"].copy(), requires_grad=True)
+        opt, topt = make(model), tmake([w, b])
+        for step in range(3):
+            g = RNG.standard_normal((2, 3)).astype(np.float32)
+            model[0].grads["W"][...] = g
+            model[0].grads["b"][...] = g[:, 0]
+            w.grad, b.grad = torch.from_numpy(g.copy()), torch.from_numpy(g[:, 0].copy())
+            opt.step()
+            topt.step()
+        np.testing.assert_allclose(model[0].params["W"], w.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_float32_throughout_and_deterministic():
+    x = RNG.random((4, 1, 28, 28), dtype=np.float32)
+    y = np.array([1, 2, 3, 4])
+    runs = []
+    for _ in range(2):
+        model = nn.mnist_cnn(seed=3)
+        opt, loss_fn = nn.Adam(model), nn.SoftmaxCrossEntropy()
+        out = model.forward(x)
+        assert out.dtype == np.float32
+        loss_fn(out, y)
+        model.backward(loss_fn.backward())
+        opt.step()
+        assert all(p.dtype == np.float32 and g.dtype == np.float32 for _, p, g in model.parameters())
+        runs.append(model.state_dict())
+    for k in runs[0]:
+        np.testing.assert_array_equal(runs[0][k], runs[1][k])
+
+
+def test_save_load_roundtrip(tmp_path):
+    a, b = nn.mnist_cnn(seed=1), nn.mnist_cnn(seed=2)
+    path = nn.save(a, tmp_path / "model")
+    assert path.suffix == ".npz"
+    nn.load(b, path)
+    for k, v in a.state_dict().items():
+        np.testing.assert_array_equal(v, b.state_dict()[k])
+    with pytest.raises(ValueError, match="shape"):
+        nn.load(nn.mnist_cnn(hidden=64), path)
+    with pytest.raises(FileNotFoundError, match="no saved model"):
+        nn.load(a, tmp_path / "missing.npz")
+
+
+def test_bad_inputs_get_clear_errors():
+    conv = nn.Conv2d(1, 2, 3)
+    with pytest.raises(ValueError, match="4-D"):
+        conv.forward(np.zeros((28, 28), np.float32))
+    with pytest.raises(ValueError, match="1 input channels"):
+        conv.forward(np.zeros((1, 3, 28, 28), np.float32))
+    with pytest.raises(TypeError, match="float32"):
+        conv.forward(np.zeros((1, 1, 28, 28), np.uint8))
+    with pytest.raises(ValueError, match="input features"):
+        nn.Linear(4, 2).forward(np.zeros((1, 5), np.float32))
+    with pytest.raises(FloatingPointError, match="NaN"):
+        nn.SoftmaxCrossEntropy()(np.full((2, 3), np.nan), np.array([0, 1]))
+    with pytest.raises(ValueError, match="labels must be in"):
+        nn.SoftmaxCrossEntropy()(np.zeros((2, 3)), np.array([0, 3]))
+    with pytest.raises(ValueError, match="unknown backend"):
+        nn.mnist_cnn(backend="tpu")
+    with pytest.raises(RuntimeError, match="simulator"):
+        nn.mnist_cnn(backend="cupy")
