@@ -18,3 +18,9 @@ __all__ += ["ladder_rows_percent", "loads_per_output_bars", "matmul_ladder_chart
 from .scaling import memory_budget_figure, pipeline_figure, tensor_parallel_figure  # noqa: E402
 
 __all__ += ["memory_budget_figure", "pipeline_figure", "tensor_parallel_figure"]
+
+from .memory import roofline, warp_access  # noqa: E402
+from .perf import speed_bars, speed_lines  # noqa: E402
+from .threads import launch_summary, thread_map, thread_map_2d  # noqa: E402
+
+__all__ += ["launch_summary", "roofline", "speed_bars", "speed_lines", "thread_map", "thread_map_2d", "warp_access"]

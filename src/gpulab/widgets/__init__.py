@@ -14,3 +14,7 @@ __all__ += ["tile_explorer", "tiling_figure", "tiling_stats"]
 from .memory_budget import memory_budget_explorer, memory_budget_report  # noqa: E402
 
 __all__ += ["memory_budget_explorer", "memory_budget_report"]
+
+from .threads import LaunchExplorer, LaunchExplorer2D, launch_explorer, launch_explorer_2d  # noqa: E402
+
+__all__ += ["LaunchExplorer", "LaunchExplorer2D", "launch_explorer", "launch_explorer_2d"]

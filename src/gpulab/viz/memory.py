@@ -1,0 +1,112 @@
+"""Memory pictures: which addresses one warp touches (from a :func:`gpulab.trace.trace` log), and the
+roofline model (a device's compute and bandwidth peaks, with kernels placed by arithmetic intensity)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ..timing import PEAKS, DevicePeak, lookup_peak
+
+__all__ = ["roofline", "warp_access"]
+
+
+def warp_access(log: Any, array: str, *, block: Sequence[int] = (0, 0, 0), warp: int = 0, kind: str = "r",
+                step: int = 0, segment_bytes: int = 32, title: str | None = None) -> go.Figure:
+    """Byte addresses that the 32 lanes of one warp touch in their ``step``-th access to ``array``,
+    with the 32-byte sectors the memory system must fetch shaded.
+
+    ``log`` is an :class:`gpulab.trace.AccessLog`; ``kind`` is ``"r"`` (reads) or ``"w"`` (writes).
+    """
+    if array not in log.itemsize:
+        raise ValueError(f"the log has no array named {array!r}; it traced {sorted(log.itemsize)}.")
+    lanes = log.warp_addresses(array, block=block, warp=warp, kind=kind)
+    picked = {lane: idx[step] for lane, idx in lanes.items() if len(idx) > step}
+    if not picked:
+        raise ValueError(
+            f"warp {warp} of block {tuple(block)} made no access number {step} ({kind!r}) to {array!r}; "
+            "try step=0, another warp, or kind='w' for writes."
+        )
+    size = log.itemsize[array]
+    lane_ids = np.array(list(picked))
+    addr = np.array(list(picked.values())) * size
+    sectors = sorted(set((addr // segment_bytes).tolist()))
+    fig = go.Figure()
+    for s in sectors:
+        fig.add_vrect(x0=s * segment_bytes, x1=(s + 1) * segment_bytes, fillcolor="#f58518", opacity=0.18,
+                      line_width=0.5, line_color="#f58518")
+    fig.add_trace(go.Scatter(x=addr, y=lane_ids, mode="markers", marker=dict(size=8, color="#4c78a8"),
+                             name="lane's address",
+                             hovertemplate="lane %{y}: byte %{x}<extra></extra>"))
+    useful = len(picked) * size
+    fetched = len(sectors) * segment_bytes
+    verb = "reads" if kind == "r" else "writes"
+    fig.update_layout(
+        title=title or (f"Warp {warp} {verb} {array}: {len(picked)} lanes x {size} B = {useful} B useful, "
+                        f"{len(sectors)} sectors of {segment_bytes} B = {fetched} B moved "
+                        f"({useful / fetched:.0%} efficiency)"),
+        xaxis_title=f"byte address within {array} (shaded: {segment_bytes}-byte sectors touched)",
+        yaxis_title="lane (thread within the warp)", template="plotly_white", showlegend=False, height=420,
+    )
+    return fig
+
+
+def _peak(device: str | DevicePeak) -> DevicePeak:
+    if isinstance(device, DevicePeak):
+        return device
+    if device in PEAKS:
+        return PEAKS[device]
+    found = lookup_peak(device)
+    if found is None:
+        raise ValueError(
+            f"no spec-sheet peaks for {device!r}; known devices: {', '.join(PEAKS)}. Pass one of those names "
+            "or a gpulab.timing.DevicePeak with your GPU's data-sheet figures."
+        )
+    return found
+
+
+def roofline(device: str | DevicePeak = "T4", points: Sequence[dict] = (), *, tensor_cores: bool = True,
+             title: str | None = None, note: str = "") -> go.Figure:
+    """The roofline of ``device`` (spec-sheet peaks from :data:`gpulab.timing.PEAKS`):
+    attainable GFLOP/s = min(peak compute, bandwidth x arithmetic intensity).
+
+    ``points`` are dicts ``{"label": str, "intensity": FLOP/byte, "gflops": float | None}``; without
+    ``gflops`` the point is drawn on the roof as the best that kernel could reach (an upper bound,
+    not a measurement).
+    """
+    peak = _peak(device)
+    bw = peak.dram_gbps
+    fp32 = peak.fp32_tflops * 1e3
+    xs = np.logspace(-2, 3, 200)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=xs, y=np.minimum(fp32, bw * xs), mode="lines", name=f"FP32 roof ({fp32:,.0f} GFLOP/s)",
+                             line=dict(color="#333", width=3)))
+    if tensor_cores and peak.fp16_tensor_tflops:
+        tc = peak.fp16_tensor_tflops * 1e3
+        fig.add_trace(go.Scatter(x=xs, y=np.minimum(tc, bw * xs), mode="lines", name=f"FP16 tensor-core roof ({tc:,.0f} GFLOP/s)",
+                                 line=dict(color="#999", width=2, dash="dash")))
+    ridge = fp32 / bw
+    fig.add_vline(x=ridge, line_dash="dot", line_color="#888",
+                  annotation_text=f"ridge {ridge:.0f} FLOP/B", annotation_position="bottom right")
+    for k, p in enumerate(points):
+        ai = float(p["intensity"])
+        if ai <= 0:
+            raise ValueError(f"point {p.get('label', k)!r} has intensity {ai}; a log axis needs a positive FLOP/byte.")
+        measured = p.get("gflops") is not None
+        y = float(p["gflops"]) if measured else min(fp32, bw * ai)
+        fig.add_trace(go.Scatter(
+            x=[ai], y=[y], mode="markers+text", text=[p["label"]], textposition="top center",
+            name=p["label"] + ("" if measured else " (bound, not measured)"),
+            marker=dict(size=12, symbol="circle" if measured else "circle-open", line=dict(width=2)),
+            hovertemplate=f"{p['label']}: %{{x:.3g}} FLOP/B, %{{y:,.1f}} GFLOP/s<extra></extra>"))
+    fig.update_xaxes(type="log", title="arithmetic intensity (FLOP per byte of DRAM traffic, log scale)")
+    fig.update_yaxes(type="log", title="GFLOP/s (log scale)")
+    fig.update_layout(title=title or f"Roofline of the {peak.name}: {bw:,.0f} GB/s, {fp32:,.0f} GFLOP/s FP32 (spec sheet)",
+                      template="plotly_white", height=480, legend=dict(x=0.01, y=0.99))
+    if note:
+        fig.add_annotation(text=note, xref="paper", yref="paper", x=0, y=-0.2, showarrow=False, xanchor="left",
+                           font=dict(size=11, color="#555"))
+        fig.update_layout(margin=dict(b=100))
+    return fig

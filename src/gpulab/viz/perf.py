@@ -1,0 +1,70 @@
+"""Speed charts: GFLOP/s or GB/s as bars or lines, on a log scale by default (speeds in this course
+span several orders of magnitude, from a Python loop to a tensor core)."""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import plotly.graph_objects as go
+
+__all__ = ["speed_bars", "speed_lines"]
+
+_PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d")
+
+
+def _fmt(v: float) -> str:
+    if v >= 100:
+        return f"{v:,.0f}"
+    if v >= 1:
+        return f"{v:.1f}"
+    return f"{v:.3g}"
+
+
+def _add_note(fig: go.Figure, note: str) -> None:
+    if note:
+        fig.add_annotation(text=note, xref="paper", yref="paper", x=0, y=-0.22, showarrow=False,
+                           xanchor="left", yanchor="top", font=dict(size=11, color="#555"), align="left")
+        fig.update_layout(margin=dict(b=110))
+
+
+def speed_bars(labels: Sequence[str], values: Sequence[float], unit: str, title: str, note: str = "", *,
+               log: bool = True, colors: Sequence[str] | None = None) -> go.Figure:
+    """One bar per measurement, value printed on the bar.
+
+    ``unit`` names the y axis unit (``"GFLOP/s"``, ``"GB/s"``); ``note`` is printed under the chart
+    (say there where the numbers come from: this run, a recording, or a spec sheet).
+    """
+    if len(labels) != len(values):
+        raise ValueError(f"speed_bars needs one value per label, got {len(labels)} labels and {len(values)} values.")
+    if log and any(v <= 0 for v in values):
+        raise ValueError("a log-scale chart cannot show zero or negative values; pass log=False or drop them.")
+    colors = list(colors) if colors else [_PALETTE[i % len(_PALETTE)] for i in range(len(labels))]
+    fig = go.Figure(go.Bar(x=list(labels), y=list(values), marker_color=colors,
+                           text=[f"{_fmt(v)} {unit}" for v in values], textposition="outside",
+                           hovertemplate="%{x}: %{y:.4g} " + unit + "<extra></extra>"))
+    fig.update_layout(title=title, template="plotly_white", showlegend=False,
+                      xaxis_title="", yaxis_title=f"{unit} ({'log scale' if log else 'linear'})")
+    if log:
+        fig.update_yaxes(type="log")
+        fig.update_yaxes(range=[math.log10(min(values)) - 0.5, math.log10(max(values)) + 0.6])
+    _add_note(fig, note)
+    return fig
+
+
+def speed_lines(x: Sequence[float], series: Mapping[str, Sequence[float]], unit: str, x_title: str, title: str,
+                note: str = "", *, log_x: bool = True, log_y: bool = True) -> go.Figure:
+    """One line per series (e.g. per kernel) against a size, speed on the y axis in ``unit``."""
+    fig = go.Figure()
+    for k, (name, ys) in enumerate(series.items()):
+        if len(ys) != len(x):
+            raise ValueError(f"series {name!r} has {len(ys)} values for {len(x)} x positions.")
+        fig.add_trace(go.Scatter(x=list(x), y=list(ys), name=name, mode="lines+markers",
+                                 line=dict(color=_PALETTE[k % len(_PALETTE)])))
+    fig.update_layout(title=title, template="plotly_white", xaxis_title=x_title, yaxis_title=unit)
+    if log_x:
+        fig.update_xaxes(type="log")
+    if log_y:
+        fig.update_yaxes(type="log")
+    _add_note(fig, note)
+    return fig
