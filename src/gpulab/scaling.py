@@ -146,7 +146,8 @@ def fp16_flush_fraction(values: Any, scale: float = 1.0) -> float:
     v = v[v != 0]
     if v.size == 0:
         return 0.0
-    return float(np.mean((v * np.float32(scale)).astype(np.float16) == 0))
+    with np.errstate(over="ignore"):  # values above 65504 become inf, not 0: not counted here
+        return float(np.mean((v * np.float32(scale)).astype(np.float16) == 0))
 
 
 # ----------------------------------------------------------------------------- data parallelism
