@@ -123,7 +123,8 @@ def test_disable_tf32_sets_cupy_env_before_import(monkeypatch):
 
     monkeypatch.delitem(sys.modules, "cupy", raising=False)
     monkeypatch.setenv("CUPY_TF32", "1")
+    monkeypatch.delenv("NVIDIA_TF32_OVERRIDE", raising=False)  # restored after the test
     assert disable_tf32() is True
     import os
 
-    assert os.environ["CUPY_TF32"] == "0"
+    assert os.environ["CUPY_TF32"] == "0" and os.environ["NVIDIA_TF32_OVERRIDE"] == "0"

@@ -233,8 +233,10 @@ def matmul(a: Any, b: Any, out: Any = None, *, kernel: Any = None) -> Any:
             f"b.shape[0] ({K} != {K2}). Check the order of the operands, or transpose one (b.T)."
         )
     if out is None:
-        xp = runtime.array_module(a, b)
-        out = xp.empty((M, N), dtype=np.float32)
+        if hasattr(a, "copy_to_host") and not isinstance(a, np.ndarray) and runtime.is_gpu():
+            out = cuda.device_array((M, N), dtype=np.float32)  # Numba device arrays in, one out
+        else:
+            out = runtime.array_module(a, b).empty((M, N), dtype=np.float32)
     else:
         check_array("out", out, ndim=2, dtype=np.float32)
         if tuple(out.shape) != (M, N):
