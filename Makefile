@@ -15,7 +15,7 @@ NO_BROWSER ?=
 JOBS   ?= auto
 PYTEST_ARGS ?=
 
-.PHONY: setup lab test test-fast test-notebooks doctor release-labs gpu-check bench clean help
+.PHONY: setup lab test test-fast test-notebooks doctor release-labs gpu-check bench clean help test-oldest
 
 help:
 	@echo "make lab        set up and open JupyterLab (NO_BROWSER=1 for servers, PORT=8888)"
@@ -46,6 +46,21 @@ test: setup
 
 test-fast: setup
 	GPULAB_DEVICE=simulator $(PY) -m pytest -n $(JOBS) tests $(PYTEST_ARGS)
+
+# Colab's versions, the oldest gpulab supports: unit tests (not notebooks) in a second venv.
+OLDEST_VENV ?= .venv-oldest
+OLDEST_PINS := "numba==0.60.*" "numba-cuda[cu12]==0.22.*" "ipywidgets==7.7.*" "plotly==5.24.*"
+test-oldest:
+	test -x $(OLDEST_VENV)/bin/python || $(PYTHON) -m venv $(OLDEST_VENV)
+	$(OLDEST_VENV)/bin/python -m pip --disable-pip-version-check install -q $(OLDEST_PINS) \
+	  "numpy>=1.26" "tqdm>=4.66" "pytest>=8" "pytest-xdist>=3.5" "nbformat>=5.9" "nbclient>=0.10" "ipykernel>=6.29"
+	$(OLDEST_VENV)/bin/python -m pip --disable-pip-version-check install -q --no-deps -e .
+	GPULAB_DEVICE=simulator $(OLDEST_VENV)/bin/python -m pytest -n $(JOBS) -m "not browser" tests $(PYTEST_ARGS)
+
+# On a CUDA machine: .venv with the GPU extras, every notebook in gpu mode, benchmarks recorded.
+# Offline: WHEELHOUSE=/path/to/wheels (pip --no-index) and GPULAB_DATA_DIR=/path/to/data.
+gpu-check:
+	$(PYTHON) src/gpulab/gpucheck.py --venv $(VENV)
 
 doctor: setup
 	$(PY) -m gpulab doctor
