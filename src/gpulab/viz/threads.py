@@ -78,12 +78,13 @@ def thread_map_2d(shape: Sequence[int], threads_per_block: Sequence[int] = (16, 
     j = np.arange(width)[None, :]  # column = x thread index
     inside = (i < rows) & (j < cols)
     z = np.where(inside, (i // ty + j // tx) % 2, 2)
-    hover = [[f"block (x={c // tx}, y={r // ty}), thread (x={c % tx}, y={r % ty})<br>"
-              + ("handles this element" if r < rows and c < cols else "idle: outside the array")
-              for c in range(width)] for r in range(height)]
+    # per cell: blockIdx.x, blockIdx.y, threadIdx.x, threadIdx.y (numbers keep the figure small)
+    cell = np.stack(np.broadcast_arrays(j // tx, i // ty, j % tx, i % ty), axis=-1)
     idle = height * width - rows * cols
-    fig = go.Figure(go.Heatmap(z=z, zmin=0, zmax=2, colorscale=_COLORSCALE, showscale=False, customdata=hover,
-                               hovertemplate="row i = %{y}, column j = %{x}<br>%{customdata}<extra></extra>"))
+    fig = go.Figure(go.Heatmap(
+        z=z, zmin=0, zmax=2, colorscale=_COLORSCALE, showscale=False, customdata=cell,
+        hovertemplate=("row i = %{y}, column j = %{x}<br>blockIdx = (%{customdata[0]}, %{customdata[1]}), "
+                       "threadIdx = (%{customdata[2]}, %{customdata[3]})<extra></extra>")))
     fig.add_shape(type="rect", x0=-0.5, y0=-0.5, x1=cols - 0.5, y1=rows - 0.5, line=dict(color="black", width=2))
     fig.update_layout(
         title=title or (f"{rows} x {cols} array, blocks of {tx} x {ty} threads: grid of {gx} x {gy} blocks, "
