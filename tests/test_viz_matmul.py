@@ -56,6 +56,21 @@ def test_ladder_chart_uses_a_recording_with_its_label(tmp_path, monkeypatch):
     assert list(fig.data[0].y) == [25.0, 100.0]
 
 
+def test_ladder_chart_reads_bench_kernels_recordings(tmp_path, monkeypatch):
+    def row(kernel, size, value, base):
+        return {"kernel": kernel, "section": "matmul", "metric": "GFLOP/s", "size": size,
+                "shape": [size, size + 3, size + 1], "value": value, "baseline": "cuBLAS (CuPy @)", "baseline_value": base, "mode": "gpu"}
+
+    rows = [row("matmul_naive", 256, 10.0, 50.0), row("matmul_naive", 1024, 100.0, 1000.0),
+            row("matmul_regtiled", 1024, 500.0, 1000.0)]
+    results.record("matmul", rows, "Test GPU", directory=tmp_path, date="2026-01-03", source="bench")
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    fig = matmul_ladder_chart()
+    assert list(fig.data[0].x) == ["naive", "regtiled", "cuBLAS"]
+    assert list(fig.data[0].y) == [10.0, 50.0, 100.0]
+    assert "1024x1027 @ 1027x1025" in fig.layout.title.text and "Test GPU, 2026-01-03" in fig.layout.title.text
+
+
 def test_ladder_rows_need_a_reference():
     with pytest.raises(ValueError, match="no 'cuBLAS' row"):
         ladder_rows_percent([{"kernel": "naive", "gflops": 1.0}])

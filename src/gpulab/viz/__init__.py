@@ -11,9 +11,11 @@ from .precision import precision_bars, spec_peak_bars  # noqa: E402
 
 __all__ += ["precision_bars", "spec_peak_bars"]
 
-from .matmul import ladder_rows_percent, loads_per_output_bars, matmul_ladder_chart, read_count_heatmaps  # noqa: E402
+from .matmul import (ladder_rows_percent, loads_per_output_bars, matmul_ladder_chart, normalize_ladder_rows,  # noqa: E402
+                     read_count_heatmaps)
 
-__all__ += ["ladder_rows_percent", "loads_per_output_bars", "matmul_ladder_chart", "read_count_heatmaps"]
+__all__ += ["ladder_rows_percent", "loads_per_output_bars", "matmul_ladder_chart", "normalize_ladder_rows",
+            "read_count_heatmaps"]
 
 from .scaling import memory_budget_figure, pipeline_figure, tensor_parallel_figure  # noqa: E402
 

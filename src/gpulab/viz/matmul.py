@@ -8,7 +8,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-__all__ = ["ladder_rows_percent", "loads_per_output_bars", "matmul_ladder_chart", "read_count_heatmaps"]
+__all__ = ["ladder_rows_percent", "loads_per_output_bars", "matmul_ladder_chart", "normalize_ladder_rows",
+           "read_count_heatmaps"]
 
 
 def loads_per_output_bars(loads: Mapping[str, float], *, shape: tuple[int, int, int] | None = None) -> go.Figure:
@@ -48,12 +49,35 @@ def read_count_heatmaps(counts: Mapping[str, np.ndarray], *, array: str = "A") -
     return fig
 
 
+def normalize_ladder_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Ladder rows in the format of :func:`gpulab.kernels.matmul.benchmark_ladder`.
+
+    Also accepts the ``matmul`` rows that ``python -m gpulab bench kernels --record`` writes (kernel
+    ``"matmul_<name>"``, ``value`` in GFLOP/s, ``baseline_value`` for cuBLAS, several sizes): the
+    largest size is kept and its baseline becomes the reference row.
+    """
+    rows = list(rows)
+    if not rows or "gflops" in rows[0] or "value" not in rows[0]:
+        return [dict(r) for r in rows]
+    size = max(r.get("size", 0) for r in rows)
+    at = [r for r in rows if r.get("size", 0) == size]
+    M, K, N = (list(at[0].get("shape", [])) + ["?", "?", "?"])[:3]
+    ref_name = "cuBLAS" if "cuBLAS" in str(at[0].get("baseline", "")) else str(at[0].get("baseline", "reference"))
+    common = {"M": M, "K": K, "N": N, "reference": ref_name, "mode": at[0].get("mode", "gpu")}
+    out = [dict(common, kernel=str(r["kernel"]).removeprefix("matmul_"), gflops=float(r["value"])) for r in at]
+    base = [float(r["baseline_value"]) for r in at if r.get("baseline_value")]
+    out.append(dict(common, kernel=ref_name, gflops=max(base) if base else float("nan")))
+    return out
+
+
 def ladder_rows_percent(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, float, float]]:
     """``[(kernel, GFLOP/s, % of the reference)]`` from ladder rows (:func:`gpulab.kernels.matmul.benchmark_ladder`
-    or a recording of them). The reference is the row named by ``row["reference"]`` (or ``"cuBLAS"``).
+    or a recording, see :func:`normalize_ladder_rows`). The reference is the row named by
+    ``row["reference"]`` (or ``"cuBLAS"``).
     """
     if not rows:
         raise ValueError("no ladder rows to plot: run gpulab.kernels.matmul.benchmark_ladder(...) first.")
+    rows = normalize_ladder_rows(rows)
     ref_name = rows[0].get("reference", "cuBLAS")
     ref = [r for r in rows if r["kernel"] == ref_name]
     if not ref:
@@ -96,6 +120,7 @@ def matmul_ladder_chart(rows: Sequence[Mapping[str, Any]] | None = None, *, labe
     elif label is None:
         mode = rows[0].get("mode", "gpu") if rows else "gpu"
         label = "measured this run" if mode == "gpu" else "CPU simulator timings, not GPU speed"
+    rows = normalize_ladder_rows(rows)
     data = ladder_rows_percent(rows)
     first = rows[0]
     size = f"{first.get('M', '?')}x{first.get('K', '?')} @ {first.get('K', '?')}x{first.get('N', '?')}"
