@@ -59,7 +59,8 @@ def test_ladder_chart_uses_a_recording_with_its_label(tmp_path, monkeypatch):
 def test_ladder_chart_reads_bench_kernels_recordings(tmp_path, monkeypatch):
     def row(kernel, size, value, base):
         return {"kernel": kernel, "section": "matmul", "metric": "GFLOP/s", "size": size,
-                "shape": [size, size + 3, size + 1], "value": value, "baseline": "cuBLAS (CuPy @)", "baseline_value": base, "mode": "gpu"}
+                "shape": [size, size + 3, size + 1], "value": value,
+                "baseline": "cuBLAS (CuPy @)", "baseline_value": base, "mode": "gpu"}
 
     rows = [row("matmul_naive", 256, 10.0, 50.0), row("matmul_naive", 1024, 100.0, 1000.0),
             row("matmul_regtiled", 1024, 500.0, 1000.0)]
