@@ -22,7 +22,23 @@ import numpy as np
 from . import data as _data
 from . import nn, runtime
 
-__all__ = ["History", "evaluate", "fit", "main", "predict"]
+__all__ = ["History", "evaluate", "fit", "limit_threads", "main", "predict"]
+
+
+def limit_threads(n: int | None) -> Any:
+    """Cap the BLAS/OpenMP threads NumPy uses at ``n`` (needs threadpoolctl; a no-op without it).
+
+    On a busy machine, fewer BLAS threads than cores can be much faster: a BLAS call waits for its
+    slowest thread, and a thread that loses its core stalls the whole GEMM.
+    """
+    if not n:
+        return None
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        print("threadpoolctl is not installed (pip install threadpoolctl): --threads is ignored for NumPy.", file=sys.stderr)
+        return None
+    return threadpool_limits(limits=int(n))
 
 
 @dataclass
@@ -161,11 +177,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save", default=None, help="save the trained parameters to this .npz file")
     p.add_argument("--json", default=None, help="write history and results to this JSON file")
     p.add_argument("--progress", action="store_true", help="show a tqdm progress bar per epoch")
+    p.add_argument("--threads", type=int, default=None, help="cap NumPy's BLAS threads (default: BLAS decides)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    limit_threads(args.threads)
     try:
         ds = _data.load(args.dataset, data_dir=args.data_dir, download=not args.no_download, seed=args.seed)
     except (ValueError, _data.DatasetError) as e:

@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3, help="alternate gpulab and PyTorch this many times; report the best")
     p.add_argument("--channels", default="32,64", help="conv channels, e.g. 32,64")
     p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--threads", type=int, default=None, help="threads for both NumPy's BLAS and PyTorch (default: all cores)")
     p.add_argument("--json", default=None, help="write the results to this JSON file")
     args = p.parse_args(argv)
     backend = args.backend or ("cupy" if runtime.is_gpu() else "numpy")
@@ -111,7 +112,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     channels = tuple(int(c) for c in args.channels.split(","))
     common = dict(batch=args.batch_size, steps=args.steps, warmup=args.warmup, size=28, channels=channels, hidden=args.hidden)
-    threads = _threads()
+    threads = args.threads or _threads()
+    from ..train import limit_threads
+
+    limit_threads(threads)
     results: dict[str, Any] = {"backend": backend, "mode": runtime.mode(), "threads": threads, "machine": platform.machine(),
                                "batch_size": args.batch_size, "steps": args.steps, "channels": list(channels)}
     torch_ok = False

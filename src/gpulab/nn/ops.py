@@ -105,6 +105,12 @@ class ArrayOps:
         xp = array_module(x)
         n, c, h, w = x.shape
         ho, wo = (h - k) // stride + 1, (w - k) // stride + 1
+        xh = x.transpose(0, 2, 3, 1)  # (N, H, W, C) view
+        if k == 2 and stride == 2 and h % 2 == 0 and w % 2 == 0 and xh.flags.c_contiguous:
+            x6 = xh.reshape(n, ho, 2, wo, 2, c)  # (N, Ho, 2, Wo, 2, C) view: each 2x2 window on axes 2 and 4
+            m = xp.maximum(x6[:, :, 0], x6[:, :, 1])  # (N, Ho, Wo, 2, C) max over the window's rows
+            out = xp.maximum(m[:, :, :, 0], m[:, :, :, 1])  # (N, Ho, Wo, C)
+            return out.transpose(0, 3, 1, 2), ("nhwc", x6, out)  # (N, C, Ho, Wo) view
         if k == 2 and stride == 2:
             x = x[:, :, : 2 * ho, : 2 * wo]  # (N, C, 2Ho, 2Wo) view: odd edges are dropped
             out = xp.maximum(
@@ -123,6 +129,21 @@ class ArrayOps:
         xp = array_module(dout)
         n, c, h, w = x_shape
         ho, wo = dout.shape[2], dout.shape[3]
+        if isinstance(cache[0], str):  # the reshape fast path: every input pixel lies in exactly one window
+            _, x6, out = cache
+            dh = dout.transpose(0, 2, 3, 1)  # (N, Ho, Wo, C) view
+            dx6 = xp.empty(x6.shape, dtype=dout.dtype)  # (N, Ho, 2, Wo, 2, C)
+            taken = None
+            for a in range(2):
+                for b in range(2):
+                    hit = x6[:, :, a, :, b] == out  # (N, Ho, Wo, C): this position holds the max
+                    if taken is None:
+                        taken = hit.copy()
+                    else:
+                        hit &= ~taken  # ties: only the first maximum gets the gradient (as PyTorch)
+                        taken |= hit
+                    xp.multiply(dh, hit, out=dx6[:, :, a, :, b])
+            return dx6.reshape(n, h, w, c).transpose(0, 3, 1, 2)  # (N, C, H, W) view
         dx = xp.zeros((n, h, w, c), dtype=dout.dtype).transpose(0, 3, 1, 2)  # (N, C, H, W) view, channels-last memory
         if k == 2 and stride == 2 and len(cache) == 2:
             x, out = cache
