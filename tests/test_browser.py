@@ -324,6 +324,10 @@ def test_lesson_notebooks_render_in_jupyterlab(lab):
     t0 = time.monotonic()
     runs = _run_notebooks(lab, [nb.name for nb in notebooks])
     summary = "; ".join(f"{r.name} {r.seconds:.0f} s" for r in runs)
-    print(f"\nbrowser: {len(runs)} notebooks in {time.monotonic() - t0:.0f} s ({summary})")
+    total = time.monotonic() - t0
+    print(f"\nbrowser: {len(runs)} notebooks in {total:.0f} s ({summary})")
+    (ARTIFACTS / "timings.json").write_text(json.dumps(
+        {"parallel": PARALLEL, "total_s": round(total, 1), "notebooks": {r.name: round(r.seconds, 1) for r in runs}},
+        indent=1) + "\n")
     failures = {r.name: p for r in runs if (p := _problems(r))}
     assert not failures, json.dumps(failures, indent=1)
