@@ -618,8 +618,16 @@ def check_kernel(
                         "cuda.syncthreads() between writing and reading shared memory?) or several threads "
                         "update one element without cuda.atomic.add.")
                 return fail("failed", msg, hint, checks)
+        if host is None and runtime.is_simulator():
+            conflict = _write_conflicts(kernel, case, (thread_options, launch, args, out_init), names)
+            if conflict:
+                return fail("failed", f"{conflict}\ninput: {case.describe()}",
+                            "a race: on a GPU these writes happen in any order and updates get lost. Use "
+                            "cuda.atomic.add for a value many threads update, or give each thread its own "
+                            "element (and reduce in shared memory with cuda.syncthreads() between steps).", checks)
         checks.append(Check("races", True, "same result with different thread schedules"
-                            + (" and block shapes" if len(thread_options) > 1 else "")))
+                            + (" and block shapes" if len(thread_options) > 1 else "")
+                            + (", no unsynchronised writes to one element" if host is None and runtime.is_simulator() else "")))
 
     penalties: list[Check] = []
     if budget is not None and host is None and runtime.is_simulator():
@@ -643,6 +651,135 @@ class _OutOfBounds(Exception):
     pass
 
 
+def _launch_config(case: Case, run_args: tuple, call: tuple) -> tuple[Any, Any]:
+    thread_options, launch, _, _ = run_args
+    if thread_options:
+        return _grid_for(case.expected[0].shape, thread_options[0])
+    return launch(*call)
+
+
+def _host_call(case: Case, run_args: tuple) -> tuple[tuple, tuple]:
+    _, _, args, out_init = run_args
+    outs = tuple(np.full(e.shape, _sentinel(e.dtype) if out_init is None else out_init, dtype=e.dtype)
+                 for e in case.expected)
+    ins = tuple(np.array(x) if isinstance(x, np.ndarray) else x for x in case.inputs)
+    call = tuple(args(ins, outs)) if args else ins + outs
+    return outs, call
+
+
+class _WriteWatch(np.ndarray):
+    """An output array that logs each element write with its block, thread, barrier epoch and
+    whether it happened inside ``cuda.atomic.*``."""
+
+    _log: list | None = None
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self._log = getattr(obj, "_log", None)
+
+    def __setitem__(self, idx: Any, value: Any) -> None:
+        th = threading.current_thread()
+        block = getattr(th, "blockIdx", None)
+        if self._log is not None and block is not None:
+            shape = self.shape
+            try:
+                if isinstance(idx, tuple) and all(isinstance(i, (int, np.integer)) for i in idx):
+                    flats = [int(np.ravel_multi_index(tuple(int(i) % s for i, s in zip(idx, shape)), shape))]
+                elif isinstance(idx, (int, np.integer)) and len(shape) == 1:
+                    flats = [int(idx) % shape[0]]
+                else:
+                    flats = np.arange(self.size).reshape(shape)[idx].ravel().tolist()
+            except (ValueError, IndexError, ZeroDivisionError):
+                flats = []
+            key = ((block.x, block.y, block.z), (th.threadIdx.x, th.threadIdx.y, th.threadIdx.z))
+            for f in flats:
+                self._log.append((f, key, getattr(th, "_gpulab_epoch", 0), getattr(th, "_gpulab_atomic", False)))
+        np.ndarray.__setitem__(self, idx, value)
+
+
+class _watch_atomics_and_barriers:
+    """Mark simulator threads while they are inside ``cuda.atomic.*`` and count their barriers."""
+
+    _ATOMICS = ("add", "sub", "and_", "or_", "xor", "inc", "dec", "exch", "max", "min", "nanmax", "nanmin",
+                "compare_and_swap", "cas")
+
+    def __enter__(self) -> None:
+        from numba.cuda.simulator import kernel as sim_kernel
+        from numba.cuda.simulator import kernelapi
+
+        self._saved: list[tuple[Any, str, Any]] = []
+
+        def wrap_atomic(orig: Callable) -> Callable:
+            def atomic(*a: Any, **k: Any) -> Any:
+                th = threading.current_thread()
+                th._gpulab_atomic = True
+                try:
+                    return orig(*a, **k)
+                finally:
+                    th._gpulab_atomic = False
+            return atomic
+
+        for name in self._ATOMICS:
+            orig = getattr(kernelapi.FakeCUDAAtomic, name, None)
+            if orig is not None:
+                self._saved.append((kernelapi.FakeCUDAAtomic, name, orig))
+                setattr(kernelapi.FakeCUDAAtomic, name, wrap_atomic(orig))
+        orig_sync = sim_kernel.BlockThread.syncthreads
+
+        def syncthreads(th: Any) -> Any:
+            th._gpulab_epoch = getattr(th, "_gpulab_epoch", 0) + 1
+            return orig_sync(th)
+
+        self._saved.append((sim_kernel.BlockThread, "syncthreads", orig_sync))
+        sim_kernel.BlockThread.syncthreads = syncthreads
+
+    def __exit__(self, *exc: Any) -> None:
+        for owner, name, orig in self._saved:
+            setattr(owner, name, orig)
+
+
+def _write_conflicts(kernel: Any, case: Case, run_args: tuple, names: list[str]) -> str:
+    """Describe two threads that wrote one output element without an atomic and without a barrier
+    between them (different blocks, or the same block between the same two syncthreads), or ''."""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    outs, call = _host_call(case, run_args)
+    griddim, blockdim = _launch_config(case, run_args, call)
+    logs: dict[int, list] = {}
+    watched = []
+    out_ids = {id(o): k for k, o in enumerate(outs)}
+    for arg in call:
+        if isinstance(arg, np.ndarray) and id(arg) in out_ids and arg.ndim > 0:
+            view = arg.view(_WriteWatch)
+            view._log = logs.setdefault(out_ids[id(arg)], [])
+            watched.append(FakeCUDAArray(view))
+        else:
+            watched.append(arg)
+    with _watch_atomics_and_barriers():
+        _run_with_deadline(lambda: kernel[griddim, blockdim](*watched), 60.0)
+    for k, log in logs.items():
+        writers: dict[int, dict] = {}
+        for flat, key, epoch, atomic in log:
+            writers.setdefault(flat, {}).setdefault(key, []).append((epoch, atomic))
+        for flat, by_thread in writers.items():
+            if len(by_thread) < 2:
+                continue
+            items = list(by_thread.items())
+            for a in range(len(items)):
+                for b in range(a + 1, len(items)):
+                    (ka, wa), (kb, wb) = items[a], items[b]
+                    for ea, atomic_a in wa:
+                        for eb, atomic_b in wb:
+                            if atomic_a and atomic_b:
+                                continue
+                            if ka[0] != kb[0] or ea == eb:
+                                idx = np.unravel_index(flat, case.expected[k].shape)
+                                idx_s = ", ".join(str(int(v)) for v in idx)
+                                return (f"thread {ka[1]} of block {ka[0]} and thread {kb[1]} of block {kb[0]} "
+                                        f"both wrote {names[k]}[{idx_s}] without cuda.atomic and without a "
+                                        f"cuda.syncthreads() between them (launch [{griddim}, {blockdim}])")
+    return ""
+
+
 def _limit(value: Any, size: Size) -> float:
     return float(value(size) if callable(value) else value)
 
@@ -651,14 +788,9 @@ def _budget_checks(kernel: Any, budget: Budget, cases: list[Case], largest: int,
                    names: list[str]) -> list[Check]:
     from .trace import trace
 
-    thread_options, launch, args, out_init = run_args
     case = next((c for c in cases if c.size == budget.size), cases[largest]) if budget.size is not None else cases[largest]
-    outs = tuple(np.full(e.shape, _sentinel(e.dtype) if out_init is None else out_init, dtype=e.dtype) for e in case.expected)
-    call = tuple(args(case.inputs, outs)) if args else case.inputs + outs
-    if thread_options:
-        griddim, blockdim = _grid_for(case.expected[0].shape, thread_options[0])
-    else:
-        griddim, blockdim = launch(*call)
+    _, call = _host_call(case, run_args)
+    griddim, blockdim = _launch_config(case, run_args, call)
     fn = _py_func(kernel)
     arg_names = list(inspect.signature(fn).parameters)
     shared: dict[int, int] = {}
