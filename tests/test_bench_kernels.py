@@ -55,7 +55,7 @@ def test_work_counts(report):
 def test_html_report_has_charts_table_and_label(report):
     data, page = report
     assert page.startswith("<!DOCTYPE html>") and bk.SIMULATOR_LABEL in page
-    assert page.count("Plotly.newPlot") == 3  # GB/s, GFLOP/s, % of baseline
+    assert page.count('class="plotly-graph-div"') == 3  # GB/s, GFLOP/s, % of baseline
     assert page.count("<tr>") == len(data["rows"]) + 1
 
 
