@@ -20,7 +20,9 @@ from .memory import copy, copy_kernel, strided_copy_kernel, transpose, transpose
 from .reduce import (softmax_rows, softmax_rows_kernel, sum_atomic, sum_atomic_kernel, sum_reduce, sum_tree,
                      sum_tree_kernel)
 
-FAMILIES: tuple[ModuleType, ...] = (elementwise, memory, reduce, matmul_family,)
+from . import nn_ops  # noqa: E402  (the CNN engine's kernels: im2col, pooling, ReLU, softmax-xent)
+
+FAMILIES: tuple[ModuleType, ...] = (elementwise, memory, reduce, matmul_family, nn_ops,)
 
 __all__ = [
     "FAMILIES",
