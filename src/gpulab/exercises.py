@@ -854,13 +854,12 @@ class _count_shared:
         def array(shared: Any, shape: Any, dtype: Any, alignment: Any = None) -> np.ndarray:
             if shape == 0 or alignment is not None:
                 return orig(shared, shape, dtype, alignment)
-            from numba.core import types as nbtypes
-            from numba.np import numpy_support
-
             caller = sys._getframe(1)
             key = (caller.f_code.co_filename, caller.f_lineno)
             res = shared._allocations.get(key)
             if res is None:
+                # the simulator's own imports (they moved between numba-cuda versions)
+                nbtypes, numpy_support = kernelapi.types, kernelapi.numpy_support
                 dt = numpy_support.as_dtype(dtype) if isinstance(dtype, nbtypes.Type) else np.dtype(dtype)
                 res = np.empty(shape, dt)
                 shared._allocations[key] = res
