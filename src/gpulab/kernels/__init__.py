@@ -21,8 +21,9 @@ from .reduce import (softmax_rows, softmax_rows_kernel, sum_atomic, sum_atomic_k
                      sum_tree_kernel)
 
 from . import nn_ops  # noqa: E402  (the CNN engine's kernels: im2col, pooling, ReLU, softmax-xent)
+from . import conv  # noqa: E402  (direct convolution, lesson 07)
 
-FAMILIES: tuple[ModuleType, ...] = (elementwise, memory, reduce, matmul_family, nn_ops,)
+FAMILIES: tuple[ModuleType, ...] = (elementwise, memory, reduce, matmul_family, nn_ops, conv,)
 
 __all__ = [
     "FAMILIES",
