@@ -1,0 +1,173 @@
+"""gpulab.data: IDX parsing, checksums, search order, download (network mocked), errors. Never downloads."""
+
+import gzip
+import hashlib
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpulab import data
+
+SHARED_MNIST = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mnist"
+needs_mnist = pytest.mark.skipif(not (SHARED_MNIST / "t10k-images-idx3-ubyte.gz").exists(),
+                                 reason=f"real MNIST files not found at {SHARED_MNIST}")
+
+
+def write_idx(path: Path, arr: np.ndarray, *, truncate: int = 0) -> bytes:
+    raw = bytes([0, 0, 8, arr.ndim]) + struct.pack(">" + "I" * arr.ndim, *arr.shape) + arr.astype(np.uint8).tobytes()
+    if truncate:
+        raw = raw[:-truncate]
+    blob = gzip.compress(raw)
+    path.write_bytes(blob)
+    return blob
+
+
+@pytest.fixture
+def fake_dataset(tmp_path, monkeypatch):
+    """A tiny 'mnist' whose checksums are patched in, in tmp_path/mnist; cache redirected to tmp."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("GPULAB_DATA_DIR", raising=False)
+    monkeypatch.setattr(data, "SYSTEM_DIRS", {"mnist": (), "fashion-mnist": ()})
+    d = tmp_path / "mnist"
+    d.mkdir()
+    rng = np.random.default_rng(0)
+    sums = {}
+    blobs = {}
+    for key, fname in data.FILES.items():
+        n = 12 if key.startswith("train") else 5
+        arr = rng.integers(0, 256, (n, 28, 28)) if key.endswith("images") else rng.integers(0, 10, n)
+        blobs[fname] = write_idx(d / fname, arr)
+        sums[fname] = ("sha256", hashlib.sha256(blobs[fname]).hexdigest())
+    monkeypatch.setitem(data.CHECKSUMS, "mnist", sums)
+    return d, blobs
+
+
+def test_read_idx_roundtrip_and_corruption(tmp_path):
+    arr = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
+    write_idx(tmp_path / "ok.gz", arr)
+    np.testing.assert_array_equal(data.read_idx(tmp_path / "ok.gz"), arr)
+    write_idx(tmp_path / "short.gz", arr, truncate=5)
+    with pytest.raises(data.DatasetError, match="truncated"):
+        data.read_idx(tmp_path / "short.gz")
+    (tmp_path / "bad.gz").write_bytes(gzip.compress(b"\x01\x02\x03\x04hello")[:-4])
+    with pytest.raises(data.DatasetError):
+        data.read_idx(tmp_path / "bad.gz")
+
+
+def test_load_from_data_dir(fake_dataset):
+    d, _ = fake_dataset
+    ds = data.load("mnist", data_dir=d, download=False)
+    assert ds.x_train.shape == (12, 1, 28, 28) and ds.x_train.dtype == np.float32
+    assert ds.y_test.shape == (5,) and ds.y_test.dtype == np.int64
+    assert 0.0 <= ds.x_train.min() and ds.x_train.max() <= 1.0
+
+
+def test_env_var_is_searched(fake_dataset, monkeypatch):
+    d, _ = fake_dataset
+    monkeypatch.setenv("GPULAB_DATA_DIR", str(d))
+    assert data.load("mnist", download=False).x_train.shape[0] == 12
+
+
+def test_corrupt_file_is_never_used_and_is_replaced_by_download(fake_dataset, tmp_path):
+    d, blobs = fake_dataset
+    fname = data.FILES["train_images"]
+    (d / fname).write_bytes(blobs[fname][:-10])  # truncated copy: fails its checksum
+    with pytest.raises(data.DatasetError, match="rejected"):
+        data.load("mnist", data_dir=d, download=False)
+    calls = []
+
+    def fake_fetch(url, dest):
+        calls.append(url)
+        dest.write_bytes(blobs[Path(url).name])
+
+    got = data.download("mnist", fname, tmp_path / "cache" / "gpulab" / "mnist", fetch=fake_fetch, sleep=lambda s: None)
+    assert got.read_bytes() == blobs[fname] and calls[0].startswith("https://")
+    # now the verified cached copy is found; the corrupt one in d is skipped
+    assert data.load("mnist", data_dir=d, download=False).x_train.shape == (12, 1, 28, 28)
+
+
+def test_download_retries_mirrors_and_writes_atomically(fake_dataset, tmp_path):
+    _, blobs = fake_dataset
+    fname = data.FILES["test_labels"]
+    dest = tmp_path / "dl"
+    attempts = []
+
+    def flaky(url, path):
+        attempts.append(url)
+        if len(attempts) == 1:
+            raise OSError("connection reset")
+        if len(attempts) == 2:
+            path.write_bytes(blobs[fname][:-3])  # truncated transfer
+            return
+        path.write_bytes(blobs[fname])
+
+    sleeps = []
+    out = data.download("mnist", fname, dest, fetch=flaky, sleep=sleeps.append)
+    assert out == dest / fname and out.read_bytes() == blobs[fname]
+    assert len(attempts) == 3 and sleeps == [1.0]  # two mirrors failed, one pause, then success
+    assert sorted(p.name for p in dest.iterdir()) == [fname]  # no .part files left behind
+
+
+def test_download_gives_up_with_every_error(fake_dataset, tmp_path):
+    def broken(url, path):
+        raise OSError("no network")
+
+    with pytest.raises(data.DatasetError, match="no network") as e:
+        data.download("mnist", data.FILES["test_labels"], tmp_path / "x", fetch=broken, sleep=lambda s: None, retries=2)
+    assert str(e.value).count("no network") == 4  # 2 mirrors x 2 attempts
+    assert not (tmp_path / "x" / data.FILES["test_labels"]).exists()
+
+
+def test_offline_message_names_folders_and_digits(fake_dataset, tmp_path, monkeypatch):
+    monkeypatch.setattr(data, "_http_get", lambda url, dest, timeout=60.0: (_ for _ in ()).throw(OSError("offline")))
+    monkeypatch.setattr(data.time, "sleep", lambda s: None)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(data.DatasetError) as e:
+        data.load("fashion-mnist", data_dir=empty)
+    msg = str(e.value)
+    assert str(empty) in msg and "digits" in msg and "offline" in msg
+
+
+def test_bad_names_and_dirs():
+    with pytest.raises(ValueError, match="unknown dataset"):
+        data.load("cifar")
+    with pytest.raises(data.DatasetError, match="does not exist"):
+        data.load("mnist", data_dir="/no/such/folder", download=False)
+
+
+def test_check_images_rejects_bad_data():
+    x = np.zeros((2, 1, 4, 4), np.float32)
+    y = np.zeros(2, np.int64)
+    data.check_images(x, y)
+    with pytest.raises(ValueError, match="NaN"):
+        data.check_images(np.full_like(x, np.nan), y)
+    with pytest.raises(TypeError, match="floating"):
+        data.check_images(x.astype(np.uint8), y)
+    with pytest.raises(ValueError, match="shape"):
+        data.check_images(x[0], y)
+    with pytest.raises(ValueError, match="labels"):
+        data.check_images(x, y[:1])
+
+
+def test_batches_cover_everything_once():
+    x = np.arange(10, dtype=np.float32)[:, None, None, None]
+    y = np.arange(10)
+    seen = np.concatenate([yb for _, yb in data.batches(x, y, 3, shuffle=True, rng=np.random.default_rng(1))])
+    assert sorted(seen) == list(range(10))
+
+
+@needs_mnist
+def test_real_mnist_checksums_and_shapes():
+    ds = data.load("mnist", data_dir=SHARED_MNIST, download=False)
+    assert ds.x_train.shape == (60000, 1, 28, 28) and ds.x_test.shape == (10000, 1, 28, 28)
+    assert set(np.unique(ds.y_train)) == set(range(10))
+
+
+def test_digits():
+    pytest.importorskip("sklearn")
+    ds = data.load("digits")
+    assert ds.x_train.shape[1:] == (1, 28, 28) and len(ds.x_test) == 360
+    assert data.load("digits", size=8).x_train.shape[1:] == (1, 8, 8)

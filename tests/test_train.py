@@ -1,0 +1,118 @@
+"""gpulab.train and the CNN's kernels backend: short runs only (no full MNIST training here)."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpulab import data, nn, train
+
+SHARED_MNIST = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mnist"
+needs_mnist = pytest.mark.skipif(not (SHARED_MNIST / "t10k-images-idx3-ubyte.gz").exists(),
+                                 reason=f"real MNIST files not found at {SHARED_MNIST}")
+
+
+@pytest.fixture(scope="module")
+def mnist():
+    if not (SHARED_MNIST / "t10k-images-idx3-ubyte.gz").exists():
+        pytest.skip(f"real MNIST files not found at {SHARED_MNIST}")
+    return data.load("mnist", data_dir=SHARED_MNIST, download=False).subset(1500, 500)
+
+
+def test_fit_learns_mnist_subset(mnist):
+    model = nn.mnist_cnn(seed=0, channels=(8, 16), hidden=32)
+    h = train.fit(model, mnist, epochs=2, batch_size=50, progress=False)
+    assert len(h.train_loss) == 2 and h.train_loss[1] < h.train_loss[0]
+    assert h.test_accuracy[-1] > 0.8  # chance is 0.1
+    ev = train.evaluate(model, mnist.x_test, mnist.y_test)
+    assert ev["accuracy"] == pytest.approx(h.test_accuracy[-1]) and ev["predictions"].shape == (500,)
+
+
+def test_training_is_deterministic(mnist):
+    small = mnist.subset(200, 50)
+    runs = [train.fit(nn.mnist_cnn(seed=1, channels=(4, 8), hidden=16), small, epochs=1, batch_size=40,
+                      seed=1, progress=False).train_loss for _ in range(2)]
+    assert runs[0] == runs[1]
+
+
+@needs_mnist
+def test_cli_prints_epochs_and_accuracy(tmp_path, capsys):
+    out = tmp_path / "run.json"
+    rc = train.main(["--data-dir", str(SHARED_MNIST), "--epochs", "1", "--limit", "300", "--batch-size", "50",
+                     "--json", str(out), "--no-download", "--save", str(tmp_path / "m.npz")])
+    text = capsys.readouterr().out
+    assert rc == 0 and "epoch 1:" in text
+    last = text.strip().splitlines()[-1]
+    assert last.startswith("test accuracy: ") and 0.0 <= float(last.split()[-1]) <= 1.0
+    result = json.loads(out.read_text())
+    assert result["history"]["epoch"] == [1] and (tmp_path / "m.npz").exists()
+
+
+def test_cli_errors_are_clear(tmp_path, capsys):
+    assert train.main(["--dataset", "imagenet"]) == 2
+    assert "unknown dataset" in capsys.readouterr().err
+    assert train.main(["--data-dir", str(tmp_path / "nope"), "--no-download"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_fit_rejects_nan_data():
+    x = np.zeros((4, 1, 8, 8), np.float32)
+    x[0, 0, 0, 0] = np.nan
+    ds = data.Dataset("t", x, np.zeros(4, np.int64), x, np.zeros(4, np.int64), ("0",), "test")
+    with pytest.raises(ValueError, match="NaN"):
+        train.fit(nn.mnist_cnn(image_size=8), ds, epochs=1, progress=False)
+
+
+def test_kernels_backend_matches_numpy_on_a_tiny_batch():
+    """Forward, loss and every gradient through the lab's CUDA kernels (simulator here) vs NumPy."""
+    rng = np.random.default_rng(0)
+    x = rng.random((2, 1, 8, 8), dtype=np.float32)
+    y = np.array([3, 7])
+    got = {}
+    for backend in ("numpy", "kernels"):
+        model = nn.mnist_cnn(image_size=8, channels=(2, 3), hidden=8, dropout=0.0, backend=backend)
+        loss_fn = nn.SoftmaxCrossEntropy()
+        loss_fn.ops = model.ops
+        out = model.forward(x)
+        loss = loss_fn(out, y)
+        model.backward(loss_fn.backward())
+        got[backend] = (np.asarray(out), loss, {n: np.asarray(g).copy() for n, _, g in model.parameters()})
+    (o1, l1, g1), (o2, l2, g2) = got["numpy"], got["kernels"]
+    np.testing.assert_allclose(o2, o1, rtol=1e-4, atol=1e-5)
+    assert l2 == pytest.approx(l1, rel=1e-5)
+    for k in g1:
+        np.testing.assert_allclose(g2[k], g1[k], rtol=1e-4, atol=1e-5, err_msg=k)
+
+
+def test_kernel_ops_edge_cases():
+    """Stride 2, no padding, overlapping 3x3 pooling: the gather kernels vs the NumPy backend."""
+    from gpulab.nn.ops import ArrayOps
+    from gpulab.kernels import nn_ops
+
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
+    ref = ArrayOps()
+    cols_k, ho, wo = nn_ops.im2col(x, 3, 3, 2, 0)
+    cols_r, _, _ = ref.im2col(x, 3, 3, 2, 0)
+    np.testing.assert_array_equal(cols_k, cols_r)
+    d = rng.standard_normal(cols_r.shape).astype(np.float32)
+    np.testing.assert_allclose(nn_ops.col2im(d, x.shape, 3, 3, 2, 0), ref.col2im(d, x.shape, 3, 3, 2, 0), atol=1e-6)
+    out_k, arg = nn_ops.maxpool(x, 3, 1)
+    out_r, cache = ref.maxpool(x, 3, 1)
+    np.testing.assert_array_equal(out_k, out_r)
+    g = rng.standard_normal(out_r.shape).astype(np.float32)
+    np.testing.assert_allclose(nn_ops.maxpool_backward(g, arg, x.shape, 3, 1),
+                               ref.maxpool_backward(g, cache, x.shape, 3, 1), atol=1e-6)
+
+
+def test_bench_cnn_runs_and_writes_json(tmp_path, capsys):
+    from gpulab.bench import cnn
+
+    out = tmp_path / "b.json"
+    assert cnn.main(["--steps", "2", "--warmup", "1", "--rounds", "1", "--batch-size", "8", "--channels", "4,8",
+                     "--compare", "torch", "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["gpulab"]["images_per_second"] > 0
+    if "torch" in res:
+        assert res["ratio"] == pytest.approx(res["gpulab"]["images_per_second"] / res["torch"]["images_per_second"])
