@@ -116,3 +116,25 @@ def test_bench_cnn_runs_and_writes_json(tmp_path, capsys):
     assert res["gpulab"]["images_per_second"] > 0
     if "torch" in res:
         assert res["ratio"] == pytest.approx(res["gpulab"]["images_per_second"] / res["torch"]["images_per_second"])
+
+
+def test_training_figures():
+    from gpulab import viz
+
+    h = train.History(epoch=[1, 2], train_loss=[1.0, 0.5], train_accuracy=[0.6, 0.8], test_loss=[0.9, 0.6],
+                      test_accuracy=[0.7, 0.85])
+    fig = viz.training_curves(h)
+    assert len(fig.data) == 4 and list(fig.data[3].y) == [0.7, 0.85]
+    h.epoch.append(3)
+    h.test_accuracy.append(0.9)
+    h.test_loss.append(0.4)
+    h.train_loss.append(0.3)
+    h.train_accuracy.append(0.9)
+    viz.update_training_curves(fig, h)
+    assert list(fig.data[3].y) == [0.7, 0.85, 0.9]
+    y_true, y_pred = np.array([0, 1, 2, 2]), np.array([0, 2, 2, 1])
+    m = viz.confusion_matrix(y_true, y_pred, 3)
+    assert m.tolist() == [[1, 0, 0], [0, 0, 1], [0, 1, 1]]
+    assert "50.00%" in viz.confusion_matrix_figure(y_true, y_pred, ["a", "b", "c"]).layout.title.text
+    mis = viz.misclassified_figure(np.zeros((4, 1, 8, 8)), y_true, y_pred, ["a", "b", "c"])
+    assert len(mis.data) == 2 and mis.layout.annotations[0].text == "b → c"
