@@ -21,7 +21,7 @@ def add_inputs(n, rng):
 
 
 def check_add(kernel, **kw):
-    opts = dict(spec=lambda a, b: a + b, inputs=add_inputs, sizes=[1, 7, 100, 300], threads=[128, 32])
+    opts = dict(spec=lambda a, b: a + b, inputs=add_inputs, sizes=[0, 1, 7, 100, 300], threads=[128, 32])
     opts.update(kw)
     return check_kernel(kernel, **opts)
 
@@ -50,7 +50,7 @@ def test_correct_kernel_passes_with_several_block_sizes():
 
 
 def test_grid_stride_loop_is_accepted_with_a_small_fixed_grid():
-    res = check_add(add_grid_stride, threads=None, launch=lambda a, b, out: (2, 32), sizes=[1, 50, 200, 1000])
+    res = check_add(add_grid_stride, threads=None, launch=lambda a, b, out: (2, 32), sizes=[0, 1, 50, 200, 1000])
     assert res.passed, res
 
 
@@ -99,7 +99,8 @@ def test_missing_bounds_guard_names_thread_block_and_fix():
     assert not res.passed and res.score == 0 and res.status == "failed"
     # which of the idle threads fails first depends on the schedule; the verdict names one of them
     assert re.search(r"thread \((\d+), 0, 0\) of block \(0, 0, 0\) indexed past the end", res.message)
-    assert "size=1, seed=0" in res.message and "add_no_guard[(1,), (128,)]" in res.message
+    # the empty input already catches it: index 0 of a 0-element array
+    assert "size=0, seed=0" in res.message and "add_no_guard[(1,), (128,)]" in res.message
     assert "missing bounds guard" in res.hint
 
 
@@ -111,7 +112,7 @@ def test_off_by_one_guard():
 
 
 def test_off_by_one_at_size_one_points_at_the_guard():
-    res = check_add(add_off_by_one)
+    res = check_add(add_off_by_one, sizes=[0, 1, 7])
     assert "too strict" in res.hint
 
 
@@ -128,7 +129,7 @@ def test_output_untouched():
 
 
 def test_hang_is_stopped_and_reported():
-    res = check_add(add_hangs, sizes=[5], timeout=1.5)
+    res = check_add(add_hangs, sizes=[0, 5], timeout=1.5)
     assert res.status == "timeout" and res.score == 0
     assert "did not finish within 1.5 s" in res.message and "thread (0, 0, 0) of block (0, 0, 0)" in res.message
     assert "infinite loop" in res.hint
@@ -338,6 +339,24 @@ def test_ptx_check_accepts_real_cuda_and_rejects_python_only_code():
 
 
 # --- API and presentation --------------------------------------------------------------------------
+
+
+def test_inputs_are_fresh_for_every_run():
+    @cuda.jit
+    def double_in_place_then_copy(x, out):
+        i = cuda.grid(1)
+        if i < x.shape[0]:
+            x[i] = 2 * x[i]
+            out[i] = x[i]
+
+    res = check_kernel(double_in_place_then_copy, spec=lambda x: 2 * x, inputs=lambda n, rng: random_arrays(rng, n),
+                       sizes=[5, 40], threads=[32, 8])
+    assert res.passed, res
+
+
+def test_scalar_inputs_are_described_plainly():
+    case = exercises.Case(3, 0, (np.float32(2.5), np.zeros((2, 3), np.float32)), ())
+    assert case.describe() == "size=3, seed=0 (inputs: 2.5, float32(2, 3))"
 
 
 def test_launch_options_are_exclusive():

@@ -206,6 +206,8 @@ def _fmt_points(x: float) -> str:
 
 
 def _describe_arg(x: Any) -> str:
+    if isinstance(x, np.generic):
+        return repr(x.item())
     if hasattr(x, "shape") and hasattr(x, "dtype"):
         return f"{np.dtype(x.dtype).name}{tuple(x.shape)}"
     return repr(x)
@@ -490,6 +492,8 @@ def check_kernel(
             "threads=256 for one thread per output element, launch=lambda *args: (blocks, threads) for "
             "another grid, host=fn for a host function that launches the kernel itself."
         )
+    if not sizes:
+        raise ValueError(f"check_kernel({fn_name}) needs at least one input size in sizes=[...].")
     thread_options: list[Dim] = []
     if threads is not None:
         thread_options = [_as_dim(t) for t in threads] if isinstance(threads, list) else [_as_dim(threads)]
@@ -517,7 +521,8 @@ def check_kernel(
     def run_case(case: Case, option: int, interval: float | None) -> tuple[tuple[np.ndarray, ...], str]:
         """Launch once; returns (host outputs, launch description)."""
         xp = runtime.xp()
-        dev_in = tuple(runtime.to_device(x) if isinstance(x, np.ndarray) else x for x in case.inputs)
+        # a fresh copy per run: a kernel that writes into its inputs must not change the next run's data
+        dev_in = tuple(runtime.to_device(np.array(x)) if isinstance(x, np.ndarray) else x for x in case.inputs)
         bufs, outs, sentinels = [], [], []
         for e in case.expected:
             fill = _sentinel(e.dtype) if out_init is None else out_init
@@ -631,7 +636,10 @@ def check_kernel(
 
     penalties: list[Check] = []
     if budget is not None and host is None and runtime.is_simulator():
-        penalties += [c for c in _budget_checks(kernel, budget, cases, largest, run_args=(thread_options, launch, args, out_init), names=names)]
+        penalties += _budget_checks(kernel, budget, cases, largest, (thread_options, launch, args, out_init))
+    elif budget is not None:
+        checks.append(Check("budget", True, "not checked: access counts come from the simulator "
+                            "(run with GPULAB_DEVICE=simulator to check them)"))
     if ptx is not None:
         penalties.append(_ptx_check(kernel, ptx))
     checks += penalties
@@ -784,8 +792,7 @@ def _limit(value: Any, size: Size) -> float:
     return float(value(size) if callable(value) else value)
 
 
-def _budget_checks(kernel: Any, budget: Budget, cases: list[Case], largest: int, run_args: tuple,
-                   names: list[str]) -> list[Check]:
+def _budget_checks(kernel: Any, budget: Budget, cases: list[Case], largest: int, run_args: tuple) -> list[Check]:
     from .trace import trace
 
     case = next((c for c in cases if c.size == budget.size), cases[largest]) if budget.size is not None else cases[largest]
