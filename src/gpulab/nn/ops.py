@@ -108,9 +108,12 @@ class ArrayOps:
         xh = x.transpose(0, 2, 3, 1)  # (N, H, W, C) view
         if k == 2 and stride == 2 and h % 2 == 0 and w % 2 == 0 and xh.flags.c_contiguous:
             x6 = xh.reshape(n, ho, 2, wo, 2, c)  # (N, Ho, 2, Wo, 2, C) view: each 2x2 window on axes 2 and 4
-            m = xp.maximum(x6[:, :, 0], x6[:, :, 1])  # (N, Ho, Wo, 2, C) max over the window's rows
-            out = xp.maximum(m[:, :, :, 0], m[:, :, :, 1])  # (N, Ho, Wo, C)
-            return out.transpose(0, 3, 1, 2), ("nhwc", x6, out)  # (N, C, Ho, Wo) view
+            a, b, c_, d = x6[:, :, 0, :, 0], x6[:, :, 0, :, 1], x6[:, :, 1, :, 0], x6[:, :, 1, :, 1]  # (N, Ho, Wo, C)
+            top, bottom = xp.maximum(a, b), xp.maximum(c_, d)  # (N, Ho, Wo, C) max of each window row
+            out = xp.maximum(top, bottom)  # (N, Ho, Wo, C)
+            # Which input won, remembered as three yes/no answers (ties go to the first, as in PyTorch):
+            right_top, right_bottom, lower = b > a, d > c_, bottom > top
+            return out.transpose(0, 3, 1, 2), ("nhwc", right_top, right_bottom, lower)  # (N, C, Ho, Wo) view
         if k == 2 and stride == 2:
             x = x[:, :, : 2 * ho, : 2 * wo]  # (N, C, 2Ho, 2Wo) view: odd edges are dropped
             out = xp.maximum(
@@ -130,19 +133,14 @@ class ArrayOps:
         n, c, h, w = x_shape
         ho, wo = dout.shape[2], dout.shape[3]
         if isinstance(cache[0], str):  # the reshape fast path: every input pixel lies in exactly one window
-            _, x6, out = cache
+            _, right_top, right_bottom, lower = cache
             dh = dout.transpose(0, 2, 3, 1)  # (N, Ho, Wo, C) view
-            dx6 = xp.empty(x6.shape, dtype=dout.dtype)  # (N, Ho, 2, Wo, 2, C)
-            taken = None
-            for a in range(2):
-                for b in range(2):
-                    hit = x6[:, :, a, :, b] == out  # (N, Ho, Wo, C): this position holds the max
-                    if taken is None:
-                        taken = hit.copy()
-                    else:
-                        hit &= ~taken  # ties: only the first maximum gets the gradient (as PyTorch)
-                        taken |= hit
-                    xp.multiply(dh, hit, out=dx6[:, :, a, :, b])
+            dx6 = xp.empty((n, ho, 2, wo, 2, c), dtype=dout.dtype)  # (N, Ho, 2, Wo, 2, C)
+            d_top, d_bottom = dh * ~lower, dh * lower  # (N, Ho, Wo, C): the gradient goes to one window row
+            xp.multiply(d_top, ~right_top, out=dx6[:, :, 0, :, 0])
+            xp.multiply(d_top, right_top, out=dx6[:, :, 0, :, 1])
+            xp.multiply(d_bottom, ~right_bottom, out=dx6[:, :, 1, :, 0])
+            xp.multiply(d_bottom, right_bottom, out=dx6[:, :, 1, :, 1])
             return dx6.reshape(n, h, w, c).transpose(0, 3, 1, 2)  # (N, C, H, W) view
         dx = xp.zeros((n, h, w, c), dtype=dout.dtype).transpose(0, 3, 1, 2)  # (N, C, H, W) view, channels-last memory
         if k == 2 and stride == 2 and len(cache) == 2:
