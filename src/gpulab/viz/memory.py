@@ -3,6 +3,7 @@ roofline model (a device's compute and bandwidth peaks, with kernels placed by a
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any, Sequence
 
 import numpy as np
@@ -106,7 +107,7 @@ def roofline(device: str | DevicePeak = "T4", points: Sequence[dict] = (), *, te
     fig.update_layout(title=title or f"Roofline of the {peak.name}: {bw:,.0f} GB/s, {fp32:,.0f} GFLOP/s FP32 (spec sheet)",
                       template="plotly_white", height=480, legend=dict(x=0.01, y=0.99))
     if note:
-        fig.add_annotation(text=note, xref="paper", yref="paper", x=0, y=-0.2, showarrow=False, xanchor="left",
+        fig.add_annotation(text="<br>".join(textwrap.wrap(note, 120)), xref="paper", yref="paper", x=0, y=-0.2, showarrow=False, xanchor="left",
                            font=dict(size=11, color="#555"))
         fig.update_layout(margin=dict(b=100))
     return fig

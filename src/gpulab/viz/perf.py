@@ -4,6 +4,7 @@ span several orders of magnitude, from a Python loop to a tensor core)."""
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import Mapping, Sequence
 
 import plotly.graph_objects as go
@@ -23,8 +24,9 @@ def _fmt(v: float) -> str:
 
 def _add_note(fig: go.Figure, note: str) -> None:
     if note:
-        fig.add_annotation(text=note, xref="paper", yref="paper", x=0, y=-0.22, showarrow=False,
-                           xanchor="left", yanchor="top", font=dict(size=11, color="#555"), align="left")
+        fig.add_annotation(text="<br>".join(textwrap.wrap(note, 120)), xref="paper", yref="paper", x=0, y=-0.22,
+                           showarrow=False, xanchor="left", yanchor="top", font=dict(size=11, color="#555"),
+                           align="left")
         fig.update_layout(margin=dict(b=110))
 
 
@@ -47,7 +49,8 @@ def speed_bars(labels: Sequence[str], values: Sequence[float], unit: str, title:
                       xaxis_title="", yaxis_title=f"{unit} ({'log scale' if log else 'linear'})")
     if log:
         fig.update_yaxes(type="log")
-        fig.update_yaxes(range=[math.log10(min(values)) - 0.5, math.log10(max(values)) + 0.6])
+        # one gridline per factor of 10; headroom above the tallest bar for its label
+        fig.update_yaxes(dtick=1, range=[math.log10(min(values)) - 0.5, math.log10(max(values)) + 1.0])
     _add_note(fig, note)
     return fig
 
@@ -65,6 +68,6 @@ def speed_lines(x: Sequence[float], series: Mapping[str, Sequence[float]], unit:
     if log_x:
         fig.update_xaxes(type="log")
     if log_y:
-        fig.update_yaxes(type="log")
+        fig.update_yaxes(type="log", dtick=1)
     _add_note(fig, note)
     return fig

@@ -59,7 +59,8 @@ def thread_map(n: int, threads_per_block: int, *, title: str | None = None) -> g
         xaxis_title="threadIdx.x (thread within its block)", yaxis_title="blockIdx.x (block)",
         template="plotly_white", height=min(700, 160 + 28 * blocks),
     )
-    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(tick0=0, dtick=max(1, tpb // 16))  # whole-number thread indices
+    fig.update_yaxes(autorange="reversed", tick0=0, dtick=max(1, blocks // 16))
     return fig
 
 
