@@ -113,10 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     channels = tuple(int(c) for c in args.channels.split(","))
     common = dict(batch=args.batch_size, steps=args.steps, warmup=args.warmup, size=28, channels=channels, hidden=args.hidden)
     threads = args.threads or _threads()
-    from ..train import limit_threads
+    results: dict[str, Any] = {}
+    from ..train import limit_threads, tune_allocator
 
     limit_threads(threads)
-    results: dict[str, Any] = {"backend": backend, "mode": runtime.mode(), "threads": threads, "machine": platform.machine(),
+    results["allocator_tuned"] = tune_allocator()  # one process: PyTorch's CPU allocator gets the same glibc setting
+    results |= {"backend": backend, "mode": runtime.mode(), "threads": threads, "machine": platform.machine(),
                                "batch_size": args.batch_size, "steps": args.steps, "channels": list(channels)}
     torch_ok = False
     if args.compare == "torch":
