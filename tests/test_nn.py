@@ -222,3 +222,27 @@ def test_bad_inputs_get_clear_errors():
         nn.mnist_cnn(backend="tpu")
     with pytest.raises(RuntimeError, match="simulator"):
         nn.mnist_cnn(backend="cupy")
+
+
+def test_mixed_precision_learns_and_skips_overflowing_steps():
+    rng = np.random.default_rng(0)
+    x = rng.random((64, 1, 8, 8), dtype=np.float32)
+    y = (x[:, 0, :4].mean(axis=(1, 2)) > x[:, 0, 4:].mean(axis=(1, 2))).astype(np.int64)  # top half brighter?
+    model = nn.mnist_cnn(image_size=8, channels=(4, 8), hidden=16, classes=2, dropout=0.0)
+    amp = nn.MixedPrecision(model, lambda m: nn.Adam(m, lr=3e-3), init_scale=2.0**30, growth_interval=5)
+    assert all(p.dtype == np.float16 for _, p, _ in model.parameters())
+    assert all(p.dtype == np.float32 for _, p, _ in amp.masters.parameters())
+    losses = [amp.step(x, y) for _ in range(40)]
+    assert amp.skipped >= 1 and amp.scale < 2.0**30  # 2**30 overflows FP16 gradients: steps skipped, scale cut
+    # the same steps in FP32 (no skipped ones) reach about the same loss
+    ref = nn.mnist_cnn(image_size=8, channels=(4, 8), hidden=16, classes=2, dropout=0.0)
+    opt, loss_fn = nn.Adam(ref, lr=3e-3), nn.SoftmaxCrossEntropy()
+    for _ in range(40 - amp.skipped):
+        ref_loss = loss_fn(ref.forward(x), y)
+        ref.backward(loss_fn.backward())
+        opt.step()
+    assert losses[-1] < losses[0] - 0.05 and abs(losses[-1] - ref_loss) < 0.05
+    for (_, p16, _), (_, p32, _) in zip(model.parameters(), amp.masters.parameters()):
+        np.testing.assert_array_equal(p16, p32.astype(np.float16))
+    with pytest.raises(ValueError, match="float32-only"):
+        nn.MixedPrecision(nn.Sequential(nn.Linear(2, 2), backend="kernels"), nn.Adam)

@@ -6,6 +6,7 @@ inputs); the ``kernels`` backend sends the heavy operations through :mod:`gpulab
 
 from __future__ import annotations
 
+from .amp import MixedPrecision
 from .conv import Conv2d
 from .init import he_normal
 from .io import load, save
@@ -25,6 +26,7 @@ __all__ = [
     "Flatten",
     "Linear",
     "MaxPool2d",
+    "MixedPrecision",
     "Module",
     "ReLU",
     "SGD",
