@@ -889,8 +889,9 @@ def _ptx_check(kernel: Any, signature: str) -> Check:
     name = _py_func(kernel).__name__
     try:
         res = compile_source(source, name, signature, ccs=[(7, 5)])
-    except Exception as exc:  # noqa: BLE001 - NVVM missing or the child failed
-        return Check("PTX", False, f"the PTX compiler could not run: {str(exc)[:500]}")
+    except Exception as exc:  # noqa: BLE001 - NVVM missing or the child failed: not the learner's fault
+        return Check("PTX", True, "not checked: the PTX compiler (NVVM, from numba-cuda[cu12]) could not "
+                     f"run here ({str(exc).splitlines()[0][:200]})")
     if res.get("7.5") == "ok":
         return Check("PTX", True, f"compiles to PTX for sm_75 as {signature}")
     err = res.get("error") or res.get("7.5", "")
