@@ -78,7 +78,7 @@ class History:
         return asdict(self)
 
 
-def predict(model: nn.Sequential, x: Any, *, batch_size: int = 1000) -> Any:
+def predict(model: nn.Sequential, x: Any, *, batch_size: int = 256) -> Any:
     """Logits (N, classes) in evaluation mode (dropout off), in batches."""
     was = model.training
     model.eval()
@@ -90,7 +90,7 @@ def predict(model: nn.Sequential, x: Any, *, batch_size: int = 1000) -> Any:
     return xp.concatenate(outs) if outs else np.zeros((0, 0), np.float32)
 
 
-def evaluate(model: nn.Sequential, x: Any, y: Any, *, batch_size: int = 1000) -> dict[str, Any]:
+def evaluate(model: nn.Sequential, x: Any, y: Any, *, batch_size: int = 256) -> dict[str, Any]:
     """``{"loss", "accuracy", "predictions"}`` on (x, y); predictions come back as NumPy."""
     _data.check_images(x, y)
     logits = predict(model, x, batch_size=batch_size)
