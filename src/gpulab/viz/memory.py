@@ -89,8 +89,9 @@ def roofline(device: str | DevicePeak = "T4", points: Sequence[dict] = (), *, te
         fig.add_trace(go.Scatter(x=xs, y=np.minimum(tc, bw * xs), mode="lines", name=f"FP16 tensor-core roof ({tc:,.0f} GFLOP/s)",
                                  line=dict(color="#999", width=2, dash="dash")))
     ridge = fp32 / bw
-    fig.add_vline(x=ridge, line_dash="dot", line_color="#888",
-                  annotation_text=f"ridge {ridge:.0f} FLOP/B", annotation_position="bottom right")
+    # a trace, not add_vline: shapes on a log axis take log10 coordinates
+    fig.add_trace(go.Scatter(x=[ridge, ridge], y=[bw * xs[0], fp32], mode="lines", line=dict(color="#888", dash="dot"),
+                             name=f"ridge point: {ridge:.0f} FLOP/B (memory-bound left, compute-bound right)"))
     for k, p in enumerate(points):
         ai = float(p["intensity"])
         if ai <= 0:
@@ -98,16 +99,18 @@ def roofline(device: str | DevicePeak = "T4", points: Sequence[dict] = (), *, te
         measured = p.get("gflops") is not None
         y = float(p["gflops"]) if measured else min(fp32, bw * ai)
         fig.add_trace(go.Scatter(
-            x=[ai], y=[y], mode="markers+text", text=[p["label"]], textposition="top center",
+            x=[ai], y=[y], mode="markers+text", text=[p["label"]],
+            textposition="top left" if ai > 100 else "top center",
             name=p["label"] + ("" if measured else " (bound, not measured)"),
             marker=dict(size=12, symbol="circle" if measured else "circle-open", line=dict(width=2)),
             hovertemplate=f"{p['label']}: %{{x:.3g}} FLOP/B, %{{y:,.1f}} GFLOP/s<extra></extra>"))
-    fig.update_xaxes(type="log", title="arithmetic intensity (FLOP per byte of DRAM traffic, log scale)")
-    fig.update_yaxes(type="log", title="GFLOP/s (log scale)")
+    fig.update_xaxes(type="log", range=[-2, 3], dtick=1,
+                     title="arithmetic intensity (FLOP per byte of DRAM traffic, log scale)")
+    fig.update_yaxes(type="log", dtick=1, title="GFLOP/s (log scale)")
     fig.update_layout(title=title or f"Roofline of the {peak.name}: {bw:,.0f} GB/s, {fp32:,.0f} GFLOP/s FP32 (spec sheet)",
-                      template="plotly_white", height=480, legend=dict(x=0.01, y=0.99))
+                      template="plotly_white", height=480)
     if note:
-        fig.add_annotation(text="<br>".join(textwrap.wrap(note, 120)), xref="paper", yref="paper", x=0, y=-0.2, showarrow=False, xanchor="left",
-                           font=dict(size=11, color="#555"))
-        fig.update_layout(margin=dict(b=100))
+        fig.add_annotation(text="<br>".join(textwrap.wrap(note, 120)), xref="paper", yref="paper", x=0, y=-0.22, showarrow=False,
+                           xanchor="left", yanchor="top", align="left", font=dict(size=11, color="#555"))
+        fig.update_layout(margin=dict(b=110))
     return fig
