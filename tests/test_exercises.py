@@ -208,7 +208,8 @@ def test_missing_syncthreads_is_flagged_as_a_race():
     res = check_kernel(reverse_no_sync, spec=reverse_spec, inputs=lambda n, rng: random_arrays(rng, n),
                        sizes=[64], threads=TPB)
     assert not res.passed
-    assert "changes from run to run" in res.hint and "cuda.syncthreads()" in res.hint
+    # found directly (who wrote, who read), not only as a result that changes between schedules
+    assert "shared memory race in block (0, 0, 0)" in res.hint and "cuda.syncthreads()" in res.hint
     ok = check_kernel(reverse_sync, spec=reverse_spec, inputs=lambda n, rng: random_arrays(rng, n),
                       sizes=[32, 96], threads=TPB)
     assert ok.passed, ok
@@ -388,3 +389,61 @@ def test_switch_interval_is_restored():
     check_kernel(reverse_no_sync, spec=reverse_spec, inputs=lambda n, rng: random_arrays(rng, n), sizes=[64], threads=TPB)
     assert sys.getswitchinterval() == before
     assert exercises._SCHEDULES  # schedules used for re-runs are configured
+
+
+@cuda.jit
+def block_sum_missing_sync(x, partial):
+    buf = cuda.shared.array(TPB, float32)
+    tx = cuda.threadIdx.x
+    i = cuda.grid(1)
+    buf[tx] = x[i] if i < x.shape[0] else float32(0.0)
+    cuda.syncthreads()  # wait until every thread stored its element
+    s = TPB // 2
+    while s > 0:
+        if tx < s:
+            buf[tx] += buf[tx + s]
+        s //= 2  # (the barrier that should end each halving step is missing)
+    if tx == 0:
+        partial[cuda.blockIdx.x] = buf[0]
+
+
+def test_shared_memory_race_names_the_threads_and_the_array():
+    def spec(x):
+        blocks = max(1, math.ceil(x.size / TPB))
+        padded = np.zeros(blocks * TPB, np.float64)
+        padded[: x.size] = x
+        return padded.reshape(blocks, TPB).sum(axis=1).astype(np.float32)
+
+    res = check_kernel(block_sum_missing_sync, spec=spec, inputs=lambda n, rng: random_arrays(rng, n),
+                       sizes=[40, 100], launch=lambda x, p: (p.shape[0], TPB), rtol=1e-4, atol=1e-5)
+    assert not res.passed
+    text = res.message + res.hint
+    assert re.search(r"shared memory race in block \(0, 0, 0\): thread \(\d+, 0, 0\) wrote buf\[\d+\] and thread "
+                     r"\(\d+, 0, 0\) (read|wrote) it with no cuda.syncthreads\(\) in between", text), text
+
+
+@cuda.jit
+def matmul_tiled_no_second_sync(A, B, C):
+    sA = cuda.shared.array((TILE, TILE), float32)
+    sB = cuda.shared.array((TILE, TILE), float32)
+    i, j = cuda.grid(2)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    acc = float32(0.0)
+    for t in range((A.shape[1] + TILE - 1) // TILE):
+        k = t * TILE
+        sA[tx, ty] = A[i, k + ty] if i < A.shape[0] and k + ty < A.shape[1] else float32(0.0)
+        sB[tx, ty] = B[k + tx, j] if k + tx < B.shape[0] and j < B.shape[1] else float32(0.0)
+        cuda.syncthreads()  # wait until both tiles are loaded
+        for kk in range(TILE):
+            acc += sA[tx, kk] * sB[kk, ty]
+        # (missing: the barrier before the next iteration overwrites the tiles)
+    if i < C.shape[0] and j < C.shape[1]:
+        C[i, j] = acc
+
+
+def test_missing_barrier_before_overwrite_is_found_even_when_results_look_right():
+    res = _matmul(matmul_tiled_no_second_sync)
+    assert not res.passed and res.score == 0
+    text = res.message + res.hint
+    assert "shared memory race" in text and re.search(r"wrote s[AB]\[\d+\]", text), text

@@ -92,6 +92,12 @@ _TID_RE = re.compile(r"tid=\[(\d+), (\d+), (\d+)\] ctaid=\[(\d+), (\d+), (\d+)\]
 # Thread schedules for re-runs in the simulator: how often Python may switch between CUDA threads.
 _SCHEDULES = (1e-5, 3e-3)
 _GUARD = 64  # elements of guard zone after each output in gpu mode
+_SHARED_RACE_HINT = ("a race: on a GPU the threads of a block run in any order, so the result can change from run "
+                     "to run. Put cuda.syncthreads() between writing shared memory and reading it, and before "
+                     "overwriting data other threads may still be reading.")
+_WRITE_RACE_HINT = ("a race: on a GPU these writes happen in any order and updates get lost. Use cuda.atomic.add "
+                    "for a value many threads update, or give each thread its own element (and reduce in shared "
+                    "memory with cuda.syncthreads() between steps).")
 
 
 class KernelTimeout(Exception):
@@ -549,7 +555,11 @@ def check_kernel(
         try:
             if interval is not None and runtime.is_simulator():
                 sys.setswitchinterval(interval)
-            _run_with_deadline(lambda: (go(), runtime.synchronize()), timeout)
+            if runtime.is_simulator():
+                with _shared_arrays():
+                    _run_with_deadline(go, timeout)
+            else:
+                _run_with_deadline(lambda: (go(), runtime.synchronize()), timeout)
         except _Hang:
             raise
         except Exception as exc:
@@ -593,8 +603,16 @@ def check_kernel(
                 continue
             msg, hint = _diagnose(got_k, exp_k, _sentinel(exp_k.dtype) if out_init is None else None,
                                   out_init, case, rtol, atol, mistakes, name_)
-            # A second schedule tells a race from a deterministic bug.
-            if race_check and case.expected[0].size > 1:
+            # A race explains wrong values best: look for one directly, then try a second schedule.
+            conflict = ""
+            if race_check and host is None and runtime.is_simulator():
+                try:
+                    conflict = _race_report(kernel, case, (thread_options, launch, args, out_init), names)
+                except Exception:  # noqa: BLE001 - the first verdict stands
+                    conflict = ""
+            if conflict:
+                hint = f"{conflict}. " + (_SHARED_RACE_HINT if conflict.startswith("shared") else _WRITE_RACE_HINT)
+            elif race_check and case.expected[0].size > 1:
                 try:
                     again, _ = run_case(case, k, _SCHEDULES[0])
                     if not all(_same(a, b, rtol, atol) for a, b in zip(again, got)):
@@ -624,15 +642,13 @@ def check_kernel(
                         "update one element without cuda.atomic.add.")
                 return fail("failed", msg, hint, checks)
         if host is None and runtime.is_simulator():
-            conflict = _write_conflicts(kernel, case, (thread_options, launch, args, out_init), names)
+            conflict = _race_report(kernel, case, (thread_options, launch, args, out_init), names)
             if conflict:
                 return fail("failed", f"{conflict}\ninput: {case.describe()}",
-                            "a race: on a GPU these writes happen in any order and updates get lost. Use "
-                            "cuda.atomic.add for a value many threads update, or give each thread its own "
-                            "element (and reduce in shared memory with cuda.syncthreads() between steps).", checks)
+                            _SHARED_RACE_HINT if conflict.startswith("shared") else _WRITE_RACE_HINT, checks)
         checks.append(Check("races", True, "same result with different thread schedules"
                             + (" and block shapes" if len(thread_options) > 1 else "")
-                            + (", no unsynchronised writes to one element" if host is None and runtime.is_simulator() else "")))
+                            + (", no unsynchronised accesses to shared memory or outputs" if host is None and runtime.is_simulator() else "")))
 
     penalties: list[Check] = []
     if budget is not None and host is None and runtime.is_simulator():
@@ -675,37 +691,62 @@ def _host_call(case: Case, run_args: tuple) -> tuple[tuple, tuple]:
     return outs, call
 
 
-class _WriteWatch(np.ndarray):
-    """An output array that logs each element write with its block, thread, barrier epoch and
-    whether it happened inside ``cuda.atomic.*``."""
+def _flat_indices(idx: Any, shape: tuple[int, ...]) -> list[int]:
+    """Flat (C-order) element numbers that ``array[idx]`` touches."""
+    try:
+        if isinstance(idx, tuple) and len(idx) == len(shape) and all(isinstance(i, (int, np.integer)) for i in idx):
+            return [int(np.ravel_multi_index(tuple(int(i) % n for i, n in zip(idx, shape)), shape))]
+        if isinstance(idx, (int, np.integer)) and len(shape) == 1:
+            return [int(idx) % shape[0]]
+        return np.arange(int(np.prod(shape))).reshape(shape)[idx].ravel().tolist()
+    except (ValueError, IndexError, ZeroDivisionError, TypeError):
+        return []
+
+
+def _thread_state() -> tuple | None:
+    """(block, thread, barrier epoch, inside an atomic) of the current simulator thread, or None."""
+    th = threading.current_thread()
+    block = getattr(th, "blockIdx", None)
+    if block is None:
+        return None
+    t = th.threadIdx
+    return ((block.x, block.y, block.z), (t.x, t.y, t.z), getattr(th, "_gpulab_epoch", 0),
+            getattr(th, "_gpulab_atomic", False))
+
+
+class _Watch(np.ndarray):
+    """An array that logs element accesses made from simulator threads:
+    ``(kind, flat index, block, thread, barrier epoch, atomic)``."""
 
     _log: list | None = None
+    _reads: bool = False
 
     def __array_finalize__(self, obj: Any) -> None:
         self._log = getattr(obj, "_log", None)
+        self._reads = getattr(obj, "_reads", False)
+
+    def _record(self, kind: str, idx: Any) -> None:
+        if self._log is None:
+            return
+        state = _thread_state()
+        if state is not None:
+            for f in _flat_indices(idx, self.shape):
+                self._log.append((kind, f) + state)
+
+    def __getitem__(self, idx: Any) -> Any:
+        out = np.ndarray.__getitem__(self, idx)
+        if self._reads:
+            self._record("r", idx)
+        return out.view(np.ndarray) if isinstance(out, _Watch) else out
 
     def __setitem__(self, idx: Any, value: Any) -> None:
-        th = threading.current_thread()
-        block = getattr(th, "blockIdx", None)
-        if self._log is not None and block is not None:
-            shape = self.shape
-            try:
-                if isinstance(idx, tuple) and all(isinstance(i, (int, np.integer)) for i in idx):
-                    flats = [int(np.ravel_multi_index(tuple(int(i) % s for i, s in zip(idx, shape)), shape))]
-                elif isinstance(idx, (int, np.integer)) and len(shape) == 1:
-                    flats = [int(idx) % shape[0]]
-                else:
-                    flats = np.arange(self.size).reshape(shape)[idx].ravel().tolist()
-            except (ValueError, IndexError, ZeroDivisionError):
-                flats = []
-            key = ((block.x, block.y, block.z), (th.threadIdx.x, th.threadIdx.y, th.threadIdx.z))
-            for f in flats:
-                self._log.append((f, key, getattr(th, "_gpulab_epoch", 0), getattr(th, "_gpulab_atomic", False)))
+        self._record("w", idx)
         np.ndarray.__setitem__(self, idx, value)
 
 
-class _watch_atomics_and_barriers:
-    """Mark simulator threads while they are inside ``cuda.atomic.*`` and count their barriers."""
+class _watch_simulator:
+    """While active: mark simulator threads inside ``cuda.atomic.*`` and count each thread's barriers
+    (its *epoch*)."""
 
     _ATOMICS = ("add", "sub", "and_", "or_", "xor", "inc", "dec", "exch", "max", "min", "nanmax", "nanmin",
                 "compare_and_swap", "cas")
@@ -740,51 +781,70 @@ class _watch_atomics_and_barriers:
         self._saved.append((sim_kernel.BlockThread, "syncthreads", orig_sync))
         sim_kernel.BlockThread.syncthreads = syncthreads
 
+
     def __exit__(self, *exc: Any) -> None:
-        for owner, name, orig in self._saved:
+        for owner, name, orig in reversed(self._saved):
             setattr(owner, name, orig)
 
 
-def _write_conflicts(kernel: Any, case: Case, run_args: tuple, names: list[str]) -> str:
-    """Describe two threads that wrote one output element without an atomic and without a barrier
-    between them (different blocks, or the same block between the same two syncthreads), or ''."""
+def _first_conflict(log: list, same_block_only: bool, writes_only: bool) -> tuple | None:
+    """Two accesses to one element by different threads, at least one a non-atomic write, with no
+    barrier between them: same block and same epoch (or, for global memory, different blocks)."""
+    by_elem: dict[tuple, list] = {}
+    for kind, flat, block, thread, epoch, atomic in log:
+        if writes_only and kind != "w":
+            continue
+        scope = (flat, block) if same_block_only else (flat,)
+        by_elem.setdefault(scope, []).append((kind, block, thread, epoch, atomic, flat))
+    for accesses in by_elem.values():
+        writes = [a for a in accesses if a[0] == "w" and not a[4]]
+        for w in writes:
+            for o in accesses:
+                if o[2] == w[2] and o[1] == w[1]:
+                    continue  # same thread
+                if o[0] == "w" and o[4] and w[4]:
+                    continue  # both atomic
+                if o[1] != w[1] or o[3] == w[3]:
+                    return w, o
+    return None
+
+
+def _race_report(kernel: Any, case: Case, run_args: tuple, names: list[str]) -> str:
+    """Run once in the simulator watching shared memory and the outputs; describe the first race:
+    two threads touching one element, one of them writing (not atomically), with no cuda.syncthreads()
+    between them. Returns '' when there is none."""
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
     outs, call = _host_call(case, run_args)
     griddim, blockdim = _launch_config(case, run_args, call)
-    logs: dict[int, list] = {}
-    watched = []
+    out_logs: dict[int, list] = {}
     out_ids = {id(o): k for k, o in enumerate(outs)}
+    watched = []
     for arg in call:
         if isinstance(arg, np.ndarray) and id(arg) in out_ids and arg.ndim > 0:
-            view = arg.view(_WriteWatch)
-            view._log = logs.setdefault(out_ids[id(arg)], [])
+            view = arg.view(_Watch)
+            view._log = out_logs.setdefault(out_ids[id(arg)], [])
             watched.append(FakeCUDAArray(view))
         else:
             watched.append(arg)
-    with _watch_atomics_and_barriers():
+    shared: dict = {}
+    with _watch_simulator(), _shared_arrays(watch=shared):
         _run_with_deadline(lambda: kernel[griddim, blockdim](*watched), 60.0)
-    for k, log in logs.items():
-        writers: dict[int, dict] = {}
-        for flat, key, epoch, atomic in log:
-            writers.setdefault(flat, {}).setdefault(key, []).append((epoch, atomic))
-        for flat, by_thread in writers.items():
-            if len(by_thread) < 2:
-                continue
-            items = list(by_thread.items())
-            for a in range(len(items)):
-                for b in range(a + 1, len(items)):
-                    (ka, wa), (kb, wb) = items[a], items[b]
-                    for ea, atomic_a in wa:
-                        for eb, atomic_b in wb:
-                            if atomic_a and atomic_b:
-                                continue
-                            if ka[0] != kb[0] or ea == eb:
-                                idx = np.unravel_index(flat, case.expected[k].shape)
-                                idx_s = ", ".join(str(int(v)) for v in idx)
-                                return (f"thread {ka[1]} of block {ka[0]} and thread {kb[1]} of block {kb[0]} "
-                                        f"both wrote {names[k]}[{idx_s}] without cuda.atomic and without a "
-                                        f"cuda.syncthreads() between them (launch [{griddim}, {blockdim}])")
+    launch = f"launch [{griddim}, {blockdim}]"
+    verbs = {"r": "read", "w": "wrote"}
+    for label, log in shared.values():
+        hit = _first_conflict(log, same_block_only=True, writes_only=False)
+        if hit:
+            w, o = hit
+            return (f"shared memory race in block {w[1]}: thread {w[2]} wrote {label}[{w[5]}] and thread {o[2]} "
+                    f"{verbs[o[0]]} it with no cuda.syncthreads() in between ({launch})")
+    for k, log in out_logs.items():
+        hit = _first_conflict(log, same_block_only=False, writes_only=True)
+        if hit:
+            w, o = hit
+            idx = ", ".join(str(int(v)) for v in np.unravel_index(w[5], case.expected[k].shape))
+            return (f"thread {w[2]} of block {w[1]} and thread {o[2]} of block {o[1]} both wrote "
+                    f"{names[k]}[{idx}] without cuda.atomic and without a cuda.syncthreads() between them ({launch})")
     return ""
 
 
@@ -801,7 +861,7 @@ def _budget_checks(kernel: Any, budget: Budget, cases: list[Case], largest: int,
     fn = _py_func(kernel)
     arg_names = list(inspect.signature(fn).parameters)
     shared: dict[int, int] = {}
-    with _count_shared(shared):
+    with _shared_arrays(nbytes=shared):
         log = trace(kernel, griddim, blockdim, *call, names=arg_names)
     checks = []
     where = f"traced at size {case.size!r}, launch [{griddim}, {blockdim}]"
@@ -845,35 +905,54 @@ def _budget_checks(kernel: Any, budget: Budget, cases: list[Case], largest: int,
     return checks
 
 
-class _count_shared:
-    """Record the bytes of each ``cuda.shared.array`` allocation made in the simulator."""
+_SHARED_LOCK = threading.Lock()
 
-    def __init__(self, record: dict[int, int]) -> None:
-        self.record = record
 
-    def __enter__(self) -> None:
+class _shared_arrays:
+    """Stand in for the simulator's ``cuda.shared.array`` while active. Same meaning (one array per
+    source line per launch, shared by the block) but the allocation is done under a lock: the
+    simulator's own check-then-insert can give two threads of one block *different* arrays when Python
+    switches threads in between, which makes correct kernels fail at short switch intervals. Optionally
+    records each allocation's bytes (``nbytes``) or hands out arrays that log their accesses (``watch``:
+    ``{(file, line): (variable name, log)}``)."""
+
+    def __init__(self, nbytes: dict | None = None, watch: dict | None = None) -> None:
+        self.nbytes, self.watch = nbytes, watch
+
+    def __enter__(self) -> "_shared_arrays":
+        import linecache
+
         from numba.cuda.simulator import kernelapi
 
         self._cls = kernelapi.FakeCUDAShared
         self._orig = self._cls.array
-        record, orig = self.record, self._orig
+        orig, nbytes, watch = self._orig, self.nbytes, self.watch
 
         def array(shared: Any, shape: Any, dtype: Any, alignment: Any = None) -> np.ndarray:
             if shape == 0 or alignment is not None:
                 return orig(shared, shape, dtype, alignment)
             caller = sys._getframe(1)
             key = (caller.f_code.co_filename, caller.f_lineno)
-            res = shared._allocations.get(key)
-            if res is None:
-                # the simulator's own imports (they moved between numba-cuda versions)
-                nbtypes, numpy_support = kernelapi.types, kernelapi.numpy_support
-                dt = numpy_support.as_dtype(dtype) if isinstance(dtype, nbtypes.Type) else np.dtype(dtype)
-                res = np.empty(shape, dt)
-                shared._allocations[key] = res
-                record[id(res)] = res.nbytes
+            with _SHARED_LOCK:
+                res = shared._allocations.get(key)
+                if res is None:
+                    # the simulator's own imports (they moved between numba-cuda versions)
+                    nbtypes, numpy_support = kernelapi.types, kernelapi.numpy_support
+                    dt = numpy_support.as_dtype(dtype) if isinstance(dtype, nbtypes.Type) else np.dtype(dtype)
+                    res = np.empty(shape, dt)
+                    if watch is not None:
+                        line = linecache.getline(key[0], key[1]).strip()
+                        label = line.split("=")[0].strip() if "=" in line else f"shared array (line {key[1]})"
+                        res = res.view(_Watch)
+                        res._log, res._reads = [], True
+                        watch[key] = (label, res._log)
+                    if nbytes is not None:
+                        nbytes[id(res)] = res.nbytes
+                    shared._allocations[key] = res
             return res
 
         self._cls.array = array
+        return self
 
     def __exit__(self, *exc: Any) -> None:
         self._cls.array = self._orig
