@@ -446,4 +446,4 @@ def test_missing_barrier_before_overwrite_is_found_even_when_results_look_right(
     res = _matmul(matmul_tiled_no_second_sync)
     assert not res.passed and res.score == 0
     text = res.message + res.hint
-    assert "shared memory race" in text and re.search(r"wrote s[AB]\[\d+\]", text), text
+    assert "shared memory race" in text and re.search(r"wrote s[AB]\[\d+, \d+\]", text), text

@@ -99,10 +99,10 @@ _TID_RE = re.compile(r"tid=\[(\d+), (\d+), (\d+)\] ctaid=\[(\d+), (\d+), (\d+)\]
 # (gpulab runs at 1 ms; 10 us interleaves the threads of a block much more finely).
 _SCHEDULES = (1e-5,)
 _GUARD = 64  # elements of guard zone after each output in gpu mode
-_SHARED_RACE_HINT = ("a race: on a GPU the threads of a block run in any order, so the result can change from run "
+_SHARED_RACE_HINT = ("A race: on a GPU the threads of a block run in any order, so the result can change from run "
                      "to run. Put cuda.syncthreads() between writing shared memory and reading it, and before "
                      "overwriting data other threads may still be reading.")
-_WRITE_RACE_HINT = ("a race: on a GPU these writes happen in any order and updates get lost. Use cuda.atomic.add "
+_WRITE_RACE_HINT = ("A race: on a GPU these writes happen in any order and updates get lost. Use cuda.atomic.add "
                     "for a value many threads update, or give each thread its own element (and reduce in shared "
                     "memory with cuda.syncthreads() between steps).")
 
@@ -418,7 +418,7 @@ def _diagnose(got: np.ndarray, exp: np.ndarray, sentinel: Any, out_init: Any, ca
     ok = _close(got, exp, rtol, atol)
     bad = np.argwhere(~ok)
     first = tuple(int(v) for v in bad[0]) if len(bad) else ()
-    idx = first if len(first) > 1 else (first[0] if first else "?")
+    idx = ", ".join(str(v) for v in first) if first else "?"
     n_bad, total = int((~ok).sum()), int(exp.size)
     msg = (f"{out_name}[{idx}]: expected {_scalar(exp[first])}, got {_scalar(got[first])} "
            f"({n_bad} of {total} elements wrong)")
@@ -842,11 +842,12 @@ def _race_report(kernel: Any, case: Case, run_args: tuple, names: list[str]) -> 
         _run_with_deadline(lambda: kernel[griddim, blockdim](*watched), 60.0)
     launch = f"launch [{griddim}, {blockdim}]"
     verbs = {"r": "read", "w": "wrote"}
-    for label, log in shared.values():
+    for label, log, shape in shared.values():
         hit = _first_conflict(log, same_block_only=True, writes_only=False)
         if hit:
             w, o = hit
-            return (f"shared memory race in block {w[1]}: thread {w[2]} wrote {label}[{w[5]}] and thread {o[2]} "
+            elem = ", ".join(str(int(v)) for v in np.unravel_index(w[5], shape))
+            return (f"shared memory race in block {w[1]}: thread {w[2]} wrote {label}[{elem}] and thread {o[2]} "
                     f"{verbs[o[0]]} it with no cuda.syncthreads() in between ({launch})")
     for k, log in out_logs.items():
         hit = _first_conflict(log, same_block_only=False, writes_only=True)
@@ -955,7 +956,7 @@ class _shared_arrays:
                         label = line.split("=")[0].strip() if "=" in line else f"shared array (line {key[1]})"
                         res = res.view(_Watch)
                         res._log, res._reads = [], True
-                        watch[key] = (label, res._log)
+                        watch[key] = (label, res._log, res.shape)
                     if nbytes is not None:
                         nbytes[id(res)] = res.nbytes
                     shared._allocations[key] = res
