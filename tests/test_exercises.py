@@ -447,3 +447,27 @@ def test_missing_barrier_before_overwrite_is_found_even_when_results_look_right(
     assert not res.passed and res.score == 0
     text = res.message + res.hint
     assert "shared memory race" in text and re.search(r"wrote s[AB]\[\d+, \d+\]", text), text
+
+
+@cuda.jit(device=True)
+def _clamp01(v):
+    return min(max(v, 0.0), 1.0)
+
+
+@cuda.jit
+def clamp_kernel(x, out):
+    buf = cuda.shared.array(TPB, np.float32)
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        buf[cuda.threadIdx.x] = _clamp01(x[i]) * math.pi / math.pi
+        out[i] = buf[cuda.threadIdx.x]
+
+
+def test_kernel_source_includes_device_functions_and_module_aliases():
+    src = kernel_source(clamp_kernel)
+    assert "import numpy as np" in src and "import math" in src and "TPB = 32" in src
+    assert "@cuda.jit(device=True)\ndef _clamp01(v):" in src
+    assert src.index("def _clamp01") < src.index("def clamp_kernel")
+    namespace: dict = {}
+    exec(compile(src, "<rebuilt>", "exec"), namespace)  # the rebuilt module runs on its own
+    assert "clamp_kernel" in namespace and "_clamp01" in namespace
