@@ -54,6 +54,9 @@ def test_cli_errors_are_clear(tmp_path, capsys):
     assert "unknown dataset" in capsys.readouterr().err
     assert train.main(["--data-dir", str(tmp_path / "nope"), "--no-download"]) == 2
     assert "does not exist" in capsys.readouterr().err
+    if SHARED_MNIST.exists():
+        assert train.main(["--data-dir", str(SHARED_MNIST), "--backend", "kernels", "--no-download"]) == 2
+        assert "--digits-size 8" in capsys.readouterr().err
 
 
 def test_fit_rejects_nan_data():

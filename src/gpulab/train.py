@@ -194,6 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--limit", type=int, default=None, help="train on the first N training images only")
+    p.add_argument("--digits-size", type=int, default=28, choices=(8, 28),
+                   help="digits only: native 8x8 images, or upsampled to 28x28 like MNIST (default)")
+    p.add_argument("--test-limit", type=int, default=None, help="evaluate on the first N test images only")
     p.add_argument("--no-download", action="store_true", help="never download; fail if the files are not found")
     p.add_argument("--save", default=None, help="save the trained parameters to this .npz file")
     p.add_argument("--json", default=None, help="write history and results to this JSON file")
@@ -207,15 +210,19 @@ def main(argv: list[str] | None = None) -> int:
     limit_threads(args.threads)
     tune_allocator()
     try:
-        ds = _data.load(args.dataset, data_dir=args.data_dir, download=not args.no_download, seed=args.seed)
+        ds = _data.load(args.dataset, data_dir=args.data_dir, download=not args.no_download, seed=args.seed,
+                        size=args.digits_size)
     except (ValueError, _data.DatasetError) as e:
         print(f"gpulab train: {e}", file=sys.stderr)
         return 2
-    if args.limit:
-        ds = ds.subset(args.limit, None)
-    if args.backend == "kernels" and runtime.is_simulator() and ds.x_train.shape[0] > 256:
-        print("gpulab train: backend 'kernels' runs in the CUDA simulator here (no GPU): use --limit 64 or less "
-              "and expect minutes; it is meant for correctness checks, not speed.", file=sys.stderr)
+    if args.limit or args.test_limit:
+        ds = ds.subset(args.limit, args.test_limit)
+    if args.backend == "kernels" and runtime.is_simulator() and max(len(ds.x_train), len(ds.x_test)) > 256:
+        print(f"gpulab train: backend 'kernels' runs the lab's CUDA kernels in the simulator here (no GPU), about "
+              f"10,000x slower than a GPU; {len(ds.x_train)} training and {len(ds.x_test)} test images would take "
+              "hours. For a correctness run use e.g. --dataset digits --digits-size 8 --limit 16 --test-limit 16; "
+              "for speed use --backend numpy.", file=sys.stderr)
+        return 2
     try:
         model = nn.mnist_cnn(seed=args.seed, image_size=ds.x_train.shape[-1], backend=args.backend)
     except (ValueError, RuntimeError) as e:
