@@ -10,6 +10,8 @@ from . import runtime
 from .runtime import ModeError, banner, is_gpu, is_simulator, mode, sizes, to_device, to_host, xp
 
 runtime.select_mode()
+if runtime.is_simulator():
+    runtime.harden_simulator()  # imports numba's simulator (no GPU work): see its docstring
 
 from .source import show_source  # noqa: E402  (after the mode is fixed)
 from .timing import benchmark, gbps, gflops, percent_of_peak  # noqa: E402

@@ -18,6 +18,7 @@ import ctypes
 import ctypes.util
 import os
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -170,6 +171,42 @@ def select_mode(choice: str | None = None) -> str:
         sys.setswitchinterval(SIM_SWITCH_INTERVAL)
     _MODE, _REASON = chosen, reason
     return chosen
+
+
+_SHARED_LOCK = threading.Lock()
+
+
+def harden_simulator() -> None:
+    """Make the simulator's ``cuda.shared.array`` safe under thread switches (idempotent).
+
+    numba-cuda's simulator looks up a block's shared array by source line and creates it if missing,
+    without a lock: when Python switches threads between the lookup and the insert, two threads of
+    one block get *different* arrays and a correct tiled kernel computes garbage. gpulab replaces that
+    method with the same lookup done under a lock. Only called in simulator mode.
+    """
+    import numpy as np
+    from numba.cuda.simulator import kernelapi
+
+    cls = kernelapi.FakeCUDAShared
+    original = cls.array
+    if getattr(original, "_gpulab_locked", False):
+        return
+
+    def array(self: Any, shape: Any, dtype: Any, alignment: Any = None) -> Any:
+        if shape == 0 or alignment is not None:  # dynamic shared memory / unsupported: unchanged
+            return original(self, shape, dtype, alignment)
+        caller = sys._getframe(1)
+        key = (caller.f_code.co_filename, caller.f_lineno)  # the simulator's own key: the source line
+        with _SHARED_LOCK:
+            res = self._allocations.get(key)
+            if res is None:
+                if isinstance(dtype, kernelapi.types.Type):
+                    dtype = kernelapi.numpy_support.as_dtype(dtype)
+                res = self._allocations[key] = np.empty(shape, dtype)
+        return res
+
+    array._gpulab_locked = True  # type: ignore[attr-defined]
+    cls.array = array
 
 
 def mode() -> str:
