@@ -62,8 +62,8 @@ class Conv2d(Module):
         self.cache = None
         if not self.needs_input_grad:
             return None
-        dcols = self.ops.matmul(d, self._wmat())  # (N*Ho*Wo, k*k*C)
-        return self.ops.col2im(dcols, x_shape, self.k, self.k, self.stride, self.pad)  # (N, C, H, W)
+        # dx = col2im(d @ wmat): each input pixel collects what every tap that read it sends back
+        return self.ops.conv_input_grad(d, self.params["W"], x_shape, self.stride, self.pad)  # (N, C, H, W)
 
     def __repr__(self) -> str:
         return f"Conv2d({self.c}, {self.f}, kernel_size={self.k}, stride={self.stride}, padding={self.pad})"

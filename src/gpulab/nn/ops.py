@@ -87,6 +87,27 @@ class ArrayOps:
         dx = dx[:, pad : pad + h, pad : pad + w, :]  # (N, H, W, C) view without the padding
         return dx.transpose(0, 3, 1, 2)  # (N, C, H, W) view
 
+    def conv_input_grad(self, d: Any, w: Any, x_shape: tuple[int, ...], stride: int, pad: int) -> Any:
+        """dL/dx of a convolution from d = dL/dy (N*Ho*Wo, F) and the weights w (F, C, k, k).
+
+        In general: ``dcols = d @ wmat`` then :meth:`col2im`. For stride 1 the same sum is done one
+        kernel tap (a, b) at a time: ``dx[:, a:a+Ho, b:b+Wo, :] += (d @ w[:, :, a, b]).reshape(...)``,
+        which adds whole contiguous rows instead of 9 interleaved slices (about 2x faster on a CPU).
+        """
+        xp = array_module(d)
+        f, c, k, _ = w.shape
+        n, _, h, wd = x_shape
+        if stride != 1:
+            dcols = self.matmul(d, w.transpose(0, 2, 3, 1).reshape(f, -1))  # (N*Ho*Wo, k*k*C)
+            return self.col2im(dcols, x_shape, k, k, stride, pad)  # (N, C, H, W)
+        ho, wo = h + 2 * pad - k + 1, wd + 2 * pad - k + 1
+        dx = xp.zeros((n, h + 2 * pad, wd + 2 * pad, c), dtype=d.dtype)  # (N, Hp, Wp, C) channels-last
+        for a in range(k):
+            for b in range(k):
+                g = self.matmul(d, w[:, :, a, b])  # (N*Ho*Wo, C): what tap (a, b) sends back
+                dx[:, a : a + ho, b : b + wo, :] += g.reshape(n, ho, wo, c)
+        return dx[:, pad : pad + h, pad : pad + wd, :].transpose(0, 3, 1, 2)  # (N, C, H, W) view
+
     def add_bias(self, y: Any, b: Any) -> Any:
         """``y + b`` row-wise: y (M, F), b (F,)."""
         y += b
@@ -195,6 +216,11 @@ class KernelOps(ArrayOps):
 
     def col2im(self, dcols: Any, x_shape: tuple[int, ...], kh: int, kw: int, stride: int, pad: int) -> Any:
         return self.k.col2im(_c(dcols), x_shape, kh, kw, stride, pad)
+
+    def conv_input_grad(self, d: Any, w: Any, x_shape: tuple[int, ...], stride: int, pad: int) -> Any:
+        f, _, k, _ = w.shape
+        dcols = self.matmul(d, w.transpose(0, 2, 3, 1).reshape(f, -1))  # (N*Ho*Wo, k*k*C) GEMM kernel
+        return self.col2im(dcols, x_shape, k, k, stride, pad)  # (N, C, H, W) gather kernel
 
     def add_bias(self, y: Any, b: Any) -> Any:
         return self.k.add_bias(_c(y), _c(b))
