@@ -246,3 +246,20 @@ def test_mixed_precision_learns_and_skips_overflowing_steps():
         np.testing.assert_array_equal(p16, p32.astype(np.float16))
     with pytest.raises(ValueError, match="float32-only"):
         nn.MixedPrecision(nn.Sequential(nn.Linear(2, 2), backend="kernels"), nn.Adam)
+
+
+def test_data_parallel_gradient_equals_single_thread():
+    x = RNG.random((10, 1, 8, 8), dtype=np.float32)
+    y = RNG.integers(0, 10, 10)
+    single, split = (nn.mnist_cnn(image_size=8, channels=(3, 4), hidden=8, dropout=0.0) for _ in range(2))
+    loss_fn = nn.SoftmaxCrossEntropy()
+    loss = loss_fn(single.forward(x), y)
+    single.backward(loss_fn.backward())
+    dp = nn.DataParallel(split, workers=3)  # 10 images: shares of 3, 3 and 4
+    loss_dp, logits = dp.step(x, y)
+    dp.close()
+    assert logits.shape == (10, 10) and abs(loss - loss_dp) < 1e-5
+    for (name, _, g1), (_, _, g2) in zip(single.parameters(), split.parameters()):
+        np.testing.assert_allclose(g2, g1, rtol=1e-4, atol=1e-6, err_msg=name)
+    with pytest.raises(ValueError, match="workers"):
+        nn.DataParallel(split, workers=0)

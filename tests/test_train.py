@@ -29,10 +29,11 @@ def test_fit_learns_mnist_subset(mnist):
     assert ev["accuracy"] == pytest.approx(h.test_accuracy[-1]) and ev["predictions"].shape == (500,)
 
 
-def test_training_is_deterministic(mnist):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_training_is_deterministic(mnist, workers):
     small = mnist.subset(200, 50)
     runs = [train.fit(nn.mnist_cnn(seed=1, channels=(4, 8), hidden=16), small, epochs=1, batch_size=40,
-                      seed=1, progress=False).train_loss for _ in range(2)]
+                      seed=1, progress=False, workers=workers).train_loss for _ in range(2)]
     assert runs[0] == runs[1]
 
 

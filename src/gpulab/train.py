@@ -106,14 +106,36 @@ def _to_backend(x: Any, backend: str) -> Any:
 
 def fit(model: nn.Sequential, dataset: _data.Dataset, *, epochs: int = 2, batch_size: int = 128,
         optimizer: Any = None, seed: int = 0, progress: bool = True, live_plot: bool = False,
-        evaluate_each_epoch: bool = True, on_epoch: Callable[[History], None] | None = None) -> History:
+        evaluate_each_epoch: bool = True, workers: int = 1,
+        on_epoch: Callable[[History], None] | None = None) -> History:
     """Train ``model`` on ``dataset`` with Adam (lr 1e-3) unless an optimizer is given.
 
     The data are moved once to where the model's backend computes (CuPy in gpu mode for ``cupy`` /
-    ``kernels``) and indexed per batch there. Shuffling is seeded by ``seed``.
+    ``kernels``) and indexed per batch there. Shuffling is seeded by ``seed``. ``workers > 1``
+    (numpy backend) splits each batch over that many CPU threads (:class:`gpulab.nn.DataParallel`),
+    with one BLAS thread each.
     """
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}.")
+    if workers > 1:
+        with limit_threads(1) or _nullcontext():
+            return _fit(model, dataset, epochs, batch_size, optimizer, seed, progress, live_plot,
+                        evaluate_each_epoch, workers, on_epoch)
+    return _fit(model, dataset, epochs, batch_size, optimizer, seed, progress, live_plot, evaluate_each_epoch,
+                workers, on_epoch)
+
+
+class _nullcontext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def _fit(model: nn.Sequential, dataset: _data.Dataset, epochs: int, batch_size: int, optimizer: Any, seed: int,
+         progress: bool, live_plot: bool, evaluate_each_epoch: bool, workers: int,
+         on_epoch: Callable[[History], None] | None) -> History:
     _data.check_images(dataset.x_train, dataset.y_train)
     optimizer = optimizer or nn.Adam(model, lr=1e-3)
     loss_fn = nn.SoftmaxCrossEntropy()
@@ -133,6 +155,7 @@ def fit(model: nn.Sequential, dataset: _data.Dataset, *, epochs: int = 2, batch_
             display(fig)
         except ImportError:  # pragma: no cover
             fig = None
+    parallel = nn.DataParallel(model, workers, seed=seed) if workers > 1 else None
     n = xtr.shape[0]
     steps = -(-n // batch_size)
     for epoch in range(1, epochs + 1):
@@ -141,10 +164,15 @@ def fit(model: nn.Sequential, dataset: _data.Dataset, *, epochs: int = 2, batch_
         total_loss = 0.0
         correct = 0
         bar = _progress(steps, f"epoch {epoch}/{epochs}", progress)
+        if parallel is not None:
+            parallel.train()
         for xb, yb in _data.batches(xtr, ytr, batch_size, shuffle=True, rng=rng):
-            logits = model.forward(xb)  # (B, classes)
-            loss = loss_fn(logits, yb)
-            model.backward(loss_fn.backward())
+            if parallel is not None:
+                loss, logits = parallel.step(xb, yb)  # forward + backward, batch split over threads
+            else:
+                logits = model.forward(xb)  # (B, classes)
+                loss = loss_fn(logits, yb)
+                model.backward(loss_fn.backward())
             optimizer.step()
             total_loss += loss * xb.shape[0]
             correct += int((logits.argmax(axis=1) == yb).sum())
@@ -170,6 +198,8 @@ def fit(model: nn.Sequential, dataset: _data.Dataset, *, epochs: int = 2, batch_
             update_training_curves(fig, history)
         if on_epoch is not None:
             on_epoch(history)
+    if parallel is not None:
+        parallel.close()
     return history
 
 
@@ -202,6 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", default=None, help="write history and results to this JSON file")
     p.add_argument("--progress", action="store_true", help="show a tqdm progress bar per epoch")
     p.add_argument("--threads", type=int, default=None, help="cap NumPy's BLAS threads (default: BLAS decides)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="numpy backend: split each batch over this many CPU threads (data parallel, 1 BLAS thread each)")
     return p
 
 
@@ -228,8 +260,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, RuntimeError) as e:
         print(f"gpulab train: {e}", file=sys.stderr)
         return 2
+    if args.workers > 1 and args.backend != "numpy":
+        print(f"gpulab train: --workers splits batches over CPU threads and needs --backend numpy, not {args.backend}.",
+              file=sys.stderr)
+        return 2
     print(f"{ds}; backend {args.backend}; {model.num_parameters():,} parameters; batch {args.batch_size}; "
-          f"mode {runtime.mode()}")
+          f"workers {args.workers}; mode {runtime.mode()}")
     t0 = time.perf_counter()
 
     def report(h: History) -> None:
@@ -239,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
 
     history = fit(model, ds, epochs=args.epochs, batch_size=args.batch_size, optimizer=nn.Adam(model, lr=args.lr),
-                  seed=args.seed, progress=args.progress, on_epoch=report)
+                  seed=args.seed, progress=args.progress, workers=args.workers, on_epoch=report)
     wall = time.perf_counter() - t0
     acc = history.test_accuracy[-1]
     if args.save:

@@ -29,9 +29,16 @@ def _batches(n: int, batch: int, size: int, seed: int) -> tuple[np.ndarray, np.n
 
 
 def measure_gpulab(backend: str, *, batch: int, steps: int, warmup: int, size: int, channels: tuple[int, int],
-                   hidden: int, seed: int = 0) -> dict[str, Any]:
-    """Images/s of ``steps`` training steps (forward, backward, Adam) after ``warmup`` steps."""
+                   hidden: int, seed: int = 0, workers: int = 1) -> dict[str, Any]:
+    """Images/s of ``steps`` training steps (forward, backward, Adam) after ``warmup`` steps.
+
+    ``workers > 1`` (numpy) splits each batch over that many threads with one BLAS thread each.
+    """
+    from ..train import limit_threads
+
     model = nn.mnist_cnn(seed=seed, image_size=size, channels=channels, hidden=hidden, backend=backend)
+    parallel = nn.DataParallel(model, workers, seed=seed) if workers > 1 else None
+    limiter = limit_threads(1) if parallel is not None else None
     opt, loss_fn = nn.Adam(model), nn.SoftmaxCrossEntropy()
     loss_fn.ops = model.ops
     x, y = _batches(warmup + steps, batch, size, seed)
@@ -43,12 +50,20 @@ def measure_gpulab(backend: str, *, batch: int, steps: int, warmup: int, size: i
         if i == warmup:
             runtime.synchronize()
             t0 = time.perf_counter()
-        loss_fn(model.forward(x[i]), y[i])
-        model.backward(loss_fn.backward())
+        if parallel is not None:
+            parallel.step(x[i], y[i])
+        else:
+            loss_fn(model.forward(x[i]), y[i])
+            model.backward(loss_fn.backward())
         opt.step()
     runtime.synchronize()
     seconds = time.perf_counter() - t0
-    return {"name": f"gpulab-{backend}", "images_per_second": steps * batch / seconds, "seconds": seconds}
+    if parallel is not None:
+        parallel.close()
+    if limiter is not None:
+        limiter.restore_original_limits()
+    return {"name": f"gpulab-{backend}", "images_per_second": steps * batch / seconds, "seconds": seconds,
+            "workers": workers}
 
 
 def measure_torch(*, batch: int, steps: int, warmup: int, size: int, channels: tuple[int, int], hidden: int,
@@ -103,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--channels", default="32,64", help="conv channels, e.g. 32,64")
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--threads", type=int, default=None, help="threads for both NumPy's BLAS and PyTorch (default: all cores)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="numpy backend: data-parallel CPU threads (default: --threads, each with 1 BLAS thread)")
     p.add_argument("--json", default=None, help="write the results to this JSON file")
     args = p.parse_args(argv)
     backend = args.backend or ("cupy" if runtime.is_gpu() else "numpy")
@@ -128,15 +145,17 @@ def main(argv: list[str] | None = None) -> int:
             torch_ok = True
         except ImportError:
             print("PyTorch is not installed (pip install 'gpulab[bench]'); timing gpulab only.", file=sys.stderr)
+    workers = args.workers or (threads if backend == "numpy" else 1)
+    results["workers"] = workers
     ours, theirs = [], []
     for _ in range(args.rounds):  # interleaved, so that load from other processes hits both alike
-        ours.append(measure_gpulab(backend, **common))
+        ours.append(measure_gpulab(backend, workers=workers, **common))
         if torch_ok:
             theirs.append(measure_torch(threads=threads, device="cuda" if runtime.is_gpu() else "cpu", **common))
     best = max(ours, key=lambda r: r["images_per_second"])
     results["gpulab"] = best | {"all_images_per_second": [r["images_per_second"] for r in ours]}
     print(f"gpulab ({backend}): {best['images_per_second']:.0f} images/s (best of {args.rounds}; batch {args.batch_size}, "
-          f"{threads} threads)")
+          f"{threads} threads, {workers} data-parallel workers)")
     if theirs:
         tbest = max(theirs, key=lambda r: r["images_per_second"])
         results["torch"] = tbest | {"all_images_per_second": [r["images_per_second"] for r in theirs]}

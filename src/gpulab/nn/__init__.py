@@ -13,6 +13,7 @@ from .io import load, save
 from .layers import Dropout, Flatten, Linear, MaxPool2d, ReLU
 from .loss import SoftmaxCrossEntropy
 from .models import mnist_cnn
+from .parallel import DataParallel
 from .module import Module
 from .ops import BACKENDS
 from .optim import SGD, Adam
@@ -22,6 +23,7 @@ __all__ = [
     "Adam",
     "BACKENDS",
     "Conv2d",
+    "DataParallel",
     "Dropout",
     "Flatten",
     "Linear",

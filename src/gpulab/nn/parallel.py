@@ -1,0 +1,78 @@
+"""Data parallelism on CPU threads: each thread runs forward and backward on its share of the batch.
+
+The same idea as data-parallel training on several GPUs, shrunk to one machine: every worker has
+a *replica* of the model that shares the weights but keeps its own activations and gradients; after
+backward the gradients are averaged (weighted by each share's size) into the main model, and one
+optimizer step updates the shared weights. NumPy releases the GIL inside its array operations, so
+the workers really run at the same time; BLAS is kept to one thread per worker.
+"""
+
+from __future__ import annotations
+
+import copy
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from ..runtime import array_module
+from .layers import Dropout
+from .loss import SoftmaxCrossEntropy
+from .sequential import Sequential
+
+__all__ = ["DataParallel"]
+
+
+def _replica(model: Sequential, seed: int) -> Sequential:
+    """A model that shares ``model``'s weights but has its own gradients, caches and dropout stream."""
+    rep = copy.copy(model)
+    rep.layers = []
+    for layer in model.layers:
+        new = copy.copy(layer)  # shares the params dict (same weight arrays)
+        new.grads = {k: array_module(g).zeros_like(g) for k, g in layer.grads.items()}
+        if isinstance(new, Dropout):
+            new.rng = np.random.default_rng([seed, len(rep.layers)])
+        rep.layers.append(new)
+    return rep
+
+
+class DataParallel:
+    """``step(x, y)`` = forward + backward of a batch split over ``workers`` threads; grads land in ``model``."""
+
+    def __init__(self, model: Sequential, workers: int = 2, *, seed: int = 0) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, got {workers}.")
+        if model.backend != "numpy":
+            raise ValueError("DataParallel splits work over CPU threads: use it with backend='numpy'.")
+        self.model, self.workers = model, workers
+        self.replicas = [model] + [_replica(model, seed * 1000 + i) for i in range(1, workers)]
+        self.pool = ThreadPoolExecutor(workers)
+
+    def _work(self, i: int, x: Any, y: Any) -> tuple[float, Any]:
+        rep = self.replicas[i]
+        loss_fn = SoftmaxCrossEntropy()
+        logits = rep.forward(x)  # (n_i, classes)
+        loss = loss_fn(logits, y)
+        rep.backward(loss_fn.backward())  # gradients of this share's mean loss
+        return loss, logits
+
+    def step(self, x: Any, y: Any) -> tuple[float, Any]:
+        """Mean loss and logits (N, classes) of the whole batch; ``model``'s grads hold the batch gradient."""
+        n = x.shape[0]
+        bounds = np.linspace(0, n, min(self.workers, n) + 1).astype(int)  # equal shares
+        shares = [(i, x[a:b], y[a:b]) for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+        results = list(self.pool.map(lambda s: self._work(*s), shares))
+        weights = [(b - a) / n for a, b in zip(bounds[:-1], bounds[1:])]  # mean over the batch = weighted means
+        for (name, _, g), *others in zip(self.model.parameters(), *(r.parameters() for r in self.replicas[1:len(shares)])):
+            g *= weights[0]
+            for w, (_, _, gi) in zip(weights[1:], others):
+                g += w * gi
+        loss = sum(w * r[0] for w, r in zip(weights, results))
+        return loss, np.concatenate([r[1] for r in results])
+
+    def train(self, mode: bool = True) -> None:
+        for r in self.replicas:
+            r.train(mode)
+
+    def close(self) -> None:
+        self.pool.shutdown()
