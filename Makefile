@@ -29,7 +29,7 @@ $(PY):
 # Re-install whenever pyproject.toml changes.
 $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install --upgrade "pip>=24"
-	$(PIP) install -e ".[lab,test]"
+	$(PIP) install -e ".[lab,test,data]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (gpulab)" >/dev/null
 	touch $(STAMP)
 
@@ -39,13 +39,18 @@ lab: setup
 	$(VENV)/bin/jupyter lab --port=$(PORT) $(if $(NO_BROWSER),--no-browser --ServerApp.ip=127.0.0.1,) \
 	  $(if $(filter 0,$(shell id -u)),--allow-root,) $(FIRST)
 
+# Tests never download: they read the MNIST originals from the workspace's shared folder when it exists
+# (override with GPULAB_DATA_DIR=...); without any data the MNIST lessons fall back to scikit-learn's digits.
+SHARED_MNIST := $(abspath $(wildcard ../shared/data/mnist))
+TEST_DATA_DIR := $(or $(GPULAB_DATA_DIR),$(SHARED_MNIST))
+
 test: setup
-	GPULAB_DEVICE=simulator $(PY) -m pytest -n $(JOBS) --dist loadfile \
+	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(PY) -m pytest -n $(JOBS) --dist loadfile \
 	  --nbval-lax --nbval-current-env --nbval-cell-timeout=600 \
 	  tests notebooks labs/solutions $(PYTEST_ARGS)
 
 test-fast: setup
-	GPULAB_DEVICE=simulator $(PY) -m pytest -n $(JOBS) tests $(PYTEST_ARGS)
+	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(PY) -m pytest -n $(JOBS) tests $(PYTEST_ARGS)
 
 # Colab's versions, the oldest gpulab supports: unit tests (not notebooks) in a second venv.
 OLDEST_VENV ?= .venv-oldest
