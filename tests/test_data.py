@@ -10,7 +10,8 @@ import pytest
 
 from gpulab import data
 
-SHARED_MNIST = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mnist"
+from _paths import SHARED_MNIST
+
 needs_mnist = pytest.mark.skipif(not (SHARED_MNIST / "t10k-images-idx3-ubyte.gz").exists(),
                                  reason=f"real MNIST files not found at {SHARED_MNIST}")
 
