@@ -19,7 +19,8 @@ COMMANDS = {
 
 def usage() -> str:
     lines = ["usage: python -m gpulab COMMAND [options]", "", "commands:"]
-    lines += [f"  {name:<8} {help_}" for name, (_, help_) in COMMANDS.items()]
+    width = max(map(len, COMMANDS))
+    lines += [f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items()]
     lines += ["", "Run `python -m gpulab COMMAND --help` for a command's options."]
     return "\n".join(lines)
 
