@@ -27,8 +27,8 @@ from .threads import launch_summary, thread_map, thread_map_2d  # noqa: E402
 
 __all__ += ["launch_summary", "roofline", "speed_bars", "speed_lines", "thread_map", "thread_map_2d", "warp_access"]
 
-from .training import (confusion_matrix, confusion_matrix_figure, misclassified_figure, training_curves,  # noqa: E402
-                       update_training_curves)
+from .training import (confusion_matrix, confusion_matrix_figure, filters_figure, misclassified_figure,  # noqa: E402
+                       training_curves, update_training_curves)
 
-__all__ += ["confusion_matrix", "confusion_matrix_figure", "misclassified_figure", "training_curves",
+__all__ += ["confusion_matrix", "confusion_matrix_figure", "filters_figure", "misclassified_figure", "training_curves",
             "update_training_curves"]
