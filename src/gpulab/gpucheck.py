@@ -4,9 +4,11 @@
 2. Set up the venv with ``.[lab,test,gpu-cu12]`` (plus ``bench`` when PyTorch wheels can be had).
    Offline: ``WHEELHOUSE=/path/to/wheels`` makes pip use only that folder (``--no-index``).
 3. In gpu mode (``GPULAB_DEVICE=gpu``): ``gpulab doctor``; every notebook and lab solution under
-   nbval; ``bench kernels --record``; ``bench cnn --compare torch`` when that suite exists; then a
-   summary (also written to ``artifacts/gpu-check/summary.json``). Recorded results land in
-   ``src/gpulab/results/`` for the notebooks' simulator mode to show, labelled with device and date.
+   nbval; ``bench kernels --record``, ``bench lessons --record`` and ``bench cnn --record`` (with
+   ``--compare torch`` when PyTorch is installed); then a summary (also written to
+   ``artifacts/gpu-check/summary.json``). Recorded results land in ``src/gpulab/results/`` for the
+   notebooks' simulator mode to show, labelled with device and date: every section in
+   ``gpulab.results.SECTIONS`` comes from one of these three commands.
 
 Run with the system Python (``python3 src/gpulab/gpucheck.py``): it works before gpulab is installed.
 Data for the CNN (``GPULAB_DATA_DIR``) is passed through untouched.
@@ -28,16 +30,7 @@ HERE = Path(__file__).resolve()
 REPO = HERE.parents[2]
 NO_GPU_EXIT = 3
 # Seconds per stage, sized for about 8 minutes in all on one GPU after setup.
-BUDGET = {"doctor": 30, "notebooks": 255, "bench-kernels": 90, "bench-cnn": 90, "record-cnn": 15}
-# The CNN benchmark has no --record of its own: store its JSON under the device the kernels ran on.
-_RECORD_CNN = (
-    "import json, sys, pathlib\n"
-    "from gpulab import results\n"
-    "k, c = (pathlib.Path(a) for a in sys.argv[1:3])\n"
-    "if not (k.exists() and c.exists()): sys.exit('gpu-check: no kernels.json/cnn.json to record')\n"
-    "dev = json.loads(k.read_text())['device']\n"
-    "print('recorded', results.record('cnn', json.loads(c.read_text()), dev, source='make gpu-check'))\n"
-)
+BUDGET = {"doctor": 30, "notebooks": 240, "bench-kernels": 80, "bench-lessons": 80, "bench-cnn": 50}
 
 
 def _runtime() -> Any:
@@ -108,14 +101,14 @@ def stages(py: Path, out: Path) -> list[tuple[str, list[str]]]:
                                    "--nbval-lax", "--nbval-current-env", "--nbval-cell-timeout=240", *nbs]))
     todo.append(("bench-kernels", [py_s, "-m", "gpulab", "bench", "kernels", "--record",
                                    "--json", str(out / "kernels.json"), "--html", str(out / "kernels.html")]))
-    if (HERE.parent / "bench" / "cnn.py").exists():
-        try:
-            has_torch = subprocess.run([py_s, "-c", "import torch"], capture_output=True).returncode == 0
-        except OSError:
-            has_torch = False
-        cmd = [py_s, "-m", "gpulab", "bench", "cnn", "--json", str(out / "cnn.json")]
-        todo.append(("bench-cnn", cmd + (["--compare", "torch"] if has_torch else [])))
-        todo.append(("record-cnn", [py_s, "-c", _RECORD_CNN, str(out / "kernels.json"), str(out / "cnn.json")]))
+    todo.append(("bench-lessons", [py_s, "-m", "gpulab", "bench", "lessons", "--record",
+                                   "--json", str(out / "lessons.json")]))
+    try:
+        has_torch = subprocess.run([py_s, "-c", "import torch"], capture_output=True).returncode == 0
+    except OSError:
+        has_torch = False
+    cmd = [py_s, "-m", "gpulab", "bench", "cnn", "--record", "--rounds", "2", "--json", str(out / "cnn.json")]
+    todo.append(("bench-cnn", cmd + (["--compare", "torch"] if has_torch else [])))
     return todo
 
 

@@ -4,6 +4,10 @@ Notebooks in simulator mode cannot measure a GPU, so they show a recording inste
 with the device and date it came from (or say that none exists yet). ``make gpu-check`` and
 ``python -m gpulab bench ... --record`` write them.
 
+:data:`SECTIONS` is the one table of every section: which command produces it and which keys each of
+its rows has. Producers write exactly those rows (:func:`record` checks them); notebooks and ``viz``
+read only sections listed there (``tests/test_results_sections.py`` checks both sides).
+
 File layout::
 
     {"device": "NVIDIA H100 80GB HBM3", "date": "2026-11-29", "gpulab": "0.1.0",
@@ -19,9 +23,64 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RESULTS_DIR", "Recording", "latest", "list_recordings", "record"]
+__all__ = ["RESULTS_DIR", "SECTIONS", "Recording", "Section", "check_rows", "latest", "list_recordings", "record"]
 
 RESULTS_DIR = Path(__file__).parent / "results"
+
+
+@dataclass(frozen=True)
+class Section:
+    """A results section: the command that records it, its row builder, the keys every row has, who reads it."""
+
+    producer: str  # the command that records it (``make gpu-check`` runs each one)
+    builder: str  # "module:function" that builds the rows
+    fields: tuple[str, ...]  # keys every row has (rows may carry more)
+    readers: tuple[str, ...]  # notebooks / modules that show it
+
+
+SECTIONS: dict[str, Section] = {
+    "why_gpus": Section("python -m gpulab bench lessons --record", "gpulab.bench.lessons:why_gpus_rows",
+                        ("label", "gflops"), ("notebooks/00_why_gpus.ipynb",)),
+    "memory": Section("python -m gpulab bench kernels --record", "gpulab.bench.kernels:memory_rows",
+                      ("label", "gbps"), ("notebooks/02_memory.ipynb",)),
+    "reduce": Section("python -m gpulab bench kernels --record", "gpulab.bench.kernels:reduce_rows",
+                      ("label", "gbps"), ("notebooks/05_reductions_atomics.ipynb",)),
+    # bench kernels' rows (value in GFLOP/s, baseline_value = cuBLAS, several sizes); viz.matmul also takes
+    # kernels.matmul.benchmark_ladder rows (gflops + a reference row): both have "kernel".
+    "matmul": Section("python -m gpulab bench kernels --record", "gpulab.bench.kernels:section_rows",
+                      ("kernel",),
+                      ("gpulab.viz.matmul.normalize_ladder_rows", "notebooks/03_matmul_naive.ipynb",
+                       "notebooks/04_shared_memory_tiling.ipynb")),
+    "kernels": Section("python -m gpulab bench kernels --record", "gpulab.bench.kernels:section_rows",
+                       ("kernel", "section", "metric", "size", "value", "baseline", "baseline_value"),
+                       ("python -m gpulab bench kernels --html (every kernel at every size)",)),
+    "matmul_precision": Section("python -m gpulab bench lessons --record", "gpulab.interop:precision_benchmark",
+                                ("precision", "n", "seconds", "tflops", "rel_error"),
+                                ("gpulab.viz.precision.precision_bars", "notebooks/06_cupy_interop.ipynb")),
+    "conv": Section("python -m gpulab bench lessons --record", "gpulab.bench.lessons:conv_rows",
+                    ("name", "gflops", "seconds"), ("notebooks/07_convolution.ipynb",)),
+    "cnn_training": Section("python -m gpulab bench lessons --record", "gpulab.bench.lessons:cnn_training_rows",
+                            ("backend", "images_per_second", "test_accuracy"), ("notebooks/09_train_cnn.ipynb",)),
+    "cnn": Section("python -m gpulab bench cnn --record", "gpulab.bench.cnn:main",
+                   ("backend", "gpulab"), ("make gpu-check summary (gpulab vs PyTorch, one JSON object)",)),
+}
+
+
+def check_rows(section: str, rows: Any) -> None:
+    """Raise ValueError unless ``rows`` fit ``SECTIONS[section]`` (a list of dicts with its keys; ``cnn``: one dict)."""
+    if section not in SECTIONS:
+        raise ValueError(f"unknown results section {section!r}; add it to gpulab.results.SECTIONS (known: "
+                         f"{', '.join(SECTIONS)}).")
+    spec = SECTIONS[section]
+    items = [rows] if isinstance(rows, dict) else rows
+    if not isinstance(items, list) or not items:
+        raise ValueError(f"section {section!r} needs a non-empty list of row dicts, got {type(rows).__name__}: "
+                         f"{str(rows)[:80]}")
+    for i, row in enumerate(items):
+        missing = [f for f in spec.fields if not isinstance(row, dict) or f not in row]
+        if missing:
+            raise ValueError(f"section {section!r} row {i} lacks {missing}; every row needs {list(spec.fields)} "
+                             f"(see gpulab.results.SECTIONS), got {row!r:.200}")
 
 
 @dataclass(frozen=True)
@@ -66,8 +125,13 @@ def _slug(text: str) -> str:
 
 def record(section: str, rows: Any, device: str, *, source: str = "python -m gpulab bench",
            directory: Path | None = None, date: str | None = None) -> Path:
-    """Write ``rows`` as ``section`` into today's file for ``device`` (merging with other sections)."""
+    """Write ``rows`` as ``section`` into today's file for ``device`` (merging with other sections).
+
+    ``rows`` must fit :data:`SECTIONS` (:func:`check_rows`): a section nobody can read is an error.
+    """
     from . import __version__
+
+    check_rows(section, rows)
 
     d = Path(directory) if directory else RESULTS_DIR
     d.mkdir(parents=True, exist_ok=True)

@@ -121,7 +121,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=None,
                    help="numpy backend: data-parallel CPU threads (default: --threads, each with 1 BLAS thread)")
     p.add_argument("--json", default=None, help="write the results to this JSON file")
+    p.add_argument("--record", action="store_true",
+                   help="store the results as section 'cnn' in gpulab/results/ (gpu mode only)")
     args = p.parse_args(argv)
+    if args.record and not runtime.is_gpu():
+        print("gpulab bench cnn: --record needs gpu mode; simulator-mode runs are never recorded.", file=sys.stderr)
+        return 2
     backend = args.backend or ("cupy" if runtime.is_gpu() else "numpy")
     if backend == "kernels" and runtime.is_simulator():
         print("gpulab bench cnn: the kernels backend runs in the CUDA simulator here; its speed means nothing. "
@@ -165,6 +170,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
+    if args.record:
+        from .. import results as _results
+        from .kernels import device_name
+
+        print("recorded", _results.record("cnn", results, device_name(), source="python -m gpulab bench cnn"))
     return 0
 
 

@@ -28,7 +28,8 @@ import numpy as np
 
 from .. import runtime, timing
 
-__all__ = ["SIMULATOR_LABEL", "CASES", "Case", "device_name", "main", "run", "to_html"]
+__all__ = ["SIMULATOR_LABEL", "CASES", "Case", "device_name", "main", "memory_rows", "reduce_rows", "run",
+           "section_rows", "to_html", "transfer_rows"]
 
 SIMULATOR_LABEL = "simulator: not GPU performance"
 DEFAULT_SIZES = {"gpu": [1 << 20, 1 << 22, 1 << 24], "simulator": [256, 1000]}
@@ -195,6 +196,7 @@ def cases() -> list[Case]:
         Case("add", "elementwise", "GB/s", "add", _build_add),
         Case("sum_atomic", "reduce", "GB/s", "sum_atomic", _build_sum),
         Case("sum_tree", "reduce", "GB/s", "sum_tree", _build_sum),
+        Case("sum_reduce", "reduce", "GB/s", "sum_reduce", _build_sum),
         Case("softmax_rows", "reduce", "GB/s", "softmax_rows", _build_softmax),
     ]
     out += [Case(f"matmul_{k}", "matmul", "GFLOP/s", "matmul", _build_matmul(k)) for k in _matmul_kernel_names()]
@@ -289,6 +291,65 @@ def run(sizes: list[int] | None = None, *, only: list[str] | None = None, repeat
         "label": f"measured on {dev}, {today}" if gpu else SIMULATOR_LABEL,
         "peak": peak_info, "sizes": sizes, "rows": rows, "skipped": skipped,
     }
+
+
+def _largest(report: dict[str, Any], names: list[str]) -> list[dict[str, Any]]:
+    """The row of each named kernel at its largest size, in the order of ``names`` (missing ones left out)."""
+    largest: dict[str, dict[str, Any]] = {}
+    for r in report["rows"]:
+        if r["kernel"] in names and r["size"] >= largest.get(r["kernel"], {"size": -1})["size"]:
+            largest[r["kernel"]] = r
+    return [largest[k] for k in names if k in largest]
+
+
+# What lessons 02 and 05 call the kernels of bench kernels.
+_MEMORY_LABELS = {"copy": "copy kernel", "copy_stride4": "copy kernel, stride 4",
+                  "transpose_naive": "transpose, naive", "transpose_tiled": "transpose, shared-memory tiled"}
+_REDUCE_LABELS = {"sum_atomic": "atomic", "sum_tree": "tree", "sum_reduce": "cuda.reduce"}
+
+
+def transfer_rows(nbytes: int = 64 << 20, *, repeat: int = 5) -> list[dict[str, Any]]:
+    """Host-to-device and device-to-host copies of ``nbytes`` (the ``memory`` section's first rows).
+
+    Timed with :func:`gpulab.timing.benchmark` (CUDA events in gpu mode; in the simulator both are NumPy copies).
+    """
+    x_h = np.ones(max(1, nbytes // 4), dtype=np.float32)
+    x_d = runtime.to_device(x_h)
+    h2d = timing.benchmark(runtime.to_device, x_h, warmup=1, repeat=repeat, label="host -> device")
+    d2h = timing.benchmark(runtime.to_host, x_d, warmup=1, repeat=repeat, label="device -> host")
+    return [{"label": "host -> device", "gbps": x_h.nbytes / h2d.median / 1e9, "bytes": int(x_h.nbytes)},
+            {"label": "device -> host", "gbps": x_h.nbytes / d2h.median / 1e9, "bytes": int(x_h.nbytes)}]
+
+
+def memory_rows(report: dict[str, Any], transfers: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Section ``memory`` (lesson 02): host link transfers, then the copy/transpose kernels and the library copy.
+
+    Rows ``{"label", "gbps", ...}`` at the largest size of ``report`` (from :func:`run`).
+    """
+    out = [dict(t) for t in transfers or []]
+    kern = _largest(report, list(_MEMORY_LABELS))
+    out += [{"label": f"{_MEMORY_LABELS[r['kernel']]} (n={r['size']:,})", "gbps": r["value"], "kernel": r["kernel"],
+             "size": r["size"]} for r in kern]
+    copy = [r for r in kern if r["kernel"] == "copy"]
+    if copy:
+        out.append({"label": f"{copy[0]['baseline']} (n={copy[0]['size']:,})", "gbps": copy[0]["baseline_value"],
+                    "kernel": "baseline", "size": copy[0]["size"]})
+    return out
+
+
+def reduce_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Section ``reduce`` (lesson 05): the three ways to sum float32 values, ``{"label", "gbps", ...}``, largest size."""
+    return [{"label": f"{_REDUCE_LABELS[r['kernel']]} (n={r['size']:,})", "gbps": r["value"], "kernel": r["kernel"],
+             "size": r["size"]} for r in _largest(report, list(_REDUCE_LABELS))]
+
+
+def section_rows(report: dict[str, Any], transfers: list[dict[str, Any]] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Every results section bench kernels records (see :data:`gpulab.results.SECTIONS`); empty ones left out."""
+    sections = {"kernels": report["rows"],
+                "matmul": [r for r in report["rows"] if r["section"] == "matmul"],
+                "memory": memory_rows(report, transfers),
+                "reduce": reduce_rows(report)}
+    return {name: rows for name, rows in sections.items() if rows}
 
 
 def _figures(report: dict[str, Any]) -> list[Any]:
@@ -402,8 +463,7 @@ def main(argv: list[str] | None = None) -> int:
         from .. import results
 
         paths = set()
-        for section in dict.fromkeys(r["section"] for r in report["rows"]):
-            rows = [r for r in report["rows"] if r["section"] == section]
+        for section, rows in section_rows(report, transfer_rows()).items():
             paths.add(results.record(section, rows, report["device"], source="python -m gpulab bench kernels"))
         for path in sorted(paths):
             print(f"recorded {path}")

@@ -1,0 +1,200 @@
+"""``python -m gpulab bench lessons``: the GPU figures lessons 00, 06, 07 and 09 show from a recording.
+
+In simulator mode those lessons cannot measure a GPU, so they read ``gpulab.results.latest(section)``
+for the sections ``why_gpus``, ``matmul_precision``, ``conv`` and ``cnn_training``. This suite measures
+each one with the same code paths the lessons use in gpu mode and, with ``--record`` (gpu mode only),
+stores the rows in the schema :data:`gpulab.results.SECTIONS` declares. ``make gpu-check`` runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import runtime, timing
+from .kernels import SIMULATOR_LABEL, device_name
+
+__all__ = ["cnn_training_rows", "conv_rows", "main", "measure", "why_gpus_rows"]
+
+# Sizes per mode: gpu sizes fit the gpu-check budget; simulator sizes only exercise the code.
+SIZES = {
+    "gpu": {"why_gpus_n": 4096, "precision_n": 8192, "conv": (64, 32, 28, 28, 64), "cnn_train": 10000,
+            "cnn_cpu_train": 2000, "cnn_test": 2000, "cnn_epochs": 2, "repeat": 10},
+    "simulator": {"why_gpus_n": 64, "precision_n": 0, "conv": (1, 2, 6, 6, 2), "cnn_train": 128,
+                  "cnn_cpu_train": 128, "cnn_test": 64, "cnn_epochs": 1, "repeat": 1},
+}
+
+
+def why_gpus_rows(n: int, *, repeat: int = 10, xp: Any = None) -> list[dict[str, Any]]:
+    """Section ``why_gpus`` (lesson 00's GPU bars): an n x n float32 and float16 matmul, ``{"label", "gflops"}``.
+
+    ``xp`` defaults to CuPy (cuBLAS; FP16 runs on tensor cores). With ``xp=numpy`` the rows are labelled as
+    CPU NumPy figures (used by the tests; never recorded). Each product is checked before it is timed.
+    """
+    if xp is None:
+        from ..interop import require_cupy
+
+        xp = require_cupy()
+    on_gpu = xp.__name__ == "cupy"
+    names = (("GPU FP32 cuBLAS", "GPU FP16 tensor cores") if on_gpu else ("NumPy FP32 (CPU)", "NumPy FP16 (CPU)"))
+    rng = np.random.default_rng(0)
+    a = xp.asarray(rng.standard_normal((n, n)), dtype=xp.float32)
+    b = xp.asarray(rng.standard_normal((n, n)), dtype=xp.float32)
+    c32 = a @ b
+    m = min(n, 64)
+    ref = (a[:m].astype(xp.float64) @ b[:, :m].astype(xp.float64))
+    if not bool(xp.allclose(c32[:m, :m], ref, rtol=1e-3, atol=1e-2)):
+        raise AssertionError("why_gpus: the FP32 product disagrees with a float64 reference")
+    a16, b16 = a.astype(xp.float16), b.astype(xp.float16)
+    rel = float(xp.linalg.norm((a16 @ b16).astype(xp.float32) - c32) / xp.linalg.norm(c32))
+    if rel > 5e-2:
+        raise AssertionError(f"why_gpus: the FP16 product is off by {rel:.2e} (relative); expected under 5e-2")
+    rows = []
+    for name, (x, y) in zip(names, ((a, b), (a16, b16))):
+        res = timing.benchmark(xp.matmul, x, y, warmup=1, repeat=repeat, label=name)
+        rows.append({"label": f"{name} (n={n})", "gflops": 2.0 * n**3 / res.median / 1e9, "n": n,
+                     "seconds": res.median, "dtype": str(x.dtype)})
+    rows[1]["rel_error_vs_fp32"] = rel
+    return rows
+
+
+def conv_rows(shape: tuple[int, int, int, int, int], *, k: int = 3, stride: int = 1, pad: int = 1,
+              repeat: int = 10) -> list[dict[str, Any]]:
+    """Section ``conv`` (lesson 07): direct kernel vs im2col + the lab GEMM vs im2col + the library matmul.
+
+    ``shape`` is ``(N, C, H, W, F)``. Rows ``{"name", "gflops", "seconds", ...}``; every output is checked
+    against :func:`gpulab.kernels.conv.conv2d_reference` first.
+    """
+    from ..kernels import conv, nn_ops
+
+    n, c, h, w, f = shape
+    rng = np.random.default_rng(0)
+    x_h = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    w_h = (rng.standard_normal((f, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32)
+    b_h = rng.standard_normal(f).astype(np.float32)
+    x, wt, b = runtime.to_device(x_h), runtime.to_device(w_h), runtime.to_device(b_h)
+    wmat = runtime.to_device(np.ascontiguousarray(w_h.transpose(0, 2, 3, 1).reshape(f, -1).T))  # (k*k*C, F)
+    ref = conv.conv2d_reference(x_h, w_h, b_h, stride, pad)
+    flops = conv.conv2d_flops(x_h.shape, w_h.shape, stride, pad)
+    xp = runtime.array_module(x)
+
+    def im2col_gemm(gemm: Callable[[Any, Any], Any]) -> Any:
+        cols, _, _ = nn_ops.im2col(x, k, k, stride, pad)
+        return gemm(cols, wmat)
+
+    def as_nchw(y: Any) -> np.ndarray:
+        ho, wo = ref.shape[2:]
+        return runtime.to_host(y).reshape(n, ho, wo, f).transpose(0, 3, 1, 2) + b_h[None, :, None, None]
+
+    library = "im2col + cuBLAS" if runtime.is_gpu() else "im2col + NumPy matmul (CPU)"
+    cases = [("direct kernel", lambda: conv.conv2d_direct(x, wt, b, stride=stride, pad=pad), runtime.to_host),
+             ("im2col + lab GEMM", lambda: im2col_gemm(nn_ops.gemm), as_nchw),
+             (library, lambda: im2col_gemm(xp.matmul), as_nchw)]
+    rows = []
+    for name, fn, out in cases:
+        np.testing.assert_allclose(out(fn()), ref, rtol=1e-3, atol=1e-3, err_msg=f"conv: {name} is wrong")
+        res = timing.benchmark(fn, warmup=1, repeat=repeat, label=name)
+        rows.append({"name": name, "gflops": flops / res.median / 1e9, "seconds": res.median,
+                     "shape": [n, c, h, w, f], "k": k, "flops": flops})
+    return rows
+
+
+_BACKEND_LABELS = {"numpy": "CPU (NumPy)", "cupy": "GPU (cupy)", "kernels": "GPU (kernels)"}
+
+
+def cnn_training_rows(dataset: Any, backends: list[str], *, n_train: int, n_test: int, epochs: int,
+                      batch_size: int = 128, channels: tuple[int, int] = (32, 64), hidden: int = 128,
+                      cpu_train: int | None = None) -> list[dict[str, Any]]:
+    """Section ``cnn_training`` (lesson 09): a short real training run of lesson 09's CNN per backend.
+
+    Rows ``{"backend", "images_per_second", "test_accuracy", ...}``; images/s is the median of the last
+    two epochs, as lesson 09 reports it. ``cpu_train`` images (default ``n_train``) for the numpy backend.
+    """
+    from .. import nn, train
+
+    rows = []
+    size = int(dataset.x_train.shape[-1])
+    for backend in backends:
+        nt = min(cpu_train or n_train, n_train) if backend == "numpy" else n_train
+        data = dataset.subset(min(nt, len(dataset.y_train)), min(n_test, len(dataset.y_test)))
+        model = nn.mnist_cnn(seed=0, image_size=size, channels=channels, hidden=hidden, backend=backend)
+        h = train.fit(model, data, epochs=epochs, batch_size=batch_size, progress=False)
+        label = _BACKEND_LABELS[backend] if runtime.is_gpu() or backend == "numpy" else f"simulator ({backend})"
+        rows.append({"backend": label, "images_per_second": float(np.median(h.images_per_second[-2:])),
+                     "test_accuracy": float(h.test_accuracy[-1]), "epochs": epochs, "n_train": int(len(data.y_train)),
+                     "batch_size": batch_size, "dataset": data.name})
+    return rows
+
+
+def _dataset() -> Any:
+    """Lesson 09's data: MNIST from GPULAB_DATA_DIR / the cache (no download), else the bundled digits."""
+    from .. import data
+
+    try:
+        return data.load("mnist", download=False)
+    except data.DatasetError:
+        return data.load("digits", size=28)
+
+
+def measure(only: list[str] | None = None, log: Callable[[str], None] = print) -> dict[str, list[dict[str, Any]]]:
+    """Every section of this suite (or ``only`` those), sized for the current mode; ``{section: rows}``."""
+    gpu = runtime.is_gpu()
+    sz = SIZES[runtime.mode()]
+    out: dict[str, list[dict[str, Any]]] = {}
+    want = only or ["why_gpus", "matmul_precision", "conv", "cnn_training"]
+    if "why_gpus" in want and gpu:
+        out["why_gpus"] = why_gpus_rows(sz["why_gpus_n"], repeat=sz["repeat"])
+    if "matmul_precision" in want and gpu:
+        from ..interop import precision_benchmark
+
+        out["matmul_precision"] = precision_benchmark(sz["precision_n"])
+    if "conv" in want:
+        out["conv"] = conv_rows(sz["conv"], repeat=sz["repeat"])
+    if "cnn_training" in want:
+        channels, hidden, batch = ((32, 64), 128, 128) if gpu else ((4, 8), 16, 32)
+        out["cnn_training"] = cnn_training_rows(
+            _dataset(), ["numpy", "cupy", "kernels"] if gpu else ["numpy"], n_train=sz["cnn_train"],
+            n_test=sz["cnn_test"], epochs=sz["cnn_epochs"], batch_size=batch, channels=channels,
+            hidden=hidden, cpu_train=sz["cnn_cpu_train"])
+    for section, rows in out.items():
+        for r in rows:
+            log(f"  {section:<17} " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                                for k, v in r.items() if not isinstance(v, list)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m gpulab bench lessons", description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", nargs="+", choices=["why_gpus", "matmul_precision", "conv", "cnn_training"],
+                   help="only these sections (default: all; why_gpus and matmul_precision need gpu mode)")
+    p.add_argument("--json", type=Path, help="write {section: rows} as JSON to this file")
+    p.add_argument("--record", action="store_true", help="store the sections in gpulab/results/ (gpu mode only)")
+    args = p.parse_args(argv)
+    if args.record and not runtime.is_gpu():
+        print("gpulab bench lessons: --record needs gpu mode. Simulator timings are CPU timings, not GPU "
+              "results, so they are never recorded. Run on a machine with a CUDA GPU (GPULAB_DEVICE=gpu).",
+              file=sys.stderr)
+        return 2
+    dev = device_name()
+    print(f"gpulab bench lessons: {dev} ({runtime.mode()} mode)" + ("" if runtime.is_gpu() else f" - {SIMULATOR_LABEL}"))
+    sections = measure(args.only)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"device": dev, "mode": runtime.mode(), "sections": sections}, indent=1) + "\n")
+        print(f"wrote {args.json}")
+    if args.record:
+        from .. import results
+
+        paths = {results.record(s, rows, dev, source="python -m gpulab bench lessons") for s, rows in sections.items()}
+        for path in sorted(paths):
+            print(f"recorded {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

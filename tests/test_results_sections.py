@@ -1,0 +1,151 @@
+"""Every recorded-results section a lesson reads is produced by ``make gpu-check`` in the schema it reads.
+
+Static side: each ``results.latest("X")`` in the notebooks, lab solutions and library names a section of
+``gpulab.results.SECTIONS``, its keys are among the section's fields, and gpu-check runs its producer.
+Dynamic side: each producer that runs in simulator mode builds rows at tiny size, they are recorded into a
+temporary folder (never ``src/gpulab/results/``) and fed to the consumer (the lesson's keys and ``viz``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+from gpulab import data, gpucheck, results
+from gpulab.bench import cnn as bench_cnn
+from gpulab.bench import kernels as bench_kernels
+from gpulab.bench import lessons
+from gpulab.viz.matmul import matmul_ladder_chart
+from gpulab.viz.perf import speed_bars
+from gpulab.viz.precision import precision_bars
+
+ROOT = Path(__file__).resolve().parents[1]
+LATEST = re.compile(r"""latest\(\s*["'](\w+)["']""")
+ROW_KEY = re.compile(r"""\b(?:row|r)\[["'](\w+)["']\]""")
+
+
+def _readers() -> dict[str, list[tuple[str, str]]]:
+    """``{section: [(where, code after the latest() call), ...]}`` over notebooks, lab solutions and library."""
+    found: dict[str, list[tuple[str, str]]] = {}
+    sources = []
+    for nb_path in sorted(ROOT.glob("notebooks/*.ipynb")) + sorted(ROOT.glob("labs/solutions/*.ipynb")):
+        nb = nbformat.read(nb_path, as_version=4)
+        sources += [(nb_path.name, c.source) for c in nb.cells if c.cell_type == "code"]
+    sources += [(str(p.relative_to(ROOT)), p.read_text()) for p in sorted((ROOT / "src/gpulab").rglob("*.py"))
+                if p.name != "results.py"]
+    for where, src in sources:
+        for m in LATEST.finditer(src):
+            found.setdefault(m.group(1), []).append((where, src[m.end():]))
+    return found
+
+
+def _note_keys(section: str) -> set[str]:
+    """Row keys the notebooks read (``row["x"]`` / ``r["x"]``) after loading ``section``."""
+    return {k for where, code in _readers().get(section, []) if where.endswith(".ipynb")
+            for k in ROW_KEY.findall(code)}
+
+
+def test_every_section_read_has_a_producer_and_the_fields_read():
+    readers = _readers()
+    assert {"why_gpus", "memory", "reduce", "matmul", "matmul_precision", "conv", "cnn_training"} <= set(readers)
+    for section in readers:
+        assert section in results.SECTIONS, f"{section} is read by {[w for w, _ in readers[section]]} but has no producer"
+        missing = _note_keys(section) - set(results.SECTIONS[section].fields)
+        assert not missing, f"notebooks read {missing} from {section!r} rows, which SECTIONS does not promise"
+
+
+def test_every_producer_exists_and_gpu_check_runs_it(tmp_path):
+    commands = [" ".join(cmd[1:]) for _, cmd in gpucheck.stages(Path("/venv/bin/python"), tmp_path)]
+    for section, spec in results.SECTIONS.items():
+        module, func = spec.builder.split(":")
+        assert callable(getattr(importlib.import_module(module), func)), spec.builder
+        suite = spec.producer.removeprefix("python -m gpulab bench ").split()[0]
+        assert any(f"-m gpulab bench {suite} --record" in c for c in commands), f"gpu-check never records {section}"
+
+
+def test_record_rejects_unknown_sections_and_rows_missing_fields(tmp_path):
+    with pytest.raises(ValueError, match="unknown results section 'cnn_speed'"):
+        results.record("cnn_speed", [{"x": 1}], "Test GPU", directory=tmp_path)
+    with pytest.raises(ValueError, match=r"lacks \['gbps'\]"):
+        results.record("reduce", [{"label": "tree"}], "Test GPU", directory=tmp_path)
+    assert not list(tmp_path.glob("*.json"))
+
+
+def _bars(section: str, rec: results.Recording):
+    """What the lesson draws from a recording: bars of its label key against its value key."""
+    keys = _note_keys(section)
+    label_key = next(k for k in ("label", "name", "backend") if k in keys)
+    value_key = next(k for k in ("gflops", "gbps", "images_per_second") if k in keys)
+    rows = rec.sections[section]
+    fig = speed_bars([r[label_key] for r in rows], [r[value_key] for r in rows], "units", section, rec.label)
+    assert list(fig.data[0].x) == [r[label_key] for r in rows] and all(v > 0 for v in fig.data[0].y)
+    return fig
+
+
+def test_bench_kernels_sections_feed_lessons_02_03_04_05(tmp_path, monkeypatch):
+    only = ["copy", "copy_stride4", "transpose_naive", "transpose_tiled", "sum_atomic", "sum_tree", "sum_reduce",
+            "matmul_naive"]
+    report = bench_kernels.run([64], only=only, repeat=1, log=lambda s: None)
+    sections = bench_kernels.section_rows(report, bench_kernels.transfer_rows(4096, repeat=1))
+    assert set(sections) == {"kernels", "matmul", "memory", "reduce"}
+    for name, rows in sections.items():
+        results.record(name, rows, "Test GPU", directory=tmp_path, date="2026-01-05", source="test")
+    mem = results.latest("memory", directory=tmp_path)
+    assert [r["label"] for r in mem.sections["memory"]][:2] == ["host -> device", "device -> host"]
+    assert "NumPy copy (CPU) (n=64)" in [r["label"] for r in mem.sections["memory"]]
+    _bars("memory", mem)
+    red = results.latest("reduce", directory=tmp_path)
+    assert [r["label"] for r in red.sections["reduce"]] == ["atomic (n=64)", "tree (n=64)", "cuda.reduce (n=64)"]
+    _bars("reduce", red)
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    fig = matmul_ladder_chart()
+    assert fig.layout.meta["source"] == "recorded" and list(fig.data[0].x) == ["naive", "NumPy matmul (CPU)"]
+
+
+def test_lessons_suite_feeds_lessons_00_07_09(tmp_path):
+    why = lessons.why_gpus_rows(32, repeat=1, xp=np)
+    assert [r["label"] for r in why] == ["NumPy FP32 (CPU) (n=32)", "NumPy FP16 (CPU) (n=32)"]
+    conv = lessons.conv_rows((1, 2, 5, 6, 2), repeat=1)
+    assert [r["name"] for r in conv][:2] == ["direct kernel", "im2col + lab GEMM"]
+    rng = np.random.default_rng(0)
+    ds = data.Dataset("random", rng.random((48, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, 48),
+                      rng.random((16, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, 16),
+                      tuple(map(str, range(10))), "test")
+    cnn = lessons.cnn_training_rows(ds, ["numpy"], n_train=48, n_test=16, epochs=1, batch_size=16,
+                                    channels=(2, 4), hidden=8)
+    assert cnn[0]["backend"] == "CPU (NumPy)" and cnn[0]["n_train"] == 48
+    for section, rows in (("why_gpus", why), ("conv", conv), ("cnn_training", cnn)):
+        results.record(section, rows, "Test GPU", directory=tmp_path, date="2026-01-06", source="test")
+        _bars(section, results.latest(section, directory=tmp_path))
+
+
+def test_matmul_precision_schema_is_what_precision_bars_reads(tmp_path):
+    # precision_benchmark needs CuPy (gpu mode): check that precision_bars needs only the declared fields.
+    fields = results.SECTIONS["matmul_precision"].fields
+    rows = [{f: 1.0 for f in fields} | {"precision": p, "n": 8} for p in ("fp32", "tf32", "fp16")]
+    results.record("matmul_precision", rows, "Test GPU", directory=tmp_path, date="2026-01-07", source="test")
+    rec = results.latest("matmul_precision", directory=tmp_path)
+    fig = precision_bars(rec.sections["matmul_precision"], rec.label)
+    assert list(fig.data[0].x) == ["FP32", "TF32", "FP16"] and "Test GPU" in fig.layout.title.text
+
+
+def test_bench_cnn_json_is_a_valid_cnn_section(tmp_path):
+    out = tmp_path / "cnn.json"
+    assert bench_cnn.main(["--steps", "1", "--warmup", "0", "--rounds", "1", "--batch-size", "4",
+                           "--channels", "2,4", "--hidden", "8", "--threads", "1", "--json", str(out)]) == 0
+    results.check_rows("cnn", json.loads(out.read_text()))
+
+
+@pytest.mark.parametrize("suite", [bench_kernels, lessons, bench_cnn])
+def test_simulator_results_are_never_recorded(suite, capsys):
+    before = sorted(results.RESULTS_DIR.glob("*.json")) if results.RESULTS_DIR.exists() else []
+    assert suite.main(["--record"]) == 2
+    assert "gpu mode" in capsys.readouterr().err
+    after = sorted(results.RESULTS_DIR.glob("*.json")) if results.RESULTS_DIR.exists() else []
+    assert after == before
