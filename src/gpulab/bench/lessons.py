@@ -147,6 +147,9 @@ def measure(only: list[str] | None = None, log: Callable[[str], None] = print) -
     sz = SIZES[runtime.mode()]
     out: dict[str, list[dict[str, Any]]] = {}
     want = only or ["why_gpus", "matmul_precision", "conv", "cnn_training"]
+    for section in ("why_gpus", "matmul_precision"):
+        if section in want and not gpu:
+            log(f"  {section:<17} skipped: it times cuBLAS through CuPy, which needs gpu mode")
     if "why_gpus" in want and gpu:
         out["why_gpus"] = why_gpus_rows(sz["why_gpus_n"], repeat=sz["repeat"])
     if "matmul_precision" in want and gpu:
