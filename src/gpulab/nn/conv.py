@@ -58,7 +58,7 @@ class Conv2d(Module):
         d = dout.transpose(0, 2, 3, 1).reshape(n * ho * wo, f)  # (N*Ho*Wo, F)
         dw = self.ops.matmul(d.T, cols)  # (F, k*k*C)
         self.grads["W"][...] = dw.reshape(f, self.k, self.k, self.c).transpose(0, 3, 1, 2)  # (F, C, k, k)
-        self.grads["b"][...] = d.sum(axis=0)  # (F,)
+        self.grads["b"][...] = self.ops.sum_rows(d)  # (F,)
         self.cache = None
         if not self.needs_input_grad:
             return None

@@ -88,7 +88,7 @@ class Linear(Module):
     def backward(self, dout: Any) -> Any:
         x = self.x
         self.grads["W"][...] = self.ops.matmul(dout.T, x)  # (out, in)
-        self.grads["b"][...] = dout.sum(axis=0)  # (out,)
+        self.grads["b"][...] = self.ops.sum_rows(dout)  # (out,)
         self.x = None
         if not self.needs_input_grad:
             return None

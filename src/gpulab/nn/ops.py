@@ -108,6 +108,15 @@ class ArrayOps:
                 dx[:, a : a + ho, b : b + wo, :] += g.reshape(n, ho, wo, c)
         return dx[:, pad : pad + h, pad : pad + wd, :].transpose(0, 3, 1, 2)  # (N, C, H, W) view
 
+    def sum_rows(self, d: Any) -> Any:
+        """``d.sum(axis=0)`` of d (M, F) -> (F,), the gradient of a bias, as one matrix-vector product.
+
+        ``ones(M) @ d`` gives the same sums; for a tall, narrow d (M = N*Ho*Wo rows of F = 32 floats)
+        BLAS's GEMV is about 10x faster on a CPU than NumPy's axis-0 reduction, which works row by row.
+        """
+        xp = array_module(d)
+        return xp.ones(d.shape[0], dtype=d.dtype) @ d  # (F,)
+
     def add_bias(self, y: Any, b: Any) -> Any:
         """``y + b`` row-wise: y (M, F), b (F,)."""
         y += b
