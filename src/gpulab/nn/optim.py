@@ -65,7 +65,13 @@ class Adam(_Optimizer):
                 self.m[name], self.v[name] = xp.zeros_like(p), xp.zeros_like(p)
             m, v = self.m[name], self.v[name]
             m *= self.b1
-            m += (1.0 - self.b1) * g
+            m += (1.0 - self.b1) * g  # m = b1 m + (1 - b1) g
+            u = xp.multiply(g, g)  # one scratch array, reused in place below (fewer passes over memory)
+            u *= 1.0 - self.b2
             v *= self.b2
-            v += (1.0 - self.b2) * (g * g)
-            p -= step * m / (xp.sqrt(v) + self.eps * c2**0.5)
+            v += u  # v = b2 v + (1 - b2) g^2
+            xp.sqrt(v, out=u)
+            u += self.eps * c2**0.5
+            xp.divide(m, u, out=u)
+            u *= step
+            p -= u  # p -= step * m / (sqrt(v) + eps * sqrt(c2))
