@@ -53,6 +53,8 @@ class ArrayOps:
 
         The work happens channels-last (N, H, W, C): each copied run is C contiguous floats, and the
         layers' outputs already live in that memory order (their NCHW shape is a transposed view).
+        With few channels (a first layer: C = 1 grey, 3 RGB) those runs are too short, so the copy
+        goes one kernel tap (a, b) at a time instead, in runs of Wo pixels (about 2.5x faster for C = 1).
         """
         xp = array_module(x)
         n, c, h, w = x.shape
@@ -63,6 +65,12 @@ class ArrayOps:
             xh = xp.ascontiguousarray(xh)  # (N, H, W, C)
         ho = (h + 2 * pad - kh) // stride + 1
         wo = (w + 2 * pad - kw) // stride + 1
+        if c <= 4:
+            cols = xp.empty((n, ho, wo, kh, kw, c), dtype=x.dtype)  # (N, Ho, Wo, kh, kw, C)
+            for a in range(kh):
+                for b in range(kw):
+                    cols[:, :, :, a, b, :] = xh[:, a : a + stride * ho : stride, b : b + stride * wo : stride, :]
+            return cols.reshape(n * ho * wo, kh * kw * c), ho, wo  # (N*Ho*Wo, kh*kw*C) view
         sn, sh, sw, sc = xh.strides
         win = xp.lib.stride_tricks.as_strided(
             xh, shape=(n, ho, wo, kh, kw, c), strides=(sn, sh * stride, sw * stride, sh, sw, sc)
