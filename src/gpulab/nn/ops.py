@@ -149,9 +149,15 @@ class ArrayOps:
             a, b, c_, d = x6[:, :, 0, :, 0], x6[:, :, 0, :, 1], x6[:, :, 1, :, 0], x6[:, :, 1, :, 1]  # (N, Ho, Wo, C)
             top, bottom = xp.maximum(a, b), xp.maximum(c_, d)  # (N, Ho, Wo, C) max of each window row
             out = xp.maximum(top, bottom)  # (N, Ho, Wo, C)
-            # Which input won, remembered as three yes/no answers (ties go to the first, as in PyTorch):
-            right_top, right_bottom, lower = b > a, d > c_, bottom > top
-            return out.transpose(0, 3, 1, 2), ("nhwc", right_top, right_bottom, lower)  # (N, C, Ho, Wo) view
+            # Which input won (ties go to the first, as in PyTorch), kept as a one-hot mask per window:
+            right_top, right_bottom, lower = b > a, d > c_, bottom > top  # (N, Ho, Wo, C) each
+            upper = ~lower
+            won = xp.empty((n, ho, 2, wo, 2, c), dtype=bool)  # (N, Ho, 2, Wo, 2, C), laid out like x
+            xp.logical_and(upper, ~right_top, out=won[:, :, 0, :, 0])
+            xp.logical_and(upper, right_top, out=won[:, :, 0, :, 1])
+            xp.logical_and(lower, ~right_bottom, out=won[:, :, 1, :, 0])
+            xp.logical_and(lower, right_bottom, out=won[:, :, 1, :, 1])
+            return out.transpose(0, 3, 1, 2), ("nhwc", won)  # (N, C, Ho, Wo) view
         if k == 2 and stride == 2:
             x = x[:, :, : 2 * ho, : 2 * wo]  # (N, C, 2Ho, 2Wo) view: odd edges are dropped
             out = xp.maximum(
@@ -171,14 +177,9 @@ class ArrayOps:
         n, c, h, w = x_shape
         ho, wo = dout.shape[2], dout.shape[3]
         if isinstance(cache[0], str):  # the reshape fast path: every input pixel lies in exactly one window
-            _, right_top, right_bottom, lower = cache
+            _, won = cache  # (N, Ho, 2, Wo, 2, C) one-hot
             dh = dout.transpose(0, 2, 3, 1)  # (N, Ho, Wo, C) view
-            dx6 = xp.empty((n, ho, 2, wo, 2, c), dtype=dout.dtype)  # (N, Ho, 2, Wo, 2, C)
-            d_top, d_bottom = dh * ~lower, dh * lower  # (N, Ho, Wo, C): the gradient goes to one window row
-            xp.multiply(d_top, ~right_top, out=dx6[:, :, 0, :, 0])
-            xp.multiply(d_top, right_top, out=dx6[:, :, 0, :, 1])
-            xp.multiply(d_bottom, ~right_bottom, out=dx6[:, :, 1, :, 0])
-            xp.multiply(d_bottom, right_bottom, out=dx6[:, :, 1, :, 1])
+            dx6 = dh[:, :, None, :, None, :] * won  # (N, Ho, 2, Wo, 2, C): each gradient goes to its window's max
             return dx6.reshape(n, h, w, c).transpose(0, 3, 1, 2)  # (N, C, H, W) view
         dx = xp.zeros((n, h, w, c), dtype=dout.dtype).transpose(0, 3, 1, 2)  # (N, C, H, W) view, channels-last memory
         if k == 2 and stride == 2 and len(cache) == 2:
