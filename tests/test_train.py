@@ -143,3 +143,45 @@ def test_training_figures():
     assert "50.00%" in viz.confusion_matrix_figure(y_true, y_pred, ["a", "b", "c"]).layout.title.text
     mis = viz.misclassified_figure(np.zeros((4, 1, 8, 8)), y_true, y_pred, ["a", "b", "c"])
     assert len(mis.data) == 2 and mis.layout.annotations[0].text == "b → c"
+
+
+def test_training_curves_compare_runs_in_one_figure():
+    from gpulab import viz
+
+    a = train.History(epoch=[1, 2], train_loss=[1.0, 0.5], train_accuracy=[0.6, 0.8], test_loss=[0.9, 0.6],
+                      test_accuracy=[0.7, 0.85])
+    b = train.History(epoch=[1], train_loss=[2.0], train_accuracy=[0.3], test_loss=[1.5], test_accuracy=[0.4])
+    fig = viz.training_curves({"numpy": a, "kernels": b})
+    assert [t.name for t in fig.data][:2] == ["numpy: train loss", "numpy: test loss"]
+    assert len(fig.data) == 8 and list(fig.data[7].y) == [0.4]
+    b.epoch.append(2)
+    b.train_loss.append(1.0)
+    b.test_accuracy.append(0.6)
+    viz.update_training_curves(fig, {"numpy": a, "kernels": b})
+    assert list(fig.data[4].y) == [2.0, 1.0] and list(fig.data[7].x) == [1, 2]
+
+
+def test_live_plot_redraws_through_a_display_handle(monkeypatch):
+    """fit(live_plot=True) shows a plain go.Figure once and updates it after every epoch (works on
+    plotly 5-7 and Colab; no FigureWidget, which needs anywidget on plotly 6+)."""
+    import IPython.display
+
+    shown, updates = [], []
+
+    class Handle:
+        def update(self, obj):
+            updates.append([list(t.y) for t in obj.data])
+
+    def fake_display(obj, display_id=False):
+        shown.append(obj)
+        return Handle() if display_id else None
+
+    monkeypatch.setattr(IPython.display, "display", fake_display)
+    rng = np.random.default_rng(0)
+    x = rng.random((64, 1, 8, 8), dtype=np.float32)
+    y = (x.mean(axis=(1, 2, 3)) > 0.5).astype(np.int64)
+    ds = data.Dataset("toy", x[:48], y[:48], x[48:], y[48:], ("0", "1"), "test")
+    train.fit(nn.mnist_cnn(image_size=8, channels=(2, 2), hidden=4, classes=2), ds, epochs=2, batch_size=16,
+              progress=False, live_plot=True)
+    assert len(shown) == 1 and type(shown[0]).__name__ == "Figure"
+    assert len(updates) == 2 and [len(ys) for ys in updates[-1]] == [2, 2, 2, 2]

@@ -144,16 +144,16 @@ def _fit(model: nn.Sequential, dataset: _data.Dataset, epochs: int, batch_size: 
     xtr, ytr = _to_backend(dataset.x_train, model.backend), _to_backend(dataset.y_train, model.backend)
     xte, yte = _to_backend(dataset.x_test, model.backend), _to_backend(dataset.y_test, model.backend)
     history = History()
-    fig = None
+    fig = handle = None
     if live_plot:
         from .viz.training import training_curves
 
-        fig = training_curves(history, live=True)
+        fig = training_curves(history)
         try:
             from IPython.display import display
 
-            display(fig)
-        except ImportError:  # pragma: no cover
+            handle = display(fig, display_id=True)  # redrawn in place after each epoch
+        except ImportError:  # pragma: no cover - plain Python: no live figure
             fig = None
     parallel = nn.DataParallel(model, workers, seed=seed) if workers > 1 else None
     n = xtr.shape[0]
@@ -196,6 +196,8 @@ def _fit(model: nn.Sequential, dataset: _data.Dataset, epochs: int, batch_size: 
             from .viz.training import update_training_curves
 
             update_training_curves(fig, history)
+            if handle is not None:
+                handle.update(fig)
         if on_epoch is not None:
             on_epoch(history)
     if parallel is not None:

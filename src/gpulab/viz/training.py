@@ -3,7 +3,6 @@ first-layer filters and the test images the model gets wrong."""
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from typing import Any, Sequence
 
 import numpy as np
@@ -14,32 +13,40 @@ __all__ = ["confusion_matrix", "confusion_matrix_figure", "filters_figure", "mis
            "update_training_curves"]
 
 
-def training_curves(history: Any, *, live: bool = False) -> go.Figure:
-    """Loss (left) and accuracy (right) per epoch from a :class:`gpulab.train.History`.
+_CURVES = (("train_loss", "train loss", 1), ("test_loss", "test loss", 1),
+           ("train_accuracy", "train accuracy", 2), ("test_accuracy", "test accuracy", 2))
 
-    ``live=True`` returns a ``go.FigureWidget`` that :func:`update_training_curves` redraws in place.
+
+def training_curves(history: Any, *, title: str = "Training curves") -> go.Figure:
+    """Loss (left) and accuracy (right) per epoch.
+
+    ``history`` is a :class:`gpulab.train.History`, or ``{run name: History}`` to compare runs (for
+    example one per backend) in one figure. The figure is a plain ``go.Figure`` (no FigureWidget, which
+    needs anywidget on plotly 6+): :func:`update_training_curves` refreshes it, and ``fit(live_plot=True)``
+    redraws it through a display handle.
     """
+    runs = history if isinstance(history, dict) else {"": history}
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Loss", "Accuracy"))
-    if live:
-        fig = go.FigureWidget(fig)
-    for col, (key, name) in [(1, ("train_loss", "train loss")), (1, ("test_loss", "test loss")),
-                             (2, ("train_accuracy", "train accuracy")), (2, ("test_accuracy", "test accuracy"))]:
-        fig.add_trace(go.Scatter(x=list(history.epoch[: len(getattr(history, key))]), y=list(getattr(history, key)),
-                                 mode="lines+markers", name=name), row=1, col=col)
+    for run, h in runs.items():
+        for key, name, col in _CURVES:
+            ys = list(getattr(h, key))
+            fig.add_trace(go.Scatter(x=list(h.epoch[: len(ys)]), y=ys, mode="lines+markers",
+                                     name=f"{run}: {name}" if run else name), row=1, col=col)
     fig.update_xaxes(title_text="epoch", dtick=1)
     fig.update_yaxes(title_text="cross-entropy (nats)", row=1, col=1)
     fig.update_yaxes(title_text="fraction correct", row=1, col=2)
-    fig.update_layout(title="Training curves", height=350)
+    fig.update_layout(title=title, height=350)
     return fig
 
 
 def update_training_curves(fig: go.Figure, history: Any) -> None:
-    """Redraw the four traces of :func:`training_curves` from ``history`` (in place)."""
-    keys = ("train_loss", "test_loss", "train_accuracy", "test_accuracy")
-    with fig.batch_update() if hasattr(fig, "batch_update") else nullcontext():
-        for trace, key in zip(fig.data, keys):
-            ys = list(getattr(history, key))
-            trace.x, trace.y = list(history.epoch[: len(ys)]), ys
+    """Redraw the traces of :func:`training_curves` from ``history`` (same History or dict of runs)."""
+    runs = history if isinstance(history, dict) else {"": history}
+    traces = iter(fig.data)
+    for h in runs.values():
+        for key, _, _ in _CURVES:
+            trace, ys = next(traces), list(getattr(h, key))
+            trace.x, trace.y = list(h.epoch[: len(ys)]), ys
 
 
 def _labels(y: Any) -> np.ndarray:
