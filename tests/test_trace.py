@@ -77,3 +77,40 @@ def test_trace_checks_launch():
     a = np.zeros(4, np.float32)
     with pytest.raises(LaunchError):
         trace(add_kernel, 1, 2048, a, a, a)
+
+
+def test_trace_runs_in_the_simulator_in_gpu_mode_too():
+    """Notebooks 02, 05 and 07 trace kernels in both modes: in gpu mode (here compile-only, no GPU
+    needed) trace runs the kernel's Python source in the simulator, shared memory included."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import numpy as np
+        import gpulab
+        from gpulab import kernels
+        from gpulab.trace import trace
+        assert gpulab.mode() == "gpu"
+        xs, partials = np.ones(512, np.float32), np.zeros(2, np.float32)
+        log = trace(kernels.sum_tree_kernel, 2, 256, xs, partials, names=("x", "partials"))
+        assert partials.tolist() == [256.0, 256.0] and log.writes("partials") == 2 and log.reads("x") == 512
+        T = kernels.memory.TILE
+        a = np.arange(T * T, dtype=np.float32).reshape(T, T)
+        out = np.zeros_like(a)
+        tiled = trace(kernels.transpose_tiled_kernel, (1, 1), (T, T), a, out, names=("a", "out"))
+        assert np.array_equal(out, a.T) and tiled.writes("out") == T * T
+        try:
+            trace(kernels.add, 1, 4, a, a, a)
+        except TypeError as e:
+            assert "@cuda.jit kernel" in str(e)
+        else:
+            raise AssertionError("a launcher function was accepted")
+        print("ok")
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env.update(GPULAB_DEVICE="gpu", GPULAB_COMPILE_ONLY="1")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith("ok")

@@ -182,7 +182,8 @@ def harden_simulator() -> None:
     numba-cuda's simulator looks up a block's shared array by source line and creates it if missing,
     without a lock: when Python switches threads between the lookup and the insert, two threads of
     one block get *different* arrays and a correct tiled kernel computes garbage. gpulab replaces that
-    method with the same lookup done under a lock. Only called in simulator mode.
+    method with the same lookup done under a lock. Called in simulator mode, and by gpulab.trace in
+    gpu mode (which runs kernels in the simulator to count their memory accesses).
     """
     import numpy as np
     from numba.cuda.simulator import kernelapi

@@ -1,4 +1,4 @@
-"""Count and record a kernel's global-memory accesses, thread by thread, in the simulator.
+"""Count and record a kernel's global-memory accesses, thread by thread, in the simulator (in either mode).
 
 On a GPU, memory traffic is what usually limits a kernel; in the simulator timings mean nothing, but
 every access can be *seen*. :func:`trace` runs a kernel in the simulator with its array arguments
@@ -15,6 +15,7 @@ local variables are not, which is exactly the distinction the tiling lesson is a
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -170,14 +171,11 @@ def trace(kernel: Any, griddim: int | Sequence[int], blockdim: int | Sequence[in
     """Launch ``kernel[griddim, blockdim](*args)`` in the simulator and log every access to the
     NumPy array arguments. Results are written into the arrays as in a normal launch.
 
-    ``names`` labels the arguments (default: the kernel's parameter names).
+    ``names`` labels the arguments (default: the kernel's parameter names). In gpu mode the kernel's
+    Python source is run in Numba's simulator all the same (on the CPU, so keep the launch small):
+    counting accesses needs the simulator on every machine. Kernels that call
+    ``@cuda.jit(device=True)`` functions can only be traced in simulator mode.
     """
-    if not runtime.is_simulator():
-        raise RuntimeError(
-            "gpulab.trace counts memory accesses by running the kernel in Numba's CUDA simulator, "
-            "but this session is in gpu mode. Restart the kernel with GPULAB_DEVICE=simulator to trace, "
-            "or use gpulab.benchmark to time the kernel on the GPU."
-        )
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
     from .kernels._launch import check_launch
@@ -188,6 +186,8 @@ def trace(kernel: Any, griddim: int | Sequence[int], blockdim: int | Sequence[in
 
         fn = getattr(kernel, "fn", None) or getattr(kernel, "py_func", kernel)
         names = list(inspect.signature(fn).parameters)
+    if not runtime.is_simulator():
+        kernel = _simulated(kernel)
     log = AccessLog(grid=_dim3(griddim), block=_dim3(blockdim))
     raw: list = []
     call_args = []
@@ -201,6 +201,30 @@ def trace(kernel: Any, griddim: int | Sequence[int], blockdim: int | Sequence[in
         else:
             call_args.append(arg)
     call_args += list(args[len(names):])
-    kernel[griddim, blockdim](*call_args)
+    switch = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(runtime.SIM_SWITCH_INTERVAL)  # as in simulator mode (set there at import)
+        kernel[griddim, blockdim](*call_args)
+    finally:
+        sys.setswitchinterval(switch)
     log.accesses = raw
     return log
+
+
+def _simulated(kernel: Any) -> Any:
+    """The simulator's version of a ``@cuda.jit`` kernel, for tracing in gpu mode.
+
+    numba.cuda is the real CUDA target in gpu mode, so the kernel's Python function is wrapped in
+    the simulator's kernel class directly; while it runs, the simulator swaps the function's
+    ``cuda`` global for its fake CUDA module.
+    """
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    py_func = getattr(kernel, "py_func", None)
+    if py_func is None:
+        raise TypeError(
+            f"trace expects a @cuda.jit kernel, but got {type(kernel).__name__}. Pass the kernel itself "
+            "(e.g. gpulab.kernels.copy_kernel), not a launcher function or an already configured launch."
+        )
+    runtime.harden_simulator()  # the same shared-memory fix simulator mode gets
+    return FakeCUDAKernel(py_func, device=False)
