@@ -71,3 +71,11 @@ def test_emulated_precisions_order(n):
 def test_precision_benchmark_is_gpu_only():
     with pytest.raises(ModuleNotFoundError):
         interop.precision_benchmark(64)
+
+
+def test_tf32_is_modelled_in_the_simulator():
+    from gpulab import interop
+
+    assert interop.tf32_supported() is True
+    errors = interop.precision_errors(64)
+    assert errors["fp32"] < errors["tf32"] < 1e-2

@@ -38,6 +38,7 @@ __all__ = [
     "require_cupy",
     "round_to_tf32",
     "squared_diff_reference",
+    "tf32_supported",
 ]
 
 PRECISIONS = ("fp32", "tf32", "fp16")
@@ -219,6 +220,19 @@ def cublas_compute_type(precision: str) -> Iterator[None]:
         yield
     finally:
         linalg.set_compute_type(np.float32, before)
+
+
+def tf32_supported() -> bool:
+    """Whether TF32 requests really use TF32 tensor cores: compute capability 8.0 (Ampere) or newer.
+
+    On older GPUs (a T4 is 7.5) cuBLAS runs them in plain FP32, so "tf32" results equal "fp32" ones.
+    In simulator mode :func:`emulate_matmul` models TF32 rounding, so this is True.
+    """
+    if not runtime.is_gpu():
+        return True
+    from numba import cuda
+
+    return cuda.get_current_device().compute_capability >= (8, 0)
 
 
 def matmul_precision(a: Any, b: Any, precision: str) -> Any:
