@@ -916,16 +916,12 @@ def _budget_checks(kernel: Any, budget: Budget, cases: list[Case], largest: int,
     return checks
 
 
-_SHARED_LOCK = threading.Lock()
-
-
 class _shared_arrays:
     """Stand in for the simulator's ``cuda.shared.array`` while active. Same meaning (one array per
-    source line per launch, shared by the block) but the allocation is done under a lock: the
-    simulator's own check-then-insert can give two threads of one block *different* arrays when Python
-    switches threads in between, which makes correct kernels fail at short switch intervals. Optionally
-    records each allocation's bytes (``nbytes``) or hands out arrays that log their accesses (``watch``:
-    ``{(file, line): (variable name, log)}``)."""
+    source line per launch, shared by the block, allocated under gpulab's lock: see
+    :func:`gpulab.runtime.simulator_shared_array`) that optionally records each allocation's bytes
+    (``nbytes``) or hands out arrays that log their accesses (``watch``: ``{(file, line): (variable
+    name, log)}``)."""
 
     def __init__(self, nbytes: dict | None = None, watch: dict | None = None) -> None:
         self.nbytes, self.watch = nbytes, watch
@@ -944,23 +940,19 @@ class _shared_arrays:
                 return orig(shared, shape, dtype, alignment)
             caller = sys._getframe(1)
             key = (caller.f_code.co_filename, caller.f_lineno)
-            with _SHARED_LOCK:
-                res = shared._allocations.get(key)
-                if res is None:
-                    # the simulator's own imports (they moved between numba-cuda versions)
-                    nbtypes, numpy_support = kernelapi.types, kernelapi.numpy_support
-                    dt = numpy_support.as_dtype(dtype) if isinstance(dtype, nbtypes.Type) else np.dtype(dtype)
-                    res = np.empty(shape, dt)
-                    if watch is not None:
-                        line = linecache.getline(key[0], key[1]).strip()
-                        label = line.split("=")[0].strip() if "=" in line else f"shared array (line {key[1]})"
-                        res = res.view(_Watch)
-                        res._log, res._reads = [], True
-                        watch[key] = (label, res._log, res.shape)
-                    if nbytes is not None:
-                        nbytes[id(res)] = res.nbytes
-                    shared._allocations[key] = res
-            return res
+
+            def on_new(res: np.ndarray) -> np.ndarray:
+                if watch is not None:
+                    line = linecache.getline(key[0], key[1]).strip()
+                    label = line.split("=")[0].strip() if "=" in line else f"shared array (line {key[1]})"
+                    res = res.view(_Watch)
+                    res._log, res._reads = [], True
+                    watch[key] = (label, res._log, res.shape)
+                if nbytes is not None:
+                    nbytes[id(res)] = res.nbytes
+                return res
+
+            return runtime.simulator_shared_array(shared, key, shape, dtype, on_new)
 
         self._cls.array = array
         return self
