@@ -9,6 +9,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..runtime import to_host
+
 __all__ = ["confusion_matrix", "confusion_matrix_figure", "filters_figure", "misclassified_figure", "training_curves",
            "update_training_curves"]
 
@@ -51,9 +53,7 @@ def update_training_curves(fig: go.Figure, history: Any) -> None:
 
 def _labels(y: Any) -> np.ndarray:
     """Class labels as a flat int64 NumPy array (CuPy arrays are copied to the host)."""
-    if hasattr(y, "get"):  # CuPy
-        y = y.get()
-    return np.asarray(y).ravel().astype(np.int64)
+    return to_host(y).ravel().astype(np.int64)
 
 
 def confusion_matrix(y_true: Any, y_pred: Any, classes: int = 10) -> np.ndarray:
@@ -85,7 +85,7 @@ def confusion_matrix_figure(y_true: Any, y_pred: Any, class_names: Sequence[str]
 def filters_figure(weights: Any, title: str = "First-layer filters") -> go.Figure:
     """One small heatmap per filter of a (F, C, k, k) convolution weight array (channel 0 shown; red
     positive, blue negative, one shared colour scale)."""
-    w = np.asarray(weights.get() if hasattr(weights, "get") else weights)
+    w = to_host(weights)
     if w.ndim != 4:
         raise ValueError(f"expected conv weights of shape (F, C, k, k), got {w.shape}.")
     f = w.shape[0]
@@ -106,7 +106,7 @@ def filters_figure(weights: Any, title: str = "First-layer filters") -> go.Figur
 def misclassified_figure(images: Any, y_true: Any, y_pred: Any, class_names: Sequence[str] | None = None, *,
                          n: int = 16, cols: int = 8) -> go.Figure:
     """The first ``n`` mistakes as small grey images titled "true → predicted"."""
-    images = np.asarray(images.get() if hasattr(images, "get") else images)
+    images = to_host(images)
     y_true, y_pred = _labels(y_true), _labels(y_pred)
     wrong = np.flatnonzero(y_true != y_pred)[:n]
     names = [str(c) for c in class_names] if class_names is not None else [str(i) for i in range(10)]
