@@ -1,0 +1,57 @@
+"""Errors meant for a person, and argparse types that check a value where it enters.
+
+Every message says what is wrong, what was given and what to do. Library code raises these; only
+the command line (``gpulab.__main__``) turns them into a message and exit code 2, without a
+traceback unless ``--debug`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Callable
+
+__all__ = ["GpulabError", "UsageError", "int_at_least", "positive_float", "finite_float"]
+
+
+class GpulabError(Exception):
+    """An error whose message is for the user: what is wrong, what was given, what to do."""
+
+
+class UsageError(GpulabError, ValueError):
+    """A bad argument or input, found before any long work started."""
+
+
+def int_at_least(low: int, what: str = "a whole number") -> Callable[[str], int]:
+    """An argparse ``type=``: an integer >= ``low`` (``--epochs 0`` is refused, not ignored)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what} >= {low}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected {what} >= {low}, got {value}")
+        return value
+
+    parse.__name__ = f"int>={low}"
+    return parse
+
+
+def finite_float(text: str) -> float:
+    """An argparse ``type=``: a finite number (not nan or inf)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse ``type=``: a finite number > 0 (``--lr -1``, ``--timeout 0`` are refused)."""
+    value = finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
