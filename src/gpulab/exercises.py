@@ -89,7 +89,8 @@ import numpy as np
 
 from . import runtime
 
-__all__ = ["Budget", "Case", "CheckResult", "KernelTimeout", "check_kernel", "kernel_source", "random_arrays"]
+__all__ = ["Budget", "Case", "CheckResult", "KernelTimeout", "Problem", "check_kernel", "kernel_source",
+           "random_arrays", "rounding_bound"]
 
 Size = Any  # an int or a shape tuple, passed to the ``inputs`` function
 Dim = tuple[int, ...]
@@ -142,6 +143,8 @@ class Case:
     seed: int
     inputs: tuple
     expected: tuple
+    # Per-output allowed absolute error when the check uses ``reduction=`` (else None: rtol/atol).
+    atol: tuple | None = None
 
     def describe(self) -> str:
         shapes = ", ".join(_describe_arg(x) for x in self.inputs)
@@ -436,7 +439,8 @@ def _diagnose(got: np.ndarray, exp: np.ndarray, sentinel: Any, out_init: Any, ca
             continue
         if alt.shape == got.shape and _same(got, alt.astype(got.dtype), rtol, atol):
             return msg, hint
-    if exp.ndim == 2 and exp.shape[0] == exp.shape[1] and exp.shape[0] > 1 and _same(got, exp.T, rtol, atol):
+    atol_t = atol.T if np.ndim(atol) else atol
+    if exp.ndim == 2 and exp.shape[0] == exp.shape[1] and exp.shape[0] > 1 and _same(got, exp.T, rtol, atol_t):
         return msg, ("the result equals the expected one transposed: row and column are swapped. With "
                      "`i, j = cuda.grid(2)`, i is the row (out.shape[0]) and j the column.")
     if unwritten.any():
@@ -455,7 +459,8 @@ def _diagnose(got: np.ndarray, exp: np.ndarray, sentinel: Any, out_init: Any, ca
         which = "first" if not flat_ok[0] else "last"
         return msg, f"only the {which} element is wrong: an off-by-one at the edge (a boundary case)."
     g, e = got.ravel(), exp.ravel()
-    if total > 2 and (_same(g[1:], e[:-1], rtol, atol) or _same(g[:-1], e[1:], rtol, atol)):
+    atol_s = float(np.max(atol)) if np.ndim(atol) else atol
+    if total > 2 and (_same(g[1:], e[:-1], rtol, atol_s) or _same(g[:-1], e[1:], rtol, atol_s)):
         return msg, "the output is shifted by one element: an off-by-one in the index (i + 1 or i - 1?)."
     return msg, ""
 
@@ -483,6 +488,7 @@ def check_kernel(
     seed: int = 0,
     rtol: float = 1e-5,
     atol: float = 1e-6,
+    reduction: int | Callable[..., int] | None = None,
     out_init: Any = None,
     out_names: Sequence[str] | None = None,
     mistakes: dict[str, Callable[..., Any]] | None = None,
@@ -495,6 +501,13 @@ def check_kernel(
 
     See the module docstring for the launch options, the checks and the scoring. Never raises for a
     learner's mistake: the verdict is in the returned :class:`CheckResult`.
+
+    ``reduction=n`` (or ``fn(*inputs) -> n``): each output element is a float32 sum of ``n`` terms
+    (a dot product of length n, a convolution window, a batch sum). The expected values are then
+    computed in float64 and the allowed error is :func:`rounding_bound`, the proven bound for a
+    sum of n products in float32, instead of a constant tolerance a correct kernel can miss at
+    large n. The spec must be a sum of products of its inputs (matmul, convolution, their
+    gradients, optionally followed by ReLU).
     """
     fn_name = name or getattr(_py_func(kernel), "__name__", None) or getattr(host, "__name__", "kernel")
     mistakes = dict(mistakes or {})
@@ -528,7 +541,11 @@ def check_kernel(
         ins = tuple(ins) if isinstance(ins, (tuple, list)) else (ins,)
         exp = spec(*ins)
         exp = tuple(np.asarray(e) for e in exp) if isinstance(exp, tuple) else (np.asarray(exp),)
-        cases.append(Case(size, seed + k, ins, exp))
+        tol = None
+        if reduction is not None:
+            n_terms = int(reduction(*ins) if callable(reduction) else reduction)
+            exp, tol = _float64_reference(spec, ins, exp, n_terms, atol)
+        cases.append(Case(size, seed + k, ins, exp, tol))
     names = list(out_names or (["out"] if len(cases[0].expected) == 1 else [f"out{k}" for k in range(len(cases[0].expected))]))
 
     def run_case(case: Case, option: int, interval: float | None) -> tuple[tuple[np.ndarray, ...], str]:
@@ -605,11 +622,15 @@ def check_kernel(
             desc = getattr(exc, "gpulab_launch", "")
             status, msg, hint = _exception_check(exc, desc, case)
             return fail(status, msg, hint, checks)
-        for got_k, exp_k, name_ in zip(got, case.expected, names):
-            if _same(got_k, exp_k, rtol, atol):
+        for o, (got_k, exp_k, name_) in enumerate(zip(got, case.expected, names)):
+            tol_k = case.atol[o] if case.atol is not None else atol
+            if _same(got_k, exp_k, rtol, tol_k):
                 continue
             msg, hint = _diagnose(got_k, exp_k, _sentinel(exp_k.dtype) if out_init is None else None,
-                                  out_init, case, rtol, atol, mistakes, name_)
+                                  out_init, case, rtol, tol_k, mistakes, name_)
+            if case.atol is not None:
+                msg += (f"\n(allowed error: the float32 rounding bound for sums of "
+                        f"{_reduction_len(reduction, case):,} terms, up to {float(np.max(tol_k)):.3g} here)")
             # A race explains wrong values best: look for one directly, then try a second schedule.
             conflict = ""
             if race_check and host is None and runtime.is_simulator():
@@ -640,7 +661,8 @@ def check_kernel(
             except Exception as exc:  # noqa: BLE001
                 status, msg, hint = _exception_check(exc, getattr(exc, "gpulab_launch", ""), case)
                 return fail(status, "on a re-run with another thread schedule: " + msg, hint, checks)
-            wrong = [n for a, e, n in zip(again, case.expected, names) if not _same(a, e, rtol, atol)]
+            wrong = [n for o, (a, e, n) in enumerate(zip(again, case.expected, names))
+                     if not _same(a, e, rtol, case.atol[o] if case.atol is not None else atol)]
             if wrong:
                 msg = (f"correct once, but wrong when re-run with another thread schedule ({desc}): "
                        f"{wrong[0]} changed.\ninput: {case.describe()}")
@@ -675,14 +697,116 @@ def check_kernel(
         status = "over budget" if c.name.startswith("budget") else "failed"
         return fail(status, f"correct on all {len(cases)} input{'s' if len(cases) != 1 else ''}, but {c.name}: {c.message}", c.hint, checks,
                     score=float(points) / 2)
+    tol_note = (" Tolerance: the float32 rounding bound for sums of n terms, expected values in float64."
+                if reduction is not None else "")
     res = CheckResult(fn_name, "passed", float(points), float(points),
-                      f"correct on all {len(cases)} input{'s' if len(cases) != 1 else ''} ({', '.join(repr(c.size) for c in cases)}).", "", checks)
+                      f"correct on all {len(cases)} input{'s' if len(cases) != 1 else ''} ({', '.join(repr(c.size) for c in cases)})."
+                      + tol_note, "", checks)
     _log_result(res)
     return res
 
 
 class _OutOfBounds(Exception):
     pass
+
+
+def rounding_bound(n: int, dtype: Any = np.float32) -> float:
+    """gamma_n = n*u / (1 - n*u): |fl(sum of n products) - exact| <= gamma_n * sum |products|.
+
+    ``u`` is the unit roundoff of ``dtype`` (2**-24 for float32). The bound holds for any order of
+    summation and with or without fused multiply-add, so it covers a GPU thread's loop, a tree
+    reduction and cuBLAS alike (Higham, *Accuracy and Stability of Numerical Algorithms*, 3.1).
+    """
+    u = float(np.finfo(dtype).eps) / 2
+    nu = max(int(n), 1) * u
+    if nu >= 1:
+        raise ValueError(f"rounding_bound: n={n} is too long for {np.dtype(dtype).name} (n*u >= 1)")
+    return nu / (1 - nu)
+
+
+def _float64_reference(spec: Callable, ins: tuple, exp: tuple, n_terms: int, atol: float) -> tuple[tuple, tuple]:
+    """Expected outputs computed in float64 (rounded once to the output dtype) and per-element bounds."""
+    def f64(x: Any, absolute: bool) -> Any:
+        if isinstance(x, np.ndarray) and np.issubdtype(x.dtype, np.floating):
+            x = x.astype(np.float64)
+            return np.abs(x) if absolute else x
+        return x
+
+    exact = spec(*(f64(x, False) for x in ins))
+    scale = spec(*(f64(x, True) for x in ins))
+    exact = exact if isinstance(exact, tuple) else (exact,)
+    scale = scale if isinstance(scale, tuple) else (scale,)
+    out_exp, out_tol = [], []
+    for e, x64, s64 in zip(exp, exact, scale):
+        x64, s64 = np.asarray(x64, np.float64), np.abs(np.asarray(s64, np.float64))
+        if not np.issubdtype(e.dtype, np.floating) or x64.shape != e.shape:
+            out_exp.append(e)
+            out_tol.append(atol)
+            continue
+        # n terms summed in the output precision, then one more rounding to store the result.
+        out_exp.append(x64.astype(e.dtype))
+        out_tol.append(atol + rounding_bound(n_terms + 1, e.dtype) * s64)
+    return tuple(out_exp), tuple(out_tol)
+
+
+def _reduction_len(reduction: Any, case: Case) -> int:
+    return int(reduction(*case.inputs) if callable(reduction) else reduction)
+
+
+@dataclass
+class Problem:
+    """One exercise: what the kernel must compute, on which inputs, launched how, judged how.
+
+    The fields are :func:`check_kernel`'s keywords; ``gpu_sizes`` are the sizes used in gpu mode
+    (default: ``sizes``). ``problem.check(kernel)`` runs the checks at the sizes of the current mode;
+    ``problem.check(kernel, scale="gpu")`` uses ``gpu_sizes`` in either mode (the emulated gpu-size
+    tests). Keyword overrides replace fields for one run, e.g. ``host=emulated`` to check a NumPy
+    emulation of the kernel in place of the kernel.
+    """
+
+    name: str
+    spec: Callable[..., Any]
+    inputs: Callable[[Size, np.random.Generator], tuple]
+    sizes: Sequence[Size]
+    gpu_sizes: Sequence[Size] | None = None
+    threads: Any = None
+    launch: Callable[..., tuple[Any, Any]] | None = None
+    host: Callable[..., Any] | None = None
+    args: Callable[[tuple, tuple], tuple] | None = None
+    points: float = 1
+    seed: int = 0
+    rtol: float = 1e-5
+    atol: float = 1e-6
+    reduction: int | Callable[..., int] | None = None
+    out_init: Any = None
+    out_names: Sequence[str] | None = None
+    mistakes: dict[str, Callable[..., Any]] | None = None
+    budget: Budget | None = None
+    ptx: str | None = None
+    race_check: bool = True
+    timeout: float = 30.0
+
+    def sizes_for(self, scale: str | None = None) -> Sequence[Size]:
+        """The sizes for ``scale`` ("gpu" or "simulator"; default: the current mode)."""
+        scale = scale or runtime.mode()
+        if scale not in ("gpu", "simulator"):
+            raise ValueError(f"Problem {self.name}: scale must be 'gpu' or 'simulator', got {scale!r}")
+        return list(self.gpu_sizes or self.sizes) if scale == "gpu" else list(self.sizes)
+
+    def check(self, kernel: Any = None, *, scale: str | None = None, **overrides: Any) -> CheckResult:
+        """Run the checks on ``kernel`` (see :func:`check_kernel`)."""
+        kw = {f: getattr(self, f) for f in ("threads", "launch", "host", "args", "points", "seed", "rtol",
+                                             "atol", "reduction", "out_init", "out_names", "mistakes",
+                                             "budget", "ptx", "race_check", "timeout")}
+        if any(k in overrides for k in ("threads", "launch", "host")):
+            kw.update(threads=None, launch=None, host=None)
+        unknown = set(overrides) - set(kw) - {"sizes", "name"}
+        if unknown:
+            raise TypeError(f"Problem.check: unknown option(s) {sorted(unknown)}; valid: {sorted(kw)}")
+        kw.update(overrides)
+        kw.setdefault("sizes", self.sizes_for(scale))
+        kw.setdefault("name", None if kernel is not None else self.name)
+        return check_kernel(kernel if kernel is not None else kw["host"], self.spec, inputs=self.inputs, **kw)
 
 
 def _launch_config(case: Case, run_args: tuple, call: tuple) -> tuple[Any, Any]:
