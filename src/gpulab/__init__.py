@@ -9,14 +9,20 @@ from __future__ import annotations
 from . import runtime
 from .runtime import ModeError, banner, is_gpu, is_simulator, mode, sizes, to_device, to_host, xp
 
-runtime.select_mode()
-if runtime.is_simulator():
+try:
+    runtime.select_mode()
+except runtime.ModeError:
+    # The `gpulab` command still answers --help, --version and doctor (which explains the error);
+    # every command that needs the mode reports it. In Python and notebooks the error stands.
+    if not runtime.started_from_command_line():
+        raise
+if runtime.selected_mode() == "simulator":
     runtime.harden_simulator()  # imports numba's simulator (no GPU work): see its docstring
 
 from .source import show_source  # noqa: E402  (after the mode is fixed)
 from .timing import benchmark, gbps, gflops, percent_of_peak  # noqa: E402
 
-__version__ = "0.1.0"
+from ._meta import VERSION as __version__  # noqa: E402  (one version source: _meta.py)
 
 __all__ = [
     "ModeError",

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata as md
+import os
 import platform
 import sys
 
 from . import runtime
 
-__all__ = ["main", "report"]
+__all__ = ["configure", "main", "report", "run"]
 
 FIXES = [
     ("No module named 'numba.cuda' / numba's built-in CUDA target is deprecated",
@@ -53,8 +54,10 @@ def _gpu_lines() -> list[str]:
 
     lines = []
     try:
+        from .timing import device_name
+
         dev = cuda.get_current_device()
-        name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+        name = device_name()
         cc = dev.compute_capability
         sms = dev.MULTIPROCESSOR_COUNT
         free, total = cuda.current_context().get_memory_info()
@@ -82,31 +85,49 @@ def _gpu_lines() -> list[str]:
     return lines
 
 
+def _cupy_version() -> str:
+    for dist in ("cupy-cuda12x", "cupy-cuda13x", "cupy"):
+        if _version(dist) != "not installed":
+            return f"{_version(dist)} ({dist})"
+    return "not installed"
+
+
+def _mode_lines() -> tuple[str | None, list[str]]:
+    """The mode and why; when GPULAB_DEVICE cannot be honoured, what is wrong and what to do."""
+    try:
+        return runtime.mode(), [f"mode: {runtime.mode()}", f"why: {runtime.mode_reason()}"]
+    except runtime.ModeError as exc:
+        return None, [
+            "mode: none - gpulab cannot start in the mode that was asked for:",
+            f"  {exc.message}",  # the message without "run doctor": this is doctor
+            f"  GPULAB_DEVICE is {os.environ.get('GPULAB_DEVICE')!r}; gpu, simulator and auto (the default, "
+            "gpu when a GPU is found) are the modes.",
+        ]
+
+
 def report() -> tuple[list[str], bool]:
     """The doctor's report as lines, and whether everything needed works."""
-    ok = True
-    mode = runtime.mode()
+    mode, lines = _mode_lines()
+    ok = mode is not None
     probe = runtime.last_probe()
-    lines = [
-        f"mode: {mode}",
-        f"why: {runtime.mode_reason()}",
+    lines += [
         f"python: {platform.python_version()} ({sys.executable})",
         f"gpulab: {_version('gpulab')}",
         f"numba: {_version('numba')}",
         f"numba-cuda: {_version('numba-cuda')}",
         f"numba.cuda comes from: {_numba_cuda_origin()}",
         f"cuda-bindings: {_version('cuda-bindings')}",
-        f"cupy: {_version('cupy-cuda12x') if _version('cupy-cuda12x') != 'not installed' else _version('cupy-cuda13x') if _version('cupy-cuda13x') != 'not installed' else _version('cupy')}",
+        f"cupy: {_cupy_version()}",
         f"numpy: {_version('numpy')}",
         f"ipywidgets: {_version('ipywidgets')}",
         f"plotly: {_version('plotly')}",
         f"driver: {probe.driver_version_str} ({probe.reason})",
     ]
-    if "numba-cuda package" not in lines[6]:
+    if not any(line.startswith("numba.cuda comes from: numba-cuda package") for line in lines):
         ok = False
     if mode == "gpu":
         lines += _gpu_lines()
-    else:
+    elif mode == "simulator":
         lines += [
             "simulator can: run every kernel (threads, blocks, shared memory, syncthreads, atomics) on the CPU,",
             "  check results, and catch out-of-bounds indexing with a message naming the thread",
@@ -116,18 +137,23 @@ def report() -> tuple[list[str], bool]:
     return lines, ok
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gpulab doctor", description=__doc__)
+def configure(parser: argparse.ArgumentParser) -> None:
+    """``gpulab doctor`` arguments."""
     parser.add_argument("--no-fixes", action="store_true", help="do not print the list of known fixes")
-    args = parser.parse_args(argv)
-    try:
-        lines, ok = report()
-    except runtime.ModeError as exc:
-        print(f"mode: error\n{exc}")
-        return 1
+
+
+def run(ns: argparse.Namespace) -> int:
+    """Print the report (and known fixes); 1 when something needed does not work."""
+    lines, ok = report()
     print("\n".join(lines))
-    if not args.no_fixes:
+    if not ns.no_fixes:
         print("\nknown fixes:")
         for symptom, fix in FIXES:
             print(f"- {symptom}:\n    {fix}")
     return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gpulab doctor", description=__doc__)
+    configure(parser)
+    return run(parser.parse_args(argv))

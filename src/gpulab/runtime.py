@@ -50,7 +50,22 @@ T = TypeVar("T")
 
 
 class ModeError(RuntimeError):
-    """The GPU/simulator mode cannot be honoured (bad setting, no driver, or a late switch)."""
+    """The GPU/simulator mode cannot be honoured (bad setting, no driver, or a late switch).
+
+    ``message`` says what is wrong and what to do; ``hint`` (shown after it) points elsewhere for
+    details. ``gpulab doctor`` prints only ``message``: it must not tell the user to run itself.
+    """
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} {self.hint}".strip()
+
+
+DOCTOR_HINT = "Run `python -m gpulab doctor` for details."
 
 
 @dataclass(frozen=True)
@@ -149,7 +164,8 @@ def select_mode(choice: str | None = None) -> str:
                 f"GPULAB_DEVICE=gpu was requested, but {_PROBE.reason}. On Colab choose Runtime > "
                 "Change runtime type > T4 GPU; on your own machine install the NVIDIA driver "
                 "(`nvidia-smi` must work). Or use GPULAB_DEVICE=simulator to run every lesson on "
-                "the CPU at small sizes. Run `python -m gpulab doctor` for details."
+                "the CPU at small sizes.",
+                DOCTOR_HINT,
             )
         chosen, reason = "gpu", "GPULAB_DEVICE=gpu was requested"
     else:
@@ -224,6 +240,25 @@ def harden_simulator() -> None:
 
     array._gpulab_locked = True  # type: ignore[attr-defined]
     cls.array = array
+
+
+def selected_mode() -> str | None:
+    """The mode chosen so far, or None when none has been chosen (yet, or because of a ModeError)."""
+    return _MODE
+
+
+def started_from_command_line() -> bool:
+    """Whether this process is the ``gpulab`` command (``gpulab ...`` or ``python -m gpulab ...``).
+
+    There a bad ``GPULAB_DEVICE`` must not break ``--help``, ``--version`` or ``doctor``, so
+    ``import gpulab`` leaves the mode unchosen and each command that needs it reports the error.
+    """
+    argv = list(getattr(sys, "orig_argv", []) or [])
+    for k, arg in enumerate(argv[:-1]):
+        if arg == "-m" and argv[k + 1] in ("gpulab", "gpulab.__main__"):
+            return True
+    script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return script in ("gpulab", "gpulab.exe", "gpulab-script.py")
 
 
 def mode() -> str:

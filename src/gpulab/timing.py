@@ -20,6 +20,7 @@ __all__ = [
     "DevicePeak",
     "PEAKS",
     "benchmark",
+    "device_name",
     "gbps",
     "gflops",
     "lookup_peak",
@@ -110,6 +111,17 @@ def benchmark(
             times.append(time.perf_counter() - t0)
         clock = "perf_counter"
     return BenchResult(tuple(times), runtime.mode(), clock, label)
+
+
+def device_name() -> str:
+    """The GPU's name in gpu mode (``"Tesla T4"``, ``"NVIDIA H100 80GB HBM3"``); in simulator mode
+    ``"CUDA simulator (CPU)"``. The one place that reads it (numba returns bytes or str by version)."""
+    if not runtime.is_gpu():
+        return "CUDA simulator (CPU)"
+    from numba import cuda
+
+    name = cuda.get_current_device().name
+    return name.decode() if isinstance(name, bytes) else str(name)
 
 
 def gbps(nbytes: float, seconds: float) -> float:

@@ -27,6 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import runtime, timing
+from ..timing import device_name
 
 __all__ = ["SIMULATOR_LABEL", "CASES", "Case", "device_name", "main", "memory_rows", "reduce_rows", "run",
            "section_rows", "to_html", "transfer_rows"]
@@ -204,16 +205,6 @@ def cases() -> list[Case]:
 
 
 CASES = cases  # the list is built on call: kernels written later are picked up
-
-
-def device_name() -> str:
-    """The GPU's name in gpu mode; ``"CUDA simulator (CPU)"`` in simulator mode."""
-    if not runtime.is_gpu():
-        return "CUDA simulator (CPU)"
-    from numba import cuda
-
-    name = cuda.get_current_device().name
-    return name.decode() if isinstance(name, bytes) else str(name)
 
 
 def _baseline_name(metric: str) -> str:
