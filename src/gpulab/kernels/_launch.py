@@ -2,24 +2,78 @@
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Sequence
 
-__all__ = ["LaunchError", "MAX_THREADS_PER_BLOCK", "blocks_for", "check_launch", "check_array"]
+from ..errors import UsageError
+
+__all__ = [
+    "LaunchError",
+    "MAX_THREADS_PER_BLOCK",
+    "allocate_like",
+    "blocks_for",
+    "ceil_div",
+    "check_array",
+    "check_blocks",
+    "check_launch",
+    "check_out",
+    "conv_out_size",
+    "count",
+    "is_numba_device_array",
+    "threads_2d",
+]
 
 MAX_THREADS_PER_BLOCK = 1024
 
 
-class LaunchError(ValueError):
-    """A launch configuration or an argument that no GPU would accept."""
+class LaunchError(UsageError):
+    """A launch configuration or an argument that no GPU would accept (a ValueError too)."""
 
 
-def _as_tuple(v: int | Sequence[int]) -> tuple[int, ...]:
-    return tuple(int(x) for x in v) if isinstance(v, (tuple, list)) else (int(v),)
+def count(name: str, value: Any, *, low: int = 1, example: str = "") -> int:
+    """``value`` as an int >= ``low``; a float (``stride=2.7``), bool or string is refused, not rounded."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if not isinstance(value, bool) and isinstance(value, numbers.Real) and float(value).is_integer():
+            return count(name, int(value), low=low, example=example)
+        raise LaunchError(
+            f"{name} must be a whole number >= {low}, but got {value!r} ({type(value).__name__}); "
+            f"it is never rounded for you.{' ' + example if example else ''}"
+        )
+    if int(value) < low:
+        raise LaunchError(f"{name} must be >= {low}, but got {int(value)}.{' ' + example if example else ''}")
+    return int(value)
+
+
+def ceil_div(n: int, d: int) -> int:
+    """``ceil(n / d)`` for whole numbers: blocks needed to cover n elements with d threads each."""
+    return -(-int(n) // int(d))
+
+
+def conv_out_size(size: int, k: int, stride: int = 1, pad: int = 0) -> int:
+    """Output length of a convolution or pooling window along one axis: ``(size + 2 pad - k) // stride + 1``."""
+    return (int(size) + 2 * int(pad) - int(k)) // int(stride) + 1
+
+
+def threads_2d(threads_per_block: Any) -> tuple[int, int]:
+    """A 2-D block shape ``(x, y)``: x threads along a row (columns), y along a column (rows)."""
+    if not isinstance(threads_per_block, (tuple, list)) or len(threads_per_block) != 2:
+        raise LaunchError(
+            f"this is a 2-D launch: threads_per_block must be a pair (x, y), e.g. (16, 16), but got "
+            f"{threads_per_block!r}. x threads run along a row (columns), y along a column (rows)."
+        )
+    tx, ty = (count("threads_per_block", v) for v in threads_per_block)
+    return tx, ty
 
 
 def check_launch(blocks: int | Sequence[int], threads: int | Sequence[int]) -> None:
     """Reject a launch that CUDA would refuse: 0 threads, or more than 1024 threads in one block."""
-    t, b = _as_tuple(threads), _as_tuple(blocks)
+    if isinstance(threads, (tuple, list)) and not 1 <= len(threads) <= 3:
+        raise LaunchError(f"threads per block must have 1, 2 or 3 dimensions, but got {threads!r}.")
+    if isinstance(blocks, (tuple, list)) and not 1 <= len(blocks) <= 3:
+        raise LaunchError(f"the grid must have 1, 2 or 3 dimensions, but got {blocks!r}.")
+    t = tuple(count("threads per block", x, low=-2**31) for x in (threads if isinstance(threads, (tuple, list))
+                                                                    else (threads,)))
+    b = tuple(count("blocks", x, low=-2**31) for x in (blocks if isinstance(blocks, (tuple, list)) else (blocks,)))
     total = 1
     for n in t:
         total *= n
@@ -44,7 +98,79 @@ def check_launch(blocks: int | Sequence[int], threads: int | Sequence[int]) -> N
 
 def blocks_for(n: int, threads: int) -> int:
     """Blocks needed so that ``blocks * threads >= n`` (at least 1)."""
-    return max(1, -(-int(n) // int(threads)))
+    threads = count("threads_per_block", threads, example="Try 128 or 256 (a multiple of the 32-thread warp).")
+    return max(1, ceil_div(n, threads))
+
+
+def check_blocks(blocks: Any, threads: int, n: int, *, grid_stride: bool) -> int:
+    """The block count to launch for ``n`` elements: ``blocks_for(n, threads)`` when ``blocks`` is None.
+
+    A given ``blocks`` must be >= 1, and unless the kernel loops over the array (a grid-stride loop)
+    ``blocks * threads`` must cover every element: a one-thread-per-element kernel with too few
+    blocks leaves the rest of ``out`` unwritten (garbage, not an error, on a GPU).
+    """
+    if blocks is None:
+        return blocks_for(n, threads)
+    blocks = count("blocks", blocks, example="Leave blocks=None to cover every element.")
+    if not grid_stride and blocks * threads < n:
+        raise LaunchError(
+            f"blocks={blocks} x threads_per_block={threads} = {blocks * threads} threads, but there are {n} "
+            f"elements: with one thread per element {n - blocks * threads} of them would never be written. "
+            f"Use blocks={blocks_for(n, threads)} (= ceil({n} / {threads})), leave blocks=None, or pass a "
+            "grid-stride kernel (kernel=add_grid_stride_kernel) that loops over the array."
+        )
+    return blocks
+
+
+def is_numba_device_array(a: Any) -> bool:
+    """A Numba device array (``cuda.to_device`` / ``cuda.device_array``), not NumPy or CuPy."""
+    import numpy as np
+
+    return hasattr(a, "copy_to_host") and not isinstance(a, np.ndarray)
+
+
+def allocate_like(a: Any, shape: Any, dtype: Any) -> Any:
+    """An uninitialised output in ``a``'s world: a Numba device array for a Numba device array (so a
+    launcher never allocates on the host and copies both ways), else ``a``'s array module's ``empty``."""
+    if is_numba_device_array(a):
+        from numba import cuda
+
+        return cuda.device_array(shape, dtype=dtype)
+    from .. import runtime
+
+    return runtime.array_module(a).empty(shape, dtype=dtype)
+
+
+def check_out(out: Any, shape: Any, dtype: Any, *, fix: str = "Leave out=None to let the launcher allocate it.") -> None:
+    """``out`` must have exactly ``shape`` and ``dtype``, be writable and C-contiguous: a wrong size gives a
+    partial result and a narrower dtype a truncated one, silently, so they are refused here."""
+    import numpy as np
+
+    check_array("out", out)
+    want, got = tuple(int(s) for s in shape), tuple(int(s) for s in out.shape)
+    if got != want:
+        raise LaunchError(f"out must have shape {want}, but has shape {got}. {fix}")
+    if np.dtype(out.dtype) != np.dtype(dtype):
+        raise LaunchError(
+            f"out must have dtype {np.dtype(dtype).name} (the result's dtype), but has {np.dtype(out.dtype).name}: "
+            f"the kernel would silently convert every value. {fix}"
+        )
+    flags = getattr(out, "flags", None)
+    if flags is not None:
+        if not _flag(flags, "c_contiguous"):
+            raise LaunchError(f"out must be C-contiguous (a fresh array, not a strided view). {fix}")
+        if not _flag(flags, "writeable", default=True):
+            raise LaunchError(f"out is read-only (e.g. a broadcast view); pass a writable array. {fix}")
+
+
+def _flag(flags: Any, name: str, default: bool = False) -> bool:
+    """A flag of NumPy/CuPy (attributes) or Numba device arrays (a dict with upper-case keys)."""
+    if hasattr(flags, name):
+        return bool(getattr(flags, name))
+    try:
+        return bool(flags[name.upper()])
+    except (KeyError, TypeError, IndexError):
+        return default
 
 
 def check_array(name: str, a: Any, *, ndim: int | None = None, dtype: Any = None) -> None:

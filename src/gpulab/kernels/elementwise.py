@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from ._launch import blocks_for, check_array, check_launch
-from .. import runtime
+from ._launch import LaunchError, allocate_like, blocks_for, check_array, check_blocks, check_launch, check_out, count, threads_2d
+
+TPB_HINT = "Try 128 or 256 threads per block (a multiple of the 32-thread warp)."
 
 __all__ = [
     "PTX_SIGNATURES",
@@ -46,19 +47,26 @@ def add(a: Any, b: Any, out: Any = None, *, threads_per_block: int = 256, blocks
     """``out = a + b`` on the GPU (or simulator), one thread per element.
 
     ``blocks`` defaults to enough blocks to cover every element; pass fewer with
-    ``kernel=add_grid_stride_kernel`` to see a grid-stride loop at work.
+    ``kernel=add_grid_stride_kernel`` to see a grid-stride loop at work (with the default one-thread-
+    per-element kernel, too few blocks are refused: part of ``out`` would stay unwritten).
+    ``out`` (optional) must have a's shape and the result's dtype.
     """
+    import numpy as np
+
     check_array("a", a, ndim=1)
     check_array("b", b, ndim=1)
     if a.shape != b.shape:
-        raise ValueError(f"a and b must have the same shape, got {a.shape} and {b.shape}.")
+        raise LaunchError(f"a and b must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}.")
+    dtype = np.result_type(np.dtype(a.dtype), np.dtype(b.dtype))
     if out is None:
-        out = runtime.array_module(a).empty_like(a)
+        out = allocate_like(a, a.shape, dtype)
+    check_out(out, a.shape, dtype)
+    kernel = kernel or add_kernel
     n = a.shape[0]
+    threads_per_block = count("threads_per_block", threads_per_block, example=TPB_HINT)
+    blocks = check_blocks(blocks, threads_per_block, n, grid_stride=kernel is not add_kernel)
     if n == 0:
         return out
-    kernel = kernel or add_kernel
-    blocks = blocks or blocks_for(n, threads_per_block)
     check_launch(blocks, threads_per_block)
     kernel[blocks, threads_per_block](a, b, out)
     return out
@@ -80,7 +88,7 @@ def scale2d_kernel(alpha, a, out):
 
 def _same_shape(a: Any, b: Any, names: str) -> None:
     if tuple(a.shape) != tuple(b.shape):
-        raise ValueError(f"{names} must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}.")
+        raise LaunchError(f"{names} must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}.")
 
 
 def saxpy(alpha: float, x: Any, y: Any, out: Any = None, *, threads_per_block: int = 256) -> Any:
@@ -89,13 +97,12 @@ def saxpy(alpha: float, x: Any, y: Any, out: Any = None, *, threads_per_block: i
     check_array("y", y, ndim=1, dtype="float32")
     _same_shape(x, y, "x and y")
     if out is None:
-        out = runtime.array_module(x).empty_like(x)
-    check_array("out", out, ndim=1, dtype="float32")
-    _same_shape(x, out, "x and out")
+        out = allocate_like(x, x.shape, x.dtype)
+    check_out(out, x.shape, x.dtype)
     n = x.shape[0]
+    blocks = blocks_for(n, threads_per_block)
     if n == 0:
         return out
-    blocks = blocks_for(n, threads_per_block)
     check_launch(blocks, threads_per_block)
     saxpy_kernel[blocks, threads_per_block](np.float32(alpha), x, y, out)
     return out
@@ -107,14 +114,13 @@ def scale2d(alpha: float, a: Any, out: Any = None, *, threads_per_block: tuple[i
     ``threads_per_block`` is ``(x, y)``: x threads along a row (columns), y along a column (rows).
     """
     check_array("a", a, ndim=2, dtype="float32")
+    tx, ty = threads_2d(threads_per_block)
     if out is None:
-        out = runtime.array_module(a).empty_like(a)
-    check_array("out", out, ndim=2, dtype="float32")
-    _same_shape(a, out, "a and out")
+        out = allocate_like(a, a.shape, a.dtype)
+    check_out(out, a.shape, a.dtype)
     rows, cols = a.shape
     if rows == 0 or cols == 0:
         return out
-    tx, ty = threads_per_block
     blocks = (blocks_for(cols, tx), blocks_for(rows, ty))
     check_launch(blocks, (tx, ty))
     scale2d_kernel[blocks, (tx, ty)](np.float32(alpha), a, out)

@@ -27,7 +27,7 @@ import numpy as np
 from numba import cuda, float32
 
 from .. import runtime
-from ._launch import LaunchError, blocks_for, check_array, check_launch
+from ._launch import LaunchError, allocate_like, blocks_for, check_array, check_launch, check_out
 
 __all__ = [
     "BK",
@@ -233,17 +233,15 @@ def matmul(a: Any, b: Any, out: Any = None, *, kernel: Any = None) -> Any:
             f"b.shape[0] ({K} != {K2}). Check the order of the operands, or transpose one (b.T)."
         )
     if out is None:
-        if hasattr(a, "copy_to_host") and not isinstance(a, np.ndarray) and runtime.is_gpu():
-            out = cuda.device_array((M, N), dtype=np.float32)  # Numba device arrays in, one out
-        else:
-            out = runtime.array_module(a, b).empty((M, N), dtype=np.float32)
+        out = allocate_like(a, (M, N), np.float32)  # Numba device arrays in, one out (no host round trip)
     else:
-        check_array("out", out, ndim=2, dtype=np.float32)
+        check_array("out", out, ndim=2)
         if tuple(out.shape) != (M, N):
             raise LaunchError(
                 f"out must have shape (M, N) = ({M}, {N}) for a {M}x{K} times {K}x{N} product, "
                 f"but has shape {tuple(out.shape)}. Pass out=None to allocate it."
             )
+        check_out(out, (M, N), np.float32, fix="Pass out=None to allocate it.")
     kern = _resolve(kernel)
     if M == 0 or N == 0:
         return out

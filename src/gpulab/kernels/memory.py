@@ -18,8 +18,7 @@ from typing import Any
 
 from numba import cuda, float32
 
-from .. import runtime
-from ._launch import LaunchError, blocks_for, check_array, check_launch
+from ._launch import LaunchError, allocate_like, blocks_for, ceil_div, check_array, check_launch, check_out, count
 
 __all__ = [
     "PTX_SIGNATURES",
@@ -85,21 +84,15 @@ def copy(src: Any, out: Any = None, *, stride: int = 1, threads_per_block: int =
     ``out`` (optional) must have ``ceil(src.size / stride)`` float32 elements.
     """
     check_array("src", src, ndim=1, dtype="float32")
-    if int(stride) < 1:
-        raise LaunchError(f"stride must be 1 or more (1 = every element), but got {stride}.")
-    stride = int(stride)
-    n_out = -(-src.shape[0] // stride)
+    stride = count("stride", stride, example="1 copies every element, 2 every other one.")
+    n_out = ceil_div(src.shape[0], stride)
     if out is None:
-        out = runtime.array_module(src).empty(n_out, dtype=src.dtype)
-    check_array("out", out, ndim=1, dtype="float32")
-    if out.shape[0] != n_out:
-        raise ValueError(
-            f"out must have ceil({src.shape[0]} / {stride}) = {n_out} elements for stride {stride}, "
-            f"but has {out.shape[0]}. Leave out=None to let copy allocate it."
-        )
+        out = allocate_like(src, (n_out,), src.dtype)
+    check_out(out, (n_out,), src.dtype, fix=f"out needs ceil({src.shape[0]} / {stride}) = {n_out} elements for "
+              "stride {stride}; leave out=None to let copy allocate it.".replace("{stride}", str(stride)))
+    blocks = blocks_for(n_out, threads_per_block)
     if n_out == 0:
         return out
-    blocks = blocks_for(n_out, threads_per_block)
     check_launch(blocks, threads_per_block)
     if stride == 1:
         copy_kernel[blocks, threads_per_block](src, out)
@@ -116,12 +109,8 @@ def transpose(a: Any, out: Any = None, *, kernel: Any = None) -> Any:
     check_array("a", a, ndim=2, dtype="float32")
     rows, cols = a.shape
     if out is None:
-        out = runtime.array_module(a).empty((cols, rows), dtype=a.dtype)
-    check_array("out", out, ndim=2, dtype="float32")
-    if tuple(out.shape) != (cols, rows):
-        raise ValueError(
-            f"out must have shape {(cols, rows)} (a's shape {(rows, cols)} reversed), but has {tuple(out.shape)}."
-        )
+        out = allocate_like(a, (cols, rows), a.dtype)
+    check_out(out, (cols, rows), a.dtype, fix=f"out is a.T: shape {(cols, rows)}, a's shape {(rows, cols)} reversed.")
     if rows == 0 or cols == 0:
         return out
     kernel = kernel or transpose_tiled_kernel

@@ -21,7 +21,7 @@ import numpy as np
 from numba import cuda, float32
 
 from .. import runtime
-from ._launch import LaunchError, blocks_for, check_array, check_launch
+from ._launch import LaunchError, allocate_like, blocks_for, check_array, check_launch, check_out, is_numba_device_array
 
 __all__ = [
     "PTX_SIGNATURES",
@@ -115,10 +115,13 @@ def _check_vector(x: Any) -> bool:
 
 def sum_atomic(x: Any, *, threads_per_block: int = 256) -> float:
     """Sum a 1-D float32 array with one ``cuda.atomic.add`` per element."""
+    blocks = blocks_for(x.shape[0], threads_per_block)  # checks threads_per_block even for an empty x
     if not _check_vector(x):
         return 0.0
-    total = runtime.array_module(x).zeros(1, dtype=np.float32)
-    blocks = blocks_for(x.shape[0], threads_per_block)
+    if is_numba_device_array(x):  # stay on the device: no host allocation copied both ways
+        total = cuda.to_device(np.zeros(1, dtype=np.float32))
+    else:
+        total = runtime.array_module(x).zeros(1, dtype=np.float32)
     check_launch(blocks, threads_per_block)
     sum_atomic_kernel[blocks, threads_per_block](x, total)
     return float(total[0])
@@ -129,12 +132,11 @@ def sum_tree(x: Any) -> float:
     the same kernel again on the partials until a single value is left."""
     if not _check_vector(x):
         return 0.0
-    xp = runtime.array_module(x)
     current = x
     while True:
         blocks = blocks_for(current.shape[0], TPB)
         check_launch(blocks, TPB)
-        partials = xp.empty(blocks, dtype=np.float32)
+        partials = allocate_like(current, blocks, np.float32)
         sum_tree_kernel[blocks, TPB](current, partials)
         if blocks == 1:
             return float(partials[0])
@@ -163,10 +165,8 @@ def softmax_rows(x: Any, out: Any = None) -> Any:
     if cols == 0:
         raise LaunchError(f"x has shape {(rows, cols)}: a softmax needs at least one column per row.")
     if out is None:
-        out = runtime.array_module(x).empty_like(x)
-    check_array("out", out, ndim=2, dtype="float32")
-    if tuple(out.shape) != (rows, cols):
-        raise ValueError(f"out must have x's shape {(rows, cols)}, but has {tuple(out.shape)}.")
+        out = allocate_like(x, (rows, cols), x.dtype)
+    check_out(out, (rows, cols), x.dtype)
     if rows == 0:
         return out
     check_launch(rows, SOFTMAX_TPB)

@@ -1,0 +1,126 @@
+"""Launcher validation (issue 15): bad launch settings and outputs are refused with a message, never
+silently wrong; Numba device arrays stay on the device (issue 17)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from gpulab import kernels
+from gpulab.errors import UsageError
+from gpulab.kernels import elementwise, memory, reduce
+from gpulab.kernels._launch import LaunchError, ceil_div, check_launch, conv_out_size, count, is_numba_device_array
+
+A = np.arange(1000, dtype=np.float32)
+B = np.ones(1000, dtype=np.float32)
+
+
+def test_launch_error_is_a_usage_error_and_a_value_error():
+    assert issubclass(LaunchError, UsageError) and issubclass(LaunchError, ValueError)
+
+
+@pytest.mark.parametrize("out, match", [
+    (np.zeros(10, np.float32), r"shape \(1000,\), but has shape \(10,\)"),
+    (np.zeros(1000, np.int32), "dtype float32 .* but has int32"),
+    (np.zeros(2000, np.float32)[::2], "C-contiguous"),
+    (np.broadcast_to(np.zeros(1, np.float32), (1000,)), "C-contiguous|read-only"),
+])
+def test_add_refuses_a_wrong_out(out, match):
+    with pytest.raises(LaunchError, match=match):
+        kernels.add(A, B, out=out)
+
+
+def test_add_readonly_out_refused():
+    out = np.zeros(1000, np.float32)
+    out.flags.writeable = False
+    with pytest.raises(LaunchError, match="read-only"):
+        kernels.add(A, B, out=out)
+
+
+def test_add_too_few_blocks_refused_unless_grid_stride():
+    with pytest.raises(LaunchError, match=r"744 of them would never be written.*blocks=4"):
+        kernels.add(A, B, blocks=1)
+    got = kernels.add(A, B, blocks=1, threads_per_block=32, kernel=kernels.add_grid_stride_kernel)
+    np.testing.assert_array_equal(got, A + B)  # a grid-stride loop covers everything with one block
+
+
+@pytest.mark.parametrize("blocks", [0, -1, 2.5, "4", True])
+def test_add_bad_block_counts(blocks):
+    with pytest.raises(LaunchError, match="blocks"):
+        kernels.add(A, B, blocks=blocks)
+
+
+@pytest.mark.parametrize("tpb", [0, -32, 2.5, None])
+def test_threads_per_block_checked_everywhere(tpb):
+    for call in (lambda: kernels.add(A, B, threads_per_block=tpb),
+                 lambda: kernels.saxpy(1.0, A, B, threads_per_block=tpb),
+                 lambda: memory.copy(A, threads_per_block=tpb),
+                 lambda: reduce.sum_atomic(A, threads_per_block=tpb),
+                 lambda: reduce.sum_atomic(A[:0], threads_per_block=tpb)):
+        with pytest.raises(LaunchError, match="threads_per_block"):
+            call()
+
+
+@pytest.mark.parametrize("tpb", [(16,), 16, (16, 16, 1), (16, 0), (4.5, 4)])
+def test_two_d_launch_needs_a_pair(tpb):
+    with pytest.raises(LaunchError, match="threads_per_block"):
+        elementwise.scale2d(2.0, np.ones((4, 4), np.float32), threads_per_block=tpb)
+
+
+@pytest.mark.parametrize("stride", [2.7, 0, -1, "2", True])
+def test_copy_stride_must_be_a_whole_number(stride):
+    with pytest.raises(LaunchError, match="stride"):
+        memory.copy(A, stride=stride)
+
+
+def test_copy_integral_float_stride_accepted():
+    np.testing.assert_array_equal(memory.copy(A, stride=2.0), A[::2])
+    np.testing.assert_array_equal(memory.copy(A, stride=np.int64(3)), A[::3])
+
+
+def test_siblings_check_out_too():
+    with pytest.raises(LaunchError, match="shape"):
+        memory.transpose(np.ones((4, 3), np.float32), out=np.empty((4, 3), np.float32))
+    with pytest.raises(LaunchError, match="dtype"):
+        memory.transpose(np.ones((4, 3), np.float32), out=np.empty((3, 4), np.float64))
+    with pytest.raises(LaunchError, match="dtype"):
+        reduce.softmax_rows(np.ones((4, 3), np.float32), out=np.empty((4, 3), np.float16))
+    with pytest.raises(LaunchError, match="dtype"):
+        elementwise.scale2d(1.0, np.ones((4, 3), np.float32), out=np.empty((4, 3), np.int32))
+    with pytest.raises(LaunchError, match="C-contiguous"):
+        kernels.matmul(np.ones((4, 3), np.float32), np.ones((3, 2), np.float32), out=np.empty((2, 4), np.float32).T)
+
+
+def test_check_launch_refuses_odd_shapes():
+    with pytest.raises(LaunchError, match="1, 2 or 3"):
+        check_launch((1, 1, 1, 1), 32)
+    with pytest.raises(LaunchError, match="whole number"):
+        check_launch(2.5, 32)
+    check_launch((2, 2), 32)  # a 2-D grid of 1-D blocks is legal CUDA
+
+
+def test_small_helpers():
+    assert [ceil_div(n, 256) for n in (0, 1, 256, 257)] == [0, 1, 1, 2]
+    assert conv_out_size(28, 3) == 26 and conv_out_size(28, 3, pad=1) == 28 and conv_out_size(28, 2, 2) == 14
+    assert count("n", np.int32(3)) == 3
+
+
+def test_numba_device_arrays_stay_on_the_device():
+    """out=None with Numba device arrays allocates a device array: no host array copied both ways."""
+    a_d, b_d = cuda.to_device(A), cuda.to_device(B)
+    results = {
+        "add": kernels.add(a_d, b_d),
+        "saxpy": kernels.saxpy(2.0, a_d, b_d),
+        "copy": memory.copy(a_d, stride=3),
+        "transpose": memory.transpose(cuda.to_device(np.ones((5, 3), np.float32))),
+        "scale2d": elementwise.scale2d(2.0, cuda.to_device(np.ones((5, 3), np.float32))),
+        "softmax": reduce.softmax_rows(cuda.to_device(np.ones((5, 3), np.float32))),
+        "matmul": kernels.matmul(cuda.to_device(np.ones((4, 3), np.float32)), cuda.to_device(np.ones((3, 2), np.float32))),
+    }
+    for name, out in results.items():
+        assert is_numba_device_array(out), f"{name} returned {type(out).__name__}"
+    np.testing.assert_array_equal(results["add"].copy_to_host(), A + B)
+    np.testing.assert_array_equal(results["copy"].copy_to_host(), A[::3])
+    assert reduce.sum_atomic(a_d) == pytest.approx(float(A.sum()), rel=1e-5)
+    assert reduce.sum_tree(a_d) == pytest.approx(float(A.sum()), rel=1e-5)
