@@ -172,3 +172,138 @@ def test_digits():
     ds = data.load("digits")
     assert ds.x_train.shape[1:] == (1, 28, 28) and len(ds.x_test) == 360
     assert data.load("digits", size=8).x_train.shape[1:] == (1, 8, 8)
+
+
+# ----------------------------------------------------------------------------- issue 15: data items
+
+
+@needs_mnist
+def test_recompressed_real_files_are_accepted_by_content(tmp_path, monkeypatch):
+    """A distribution package's re-compressed copy: other .gz checksum, same content -> accepted."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("GPULAB_DATA_DIR", raising=False)
+    d = tmp_path / "recompressed"
+    d.mkdir()
+    for fname in data.FILES.values():
+        raw = gzip.decompress((SHARED_MNIST / fname).read_bytes())
+        blob = gzip.compress(raw, compresslevel=1, mtime=0)
+        assert hashlib.sha256(blob).hexdigest() != data.CHECKSUMS["mnist"][fname][1]
+        (d / fname).write_bytes(blob)
+    ok, why = data.verify(d / "t10k-labels-idx1-ubyte.gz", "mnist", "t10k-labels-idx1-ubyte.gz")
+    assert ok and "content verified" in why
+    ds = data.load("mnist", data_dir=d, download=False)
+    assert ds.x_train.shape == (60000, 1, 28, 28) and ds.source == str(d)
+
+
+@needs_mnist
+def test_changed_content_and_wrong_dataset_are_refused(tmp_path):
+    raw = bytearray(gzip.decompress((SHARED_MNIST / "t10k-labels-idx1-ubyte.gz").read_bytes()))
+    raw[100] = (raw[100] + 1) % 10  # one label changed: structure fine, content not the original
+    p = tmp_path / "t10k-labels-idx1-ubyte.gz"
+    p.write_bytes(gzip.compress(bytes(raw)))
+    ok, why = data.verify(p, "mnist", "t10k-labels-idx1-ubyte.gz")
+    assert not ok and "differs from the original" in why
+    # MNIST's labels offered as Fashion-MNIST's (no content digest known for Fashion): refused.
+    p.write_bytes(gzip.compress(gzip.decompress((SHARED_MNIST / "t10k-labels-idx1-ubyte.gz").read_bytes())))
+    ok, why = data.verify(p, "fashion-mnist", "t10k-labels-idx1-ubyte.gz")
+    assert not ok and "MNIST" in why
+
+
+def test_fashion_structure_accepted_without_known_digest(tmp_path):
+    labels = np.repeat(np.arange(10, dtype=np.uint8), 1000)  # Fashion-MNIST's test split: 1,000 per class
+    p = tmp_path / "t10k-labels-idx1-ubyte.gz"
+    write_idx(p, labels)
+    ok, why = data.verify(p, "fashion-mnist", "t10k-labels-idx1-ubyte.gz")
+    assert ok and "structure verified" in why
+    write_idx(p, np.arange(10000) % 7)  # unbalanced: not Fashion-MNIST
+    assert not data.verify(p, "fashion-mnist", "t10k-labels-idx1-ubyte.gz")[0]
+    write_idx(p, labels[:500])  # wrong count
+    ok, why = data.verify(p, "fashion-mnist", "t10k-labels-idx1-ubyte.gz")
+    assert not ok and "shape" in why
+
+
+def test_read_idx_huge_header_and_missing_file(tmp_path):
+    p = tmp_path / "huge.idx"
+    p.write_bytes(bytes([0, 0, 8, 3]) + struct.pack(">III", 4_000_000_000, 4_000_000_000, 4_000_000_000))
+    with pytest.raises(data.DatasetError, match="corrupt header") as e:
+        data.read_idx(p)
+    assert "-" not in str(e.value).split("=")[1].split("bytes")[0]  # no negative byte count
+    with pytest.raises(data.DatasetError, match="does not exist") as e:
+        data.read_idx(tmp_path / "missing-idx1-ubyte.gz")
+    assert "delete" not in str(e.value)
+    (tmp_path / "dir.gz").mkdir()
+    with pytest.raises(data.DatasetError, match="folder"):
+        data.read_idx(tmp_path / "dir.gz")
+    (tmp_path / "notgz.gz").write_bytes(b"plain text, not gzip")
+    with pytest.raises(data.DatasetError, match="cannot be read"):
+        data.read_idx(tmp_path / "notgz.gz")
+
+
+def test_unreadable_copy_does_not_hide_a_valid_later_copy(fake_dataset, tmp_path, monkeypatch):
+    d, _ = fake_dataset
+    first = tmp_path / "first"
+    first.mkdir()
+    for fname in data.FILES.values():
+        (first / fname).write_bytes(b"unreadable")
+    monkeypatch.setenv("GPULAB_DATA_DIR", str(d))  # searched after data_dir
+    real_digest = data._digest
+
+    def digest(path, algorithm):
+        if Path(path).parent == first:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_digest(path, algorithm)
+
+    monkeypatch.setattr(data, "_digest", digest)
+    ds = data.load("mnist", data_dir=first, download=False)
+    assert ds.source == str(d)
+    found, bad = data._find("mnist", first)
+    assert all("cannot be read (Permission denied)" in b for b in bad) and len(bad) == 4
+
+
+def test_unwritable_cache_is_reported_before_downloading(fake_dataset, tmp_path, monkeypatch):
+    blocker = tmp_path / "file-not-folder"
+    blocker.write_text("x")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    calls = []
+    with pytest.raises(data.DatasetError, match="cannot write the download cache .*XDG_CACHE_HOME"):
+        data.download("mnist", "t10k-labels-idx1-ubyte.gz", data.cache_dir() / "mnist",
+                      fetch=lambda url, dest: calls.append(url))
+    assert calls == []
+
+
+def test_silent_network_is_bounded_and_explained(fake_dataset, tmp_path):
+    """A network that swallows packets: each mirror fails after CONNECT_TIMEOUT_S, the whole attempt
+    stops at the budget, and every step is said (before: 6 tries x 60 s + 3 s of pauses = 363 s, silent)."""
+    now = [0.0]
+    said: list[str] = []
+
+    def swallow(url, dest):
+        now[0] += data.CONNECT_TIMEOUT_S
+        raise TimeoutError("timed out")
+
+    with pytest.raises(data.DatasetError, match="no answer within") as e:
+        data.download("mnist", "t10k-labels-idx1-ubyte.gz", tmp_path / "dl", fetch=swallow, sleep=lambda s: now.__setitem__(0, now[0] + s),
+                      clock=lambda: now[0], log=said.append, budget_s=45)
+    assert now[0] <= 45 + data.CONNECT_TIMEOUT_S
+    assert any("downloading mnist t10k-labels" in s for s in said) and any("failed" in s for s in said)
+    assert "time budget" in str(e.value)
+
+
+def test_orphaned_part_files_from_a_killed_download_are_removed(fake_dataset, tmp_path):
+    import subprocess
+    import sys
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    dest = tmp_path / "dl"
+    dest.mkdir()
+    fname = "t10k-labels-idx1-ubyte.gz"
+    orphan = dest / f"{fname}.{dead.pid}.abc123.part"
+    orphan.write_bytes(b"half a download")
+    mine = dest / f"{fname}.{__import__('os').getpid()}.live.part"
+    mine.write_bytes(b"a download in progress in a live process")
+    blob = (fake_dataset[0] / fname).read_bytes()
+    said: list[str] = []
+    data.download("mnist", fname, dest, fetch=lambda url, p: p.write_bytes(blob), log=said.append)
+    assert not orphan.exists() and mine.exists()
+    assert any("interrupted download" in s for s in said)

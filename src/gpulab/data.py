@@ -6,22 +6,29 @@ The original IDX ``.gz`` files are looked for, in order, in:
 2. the user cache ``~/.cache/gpulab/<dataset>`` (``$XDG_CACHE_HOME`` is honoured);
 3. system dataset folders (Debian/Ubuntu packages and common shared locations).
 
-Only then are they downloaded over HTTPS from the standard mirrors into the user cache. Every file
-is checked against its published checksum (SHA256 for MNIST, MD5 for Fashion-MNIST, the only one
-Zalando publishes): a corrupt or truncated file is never used; a bad copy in the cache is replaced.
-Downloads are written to a temporary file and renamed into place only once verified.
+Only then are they downloaded over HTTPS from the standard mirrors into the user cache. A file is
+used when its ``.gz`` matches the published checksum (SHA256 for MNIST, MD5 for Fashion-MNIST) or,
+for a copy re-compressed by a distribution package, when its *decompressed content* is right: the
+IDX structure (magic, dimensions, sizes, labels 0-9) and, where gpulab knows it, the SHA-256 of the
+content. A corrupt, truncated or unreadable file is never used, and never hides a good copy found
+later in the search. Downloads say what they are doing, are bounded in time as a whole, go to a
+temporary ``.part`` file renamed into place only once verified, and ``.part`` files left by a killed
+download are removed.
 """
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
+import math
 import os
 import struct
 import sys
 import tempfile
 import time
 import urllib.request
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -29,6 +36,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import runtime
+from .errors import GpulabError
 
 __all__ = [
     "DATASETS",
@@ -63,6 +71,32 @@ CHECKSUMS: dict[str, dict[str, tuple[str, str]]] = {
     },
 }
 
+# SHA-256 of the decompressed IDX file (`gunzip -c FILE | sha256sum`), so that a copy re-compressed by a distribution package (another
+# .gz checksum, the same bytes inside) is accepted. Fashion-MNIST publishes only .gz MD5s; without a known
+# content digest its re-compressed files are accepted on structure (shape, labels 0-9, 6,000 / 1,000
+# images per class) and are refused when their content is MNIST's.
+CONTENT_SHA256: dict[str, dict[str, str]] = {
+    "mnist": {
+        "train-images-idx3-ubyte.gz": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+        "train-labels-idx1-ubyte.gz": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+        "t10k-images-idx3-ubyte.gz": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+        "t10k-labels-idx1-ubyte.gz": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+    },
+    "fashion-mnist": {},
+}
+# Both datasets: 60,000 training and 10,000 test images of 28x28 bytes.
+SHAPES = {
+    "train-images-idx3-ubyte.gz": (60000, 28, 28),
+    "train-labels-idx1-ubyte.gz": (60000,),
+    "t10k-images-idx3-ubyte.gz": (10000, 28, 28),
+    "t10k-labels-idx1-ubyte.gz": (10000,),
+}
+# No IDX file gpulab reads is larger (MNIST's training images: 47 MB); a header asking for more is corrupt.
+MAX_IDX_BYTES = 1 << 30
+# Downloads: seconds without a byte before a mirror counts as silent, and the bound on one file's attempts.
+CONNECT_TIMEOUT_S = 15.0
+DOWNLOAD_BUDGET_S = 120.0
+
 MIRRORS = {
     "mnist": (
         "https://ossci-datasets.s3.amazonaws.com/mnist/",
@@ -92,8 +126,8 @@ CLASS_NAMES = {
 }
 
 
-class DatasetError(RuntimeError):
-    """A dataset cannot be found, downloaded or read."""
+class DatasetError(GpulabError, RuntimeError):
+    """A dataset cannot be found, downloaded or read (the message says what to do)."""
 
 
 @dataclass
@@ -126,31 +160,49 @@ class Dataset:
 # --------------------------------------------------------------------------------------------- IDX
 
 
-def read_idx(path: str | os.PathLike) -> np.ndarray:
-    """Read an IDX file (``.gz`` or raw) as a NumPy array, checking the header against the size.
+def read_idx(path: str | os.PathLike, *, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """Read an IDX file (``.gz`` or raw) as a NumPy array, checking the header against the data.
 
     IDX: 2 zero bytes, a type code (0x08 = uint8), the number of dimensions, then one big-endian
-    uint32 per dimension, then the data.
+    uint32 per dimension, then the data. ``shape``, when given, is the shape the file must have.
+    Only the bytes the header announces are read (a corrupt header cannot ask for gigabytes).
     """
     path = Path(path)
+    if not path.exists():
+        raise DatasetError(f"{path} does not exist. Check the path (or the folder passed as data_dir).")
+    if not path.is_file():
+        raise DatasetError(f"{path} is a folder or a special file, not an IDX file.")
     try:
-        raw = gzip.open(path, "rb").read() if path.suffix == ".gz" else path.read_bytes()
-    except (OSError, EOFError) as e:
-        raise DatasetError(f"{path} is not a readable IDX file ({e}); delete it so that it is fetched again.") from e
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
-        raise DatasetError(f"{path} is not an IDX file of unsigned bytes (bad magic number {raw[:4].hex()}).")
-    ndim = raw[3]
-    header = 4 + 4 * ndim
-    if len(raw) < header:
-        raise DatasetError(f"{path} is truncated: its header is cut short.")
-    shape = struct.unpack(">" + "I" * ndim, raw[4:header])
-    expected = int(np.prod(shape)) if shape else 0
-    if len(raw) - header != expected:
+        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as f:
+            magic = f.read(4)
+            if len(magic) < 4 or magic[0] != 0 or magic[1] != 0 or magic[2] != 0x08:
+                raise DatasetError(
+                    f"{path} is not an IDX file of unsigned bytes (its first bytes are {magic.hex() or 'empty'}, "
+                    "expected 000008..). Replace it with the original file.")
+            ndim = magic[3]
+            dims = f.read(4 * ndim)
+            if len(dims) < 4 * ndim:
+                raise DatasetError(f"{path} is truncated: its header is cut short. Replace it with the original file.")
+            found = struct.unpack(">" + "I" * ndim, dims)
+            expected = math.prod(found)  # Python ints: no overflow for huge (corrupt) dimensions
+            if expected > MAX_IDX_BYTES:
+                raise DatasetError(
+                    f"{path} has a corrupt header: it announces shape {found} = {expected:,} bytes, more than any "
+                    f"dataset gpulab reads ({MAX_IDX_BYTES:,} bytes at most). Replace it with the original file.")
+            data = f.read(expected + 1)
+    except (OSError, EOFError, zlib.error) as e:
+        raise DatasetError(f"{path} cannot be read as an IDX file ({e}). Replace it with the original file "
+                           "(a copy in gpulab's download cache is fetched again once deleted).") from e
+    if len(data) != expected:
+        what = "truncated" if len(data) < expected else "longer than its header says (corrupt)"
         raise DatasetError(
-            f"{path} is truncated or corrupt: the header says shape {shape} ({expected} bytes) but the file "
-            f"holds {len(raw) - header} bytes of data. Delete it so that it is fetched again."
-        )
-    return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(shape)
+            f"{path} is {what}: the header says shape {found} ({expected:,} bytes) but the file holds "
+            f"{len(data) if len(data) <= expected else f'more than {expected:,}'} bytes of data. Replace it with "
+            "the original file.")
+    if shape is not None and tuple(found) != tuple(shape):
+        raise DatasetError(f"{path} has shape {found}, but this file of the dataset has shape {tuple(shape)}: "
+                           "it belongs to another dataset or split.")
+    return np.frombuffer(data, dtype=np.uint8).reshape(found)
 
 
 def _digest(path: Path, algorithm: str) -> str:
@@ -161,9 +213,38 @@ def _digest(path: Path, algorithm: str) -> str:
     return h.hexdigest()
 
 
-def _verified(path: Path, name: str, fname: str) -> bool:
+def verify(path: Path, name: str, fname: str) -> tuple[bool, str]:
+    """Whether ``path`` is the dataset's file ``fname``, and how that was decided (or why not).
+
+    The published ``.gz`` checksum is tried first (fast); otherwise the decompressed content is checked.
+    """
     algorithm, digest = CHECKSUMS[name][fname]
-    return path.is_file() and _digest(path, algorithm) == digest
+    try:
+        if _digest(path, algorithm) == digest:
+            return True, "published checksum"
+        arr = read_idx(path, shape=SHAPES[fname])
+    except DatasetError as e:
+        return False, str(e)
+    except OSError as e:  # PermissionError and the like: say so and keep searching
+        return False, f"cannot be read ({e.strerror or e})"
+    header = bytes([0, 0, 0x08, arr.ndim]) + struct.pack(">" + "I" * arr.ndim, *arr.shape)
+    content = hashlib.sha256(header + arr.tobytes()).hexdigest()  # = sha256 of the decompressed file
+    want = CONTENT_SHA256[name].get(fname)
+    if want is not None:
+        if content == want:
+            return True, "content verified (re-compressed copy)"
+        return False, "the decompressed content differs from the original (corrupt or another dataset)"
+    if content in CONTENT_SHA256["mnist"].values():
+        return False, f"this is MNIST's {fname}, not {name}'s"
+    if arr.ndim == 1:  # labels: 0-9, and Fashion-MNIST has exactly 6,000 / 1,000 of each class
+        counts = np.bincount(arr, minlength=10)
+        if arr.max(initial=0) > 9 or len(set(counts.tolist())) != 1:
+            return False, f"labels are not {name}'s (class counts {counts.tolist()})"
+    return True, "structure verified (re-compressed copy; no content digest known)"
+
+
+def _verified(path: Path, name: str, fname: str) -> bool:
+    return path.is_file() and verify(path, name, fname)[0]
 
 
 # ------------------------------------------------------------------------------------- locations
@@ -197,40 +278,103 @@ def _find(name: str, data_dir: str | os.PathLike | None) -> tuple[dict[str, Path
     for fname in FILES.values():
         for d in search_dirs(name, data_dir):
             p = d / fname
-            if p.is_file():
-                if _verified(p, name, fname):
+            try:
+                present = p.is_file()
+            except OSError:  # a folder we may not look into
+                present = False
+            if present:
+                ok, why = verify(p, name, fname)
+                if ok:
                     found[fname] = p
                     break
-                bad.append(f"{p} (not the published {name} file: corrupt, truncated or another dataset; ignored)")
+                bad.append(f"{p} (ignored: {why})")
     return found, bad
 
 
 # -------------------------------------------------------------------------------------- download
 
 
-def _http_get(url: str, dest: Path, timeout: float = 60.0) -> None:
-    """Stream ``url`` into ``dest`` (the network layer; tests replace it)."""
+def _http_get(url: str, dest: Path, timeout: float = CONNECT_TIMEOUT_S, deadline: float | None = None) -> None:
+    """Stream ``url`` into ``dest`` (the network layer; tests replace it).
+
+    ``timeout`` bounds each wait for the server (connecting, and every read); ``deadline`` (a
+    :func:`time.monotonic` value) bounds the whole transfer.
+    """
     req = urllib.request.Request(url, headers={"User-Agent": "gpulab"})
     with urllib.request.urlopen(req, timeout=timeout) as r, open(dest, "wb") as f:
         while chunk := r.read(1 << 20):
             f.write(chunk)
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError("the download took longer than its time budget")
 
 
-def download(name: str, fname: str, dest_dir: Path, *, retries: int = 3, fetch: Callable[[str, Path], None] | None = None,
-             sleep: Callable[[float], None] = time.sleep) -> Path:
+def _log(message: str) -> None:
+    print(f"gpulab: {message}", file=sys.stderr, flush=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError, OverflowError):
+        return True  # exists (another user's), or cannot tell: keep its file
+    return True
+
+
+def clean_stale_parts(dest_dir: Path, fname: str, *, max_age_s: float = 3600.0) -> list[Path]:
+    """Delete ``fname``'s ``.part`` files left by a download that was killed (its process is gone, or
+    an unnamed one older than ``max_age_s``). Returns what was deleted."""
+    removed = []
+    for part in dest_dir.glob(f"{fname}.*.part"):
+        pid_text = part.name[len(fname) + 1:].split(".", 1)[0]
+        try:
+            stale = not _pid_alive(int(pid_text)) if pid_text.isdigit() else time.time() - part.stat().st_mtime > max_age_s
+            if stale:
+                part.unlink()
+                removed.append(part)
+        except OSError:
+            continue
+    return removed
+
+
+def _writable_dir(d: Path) -> None:
+    """Create ``d`` and check that a file can be written in it, before any download starts."""
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=d):
+            pass
+    except OSError as e:
+        raise DatasetError(
+            f"cannot write the download cache {d} ({e.strerror or e}). Set XDG_CACHE_HOME to a writable folder, "
+            "or put the four IDX .gz files in a folder and pass data_dir=... (or set GPULAB_DATA_DIR)."
+        ) from e
+
+
+def download(name: str, fname: str, dest_dir: Path, *, retries: int = 2, fetch: Callable[[str, Path], None] | None = None,
+             sleep: Callable[[float], None] = time.sleep, budget_s: float = DOWNLOAD_BUDGET_S,
+             clock: Callable[[], float] = time.monotonic, log: Callable[[str], None] = _log) -> Path:
     """Fetch one file from the mirrors into ``dest_dir``, verified, atomically (temp file, then rename).
 
-    Tries every mirror up to ``retries`` times with a growing pause. Raises :class:`DatasetError`
-    listing every failure.
+    Tries every mirror up to ``retries`` times with a growing pause, says what it is doing, and gives
+    up once ``budget_s`` seconds have passed (a network that swallows packets fails in about
+    ``CONNECT_TIMEOUT_S`` per mirror, not minutes). Raises :class:`DatasetError` listing every failure.
     """
-    fetch = fetch or _http_get
-    dest_dir.mkdir(parents=True, exist_ok=True)
+    deadline = clock() + budget_s
+    fetch = fetch or functools.partial(_http_get, deadline=deadline)
+    _writable_dir(dest_dir)
+    for part in clean_stale_parts(dest_dir, fname):
+        log(f"removed {part.name}, left by an interrupted download")
     final = dest_dir / fname
     errors: list[str] = []
     for attempt in range(retries):
         for mirror in MIRRORS[name]:
+            if clock() > deadline:
+                errors.append(f"gave up after {budget_s:.0f} s (the time budget for one file)")
+                break
             url = mirror + fname
-            fd, tmp_name = tempfile.mkstemp(prefix=fname + ".", suffix=".part", dir=dest_dir)
+            log(f"downloading {name} {fname} from {url.split('/')[2]} (attempt {attempt + 1} of {retries}) ...")
+            fd, tmp_name = tempfile.mkstemp(prefix=f"{fname}.{os.getpid()}.", suffix=".part", dir=dest_dir)
             os.close(fd)
             tmp = Path(tmp_name)
             try:
@@ -240,12 +384,18 @@ def download(name: str, fname: str, dest_dir: Path, *, retries: int = 3, fetch: 
                 os.replace(tmp, final)  # atomic on POSIX and Windows: readers never see half a file
                 return final
             except Exception as e:  # noqa: BLE001 - every failure is reported below
-                errors.append(f"{url}: {e}")
+                reason = (f"no answer within {CONNECT_TIMEOUT_S:.0f} s" if isinstance(e, TimeoutError)
+                          or "timed out" in str(e) else str(e))
+                errors.append(f"{url}: {reason}")
+                log(f"  failed: {reason}")
             finally:
                 if tmp.exists():
                     tmp.unlink()
-        if attempt + 1 < retries:
-            sleep(2.0**attempt)
+        else:
+            if attempt + 1 < retries:
+                sleep(min(2.0**attempt, max(0.0, deadline - clock())))
+            continue
+        break
     raise DatasetError(f"could not download {fname} for {name}:\n  " + "\n  ".join(errors))
 
 
