@@ -128,7 +128,7 @@ def test_check_names_each_problem(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "notebooks/05_x.ipynb" in out
     assert "Colab badge" in out and "colab-setup" in out and "accelerator" in out
-    assert "python -m gpulab notebooks sync" in out
+    assert "gpulab notebooks sync" in out
 
 
 def test_sync_of_a_notebook_outside_the_root_is_refused(tmp_path, capsys):
@@ -136,13 +136,13 @@ def test_sync_of_a_notebook_outside_the_root_is_refused(tmp_path, capsys):
     _write_nb(outside)
     (tmp_path / "root").mkdir()
     assert nbtools.main(["sync", str(outside), "--root", str(tmp_path / "root")]) == 2
-    assert "cannot process" in capsys.readouterr().err
+    assert "outside the repository" in capsys.readouterr().err
 
 
 def test_command_is_registered():
-    from gpulab.__main__ import COMMANDS
+    from gpulab.cli import COMMANDS
 
-    assert COMMANDS["notebooks"][0] == "gpulab.nbtools"
+    assert COMMANDS["notebooks"].module == "gpulab.nbtools"
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="paths")
@@ -156,3 +156,36 @@ def test_every_committed_notebook_is_colab_ready():
         if problems:
             stale[str(path.relative_to(ROOT))] = problems
     assert not stale, f"run `python -m gpulab notebooks sync`: {stale}"
+
+
+# ------------------------------------------------------------------------- issue 15: bad paths
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda d: (d / "notebooks" / "list.ipynb").write_text("[1, 2]"), "its JSON is list"),
+    (lambda d: (d / "notebooks" / "x.ipynb").mkdir(), "is a folder, not a notebook"),
+    (lambda d: None, "does not exist"),
+    (lambda d: (d / "notebooks" / "bad.ipynb").write_text("{not json"), "not valid JSON"),
+    (lambda d: (d / "notebooks" / "obj.ipynb").write_text('{"a": 1}'), "without a 'cells' list"),
+])
+def test_bad_paths_get_a_message_and_exit_2(tmp_path, capsys, make, match):
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "pyproject.toml").write_text("")
+    make(tmp_path)
+    name = {"its JSON is list": "list", "is a folder, not a notebook": "x", "does not exist": "missing",
+            "not valid JSON": "bad", "without a 'cells' list": "obj"}[match]
+    code = nbtools.main(["check", str(tmp_path / "notebooks" / f"{name}.ipynb"), "--root", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and match in err and "Traceback" not in err, err
+
+
+def test_check_outside_the_repository_is_an_error_not_success(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert nbtools.main(["check"]) == 2
+    assert "not the gpulab repository" in capsys.readouterr().err
+
+
+def test_a_folder_argument_is_expanded(tmp_path, capsys):
+    _write_nb(tmp_path / "notebooks" / "05_x.ipynb")
+    assert nbtools.main(["sync", str(tmp_path / "notebooks"), "--root", str(tmp_path)]) == 0
+    assert "synced notebooks/05_x.ipynb" in capsys.readouterr().out

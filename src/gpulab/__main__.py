@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from .cli import main
+from .cli import COMMANDS, main
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "main"]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _meta
+from .errors import UsageError
 
 __all__ = [
     "BADGE_IMAGE",
@@ -36,7 +37,10 @@ __all__ = [
     "check_notebook",
     "colab_url",
     "find_notebooks",
+    "configure",
     "main",
+    "read_notebook",
+    "run",
     "setup_source",
     "sync_notebook",
     "sync_path",
@@ -216,11 +220,34 @@ class SyncReport:
     problems: dict[Path, list[str]] = field(default_factory=dict)
 
 
+def read_notebook(path: Path) -> tuple[str, dict[str, Any]]:
+    """A notebook's text and JSON; :class:`UsageError` saying what is wrong with anything else."""
+    if not path.exists():
+        raise UsageError(f"{path} does not exist. Pass notebook files (or folders holding them) that exist.")
+    if path.is_dir():
+        raise UsageError(f"{path} is a folder, not a notebook file (its name ends in .ipynb, but it holds no JSON).")
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path} cannot be read as a text file ({exc}).") from exc
+    try:
+        nb = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path} is not a notebook: it is not valid JSON ({exc}).") from exc
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        kind = type(nb).__name__ if not isinstance(nb, dict) else "an object without a 'cells' list"
+        raise UsageError(f"{path} is not a notebook: its JSON is {kind}, not a notebook object with 'cells'.")
+    return raw, nb
+
+
 def sync_path(path: Path, root: Path, *, write: bool = True) -> tuple[bool, list[str]]:
     """Sync (or with ``write=False`` only check) one notebook file; ``(changed, problems)``."""
-    rel = path.resolve().relative_to(root.resolve())
-    raw = path.read_text(encoding="utf-8")
-    nb = json.loads(raw)
+    try:
+        rel = path.resolve().relative_to(root.resolve())
+    except ValueError:
+        raise UsageError(f"{path} is outside the repository {root}: the Colab badge needs its path inside "
+                         "the repository. Run from the repository or pass --root.") from None
+    raw, nb = read_notebook(path)
     problems = check_notebook(nb, rel)
     if not write or not problems:
         return False, problems
@@ -240,29 +267,44 @@ def repo_root(start: Path | None = None) -> Path:
     return here
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m gpulab notebooks",
-        description="Keep every notebook's Colab badge, colab-setup cell and Colab metadata current.")
+def configure(parser: argparse.ArgumentParser) -> None:
+    """``gpulab notebooks sync|check [PATHS] [--root DIR]``."""
     parser.add_argument("action", choices=("sync", "check"),
                         help="sync: rewrite them in place; check: list stale notebooks, exit 1 if any")
     parser.add_argument("paths", nargs="*", type=Path,
-                        help="notebooks to process (default: every notebook under notebooks/ and labs/)")
+                        help="notebooks or folders to process (default: every notebook under notebooks/ and labs/)")
     parser.add_argument("--root", type=Path, default=None,
-                        help="repository root (default: found from the current directory)")
-    args = parser.parse_args(argv)
-    root = (args.root or repo_root()).resolve()
-    paths = [p.resolve() for p in args.paths] if args.paths else find_notebooks(root)
+                        help="repository root (default: the repository around the current folder)")
+
+
+def _expand(paths: list[Path]) -> list[Path]:
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir() and p.suffix != ".ipynb":
+            found = sorted(q for q in p.rglob("*.ipynb") if ".ipynb_checkpoints" not in q.parts and q.is_file())
+            if not found:
+                raise UsageError(f"the folder {p} holds no notebooks (.ipynb files).")
+            out += [q.resolve() for q in found]
+        else:
+            out.append(p.resolve())
+    return out
+
+
+def run(ns: argparse.Namespace) -> int:
+    """Sync or check; 1 when notebooks are stale, UsageError for a bad path or root."""
+    root = (ns.root or repo_root()).resolve()
+    if ns.root is not None and not root.is_dir():
+        raise UsageError(f"--root {ns.root} is not a folder.")
+    paths = _expand(list(ns.paths)) if ns.paths else find_notebooks(root)
     if not paths:
-        print(f"gpulab notebooks: no notebooks under {root}/notebooks or {root}/labs.")
-        return 0
+        raise UsageError(
+            f"no notebooks under {root}/notebooks or {root}/labs: this is not the gpulab repository. "
+            "Run the command inside a checkout of the repository, or pass --root /path/to/gpulab.")
+    for path in paths:
+        read_notebook(path)  # every path is checked before any file is rewritten
     report = SyncReport()
     for path in paths:
-        try:
-            changed, problems = sync_path(path, root, write=args.action == "sync")
-        except ValueError as exc:  # path outside the root, or not JSON
-            print(f"gpulab notebooks: cannot process {path}: {exc}", file=sys.stderr)
-            return 2
+        changed, problems = sync_path(path, root, write=ns.action == "sync")
         if changed:
             report.changed.append(path)
         if problems:
@@ -272,12 +314,19 @@ def main(argv: list[str] | None = None) -> int:
     for path, problems in report.problems.items():
         print(f"{path.relative_to(root)}: {'; '.join(problems)}")
     if report.problems:
-        fix = "" if args.action == "sync" else " Run `python -m gpulab notebooks sync` to fix them."
+        fix = "" if ns.action == "sync" else " Run `gpulab notebooks sync` to fix them."
         print(f"{len(report.problems)} of {len(paths)} notebooks are not Colab-ready.{fix}")
         return 1
-    verb = f"synced {len(report.changed)}, " if args.action == "sync" else ""
+    verb = f"synced {len(report.changed)}, " if ns.action == "sync" else ""
     print(f"gpulab notebooks: {verb}{len(paths)} notebooks have current Colab badges, setup cells and metadata.")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``main(argv)`` for callers that pass a list; the command line goes through :mod:`gpulab.cli`."""
+    from .cli import main as cli_main
+
+    return cli_main(["notebooks", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
