@@ -72,3 +72,67 @@ def test_add_launcher_and_show_source():
     assert src.startswith("@cuda.jit") and "cuda.grid(1)" in src
     with pytest.raises(TypeError, match="show_source expects"):
         show_source(42, display=False)
+
+
+# ------------------------------------------------------------- issue 17: host work in the event window
+
+
+class _FakeEvent:
+    """A CUDA event stand-in: records the host clock (the fake 'device' runs on the host)."""
+
+    def record(self):
+        self.t = __import__("time").perf_counter()
+
+    def synchronize(self):
+        pass
+
+
+def _gpu_benchmark_with_fakes(monkeypatch, sync_cost_s, n_cupy_args):
+    """benchmark()'s gpu path with fake events and a launcher that behaves like numba does on CuPy
+    arguments: one stream sync (host round trip) per CuPy argument while CUDA_ARRAY_INTERFACE_SYNC is set."""
+    import time
+
+    from numba.cuda.core import config
+
+    monkeypatch.setattr(timing.runtime, "is_gpu", lambda: True)
+    monkeypatch.setattr(timing.runtime, "mode", lambda: "gpu")
+    monkeypatch.setattr(timing.runtime, "synchronize", lambda: None)
+    monkeypatch.setattr(timing, "_events", lambda: (_FakeEvent(), _FakeEvent()))
+    monkeypatch.setattr(timing, "_elapsed_s", lambda s, e: e.t - s.t)
+    seen = []
+
+    def launch():
+        seen.append(config.CUDA_ARRAY_INTERFACE_SYNC)
+        if config.CUDA_ARRAY_INTERFACE_SYNC:
+            time.sleep(sync_cost_s * n_cupy_args)  # what numba does per CuPy argument
+
+    return timing.benchmark(launch, warmup=0, repeat=5), seen, config
+
+
+def test_interface_syncs_are_kept_out_of_the_event_window(monkeypatch):
+    res, seen, config = _gpu_benchmark_with_fakes(monkeypatch, sync_cost_s=0.002, n_cupy_args=3)
+    assert seen == [False] * 5  # numba's per-argument sync was off inside every window
+    assert res.median < 0.003  # the 3 x 2 ms of host syncs are not counted
+    assert config.CUDA_ARRAY_INTERFACE_SYNC  # and restored afterwards
+
+
+def test_how_much_the_syncs_would_have_counted(monkeypatch):
+    """The same fake with the old behaviour (sync left on) counts every round trip: 3 x 2 ms."""
+    monkeypatch.setattr(timing, "no_interface_sync", __import__("contextlib").nullcontext)
+    res, seen, _ = _gpu_benchmark_with_fakes(monkeypatch, sync_cost_s=0.002, n_cupy_args=3)
+    assert all(seen) and res.median >= 0.006
+
+
+def test_no_interface_sync_restores_on_error():
+    from numba.cuda.core import config
+
+    before = config.CUDA_ARRAY_INTERFACE_SYNC
+    with pytest.raises(RuntimeError):
+        with timing.no_interface_sync():
+            assert not config.CUDA_ARRAY_INTERFACE_SYNC
+            raise RuntimeError("kernel failed")
+    assert config.CUDA_ARRAY_INTERFACE_SYNC == before
+
+
+def test_device_name_in_simulator():
+    assert timing.device_name() == "CUDA simulator (CPU)"

@@ -8,10 +8,13 @@ result is labelled as a simulator timing (it says nothing about GPU speed).
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import statistics
+import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from . import runtime
 
@@ -24,6 +27,7 @@ __all__ = [
     "gbps",
     "gflops",
     "lookup_peak",
+    "no_interface_sync",
     "percent_of_peak",
 ]
 
@@ -71,6 +75,60 @@ def _fmt(seconds: float) -> str:
     return f"{seconds * 1e6:.1f} us"
 
 
+_SYNC_FLAG = "CUDA_ARRAY_INTERFACE_SYNC"
+
+
+def _numba_configs() -> list[Any]:
+    """numba's config modules that hold ``CUDA_ARRAY_INTERFACE_SYNC`` (numba-cuda's, and numba's own in
+    older releases): only those already imported, so this never imports numba itself."""
+    found = []
+    for name in ("numba.cuda.core.config", "numba.core.config"):
+        mod = sys.modules.get(name)
+        if mod is None and name == "numba.cuda.core.config" and "numba.cuda" in sys.modules:
+            try:
+                mod = importlib.import_module(name)
+            except ImportError:
+                mod = None
+        if mod is not None and hasattr(mod, _SYNC_FLAG):
+            found.append(mod)
+    return found
+
+
+@contextlib.contextmanager
+def no_interface_sync() -> Iterator[None]:
+    """Switch off numba's per-argument stream sync for the timed window, then restore it.
+
+    With ``NUMBA_CUDA_ARRAY_INTERFACE_SYNC=1`` (the default) every launch of a Numba kernel on CuPy
+    arrays synchronizes CuPy's stream once per CuPy argument: host round trips that would fall inside
+    the CUDA-event window, so short kernels would look slower than they are, and a comparison with
+    CuPy/cuBLAS (which do not sync) would be skewed. :func:`benchmark` synchronizes the whole device
+    just before the window, so there is nothing pending to wait for, and these syncs only add host
+    time. Everything gpulab launches runs on the default stream, in order, so correctness holds.
+    """
+    configs = _numba_configs()
+    saved = [getattr(c, _SYNC_FLAG) for c in configs]
+    for c in configs:
+        setattr(c, _SYNC_FLAG, False)
+    try:
+        yield
+    finally:
+        for c, value in zip(configs, saved):
+            setattr(c, _SYNC_FLAG, value)
+
+
+def _events() -> tuple[Any, Any]:
+    """A (start, end) pair of CUDA events (tests replace this)."""
+    from numba import cuda
+
+    return cuda.event(), cuda.event()
+
+
+def _elapsed_s(start: Any, end: Any) -> float:
+    from numba import cuda
+
+    return float(cuda.event_elapsed_time(start, end)) / 1e3
+
+
 def benchmark(
     fn: Callable[..., Any],
     *args: Any,
@@ -82,7 +140,9 @@ def benchmark(
     """Time ``fn(*args, **kwargs)``: ``warmup`` untimed calls, then ``repeat`` timed ones.
 
     In gpu mode each call is bracketed by CUDA events and the device is synchronized, so the
-    time covers the GPU work, not just the launch. Returns a :class:`BenchResult` in seconds.
+    time covers the GPU work, not just the launch; numba's per-argument stream syncs for CuPy arrays
+    are switched off inside the window (:func:`no_interface_sync`), so host round trips are not
+    counted. Returns a :class:`BenchResult` in seconds.
     """
     if repeat < 1:
         raise ValueError(f"repeat must be at least 1 (got {repeat}); use repeat=5 for a stable median.")
@@ -93,16 +153,15 @@ def benchmark(
     runtime.synchronize()
     times: list[float] = []
     if runtime.is_gpu():
-        from numba import cuda
-
         for _ in range(repeat):
-            start, end = cuda.event(), cuda.event()
-            start.record()
-            fn(*args, **kwargs)
-            end.record()
+            start, end = _events()
+            with no_interface_sync():  # the device was synchronized just before: nothing to wait for
+                start.record()
+                fn(*args, **kwargs)
+                end.record()
             end.synchronize()
             runtime.synchronize()
-            times.append(cuda.event_elapsed_time(start, end) / 1e3)
+            times.append(_elapsed_s(start, end))
         clock = "CUDA events"
     else:
         for _ in range(repeat):
