@@ -79,3 +79,65 @@ def test_tf32_is_modelled_in_the_simulator():
     assert interop.tf32_supported() is True
     errors = interop.precision_errors(64)
     assert errors["fp32"] < errors["tf32"] < 1e-2
+
+
+# ---------------------------------------------------------------- issue 17: TF32 on a T4, NCCL
+
+
+class _FakeLinalg:
+    COMPUTE_TYPE_DEFAULT, COMPUTE_TYPE_TF32 = 0, 4
+
+    def __init__(self):
+        self.value, self.history = 0, []
+
+    def get_compute_type(self, dtype):
+        return self.value
+
+    def set_compute_type(self, dtype, value):
+        self.history.append(value)
+        self.value = value
+
+
+@pytest.mark.parametrize("supported, used", [(False, 0), (True, 4)])
+def test_tf32_is_not_requested_where_the_gpu_has_none(monkeypatch, supported, used):
+    """On a T4 (no TF32) cuBLAS runs FP32 anyway; asking CuPy for TF32 only printed a UserWarning."""
+    import warnings
+
+    from gpulab import interop
+
+    fake = _FakeLinalg()
+    monkeypatch.setattr(interop, "require_cupy", lambda: None)
+    monkeypatch.setattr(interop, "_linalg", lambda: fake)
+    monkeypatch.setattr(interop, "tf32_supported", lambda: supported)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with interop.cublas_compute_type("tf32"):
+            assert fake.value == used
+    assert fake.value == 0  # restored
+
+
+def test_nccl_status_is_true_to_what_is_missing(monkeypatch):
+    import sys
+    import types
+
+    from gpulab import interop
+
+    ok, msg = interop.nccl_status()
+    assert not ok and "simulator" in msg  # this machine: simulator mode
+    monkeypatch.setattr(interop.runtime, "is_gpu", lambda: True)
+    fake_cuda = types.ModuleType("cupy.cuda")
+    fake_nccl = types.ModuleType("cupy.cuda.nccl")
+    fake_nccl.available = False
+    fake_cuda.nccl = fake_nccl
+    fake_cupy = types.ModuleType("cupy")
+    fake_cupy.cuda = fake_cuda
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    monkeypatch.setitem(sys.modules, "cupy.cuda", fake_cuda)
+    monkeypatch.setitem(sys.modules, "cupy.cuda.nccl", fake_nccl)
+    monkeypatch.setattr(interop, "_cuda_major", lambda: 13)
+    ok, msg = interop.nccl_status()
+    assert not ok and "do not include NCCL" in msg and "nvidia-nccl-cu13" in msg and "bundles" not in msg
+    with pytest.raises(RuntimeError, match="nvidia-nccl-cu13"):
+        interop.require_nccl()
+    fake_nccl.available = True
+    assert interop.nccl_status()[0] and interop.require_nccl() is fake_nccl

@@ -31,11 +31,13 @@ __all__ = [
     "make_relu_raw_kernel",
     "make_squared_diff_kernel",
     "matmul_precision",
+    "nccl_status",
     "precision_benchmark",
     "precision_errors",
     "relu_raw",
     "relu_reference",
     "require_cupy",
+    "require_nccl",
     "round_to_tf32",
     "squared_diff_reference",
     "tf32_supported",
@@ -65,6 +67,49 @@ def require_cupy() -> Any:
             "(Colab already has CuPy)."
         ) from None
     return cupy
+
+
+def _cuda_major() -> int:
+    """12 or 13: the CUDA major version CuPy was built for (12 when it cannot tell)."""
+    try:
+        import cupy
+
+        return int(cupy.cuda.runtime.runtimeGetVersion()) // 1000
+    except Exception:  # noqa: BLE001 - only used to name the right wheel in a message
+        return 12
+
+
+def nccl_status() -> tuple[bool, str]:
+    """Whether CuPy can use NCCL (multi-GPU collectives), and a sentence that says so truthfully.
+
+    CuPy's wheels do not include NCCL: it comes from the ``nvidia-nccl-cu12`` / ``nvidia-nccl-cu13``
+    wheel (the ``gpu-cu12`` / ``gpu-cu13`` extras install it), which CuPy finds at import. Lesson 10
+    calls this before its multi-GPU cell. Never raises.
+    """
+    if not runtime.is_gpu():
+        return False, "NCCL needs CUDA GPUs; in simulator mode the all-reduce is simulated with NumPy."
+    try:
+        from cupy.cuda import nccl
+    except ImportError as exc:
+        return False, f"CuPy is not installed, so NCCL cannot be used ({exc})."
+    if getattr(nccl, "available", False):
+        return True, "NCCL is available to CuPy."
+    major = _cuda_major()
+    return False, (
+        f"CuPy found no NCCL library: CuPy's wheels do not include NCCL. Install it with "
+        f"`pip install nvidia-nccl-cu{major}` (or `pip install 'gpulab[gpu-cu{major}]'`), then restart the "
+        "kernel. One GPU needs no NCCL; the single-GPU parts of this lesson run without it."
+    )
+
+
+def require_nccl() -> Any:
+    """``cupy.cuda.nccl``, or a RuntimeError with :func:`nccl_status`'s true message."""
+    ok, message = nccl_status()
+    if not ok:
+        raise RuntimeError(message)
+    from cupy.cuda import nccl
+
+    return nccl
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,15 +256,25 @@ def cublas_compute_type(precision: str) -> Iterator[None]:
     """
     _check_precision(precision)
     require_cupy()
-    from cupy._core import _routines_linalg as linalg
-
+    linalg = _linalg()
     before = linalg.get_compute_type(np.float32)
     wanted = {"tf32": linalg.COMPUTE_TYPE_TF32, "fp32": linalg.COMPUTE_TYPE_DEFAULT}.get(precision, before)
+    if precision == "tf32" and not tf32_supported():
+        # A GPU before Ampere (a T4 is 7.5) has no TF32: cuBLAS runs FP32 either way, and asking for TF32
+        # would only make CuPy print a UserWarning into the lesson. tf32_supported() says so instead.
+        wanted = linalg.COMPUTE_TYPE_DEFAULT
     linalg.set_compute_type(np.float32, wanted)
     try:
         yield
     finally:
         linalg.set_compute_type(np.float32, before)
+
+
+def _linalg() -> Any:
+    """CuPy's cuBLAS settings module (tests replace it)."""
+    from cupy._core import _routines_linalg
+
+    return _routines_linalg
 
 
 def tf32_supported() -> bool:
