@@ -1,7 +1,7 @@
 """``make gpu-check``: the whole course on a real CUDA GPU, in about 8 minutes, one command.
 
 1. Probe the CUDA driver (ctypes only, no numba): without a GPU, stop at once and say so.
-2. Set up the venv with ``.[lab,test,gpu-cu12]`` (plus ``bench`` when PyTorch wheels can be had).
+2. Set up the venv with ``.[lab,test,data,gpu-cu12]`` (plus ``bench`` when PyTorch wheels can be had).
    Offline: ``WHEELHOUSE=/path/to/wheels`` makes pip use only that folder (``--no-index``).
 3. In gpu mode (``GPULAB_DEVICE=gpu``): ``gpulab doctor``; every notebook and lab solution under
    nbval; ``bench kernels --record``, ``bench lessons --record`` and ``bench cnn --record`` (with
@@ -72,8 +72,9 @@ def setup(venv: Path, wheelhouse: str | None, log: Any = print) -> Path:
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     extra = os.environ.get("GPULAB_GPU_EXTRA", "gpu-cu12")
     pip = [str(py), "-m", "pip", "--disable-pip-version-check", "install", "-q", *pip_args(wheelhouse)]
-    log(f"gpu-check: installing .[lab,test,{extra}]" + (f" from {wheelhouse} only" if wheelhouse else ""))
-    subprocess.run([*pip, "-e", f".[lab,test,{extra}]"], cwd=REPO, check=True)
+    # data: scikit-learn's bundled digits, the offline fallback of lesson 09 and `bench lessons`.
+    log(f"gpu-check: installing .[lab,test,data,{extra}]" + (f" from {wheelhouse} only" if wheelhouse else ""))
+    subprocess.run([*pip, "-e", f".[lab,test,data,{extra}]"], cwd=REPO, check=True)
     subprocess.run([str(py), "-m", "ipykernel", "install", "--sys-prefix", "--name", "python3",
                     "--display-name", "Python 3 (gpulab)"], cwd=REPO, check=True, capture_output=True)
     try:

@@ -131,14 +131,27 @@ def cnn_training_rows(dataset: Any, backends: list[str], *, n_train: int, n_test
     return rows
 
 
-def _dataset() -> Any:
-    """Lesson 09's data: MNIST from GPULAB_DATA_DIR / the cache (no download), else the bundled digits."""
+def _dataset(log: Callable[[str], None] = print) -> tuple[Any, str]:
+    """Lesson 09's data and, when there is none, why: MNIST from disk (GPULAB_DATA_DIR, the cache, system
+    folders), else MNIST downloaded (bounded in time), else scikit-learn's bundled digits.
+
+    Returns ``(dataset, "")`` or ``(None, reason)``: offline and without scikit-learn there is no data,
+    and the caller skips the section with that reason instead of failing the whole suite.
+    """
     from .. import data
 
-    try:
-        return data.load("mnist", download=False)
-    except data.DatasetError:
-        return data.load("digits", size=28)
+    reasons = []
+    for what, load in (("MNIST on disk", lambda: data.load("mnist", download=False)),
+                       ("MNIST download", lambda: data.load("mnist", download=True)),
+                       ("digits (scikit-learn)", lambda: data.load("digits", size=28))):
+        try:
+            return load(), ""
+        except data.DatasetError as exc:
+            reasons.append(f"{what}: {str(exc).splitlines()[-1] if what != 'MNIST on disk' else 'not found'}")
+            if what == "MNIST on disk":
+                log("  cnn_training: MNIST not found on disk; trying to download it")
+    return None, ("no data: " + "; ".join(reasons) + ". Set GPULAB_DATA_DIR to a folder with the MNIST IDX "
+                  "files, or install scikit-learn (pip install 'gpulab[data]').")
 
 
 def measure(only: list[str] | None = None, log: Callable[[str], None] = print) -> dict[str, list[dict[str, Any]]]:
@@ -158,10 +171,13 @@ def measure(only: list[str] | None = None, log: Callable[[str], None] = print) -
         out["matmul_precision"] = precision_benchmark(sz["precision_n"])
     if "conv" in want:
         out["conv"] = conv_rows(sz["conv"], repeat=sz["repeat"])
-    if "cnn_training" in want:
+    dataset, why = _dataset(log) if "cnn_training" in want else (None, "")
+    if "cnn_training" in want and dataset is None:
+        log(f"  cnn_training      skipped: {why}")
+    elif "cnn_training" in want:
         channels, hidden, batch = ((32, 64), 128, 128) if gpu else ((4, 8), 16, 32)
         out["cnn_training"] = cnn_training_rows(
-            _dataset(), ["numpy", "cupy", "kernels"] if gpu else ["numpy"], n_train=sz["cnn_train"],
+            dataset, ["numpy", "cupy", "kernels"] if gpu else ["numpy"], n_train=sz["cnn_train"],
             n_test=sz["cnn_test"], epochs=sz["cnn_epochs"], batch_size=batch, channels=channels,
             hidden=hidden, cpu_train=sz["cnn_cpu_train"])
     for section, rows in out.items():
