@@ -69,11 +69,34 @@ def test_record_refuses_simulator_results(tmp_path, monkeypatch, capsys):
 def test_missing_launcher_is_skipped_with_a_note(monkeypatch):
     real = bk._launcher
     monkeypatch.setattr(bk, "_launcher", lambda name: None if name == "add" else real(name))
-    data = bk.run([32], only=["add", "copy"], log=lambda s: None)
+    data = bk.measure([32], only=["add", "copy"], log=lambda s: None)
     assert [r["kernel"] for r in data["rows"]] == ["copy"]
     assert data["skipped"] == [{"kernel": "add", "reason": "gpulab.kernels.add does not exist yet"}]
 
 
 def test_unknown_kernel_name_is_an_error():
-    with pytest.raises(SystemExit, match="unknown kernel"):
-        bk.run([32], only=["no_such_kernel"], log=lambda s: None)
+    from gpulab.errors import UsageError
+
+    with pytest.raises(UsageError, match="unknown kernel"):
+        bk.measure([32], only=["no_such_kernel"], log=lambda s: None)
+
+
+def test_cli_refuses_bad_values_before_any_work(tmp_path, capsys):
+    from gpulab.cli import main
+
+    for argv, match in ((["--sizes", "0"], "--sizes: expected an element count >= 1, got 0"),
+                        (["--repeat", "-1"], "--repeat: expected a whole number >= 1"),
+                        (["--kernels", "nope"], "unknown kernel(s) nope"),
+                        (["--json", str(tmp_path)], "is a folder")):
+        assert main(["bench", "kernels", *argv], prog="gpulab") == 2
+        err = capsys.readouterr().err
+        assert err.count("error:") == 1 and match in err and "Traceback" not in err, err
+
+
+def test_figures_live_in_viz():
+    from gpulab.viz.bench import kernel_figures
+
+    report = bk.measure([32], only=["add", "copy"], log=lambda s: None)
+    figs = kernel_figures(report)
+    assert figs and all(type(f).__name__ == "Figure" for f in figs)
+    assert "<table" in bk.to_html(report)

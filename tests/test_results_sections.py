@@ -91,7 +91,7 @@ def _bars(section: str, rec: results.Recording):
 def test_bench_kernels_sections_feed_lessons_02_03_04_05(tmp_path, monkeypatch):
     only = ["copy", "copy_stride4", "transpose_naive", "transpose_tiled", "sum_atomic", "sum_tree", "sum_reduce",
             "matmul_naive"]
-    report = bench_kernels.run([64], only=only, repeat=1, log=lambda s: None)
+    report = bench_kernels.measure([64], only=only, repeat=1, log=lambda s: None)
     sections = bench_kernels.section_rows(report, bench_kernels.transfer_rows(4096, repeat=1))
     assert set(sections) == {"kernels", "matmul", "memory", "reduce"}
     for name, rows in sections.items():

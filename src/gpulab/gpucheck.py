@@ -148,12 +148,24 @@ def summary(rows: list[dict[str, Any]], out: Path) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="make gpu-check", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--venv", type=Path, default=REPO / ".venv", help="virtual environment to set up and use")
+def configure(ap: argparse.ArgumentParser) -> None:
+    """``gpulab gpu-check`` / ``make gpu-check`` arguments."""
+    ap.add_argument("--venv", type=Path, default=REPO / ".venv", help="virtual environment to set up and use "
+                    "(default: %(default)s)")
     ap.add_argument("--skip-setup", action="store_true", help="use the venv as it is (no pip)")
-    ap.add_argument("--out", type=Path, default=REPO / "artifacts" / "gpu-check", help="where reports go")
-    args = ap.parse_args(argv)
+    ap.add_argument("--out", type=Path, default=REPO / "artifacts" / "gpu-check", help="where reports go "
+                    "(default: %(default)s)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``make gpu-check`` runs this file with the system Python (standard library only)."""
+    ap = argparse.ArgumentParser(prog="make gpu-check", description=__doc__.split("\n\n")[0])
+    configure(ap)
+    return run(ap.parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Probe, set up the venv, run every stage, write the summary; 1 when a stage failed."""
     found, reason = probe()
     if not found:
         print(f"gpu-check: no CUDA GPU here ({reason}). This check runs every notebook on a real GPU, so it "

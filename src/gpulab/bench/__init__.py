@@ -1,28 +1,40 @@
-"""``python -m gpulab bench kernels|cnn``: measured throughput, never asserted in tests.
+"""``gpulab bench kernels|lessons|cnn``: measured throughput, never asserted in tests.
 
-Each benchmark suite is a module here with ``main(argv) -> int``.
+Each suite is a module here with ``configure(parser)`` / ``run(ns)`` (see :mod:`gpulab.cli`, which
+holds the one command tree); ``main(argv)`` is kept for callers that pass a list.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
+from pathlib import Path
 
-SUITES = {
-    "kernels": ("gpulab.bench.kernels", "each reference kernel's GB/s or GFLOP/s, % of peak and of CuPy/cuBLAS"),
-    "cnn": ("gpulab.bench.cnn", "CNN training throughput (images/s), optionally against PyTorch"),
-    "lessons": ("gpulab.bench.lessons", "the GPU figures lessons 00, 06, 07 and 09 show from a recording"),
-}
+from ..errors import UsageError
+
+__all__ = ["check_writable", "main"]
+
+
+def check_writable(path: Path) -> None:
+    """Make sure an output file can be written (creating its folder), before any measuring starts, so
+    that a bad path is refused at once instead of after the work."""
+    import os
+
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UsageError(f"{path} is a folder; give a file name, e.g. {path / 'report.json'}.")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the folder {folder} for {path} ({exc.strerror or exc}). "
+                         "Choose a writable location.") from exc
+
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"{path} cannot be written (no permission). Choose a writable location.")
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m gpulab bench {kernels,cnn,lessons} [options]\n")
-        for name, (_, help_) in SUITES.items():
-            print(f"  {name:<8} {help_}")
-        return 0
-    if argv[0] not in SUITES:
-        print(f"gpulab bench: unknown suite {argv[0]!r}; choose one of: {', '.join(SUITES)}.", file=sys.stderr)
-        return 2
-    return int(importlib.import_module(SUITES[argv[0]][0]).main(argv[1:]) or 0)
+    """``gpulab bench SUITE ...`` for callers that pass a list."""
+    from ..cli import main as cli_main
+
+    return cli_main(["bench", *(sys.argv[1:] if argv is None else argv)])

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import html
 import importlib
 import json
 import math
@@ -27,10 +26,12 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import runtime, timing
+from ..errors import UsageError, int_at_least
 from ..timing import device_name
+from . import check_writable
 
-__all__ = ["SIMULATOR_LABEL", "CASES", "Case", "device_name", "main", "memory_rows", "reduce_rows", "run",
-           "section_rows", "to_html", "transfer_rows"]
+__all__ = ["SIMULATOR_LABEL", "CASES", "Case", "configure", "device_name", "main", "measure", "memory_rows",
+           "reduce_rows", "run", "section_rows", "to_html", "transfer_rows"]
 
 SIMULATOR_LABEL = "simulator: not GPU performance"
 DEFAULT_SIZES = {"gpu": [1 << 20, 1 << 22, 1 << 24], "simulator": [256, 1000]}
@@ -213,7 +214,7 @@ def _baseline_name(metric: str) -> str:
     return "NumPy matmul (CPU)" if metric == "GFLOP/s" else "NumPy copy (CPU)"
 
 
-def run(sizes: list[int] | None = None, *, only: list[str] | None = None, repeat: int | None = None,
+def measure(sizes: list[int] | None = None, *, only: list[str] | None = None, repeat: int | None = None,
         seed: int = 0, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Check and time every case at every size; returns the report (see ``--json``).
 
@@ -237,8 +238,7 @@ def run(sizes: list[int] | None = None, *, only: list[str] | None = None, repeat
     selected = [c for c in cases() if not only or c.name in only]
     unknown = sorted(set(only or []) - {c.name for c in cases()})
     if unknown:
-        raise SystemExit(f"gpulab bench kernels: unknown kernel(s) {', '.join(unknown)}; "
-                         f"choose from {', '.join(c.name for c in cases())}.")
+        raise UsageError(f"unknown kernel(s) {', '.join(unknown)}; choose from {', '.join(c.name for c in cases())}.")
     for case in selected:
         fn = _launcher(case.launcher)
         if fn is None:
@@ -343,123 +343,70 @@ def section_rows(report: dict[str, Any], transfers: list[dict[str, Any]] | None 
     return {name: rows for name, rows in sections.items() if rows}
 
 
-def _figures(report: dict[str, Any]) -> list[Any]:
-    import plotly.graph_objects as go
-
-    figs = []
-    label = report["label"]
-    for metric in ("GB/s", "GFLOP/s"):
-        rows = [r for r in report["rows"] if r["metric"] == metric]
-        if not rows:
-            continue
-        fig = go.Figure()
-        for name in dict.fromkeys(r["kernel"] for r in rows):
-            mine = [r for r in rows if r["kernel"] == name]
-            fig.add_trace(go.Scatter(x=[r["size"] for r in mine], y=[r["value"] for r in mine],
-                                     mode="lines+markers", name=name))
-        base_by_size: dict[int, float] = {}
-        for r in rows:
-            base_by_size[r["size"]] = max(base_by_size.get(r["size"], 0.0), r["baseline_value"])
-        xs = sorted(base_by_size)
-        fig.add_trace(go.Scatter(x=xs, y=[base_by_size[x] for x in xs], mode="lines", name=rows[0]["baseline"],
-                                 line={"dash": "dash", "color": "black"}))
-        peak = report.get("peak")
-        if peak:
-            pv = peak["dram_gbps"] if metric == "GB/s" else peak["fp32_gflops"]
-            fig.add_hline(y=pv, line_dash="dot", annotation_text=f"spec-sheet peak {pv:g} {metric}")
-        what = "bandwidth" if metric == "GB/s" else "FP32 throughput"
-        fig.update_layout(title=f"Kernel {what} vs size ({label})", template="plotly_white",
-                          xaxis_title="problem size (elements of the main array)", yaxis_title=metric)
-        fig.update_xaxes(type="log")
-        figs.append(fig)
-    largest = {}
-    for r in report["rows"]:
-        largest[r["kernel"]] = r  # rows come in increasing size: keep the largest
-    if largest:
-        key = "percent_of_peak" if report.get("peak") else "percent_of_baseline"
-        what = "spec-sheet peak" if key == "percent_of_peak" else "the library baseline"
-        vals = [(k, r[key]) for k, r in largest.items() if r[key] is not None]
-        fig = go.Figure(go.Bar(x=[k for k, _ in vals], y=[v for _, v in vals]))
-        fig.update_layout(title=f"Largest size: % of {what} ({label})", template="plotly_white",
-                          xaxis_title="kernel", yaxis_title=f"% of {what}")
-        figs.append(fig)
-    return figs
-
-
 def to_html(report: dict[str, Any]) -> str:
-    """A self-contained HTML page (plotly.js embedded: opens offline) with the charts and a table."""
-    figs = _figures(report)
-    parts = [fig.to_html(full_html=False, include_plotlyjs=(k == 0)) for k, fig in enumerate(figs)]
-    head = ["kernel", "size", "shape", "metric", "value", "% of peak", "baseline", "% of baseline"]
-    body = []
-    for r in report["rows"]:
-        pk = f"{r['percent_of_peak']:.1f}" if r["percent_of_peak"] is not None else "n/a"
-        pb = f"{r['percent_of_baseline']:.1f}" if r["percent_of_baseline"] is not None else "n/a"
-        cells = [r["kernel"], r["size"], "x".join(map(str, r["shape"])), r["metric"], f"{r['value']:.4g}", pk,
-                 r["baseline"], pb]
-        body.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
-    skipped = "".join(f"<li>{html.escape(s['kernel'])}: {html.escape(s['reason'])}</li>" for s in report["skipped"])
-    peak = report.get("peak")
-    peak_line = (f"Spec-sheet peak ({html.escape(peak['name'])}, {html.escape(peak['source'])}): "
-                 f"{peak['dram_gbps']:g} GB/s, {peak['fp32_gflops']:g} GFLOP/s FP32." if peak
-                 else "No spec-sheet peak for this device.")
-    return (
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>gpulab kernel benchmarks</title>"
-        "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;text-align:right}"
-        "table{border-collapse:collapse}tr:nth-child(even){background:#f3f3f3}</style></head><body>"
-        f"<h1>gpulab kernel benchmarks</h1><p><b>{html.escape(report['label'])}</b> (mode: {report['mode']}, "
-        f"device: {html.escape(report['device'])}). {peak_line}</p>"
-        + "".join(parts)
-        + "<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(body) + "</table>"
-        + (f"<h2>Skipped</h2><ul>{skipped}</ul>" if skipped else "")
-        + "</body></html>\n"
-    )
+    """The HTML report (see :func:`gpulab.viz.bench.report_html`)."""
+    from ..viz.bench import report_html
+
+    return report_html(report)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gpulab bench kernels", description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", type=int, nargs="+", metavar="N",
+def configure(p: argparse.ArgumentParser) -> None:
+    """``gpulab bench kernels`` arguments (validated where they enter)."""
+    p.add_argument("--sizes", type=int_at_least(1, "an element count"), nargs="+", metavar="N",
                    help="element counts of the main array (2-D kernels use about sqrt(N) x sqrt(N)); "
-                        f"default {DEFAULT_SIZES['gpu']} on a GPU, {DEFAULT_SIZES['simulator']} in the simulator")
-    p.add_argument("--kernels", nargs="+", metavar="NAME", help="only these cases (default: all)")
-    p.add_argument("--repeat", type=int, default=None, help="timed runs per point (default 5 on a GPU, 1 simulated)")
+                        f"default: {DEFAULT_SIZES['gpu']} on a GPU, {DEFAULT_SIZES['simulator']} in the simulator")
+    p.add_argument("--kernels", nargs="+", metavar="NAME", help="only these cases (default: all; see --list)")
+    p.add_argument("--repeat", type=int_at_least(1), default=None,
+                   help="timed runs per point (default: 5 on a GPU, 1 simulated)")
     p.add_argument("--json", type=Path, help="write the report as JSON to this file")
     p.add_argument("--html", type=Path, help="write an HTML report with plotly charts to this file")
     p.add_argument("--record", action="store_true",
-                   help="store the rows in gpulab/results/ (one file per device and date; gpu mode only)")
+                   help="store the rows in the user's recorded results (one file per device and date; gpu mode only)")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
-    args = p.parse_args(argv)
-    if args.list:
+
+
+def run(ns: argparse.Namespace) -> int:
+    """Measure (or list) the cases; UsageError for unknown names or unwritable outputs, before any work."""
+    if ns.list:
         for c in cases():
             ok = "" if _launcher(c.launcher) else "  (launcher missing: skipped)"
             print(f"{c.name:<18} {c.metric:<8} section {c.section}{ok}")
         return 0
-    if args.record and not runtime.is_gpu():
-        print("gpulab bench kernels: --record needs gpu mode. Simulator timings are CPU timings, not GPU "
-              "results, so they are never recorded. Run on a machine with a CUDA GPU (GPULAB_DEVICE=gpu).",
-              file=sys.stderr)
-        return 2
+    if ns.record and not runtime.is_gpu():
+        raise UsageError("--record needs gpu mode. Simulator timings are CPU timings, not GPU results, so they "
+                         "are never recorded. Run on a machine with a CUDA GPU (GPULAB_DEVICE=gpu).")
+    unknown = sorted(set(ns.kernels or []) - {c.name for c in cases()})
+    if unknown:
+        raise UsageError(f"unknown kernel(s) {', '.join(unknown)}; choose from {', '.join(c.name for c in cases())}.")
+    for path in (ns.json, ns.html):
+        if path is not None:
+            check_writable(path)
     print(f"gpulab bench kernels: {device_name()} ({runtime.mode()} mode)"
           + ("" if runtime.is_gpu() else f" - {SIMULATOR_LABEL}"))
-    report = run(args.sizes, only=args.kernels, repeat=args.repeat)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=1) + "\n")
-        print(f"wrote {args.json}")
-    if args.html:
-        args.html.parent.mkdir(parents=True, exist_ok=True)
-        args.html.write_text(to_html(report), encoding="utf-8")
-        print(f"wrote {args.html}")
-    if args.record:
+    report = measure(ns.sizes, only=ns.kernels, repeat=ns.repeat)
+    if ns.json:
+        ns.json.write_text(json.dumps(report, indent=1) + "\n")
+        print(f"wrote {ns.json}")
+    if ns.html:
+        ns.html.write_text(to_html(report), encoding="utf-8")
+        print(f"wrote {ns.html}")
+    if ns.record:
         from .. import results
 
         paths = set()
         for section, rows in section_rows(report, transfer_rows()).items():
-            paths.add(results.record(section, rows, report["device"], source="python -m gpulab bench kernels"))
+            paths.add(results.record(section, rows, report["device"], source="gpulab bench kernels"))
         for path in sorted(paths):
             print(f"recorded {path}")
     print(f"{len(report['rows'])} measurements, {len(report['skipped'])} skipped. {report['label']}.")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``gpulab bench kernels ...`` for callers that pass a list (the command line goes through gpulab.cli)."""
+    from ..cli import main as cli_main
+
+    return cli_main(["bench", "kernels", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

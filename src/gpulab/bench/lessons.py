@@ -17,6 +17,8 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import runtime, timing
+from ..errors import UsageError
+from . import check_writable
 from .kernels import SIMULATOR_LABEL, device_name
 
 __all__ = ["cnn_training_rows", "conv_rows", "main", "measure", "why_gpus_rows"]
@@ -187,32 +189,44 @@ def measure(only: list[str] | None = None, log: Callable[[str], None] = print) -
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gpulab bench lessons", description=__doc__.split("\n\n")[0])
-    p.add_argument("--only", nargs="+", choices=["why_gpus", "matmul_precision", "conv", "cnn_training"],
+SECTIONS = ("why_gpus", "matmul_precision", "conv", "cnn_training")
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    """``gpulab bench lessons`` arguments."""
+    p.add_argument("--only", nargs="+", choices=SECTIONS,
                    help="only these sections (default: all; why_gpus and matmul_precision need gpu mode)")
     p.add_argument("--json", type=Path, help="write {section: rows} as JSON to this file")
-    p.add_argument("--record", action="store_true", help="store the sections in gpulab/results/ (gpu mode only)")
-    args = p.parse_args(argv)
-    if args.record and not runtime.is_gpu():
-        print("gpulab bench lessons: --record needs gpu mode. Simulator timings are CPU timings, not GPU "
-              "results, so they are never recorded. Run on a machine with a CUDA GPU (GPULAB_DEVICE=gpu).",
-              file=sys.stderr)
-        return 2
+    p.add_argument("--record", action="store_true", help="store the sections in the user's recorded results (gpu mode only)")
+
+
+def run(ns: argparse.Namespace) -> int:
+    """Measure the lessons' sections; UsageError for --record outside gpu mode or an unwritable --json."""
+    if ns.record and not runtime.is_gpu():
+        raise UsageError("--record needs gpu mode. Simulator timings are CPU timings, not GPU results, so they "
+                         "are never recorded. Run on a machine with a CUDA GPU (GPULAB_DEVICE=gpu).")
+    if ns.json is not None:
+        check_writable(ns.json)
     dev = device_name()
     print(f"gpulab bench lessons: {dev} ({runtime.mode()} mode)" + ("" if runtime.is_gpu() else f" - {SIMULATOR_LABEL}"))
-    sections = measure(args.only)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"device": dev, "mode": runtime.mode(), "sections": sections}, indent=1) + "\n")
-        print(f"wrote {args.json}")
-    if args.record:
+    sections = measure(ns.only)
+    if ns.json:
+        ns.json.write_text(json.dumps({"device": dev, "mode": runtime.mode(), "sections": sections}, indent=1) + "\n")
+        print(f"wrote {ns.json}")
+    if ns.record:
         from .. import results
 
-        paths = {results.record(s, rows, dev, source="python -m gpulab bench lessons") for s, rows in sections.items()}
+        paths = {results.record(s, rows, dev, source="gpulab bench lessons") for s, rows in sections.items()}
         for path in sorted(paths):
             print(f"recorded {path}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``gpulab bench lessons ...`` for callers that pass a list."""
+    from ..cli import main as cli_main
+
+    return cli_main(["bench", "lessons", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
