@@ -34,24 +34,41 @@ def memory_budget_report(width: int, log2_batch: int, optimizer: str, precision:
 
 
 def memory_budget_explorer() -> Any:
-    """Sliders for width and batch size, menus for optimizer and precision; shows the stacked budget."""
-    from IPython.display import HTML, display
+    """Sliders for width and batch size, menus for optimizer and precision; shows the stacked budget.
 
+    Built from plain widgets (a VBox of controls, an ``Output`` for the figure and an ``HTML`` for the
+    summary) that are updated explicitly when a control changes, not with ``interactive``: a function
+    that displays a figure from inside ``interactive`` stalls headless runners (nbclient, nbconvert,
+    papermill, nbgrader) for the whole cell timeout. The widgets are ipywidgets 7.7-compatible (Colab).
+    """
     from ..viz.scaling import memory_budget_figure
 
-    def show(width: int, log2_batch: int, optimizer: str, precision: str) -> None:
-        budget, html = memory_budget_report(width, log2_batch, optimizer, precision)
-        label = f"width x{width}, batch {2 ** log2_batch:,}, {optimizer}, {precision}"
+    controls = {
+        "width": widgets.IntSlider(value=1, min=1, max=16, description="width x"),
+        "log2_batch": widgets.IntSlider(value=7, min=0, max=16, description="log2 batch"),
+        "optimizer": widgets.Dropdown(options=["sgd", "momentum", "adam"], value="adam", description="optimizer"),
+        "precision": widgets.Dropdown(options=["fp32", "mixed"], value="fp32", description="precision"),
+    }
+    figure_out = widgets.Output()
+    summary = widgets.HTML()
+
+    def render(_change: Any = None) -> None:
+        values = {name: w.value for name, w in controls.items()}
+        budget, html = memory_budget_report(**values)
+        label = (f"width x{values['width']}, batch {2 ** values['log2_batch']:,}, {values['optimizer']}, "
+                 f"{values['precision']}")
         fig = memory_budget_figure({label: budget}, limits_gb={"T4": PEAKS["T4"].memory_gb},
                                    title="Course CNN: training memory by component")
         fig.update_layout(height=380)
-        fig.show()
-        display(HTML(html))
+        summary.value = html
+        figure_out.clear_output(wait=True)
+        with figure_out:
+            fig.show()
 
-    return widgets.interactive(
-        show,
-        width=widgets.IntSlider(value=1, min=1, max=16, description="width x"),
-        log2_batch=widgets.IntSlider(value=7, min=0, max=16, description="log2 batch"),
-        optimizer=widgets.Dropdown(options=["sgd", "momentum", "adam"], value="adam", description="optimizer"),
-        precision=widgets.Dropdown(options=["fp32", "mixed"], value="fp32", description="precision"),
-    )
+    for w in controls.values():
+        w.observe(render, names="value")
+    render()
+    box = widgets.VBox([widgets.HBox(list(controls.values())[:2]), widgets.HBox(list(controls.values())[2:]),
+                        figure_out, summary])
+    box.controls = controls  # for tests and for learners who want to set values from code
+    return box

@@ -1,0 +1,39 @@
+"""Every lesson and lab solution runs headless under plain nbclient (what nbconvert, papermill and
+nbgrader use), not only under nbval, each within a budget (30 s in simulator mode by default).
+
+One test per notebook, so pytest-xdist spreads them (``-n auto --dist load``). The cell timeout is
+the budget too, so a stall (e.g. a widget that displays inside ``interactive``) fails in seconds
+instead of hanging. ``GPULAB_NBCLIENT_BUDGET_S`` changes the budget (slow or shared machines).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted(ROOT.glob("notebooks/[0-9]*.ipynb")) + sorted(ROOT.glob("notebooks/learner/[0-9]*.ipynb")) \
+    + sorted(ROOT.glob("labs/solutions/*.ipynb"))
+BUDGET_S = float(os.environ.get("GPULAB_NBCLIENT_BUDGET_S", "30"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[str(p.relative_to(ROOT)) for p in NOTEBOOKS])
+def test_runs_under_plain_nbclient(path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("GPULAB_DEVICE", "simulator")
+    nb = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=max(BUDGET_S, 10), kernel_name="python3",
+                                     resources={"metadata": {"path": str(path.parent)}})
+    start = time.perf_counter()
+    client.execute()
+    elapsed = time.perf_counter() - start
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, f"{path.name}: {errors[0].get('ename')}: {errors[0].get('evalue')}"
+    print(f"{path.relative_to(ROOT)}: {elapsed:.1f} s under nbclient")
+    assert elapsed <= BUDGET_S, f"{path.name} took {elapsed:.1f} s under nbclient (budget {BUDGET_S:.0f} s)"
