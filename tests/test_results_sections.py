@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import sys
 from pathlib import Path
 
 import nbformat
@@ -104,6 +105,7 @@ def test_bench_kernels_sections_feed_lessons_02_03_04_05(tmp_path, monkeypatch):
     assert [r["label"] for r in red.sections["reduce"]] == ["atomic (n=64)", "tree (n=64)", "cuda.reduce (n=64)"]
     _bars("reduce", red)
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    monkeypatch.setenv("GPULAB_RESULTS_DIR", str(tmp_path / "no-user-recordings"))
     fig = matmul_ladder_chart()
     assert fig.layout.meta["source"] == "recorded" and list(fig.data[0].x) == ["naive", "NumPy matmul (CPU)"]
 
@@ -149,3 +151,26 @@ def test_simulator_results_are_never_recorded(suite, capsys):
     assert "gpu mode" in capsys.readouterr().err
     after = sorted(results.RESULTS_DIR.glob("*.json")) if results.RESULTS_DIR.exists() else []
     assert after == before
+
+
+# ------------------------------------------------------------ issue 16: the user's data folder
+
+
+def test_record_goes_to_the_user_data_folder_not_the_package(tmp_path, monkeypatch):
+    monkeypatch.delenv("GPULAB_RESULTS_DIR", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    if sys.platform in ("win32", "darwin"):
+        pytest.skip("XDG_DATA_HOME is the Linux convention")
+    assert results.user_results_dir() == tmp_path / "xdg" / "gpulab" / "results"
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    monkeypatch.setattr(results, "RESULTS_DIR", pkg)
+    path = results.record("reduce", [{"label": "tree", "gbps": 1.0}], "Test GPU", date="2026-01-08", source="t")
+    assert path.parent == tmp_path / "xdg" / "gpulab" / "results" and not list(pkg.iterdir())
+    # read from both: a shipped recording in the package and the user's own
+    results.record("conv", [{"name": "direct", "gflops": 1.0, "seconds": 1.0}], "Shipped GPU", directory=pkg,
+                   date="2026-01-01", source="package")
+    assert {r.device for r in results.list_recordings()} == {"Test GPU", "Shipped GPU"}
+    assert results.latest("reduce").device == "Test GPU" and results.latest("conv").device == "Shipped GPU"
+    monkeypatch.setenv("GPULAB_RESULTS_DIR", str(tmp_path / "explicit"))
+    assert results.user_results_dir() == tmp_path / "explicit"

@@ -115,7 +115,8 @@ def stages(py: Path, out: Path) -> list[tuple[str, list[str]]]:
 
 def run_stages(py: Path, out: Path, log: Any = print) -> list[dict[str, Any]]:
     """Run each stage in gpu mode with its time budget; one summary row per stage."""
-    env = dict(os.environ, GPULAB_DEVICE="gpu")
+    # Recordings go into the repository (to be committed), not the user's data folder.
+    env = dict(os.environ, GPULAB_DEVICE="gpu", GPULAB_RESULTS_DIR=str(REPO / "src" / "gpulab" / "results"))
     rows = []
     for name, cmd in stages(py, out):
         log(f"\n== gpu-check: {name}: {' '.join(cmd[2:])[:200]}")

@@ -1,8 +1,12 @@
-"""Recorded benchmark results: one JSON file per device and date in ``gpulab/results/``.
+"""Recorded benchmark results: one JSON file per device and date.
 
 Notebooks in simulator mode cannot measure a GPU, so they show a recording instead, always labelled
-with the device and date it came from (or say that none exists yet). ``make gpu-check`` and
-``python -m gpulab bench ... --record`` write them.
+with the device and date it came from (or say that none exists yet). ``gpulab bench ... --record``
+writes them into the user's data folder (:func:`user_results_dir`: ``$GPULAB_RESULTS_DIR``, else
+``$XDG_DATA_HOME/gpulab/results``, ``~/.local/share/gpulab/results``; never into site-packages);
+they are read from there and from the package's own ``gpulab/results/`` (recordings shipped with
+gpulab), the user's winning when both have a file of the same name. ``make gpu-check`` records into
+the repository's ``src/gpulab/results/`` (it sets ``GPULAB_RESULTS_DIR``) so recordings can be committed.
 
 :data:`SECTIONS` is the one table of every section: which command produces it and which keys each of
 its rows has. Producers write exactly those rows (:func:`record` checks them); notebooks and ``viz``
@@ -18,14 +22,32 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RESULTS_DIR", "SECTIONS", "Recording", "Section", "check_rows", "latest", "list_recordings", "record"]
+__all__ = ["RESULTS_DIR", "SECTIONS", "Recording", "Section", "check_rows", "latest", "list_recordings", "record",
+           "user_results_dir"]
 
-RESULTS_DIR = Path(__file__).parent / "results"
+RESULTS_DIR = Path(__file__).parent / "results"  # recordings shipped with the package (read only)
+
+
+def user_results_dir() -> Path:
+    """Where this user's recordings go: ``$GPULAB_RESULTS_DIR``, else the platform's user data folder
+    (``$XDG_DATA_HOME/gpulab/results`` or ``~/.local/share/gpulab/results`` on Linux,
+    ``~/Library/Application Support/gpulab/results`` on macOS, ``%APPDATA%\\gpulab\\results`` on Windows)."""
+    if os.environ.get("GPULAB_RESULTS_DIR"):
+        return Path(os.environ["GPULAB_RESULTS_DIR"]).expanduser()
+    if sys.platform == "win32":
+        base = Path(os.environ.get("APPDATA") or Path.home() / "AppData" / "Roaming")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "gpulab" / "results"
 
 
 @dataclass(frozen=True)
@@ -105,9 +127,14 @@ def _load(path: Path) -> Recording:
 
 
 def list_recordings(directory: Path | None = None) -> list[Recording]:
-    """All recordings, oldest first."""
-    d = Path(directory) if directory else RESULTS_DIR
-    recs = [_load(p) for p in sorted(d.glob("*.json"))]
+    """All recordings, oldest first: those in ``directory``, or by default the package's and the user's
+    (:func:`user_results_dir`; a user file replaces a package file of the same name)."""
+    dirs = [Path(directory)] if directory else [RESULTS_DIR, user_results_dir()]
+    files: dict[str, Path] = {}
+    for d in dirs:
+        if d.is_dir():
+            files.update({p.name: p for p in sorted(d.glob("*.json"))})
+    recs = [_load(p) for p in files.values()]
     return sorted(recs, key=lambda r: (r.date, r.device))
 
 
@@ -125,7 +152,8 @@ def _slug(text: str) -> str:
 
 def record(section: str, rows: Any, device: str, *, source: str = "python -m gpulab bench",
            directory: Path | None = None, date: str | None = None) -> Path:
-    """Write ``rows`` as ``section`` into today's file for ``device`` (merging with other sections).
+    """Write ``rows`` as ``section`` into today's file for ``device`` (merging with other sections), in
+    ``directory`` or by default :func:`user_results_dir` (never the installed package).
 
     ``rows`` must fit :data:`SECTIONS` (:func:`check_rows`): a section nobody can read is an error.
     """
@@ -133,7 +161,7 @@ def record(section: str, rows: Any, device: str, *, source: str = "python -m gpu
 
     check_rows(section, rows)
 
-    d = Path(directory) if directory else RESULTS_DIR
+    d = Path(directory) if directory else user_results_dir()
     d.mkdir(parents=True, exist_ok=True)
     date = date or _dt.date.today().isoformat()
     path = d / f"{_slug(device)}_{date}.json"
