@@ -282,7 +282,8 @@ def test_silent_network_is_bounded_and_explained(fake_dataset, tmp_path):
         raise TimeoutError("timed out")
 
     with pytest.raises(data.DatasetError, match="no answer within") as e:
-        data.download("mnist", "t10k-labels-idx1-ubyte.gz", tmp_path / "dl", fetch=swallow, sleep=lambda s: now.__setitem__(0, now[0] + s),
+        data.download("mnist", "t10k-labels-idx1-ubyte.gz", tmp_path / "dl", fetch=swallow,
+                      sleep=lambda s: now.__setitem__(0, now[0] + s),
                       clock=lambda: now[0], log=said.append, budget_s=45)
     assert now[0] <= 45 + data.CONNECT_TIMEOUT_S
     assert any("downloading mnist t10k-labels" in s for s in said) and any("failed" in s for s in said)

@@ -116,7 +116,8 @@ def test_numba_device_arrays_stay_on_the_device():
         "transpose": memory.transpose(cuda.to_device(np.ones((5, 3), np.float32))),
         "scale2d": elementwise.scale2d(2.0, cuda.to_device(np.ones((5, 3), np.float32))),
         "softmax": reduce.softmax_rows(cuda.to_device(np.ones((5, 3), np.float32))),
-        "matmul": kernels.matmul(cuda.to_device(np.ones((4, 3), np.float32)), cuda.to_device(np.ones((3, 2), np.float32))),
+        "matmul": kernels.matmul(cuda.to_device(np.ones((4, 3), np.float32)),
+                                 cuda.to_device(np.ones((3, 2), np.float32))),
     }
     for name, out in results.items():
         assert is_numba_device_array(out), f"{name} returned {type(out).__name__}"

@@ -33,7 +33,8 @@ def test_runs_under_plain_nbclient(path: Path, monkeypatch) -> None:
     start = time.perf_counter()
     client.execute()
     elapsed = time.perf_counter() - start
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
     assert not errors, f"{path.name}: {errors[0].get('ename')}: {errors[0].get('evalue')}"
     print(f"{path.relative_to(ROOT)}: {elapsed:.1f} s under nbclient")
     assert elapsed <= BUDGET_S, f"{path.name} took {elapsed:.1f} s under nbclient (budget {BUDGET_S:.0f} s)"

@@ -56,7 +56,8 @@ def test_every_section_read_has_a_producer_and_the_fields_read():
     readers = _readers()
     assert {"why_gpus", "memory", "reduce", "matmul", "matmul_precision", "conv", "cnn_training"} <= set(readers)
     for section in readers:
-        assert section in results.SECTIONS, f"{section} is read by {[w for w, _ in readers[section]]} but has no producer"
+        who = [w for w, _ in readers[section]]
+        assert section in results.SECTIONS, f"{section} is read by {who} but has no producer"
         missing = _note_keys(section) - set(results.SECTIONS[section].fields)
         assert not missing, f"notebooks read {missing} from {section!r} rows, which SECTIONS does not promise"
 

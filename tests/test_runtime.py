@@ -13,7 +13,8 @@ from gpulab import runtime
 
 
 def run_py(code: str, **env: str) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items() if k not in ("GPULAB_DEVICE", "NUMBA_ENABLE_CUDASIM", "GPULAB_COMPILE_ONLY")}
+    drop = ("GPULAB_DEVICE", "NUMBA_ENABLE_CUDASIM", "GPULAB_COMPILE_ONLY")
+    full_env = {k: v for k, v in os.environ.items() if k not in drop}
     full_env.update(env)
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           env=full_env, timeout=120)

@@ -71,10 +71,10 @@ CHECKSUMS: dict[str, dict[str, tuple[str, str]]] = {
     },
 }
 
-# SHA-256 of the decompressed IDX file (`gunzip -c FILE | sha256sum`), so that a copy re-compressed by a distribution package (another
-# .gz checksum, the same bytes inside) is accepted. Fashion-MNIST publishes only .gz MD5s; without a known
-# content digest its re-compressed files are accepted on structure (shape, labels 0-9, 6,000 / 1,000
-# images per class) and are refused when their content is MNIST's.
+# SHA-256 of the decompressed IDX file (`gunzip -c FILE | sha256sum`), so that a copy re-compressed by a
+# distribution package (another .gz checksum, the same bytes inside) is accepted. Fashion-MNIST publishes
+# only .gz MD5s; without a known content digest its re-compressed files are accepted on structure
+# (shape, labels 0-9, 6,000 / 1,000 images per class) and are refused when their content is MNIST's.
 CONTENT_SHA256: dict[str, dict[str, str]] = {
     "mnist": {
         "train-images-idx3-ubyte.gz": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
@@ -112,7 +112,8 @@ MIRRORS = {
 SUBDIRS = {"mnist": ("mnist", "MNIST", "MNIST/raw"), "fashion-mnist": ("fashion-mnist", "fashion", "FashionMNIST/raw")}
 
 SYSTEM_DIRS = {
-    "mnist": ("/usr/share/mnist", "/usr/share/datasets/mnist", "/usr/local/share/datasets/mnist", "/opt/datasets/mnist"),
+    "mnist": ("/usr/share/mnist", "/usr/share/datasets/mnist", "/usr/local/share/datasets/mnist",
+              "/opt/datasets/mnist"),
     "fashion-mnist": ("/usr/share/fashion-mnist", "/usr/share/datasets/fashion-mnist",
                       "/usr/local/share/datasets/fashion-mnist", "/opt/datasets/fashion-mnist"),
 }
@@ -122,7 +123,8 @@ DATASETS = ("mnist", "fashion-mnist", "digits")
 CLASS_NAMES = {
     "mnist": tuple(str(i) for i in range(10)),
     "digits": tuple(str(i) for i in range(10)),
-    "fashion-mnist": ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"),
+    "fashion-mnist": ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
+                      "Ankle boot"),
 }
 
 
@@ -329,7 +331,10 @@ def clean_stale_parts(dest_dir: Path, fname: str, *, max_age_s: float = 3600.0) 
     for part in dest_dir.glob(f"{fname}.*.part"):
         pid_text = part.name[len(fname) + 1:].split(".", 1)[0]
         try:
-            stale = not _pid_alive(int(pid_text)) if pid_text.isdigit() else time.time() - part.stat().st_mtime > max_age_s
+            if pid_text.isdigit():
+                stale = not _pid_alive(int(pid_text))
+            else:  # a .part without a process id (older gpulab): stale once old
+                stale = time.time() - part.stat().st_mtime > max_age_s
             if stale:
                 part.unlink()
                 removed.append(part)
@@ -351,8 +356,9 @@ def _writable_dir(d: Path) -> None:
         ) from e
 
 
-def download(name: str, fname: str, dest_dir: Path, *, retries: int = 2, fetch: Callable[[str, Path], None] | None = None,
-             sleep: Callable[[float], None] = time.sleep, budget_s: float = DOWNLOAD_BUDGET_S,
+def download(name: str, fname: str, dest_dir: Path, *, retries: int = 2,
+             fetch: Callable[[str, Path], None] | None = None, sleep: Callable[[float], None] = time.sleep,
+             budget_s: float = DOWNLOAD_BUDGET_S,
              clock: Callable[[], float] = time.monotonic, log: Callable[[str], None] = _log) -> Path:
     """Fetch one file from the mirrors into ``dest_dir``, verified, atomically (temp file, then rename).
 
@@ -422,7 +428,8 @@ def _load_idx_dataset(name: str, data_dir: str | os.PathLike | None, download_ok
         except DatasetError as e:
             raise DatasetError(_not_found_message(name, data_dir, missing, bad, str(e))) from e
     elif missing:
-        raise DatasetError(_not_found_message(name, data_dir, missing, bad, "downloading is switched off (download=False)"))
+        why = "downloading is switched off (download=False)"
+        raise DatasetError(_not_found_message(name, data_dir, missing, bad, why))
     arrays = {key: read_idx(found[fname]) for key, fname in FILES.items()}
     for split in ("train", "test"):
         if arrays[f"{split}_images"].shape[0] != arrays[f"{split}_labels"].shape[0]:
@@ -485,10 +492,12 @@ def check_images(x: Any, y: Any) -> None:
     if not np.issubdtype(np.dtype(x.dtype), np.floating):
         raise TypeError(f"images must be floating point (e.g. float32 in [0, 1]), got {np.dtype(x.dtype).name}.")
     if getattr(y, "shape", None) != (x.shape[0],):
-        raise ValueError(f"labels must have shape ({x.shape[0]},) to match the images, got {getattr(y, 'shape', None)}.")
+        raise ValueError(f"labels must have shape ({x.shape[0]},) to match the images, "
+                         f"got {getattr(y, 'shape', None)}.")
     xp = runtime.array_module(x)
     if not bool(xp.isfinite(x).all()):
-        raise ValueError("the images contain NaN or inf values; clean the data (e.g. numpy.nan_to_num) before training.")
+        raise ValueError("the images contain NaN or inf values; clean the data (e.g. numpy.nan_to_num) "
+                         "before training.")
 
 
 def batches(x: Any, y: Any, batch_size: int, *, shuffle: bool = False, rng: np.random.Generator | None = None):

@@ -36,8 +36,9 @@ BUDGET = {"doctor": 30, "notebooks": 240, "bench-kernels": 80, "bench-lessons": 
 def _runtime() -> Any:
     """gpulab.runtime loaded from its file: only the standard library, so it works before install."""
     spec = importlib.util.spec_from_file_location("_gpulab_runtime_probe", HERE.with_name("runtime.py"))
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"cannot load {HERE.with_name('runtime.py')}: is this a complete gpulab checkout?")
     mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
     sys.modules[spec.name] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
     return mod
@@ -133,7 +134,8 @@ def run_stages(py: Path, out: Path, log: Any = print) -> list[dict[str, Any]]:
 def summary(rows: list[dict[str, Any]], out: Path) -> str:
     """A readable summary of the stages and the kernel benchmark."""
     lines = ["", "gpu-check summary:"]
-    lines += [f"  {r['stage']:<14} {'ok' if r['rc'] == 0 else 'FAILED (rc %d)' % r['rc']:<16} {r['seconds']:7.1f} s"
+    status = {id(r): "ok" if r["rc"] == 0 else f"FAILED (rc {r['rc']})" for r in rows}
+    lines += [f"  {r['stage']:<14} {status[id(r)]:<16} {r['seconds']:7.1f} s"
               for r in rows]
     kj = out / "kernels.json"
     if kj.exists():

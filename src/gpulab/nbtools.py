@@ -53,7 +53,7 @@ BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 PROTECTED_ON_COLAB = ("numba-cuda", "cupy-cuda12x", "ipywidgets", "plotly")
 # gpulab's other runtime dependencies: all Colab built-ins; floors as in pyproject.toml.
 COLAB_EXTRA_REQUIREMENTS = ("numba>=0.60", "numpy>=1.26", "tqdm>=4.66")
-COLAB_METADATA = {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenance": []}}
+COLAB_METADATA: dict[str, Any] = {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenance": []}}
 NOTEBOOK_DIRS = ("notebooks", "labs")
 
 
@@ -126,7 +126,8 @@ def check_notebook(nb: dict[str, Any], relpath: str | Path) -> list[str]:
         text = _text(cells[md].get("source", ""))
         if badge_line(relpath) not in text.split("\n"):
             problems.append(
-                "Colab badge missing or stale" if BADGE_IMAGE not in text else f"Colab badge does not point to {relpath}")
+                "Colab badge missing or stale" if BADGE_IMAGE not in text
+                else f"Colab badge does not point to {relpath}")
     setups = [i for i, c in enumerate(cells) if _is_setup(c)]
     if not setups:
         problems.append(f"no code cell tagged {SETUP_TAG!r}")

@@ -165,7 +165,7 @@ def record(section: str, rows: Any, device: str, *, source: str = "python -m gpu
     d.mkdir(parents=True, exist_ok=True)
     date = date or _dt.date.today().isoformat()
     path = d / f"{_slug(device)}_{date}.json"
-    data = json.loads(path.read_text()) if path.exists() else {
+    data: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {
         "device": device, "date": date, "gpulab": __version__, "source": source, "sections": {}}
     data["sections"][section] = rows
     tmp = path.with_suffix(".json.tmp")

@@ -96,7 +96,7 @@ def _copy_baseline(nbytes_each_way: int) -> tuple[Callable[[], Any], float]:
 
 def _close(expected: Any, rtol: float = 1e-5, atol: float = 1e-5) -> Callable[[Any], None]:
     def check(got: Any) -> None:
-        np.testing.assert_allclose(runtime.to_host(got) if not np.isscalar(got) else got, expected,
+        np.testing.assert_allclose(np.asarray(runtime.to_host(got) if not np.isscalar(got) else got), expected,
                                    rtol=rtol, atol=atol)
     return check
 
@@ -329,12 +329,14 @@ def memory_rows(report: dict[str, Any], transfers: list[dict[str, Any]] | None =
 
 
 def reduce_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """Section ``reduce`` (lesson 05): the three ways to sum float32 values, ``{"label", "gbps", ...}``, largest size."""
+    """Section ``reduce`` (lesson 05): the three ways to sum float32 values, ``{"label", "gbps", ...}``,
+    at the largest size."""
     return [{"label": f"{_REDUCE_LABELS[r['kernel']]} (n={r['size']:,})", "gbps": r["value"], "kernel": r["kernel"],
              "size": r["size"]} for r in _largest(report, list(_REDUCE_LABELS))]
 
 
-def section_rows(report: dict[str, Any], transfers: list[dict[str, Any]] | None = None) -> dict[str, list[dict[str, Any]]]:
+def section_rows(report: dict[str, Any],
+                 transfers: list[dict[str, Any]] | None = None) -> dict[str, list[dict[str, Any]]]:
     """Every results section bench kernels records (see :data:`gpulab.results.SECTIONS`); empty ones left out."""
     sections = {"kernels": report["rows"],
                 "matmul": [r for r in report["rows"] if r["section"] == "matmul"],

@@ -24,7 +24,7 @@ from .kernels import SIMULATOR_LABEL, device_name
 __all__ = ["cnn_training_rows", "conv_rows", "main", "measure", "why_gpus_rows"]
 
 # Sizes per mode: gpu sizes fit the gpu-check budget; simulator sizes only exercise the code.
-SIZES = {
+SIZES: dict[str, dict[str, Any]] = {
     "gpu": {"why_gpus_n": 4096, "precision_n": 8192, "conv": (64, 32, 28, 28, 64), "cnn_train": 10000,
             "cnn_cpu_train": 2000, "cnn_test": 2000, "cnn_epochs": 2, "repeat": 10},
     "simulator": {"why_gpus_n": 64, "precision_n": 0, "conv": (1, 2, 6, 6, 2), "cnn_train": 128,
@@ -197,7 +197,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", nargs="+", choices=SECTIONS,
                    help="only these sections (default: all; why_gpus and matmul_precision need gpu mode)")
     p.add_argument("--json", type=Path, help="write {section: rows} as JSON to this file")
-    p.add_argument("--record", action="store_true", help="store the sections in the user's recorded results (gpu mode only)")
+    p.add_argument("--record", action="store_true",
+                   help="store the sections in the user's recorded results (gpu mode only)")
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -208,7 +209,8 @@ def run(ns: argparse.Namespace) -> int:
     if ns.json is not None:
         check_writable(ns.json)
     dev = device_name()
-    print(f"gpulab bench lessons: {dev} ({runtime.mode()} mode)" + ("" if runtime.is_gpu() else f" - {SIMULATOR_LABEL}"))
+    print(f"gpulab bench lessons: {dev} ({runtime.mode()} mode)"
+          + ("" if runtime.is_gpu() else f" - {SIMULATOR_LABEL}"))
     sections = measure(ns.only)
     if ns.json:
         ns.json.write_text(json.dumps({"device": dev, "mode": runtime.mode(), "sections": sections}, indent=1) + "\n")

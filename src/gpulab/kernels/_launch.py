@@ -34,7 +34,7 @@ def count(name: str, value: Any, *, low: int = 1, example: str = "") -> int:
     """``value`` as an int >= ``low``; a float (``stride=2.7``), bool or string is refused, not rounded."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         if not isinstance(value, bool) and isinstance(value, numbers.Real) and float(value).is_integer():
-            return count(name, int(value), low=low, example=example)
+            return count(name, int(float(value)), low=low, example=example)
         raise LaunchError(
             f"{name} must be a whole number >= {low}, but got {value!r} ({type(value).__name__}); "
             f"it is never rounded for you.{' ' + example if example else ''}"
@@ -141,7 +141,8 @@ def allocate_like(a: Any, shape: Any, dtype: Any) -> Any:
     return runtime.array_module(a).empty(shape, dtype=dtype)
 
 
-def check_out(out: Any, shape: Any, dtype: Any, *, fix: str = "Leave out=None to let the launcher allocate it.") -> None:
+def check_out(out: Any, shape: Any, dtype: Any, *,
+              fix: str = "Leave out=None to let the launcher allocate it.") -> None:
     """``out`` must have exactly ``shape`` and ``dtype``, be writable and C-contiguous: a wrong size gives a
     partial result and a narrower dtype a truncated one, silently, so they are refused here."""
     import numpy as np

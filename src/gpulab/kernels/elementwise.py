@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from ._launch import LaunchError, allocate_like, blocks_for, check_array, check_blocks, check_launch, check_out, count, threads_2d
+from ._launch import (LaunchError, allocate_like, blocks_for, check_array, check_blocks, check_launch, check_out, count,
+                      threads_2d)
 
 TPB_HINT = "Try 128 or 256 threads per block (a multiple of the 32-thread warp)."
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from numba import cuda, float32
 
-from ._launch import LaunchError, allocate_like, blocks_for, ceil_div, check_array, check_launch, check_out, count
+from ._launch import allocate_like, blocks_for, ceil_div, check_array, check_launch, check_out, count
 
 __all__ = [
     "PTX_SIGNATURES",
