@@ -15,11 +15,13 @@ NO_BROWSER ?=
 JOBS   ?= auto
 PYTEST_ARGS ?=
 
-.PHONY: setup lab test test-fast test-notebooks doctor release-labs gpu-check bench clean help test-oldest
+.PHONY: setup lab test test-fast test-notebooks doctor release-labs gpu-check bench clean help test-oldest lint
 
 help:
 	@echo "make lab        set up and open JupyterLab (NO_BROWSER=1 for servers, PORT=8888)"
-	@echo "make test       set up and run unit, PTX, notebook and lab tests (simulator mode)"
+	@echo "make test       set up, lint, and run unit, PTX, notebook and lab tests (simulator mode)"
+	@echo "make lint       ruff + mypy (gpu-mode code checked against the installed CuPy and numba-cuda)"
+	@echo "make test-oldest  Colab's versions on Python 3.12 (OLDEST_PYTHON=...), installed --no-deps like Colab"
 	@echo "make doctor     print versions, the mode and known fixes"
 	@echo "make gpu-check  on a CUDA machine: notebooks in gpu mode + benchmarks"
 
@@ -29,8 +31,9 @@ $(PY):
 # Re-install whenever pyproject.toml changes.
 $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install --upgrade "pip>=24"
-	$(PIP) install -e ".[lab,test,data]"
+	$(PIP) install -e ".[lab,test,data,lint]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (gpulab)" >/dev/null
+	$(PY) -c "from gpulab.course import quiet_jupyterlab_news as q; q()"  # no 'Jupyter news?' pop-up
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -44,7 +47,11 @@ lab: setup
 SHARED_MNIST := $(abspath $(wildcard ../shared/data/mnist))
 TEST_DATA_DIR := $(or $(GPULAB_DATA_DIR),$(SHARED_MNIST))
 
-test: setup
+lint: setup
+	$(PY) -m ruff check src tests setup.py
+	$(PY) -m mypy
+
+test: setup lint
 	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(PY) -m pytest -n $(JOBS) --dist loadfile \
 	  --nbval-lax --nbval-current-env --nbval-cell-timeout=600 \
 	  tests notebooks labs/solutions $(PYTEST_ARGS)
@@ -52,14 +59,17 @@ test: setup
 test-fast: setup
 	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(PY) -m pytest -n $(JOBS) tests $(PYTEST_ARGS)
 
-# Colab's versions, the oldest gpulab supports: unit tests (not notebooks) in a second venv.
+# Colab's versions, the oldest gpulab supports, on Colab's Python (3.12): unit tests (not notebooks) in a
+# second venv, with gpulab installed --no-deps exactly as Colab's setup cell does.
 OLDEST_VENV ?= .venv-oldest
+OLDEST_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3) $(shell command -v python3.12) $(PYTHON))
 OLDEST_PINS := "numba==0.60.*" "numba-cuda[cu12]==0.22.*" "ipywidgets==7.7.*" "plotly==5.24.*"
 test-oldest:
-	test -x $(OLDEST_VENV)/bin/python || $(PYTHON) -m venv $(OLDEST_VENV)
+	test -x $(OLDEST_VENV)/bin/python || $(OLDEST_PYTHON) -m venv $(OLDEST_VENV)
+	$(OLDEST_VENV)/bin/python -c "import sys; print('test-oldest on Python', sys.version.split()[0])"
 	$(OLDEST_VENV)/bin/python -m pip --disable-pip-version-check install -q $(OLDEST_PINS) \
 	  "numpy>=1.26" "tqdm>=4.66" "pytest>=8" "pytest-xdist>=3.5" "nbformat>=5.9" "nbclient>=0.10" "ipykernel>=6.29"
-	$(OLDEST_VENV)/bin/python -m pip --disable-pip-version-check install -q --no-deps -e .
+	$(OLDEST_VENV)/bin/python -m pip --disable-pip-version-check install -q --no-deps .  # as Colab: no deps, not editable
 	GPULAB_DEVICE=simulator $(OLDEST_VENV)/bin/python -m pytest -n $(JOBS) -m "not browser" tests $(PYTEST_ARGS)
 
 # On a CUDA machine: .venv with the GPU extras, every notebook in gpu mode, benchmarks recorded.

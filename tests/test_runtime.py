@@ -201,3 +201,18 @@ def test_simulator_shared_array_is_one_array_per_block_under_thread_switches():
     assert getattr(kernelapi.FakeCUDAShared.array, "_gpulab_locked", False)
     for _ in range(5):
         assert len(set(_shared_ids(kernelapi.FakeCUDAShared.array))) == 1
+
+
+def test_command_line_detection_and_mode_error_hint(monkeypatch):
+    """`gpulab ...` / `python -m gpulab ...` tolerate a bad GPULAB_DEVICE at import (the command reports
+    it); anything else does not. ModeError keeps the doctor hint apart from the message."""
+    monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "gpulab", "--help"], raising=False)
+    assert runtime.started_from_command_line()
+    monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "ipykernel_launcher", "-f", "x.json"], raising=False)
+    monkeypatch.setattr(sys, "argv", ["/venv/lib/ipykernel_launcher.py"])
+    assert not runtime.started_from_command_line()
+    monkeypatch.setattr(sys, "orig_argv", ["/venv/bin/python", "/venv/bin/gpulab", "doctor"], raising=False)
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/gpulab", "doctor"])
+    assert runtime.started_from_command_line()
+    err = runtime.ModeError("GPULAB_DEVICE=gpu was requested, but no driver.", runtime.DOCTOR_HINT)
+    assert err.message.endswith("no driver.") and str(err).endswith("for details.") and "doctor" not in err.message

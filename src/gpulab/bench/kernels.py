@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import runtime, timing
 from ..errors import UsageError, int_at_least
+from ..kernels._launch import ceil_div
 from ..timing import device_name
 from . import check_writable
 
@@ -109,7 +110,7 @@ def _build_copy(stride: int) -> Callable[..., Problem]:
     def build(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
         x_h = rng.standard_normal(n, dtype=np.float32)
         x = runtime.to_device(x_h)
-        n_out = -(-n // stride)
+        n_out = ceil_div(n, stride)
         out = _xp().empty(n_out, dtype=np.float32)
         base, base_work = _copy_baseline(n_out * 4)
         # A perfect strided copy still moves only the useful bytes: n_out reads + n_out writes.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from . import elementwise
-from ._launch import LaunchError, blocks_for, check_launch
+from ._launch import LaunchError, blocks_for, ceil_div, check_launch, conv_out_size
 from .elementwise import add, add_grid_stride_kernel, add_kernel
 from . import matmul as matmul_family
 from .matmul import (MATMUL_KERNELS, matmul, matmul_naive_kernel, matmul_reference, matmul_regtiled_kernel,
@@ -34,7 +34,9 @@ __all__ = [
     "add_kernel",
     "all_ptx_signatures",
     "blocks_for",
+    "ceil_div",
     "check_launch",
+    "conv_out_size",
     "copy",
     "copy_kernel",
     "matmul",
