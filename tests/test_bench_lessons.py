@@ -23,6 +23,9 @@ def test_no_data_skips_cnn_training_with_a_reason(monkeypatch):
 
 
 def test_falls_back_to_digits_when_mnist_cannot_be_had(monkeypatch):
+    import pytest
+
+    pytest.importorskip("sklearn")
     real = data.load
 
     def load(name, **kw):

@@ -104,4 +104,4 @@ def test_figures_and_widget():
     budget, html = memory_budget_report(16, 16, "adam", "fp32")
     assert "does not fit" in html and sum(budget.values()) > 16e9
     w = memory_budget_explorer()
-    assert len(w.children) == 5  # four controls and the output
+    assert len(w.controls) == 4 and len(w.children) == 4  # two rows of controls, the figure, the summary
