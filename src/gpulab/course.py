@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import importlib.util
 import json
 import os
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,8 +184,8 @@ def run(ns: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"(could not write JupyterLab's settings: {exc}; the news pop-up may appear once)")
     print(f"\nThe course is in {where}. Start it with:\n  cd {where} && jupyter lab lessons/00_why_gpus.ipynb")
-    if shutil.which("jupyter") is None:
-        print("(JupyterLab is not installed here: pip install jupyterlab)")
+    if importlib.util.find_spec("jupyterlab") is None:
+        print("(JupyterLab is not installed in this environment: pip install jupyterlab)")
     return 0
 
 
