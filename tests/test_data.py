@@ -246,14 +246,16 @@ def test_unreadable_copy_does_not_hide_a_valid_later_copy(fake_dataset, tmp_path
     for fname in data.FILES.values():
         (first / fname).write_bytes(b"unreadable")
     monkeypatch.setenv("GPULAB_DATA_DIR", str(d))  # searched after data_dir
-    real_digest = data._digest
+    from gpulab import idx
+
+    real_digest = idx._digest
 
     def digest(path, algorithm):
         if Path(path).parent == first:
             raise PermissionError(13, "Permission denied", str(path))
         return real_digest(path, algorithm)
 
-    monkeypatch.setattr(data, "_digest", digest)
+    monkeypatch.setattr(idx, "_digest", digest)
     ds = data.load("mnist", data_dir=first, download=False)
     assert ds.source == str(d)
     found, bad = data._find("mnist", first)
