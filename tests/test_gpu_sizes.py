@@ -298,3 +298,132 @@ TEETH = {
 def test_old_constant_tolerance_fails_the_same_emulation(key):
     old = gpu_check(key, sizes=TEETH[key], reduction=None, rtol=1e-4, atol=1e-5)
     assert not old.passed and old.status == "failed", old  # (the same case passes the bound: test above)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Lesson asserts at gpu-mode sizes. Each test names the notebook cell it stands for and uses its gpu-mode
+# figures and its exact tolerance; the GPU's float32 work is emulated in the order the kernel (or, for
+# cuBLAS, the least favourable usual order: one k after another) computes it.
+
+
+def test_lesson00_spot_check_of_numpy_sgemm_at_n2048():
+    """00_why_gpus cell 9: isclose(C[3, 5], float64 dot, rtol=1e-4, atol=1e-3) with N_NP = 2048. Every
+    element of a 2048 x 32 slice passes, so the spot check holds whichever element it picks."""
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((2048, 2048)).astype(F32)
+    B = rng.standard_normal((2048, 32)).astype(F32)
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    assert np.isclose(seq_matmul(A, B), ref, rtol=1e-4, atol=1e-3).all()
+
+
+def test_lesson00_cublas_fp32_and_fp16_at_n4096():
+    """00_why_gpus cell 11 (N_GPU = 4096): allclose(C32[:64, :64], float64, rtol=1e-3, atol=1e-2) and
+    ||C16 - C32|| / ||C32|| < 5e-2 (FP16 inputs, FP32 accumulation: CuPy's compute type for float16)."""
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((64, 4096)).astype(F32)
+    B = rng.standard_normal((4096, 4096)).astype(F32)
+    C32 = seq_matmul(A, B[:, :1024])
+    ref = A.astype(np.float64) @ B[:, :64].astype(np.float64)
+    assert np.allclose(C32[:, :64], ref, rtol=1e-3, atol=1e-2)
+    C16 = seq_matmul(A.astype(np.float16).astype(F32), B[:, :1024].astype(np.float16).astype(F32)).astype(np.float16)
+    rel = float(np.linalg.norm(C16.astype(F32) - C32) / np.linalg.norm(C32))
+    assert rel < 5e-2 / 10, rel  # about 4e-4: a wide margin
+
+
+def test_lesson03_04_matmul_error_bounds_at_1000x700x1300():
+    """03 cell 11 / 04 cells 9 and 20: max |C - A @ B| < 1e-3 * sqrt(K), and 03 cell 13:
+    assert_allclose(rtol=1e-3, atol=1e-3), at (M, K, N) = (1000, 700, 1300); naive, tiled and
+    register-tiled kernels all add k in order (rows 0..199 emulated)."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((200, 700), dtype=F32)
+    b = rng.standard_normal((700, 1300), dtype=F32)
+    c, r = seq_matmul(a, b), a @ b
+    assert np.abs(c - r).max() < 1e-3 * np.sqrt(700) / 10
+    np.testing.assert_allclose(c, r, rtol=1e-3, atol=1e-3)
+
+
+def test_lesson05_sums_at_4m_elements():
+    """05 cells 7 and 10 (n = 1 << 22 values in [0, 1)): the atomic sum (one running float32 total, in
+    a random order) within 1e-3 relative, the shared-memory tree (256 per block, repeated) within 1e-5."""
+    rng = np.random.default_rng(0)
+    x = rng.random(1 << 22, dtype=F32)
+    exact = float(np.sum(x, dtype=np.float64))
+    atomic = float(np.cumsum(x[rng.permutation(x.size)], dtype=F32)[-1])
+    assert abs(atomic - exact) <= 1e-3 * exact
+    assert abs(atomic - exact) > 1e-6 * exact  # the emulation does lose bits, as a GPU does
+    cur = x
+    while True:
+        blocks = math.ceil(cur.size / 256)
+        buf = np.zeros(blocks * 256, F32)
+        buf[: cur.size] = cur
+        cur = tree_sum(buf.reshape(blocks, 256))
+        if blocks == 1:
+            break
+    assert abs(float(cur[0]) - exact) <= 1e-5 * exact
+
+
+def test_lesson05_softmax_at_8192x1000():
+    """05 cell 21: allclose(probs, float64 softmax, rtol=1e-5, atol=1e-7) and rows summing to 1 within
+    1e-5, for 8192 x 1000 scores ~ N(0, 16), emulating softmax_rows_kernel (128 threads per row)."""
+    rng = np.random.default_rng(0)
+    scores = (rng.standard_normal((8192, 1000)) * 4).astype(F32)
+    e = np.exp(scores - scores.max(axis=1, keepdims=True)).astype(F32)
+    probs = e / tree_sum(strided_partials(e, 128))[:, None]
+    z = scores.astype(np.float64)
+    e64 = np.exp(z - z.max(axis=1, keepdims=True))
+    assert np.allclose(probs, e64 / e64.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+    assert np.allclose(probs.sum(axis=1), 1.0, atol=1e-5)
+
+
+def _round_tf32(x: np.ndarray) -> np.ndarray:
+    """float32 -> TF32 (10 stored mantissa bits, round to nearest), as float32."""
+    u = x.astype(F32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x1000) & ~np.uint64(0x1FFF)).astype(np.uint32).view(F32)
+
+
+def test_lesson06_precision_errors_at_n1024():
+    """06 cell 20 (n_err = 1024, inputs uniform in [-1, 1], error = max |C - ref| / max |ref|):
+    fp32 < 1e-5, fp32 < fp16 < 1e-2, fp32 < tf32 < 1e-2 (rows 0..127 emulated; FP32 accumulation)."""
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (1024, 1024)).astype(F32)[:128]
+    b = rng.uniform(-1, 1, (1024, 1024)).astype(F32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    scale = float(np.abs(ref).max())
+    err = {
+        "fp32": np.abs(seq_matmul(a, b) - ref).max() / scale,
+        "tf32": np.abs(seq_matmul(_round_tf32(a), _round_tf32(b)) - ref).max() / scale,
+        "fp16": np.abs(seq_matmul(a.astype(np.float16).astype(F32), b.astype(np.float16).astype(F32))
+                       .astype(np.float16).astype(np.float64) - ref).max() / scale,
+    }
+    assert err["fp32"] < 1e-5, err
+    assert err["fp32"] < err["fp16"] < 1e-2, err
+    assert err["fp32"] < err["tf32"] < 1e-2, err
+
+
+def test_lesson07_convolution_at_gpu_size():
+    """07 cells 8 and 11: allclose(out, conv2d_reference, rtol=1e-4, atol=1e-4) for x (64, 32, 28, 28),
+    w (64, 32, 3, 3) / sqrt(288), pad 1 (images 0..3 emulated, taps added in the kernel's order)."""
+    from gpulab.kernels import conv
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 32, 28, 28)).astype(F32)
+    w = (rng.standard_normal((64, 32, 3, 3)) / np.sqrt(32 * 9)).astype(F32)
+    b = rng.standard_normal(64).astype(F32)
+    out = np.empty((4, 64, 28, 28), F32)
+    _conv2d.__wrapped__(x, w, b, 1, 1, out)
+    assert np.allclose(out, conv.conv2d_reference(x, w, b, 1, 1), rtol=1e-4, atol=1e-4)
+
+
+def test_lesson10_data_parallel_gradients_at_batch_256():
+    """10 cell 16: 4 shards of a 256-image batch give the one-batch gradient within rtol=1e-4, atol=1e-6
+    (NumPy backend, random images: the cell's fallback when MNIST is not cached)."""
+    from gpulab import nn, scaling
+
+    rng = np.random.default_rng(0)
+    x, y = rng.random((256, 1, 28, 28), dtype=F32), rng.integers(0, 10, 256)
+    model, loss_fn = nn.mnist_cnn(dropout=0.0), nn.SoftmaxCrossEntropy()
+    loss, grads = scaling.full_batch_gradients(model, loss_fn, x, y)
+    dp = scaling.data_parallel_gradients(model, loss_fn, x, y, 4)
+    assert abs(np.mean(dp["shard_losses"]) - loss) < 1e-4
+    for k in grads:
+        assert np.allclose(dp["grads"][k], grads[k], rtol=1e-4, atol=1e-6), k
