@@ -313,3 +313,16 @@ def test_all_problems_lists_every_lab():
     keys = problems.all_problems()
     assert {k.split(".")[0] for k in keys} == set(problems.LABS)
     assert all(isinstance(p, Problem) for p in keys.values())
+
+
+def test_the_course_library_kernels_score_full_marks_in_labs_03_and_04():
+    """The library's coalesced naive and tiled matmuls (lessons 03/04) follow the labs' convention, so a
+    learner who applies the lessons gets full marks (before: matmul_naive_kernel scored 0/3 in lab03)."""
+    import importlib
+
+    mm = importlib.import_module("gpulab.kernels.matmul")  # the module (gpulab.kernels.matmul is the launcher)
+    naive = problems.lab03.MATMUL.check(mm.matmul_naive_kernel)
+    assert naive.passed and naive.score == 3, naive
+    assert mm.TPB == TILE  # the lab's tile is the library's
+    tiled = problems.lab04.MATMUL_TILED.check(mm.matmul_tiled_kernel, ptx=None)
+    assert tiled.passed and tiled.score == 4, tiled
