@@ -1,0 +1,55 @@
+"""Helpers shared by the lab problem modules: launch shapes and the list of every problem."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from ..exercises import Problem
+
+__all__ = ["LABS", "all_problems", "grid_2d", "launch_2d", "launch_1d"]
+
+LABS = ("lab01", "lab02", "lab03", "lab04", "lab05", "lab07", "lab08")
+
+
+def grid_2d(rows: int, cols: int, block: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """``(griddim, blockdim)`` for one thread per element of a ``rows x cols`` array: x along the
+    columns (the contiguous axis), y along the rows: ``(ceil(cols / bx), ceil(rows / by))``."""
+    bx, by = block
+    return (max(1, math.ceil(cols / bx)), max(1, math.ceil(rows / by))), (bx, by)
+
+
+def launch_2d(block: tuple[int, int], arg: int = -1) -> Callable[..., tuple[Any, Any]]:
+    """A ``launch=`` function: one thread per element of the kernel's argument number ``arg``
+    (default: the last, the output), x along its columns."""
+
+    def launch(*args: Any) -> tuple[Any, Any]:
+        a = args[arg]
+        return grid_2d(a.shape[0], a.shape[1], block)
+
+    launch.__name__ = f"launch_2d_{block[0]}x{block[1]}"
+    return launch
+
+
+def launch_1d(tpb: int, arg: int = -1) -> Callable[..., tuple[Any, Any]]:
+    """A ``launch=`` function: ``ceil(size / tpb)`` blocks of ``tpb`` threads over argument ``arg``."""
+
+    def launch(*args: Any) -> tuple[Any, Any]:
+        return max(1, math.ceil(args[arg].size / tpb)), tpb
+
+    launch.__name__ = f"launch_1d_{tpb}"
+    return launch
+
+
+def all_problems() -> dict[str, Problem]:
+    """Every lab problem by ``"labNN.NAME"``."""
+    import importlib
+
+    out: dict[str, Problem] = {}
+    for lab in LABS:
+        mod = importlib.import_module(f"{__package__}.{lab}")
+        for name in mod.__all__:
+            value = getattr(mod, name)
+            if isinstance(value, Problem):
+                out[f"{lab}.{name}"] = value
+    return out

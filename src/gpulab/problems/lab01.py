@@ -1,0 +1,60 @@
+"""Lab 01 · threads, blocks and grids: vector add, a 2-D map, a grid-stride loop, a 3-point stencil."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..exercises import Problem, random_arrays
+from ._common import launch_2d
+
+__all__ = ["ADD", "AFFINE", "AFFINE_BLOCK", "SAXPY", "STENCIL3", "stencil3_spec"]
+
+AFFINE_BLOCK = (16, 8)  # x: columns, y: rows
+
+
+def stencil3_spec(x: np.ndarray) -> np.ndarray:
+    """``out[i] = x[i-1] + x[i] + x[i+1]`` with 0 outside the array."""
+    padded = np.concatenate([[0], x, [0]]).astype(np.float32)
+    return (padded[:-2] + padded[1:-1] + padded[2:]).astype(np.float32)
+
+
+ADD = Problem(
+    "lab01.add",
+    spec=lambda a, b: a + b,
+    inputs=lambda n, rng: random_arrays(rng, n, n),
+    sizes=[0, 1, 7, 100, 300],
+    gpu_sizes=[0, 1, 7, 1000, 1 << 20],
+    threads=[128, 32, 256],  # any block size must work
+    points=2,
+)
+
+AFFINE = Problem(
+    "lab01.affine",
+    spec=lambda A, alpha, beta: (alpha * A + beta).astype(np.float32),
+    inputs=lambda shape, rng: (random_arrays(rng, shape)[0], np.float32(2.5), np.float32(-1.0)),
+    sizes=[(1, 1), (5, 5), (17, 9), (9, 33)],
+    gpu_sizes=[(1, 1), (17, 9), (2000, 3000)],
+    launch=launch_2d(AFFINE_BLOCK),  # grid (ceil(cols / 16), ceil(rows / 8)): x along the columns
+    points=2,
+)
+
+SAXPY = Problem(
+    "lab01.saxpy",
+    spec=lambda alpha, x, y: (alpha * x + y).astype(np.float32),
+    inputs=lambda n, rng: (np.float32(3.0), *random_arrays(rng, n, n)),
+    sizes=[0, 1, 50, 64, 200, 1000],
+    gpu_sizes=[0, 1, 50, 64, 200, 1000, 1 << 20],
+    launch=lambda alpha, x, y, out: (2, 32),  # a fixed grid: 64 threads for any n
+    points=2,
+)
+
+STENCIL3 = Problem(
+    "lab01.stencil3",
+    spec=stencil3_spec,
+    inputs=lambda n, rng: random_arrays(rng, n),
+    sizes=[1, 2, 7, 130],
+    gpu_sizes=[1, 2, 7, 130, 1 << 20],
+    threads=[64, 32],
+    ptx="void(float32[:], float32[:])",  # a GPU must accept it, not only the simulator
+    points=3,
+)

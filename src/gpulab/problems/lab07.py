@@ -1,0 +1,164 @@
+"""Lab 07 · convolution: 1-D, 2-D single channel, batched with channels/stride/padding, max-pooling,
+im2col and a convolution as im2col + matmul.
+
+Every sum is judged against a float64 reference within the float32 rounding bound of its number of
+terms (``C * K * K`` products plus the bias); the 2-D kernels carry a coalescing budget.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..exercises import Budget, Problem, random_arrays
+from ._common import grid_2d, launch_1d, launch_2d
+
+__all__ = ["CONV1D", "CONV2D", "CONV2D_BLOCK", "CONV2D_IM2COL", "CONV2D_SINGLE", "IM2COL", "IM2COL_BLOCK",
+           "MAXPOOL", "TPB", "conv1d_spec", "conv2d_spec", "conv_inputs", "im2col_launch", "im2col_spec",
+           "maxpool_spec", "one_thread_per_element"]
+
+TPB = 64  # threads per block for the 1-D launches
+CONV2D_BLOCK = (16, 8)  # x: output columns, y: output rows
+IM2COL_BLOCK = (16, 16)  # x: columns of cols (taps), y: rows of cols (output pixels)
+
+
+def one_thread_per_element(n: int) -> tuple[int, int]:
+    """(blocks, threads) covering n elements with TPB threads per block."""
+    return max(1, math.ceil(n / TPB)), TPB
+
+
+def conv1d_spec(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """'valid' cross-correlation: ``out[i] = sum_k x[i + k] * w[k]``, in the inputs' precision."""
+    return np.lib.stride_tricks.sliding_window_view(x, w.shape[0]) @ w
+
+
+def conv2d_spec(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int = 1, pad: int = 0) -> np.ndarray:
+    """The convolution layer in the inputs' precision: x (N, C, H, W), w (F, C, K, K), b (F,)."""
+    n, c, h, wd = x.shape
+    f, _, k, _ = w.shape
+    xp_ = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    ho, wo = (h + 2 * pad - k) // stride + 1, (wd + 2 * pad - k) // stride + 1
+    out = np.zeros((n, f, ho, wo), dtype=np.result_type(x, w, b)) + b[None, :, None, None]
+    for a in range(k):
+        for d in range(k):
+            patch = xp_[:, :, a:a + stride * ho:stride, d:d + stride * wo:stride]  # (N, C, Ho, Wo)
+            out += np.einsum("nchw,fc->nfhw", patch, w[:, :, a, d])
+    return out
+
+
+def conv_inputs(size: tuple, rng: np.random.Generator) -> tuple:
+    """size = (N, C, H, W, F, K, stride, pad) -> x, w, b, stride, pad."""
+    n, c, h, w, f, k, stride, pad = size
+    x, wt, b = random_arrays(rng, (n, c, h, w), (f, c, k, k), (f,))
+    return x, wt, b, stride, pad
+
+
+def maxpool_spec(x: np.ndarray, k: int, stride: int) -> np.ndarray:
+    """Max over each k x k window with the given stride (no padding)."""
+    n, c, h, w = x.shape
+    ho, wo = (h - k) // stride + 1, (w - k) // stride + 1
+    out = np.full((n, c, ho, wo), -np.inf, dtype=x.dtype)
+    for a in range(k):
+        for b in range(k):
+            out = np.maximum(out, x[:, :, a:a + stride * ho:stride, b:b + stride * wo:stride])
+    return out
+
+
+def im2col_spec(x: np.ndarray, k: int, stride: int, pad: int) -> np.ndarray:
+    """cols[(n*Ho + i)*Wo + j, (c*k + a)*k + d] = xpad[n, c, i*stride + a, j*stride + d]."""
+    n, c, h, w = x.shape
+    ho, wo = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+    xp_ = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    cols = np.empty((n, ho, wo, c, k, k), dtype=x.dtype)
+    for a in range(k):
+        for d in range(k):
+            cols[:, :, :, :, a, d] = xp_[:, :, a:a + stride * ho:stride, d:d + stride * wo:stride].transpose(0, 2, 3, 1)
+    return cols.reshape(n * ho * wo, c * k * k)
+
+
+def im2col_launch(x: Any, k: int, stride: int, pad: int, cols: Any) -> tuple[Any, Any]:
+    """One thread per element of ``cols``: x along its columns (taps), y along its rows (pixels)."""
+    return grid_2d(cols.shape[0], cols.shape[1], IM2COL_BLOCK)
+
+
+_CONV_SIZES = [(1, 1, 3, 3, 1, 3, 1, 0), (2, 3, 7, 6, 4, 3, 1, 1), (1, 2, 9, 8, 3, 3, 2, 1)]
+_CONV_GPU = (64, 16, 32, 32, 32, 3, 1, 1)
+
+
+def _conv_terms(x: np.ndarray, w: np.ndarray, *_: Any) -> int:
+    return w.shape[1] * w.shape[2] * w.shape[3] + 1  # C * K * K products and the bias
+
+
+CONV1D = Problem(
+    "lab07.conv1d",
+    spec=conv1d_spec,
+    inputs=lambda size, rng: random_arrays(rng, size[0], size[1]),  # size = (n, K)
+    sizes=[(1, 1), (9, 3), (100, 5), (250, 7)],
+    gpu_sizes=[(1, 1), (9, 3), (100, 5), (1 << 20, 9)],
+    threads=[TPB, 32],
+    reduction=lambda x, w: w.shape[0],
+    mistakes={"you flipped the filter (w[K - 1 - k]): in deep learning the filter slides unflipped, "
+              "out[i] = sum_k x[i + k] * w[k].":
+              lambda x, w: np.convolve(x, w, mode="valid").astype(np.float32)},
+    points=2,
+)
+
+CONV2D_SINGLE = Problem(
+    "lab07.conv2d_single",
+    spec=lambda x, w: conv2d_spec(x[None, None], w[None, None], np.zeros(1, x.dtype))[0, 0],
+    inputs=lambda size, rng: random_arrays(rng, size[:2], (size[2], size[2])),  # size = (H, W, K)
+    sizes=[(1, 1, 1), (5, 9, 3), (20, 13, 3), (15, 24, 5)],
+    gpu_sizes=[(1, 1, 1), (5, 9, 3), (20, 13, 3), (2000, 3000, 5)],
+    launch=launch_2d(CONV2D_BLOCK),  # grid (ceil(Wo / 16), ceil(Ho / 8)) over out
+    reduction=lambda x, w: w.size,
+    budget=Budget(sectors={"x": 2.0, "out": 2.0}),
+    points=2,
+)
+
+CONV2D = Problem(
+    "lab07.conv2d",
+    spec=conv2d_spec,
+    inputs=conv_inputs,
+    sizes=_CONV_SIZES + [(2, 1, 6, 5, 2, 5, 1, 2)],
+    gpu_sizes=_CONV_SIZES + [_CONV_GPU],
+    launch=launch_1d(TPB),  # one thread per element of out
+    reduction=_conv_terms,
+    mistakes={"padding ignored: the taps must start at i*stride - pad (and skip rows/columns outside x).":
+              lambda x, w, b, stride, pad: conv2d_spec(x, w, b, stride, 0)},
+    points=3,
+)
+
+MAXPOOL = Problem(
+    "lab07.maxpool",
+    spec=maxpool_spec,
+    inputs=lambda size, rng: (*random_arrays(rng, size[:4]), size[4], size[5]),  # size = (N, C, H, W, k, stride)
+    sizes=[(1, 1, 2, 2, 2, 2), (2, 3, 7, 9, 2, 2), (1, 2, 9, 8, 3, 2), (2, 2, 6, 6, 3, 3)],
+    gpu_sizes=[(1, 1, 2, 2, 2, 2), (2, 3, 7, 9, 2, 2), (1, 2, 9, 8, 3, 2), (128, 32, 28, 28, 2, 2)],
+    launch=launch_1d(TPB),
+    mistakes={"the maximum starts at 0: windows with only negative numbers must give a negative maximum.":
+              lambda x, k, stride: np.maximum(maxpool_spec(x, k, stride), 0)},
+    points=2,
+)
+
+IM2COL = Problem(
+    "lab07.im2col",
+    spec=im2col_spec,
+    inputs=lambda size, rng: (*random_arrays(rng, size[:4]), *size[4:]),  # size = (N, C, H, W, k, stride, pad)
+    sizes=[(1, 1, 3, 3, 3, 1, 0), (2, 3, 7, 6, 3, 1, 1), (1, 2, 9, 8, 3, 2, 1)],
+    gpu_sizes=[(1, 1, 3, 3, 3, 1, 0), (2, 3, 7, 6, 3, 1, 1), (1, 2, 9, 8, 3, 2, 1), (64, 16, 32, 32, 3, 1, 1)],
+    launch=im2col_launch,
+    budget=Budget(sectors={"cols": 2.0}),  # neighbouring threads write neighbouring taps of a row
+    points=2,
+)
+
+CONV2D_IM2COL = Problem(
+    "conv2d_im2col",
+    spec=conv2d_spec,
+    inputs=conv_inputs,
+    sizes=_CONV_SIZES,
+    gpu_sizes=_CONV_SIZES + [_CONV_GPU],
+    reduction=_conv_terms,
+    points=3,
+)

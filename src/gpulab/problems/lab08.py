@@ -1,0 +1,138 @@
+"""Lab 08 · backpropagation: ReLU backward, max-pool backward (kernels), linear and convolution
+backward (array code).
+
+Gradients are sums (over the batch, over the windows that share a pixel), judged against a float64
+reference computed here from the definitions, within the float32 rounding bound of the longest sum.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..exercises import Problem, random_arrays
+from ..nn.ops import windows
+from ._common import launch_1d
+
+__all__ = ["CONV2D_BACKWARD", "LINEAR_BACKWARD", "MAXPOOL_BACKWARD", "RELU_BACKWARD", "TPB",
+           "conv2d_backward_spec", "conv_backward_inputs", "linear_backward_spec", "maxpool_backward_spec",
+           "maxpool_with_arg", "pool_inputs", "relu_inputs"]
+
+TPB = 64  # threads per block
+
+
+def relu_inputs(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """dout and y = relu(x) for n elements."""
+    dout, x = random_arrays(rng, n, n)
+    return dout, np.maximum(x, 0)
+
+
+def maxpool_with_arg(x: np.ndarray, k: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
+    """Max-pool forward: (out, arg) where arg = a*k + b of the first maximum in each window."""
+    n, c, h, w = x.shape
+    ho, wo = (h - k) // stride + 1, (w - k) // stride + 1
+    flat = windows(x, k, k, stride, ho, wo).reshape(n, c, ho, wo, k * k)
+    return flat.max(axis=-1), flat.argmax(axis=-1).astype(np.int32)
+
+
+def pool_inputs(size: tuple, rng: np.random.Generator) -> tuple:
+    """size = (N, C, H, W, k, stride) -> x (for its shape), dout, arg, k, stride."""
+    n, c, h, w, k, stride = size
+    (x,) = random_arrays(rng, (n, c, h, w))
+    out, arg = maxpool_with_arg(x, k, stride)
+    (dout,) = random_arrays(rng, out.shape)
+    return x, dout, arg, k, stride
+
+
+def maxpool_backward_spec(x: np.ndarray, dout: np.ndarray, arg: np.ndarray, k: int, stride: int) -> np.ndarray:
+    """dx: each window's gradient added onto the input pixel that won it."""
+    ho, wo = dout.shape[2], dout.shape[3]
+    dx = np.zeros(x.shape, dtype=dout.dtype)
+    for a in range(k):
+        for b in range(k):
+            dx[:, :, a:a + stride * ho:stride, b:b + stride * wo:stride] += dout * (arg == a * k + b)
+    return dx
+
+
+def linear_backward_spec(x: np.ndarray, W: np.ndarray, dout: np.ndarray) -> tuple[np.ndarray, ...]:
+    """y = x @ W.T + b: dx = dout @ W, dW = dout.T @ x, db = dout summed over the batch."""
+    return dout @ W, dout.T @ x, dout.sum(axis=0)
+
+
+def conv_backward_inputs(size: tuple, rng: np.random.Generator) -> tuple:
+    """size = (N, C, H, W, F, k, stride, pad) -> x, w, dout, stride, pad."""
+    n, c, h, w, f, k, stride, pad = size
+    ho, wo = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+    x, wt, dout = random_arrays(rng, (n, c, h, w), (f, c, k, k), (n, f, ho, wo))
+    return x, wt, dout, stride, pad
+
+
+def conv2d_backward_spec(x: np.ndarray, w: np.ndarray, dout: np.ndarray, stride: int, pad: int) -> tuple:
+    """(dx, dw, db) of ``y = conv2d(x, w) + b``, from the definition, one kernel tap (a, d) at a time."""
+    n, c, h, wd = x.shape
+    f, _, k, _ = w.shape
+    ho, wo = dout.shape[2], dout.shape[3]
+    dt = np.result_type(x, w, dout)
+    xpad = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    dxpad = np.zeros(xpad.shape, dtype=dt)
+    dw = np.zeros(w.shape, dtype=dt)
+    for a in range(k):
+        for d in range(k):
+            rows, cols = slice(a, a + stride * ho, stride), slice(d, d + stride * wo, stride)
+            dw[:, :, a, d] = np.einsum("nfhw,nchw->fc", dout, xpad[:, :, rows, cols])
+            dxpad[:, :, rows, cols] += np.einsum("nfhw,fc->nchw", dout, w[:, :, a, d])
+    return dxpad[:, :, pad:pad + h, pad:pad + wd], dw, dout.sum(axis=(0, 2, 3))
+
+
+def _conv_backward_terms(x: np.ndarray, w: np.ndarray, dout: np.ndarray, stride: int, pad: int) -> int:
+    n, f, ho, wo = dout.shape
+    per_tap = math.ceil(w.shape[2] / stride) ** 2
+    return max(n * ho * wo, f * per_tap)  # dw, db: over batch and pixels; dx: over filters and taps
+
+
+RELU_BACKWARD = Problem(
+    "relu_backward_kernel",
+    spec=lambda dout, y: np.where(y > 0, dout, 0).astype(dout.dtype),
+    inputs=relu_inputs,
+    sizes=[1, 100, 500],
+    gpu_sizes=[1, 100, 1 << 20],
+    threads=[TPB, 32],
+    mistakes={"the gradient was multiplied by y: ReLU's derivative is 1 where y > 0, not y.":
+              lambda dout, y: dout * y},
+    points=2,
+)
+
+MAXPOOL_BACKWARD = Problem(
+    "maxpool_backward_kernel",
+    spec=maxpool_backward_spec,
+    inputs=pool_inputs,
+    args=lambda ins, outs: (*ins[1:], *outs),  # the kernel gets (dout, arg, k, stride, dx)
+    sizes=[(1, 1, 3, 3, 2, 1), (2, 3, 7, 9, 2, 2), (1, 2, 9, 8, 3, 2)],
+    gpu_sizes=[(1, 1, 3, 3, 2, 1), (2, 3, 7, 9, 2, 2), (1, 2, 9, 8, 3, 2), (128, 32, 28, 28, 2, 2)],
+    launch=launch_1d(TPB),  # one thread per input pixel (dx)
+    reduction=lambda x, dout, arg, k, stride: math.ceil(k / stride) ** 2,  # windows sharing a pixel
+    points=3,
+)
+
+LINEAR_BACKWARD = Problem(
+    "linear_backward",
+    spec=linear_backward_spec,
+    inputs=lambda size, rng: random_arrays(rng, (size[0], size[1]), (size[2], size[1]), (size[0], size[2])),  # (N, in, out)
+    sizes=[(1, 1, 1), (5, 4, 3), (33, 17, 10)],
+    gpu_sizes=[(1, 1, 1), (5, 4, 3), (33, 17, 10), (4096, 1024, 512)],
+    reduction=lambda x, W, dout: max(x.shape[0], W.shape[0]),  # dW, db: N terms; dx: out terms
+    out_names=["dx", "dW", "db"],
+    points=2,
+)
+
+CONV2D_BACKWARD = Problem(
+    "conv2d_backward",
+    spec=conv2d_backward_spec,
+    inputs=conv_backward_inputs,
+    sizes=[(1, 1, 3, 3, 1, 3, 1, 0), (2, 3, 7, 6, 4, 3, 1, 1), (1, 2, 9, 8, 3, 3, 2, 1)],
+    gpu_sizes=[(1, 1, 3, 3, 1, 3, 1, 0), (2, 3, 7, 6, 4, 3, 1, 1), (1, 2, 9, 8, 3, 3, 2, 1), (64, 32, 14, 14, 64, 3, 1, 1)],
+    reduction=_conv_backward_terms,
+    out_names=["dx", "dw", "db"],
+    points=4,
+)

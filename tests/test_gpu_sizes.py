@@ -1,0 +1,429 @@
+"""The emulated gpu-size tier: every lab check and the lessons' numeric asserts at their gpu-mode sizes,
+with the GPU's float32 arithmetic emulated in NumPy.
+
+No GPU is needed. Each lab Problem runs at ``scale="gpu"`` with its kernel replaced by a faithful float32
+stand-in (``host=``): where a GPU thread accumulates sequentially (a matmul's loop over k, a convolution's
+taps), the emulation adds float32 products into a float32 accumulator in the same order; tree reductions
+halve in float32 as the kernel does; atomics add in a random order. A tolerance that a correct kernel
+cannot meet at gpu sizes fails here, in CI, instead of on a learner's Colab GPU. The tier has teeth: the
+same emulations fail when the old constant tolerance (rtol=1e-4, atol=1e-5) is put back.
+
+The lessons' asserts whose tolerance depends on the arithmetic are emulated at the end of this file
+(lesson notebooks 00, 03, 05, 06, 07, 08) with the figures their gpu-mode cells use.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+
+import numpy as np
+import pytest
+
+from gpulab import problems
+
+F32 = np.float32
+
+
+# ---------------------------------------------------------------------------------------------------
+# float32 building blocks, in the order a GPU thread computes
+
+
+def seq_matmul(A: np.ndarray, B: np.ndarray, init: np.ndarray | None = None) -> np.ndarray:
+    """C = init + A @ B with one float32 accumulator per output, adding k = 0, 1, ... in order
+    (the loop of a naive or tiled kernel: a tile adds its TILE products in the same k order)."""
+    m, K = A.shape
+    n = B.shape[1]
+    C = np.zeros((m, n), F32) if init is None else np.broadcast_to(init, (m, n)).astype(F32)
+    tmp = np.empty((m, n), F32)
+    for k in range(K):
+        np.multiply(A[:, k:k + 1], B[k:k + 1, :], out=tmp)  # float32 product, rounded
+        C += tmp  # float32 add, rounded
+    return C
+
+
+def seq_sum_rows(X: np.ndarray) -> np.ndarray:
+    """Sum over axis 0 one row after another in float32 (a sequential loop over the batch)."""
+    acc = np.zeros(X.shape[1:], F32)
+    for r in range(X.shape[0]):
+        acc += X[r]
+    return acc
+
+
+def tree_sum(buf: np.ndarray) -> np.ndarray:
+    """A shared-memory tree along the last axis (a power of two): buf[t] += buf[t + s], s halving."""
+    buf = buf.astype(F32).copy()
+    s = buf.shape[-1] // 2
+    while s > 0:
+        buf[..., :s] += buf[..., s:2 * s]
+        s //= 2
+    return buf[..., 0]
+
+
+def strided_partials(X: np.ndarray, tpb: int) -> np.ndarray:
+    """Each of tpb threads sums columns t, t + tpb, ... of every row in order (float32): (rows, tpb)."""
+    rows, cols = X.shape
+    acc = np.zeros((rows, tpb), F32)
+    for start in range(0, cols, tpb):
+        chunk = X[:, start:start + tpb]
+        acc[:, :chunk.shape[1]] += chunk
+    return acc
+
+
+def memo(n_out: int):
+    """Cache an emulation's outputs (its last ``n_out`` arguments) by the bytes of its inputs: lab03
+    and lab04 share matmul inputs, and the teeth tests rerun the pass tests' largest cases."""
+
+    def deco(fn):
+        cache: dict = {}
+
+        @functools.wraps(fn)
+        def wrapper(*args):
+            ins, outs = args[:-n_out], args[-n_out:]
+            h = hashlib.blake2b(digest_size=16)
+            for a in ins:
+                if isinstance(a, np.ndarray):
+                    h.update(repr((a.shape, a.dtype.str)).encode() + np.ascontiguousarray(a).tobytes())
+                else:
+                    h.update(repr(a).encode())
+            key = h.hexdigest()
+            if key not in cache:
+                fn(*args)
+                cache[key] = [np.array(o) for o in outs]
+            for o, v in zip(outs, cache[key]):
+                o[...] = v
+
+        return wrapper
+
+    return deco
+
+
+# ---------------------------------------------------------------------------------------------------
+# One emulation per lab problem (host=fn(*kernel arguments))
+
+
+def _add(a, b, out):
+    out[...] = a + b
+
+
+def _affine(A, alpha, beta, out):
+    out[...] = alpha * A + beta
+
+
+def _saxpy(alpha, x, y, out):
+    out[...] = alpha * x + y
+
+
+def _stencil3(x, out):  # acc = x[i]; acc += x[i-1]; acc += x[i+1]
+    acc = x.copy()
+    acc[1:] += x[:-1]
+    acc[:-1] += x[1:]
+    out[...] = acc
+
+
+def _stencil_shared(x, out):  # buf[tx] + buf[tx+1] + buf[tx+2] = (x[i-1] + x[i]) + x[i+1]
+    p = np.concatenate([[F32(0)], x, [F32(0)]]).astype(F32)
+    out[...] = (p[:-2] + p[1:-1]) + p[2:]
+
+
+def _copy(a, out):
+    out[...] = a
+
+
+def _transpose(a, out):
+    out[...] = a.T
+
+
+@memo(1)
+def _matvec(A, x, y):
+    y[...] = seq_matmul(A, x[:, None])[:, 0]
+
+
+@memo(1)
+def _matmul(A, B, C):
+    C[...] = seq_matmul(A, B)
+
+
+@memo(1)
+def _dense_relu(X, W, b, Y):  # acc = b[j]; acc += X[i, k] * W[k, j]; max(acc, 0)
+    Y[...] = np.maximum(seq_matmul(X, W, init=b[None, :]), F32(0))
+
+
+def _block_reverse(x, out):
+    out[...] = problems.lab04.block_reverse_spec(x)
+
+
+def _sum_atomic(x, out):  # atomics: one running float32 total, in whatever order the warps arrive
+    order = np.random.default_rng(0).permutation(x.size)
+    out[0] = np.cumsum(x[order], dtype=F32)[-1] if x.size else F32(0)
+
+
+def _histogram(labels, counts):
+    counts[...] = np.bincount(labels, minlength=counts.size)
+
+
+def _block_sum(x, partial):
+    tpb = problems.lab05.TPB
+    buf = np.zeros(partial.size * tpb, F32)
+    buf[: x.size] = x
+    partial[...] = tree_sum(buf.reshape(partial.size, tpb))
+
+
+def _softmax(x, out):  # lab05's kernel: strided max, tree; strided exp-sum (float32), tree; divide
+    tpb = problems.lab05.TPB
+    m = x.max(axis=1, keepdims=True)
+    e = np.exp(x - m).astype(F32)
+    s = tree_sum(strided_partials(e, tpb))
+    out[...] = e / s[:, None]
+
+
+def _conv1d(x, w, out):
+    K = w.size
+    acc = np.zeros(out.size, F32)
+    for k in range(K):
+        acc += x[k:k + out.size] * w[k]
+    out[...] = acc
+
+
+def _conv2d_single(x, w, out):
+    ho, wo = out.shape
+    acc = np.zeros(out.shape, F32)
+    for a in range(w.shape[0]):
+        for b in range(w.shape[1]):
+            acc += x[a:a + ho, b:b + wo] * w[a, b]
+    out[...] = acc
+
+
+@memo(1)
+def _conv2d(x, w, b, stride, pad, out):  # acc = b[f]; for c, a, d: acc += x * w (taps in padding skipped)
+    n, f, ho, wo = out.shape
+    c_in, k = w.shape[1], w.shape[2]
+    xp_ = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    acc = np.broadcast_to(b[None, :, None, None], out.shape).astype(F32)
+    for c in range(c_in):
+        for a in range(k):
+            for d in range(k):
+                patch = xp_[:, c, a:a + stride * ho:stride, d:d + stride * wo:stride]  # (N, Ho, Wo)
+                acc += patch[:, None] * w[None, :, c, a, d, None, None]  # zeros in the padding add 0
+    out[...] = acc
+
+
+def _maxpool(x, k, stride, out):
+    out[...] = problems.lab07.maxpool_spec(x, k, stride)
+
+
+def _im2col(x, k, stride, pad, cols):
+    cols[...] = problems.lab07.im2col_spec(x, k, stride, pad)
+
+
+def _conv2d_im2col(x, w, b, stride, pad, out):  # cols, then the course's matmul (k in order), then + b
+    f, c, k, _ = w.shape
+    n, _, ho, wo = out.shape
+    cols = problems.lab07.im2col_spec(x, k, stride, pad)
+    y = seq_matmul(cols, np.ascontiguousarray(w.reshape(f, c * k * k).T))
+    y += b
+    out[...] = y.reshape(n, ho, wo, f).transpose(0, 3, 1, 2)
+
+
+def _relu_backward(dout, y, dx):
+    dx[...] = np.where(y > 0, dout, F32(0))
+
+
+def _maxpool_backward(dout, arg, k, stride, dx):  # the kernel's gather: acc += dout over (a, b) in order
+    dx[...] = problems.lab08.maxpool_backward_spec(np.empty(dx.shape, F32), dout, arg, k, stride)
+
+
+@memo(3)
+def _linear_backward(x, W, dout, dx, dW, db):  # cuBLAS/CUB order unknown: sequential, the worst usual case
+    dx[...] = seq_matmul(dout, W)
+    dW[...] = seq_matmul(np.ascontiguousarray(dout.T), x)
+    db[...] = seq_sum_rows(dout)
+
+
+@memo(3)
+def _conv2d_backward(x, w, dout, stride, pad, dx, dw, db):
+    ops = __import__("gpulab.nn.ops", fromlist=["get"]).get("numpy")
+    f, c, k, _ = w.shape
+    n, _, ho, wo = dout.shape
+    cols, _, _ = ops.im2col(x, k, k, stride, pad)  # (N*Ho*Wo, k*k*C)
+    d = np.ascontiguousarray(dout.transpose(0, 2, 3, 1).reshape(n * ho * wo, f))
+    dw[...] = seq_matmul(np.ascontiguousarray(d.T), np.ascontiguousarray(cols)).reshape(f, k, k, c).transpose(0, 3, 1, 2)
+    db[...] = seq_sum_rows(d)
+    wmat = np.ascontiguousarray(w.transpose(0, 2, 3, 1).reshape(f, k * k * c))
+    dx[...] = ops.col2im(seq_matmul(d, wmat), x.shape, k, k, stride, pad)
+
+
+EMULATIONS = {
+    "lab01.ADD": _add, "lab01.AFFINE": _affine, "lab01.SAXPY": _saxpy, "lab01.STENCIL3": _stencil3,
+    "lab02.COPY2D": _copy, "lab02.TRANSPOSE": _transpose, "lab02.TRANSPOSE_TILED": _transpose,
+    "lab03.MATVEC": _matvec, "lab03.MATMUL": _matmul, "lab03.DENSE_RELU": _dense_relu,
+    "lab04.BLOCK_REVERSE": _block_reverse, "lab04.MATMUL_TILED": _matmul, "lab04.STENCIL_SHARED": _stencil_shared,
+    "lab05.SUM_ATOMIC": _sum_atomic, "lab05.HISTOGRAM": _histogram, "lab05.BLOCK_SUM": _block_sum,
+    "lab05.SOFTMAX": _softmax,
+    "lab07.CONV1D": _conv1d, "lab07.CONV2D_SINGLE": _conv2d_single, "lab07.CONV2D": _conv2d,
+    "lab07.MAXPOOL": _maxpool, "lab07.IM2COL": _im2col, "lab07.CONV2D_IM2COL": _conv2d_im2col,
+    "lab08.RELU_BACKWARD": _relu_backward, "lab08.MAXPOOL_BACKWARD": _maxpool_backward,
+    "lab08.LINEAR_BACKWARD": _linear_backward, "lab08.CONV2D_BACKWARD": _conv2d_backward,
+}
+ALL = problems.all_problems()
+
+
+def gpu_check(key: str, **overrides):
+    """The problem at its gpu-mode sizes with the emulation in place of the kernel."""
+    return ALL[key].check(host=EMULATIONS[key], scale="gpu", race_check=False, ptx=None, **overrides)
+
+
+def test_every_lab_problem_has_an_emulation():
+    assert set(EMULATIONS) == set(ALL)
+
+
+@pytest.mark.parametrize("key", sorted(ALL))
+def test_lab_check_passes_a_faithful_float32_emulation_at_gpu_sizes(key):
+    res = gpu_check(key)
+    assert res.passed, res
+    assert len(res.checks) >= len(ALL[key].gpu_sizes)
+
+
+# The tier has teeth: with the old constant tolerance the same emulations fail at gpu sizes.
+TEETH = {
+    "lab03.MATVEC": [(8192, 4096)],  # 4 outputs of 8192 already fail for NumPy's own float32 result
+    "lab03.MATMUL": [(2048, 1024, 1536)],
+    "lab08.LINEAR_BACKWARD": [(4096, 1024, 512)],  # dW: 4096-term sums
+    "lab08.CONV2D_BACKWARD": [(64, 32, 14, 14, 64, 3, 1, 1)],
+}
+
+
+@pytest.mark.parametrize("key", sorted(TEETH))
+def test_old_constant_tolerance_fails_the_same_emulation(key):
+    old = gpu_check(key, sizes=TEETH[key], reduction=None, rtol=1e-4, atol=1e-5)
+    assert not old.passed and old.status == "failed", old  # (the same case passes the bound: test above)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Lesson asserts at gpu-mode sizes. Each test names the notebook cell it stands for and uses its gpu-mode
+# figures and its exact tolerance; the GPU's float32 work is emulated in the order the kernel (or, for
+# cuBLAS, the least favourable usual order: one k after another) computes it.
+
+
+def test_lesson00_spot_check_of_numpy_sgemm_at_n2048():
+    """00_why_gpus cell 9: isclose(C[3, 5], float64 dot, rtol=1e-4, atol=1e-3) with N_NP = 2048. Every
+    element of a 2048 x 32 slice passes, so the spot check holds whichever element it picks."""
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((2048, 2048)).astype(F32)
+    B = rng.standard_normal((2048, 32)).astype(F32)
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    assert np.isclose(seq_matmul(A, B), ref, rtol=1e-4, atol=1e-3).all()
+
+
+def test_lesson00_cublas_fp32_and_fp16_at_n4096():
+    """00_why_gpus cell 11 (N_GPU = 4096): allclose(C32[:64, :64], float64, rtol=1e-3, atol=1e-2) and
+    ||C16 - C32|| / ||C32|| < 5e-2 (FP16 inputs, FP32 accumulation: CuPy's compute type for float16)."""
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((64, 4096)).astype(F32)
+    B = rng.standard_normal((4096, 4096)).astype(F32)
+    C32 = seq_matmul(A, B[:, :1024])
+    ref = A.astype(np.float64) @ B[:, :64].astype(np.float64)
+    assert np.allclose(C32[:, :64], ref, rtol=1e-3, atol=1e-2)
+    C16 = seq_matmul(A.astype(np.float16).astype(F32), B[:, :1024].astype(np.float16).astype(F32)).astype(np.float16)
+    rel = float(np.linalg.norm(C16.astype(F32) - C32) / np.linalg.norm(C32))
+    assert rel < 5e-2 / 10, rel  # about 4e-4: a wide margin
+
+
+def test_lesson03_04_matmul_error_bounds_at_1000x700x1300():
+    """03 cell 11 / 04 cells 9 and 20: max |C - A @ B| < 1e-3 * sqrt(K), and 03 cell 13:
+    assert_allclose(rtol=1e-3, atol=1e-3), at (M, K, N) = (1000, 700, 1300); naive, tiled and
+    register-tiled kernels all add k in order (rows 0..199 emulated)."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((200, 700), dtype=F32)
+    b = rng.standard_normal((700, 1300), dtype=F32)
+    c, r = seq_matmul(a, b), a @ b
+    assert np.abs(c - r).max() < 1e-3 * np.sqrt(700) / 10
+    np.testing.assert_allclose(c, r, rtol=1e-3, atol=1e-3)
+
+
+def test_lesson05_sums_at_4m_elements():
+    """05 cells 7 and 10 (n = 1 << 22 values in [0, 1)): the atomic sum (one running float32 total, in
+    a random order) within 1e-3 relative, the shared-memory tree (256 per block, repeated) within 1e-5."""
+    rng = np.random.default_rng(0)
+    x = rng.random(1 << 22, dtype=F32)
+    exact = float(np.sum(x, dtype=np.float64))
+    atomic = float(np.cumsum(x[rng.permutation(x.size)], dtype=F32)[-1])
+    assert abs(atomic - exact) <= 1e-3 * exact
+    assert abs(atomic - exact) > 1e-6 * exact  # the emulation does lose bits, as a GPU does
+    cur = x
+    while True:
+        blocks = math.ceil(cur.size / 256)
+        buf = np.zeros(blocks * 256, F32)
+        buf[: cur.size] = cur
+        cur = tree_sum(buf.reshape(blocks, 256))
+        if blocks == 1:
+            break
+    assert abs(float(cur[0]) - exact) <= 1e-5 * exact
+
+
+def test_lesson05_softmax_at_8192x1000():
+    """05 cell 21: allclose(probs, float64 softmax, rtol=1e-5, atol=1e-7) and rows summing to 1 within
+    1e-5, for 8192 x 1000 scores ~ N(0, 16), emulating softmax_rows_kernel (128 threads per row)."""
+    rng = np.random.default_rng(0)
+    scores = (rng.standard_normal((8192, 1000)) * 4).astype(F32)
+    e = np.exp(scores - scores.max(axis=1, keepdims=True)).astype(F32)
+    probs = e / tree_sum(strided_partials(e, 128))[:, None]
+    z = scores.astype(np.float64)
+    e64 = np.exp(z - z.max(axis=1, keepdims=True))
+    assert np.allclose(probs, e64 / e64.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+    assert np.allclose(probs.sum(axis=1), 1.0, atol=1e-5)
+
+
+def _round_tf32(x: np.ndarray) -> np.ndarray:
+    """float32 -> TF32 (10 stored mantissa bits, round to nearest), as float32."""
+    u = x.astype(F32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x1000) & ~np.uint64(0x1FFF)).astype(np.uint32).view(F32)
+
+
+def test_lesson06_precision_errors_at_n1024():
+    """06 cell 20 (n_err = 1024, inputs uniform in [-1, 1], error = max |C - ref| / max |ref|):
+    fp32 < 1e-5, fp32 < fp16 < 1e-2, fp32 < tf32 < 1e-2 (rows 0..127 emulated; FP32 accumulation)."""
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (1024, 1024)).astype(F32)[:128]
+    b = rng.uniform(-1, 1, (1024, 1024)).astype(F32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    scale = float(np.abs(ref).max())
+    err = {
+        "fp32": np.abs(seq_matmul(a, b) - ref).max() / scale,
+        "tf32": np.abs(seq_matmul(_round_tf32(a), _round_tf32(b)) - ref).max() / scale,
+        "fp16": np.abs(seq_matmul(a.astype(np.float16).astype(F32), b.astype(np.float16).astype(F32))
+                       .astype(np.float16).astype(np.float64) - ref).max() / scale,
+    }
+    assert err["fp32"] < 1e-5, err
+    assert err["fp32"] < err["fp16"] < 1e-2, err
+    assert err["fp32"] < err["tf32"] < 1e-2, err
+
+
+def test_lesson07_convolution_at_gpu_size():
+    """07 cells 8 and 11: allclose(out, conv2d_reference, rtol=1e-4, atol=1e-4) for x (64, 32, 28, 28),
+    w (64, 32, 3, 3) / sqrt(288), pad 1 (images 0..3 emulated, taps added in the kernel's order)."""
+    from gpulab.kernels import conv
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 32, 28, 28)).astype(F32)
+    w = (rng.standard_normal((64, 32, 3, 3)) / np.sqrt(32 * 9)).astype(F32)
+    b = rng.standard_normal(64).astype(F32)
+    out = np.empty((4, 64, 28, 28), F32)
+    _conv2d.__wrapped__(x, w, b, 1, 1, out)
+    assert np.allclose(out, conv.conv2d_reference(x, w, b, 1, 1), rtol=1e-4, atol=1e-4)
+
+
+def test_lesson10_data_parallel_gradients_at_batch_256():
+    """10 cell 16: 4 shards of a 256-image batch give the one-batch gradient within rtol=1e-4, atol=1e-6
+    (NumPy backend, random images: the cell's fallback when MNIST is not cached)."""
+    from gpulab import nn, scaling
+
+    rng = np.random.default_rng(0)
+    x, y = rng.random((256, 1, 28, 28), dtype=F32), rng.integers(0, 10, 256)
+    model, loss_fn = nn.mnist_cnn(dropout=0.0), nn.SoftmaxCrossEntropy()
+    loss, grads = scaling.full_batch_gradients(model, loss_fn, x, y)
+    dp = scaling.data_parallel_gradients(model, loss_fn, x, y, 4)
+    assert abs(np.mean(dp["shard_losses"]) - loss) < 1e-4
+    for k in grads:
+        assert np.allclose(dp["grads"][k], grads[k], rtol=1e-4, atol=1e-6), k
