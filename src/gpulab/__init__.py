@@ -11,7 +11,9 @@ from .runtime import ModeError, banner, is_gpu, is_simulator, mode, sizes, to_de
 
 runtime.select_mode()
 if runtime.is_simulator():
-    runtime.harden_simulator()  # imports numba's simulator (no GPU work): see its docstring
+    from . import simulator  # noqa: E402
+
+    simulator.harden()  # imports numba's simulator (no GPU work): see gpulab.simulator
 
 from .source import show_source  # noqa: E402  (after the mode is fixed)
 from .timing import benchmark, gbps, gflops, percent_of_peak  # noqa: E402
