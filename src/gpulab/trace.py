@@ -117,23 +117,28 @@ class AccessLog:
         """``(sectors per warp request, ideal sectors per request)`` for one array's reads or writes.
 
         A *request* is one access instruction of a warp (the k-th access of each lane, as in
-        :meth:`transactions`); its ideal is the fewest aligned sectors that hold the distinct elements
-        it touches (1 when all lanes read one element, 4 for 32 consecutive float32). A ratio of 1 is
-        perfectly coalesced; 8 means eight times the memory traffic. ``(0, 0)`` when there were none.
+        :meth:`transactions`); it costs the distinct aligned sectors its lanes touch. Its ideal is
+        what it would cost if the lanes of each row of the warp (same threadIdx.y and .z, consecutive
+        threadIdx.x) touched consecutive elements: ceil(distinct elements x itemsize / 32) per row,
+        rows that touch the same elements counted once (4 for 32 consecutive float32, 1 when all
+        lanes read one element). A ratio of 1 is coalesced; 8 means eight times the memory traffic.
+        ``(0, 0)`` when there were none.
         """
         bx, by, _ = self.block
-        groups: dict[tuple, set] = defaultdict(set)
+        groups: dict[tuple, dict[tuple, set]] = defaultdict(lambda: defaultdict(set))
         seen: Counter = Counter()
         for a in self._select(array, kind):
             tid = a.thread[0] + a.thread[1] * bx + a.thread[2] * bx * by
             key = (a.block, tid // warp_size, tid)
-            groups[(a.block, tid // warp_size, seen[key])].add(a.index)
+            groups[(a.block, tid // warp_size, seen[key])][a.thread[1:]].add(a.index)
             seen[key] += 1
         if not groups:
             return 0.0, 0.0
         size = self.itemsize[array]
-        actual = sum(len({i * size // segment_bytes for i in g}) for g in groups.values())
-        ideal = sum(-(-len(g) * size // segment_bytes) for g in groups.values())
+        actual = ideal = 0
+        for rows in groups.values():
+            actual += len({i * size // segment_bytes for elems in rows.values() for i in elems})
+            ideal += sum(-(-len(e) * size // segment_bytes) for e in {frozenset(e) for e in rows.values()})
         return actual / len(groups), ideal / len(groups)
 
 

@@ -13,7 +13,7 @@ from .. import runtime
 from ..source import code_names, py_func
 from .budgets import budget_checks
 from .compare import fills, float64_reference, reduction_len, same, unwritten
-from .diagnose import Judge, diagnose, exception_verdict
+from .diagnose import Judge, diagnose, exception_verdict, thread_inside
 from .problem import Budget, Case, Problem, Size
 from .ptxcheck import ptx_check
 from .races import race_verdict
@@ -242,7 +242,10 @@ def run_case(st: _State, k: int, launch: Launch, interval: float | None = None) 
         return _Fail("failed", k, launch, f"the kernel wrote past the end of {oob.args[0]} (input: {case.describe()}, "
                      f"launch: {oob.args[1]}).", "missing bounds guard: threads with i >= n must not write.", True)
     except Exception as exc:  # noqa: BLE001 - the learner's code failed: explain, don't crash
-        status, msg, hint = exception_verdict(exc, getattr(exc, "gpulab_launch", ""), case)
+        inside = None
+        if runner.thread_options and isinstance(exc, IndexError):
+            inside = thread_inside(exc, case.expected[0].shape, launch.swapped)
+        status, msg, hint = exception_verdict(exc, getattr(exc, "gpulab_launch", ""), case, inside)
         return _Fail(status, k, launch, msg, hint, swappable=isinstance(exc, IndexError))
     for o, exp in enumerate(case.expected):
         if not all(same(r[o], exp, st.p.rtol, _tol(case, o, st.p.atol)) for r in runs):
@@ -305,8 +308,8 @@ def explain(st: _State, fail: _Fail) -> tuple[str, str, str]:
         hint = race_hint(st, fail, hint, missing)
     if fail.status == "failed" and fail.swappable:
         square = square_only(st, fail)
-        if square:
-            hint = square + (" " + hint if hint else "")
+        if square:  # after an exception, the generic index hint adds nothing to this one
+            hint = square if fail.output < 0 else square + (" " + hint if hint else "")
     return fail.status, msg, hint
 
 
@@ -346,14 +349,19 @@ def square_only(st: _State, fail: _Fail) -> str:
         return ""
     probe = _State(st.p, st.runner, [sq], st.judge)
     try:
-        ok = run_case(probe, 0, fail.launch) is None
+        other = run_case(probe, 0, fail.launch)
     except Exception:  # noqa: BLE001
-        ok = False
-    if not ok:
         return ""
-    return (f"correct on square inputs (size {sq.size!r}), wrong on non-square (size {case.size!r}): an index uses "
-            "the wrong dimension (e.g. A.shape[0] where A.shape[1] is meant, or a row index where a column index "
-            "belongs).")
+    if other is None:
+        return (f"correct on square inputs (size {sq.size!r}), wrong on non-square (size {case.size!r}): an index "
+                "uses the wrong dimension (e.g. A.shape[0] where A.shape[1] is meant, or a row index where a "
+                "column index belongs).")
+    if other.output >= 0 and fail.output < 0:  # an exception here, wrong values on square inputs: say why
+        o = other.output
+        _, hint = diagnose(other.got[o], sq.expected[o], _tol(sq, o, st.p.atol), sq, st.judge, st.runner.names[o], None)
+        if hint:
+            return f"On square inputs (size {sq.size!r}) the kernel runs but is wrong: {hint}"
+    return ""
 
 
 def orientation_note(st: _State, case: Case) -> str:

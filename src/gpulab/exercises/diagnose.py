@@ -17,7 +17,7 @@ from .compare import close, same
 from .problem import Case
 from .run import KernelTimeout
 
-__all__ = ["Judge", "diagnose", "exception_verdict"]
+__all__ = ["Judge", "diagnose", "exception_verdict", "thread_inside"]
 
 _TID_RE = re.compile(r"tid=\[(\d+), (\d+), (\d+)\] ctaid=\[(\d+), (\d+), (\d+)\]:?\s*(.*)", re.S)
 _EXP_LIMIT = 88.0  # exp(x) overflows float32 above x = 88.72
@@ -35,6 +35,8 @@ class Judge:
 
 
 def _scalar(x: Any) -> str:
+    if isinstance(x, (np.floating, float)) and np.isfinite(x):
+        return f"{float(x):.8g}"
     return repr(x.item()) if hasattr(x, "item") else repr(x)
 
 
@@ -42,26 +44,50 @@ def _index(idx: tuple[int, ...]) -> str:
     return ", ".join(str(v) for v in idx)
 
 
-def exception_verdict(exc: BaseException, launch: str, case: Case) -> tuple[str, str, str]:
-    """(status, message, hint) for an exception raised by the learner's code."""
+def thread_inside(exc: BaseException, shape: tuple[int, ...], swapped: bool) -> bool | None:
+    """Whether the thread that raised ``exc`` has an output element of ``shape`` to compute (one thread
+    per element, x along the last axis, or the first when ``swapped``); None when unknown."""
+    m = _TID_RE.match(str(exc))
+    config = getattr(exc, "gpulab_config", None)
+    if not m or config is None or not shape:
+        return None
+    tid, cta = [int(v) for v in m.group(1, 2, 3)], [int(v) for v in m.group(4, 5, 6)]
+    block = (tuple(config[1]) if isinstance(config[1], (tuple, list)) else (config[1],)) + (1, 1)
+    pos = [cta[d] * block[d] + tid[d] for d in range(3)]
+    axes = list(shape)[::-1] if not swapped else list(shape)
+    if len(axes) > 3:
+        return None
+    return all(pos[d] < axes[d] for d in range(len(axes))) and all(pos[d] == 0 for d in range(len(axes), 3))
+
+
+def exception_verdict(exc: BaseException, launch: str, case: Case, inside: bool | None = None) -> tuple[str, str, str]:
+    """(status, message, hint) for an exception raised by the learner's code. ``inside``: the thread
+    that failed has an output element to compute (so a bounds guard would not help)."""
     text = str(exc)
     m = _TID_RE.match(text)
     where = ""
     if m:
         tid, cta, text = m.group(1, 2, 3), m.group(4, 5, 6), m.group(7)
         where = f"thread ({', '.join(tid)}) of block ({', '.join(cta)})"
+    line = getattr(exc, "gpulab_line", None)
+    at = f" at line {line[0]}: `{line[1]}`" if line else ""
     if isinstance(exc, NotImplementedError):
         return "not implemented", "not implemented yet: replace `raise NotImplementedError` with your code.", ""
     if isinstance(exc, KernelTimeout):
         return "timeout", f"stopped: {where} ran past the deadline", ""
     if isinstance(exc, IndexError):
-        msg = (f"{where or 'a thread'} indexed past the end of an array: {text}\n"
+        msg = (f"{where or 'a thread'} indexed past the end of an array{at}: {text}\n"
                f"input: {case.describe()}\nlaunch: {launch}")
-        hint = ("missing bounds guard? The grid has more threads than elements when n is not a multiple "
-                "of the block size; guard with `if i < out.shape[0]:` (and `j < out.shape[1]` in 2-D), "
-                "and check that i/j index the right dimensions.")
+        if inside:
+            hint = ("this thread has an output element to compute, so a bounds guard is not the fix: an index runs "
+                    "over the wrong dimension (e.g. B[j, k] where B[k, j] is meant, or a loop to A.shape[0] where "
+                    "A.shape[1] is meant). Check each index against the shape of the array it indexes.")
+        else:
+            hint = ("missing bounds guard? The grid has more threads than elements when n is not a multiple "
+                    "of the block size; guard with `if i < out.shape[0]:` (and `j < out.shape[1]` in 2-D), "
+                    "and check that i/j index the right dimensions.")
         return "failed", msg, hint
-    msg = f"{type(exc).__name__} in {where or 'your code'}: {text}\ninput: {case.describe()}\nlaunch: {launch}"
+    msg = f"{type(exc).__name__} in {where or 'your code'}{at}: {text}\ninput: {case.describe()}\nlaunch: {launch}"
     hint = ""
     if isinstance(exc, (TypeError, AttributeError)):
         hint = ("the simulator ran your code as Python and it failed; check argument order and that the "
@@ -153,7 +179,7 @@ def _partial_tile(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name:
     k = a.shape[1]
     if b.shape[0] != k:
         return ""
-    for tile in _TILES:
+    for tile in sorted(_TILES, reverse=True):
         kept = k // tile * tile
         if kept == k or (kept == 0 and tile > 2 * k):
             continue
@@ -166,9 +192,11 @@ def _partial_tile(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name:
         except Exception:  # noqa: BLE001
             return ""
         if alt.shape == got.shape and same(got, alt.astype(got.dtype), judge.rtol, atol):
-            return (f"the result sums only the first {kept} of K = {k} terms: the last partial tile of K is "
-                    f"dropped (tiles of {tile}?). Loop over ceil(K / TILE) tiles, `(K + TILE - 1) // TILE`, "
-                    "and load 0.0 into the tile where the index k + tx (or k + ty) is >= K.")
+            what = (f"sums only the first {kept} of K = {k} terms" if kept else
+                    f"sums none of the K = {k} terms (K is smaller than a tile)")
+            return (f"the result {what}: the last partial tile of K is dropped (`range(K // TILE)`?). Loop over "
+                    "ceil(K / TILE) tiles, `(K + TILE - 1) // TILE`, and load 0.0 into the tile where the index "
+                    "k + tx (or k + ty) is >= K.")
     return ""
 
 

@@ -3,6 +3,8 @@ that unwritten elements show, a deadline, and stopping stuck simulator threads."
 
 from __future__ import annotations
 
+import linecache
+import os
 import sys
 import threading
 from dataclasses import dataclass
@@ -96,6 +98,22 @@ def run_with_deadline(fn: Callable[[], Any], timeout: float) -> Any:
     return box.get("value")
 
 
+_LIBRARY = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.path.dirname(threading.__file__))
+
+
+def source_line(exc: BaseException) -> tuple[int, str] | None:
+    """(line number, text) of the learner's code where ``exc`` was raised (the innermost frame that is
+    neither numba, gpulab nor the standard library)."""
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        fname = tb.tb_frame.f_code.co_filename
+        if not fname.startswith(_LIBRARY) and "numba" not in fname and "site-packages" not in fname:
+            found = (tb.tb_lineno, linecache.getline(fname, tb.tb_lineno).strip())
+        tb = tb.tb_next
+    return found
+
+
 class Runner:
     """Launches one problem's kernel (or host function) on its cases."""
 
@@ -154,10 +172,12 @@ class Runner:
             used.append(fill)
         call = tuple(p.args(dev_in, tuple(outs))) if p.args else dev_in + tuple(outs)
         if p.host is not None:
+            config = None
+        if p.host is not None:
             desc = f"host function {getattr(p.host, '__name__', 'host')}(...)"
             go = lambda: p.host(*call)  # noqa: E731
         else:
-            griddim, blockdim = self.config(case, call, launch)
+            griddim, blockdim = config = self.config(case, call, launch)
             desc = f"{self.fn_name}[{griddim}, {blockdim}]"
             go = lambda: self.kernel[griddim, blockdim](*call)  # noqa: E731
         old = sys.getswitchinterval()
@@ -172,6 +192,8 @@ class Runner:
             raise
         except Exception as exc:
             exc.gpulab_launch = desc  # type: ignore[attr-defined]
+            exc.gpulab_config = config  # type: ignore[attr-defined]
+            exc.gpulab_line = source_line(exc)  # type: ignore[attr-defined]
             raise
         finally:
             sys.setswitchinterval(old)
