@@ -90,8 +90,9 @@ class _Fail:
     hint: str = ""
     swappable: bool = False
     output: int = -1  # wrong values: which output
-    got: tuple = ()
+    got: tuple = ()  # the outputs of the run that was wrong
     desc: str = ""
+    runs: tuple = ()  # every run's outputs, in fill order
 
 
 @dataclass
@@ -250,7 +251,7 @@ def run_case(st: _State, k: int, launch: Launch, interval: float | None = None) 
     for o, exp in enumerate(case.expected):
         if not all(same(r[o], exp, st.p.rtol, _tol(case, o, st.p.atol)) for r in runs):
             bad = next(r for r in runs if not same(r[o], exp, st.p.rtol, _tol(case, o, st.p.atol)))
-            return _Fail("failed", k, launch, swappable=True, output=o, got=bad, desc=desc)
+            return _Fail("failed", k, launch, swappable=True, output=o, got=bad, desc=desc, runs=tuple(runs))
     st.checks.append(Check(f"size {case.size!r}", True, f"correct ({desc})"))
     return None
 
@@ -284,11 +285,15 @@ def never_written(st: _State, fail: _Fail) -> np.ndarray | None:
     options = fills(case.expected[o], st.p.out_init)
     if len(options) < 2:
         return None
-    try:
-        again, _ = st.runner.run(case, fail.launch, fill_run=1)
-    except Exception:  # noqa: BLE001 - the first run's verdict stands
-        return unwritten(fail.got[o], options[0])
-    return unwritten(fail.got[o], options[0]) & unwritten(again[o], options[1])
+    first = fail.runs[0][o]
+    if len(fail.runs) > 1:
+        again = fail.runs[1]
+    else:
+        try:
+            again, _ = st.runner.run(case, fail.launch, fill_run=1)
+        except Exception:  # noqa: BLE001 - the first run's verdict stands
+            return unwritten(first, options[0])
+    return unwritten(first, options[0]) & unwritten(again[o], options[1])
 
 
 def explain(st: _State, fail: _Fail) -> tuple[str, str, str]:
@@ -328,7 +333,7 @@ def race_hint(st: _State, fail: _Fail, hint: str, missing: np.ndarray | None) ->
     if case.expected[0].size > 1 and not (missing is not None and missing.any()):
         try:
             again, _ = st.runner.run(case, fail.launch, SCHEDULES[0])
-            if not all(same(a, b, p.rtol, p.atol) for a, b in zip(again, fail.got)):
+            if not all(same(a, b, p.rtol, p.atol) for a, b in zip(again, fail.runs[0])):
                 return SCHEDULE_HINT + (" " + hint if hint else "")
         except Exception:  # noqa: BLE001 - the first verdict stands
             pass
@@ -340,7 +345,7 @@ def square_only(st: _State, fail: _Fail) -> str:
     case = st.cases[fail.case]
     if case.square or not isinstance(case.size, tuple) or not all(isinstance(s, int) for s in case.size):
         return ""
-    side = max(max(case.size), 2)
+    side = max(min(case.size), 2)  # small: the probe runs in the simulator
     try:
         sq = build_cases(st.p, [(side,) * len(case.size)])[0]
     except SetupError:

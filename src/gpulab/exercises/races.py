@@ -31,7 +31,7 @@ WRITE_RACE_HINT = ("A race: on a GPU these writes happen in any order and update
                    "for a value many threads update, or give each thread its own element (and reduce in shared "
                    "memory with cuda.syncthreads() between steps).")
 SAME_INDEX_HINT = ("Two threads computed the same output index while other elements were never written: the "
-                   "index is wrong, not the lack of atomics. Each thread needs its own element: check how the "
+                   "index is wrong. Each thread needs its own element: check how the "
                    "index is built from cuda.grid() / blockIdx / blockDim / threadIdx.")
 BRANCH_HINT = ("Every thread of a block must reach every cuda.syncthreads(): move it out of the `if` (and do not "
                "`return` before a barrier); guard only the loads and stores with the condition.")
@@ -109,10 +109,13 @@ def race_verdict(runner: Runner, case: Case, launch: Launch) -> tuple[str, str] 
         pos, o = hit
         w = out_log[pos]
         k = runner.names.index(w.array)
-        msg = (f"thread {w.thread} of block {w.block} and thread {o.thread} of block {o.block} both wrote "
-               f"{w.array}[{_elem(w.index, case.expected[k].shape)}] without cuda.atomic and without a "
-               f"cuda.syncthreads() between them ({launch_s})")
-        missing = runner.p.out_init is None and any(
-            unwritten(got, fills(e, None)[0]).any() for got, e in zip(outs, case.expected))
-        return msg, (SAME_INDEX_HINT if missing else WRITE_RACE_HINT)
+        both = (f"thread {w.thread} of block {w.block} and thread {o.thread} of block {o.block} both wrote "
+                f"{w.array}[{_elem(w.index, case.expected[k].shape)}]")
+        missing = 0
+        if runner.p.out_init is None:
+            missing = sum(int(unwritten(got, fills(e, None)[0]).sum()) for got, e in zip(outs, case.expected)
+                          if e.dtype != np.bool_)
+        if missing:
+            return f"{both}, and {missing} output elements were never written ({launch_s})", SAME_INDEX_HINT
+        return f"{both} without cuda.atomic and without a cuda.syncthreads() between them ({launch_s})", WRITE_RACE_HINT
     return None
