@@ -13,7 +13,7 @@ from .. import runtime
 from ..source import code_names, py_func
 from .budgets import budget_checks
 from .compare import fills, float64_reference, reduction_len, same, unwritten
-from .diagnose import Judge, diagnose, exception_verdict, thread_inside
+from .diagnose import SPECIFIC, Judge, diagnose, diagnose_kind, exception_verdict, thread_inside
 from .problem import Budget, Case, Problem, Size
 from .ptxcheck import ptx_check
 from .races import race_verdict
@@ -299,19 +299,20 @@ def never_written(st: _State, fail: _Fail) -> np.ndarray | None:
 def explain(st: _State, fail: _Fail) -> tuple[str, str, str]:
     """(status, message, hint) for a failure: diagnosis, races, square-only."""
     case = st.cases[fail.case]
+    kind = ""
     if fail.output < 0:
         msg, hint = fail.message, fail.hint
     else:
         o = fail.output
         exp, tol = case.expected[o], _tol(case, o, st.p.atol)
         missing = never_written(st, fail)
-        msg, hint = diagnose(fail.got[o], exp, tol, case, st.judge, st.runner.names[o], missing)
+        msg, hint, kind = diagnose_kind(fail.got[o], exp, tol, case, st.judge, st.runner.names[o], missing)
         if case.atol is not None:
             msg += (f"\n(allowed error: the float32 rounding bound for sums of "
                     f"{reduction_len(st.p.reduction, case.inputs):,} terms, up to {float(np.max(tol)):.3g} here)")
         msg += f"\ninput: {case.describe()}\nlaunch: {fail.desc}"
         hint = race_hint(st, fail, hint, missing)
-    if fail.status == "failed" and fail.swappable:
+    if fail.status == "failed" and fail.swappable and kind not in SPECIFIC:
         square = square_only(st, fail)
         if square:  # after an exception, the generic index hint adds nothing to this one
             hint = square if fail.output < 0 else square + (" " + hint if hint else "")

@@ -17,7 +17,7 @@ from .compare import close, same
 from .problem import Case
 from .run import KernelTimeout
 
-__all__ = ["Judge", "diagnose", "exception_verdict", "thread_inside"]
+__all__ = ["SPECIFIC", "Judge", "diagnose", "diagnose_kind", "exception_verdict", "thread_inside"]
 
 _TID_RE = re.compile(r"tid=\[(\d+), (\d+), (\d+)\] ctaid=\[(\d+), (\d+), (\d+)\]:?\s*(.*)", re.S)
 _EXP_LIMIT = 88.0  # exp(x) overflows float32 above x = 88.72
@@ -88,6 +88,12 @@ def exception_verdict(exc: BaseException, launch: str, case: Case, inside: bool 
                     "and check that i/j index the right dimensions.")
         return "failed", msg, hint
     msg = f"{type(exc).__name__} in {where or 'your code'}{at}: {text}\ninput: {case.describe()}\nlaunch: {launch}"
+    if isinstance(exc, OverflowError):
+        big = _largest_input(case)
+        hint = ("a value overflowed" + (f" (the inputs reach |x| = {big:g}; exp(x) overflows float32 above "
+                                        "x = 88.7, on a GPU it gives inf and then nan)" if big > _EXP_LIMIT else "")
+                + ". For softmax subtract the row's maximum before exp: exp(x - max(x)) / sum(exp(x - max(x))).")
+        return "failed", msg, hint
     hint = ""
     if isinstance(exc, (TypeError, AttributeError)):
         hint = ("the simulator ran your code as Python and it failed; check argument order and that the "
@@ -95,10 +101,20 @@ def exception_verdict(exc: BaseException, launch: str, case: Case, inside: bool 
     return "error", msg, hint
 
 
+SPECIFIC = ("_named_mistake", "_transposed", "_input_transposed", "_partial_tile", "_non_finite")
+
+
 def diagnose(got: np.ndarray, exp: np.ndarray, atol: Any, case: Case, judge: Judge, name: str,
              never_written: np.ndarray | None) -> tuple[str, str]:
     """(message, hint) for an output ``name`` that differs from the spec. ``never_written`` marks the
     elements the kernel did not write (None when that cannot be known, e.g. with ``out_init``)."""
+    msg, hint, _ = diagnose_kind(got, exp, atol, case, judge, name, never_written)
+    return msg, hint
+
+
+def diagnose_kind(got: np.ndarray, exp: np.ndarray, atol: Any, case: Case, judge: Judge, name: str,
+                  never_written: np.ndarray | None) -> tuple[str, str, str]:
+    """:func:`diagnose` and which check named the mistake ("" when none did; see ``SPECIFIC``)."""
     ok = close(got, exp, judge.rtol, atol)
     bad = np.argwhere(~ok)
     first = tuple(int(v) for v in bad[0]) if len(bad) else ()
@@ -110,8 +126,8 @@ def diagnose(got: np.ndarray, exp: np.ndarray, atol: Any, case: Case, judge: Jud
                   _never_written, _edges, _shifted):
         hint = check(got, exp, atol, case, judge, name, unwritten)
         if hint:
-            return msg, hint
-    return msg, ""
+            return msg, hint, check.__name__
+    return msg, "", ""
 
 
 # Each check: (got, exp, atol, case, judge, name, unwritten) -> a hint, or "" when it does not apply.
@@ -200,14 +216,18 @@ def _partial_tile(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name:
     return ""
 
 
+def _largest_input(case: Case) -> float:
+    return max((float(np.max(np.abs(x))) for x in case.inputs
+                if isinstance(x, np.ndarray) and np.issubdtype(x.dtype, np.floating) and x.size), default=0.0)
+
+
 def _non_finite(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
     if not np.issubdtype(exp.dtype, np.inexact):
         return ""
     computed = ~np.isfinite(got) & np.isfinite(exp) & ~unwritten
     if not computed.any():
         return ""
-    big = max((float(np.max(np.abs(x))) for x in case.inputs
-               if isinstance(x, np.ndarray) and np.issubdtype(x.dtype, np.floating) and x.size), default=0.0)
+    big = _largest_input(case)
     first = tuple(int(v) for v in np.argwhere(computed)[0])
     what = "inf" if np.isinf(got[first]) else "nan"
     if big > _EXP_LIMIT:
