@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from gpulab.exercises import check_kernel, random_arrays
+from gpulab.exercises import Budget, check_kernel, random_arrays
 from gpulab.exercises.run import grid_for
 
 SIZES = [(1, 1), (5, 9), (17, 6), (8, 8)]
@@ -134,3 +134,30 @@ def test_exercise_specific_mistake_hint():
                        inputs=lambda s, rng: random_arrays(rng, s), sizes=[(5, 5)], threads=(4, 4),
                        mistakes={"copied instead of transposing": lambda a: a})
     assert res.hint == "copied instead of transposing"
+
+
+@cuda.jit
+def copy_x_along_rows(a, out):
+    i, j = cuda.grid(2)  # x -> row: neighbouring threads are a whole row apart
+    if i < a.shape[0] and j < a.shape[1]:
+        out[i, j] = a[i, j]
+
+
+@cuda.jit
+def copy_x_along_cols(a, out):
+    j, i = cuda.grid(2)  # x -> column
+    if i < a.shape[0] and j < a.shape[1]:
+        out[i, j] = a[i, j]
+
+
+def test_coalescing_budget_with_a_fixed_launch():
+    common = dict(spec=lambda a: a.copy(), inputs=lambda s, rng: random_arrays(rng, s), sizes=[(40, 40)],
+                  budget=Budget(sectors={"a": 2.0, "out": 2.0}), points=2)
+    good = check_kernel(copy_x_along_cols, launch=lambda a, out: ((2, 5), (32, 8)), **common)
+    assert good.passed, good
+    bad = check_kernel(copy_x_along_rows, launch=lambda a, out: ((2, 5), (32, 8)), **common)
+    assert bad.status == "over budget" and bad.score == 1
+    # 40 rows: full warps use 32 sectors (ideal 4), the 8 lanes past row 32 use 8 (ideal 1); 20 / 2.5 on average
+    assert ("coalescing of a: uncoalesced: reads of a use 20.0 sectors per warp request, ideal 2.5 "
+            "(8x the memory traffic)") in bad.message
+    assert "threadIdx.x" in bad.hint
