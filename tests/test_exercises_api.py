@@ -171,7 +171,7 @@ def test_switch_interval_is_restored():
     check_kernel(reverse_no_sync, spec=lambda x: x.reshape(-1, TPB)[:, ::-1].ravel().copy(),
                  inputs=lambda n, rng: random_arrays(rng, n), sizes=[64], threads=TPB)
     assert sys.getswitchinterval() == before
-    assert exercises.check.SCHEDULES  # schedules used for re-runs are configured
+    assert exercises.races.SCHEDULES  # schedules used for re-runs are configured
 
 
 def test_public_names_and_rounding_bound():

@@ -15,12 +15,21 @@ from typing import Any
 
 import numpy as np
 
-from .. import simulator
+from .. import runtime, simulator
+from .cases import State, largest, run_case
 from .compare import fills, unwritten
 from .problem import Case
-from .run import Launch, Runner, run_with_deadline
+from .result import Check
+from .run import Hang, Launch, Runner, run_with_deadline
 
-__all__ = ["race_verdict"]
+__all__ = ["SCHEDULES", "race_stage", "race_verdict"]
+
+# Thread schedules for re-runs in the simulator: how often Python may switch between CUDA threads
+# (gpulab runs at 1 ms; 10 us interleaves the threads of a block much more finely).
+SCHEDULES = (1e-5,)
+SCHEDULE_HINT = ("the result changes from run to run (a race): a thread reads shared memory before the others "
+                 "wrote it (missing cuda.syncthreads()?) or several threads update one element without "
+                 "cuda.atomic.add.")
 
 RAW_HINT = ("The missing barrier is the one AFTER the load: put cuda.syncthreads() after the threads write shared "
             "memory and before any thread reads what another thread wrote.")
@@ -118,4 +127,43 @@ def race_verdict(runner: Runner, case: Case, launch: Launch) -> tuple[str, str] 
         if missing:
             return f"{both}, and {missing} output elements were never written ({launch_s})", SAME_INDEX_HINT
         return f"{both} without cuda.atomic and without a cuda.syncthreads() between them ({launch_s})", WRITE_RACE_HINT
+    return None
+
+
+def race_stage(st: State, launch: Launch) -> tuple[str, str] | None:
+    """After every case passed: re-run the largest with another schedule (and block shape), then
+    look for races and barriers inside branches directly. ``(message, hint)`` or None."""
+    p = st.p
+    if not p.race_check or not st.cases:
+        return None
+    big = largest(st.cases)
+    case = st.cases[big]
+    for j, interval in enumerate(SCHEDULES):
+        try:
+            fail = run_case(State(p, st.runner, st.cases, st.judge), big, Launch(big + 1 + j, launch.swapped), interval)
+        except Hang:
+            return (f"correct once, but did not finish within {p.timeout:g} s when re-run with another thread "
+                    f"schedule.\ninput: {case.describe()}", "a thread waits for something only another thread's "
+                    "timing provides: look for loops that spin on shared or global memory.")
+        if fail is not None and fail.output < 0:
+            return "on a re-run with another thread schedule: " + fail.message, fail.hint
+        if fail is not None:
+            msg = (f"correct once, but wrong when re-run with another thread schedule ({fail.desc}): "
+                   f"{st.runner.names[fail.output]} changed.\ninput: {case.describe()}")
+            return msg, ("a race: some thread reads data another thread has not written yet (missing "
+                         "cuda.syncthreads() between writing and reading shared memory?) or several threads "
+                         "update one element without cuda.atomic.add.")
+    direct = p.host is None and runtime.is_simulator()
+    if direct:
+        try:
+            found = race_verdict(st.runner, case, Launch(big, launch.swapped))
+        except Exception:  # noqa: BLE001 - the watched run failed where the plain ones passed: no verdict
+            found = None
+        if found:
+            return f"{found[0]}\ninput: {case.describe()}", found[1]
+    n_opts = len(st.runner.thread_options)
+    st.checks.append(Check("races", True, "same result with different thread schedules"
+                           + (" and block shapes" if n_opts > 1 else "")
+                           + (", no unsynchronised accesses to shared memory or outputs, every barrier reached "
+                              "by every thread" if direct else "")))
     return None
