@@ -161,3 +161,14 @@ def test_coalescing_budget_with_a_fixed_launch():
     assert ("coalescing of a: uncoalesced: reads of a use 20.0 sectors per warp request, ideal 2.5 "
             "(8x the memory traffic)") in bad.message
     assert "threadIdx.x" in bad.hint
+
+
+def test_one_dimensional_launch_functions_are_not_swapped():
+    @cuda.jit
+    def add_stride_one_block(a, b, out):
+        for i in range(cuda.threadIdx.x, out.shape[0], cuda.blockDim.x):
+            out[i] = a[i] + b[i] + 1  # wrong on purpose
+
+    res = check_kernel(add_stride_one_block, spec=lambda a, b: a + b, inputs=lambda n, rng: random_arrays(rng, n, n),
+                       sizes=[40], launch=lambda a, b, out: (1, 32))
+    assert not res.passed and "exchanged" not in res.message + res.hint

@@ -98,7 +98,7 @@ def run_problem(p: Problem, kernel: Any, name: str | None = None) -> CheckResult
                     Judge(p.spec, p.rtol, in_names, dict(p.mistakes or {})))
         fail = run_cases(st, Launch())
         note = ""
-        if fail is not None and fail.swappable and st.runner.can_swap:
+        if fail is not None and fail.swappable and st.runner.can_swap(cases[fail.case]):
             other = run_cases(State(p, st.runner, cases, st.judge), Launch(swapped=True), quick=True)
             if other is None:
                 fail, note = None, orientation_note(st, cases[-1])

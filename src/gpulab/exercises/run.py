@@ -128,14 +128,17 @@ class Runner:
                 raise SetupError(f"threads={problem.threads!r}: every block shape needs at least one thread "
                                  "along each dimension, e.g. threads=128 or threads=(16, 16).")
 
-    @property
-    def can_swap(self) -> bool:
+    def can_swap(self, case: Case) -> bool:
         """A 2-D launch the harness chooses (not a host function), so x and y can be exchanged."""
         if self.p.host is not None:
             return False
-        if self.thread_options:
-            return any(len(o) >= 2 for o in self.thread_options)
-        return True  # launch=: decided per case (see config)
+        _, call = self.host_call(case)
+        grid, block = self.config(case, call, Launch())
+        g, b = as_dim(grid), as_dim(block)
+        if len(g) < 2 and len(b) < 2:
+            return False
+        sg, sb = swap(g, b)
+        return (sg, sb) != (g + (1,) * (len(sg) - len(g)), b + (1,) * (len(sb) - len(b)))  # else: nothing to try
 
     def config(self, case: Case, call: tuple, launch: Launch) -> tuple[Any, Any]:
         """(griddim, blockdim) for this case; a bad configuration is the exercise's SetupError."""
