@@ -228,3 +228,8 @@ def test_rounding_bound_values():
     assert math.isclose(rounding_bound(1), u / (1 - u))
     assert math.isclose(rounding_bound(4096), 4096 * u / (1 - 4096 * u))
     assert rounding_bound(10, np.float64) < 1e-14
+
+
+def test_reduction_too_long_for_the_output_precision_is_a_setup_error():
+    res = _matmul_problem(sizes=[(2, 4, 2)], reduction=1 << 30, host=sequential_float32).check()
+    assert res.status == "setup error" and "too long for float32" in res.message, res

@@ -80,7 +80,11 @@ def build_cases(p: Problem, sizes: Sequence[Size] | None = None) -> list[Case]:
                                  "(e.g. np.array([total], dtype=np.float32) for a single number).")
         tol = None
         if p.reduction is not None:
-            exp, tol = float64_reference(p.spec, ins, exp, reduction_len(p.reduction, ins), p.atol)
+            try:
+                exp, tol = float64_reference(p.spec, ins, exp, reduction_len(p.reduction, ins), p.atol)
+            except Exception as exc:  # noqa: BLE001
+                raise SetupError(f"reduction=: the float64 reference failed on size {size!r}: "
+                                 f"{type(exc).__name__}: {exc}") from exc
         cases.append(Case(size, p.seed + k, ins, tuple(exp), tol))
     return cases
 
