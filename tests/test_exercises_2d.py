@@ -13,7 +13,8 @@ SIZES = [(1, 1), (5, 9), (17, 6), (8, 8)]
 
 
 def check_scale(kernel, sizes=SIZES, **kw):
-    opts = dict(spec=lambda a: 2 * a, inputs=lambda s, rng: random_arrays(rng, s), sizes=sizes, threads=[(4, 4), (8, 2)])
+    opts = dict(spec=lambda a: 2 * a, inputs=lambda s, rng: random_arrays(rng, s), sizes=sizes,
+                threads=[(4, 4), (8, 2)])
     opts.update(kw)
     return check_kernel(kernel, **opts)
 

@@ -111,7 +111,8 @@ def test_a_failing_spec_or_launch_function_is_a_setup_error():
 
 def test_launch_options_are_exclusive_and_sizes_required():
     with pytest.raises(ValueError, match="exactly one of threads=, launch= or host="):
-        check_kernel(add_good, spec=lambda a, b: a + b, inputs=add_inputs, sizes=[3], threads=32, launch=lambda *a: (1, 32))
+        check_kernel(add_good, spec=lambda a, b: a + b, inputs=add_inputs, sizes=[3], threads=32,
+                     launch=lambda *a: (1, 32))
     with pytest.raises(ValueError, match="at least one input size"):
         check_kernel(add_good, spec=lambda a, b: a + b, inputs=add_inputs, sizes=[], threads=32)
 

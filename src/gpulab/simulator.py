@@ -52,7 +52,7 @@ class Access(NamedTuple):
     kind: str  # "r" or "w"
     block: Dim
     thread: Dim
-    index: int  # flat (C-order) element index within the array
+    index: int  # type: ignore[assignment]  # flat (C-order) element index (shadows tuple.index)
     epoch: int = 0
     atomic: bool = False
     line: int = 0
@@ -91,7 +91,7 @@ class Watched(np.ndarray):
         block = getattr(th, "blockIdx", None)
         if self._log is None or block is None:
             return  # not inside a simulated kernel thread
-        t = th.threadIdx
+        t = getattr(th, "threadIdx")
         b, tt = (block.x, block.y, block.z), (t.x, t.y, t.z)
         epoch, atomic = getattr(th, "_gpulab_epoch", 0), getattr(th, "_gpulab_atomic", False)
         self._log.extend(Access(self._name, kind, b, tt, f, epoch, atomic, line) for f in flat_indices(idx, self.shape))
@@ -209,7 +209,7 @@ def harden() -> None:
 
     def array(self: Any, shape: Any, dtype: Any, alignment: Any = None) -> Any:
         if shape == 0 or alignment is not None:  # dynamic shared memory / unsupported: unchanged
-            return original(self, shape, dtype, alignment)
+            return original(self, shape, dtype, alignment)  # type: ignore[call-arg]
         caller = sys._getframe(1)
         return shared_array(self, (caller.f_code.co_filename, caller.f_lineno), shape, dtype)
 
@@ -245,9 +245,10 @@ def harden() -> None:
                 for ins in list(_ACTIVE):
                     ins.barriers[key] = getattr(th, "_gpulab_epoch", 0)
 
-    thread_cls.syncthreads, thread_cls.run = syncthreads, run
+    thread_cls.syncthreads = syncthreads  # type: ignore[method-assign]
+    thread_cls.run = run  # type: ignore[method-assign]
     array._gpulab_locked = True  # type: ignore[attr-defined]
-    cls.array = array
+    cls.array = array  # type: ignore[method-assign]
 
 
 def stop_threads(exc_type: type[BaseException]) -> list[str]:

@@ -44,7 +44,8 @@ def budget_checks(runner: Runner, budget: Budget, cases: list[Case], largest: in
         limit = _limit(lim, case.size)
         worst = int(log.per_element(arr, "r").max()) if log.shapes.get(arr) and np.prod(log.shapes[arr]) else 0
         checks.append(Check(f"budget: reads of {arr}", worst <= limit,
-                            f"each element of {arr} read from global memory at most {worst} times (limit {limit:g}; {where})",
+                            f"each element of {arr} read from global memory at most {worst} times "
+                            f"(limit {limit:g}; {where})",
                             "" if worst <= limit else f"stage {arr} in shared memory so that a block loads each "
                             "element once and its threads reuse it."))
     for kind, lim, label in (("r", budget.reads_per_thread, "reads"), ("w", budget.writes_per_thread, "writes")):

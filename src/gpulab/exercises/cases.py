@@ -121,8 +121,9 @@ def run_case(st: State, k: int, launch: Launch, interval: float | None = None) -
     except (Hang, SetupError):
         raise
     except OutOfBounds as oob:
-        return Failure("failed", k, launch, f"the kernel wrote past the end of {oob.args[0]} (input: {case.describe()}, "
-                     f"launch: {oob.args[1]}).", "missing bounds guard: threads with i >= n must not write.", True)
+        return Failure("failed", k, launch, f"the kernel wrote past the end of {oob.args[0]} "
+                       f"(input: {case.describe()}, "
+                       f"launch: {oob.args[1]}).", "missing bounds guard: threads with i >= n must not write.", True)
     except Exception as exc:  # noqa: BLE001 - the learner's code failed: explain, don't crash
         inside = None
         if runner.thread_options and isinstance(exc, IndexError):

@@ -73,7 +73,7 @@ def is_placeholder(fn: Any) -> bool:
 
 def run_problem(p: Problem, kernel: Any, name: str | None = None) -> CheckResult:
     """Check ``kernel`` against ``p``: the pipeline behind :func:`check_kernel` and ``Problem.check``."""
-    fn_name = name or getattr(py_func(kernel), "__name__", None) or getattr(p.host, "__name__", "kernel")
+    fn_name = str(name or getattr(py_func(kernel), "__name__", None) or getattr(p.host, "__name__", "kernel"))
     n_modes = sum(x is not None for x in (p.threads, p.launch, p.host))
     if n_modes != 1:
         raise ValueError(
@@ -84,7 +84,8 @@ def run_problem(p: Problem, kernel: Any, name: str | None = None) -> CheckResult
     if not p.sizes:
         raise ValueError(f"check_kernel({fn_name}) needs at least one input size in sizes=[...].")
 
-    def finish(status: str, message: str, hint: str = "", checks: Sequence[Check] = (), score: float = 0.0) -> CheckResult:
+    def finish(status: str, message: str, hint: str = "", checks: Sequence[Check] = (),
+               score: float = 0.0) -> CheckResult:
         res = CheckResult(fn_name, status, score, float(p.points), message, hint, list(checks))
         log_result(res)
         return res

@@ -43,7 +43,8 @@ def float64_reference(spec: Callable, ins: tuple, exp: tuple, n_terms: int, atol
     scale = spec(*(f64(x, True) for x in ins))
     exact = exact if isinstance(exact, tuple) else (exact,)
     scale = scale if isinstance(scale, tuple) else (scale,)
-    out_exp, out_tol = [], []
+    out_exp: list[Any] = []
+    out_tol: list[Any] = []
     for e, x64, s64 in zip(exp, exact, scale):
         x64, s64 = np.asarray(x64, np.float64), np.abs(np.asarray(s64, np.float64))
         if not np.issubdtype(e.dtype, np.floating) or x64.shape != e.shape:

@@ -48,7 +48,7 @@ def explain(st: State, fail: Failure) -> tuple[str, str, str]:
         exp, tol = case.expected[o], tol_for(case, o, st.p.atol)
         missing = never_written(st, fail)
         msg, hint, kind = diagnose_kind(fail.got[o], exp, tol, case, st.judge, st.runner.names[o], missing)
-        if case.atol is not None:
+        if case.atol is not None and st.p.reduction is not None:
             msg += (f"\n(allowed error: the float32 rounding bound for sums of "
                     f"{reduction_len(st.p.reduction, case.inputs):,} terms, up to {float(np.max(tol)):.3g} here)")
         msg += f"\ninput: {case.describe()}\nlaunch: {fail.desc}"
@@ -105,7 +105,8 @@ def square_only(st: State, fail: Failure) -> str:
                 "column index belongs).")
     if other.output >= 0 and fail.output < 0:  # an exception here, wrong values on square inputs: say why
         o = other.output
-        _, hint = diagnose(other.got[o], sq.expected[o], tol_for(sq, o, st.p.atol), sq, st.judge, st.runner.names[o], None)
+        _, hint = diagnose(other.got[o], sq.expected[o], tol_for(sq, o, st.p.atol), sq, st.judge,
+                           st.runner.names[o], None)
         if hint:
             return f"On square inputs (size {sq.size!r}) the kernel runs but is wrong: {hint}"
     return ""

@@ -145,7 +145,8 @@ class Runner:
         from ..kernels._launch import check_launch
 
         if self.thread_options:
-            grid, block = grid_for(case.expected[0].shape, self.thread_options[launch.option % len(self.thread_options)])
+            option = self.thread_options[launch.option % len(self.thread_options)]
+            grid, block = grid_for(case.expected[0].shape, option)
         else:
             try:
                 grid, block = self.p.launch(*call)  # type: ignore[misc]
@@ -190,7 +191,11 @@ class Runner:
             if runtime.is_simulator():
                 run_with_deadline(go, p.timeout)
             else:
-                run_with_deadline(lambda: (go(), runtime.synchronize()), p.timeout)
+                def go_and_wait() -> None:
+                    go()
+                    runtime.synchronize()  # errors and hangs show up here on a GPU
+
+                run_with_deadline(go_and_wait, p.timeout)
         except (Hang, SetupError):
             raise
         except Exception as exc:
