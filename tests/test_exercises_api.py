@@ -13,37 +13,11 @@ from numba import cuda, float32
 from gpulab import exercises
 from gpulab.exercises import (Budget, Case, CheckResult, KernelTimeout, Problem, check_kernel, kernel_source,  # noqa: F401
                               random_arrays, rounding_bound, standalone_source)
+from test_exercises_elementwise import add_good, add_inputs, add_no_guard, add_placeholder, check_add
+from test_exercises_matmul import mm_tiled as matmul_tiled
 
 TPB = 32
 TILE = 8
-
-
-@cuda.jit
-def add_good(a, b, out):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = a[i] + b[i]
-
-
-@cuda.jit
-def add_no_guard(a, b, out):
-    i = cuda.grid(1)
-    out[i] = a[i] + b[i]
-
-
-@cuda.jit
-def add_placeholder(a, b, out):
-    raise NotImplementedError
-
-
-def add_inputs(n, rng):
-    return random_arrays(rng, n, n)
-
-
-def check_add(kernel, **kw):
-    opts = dict(spec=lambda a, b: a + b, inputs=add_inputs, sizes=[0, 1, 7, 100], threads=[128, 32])
-    opts.update(kw)
-    return check_kernel(kernel, **opts)
 
 
 # --- Problem --------------------------------------------------------------------------------------
@@ -186,26 +160,6 @@ def test_public_names_and_rounding_bound():
 # --- kernel sources and PTX -----------------------------------------------------------------------
 
 
-@cuda.jit
-def matmul_tiled(A, B, C):
-    sA = cuda.shared.array((TILE, TILE), float32)
-    sB = cuda.shared.array((TILE, TILE), float32)
-    j, i = cuda.grid(2)
-    tx = cuda.threadIdx.x
-    ty = cuda.threadIdx.y
-    acc = float32(0.0)
-    for t in range((A.shape[1] + TILE - 1) // TILE):
-        k = t * TILE
-        sA[ty, tx] = A[i, k + tx] if i < A.shape[0] and k + tx < A.shape[1] else float32(0.0)
-        sB[ty, tx] = B[k + ty, j] if k + ty < B.shape[0] and j < B.shape[1] else float32(0.0)
-        cuda.syncthreads()  # wait until both tiles are loaded
-        for kk in range(TILE):
-            acc += sA[ty, kk] * sB[kk, tx]
-        cuda.syncthreads()  # wait until every thread used the tiles before they are overwritten
-    if i < C.shape[0] and j < C.shape[1]:
-        C[i, j] = acc
-
-
 @cuda.jit(device=True)
 def _clamp01(v):
     return min(max(v, 0.0), 1.0)
@@ -221,9 +175,9 @@ def clamp_kernel(x, out):
 
 
 def test_kernel_source_is_the_source_and_standalone_source_rebuilds_a_module():
-    assert kernel_source(matmul_tiled).startswith("@cuda.jit\ndef matmul_tiled(A, B, C):")
+    assert kernel_source(matmul_tiled).startswith("@cuda.jit\ndef mm_tiled(A, B, C):")
     src = standalone_source(matmul_tiled)
-    assert "TILE = 8" in src and "from numba import float32" in src and "def matmul_tiled(A, B, C):" in src
+    assert "TILE = 8" in src and "from numba import float32" in src and "def mm_tiled(A, B, C):" in src
     assert src.startswith("from numba import cuda")
 
 

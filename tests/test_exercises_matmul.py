@@ -10,6 +10,7 @@ from numba import cuda, float32
 from gpulab.exercises import Budget, check_kernel, random_arrays, tile_bytes
 
 TILE = 8
+TILE_PAD = TILE + 1  # a constant: NVVM rejects `(TILE, TILE + 1)` as a shared-array shape (the PTX check finds it)
 SIZES = [(1, 1, 1), (13, 10, 7), (16, 9, 16)]
 
 
@@ -138,8 +139,8 @@ def test_missing_guard_names_the_launch_that_failed():
 
 @cuda.jit
 def mm_tiled(A, B, C):
-    sA = cuda.shared.array((TILE, TILE + 1), float32)  # padded against bank conflicts
-    sB = cuda.shared.array((TILE, TILE + 1), float32)
+    sA = cuda.shared.array((TILE, TILE_PAD), float32)  # padded against bank conflicts
+    sB = cuda.shared.array((TILE, TILE_PAD), float32)
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
     j, i = cuda.grid(2)
