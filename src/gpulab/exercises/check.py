@@ -100,7 +100,10 @@ def run_problem(p: Problem, kernel: Any, name: str | None = None) -> CheckResult
         fail = run_cases(st, Launch())
         note = ""
         if fail is not None and fail.swappable and st.runner.can_swap(cases[fail.case]):
-            other = run_cases(State(p, st.runner, cases, st.judge), Launch(swapped=True), quick=True)
+            try:
+                other = run_cases(State(p, st.runner, cases, st.judge), Launch(swapped=True), quick=True)
+            except SetupError:  # the exchanged launch is not a valid one (e.g. too many blocks along y)
+                other = fail
             if other is None:
                 fail, note = None, orientation_note(st, cases[-1])
                 st.checks = [Check(f"size {c.size!r}", True, "correct (x and y exchanged)") for c in cases]
