@@ -16,9 +16,6 @@ from .run import Launch, SetupError
 __all__ = ["explain", "orientation_note"]
 
 
-
-
-
 def never_written(st: State, fail: Failure) -> np.ndarray | None:
     """Elements of the failing output that the kernel did not write: still equal to the fill in two
     runs with different fills (None when ``out_init`` hides it)."""

@@ -7,6 +7,9 @@ in the epoch tells which barrier is missing (after the load, or before the next 
 threads writing one output element without ``cuda.atomic`` is a race too, unless elements were
 also left unwritten (then two threads computed the same index). Threads of one block that passed
 different numbers of barriers called ``cuda.syncthreads()`` inside a branch.
+
+:func:`race_stage` is the pipeline's race step after every case passed: a re-run with another
+thread schedule and block shape, then :func:`race_verdict` on the largest case.
 """
 
 from __future__ import annotations
