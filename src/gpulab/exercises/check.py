@@ -8,6 +8,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .. import runtime
+from ..errors import UsageError
 from ..source import code_names, py_func
 from .budgets import budget_checks
 from .cases import State, build_cases, largest, param_names, run_cases
@@ -76,13 +77,13 @@ def run_problem(p: Problem, kernel: Any, name: str | None = None) -> CheckResult
     fn_name = str(name or getattr(py_func(kernel), "__name__", None) or getattr(p.host, "__name__", "kernel"))
     n_modes = sum(x is not None for x in (p.threads, p.launch, p.host))
     if n_modes != 1:
-        raise ValueError(
+        raise UsageError(
             f"check_kernel({fn_name}) needs exactly one of threads=, launch= or host= (got {n_modes}): "
             "threads=256 for one thread per output element, launch=lambda *args: (blocks, threads) for "
             "another grid, host=fn for a host function that launches the kernel itself."
         )
     if not p.sizes:
-        raise ValueError(f"check_kernel({fn_name}) needs at least one input size in sizes=[...].")
+        raise UsageError(f"check_kernel({fn_name}) needs at least one input size in sizes=[...].")
 
     def finish(status: str, message: str, hint: str = "", checks: Sequence[Check] = (),
                score: float = 0.0) -> CheckResult:

@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .. import runtime
+from ..errors import UsageError
 
 __all__ = ["Budget", "Case", "Problem", "random_arrays"]
 
@@ -131,7 +132,7 @@ class Problem:
         """The sizes for ``scale`` ("gpu" or "simulator"; default: the current mode)."""
         scale = scale or runtime.mode()
         if scale not in ("gpu", "simulator"):
-            raise ValueError(f"Problem {self.name}: scale must be 'gpu' or 'simulator', got {scale!r}")
+            raise UsageError(f"Problem {self.name}: scale must be 'gpu' or 'simulator', got {scale!r}")
         return list(self.gpu_sizes or self.sizes) if scale == "gpu" else list(self.sizes)
 
     def check(self, kernel: Any = None, *, scale: str | None = None, **overrides: Any) -> Any:
