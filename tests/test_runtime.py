@@ -169,39 +169,6 @@ def test_cli_unknown_command():
     assert "invalid choice: 'frobnicate'" in r.stderr and "Traceback" not in r.stderr
 
 
-def _shared_ids(method, threads=64):
-    import threading
-
-    import numpy as np
-    from numba.cuda.simulator import kernelapi
-
-    shared = kernelapi.FakeCUDAShared(0)
-    ids, barrier = [], threading.Barrier(threads)
-
-    def worker():
-        barrier.wait()
-        ids.append(id(method(shared, (4, 4), np.float32)))  # one source line, as in a kernel
-
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        ts = [threading.Thread(target=worker) for _ in range(threads)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-    finally:
-        sys.setswitchinterval(old)
-    return ids
-
-
-def test_simulator_shared_array_is_one_array_per_block_under_thread_switches():
-    from numba.cuda.simulator import kernelapi
-
-    assert getattr(kernelapi.FakeCUDAShared.array, "_gpulab_locked", False)
-    for _ in range(5):
-        assert len(set(_shared_ids(kernelapi.FakeCUDAShared.array))) == 1
-
 
 def test_command_line_detection_and_mode_error_hint(monkeypatch):
     """`gpulab ...` / `python -m gpulab ...` tolerate a bad GPULAB_DEVICE at import (the command reports

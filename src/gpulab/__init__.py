@@ -17,7 +17,9 @@ except runtime.ModeError:
     if not runtime.started_from_command_line():
         raise
 if runtime.selected_mode() == "simulator":
-    runtime.harden_simulator()  # imports numba's simulator (no GPU work): see its docstring
+    from . import simulator  # noqa: E402
+
+    simulator.harden()  # imports numba's simulator (no GPU work): see gpulab.simulator
 
 from .source import show_source  # noqa: E402  (after the mode is fixed)
 from .timing import benchmark, gbps, gflops, percent_of_peak  # noqa: E402

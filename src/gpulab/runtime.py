@@ -18,9 +18,8 @@ import ctypes
 import ctypes.util
 import os
 import sys
-import threading
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 __all__ = [
     "DriverProbe",
@@ -187,59 +186,6 @@ def select_mode(choice: str | None = None) -> str:
         sys.setswitchinterval(SIM_SWITCH_INTERVAL)
     _MODE, _REASON = chosen, reason
     return chosen
-
-
-_SHARED_LOCK = threading.Lock()
-
-
-def simulator_shared_array(shared: Any, key: tuple, shape: Any, dtype: Any,
-                           on_new: Callable[[Any], Any] | None = None) -> Any:
-    """The block's shared array for ``key`` (the allocating source line), created under a lock.
-
-    ``shared`` is the simulator's ``FakeCUDAShared`` of one block. ``on_new(array) -> array`` may
-    replace a freshly created array (the exercise harness uses it to watch accesses).
-    """
-    import numpy as np
-    from numba.cuda.simulator import kernelapi
-
-    with _SHARED_LOCK:
-        res = shared._allocations.get(key)
-        if res is None:
-            if isinstance(dtype, kernelapi.types.Type):
-                dtype = kernelapi.numpy_support.as_dtype(dtype)
-            res = np.empty(shape, dtype)
-            if on_new is not None:
-                res = on_new(res)
-            shared._allocations[key] = res
-    return res
-
-
-def harden_simulator() -> None:
-    """Make the simulator's ``cuda.shared.array`` safe under thread switches (idempotent).
-
-    numba-cuda's simulator looks up a block's shared array by source line and creates it if missing,
-    without a lock: when Python switches threads between the lookup and the insert, two threads of
-    one block get *different* arrays and a correct tiled kernel computes garbage. gpulab replaces that
-    method with the same lookup done under a lock (:func:`simulator_shared_array`). Called in
-    simulator mode, and by gpulab.trace in gpu mode (which runs kernels in the simulator to count their
-    memory accesses).
-    """
-    from numba.cuda.simulator import kernelapi
-
-    cls = kernelapi.FakeCUDAShared
-    original = cls.array
-    if getattr(original, "_gpulab_locked", False):
-        return
-
-    def array(self: Any, shape: Any, dtype: Any, alignment: Any = None) -> Any:
-        if shape == 0 or alignment is not None:  # dynamic shared memory / unsupported: unchanged
-            return original(self, shape, dtype, alignment)
-        caller = sys._getframe(1)
-        key = (caller.f_code.co_filename, caller.f_lineno)  # the simulator's own key: the source line
-        return simulator_shared_array(self, key, shape, dtype)
-
-    array._gpulab_locked = True  # type: ignore[attr-defined]
-    cls.array = array
 
 
 def selected_mode() -> str | None:

@@ -1,26 +1,45 @@
-"""Show a library kernel's source in a notebook, so lessons never copy kernels by hand."""
+"""A kernel's Python function and source text, in one place.
+
+:func:`py_func` unwraps a ``@cuda.jit`` kernel (gpu dispatcher or simulator kernel) to its Python
+function; :func:`kernel_source` is its source text (what :func:`show_source` displays in lessons);
+:func:`standalone_source` is a module that defines the kernel on its own (what the exercise
+harness compiles to PTX).
+"""
 
 from __future__ import annotations
 
 import inspect
 import textwrap
-from typing import Any
+import types
+from typing import Any, Callable
 
-__all__ = ["kernel_source", "show_source"]
+import numpy as np
+
+__all__ = ["code_names", "kernel_source", "py_func", "show_source", "standalone_source"]
 
 
-def _python_function(obj: Any) -> Any:
-    """The plain Python function behind a CUDA kernel (gpu dispatcher or simulator kernel)."""
+def py_func(obj: Any) -> Any:
+    """The plain Python function behind a CUDA kernel (gpu dispatcher or simulator kernel); any
+    other object is returned unchanged."""
     for attr in ("py_func", "fn", "_func", "__wrapped__"):
         inner = getattr(obj, attr, None)
         if callable(inner) and inner is not obj:
-            return _python_function(inner)
+            return py_func(inner)
     return obj
+
+
+def code_names(code: types.CodeType) -> set[str]:
+    """Global and attribute names a function's code (and its nested code) refers to."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= code_names(const)
+    return names
 
 
 def kernel_source(obj: Any) -> str:
     """The source text of a kernel, device function, launcher, class or module."""
-    target = _python_function(obj)
+    target = py_func(obj)
     try:
         return textwrap.dedent(inspect.getsource(target))
     except (TypeError, OSError) as exc:
@@ -29,6 +48,46 @@ def kernel_source(obj: Any) -> str:
             f"{type(obj).__name__!r} whose source Python cannot find ({exc}). Pass the kernel "
             "itself, e.g. show_source(gpulab.kernels.add_kernel)."
         ) from None
+
+
+def standalone_source(kernel: Any) -> str:
+    """A self-contained module that defines ``kernel``: its source (from the notebook cell or file)
+    preceded by the imports, constants and device functions it uses from its globals."""
+    header: list[str] = []
+    bodies: list[str] = []
+    seen: set[str] = set()
+
+    def visit(f: Callable) -> None:
+        src = textwrap.dedent(inspect.getsource(f))
+        for name in sorted(code_names(f.__code__)):
+            if name in seen or name == "cuda" or name not in f.__globals__:
+                continue
+            seen.add(name)
+            value = f.__globals__[name]
+            if isinstance(value, types.ModuleType):
+                header.append(f"import {value.__name__} as {name}" if value.__name__ != name else f"import {name}")
+            elif isinstance(value, (bool, int, float, np.integer, np.floating)):
+                header.append(f"{name} = {value!r}")
+            elif hasattr(value, "py_func") or type(value).__name__ in ("FakeCUDAKernel", "CUDADispatcher"):
+                visit(py_func(value))
+            else:
+                import numba
+
+                if getattr(numba, name, None) is value:
+                    header.append(f"from numba import {name}")
+                elif isinstance(value, type) and issubclass(value, BaseException):
+                    continue  # builtins-like exception names are resolved by Python itself
+                else:
+                    raise ValueError(
+                        f"the kernel uses the global {name!r} ({type(value).__name__}), which the PTX "
+                        "check cannot rebuild outside this notebook. Use module-level int/float "
+                        "constants, `math`, `numba` types or `@cuda.jit(device=True)` functions."
+                    )
+        bodies.append(src)
+
+    visit(py_func(kernel))
+    lines = ["from numba import cuda"] + sorted(set(header), key=lambda s: (not s.startswith(("import", "from")), s))
+    return "\n".join(lines) + "\n\n\n" + "\n\n".join(bodies)
 
 
 def show_source(obj: Any, *, display: bool = True) -> str:

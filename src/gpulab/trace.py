@@ -16,29 +16,19 @@ local variables are not, which is exactly the distinction the tiling lesson is a
 from __future__ import annotations
 
 import sys
-import threading
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from . import runtime
+from . import runtime, simulator
+from .simulator import Access
+from .source import py_func
 
 __all__ = ["Access", "AccessLog", "trace"]
 
 Dim = tuple[int, int, int]
-
-
-@dataclass(frozen=True)
-class Access:
-    """One element access: which array, read or write, by which block/thread, at which element."""
-
-    array: str
-    kind: str  # "r" or "w"
-    block: Dim
-    thread: Dim
-    index: int  # flat (C-order) element index within the array
 
 
 @dataclass
@@ -122,43 +112,34 @@ class AccessLog:
             groups[(a.block, tid // warp_size, k)].add(a.index * size // segment_bytes)
         return sum(len(s) for s in groups.values())
 
+    def coalescing(self, array: str, kind: str = "r", segment_bytes: int = 32,
+                   warp_size: int = 32) -> tuple[float, float]:
+        """``(sectors per warp request, ideal sectors per request)`` for one array's reads or writes.
 
-class _Traced(np.ndarray):
-    """An ndarray view that logs element reads and writes made from simulator threads."""
-
-    _log: list
-    _name: str
-
-    def __array_finalize__(self, obj: Any) -> None:
-        self._log = getattr(obj, "_log", None)
-        self._name = getattr(obj, "_name", "?")
-
-    def _record(self, kind: str, idx: Any) -> None:
-        th = threading.current_thread()
-        block, thread = getattr(th, "blockIdx", None), getattr(th, "threadIdx", None)
-        if self._log is None or block is None:
-            return  # not inside a simulated kernel thread
-        shape = self.shape
-        if isinstance(idx, tuple) and len(idx) == len(shape) and all(isinstance(i, (int, np.integer)) for i in idx):
-            flat = [int(np.ravel_multi_index(tuple(int(i) % s if s else 0 for i, s in zip(idx, shape)), shape))]
-        elif isinstance(idx, (int, np.integer)) and len(shape) == 1:
-            flat = [int(idx) % shape[0]]
-        else:
-            flat = np.arange(int(np.prod(shape))).reshape(shape)[idx].ravel().tolist()
-        b, t = (block.x, block.y, block.z), (thread.x, thread.y, thread.z)
-        self._log.extend(Access(self._name, kind, b, t, f) for f in flat)
-
-    def __getitem__(self, idx: Any) -> Any:
-        out = np.ndarray.__getitem__(self, idx)
-        if getattr(threading.current_thread(), "blockIdx", None) is not None:
-            self._record("r", idx)
-            if isinstance(out, _Traced):  # a slice/row taken inside a kernel: trace it as plain data
-                return out.view(np.ndarray)
-        return out
-
-    def __setitem__(self, idx: Any, value: Any) -> None:
-        self._record("w", idx)
-        np.ndarray.__setitem__(self, idx, value)
+        A *request* is one access instruction of a warp (the k-th access of each lane, as in
+        :meth:`transactions`); it costs the distinct aligned sectors its lanes touch. Its ideal is
+        what it would cost if the lanes of each row of the warp (same threadIdx.y and .z, consecutive
+        threadIdx.x) touched consecutive elements: ceil(distinct elements x itemsize / 32) per row,
+        rows that touch the same elements counted once (4 for 32 consecutive float32, 1 when all
+        lanes read one element). A ratio of 1 is coalesced; 8 means eight times the memory traffic.
+        ``(0, 0)`` when there were none.
+        """
+        bx, by, _ = self.block
+        groups: dict[tuple, dict[tuple, set]] = defaultdict(lambda: defaultdict(set))
+        seen: Counter = Counter()
+        for a in self._select(array, kind):
+            tid = a.thread[0] + a.thread[1] * bx + a.thread[2] * bx * by
+            key = (a.block, tid // warp_size, tid)
+            groups[(a.block, tid // warp_size, seen[key])][a.thread[1:]].add(a.index)
+            seen[key] += 1
+        if not groups:
+            return 0.0, 0.0
+        size = self.itemsize[array]
+        actual = ideal = 0
+        for rows in groups.values():
+            actual += len({i * size // segment_bytes for elems in rows.values() for i in elems})
+            ideal += sum(-(-len(e) * size // segment_bytes) for e in {frozenset(e) for e in rows.values()})
+        return actual / len(groups), ideal / len(groups)
 
 
 def _dim3(d: int | Sequence[int]) -> Dim:
@@ -184,17 +165,15 @@ def trace(kernel: Any, griddim: int | Sequence[int], blockdim: int | Sequence[in
     if names is None:
         import inspect
 
-        fn = getattr(kernel, "fn", None) or getattr(kernel, "py_func", kernel)
-        names = list(inspect.signature(fn).parameters)
+        names = list(inspect.signature(py_func(kernel)).parameters)
     if not runtime.is_simulator():
-        kernel = _simulated(kernel)
+        kernel = simulator.simulated(kernel)
     log = AccessLog(grid=_dim3(griddim), block=_dim3(blockdim))
     raw: list = []
     call_args = []
     for name, arg in zip(names, args):
         if isinstance(arg, np.ndarray) and arg.ndim > 0:
-            view = arg.view(_Traced)
-            view._log, view._name = raw, name
+            view = simulator.watch(arg, name, raw)
             log.shapes[name] = arg.shape
             log.itemsize[name] = arg.itemsize
             call_args.append(FakeCUDAArray(view))
@@ -209,22 +188,3 @@ def trace(kernel: Any, griddim: int | Sequence[int], blockdim: int | Sequence[in
         sys.setswitchinterval(switch)
     log.accesses = raw
     return log
-
-
-def _simulated(kernel: Any) -> Any:
-    """The simulator's version of a ``@cuda.jit`` kernel, for tracing in gpu mode.
-
-    numba.cuda is the real CUDA target in gpu mode, so the kernel's Python function is wrapped in
-    the simulator's kernel class directly; while it runs, the simulator swaps the function's
-    ``cuda`` global for its fake CUDA module.
-    """
-    from numba.cuda.simulator.kernel import FakeCUDAKernel
-
-    py_func = getattr(kernel, "py_func", None)
-    if py_func is None:
-        raise TypeError(
-            f"trace expects a @cuda.jit kernel, but got {type(kernel).__name__}. Pass the kernel itself "
-            "(e.g. gpulab.kernels.copy_kernel), not a launcher function or an already configured launch."
-        )
-    runtime.harden_simulator()  # the same shared-memory fix simulator mode gets
-    return FakeCUDAKernel(py_func, device=False)

@@ -1,0 +1,91 @@
+"""Efficiency budgets (:class:`Budget`) checked on one traced simulator run: global reads per
+element and per thread, coalescing (32-byte sectors per warp request vs the ideal), shared memory
+per block."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import numpy as np
+
+from .. import simulator
+from ..source import py_func
+from .problem import Budget, Case, Size
+from .run import Launch, Runner
+
+__all__ = ["budget_checks"]
+
+COALESCE_HINT = ("neighbouring threads (threadIdx.x) should touch neighbouring elements of the last axis: with "
+                 "`j, i = cuda.grid(2)` (j the column, from threadIdx.x) read A[i, j], not A[j, i]; stage a "
+                 "transposed access through shared memory.")
+
+
+def _limit(value: Any, size: Size) -> float:
+    return float(value(size) if callable(value) else value)
+
+
+def budget_checks(runner: Runner, budget: Budget, cases: list[Case], largest: int, launch: Launch) -> list[Any]:
+    """One :class:`Check` per limit of ``budget`` (traced on ``budget.size`` or the largest case)."""
+    from ..trace import trace
+    from .result import Check
+
+    case = cases[largest]
+    if budget.size is not None:
+        case = next((c for c in cases if c.size == budget.size), case)
+    _, call = runner.host_call(case)
+    griddim, blockdim = runner.config(case, call, launch)
+    arg_names = list(inspect.signature(py_func(runner.kernel)).parameters)
+    with simulator.instrument() as ins:
+        log = trace(runner.kernel, griddim, blockdim, *call, names=arg_names)
+    checks = []
+    where = f"traced at size {case.size!r}, launch [{griddim}, {blockdim}]"
+    for arr, lim in budget.reads_per_element.items():
+        limit = _limit(lim, case.size)
+        worst = int(log.per_element(arr, "r").max()) if log.shapes.get(arr) and np.prod(log.shapes[arr]) else 0
+        checks.append(Check(f"budget: reads of {arr}", worst <= limit,
+                            f"each element of {arr} read from global memory at most {worst} times "
+                            f"(limit {limit:g}; {where})",
+                            "" if worst <= limit else f"stage {arr} in shared memory so that a block loads each "
+                            "element once and its threads reuse it."))
+    for kind, lim, label in (("r", budget.reads_per_thread, "reads"), ("w", budget.writes_per_thread, "writes")):
+        if lim is None:
+            continue
+        limit = _limit(lim, case.size)
+        worst = log.max_per_thread(kind)
+        checks.append(Check(f"budget: global {label} per thread", worst <= limit,
+                            f"at most {worst} global {label} by one thread (limit {limit:g}; {where})",
+                            "" if worst <= limit else f"keep values in registers (local variables) instead of "
+                            f"repeating global-memory {label}."))
+    sectors = budget.sectors
+    if not isinstance(sectors, dict):
+        sectors = {name: sectors for name in log.shapes} if sectors is not None else {}
+    for arr, lim in sectors.items():
+        checks.append(_coalescing(log, arr, _limit(lim, case.size), where))
+    if budget.shared_bytes is not None:
+        limit = _limit(budget.shared_bytes, case.size)
+        used = ins.shared_bytes_per_block()
+        checks.append(Check("budget: shared memory", used <= limit,
+                            f"{used} bytes of shared memory per block (limit {limit:g})",
+                            "" if used <= limit else "allocate only the tiles you need: TILE*TILE elements per "
+                            "input (padded to TILE*(TILE+1) against bank conflicts at most)."))
+    return checks
+
+
+def _coalescing(log: Any, arr: str, limit: float, where: str) -> Any:
+    from .result import Check
+
+    if arr not in log.itemsize:
+        return Check(f"budget: coalescing of {arr}", False, f"no array argument named {arr!r} "
+                     f"(arguments: {', '.join(log.shapes)}): fix the exercise's Budget(sectors=...)")
+    worst = (0.0, 0.0, 0.0, "reads")
+    for kind, label in (("r", "reads"), ("w", "writes")):
+        actual, ideal = log.coalescing(arr, kind)
+        if ideal and actual / ideal > worst[0]:
+            worst = (actual / ideal, actual, ideal, label)
+    ratio, actual, ideal, label = worst
+    ok = ratio <= limit + 1e-9
+    usage = (f"{label} of {arr} use {actual:.1f} sectors per warp request, ideal {ideal:.1f} "
+             f"({ratio:.3g}x the memory traffic); limit {limit:g}x ({where})") if ideal else f"{arr} not accessed"
+    return Check(f"budget: coalescing of {arr}", ok, ("" if ok else "uncoalesced: ") + usage,
+                 "" if ok else COALESCE_HINT)

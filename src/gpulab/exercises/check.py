@@ -1,0 +1,141 @@
+"""The pipeline behind :func:`check_kernel`: cases -> run (both orientations) -> compare -> diagnose ->
+races -> budgets -> PTX."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .. import runtime
+from ..errors import UsageError
+from ..source import code_names, py_func
+from .budgets import budget_checks
+from .cases import State, build_cases, largest, param_names, run_cases
+from .diagnose import Judge
+from .explain import explain, orientation_note
+from .problem import Budget, Problem, Size
+from .ptxcheck import ptx_check
+from .races import race_stage
+from .result import Check, CheckResult, log_result
+from .run import Launch, Runner, SetupError
+
+__all__ = ["check_kernel", "is_placeholder", "run_problem"]
+
+
+def check_kernel(
+    kernel: Any,
+    spec: Callable[..., Any],
+    *,
+    inputs: Callable[[Size, np.random.Generator], tuple],
+    sizes: Sequence[Size],
+    threads: Any = None,
+    launch: Callable[..., tuple[Any, Any]] | None = None,
+    host: Callable[..., Any] | None = None,
+    args: Callable[[tuple, tuple], tuple] | None = None,
+    name: str | None = None,
+    points: float = 1,
+    seed: int = 0,
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+    reduction: int | Callable[..., int] | None = None,
+    out_init: Any = None,
+    out_names: Sequence[str] | None = None,
+    mistakes: dict[str, Callable[..., Any]] | None = None,
+    budget: Budget | None = None,
+    ptx: str | None = None,
+    race_check: bool = True,
+    timeout: float = 30.0,
+) -> CheckResult:
+    """Run ``kernel`` on ``inputs(size, rng)`` for every size and compare with ``spec(*inputs)``.
+
+    See :mod:`gpulab.exercises` for the launch options, the checks and the scoring. Never raises for
+    a learner's mistake: the verdict is in the returned :class:`CheckResult`.
+
+    ``reduction=n`` (or ``fn(*inputs) -> n``): each output element is a float32 sum of ``n`` terms
+    (a dot product of length n, a convolution window, a batch sum). The expected values are then
+    computed in float64 and the allowed error is :func:`rounding_bound`, the proven bound for a
+    sum of n products in float32, instead of a constant tolerance a correct kernel can miss at
+    large n. The spec must be a sum of products of its inputs (matmul, convolution, their
+    gradients, optionally followed by ReLU).
+    """
+    problem = Problem(name or "", spec, inputs, sizes, threads=threads, launch=launch, host=host, args=args,
+                      points=points, seed=seed, rtol=rtol, atol=atol, reduction=reduction, out_init=out_init,
+                      out_names=out_names, mistakes=mistakes, budget=budget, ptx=ptx, race_check=race_check,
+                      timeout=timeout)
+    return run_problem(problem, kernel, name)
+
+
+def is_placeholder(fn: Any) -> bool:
+    """The learner's cell still says ``raise NotImplementedError``."""
+    code = getattr(py_func(fn), "__code__", None)
+    return code is not None and "NotImplementedError" in code_names(code)
+
+
+def run_problem(p: Problem, kernel: Any, name: str | None = None) -> CheckResult:
+    """Check ``kernel`` against ``p``: the pipeline behind :func:`check_kernel` and ``Problem.check``."""
+    fn_name = str(name or getattr(py_func(kernel), "__name__", None) or getattr(p.host, "__name__", "kernel"))
+    n_modes = sum(x is not None for x in (p.threads, p.launch, p.host))
+    if n_modes != 1:
+        raise UsageError(
+            f"check_kernel({fn_name}) needs exactly one of threads=, launch= or host= (got {n_modes}): "
+            "threads=256 for one thread per output element, launch=lambda *args: (blocks, threads) for "
+            "another grid, host=fn for a host function that launches the kernel itself."
+        )
+    if not p.sizes:
+        raise UsageError(f"check_kernel({fn_name}) needs at least one input size in sizes=[...].")
+
+    def finish(status: str, message: str, hint: str = "", checks: Sequence[Check] = (),
+               score: float = 0.0) -> CheckResult:
+        res = CheckResult(fn_name, status, score, float(p.points), message, hint, list(checks))
+        log_result(res)
+        return res
+
+    if is_placeholder(kernel) or (p.host is not None and is_placeholder(p.host)):
+        return finish("not implemented", "not implemented yet: replace `raise NotImplementedError` with your code.")
+    try:
+        cases = build_cases(p)
+        out_names, in_names = param_names(p, kernel, cases[0])
+        st = State(p, Runner(p, kernel, fn_name, out_names), cases,
+                    Judge(p.spec, p.rtol, in_names, dict(p.mistakes or {})))
+        fail = run_cases(st, Launch())
+        note = ""
+        if fail is not None and fail.swappable and st.runner.can_swap(cases[fail.case]):
+            try:
+                other = run_cases(State(p, st.runner, cases, st.judge), Launch(swapped=True), quick=True)
+            except SetupError:  # the exchanged launch is not a valid one (e.g. too many blocks along y)
+                other = fail
+            if other is None:
+                fail, note = None, orientation_note(st, cases[-1])
+                st.checks = [Check(f"size {c.size!r}", True, "correct (x and y exchanged)") for c in cases]
+        if fail is not None:
+            status, message, hint = explain(st, fail)
+            return finish(status, message, hint, st.checks)
+        launch = Launch(swapped=bool(note))
+        race = race_stage(st, launch)
+        if race is not None:
+            return finish("failed", race[0], race[1], st.checks)
+        penalties = []
+        if p.budget is not None and p.host is None and runtime.is_simulator():
+            penalties += budget_checks(st.runner, p.budget, cases, largest(cases), launch)
+        elif p.budget is not None:
+            st.checks.append(Check("budget", True, "not checked: access counts come from the simulator "
+                                   "(run with GPULAB_DEVICE=simulator to check them)"))
+        if p.ptx is not None:
+            penalties.append(ptx_check(kernel, p.ptx))
+    except SetupError as exc:
+        return finish("setup error", f"setup error in this exercise, not in your code: {exc}",
+                      "for the exercise's author: fix the Problem / check_kernel arguments named above.")
+    st.checks += penalties
+    n = f"{len(cases)} input{'s' if len(cases) != 1 else ''}"
+    failed = [c for c in penalties if not c.passed]
+    if failed:
+        c = failed[0]
+        status = "over budget" if c.name.startswith("budget") else "failed"
+        return finish(status, f"correct on all {n}, but {c.name}: {c.message}" + note, c.hint, st.checks,
+                      score=float(p.points) / 2)
+    tol_note = (" Tolerance: the float32 rounding bound for sums of n terms, expected values in float64."
+                if p.reduction is not None else "")
+    return finish("passed", f"correct on all {n} ({', '.join(repr(c.size) for c in cases)})." + tol_note + note,
+                  "", st.checks, score=float(p.points))
+

@@ -1,0 +1,99 @@
+"""Comparing a kernel's outputs with the spec: tolerances, the float64 reference with the float32
+rounding bound (``reduction=``), and the fill values that show elements never written."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = ["close", "fills", "float64_reference", "reduction_len", "rounding_bound", "same", "unwritten"]
+
+
+def rounding_bound(n: int, dtype: Any = np.float32) -> float:
+    """gamma_n = n*u / (1 - n*u): |fl(sum of n products) - exact| <= gamma_n * sum |products|.
+
+    ``u`` is the unit roundoff of ``dtype`` (2**-24 for float32). The bound holds for any order of
+    summation and with or without fused multiply-add, so it covers a GPU thread's loop, a tree
+    reduction and cuBLAS alike (Higham, *Accuracy and Stability of Numerical Algorithms*, 3.1).
+    """
+    u = float(np.finfo(dtype).eps) / 2
+    nu = max(int(n), 1) * u
+    if nu >= 1:
+        raise ValueError(f"rounding_bound: n={n} is too long for {np.dtype(dtype).name} (n*u >= 1)")
+    return nu / (1 - nu)
+
+
+def reduction_len(reduction: int | Callable[..., int], inputs: tuple) -> int:
+    """The number of terms summed per output element (``reduction=`` given as a number or a function)."""
+    return int(reduction(*inputs) if callable(reduction) else reduction)
+
+
+def float64_reference(spec: Callable, ins: tuple, exp: tuple, n_terms: int, atol: float) -> tuple[tuple, tuple]:
+    """Expected outputs computed in float64 (rounded once to the output dtype) and per-element bounds:
+    ``atol + gamma_(n+1) * spec(|inputs|)`` (n terms summed, then one rounding to store)."""
+    def f64(x: Any, absolute: bool) -> Any:
+        if isinstance(x, np.ndarray) and np.issubdtype(x.dtype, np.floating):
+            x = x.astype(np.float64)
+            return np.abs(x) if absolute else x
+        return x
+
+    exact = spec(*(f64(x, False) for x in ins))
+    scale = spec(*(f64(x, True) for x in ins))
+    exact = exact if isinstance(exact, tuple) else (exact,)
+    scale = scale if isinstance(scale, tuple) else (scale,)
+    out_exp: list[Any] = []
+    out_tol: list[Any] = []
+    for e, x64, s64 in zip(exp, exact, scale):
+        x64, s64 = np.asarray(x64, np.float64), np.abs(np.asarray(s64, np.float64))
+        if not np.issubdtype(e.dtype, np.floating) or x64.shape != e.shape:
+            out_exp.append(e)
+            out_tol.append(atol)
+            continue
+        out_exp.append(x64.astype(e.dtype))
+        out_tol.append(atol + rounding_bound(n_terms + 1, e.dtype) * s64)
+    return tuple(out_exp), tuple(out_tol)
+
+
+def close(got: np.ndarray, exp: np.ndarray, rtol: float, atol: Any) -> np.ndarray:
+    """Elementwise: within tolerance for floating outputs (NaN expected and NaN got agree), equal otherwise."""
+    if np.issubdtype(exp.dtype, np.floating) or np.issubdtype(exp.dtype, np.complexfloating):
+        with np.errstate(invalid="ignore", over="ignore"):
+            return np.isclose(got, exp, rtol=rtol, atol=atol, equal_nan=True)
+    return np.asarray(got == exp)
+
+
+def same(a: np.ndarray, b: np.ndarray, rtol: float, atol: Any) -> bool:
+    """Same shape and every element :func:`close`."""
+    return a.shape == b.shape and bool(np.all(close(a, b, rtol, atol)))
+
+
+def fills(exp: np.ndarray, out_init: Any) -> tuple[Any, ...]:
+    """Two values an output can start filled with (one per run): elements still equal to the fill
+    were never written. The first is used for every run, the second to confirm which elements were
+    never written (and for bool outputs, which have no spare value, on every run too).
+
+    NaN then the most negative float for floats (two finite values when NaN is an expected value),
+    the smallest then the largest integer for integers, False then True for bool. ``out_init``
+    (e.g. 0 for ``cuda.atomic.add``) replaces all that: unwritten elements cannot be seen then.
+    """
+    dt = exp.dtype
+    if out_init is not None:
+        return (out_init,)
+    if dt == np.bool_:
+        return (False, True)
+    if np.issubdtype(dt, np.floating) or np.issubdtype(dt, np.complexfloating):
+        lo, hi = np.finfo(dt).min, np.finfo(dt).max
+        return (np.nan, lo) if not np.isnan(exp).any() else (lo, hi)
+    if np.issubdtype(dt, np.integer):
+        lo, hi = np.iinfo(dt).min, np.iinfo(dt).max
+        return (lo, hi) if not np.any(exp == lo) else (hi, lo)
+    return (0, 1)
+
+
+def unwritten(got: np.ndarray, fill: Any) -> np.ndarray:
+    """Elements of ``got`` still equal to ``fill``."""
+    if isinstance(fill, float) and math.isnan(fill):
+        return np.isnan(got) if np.issubdtype(got.dtype, np.inexact) else np.zeros(got.shape, bool)
+    return np.asarray(got == fill)

@@ -1,0 +1,270 @@
+"""Naming the mistake behind a wrong result or an exception, in the kernel's own words.
+
+Each diagnosis compares what the kernel produced with what a known mistake would produce (the spec
+transposed, an input read transposed, the last partial tile of K dropped, ...) or looks at the kind
+of damage (elements never written, inf/NaN, one element off at an edge, a shift by one).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .compare import close, same
+from .problem import Case
+from .run import KernelTimeout
+
+__all__ = ["SPECIFIC", "Judge", "diagnose", "diagnose_kind", "exception_verdict", "thread_inside"]
+
+_TID_RE = re.compile(r"tid=\[(\d+), (\d+), (\d+)\] ctaid=\[(\d+), (\d+), (\d+)\]:?\s*(.*)", re.S)
+_EXP_LIMIT = 88.0  # exp(x) overflows float32 above x = 88.72
+_TILES = (2, 4, 8, 16, 32, 64)
+
+
+@dataclass
+class Judge:
+    """What a diagnosis needs to know about the exercise."""
+
+    spec: Callable[..., Any]
+    rtol: float
+    in_names: list[str]
+    mistakes: dict[str, Callable[..., Any]] = field(default_factory=dict)
+
+
+def _scalar(x: Any) -> str:
+    if isinstance(x, (np.floating, float)) and np.isfinite(x):
+        return f"{float(x):.8g}"
+    return repr(x.item()) if hasattr(x, "item") else repr(x)
+
+
+def _index(idx: tuple[int, ...]) -> str:
+    return ", ".join(str(v) for v in idx)
+
+
+def thread_inside(exc: BaseException, shape: tuple[int, ...], swapped: bool) -> bool | None:
+    """Whether the thread that raised ``exc`` has an output element of ``shape`` to compute (one thread
+    per element, x along the last axis, or the first when ``swapped``); None when unknown."""
+    m = _TID_RE.match(str(exc))
+    config = getattr(exc, "gpulab_config", None)
+    if not m or config is None or not shape:
+        return None
+    tid, cta = [int(v) for v in m.group(1, 2, 3)], [int(v) for v in m.group(4, 5, 6)]
+    block = (tuple(config[1]) if isinstance(config[1], (tuple, list)) else (config[1],)) + (1, 1)
+    pos = [cta[d] * block[d] + tid[d] for d in range(3)]
+    axes = list(shape)[::-1] if not swapped else list(shape)
+    if len(axes) > 3:
+        return None
+    return all(pos[d] < axes[d] for d in range(len(axes))) and all(pos[d] == 0 for d in range(len(axes), 3))
+
+
+def exception_verdict(exc: BaseException, launch: str, case: Case, inside: bool | None = None) -> tuple[str, str, str]:
+    """(status, message, hint) for an exception raised by the learner's code. ``inside``: the thread
+    that failed has an output element to compute (so a bounds guard would not help)."""
+    text = str(exc)
+    m = _TID_RE.match(text)
+    where = ""
+    if m:
+        tid, cta, text = m.group(1, 2, 3), m.group(4, 5, 6), m.group(7)
+        where = f"thread ({', '.join(tid)}) of block ({', '.join(cta)})"
+    line = getattr(exc, "gpulab_line", None)
+    at = f" at line {line[0]}: `{line[1]}`" if line else ""
+    if isinstance(exc, NotImplementedError):
+        return "not implemented", "not implemented yet: replace `raise NotImplementedError` with your code.", ""
+    if isinstance(exc, KernelTimeout):
+        return "timeout", f"stopped: {where} ran past the deadline", ""
+    if isinstance(exc, IndexError):
+        msg = (f"{where or 'a thread'} indexed past the end of an array{at}: {text}\n"
+               f"input: {case.describe()}\nlaunch: {launch}")
+        if inside:
+            hint = ("this thread has an output element to compute, so a bounds guard is not the fix: an index runs "
+                    "over the wrong dimension (e.g. B[j, k] where B[k, j] is meant, or a loop to A.shape[0] where "
+                    "A.shape[1] is meant). Check each index against the shape of the array it indexes.")
+        else:
+            hint = ("missing bounds guard? The grid has more threads than elements when n is not a multiple "
+                    "of the block size; guard with `if i < out.shape[0]:` (and `j < out.shape[1]` in 2-D), "
+                    "and check that i/j index the right dimensions.")
+        return "failed", msg, hint
+    msg = f"{type(exc).__name__} in {where or 'your code'}{at}: {text}\ninput: {case.describe()}\nlaunch: {launch}"
+    if isinstance(exc, OverflowError):
+        big = _largest_input(case)
+        hint = ("a value overflowed" + (f" (the inputs reach |x| = {big:g}; exp(x) overflows float32 above "
+                                        "x = 88.7, on a GPU it gives inf and then nan)" if big > _EXP_LIMIT else "")
+                + ". For softmax subtract the row's maximum before exp: exp(x - max(x)) / sum(exp(x - max(x))).")
+        return "failed", msg, hint
+    hint = ""
+    if isinstance(exc, (TypeError, AttributeError)):
+        hint = ("the simulator ran your code as Python and it failed; check argument order and that the "
+                "kernel only uses CUDA features (cuda.grid, cuda.threadIdx, arrays, math).")
+    return "error", msg, hint
+
+
+SPECIFIC = ("_named_mistake", "_transposed", "_input_transposed", "_partial_tile", "_non_finite")
+
+
+def diagnose(got: np.ndarray, exp: np.ndarray, atol: Any, case: Case, judge: Judge, name: str,
+             never_written: np.ndarray | None) -> tuple[str, str]:
+    """(message, hint) for an output ``name`` that differs from the spec. ``never_written`` marks the
+    elements the kernel did not write (None when that cannot be known, e.g. with ``out_init``)."""
+    msg, hint, _ = diagnose_kind(got, exp, atol, case, judge, name, never_written)
+    return msg, hint
+
+
+def diagnose_kind(got: np.ndarray, exp: np.ndarray, atol: Any, case: Case, judge: Judge, name: str,
+                  never_written: np.ndarray | None) -> tuple[str, str, str]:
+    """:func:`diagnose` and which check named the mistake ("" when none did; see ``SPECIFIC``)."""
+    ok = close(got, exp, judge.rtol, atol)
+    bad = np.argwhere(~ok)
+    first = tuple(int(v) for v in bad[0]) if len(bad) else ()
+    n_bad, total = int((~ok).sum()), int(exp.size)
+    msg = (f"{name}[{_index(first) or '?'}]: expected {_scalar(exp[first])}, got {_scalar(got[first])} "
+           f"({n_bad} of {total} elements wrong)")
+    unwritten = never_written if never_written is not None else np.zeros(got.shape, bool)
+    for check in (_untouched, _named_mistake, _transposed, _input_transposed, _partial_tile, _non_finite,
+                  _never_written, _edges, _shifted):
+        hint = check(got, exp, atol, case, judge, name, unwritten)
+        if hint:
+            return msg, hint, check.__name__
+    return msg, "", ""
+
+
+# Each check: (got, exp, atol, case, judge, name, unwritten) -> a hint, or "" when it does not apply.
+
+
+def _untouched(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
+    if not (unwritten.size and unwritten.all()):
+        return ""
+    if exp.size == 1:
+        return (f"nothing was written to {name} for a single element: did the kernel write to {name}? If it "
+                "does, the bounds guard is too strict (`i < n - 1`?): thread 0 has work when n == 1.")
+    return f"output untouched: did the kernel write to {name}?"
+
+
+def _named_mistake(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
+    for hint, wrong in judge.mistakes.items():
+        try:
+            alt = np.asarray(wrong(*case.inputs))
+        except Exception:  # noqa: BLE001 - a mistake spec that does not apply to this input
+            continue
+        if alt.shape == got.shape and same(got, alt.astype(got.dtype), judge.rtol, atol):
+            return hint
+    return ""
+
+
+def _transposed(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
+    if exp.ndim != 2 or min(exp.shape) < 2:
+        return ""
+    atol_t = atol.T if np.ndim(atol) else atol
+    if exp.shape[0] == exp.shape[1] and same(got, exp.T, judge.rtol, atol_t):
+        return (f"the result equals the expected one transposed: row and column are swapped. With "
+                f"`j, i = cuda.grid(2)`, i is the row ({name}.shape[0]) and j the column ({name}.shape[1]).")
+    atol_f = atol_t.reshape(exp.shape[::-1]) if np.ndim(atol) else atol
+    if exp.shape[0] != exp.shape[1] and same(got.reshape(exp.shape[::-1]), exp.T, judge.rtol, atol_f):
+        return (f"{name} holds the expected result transposed, laid out as a {exp.shape[1]}x{exp.shape[0]} "
+                f"array: row and column are swapped where {name} is written (write {name}[i, j] with i the row, "
+                f"< {name}.shape[0], and j the column, < {name}.shape[1]).")
+    return ""
+
+
+def _input_transposed(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
+    for k, x in enumerate(case.inputs):
+        if not (isinstance(x, np.ndarray) and x.ndim == 2 and x.shape[0] == x.shape[1] > 1):
+            continue
+        ins = list(case.inputs)
+        ins[k] = np.ascontiguousarray(x.T)
+        try:
+            alt = judge.spec(*ins)
+            alt = np.asarray(alt[0] if isinstance(alt, tuple) else alt)
+        except Exception:  # noqa: BLE001
+            continue
+        if alt.shape == got.shape and same(got, alt.astype(got.dtype), judge.rtol, atol):
+            arg = judge.in_names[k] if k < len(judge.in_names) else f"input {k}"
+            return (f"the result is what you get with {arg} transposed: {arg}'s two indices are swapped where "
+                    f"it is read (e.g. {arg}[j, k] for {arg}[k, j]). On non-square inputs this reads the wrong "
+                    "elements or past the end.")
+    return ""
+
+
+def _partial_tile(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
+    ins = case.inputs
+    if len(ins) < 2 or not all(isinstance(x, np.ndarray) and x.ndim == 2 for x in ins[:2]):
+        return ""
+    a, b = ins[0], ins[1]
+    k = a.shape[1]
+    if b.shape[0] != k:
+        return ""
+    for tile in sorted(_TILES, reverse=True):
+        kept = k // tile * tile
+        if kept == k or (kept == 0 and tile > 2 * k):
+            continue
+        a2, b2 = a.copy(), b.copy()
+        a2[:, kept:] = 0
+        b2[kept:, :] = 0
+        try:
+            alt = judge.spec(a2, b2, *ins[2:])
+            alt = np.asarray(alt[0] if isinstance(alt, tuple) else alt)
+        except Exception:  # noqa: BLE001
+            return ""
+        if alt.shape == got.shape and same(got, alt.astype(got.dtype), judge.rtol, atol):
+            what = (f"sums only the first {kept} of K = {k} terms" if kept else
+                    f"sums none of the K = {k} terms (K is smaller than a tile)")
+            return (f"the result {what}: the last partial tile of K is dropped (`range(K // TILE)`?). Loop over "
+                    "ceil(K / TILE) tiles, `(K + TILE - 1) // TILE`, and load 0.0 into the tile where the index "
+                    "k + tx (or k + ty) is >= K.")
+    return ""
+
+
+def _largest_input(case: Case) -> float:
+    return max((float(np.max(np.abs(x))) for x in case.inputs
+                if isinstance(x, np.ndarray) and np.issubdtype(x.dtype, np.floating) and x.size), default=0.0)
+
+
+def _non_finite(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
+    if not np.issubdtype(exp.dtype, np.inexact):
+        return ""
+    computed = ~np.isfinite(got) & np.isfinite(exp) & ~unwritten
+    if not computed.any():
+        return ""
+    big = _largest_input(case)
+    first = tuple(int(v) for v in np.argwhere(computed)[0])
+    what = "inf" if np.isinf(got[first]) else "nan"
+    if big > _EXP_LIMIT:
+        return (f"{name}[{_index(first)}] is {what} where a finite value is expected, and the inputs reach "
+                f"|x| = {big:g}: exp(x) overflows float32 above x = 88.7 (inf, then inf/inf = nan). Subtract "
+                "the row's maximum before exp: softmax(x) = exp(x - max(x)) / sum(exp(x - max(x))).")
+    return (f"{name}[{_index(first)}] is {what} where a finite value is expected: an overflow, a division by "
+            "zero, or a value read before it was written (e.g. shared memory not loaded).")
+
+
+def _never_written(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
+    if not unwritten.any():
+        return ""
+    n_un = int(unwritten.sum())
+    flat = np.flatnonzero(unwritten.ravel())
+    where = np.unravel_index(int(flat[0]), got.shape)
+    where_s = tuple(int(v) for v in where) if got.ndim > 1 else int(where[0])
+    if got.ndim == 1 and n_un == 1 and flat[0] == got.size - 1:
+        return ("the last element was never written: off-by-one in the bounds guard "
+                "(`i < n - 1` or `i <= n - 2`?) or in the number of blocks.")
+    return (f"{n_un} elements of {name} were never written (first: {where_s}). Does the grid "
+            "cover every element (blocks = ceil(n / threads))? Is the guard too strict? Does each thread "
+            "compute its own index (no two threads the same)? With a fixed grid, loop with a grid stride: "
+            "`for i in range(start, n, cuda.gridsize(1))`.")
+
+
+def _edges(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
+    flat_ok = close(got, exp, judge.rtol, atol).ravel()
+    if flat_ok.size > 1 and int((~flat_ok).sum()) == 1 and (not flat_ok[0] or not flat_ok[-1]):
+        which = "first" if not flat_ok[0] else "last"
+        return f"only the {which} element is wrong: an off-by-one at the edge (a boundary case)."
+    return ""
+
+
+def _shifted(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
+    g, e = got.ravel(), exp.ravel()
+    atol_s = float(np.max(atol)) if np.ndim(atol) else atol
+    if e.size > 2 and (same(g[1:], e[:-1], judge.rtol, atol_s) or same(g[:-1], e[1:], judge.rtol, atol_s)):
+        return "the output is shifted by one element: an off-by-one in the index (i + 1 or i - 1?)."
+    return ""

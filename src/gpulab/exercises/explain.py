@@ -1,0 +1,118 @@
+"""Explaining a failure: the diagnosis of the wrong output, a race seen directly or through a
+second schedule, "correct on square inputs", and the note for the other launch orientation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import runtime
+from .cases import Failure, State, build_cases, run_case, tol_for
+from .compare import fills, reduction_len, same, unwritten
+from .diagnose import SPECIFIC, diagnose, diagnose_kind
+from .problem import Case
+from .races import SCHEDULES, SCHEDULE_HINT, race_verdict
+from .run import Launch, SetupError
+
+__all__ = ["explain", "orientation_note"]
+
+
+def never_written(st: State, fail: Failure) -> np.ndarray | None:
+    """Elements of the failing output that the kernel did not write: still equal to the fill in two
+    runs with different fills (None when ``out_init`` hides it)."""
+    case, o = st.cases[fail.case], fail.output
+    options = fills(case.expected[o], st.p.out_init)
+    if len(options) < 2:
+        return None
+    first = fail.runs[0][o]
+    if len(fail.runs) > 1:
+        again = fail.runs[1]
+    else:
+        try:
+            again, _ = st.runner.run(case, fail.launch, fill_run=1)
+        except Exception:  # noqa: BLE001 - the first run's verdict stands
+            return unwritten(first, options[0])
+    return unwritten(first, options[0]) & unwritten(again[o], options[1])
+
+
+def explain(st: State, fail: Failure) -> tuple[str, str, str]:
+    """(status, message, hint) for a failure: diagnosis, races, square-only."""
+    case = st.cases[fail.case]
+    kind = ""
+    if fail.output < 0:
+        msg, hint = fail.message, fail.hint
+    else:
+        o = fail.output
+        exp, tol = case.expected[o], tol_for(case, o, st.p.atol)
+        missing = never_written(st, fail)
+        msg, hint, kind = diagnose_kind(fail.got[o], exp, tol, case, st.judge, st.runner.names[o], missing)
+        if case.atol is not None and st.p.reduction is not None:
+            msg += (f"\n(allowed error: the float32 rounding bound for sums of "
+                    f"{reduction_len(st.p.reduction, case.inputs):,} terms, up to {float(np.max(tol)):.3g} here)")
+        msg += f"\ninput: {case.describe()}\nlaunch: {fail.desc}"
+        hint = race_hint(st, fail, hint, missing)
+    if fail.status == "failed" and fail.swappable and kind not in SPECIFIC:
+        square = square_only(st, fail)
+        if square:  # after an exception, the generic index hint adds nothing to this one
+            hint = square if fail.output < 0 else square + (" " + hint if hint else "")
+    return fail.status, msg, hint
+
+
+def race_hint(st: State, fail: Failure, hint: str, missing: np.ndarray | None) -> str:
+    """A race explains wrong values best: look for one directly, then try a second schedule."""
+    p, case = st.p, st.cases[fail.case]
+    if not p.race_check:
+        return hint
+    if p.host is None and runtime.is_simulator():
+        try:
+            found = race_verdict(st.runner, case, fail.launch)
+        except Exception:  # noqa: BLE001 - the first verdict stands
+            found = None
+        if found:
+            return f"{found[0]}. {found[1]}"
+    if case.expected[0].size > 1 and not (missing is not None and missing.any()):
+        try:
+            again, _ = st.runner.run(case, fail.launch, SCHEDULES[0])
+            if not all(same(a, b, p.rtol, p.atol) for a, b in zip(again, fail.runs[0])):
+                return SCHEDULE_HINT + (" " + hint if hint else "")
+        except Exception:  # noqa: BLE001 - the first verdict stands
+            pass
+    return hint
+
+
+def square_only(st: State, fail: Failure) -> str:
+    """'correct on square inputs' when the kernel fails a non-square case but passes a square one."""
+    case = st.cases[fail.case]
+    if case.square or not isinstance(case.size, tuple) or not all(isinstance(s, int) for s in case.size):
+        return ""
+    side = max(min(case.size), 2)  # small: the probe runs in the simulator
+    try:
+        sq = build_cases(st.p, [(side,) * len(case.size)])[0]
+    except SetupError:
+        return ""
+    if not sq.square:
+        return ""
+    probe = State(st.p, st.runner, [sq], st.judge)
+    try:
+        other = run_case(probe, 0, fail.launch)
+    except Exception:  # noqa: BLE001
+        return ""
+    if other is None:
+        return (f"correct on square inputs (size {sq.size!r}), wrong on non-square (size {case.size!r}): an index "
+                "uses the wrong dimension (e.g. A.shape[0] where A.shape[1] is meant, or a row index where a "
+                "column index belongs).")
+    if other.output >= 0 and fail.output < 0:  # an exception here, wrong values on square inputs: say why
+        o = other.output
+        _, hint = diagnose(other.got[o], sq.expected[o], tol_for(sq, o, st.p.atol), sq, st.judge,
+                           st.runner.names[o], None)
+        if hint:
+            return f"On square inputs (size {sq.size!r}) the kernel runs but is wrong: {hint}"
+    return ""
+
+
+def orientation_note(st: State, case: Case) -> str:
+    _, call = st.runner.host_call(case)
+    grid, block = st.runner.config(case, call, Launch(swapped=True))
+    return (f"\nAccepted with x and y exchanged (e.g. [{grid}, {block}]): your kernel maps threadIdx.x to the first "
+            "axis (the rows), and is correct launched that way. The course's convention is x along the columns, "
+            "the last axis (`j, i = cuda.grid(2)`, grid (ceil(cols / bx), ceil(rows / by))), so that neighbouring "
+            "threads touch neighbouring elements.")

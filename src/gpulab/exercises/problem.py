@@ -1,0 +1,152 @@
+"""An exercise as data: :class:`Problem` (what to compute, on which inputs, launched how, judged
+how), its efficiency :class:`Budget` and the :class:`Case` s it is run on."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .. import runtime
+from ..errors import UsageError
+
+__all__ = ["Budget", "Case", "Problem", "random_arrays"]
+
+Size = Any  # an int or a shape tuple, passed to the ``inputs`` function
+Dim = tuple[int, ...]
+
+
+@dataclass
+class Budget:
+    """Efficiency limits, checked in the simulator with :func:`gpulab.trace.trace` on one case.
+
+    A kernel that is correct but over a limit gets half the points and a diagnosis. Every limit may
+    be a number or a function of the case's size ``size -> number``:
+
+    * ``reads_per_element={"A": 4}``: no element of argument ``A`` is read from global memory more
+      than 4 times (tiled matmul: ``{"A": lambda s: ceil(s[2] / TILE), "B": ...}``);
+    * ``reads_per_thread=`` / ``writes_per_thread=``: global reads / writes by one thread;
+    * ``sectors={"A": 2.0, "C": 2.0}`` (or ``sectors=2.0`` for every array argument): coalescing.
+      For each warp request (one load or store instruction of 32 lanes) the 32-byte sectors it
+      touches are counted and divided by the ideal (the fewest sectors holding the distinct elements
+      it needs: 4 for 32 consecutive float32, 1 when all lanes read one element). The limit is that
+      ratio, for reads and for writes: 1.0 is perfect, 2.0 allows misaligned or half-used sectors, a
+      kernel with x along rows of a 32-wide float32 array scores 8.0;
+    * ``shared_bytes=``: shared memory of one block in bytes. Allow the padded tiles that avoid bank
+      conflicts: two TILE x TILE float32 tiles padded by one column are
+      ``shared_bytes=2 * TILE * (TILE + 1) * 4`` (see :func:`tile_bytes`);
+    * ``size=``: which case is traced (default: the largest).
+    """
+
+    reads_per_element: dict[str, Any] = field(default_factory=dict)
+    reads_per_thread: Any = None
+    writes_per_thread: Any = None
+    sectors: Any = field(default_factory=dict)
+    shared_bytes: Any = None
+    size: Size = None
+
+
+def tile_bytes(tile: int, tiles: int = 2, itemsize: int = 4, pad: int = 1) -> int:
+    """Bytes of ``tiles`` shared tiles of ``tile x (tile + pad)`` elements (a ``shared_bytes`` limit
+    that accepts padded tiles as well as unpadded ones)."""
+    return int(tiles * tile * (tile + pad) * itemsize)
+
+
+@dataclass
+class Case:
+    """One input the kernel was run on."""
+
+    size: Size
+    seed: int
+    inputs: tuple
+    expected: tuple
+    # Per-output allowed absolute error when the check uses ``reduction=`` (else None: rtol/atol).
+    atol: tuple | None = None
+
+    def describe(self) -> str:
+        shapes = ", ".join(describe_arg(x) for x in self.inputs)
+        return f"size={self.size!r}, seed={self.seed} (inputs: {shapes})"
+
+    @property
+    def square(self) -> bool:
+        """Every 2-D input and output is square (so row/column mix-ups cannot show)."""
+        arrays = [x for x in self.inputs + self.expected if isinstance(x, np.ndarray) and x.ndim >= 2]
+        return bool(arrays) and all(len(set(x.shape)) == 1 for x in arrays) and \
+            len({x.shape[0] for x in arrays}) == 1
+
+
+def describe_arg(x: Any) -> str:
+    if isinstance(x, np.generic):
+        return repr(x.item())
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return f"{np.dtype(x.dtype).name}{tuple(x.shape)}"
+    return repr(x)
+
+
+def random_arrays(rng: np.random.Generator, *shapes: Any, dtype: Any = np.float32, low: float = -1.0,
+                  high: float = 1.0) -> tuple[np.ndarray, ...]:
+    """Uniform random arrays of the given shapes (helper for ``inputs=`` functions)."""
+    return tuple((rng.uniform(low, high, size=s)).astype(dtype) for s in shapes)
+
+
+_OPTIONS = ("threads", "launch", "host", "args", "points", "seed", "rtol", "atol", "reduction", "out_init",
+            "out_names", "mistakes", "budget", "ptx", "race_check", "timeout")
+
+
+@dataclass
+class Problem:
+    """One exercise: what the kernel must compute, on which inputs, launched how, judged how.
+
+    The fields are :func:`check_kernel`'s keywords; ``gpu_sizes`` are the sizes used in gpu mode
+    (default: ``sizes``). ``problem.check(kernel)`` runs the checks at the sizes of the current mode;
+    ``problem.check(kernel, scale="gpu")`` uses ``gpu_sizes`` in either mode (the emulated gpu-size
+    tests). Keyword overrides replace fields for one run, e.g. ``host=emulated`` to check a NumPy
+    emulation of the kernel in place of the kernel.
+    """
+
+    name: str
+    spec: Callable[..., Any]
+    inputs: Callable[[Size, np.random.Generator], tuple]
+    sizes: Sequence[Size]
+    gpu_sizes: Sequence[Size] | None = None
+    threads: Any = None
+    launch: Callable[..., tuple[Any, Any]] | None = None
+    host: Callable[..., Any] | None = None
+    args: Callable[[tuple, tuple], tuple] | None = None
+    points: float = 1
+    seed: int = 0
+    rtol: float = 1e-5
+    atol: float = 1e-6
+    reduction: int | Callable[..., int] | None = None
+    out_init: Any = None
+    out_names: Sequence[str] | None = None
+    mistakes: dict[str, Callable[..., Any]] | None = None
+    budget: Budget | None = None
+    ptx: str | None = None
+    race_check: bool = True
+    timeout: float = 30.0
+
+    def sizes_for(self, scale: str | None = None) -> Sequence[Size]:
+        """The sizes for ``scale`` ("gpu" or "simulator"; default: the current mode)."""
+        scale = scale or runtime.mode()
+        if scale not in ("gpu", "simulator"):
+            raise UsageError(f"Problem {self.name}: scale must be 'gpu' or 'simulator', got {scale!r}")
+        return list(self.gpu_sizes or self.sizes) if scale == "gpu" else list(self.sizes)
+
+    def check(self, kernel: Any = None, *, scale: str | None = None, **overrides: Any) -> Any:
+        """Run the checks on ``kernel`` (see :func:`check_kernel`); returns a CheckResult."""
+        from .check import run_problem
+
+        unknown = set(overrides) - set(_OPTIONS) - {"sizes", "name"}
+        if unknown:
+            raise TypeError(f"Problem.check: unknown option(s) {sorted(unknown)}; valid: {sorted(_OPTIONS)}")
+        kw = dict(overrides)
+        if any(k in overrides for k in ("threads", "launch", "host")):
+            for k in ("threads", "launch", "host"):
+                kw.setdefault(k, None)
+        kw.setdefault("sizes", self.sizes_for(scale))
+        problem = dataclasses.replace(self, **{k: v for k, v in kw.items() if k != "name"})
+        name = kw.get("name") or (None if kernel is not None else self.name)
+        return run_problem(problem, kernel if kernel is not None else problem.host, name)

@@ -1,0 +1,172 @@
+"""Races and barriers, seen directly in one instrumented simulator run.
+
+Every shared-memory access and output write is logged with its thread and *barrier epoch* (how many
+``cuda.syncthreads()`` the thread has passed). Two threads of a block touching one shared element
+in the same epoch, one of them writing, is a race; whether the writer had already read that array
+in the epoch tells which barrier is missing (after the load, or before the next overwrite). Two
+threads writing one output element without ``cuda.atomic`` is a race too, unless elements were
+also left unwritten (then two threads computed the same index). Threads of one block that passed
+different numbers of barriers called ``cuda.syncthreads()`` inside a branch.
+
+:func:`race_stage` is the pipeline's race step after every case passed: a re-run with another
+thread schedule and block shape, then :func:`race_verdict` on the largest case.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import runtime, simulator
+from .cases import State, largest, run_case
+from .compare import fills, unwritten
+from .problem import Case
+from .result import Check
+from .run import Hang, Launch, Runner, run_with_deadline
+
+__all__ = ["SCHEDULES", "race_stage", "race_verdict"]
+
+# Thread schedules for re-runs in the simulator: how often Python may switch between CUDA threads
+# (gpulab runs at 1 ms; 10 us interleaves the threads of a block much more finely).
+SCHEDULES = (1e-5,)
+SCHEDULE_HINT = ("the result changes from run to run (a race): a thread reads shared memory before the others "
+                 "wrote it (missing cuda.syncthreads()?) or several threads update one element without "
+                 "cuda.atomic.add.")
+
+RAW_HINT = ("The missing barrier is the one AFTER the load: put cuda.syncthreads() after the threads write shared "
+            "memory and before any thread reads what another thread wrote.")
+WAR_HINT = ("The missing barrier is the one BEFORE the next overwrite: a thread overwrote shared data that other "
+            "threads were still reading. Put cuda.syncthreads() after the last read and before the data is written "
+            "again (in a loop: at the end of each iteration, e.g. after each step of a tree reduction).")
+WRITE_RACE_HINT = ("A race: on a GPU these writes happen in any order and updates get lost. Use cuda.atomic.add "
+                   "for a value many threads update, or give each thread its own element (and reduce in shared "
+                   "memory with cuda.syncthreads() between steps).")
+SAME_INDEX_HINT = ("Two threads computed the same output index while other elements were never written: the "
+                   "index is wrong. Each thread needs its own element: check how the "
+                   "index is built from cuda.grid() / blockIdx / blockDim / threadIdx.")
+BRANCH_HINT = ("Every thread of a block must reach every cuda.syncthreads(): move it out of the `if` (and do not "
+               "`return` before a barrier); guard only the loads and stores with the condition.")
+
+
+def _first_conflict(log: list, same_block_only: bool, writes_only: bool) -> tuple[int, Any] | None:
+    """(position of a non-atomic write in ``log``, the other access) for two accesses to one element
+    by different threads with no barrier between them (same block and epoch, or different blocks)."""
+    by_elem: dict[tuple, list] = {}
+    for pos, a in enumerate(log):
+        if writes_only and a.kind != "w":
+            continue
+        by_elem.setdefault((a.array, a.index, a.block) if same_block_only else (a.array, a.index), []).append((pos, a))
+    for accesses in by_elem.values():
+        for pos, w in accesses:
+            if w.kind != "w" or w.atomic:
+                continue
+            for _, o in accesses:
+                if o.thread == w.thread and o.block == w.block:
+                    continue
+                if o.kind == "w" and o.atomic:
+                    continue
+                if o.block != w.block or o.epoch == w.epoch:
+                    return pos, o
+    return None
+
+
+def _elem(index: int, shape: tuple) -> str:
+    return ", ".join(str(int(v)) for v in np.unravel_index(index, shape))
+
+
+def race_verdict(runner: Runner, case: Case, launch: Launch) -> tuple[str, str] | None:
+    """Run ``case`` once with every shared access and output write logged; ``(message, hint)`` for
+    the first race or barrier inside a branch, None when there is none."""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    outs, call = runner.host_call(case)
+    griddim, blockdim = runner.config(case, call, launch)
+    out_ids = {id(o): k for k, o in enumerate(outs)}
+    out_log: list = []
+    watched = []
+    for arg in call:
+        if isinstance(arg, np.ndarray) and id(arg) in out_ids and arg.ndim > 0:
+            name = runner.names[out_ids[id(arg)]]
+            watched.append(FakeCUDAArray(simulator.watch(arg, name, out_log, reads=False)))
+        else:
+            watched.append(arg)
+    with simulator.instrument(watch_shared=True) as ins:
+        run_with_deadline(lambda: runner.kernel[griddim, blockdim](*watched), 60.0)
+    launch_s = f"launch {runner.fn_name}[{griddim}, {blockdim}]"
+
+    diverged = ins.unequal_barriers()
+    if diverged:
+        block, (t_hi, n_hi), (t_lo, n_lo) = diverged
+        return (f"cuda.syncthreads() inside a branch that not all threads of block {block} take: thread {t_hi} "
+                f"passed {n_hi} barrier{'s' if n_hi != 1 else ''}, thread {t_lo} passed {n_lo} ({launch_s}). On a "
+                "GPU this deadlocks or is undefined behaviour (the simulator lets it pass).", BRANCH_HINT)
+
+    for label, log, shape in ins.shared_logs.values():
+        hit = _first_conflict(log, same_block_only=True, writes_only=False)
+        if not hit:
+            continue
+        pos, o = hit
+        w = log[pos]
+        war = any(a.kind == "r" and a.thread == w.thread and a.block == w.block and a.epoch == w.epoch
+                  for a in log[:pos])
+        verb = "read" if o.kind == "r" else "wrote"
+        msg = (f"shared memory race in block {w.block}: thread {w.thread} wrote {label}[{_elem(w.index, shape)}] and "
+               f"thread {o.thread} {verb} it with no cuda.syncthreads() in between (lines {w.line} and {o.line}; "
+               f"{launch_s})")
+        return msg, (WAR_HINT if war else RAW_HINT)
+
+    hit = _first_conflict(out_log, same_block_only=False, writes_only=True)
+    if hit:
+        pos, o = hit
+        w = out_log[pos]
+        k = runner.names.index(w.array)
+        both = (f"thread {w.thread} of block {w.block} and thread {o.thread} of block {o.block} both wrote "
+                f"{w.array}[{_elem(w.index, case.expected[k].shape)}]")
+        missing = 0
+        if runner.p.out_init is None:
+            missing = sum(int(unwritten(got, fills(e, None)[0]).sum()) for got, e in zip(outs, case.expected)
+                          if e.dtype != np.bool_)
+        if missing:
+            return f"{both}, and {missing} output elements were never written ({launch_s})", SAME_INDEX_HINT
+        return f"{both} without cuda.atomic and without a cuda.syncthreads() between them ({launch_s})", WRITE_RACE_HINT
+    return None
+
+
+def race_stage(st: State, launch: Launch) -> tuple[str, str] | None:
+    """After every case passed: re-run the largest with another schedule (and block shape), then
+    look for races and barriers inside branches directly. ``(message, hint)`` or None."""
+    p = st.p
+    if not p.race_check or not st.cases:
+        return None
+    big = largest(st.cases)
+    case = st.cases[big]
+    for j, interval in enumerate(SCHEDULES):
+        try:
+            fail = run_case(State(p, st.runner, st.cases, st.judge), big, Launch(big + 1 + j, launch.swapped), interval)
+        except Hang:
+            return (f"correct once, but did not finish within {p.timeout:g} s when re-run with another thread "
+                    f"schedule.\ninput: {case.describe()}", "a thread waits for something only another thread's "
+                    "timing provides: look for loops that spin on shared or global memory.")
+        if fail is not None and fail.output < 0:
+            return "on a re-run with another thread schedule: " + fail.message, fail.hint
+        if fail is not None:
+            msg = (f"correct once, but wrong when re-run with another thread schedule ({fail.desc}): "
+                   f"{st.runner.names[fail.output]} changed.\ninput: {case.describe()}")
+            return msg, ("a race: some thread reads data another thread has not written yet (missing "
+                         "cuda.syncthreads() between writing and reading shared memory?) or several threads "
+                         "update one element without cuda.atomic.add.")
+    direct = p.host is None and runtime.is_simulator()
+    if direct:
+        try:
+            found = race_verdict(st.runner, case, Launch(big, launch.swapped))
+        except Exception:  # noqa: BLE001 - the watched run failed where the plain ones passed: no verdict
+            found = None
+        if found:
+            return f"{found[0]}\ninput: {case.describe()}", found[1]
+    n_opts = len(st.runner.thread_options)
+    st.checks.append(Check("races", True, "same result with different thread schedules"
+                           + (" and block shapes" if n_opts > 1 else "")
+                           + (", no unsynchronised accesses to shared memory or outputs, every barrier reached "
+                              "by every thread" if direct else "")))
+    return None

@@ -1,0 +1,95 @@
+"""What a check found: :class:`CheckResult` (text and HTML) made of :class:`Check` lines."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from dataclasses import dataclass, field
+
+__all__ = ["Check", "CheckResult", "log_result"]
+
+STATUSES = ("passed", "failed", "not implemented", "error", "timeout", "over budget", "setup error")
+
+
+@dataclass
+class Check:
+    """One line of a verdict."""
+
+    name: str
+    passed: bool
+    message: str
+    hint: str = ""
+
+
+@dataclass
+class CheckResult:
+    """What :func:`check_kernel` found. ``bool(result)`` is ``result.passed``.
+
+    ``status`` is one of "passed", "failed", "not implemented", "error" (the kernel raised),
+    "timeout", "over budget" (correct, but a :class:`Budget` limit or the PTX check failed: half
+    the points) or "setup error" (the exercise itself is wrong, not the learner's code).
+    """
+
+    name: str
+    status: str
+    score: float
+    max_score: float
+    message: str
+    hint: str = ""
+    checks: list[Check] = field(default_factory=list)
+    details: dict = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "status": self.status, "passed": self.passed, "score": self.score,
+            "max_score": self.max_score, "message": self.message, "hint": self.hint,
+        }
+
+    def __str__(self) -> str:
+        mark = "PASS" if self.passed else "FAIL"
+        lines = [f"[{mark}] {self.name}: {self.status} ({self.score:g}/{self.max_score:g} points)"]
+        lines += ["  " + ln for ln in self.message.splitlines()]
+        if self.hint:
+            lines.append("  hint: " + self.hint)
+        for c in self.checks:
+            lines.append(f"  {'ok ' if c.passed else 'XX '} {c.name}: {c.message.splitlines()[0] if c.message else ''}")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        colour = "#1a7f37" if self.passed else ("#9a6700" if self.status == "not implemented" else "#cf222e")
+        rows = "".join(
+            f"<tr><td>{'&#10004;' if c.passed else '&#10008;'}</td><td>{html.escape(c.name)}</td>"
+            f"<td style='text-align:left'>{html.escape(c.message)}</td></tr>"
+            for c in self.checks
+        )
+        hint = f"<p><b>Hint:</b> {html.escape(self.hint)}</p>" if self.hint else ""
+        return (
+            f"<div style='border-left:4px solid {colour};padding:4px 10px'>"
+            f"<p><b style='color:{colour}'>{html.escape(self.name)}: {html.escape(self.status)}</b> "
+            f"({self.score:g}/{self.max_score:g} points)</p>"
+            f"<pre style='white-space:pre-wrap'>{html.escape(self.message)}</pre>{hint}"
+            + (f"<table>{rows}</table>" if rows else "")
+            + "</div>"
+        )
+
+
+def log_result(res: CheckResult) -> None:
+    """Append ``res`` to the grade log when ``python -m gpulab labs grade`` set ``GPULAB_GRADE_LOG``."""
+    path = os.environ.get("GPULAB_GRADE_LOG")
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(res.to_dict()) + "\n")
+    except OSError:
+        pass

@@ -1,0 +1,221 @@
+"""Launching a kernel on one case: launch shapes (x along the last axis), output buffers filled so
+that unwritten elements show, a deadline, and stopping stuck simulator threads."""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import runtime, simulator
+from .compare import fills, unwritten
+from .problem import Case, Dim, Problem
+
+__all__ = ["Hang", "KernelTimeout", "Launch", "OutOfBounds", "Runner", "SetupError", "grid_for", "run_with_deadline"]
+
+GUARD = 64  # elements of guard zone after each output in gpu mode
+
+
+class KernelTimeout(Exception):
+    """Raised inside stuck simulator threads to stop a kernel that ran past its deadline."""
+
+
+class SetupError(Exception):
+    """The exercise's own setup is wrong (its spec, inputs, launch or threads), not the learner's code."""
+
+
+class Hang(Exception):
+    """The launch did not finish in time; ``args[0]`` lists the simulator threads that were stopped."""
+
+
+class OutOfBounds(Exception):
+    """The kernel wrote into the guard zone after an output (gpu mode): ``args = (output, launch)``."""
+
+
+def as_dim(x: Any) -> Dim:
+    return tuple(int(v) for v in x) if isinstance(x, (tuple, list)) else (int(x),)
+
+
+def grid_for(shape: tuple[int, ...], threads: Dim) -> tuple[Dim, Dim]:
+    """One thread per element, x along the LAST axis: ``(rows, cols)`` with ``threads=(bx, by)``
+    gives the grid ``(ceil(cols / bx), ceil(rows / by))``. Leading axes beyond the block's
+    dimensions are folded into its last one."""
+    t = tuple(threads)
+    rev = list(tuple(shape)[::-1]) or [1]
+    if len(rev) > len(t):
+        rev = rev[: len(t) - 1] + [int(np.prod(rev[len(t) - 1:]))]
+    rev += [1] * (len(t) - len(rev))
+    return tuple(max(1, -(-int(rev[d]) // int(t[d]))) for d in range(len(t))), t
+
+
+def swap(grid: Any, block: Any) -> tuple[Dim, Dim]:
+    """The other orientation of a 2-D (or 3-D) launch: x and y exchanged."""
+    g, b = as_dim(grid), as_dim(block)
+    n = max(len(g), len(b), 2)
+    g, b = g + (1,) * (n - len(g)), b + (1,) * (n - len(b))
+    return (g[1], g[0]) + g[2:], (b[1], b[0]) + b[2:]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Which launch of a case: the ``threads=`` option (cycled) and the orientation."""
+
+    option: int = 0
+    swapped: bool = False
+
+
+def run_with_deadline(fn: Callable[[], Any], timeout: float) -> Any:
+    """``fn()`` in a worker thread; :class:`Hang` after ``timeout`` seconds (stuck simulator threads
+    are stopped with :class:`KernelTimeout`)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name="gpulab-check", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        stuck: list[str] = []
+        if runtime.is_simulator():
+            for _ in range(50):  # a thread may be between bytecodes that ignore the request: retry
+                stopped = simulator.stop_threads(KernelTimeout)
+                stuck = stuck or stopped
+                worker.join(0.1)
+                if not worker.is_alive():
+                    break
+        raise Hang(stuck)
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+_LIBRARY = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.path.dirname(threading.__file__))
+
+
+def source_line(exc: BaseException) -> tuple[int, str] | None:
+    """(line number, text) of the learner's code where ``exc`` was raised (the innermost frame that is
+    neither numba, gpulab nor the standard library)."""
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        fname = tb.tb_frame.f_code.co_filename
+        if not fname.startswith(_LIBRARY) and "numba" not in fname and "site-packages" not in fname:
+            found = (tb.tb_lineno, linecache.getline(fname, tb.tb_lineno).strip())
+        tb = tb.tb_next
+    return found
+
+
+class Runner:
+    """Launches one problem's kernel (or host function) on its cases."""
+
+    def __init__(self, problem: Problem, kernel: Any, fn_name: str, names: list[str]) -> None:
+        self.p, self.kernel, self.fn_name, self.names = problem, kernel, fn_name, names
+        self.thread_options: list[Dim] = []
+        if problem.threads is not None:
+            t = problem.threads
+            self.thread_options = [as_dim(x) for x in t] if isinstance(t, list) else [as_dim(t)]
+            bad = [o for o in self.thread_options if not o or min(o) < 1]
+            if bad or not self.thread_options:
+                raise SetupError(f"threads={problem.threads!r}: every block shape needs at least one thread "
+                                 "along each dimension, e.g. threads=128 or threads=(16, 16).")
+
+    def can_swap(self, case: Case) -> bool:
+        """A 2-D launch the harness chooses (not a host function), so x and y can be exchanged."""
+        if self.p.host is not None:
+            return False
+        _, call = self.host_call(case)
+        grid, block = self.config(case, call, Launch())
+        g, b = as_dim(grid), as_dim(block)
+        if len(g) < 2 and len(b) < 2:
+            return False
+        sg, sb = swap(g, b)
+        return (sg, sb) != (g + (1,) * (len(sg) - len(g)), b + (1,) * (len(sb) - len(b)))  # else: nothing to try
+
+    def config(self, case: Case, call: tuple, launch: Launch) -> tuple[Any, Any]:
+        """(griddim, blockdim) for this case; a bad configuration is the exercise's SetupError."""
+        from ..kernels._launch import check_launch
+
+        if self.thread_options:
+            option = self.thread_options[launch.option % len(self.thread_options)]
+            grid, block = grid_for(case.expected[0].shape, option)
+        else:
+            try:
+                grid, block = self.p.launch(*call)  # type: ignore[misc]
+            except Exception as exc:  # noqa: BLE001
+                raise SetupError(f"the exercise's launch= function failed: {type(exc).__name__}: {exc}") from exc
+        if launch.swapped:
+            grid, block = swap(grid, block)
+        try:
+            check_launch(grid, block)
+        except Exception as exc:  # noqa: BLE001
+            raise SetupError(f"the exercise launches [{grid}, {block}], which CUDA refuses: {exc}") from exc
+        return grid, block
+
+    def run(self, case: Case, launch: Launch = Launch(), interval: float | None = None,
+            fill_run: int = 0) -> tuple[tuple[np.ndarray, ...], str]:
+        """Launch once; returns (host outputs, launch description)."""
+        p, xp = self.p, runtime.xp()
+        # a fresh copy per run: a kernel that writes into its inputs must not change the next run's data
+        dev_in = tuple(runtime.to_device(np.array(x)) if isinstance(x, np.ndarray) else x for x in case.inputs)
+        bufs, outs, used = [], [], []
+        for e in case.expected:
+            options = fills(e, p.out_init)
+            fill = options[fill_run % len(options)]
+            buf = xp.full(e.size + (GUARD if runtime.is_gpu() else 0), fill, dtype=e.dtype)
+            bufs.append(buf)
+            outs.append(buf[: e.size].reshape(e.shape))
+            used.append(fill)
+        call = tuple(p.args(dev_in, tuple(outs))) if p.args else dev_in + tuple(outs)
+        if p.host is not None:
+            config = None
+        if p.host is not None:
+            desc = f"host function {getattr(p.host, '__name__', 'host')}(...)"
+            go = lambda: p.host(*call)  # noqa: E731
+        else:
+            griddim, blockdim = config = self.config(case, call, launch)
+            desc = f"{self.fn_name}[{griddim}, {blockdim}]"
+            go = lambda: self.kernel[griddim, blockdim](*call)  # noqa: E731
+        old = sys.getswitchinterval()
+        try:
+            if interval is not None and runtime.is_simulator():
+                sys.setswitchinterval(interval)
+            if runtime.is_simulator():
+                run_with_deadline(go, p.timeout)
+            else:
+                def go_and_wait() -> None:
+                    go()
+                    runtime.synchronize()  # errors and hangs show up here on a GPU
+
+                run_with_deadline(go_and_wait, p.timeout)
+        except (Hang, SetupError):
+            raise
+        except Exception as exc:
+            exc.gpulab_launch = desc  # type: ignore[attr-defined]
+            exc.gpulab_config = config  # type: ignore[attr-defined]
+            exc.gpulab_line = source_line(exc)  # type: ignore[attr-defined]
+            raise
+        finally:
+            sys.setswitchinterval(old)
+        got = []
+        for buf, e, fill, name in zip(bufs, case.expected, used, self.names):
+            h = np.asarray(runtime.to_host(buf))
+            tail = h[e.size:]
+            if tail.size and not np.all(unwritten(tail, fill)):
+                raise OutOfBounds(name, desc)
+            got.append(h[: e.size].reshape(e.shape))
+        return tuple(got), desc
+
+    def host_call(self, case: Case) -> tuple[tuple[np.ndarray, ...], tuple]:
+        """NumPy outputs and the kernel's arguments, for instrumented runs in the simulator."""
+        outs = tuple(np.full(e.shape, fills(e, self.p.out_init)[0], dtype=e.dtype) for e in case.expected)
+        ins = tuple(np.array(x) if isinstance(x, np.ndarray) else x for x in case.inputs)
+        return outs, (tuple(self.p.args(ins, outs)) if self.p.args else ins + outs)

@@ -1,0 +1,280 @@
+"""Everything that patches or instruments Numba's CUDA simulator, in one place.
+
+The simulator runs each CUDA thread of a block as a Python thread. gpulab changes it in three ways,
+installed once by :func:`harden` (called at import in simulator mode, and by :func:`simulated` when
+:mod:`gpulab.trace` runs a kernel in the simulator in gpu mode):
+
+1. ``cuda.shared.array`` allocates a block's array under a lock (numba-cuda's own lookup is not
+   thread-safe: two threads of one block could get different arrays and a correct tiled kernel would
+   compute garbage);
+2. each simulator thread counts the ``cuda.syncthreads()`` it has passed (its *barrier epoch*);
+3. each simulator thread knows when it is inside a ``cuda.atomic.*`` call.
+
+Nothing is recorded unless an :class:`Instruments` is active (``with instrument(...) as ins:``): it
+collects shared-memory sizes per block, every access to shared arrays, and each thread's final
+barrier count. :class:`Watched` is the one array view that logs element accesses (of arguments in
+:func:`gpulab.trace.trace` and the exercise harness, of shared arrays here) as :class:`Access`
+records. Used by :mod:`gpulab.trace` and :mod:`gpulab.exercises`; :mod:`gpulab.runtime` only decides
+the mode.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import linecache
+import sys
+import threading
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .source import py_func
+
+__all__ = ["Access", "Instruments", "Watched", "flat_indices", "harden", "instrument", "shared_array",
+           "simulated", "stop_threads", "watch"]
+
+Dim = tuple[int, int, int]
+
+_LOCK = threading.Lock()
+_ACTIVE: list["Instruments"] = []
+_ATOMICS = ("add", "sub", "and_", "or_", "xor", "inc", "dec", "exch", "max", "min", "nanmax", "nanmin",
+            "compare_and_swap", "cas")
+
+
+class Access(NamedTuple):
+    """One element access: which array, read or write, by which block/thread, at which element.
+
+    ``epoch`` is how many ``cuda.syncthreads()`` the thread had passed, ``atomic`` whether it was made
+    inside ``cuda.atomic.*``, ``line`` the kernel's source line (shared arrays only, else 0).
+    """
+
+    array: str
+    kind: str  # "r" or "w"
+    block: Dim
+    thread: Dim
+    index: int  # type: ignore[assignment]  # flat (C-order) element index (shadows tuple.index)
+    epoch: int = 0
+    atomic: bool = False
+    line: int = 0
+
+
+def flat_indices(idx: Any, shape: tuple[int, ...]) -> list[int]:
+    """Flat (C-order) element numbers that ``array[idx]`` touches; ``[]`` for an empty array."""
+    try:
+        if int(np.prod(shape)) == 0:
+            return []
+        if isinstance(idx, tuple) and len(idx) == len(shape) and all(isinstance(i, (int, np.integer)) for i in idx):
+            return [int(np.ravel_multi_index(tuple(int(i) % n for i, n in zip(idx, shape)), shape))]
+        if isinstance(idx, (int, np.integer)) and len(shape) == 1:
+            return [int(idx) % shape[0]]
+        return np.arange(int(np.prod(shape))).reshape(shape)[idx].ravel().tolist()
+    except (ValueError, IndexError, TypeError):
+        return []
+
+
+class Watched(np.ndarray):
+    """An ndarray view that logs the element reads and writes made from simulator threads."""
+
+    _log: list | None = None
+    _name: str = "?"
+    _reads: bool = True
+    _lines: bool = False
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self._log = getattr(obj, "_log", None)
+        self._name = getattr(obj, "_name", "?")
+        self._reads = getattr(obj, "_reads", True)
+        self._lines = getattr(obj, "_lines", False)
+
+    def _record(self, kind: str, idx: Any, line: int) -> None:
+        th = threading.current_thread()
+        block = getattr(th, "blockIdx", None)
+        if self._log is None or block is None:
+            return  # not inside a simulated kernel thread
+        t = getattr(th, "threadIdx")
+        b, tt = (block.x, block.y, block.z), (t.x, t.y, t.z)
+        epoch, atomic = getattr(th, "_gpulab_epoch", 0), getattr(th, "_gpulab_atomic", False)
+        self._log.extend(Access(self._name, kind, b, tt, f, epoch, atomic, line) for f in flat_indices(idx, self.shape))
+
+    def __getitem__(self, idx: Any) -> Any:
+        out = np.ndarray.__getitem__(self, idx)
+        if self._log is not None and getattr(threading.current_thread(), "blockIdx", None) is not None:
+            if self._reads:
+                self._record("r", idx, sys._getframe(1).f_lineno if self._lines else 0)
+            if isinstance(out, Watched):  # a slice taken inside a kernel: plain data from here on
+                return out.view(np.ndarray)
+        return out
+
+    def __setitem__(self, idx: Any, value: Any) -> None:
+        np.ndarray.__setitem__(self, idx, value)  # an invalid index raises before anything is logged
+        if self._log is not None:
+            self._record("w", idx, sys._getframe(1).f_lineno if self._lines else 0)
+
+
+def watch(array: np.ndarray, name: str, log: list, reads: bool = True, lines: bool = False) -> Watched:
+    """A view of ``array`` that appends an :class:`Access` to ``log`` for each element touched."""
+    view = array.view(Watched)
+    view._log, view._name, view._reads, view._lines = log, name, reads, lines
+    return view
+
+
+class Instruments:
+    """What one instrumented launch records (see :func:`instrument`)."""
+
+    def __init__(self, watch_shared: bool = False) -> None:
+        self.watch_shared = watch_shared
+        self.shared_bytes: dict[tuple, int] = {}  # (block, (file, line)) -> bytes
+        self.shared_logs: dict[tuple, tuple[str, list, tuple]] = {}  # (file, line) -> (name, log, shape)
+        self.barriers: dict[tuple[Dim, Dim], int] = {}  # (block, thread) -> cuda.syncthreads() passed
+
+    def __enter__(self) -> "Instruments":
+        harden()
+        with _LOCK:
+            _ACTIVE.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        with _LOCK:
+            _ACTIVE.remove(self)
+
+    def _on_shared(self, res: np.ndarray, key: tuple, block: Dim) -> np.ndarray:
+        self.shared_bytes[(block, key)] = res.nbytes
+        if not self.watch_shared:
+            return res
+        if key not in self.shared_logs:
+            line = linecache.getline(key[0], key[1]).strip()
+            label = line.split("=")[0].strip() if "=" in line else f"shared array (line {key[1]})"
+            self.shared_logs[key] = (label, [], res.shape)
+        label, log, _ = self.shared_logs[key]
+        return watch(res, label, log, reads=True, lines=True)
+
+    def shared_bytes_per_block(self) -> int:
+        """The most shared memory one block allocated (bytes)."""
+        per_block: dict[Dim, int] = {}
+        for (block, _), n in self.shared_bytes.items():
+            per_block[block] = per_block.get(block, 0) + n
+        return max(per_block.values(), default=0)
+
+    def unequal_barriers(self) -> tuple[Dim, tuple[Dim, int], tuple[Dim, int]] | None:
+        """``(block, (thread, count), (thread, other count))`` for the first block whose threads
+        passed different numbers of ``cuda.syncthreads()``, else None."""
+        per_block: dict[Dim, dict[int, Dim]] = {}
+        for (block, thread), n in sorted(self.barriers.items()):
+            per_block.setdefault(block, {}).setdefault(n, thread)
+        for block, counts in per_block.items():
+            if len(counts) > 1:
+                (n_hi, t_hi), (n_lo, t_lo) = max(counts.items()), min(counts.items())
+                return block, (t_hi, n_hi), (t_lo, n_lo)
+        return None
+
+
+def instrument(watch_shared: bool = False) -> Instruments:
+    """``with instrument() as ins:`` records shared-memory sizes and barrier counts of every launch
+    in the block; ``watch_shared=True`` also logs every shared-memory access (in ``ins.shared_logs``)."""
+    return Instruments(watch_shared)
+
+
+def shared_array(shared: Any, key: tuple, shape: Any, dtype: Any) -> np.ndarray:
+    """The block's shared array for ``key`` (the allocating source line), created under a lock.
+
+    ``shared`` is the simulator's ``FakeCUDAShared`` of one block; active :class:`Instruments` see
+    each new array (and may hand out a watched view of it).
+    """
+    from numba.cuda.simulator import kernelapi
+
+    with _LOCK:
+        res = shared._allocations.get(key)
+        if res is None:
+            if isinstance(dtype, kernelapi.types.Type):
+                dtype = kernelapi.numpy_support.as_dtype(dtype)
+            res = np.empty(shape, dtype)
+            th = threading.current_thread()
+            b = getattr(th, "blockIdx", None)
+            block = (b.x, b.y, b.z) if b is not None else (0, 0, 0)
+            for ins in _ACTIVE:
+                res = ins._on_shared(res, key, block)
+            shared._allocations[key] = res
+    return res
+
+
+def harden() -> None:
+    """Install gpulab's changes to the simulator (idempotent; see the module docstring)."""
+    from numba.cuda.simulator import kernel as sim_kernel
+    from numba.cuda.simulator import kernelapi
+
+    cls = kernelapi.FakeCUDAShared
+    if getattr(cls.array, "_gpulab_locked", False):
+        return
+    original = cls.array
+
+    def array(self: Any, shape: Any, dtype: Any, alignment: Any = None) -> Any:
+        if shape == 0 or alignment is not None:  # dynamic shared memory / unsupported: unchanged
+            return original(self, shape, dtype, alignment)  # type: ignore[call-arg]
+        caller = sys._getframe(1)
+        return shared_array(self, (caller.f_code.co_filename, caller.f_lineno), shape, dtype)
+
+    def wrap_atomic(orig: Any) -> Any:
+        def atomic(*a: Any, **k: Any) -> Any:
+            th = threading.current_thread()
+            th._gpulab_atomic = True  # type: ignore[attr-defined]
+            try:
+                return orig(*a, **k)
+            finally:
+                th._gpulab_atomic = False  # type: ignore[attr-defined]
+        return atomic
+
+    for name in _ATOMICS:
+        orig = getattr(kernelapi.FakeCUDAAtomic, name, None)
+        if orig is not None:
+            setattr(kernelapi.FakeCUDAAtomic, name, wrap_atomic(orig))
+
+    thread_cls = sim_kernel.BlockThread
+    orig_sync, orig_run = thread_cls.syncthreads, thread_cls.run
+
+    def syncthreads(th: Any) -> Any:
+        th._gpulab_epoch = getattr(th, "_gpulab_epoch", 0) + 1
+        return orig_sync(th)
+
+    def run(th: Any) -> None:
+        try:
+            orig_run(th)
+        finally:
+            if _ACTIVE:
+                b, t = th.blockIdx, th.threadIdx
+                key = ((b.x, b.y, b.z), (t.x, t.y, t.z))
+                for ins in list(_ACTIVE):
+                    ins.barriers[key] = getattr(th, "_gpulab_epoch", 0)
+
+    thread_cls.syncthreads = syncthreads  # type: ignore[method-assign]
+    thread_cls.run = run  # type: ignore[method-assign]
+    array._gpulab_locked = True  # type: ignore[attr-defined]
+    cls.array = array  # type: ignore[method-assign]
+
+
+def stop_threads(exc_type: type[BaseException]) -> list[str]:
+    """Raise ``exc_type`` inside every running simulator thread; returns which ones."""
+    stopped = []
+    for th in threading.enumerate():
+        if type(th).__name__ == "BlockThread" and th.is_alive() and th.ident is not None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(th.ident), ctypes.py_object(exc_type))
+            stopped.append(f"thread {tuple(th.threadIdx)} of block {tuple(th.blockIdx)}")  # type: ignore[attr-defined]
+    return stopped
+
+
+def simulated(kernel: Any) -> Any:
+    """The simulator's version of a ``@cuda.jit`` kernel (for tracing in gpu mode).
+
+    numba.cuda is the real CUDA target in gpu mode, so the kernel's Python function is wrapped in
+    the simulator's kernel class directly; while it runs, the simulator swaps the function's
+    ``cuda`` global for its fake CUDA module.
+    """
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    fn = py_func(kernel)
+    if fn is kernel or not callable(fn):
+        raise TypeError(
+            f"trace expects a @cuda.jit kernel, but got {type(kernel).__name__}. Pass the kernel itself "
+            "(e.g. gpulab.kernels.copy_kernel), not a launcher function or an already configured launch."
+        )
+    harden()
+    return FakeCUDAKernel(fn, device=False)

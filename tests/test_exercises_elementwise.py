@@ -1,0 +1,218 @@
+"""Harness on 1-D elementwise exercises: right kernels pass, each usual mistake gets its verdict;
+bool outputs and NaN expected values are really compared."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda
+
+from gpulab.exercises import check_kernel, random_arrays
+
+
+def add_inputs(n, rng):
+    return random_arrays(rng, n, n)
+
+
+def check_add(kernel, **kw):
+    opts = dict(spec=lambda a, b: a + b, inputs=add_inputs, sizes=[0, 1, 7, 100, 300], threads=[128, 32])
+    opts.update(kw)
+    return check_kernel(kernel, **opts)
+
+
+@cuda.jit
+def add_good(a, b, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def add_grid_stride(a, b, out):
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def add_no_guard(a, b, out):
+    i = cuda.grid(1)
+    out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def add_off_by_one(a, b, out):
+    i = cuda.grid(1)
+    if i < out.shape[0] - 1:
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def add_does_nothing(a, b, out):
+    pass
+
+
+@cuda.jit
+def add_shifted(a, b, out):
+    i = cuda.grid(1)
+    if 0 < i < out.shape[0]:
+        out[i] = a[i - 1] + b[i - 1]
+    elif i == 0 and out.shape[0] > 0:
+        out[0] = a[out.shape[0] - 1] + b[out.shape[0] - 1]
+
+
+@cuda.jit
+def add_hangs(a, b, out):
+    i = cuda.grid(1)
+    while i < out.shape[0]:
+        out[i] = a[i] + b[i]  # forgot to advance i
+
+
+@cuda.jit
+def add_placeholder(a, b, out):
+    raise NotImplementedError
+
+
+def test_correct_kernel_passes_with_several_block_sizes():
+    res = check_add(add_good, threads=[128, 32, 256, 1], points=2)
+    assert res.passed and res.score == 2 and res.max_score == 2
+    assert res.status == "passed" and bool(res)
+    assert "races" in str(res)
+
+
+def test_grid_stride_loop_is_accepted_with_a_small_fixed_grid():
+    res = check_add(add_grid_stride, threads=None, launch=lambda a, b, out: (2, 32), sizes=[0, 1, 50, 200, 1000])
+    assert res.passed, res
+
+
+def test_missing_bounds_guard_names_thread_block_and_fix():
+    res = check_add(add_no_guard)
+    assert res.status == "failed" and res.score == 0
+    assert "indexed past the end" in res.message and "of block" in res.message
+    assert "missing bounds guard" in res.hint
+    # size 0 fails first (any thread is past the end), with the first block size: the launch that failed
+    assert "size=0" in res.message and "launch: add_no_guard[(1,), (128,)]" in res.message
+    later = check_add(add_no_guard, sizes=[128, 7])  # 128 fits 128 threads; 7 with the second block size fails
+    assert "launch: add_no_guard[(1,), (32,)]" in later.message
+
+
+def test_off_by_one_guard():
+    res = check_add(add_off_by_one, sizes=[7, 100])
+    assert not res.passed and "last element was never written" in res.hint
+    assert "out[6]: expected" in res.message  # the kernel's own name for the output
+
+
+def test_off_by_one_at_size_one_points_at_the_guard():
+    res = check_add(add_off_by_one, sizes=[1, 7])
+    assert not res.passed and "single element" in res.hint and "i < n - 1" in res.hint
+
+
+def test_output_untouched():
+    res = check_add(add_does_nothing, sizes=[7, 100])
+    assert not res.passed and "output untouched" in res.hint
+
+
+def test_shifted_by_one():
+    res = check_add(add_shifted, sizes=[7, 100])
+    assert not res.passed and "shifted by one element" in res.hint, res
+
+
+def test_hang_is_stopped_and_reported():
+    res = check_add(add_hangs, sizes=[3], timeout=1.0)
+    assert res.status == "timeout" and res.score == 0
+    assert "did not finish within 1 s" in res.message and "infinite loop" in res.hint
+
+
+def test_placeholder_is_not_implemented_not_a_crash():
+    res = check_add(add_placeholder)
+    assert res.status == "not implemented" and res.score == 0 and "not implemented yet" in res.message
+
+
+def test_not_implemented_in_a_host_function():
+    def my_host(a, b, out):
+        raise NotImplementedError
+
+    res = check_add(None, threads=None, host=my_host)
+    assert res.status == "not implemented"
+
+
+def test_inputs_are_fresh_for_every_run():
+    @cuda.jit
+    def double_in_place_then_copy(x, out):
+        i = cuda.grid(1)
+        if i < x.shape[0]:
+            x[i] = 2 * x[i]
+            out[i] = x[i]
+
+    res = check_kernel(double_in_place_then_copy, spec=lambda x: 2 * x, inputs=lambda n, rng: random_arrays(rng, n),
+                       sizes=[5, 40], threads=[32, 8])
+    assert res.passed, res
+
+
+# --- bool outputs and NaN expected values ---------------------------------------------------------
+
+
+@cuda.jit
+def greater(a, b, mask):
+    i = cuda.grid(1)
+    if i < mask.shape[0]:
+        mask[i] = a[i] > b[i]
+
+
+@cuda.jit
+def greater_only_true(a, b, mask):
+    i = cuda.grid(1)
+    if i < mask.shape[0] and a[i] > b[i]:
+        mask[i] = True  # the False elements are never written
+
+
+@cuda.jit
+def greater_only_false(a, b, mask):
+    i = cuda.grid(1)
+    if i < mask.shape[0] and not a[i] > b[i]:
+        mask[i] = False  # the True elements are never written
+
+
+def check_greater(kernel):
+    return check_kernel(kernel, spec=lambda a, b: a > b, inputs=add_inputs, sizes=[7, 100], threads=32)
+
+
+def test_bool_output_is_really_compared():
+    assert check_greater(greater).passed
+    for wrong in (greater_only_true, greater_only_false):
+        res = check_greater(wrong)
+        assert not res.passed, wrong
+        assert "were never written" in res.hint and "mask" in res.hint, res
+
+
+@cuda.jit
+def positive_or_nan(x, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = x[i] if x[i] > 0 else math.nan
+
+
+@cuda.jit
+def positive_only(x, out):
+    i = cuda.grid(1)
+    if i < out.shape[0] and x[i] > 0:
+        out[i] = x[i]  # leaves the NaN elements unwritten
+
+
+@cuda.jit
+def positive_or_zero(x, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = x[i] if x[i] > 0 else 0.0
+
+
+def check_positive(kernel):
+    return check_kernel(kernel, spec=lambda x: np.where(x > 0, x, np.float32(np.nan)).astype(np.float32),
+                        inputs=lambda n, rng: random_arrays(rng, n), sizes=[9, 64], threads=32)
+
+
+def test_nan_expected_agrees_with_nan_got_and_unwritten_nan_is_caught():
+    assert check_positive(positive_or_nan).passed
+    res = check_positive(positive_only)
+    assert not res.passed and "were never written" in res.hint, res
+    assert not check_positive(positive_or_zero).passed

@@ -1,0 +1,235 @@
+"""Harness on reductions and atomics: races, barriers, atomics hints; ``reduction=`` tolerances."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+from numba import cuda, float32
+
+from gpulab.exercises import Problem, check_kernel, random_arrays, rounding_bound
+
+TPB = 32
+
+
+def block_sums(x):
+    blocks = max(1, math.ceil(x.size / TPB))
+    padded = np.zeros(blocks * TPB, np.float64)
+    padded[: x.size] = x
+    return padded.reshape(blocks, TPB).sum(axis=1).astype(np.float32)
+
+
+def check_block_sum(kernel, **kw):
+    opts = dict(spec=block_sums, inputs=lambda n, rng: random_arrays(rng, n), sizes=[40, 100],
+                launch=lambda x, p: (p.shape[0], TPB), reduction=TPB)
+    opts.update(kw)
+    return check_kernel(kernel, **opts)
+
+
+@cuda.jit
+def block_sum(x, partial):
+    buf = cuda.shared.array(TPB, float32)
+    tx = cuda.threadIdx.x
+    i = cuda.grid(1)
+    buf[tx] = x[i] if i < x.shape[0] else float32(0.0)
+    cuda.syncthreads()  # wait until every thread stored its element
+    s = TPB // 2
+    while s > 0:
+        if tx < s:
+            buf[tx] += buf[tx + s]
+        cuda.syncthreads()  # wait until this halving step is complete
+        s //= 2
+    if tx == 0:
+        partial[cuda.blockIdx.x] = buf[0]
+
+
+@cuda.jit
+def block_sum_no_step_sync(x, partial):
+    buf = cuda.shared.array(TPB, float32)
+    tx = cuda.threadIdx.x
+    i = cuda.grid(1)
+    buf[tx] = x[i] if i < x.shape[0] else float32(0.0)
+    cuda.syncthreads()  # wait until every thread stored its element
+    s = TPB // 2
+    while s > 0:
+        if tx < s:
+            buf[tx] += buf[tx + s]
+        s //= 2  # (the barrier that should end each halving step is missing)
+    if tx == 0:
+        partial[cuda.blockIdx.x] = buf[0]
+
+
+@cuda.jit
+def block_sum_no_load_sync(x, partial):
+    buf = cuda.shared.array(TPB, float32)
+    tx = cuda.threadIdx.x
+    i = cuda.grid(1)
+    buf[tx] = x[i] if i < x.shape[0] else float32(0.0)
+    s = TPB // 2  # (the barrier after the load is missing)
+    while s > 0:
+        if tx < s:
+            buf[tx] += buf[tx + s]
+        cuda.syncthreads()  # wait until this halving step is complete
+        s //= 2
+    if tx == 0:
+        partial[cuda.blockIdx.x] = buf[0]
+
+
+@cuda.jit
+def block_sum_sync_in_branch(x, partial):
+    buf = cuda.shared.array(TPB, float32)
+    tx = cuda.threadIdx.x
+    i = cuda.grid(1)
+    buf[tx] = x[i] if i < x.shape[0] else float32(0.0)
+    cuda.syncthreads()  # wait until every thread stored its element
+    s = TPB // 2
+    while s > 0:
+        if tx < s:
+            buf[tx] += buf[tx + s]
+            cuda.syncthreads()  # inside the branch: only threads tx < s get here
+        s //= 2
+    if tx == 0:
+        partial[cuda.blockIdx.x] = buf[0]
+
+
+def test_tree_reduction_passes():
+    res = check_block_sum(block_sum)
+    assert res.passed, res
+    assert "every barrier reached by every thread" in str(res)
+
+
+def test_missing_barrier_between_halving_steps():
+    res = check_block_sum(block_sum_no_step_sync)
+    assert not res.passed
+    text = res.message + res.hint
+    assert re.search(r"shared memory race in block \(0, 0, 0\): thread \(\d+, 0, 0\) wrote buf\[\d+\] and thread "
+                     r"\(\d+, 0, 0\) (read|wrote) it with no cuda.syncthreads\(\) in between", text), text
+    assert "BEFORE the next overwrite" in text and "each step of a tree reduction" in text
+
+
+def test_missing_barrier_after_the_load():
+    res = check_block_sum(block_sum_no_load_sync)
+    assert not res.passed and "AFTER the load" in res.hint, res
+
+
+def test_barrier_inside_the_reduction_branch():
+    res = check_block_sum(block_sum_sync_in_branch)
+    assert not res.passed
+    assert "cuda.syncthreads() inside a branch that not all threads of block" in res.message + res.hint
+
+
+# --- atomics --------------------------------------------------------------------------------------
+
+
+@cuda.jit
+def count_not_atomic(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[0] += x[i]
+
+
+@cuda.jit
+def count_atomic(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        cuda.atomic.add(out, 0, x[i])
+
+
+@cuda.jit
+def histogram_same_index(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i // 2] = x[i]  # two threads per element, half the elements never written
+
+
+def _count(kernel):
+    return check_kernel(kernel, spec=lambda x: np.array([x.sum()], np.int32),
+                        inputs=lambda n, rng: np.ones(n, np.int32), sizes=[256, 512],
+                        launch=lambda x, out: (x.shape[0] // 64, 64), out_init=0)
+
+
+def test_non_atomic_update_is_a_race_and_atomic_passes():
+    bad = _count(count_not_atomic)
+    assert not bad.passed and "cuda.atomic.add" in bad.hint
+    assert _count(count_atomic).passed
+
+
+def test_elements_never_written_never_get_an_atomics_hint():
+    res = check_kernel(histogram_same_index, spec=lambda x: x.copy(), inputs=lambda n, rng: random_arrays(rng, n),
+                       sizes=[64], threads=32)
+    assert not res.passed
+    assert "atomic" not in res.hint, res.hint
+    assert "same output index" in res.hint and "never written" in res.hint
+
+
+def test_a_spec_returning_a_scalar_sum_is_the_exercises_setup_error():
+    res = check_kernel(count_atomic, spec=lambda x: x.sum(), inputs=lambda n, rng: np.ones(n, np.int32),
+                       sizes=[64], launch=lambda x, out: (1, 64), out_init=0)
+    assert res.status == "setup error" and res.score == 0
+    assert "not in your code" in res.message and "np.array([total]" in res.message
+
+
+# --- reduction=: tolerances from the arithmetic ---------------------------------------------------
+
+
+def _matmul_problem(**kw):
+    def inputs(s, rng):
+        m, k, n = s
+        return random_arrays(rng, (m, k), (k, n))
+
+    opts = dict(name="matmul", spec=lambda A, B: A @ B, inputs=inputs, sizes=[(32, 4096, 32)])
+    opts.update(kw)
+    return Problem(**opts)
+
+
+def sequential_float32(A, B, C):
+    """A GPU thread's loop, emulated: one float32 accumulator per output, k in order."""
+    acc = np.zeros(C.shape, np.float32)
+    for k in range(A.shape[1]):
+        acc = (acc + A[:, k, None] * B[None, k, :]).astype(np.float32)
+    C[...] = acc
+
+
+def dropped_term(A, B, C):
+    C[...] = A[:, :-1] @ B[:-1, :]
+
+
+def test_reduction_bound_accepts_a_sequential_float32_sum_that_a_fixed_tolerance_rejects():
+    with_bound = _matmul_problem(reduction=lambda A, B: A.shape[1]).check(host=sequential_float32)
+    assert with_bound.passed, with_bound
+    assert "rounding bound" in with_bound.message
+    fixed = _matmul_problem(rtol=1e-4, atol=1e-5).check(host=sequential_float32)
+    assert not fixed.passed and fixed.status == "failed"
+
+
+def test_reduction_bound_still_rejects_a_wrong_result():
+    res = _matmul_problem(reduction=lambda A, B: A.shape[1]).check(host=dropped_term)
+    assert not res.passed
+    assert "allowed error: the float32 rounding bound for sums of 4,096 terms" in res.message
+
+
+def test_reduction_bound_at_large_k_for_a_real_kernel():
+    @cuda.jit
+    def row_dot(A, B, C):  # one thread per output, K = 2048 terms each
+        j, i = cuda.grid(2)
+        if i < C.shape[0] and j < C.shape[1]:
+            acc = float32(0.0)
+            for k in range(A.shape[1]):
+                acc += A[i, k] * B[k, j]
+            C[i, j] = acc
+
+    res = _matmul_problem(sizes=[(2, 2048, 3)], threads=(4, 2), reduction=2048).check(row_dot)
+    assert res.passed, res
+
+
+def test_rounding_bound_values():
+    u = 2.0 ** -24
+    assert math.isclose(rounding_bound(1), u / (1 - u))
+    assert math.isclose(rounding_bound(4096), 4096 * u / (1 - 4096 * u))
+    assert rounding_bound(10, np.float64) < 1e-14
+
+
+def test_reduction_too_long_for_the_output_precision_is_a_setup_error():
+    res = _matmul_problem(sizes=[(2, 4, 2)], reduction=1 << 30, host=sequential_float32).check()
+    assert res.status == "setup error" and "too long for float32" in res.message, res

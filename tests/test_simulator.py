@@ -1,0 +1,163 @@
+"""gpulab.simulator: the locked shared-array allocation, the one access-logging view, barrier counts,
+atomic marks, and the instruments the harness and trace use."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from numba import cuda, float32
+
+from gpulab import simulator
+from gpulab.simulator import Access, flat_indices, instrument, watch
+from gpulab.source import kernel_source, py_func, standalone_source
+from gpulab.trace import trace
+
+TPB = 16
+
+
+def _shared_ids(method, threads=64):
+    import threading
+
+    import numpy as np
+    from numba.cuda.simulator import kernelapi
+
+    shared = kernelapi.FakeCUDAShared(0)
+    ids, barrier = [], threading.Barrier(threads)
+
+    def worker():
+        barrier.wait()
+        ids.append(id(method(shared, (4, 4), np.float32)))  # one source line, as in a kernel
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        ts = [threading.Thread(target=worker) for _ in range(threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    return ids
+
+
+def test_simulator_shared_array_is_one_array_per_block_under_thread_switches():
+    from numba.cuda.simulator import kernelapi
+
+    assert getattr(kernelapi.FakeCUDAShared.array, "_gpulab_locked", False)
+    for _ in range(5):
+        assert len(set(_shared_ids(kernelapi.FakeCUDAShared.array))) == 1
+
+
+def test_flat_indices_one_rule_for_every_view():
+    assert flat_indices((1, 2), (3, 4)) == [6]
+    assert flat_indices(-1, (5,)) == [4]
+    assert flat_indices((0, slice(None)), (2, 3)) == [0, 1, 2]
+    # zero-length axes: nothing is touched, whatever the index (the two old views disagreed here)
+    assert flat_indices((0, 0), (0, 4)) == [] and flat_indices(0, (0,)) == []
+    assert flat_indices(slice(None), (3, 0)) == []
+
+
+def _run_in_block(fn):
+    """Call ``fn`` from a thread that looks like a simulator thread of block (0, 0, 0)."""
+    import threading
+    from types import SimpleNamespace
+
+    th = threading.Thread(target=fn)
+    th.blockIdx = SimpleNamespace(x=0, y=0, z=0)
+    th.threadIdx = SimpleNamespace(x=3, y=0, z=0)
+    th.start()
+    th.join()
+
+
+def test_watched_view_logs_reads_and_writes_and_ignores_zero_length_arrays():
+    log: list = []
+    a = watch(np.zeros((2, 3), np.float32), "a", log)
+    empty = watch(np.zeros((0, 4), np.float32), "e", log)
+    errors = []
+
+    def body():
+        a[1, 2] = 5.0
+        _ = a[0, 1]
+        try:
+            empty[0, 0] = 1.0
+        except IndexError as exc:  # numpy's own error, not one from the logging
+            errors.append(exc)
+
+    _run_in_block(body)
+    assert [(x.array, x.kind, x.index, x.thread) for x in log] == [("a", "w", 5, (3, 0, 0)), ("a", "r", 1, (3, 0, 0))]
+    assert len(errors) == 1
+    _ = a[0, 0]  # outside a kernel thread: not logged
+    assert len(log) == 2
+
+
+@cuda.jit
+def _sync_in_branch(out):
+    buf = cuda.shared.array(TPB, float32)
+    tx = cuda.threadIdx.x
+    buf[tx] = tx
+    if tx < 4:
+        cuda.syncthreads()  # only some threads: the bug the barrier counts reveal
+    out[tx] = buf[tx]
+
+
+@cuda.jit
+def _atomic_and_sync(out, total):
+    buf = cuda.shared.array((TPB, TPB + 1), float32)
+    tx = cuda.threadIdx.x
+    buf[tx, 0] = 1.0
+    cuda.syncthreads()  # wait until buf is written
+    cuda.atomic.add(total, 0, buf[tx, 0])
+    out[tx] = buf[tx, 0]
+
+
+def test_barrier_counts_per_thread_show_a_barrier_inside_a_branch():
+    out = np.zeros(TPB, np.float32)
+    with instrument() as ins:
+        _sync_in_branch[1, TPB](out)
+    block, (t_hi, n_hi), (t_lo, n_lo) = ins.unequal_barriers()
+    assert block == (0, 0, 0) and n_hi == 1 and n_lo == 0 and t_hi[0] < 4 <= t_lo[0]
+
+
+def test_instruments_record_shared_bytes_per_block_accesses_and_atomics():
+    out, total = np.zeros(2 * TPB, np.float32), np.zeros(1, np.float32)
+    with instrument(watch_shared=True) as ins:
+        _atomic_and_sync[2, TPB](out, total)
+    assert ins.unequal_barriers() is None and set(ins.barriers.values()) == {1}
+    assert ins.shared_bytes_per_block() == TPB * (TPB + 1) * 4  # per block, not summed over blocks
+    (label, log, shape), = ins.shared_logs.values()
+    assert label == "buf" and shape == (TPB, TPB + 1)
+    writes = [a for a in log if a.kind == "w"]
+    assert len(writes) == 2 * TPB and all(a.epoch == 0 and a.line > 0 for a in writes)
+    assert all(a.epoch == 1 for a in log if a.kind == "r")
+    assert total[0] == 2 * TPB
+    # trace sees atomics through the same view: the atomic's read and write are marked
+    total[0] = 0
+    log2 = trace(_atomic_and_sync, 1, TPB, out, total, names=["out", "total"])
+    marked = [a for a in log2.accesses if a.array == "total"]
+    assert marked and all(a.atomic for a in marked) and isinstance(marked[0], Access)
+
+
+def test_nothing_is_recorded_without_instruments():
+    out = np.zeros(TPB, np.float32)
+    ins = simulator.Instruments()
+    _sync_in_branch[1, TPB](out)
+    assert ins.barriers == {} and not simulator._ACTIVE
+
+
+def test_py_func_and_sources_live_in_one_place():
+    fn = py_func(_sync_in_branch)
+    assert fn.__name__ == "_sync_in_branch" and py_func(fn) is fn
+    assert kernel_source(_sync_in_branch).startswith("@cuda.jit\ndef _sync_in_branch(out):")
+    module = standalone_source(_sync_in_branch)
+    assert "TPB = 16" in module and "from numba import float32" in module
+
+
+def test_simulated_wraps_the_python_function_and_refuses_other_objects():
+    import pytest
+
+    k = simulator.simulated(_sync_in_branch)
+    assert k.fn is py_func(_sync_in_branch)
+    with pytest.raises(TypeError, match="expects a @cuda.jit kernel"):
+        simulator.simulated(lambda x: x)
