@@ -6,7 +6,13 @@ from numba import cuda, float32
 
 from gpulab.exercises import check_kernel, rounding_bound
 from gpulab.kernels import scan
-from gpulab.kernels.scan import TPB, add_offsets_kernel, inclusive_scan, scan_block_kernel, scan_reference
+from gpulab.kernels.scan import (
+    TPB,
+    add_offsets_kernel,
+    inclusive_scan,
+    scan_block_kernel,
+    scan_reference,
+)
 
 RNG = np.random.default_rng(5)
 

@@ -63,6 +63,6 @@ def test_backward_flow_follows_the_model():
     assert [n for n, _ in layers][:3] == ["Conv2d", "ReLU", "MaxPool2d"] and layers[-1][1] == (1, 10)
     fig = viz.backward_flow(layers, (1, 8, 8))
     assert "11 layers, 4 with parameter gradients" in fig.layout.title.text
-    caches = [t for t in fig.data if t.name.startswith("cache")][0].customdata
+    caches = next(t for t in fig.data if t.name.startswith("cache")).customdata
     assert len(caches) == len(layers) + 1 and any("arg: which input won" in c for c in caches)
     assert set(SAVES) >= {n for n, _ in layers}

@@ -8,7 +8,8 @@ the parameter gradients a layer fills on the way (``dW``, ``db``).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
