@@ -23,7 +23,9 @@ from .reduce import (softmax_rows, softmax_rows_kernel, sum_atomic, sum_atomic_k
 from . import nn_ops  # noqa: E402  (the CNN engine's kernels: im2col, pooling, ReLU, softmax-xent)
 from . import conv  # noqa: E402  (direct convolution, lesson 07)
 
-FAMILIES: tuple[ModuleType, ...] = (elementwise, memory, reduce, matmul_family, nn_ops, conv,)
+from . import scan  # noqa: E402  (prefix sums, lesson 05)
+
+FAMILIES: tuple[ModuleType, ...] = (elementwise, memory, reduce, matmul_family, nn_ops, conv, scan,)
 
 __all__ = [
     "FAMILIES",
@@ -49,6 +51,7 @@ __all__ = [
     "reduce",
     "saxpy",
     "saxpy_kernel",
+    "scan",
     "scale2d",
     "scale2d_kernel",
     "softmax_rows",

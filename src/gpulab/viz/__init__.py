@@ -32,3 +32,9 @@ from .training import (confusion_matrix, confusion_matrix_figure, filters_figure
 
 __all__ += ["confusion_matrix", "confusion_matrix_figure", "filters_figure", "misclassified_figure", "training_curves",
             "update_training_curves"]
+
+from .backprop import backward_flow  # noqa: E402
+from .conv import conv_window, im2col_layout  # noqa: E402
+from .reduce import reduction_tree, scan_steps  # noqa: E402
+
+__all__ += ["backward_flow", "conv_window", "im2col_layout", "reduction_tree", "scan_steps"]
