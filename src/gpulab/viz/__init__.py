@@ -32,3 +32,7 @@ from .training import (confusion_matrix, confusion_matrix_figure, filters_figure
 
 __all__ += ["confusion_matrix", "confusion_matrix_figure", "filters_figure", "misclassified_figure", "training_curves",
             "update_training_curves"]
+
+from .hardware import cost_figure, roofline_devices, spec_table, step_time_figure, systolic_figure  # noqa: E402
+
+__all__ += ["cost_figure", "roofline_devices", "spec_table", "step_time_figure", "systolic_figure"]
