@@ -49,3 +49,10 @@ def test_run_estimate_scales_and_says_it_is_an_estimate():
     assert cpu["dollars"] == pytest.approx(cpu["hours"] * 0.34)
     with pytest.raises(UsageError, match="utilization"):
         pricing.run_estimate(1e18, "H100", "H100", utilization=0)
+
+
+def test_cpu_server_is_priced_per_socket():
+    server = pricing.PRICES["CPU server"]
+    assert server.hardware == "Xeon 8480+" and server.accelerators == 2
+    est = pricing.run_estimate(1e15, "Xeon 8480+", "CPU server", precision="fp32")
+    assert est["dollars"] == pytest.approx(est["hours"] * server.usd_per_hour / 2)

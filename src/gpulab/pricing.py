@@ -47,6 +47,10 @@ _GCP = "as of 2024, from cloud.google.com/compute/vm-instance-pricing"
 _TPU = "as of 2024, from cloud.google.com/tpu/pricing"
 PRICES: dict[str, Price] = {
     "CPU": Price("c6i.2xlarge (8 vCPU, 16 GiB)", "CPU", 0, 0.34, "AWS", "us-east-1", _AWS),
+    # a whole CPU server, priced per socket (accelerators = sockets). AWS's m7i runs a custom 48-core 4th-gen Xeon
+    # (8488C) with no public spec sheet; estimates pair it with the closest one, the 56-core 8480+ (optimistic).
+    "CPU server": Price("m7i.48xlarge (192 vCPU, 2 sockets of 4th-gen Xeon)", "Xeon 8480+", 2, 9.6768, "AWS",
+                        "us-east-1", _AWS),
     "T4": Price("g4dn.xlarge (1x T4, 4 vCPU)", "T4", 1, 0.526, "AWS", "us-east-1", _AWS),
     "L4": Price("g6.xlarge (1x L4, 4 vCPU)", "L4", 1, 0.8048, "AWS", "us-east-1", _AWS),
     "L4 (GCP)": Price("g2-standard-4 (1x L4, 4 vCPU)", "L4", 1, 0.7068, "Google Cloud", "us-central1", _GCP),

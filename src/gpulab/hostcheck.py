@@ -1,0 +1,51 @@
+"""Check a learner's plain NumPy function (not a kernel) with :func:`gpulab.exercises.check_kernel`.
+
+Lesson 11 and lab 11 have exercises that are napkin math on arrays (joules per image, dollars per epoch,
+a systolic array's clock step). :func:`check_function` runs them through the same harness as the kernels,
+so the learner gets the same verdicts: "not implemented yet", which input and index went wrong, expected
+vs got, and the hint of a known mistake. Inputs reach the function as NumPy arrays in both modes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import runtime
+
+__all__ = ["check_function"]
+
+
+def check_function(fn: Callable[..., Any], spec: Callable[..., Any], *, inputs: Callable[[Any, np.random.Generator], tuple],
+                   sizes: Sequence[Any], points: float = 1, rtol: float = 1e-6, atol: float = 1e-9,
+                   mistakes: dict[str, Callable[..., Any]] | None = None, out_names: Sequence[str] | None = None,
+                   name: str | None = None) -> Any:
+    """Compare ``fn(*inputs)`` with ``spec(*inputs)`` on every size; returns a :class:`CheckResult`.
+
+    ``fn`` returns one array (or number) or a tuple of them, like ``spec``. Mistakes are ``{hint: wrong_spec}``
+    where ``wrong_spec`` gives the first output that such a mistake gets wrong.
+    """
+    from .exercises import check_kernel
+
+    n_in = [0]
+
+    def count(size: Any, rng: np.random.Generator) -> tuple:
+        ins = inputs(size, rng)
+        ins = tuple(ins) if isinstance(ins, (tuple, list)) else (ins,)
+        n_in[0] = len(ins)
+        return ins
+
+    def host(*call: Any) -> None:
+        ins = [np.asarray(runtime.to_host(x)) if hasattr(x, "shape") else x for x in call[:n_in[0]]]
+        outs = call[n_in[0]:]
+        got = fn(*ins)
+        got = got if isinstance(got, tuple) else (got,)
+        if len(got) != len(outs):
+            raise ValueError(f"{host.__name__} returned {len(got)} value(s); it must return {len(outs)}.")
+        for out, value in zip(outs, got):
+            out[...] = runtime.array_module(out).asarray(np.asarray(value, dtype=out.dtype).reshape(out.shape))
+
+    host.__name__ = name or getattr(fn, "__name__", "function")
+    return check_kernel(fn, spec, inputs=count, sizes=sizes, host=host, name=host.__name__, points=points,
+                        rtol=rtol, atol=atol, mistakes=mistakes, out_names=out_names)
