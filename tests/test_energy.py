@@ -93,3 +93,9 @@ def test_bench_energy_rows_fit_the_results_section(tmp_path):
         assert r["measured"] or r["method"].startswith("estimate")
     results.record("energy", rows, "Test GPU", directory=tmp_path, date="2026-01-08", source="test")
     assert results.latest("energy", directory=tmp_path).sections["energy"][1]["images"] == 32
+
+
+def test_joules_per_image():
+    assert energy.joules_per_image([0.0, 2.0], [10.0, 30.0], 4) == pytest.approx(10.0)
+    with pytest.raises(UsageError):
+        energy.joules_per_image([0.0, 1.0], [1.0, 1.0], 0)

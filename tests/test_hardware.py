@@ -76,3 +76,10 @@ def test_step_time_and_crossover():
     assert hardware.crossover_gpus(1.0, 1.0, 1e6, max_gpus=8) is None
     with pytest.raises(UsageError):
         hardware.allreduce_seconds(1.0, 0, 10)
+
+
+def test_attainable_takes_arrays():
+    out = hardware.attainable_gflops(np.array([0.25, 1e4]), 989, 3350)
+    assert out.tolist() == [0.25 * 3350, 989e3]
+    with pytest.raises(UsageError):
+        hardware.attainable_gflops(np.array([1.0, 0.0]), 1, 1)

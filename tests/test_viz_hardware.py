@@ -31,7 +31,7 @@ def test_step_time_figure_marks_the_crossover():
     fig = viz.step_time_figure(0.3, 100e6, "PCIe 4.0 x16")
     names = [t.name for t in fig.data]
     n = hardware.crossover_gpus(0.3, 100e6, 31.5, latency_us=5)
-    assert names[:3] == ["compute", "communication", "step"] and any(f"about" in s for s in names)
+    assert names[:3] == ["compute", "communication", "step"] and any("about" in s for s in names)
     assert "not a measurement" in fig.layout.title.text and n is not None
 
 

@@ -28,7 +28,7 @@ from . import runtime
 from .errors import UsageError
 
 __all__ = ["POWERCAP", "EnergyReading", "cpu_estimate_watts", "efficiency", "estimate", "integrate_power",
-           "measure", "nvml_status", "rapl_status", "rapl_zones"]
+           "joules_per_image", "measure", "nvml_status", "rapl_status", "rapl_zones"]
 
 POWERCAP = Path("/sys/class/powercap")
 
@@ -71,6 +71,13 @@ def integrate_power(times_s: Sequence[float], watts: Sequence[float]) -> float:
     if np.any(np.diff(t) < 0):
         raise UsageError("integrate_power: the sample times must not decrease.")
     return float(np.sum(np.diff(t) * (p[1:] + p[:-1]) / 2.0))
+
+
+def joules_per_image(times_s: Sequence[float], watts: Sequence[float], images: int) -> float:
+    """Energy of power samples (:func:`integrate_power`) divided by the ``images`` processed meanwhile."""
+    if images < 1:
+        raise UsageError(f"images must be at least 1, got {images}.")
+    return integrate_power(times_s, watts) / images
 
 
 def estimate(seconds: float, watts: float, why: str, device: str = "this machine's CPU") -> EnergyReading:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
+
+import numpy as np
 
 from .errors import UsageError
 
@@ -177,12 +179,17 @@ def matmul_intensity(m: int, n: int, k: int, bytes_per_value: int = 4) -> float:
     return 2.0 * m * n * k / (bytes_per_value * (m * k + k * n + m * n))
 
 
-def attainable_gflops(intensity: float, peak_tflops: float, bandwidth_gbps: float) -> float:
-    """The roofline: min(peak, bandwidth x intensity), in GFLOP/s (an upper bound, not a measurement)."""
-    if intensity <= 0 or peak_tflops <= 0 or bandwidth_gbps <= 0:
+def attainable_gflops(intensity: Any, peak_tflops: float, bandwidth_gbps: float) -> Any:
+    """The roofline: min(peak, bandwidth x intensity), in GFLOP/s (an upper bound, not a measurement).
+
+    ``intensity`` may be a number or an array of them (FLOP/byte); the result has its shape.
+    """
+    i = np.asarray(intensity, dtype=np.float64)
+    if np.any(i <= 0) or peak_tflops <= 0 or bandwidth_gbps <= 0:
         raise UsageError(f"attainable_gflops needs positive values, got intensity={intensity}, "
                          f"peak_tflops={peak_tflops}, bandwidth_gbps={bandwidth_gbps}.")
-    return min(peak_tflops * 1e3, bandwidth_gbps * intensity)
+    out = np.minimum(peak_tflops * 1e3, bandwidth_gbps * i)
+    return float(out) if out.ndim == 0 else out
 
 
 def ridge_point(dev: str | Device, precision: str = "fp32") -> float:
