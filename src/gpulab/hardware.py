@@ -109,15 +109,15 @@ _CPU_NOTE = ("peak computed from the spec sheet's cores x base clock x FLOP/cycl
              "vendors do not publish it; memory bandwidth = channels x DDR5 rate x 8 bytes")
 CPUS: dict[str, Device] = {
     "EPYC 9654": Device("AMD EPYC 9654 (96 cores)", "CPU", "AMD", 2022, 96 * 2.4 * 32 / 1e3, None, None, None,
-                        768, 12 * 4.8 * 8, "DDR5-4800, 12 channels", 360,
+                        6144, 12 * 4.8 * 8, "DDR5-4800, 12 channels", 360,
                         "as of 2024, from AMD's product page 'AMD EPYC 9654' (amd.com/en/products/processors/server/"
                         "epyc/4th-generation-9004-and-8004-series/amd-epyc-9654.html)",
-                        _CPU_NOTE + "; Zen 4: 32 FP32 FLOP/cycle; memory size: a typical 12 x 64 GB fit"),
+                        _CPU_NOTE + "; Zen 4: 32 FP32 FLOP/cycle; memory size: the most it supports (6 TB)"),
     "Xeon 8480+": Device("Intel Xeon Platinum 8480+ (56 cores)", "CPU", "Intel", 2023, 56 * 2.0 * 64 / 1e3, None,
-                         56 * 2.0 * 1024 / 1e3, None, 512, 8 * 4.8 * 8, "DDR5-4800, 8 channels", 350,
+                         56 * 2.0 * 1024 / 1e3, None, 4096, 8 * 4.8 * 8, "DDR5-4800, 8 channels", 350,
                          "as of 2024, from Intel's ARK page 'Intel Xeon Platinum 8480+ Processor' (ark.intel.com)",
                          _CPU_NOTE + "; 2 AVX-512 FMA units = 64 FP32 FLOP/cycle; bf16: AMX 1024 FLOP/cycle; "
-                         "memory size: a typical 8 x 64 GB fit"),
+                         "memory size: the most it supports (4 TB)"),
 }
 
 DEVICES: dict[str, Device] = {**CPUS, **GPUS, **TPUS}

@@ -61,7 +61,7 @@ def spec_table(devices: Sequence[str | Device] | None = None) -> go.Figure:
                              cells=dict(values=cells, align="left", font=dict(size=10)),
                              columnwidth=[2.2, 0.8, 0.8, 0.8, 0.8, 0.9, 0.8, 1.3, 0.7, 6]))
     fig.update_layout(title="Spec sheets (vendor peaks, dense, TFLOP/s; '-' = no such unit or not published)",
-                      height=60 + 34 * len(rows) + 60, margin=dict(l=10, r=10, t=50, b=10))
+                      height=110 + 46 * len(rows), margin=dict(l=10, r=10, t=50, b=10))
     return fig
 
 
