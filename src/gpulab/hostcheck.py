@@ -14,7 +14,7 @@ import numpy as np
 
 from . import runtime
 
-__all__ = ["check_function", "compare", "or_reference"]
+__all__ = ["as_host", "check_function", "compare", "or_reference"]
 
 
 def check_function(fn: Callable[..., Any], spec: Callable[..., Any], *, inputs: Callable[[Any, np.random.Generator], tuple],
@@ -36,9 +36,19 @@ def check_function(fn: Callable[..., Any], spec: Callable[..., Any], *, inputs: 
         n_in[0] = len(ins)
         return ins
 
+    host = as_host(fn, lambda: n_in[0], name)
+    return check_kernel(fn, spec, inputs=count, sizes=sizes, host=host, name=host.__name__, points=points,
+                        rtol=rtol, atol=atol, mistakes=mistakes, out_names=out_names)
+
+
+def as_host(fn: Callable[..., Any], n_inputs: int | Callable[[], int], name: str | None = None) -> Callable[..., None]:
+    """A ``host=`` function for :func:`gpulab.exercises.check_kernel` that calls the plain function ``fn`` on
+    the first ``n_inputs`` arguments (as NumPy arrays) and writes what it returns into the outputs."""
+
     def host(*call: Any) -> None:
-        ins = [np.asarray(runtime.to_host(x)) if hasattr(x, "shape") else x for x in call[:n_in[0]]]
-        outs = call[n_in[0]:]
+        k = n_inputs() if callable(n_inputs) else n_inputs
+        ins = [np.asarray(runtime.to_host(x)) if hasattr(x, "shape") else x for x in call[:k]]
+        outs = call[k:]
         got = fn(*ins)
         got = got if isinstance(got, tuple) else (got,)
         if len(got) != len(outs):
@@ -47,9 +57,7 @@ def check_function(fn: Callable[..., Any], spec: Callable[..., Any], *, inputs: 
             out[...] = runtime.array_module(out).asarray(np.asarray(value, dtype=out.dtype).reshape(out.shape))
 
     host.__name__ = name or getattr(fn, "__name__", "function")
-    return check_kernel(fn, spec, inputs=count, sizes=sizes, host=host, name=host.__name__, points=points,
-                        rtol=rtol, atol=atol, mistakes=mistakes, out_names=out_names)
-
+    return host
 
 def or_reference(result: Any, fn: Callable[..., Any], reference: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` once its check ``result`` passed, else ``reference`` (saying so), so the cells after an
