@@ -83,6 +83,9 @@ SECTIONS: dict[str, Section] = {
                     ("name", "gflops", "seconds"), ("notebooks/07_convolution.ipynb",)),
     "cnn_training": Section("python -m gpulab bench lessons --record", "gpulab.bench.lessons:cnn_training_rows",
                             ("backend", "images_per_second", "test_accuracy"), ("notebooks/09_train_cnn.ipynb",)),
+    "energy": Section("python -m gpulab bench lessons --record", "gpulab.bench.energy:energy_rows",
+                      ("workload", "joules", "seconds", "watts", "method", "measured", "images", "flops"),
+                      ("notebooks/11_energy_cost_hardware.ipynb",)),
     "cnn": Section("python -m gpulab bench cnn --record", "gpulab.bench.cnn:main",
                    ("backend", "gpulab"), ("make gpu-check summary (gpulab vs PyTorch, one JSON object)",)),
 }

@@ -161,7 +161,7 @@ def measure(only: list[str] | None = None, log: Callable[[str], None] = print) -
     gpu = runtime.is_gpu()
     sz = SIZES[runtime.mode()]
     out: dict[str, list[dict[str, Any]]] = {}
-    want = only or ["why_gpus", "matmul_precision", "conv", "cnn_training"]
+    want = only or ["why_gpus", "matmul_precision", "conv", "cnn_training", "energy"]
     for section in ("why_gpus", "matmul_precision"):
         if section in want and not gpu:
             log(f"  {section:<17} skipped: it times cuBLAS through CuPy, which needs gpu mode")
@@ -182,6 +182,10 @@ def measure(only: list[str] | None = None, log: Callable[[str], None] = print) -
             dataset, ["numpy", "cupy", "kernels"] if gpu else ["numpy"], n_train=sz["cnn_train"],
             n_test=sz["cnn_test"], epochs=sz["cnn_epochs"], batch_size=batch, channels=channels,
             hidden=hidden, cpu_train=sz["cnn_cpu_train"])
+    if "energy" in want:  # lesson 11: NVML joules in gpu mode (gpulab.bench.energy)
+        from .energy import energy_rows
+
+        out["energy"] = energy_rows()
     for section, rows in out.items():
         for r in rows:
             log(f"  {section:<17} " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
@@ -189,7 +193,7 @@ def measure(only: list[str] | None = None, log: Callable[[str], None] = print) -
     return out
 
 
-SECTIONS = ("why_gpus", "matmul_precision", "conv", "cnn_training")
+SECTIONS = ("why_gpus", "matmul_precision", "conv", "cnn_training", "energy")
 
 
 def configure(p: argparse.ArgumentParser) -> None:

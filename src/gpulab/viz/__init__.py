@@ -38,3 +38,7 @@ from .conv import conv_window, im2col_layout  # noqa: E402
 from .reduce import reduction_tree, scan_steps  # noqa: E402
 
 __all__ += ["backward_flow", "conv_window", "im2col_layout", "reduction_tree", "scan_steps"]
+
+from .hardware import cost_figure, roofline_devices, spec_table, step_time_figure, systolic_figure  # noqa: E402
+
+__all__ += ["cost_figure", "roofline_devices", "spec_table", "step_time_figure", "systolic_figure"]

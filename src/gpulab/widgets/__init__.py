@@ -18,3 +18,7 @@ __all__ += ["memory_budget_explorer", "memory_budget_report"]
 from .threads import LaunchExplorer, LaunchExplorer2D, launch_explorer, launch_explorer_2d  # noqa: E402
 
 __all__ += ["LaunchExplorer", "LaunchExplorer2D", "launch_explorer", "launch_explorer_2d"]
+
+from .allreduce import allreduce_explorer, allreduce_report  # noqa: E402
+
+__all__ += ["allreduce_explorer", "allreduce_report"]

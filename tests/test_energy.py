@@ -1,0 +1,101 @@
+"""gpulab.energy: counters where readable (RAPL faked in a temp folder), labelled estimates otherwise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpulab import energy, results
+from gpulab.bench import energy as bench_energy
+from gpulab.errors import UsageError
+
+
+def test_integrate_power_is_the_trapezoid_rule():
+    t = np.linspace(0, 2, 201)
+    assert energy.integrate_power(t, 50 + 10 * t) == pytest.approx(50 * 2 + 5 * 4)
+    assert energy.integrate_power([0.0], [100.0]) == 0.0
+    with pytest.raises(UsageError, match="same length"):
+        energy.integrate_power([0, 1], [1.0])
+    with pytest.raises(UsageError, match="decrease"):
+        energy.integrate_power([1, 0], [1.0, 1.0])
+
+
+def _zone(root, name, uj, max_uj=10**9):
+    z = root / name
+    z.mkdir(parents=True)
+    (z / "energy_uj").write_text(f"{uj}\n")
+    (z / "max_energy_range_uj").write_text(f"{max_uj}\n")
+    return z
+
+
+def test_rapl_status_says_why(tmp_path):
+    ok, why = energy.rapl_status(tmp_path / "missing")
+    assert not ok and "does not exist" in why
+    (tmp_path / "empty").mkdir()
+    assert "no intel-rapl zones" in energy.rapl_status(tmp_path / "empty")[1]
+    locked = tmp_path / "locked" / "intel-rapl:0"
+    (locked / "energy_uj").mkdir(parents=True)  # unreadable as a file
+    ok, why = energy.rapl_status(tmp_path / "locked")
+    assert not ok and "root only" in why
+    _zone(tmp_path / "ok", "intel-rapl:0", 5)
+    _zone(tmp_path / "ok", "intel-rapl:0:0", 5)  # a sub-zone: not counted twice
+    assert energy.rapl_zones(tmp_path / "ok") == [tmp_path / "ok" / "intel-rapl:0"]
+    assert energy.rapl_status(tmp_path / "ok")[0]
+
+
+def test_rapl_counter_delta_and_wraparound(tmp_path):
+    z = _zone(tmp_path, "intel-rapl:0", 999_000_000, max_uj=1_000_000_000)
+    meter = energy._Rapl(tmp_path)
+    meter.start()
+    (z / "energy_uj").write_text("2000000\n")  # wrapped past max_energy_range_uj
+    joules, seconds = meter.stop()
+    assert joules == pytest.approx(3.0) and seconds >= 0
+
+
+def test_measure_uses_rapl_when_readable(tmp_path, monkeypatch):
+    _zone(tmp_path, "intel-rapl:0", 0)
+    monkeypatch.setattr(energy, "POWERCAP", tmp_path)
+    monkeypatch.setattr(energy, "rapl_status", lambda root=tmp_path: (True, "fake"))
+    out, r = energy.measure(lambda: 7, min_seconds=0)
+    assert out == 7 and r.measured and r.method.startswith("RAPL") and r.label.startswith("measured")
+
+
+def test_without_counters_the_reading_is_a_labelled_estimate(monkeypatch):
+    monkeypatch.setattr(energy, "POWERCAP", energy.Path("/nonexistent-powercap"))
+    monkeypatch.setattr(energy, "rapl_status", lambda root=None: (False, "none"))
+    out, r = energy.measure(lambda: np.ones(10).sum(), min_seconds=0.05, watts_if_estimated=20.0)
+    assert out == 10 and not r.measured and r.calls >= 1 and r.seconds >= 0.05
+    assert r.label.startswith("ESTIMATE, not a measurement") and "20 W" in r.method
+    assert r.joules == pytest.approx(20.0 * r.seconds)
+    watts, why = energy.cpu_estimate_watts(4)
+    assert watts == pytest.approx(4 * 350 / 56) and "spec-sheet TDP" in why
+    eff = energy.efficiency(r, images=100, flops=1e9)
+    assert eff["joules_per_image"] == pytest.approx(r.joules / (100 * r.calls))
+    assert eff["images_per_joule"] * eff["joules_per_image"] == pytest.approx(1)
+    assert eff["gflops_per_watt"] == pytest.approx(r.calls / r.seconds / r.watts) and not eff["measured"]
+
+
+def test_nvml_status_explains_itself():
+    ok, why = energy.nvml_status()
+    assert isinstance(ok, bool) and why
+
+
+def test_bench_energy_rows_fit_the_results_section(tmp_path):
+    from gpulab import data
+
+    rng = np.random.default_rng(0)
+    ds = data.Dataset("random", rng.random((32, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, 32),
+                      rng.random((8, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, 8), tuple(map(str, range(10))),
+                      "test")
+    rows = bench_energy.energy_rows(32, 32, min_seconds=0.01, dataset=ds)
+    assert rows[0]["gflops_per_watt"] > 0 and rows[1]["images"] == 32 and rows[1]["joules_per_image"] > 0
+    for r in rows:
+        assert r["measured"] or r["method"].startswith("estimate")
+    results.record("energy", rows, "Test GPU", directory=tmp_path, date="2026-01-08", source="test")
+    assert results.latest("energy", directory=tmp_path).sections["energy"][1]["images"] == 32
+
+
+def test_joules_per_image():
+    assert energy.joules_per_image([0.0, 2.0], [10.0, 30.0], 4) == pytest.approx(10.0)
+    with pytest.raises(UsageError):
+        energy.joules_per_image([0.0, 1.0], [1.0, 1.0], 0)

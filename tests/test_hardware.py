@@ -1,0 +1,85 @@
+"""gpulab.hardware: spec-sheet tables name their source and date; the napkin models agree with lesson 10."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpulab import hardware, scaling
+from gpulab.errors import UsageError
+
+
+def test_every_table_entry_names_a_dated_source():
+    for d in hardware.DEVICES.values():
+        assert d.source.startswith("as of ") and " from " in d.source, d.name
+        assert d.kind in ("CPU", "GPU", "TPU") and d.memory_gbps > 0 and d.memory_gb > 0
+    for lk in hardware.INTERCONNECTS.values():
+        assert lk.source.startswith("as of ") and lk.gbps > 0
+    assert {"T4", "L4", "A100", "H100", "H200"} <= set(hardware.GPUS)
+    assert len(hardware.TPUS) >= 3 and len(hardware.CPUS) >= 2
+
+
+def test_spec_sheet_figures_are_consistent():
+    g = hardware.GPUS
+    assert g["H200"].bf16 == g["H100"].bf16 and g["H200"].memory_gbps > g["H100"].memory_gbps
+    assert g["T4"].memory_type == "GDDR6" and g["H100"].memory_type == "HBM3" and g["H200"].memory_type == "HBM3e"
+    for d in hardware.DEVICES.values():  # tensor units are faster than FP32 units where both exist
+        if d.fp32 and d.bf16:
+            assert d.bf16 >= d.fp32, d.name
+    rows = hardware.spec_rows(["T4", "TPU v5e"])
+    assert [r["device"] for r in rows] == ["T4", "TPU v5e (per chip)"] and rows[1]["FP32"] is None
+
+
+def test_lookup_by_key_or_name_part_and_helpful_errors():
+    assert hardware.device("H100") is hardware.GPUS["H100"]
+    assert hardware.device("v5e") is hardware.TPUS["TPU v5e"]
+    assert hardware.link("NVLink 4").gbps == 450
+    with pytest.raises(UsageError, match="known: "):
+        hardware.device("GTX 480")
+    with pytest.raises(UsageError, match="fp32, tf32"):
+        hardware.GPUS["T4"].peak("fp16")
+
+
+def test_roofline_numbers():
+    assert hardware.matmul_intensity(1024, 1024, 1024) == pytest.approx(2 * 1024**3 / (4 * 3 * 1024**2))
+    assert hardware.matmul_intensity(1, 1, 1, 2) == pytest.approx(1 / 3)
+    assert hardware.ridge_point("T4") == pytest.approx(8100 / 320)
+    assert hardware.attainable_gflops(1.0, 8.1, 320) == 320
+    assert hardware.attainable_gflops(1e4, 8.1, 320) == pytest.approx(8100)
+    with pytest.raises(UsageError, match="no tf32 peak"):
+        hardware.ridge_point("T4", "tf32")
+    with pytest.raises(UsageError):
+        hardware.matmul_intensity(0, 2, 2)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 8])
+def test_allreduce_time_uses_the_bytes_lesson_10s_ring_sends(n):
+    buf = np.ones(4096, np.float32)
+    _, sent = scaling.ring_allreduce([buf] * n)
+    assert hardware.allreduce_seconds(buf.nbytes, n, 10.0) == pytest.approx(sent / 10e9, rel=1e-3)
+    assert hardware.allreduce_seconds(buf.nbytes, n, 10.0, latency_us=1) == pytest.approx(
+        sent / 10e9 + 2 * (n - 1) * 1e-6, rel=1e-3)
+
+
+def test_step_time_and_crossover():
+    assert hardware.allreduce_seconds(1e9, 1, 10) == 0
+    t = hardware.step_seconds(1.0, 1e9, 4, 10.0)
+    assert t["compute"] == 0.25 and t["communication"] == pytest.approx(1.5 * 0.1)
+    assert t["step"] == pytest.approx(0.4)
+    assert hardware.step_seconds(1.0, 1e9, 4, 10.0, overlap=True)["step"] == 0.25
+    assert hardware.step_seconds(1.0, 1e9, 4, 10.0, fixed_global_batch=False)["compute"] == 1.0
+    n = hardware.crossover_gpus(1.0, 1e9, 10.0)
+    before = hardware.step_seconds(1.0, 1e9, n - 1, 10.0)
+    after = hardware.step_seconds(1.0, 1e9, n, 10.0)
+    assert before["communication"] <= before["compute"] and after["communication"] > after["compute"]
+    assert hardware.crossover_gpus(1.0, 1e9, 450.0) > hardware.crossover_gpus(1.0, 1e9, 31.5)  # faster link, later
+    assert hardware.crossover_gpus(1.0, 1.0, 1e6, max_gpus=8) is None
+    with pytest.raises(UsageError):
+        hardware.allreduce_seconds(1.0, 0, 10)
+
+
+def test_attainable_takes_arrays():
+    out = hardware.attainable_gflops(np.array([0.25, 1e4]), 989, 3350)
+    assert out.tolist() == [0.25 * 3350, 989e3]
+    with pytest.raises(UsageError):
+        hardware.attainable_gflops(np.array([1.0, 0.0]), 1, 1)

@@ -1,0 +1,52 @@
+"""viz.hardware figures and the all-reduce explorer: built from spec sheets and say so."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import pytest
+
+from gpulab import hardware, viz, widgets
+
+
+def test_roofline_devices_one_roof_per_device_with_that_precision():
+    fig = viz.roofline_devices(["T4", "H100", "TPU v5e", "EPYC 9654"], "bf16",
+                               [{"label": "matmul", "intensity": 100.0}, {"label": "m", "intensity": 1, "gflops": 50}])
+    assert isinstance(fig, go.Figure) and "spec sheets" in fig.layout.title.text
+    roofs = [t for t in fig.data if t.name and "GB/s" in t.name]
+    assert len(roofs) == 3  # the EPYC has no BF16 unit on its spec sheet: no roof
+    h100 = next(t for t in roofs if t.name.startswith("H100"))
+    assert max(h100.y) == pytest.approx(989e3)
+    with pytest.raises(ValueError):
+        viz.roofline_devices(["T4"], points=[{"label": "x", "intensity": 0}])
+
+
+def test_spec_table_lists_every_device_with_its_source():
+    fig = viz.spec_table()
+    cells = fig.data[0].cells.values
+    assert len(cells[0]) == len(hardware.DEVICES) and all(s.startswith("as of") for s in cells[-1])
+    assert "Spec sheets" in fig.layout.title.text
+
+
+def test_step_time_figure_marks_the_crossover():
+    fig = viz.step_time_figure(0.3, 100e6, "PCIe 4.0 x16")
+    names = [t.name for t in fig.data]
+    n = hardware.crossover_gpus(0.3, 100e6, 31.5, latency_us=5)
+    assert names[:3] == ["compute", "communication", "step"] and any("about" in s for s in names)
+    assert "not a measurement" in fig.layout.title.text and n is not None
+
+
+def test_systolic_figure_has_one_frame_per_clock():
+    fig = viz.systolic_figure(2, 3, 4)
+    assert len(fig.data) == 2 + 3 + 4 - 2 == len(fig.layout.sliders[0].steps)
+    assert sum(bool(t.visible) for t in fig.data) == 1
+
+
+def test_cost_figure_and_explorer():
+    rows = [{"label": "T4", "hours": 2.0, "dollars": 1.0, "kwh": 0.1}, {"label": "v5e", "hours": 1.0,
+                                                                         "dollars": 1.2, "kwh": None}]
+    fig = viz.cost_figure(rows, "cost", "estimates")
+    assert len(fig.data) == 3 and fig.data[2].text[1] == "n/a"
+    t, html = widgets.allreduce_report("PCIe 4.0 x16", 25, 300, 64)
+    assert t["communication"] > t["compute"] and "46 GPUs" in html and "not a measurement" in html
+    w = widgets.allreduce_explorer()
+    assert len(w.children) >= 6
