@@ -161,7 +161,7 @@ def measure(only: list[str] | None = None, log: Callable[[str], None] = print) -
     gpu = runtime.is_gpu()
     sz = SIZES[runtime.mode()]
     out: dict[str, list[dict[str, Any]]] = {}
-    want = only or ["why_gpus", "matmul_precision", "conv", "cnn_training", "energy"]
+    want = only or list(SECTIONS)
     for section in ("why_gpus", "matmul_precision"):
         if section in want and not gpu:
             log(f"  {section:<17} skipped: it times cuBLAS through CuPy, which needs gpu mode")
