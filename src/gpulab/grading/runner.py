@@ -1,0 +1,262 @@
+"""The process that runs one submission, inside the sandbox (started by :mod:`gpulab.grading.grader`).
+
+It never reads the lab from disk: the grader sends one cell at a time over a control pipe and reads
+one record per cell from a result pipe, in lock step, so a record the submission writes itself is
+out of order and caught. Before a test cell it puts back what the submission may have patched
+(every function, class and module that was loaded before any student code ran, ``__code__`` of
+gpulab's and NumPy's functions, warning filters, trace hooks, and the names the lab's own cells
+bound), refuses to go on if the submission left threads or processes running, and runs the test
+from the lab's source. After it, it checks that nothing the checker uses changed while the check
+ran (a simulator kernel is Python, so it could try); if something did, the exercise scores 0.
+
+This is defence in depth inside the one process that must run student code; the sandbox around it
+(bubblewrap or an unprivileged user, read-only package, limits) is what protects files and other
+submissions.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+import time
+import types
+from typing import Any
+
+CRITICAL = ("gpulab", "numpy", "builtins", "math", "numba", "warnings", "json", "os", "sys")
+EXIT_CHANNEL = 86  # the result pipe was replaced: stop rather than write where the grader is not
+
+
+def _threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:  # pragma: no cover - not Linux
+        return 1
+
+
+def _processes() -> int:
+    """Processes this one can see besides itself: its children, or everything in a pid namespace."""
+    me = os.getpid()
+    try:
+        if me <= 3:  # bubblewrap's pid namespace: pid 1 is bwrap's init, we are 2
+            return sum(1 for d in os.listdir("/proc") if d.isdigit() and int(d) not in (1, me))
+        kids = 0
+        for t in os.listdir(f"/proc/{me}/task"):
+            with open(f"/proc/{me}/task/{t}/children") as fh:
+                kids += len(fh.read().split())
+        return kids
+    except OSError:  # pragma: no cover
+        return 0
+
+
+def _keep(value: Any) -> bool:
+    return isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType,
+                              types.MethodType)) or callable(value)
+
+
+class Snapshot:
+    """What the checker relies on, taken before any student code runs."""
+
+    def __init__(self) -> None:
+        self.modules: dict[str, tuple[types.ModuleType, dict]] = {}
+        self.code: list[tuple[types.FunctionType, Any, Any, Any]] = []
+        self.classes: list[tuple[type, dict]] = []
+        for name, mod in list(sys.modules.items()):
+            d = getattr(mod, "__dict__", None)
+            if not isinstance(mod, types.ModuleType) or not isinstance(d, dict) or name == "__main__":
+                continue
+            kept = {k: v for k, v in d.items() if _keep(v) or k.isupper()}
+            self.modules[name] = (mod, kept)
+            if name.split(".")[0] not in CRITICAL:
+                continue
+            for v in kept.values():
+                if isinstance(v, types.FunctionType):
+                    self.code.append((v, v.__code__, v.__defaults__, v.__kwdefaults__))
+                elif isinstance(v, type) and getattr(v, "__module__", "") == name and name.startswith("gpulab"):
+                    attrs = dict(v.__dict__)
+                    self.classes.append((v, attrs))
+                    for a in attrs.values():
+                        f = getattr(a, "fget", a)
+                        if isinstance(f, types.FunctionType):
+                            self.code.append((f, f.__code__, f.__defaults__, f.__kwdefaults__))
+        import warnings
+
+        self.filters = list(warnings.filters)
+
+    def restore(self) -> None:
+        """Put everything back (before a test cell)."""
+        import threading
+        import warnings
+
+        sys.settrace(None)
+        sys.setprofile(None)
+        threading.settrace(None)
+        threading.setprofile(None)
+        for name, (mod, kept) in self.modules.items():
+            sys.modules[name] = mod
+            d = mod.__dict__
+            for k, v in kept.items():
+                if d.get(k, _MISSING) is not v:
+                    d[k] = v
+        for name in [n for n in sys.modules if n.startswith("gpulab") and n not in self.modules]:
+            del sys.modules[name]  # planted by the submission: a later import reads the read-only package
+        for fn, code, defaults, kwdefaults in self.code:
+            if fn.__code__ is not code:
+                fn.__code__ = code
+            fn.__defaults__, fn.__kwdefaults__ = defaults, kwdefaults
+        for cls, attrs in self.classes:
+            for k in [k for k in list(cls.__dict__) if k not in attrs]:
+                try:
+                    delattr(cls, k)
+                except (AttributeError, TypeError):
+                    pass
+            for k, v in attrs.items():
+                if cls.__dict__.get(k, _MISSING) is not v and k not in ("__dict__", "__weakref__", "__doc__"):
+                    try:
+                        setattr(cls, k, v)
+                    except (AttributeError, TypeError):
+                        pass
+        warnings.filters[:] = self.filters
+        warnings._filters_mutated()  # type: ignore[attr-defined]
+
+    def changed(self) -> str:
+        """What of the checker changed since :meth:`restore` (empty: nothing)."""
+        for name, (mod, kept) in self.modules.items():
+            if name.split(".")[0] not in CRITICAL:
+                continue
+            if sys.modules.get(name) is not mod:
+                return f"sys.modules[{name!r}] was replaced"
+            d = mod.__dict__
+            for k, v in kept.items():
+                if d.get(k, _MISSING) is not v:
+                    return f"{name}.{k} was replaced"
+        for fn, code, _, _ in self.code:
+            if fn.__code__ is not code:
+                return f"the code of {fn.__module__}.{fn.__qualname__} was replaced"
+        for cls, attrs in self.classes:
+            for k, v in attrs.items():
+                if cls.__dict__.get(k, _MISSING) is not v and k not in ("__dict__", "__weakref__", "__doc__"):
+                    return f"{cls.__module__}.{cls.__qualname__}.{k} was replaced"
+        return ""
+
+
+_MISSING = object()
+
+
+def _error(result: Any) -> list[str] | None:
+    exc = result.error_in_exec or result.error_before_exec
+    if exc is None:
+        return None
+    return [type(exc).__name__, str(exc)[:4000]]
+
+
+def _results_of(ns: dict, before: Any) -> list[dict]:
+    import gpulab.grading as g
+
+    found = list(g._reported)
+    res = ns.get("result")
+    if not found and res is not before and hasattr(res, "to_dict") and hasattr(res, "max_score"):
+        found = [res]
+    out = []
+    for r in found:
+        try:
+            out.append({k: r.to_dict()[k] for k in ("name", "status", "score", "max_score", "message", "hint")})
+        except Exception:  # a result the checker did not make
+            out.append({"name": "?", "status": "failed", "score": 0, "max_score": 0,
+                        "message": "the check's result could not be read", "hint": ""})
+    return out
+
+
+def main() -> None:
+    ctrl_fd, result_fd = int(sys.argv[1]), int(sys.argv[2])
+    write, fstat = os.write, os.fstat
+    channel = fstat(result_fd)
+    ctrl = os.fdopen(ctrl_fd, "r", encoding="utf-8")
+
+    def send(record: dict) -> None:
+        now = fstat(result_fd)
+        if (now.st_ino, now.st_dev) != (channel.st_ino, channel.st_dev):
+            os._exit(EXIT_CHANNEL)
+        data = (json.dumps(record) + "\n").encode()
+        while data:
+            data = data[write(result_fd, data):]
+
+    import numpy  # noqa: F401
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    import gpulab
+    import gpulab.exercises  # noqa: F401
+    import gpulab.grading as grading
+    from gpulab import runtime  # noqa: F401
+
+    for sub in ("gpulab.kernels", "gpulab.errors", "gpulab.simulator", "numba.cuda"):
+        try:
+            __import__(sub)
+        except ImportError:
+            pass
+    grading.quiet_warnings()
+    cfg = Config()
+    cfg.HistoryManager.enabled = False
+    cfg.InteractiveShell.colors = "NoColor"
+    shell = InteractiveShell.instance(config=cfg)
+    ns = shell.user_ns
+    snap = Snapshot()
+    base_threads, base_procs = _threads(), _processes()
+    trusted: dict[str, Any] = {}
+    send({"ready": True, "device": gpulab.runtime.mode() if hasattr(gpulab.runtime, "mode") else ""})
+
+    for line in ctrl:
+        cell = json.loads(line)
+        if cell.get("quit"):
+            break
+        kind, t0 = cell["kind"], time.perf_counter()
+        record: dict[str, Any] = {"index": cell["index"], "kind": kind}
+        if kind == "test":
+            snap.restore()
+            ns.update(trusted)
+            busy = ""
+            for _ in range(20):
+                extra_t, extra_p = _threads() - base_threads, _processes() - base_procs
+                if extra_t <= 0 and extra_p <= 0:
+                    break
+                time.sleep(0.05)
+            else:
+                busy = (f"the submission left {max(extra_t, 0)} thread(s) and {max(extra_p, 0)} process(es) "
+                        "running, so the check could not run safely")
+            if busy:
+                record.update(error=["RuntimeError", busy], tampered=busy, results=[], value=None, stderr="")
+                send(record)
+                continue
+            grading._reported.clear()
+            before = ns.get("result")
+            err_buf, real_err = io.StringIO(), sys.stderr
+            sys.stderr = err_buf
+            try:
+                res = shell.run_cell(cell["source"], store_history=False)
+            finally:
+                sys.stderr = real_err
+            record["tampered"] = snap.changed()
+            value = res.result
+            record["value"] = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+            record["stderr"] = err_buf.getvalue()[-2000:]
+            record["error"] = _error(res)
+            record["results"] = _results_of(ns, before)
+        else:
+            names_before = {k: id(v) for k, v in ns.items()}
+            res = shell.run_cell(cell["source"], store_history=False)
+            record["error"] = _error(res)
+            if kind == "code":  # the lab's own cell: what it binds is the lab's, put back before tests
+                for k, v in ns.items():
+                    if not k.startswith("_") and names_before.get(k) != id(v):
+                        trusted[k] = v
+        record["seconds"] = round(time.perf_counter() - t0, 3)
+        sys.stdout.flush()
+        send(record)
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
