@@ -39,9 +39,10 @@ def quiet_warnings() -> None:
 def report(*results: Any, points: float | None = None) -> float:
     """Show the verdict of one or more checks and return the points earned.
 
-    ``results`` are :class:`gpulab.exercises.CheckResult` objects (a visible check plus hidden ones,
-    say); the points earned are ``points * sum(score) / sum(max_score)`` (``points`` defaults to the
-    sum of the checks' ``max_score``), clipped to ``[0, points]``. Returning the number makes it the
+    ``results`` are :class:`gpulab.exercises.CheckResult` objects (the visible check first, then
+    hidden ones); the points earned are ``points * sum(score) / sum(max_score)``, clipped to
+    ``[0, points]``, where ``points`` defaults to the first (visible) check's ``max_score``, so the
+    cell is worth the same with or without its hidden tests. Returning the number makes it the
     cell's value, which nbgrader's autograder reads as partial credit; nothing is raised, so a cell
     that calls ``report`` last never scores 0 for an exception of the checker's own.
     """
@@ -51,7 +52,7 @@ def report(*results: Any, points: float | None = None) -> float:
         raise UsageError("report() needs at least one check result, got none; pass what check_kernel returned")
     earned = sum(float(getattr(r, "score", 0.0)) for r in results)
     maximum = sum(float(getattr(r, "max_score", 0.0)) for r in results)
-    total = maximum if points is None else float(points)
+    total = float(getattr(results[0], "max_score", 0.0)) if points is None else float(points)
     score = 0.0 if maximum <= 0 else total * earned / maximum
     score = round(min(max(score, 0.0), total), 3)
     _reported.extend(results)

@@ -58,7 +58,8 @@ def _keep(value: Any) -> bool:
 class Snapshot:
     """What the checker relies on, taken before any student code runs."""
 
-    def __init__(self) -> None:
+    def __init__(self, package: str) -> None:
+        self.package = package
         self.modules: dict[str, tuple[types.ModuleType, dict]] = {}
         self.code: list[tuple[types.FunctionType, Any, Any, Any]] = []
         self.classes: list[tuple[type, dict]] = []
@@ -100,7 +101,8 @@ class Snapshot:
                 if d.get(k, _MISSING) is not v:
                     d[k] = v
         for name in [n for n in sys.modules if n.startswith("gpulab") and n not in self.modules]:
-            del sys.modules[name]  # planted by the submission: a later import reads the read-only package
+            if not str(getattr(sys.modules[name], "__file__", "") or "").startswith(self.package):
+                del sys.modules[name]  # planted by the submission: a later import reads the read-only package
         for fn, code, defaults, kwdefaults in self.code:
             if fn.__code__ is not code:
                 fn.__code__ = code
@@ -191,18 +193,27 @@ def main() -> None:
     import gpulab.grading as grading
     from gpulab import runtime  # noqa: F401
 
-    for sub in ("gpulab.kernels", "gpulab.errors", "gpulab.simulator", "numba.cuda"):
+    import importlib
+    import pkgutil
+
+    for sub in ("numba.cuda", "gpulab.errors", "gpulab.simulator", "gpulab.kernels", "gpulab.exercises",
+                "gpulab.problems", "gpulab.nn"):
         try:
-            __import__(sub)
+            mod = importlib.import_module(sub)
         except ImportError:
-            pass
+            continue
+        for info in pkgutil.walk_packages(getattr(mod, "__path__", []), sub + "."):
+            try:
+                importlib.import_module(info.name)
+            except Exception:
+                pass
     grading.quiet_warnings()
     cfg = Config()
     cfg.HistoryManager.enabled = False
     cfg.InteractiveShell.colors = "NoColor"
     shell = InteractiveShell.instance(config=cfg)
     ns = shell.user_ns
-    snap = Snapshot()
+    snap = Snapshot(os.path.dirname(os.path.dirname(os.path.abspath(gpulab.__file__))))
     base_threads, base_procs = _threads(), _processes()
     trusted: dict[str, Any] = {}
     send({"ready": True, "device": gpulab.runtime.mode() if hasattr(gpulab.runtime, "mode") else ""})
