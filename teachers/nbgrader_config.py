@@ -30,3 +30,7 @@ os.environ.setdefault("GPULAB_DEVICE", "simulator")
 # Students submit the notebook only; outputs are re-created by autograde.
 c.Autograde.create_student = True
 c.ClearOutput.enabled = True
+
+# The exchange (JupyterHub): a folder shared by every student server and the grader's, see
+# teachers/jupyterhub-config.yaml. Students fetch and submit from the Assignments tab.
+c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE", "/srv/nbgrader/exchange")

@@ -146,7 +146,7 @@ def test_grade_a_student_version_with_one_wrong_answer(tmp_path, capsys):
     assert set(rows) == {"lab01-add-check", "lab01-affine-check", "lab01-saxpy-check", "lab01-stencil-check"}
     add = rows.pop("lab01-add-check")
     assert add["status"] == "failed" and add["score"] == 0 and add["points"] == 2
-    assert "indexed past the end" in add["message"] and "missing bounds guard" in add["message"]
+    assert "indexed past the end" in add["message"] and "missing bounds guard" in add["hint"]
     assert all(r["status"] == "not implemented" and r["score"] == 0 for r in rows.values())
     assert data["score"] == 0 and data["max_score"] == 9 and data["mode"] == "simulator"
     assert "lab01-add-check" in table and "not implemented" in table and "total" in table
@@ -166,6 +166,24 @@ def test_student_version_runs_and_reports_not_implemented(name):
 def test_grade_requires_an_existing_notebook(tmp_path, capsys):
     assert labs.main(["grade", str(tmp_path / "nope.ipynb")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_every_solution_earns_full_marks():
+    """The grader (sandboxed, rebuilt from the source) gives each lab's own solution every point."""
+    from gpulab.grading.sandbox import Limits
+    from gpulab.grading.gradebook import grade_folder
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "subs"
+        for sol in SOLUTIONS:
+            (folder / sol.stem).mkdir(parents=True)
+            shutil.copy(sol, folder / sol.stem / sol.name)
+        book = grade_folder(folder, ROOT / "labs" / "solutions", Path(tmp) / "out", workers=2, progress=False,
+                            limits=Limits(cell_timeout=300))
+    for student, g in book.entries:
+        assert g.rows and g.score == g.max_score, (student, [(r.grade_id, r.status, r.message) for r in g.rows])
 
 
 def test_format_table_totals():

@@ -79,10 +79,12 @@ class _Stop:
 
 
 def _signal_name(code: int) -> str:
+    """``-11`` (killed by a signal) or ``139`` (a shell's or bubblewrap's 128 + 11): "SIGSEGV"."""
+    sig = -code if code < 0 else (code - 128 if 128 < code < 160 else 0)
     try:
-        return signal.Signals(-code).name if code < 0 else f"exit code {code}"
+        return signal.Signals(sig).name if sig else f"exit code {code}"
     except ValueError:
-        return f"signal {-code}"
+        return f"exit code {code}"
 
 
 def _session(cells: list[Cell], skip: dict[int, str], sandbox: Sandbox, deadline: float) -> tuple[dict, _Stop | None]:
@@ -117,6 +119,9 @@ def _session(cells: list[Cell], skip: dict[int, str], sandbox: Sandbox, deadline
     for t in threads:
         t.start()
 
+    def _tail() -> str:
+        return output["tail"].decode("utf-8", "replace")
+
     def wait_record(index: int, timeout: float) -> tuple[dict | None, str]:
         end = min(time.monotonic() + timeout, deadline)
         while True:
@@ -134,7 +139,7 @@ def _session(cells: list[Cell], skip: dict[int, str], sandbox: Sandbox, deadline
             if line is None:
                 proc.wait()
                 code = proc.returncode
-                mem = " (perhaps out of memory)" if code in (-9, 137, 1) else ""
+                mem = " (perhaps out of memory)" if code in (-9, 137) or "MemoryError" in _tail() else ""
                 if code == 86:
                     return None, "replaced the grader's result channel"
                 return None, f"the kernel died ({_signal_name(code)}){mem}"
