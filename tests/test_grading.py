@@ -150,3 +150,16 @@ def test_a_class_at_a_time(tmp_path):
     bob = (out / "feedback" / "bob__lab01_threads.html").read_text()
     assert "lab01-add-check" in bob and "not implemented" in bob and "0 / 9" in bob
     assert "9 / 9" in (out / "feedback" / "alice__lab01_threads.html").read_text()
+
+
+def test_hidden_tests_are_put_back(tmp_path):
+    """The student never sees a hidden region; the graded notebook has it (from the source)."""
+    src = nbformat.read(str(SOURCE), as_version=4)
+    test = next(c for c in src.cells if _meta(c).get("grade"))
+    test.source += "\n### BEGIN HIDDEN TESTS\nSECRET_CHECK = 1\n### END HIDDEN TESTS"
+    source = tmp_path / "lab01_threads.ipynb"
+    nbformat.write(src, str(source))
+    student = labs.student_notebook(source)
+    assert "SECRET_CHECK" not in nbformat.writes(student)
+    graded = assemble(source, student)
+    assert "SECRET_CHECK = 1" in graded.tests[0].source and labs.BEGIN_HIDDEN in graded.tests[0].source
