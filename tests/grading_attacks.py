@@ -295,6 +295,29 @@ def build(name: str, out_dir: Path) -> Path:
     return path
 
 
+
+def patch_problem_objects(nb) -> None:
+    """Blank kernels; the checks' own objects changed in place: every gpulab object with a `check`
+    method (a lab's Problem) gets an instance attribute `check` that returns a pass."""
+    _empty_kernels(nb)
+    _append_to_first_solution(nb, '''
+import sys, types
+from gpulab.exercises import CheckResult as _CR
+def _pass(*args, **kwargs):
+    return _CR(name="x", status="passed", score=2, max_score=2, message="ok")
+for _mod in list(sys.modules.values()):
+    if getattr(_mod, "__name__", "").startswith("gpulab."):
+        for _obj in list(vars(_mod).values()):
+            _state = getattr(_obj, "__dict__", None)
+            if isinstance(_state, dict) and not isinstance(_obj, (type, types.ModuleType, types.FunctionType)):
+                if callable(getattr(_obj, "check", None)):
+                    _state["check"] = _pass
+''')
+
+
+ATTACKS["patch the checks' objects"] = (patch_problem_objects, 0)
+
+
 if __name__ == "__main__":
     out = Path(sys.argv[1])
     for attack in ATTACKS:

@@ -74,7 +74,7 @@ def test_in_process_attacks_score_zero(tmp_path, guarded):
     """A fake check_kernel, gpulab.exercises patched (attribute, __code__, CheckResult.passed),
     numpy.isclose/allclose patched, and score lines written to the old grade log after every cell."""
     g = _grade(_combined(tmp_path, "in_process", attacks.fake_check_kernel, attacks.patch_exercises,
-                         attacks.patch_isclose, attacks.write_grade_log))
+                         attacks.patch_isclose, attacks.write_grade_log, attacks.patch_problem_objects))
     assert g.score == 0 and g.max_score == 9, g.rows
     assert all(r.status == "failed" for r in g.rows), g.rows  # the real checks ran on the empty kernels
 

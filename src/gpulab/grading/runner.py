@@ -84,6 +84,21 @@ class Snapshot:
         import warnings
 
         self.filters = list(warnings.filters)
+        # gpulab's module-level objects (Problems, registries): their state, one level of containers deep
+        self.objects: list[tuple[Any, dict]] = []
+        seen: set[int] = set()
+        for name, (mod, _) in self.modules.items():
+            if not name.startswith("gpulab"):
+                continue
+            for v in list(vars(mod).values()):
+                if id(v) in seen or isinstance(v, (types.ModuleType, types.FunctionType, type)):
+                    continue
+                seen.add(id(v))
+                state = getattr(v, "__dict__", None)
+                if isinstance(state, dict):
+                    self.objects.append((state, {k: _copy(x) for k, x in state.items()}))
+                elif isinstance(v, (list, dict, set)):
+                    self.objects.append((v, _copy(v)))
 
     def restore(self) -> None:
         """Put everything back (before a test cell)."""
@@ -121,6 +136,8 @@ class Snapshot:
                         pass
         warnings.filters[:] = self.filters
         warnings._filters_mutated()  # type: ignore[attr-defined]
+        for target, saved in self.objects:
+            _put_back(target, saved)
 
     def changed(self) -> str:
         """What of the checker changed since :meth:`restore` (empty: nothing)."""
@@ -140,10 +157,50 @@ class Snapshot:
             for k, v in attrs.items():
                 if cls.__dict__.get(k, _MISSING) is not v and k not in ("__dict__", "__weakref__", "__doc__"):
                     return f"{cls.__module__}.{cls.__qualname__}.{k} was replaced"
+        for target, saved in self.objects:
+            if not isinstance(saved, dict):
+                continue
+            for k, x in saved.items():  # public settings of gpulab's objects (a Problem's spec, sizes ...)
+                if k.startswith("_"):
+                    continue  # private caches may change legitimately
+                live = x[1] if isinstance(x, tuple) and len(x) == 3 and x[0] in ("list", "dict", "set") else x
+                if target.get(k, _MISSING) is not live:
+                    return f"a setting of the checks ({k}) was replaced"
         return ""
 
 
 _MISSING = object()
+
+
+def _copy(x: Any) -> Any:
+    """A container's shallow copy (kept apart from the live one), anything else as is."""
+    if isinstance(x, list):
+        return ("list", x, list(x))
+    if isinstance(x, dict):
+        return ("dict", x, dict(x))
+    if isinstance(x, set):
+        return ("set", x, set(x))
+    return x
+
+
+def _put_back(target: Any, saved: Any) -> None:
+    if isinstance(saved, tuple) and len(saved) == 3 and saved[0] in ("list", "dict", "set"):
+        kind, live, items = saved
+        if kind == "list":
+            live[:] = items
+        else:
+            live.clear()
+            live.update(items)
+        return
+    if isinstance(target, dict) and isinstance(saved, dict):
+        for k in [k for k in target if k not in saved]:
+            del target[k]
+        for k, x in saved.items():
+            if isinstance(x, tuple) and len(x) == 3 and x[0] in ("list", "dict", "set"):
+                target[k] = x[1]
+                _put_back(None, x)
+            elif target.get(k, _MISSING) is not x:
+                target[k] = x
 
 
 def _error(result: Any) -> list[str] | None:
@@ -213,6 +270,7 @@ def main() -> None:
     cfg.InteractiveShell.colors = "NoColor"
     shell = InteractiveShell.instance(config=cfg)
     ns = shell.user_ns
+    import builtins as builtins_module
     snap = Snapshot(os.path.dirname(os.path.dirname(os.path.abspath(gpulab.__file__))))
     base_threads, base_procs = _threads(), _processes()
     trusted: dict[str, Any] = {}
@@ -227,6 +285,7 @@ def main() -> None:
         if kind == "test":
             snap.restore()
             ns.update(trusted)
+            ns["__builtins__"] = builtins_module
             busy = ""
             for _ in range(20):
                 extra_t, extra_p = _threads() - base_threads, _processes() - base_procs
