@@ -163,3 +163,25 @@ def test_hidden_tests_are_put_back(tmp_path):
     assert "SECRET_CHECK" not in nbformat.writes(student)
     graded = assemble(source, student)
     assert "SECRET_CHECK = 1" in graded.tests[0].source and labs.BEGIN_HIDDEN in graded.tests[0].source
+
+
+def test_resident_size_of_a_process_tree():
+    """The memory watchdog (gpu mode, where RLIMIT_AS cannot apply) sums a process and its children."""
+    import os
+    import subprocess
+    import sys
+
+    from gpulab.grading.grader import _tree_rss
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; x = bytearray(50 << 20); time.sleep(30)"])
+    try:
+        import time
+
+        deadline = time.monotonic() + 30
+        while _tree_rss(os.getpid()) - _tree_rss(child.pid) < 0 or _tree_rss(child.pid) < (50 << 20):
+            assert time.monotonic() < deadline, "the child's 50 MB never showed"
+            time.sleep(0.1)
+        assert _tree_rss(os.getpid()) >= _tree_rss(child.pid) + (1 << 20)
+    finally:
+        child.kill()
+        child.wait()

@@ -124,3 +124,20 @@ def test_runaway_cells_are_stopped(tmp_path, guarded):
     assert "lab01-affine" in rows["lab01-affine-check"].message and "8 s limit" in rows["lab01-affine-check"].message
     assert "output limit" in rows["lab01-saxpy-check"].message
     assert rows["lab01-stencil-check"].status == "not implemented"
+
+
+@pytest.mark.slow
+def test_memory_hog_is_stopped(tmp_path, guarded):
+    """Exercise 1 answered; exercise 2's cell allocates without end: stopped, exercise 1 keeps its points."""
+    nb = nbformat.read(str(attacks.STUDENT), as_version=4)
+    cells = attacks._solution_cells(nb)
+    attacks._fill(cells[0], attacks.ADD_BODY)
+    cells[1].source += "\n\nimport numpy\n_hog = []\nwhile True:\n    _hog.append(numpy.ones(1 << 24))\n"
+    path = tmp_path / "hog.ipynb"
+    nbformat.write(nb, str(path))
+    g = grade_notebook(path, SOURCE, Limits(cell_timeout=60, total_timeout=600, memory_mb=1536))
+    rows = {r.grade_id: r for r in g.rows}
+    assert g.score == 2, g.rows
+    assert "lab01-affine" in rows["lab01-affine-check"].message
+    # simulator mode: RLIMIT_AS turns the hog into a MemoryError in its own cell; gpu mode: the watchdog kills it
+    assert "MemoryError" in rows["lab01-affine-check"].message or "memory limit" in rows["lab01-affine-check"].message

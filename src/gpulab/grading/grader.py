@@ -87,6 +87,30 @@ def _signal_name(code: int) -> str:
         return f"exit code {code}"
 
 
+def _tree_rss(pid: int) -> int:
+    """Resident bytes of ``pid`` and all its descendants (0 where /proc cannot tell)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    total, todo, page = 0, [pid], os.sysconf("SC_PAGE_SIZE")
+    while todo:
+        p = todo.pop()
+        todo += children.get(p, [])
+        try:
+            with open(f"/proc/{p}/statm") as fh:
+                total += int(fh.read().split()[1]) * page
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
 def _session(cells: list[Cell], skip: dict[int, str], sandbox: Sandbox, deadline: float) -> tuple[dict, _Stop | None]:
     """Run the cells once; returns the records by cell index and why it stopped early (or None)."""
     ctrl_r, ctrl_w = os.pipe()
@@ -122,11 +146,18 @@ def _session(cells: list[Cell], skip: dict[int, str], sandbox: Sandbox, deadline
     def _tail() -> str:
         return output["tail"].decode("utf-8", "replace")
 
+    memory = sandbox.limits.memory_mb * 1024 * 1024
+    next_rss = [0.0]
+
     def wait_record(index: int, timeout: float) -> tuple[dict | None, str]:
         end = min(time.monotonic() + timeout, deadline)
         while True:
             if output["bytes"] > limit:
                 return None, f"printed more than {limit:,} bytes (the output limit)"
+            if time.monotonic() >= next_rss[0]:  # RLIMIT_AS cannot apply in gpu mode: watch the resident size
+                next_rss[0] = time.monotonic() + 0.5
+                if _tree_rss(proc.pid) > memory:
+                    return None, f"used more than {sandbox.limits.memory_mb} MB of memory (the memory limit)"
             left = end - time.monotonic()
             if left <= 0:
                 if end >= deadline:
@@ -282,10 +313,18 @@ def grade_notebook(submission: Path, source: Path, limits: Limits | None = None,
     notes = list(assembled.notes)
     rows: list[GradeRow] = []
     stopped: list[str] = []
+    answer_error = ""
     for cell in assembled.cells:
         if cell.index in skipped:
             what = f"cell {cell.index}" + (f" ({cell.grade_id})" if cell.grade_id else "")
             stopped.append(f"{what} {skipped[cell.index]} and was skipped")
+        if cell.kind == "answer":
+            err = (records.get(cell.index) or {}).get("error")
+            answer_error = ""
+            if err and err[0] != "NotImplementedError":
+                first = err[1].splitlines()[0][:200] if err[1] else ""
+                answer_error = f"your answer cell {cell.grade_id} raised {err[0]}: {first}".rstrip(": ")
+                notes.append(answer_error)
         if cell.kind != "test":
             continue
         if cell.index in skipped:
@@ -294,6 +333,9 @@ def grade_notebook(submission: Path, source: Path, limits: Limits | None = None,
         row = score_test(cell, records.get(cell.index), distrust or "not run")
         if stopped and row.status != "passed" and cell.index not in skipped:
             row.message = f"{'; '.join(stopped)}. {row.message}"
+        elif answer_error and row.status != "passed":
+            row.message = f"{answer_error}. {row.message}"
+        answer_error = ""
         rows.append(row)
     notes += [s[0].upper() + s[1:] for s in stopped]
     if distrust:
