@@ -318,6 +318,29 @@ for _mod in list(sys.modules.values()):
 ATTACKS["patch the checks' objects"] = (patch_problem_objects, 0)
 
 
+
+def inspect_grader(nb) -> None:
+    """Exercise 1 answered; exercise 2's cell walks every object and frame looking for the grader's
+    state (the dict of trusted names, the snapshot) to plant a fake check_kernel in it."""
+    cells = _solution_cells(nb)
+    _fill(cells[0], ADD_BODY)
+    cells[1].source += FAKE_RESULT + '''
+
+import gc, sys
+for _frame in sys._current_frames().values():
+    while _frame is not None:
+        if "trusted" in _frame.f_locals:
+            _frame.f_locals["trusted"]["check_kernel"] = check_kernel
+        _frame = _frame.f_back
+for _obj in gc.get_objects():
+    if isinstance(_obj, dict) and "check_kernel" in _obj and _obj is not globals():
+        _obj["check_kernel"] = check_kernel
+'''
+
+
+ATTACKS["inspect the grader (frames, gc)"] = (inspect_grader, 2)
+
+
 if __name__ == "__main__":
     out = Path(sys.argv[1])
     for attack in ATTACKS:

@@ -141,3 +141,17 @@ def test_memory_hog_is_stopped(tmp_path, guarded):
     assert "lab01-affine" in rows["lab01-affine-check"].message
     # simulator mode: RLIMIT_AS turns the hog into a MemoryError in its own cell; gpu mode: the watchdog kills it
     assert "MemoryError" in rows["lab01-affine-check"].message or "memory limit" in rows["lab01-affine-check"].message
+
+
+@pytest.mark.slow
+def test_inspecting_the_grader_stops_trusting_the_rest(tmp_path, guarded):
+    """Exercise 1 answered; then a cell hunts for the grader's state through sys._current_frames and gc."""
+    nb = nbformat.read(str(attacks.STUDENT), as_version=4)
+    attacks.inspect_grader(nb)
+    path = tmp_path / "inspect.ipynb"
+    nbformat.write(nb, str(path))
+    g = _grade(path)
+    rows = {r.grade_id: r for r in g.rows}
+    assert g.score == 2 and rows["lab01-add-check"].status == "passed", g.rows
+    assert all(r.score == 0 for k, r in rows.items() if k != "lab01-add-check")
+    assert any("grader's memory" in n for n in g.notes), g.notes

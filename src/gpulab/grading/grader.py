@@ -173,6 +173,8 @@ def _session(cells: list[Cell], skip: dict[int, str], sandbox: Sandbox, deadline
                 mem = " (perhaps out of memory)" if code in (-9, 137) or "MemoryError" in _tail() else ""
                 if code == 86:
                     return None, "replaced the grader's result channel"
+                if code == 87:
+                    return None, "inspected the grader's memory (gc / sys._current_frames), which the grading channel forbids"
                 return None, f"the kernel died ({_signal_name(code)}){mem}"
             try:
                 rec = json.loads(line)
@@ -199,7 +201,7 @@ def _session(cells: list[Cell], skip: dict[int, str], sandbox: Sandbox, deadline
                 pass
             rec, why = wait_record(cell.index, sandbox.limits.cell_timeout)
             if rec is None:
-                stop = _Stop(cell.index, why, final="channel" in why)
+                stop = _Stop(cell.index, why, final="channel" in why or "grader's memory" in why)
                 break
             if rec.get("kind") != cell.kind:
                 stop = _Stop(cell.index, "wrote into the grader's result channel", final=True)

@@ -24,6 +24,8 @@ import time
 import types
 from typing import Any
 
+EXIT_INSPECTED = 87  # the submission asked for every frame or object in the process: stop trusting it
+FORBIDDEN = ("sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_referents")
 CRITICAL = ("gpulab", "numpy", "builtins", "math", "numba", "warnings", "json", "os", "sys")
 EXIT_CHANNEL = 86  # the result pipe was replaced: stop rather than write where the grader is not
 
@@ -227,6 +229,24 @@ def _results_of(ns: dict, before: Any) -> list[dict]:
     return out
 
 
+def _guard(event: str, args: tuple) -> None:
+    """Audit hook (cannot be removed): the grader's own state lives only in the main thread's frames,
+    which no cell can reach except through these calls, which nothing in a lab needs."""
+    if event in FORBIDDEN:
+        os._exit(EXIT_INSPECTED)
+
+
+def _run(shell: Any, source: str) -> Any:
+    """Run a cell in a fresh thread, so that no frame of the grader is on the cell's stack."""
+    import threading
+
+    box: list = []
+    worker = threading.Thread(target=lambda: box.append(shell.run_cell(source, store_history=False)), daemon=True)
+    worker.start()
+    worker.join()
+    return box[0] if box else None
+
+
 def main() -> None:
     ctrl_fd, result_fd = int(sys.argv[1]), int(sys.argv[2])
     write, fstat = os.write, os.fstat
@@ -274,6 +294,7 @@ def main() -> None:
     snap = Snapshot(os.path.dirname(os.path.dirname(os.path.abspath(gpulab.__file__))))
     base_threads, base_procs = _threads(), _processes()
     trusted: dict[str, Any] = {}
+    sys.addaudithook(_guard)
     send({"ready": True, "device": gpulab.runtime.mode() if hasattr(gpulab.runtime, "mode") else ""})
 
     for line in ctrl:
@@ -304,9 +325,17 @@ def main() -> None:
             err_buf, real_err = io.StringIO(), sys.stderr
             sys.stderr = err_buf
             try:
-                res = shell.run_cell(cell["source"], store_history=False)
+                res = _run(shell, cell["source"])
             finally:
                 sys.stderr = real_err
+            if res is None or _threads() > base_threads or _processes() > base_procs:
+                time.sleep(0.2)
+            if res is None or _threads() > base_threads or _processes() > base_procs:
+                record.update(error=["RuntimeError", "the check left threads or processes running"],
+                              tampered="threads or processes were started during the check", results=[],
+                              value=None, stderr="")
+                send(record)
+                continue
             record["tampered"] = snap.changed()
             value = res.result
             record["value"] = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
@@ -315,8 +344,8 @@ def main() -> None:
             record["results"] = _results_of(ns, before)
         else:
             names_before = {k: id(v) for k, v in ns.items()}
-            res = shell.run_cell(cell["source"], store_history=False)
-            record["error"] = _error(res)
+            res = _run(shell, cell["source"])
+            record["error"] = _error(res) if res is not None else ["RuntimeError", "the cell did not finish"]
             if kind == "code":  # the lab's own cell: what it binds is the lab's, put back before tests
                 for k, v in ns.items():
                     if not k.startswith("_") and names_before.get(k) != id(v):
