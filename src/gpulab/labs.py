@@ -294,8 +294,8 @@ def _run_grade(ns: argparse.Namespace) -> int:
         return 0
     from gpulab.grading.grader import format_table, grade_notebook
 
-    source = source_for(ns.path, solutions, ns.lab)
     read_submission(ns.path)  # a clear message before any work for what is not a notebook
+    source = source_for(ns.path, solutions, ns.lab)
     for target in (ns.json, ns.out):
         if target is not None:
             folder = target.parent if target is ns.json else target
