@@ -111,7 +111,7 @@ def test_bad_paths_and_options_are_refused_before_any_work(tmp_path, capsys):
     assert labs.main(["grade", str(tmp_path / "missing.ipynb")]) == 2
     assert "does not exist" in capsys.readouterr().err
     odd = tmp_path / "essay.ipynb"
-    odd.write_bytes(STUDENT.read_bytes())
+    odd.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
     assert labs.main(["grade", str(odd), "--root", str(ROOT)]) == 2
     assert "which lab is" in capsys.readouterr().err
     for argv in (["--timeout", "0"], ["--timeout", "-1"], ["--timeout", "nan"], ["--kernel", "julia"],
@@ -122,13 +122,17 @@ def test_bad_paths_and_options_are_refused_before_any_work(tmp_path, capsys):
         assert "Traceback" not in capsys.readouterr().err
 
 
-def test_source_for_finds_the_lab():
+def test_source_for_finds_the_lab(tmp_path):
     sols = ROOT / "labs" / "solutions"
     assert source_for(Path("lab01_threads.ipynb"), sols) == SOURCE
     assert source_for(Path("whatever.ipynb"), sols, "lab01_threads") == SOURCE
     assert source_for(Path("lab01.ipynb"), sols) == SOURCE
+    assert source_for(STUDENT, sols) == SOURCE
     with pytest.raises(UsageError, match="pass --lab"):
         source_for(Path("essay.ipynb"), sols)
+    named_by_cells = tmp_path / "submission.ipynb"  # the lab is found from its graded cells' ids
+    named_by_cells.write_bytes((ROOT / "labs" / "student" / "lab02_memory.ipynb").read_bytes())
+    assert source_for(named_by_cells, sols).name == "lab02_memory.ipynb"
 
 
 @pytest.mark.slow

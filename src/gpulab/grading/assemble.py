@@ -95,6 +95,15 @@ def source_for(submission: Path, solutions_dir: Path, lab: str | None = None) ->
     matches = [c for c in candidates if stem.startswith(c.split("_")[0]) or c.startswith(stem)]
     if len(matches) == 1:
         return Path(solutions_dir) / matches[0]
+    if lab is None:  # "submission.ipynb": the lab its graded cells belong to ("lab01-add-check" -> lab01)
+        try:
+            cells = json.loads(Path(submission).read_text(encoding="utf-8")).get("cells", [])
+            prefixes = {str(_meta(c).get("grade_id", "")).split("-")[0] for c in cells if isinstance(c, dict)}
+        except (OSError, ValueError, AttributeError):
+            prefixes = set()
+        matches = [c for c in candidates if c.split("_")[0] in prefixes]
+        if len(matches) == 1:
+            return Path(solutions_dir) / matches[0]
     raise UsageError(f"which lab is {submission}? no labs/solutions/{name}; pass --lab with one of: "
                      + ", ".join(candidates))
 
