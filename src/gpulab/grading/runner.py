@@ -97,7 +97,8 @@ class Snapshot:
                     continue
                 seen.add(id(v))
                 state = getattr(v, "__dict__", None)
-                if isinstance(state, dict):
+                # only gpulab's own objects (a Problem): a numba kernel's launch state changes legitimately
+                if isinstance(state, dict) and type(v).__module__.startswith("gpulab"):
                     self.objects.append((state, {k: _copy(x) for k, x in state.items()}))
                 elif isinstance(v, (list, dict, set)):
                     self.objects.append((v, _copy(v)))
