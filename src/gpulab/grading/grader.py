@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from gpulab.errors import GpulabError
+
 from .assemble import Assembled, Cell, assemble, read_submission
 from .sandbox import Limits, Sandbox, bwrap_path, describe
 
@@ -190,7 +192,8 @@ def _session(cells: list[Cell], skip: dict[int, str], sandbox: Sandbox, deadline
         ready, why = wait_record(None, STARTUP_TIMEOUT)  # type: ignore[arg-type]
         if ready is None or not ready.get("ready"):
             tail = output["tail"].decode("utf-8", "replace").strip()
-            raise RuntimeError(f"the grading process did not start: {why}\n{tail}")
+            raise GpulabError(f"the grading process did not start ({why}); its last output:\n{tail}\n"
+                              "Check that this Python can import gpulab, numba and IPython, or raise --memory-mb.")
         for cell in cells:
             if cell.index in skip:
                 continue
