@@ -18,9 +18,11 @@ Commands (run from the repository, or pass ``--root``):
   and run ``labs release``.
 * ``labs check``: fail if a student version is missing, stale (differs from what ``release``
   would write) or contains solution text; used by the test suite.
-* ``labs grade NOTEBOOK [--json FILE] [--timeout S]``: execute a submitted notebook headless
-  (nbclient, simulator mode unless ``GPULAB_DEVICE`` is set), then print a score table per graded
-  cell (``grade_id``, points, status, message) and optionally write it as JSON for a gradebook.
+* ``labs grade PATH [--lab NAME] [--json FILE] [--out DIR] [--workers N] [--timeout S]``: grade a
+  submitted notebook (or every notebook in a folder, in parallel) in a sandbox. Only the answer
+  cells come from the submission; test cells, hidden tests and points come from labs/solutions.
+  Prints a score table; a folder also gets gradebook.csv/.json and per-student HTML feedback.
+  See :mod:`gpulab.grading`.
 """
 
 from __future__ import annotations
@@ -29,12 +31,12 @@ import argparse
 import json
 import os
 import sys
-import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CheckProblem", "GradeRow", "check", "find_root", "grade", "main", "release", "student_notebook"]
+__all__ = ["CheckProblem", "check", "configure", "find_root", "grade", "main", "release", "run",
+           "student_cell_source", "student_notebook"]
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
@@ -96,6 +98,13 @@ def _solution_lines(nb: Any) -> set[str]:
                 continue
             (inside if mode else outside).add(s)
     return {s for s in inside - outside if len(s) >= 12 and not s.startswith("#")}
+
+
+def student_cell_source(source: str, markdown: bool = False) -> str:
+    """What ``labs release`` makes of one cell's source (solution regions stubbed, hidden tests gone)."""
+    if BEGIN in source or BEGIN_HIDDEN in source:
+        return _strip_regions(source, markdown)
+    return source
 
 
 def student_notebook(solution_path: Path) -> Any:
@@ -199,137 +208,118 @@ def check(root: Path | None = None) -> list[CheckProblem]:
 
 
 # --------------------------------------------------------------------------------------------------
-# Grading
+# Grading lives in gpulab.grading (sandboxed, rebuilt from the lab's source); these names stay here.
 
 
-@dataclass
-class GradeRow:
-    grade_id: str
-    points: float
-    score: float
-    status: str
-    message: str
+def grade(notebook: Path, timeout: float = 120, kernel_name: str = "python3", source: Path | None = None,
+          root: Path | None = None) -> list:
+    """Grade one submission in the sandbox; see :func:`gpulab.grading.grader.grade`."""
+    from gpulab.grading.grader import grade as _grade
+
+    return _grade(notebook, timeout=timeout, kernel_name=kernel_name, source=source, root=root)
 
 
-def _graded_cells(nb: Any) -> list[tuple[int, dict]]:
-    rows = []
-    for k, cell in enumerate(nb.cells):
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("grade"):
-            rows.append((k, meta))
-    return rows
+def __getattr__(name: str) -> Any:
+    if name in ("GradeRow", "format_table"):
+        from gpulab.grading import grader
 
-
-def _error_of(cell: Any) -> tuple[str, str] | None:
-    for out in cell.get("outputs", []):
-        if out.get("output_type") == "error":
-            return out.get("ename", "Error"), out.get("evalue", "")
-    return None
-
-
-def grade(notebook: Path, timeout: float = 300, kernel_name: str = "python3") -> list[GradeRow]:
-    """Execute ``notebook`` headless and score its graded cells."""
-    import nbformat
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellTimeoutError
-
-    nb = nbformat.read(str(notebook), as_version=4)
-    graded = dict(_graded_cells(nb))
-    results: dict[int, list[dict]] = {}
-    os.environ.setdefault("GPULAB_DEVICE", "simulator")
-    with tempfile.TemporaryDirectory(prefix="gpulab-grade-") as tmp:
-        log = Path(tmp) / "results.jsonl"
-        log.touch()
-        old = os.environ.get("GPULAB_GRADE_LOG")
-        os.environ["GPULAB_GRADE_LOG"] = str(log)
-        seen = 0
-
-        def on_cell_executed(cell: Any = None, cell_index: int = 0, **_: Any) -> None:
-            nonlocal seen
-            lines = log.read_text(encoding="utf-8").splitlines()
-            new, seen = lines[seen:], len(lines)
-            if new:
-                results[cell_index] = [json.loads(x) for x in new]
-
-        client = NotebookClient(
-            nb, timeout=timeout, kernel_name=kernel_name, allow_errors=True, interrupt_on_timeout=True,
-            resources={"metadata": {"path": str(Path(notebook).resolve().parent)}},
-            on_cell_executed=on_cell_executed,
-        )
-        timed_out = None
-        try:
-            client.execute()
-        except CellTimeoutError as exc:
-            timed_out = str(exc).splitlines()[0] if str(exc) else "a cell timed out"
-        finally:
-            if old is None:
-                os.environ.pop("GPULAB_GRADE_LOG", None)
-            else:
-                os.environ["GPULAB_GRADE_LOG"] = old
-
-    rows = []
-    for k, meta in graded.items():
-        cell = nb.cells[k]
-        points = float(meta.get("points", 0) or 0)
-        gid = str(meta.get("grade_id", f"cell-{k}"))
-        err = _error_of(cell)
-        recorded = results.get(k, [])
-        if recorded:
-            total = sum(r["max_score"] for r in recorded) or 1.0
-            frac = sum(r["score"] for r in recorded) / total
-            worst = next((r for r in recorded if not r["passed"]), recorded[-1])
-            status = worst["status"] if err or not worst["passed"] else "passed"
-            message = worst["message"].splitlines()[0] if worst["message"] else ""
-            if worst.get("hint") and status != "passed":
-                message += f" (hint: {worst['hint']})"
-            score = points * frac if status != "passed" else points
-            if err and status == "passed":  # the harness passed but the cell's own asserts did not
-                status, score, message = "failed", 0.0, f"{err[0]}: {err[1]}"
-        elif err:
-            ename, evalue = err
-            status = "not implemented" if ename == "NotImplementedError" else ("timeout" if ename in ("CellTimeoutError", "KeyboardInterrupt") else "failed")
-            message = "not implemented yet" if status == "not implemented" else f"{ename}: {evalue}"
-            score = 0.0
-        elif not cell.get("outputs") and cell.get("execution_count") is None:
-            status, score, message = "not run", 0.0, timed_out or "the cell was not executed"
-        else:
-            status, score, message = "passed", points, "the cell ran without errors"
-        rows.append(GradeRow(gid, points, round(score, 3), status, message))
-    return rows
-
-
-def format_table(rows: list[GradeRow], title: str = "") -> str:
-    """A plain-text score table."""
-    w = max([len("exercise")] + [len(r.grade_id) for r in rows])
-    lines = [title] if title else []
-    lines.append(f"{'exercise':<{w}}  {'score':>9}  {'status':<16} message")
-    for r in rows:
-        msg = r.message if len(r.message) <= 100 else r.message[:97] + "..."
-        lines.append(f"{r.grade_id:<{w}}  {r.score:>4g}/{r.points:<4g}  {r.status:<16} {msg}")
-    total, maximum = sum(r.score for r in rows), sum(r.points for r in rows)
-    lines.append(f"{'total':<{w}}  {total:>4g}/{maximum:<4g}")
-    return "\n".join(lines)
+        return getattr(grader, name)
+    raise AttributeError(f"module 'gpulab.labs' has no attribute {name!r}")
 
 
 # --------------------------------------------------------------------------------------------------
 # Command line
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m gpulab labs release|check|grade ...``"""
-    parser = argparse.ArgumentParser(prog="python -m gpulab labs", description=__doc__.split("\n\n")[0])
+def _kernel_name(text: str) -> str:
+    if text != "python3":
+        raise argparse.ArgumentTypeError(
+            f"unknown kernel {text!r}: labs grade runs each submission with this Python inside a sandbox, "
+            "not in a Jupyter kernel, so only 'python3' is accepted (leave --kernel out)")
+    return text
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add ``release``, ``check`` and ``grade`` to ``parser``."""
+    from gpulab.errors import int_at_least, positive_float
+
     sub = parser.add_subparsers(dest="command", required=True)
     p_rel = sub.add_parser("release", help="write labs/student/*.ipynb from labs/solutions")
     p_chk = sub.add_parser("check", help="verify student versions are current and contain no solutions")
     for p in (p_rel, p_chk):
         p.add_argument("--root", type=Path, default=None, help="repository root (default: found from cwd)")
-    p_gr = sub.add_parser("grade", help="execute a submitted notebook and score it")
-    p_gr.add_argument("notebook", type=Path)
-    p_gr.add_argument("--json", type=Path, default=None, help="write the scores to this JSON file")
-    p_gr.add_argument("--timeout", type=float, default=300, help="seconds per cell (default 300)")
-    p_gr.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
-    ns = parser.parse_args(argv)
+    p_gr = sub.add_parser(
+        "grade", help="grade a submitted notebook, or every notebook in a folder",
+        description="Grade submissions in a sandbox: test cells, points and hidden tests come from "
+                    "labs/solutions; only the answer cells come from the submission.")
+    p_gr.add_argument("path", type=Path, help="a submitted .ipynb, or a folder of them (searched recursively)")
+    p_gr.add_argument("--lab", default=None,
+                      help="lab to grade against, e.g. lab01_threads (default: from each file's name)")
+    p_gr.add_argument("--root", type=Path, default=None, help="repository root (default: found from cwd)")
+    p_gr.add_argument("--json", type=Path, default=None, help="write the scores of one notebook to this JSON file")
+    p_gr.add_argument("--out", type=Path, default=None,
+                      help="folder for gradebook.csv, gradebook.json and feedback/*.html "
+                           "(default for a folder: FOLDER-graded next to it)")
+    p_gr.add_argument("--workers", type=int_at_least(1, "a number of workers"), default=os.cpu_count() or 1,
+                      help="submissions graded at once (default: %(default)s, the number of cores)")
+    p_gr.add_argument("--timeout", type=positive_float, default=120.0,
+                      help="seconds per cell before the cell is stopped (default: %(default)s)")
+    p_gr.add_argument("--total-timeout", type=positive_float, default=1800.0,
+                      help="seconds per submission, all cells and restarts (default: %(default)s)")
+    p_gr.add_argument("--memory-mb", type=int_at_least(256, "megabytes"), default=4096,
+                      help="memory limit per submission in MB (default: %(default)s)")
+    p_gr.add_argument("--kernel", type=_kernel_name, default="python3", help="kept for old scripts; python3 only")
 
+
+def _limits(ns: argparse.Namespace) -> Any:
+    from gpulab.grading.sandbox import Limits
+
+    return Limits(cell_timeout=ns.timeout, total_timeout=ns.total_timeout, memory_mb=ns.memory_mb)
+
+
+def _run_grade(ns: argparse.Namespace) -> int:
+    from gpulab.errors import UsageError
+    from gpulab.grading.assemble import read_submission, source_for
+
+    root = ns.root or find_root()
+    solutions = root / "labs" / "solutions"
+    if not ns.path.exists():
+        raise UsageError(f"{ns.path} does not exist; give a submitted .ipynb file or a folder of them")
+    if ns.path.is_dir():
+        from gpulab.grading.gradebook import grade_folder
+
+        out = ns.out or ns.path.with_name(ns.path.name + "-graded")
+        book = grade_folder(ns.path, solutions, out, lab=ns.lab, workers=ns.workers, limits=_limits(ns))
+        print(book.summary())
+        return 0
+    from gpulab.grading.grader import format_table, grade_notebook
+
+    read_submission(ns.path)  # a clear message before any work for what is not a notebook
+    source = source_for(ns.path, solutions, ns.lab)
+    for target in (ns.json, ns.out):
+        if target is not None:
+            folder = target.parent if target is ns.json else target
+            if folder.exists() and not os.access(folder, os.W_OK):
+                raise UsageError(f"cannot write to {folder}; choose a writable place")
+            if target is ns.json and not folder.exists():
+                raise UsageError(f"folder {folder} for --json does not exist; create it or choose another path")
+    graded = grade_notebook(ns.path, source, _limits(ns))
+    print(format_table(graded.rows, title=f"{ns.path.name} vs labs/solutions/{source.name} "
+                                          f"(mode: {graded.mode}; sandbox: {graded.sandbox})"))
+    for note in graded.notes:
+        print(f"note: {note}")
+    if ns.json:
+        ns.json.write_text(json.dumps(graded.to_dict(), indent=2) + "\n", encoding="utf-8")
+    if ns.out:
+        from gpulab.grading.gradebook import write_feedback
+
+        ns.out.mkdir(parents=True, exist_ok=True)
+        write_feedback(graded, ns.out / f"{ns.path.stem}.html")
+    return 0
+
+
+def run(ns: argparse.Namespace) -> int:
+    """Do what ``configure``'s arguments ask; raises UsageError for bad input."""
     if ns.command == "release":
         root = ns.root or find_root()
         for path in release(root):
@@ -343,19 +333,18 @@ def main(argv: list[str] | None = None) -> int:
         if not problems:
             print(f"labs: {len(_solutions(root))} student versions are current and contain no solution text")
         return 1 if problems else 0
-    # grade
-    if not ns.notebook.exists():
-        print(f"labs grade: {ns.notebook} does not exist", file=sys.stderr)
-        return 2
-    rows = grade(ns.notebook, timeout=ns.timeout, kernel_name=ns.kernel)
-    mode = os.environ.get("GPULAB_DEVICE", "simulator")
-    print(format_table(rows, title=f"{ns.notebook.name} (mode: {mode})"))
-    if ns.json:
-        payload = {
-            "notebook": str(ns.notebook), "mode": mode,
-            "score": sum(r.score for r in rows), "max_score": sum(r.points for r in rows),
-            "exercises": [asdict(r) for r in rows],
-        }
-        ns.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    return 0
+    return _run_grade(ns)
 
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m gpulab labs release|check|grade ...``"""
+    from gpulab.errors import GpulabError
+
+    parser = argparse.ArgumentParser(prog="python -m gpulab labs", description=__doc__.split("\n\n")[0])
+    configure(parser)
+    ns = parser.parse_args(argv)
+    try:
+        return run(ns)
+    except (GpulabError, FileNotFoundError) as exc:
+        print(f"labs {ns.command}: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,134 @@
+"""A class at a time: grade a folder of submissions in parallel, write a gradebook and feedback.
+
+``python -m gpulab labs grade submissions/`` finds every ``.ipynb`` below the folder (an nbgrader
+``submitted/<student>/<assignment>/<lab>.ipynb`` tree works as is), grades them ``--workers`` at
+a time with a progress bar, and writes into the output folder:
+
+* ``gradebook.csv``: one row per submission: student, lab, total, maximum, then one column per
+  exercise (its points earned);
+* ``gradebook.json``: everything, including each exercise's status, message and hint;
+* ``feedback/<student>__<lab>.html``: what the student sees: each exercise's verdict and hint.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import os
+import traceback
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpulab.errors import UsageError
+
+from .assemble import source_for
+from .grader import GradeRow, Graded, grade_notebook
+from .sandbox import Limits
+
+__all__ = ["Gradebook", "grade_folder", "write_feedback"]
+
+
+@dataclass
+class Gradebook:
+    entries: list[tuple[str, Graded]]
+    out: Path
+
+    def summary(self) -> str:
+        lines = [f"{'student':<24} {'lab':<22} score"]
+        for student, g in self.entries:
+            lines.append(f"{student:<24} {g.lab:<22} {g.score:g}/{g.max_score:g}")
+        lines.append(f"wrote {self.out / 'gradebook.csv'}, {self.out / 'gradebook.json'} and "
+                     f"{len(self.entries)} feedback page(s) in {self.out / 'feedback'}")
+        return "\n".join(lines)
+
+
+def _student(path: Path, folder: Path) -> str:
+    rel = path.relative_to(folder)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def write_feedback(graded: Graded, path: Path, student: str = "") -> None:
+    """One HTML page: the total, then each exercise's score, verdict and hint."""
+    colour = {"passed": "#1a7f37", "not implemented": "#9a6700", "partial": "#9a6700"}
+    rows = "".join(
+        f"<tr><td>{html.escape(r.grade_id)}</td><td>{r.score:g} / {r.points:g}</td>"
+        f"<td style='color:{colour.get(r.status, '#cf222e')}'><b>{html.escape(r.status)}</b></td>"
+        f"<td>{html.escape(r.message)}" + (f"<br><i>Hint:</i> {html.escape(r.hint)}" if r.hint else "")
+        + "</td></tr>"
+        for r in graded.rows
+    )
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in graded.notes)
+    who = f"{html.escape(student)} &middot; " if student else ""
+    page = (
+        "<!doctype html><meta charset='utf-8'><title>Feedback: " + html.escape(graded.lab) + "</title>"
+        "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}td,th{padding:4px 8px;"
+        "border-bottom:1px solid #ddd;text-align:left;vertical-align:top}</style>"
+        f"<h1>{who}{html.escape(graded.lab)}: {graded.score:g} / {graded.max_score:g}</h1>"
+        f"<p>Graded in {html.escape(graded.mode)} mode.</p>"
+        "<table><tr><th>exercise</th><th>points</th><th>verdict</th><th>what the check found</th></tr>"
+        f"{rows}</table>" + (f"<h2>Notes</h2><ul>{notes}</ul>" if notes else "")
+    )
+    path.write_text(page, encoding="utf-8")
+
+
+def grade_folder(folder: Path, solutions: Path, out: Path, lab: str | None = None, workers: int | None = None,
+                 limits: Limits | None = None, progress: bool = True) -> Gradebook:
+    """Grade every notebook below ``folder``; write the gradebook and feedback into ``out``."""
+    folder, out = Path(folder), Path(out)
+    subs = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts and p.is_file())
+    if not subs:
+        raise UsageError(f"no .ipynb files in {folder}; give the folder that holds the submissions")
+    if out.resolve() == folder.resolve() or folder.resolve() in out.resolve().parents:
+        raise UsageError(f"--out {out} is inside the submissions folder {folder}; choose another folder")
+    pairs = [(p, source_for(p, solutions, lab)) for p in subs]  # every lab known before any work
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "feedback").mkdir(exist_ok=True)
+    if not os.access(out, os.W_OK):
+        raise UsageError(f"cannot write to {out}; choose a writable --out folder")
+    limits = limits or Limits()
+
+    def one(pair: tuple[Path, Path]) -> Graded:
+        sub, src = pair
+        try:
+            return grade_notebook(sub, src, limits)
+        except UsageError as exc:
+            return Graded(str(sub), src.stem, "", "", [], [f"not graded: {exc}"])
+        except Exception as exc:  # one broken submission must not stop the class
+            return Graded(str(sub), src.stem, "", "", [], [f"not graded ({type(exc).__name__}: {exc}); "
+                                                            + traceback.format_exc(limit=2)[-300:]])
+
+    results: dict[Path, Graded] = {}
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(pairs), desc="grading", unit="notebook")
+    with ThreadPoolExecutor(max_workers=max(1, workers or os.cpu_count() or 1)) as pool:
+        futures = {pool.submit(one, pair): pair[0] for pair in pairs}
+        for fut in as_completed(futures):
+            results[futures[fut]] = fut.result()
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
+
+    entries = [(_student(p, folder), results[p]) for p in subs]
+    exercises: list[str] = []
+    for _, g in entries:
+        for r in g.rows:
+            if r.grade_id not in exercises:
+                exercises.append(r.grade_id)
+    with open(out / "gradebook.csv", "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["student", "lab", "notebook", "score", "max_score", *exercises])
+        for student, g in entries:
+            by_id: dict[str, GradeRow] = {r.grade_id: r for r in g.rows}
+            w.writerow([student, g.lab, g.notebook, g.score, g.max_score,
+                        *[by_id[e].score if e in by_id else "" for e in exercises]])
+    payload = [{"student": s, **g.to_dict()} for s, g in entries]
+    (out / "gradebook.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    for student, g in entries:
+        write_feedback(g, out / "feedback" / f"{student}__{g.lab}.html", student)
+    return Gradebook(entries, out)

@@ -1,0 +1,362 @@
+"""The process that runs one submission, inside the sandbox (started by :mod:`gpulab.grading.grader`).
+
+It never reads the lab from disk: the grader sends one cell at a time over a control pipe and reads
+one record per cell from a result pipe, in lock step, so a record the submission writes itself is
+out of order and caught. Before a test cell it puts back what the submission may have patched
+(every function, class and module that was loaded before any student code ran, ``__code__`` of
+gpulab's and NumPy's functions, warning filters, trace hooks, and the names the lab's own cells
+bound), refuses to go on if the submission left threads or processes running, and runs the test
+from the lab's source. After it, it checks that nothing the checker uses changed while the check
+ran (a simulator kernel is Python, so it could try); if something did, the exercise scores 0.
+
+This is defence in depth inside the one process that must run student code; the sandbox around it
+(bubblewrap or an unprivileged user, read-only package, limits) is what protects files and other
+submissions.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+import time
+import types
+from typing import Any
+
+EXIT_INSPECTED = 87  # the submission asked for every frame or object in the process: stop trusting it
+FORBIDDEN = ("sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_referents")
+CRITICAL = ("gpulab", "numpy", "builtins", "math", "numba", "warnings", "json", "os", "sys")
+EXIT_CHANNEL = 86  # the result pipe was replaced: stop rather than write where the grader is not
+
+
+def _threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:  # pragma: no cover - not Linux
+        return 1
+
+
+def _processes() -> int:
+    """Processes this one can see besides itself: its children, or everything in a pid namespace."""
+    me = os.getpid()
+    try:
+        if me <= 3:  # bubblewrap's pid namespace: pid 1 is bwrap's init, we are 2
+            return sum(1 for d in os.listdir("/proc") if d.isdigit() and int(d) not in (1, me))
+        kids = 0
+        for t in os.listdir(f"/proc/{me}/task"):
+            with open(f"/proc/{me}/task/{t}/children") as fh:
+                kids += len(fh.read().split())
+        return kids
+    except OSError:  # pragma: no cover
+        return 0
+
+
+def _keep(value: Any) -> bool:
+    return isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType,
+                              types.MethodType)) or callable(value)
+
+
+class Snapshot:
+    """What the checker relies on, taken before any student code runs."""
+
+    def __init__(self, package: str) -> None:
+        self.package = package
+        self.modules: dict[str, tuple[types.ModuleType, dict]] = {}
+        self.code: list[tuple[types.FunctionType, Any, Any, Any]] = []
+        self.classes: list[tuple[type, dict]] = []
+        for name, mod in list(sys.modules.items()):
+            d = getattr(mod, "__dict__", None)
+            if not isinstance(mod, types.ModuleType) or not isinstance(d, dict) or name == "__main__":
+                continue
+            kept = {k: v for k, v in d.items() if _keep(v) or k.isupper()}
+            self.modules[name] = (mod, kept)
+            if name.split(".")[0] not in CRITICAL:
+                continue
+            for v in kept.values():
+                if isinstance(v, types.FunctionType):
+                    self.code.append((v, v.__code__, v.__defaults__, v.__kwdefaults__))
+                elif isinstance(v, type) and getattr(v, "__module__", "") == name and name.startswith("gpulab"):
+                    attrs = dict(v.__dict__)
+                    self.classes.append((v, attrs))
+                    for a in attrs.values():
+                        f = getattr(a, "fget", a)
+                        if isinstance(f, types.FunctionType):
+                            self.code.append((f, f.__code__, f.__defaults__, f.__kwdefaults__))
+        import warnings
+
+        self.filters = list(warnings.filters)
+        # gpulab's module-level objects (Problems, registries): their state, one level of containers deep
+        self.objects: list[tuple[Any, dict]] = []
+        seen: set[int] = set()
+        for name, (mod, _) in self.modules.items():
+            if not name.startswith("gpulab"):
+                continue
+            for v in list(vars(mod).values()):
+                if id(v) in seen or isinstance(v, (types.ModuleType, types.FunctionType, type)):
+                    continue
+                seen.add(id(v))
+                state = getattr(v, "__dict__", None)
+                # only gpulab's own objects (a Problem): a numba kernel's launch state changes legitimately
+                if isinstance(state, dict) and type(v).__module__.startswith("gpulab"):
+                    self.objects.append((state, {k: _copy(x) for k, x in state.items()}))
+                elif isinstance(v, (list, dict, set)):
+                    self.objects.append((v, _copy(v)))
+
+    def restore(self) -> None:
+        """Put everything back (before a test cell)."""
+        import threading
+        import warnings
+
+        sys.settrace(None)
+        sys.setprofile(None)
+        threading.settrace(None)
+        threading.setprofile(None)
+        for name, (mod, kept) in self.modules.items():
+            sys.modules[name] = mod
+            d = mod.__dict__
+            for k, v in kept.items():
+                if d.get(k, _MISSING) is not v:
+                    d[k] = v
+        for name in [n for n in sys.modules if n.startswith("gpulab") and n not in self.modules]:
+            if not str(getattr(sys.modules[name], "__file__", "") or "").startswith(self.package):
+                del sys.modules[name]  # planted by the submission: a later import reads the read-only package
+        for fn, code, defaults, kwdefaults in self.code:
+            if fn.__code__ is not code:
+                fn.__code__ = code
+            fn.__defaults__, fn.__kwdefaults__ = defaults, kwdefaults
+        for cls, attrs in self.classes:
+            for k in [k for k in list(cls.__dict__) if k not in attrs]:
+                try:
+                    delattr(cls, k)
+                except (AttributeError, TypeError):
+                    pass
+            for k, v in attrs.items():
+                if cls.__dict__.get(k, _MISSING) is not v and k not in ("__dict__", "__weakref__", "__doc__"):
+                    try:
+                        setattr(cls, k, v)
+                    except (AttributeError, TypeError):
+                        pass
+        warnings.filters[:] = self.filters
+        warnings._filters_mutated()  # type: ignore[attr-defined]
+        for target, saved in self.objects:
+            _put_back(target, saved)
+
+    def changed(self) -> str:
+        """What of the checker changed since :meth:`restore` (empty: nothing)."""
+        for name, (mod, kept) in self.modules.items():
+            if name.split(".")[0] not in CRITICAL:
+                continue
+            if sys.modules.get(name) is not mod:
+                return f"sys.modules[{name!r}] was replaced"
+            d = mod.__dict__
+            for k, v in kept.items():
+                if d.get(k, _MISSING) is not v:
+                    return f"{name}.{k} was replaced"
+        for fn, code, _, _ in self.code:
+            if fn.__code__ is not code:
+                return f"the code of {fn.__module__}.{fn.__qualname__} was replaced"
+        for cls, attrs in self.classes:
+            for k, v in attrs.items():
+                if cls.__dict__.get(k, _MISSING) is not v and k not in ("__dict__", "__weakref__", "__doc__"):
+                    return f"{cls.__module__}.{cls.__qualname__}.{k} was replaced"
+        for target, saved in self.objects:
+            if not isinstance(saved, dict):
+                continue
+            for k, x in saved.items():  # public settings of gpulab's objects (a Problem's spec, sizes ...)
+                if k.startswith("_"):
+                    continue  # private caches may change legitimately
+                live = x[1] if isinstance(x, tuple) and len(x) == 3 and x[0] in ("list", "dict", "set") else x
+                if target.get(k, _MISSING) is not live:
+                    return f"a setting of the checks ({k}) was replaced"
+        return ""
+
+
+_MISSING = object()
+
+
+def _copy(x: Any) -> Any:
+    """A container's shallow copy (kept apart from the live one), anything else as is."""
+    if isinstance(x, list):
+        return ("list", x, list(x))
+    if isinstance(x, dict):
+        return ("dict", x, dict(x))
+    if isinstance(x, set):
+        return ("set", x, set(x))
+    return x
+
+
+def _put_back(target: Any, saved: Any) -> None:
+    if isinstance(saved, tuple) and len(saved) == 3 and saved[0] in ("list", "dict", "set"):
+        kind, live, items = saved
+        if kind == "list":
+            live[:] = items
+        else:
+            live.clear()
+            live.update(items)
+        return
+    if isinstance(target, dict) and isinstance(saved, dict):
+        for k in [k for k in target if k not in saved]:
+            del target[k]
+        for k, x in saved.items():
+            if isinstance(x, tuple) and len(x) == 3 and x[0] in ("list", "dict", "set"):
+                target[k] = x[1]
+                _put_back(None, x)
+            elif target.get(k, _MISSING) is not x:
+                target[k] = x
+
+
+def _error(result: Any) -> list[str] | None:
+    exc = result.error_in_exec or result.error_before_exec
+    if exc is None:
+        return None
+    return [type(exc).__name__, str(exc)[:4000]]
+
+
+def _results_of(ns: dict, before: Any) -> list[dict]:
+    import gpulab.grading as g
+
+    found = list(g._reported)
+    res = ns.get("result")
+    if not found and res is not before and hasattr(res, "to_dict") and hasattr(res, "max_score"):
+        found = [res]
+    out = []
+    for r in found:
+        try:
+            out.append({k: r.to_dict()[k] for k in ("name", "status", "score", "max_score", "message", "hint")})
+        except Exception:  # a result the checker did not make
+            out.append({"name": "?", "status": "failed", "score": 0, "max_score": 0,
+                        "message": "the check's result could not be read", "hint": ""})
+    return out
+
+
+def _guard(event: str, args: tuple) -> None:
+    """Audit hook (cannot be removed): the grader's own state lives only in the main thread's frames,
+    which no cell can reach except through these calls, which nothing in a lab needs."""
+    if event in FORBIDDEN:
+        os._exit(EXIT_INSPECTED)
+
+
+def _run(shell: Any, source: str) -> Any:
+    """Run a cell in a fresh thread, so that no frame of the grader is on the cell's stack."""
+    import threading
+
+    box: list = []
+    worker = threading.Thread(target=lambda: box.append(shell.run_cell(source, store_history=False)), daemon=True)
+    worker.start()
+    worker.join()
+    return box[0] if box else None
+
+
+def main() -> None:
+    ctrl_fd, result_fd = int(sys.argv[1]), int(sys.argv[2])
+    write, fstat = os.write, os.fstat
+    channel = fstat(result_fd)
+    ctrl = os.fdopen(ctrl_fd, "r", encoding="utf-8")
+
+    def send(record: dict) -> None:
+        now = fstat(result_fd)
+        if (now.st_ino, now.st_dev) != (channel.st_ino, channel.st_dev):
+            os._exit(EXIT_CHANNEL)
+        data = (json.dumps(record) + "\n").encode()
+        while data:
+            data = data[write(result_fd, data):]
+
+    import numpy  # noqa: F401
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    import gpulab
+    import gpulab.exercises  # noqa: F401
+    import gpulab.grading as grading
+    from gpulab import runtime  # noqa: F401
+
+    import importlib
+    import pkgutil
+
+    for sub in ("numba.cuda", "gpulab.errors", "gpulab.simulator", "gpulab.kernels", "gpulab.exercises",
+                "gpulab.problems", "gpulab.nn"):
+        try:
+            mod = importlib.import_module(sub)
+        except ImportError:
+            continue
+        for info in pkgutil.walk_packages(getattr(mod, "__path__", []), sub + "."):
+            try:
+                importlib.import_module(info.name)
+            except Exception:
+                pass
+    grading.quiet_warnings()
+    cfg = Config()
+    cfg.HistoryManager.enabled = False
+    cfg.InteractiveShell.colors = "NoColor"
+    shell = InteractiveShell.instance(config=cfg)
+    ns = shell.user_ns
+    import builtins as builtins_module
+    snap = Snapshot(os.path.dirname(os.path.dirname(os.path.abspath(gpulab.__file__))))
+    base_threads, base_procs = _threads(), _processes()
+    trusted: dict[str, Any] = {}
+    sys.addaudithook(_guard)
+    send({"ready": True, "device": gpulab.runtime.mode() if hasattr(gpulab.runtime, "mode") else ""})
+
+    for line in ctrl:
+        cell = json.loads(line)
+        if cell.get("quit"):
+            break
+        kind, t0 = cell["kind"], time.perf_counter()
+        record: dict[str, Any] = {"index": cell["index"], "kind": kind}
+        if kind == "test":
+            snap.restore()
+            ns.update(trusted)
+            ns["__builtins__"] = builtins_module
+            busy = ""
+            for _ in range(20):
+                extra_t, extra_p = _threads() - base_threads, _processes() - base_procs
+                if extra_t <= 0 and extra_p <= 0:
+                    break
+                time.sleep(0.05)
+            else:
+                busy = (f"the submission left {max(extra_t, 0)} thread(s) and {max(extra_p, 0)} process(es) "
+                        "running, so the check could not run safely")
+            if busy:
+                record.update(error=["RuntimeError", busy], tampered=busy, results=[], value=None, stderr="")
+                send(record)
+                continue
+            grading._reported.clear()
+            before = ns.get("result")
+            err_buf, real_err = io.StringIO(), sys.stderr
+            sys.stderr = err_buf
+            try:
+                res = _run(shell, cell["source"])
+            finally:
+                sys.stderr = real_err
+            if res is None or _threads() > base_threads or _processes() > base_procs:
+                time.sleep(0.2)
+            if res is None or _threads() > base_threads or _processes() > base_procs:
+                record.update(error=["RuntimeError", "the check left threads or processes running"],
+                              tampered="threads or processes were started during the check", results=[],
+                              value=None, stderr="")
+                send(record)
+                continue
+            record["tampered"] = snap.changed()
+            value = res.result
+            record["value"] = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+            record["stderr"] = err_buf.getvalue()[-2000:]
+            record["error"] = _error(res)
+            record["results"] = _results_of(ns, before)
+        else:
+            names_before = {k: id(v) for k, v in ns.items()}
+            res = _run(shell, cell["source"])
+            record["error"] = _error(res) if res is not None else ["RuntimeError", "the cell did not finish"]
+            if kind == "code":  # the lab's own cell: what it binds is the lab's, put back before tests
+                for k, v in ns.items():
+                    if not k.startswith("_") and names_before.get(k) != id(v):
+                        trusted[k] = v
+        record["seconds"] = round(time.perf_counter() - t0, 3)
+        sys.stdout.flush()
+        send(record)
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

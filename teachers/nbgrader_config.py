@@ -1,0 +1,36 @@
+"""nbgrader configuration for the gpulab labs (copy next to your course folder, or point
+``nbgrader --config`` at it). See teachers/README.md for the whole flow.
+
+The lab sources are labs/solutions/*.ipynb: they already carry nbgrader's metadata (grade_id,
+points, locked cells), ``### BEGIN/END SOLUTION`` regions and ``### BEGIN/END HIDDEN TESTS``
+regions. Put each one in ``source/<lab>/<lab>.ipynb`` (``teachers/make_course.py`` does it).
+"""
+
+import os
+
+c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
+
+c.CourseDirectory.root = os.environ.get("GPULAB_COURSE_DIR", os.path.dirname(os.path.abspath(__file__)))
+c.CourseDirectory.course_id = os.environ.get("GPULAB_COURSE_ID", "gpulab")
+
+# Test cells end with `report(result)`: the cell's value is the points earned, which nbgrader takes as
+# partial credit; hidden tests are removed from the release and put back by autograde.
+c.ClearSolutions.code_stub = {
+    "python": '# YOUR CODE HERE\nraise NotImplementedError("replace this line with your code")'
+}
+c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+
+# Simulator mode runs every lab's checks in well under a minute per cell on one core; gpu mode is faster.
+# A check that loops forever is interrupted, then the kernel is restarted.
+c.Execute.timeout = int(os.environ.get("GPULAB_CELL_TIMEOUT", "300"))
+c.Execute.interrupt_on_timeout = True
+# Grade in the mode the server has: set GPULAB_DEVICE=gpu on a GPU node, simulator elsewhere.
+os.environ.setdefault("GPULAB_DEVICE", "simulator")
+
+# Students submit the notebook only; outputs are re-created by autograde.
+c.Autograde.create_student = True
+c.ClearOutput.enabled = True
+
+# The exchange (JupyterHub): a folder shared by every student server and the grader's, see
+# teachers/jupyterhub-config.yaml. Students fetch and submit from the Assignments tab.
+c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE", "/srv/nbgrader/exchange")

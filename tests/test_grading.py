@@ -1,0 +1,191 @@
+"""gpulab.grading: the graded notebook comes from the lab's source, report() returns the points
+nbgrader takes, test cells score like nbgrader's autograder, bad paths and options get a message,
+and a folder of submissions becomes a gradebook with feedback."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from gpulab import labs
+from gpulab.exercises import CheckResult
+from gpulab.grading import report
+from gpulab.grading.assemble import assemble, read_submission, source_for
+from gpulab.grading.grader import score_test
+from gpulab.grading.assemble import Cell
+from gpulab.errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "labs" / "solutions" / "lab01_threads.ipynb"
+STUDENT = ROOT / "labs" / "student" / "lab01_threads.ipynb"
+
+
+def _meta(c):
+    return c.metadata.get("nbgrader", {})
+
+
+def test_assemble_takes_only_answer_cells_from_the_submission(tmp_path):
+    sub = nbformat.read(str(STUDENT), as_version=4)
+    src = nbformat.read(str(SOURCE), as_version=4)
+    answers = [c for c in sub.cells if _meta(c).get("solution")]
+    answers[0].source = "MY_ANSWER = 1"
+    sub.cells.remove(answers[1])  # a deleted answer cell
+    for c in sub.cells:
+        if _meta(c).get("grade"):
+            c.source, c.metadata["nbgrader"]["points"] = "pass", 1000
+    extra = nbformat.v4.new_code_cell("print('mine')")
+    sub.cells.append(extra)
+    a = assemble(SOURCE, sub)
+    src_tests = [c for c in src.cells if _meta(c).get("grade")]
+    assert [c.source for c in a.tests] == [c.source for c in src_tests]
+    assert [c.points for c in a.tests] == [_meta(c)["points"] for c in src_tests]
+    got_answers = [c for c in a.cells if c.kind == "answer"]
+    assert got_answers[0].source == "MY_ANSWER = 1"
+    assert labs.CODE_STUB in got_answers[1].source and labs.BEGIN not in got_answers[1].source
+    assert any("missing" in n for n in a.notes)
+    assert all("print('mine')" not in c.source for c in a.cells)
+    # the lab's own code cells (imports, banner) come from the source
+    assert sum(c.kind == "code" for c in a.cells) == sum(
+        1 for c in src.cells if c.cell_type == "code" and not _meta(c).get("grade") and not _meta(c).get("solution"))
+
+
+def _result(score, max_score, status="passed", message="ok", hint=""):
+    return CheckResult("k", status, score, max_score, message, hint)
+
+
+def test_report_returns_the_points_earned():
+    assert report(_result(2, 2)) == 2.0
+    assert report(_result(1, 2, "over budget")) == 1.0
+    # a visible check and a hidden one: the cell stays worth the visible check's points
+    assert report(_result(2, 2), _result(0, 2, "failed")) == 1.0
+    assert report(_result(3, 3), _result(3, 3), points=3) == 3.0
+    assert report(_result(5, 2)) == 2.0  # never above the cell's points
+    assert isinstance(report(_result(0, 2, "failed")), float)
+    with pytest.raises(UsageError):
+        report()
+
+
+def test_scores_mirror_nbgrader():
+    cell = Cell(0, "test", "", "ex-check", 2.0)
+    base = {"index": 0, "kind": "test", "tampered": "", "stderr": "", "error": None, "value": None, "results": []}
+    assert score_test(cell, dict(base), "").score == 2  # no error, no number: full points
+    assert score_test(cell, {**base, "value": 1.5}, "").score == 1.5  # a number: partial credit
+    assert score_test(cell, {**base, "value": 50.0}, "").score == 2  # capped at the cell's points
+    r = score_test(cell, {**base, "error": ["AssertionError", "[FAIL]"],
+                          "results": [{"status": "failed", "message": "out[3] wrong\nmore", "hint": "guard"}]}, "")
+    assert (r.score, r.status, r.message, r.hint) == (0, "failed", "out[3] wrong", "guard")
+    assert score_test(cell, {**base, "error": ["NotImplementedError", ""]}, "").status == "not implemented"
+    assert score_test(cell, {**base, "stderr": "Warning: x"}, "").score == 0  # nbgrader: stderr earns 0
+    assert score_test(cell, {**base, "tampered": "numpy.isclose was replaced"}, "").status == "tampered"
+    assert score_test(cell, None, "cell 3 timed out").status == "not run"
+
+
+@pytest.mark.parametrize("content, expected", [
+    (b"", "is empty"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe", "binary"),
+    (b'{"cells": [', "not valid notebook JSON"),
+    (b'["a", "list"]', "not a notebook"),
+    (b"print('hello')\n", "not valid notebook JSON"),
+])
+def test_bad_submissions_get_a_message(tmp_path, capsys, content, expected):
+    path = tmp_path / "lab01_threads.ipynb"
+    path.write_bytes(content)
+    with pytest.raises(UsageError, match=expected):
+        read_submission(path)
+    assert labs.main(["grade", str(path), "--root", str(ROOT)]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err
+
+
+def test_bad_paths_and_options_are_refused_before_any_work(tmp_path, capsys):
+    folder = tmp_path / "x.ipynb"
+    folder.mkdir()
+    assert labs.main(["grade", str(folder), "--root", str(ROOT)]) == 2  # a folder without notebooks
+    assert "no .ipynb files" in capsys.readouterr().err
+    with pytest.raises(UsageError, match="is a folder"):
+        read_submission(folder)
+    assert labs.main(["grade", str(tmp_path / "missing.ipynb")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    odd = tmp_path / "essay.ipynb"
+    odd.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    assert labs.main(["grade", str(odd), "--root", str(ROOT)]) == 2
+    assert "which lab is" in capsys.readouterr().err
+    for argv in (["--timeout", "0"], ["--timeout", "-1"], ["--timeout", "nan"], ["--kernel", "julia"],
+                 ["--workers", "0"], ["--memory-mb", "-5"]):
+        with pytest.raises(SystemExit) as exc:
+            labs.main(["grade", str(STUDENT), *argv])
+        assert exc.value.code == 2, argv
+        assert "Traceback" not in capsys.readouterr().err
+
+
+def test_source_for_finds_the_lab(tmp_path):
+    sols = ROOT / "labs" / "solutions"
+    assert source_for(Path("lab01_threads.ipynb"), sols) == SOURCE
+    assert source_for(Path("whatever.ipynb"), sols, "lab01_threads") == SOURCE
+    assert source_for(Path("lab01.ipynb"), sols) == SOURCE
+    assert source_for(STUDENT, sols) == SOURCE
+    with pytest.raises(UsageError, match="pass --lab"):
+        source_for(Path("essay.ipynb"), sols)
+    named_by_cells = tmp_path / "submission.ipynb"  # the lab is found from its graded cells' ids
+    named_by_cells.write_bytes((ROOT / "labs" / "student" / "lab02_memory.ipynb").read_bytes())
+    assert source_for(named_by_cells, sols).name == "lab02_memory.ipynb"
+
+
+@pytest.mark.slow
+def test_a_class_at_a_time(tmp_path):
+    """Two students, graded in parallel: gradebook CSV/JSON and an HTML page each with verdicts and hints."""
+    subs = tmp_path / "submitted"
+    for student, path in (("alice", SOURCE), ("bob", STUDENT)):
+        (subs / student).mkdir(parents=True)
+        (subs / student / "lab01_threads.ipynb").write_bytes(path.read_bytes())
+    out = tmp_path / "graded"
+    assert labs.main(["grade", str(subs), "--out", str(out), "--workers", "2", "--timeout", "120",
+                      "--root", str(ROOT)]) == 0
+    rows = list(csv.DictReader(open(out / "gradebook.csv")))
+    assert [(r["student"], float(r["score"]), float(r["max_score"])) for r in rows] == [
+        ("alice", 9.0, 9.0), ("bob", 0.0, 9.0)]
+    assert float(rows[0]["lab01-stencil-check"]) == 3
+    book = json.loads((out / "gradebook.json").read_text())
+    assert {e["student"] for e in book} == {"alice", "bob"}
+    bob = (out / "feedback" / "bob__lab01_threads.html").read_text()
+    assert "lab01-add-check" in bob and "not implemented" in bob and "0 / 9" in bob
+    assert "9 / 9" in (out / "feedback" / "alice__lab01_threads.html").read_text()
+
+
+def test_hidden_tests_are_put_back(tmp_path):
+    """The student never sees a hidden region; the graded notebook has it (from the source)."""
+    src = nbformat.read(str(SOURCE), as_version=4)
+    test = next(c for c in src.cells if _meta(c).get("grade"))
+    test.source += "\n### BEGIN HIDDEN TESTS\nSECRET_CHECK = 1\n### END HIDDEN TESTS"
+    source = tmp_path / "lab01_threads.ipynb"
+    nbformat.write(src, str(source))
+    student = labs.student_notebook(source)
+    assert "SECRET_CHECK" not in nbformat.writes(student)
+    graded = assemble(source, student)
+    assert "SECRET_CHECK = 1" in graded.tests[0].source and labs.BEGIN_HIDDEN in graded.tests[0].source
+
+
+def test_resident_size_of_a_process_tree():
+    """The memory watchdog (gpu mode, where RLIMIT_AS cannot apply) sums a process and its children."""
+    import os
+    import subprocess
+    import sys
+
+    from gpulab.grading.grader import _tree_rss
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; x = bytearray(50 << 20); time.sleep(30)"])
+    try:
+        import time
+
+        deadline = time.monotonic() + 30
+        while _tree_rss(os.getpid()) - _tree_rss(child.pid) < 0 or _tree_rss(child.pid) < (50 << 20):
+            assert time.monotonic() < deadline, "the child's 50 MB never showed"
+            time.sleep(0.1)
+        assert _tree_rss(os.getpid()) >= _tree_rss(child.pid) + (1 << 20)
+    finally:
+        child.kill()
+        child.wait()

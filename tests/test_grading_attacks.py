@@ -1,0 +1,157 @@
+"""Issue 14's attacks on `labs grade`: each scores what the real work earns, and the grader's files
+and the solutions are unchanged afterwards.
+
+The attacks (built in tests/grading_attacks.py from the released lab 01) are grouped into a few
+submissions so the suite stays fast: an attack that worked would lift its group's score above what
+the real work earns, so a group at the expected score shows every attack in it failed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import grading_attacks as attacks
+from gpulab.grading.grader import grade_notebook
+from gpulab.grading.sandbox import Limits, bwrap_path
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "labs" / "solutions" / "lab01_threads.ipynb"
+PACKAGE = ROOT / "src" / "gpulab"
+
+# Hiding labs/solutions from a submission that searches the whole disk needs bubblewrap's mount
+# namespace (the fallback, user nobody, still reads world-readable files): CI installs it.
+needs_bubblewrap = pytest.mark.skipif(not bwrap_path(), reason="install bubblewrap (apt-get install bubblewrap)")
+
+
+def _digest(paths: list[Path]) -> str:
+    h = hashlib.sha256()
+    for p in sorted(paths):
+        h.update(str(p).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture
+def guarded():
+    """The grader's package and every solution notebook must be byte-identical afterwards."""
+    files = [p for p in PACKAGE.rglob("*.py")] + list((ROOT / "labs").rglob("*.ipynb"))
+    before = _digest(files)
+    yield
+    assert _digest(files) == before, "the submission changed the grader's package or the lab notebooks"
+
+
+def _combined(tmp_path: Path, name: str, *builders) -> Path:
+    nb = nbformat.read(str(attacks.STUDENT), as_version=4)
+    for build in builders:
+        build(nb)
+    path = tmp_path / f"{name}.ipynb"
+    nbformat.write(nb, str(path))
+    return path
+
+
+def _grade(path: Path, cell_timeout: float = 60.0):
+    return grade_notebook(path, SOURCE, Limits(cell_timeout=cell_timeout, total_timeout=600, output_bytes=500_000))
+
+
+@pytest.mark.slow
+def test_structural_attacks_score_zero(tmp_path, guarded):
+    """Test cells replaced by `pass`, points raised to 1000, a 100-point graded cell added."""
+    sub = _combined(tmp_path, "structural", attacks.blank_pass_tests, attacks.raise_points, attacks.add_graded_cell)
+    g = _grade(sub)
+    assert [r.grade_id for r in g.rows] == ["lab01-add-check", "lab01-affine-check", "lab01-saxpy-check",
+                                            "lab01-stencil-check"]
+    assert [r.points for r in g.rows] == [2, 2, 2, 3] and g.max_score == 9
+    assert g.score == 0 and all(r.status == "not implemented" for r in g.rows), g.rows
+    assert any("lab01-bonus" in n for n in g.notes)
+
+
+@pytest.mark.slow
+def test_in_process_attacks_score_zero(tmp_path, guarded):
+    """A fake check_kernel, gpulab.exercises patched (attribute, __code__, CheckResult.passed),
+    numpy.isclose/allclose patched, and score lines written to the old grade log after every cell."""
+    g = _grade(_combined(tmp_path, "in_process", attacks.fake_check_kernel, attacks.patch_exercises,
+                         attacks.patch_isclose, attacks.write_grade_log, attacks.patch_problem_objects))
+    assert g.score == 0 and g.max_score == 9, g.rows
+    assert all(r.status == "failed" for r in g.rows), g.rows  # the real checks ran on the empty kernels
+
+
+@pytest.mark.slow
+@needs_bubblewrap
+def test_file_attacks_score_zero_and_change_nothing(tmp_path, guarded):
+    """Reading the solution notebooks, rewriting the installed package, overwriting the solution."""
+    sub = _combined(tmp_path, "files", attacks.read_solutions, attacks.rewrite_package, attacks.overwrite_solution)
+    g = _grade(sub)
+    assert g.score == 0 and all(r.status == "not implemented" for r in g.rows), g.rows
+    # a second, blank submission graded afterwards is not affected by the first one's rewrite
+    blank = tmp_path / "blank.ipynb"
+    blank.write_bytes(attacks.STUDENT.read_bytes())
+    assert _grade(blank).score == 0
+
+
+@pytest.mark.slow
+def test_dying_kernels_keep_earlier_scores_and_name_the_cell(tmp_path, guarded):
+    """Exercise 1 answered (2 points); then os._exit in exercise 2's cell and a segfault in exercise 3's."""
+    nb = nbformat.read(str(attacks.STUDENT), as_version=4)
+    attacks.os_exit(nb)  # fills exercise 1, kills in cell 2
+    cells = attacks._solution_cells(nb)
+    cells[2].source += "\n\nimport ctypes\nctypes.string_at(0)\n"
+    path = tmp_path / "crash.ipynb"
+    nbformat.write(nb, str(path))
+    g = _grade(path)
+    rows = {r.grade_id: r for r in g.rows}
+    assert g.score == 2 and rows["lab01-add-check"].status == "passed", g.rows
+    assert "lab01-affine" in rows["lab01-affine-check"].message and "exit code 3" in rows["lab01-affine-check"].message
+    assert "lab01-saxpy" in rows["lab01-saxpy-check"].message and "SIGSEGV" in rows["lab01-saxpy-check"].message
+    assert any("exit code 3" in n for n in g.notes) and any("SIGSEGV" in n for n in g.notes)
+
+
+@pytest.mark.slow
+def test_runaway_cells_are_stopped(tmp_path, guarded):
+    """Exercise 1 answered; an infinite loop that swallows KeyboardInterrupt, then unbounded output."""
+    nb = nbformat.read(str(attacks.STUDENT), as_version=4)
+    attacks.infinite_loop(nb)  # fills exercise 1, loops in cell 2
+    cells = attacks._solution_cells(nb)
+    cells[2].source += '\n\nimport os\nwhile True:\n    os.write(1, b"x" * 65536)\n'
+    path = tmp_path / "runaway.ipynb"
+    nbformat.write(nb, str(path))
+    g = _grade(path, cell_timeout=8)
+    rows = {r.grade_id: r for r in g.rows}
+    assert g.score == 2, g.rows
+    assert "lab01-affine" in rows["lab01-affine-check"].message and "8 s limit" in rows["lab01-affine-check"].message
+    assert "output limit" in rows["lab01-saxpy-check"].message
+    assert rows["lab01-stencil-check"].status == "not implemented"
+
+
+@pytest.mark.slow
+def test_memory_hog_is_stopped(tmp_path, guarded):
+    """Exercise 1 answered; exercise 2's cell allocates without end: stopped, exercise 1 keeps its points."""
+    nb = nbformat.read(str(attacks.STUDENT), as_version=4)
+    cells = attacks._solution_cells(nb)
+    attacks._fill(cells[0], attacks.ADD_BODY)
+    cells[1].source += "\n\nimport numpy\n_hog = []\nwhile True:\n    _hog.append(numpy.ones(1 << 24))\n"
+    path = tmp_path / "hog.ipynb"
+    nbformat.write(nb, str(path))
+    g = grade_notebook(path, SOURCE, Limits(cell_timeout=60, total_timeout=600, memory_mb=1536))
+    rows = {r.grade_id: r for r in g.rows}
+    assert g.score == 2, g.rows
+    assert "lab01-affine" in rows["lab01-affine-check"].message
+    # simulator mode: RLIMIT_AS turns the hog into a MemoryError in its own cell; gpu mode: the watchdog kills it
+    assert "MemoryError" in rows["lab01-affine-check"].message or "memory limit" in rows["lab01-affine-check"].message
+
+
+@pytest.mark.slow
+def test_inspecting_the_grader_stops_trusting_the_rest(tmp_path, guarded):
+    """Exercise 1 answered; then a cell hunts for the grader's state through sys._current_frames and gc."""
+    nb = nbformat.read(str(attacks.STUDENT), as_version=4)
+    attacks.inspect_grader(nb)
+    path = tmp_path / "inspect.ipynb"
+    nbformat.write(nb, str(path))
+    g = _grade(path)
+    rows = {r.grade_id: r for r in g.rows}
+    assert g.score == 2 and rows["lab01-add-check"].status == "passed", g.rows
+    assert all(r.score == 0 for k, r in rows.items() if k != "lab01-add-check")
+    assert any("grader's memory" in n for n in g.notes), g.notes

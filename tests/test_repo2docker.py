@@ -1,0 +1,98 @@
+"""The repository builds with repo2docker (Binder, Zero-to-JupyterHub): `repo2docker --no-build`
+prints the Dockerfile, in which the lean environment comes first, then the sources are copied, then
+gpulab is installed (postBuild); solutions and tests stay out of the build context; MNIST and a
+writable numba cache are set up."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BINDER = ROOT / "binder"
+TEST_TOOLS = ("pytest", "nbval", "playwright", "pytest-xdist", "jupyter-repo2docker")
+
+
+def _repo2docker() -> list[str]:
+    exe = shutil.which("repo2docker") or str(Path(sys.executable).with_name("repo2docker"))
+    if not Path(exe).exists():
+        pytest.skip("jupyter-repo2docker is in the test extra: pip install -e '.[test]'")
+    return [exe]
+
+
+@pytest.fixture(scope="module")
+def dockerfile() -> str:
+    proc = subprocess.run([*_repo2docker(), "--no-build", "--debug", "--user-id", "1000", "--user-name", "jovyan",
+                           str(ROOT)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]})
+    text = proc.stdout + proc.stderr
+    assert "FROM " in text, text[-3000:]
+    return text
+
+
+def _line(text: str, pattern: str) -> int:
+    for k, line in enumerate(text.splitlines()):
+        if re.search(pattern, line):
+            return k
+    raise AssertionError(f"no line matching {pattern!r} in the Dockerfile")
+
+
+def test_install_comes_after_the_copy(dockerfile):
+    env_update = _line(dockerfile, r"env update .*binder/environment\.yml")
+    copy = _line(dockerfile, r"^COPY .* src/ \$\{REPO_DIR\}/$")
+    post = _line(dockerfile, r"^RUN \./binder/postBuild$")
+    assert env_update < copy < post
+    post_build = (BINDER / "postBuild").read_text()
+    assert re.search(r"^python -m pip install .*--no-deps \.$", post_build, re.M), "postBuild installs gpulab"
+    assert os.access(BINDER / "postBuild", os.X_OK) and os.access(BINDER / "start", os.X_OK)
+    assert 'R2D_ENTRYPOINT="${REPO_DIR}/binder/start"' in dockerfile
+
+
+def test_lean_environment_without_local_installs_or_test_tools():
+    env = yaml.safe_load((BINDER / "environment.yml").read_text())
+    deps = [d for d in env["dependencies"] if isinstance(d, str)]
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    names = [re.split(r"[<>=\[ ]", d)[0] for d in deps + pip]
+    assert not any(n in TEST_TOOLS for n in names), names
+    assert not any(p.lstrip("-e ").strip("'\"").startswith(".") for p in pip), "no local install before the copy"
+    assert {"numba", "numpy", "jupyterlab", "ipywidgets", "plotly", "nbgitpuller"} <= set(names)
+
+
+def test_root_environment_installs_after_the_copy_too():
+    """conda users' environment.yml: an unquoted local requirement, which repo2docker recognises."""
+    from repo2docker.utils import is_local_pip_requirement
+
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert any(is_local_pip_requirement(p) for p in pip), pip
+
+
+def test_solutions_and_tests_stay_out_of_the_image():
+    from docker.utils.build import exclude_paths
+
+    ignore = [ln.strip() for ln in (BINDER / ".dockerignore").read_text().splitlines()
+              if ln.strip() and not ln.startswith("#")]
+    cwd = os.getcwd()
+    try:
+        os.chdir(ROOT)
+        files = exclude_paths(".", ignore)
+    finally:
+        os.chdir(cwd)
+    assert any(f.startswith("labs/student/") for f in files) and any(f.startswith("notebooks/") for f in files)
+    assert not any(f.startswith(("labs/solutions", "tests/", "teachers/", ".git/")) for f in files)
+    assert "test ! -e labs/solutions" in (BINDER / "postBuild").read_text()
+
+
+def test_mnist_and_numba_cache_are_set_up():
+    post_build = (BINDER / "postBuild").read_text()
+    start = (BINDER / "start").read_text()
+    assert "d.load('mnist')" in post_build and "NB_PYTHON_PREFIX}/share/gpulab" in post_build
+    assert 'GPULAB_DATA_DIR="${NB_PYTHON_PREFIX}/share/gpulab/mnist"' in start
+    assert "NUMBA_CACHE_DIR" in start and 'exec "$@"' in start
