@@ -51,15 +51,20 @@ def test_solution_notebook_structure(path):
         if meta["grade"]:
             graded.append(cell)
             assert meta["points"] > 0 and meta["locked"]
-            assert ("check_kernel(" in cell.source or ".check(" in cell.source) and "assert result.passed, result" in cell.source
+            assert "check_kernel(" in cell.source or ".check(" in cell.source
+            # the cell's value is its points (nbgrader partial credit; labs grade reads the same value)
+            last = cell.source.rstrip().splitlines()[-1]
+            assert last == f"report(*results, points={meta['points']:g})", last
             if "check_kernel(" in cell.source:  # gpulab.problems checks: points compared in test_problems.py
                 assert f"points={meta['points']}" in cell.source, "harness points must match nbgrader points"
     assert len(ids) == len(set(ids)), "grade_ids must be unique"
     assert len(graded) >= 3 and len(solutions) >= 3, "several graded exercises per lab"
     assert any("Challenge" in c.source for c in nb.cells if c.cell_type == "markdown")
-    # committed executed: every graded check ran and passed
+    # committed executed: every graded check ran and earned full marks
     for cell in graded:
         assert cell.execution_count is not None and not any(o.output_type == "error" for o in cell.outputs)
+        values = [o["data"]["text/plain"] for o in cell.outputs if o.output_type == "execute_result"]
+        assert values and float(values[-1]) == cell.metadata["nbgrader"]["points"], (cell.metadata["nbgrader"], values)
 
 
 def test_labs_check_passes_on_the_repository(capsys):
