@@ -36,5 +36,11 @@ def test_runs_under_plain_nbclient(path: Path, monkeypatch) -> None:
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors, f"{path.name}: {errors[0].get('ename')}: {errors[0].get('evalue')}"
+    if path.parent.name == "solutions":  # every reference solution earns every graded cell's points
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type == "code" and meta.get("grade"):
+                values = [o["data"]["text/plain"] for o in cell.outputs if o.get("output_type") == "execute_result"]
+                assert values and float(values[-1]) == meta["points"], f"{path.name} {meta['grade_id']}: {values}"
     print(f"{path.relative_to(ROOT)}: {elapsed:.1f} s under nbclient")
     assert elapsed <= BUDGET_S, f"{path.name} took {elapsed:.1f} s under nbclient (budget {BUDGET_S:.0f} s)"
