@@ -18,6 +18,7 @@ from .module import Module
 from .ops import BACKENDS
 from .optim import SGD, Adam
 from .sequential import Sequential
+from .step import forward_backward, train_step
 
 __all__ = [
     "Adam",
@@ -34,8 +35,10 @@ __all__ = [
     "SGD",
     "Sequential",
     "SoftmaxCrossEntropy",
+    "forward_backward",
     "he_normal",
     "load",
     "mnist_cnn",
     "save",
+    "train_step",
 ]
