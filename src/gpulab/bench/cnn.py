@@ -31,14 +31,18 @@ def _batches(n: int, batch: int, size: int, seed: int) -> tuple[np.ndarray, np.n
 
 
 def measure_gpulab(backend: str, *, batch: int, steps: int, warmup: int, size: int, channels: tuple[int, int],
-                   hidden: int, seed: int = 0, workers: int = 1) -> dict[str, Any]:
+                   hidden: int, seed: int = 0, workers: int = 1, ops: Any = None) -> dict[str, Any]:
     """Images/s of ``steps`` training steps (forward, backward, Adam) after ``warmup`` steps.
 
+    ``ops`` (an :class:`gpulab.nn.ops.Ops`, e.g. a learner's from :mod:`gpulab.capstone`) replaces the
+    backend's own ops; arrays still live where ``backend`` puts them.
     ``workers > 1`` (numpy) splits each batch over that many threads with one BLAS thread each.
     """
     from ..train import limit_threads
 
     model = nn.mnist_cnn(seed=seed, image_size=size, channels=channels, hidden=hidden, backend=backend)
+    if ops is not None:
+        model.use_ops(ops)
     parallel = nn.DataParallel(model, workers, seed=seed) if workers > 1 else None
     limiter = limit_threads(1) if parallel is not None else None
     opt, loss_fn = nn.Adam(model), nn.SoftmaxCrossEntropy()
