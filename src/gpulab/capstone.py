@@ -291,18 +291,30 @@ class Capstone:
         self.kernels: dict[str, Any] = {}
         self.results: dict[str, CheckResult] = {}
 
-    def register(self, op: str, kernel: Any, *, scale: str | None = None) -> CheckResult:
-        """Check ``kernel`` for ``op`` (:data:`PROBLEMS`); register it only if the check passes."""
+    def problem(self, op: str, kernel: Any, *, scale: str | None = None) -> dict[str, Any]:
+        """:func:`gpulab.exercises.check_kernel`'s keywords for ``op``: ``check_kernel(kernel, **cap.problem(op,
+        kernel), points=...)`` runs ``kernel`` through the launcher training uses, at this mode's sizes."""
         if op not in PROBLEMS:
             raise CapstoneError(f"unknown op {op!r}; the learner ops are: {', '.join(LEARNER_OPS)}.")
-        host = HOSTS[op]
-        res = PROBLEMS[op].check(kernel, scale=scale, host=lambda *a: host(kernel, *a))
-        self.results[op] = res
-        if res.passed:
+        pr, host = PROBLEMS[op], HOSTS[op]
+        return dict(spec=pr.spec, inputs=pr.inputs, sizes=pr.sizes_for(scale), host=lambda *a: host(kernel, *a),
+                    out_names=pr.out_names, reduction=pr.reduction, rtol=pr.rtol, atol=pr.atol, timeout=pr.timeout,
+                    name=op)
+
+    def accept(self, op: str, kernel: Any, result: CheckResult) -> CheckResult:
+        """Register ``kernel`` for ``op`` if ``result`` (its check) passed; otherwise make sure it is not."""
+        self.results[op] = result
+        if result.passed:
             self.kernels[op] = kernel
         else:
             self.kernels.pop(op, None)
-        return res
+        return result
+
+    def register(self, op: str, kernel: Any, *, scale: str | None = None, points: float = 1) -> CheckResult:
+        """Check ``kernel`` for ``op`` (:data:`PROBLEMS`) and register it only if the check passes."""
+        from .exercises import check_kernel
+
+        return self.accept(op, kernel, check_kernel(kernel, points=points, **self.problem(op, kernel, scale=scale)))
 
     def missing(self) -> list[str]:
         """Learner ops not (or not yet correctly) registered."""
