@@ -270,7 +270,8 @@ def estimate_kernel_seconds(image_shape: tuple[int, ...], n_train: int, n_test: 
 
 def configure(p: argparse.ArgumentParser) -> None:
     """Add ``train``'s arguments to ``p`` (values are checked where they enter)."""
-    p.add_argument("--dataset", default="mnist", choices=_data.DATASETS, help="dataset (default: %(default)s)")
+    p.add_argument("--dataset", default="mnist", choices=(*_data.DATASETS, "fashion"),
+                   help="dataset (default: %(default)s)")
     p.add_argument("--data-dir", default=None,
                    help="folder with the IDX .gz files (default: GPULAB_DATA_DIR, cache, system folders, download)")
     p.add_argument("--epochs", type=int_at_least(1), default=2, help="passes over the training data (default: %(default)s)")
