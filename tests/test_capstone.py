@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-import gpulab
-from gpulab import capstone, nn, train
+from gpulab import capstone, nn
 from gpulab.kernels import nn_ops as k
 
 LIBRARY = {"matmul": k.gemm_kernel, "im2col": k.im2col_kernel, "col2im": k.col2im_kernel, "relu": k.relu_kernel,
@@ -57,7 +56,7 @@ def test_a_kernel_that_turns_nan_during_training_stops_at_its_op():
         for i in range(cuda.grid(1), y.size, cuda.gridsize(1)):
             y[i] = max(x[i], 0.0) if y.size < 400 else math.nan
 
-    import math  # noqa: F401  (used by the kernel above)
+    import math
 
     cap = capstone.Capstone()
     for op, kern in LIBRARY.items():
@@ -75,7 +74,7 @@ def test_learner_ops_train_like_numpy_and_report_calls():
         cap.register(op, kern)
     rng = np.random.default_rng(0)
     x, y = rng.random((4, 1, 8, 8), dtype=np.float32), np.array([1, 2, 3, 4])
-    weights, calls = {}, None
+    weights, _calls = {}, None
     for name in ("numpy", "learner"):
         model = nn.mnist_cnn(image_size=8, channels=(2, 3), hidden=8, dropout=0.0,
                              backend="numpy" if name == "numpy" else "kernels")

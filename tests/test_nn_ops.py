@@ -247,7 +247,7 @@ def test_one_rule_for_where_arrays_live():
 
 def test_device_args_skip_the_cuda_array_interface_sync(monkeypatch):
     """CuPy arrays reach Numba through cuda.as_cuda_array(a, sync=False), before the launch."""
-    from gpulab.kernels import nn_ops
+    from gpulab.kernels import grid_stride, nn_ops
 
     calls = []
 
@@ -260,7 +260,7 @@ def test_device_args_skip_the_cuda_array_interface_sync(monkeypatch):
     class CaiArray:
         __cuda_array_interface__ = {"shape": (1,), "typestr": "<f4", "data": (0, False), "version": 3}
 
-    monkeypatch.setattr(nn_ops, "cuda", FakeCuda)
+    monkeypatch.setattr(grid_stride, "cuda", FakeCuda)
     a, host = CaiArray(), np.zeros(3, np.float32)
     out = nn_ops.device_args(a, host, 3)
     assert out[0] == ("wrapped", a) and out[1] is host and out[2] == 3 and calls == [False]

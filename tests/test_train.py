@@ -1,14 +1,12 @@
 """gpulab.train and the CNN's kernels backend: short runs only (no full MNIST training here)."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from _paths import SHARED_MNIST
 
 from gpulab import data, nn, train
-
-from _paths import SHARED_MNIST
 
 needs_mnist = pytest.mark.skipif(not (SHARED_MNIST / "t10k-images-idx3-ubyte.gz").exists(),
                                  reason=f"real MNIST files not found at {SHARED_MNIST}")

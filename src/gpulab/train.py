@@ -22,8 +22,8 @@ import numpy as np
 
 from . import data as _data
 from . import nn, runtime
-from .nn.ops import to_backend
 from .errors import GpulabError, UsageError, int_at_least, positive_float
+from .nn.ops import to_backend
 
 __all__ = [
     "History", "configure", "estimate_kernel_seconds", "evaluate", "fit", "limit_threads", "main", "predict", "run",

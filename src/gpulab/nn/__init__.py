@@ -13,10 +13,10 @@ from .io import load, save
 from .layers import Dropout, Flatten, Linear, MaxPool2d, ReLU
 from .loss import SoftmaxCrossEntropy
 from .models import mnist_cnn
-from .parallel import DataParallel
 from .module import Module
 from .ops import BACKENDS
 from .optim import SGD, Adam
+from .parallel import DataParallel
 from .sequential import Sequential
 from .step import forward_backward, train_step
 

@@ -21,7 +21,9 @@ class KernelOps(Ops):
     name = "kernels"
 
     def __init__(self, kernels: dict[str, Any] | None = None) -> None:
-        from ..kernels import nn_ops  # imports numba.cuda: only when this backend is chosen
+        from ..kernels import (
+            nn_ops,  # imports numba.cuda: only when this backend is chosen
+        )
 
         self.k = nn_ops
         self.kernels: dict[str, Any] = dict(kernels or {})
