@@ -263,3 +263,13 @@ def test_data_parallel_gradient_equals_single_thread():
         np.testing.assert_allclose(g2, g1, rtol=1e-4, atol=1e-6, err_msg=name)
     with pytest.raises(ValueError, match="workers"):
         nn.DataParallel(split, workers=0)
+
+
+def test_load_of_a_garbage_file_does_not_suggest_allow_pickle(tmp_path):
+    from gpulab.errors import UsageError
+
+    bad = tmp_path / "m.npz"
+    bad.write_bytes(b"\x80\x04garbage, not a zip archive" * 10)
+    with pytest.raises(UsageError) as e:
+        nn.load(nn.mnist_cnn(image_size=8), bad)
+    assert "allow_pickle" not in str(e.value) and "gpulab.nn.save" in str(e.value)

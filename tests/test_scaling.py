@@ -105,3 +105,17 @@ def test_figures_and_widget():
     assert "does not fit" in html and sum(budget.values()) > 16e9
     w = memory_budget_explorer()
     assert len(w.controls) == 4 and len(w.children) == 4  # two rows of controls, the figure, the summary
+
+
+def test_measure_footprint_puts_the_input_where_the_model_computes(monkeypatch):
+    """A model's input is created with the model's backend rule (CuPy for a cupy model), not NumPy zeros."""
+    from gpulab import nn, scaling
+    from gpulab.nn import ops as nn_ops_contract
+
+    seen = []
+    real = nn_ops_contract.to_backend
+    monkeypatch.setattr(nn_ops_contract, "to_backend", lambda x, b: seen.append(b) or real(x, b))
+    model = nn.mnist_cnn(image_size=8, channels=(2, 4), hidden=8)
+    fp = scaling.measure_footprint(model, (1, 8, 8))
+    assert seen == ["numpy"] and fp.params == model.num_parameters()
+    assert fp == scaling.measure_footprint(model, (1, 8, 8))

@@ -1,14 +1,12 @@
 """gpulab.train and the CNN's kernels backend: short runs only (no full MNIST training here)."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from _paths import SHARED_MNIST
 
 from gpulab import data, nn, train
-
-from _paths import SHARED_MNIST
 
 needs_mnist = pytest.mark.skipif(not (SHARED_MNIST / "t10k-images-idx3-ubyte.gz").exists(),
                                  reason=f"real MNIST files not found at {SHARED_MNIST}")
@@ -52,13 +50,76 @@ def test_cli_prints_epochs_and_accuracy(tmp_path, capsys):
 
 
 def test_cli_errors_are_clear(tmp_path, capsys):
-    assert train.main(["--dataset", "imagenet"]) == 2
-    assert "unknown dataset" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        train.main(["--dataset", "imagenet"])
+    assert e.value.code == 2 and "invalid choice" in capsys.readouterr().err
     assert train.main(["--data-dir", str(tmp_path / "nope"), "--no-download"]) == 2
     assert "does not exist" in capsys.readouterr().err
     if SHARED_MNIST.exists():
         assert train.main(["--data-dir", str(SHARED_MNIST), "--backend", "kernels", "--no-download"]) == 2
-        assert "--digits-size 8" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "estimated" in err and "--digits-size 8" in err and "--backend kernels" in err
+
+
+@pytest.mark.parametrize("args", [["--limit", "-5"], ["--limit", "0"], ["--test-limit", "-10"], ["--test-limit", "0"],
+                                  ["--epochs", "0"], ["--batch-size", "0"], ["--lr", "-1"], ["--lr", "nan"],
+                                  ["--lr", "inf"], ["--workers", "0"], ["--workers", "-2"], ["--threads", "-1"],
+                                  ["--channels", "abc"], ["--channels", "4"], ["--channels", "0,8"], ["--hidden", "0"],
+                                  ["--seed", "-1"], ["--digits-size", "9"]])
+def test_cli_refuses_bad_values_before_any_work(args, capsys):
+    with pytest.raises(SystemExit) as e:
+        train.main(args)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "expected" in err or "invalid" in err
+
+
+@pytest.mark.parametrize("flag", ["--save", "--json"])
+def test_cli_checks_output_folders_before_training(tmp_path, capsys, flag, monkeypatch):
+    monkeypatch.setattr(train, "fit", lambda *a, **k: pytest.fail("training started"))
+    assert train.main(["--dataset", "digits", flag, str(tmp_path / "missing" / "out.x")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert train.main(["--dataset", "digits", flag, str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
+
+
+def test_cli_workers_need_numpy(capsys):
+    assert train.main(["--dataset", "digits", "--backend", "kernels", "--workers", "2"]) == 2
+    assert "--backend numpy" in capsys.readouterr().err
+
+
+def test_kernels_estimate_refuses_hours_and_suggests_a_run_that_fits(capsys):
+    """The refusal's suggested command is itself accepted by the estimate."""
+    assert train.main(["--dataset", "digits", "--backend", "kernels"]) == 2
+    err = capsys.readouterr().err
+    assert "estimated" in err and "python -m gpulab train" in err
+    suggestion = err.split("python -m gpulab train ", 1)[1].split(". For speed")[0].split()
+    ns = train.build_parser().parse_args(suggestion)
+    ds = data.load("digits", size=ns.digits_size).subset(ns.limit, ns.test_limit)
+    seconds = train.estimate_kernel_seconds(ds.x_train.shape[1:], len(ds.x_train), len(ds.x_test), epochs=ns.epochs,
+                                            batch_size=ns.batch_size, channels=ns.channels, hidden=ns.hidden)
+    assert seconds < 60 * ns.max_minutes
+
+
+def test_fit_validates_its_arguments():
+    ds = data.Dataset("t", np.zeros((4, 1, 8, 8), np.float32), np.zeros(4, np.int64),
+                      np.zeros((2, 1, 8, 8), np.float32), np.zeros(2, np.int64), ("0",), "test")
+    for kw in ({"epochs": 0}, {"batch_size": 0}, {"workers": 0}):
+        with pytest.raises(ValueError, match=">= 1"):
+            train.fit(nn.mnist_cnn(image_size=8), ds, progress=False, **kw)
+
+
+def test_kernels_backend_trains_a_step_in_the_simulator():
+    """One step on the course's kernels changes the weights like the numpy backend does."""
+    rng = np.random.default_rng(0)
+    x, y = rng.random((4, 1, 8, 8), dtype=np.float32), np.array([1, 2, 3, 4])
+    weights = {}
+    for backend in ("numpy", "kernels"):
+        model = nn.mnist_cnn(image_size=8, channels=(2, 3), hidden=8, dropout=0.0, backend=backend)
+        nn.train_step(model, nn.SoftmaxCrossEntropy(), nn.Adam(model, lr=1e-2), x, y)
+        weights[backend] = {k: np.asarray(p).copy() for k, p, _ in model.parameters()}
+    for k in weights["numpy"]:
+        np.testing.assert_allclose(weights["kernels"][k], weights["numpy"][k], rtol=1e-4, atol=1e-5, err_msg=k)
 
 
 def test_fit_rejects_nan_data():
@@ -88,27 +149,6 @@ def test_kernels_backend_matches_numpy_on_a_tiny_batch():
     assert l2 == pytest.approx(l1, rel=1e-5)
     for k in g1:
         np.testing.assert_allclose(g2[k], g1[k], rtol=1e-4, atol=1e-5, err_msg=k)
-
-
-def test_kernel_ops_edge_cases():
-    """Stride 2, no padding, overlapping 3x3 pooling: the gather kernels vs the NumPy backend."""
-    from gpulab.nn.ops import ArrayOps
-    from gpulab.kernels import nn_ops
-
-    rng = np.random.default_rng(2)
-    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
-    ref = ArrayOps()
-    cols_k, ho, wo = nn_ops.im2col(x, 3, 3, 2, 0)
-    cols_r, _, _ = ref.im2col(x, 3, 3, 2, 0)
-    np.testing.assert_array_equal(cols_k, cols_r)
-    d = rng.standard_normal(cols_r.shape).astype(np.float32)
-    np.testing.assert_allclose(nn_ops.col2im(d, x.shape, 3, 3, 2, 0), ref.col2im(d, x.shape, 3, 3, 2, 0), atol=1e-6)
-    out_k, arg = nn_ops.maxpool(x, 3, 1)
-    out_r, cache = ref.maxpool(x, 3, 1)
-    np.testing.assert_array_equal(out_k, out_r)
-    g = rng.standard_normal(out_r.shape).astype(np.float32)
-    np.testing.assert_allclose(nn_ops.maxpool_backward(g, arg, x.shape, 3, 1),
-                               ref.maxpool_backward(g, cache, x.shape, 3, 1), atol=1e-6)
 
 
 def test_bench_cnn_runs_and_writes_json(tmp_path, capsys):

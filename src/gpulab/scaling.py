@@ -90,12 +90,15 @@ def measure_footprint(model: Any, image_shape: Sequence[int]) -> Footprint:
     A layer's output counts as an activation unless it shares memory with its input (a view, like
     Flatten); a convolution's cached im2col matrix counts as workspace.
     """
-    x = np.zeros((1, *image_shape), dtype=np.float32)
+    from .nn.ops import to_backend
+
+    x = to_backend(np.zeros((1, *image_shape), dtype=np.float32), getattr(model, "backend", "numpy"))
+    xp = runtime.array_module(x)
     layers: list[tuple[str, int]] = [("input", int(x.size))]
     workspace = 0
     for i, layer in enumerate(model.layers):
         y = layer.forward(x)
-        if not np.shares_memory(runtime.to_host(y), runtime.to_host(x)):
+        if not xp.shares_memory(y, x):  # on the arrays themselves (host copies would never share memory)
             layers.append((f"{i}:{type(layer).__name__}", int(y.size)))
         if type(layer).__name__ == "Conv2d":  # its cache is (input shape, im2col columns)
             workspace += int(layer.cache[1].size)
@@ -155,9 +158,9 @@ def fp16_flush_fraction(values: Any, scale: float = 1.0) -> float:
 
 def full_batch_gradients(model: Any, loss_fn: Any, x: Any, y: Any) -> tuple[float, dict[str, Any]]:
     """Loss and ``{name: gradient}`` (copies) of one forward + backward on the batch ``(x, y)``."""
-    # no zero_grad needed: every layer overwrites its gradients in backward
-    loss = loss_fn(model.forward(x), y)
-    model.backward(loss_fn.backward())
+    from .nn.step import forward_backward
+
+    loss, _ = forward_backward(model, loss_fn, x, y)  # the engine's one training step, without the update
     return loss, {name: g.copy() for name, _, g in model.parameters()}
 
 

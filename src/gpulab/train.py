@@ -15,14 +15,20 @@ import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from . import data as _data
 from . import nn, runtime
+from .errors import GpulabError, UsageError, int_at_least, positive_float
+from .nn.ops import to_backend
 
-__all__ = ["History", "evaluate", "fit", "limit_threads", "main", "predict", "tune_allocator"]
+__all__ = [
+    "History", "configure", "estimate_kernel_seconds", "evaluate", "fit", "limit_threads", "main", "predict", "run",
+    "tune_allocator",
+]
 
 
 def tune_allocator() -> bool:
@@ -99,11 +105,6 @@ def evaluate(model: nn.Sequential, x: Any, y: Any, *, batch_size: int = 256) -> 
     return {"loss": loss, "accuracy": float((pred == runtime.to_host(y)).mean()), "predictions": pred}
 
 
-def _to_backend(x: Any, backend: str) -> Any:
-    on_device = backend == "cupy" or (backend == "kernels" and runtime.is_gpu())
-    return runtime.to_device(x) if on_device else runtime.to_host(x)
-
-
 def fit(model: nn.Sequential, dataset: _data.Dataset, *, epochs: int = 2, batch_size: int = 128,
         optimizer: Any = None, seed: int = 0, progress: bool = True, live_plot: bool = False,
         evaluate_each_epoch: bool = True, workers: int = 1,
@@ -115,8 +116,12 @@ def fit(model: nn.Sequential, dataset: _data.Dataset, *, epochs: int = 2, batch_
     (numpy backend) splits each batch over that many CPU threads (:class:`gpulab.nn.DataParallel`),
     with one BLAS thread each.
     """
-    if epochs < 1:
-        raise ValueError(f"epochs must be at least 1, got {epochs}.")
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        raise UsageError(f"epochs must be a whole number >= 1, got {epochs!r}.")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise UsageError(f"batch_size must be a whole number >= 1, got {batch_size!r}.")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise UsageError(f"workers must be a whole number >= 1, got {workers!r}.")
     if workers > 1:
         with limit_threads(1) or _nullcontext():
             return _fit(model, dataset, epochs, batch_size, optimizer, seed, progress, live_plot,
@@ -139,10 +144,9 @@ def _fit(model: nn.Sequential, dataset: _data.Dataset, epochs: int, batch_size: 
     _data.check_images(dataset.x_train, dataset.y_train)
     optimizer = optimizer or nn.Adam(model, lr=1e-3)
     loss_fn = nn.SoftmaxCrossEntropy()
-    loss_fn.ops = model.ops
     rng = np.random.default_rng(seed)
-    xtr, ytr = _to_backend(dataset.x_train, model.backend), _to_backend(dataset.y_train, model.backend)
-    xte, yte = _to_backend(dataset.x_test, model.backend), _to_backend(dataset.y_test, model.backend)
+    xtr, ytr = to_backend(dataset.x_train, model.backend), to_backend(dataset.y_train, model.backend)
+    xte, yte = to_backend(dataset.x_test, model.backend), to_backend(dataset.y_test, model.backend)
     history = History()
     fig = handle = None
     if live_plot:
@@ -167,13 +171,7 @@ def _fit(model: nn.Sequential, dataset: _data.Dataset, epochs: int, batch_size: 
         if parallel is not None:
             parallel.train()
         for xb, yb in _data.batches(xtr, ytr, batch_size, shuffle=True, rng=rng):
-            if parallel is not None:
-                loss, logits = parallel.step(xb, yb)  # forward + backward, batch split over threads
-            else:
-                logits = model.forward(xb)  # (B, classes)
-                loss = loss_fn(logits, yb)
-                model.backward(loss_fn.backward())
-            optimizer.step()
+            loss, logits = nn.train_step(model, loss_fn, optimizer, xb, yb, parallel)  # forward, backward, update
             total_loss += loss * xb.shape[0]
             correct += int((logits.argmax(axis=1) == yb).sum())
             if bar is not None:
@@ -216,62 +214,152 @@ def _progress(total: int, desc: str, enabled: bool):
 # ------------------------------------------------------------------------------------------- CLI
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m gpulab train", description="Train the lab's CNN and report test accuracy.")
-    p.add_argument("--dataset", default="mnist", help="mnist, fashion-mnist or digits (default mnist)")
-    p.add_argument("--data-dir", default=None, help="folder with the IDX .gz files (else GPULAB_DATA_DIR, cache, system, download)")
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--backend", default="numpy", choices=nn.BACKENDS)
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--limit", type=int, default=None, help="train on the first N training images only")
+def channels_pair(text: str) -> tuple[int, int]:
+    """An argparse ``type=``: two whole numbers >= 1 separated by a comma, e.g. ``32,64``."""
+    parts = text.split(",")
+    try:
+        values = tuple(int(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected two channel counts like 32,64, got {text!r}") from None
+    if len(values) != 2 or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected two channel counts >= 1 like 32,64, got {text!r}")
+    return values  # type: ignore[return-value]
+
+
+def check_writable_file(path: str | os.PathLike, what: str) -> None:
+    """Raise :class:`UsageError` now, before any long work, if ``path`` cannot be written later."""
+    p = Path(path)
+    folder = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise UsageError(f"{what} {str(p)!r} is a folder; give a file name, e.g. {str(p / 'out')!r}.")
+    if not folder.is_dir():
+        raise UsageError(f"{what}: the folder {str(folder)!r} does not exist (given {str(p)!r}). "
+                         f"Create it first (mkdir -p {folder}) or choose another path.")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{what}: the folder {str(folder)!r} is not writable (given {str(p)!r}); choose another path.")
+
+
+def estimate_kernel_seconds(image_shape: tuple[int, ...], n_train: int, n_test: int, *, epochs: int, batch_size: int,
+                            channels: tuple[int, int] = (32, 64), hidden: int = 128) -> float:
+    """Seconds the ``kernels`` backend would need in the simulator, from counted work and a measured cost.
+
+    The work: one training step and one evaluation of a single image with :class:`gpulab.nn.cost.WorkMeter`
+    (kernel loop iterations per op). The cost: this process's measured seconds per loop iteration of a
+    grid-stride kernel and per launch (:func:`gpulab.kernels.nn_ops.simulator_cost`).
+    """
+    from .kernels import nn_ops
+    from .nn.cost import WorkMeter
+
+    size = int(image_shape[-1])
+    model = nn.mnist_cnn(image_size=size, channels=channels, hidden=hidden, dropout=0.0)
+    meter = WorkMeter()
+    model.use_ops(meter)
+    x, y = np.zeros((1, *image_shape), np.float32), np.zeros(1, np.int64)
+    nn.train_step(model, nn.SoftmaxCrossEntropy(), nn.Adam(model), x, y)
+    train_work = meter.total
+    meter.work.clear()
+    model.eval()
+    model.forward(x)
+    test_work = meter.total
+    launches_per_step = 4 * len(model.layers) + 2 * len(model.parameters())  # forward, backward, update (rough)
+    cost = nn_ops.simulator_cost(per_thread=False)
+    steps = epochs * -(-n_train // batch_size) + -(-n_test // 256)
+    return (cost["grid_stride"] * (epochs * n_train * train_work + epochs * n_test * test_work)
+            + cost["launch"] * steps * launches_per_step)
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    """Add ``train``'s arguments to ``p`` (values are checked where they enter)."""
+    p.add_argument("--dataset", default="mnist", choices=(*_data.DATASETS, "fashion"),
+                   help="dataset (default: %(default)s)")
+    p.add_argument("--data-dir", default=None,
+                   help="folder with the IDX .gz files (default: GPULAB_DATA_DIR, cache, system folders, download)")
+    p.add_argument("--epochs", type=int_at_least(1), default=2, help="passes over the training data (default: %(default)s)")
+    p.add_argument("--backend", default="numpy", choices=nn.BACKENDS, help="who does the array work (default: %(default)s)")
+    p.add_argument("--batch-size", type=int_at_least(1), default=128, help="images per step (default: %(default)s)")
+    p.add_argument("--lr", type=positive_float, default=1e-3, help="Adam learning rate (default: %(default)s)")
+    p.add_argument("--seed", type=int_at_least(0), default=0, help="random seed (default: %(default)s)")
+    p.add_argument("--limit", type=int_at_least(1), default=None, help="train on the first N training images only")
+    p.add_argument("--test-limit", type=int_at_least(1), default=None, help="evaluate on the first N test images only")
     p.add_argument("--digits-size", type=int, default=28, choices=(8, 28),
-                   help="digits only: native 8x8 images, or upsampled to 28x28 like MNIST (default)")
-    p.add_argument("--test-limit", type=int, default=None, help="evaluate on the first N test images only")
+                   help="digits only: native 8x8 images, or upsampled to 28x28 like MNIST (default: %(default)s)")
+    p.add_argument("--channels", type=channels_pair, default=(32, 64),
+                   help="channels of the two convolutions, e.g. 32,64 (default: 32,64)")
+    p.add_argument("--hidden", type=int_at_least(1), default=128, help="hidden units of the first linear layer (default: %(default)s)")
     p.add_argument("--no-download", action="store_true", help="never download; fail if the files are not found")
     p.add_argument("--save", default=None, help="save the trained parameters to this .npz file")
     p.add_argument("--json", default=None, help="write history and results to this JSON file")
     p.add_argument("--progress", action="store_true", help="show a tqdm progress bar per epoch")
-    p.add_argument("--threads", type=int, default=None, help="cap NumPy's BLAS threads (default: BLAS decides)")
-    p.add_argument("--workers", type=int, default=None,
+    p.add_argument("--threads", type=int_at_least(1), default=None, help="cap NumPy's BLAS threads (default: BLAS decides)")
+    p.add_argument("--workers", type=int_at_least(1), default=None,
                    help="numpy backend: split each batch over this many CPU threads (data parallel, 1 BLAS thread "
                         "each; default: one per available core, at most 8; results depend slightly on this number)")
+    p.add_argument("--max-minutes", type=positive_float, default=10.0,
+                   help="kernels backend in the simulator: refuse runs estimated to take longer (default: %(default)s)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m gpulab train", description="Train the lab's CNN and report test accuracy.")
+    configure(p)
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    limit_threads(args.threads)
+def _refuse_slow_kernels(ns: argparse.Namespace, ds: _data.Dataset) -> None:
+    if ns.backend != "kernels" or not runtime.is_simulator():
+        return
+    shape = tuple(ds.x_train.shape[1:])
+    seconds = estimate_kernel_seconds(shape, len(ds.x_train), len(ds.x_test), epochs=ns.epochs,
+                                      batch_size=ns.batch_size, channels=ns.channels, hidden=ns.hidden)
+    if seconds <= 60 * ns.max_minutes:
+        print(f"estimated time with the kernels backend in the simulator: {seconds:.0f} s")
+        return
+    raise UsageError(
+        f"backend 'kernels' runs the course's CUDA kernels in Numba's simulator here (no GPU); training on "
+        f"{len(ds.x_train):,} and testing on {len(ds.x_test):,} images of {shape} for {ns.epochs} epoch(s) would "
+        f"take about {_human(seconds)} (estimated from the measured simulator cost per kernel loop iteration), "
+        f"more than --max-minutes {ns.max_minutes:g}. A run that fits in about a minute: python -m gpulab train "
+        "--dataset digits --digits-size 8 --channels 4,8 --hidden 32 --limit 256 --test-limit 128 --epochs 3 "
+        "--batch-size 32 --lr 0.01 --backend kernels. For speed use --backend numpy."
+    )
+
+
+def _human(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} minutes"
+    return f"{seconds / 3600:.1f} hours"
+
+
+def run(ns: argparse.Namespace) -> int:
+    """Train as ``ns`` says; raises :class:`UsageError` for inputs found bad after parsing."""
+    for path, what in ((ns.save, "--save"), (ns.json, "--json")):
+        if path:
+            check_writable_file(path, what)
+    if ns.workers is not None and ns.workers > 1 and ns.backend != "numpy":
+        raise UsageError(f"--workers {ns.workers} splits batches over CPU threads and needs --backend numpy, "
+                         f"not {ns.backend}; drop --workers or use --backend numpy.")
+    if ns.backend == "cupy" and not runtime.is_gpu():
+        raise UsageError("--backend cupy needs a CUDA GPU (gpulab is in simulator mode). Use --backend numpy, or "
+                         "--backend kernels for the course's kernels in the simulator.")
+    limit_threads(ns.threads)
     tune_allocator()
     try:
-        ds = _data.load(args.dataset, data_dir=args.data_dir, download=not args.no_download, seed=args.seed,
-                        size=args.digits_size)
-    except (ValueError, _data.DatasetError) as e:
-        print(f"gpulab train: {e}", file=sys.stderr)
-        return 2
-    if args.limit or args.test_limit:
-        ds = ds.subset(args.limit, args.test_limit)
-    if args.backend == "kernels" and runtime.is_simulator() and max(len(ds.x_train), len(ds.x_test)) > 256:
-        print(f"gpulab train: backend 'kernels' runs the lab's CUDA kernels in the simulator here (no GPU), about "
-              f"10,000x slower than a GPU; {len(ds.x_train)} training and {len(ds.x_test)} test images would take "
-              "hours. For a correctness run use e.g. --dataset digits --digits-size 8 --limit 16 --test-limit 16; "
-              "for speed use --backend numpy.", file=sys.stderr)
-        return 2
-    try:
-        model = nn.mnist_cnn(seed=args.seed, image_size=ds.x_train.shape[-1], backend=args.backend)
-    except (ValueError, RuntimeError) as e:
-        print(f"gpulab train: {e}", file=sys.stderr)
-        return 2
-    if args.workers is None:
+        ds = _data.load(ns.dataset, data_dir=ns.data_dir, download=not ns.no_download, seed=ns.seed,
+                        size=ns.digits_size)
+    except _data.DatasetError as e:
+        raise UsageError(str(e)) from None
+    if ns.limit or ns.test_limit:
+        ds = ds.subset(ns.limit, ns.test_limit)
+    _refuse_slow_kernels(ns, ds)
+    model = nn.mnist_cnn(seed=ns.seed, image_size=ds.x_train.shape[-1], channels=ns.channels, hidden=ns.hidden,
+                         backend=ns.backend)
+    workers = ns.workers
+    if workers is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        args.workers = min(cores, 8) if args.backend == "numpy" and not args.threads else 1
-    if args.workers > 1 and args.backend != "numpy":
-        print(f"gpulab train: --workers splits batches over CPU threads and needs --backend numpy, not {args.backend}.",
-              file=sys.stderr)
-        return 2
-    print(f"{ds}; backend {args.backend}; {model.num_parameters():,} parameters; batch {args.batch_size}; "
-          f"workers {args.workers}; mode {runtime.mode()}")
+        workers = min(cores, 8) if ns.backend == "numpy" and not ns.threads else 1
+    print(f"{ds}; backend {ns.backend}; {model.num_parameters():,} parameters; batch {ns.batch_size}; "
+          f"workers {workers}; mode {runtime.mode()}")
     t0 = time.perf_counter()
 
     def report(h: History) -> None:
@@ -280,21 +368,30 @@ def main(argv: list[str] | None = None) -> int:
               f"test accuracy {h.test_accuracy[i]:.4f}, {h.seconds[i]:.1f} s ({h.images_per_second[i]:.0f} images/s)",
               flush=True)
 
-    history = fit(model, ds, epochs=args.epochs, batch_size=args.batch_size, optimizer=nn.Adam(model, lr=args.lr),
-                  seed=args.seed, progress=args.progress, workers=args.workers, on_epoch=report)
+    history = fit(model, ds, epochs=ns.epochs, batch_size=ns.batch_size, optimizer=nn.Adam(model, lr=ns.lr),
+                  seed=ns.seed, progress=ns.progress, workers=workers, on_epoch=report)
     wall = time.perf_counter() - t0
     acc = history.test_accuracy[-1]
-    if args.save:
-        print(f"saved parameters to {nn.save(model, args.save)}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"dataset": ds.name, "backend": args.backend, "epochs": args.epochs, "batch_size": args.batch_size,
-                       "seed": args.seed, "mode": runtime.mode(), "workers": args.workers, "threads": args.threads,
-                       "cpu_count": os.cpu_count(), "wall_seconds": wall,
-                       "test_accuracy": acc, "history": history.as_dict()}, f, indent=2)
+    if ns.save:
+        print(f"saved parameters to {nn.save(model, ns.save)}")
+    if ns.json:
+        with open(ns.json, "w") as f:
+            json.dump({"dataset": ds.name, "backend": ns.backend, "epochs": ns.epochs, "batch_size": ns.batch_size,
+                       "seed": ns.seed, "mode": runtime.mode(), "workers": workers, "threads": ns.threads,
+                       "channels": list(ns.channels), "hidden": ns.hidden, "cpu_count": os.cpu_count(),
+                       "wall_seconds": wall, "test_accuracy": acc, "history": history.as_dict()}, f, indent=2)
     print(f"training time: {wall:.1f} s")
     print(f"test accuracy: {acc:.4f}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = build_parser().parse_args(argv)
+    try:
+        return run(ns)
+    except GpulabError as e:
+        print(f"gpulab train: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,17 +1,27 @@
-"""CUDA kernels for the CNN engine (:mod:`gpulab.nn`, backend ``"kernels"``).
+"""CUDA kernels for the CNN engine (:mod:`gpulab.nn`, backend ``"kernels"``) and their launchers.
 
-One thread per output element everywhere, and no atomics: where many outputs add into one input
-(col2im, max-pool backward) each thread *gathers* the contributions to its own input pixel, so the
-result is deterministic. The GEMMs go through :func:`gpulab.kernels.matmul` (the lesson-04 kernels).
+Every kernel is a **grid-stride loop**: each thread starts at its global index and steps by the
+total number of threads in the grid, so a kernel is correct for *any* launch. That lets one kernel
+run at two scales: on a GPU the launchers start one thread per element (the loop runs once); in
+Numba's CUDA simulator, where every CUDA thread is a Python thread that costs about 0.3 ms just to
+create and schedule, they start a few threads (:data:`SIM_THREADS`) that each loop over many
+elements, about 100x faster per element (measured numbers in :func:`simulator_cost`).
 
-NumPy references (what each launcher computes):
+No atomics: where many outputs add into one input (col2im, max-pool backward) each thread
+*gathers* the contributions to its own input pixel, so results are deterministic.
 
-* :func:`im2col`       ``cols[(n,i,j), (a,b,c)] = xpad[n, c, i*s+a, j*s+b]``
-* :func:`col2im`       the adjoint of im2col (sum of every column entry that came from a pixel)
-* :func:`maxpool`      ``out = max over each k x k window``, ``arg`` = position of the first max
-* :func:`relu`         ``max(x, 0)``;  :func:`relu_backward` ``dout * (y > 0)``
-* :func:`add_bias`     ``y += b`` row-wise
-* :func:`softmax_xent` mean cross-entropy of softmax(logits) and its gradient ``(softmax - onehot) / N``
+Each launcher takes ``kernel=`` so that a learner's kernel with the same signature can stand in for
+the library's (:mod:`gpulab.capstone`). NumPy meaning of each launcher:
+
+* :func:`gemm`           ``c = a @ b``
+* :func:`im2col`         ``cols[(n,i,j), (a,b,c)] = xpad[n, c, i*s+a, j*s+b]``
+* :func:`col2im`         the adjoint of im2col (sum of every column entry that came from a pixel)
+* :func:`add_bias`       ``y += b`` row-wise;  :func:`sum_rows` ``d.sum(axis=0)``
+* :func:`relu`           ``max(x, 0)``;  :func:`relu_backward` ``dout * (y > 0)``
+* :func:`maxpool`        max over each k x k window and ``arg`` = a*k + b of its first maximum
+* :func:`maxpool_backward`  each window's gradient to its maximum (``arg``)
+* :func:`softmax_xent`   mean cross-entropy of softmax(logits) and its gradient ``(softmax - onehot) / N``
+* :func:`adam_update`, :func:`sgd_update`  the optimizer steps, in place
 """
 
 from __future__ import annotations
@@ -23,53 +33,82 @@ import numpy as np
 from numba import cuda
 
 from .. import runtime
-from ._launch import blocks_for, check_array, check_launch
-from .matmul import matmul
+from ..errors import UsageError
+from ..nn.ops import check_labels, conv_out_size
+from ._launch import check_array
+from .grid_stride import (
+    SIM_THREADS,
+    device_args,
+    fast_simulator_arrays,
+    launch_1d,
+    launch_2d,
+    simulator_cost,
+)
 
 __all__ = [
     "PTX_SIGNATURES",
+    "SIM_THREADS",
+    "adam_update",
     "add_bias",
     "col2im",
+    "device_args",
+    "fast_simulator_arrays",
     "gemm",
     "im2col",
+    "launch_1d",
+    "launch_2d",
     "maxpool",
     "maxpool_backward",
     "relu",
     "relu_backward",
+    "sgd_update",
+    "simulator_cost",
     "softmax_xent",
+    "sum_rows",
 ]
-
-TPB = 256  # threads per block for the 1-D launches
-TILE = (16, 16)  # (x, y) threads per block for the 2-D launches
-
 
 # ------------------------------------------------------------------------------------- kernels
 
 
 @cuda.jit
+def gemm_kernel(a, b, c):
+    j0, i0 = cuda.grid(2)  # j: column of c (fastest), i: row
+    sj, si = cuda.gridsize(2)
+    M, K, N = a.shape[0], a.shape[1], b.shape[1]
+    for i in range(i0, M, si):
+        for j in range(j0, N, sj):
+            acc = 0.0
+            for k in range(K):
+                acc += a[i, k] * b[k, j]
+            c[i, j] = acc
+
+
+@cuda.jit
 def im2col_kernel(x, cols, kh, kw, stride, pad, ho, wo):
-    q, r = cuda.grid(2)  # q: column (a, b, c) - fastest, so a warp writes a row; r: row (n, i, j)
+    q0, r0 = cuda.grid(2)  # q: column (a, b, c) - fastest, so a warp writes along a row; r: row (n, i, j)
+    sq, sr = cuda.gridsize(2)
     C, H, W = x.shape[1], x.shape[2], x.shape[3]
-    if r < cols.shape[0] and q < cols.shape[1]:  # bounds guard in both dimensions
+    for r in range(r0, cols.shape[0], sr):
         n = r // (ho * wo)
         i = (r // wo) % ho
         j = r % wo
-        a = q // (kw * C)
-        b = (q // C) % kw
-        c = q % C
-        ih = i * stride + a - pad  # input row under this tap (may fall in the zero padding)
-        iw = j * stride + b - pad
-        v = 0.0
-        if ih >= 0 and ih < H and iw >= 0 and iw < W:
-            v = x[n, c, ih, iw]
-        cols[r, q] = v
+        for q in range(q0, cols.shape[1], sq):
+            a = q // (kw * C)
+            b = (q // C) % kw
+            c = q % C
+            ih = i * stride + a - pad  # input row under this tap (may fall in the zero padding)
+            iw = j * stride + b - pad
+            v = 0.0
+            if ih >= 0 and ih < H and iw >= 0 and iw < W:
+                v = x[n, c, ih, iw]
+            cols[r, q] = v
 
 
 @cuda.jit
 def col2im_kernel(dcols, dx, kh, kw, stride, pad, ho, wo):
-    t = cuda.grid(1)  # one thread per input pixel (n, c, h, w): it gathers, so no two threads write one place
+    t0 = cuda.grid(1)  # one input pixel (n, c, h, w) per step: it gathers, so no two threads write one place
     N, C, H, W = dx.shape[0], dx.shape[1], dx.shape[2], dx.shape[3]
-    if t < N * C * H * W:
+    for t in range(t0, N * C * H * W, cuda.gridsize(1)):
         n = t // (C * H * W)
         c = (t // (H * W)) % C
         h = (t // W) % H
@@ -88,10 +127,40 @@ def col2im_kernel(dcols, dx, kh, kw, stride, pad, ho, wo):
 
 
 @cuda.jit
-def maxpool_forward_kernel(x, out, arg, k, stride):
-    t = cuda.grid(1)  # one thread per output element (n, c, i, j)
+def add_bias_kernel(y, b):
+    j0, i0 = cuda.grid(2)  # j: feature (fastest), i: row
+    sj, si = cuda.gridsize(2)
+    for i in range(i0, y.shape[0], si):
+        for j in range(j0, y.shape[1], sj):
+            y[i, j] += b[j]
+
+
+@cuda.jit
+def sum_rows_kernel(d, out):
+    j0 = cuda.grid(1)  # one column per step: neighbouring threads read neighbouring addresses of a row
+    for j in range(j0, d.shape[1], cuda.gridsize(1)):
+        acc = 0.0
+        for i in range(d.shape[0]):
+            acc += d[i, j]
+        out[j] = acc
+
+
+@cuda.jit
+def relu_kernel(x, y):
+    for i in range(cuda.grid(1), y.size, cuda.gridsize(1)):
+        y[i] = max(x[i], 0.0)
+
+
+@cuda.jit
+def relu_backward_kernel(dout, y, dx):
+    for i in range(cuda.grid(1), dx.size, cuda.gridsize(1)):
+        dx[i] = dout[i] if y[i] > 0.0 else 0.0
+
+
+@cuda.jit
+def maxpool_kernel(x, out, arg, k, stride):
     N, C, HO, WO = out.shape[0], out.shape[1], out.shape[2], out.shape[3]
-    if t < N * C * HO * WO:
+    for t in range(cuda.grid(1), N * C * HO * WO, cuda.gridsize(1)):  # one output (n, c, i, j) per step
         n = t // (C * HO * WO)
         c = (t // (HO * WO)) % C
         i = (t // WO) % HO
@@ -110,16 +179,15 @@ def maxpool_forward_kernel(x, out, arg, k, stride):
 
 @cuda.jit
 def maxpool_backward_kernel(dout, arg, dx, k, stride):
-    t = cuda.grid(1)  # one thread per input pixel: sums dout of every window whose max it was
     N, C, H, W = dx.shape[0], dx.shape[1], dx.shape[2], dx.shape[3]
     HO, WO = dout.shape[2], dout.shape[3]
-    if t < N * C * H * W:
+    for t in range(cuda.grid(1), N * C * H * W, cuda.gridsize(1)):  # one input pixel per step: gathers
         n = t // (C * H * W)
         c = (t // (H * W)) % C
         h = (t // W) % H
         w = t % W
         acc = 0.0
-        for a in range(k):
+        for a in range(k):  # every window (i, j) whose tap (a, b) is this pixel
             ii = h - a
             if ii >= 0 and ii % stride == 0 and ii // stride < HO:
                 for b in range(k):
@@ -131,31 +199,9 @@ def maxpool_backward_kernel(dout, arg, dx, k, stride):
 
 
 @cuda.jit
-def relu_kernel(x, y):
-    i = cuda.grid(1)
-    if i < y.size:  # bounds guard
-        y[i] = max(x[i], 0.0)
-
-
-@cuda.jit
-def relu_backward_kernel(dout, y, dx):
-    i = cuda.grid(1)
-    if i < dx.size:
-        dx[i] = dout[i] if y[i] > 0.0 else 0.0
-
-
-@cuda.jit
-def add_bias_kernel(y, b):
-    j, i = cuda.grid(2)  # j: feature (fastest), i: row
-    if i < y.shape[0] and j < y.shape[1]:
-        y[i, j] += b[j]
-
-
-@cuda.jit
 def softmax_xent_kernel(logits, labels, grad, losses):
-    r = cuda.grid(1)  # one thread per row (sample): K is small (10 classes)
     N, K = logits.shape[0], logits.shape[1]
-    if r < N:
+    for r in range(cuda.grid(1), N, cuda.gridsize(1)):  # one row (sample) per step: K is small (10 classes)
         m = logits[r, 0]
         for k in range(1, K):
             m = max(m, logits[r, k])
@@ -171,6 +217,22 @@ def softmax_xent_kernel(logits, labels, grad, losses):
             grad[r, k] = p / N
 
 
+@cuda.jit
+def adam_kernel(p, g, m, v, lr_t, b1, b2, eps_t):
+    for i in range(cuda.grid(1), p.size, cuda.gridsize(1)):
+        m[i] = b1 * m[i] + (1.0 - b1) * g[i]
+        v[i] = b2 * v[i] + (1.0 - b2) * g[i] * g[i]
+        p[i] -= lr_t * m[i] / (math.sqrt(v[i]) + eps_t)
+
+
+@cuda.jit
+def sgd_kernel(p, g, v, lr, momentum, weight_decay):
+    for i in range(cuda.grid(1), p.size, cuda.gridsize(1)):
+        gi = g[i] + weight_decay * p[i]
+        v[i] = momentum * v[i] + gi
+        p[i] -= lr * v[i]
+
+
 # ------------------------------------------------------------------------------------ launchers
 
 
@@ -178,111 +240,167 @@ def _xp(a: Any) -> Any:
     return runtime.array_module(a)
 
 
-def _launch_2d(kernel: Any, rows: int, cols: int, *args: Any) -> None:
-    tx, ty = TILE
-    blocks = (blocks_for(cols, tx), blocks_for(rows, ty))
-    check_launch(blocks, TILE)
-    kernel[blocks, TILE](*args)
+def gemm(a: Any, b: Any, *, kernel: Any = None) -> Any:
+    """``a @ b`` (float32, 2-D). Default kernel: the lesson-04 register-tiled matmul on a GPU, the
+    grid-stride :func:`gemm_kernel` in the simulator; ``kernel(a, b, c)`` must be a grid-stride kernel."""
+    check_array("a", a, ndim=2, dtype=np.float32)
+    check_array("b", b, ndim=2, dtype=np.float32)
+    if a.shape[1] != b.shape[0]:
+        raise UsageError(f"gemm: a is {tuple(a.shape)} and b is {tuple(b.shape)}; a's columns must equal b's rows.")
+    xp = _xp(a)
+    a, b = xp.ascontiguousarray(a), xp.ascontiguousarray(b)
+    if kernel is None and runtime.is_gpu():
+        from .matmul import matmul
+
+        return matmul(a, b)
+    c = xp.empty((a.shape[0], b.shape[1]), dtype=np.float32)  # (M, N)
+    launch_2d(kernel or gemm_kernel, c.shape[0], c.shape[1], a, b, c)
+    return c
 
 
-def _launch_1d(kernel: Any, n: int, *args: Any) -> None:
-    blocks = blocks_for(n, TPB)
-    check_launch(blocks, TPB)
-    kernel[blocks, TPB](*args)
-
-
-def gemm(a: Any, b: Any) -> Any:
-    """``a @ b`` (float32) with the lab's register-tiled matmul kernel."""
-    return matmul(a, b)
-
-
-def im2col(x: Any, kh: int, kw: int, stride: int, pad: int) -> tuple[Any, int, int]:
+def im2col(x: Any, kh: int, kw: int, stride: int, pad: int, *, kernel: Any = None) -> tuple[Any, int, int]:
     """x (N, C, H, W) float32 -> cols (N*Ho*Wo, kh*kw*C), Ho, Wo (same layout as the NumPy backend)."""
     check_array("x", x, ndim=4, dtype=np.float32)
     n, c, h, w = (int(s) for s in x.shape)
-    ho, wo = (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
+    ho, wo = conv_out_size(h, w, kh, kw, stride, pad)
+    x = _xp(x).ascontiguousarray(x)
     cols = _xp(x).empty((n * ho * wo, kh * kw * c), dtype=np.float32)  # (N*Ho*Wo, kh*kw*C)
-    _launch_2d(im2col_kernel, cols.shape[0], cols.shape[1], x, cols, kh, kw, stride, pad, ho, wo)
+    launch_2d(kernel or im2col_kernel, cols.shape[0], cols.shape[1], x, cols, kh, kw, stride, pad, ho, wo)
     return cols, ho, wo
 
 
-def col2im(dcols: Any, x_shape: tuple[int, ...], kh: int, kw: int, stride: int, pad: int) -> Any:
+def col2im(dcols: Any, x_shape: tuple[int, ...], kh: int, kw: int, stride: int, pad: int, *,
+           kernel: Any = None) -> Any:
     """dcols (N*Ho*Wo, kh*kw*C) -> dx (N, C, H, W): each pixel sums the entries it was copied to."""
     check_array("dcols", dcols, ndim=2, dtype=np.float32)
     n, c, h, w = (int(s) for s in x_shape)
-    ho, wo = (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
+    ho, wo = conv_out_size(h, w, kh, kw, stride, pad)
+    if tuple(dcols.shape) != (n * ho * wo, kh * kw * c):
+        raise UsageError(f"col2im: dcols has shape {tuple(dcols.shape)}, but {tuple(x_shape)} with a {kh}x{kw} "
+                         f"kernel, stride {stride}, pad {pad} gives ({n * ho * wo}, {kh * kw * c}).")
+    dcols = _xp(dcols).ascontiguousarray(dcols)
     dx = _xp(dcols).empty((n, c, h, w), dtype=np.float32)  # (N, C, H, W)
-    _launch_1d(col2im_kernel, dx.size, dcols, dx, kh, kw, stride, pad, ho, wo)
+    launch_1d(kernel or col2im_kernel, dx.size, dcols, dx, kh, kw, stride, pad, ho, wo)
     return dx
 
 
-def maxpool(x: Any, k: int, stride: int) -> tuple[Any, Any]:
-    """x (N, C, H, W) -> (out (N, C, Ho, Wo), arg (N, C, Ho, Wo) int32 = a*k + b of the first max)."""
-    check_array("x", x, ndim=4, dtype=np.float32)
-    n, c, h, w = (int(s) for s in x.shape)
-    ho, wo = (h - k) // stride + 1, (w - k) // stride + 1
-    xp = _xp(x)
-    out = xp.empty((n, c, ho, wo), dtype=np.float32)
-    arg = xp.empty((n, c, ho, wo), dtype=np.int32)
-    _launch_1d(maxpool_forward_kernel, out.size, x, out, arg, k, stride)
-    return out, arg
-
-
-def maxpool_backward(dout: Any, arg: Any, x_shape: tuple[int, ...], k: int = 2, stride: int = 2) -> Any:
-    """dout (N, C, Ho, Wo) -> dx (N, C, H, W): each gradient goes to the max of its window."""
-    check_array("dout", dout, ndim=4, dtype=np.float32)
-    dx = _xp(dout).empty(tuple(int(s) for s in x_shape), dtype=np.float32)
-    _launch_1d(maxpool_backward_kernel, dx.size, dout, arg, dx, k, stride)
-    return dx
-
-
-def relu(x: Any) -> Any:
-    """``max(x, 0)`` elementwise (any shape, C-contiguous float32)."""
-    check_array("x", x, dtype=np.float32)
-    y = _xp(x).empty_like(x)
-    if x.size:
-        _launch_1d(relu_kernel, x.size, x.reshape(-1), y.reshape(-1))
-    return y
-
-
-def relu_backward(dout: Any, y: Any) -> Any:
-    """``dout * (y > 0)`` elementwise."""
-    check_array("dout", dout, dtype=np.float32)
-    dx = _xp(dout).empty_like(dout)
-    if dx.size:
-        _launch_1d(relu_backward_kernel, dx.size, dout.reshape(-1), y.reshape(-1), dx.reshape(-1))
-    return dx
-
-
-def add_bias(y: Any, b: Any) -> Any:
-    """``y[i, :] += b`` in place for y (M, F), b (F,); returns y."""
+def add_bias(y: Any, b: Any, *, kernel: Any = None) -> Any:
+    """``y[i, :] += b`` in place for y (M, F) C-contiguous, b (F,); returns y."""
     check_array("y", y, ndim=2, dtype=np.float32)
     check_array("b", b, ndim=1, dtype=np.float32)
     if y.shape[1] != b.shape[0]:
-        raise ValueError(f"bias of length {b.shape[0]} cannot be added to rows of length {y.shape[1]}.")
-    _launch_2d(add_bias_kernel, y.shape[0], y.shape[1], y, b)
+        raise UsageError(f"bias of length {b.shape[0]} cannot be added to rows of length {y.shape[1]}.")
+    if not y.flags.c_contiguous:
+        y = _xp(y).ascontiguousarray(y)
+    launch_2d(kernel or add_bias_kernel, y.shape[0], y.shape[1], y, _xp(b).ascontiguousarray(b))
     return y
 
 
-def softmax_xent(logits: Any, labels: Any) -> tuple[float, Any]:
+def sum_rows(d: Any, *, kernel: Any = None) -> Any:
+    """``d.sum(axis=0)`` of d (M, F) -> (F,): the gradient of a bias."""
+    check_array("d", d, ndim=2, dtype=np.float32)
+    d = _xp(d).ascontiguousarray(d)
+    out = _xp(d).empty(d.shape[1], dtype=np.float32)
+    launch_1d(kernel or sum_rows_kernel, out.size, d, out)
+    return out
+
+
+def relu(x: Any, *, kernel: Any = None) -> Any:
+    """``max(x, 0)`` elementwise (any shape, float32); returns a new C-contiguous array."""
+    check_array("x", x, dtype=np.float32)
+    x = _xp(x).ascontiguousarray(x)
+    y = _xp(x).empty_like(x)
+    launch_1d(kernel or relu_kernel, x.size, x.reshape(-1), y.reshape(-1))
+    return y
+
+
+def relu_backward(dout: Any, y: Any, *, kernel: Any = None) -> Any:
+    """``dout * (y > 0)`` elementwise."""
+    check_array("dout", dout, dtype=np.float32)
+    if tuple(dout.shape) != tuple(y.shape):
+        raise UsageError(f"relu_backward: dout {tuple(dout.shape)} and y {tuple(y.shape)} must have the same shape.")
+    xp = _xp(dout)
+    dout, y = xp.ascontiguousarray(dout), xp.ascontiguousarray(y)
+    dx = xp.empty_like(dout)
+    launch_1d(kernel or relu_backward_kernel, dx.size, dout.reshape(-1), y.reshape(-1), dx.reshape(-1))
+    return dx
+
+
+def maxpool(x: Any, k: int, stride: int, *, kernel: Any = None) -> tuple[Any, Any]:
+    """x (N, C, H, W) -> (out (N, C, Ho, Wo), arg (N, C, Ho, Wo) int32 = a*k + b of the first max)."""
+    check_array("x", x, ndim=4, dtype=np.float32)
+    n, c, h, w = (int(s) for s in x.shape)
+    ho, wo = conv_out_size(h, w, k, k, stride, 0)
+    xp = _xp(x)
+    x = xp.ascontiguousarray(x)
+    out = xp.empty((n, c, ho, wo), dtype=np.float32)
+    arg = xp.empty((n, c, ho, wo), dtype=np.int32)
+    launch_1d(kernel or maxpool_kernel, out.size, x, out, arg, k, stride)
+    return out, arg
+
+
+def maxpool_backward(dout: Any, arg: Any, x_shape: tuple[int, ...], k: int, stride: int, *,
+                     kernel: Any = None) -> Any:
+    """dout (N, C, Ho, Wo) -> dx (N, C, H, W): each window's gradient goes to its maximum ``arg``."""
+    check_array("dout", dout, ndim=4, dtype=np.float32)
+    n, c, h, w = (int(s) for s in x_shape)
+    ho, wo = conv_out_size(h, w, k, k, stride, 0)
+    if tuple(dout.shape) != (n, c, ho, wo) or tuple(arg.shape) != (n, c, ho, wo):
+        raise UsageError(f"maxpool_backward: dout {tuple(dout.shape)} and arg {tuple(arg.shape)} must both be "
+                         f"{(n, c, ho, wo)} for input {tuple(x_shape)}, k={k}, stride={stride}.")
+    xp = _xp(dout)
+    dx = xp.empty((n, c, h, w), dtype=np.float32)
+    launch_1d(kernel or maxpool_backward_kernel, dx.size, xp.ascontiguousarray(dout),
+              xp.ascontiguousarray(arg.astype(np.int32, copy=False)), dx, k, stride)
+    return dx
+
+
+def softmax_xent(logits: Any, labels: Any, *, kernel: Any = None) -> tuple[float, Any]:
     """Mean cross-entropy loss of softmax(logits) and its gradient w.r.t. logits (N, K)."""
     check_array("logits", logits, ndim=2, dtype=np.float32)
+    n, classes = int(logits.shape[0]), int(logits.shape[1])
+    check_labels(labels, n, classes)
     xp = _xp(logits)
-    n = int(logits.shape[0])
+    logits = xp.ascontiguousarray(logits)
     grad = xp.empty_like(logits)
     losses = xp.empty(n, dtype=np.float32)
-    _launch_1d(softmax_xent_kernel, n, logits, xp.ascontiguousarray(labels.astype(np.int64)), grad, losses)
+    launch_1d(kernel or softmax_xent_kernel, n, logits, xp.ascontiguousarray(labels.astype(np.int64)), grad, losses)
     return float(losses.mean()), grad
+
+
+def adam_update(p: Any, g: Any, m: Any, v: Any, lr_t: float, b1: float, b2: float, eps_t: float, *,
+                kernel: Any = None) -> None:
+    """In place: ``m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr_t m / (sqrt(v) + eps_t)``."""
+    for name, a in (("p", p), ("g", g), ("m", m), ("v", v)):
+        check_array(name, a, dtype=np.float32)
+        if not a.flags.c_contiguous:
+            raise UsageError(f"adam_update: {name} must be C-contiguous (it is updated in place).")
+    launch_1d(kernel or adam_kernel, p.size, p.reshape(-1), g.reshape(-1), m.reshape(-1), v.reshape(-1),
+              np.float32(lr_t), np.float32(b1), np.float32(b2), np.float32(eps_t))
+
+
+def sgd_update(p: Any, g: Any, v: Any, lr: float, momentum: float, weight_decay: float, *, kernel: Any = None) -> None:
+    """In place: ``v = momentum v + g + weight_decay p; p -= lr v``."""
+    for name, a in (("p", p), ("g", g), ("v", v)):
+        check_array(name, a, dtype=np.float32)
+        if not a.flags.c_contiguous:
+            raise UsageError(f"sgd_update: {name} must be C-contiguous (it is updated in place).")
+    launch_1d(kernel or sgd_kernel, p.size, p.reshape(-1), g.reshape(-1), v.reshape(-1),
+              np.float32(lr), np.float32(momentum), np.float32(weight_decay))
 
 
 F4, F2, F1 = "float32[:, :, :, ::1]", "float32[:, ::1]", "float32[::1]"
 PTX_SIGNATURES = [
+    (gemm_kernel, f"void({F2}, {F2}, {F2})"),
     (im2col_kernel, f"void({F4}, {F2}, int64, int64, int64, int64, int64, int64)"),
     (col2im_kernel, f"void({F2}, {F4}, int64, int64, int64, int64, int64, int64)"),
-    (maxpool_forward_kernel, f"void({F4}, {F4}, int32[:, :, :, ::1], int64, int64)"),
+    (add_bias_kernel, f"void({F2}, {F1})"),
+    (sum_rows_kernel, f"void({F2}, {F1})"),
+    (maxpool_kernel, f"void({F4}, {F4}, int32[:, :, :, ::1], int64, int64)"),
     (maxpool_backward_kernel, f"void({F4}, int32[:, :, :, ::1], {F4}, int64, int64)"),
     (relu_kernel, f"void({F1}, {F1})"),
     (relu_backward_kernel, f"void({F1}, {F1}, {F1})"),
-    (add_bias_kernel, f"void({F2}, {F1})"),
     (softmax_xent_kernel, f"void({F2}, int64[::1], {F2}, float32[::1])"),
+    (adam_kernel, f"void({F1}, {F1}, {F1}, {F1}, float32, float32, float32, float32)"),
+    (sgd_kernel, f"void({F1}, {F1}, {F1}, float32, float32, float32)"),
 ]

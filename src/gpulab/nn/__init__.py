@@ -13,11 +13,12 @@ from .io import load, save
 from .layers import Dropout, Flatten, Linear, MaxPool2d, ReLU
 from .loss import SoftmaxCrossEntropy
 from .models import mnist_cnn
-from .parallel import DataParallel
 from .module import Module
 from .ops import BACKENDS
 from .optim import SGD, Adam
+from .parallel import DataParallel
 from .sequential import Sequential
+from .step import forward_backward, train_step
 
 __all__ = [
     "Adam",
@@ -34,8 +35,10 @@ __all__ = [
     "SGD",
     "Sequential",
     "SoftmaxCrossEntropy",
+    "forward_backward",
     "he_normal",
     "load",
     "mnist_cnn",
     "save",
+    "train_step",
 ]

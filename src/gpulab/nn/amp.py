@@ -29,8 +29,9 @@ __all__ = ["MixedPrecision"]
 class _Masters:
     """What an optimizer sees: the FP32 master weights and their FP32 gradients."""
 
-    def __init__(self, names: list[str], params: list[Any], grads: list[Any]) -> None:
+    def __init__(self, names: list[str], params: list[Any], grads: list[Any], ops: Any) -> None:
         self._items = list(zip(names, params, grads))
+        self.ops = ops  # the model's ops: the update runs where the model computes
 
     def parameters(self) -> list[tuple[str, Any, Any]]:
         return self._items
@@ -58,7 +59,7 @@ class MixedPrecision:
             for d in (layer.params, layer.grads):
                 for k in d:
                     d[k] = d[k].astype(self.dtype)  # the model itself computes in FP16
-        self.masters = _Masters(names, masters, mgrads)
+        self.masters = _Masters(names, masters, mgrads, model.ops)
         self.optimizer = make_optimizer(self.masters)
         self.loss_fn = SoftmaxCrossEntropy()
 

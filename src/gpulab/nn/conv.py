@@ -56,7 +56,7 @@ class Conv2d(Module):
         x_shape, cols = self.cache
         n, f, ho, wo = dout.shape
         d = dout.transpose(0, 2, 3, 1).reshape(n * ho * wo, f)  # (N*Ho*Wo, F)
-        dw = self.ops.matmul(d.T, cols)  # (F, k*k*C)
+        dw = self.ops.conv_weight_grad(d, cols)  # (F, k*k*C)
         self.grads["W"][...] = dw.reshape(f, self.k, self.k, self.c).transpose(0, 3, 1, 2)  # (F, C, k, k)
         self.grads["b"][...] = self.ops.sum_rows(d)  # (F,)
         self.cache = None

@@ -14,6 +14,16 @@ from . import ops as _ops
 __all__ = ["Module"]
 
 
+_NUMPY: list = []
+
+
+def _numpy_ops() -> "_ops.Ops":
+    """One shared NumPy ops object for every new layer (a layer gets its backend's from Sequential.to)."""
+    if not _NUMPY:
+        _NUMPY.append(_ops.get("numpy"))
+    return _NUMPY[0]
+
+
 class Module:
     """A layer. ``params[name]`` and ``grads[name]`` are arrays of the same shape (empty if none)."""
 
@@ -21,7 +31,7 @@ class Module:
         self.params: dict[str, Any] = {}
         self.grads: dict[str, Any] = {}
         self.training = True
-        self.ops: _ops.Ops = _ops.get("numpy")
+        self.ops: _ops.Ops = _numpy_ops()
         # The first layer of a network does not need the gradient of its input (the images).
         self.needs_input_grad = True
 

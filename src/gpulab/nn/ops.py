@@ -1,32 +1,40 @@
-"""The heavy operations of the CNN, behind one small interface with three backends.
+"""The op contract of the CNN engine: every heavy operation, once, and who implements it.
 
-* ``numpy``  - NumPy on the CPU (BLAS GEMMs, strided views, no Python loop over the batch).
-* ``cupy``   - the same code on CuPy arrays: ``xp`` is taken from the inputs.
-* ``kernels`` - the lab's own Numba CUDA kernels (:mod:`gpulab.kernels.nn_ops` and
-  ``gpulab.kernels.matmul``); in simulator mode use tiny batches, for correctness only.
+:class:`Ops` lists every operation the layers and optimizers call (MiniTorch's ``TensorOps`` is the
+model). Each is abstract, with a docstring giving the loop it stands for. A backend implements
+*every* op explicitly, so none can silently inherit another backend's code or drift from it:
 
-The layers call ``self.ops.<name>(...)``; what differs between backends is only who does the work.
+* ``numpy``   - :class:`gpulab.nn.array_ops.NumpyOps`: NumPy on the CPU (BLAS GEMMs, strided views).
+* ``cupy``    - :class:`gpulab.nn.array_ops.CupyOps`: the same array code on CuPy arrays (cuBLAS).
+* ``kernels`` - :class:`gpulab.nn.kernel_ops.KernelOps`: the course's Numba CUDA kernels
+  (:mod:`gpulab.kernels.nn_ops`), on the GPU or in the simulator; :mod:`gpulab.capstone` swaps in a
+  learner's kernels op by op.
+
+Where arrays live is one rule, :func:`device_for` / :func:`to_backend`: ``cupy``, and ``kernels``
+in gpu mode, compute on CuPy arrays on the GPU; everything else on NumPy arrays on the host.
+
+The max-pool cache: every backend's ``maxpool_backward`` also accepts ``(arg,)``, with ``arg`` the
+int32 position ``a*k + b`` of each window's first maximum (what the kernels compute).
 """
 
 from __future__ import annotations
 
+import abc
 from typing import Any
 
 import numpy as np
 
+from .. import runtime
+from ..errors import UsageError
 from ..runtime import array_module
 
-__all__ = ["ArrayOps", "KernelOps", "Ops", "BACKENDS", "get"]
+__all__ = ["BACKENDS", "OP_NAMES", "Ops", "check_float_array", "check_labels", "conv_out_size", "device_for", "get", "to_backend", "windows"]
 
 BACKENDS = ("numpy", "cupy", "kernels")
 
 
 def windows(x: Any, kh: int, kw: int, stride: int, ho: int, wo: int) -> Any:
-    """A read-only strided view (N, C, Ho, Wo, kh, kw) of every kh x kw window of ``x`` (N, C, H, W).
-
-    No data is copied: the view reuses x's memory with two extra axes (``as_strided``, which NumPy
-    and CuPy both provide).
-    """
+    """A read-only strided view (N, C, Ho, Wo, kh, kw) of every kh x kw window of ``x`` (N, C, H, W)."""
     xp = array_module(x)
     sn, sc, sh, sw = x.strides
     return xp.lib.stride_tricks.as_strided(
@@ -34,254 +42,135 @@ def windows(x: Any, kh: int, kw: int, stride: int, ho: int, wo: int) -> Any:
     )
 
 
-class ArrayOps:
-    """NumPy/CuPy implementation: every function works on whichever ``xp`` its inputs come from."""
+class Ops(abc.ABC):
+    """Every operation of the CNN engine. Shapes: N batch, C/F in/out channels, k kernel, Ho/Wo output."""
 
-    name = "numpy"
+    name = "abstract"
 
+    @abc.abstractmethod
     def matmul(self, a: Any, b: Any) -> Any:
-        """``a @ b`` for 2-D float arrays (BLAS sgemm on NumPy, cuBLAS on CuPy)."""
-        return a @ b
+        """``c = a @ b`` for a (M, K), b (K, N) float32, possibly transposed views. The GEMM behind
+        Linear forward (``x @ W.T``), both backward GEMMs (``dout.T @ x``, ``dout @ W``) and Conv2d::
 
+            for i, j: c[i, j] = sum_k a[i, k] * b[k, j]
+        """
+
+    @abc.abstractmethod
     def im2col(self, x: Any, kh: int, kw: int, stride: int, pad: int) -> tuple[Any, int, int]:
-        """Unfold every receptive field of ``x`` (N, C, H, W) into one row.
+        """x (N, C, H, W) -> (cols (N*Ho*Wo, kh*kw*C), Ho, Wo)::
 
-        Returns ``cols`` of shape (N*Ho*Wo, kh*kw*C), row ``(n, i, j)`` holding the input patch under
-        output pixel (i, j) of image n in (a, b, c) order, and ``Ho, Wo``. The loop it stands for::
-
-            for n, i, j, a, b, c: cols[(n, i, j), (a, b, c)] = xpad[n, c, i*s + a, j*s + b]
-
-        The work happens channels-last (N, H, W, C): each copied run is C contiguous floats, and the
-        layers' outputs already live in that memory order (their NCHW shape is a transposed view).
-        With few channels (a first layer: C = 1 grey, 3 RGB) those runs are too short, so the copy
-        goes one kernel tap (a, b) at a time instead, in runs of Wo pixels (about 2.5x faster for C = 1).
+            for n, i, j, a, b, c: cols[(n, i, j), (a, b, c)] = xpad[n, c, i*stride + a, j*stride + b]
         """
-        xp = array_module(x)
-        n, c, h, w = x.shape
-        xh = x.transpose(0, 2, 3, 1)  # (N, H, W, C) view: contiguous when x came from a previous layer
-        if pad:
-            xh = xp.pad(xh, ((0, 0), (pad, pad), (pad, pad), (0, 0)))  # (N, H+2p, W+2p, C) copy
-        else:
-            xh = xp.ascontiguousarray(xh)  # (N, H, W, C)
-        ho = (h + 2 * pad - kh) // stride + 1
-        wo = (w + 2 * pad - kw) // stride + 1
-        if c <= 4:
-            cols = xp.empty((n, ho, wo, kh, kw, c), dtype=x.dtype)  # (N, Ho, Wo, kh, kw, C)
-            for a in range(kh):
-                for b in range(kw):
-                    cols[:, :, :, a, b, :] = xh[:, a : a + stride * ho : stride, b : b + stride * wo : stride, :]
-            return cols.reshape(n * ho * wo, kh * kw * c), ho, wo  # (N*Ho*Wo, kh*kw*C) view
-        sn, sh, sw, sc = xh.strides
-        win = xp.lib.stride_tricks.as_strided(
-            xh, shape=(n, ho, wo, kh, kw, c), strides=(sn, sh * stride, sw * stride, sh, sw, sc)
-        )  # (N, Ho, Wo, kh, kw, C) view of every window, no copy
-        cols = win.reshape(n * ho * wo, kh * kw * c)  # (N*Ho*Wo, kh*kw*C) the one copy
-        return cols, ho, wo
 
+    @abc.abstractmethod
     def col2im(self, dcols: Any, x_shape: tuple[int, ...], kh: int, kw: int, stride: int, pad: int) -> Any:
-        """The adjoint of :meth:`im2col`: add every row of ``dcols`` back onto the pixels it came from.
+        """The adjoint of :meth:`im2col`: dcols (N*Ho*Wo, kh*kw*C) -> dx (N, C, H, W)::
 
-        A loop over the kh*kw kernel offsets (9 for 3x3), each one strided add over the whole batch.
+            dx = 0; for n, i, j, a, b, c: dxpad[n, c, i*stride + a, j*stride + b] += dcols[(n, i, j), (a, b, c)]
         """
-        xp = array_module(dcols)
-        n, c, h, w = x_shape
-        ho = (h + 2 * pad - kh) // stride + 1
-        wo = (w + 2 * pad - kw) // stride + 1
-        d = dcols.reshape(n, ho, wo, kh, kw, c)  # (N, Ho, Wo, kh, kw, C) view
-        dx = xp.zeros((n, h + 2 * pad, w + 2 * pad, c), dtype=dcols.dtype)  # (N, Hp, Wp, C) channels-last
-        for a in range(kh):
-            for b in range(kw):
-                dx[:, a : a + stride * ho : stride, b : b + stride * wo : stride, :] += d[:, :, :, a, b, :]
-        dx = dx[:, pad : pad + h, pad : pad + w, :]  # (N, H, W, C) view without the padding
-        return dx.transpose(0, 3, 1, 2)  # (N, C, H, W) view
 
+    @abc.abstractmethod
     def conv_input_grad(self, d: Any, w: Any, x_shape: tuple[int, ...], stride: int, pad: int) -> Any:
-        """dL/dx of a convolution from d = dL/dy (N*Ho*Wo, F) and the weights w (F, C, k, k).
+        """dL/dx of a convolution from d = dL/dy (N*Ho*Wo, F) and w (F, C, k, k)::
 
-        In general: ``dcols = d @ wmat`` then :meth:`col2im`. For stride 1 the same sum is done one
-        kernel tap (a, b) at a time: ``dx[:, a:a+Ho, b:b+Wo, :] += (d @ w[:, :, a, b]).reshape(...)``,
-        which adds whole contiguous rows instead of 9 interleaved slices (about 2x faster on a CPU).
+            dcols = d @ w.transpose(0, 2, 3, 1).reshape(F, k*k*C);  dx = col2im(dcols)
         """
-        xp = array_module(d)
-        f, c, k, _ = w.shape
-        n, _, h, wd = x_shape
-        if stride != 1:
-            dcols = self.matmul(d, w.transpose(0, 2, 3, 1).reshape(f, -1))  # (N*Ho*Wo, k*k*C)
-            return self.col2im(dcols, x_shape, k, k, stride, pad)  # (N, C, H, W)
-        ho, wo = h + 2 * pad - k + 1, wd + 2 * pad - k + 1
-        dx = xp.zeros((n, h + 2 * pad, wd + 2 * pad, c), dtype=d.dtype)  # (N, Hp, Wp, C) channels-last
-        for a in range(k):
-            for b in range(k):
-                g = self.matmul(d, w[:, :, a, b])  # (N*Ho*Wo, C): what tap (a, b) sends back
-                dx[:, a : a + ho, b : b + wo, :] += g.reshape(n, ho, wo, c)
-        return dx[:, pad : pad + h, pad : pad + wd, :].transpose(0, 3, 1, 2)  # (N, C, H, W) view
 
+    @abc.abstractmethod
+    def conv_weight_grad(self, d: Any, cols: Any) -> Any:
+        """dL/dW of a convolution as (F, k*k*C) from d (N*Ho*Wo, F) and the forward's cols::
+
+            for f, q: dw[f, q] = sum_r d[r, f] * cols[r, q]
+        """
+
+    @abc.abstractmethod
+    def add_bias(self, y: Any, b: Any) -> Any:
+        """``y[r, f] += b[f]`` for y (M, F) (in place where possible); returns y."""
+
+    @abc.abstractmethod
     def sum_rows(self, d: Any) -> Any:
-        """``d.sum(axis=0)`` of d (M, F) -> (F,), the gradient of a bias, as one matrix-vector product.
+        """The gradient of a bias: ``for f: out[f] = sum_r d[r, f]`` for d (M, F)."""
 
-        ``ones(M) @ d`` gives the same sums; for a tall, narrow d (M = N*Ho*Wo rows of F = 32 floats)
-        BLAS's GEMV is about 10x faster on a CPU than NumPy's axis-0 reduction, which works row by row.
-        """
-        xp = array_module(d)
-        return xp.ones(d.shape[0], dtype=d.dtype) @ d  # (F,)
-
-    def add_bias(self, y: Any, b: Any) -> Any:
-        """``y + b`` row-wise: y (M, F), b (F,)."""
-        y += b
-        return y
-
+    @abc.abstractmethod
     def relu(self, x: Any) -> Any:
-        xp = array_module(x)
-        return xp.maximum(x, 0)
+        """``for i: y[i] = max(x[i], 0)`` (any shape)."""
 
+    @abc.abstractmethod
     def relu_backward(self, dout: Any, y: Any) -> Any:
-        """Gradient of ReLU given its output ``y``: pass ``dout`` where y > 0."""
-        return dout * (y > 0)
+        """``for i: dx[i] = dout[i] if y[i] > 0 else 0``, y being ReLU's output."""
 
+    @abc.abstractmethod
     def maxpool(self, x: Any, k: int, stride: int) -> tuple[Any, Any]:
-        """Max over k x k windows. Returns ``(out, cache)``; 2x2 stride 2 uses strided slices."""
-        xp = array_module(x)
-        n, c, h, w = x.shape
-        ho, wo = (h - k) // stride + 1, (w - k) // stride + 1
-        xh = x.transpose(0, 2, 3, 1)  # (N, H, W, C) view
-        if k == 2 and stride == 2 and h % 2 == 0 and w % 2 == 0 and xh.flags.c_contiguous:
-            x6 = xh.reshape(n, ho, 2, wo, 2, c)  # (N, Ho, 2, Wo, 2, C) view: each 2x2 window on axes 2 and 4
-            a, b, c_, d = x6[:, :, 0, :, 0], x6[:, :, 0, :, 1], x6[:, :, 1, :, 0], x6[:, :, 1, :, 1]  # (N, Ho, Wo, C)
-            top, bottom = xp.maximum(a, b), xp.maximum(c_, d)  # (N, Ho, Wo, C) max of each window row
-            out = xp.maximum(top, bottom)  # (N, Ho, Wo, C)
-            # Which input won (ties go to the first, as in PyTorch), kept as a one-hot mask per window:
-            right_top, right_bottom, lower = b > a, d > c_, bottom > top  # (N, Ho, Wo, C) each
-            upper = ~lower
-            won = xp.empty((n, ho, 2, wo, 2, c), dtype=bool)  # (N, Ho, 2, Wo, 2, C), laid out like x
-            xp.logical_and(upper, ~right_top, out=won[:, :, 0, :, 0])
-            xp.logical_and(upper, right_top, out=won[:, :, 0, :, 1])
-            xp.logical_and(lower, ~right_bottom, out=won[:, :, 1, :, 0])
-            xp.logical_and(lower, right_bottom, out=won[:, :, 1, :, 1])
-            return out.transpose(0, 3, 1, 2), ("nhwc", won)  # (N, C, Ho, Wo) view
-        if k == 2 and stride == 2:
-            x = x[:, :, : 2 * ho, : 2 * wo]  # (N, C, 2Ho, 2Wo) view: odd edges are dropped
-            out = xp.maximum(
-                xp.maximum(x[:, :, 0::2, 0::2], x[:, :, 0::2, 1::2]),
-                xp.maximum(x[:, :, 1::2, 0::2], x[:, :, 1::2, 1::2]),
-            )  # (N, C, Ho, Wo)
-            return out, (x, out)
-        win = windows(x, k, k, stride, ho, wo)  # (N, C, Ho, Wo, k, k) view
-        flat = win.reshape(n, c, ho, wo, k * k)  # (N, C, Ho, Wo, k*k) copy
-        arg = flat.argmax(axis=-1)  # (N, C, Ho, Wo)
-        out = xp.take_along_axis(flat, arg[..., None], axis=-1)[..., 0]  # (N, C, Ho, Wo)
-        return out, (arg,)
+        """x (N, C, H, W) -> (out (N, C, Ho, Wo), cache), Ho = (H - k) // stride + 1::
 
-    def maxpool_backward(self, dout: Any, cache: tuple, x_shape: tuple[int, ...], k: int, stride: int) -> Any:
-        """Send each output gradient to the input that was the max of its window (first one on ties)."""
-        xp = array_module(dout)
-        n, c, h, w = x_shape
-        ho, wo = dout.shape[2], dout.shape[3]
-        if isinstance(cache[0], str):  # the reshape fast path: every input pixel lies in exactly one window
-            _, won = cache  # (N, Ho, 2, Wo, 2, C) one-hot
-            dh = dout.transpose(0, 2, 3, 1)  # (N, Ho, Wo, C) view
-            dx6 = dh[:, :, None, :, None, :] * won  # (N, Ho, 2, Wo, 2, C): each gradient goes to its window's max
-            return dx6.reshape(n, h, w, c).transpose(0, 3, 1, 2)  # (N, C, H, W) view
-        dx = xp.zeros((n, h, w, c), dtype=dout.dtype).transpose(0, 3, 1, 2)  # (N, C, H, W) view, channels-last memory
-        if k == 2 and stride == 2 and len(cache) == 2:
-            x, out = cache
-            taken = xp.zeros(out.shape, dtype=bool)  # (N, C, Ho, Wo): a window's max already routed
-            for a in range(2):
-                for b in range(2):
-                    hit = (x[:, :, a::2, b::2] == out) & ~taken  # (N, C, Ho, Wo)
-                    dx[:, :, a : 2 * ho : 2, b : 2 * wo : 2] = dout * hit
-                    taken |= hit
-            return dx
-        (arg,) = cache
-        for a in range(k):
-            for b in range(k):
-                hit = arg == a * k + b  # (N, C, Ho, Wo)
-                dx[:, :, a : a + stride * ho : stride, b : b + stride * wo : stride] += dout * hit
-        return dx
-
-    def softmax_xent(self, logits: Any, labels: Any) -> tuple[float, Any]:
-        """Mean cross-entropy of softmax(logits) and the gradient w.r.t. the logits.
-
-        logits (N, K), labels (N,) integers. ``grad = (softmax - onehot) / N``.
+            for n, c, i, j: out[n, c, i, j] = max_{a, b < k} x[n, c, i*stride + a, j*stride + b]
         """
-        xp = array_module(logits)
-        n = logits.shape[0]
-        z = logits - logits.max(axis=1, keepdims=True)  # (N, K), stable: max is 0
-        e = xp.exp(z)  # (N, K)
-        s = e.sum(axis=1, keepdims=True)  # (N, 1)
-        rows = xp.arange(n)
-        loss = float((xp.log(s[:, 0]) - z[rows, labels]).mean())
-        grad = e / s  # (N, K) softmax
-        grad[rows, labels] -= 1
-        grad /= n
-        return loss, grad
 
+    @abc.abstractmethod
+    def maxpool_backward(self, dout: Any, cache: Any, x_shape: tuple[int, ...], k: int, stride: int) -> Any:
+        """dout (N, C, Ho, Wo) -> dx (x_shape): each window's gradient to its first maximum::
 
-class KernelOps(ArrayOps):
-    """The same operations through the lab's Numba CUDA kernels (GEMM, im2col, pooling, ReLU, softmax)."""
+            dx = 0; for n, c, i, j: dx[n, c, i*stride + a*, j*stride + b*] += dout[n, c, i, j]
+        """
 
-    name = "kernels"
-
-    def __init__(self) -> None:
-        from ..kernels import nn_ops  # imports numba.cuda: only when this backend is chosen
-
-        self.k = nn_ops
-
-    def matmul(self, a: Any, b: Any) -> Any:
-        return self.k.gemm(_c(a), _c(b))
-
-    def im2col(self, x: Any, kh: int, kw: int, stride: int, pad: int) -> tuple[Any, int, int]:
-        return self.k.im2col(_c(x), kh, kw, stride, pad)
-
-    def col2im(self, dcols: Any, x_shape: tuple[int, ...], kh: int, kw: int, stride: int, pad: int) -> Any:
-        return self.k.col2im(_c(dcols), x_shape, kh, kw, stride, pad)
-
-    def conv_input_grad(self, d: Any, w: Any, x_shape: tuple[int, ...], stride: int, pad: int) -> Any:
-        f, _, k, _ = w.shape
-        dcols = self.matmul(d, w.transpose(0, 2, 3, 1).reshape(f, -1))  # (N*Ho*Wo, k*k*C) GEMM kernel
-        return self.col2im(dcols, x_shape, k, k, stride, pad)  # (N, C, H, W) gather kernel
-
-    def add_bias(self, y: Any, b: Any) -> Any:
-        return self.k.add_bias(_c(y), _c(b))
-
-    def relu(self, x: Any) -> Any:
-        return self.k.relu(_c(x))
-
-    def relu_backward(self, dout: Any, y: Any) -> Any:
-        return self.k.relu_backward(_c(dout), _c(y))
-
-    def maxpool(self, x: Any, k: int, stride: int) -> tuple[Any, Any]:
-        out, arg = self.k.maxpool(_c(x), k, stride)
-        return out, (arg,)
-
-    def maxpool_backward(self, dout: Any, cache: tuple, x_shape: tuple[int, ...], k: int, stride: int) -> Any:
-        return self.k.maxpool_backward(_c(dout), cache[0], x_shape)
-
+    @abc.abstractmethod
     def softmax_xent(self, logits: Any, labels: Any) -> tuple[float, Any]:
-        return self.k.softmax_xent(_c(logits), _c(labels))
+        """Mean cross-entropy of softmax(logits (N, K)) and labels (N,) in [0, K), and d loss / d logits::
+
+            for r: p = softmax(logits[r]); loss += -log p[labels[r]] / N; grad[r] = (p - onehot(labels[r])) / N
+        """
+
+    @abc.abstractmethod
+    def adam_update(self, p: Any, g: Any, m: Any, v: Any, lr_t: float, b1: float, b2: float, eps_t: float) -> None:
+        """Adam, in place, with the bias corrections folded into lr_t and eps_t::
+
+            for i: m[i] = b1 m[i] + (1 - b1) g[i]; v[i] = b2 v[i] + (1 - b2) g[i]^2
+                   p[i] -= lr_t * m[i] / (sqrt(v[i]) + eps_t)
+        """
+
+    @abc.abstractmethod
+    def sgd_update(self, p: Any, g: Any, v: Any, lr: float, momentum: float, weight_decay: float) -> None:
+        """SGD with momentum, in place (PyTorch's convention; v starts at 0)::
+
+            for i: v[i] = momentum v[i] + g[i] + weight_decay p[i]; p[i] -= lr v[i]
+        """
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
 
 
-def _c(a: Any) -> Any:
-    """A C-contiguous copy only when needed (kernels index arrays assuming row-major layout)."""
-    xp = array_module(a)
-    return xp.ascontiguousarray(a)
+OP_NAMES: tuple[str, ...] = tuple(sorted(Ops.__abstractmethods__))
 
 
-Ops = ArrayOps
-
-
-def get(backend: str) -> ArrayOps:
+def get(backend: str) -> Ops:
     """The ops object of a backend name: ``numpy``, ``cupy`` or ``kernels``."""
-    if backend in ("numpy", "cupy"):
-        ops = ArrayOps()
-        ops.name = backend
-        return ops
+    if backend == "numpy":
+        from .array_ops import NumpyOps
+
+        return NumpyOps()
+    if backend == "cupy":
+        from .array_ops import CupyOps
+
+        return CupyOps()
     if backend == "kernels":
+        from .kernel_ops import KernelOps
+
         return KernelOps()
     raise ValueError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}.")
 
 
+def device_for(backend: str) -> str:
+    """Where a backend's arrays live: ``"gpu"`` (CuPy) or ``"host"`` (NumPy). The one rule."""
+    return "gpu" if backend == "cupy" or (backend == "kernels" and runtime.is_gpu()) else "host"
+
+
+def to_backend(x: Any, backend: str) -> Any:
+    """``x`` moved to where ``backend`` computes (:func:`device_for`); no copy if already there."""
+    return runtime.to_device(x) if device_for(backend) == "gpu" else runtime.to_host(x)
+
+
 def check_float_array(name: str, x: Any, ndim: int, what: str) -> None:
-    """A learner-friendly check of a layer input: an array, ``ndim``-D, floating point, finite."""
+    """A learner-friendly check of a layer input: an array, ``ndim``-D, floating point."""
     if not hasattr(x, "shape") or not hasattr(x, "dtype"):
         raise TypeError(f"{name} expects an array {what}, but got {type(x).__name__}. Use numpy.asarray(x).")
     if x.ndim != ndim:
@@ -291,3 +180,32 @@ def check_float_array(name: str, x: Any, ndim: int, what: str) -> None:
             f"{name} expects floating-point input, but got dtype {np.dtype(x.dtype).name}. "
             "Convert with x.astype(numpy.float32) (and scale images to [0, 1])."
         )
+
+
+def _positive(name: str, value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise UsageError(f"{name} must be a whole number >= 1 ({what}), got {value!r}.")
+    return int(value)
+
+
+def conv_out_size(h: int, w: int, kh: int, kw: int, stride: int, pad: int) -> tuple[int, int]:
+    """(Ho, Wo) of a kh x kw window moved by ``stride`` over h x w with ``pad``; checks the arguments."""
+    kh, kw = _positive("kh", kh, "the kernel height"), _positive("kw", kw, "the kernel width")
+    stride = _positive("stride", stride, "how far the window moves")
+    if isinstance(pad, bool) or not isinstance(pad, (int, np.integer)) or pad < 0:
+        raise UsageError(f"pad must be a whole number >= 0, got {pad!r}.")
+    if h + 2 * pad < kh or w + 2 * pad < kw:
+        raise UsageError(f"a {kh}x{kw} window does not fit a {h}x{w} image with padding {pad}; "
+                         "use a smaller kernel or more padding.")
+    return (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
+
+
+def check_labels(labels: Any, n: int, classes: int) -> None:
+    """Labels must be n integers in [0, classes)."""
+    if tuple(labels.shape) != (n,):
+        raise UsageError(f"labels must have shape ({n},) to match the logits, got {tuple(labels.shape)}.")
+    if not np.issubdtype(np.dtype(labels.dtype), np.integer):
+        raise UsageError(f"labels must be integers (class indices), got dtype {np.dtype(labels.dtype).name}.")
+    if n and (int(labels.min()) < 0 or int(labels.max()) >= classes):
+        raise UsageError(f"labels must be class indices in [0, {classes}) for {classes} logits per row, got values "
+                         f"from {int(labels.min())} to {int(labels.max())}. Check the dataset's labels.")

@@ -1,7 +1,12 @@
-"""Optimisers that update a :class:`Sequential`'s parameters in place from its gradients."""
+"""Optimisers that update a :class:`Sequential`'s parameters in place from its gradients.
+
+The arithmetic is an op of the engine's contract (``ops.adam_update``, ``ops.sgd_update``), so the
+update runs where the model computes: NumPy, CuPy, or the course's (or a learner's) CUDA kernels.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..runtime import array_module
@@ -11,9 +16,18 @@ __all__ = ["Adam", "SGD"]
 
 class _Optimizer:
     def __init__(self, model: Any, lr: float) -> None:
-        if lr <= 0:
-            raise ValueError(f"the learning rate must be positive, got {lr}.")
-        self.model, self.lr = model, lr
+        if not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+            raise ValueError(f"the learning rate must be a finite number > 0, got {lr}.")
+        self.model, self.lr = model, float(lr)
+
+    @property
+    def ops(self) -> Any:
+        ops = getattr(self.model, "ops", None)
+        if ops is None:
+            from .ops import get
+
+            ops = get("numpy")
+        return ops
 
     def zero_grad(self) -> None:
         for _, _, g in self.model.parameters():
@@ -21,26 +35,19 @@ class _Optimizer:
 
 
 class SGD(_Optimizer):
-    """``v = momentum * v + g (+ weight_decay * p);  p -= lr * v`` (PyTorch's convention)."""
+    """``v = momentum * v + g + weight_decay * p;  p -= lr * v`` (PyTorch's convention, v starts at 0)."""
 
     def __init__(self, model: Any, lr: float = 0.01, momentum: float = 0.0, weight_decay: float = 0.0) -> None:
         super().__init__(model, lr)
-        self.momentum, self.weight_decay = momentum, weight_decay
+        self.momentum, self.weight_decay = float(momentum), float(weight_decay)
         self.v: dict[str, Any] = {}
 
     def step(self) -> None:
+        ops = self.ops
         for name, p, g in self.model.parameters():
-            if self.weight_decay:
-                g = g + self.weight_decay * p
-            if self.momentum:
-                v = self.v.get(name)
-                if v is None:
-                    v = self.v[name] = g.copy()
-                else:
-                    v *= self.momentum
-                    v += g
-                g = v
-            p -= self.lr * g
+            if name not in self.v:
+                self.v[name] = array_module(p).zeros_like(p)
+            ops.sgd_update(p, g, self.v[name], self.lr, self.momentum, self.weight_decay)
 
 
 class Adam(_Optimizer):
@@ -58,20 +65,11 @@ class Adam(_Optimizer):
         self.t += 1
         c1 = 1.0 - self.b1**self.t  # bias corrections: m and v start at 0
         c2 = 1.0 - self.b2**self.t
-        step = self.lr * (c2**0.5) / c1
+        lr_t = self.lr * (c2**0.5) / c1  # p -= lr_t * m / (sqrt(v) + eps * sqrt(c2)) is Adam's update
+        eps_t = self.eps * c2**0.5
+        ops = self.ops
         for name, p, g in self.model.parameters():
-            xp = array_module(p)
             if name not in self.m:
+                xp = array_module(p)
                 self.m[name], self.v[name] = xp.zeros_like(p), xp.zeros_like(p)
-            m, v = self.m[name], self.v[name]
-            m *= self.b1
-            m += (1.0 - self.b1) * g  # m = b1 m + (1 - b1) g
-            u = xp.multiply(g, g)  # one scratch array, reused in place below (fewer passes over memory)
-            u *= 1.0 - self.b2
-            v *= self.b2
-            v += u  # v = b2 v + (1 - b2) g^2
-            xp.sqrt(v, out=u)
-            u += self.eps * c2**0.5
-            xp.divide(m, u, out=u)
-            u *= step
-            p -= u  # p -= step * m / (sqrt(v) + eps * sqrt(c2))
+            ops.adam_update(p, g, self.m[name], self.v[name], lr_t, self.b1, self.b2, eps_t)

@@ -19,6 +19,7 @@ from ..runtime import array_module
 from .layers import Dropout
 from .loss import SoftmaxCrossEntropy
 from .sequential import Sequential
+from .step import forward_backward
 
 __all__ = ["DataParallel"]
 
@@ -49,12 +50,7 @@ class DataParallel:
         self.pool = ThreadPoolExecutor(workers)
 
     def _work(self, i: int, x: Any, y: Any) -> tuple[float, Any]:
-        rep = self.replicas[i]
-        loss_fn = SoftmaxCrossEntropy()
-        logits = rep.forward(x)  # (n_i, classes)
-        loss = loss_fn(logits, y)
-        rep.backward(loss_fn.backward())  # gradients of this share's mean loss
-        return loss, logits
+        return forward_backward(self.replicas[i], SoftmaxCrossEntropy(), x, y)  # this share's mean loss
 
     def step(self, x: Any, y: Any) -> tuple[float, Any]:
         """Mean loss and logits (N, classes) of the whole batch; ``model``'s grads hold the batch gradient."""

@@ -27,6 +27,15 @@ class Sequential(Module):
         self.backend = "numpy"
         self.to(backend)
 
+    def use_ops(self, ops: _ops.Ops) -> "Sequential":
+        """Route every layer's work through ``ops`` (an :class:`gpulab.nn.ops.Ops`) without moving arrays."""
+        if not isinstance(ops, _ops.Ops):
+            raise TypeError(f"use_ops expects an implementation of gpulab.nn.ops.Ops, got {type(ops).__name__}.")
+        for layer in self.layers:
+            layer.ops = ops
+        self.ops = ops
+        return self
+
     def to(self, backend: str) -> "Sequential":
         """Move the parameters to where ``backend`` computes and route the layers' ops through it.
 
@@ -41,7 +50,7 @@ class Sequential(Module):
                 "CPU, or backend='kernels' to run the lab's CUDA kernels in the simulator (tiny batches)."
             )
         ops = _ops.get(backend)
-        on_device = backend == "cupy" or (backend == "kernels" and runtime.is_gpu())
+        on_device = _ops.device_for(backend) == "gpu"
         for layer in self.layers:
             layer.ops = ops
             for d in (layer.params, layer.grads):

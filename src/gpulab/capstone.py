@@ -1,0 +1,376 @@
+"""The capstone (lab 09): train the CNN on the learner's own kernels, op by op.
+
+Each op of the engine's contract that a learner writes in labs 03-08 has a :class:`Problem` here
+(:data:`PROBLEMS`): the kernel signature is the library's (:mod:`gpulab.kernels.nn_ops`), and the
+check runs the kernel through the same launcher training uses, with a few-thread launch in the
+simulator, so a kernel must be a grid-stride loop. :class:`Capstone` registers a kernel only once it
+passes; :meth:`Capstone.ops` is the ``kernels`` backend with every registered op swapped for the
+learner's, and :meth:`Capstone.report` says which ops ran on whose kernels::
+
+    cap = Capstone()
+    cap.register("relu", relu_kernel)          # runs the check; registers only if it passes
+    model.use_ops(cap.ops())                   # every other op: the course's kernels
+    cap.report()                               # op -> yours / course kernel, and the verdicts
+
+Training with a learner op whose output turns NaN or inf stops at once with
+:class:`CapstoneError` naming the op, never a silent NaN.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Callable
+
+import numpy as np
+
+from . import runtime
+from .errors import GpulabError
+from .exercises import CheckResult, Problem, random_arrays
+from .nn.kernel_ops import KernelOps
+
+__all__ = ["LEARNER_OPS", "PROBLEMS", "Capstone", "CapstoneError", "LearnerOps"]
+
+# The ops a learner writes in labs 03-08, in the order a training step meets them.
+LEARNER_OPS = ("matmul", "im2col", "col2im", "relu", "relu_backward", "maxpool", "maxpool_backward",
+               "softmax_xent", "adam_update")
+
+
+class CapstoneError(GpulabError):
+    """A learner op is missing, failed its check, or produced NaN/inf during training."""
+
+
+def _k():
+    from .kernels import nn_ops
+
+    return nn_ops
+
+
+# ----------------------------------------------------------------------------- problems (one per op)
+
+
+def _matmul_inputs(size: tuple, rng: np.random.Generator) -> tuple:
+    m, k, n = size
+    return random_arrays(rng, (m, k), (k, n))
+
+
+def _conv_inputs(size: tuple, rng: np.random.Generator) -> tuple:
+    n, c, h, w, k, stride, pad = size
+    (x,) = random_arrays(rng, (n, c, h, w))
+    return x, k, stride, pad
+
+
+def _im2col_spec(x: np.ndarray, k: int, stride: int, pad: int) -> np.ndarray:
+    n, c, h, w = x.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    ho, wo = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+    cols = np.empty((n, ho, wo, k, k, c), dtype=x.dtype)
+    for a in range(k):
+        for b in range(k):
+            cols[:, :, :, a, b, :] = xp[:, :, a:a + stride * ho:stride, b:b + stride * wo:stride].transpose(0, 2, 3, 1)
+    return cols.reshape(n * ho * wo, k * k * c)
+
+
+def _col2im_inputs(size: tuple, rng: np.random.Generator) -> tuple:
+    x, k, stride, pad = _conv_inputs(size, rng)
+    (d,) = random_arrays(rng, _im2col_spec(x, k, stride, pad).shape)
+    return d, x.shape, k, stride, pad
+
+
+def _col2im_spec(d: np.ndarray, x_shape: tuple, k: int, stride: int, pad: int) -> np.ndarray:
+    n, c, h, w = x_shape
+    ho, wo = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+    d6 = d.reshape(n, ho, wo, k, k, c)
+    dx = np.zeros((n, c, h + 2 * pad, w + 2 * pad), dtype=d.dtype)
+    for a in range(k):
+        for b in range(k):
+            dx[:, :, a:a + stride * ho:stride, b:b + stride * wo:stride] += d6[:, :, :, a, b, :].transpose(0, 3, 1, 2)
+    return dx[:, :, pad:pad + h, pad:pad + w]
+
+
+def _pool_inputs(size: tuple, rng: np.random.Generator) -> tuple:
+    n, c, h, w, k, stride = size
+    (x,) = random_arrays(rng, (n, c, h, w))
+    return x, k, stride
+
+
+def _pool_spec(x: np.ndarray, k: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
+    n, c, h, w = x.shape
+    ho, wo = (h - k) // stride + 1, (w - k) // stride + 1
+    win = np.stack([x[:, :, a:a + stride * ho:stride, b:b + stride * wo:stride] for a in range(k) for b in range(k)], -1)
+    return win.max(axis=-1), win.argmax(axis=-1).astype(np.int32)
+
+
+def _pool_backward_inputs(size: tuple, rng: np.random.Generator) -> tuple:
+    x, k, stride = _pool_inputs(size, rng)
+    _, arg = _pool_spec(x, k, stride)
+    (dout,) = random_arrays(rng, arg.shape)
+    return dout, arg, x.shape, k, stride
+
+
+def _pool_backward_spec(dout: np.ndarray, arg: np.ndarray, x_shape: tuple, k: int, stride: int) -> np.ndarray:
+    ho, wo = dout.shape[2], dout.shape[3]
+    dx = np.zeros(x_shape, dtype=dout.dtype)
+    for a in range(k):
+        for b in range(k):
+            dx[:, :, a:a + stride * ho:stride, b:b + stride * wo:stride] += dout * (arg == a * k + b)
+    return dx
+
+
+def _xent_inputs(size: tuple, rng: np.random.Generator) -> tuple:
+    n, classes = size
+    (logits,) = random_arrays(rng, (n, classes), low=-4.0, high=4.0)
+    return logits, rng.integers(0, classes, n).astype(np.int64)
+
+
+def _xent_spec(logits: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    z = logits - logits.max(axis=1, keepdims=True)
+    p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    losses = -np.log(p[np.arange(len(labels)), labels])
+    grad = p.copy()
+    grad[np.arange(len(labels)), labels] -= 1
+    return (grad / len(labels)).astype(logits.dtype), losses.astype(logits.dtype)
+
+
+def _adam_inputs(size: Any, rng: np.random.Generator) -> tuple:
+    p, g, m = random_arrays(rng, size, size, size)
+    (v,) = random_arrays(rng, size, low=0.0, high=1.0)
+    return p, g, m, v, 1e-2, 0.9, 0.999, 1e-8
+
+
+def _adam_spec(p, g, m, v, lr_t, b1, b2, eps_t) -> tuple:
+    m2 = b1 * m + (1 - b1) * g
+    v2 = b2 * v + (1 - b2) * g * g
+    return (p - lr_t * m2 / (np.sqrt(v2) + eps_t)).astype(p.dtype), m2.astype(p.dtype), v2.astype(p.dtype)
+
+
+def _problem(name: str, spec: Callable, inputs: Callable, sizes: list, gpu_sizes: list, **kw: Any) -> Problem:
+    return Problem(name, spec, inputs, sizes, gpu_sizes=gpu_sizes, timeout=60.0, **kw)
+
+
+# Each host function runs the learner's kernel through the launcher training uses.
+HOSTS: dict[str, Callable[..., None]] = {
+    "matmul": lambda kern, a, b, c: c.__setitem__(..., _k().gemm(a, b, kernel=kern)),
+    "im2col": lambda kern, x, k, s, p, cols: cols.__setitem__(..., _k().im2col(x, k, k, s, p, kernel=kern)[0]),
+    "col2im": lambda kern, d, xs, k, s, p, dx: dx.__setitem__(..., _k().col2im(d, xs, k, k, s, p, kernel=kern)),
+    "relu": lambda kern, x, y: y.__setitem__(..., _k().relu(x, kernel=kern)),
+    "relu_backward": lambda kern, d, y, dx: dx.__setitem__(..., _k().relu_backward(d, y, kernel=kern)),
+    "maxpool": lambda kern, x, k, s, out, arg: _both(_k().maxpool(x, k, s, kernel=kern), out, arg),
+    "maxpool_backward": lambda kern, d, arg, xs, k, s, dx: dx.__setitem__(
+        ..., _k().maxpool_backward(d, arg, xs, k, s, kernel=kern)),
+    "softmax_xent": lambda kern, z, y, grad, losses: _xent_host(kern, z, y, grad, losses),
+    "adam_update": lambda kern, p, g, m, v, lr, b1, b2, eps, p2, m2, v2: _adam_host(kern, p, g, m, v, lr, b1, b2, eps,
+                                                                                     p2, m2, v2),
+}
+
+
+def _both(res: tuple, out: Any, arg: Any) -> None:
+    out[...], arg[...] = res
+
+
+def _xent_host(kern: Any, z: Any, y: Any, grad: Any, losses: Any) -> None:
+    nn_ops = _k()
+    xp = runtime.array_module(z)
+    nn_ops.check_labels(y, z.shape[0], z.shape[1])
+    g = xp.empty_like(z)
+    loss = xp.empty(z.shape[0], dtype=np.float32)
+    nn_ops.launch_1d(kern, z.shape[0], xp.ascontiguousarray(z), xp.ascontiguousarray(y), g, loss)
+    grad[...], losses[...] = g, loss
+
+
+def _adam_host(kern: Any, p, g, m, v, lr, b1, b2, eps, p2, m2, v2) -> None:
+    p2[...], m2[...], v2[...] = p, m, v
+    _k().adam_update(p2, g, m2, v2, lr, b1, b2, eps, kernel=kern)
+
+
+PROBLEMS: dict[str, Problem] = {
+    "matmul": _problem("matmul", lambda a, b: a @ b, _matmul_inputs, [(1, 1, 1), (5, 7, 3), (17, 9, 13)],
+                       [(1, 1, 1), (129, 257, 65), (512, 288, 64)], reduction=lambda a, b: a.shape[1]),
+    "im2col": _problem("im2col", _im2col_spec, _conv_inputs, [(1, 1, 3, 3, 3, 1, 0), (2, 2, 5, 6, 3, 1, 1),
+                                                               (1, 3, 7, 5, 2, 2, 1)],
+                       [(2, 2, 5, 6, 3, 1, 1), (64, 32, 14, 14, 3, 1, 1)]),
+    "col2im": _problem("col2im", _col2im_spec, _col2im_inputs, [(1, 1, 3, 3, 3, 1, 0), (2, 2, 5, 6, 3, 1, 1),
+                                                                 (1, 3, 7, 5, 3, 2, 1)],
+                       [(2, 2, 5, 6, 3, 1, 1), (64, 32, 14, 14, 3, 1, 1)], reduction=9),
+    "relu": _problem("relu", lambda x: np.maximum(x, 0), lambda n, rng: random_arrays(rng, n), [1, 37, 300],
+                     [1, 37, 1 << 20]),
+    "relu_backward": _problem("relu_backward", lambda d, y: d * (y > 0),
+                              lambda n, rng: (random_arrays(rng, n)[0], np.maximum(random_arrays(rng, n)[0], 0)),
+                              [1, 37, 300], [1, 37, 1 << 20]),
+    "maxpool": _problem("maxpool", _pool_spec, _pool_inputs, [(1, 1, 2, 2, 2, 2), (2, 3, 7, 9, 2, 2),
+                                                               (1, 2, 5, 5, 3, 1)],
+                        [(2, 3, 7, 9, 2, 2), (128, 32, 28, 28, 2, 2)], out_names=["out", "arg"]),
+    "maxpool_backward": _problem("maxpool_backward", _pool_backward_spec, _pool_backward_inputs,
+                                 [(1, 1, 2, 2, 2, 2), (2, 3, 7, 9, 2, 2), (1, 2, 5, 5, 3, 1)],
+                                 [(2, 3, 7, 9, 2, 2), (128, 32, 28, 28, 2, 2)], reduction=9),
+    "softmax_xent": _problem("softmax_xent", _xent_spec, _xent_inputs, [(1, 10), (7, 10), (33, 3)],
+                             [(7, 10), (4096, 10)], out_names=["grad", "losses"], rtol=1e-4, atol=1e-6),
+    "adam_update": _problem("adam_update", _adam_spec, _adam_inputs, [1, 37, 300], [37, 1 << 20],
+                            out_names=["p", "m", "v"], rtol=1e-5, atol=1e-6),
+}
+
+
+# ---------------------------------------------------------------------------------------- registry
+
+
+class LearnerOps(KernelOps):
+    """The ``kernels`` backend with the learner's kernels in ``kernels`` (op -> kernel); every output of
+    a learner op is checked for NaN/inf (``guard``), so a wrong kernel stops training at that op."""
+
+    name = "learner"
+
+    def __init__(self, kernels: dict[str, Any], guard: bool = True) -> None:
+        super().__init__(kernels)
+        self.guard = guard
+        self.calls: dict[str, int] = {}
+
+    def _kernel(self, op: str) -> Any:
+        kern = super()._kernel(op)
+        if kern is not None:
+            self.calls[op] = self.calls.get(op, 0) + 1
+        return kern
+
+    def _finite(self, op: str, *arrays: Any) -> None:
+        if not self.guard or op not in self.kernels:
+            return
+        for a in arrays:
+            if not bool(runtime.array_module(a).isfinite(a).all()):
+                raise CapstoneError(
+                    f"op {op!r}: your kernel produced NaN or inf during training (its check passed on small "
+                    "random inputs). Look for a read past the end of an array, a missing bounds check in the "
+                    f"grid-stride loop, or an accumulator that is not reset; re-run Capstone.register({op!r}, ...).")
+
+    def matmul(self, a: Any, b: Any) -> Any:
+        c = super().matmul(a, b)
+        self._finite("matmul", c)
+        return c
+
+    def im2col(self, x: Any, kh: int, kw: int, stride: int, pad: int) -> tuple[Any, int, int]:
+        cols, ho, wo = super().im2col(x, kh, kw, stride, pad)
+        self._finite("im2col", cols)
+        return cols, ho, wo
+
+    def col2im(self, dcols: Any, x_shape: tuple[int, ...], kh: int, kw: int, stride: int, pad: int) -> Any:
+        dx = super().col2im(dcols, x_shape, kh, kw, stride, pad)
+        self._finite("col2im", dx)
+        return dx
+
+    def relu(self, x: Any) -> Any:
+        y = super().relu(x)
+        self._finite("relu", y)
+        return y
+
+    def relu_backward(self, dout: Any, y: Any) -> Any:
+        dx = super().relu_backward(dout, y)
+        self._finite("relu_backward", dx)
+        return dx
+
+    def maxpool(self, x: Any, k: int, stride: int) -> tuple[Any, Any]:
+        out, cache = super().maxpool(x, k, stride)
+        self._finite("maxpool", out)
+        return out, cache
+
+    def maxpool_backward(self, dout: Any, cache: Any, x_shape: tuple[int, ...], k: int, stride: int) -> Any:
+        dx = super().maxpool_backward(dout, cache, x_shape, k, stride)
+        self._finite("maxpool_backward", dx)
+        return dx
+
+    def softmax_xent(self, logits: Any, labels: Any) -> tuple[float, Any]:
+        loss, grad = super().softmax_xent(logits, labels)
+        self._finite("softmax_xent", grad, np.asarray(loss))
+        return loss, grad
+
+    def adam_update(self, p: Any, g: Any, m: Any, v: Any, lr_t: float, b1: float, b2: float, eps_t: float) -> None:
+        super().adam_update(p, g, m, v, lr_t, b1, b2, eps_t)
+        self._finite("adam_update", p)
+
+
+class Capstone:
+    """Which op runs on whose kernel: register a learner kernel per op once its check passes."""
+
+    def __init__(self) -> None:
+        self.kernels: dict[str, Any] = {}
+        self.results: dict[str, CheckResult] = {}
+
+    def problem(self, op: str, kernel: Any, *, scale: str | None = None) -> dict[str, Any]:
+        """:func:`gpulab.exercises.check_kernel`'s keywords for ``op``: ``check_kernel(kernel, **cap.problem(op,
+        kernel), points=...)`` runs ``kernel`` through the launcher training uses, at this mode's sizes."""
+        if op not in PROBLEMS:
+            raise CapstoneError(f"unknown op {op!r}; the learner ops are: {', '.join(LEARNER_OPS)}.")
+        pr, host = PROBLEMS[op], HOSTS[op]
+        return dict(spec=pr.spec, inputs=pr.inputs, sizes=pr.sizes_for(scale), host=lambda *a: host(kernel, *a),
+                    out_names=pr.out_names, reduction=pr.reduction, rtol=pr.rtol, atol=pr.atol, timeout=pr.timeout,
+                    name=op)
+
+    def accept(self, op: str, kernel: Any, result: CheckResult) -> CheckResult:
+        """Register ``kernel`` for ``op`` if ``result`` (its check) passed; otherwise make sure it is not."""
+        self.results[op] = result
+        if result.passed:
+            self.kernels[op] = kernel
+        else:
+            self.kernels.pop(op, None)
+        return result
+
+    def register(self, op: str, kernel: Any, *, scale: str | None = None, points: float = 1) -> CheckResult:
+        """Check ``kernel`` for ``op`` (:data:`PROBLEMS`) and register it only if the check passes."""
+        from .exercises import check_kernel
+
+        return self.accept(op, kernel, check_kernel(kernel, points=points, **self.problem(op, kernel, scale=scale)))
+
+    def missing(self) -> list[str]:
+        """Learner ops not (or not yet correctly) registered."""
+        return [op for op in LEARNER_OPS if op not in self.kernels]
+
+    def ops(self, *, require_all: bool = True, guard: bool = True) -> LearnerOps:
+        """The engine ops with every registered kernel; with ``require_all`` every learner op must be there."""
+        if require_all and self.missing():
+            details = "; ".join(f"{op}: {self._why(op)}" for op in self.missing())
+            raise CapstoneError(f"not every op is yours yet, so training does not start. {details}")
+        return LearnerOps(self.kernels, guard=guard)
+
+    def _why(self, op: str) -> str:
+        res = self.results.get(op)
+        if res is None:
+            return "not registered (call Capstone.register)"
+        return f"check {res.name!r} {res.status}: {res.message}"
+
+    @property
+    def full_marks(self) -> bool:
+        return not self.missing()
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        """(op, whose kernel, verdict) for every op of a training step."""
+        from .nn.ops import OP_NAMES
+
+        out = []
+        for op in OP_NAMES:
+            if op in self.kernels:
+                out.append((op, "yours", "passed"))
+            elif op in LEARNER_OPS:
+                res = self.results.get(op)
+                out.append((op, "course kernel (yours missing)", res.status if res else "not registered"))
+            elif op in ("conv_input_grad", "conv_weight_grad"):
+                uses = "matmul + col2im" if op == "conv_input_grad" else "matmul"
+                mine = all(o in self.kernels for o in uses.split(" + "))
+                out.append((op, f"{'yours' if mine else 'course'} ({uses})", "composite"))
+            else:
+                out.append((op, "course kernel", "not a lab exercise"))
+        return out
+
+    def report(self) -> "_Report":
+        """A table of which op ran on whose kernel (HTML in Jupyter, text in a terminal)."""
+        return _Report(self.rows(), len(self.kernels), len(LEARNER_OPS))
+
+
+class _Report:
+    def __init__(self, rows: list[tuple[str, str, str]], mine: int, total: int) -> None:
+        self.rows, self.mine, self.total = rows, mine, total
+
+    def __str__(self) -> str:
+        lines = [f"{op:<18} {who:<32} {verdict}" for op, who, verdict in self.rows]
+        return "\n".join(lines + [f"your kernels: {self.mine} of {self.total} learner ops"])
+
+    def _repr_html_(self) -> str:
+        cells = "".join(f"<tr><td><code>{html.escape(op)}</code></td><td>{html.escape(who)}</td>"
+                        f"<td>{html.escape(v)}</td></tr>" for op, who, v in self.rows)
+        return (f"<table><tr><th>op</th><th>kernel</th><th>check</th></tr>{cells}</table>"
+                f"<p>your kernels: {self.mine} of {self.total} learner ops</p>")

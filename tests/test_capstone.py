@@ -1,0 +1,88 @@
+"""The capstone registry: a learner kernel takes part only after its check passes; wrong ones are named."""
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from gpulab import capstone, nn
+from gpulab.kernels import nn_ops as k
+
+LIBRARY = {"matmul": k.gemm_kernel, "im2col": k.im2col_kernel, "col2im": k.col2im_kernel, "relu": k.relu_kernel,
+           "relu_backward": k.relu_backward_kernel, "maxpool": k.maxpool_kernel,
+           "maxpool_backward": k.maxpool_backward_kernel, "softmax_xent": k.softmax_xent_kernel,
+           "adam_update": k.adam_kernel}
+
+
+@cuda.jit
+def relu_one_thread_per_element(x, y):  # not a grid-stride loop: the few-thread launch leaves elements unwritten
+    i = cuda.grid(1)
+    if i < y.size:
+        y[i] = max(x[i], 0.0)
+
+
+@cuda.jit
+def relu_placeholder(x, y):
+    raise NotImplementedError("replace this line with your code")
+
+
+def test_every_problem_accepts_the_library_kernel():
+    cap = capstone.Capstone()
+    for op, kern in LIBRARY.items():
+        res = cap.register(op, kern)
+        assert res.passed, (op, str(res))
+    assert cap.full_marks and cap.missing() == []
+    text = str(cap.report())
+    assert "9 of 9" in text and "conv_input_grad" in text
+
+
+def test_a_wrong_kernel_is_not_registered_and_training_says_which_op():
+    cap = capstone.Capstone()
+    for op, kern in LIBRARY.items():
+        cap.register(op, kern)
+    res = cap.register("relu", relu_one_thread_per_element)
+    assert not res.passed and "relu" not in cap.kernels and not cap.full_marks
+    with pytest.raises(capstone.CapstoneError, match="relu"):
+        cap.ops()
+
+
+def test_a_placeholder_is_not_implemented_yet():
+    res = capstone.Capstone().register("relu", relu_placeholder)
+    assert res.status == "not implemented" and "not implemented yet" in res.message
+
+
+def test_a_kernel_that_turns_nan_during_training_stops_at_its_op():
+    @cuda.jit
+    def relu_nan_on_big_arrays(x, y):  # right on the check's small inputs, NaN on a training batch
+        for i in range(cuda.grid(1), y.size, cuda.gridsize(1)):
+            y[i] = max(x[i], 0.0) if y.size < 400 else math.nan
+
+    import math
+
+    cap = capstone.Capstone()
+    for op, kern in LIBRARY.items():
+        cap.register(op, kern)
+    assert cap.register("relu", relu_nan_on_big_arrays).passed
+    model = nn.mnist_cnn(image_size=8, channels=(8, 8), hidden=8, backend="kernels").use_ops(cap.ops())
+    x, y = np.random.default_rng(0).random((4, 1, 8, 8), dtype=np.float32), np.arange(4)
+    with pytest.raises(capstone.CapstoneError, match="op 'relu'"):
+        nn.train_step(model, nn.SoftmaxCrossEntropy(), nn.Adam(model), x, y)
+
+
+def test_learner_ops_train_like_numpy_and_report_calls():
+    cap = capstone.Capstone()
+    for op, kern in LIBRARY.items():
+        cap.register(op, kern)
+    rng = np.random.default_rng(0)
+    x, y = rng.random((4, 1, 8, 8), dtype=np.float32), np.array([1, 2, 3, 4])
+    weights, _calls = {}, None
+    for name in ("numpy", "learner"):
+        model = nn.mnist_cnn(image_size=8, channels=(2, 3), hidden=8, dropout=0.0,
+                             backend="numpy" if name == "numpy" else "kernels")
+        if name == "learner":
+            ops = cap.ops()
+            model.use_ops(ops)
+        nn.train_step(model, nn.SoftmaxCrossEntropy(), nn.Adam(model, lr=1e-2), x, y)
+        weights[name] = {n: np.asarray(p).copy() for n, p, _ in model.parameters()}
+    assert set(ops.calls) == set(capstone.LEARNER_OPS)
+    for n in weights["numpy"]:
+        np.testing.assert_allclose(weights["learner"][n], weights["numpy"][n], rtol=1e-4, atol=1e-5, err_msg=n)
