@@ -184,8 +184,11 @@ def ring_allreduce(buffers: Sequence[np.ndarray]) -> tuple[list[np.ndarray], int
     Each buffer is cut into N chunks. Reduce-scatter: in N-1 steps every device passes one chunk to
     its right-hand neighbour, which adds it to its own; then device i holds the full sum of chunk
     i+1. All-gather: in N-1 more steps the summed chunks travel round the ring. Returns every
-    device's result and the bytes each device sent, 2 (N-1)/N times the buffer size (at most one
-    chunk size more when N does not divide it): independent of N, which is why the ring scales.
+    device's result and the bytes each device sent: 2(N-1)/N times the buffer size (plus at most one
+    chunk when N does not divide it). That approaches twice the buffer but never exceeds it, so the
+    bandwidth cost per device is nearly flat in N. The number of steps, 2(N-1), does grow with N, and
+    each step pays one link latency: for small buffers or many devices the ring is latency-bound
+    (NCCL then switches to tree algorithms).
     """
     n = len(buffers)
     if n == 0:
@@ -255,10 +258,9 @@ def nccl_allreduce_mean(arrays: Sequence[Any]) -> list[Any]:
     from .interop import require_cupy
 
     cupy = require_cupy()
-    from cupy.cuda import nccl
+    from .interop import require_nccl
 
-    if not nccl.available:
-        raise RuntimeError("this CuPy has no NCCL; install the CuPy wheel for your CUDA version (it bundles NCCL).")
+    nccl = require_nccl()  # CuPy's wheels do not include NCCL: the message says which wheel to install
     devices = [int(a.device.id) for a in arrays]
     if len(set(devices)) != len(devices):
         raise ValueError(f"each array must be on its own GPU, got devices {devices}.")
