@@ -255,11 +255,9 @@ def data_parallel_gradients(model: Any, loss_fn: Any, x: Any, y: Any, n_devices:
 def nccl_allreduce_mean(arrays: Sequence[Any]) -> list[Any]:
     """Average one float32 CuPy array per GPU in place of a copy, with NCCL's all-reduce (sum) then a
     division. ``arrays[i]`` must live on a different GPU each. Needs CuPy built with NCCL."""
-    from .interop import require_cupy
+    from .interop import require_cupy, require_nccl
 
     cupy = require_cupy()
-    from .interop import require_nccl
-
     nccl = require_nccl()  # CuPy's wheels do not include NCCL: the message says which wheel to install
     devices = [int(a.device.id) for a in arrays]
     if len(set(devices)) != len(devices):
