@@ -47,7 +47,7 @@ TEST_DATA_DIR := $(or $(GPULAB_DATA_DIR),$(SHARED_MNIST))
 test: setup
 	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(PY) -m pytest -n $(JOBS) --dist loadfile \
 	  --nbval-lax --nbval-current-env --nbval-cell-timeout=600 \
-	  tests notebooks labs/solutions $(PYTEST_ARGS)
+	  --ignore=notebooks/learner tests notebooks labs/solutions $(PYTEST_ARGS)
 
 test-fast: setup
 	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(PY) -m pytest -n $(JOBS) tests $(PYTEST_ARGS)

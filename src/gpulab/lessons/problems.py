@@ -110,7 +110,7 @@ def _problems() -> list[Exercise]:
             _ans.blur3_kernel),
         Exercise("04", "matmul_tiled", Problem(
             "matmul_tiled_kernel", lambda A, B: A @ B, lambda s, rng: (_mat(s[:2], rng), _mat(s[1:], rng)),
-            sizes=[(1, 1, 1), (17, 33, 9), (20, 24, 17)], launch=lambda A, B, C: _grid2d(*C.shape, (MATMUL_TPB, MATMUL_TPB)),
+            sizes=[(1, 1, 1), (17, 33, 9), (9, 20, 18)], launch=lambda A, B, C: _grid2d(*C.shape, (MATMUL_TPB, MATMUL_TPB)),
             reduction=lambda A, B: A.shape[1], out_names=["C"]), matmul_tiled_kernel),
         Exercise("04", "matmul_strip", Problem(
             "matmul_strip_kernel", lambda A, B: A @ B, lambda s, rng: (_mat(s[:2], rng), _mat(s[1:], rng)),
