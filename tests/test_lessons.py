@@ -170,3 +170,17 @@ def test_learner_version_runs_without_a_traceback(path):
     stubs = sum(c.source.count(CODE_STUB) for c in nb.cells)
     assert outputs.count("not implemented yet") >= stubs, "every exercise shows a not-implemented verdict"
     assert time.time() - t0 < 120
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("kernel,signature", __import__("gpulab.lessons.answers", fromlist=["x"]).PTX_SIGNATURES,
+                         ids=lambda x: getattr(getattr(x, "py_func", x), "__name__", str(x)))
+def test_reference_answers_compile_to_ptx(kernel, signature):
+    import inspect
+
+    from gpulab import ptx
+    from gpulab.lessons import answers
+
+    name = getattr(kernel, "py_func", kernel).__name__
+    res = ptx.compile_source(inspect.getsource(answers), name, signature, ccs=[(7, 5)])
+    assert res.get("7.5") == "ok", f"{name}: {res}"

@@ -172,6 +172,7 @@ def bank_conflicts(kernel: Any, griddim: Any, blockdim: Any, *args: Any, warp_si
             self._rec("w", idx)
             np.ndarray.__setitem__(self, idx, value)
 
+    runtime.harden_simulator()  # first, so that trace (in gpu mode) does not replace the logging version below
     cls = kernelapi.FakeCUDAShared
     orig = cls.array
 
@@ -190,6 +191,7 @@ def bank_conflicts(kernel: Any, griddim: Any, blockdim: Any, *args: Any, warp_si
 
         return runtime.simulator_shared_array(shared, key, shape, dtype, on_new)
 
+    array._gpulab_locked = True  # type: ignore[attr-defined]  (it allocates under gpulab's lock)
     cls.array = array
     try:
         log = trace(kernel, griddim, blockdim, *args)
