@@ -1,4 +1,7 @@
-"""The exercises of lessons 00-04 as data, and the helpers a lesson's cells call.
+"""The exercises of the lessons as data, and the helpers a lesson's cells call.
+
+Lessons 00-04 are defined here; other lessons add a module ``gpulab/lessons/ex_<lessons>.py`` with
+``EXERCISES_LIST = [Exercise(lesson, name, Problem(...), reference_kernel), ...]``, collected at import.
 
 In a lesson, an exercise is two cells: the learner's kernel (answer between ``### BEGIN SOLUTION`` /
 ``### END SOLUTION``, so the learner version holds ``raise NotImplementedError``), then::
@@ -121,7 +124,25 @@ def _problems() -> list[Exercise]:
     return ex
 
 
-EXERCISES: dict[tuple[str, str], Exercise] = {(e.lesson, e.name): e for e in _problems()}
+def _collect() -> dict[tuple[str, str], Exercise]:
+    """Lessons 00-04 from this module, plus every ``gpulab/lessons/ex_*.py`` module's ``EXERCISES_LIST``
+    (so the exercises of other lessons live in their own files)."""
+    import importlib
+    import pkgutil
+    from pathlib import Path
+
+    found = list(_problems())
+    for mod in sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)]) if m.name.startswith("ex_")):
+        found += list(importlib.import_module(f"{__package__}.{mod}").EXERCISES_LIST)
+    out: dict[tuple[str, str], Exercise] = {}
+    for e in found:
+        if (e.lesson, e.name) in out:
+            raise RuntimeError(f"exercise {e.lesson}/{e.name} is defined twice")
+        out[(e.lesson, e.name)] = e
+    return out
+
+
+EXERCISES: dict[tuple[str, str], Exercise] = _collect()
 
 
 def exercise(lesson: str, name: str) -> Exercise:
