@@ -54,14 +54,15 @@ def test_wrong_kernels_are_rejected():
         out[i] = a[i] + b[i]
 
     @cuda.jit
-    def scale_rows_on_x(alpha, a, out):  # x over rows with a grid laid out for x over columns
-        i, j = cuda.grid(2)
+    def scale_twice(alpha, a, out):
+        j, i = cuda.grid(2)
         if i < out.shape[0] and j < out.shape[1]:
-            out[i, j] = alpha * a[i, j]
+            out[i, j] = 2 * alpha * a[i, j]
 
     bad = lessons.check("01", "add", add_unguarded)
     assert not bad.passed and "guard" in bad.message + bad.hint
-    assert not lessons.check("01", "scale2d", scale_rows_on_x).passed
+    wrong = lessons.check("01", "scale2d", scale_twice)
+    assert not wrong.passed and "expected" in wrong.message
 
 
 def test_unknown_exercise_names_the_known_ones():
