@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import nbformat
-import numpy as np
 import pytest
 from numba import cuda
 

@@ -5,9 +5,27 @@
 cells call.
 """
 
-from .problems import EXERCISES, Exercise, check, check_function, compare, exercise, or_reference, reveal
-from .learner import LEARNER_DIR, CheckProblem, configure, learner_notebook, main, release, run, sources
+from .learner import (
+           LEARNER_DIR,
+           CheckProblem,
+           configure,
+           learner_notebook,
+           main,
+           release,
+           run,
+           sources,
+)
 from .learner import check as check_learner
+from .problems import (
+           EXERCISES,
+           Exercise,
+           check,
+           check_function,
+           compare,
+           exercise,
+           or_reference,
+           reveal,
+)
 
 __all__ = ["EXERCISES", "LEARNER_DIR", "CheckProblem", "Exercise", "check", "check_function", "check_learner",
            "compare", "configure", "exercise", "learner_notebook", "main", "or_reference", "release", "reveal",

@@ -30,10 +30,30 @@ from typing import Any
 
 from .. import nbtools
 from ..errors import UsageError
-from ..labs import BEGIN, BEGIN_HIDDEN, END, END_HIDDEN, _solution_lines, _strip_regions, _write
+from ..labs import (
+    BEGIN,
+    BEGIN_HIDDEN,
+    END,
+    END_HIDDEN,
+    _solution_lines,
+    _strip_regions,
+    _write,
+)
 
-__all__ = ["LESSON_GLOB", "LEARNER_DIR", "CheckProblem", "check", "configure", "find_root", "learner_notebook",
-           "learner_path", "main", "release", "run", "sources"]
+__all__ = [
+    "LEARNER_DIR",
+    "LESSON_GLOB",
+    "CheckProblem",
+    "check",
+    "configure",
+    "find_root",
+    "learner_notebook",
+    "learner_path",
+    "main",
+    "release",
+    "run",
+    "sources",
+]
 
 LESSON_GLOB = "[0-9][0-9]_*.ipynb"
 LEARNER_DIR = "notebooks/learner"

@@ -20,14 +20,20 @@ answer is shown only on request: ``lessons.reveal("01", "add")``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..errors import UsageError
 from ..exercises import CheckResult, Problem
-from ..kernels.elementwise import add_grid_stride_kernel, add_kernel, saxpy_kernel, scale2d_kernel
+from ..kernels.elementwise import (
+    add_grid_stride_kernel,
+    add_kernel,
+    saxpy_kernel,
+    scale2d_kernel,
+)
 from ..kernels.matmul import TPB as MATMUL_TPB
 from ..kernels.matmul import matmul_naive_kernel, matmul_tiled_kernel
 from ..kernels.memory import transpose_naive_kernel

@@ -133,7 +133,7 @@ def divergence_map(log: Any, branches: Sequence[str], *, title: str | None = Non
     z[z < 0] = np.nan
     counts = divergence_counts(log, branches)
     labels = [f"block {k[0][:2]} warp {k[1]}" for k in keys]
-    text = [[branches[int(v)] if v == v else "idle" for v in row] for row in z]
+    text = [["idle" if np.isnan(v) else branches[int(v)] for v in row] for row in z]
     fig = go.Figure(go.Heatmap(z=z, x=list(range(z.shape[1])), y=labels, text=text, zmin=0,
                                zmax=max(1, len(branches) - 1), colorscale="Viridis", showscale=False,
                                hovertemplate="%{y}, lane %{x}: %{text}<extra></extra>"))
