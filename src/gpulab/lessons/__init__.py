@@ -6,25 +6,25 @@ cells call.
 """
 
 from .learner import (
-           LEARNER_DIR,
-           CheckProblem,
-           configure,
-           learner_notebook,
-           main,
-           release,
-           run,
-           sources,
+    LEARNER_DIR,
+    CheckProblem,
+    configure,
+    learner_notebook,
+    main,
+    release,
+    run,
+    sources,
 )
 from .learner import check as check_learner
 from .problems import (
-           EXERCISES,
-           Exercise,
-           check,
-           check_function,
-           compare,
-           exercise,
-           or_reference,
-           reveal,
+    EXERCISES,
+    Exercise,
+    check,
+    check_function,
+    compare,
+    exercise,
+    or_reference,
+    reveal,
 )
 
 __all__ = ["EXERCISES", "LEARNER_DIR", "CheckProblem", "Exercise", "check", "check_function", "check_learner",
