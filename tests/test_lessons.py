@@ -8,7 +8,6 @@ which this file executes.)
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 import nbformat
@@ -160,7 +159,6 @@ def test_learner_version_runs_without_a_traceback(path):
     from nbclient import NotebookClient
 
     nb = nbformat.read(str(path), as_version=4)
-    t0 = time.time()
     NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(path.parent)}}).execute()
     errors = [(k, o.get("ename"), o.get("evalue")) for k, c in enumerate(nb.cells)
@@ -169,7 +167,6 @@ def test_learner_version_runs_without_a_traceback(path):
     outputs = " ".join(str(o.get("data", "")) + str(o.get("text", "")) for c in nb.cells for o in c.get("outputs", []))
     stubs = sum(c.source.count(CODE_STUB) for c in nb.cells)
     assert outputs.count("not implemented yet") >= stubs, "every exercise shows a not-implemented verdict"
-    assert time.time() - t0 < 120
 
 
 @pytest.mark.ptx
