@@ -54,7 +54,7 @@ lint: setup
 test: setup lint
 	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(PY) -m pytest -n $(JOBS) --dist loadfile \
 	  --nbval-lax --nbval-current-env --nbval-cell-timeout=600 \
-	  tests notebooks labs/solutions $(PYTEST_ARGS)
+	  --ignore=notebooks/learner tests notebooks labs/solutions $(PYTEST_ARGS)
 
 test-fast: setup
 	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(PY) -m pytest -n $(JOBS) tests $(PYTEST_ARGS)

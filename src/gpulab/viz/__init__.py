@@ -21,10 +21,11 @@ from .scaling import memory_budget_figure, pipeline_figure, tensor_parallel_figu
 
 __all__ += ["memory_budget_figure", "pipeline_figure", "tensor_parallel_figure"]
 
-from .memory import roofline, warp_access  # noqa: E402
+from .memory import bank_conflicts, roofline, warp_access  # noqa: E402
 from .perf import speed_bars, speed_lines  # noqa: E402
-from .threads import launch_summary, thread_map, thread_map_2d  # noqa: E402
+from .threads import divergence_counts, divergence_map, launch_summary, thread_map, thread_map_2d, warp_paths  # noqa: E402
 
+__all__ += ["bank_conflicts", "divergence_counts", "divergence_map", "warp_paths"]
 __all__ += ["launch_summary", "roofline", "speed_bars", "speed_lines", "thread_map", "thread_map_2d", "warp_access"]
 
 from .training import (confusion_matrix, confusion_matrix_figure, filters_figure, misclassified_figure,  # noqa: E402

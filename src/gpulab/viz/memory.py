@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from ..timing import PEAKS, DevicePeak, lookup_peak
 
-__all__ = ["roofline", "warp_access"]
+__all__ = ["BANKS", "bank_conflicts", "roofline", "warp_access"]
 
 
 def warp_access(log: Any, array: str, *, block: Sequence[int] = (0, 0, 0), warp: int = 0, kind: str = "r",
@@ -114,3 +114,108 @@ def roofline(device: str | DevicePeak = "T4", points: Sequence[dict] = (), *, te
                            xanchor="left", yanchor="top", align="left", font=dict(size=11, color="#555"))
         fig.update_layout(margin=dict(b=110))
     return fig
+
+
+# --------------------------------------------------------------------------------------------------
+# Shared-memory bank conflicts, counted in the simulator
+
+BANKS = 32  # shared memory is 32 banks, each 4 bytes wide, on every CUDA GPU since Fermi
+
+
+def bank_conflicts(kernel: Any, griddim: Any, blockdim: Any, *args: Any, warp_size: int = 32) -> dict[str, dict]:
+    """Run ``kernel[griddim, blockdim](*args)`` in the simulator (via :func:`gpulab.trace.trace`) with
+    every ``cuda.shared.array`` access logged, and count bank conflicts per shared array.
+
+    A warp's k-th access to a shared array is one *request*. Its 32 lanes' 4-byte words fall in
+    banks ``word % 32``; lanes reading the same word are served by one broadcast, but distinct words
+    in one bank are served one after another. The request's *way* is the largest number of distinct
+    words any bank must deliver (1 = conflict-free, 32 = fully serialised). Returns
+    ``{array label: {"requests", "wavefronts" (sum of ways), "worst" (largest way), "by_kind":
+    {"r": (requests, wavefronts), "w": ...}}}``; the label is the variable the kernel assigned.
+    """
+    import linecache
+    import sys
+    import threading
+    from collections import defaultdict
+
+    from numba.cuda.simulator import kernelapi
+
+    from .. import runtime
+    from ..trace import trace
+
+    raw: list[tuple] = []
+
+    class _Logged(np.ndarray):
+        _label = "?"
+
+        def __array_finalize__(self, obj: Any) -> None:
+            self._label = getattr(obj, "_label", "?")
+
+        def _rec(self, kind: str, idx: Any) -> None:
+            th = threading.current_thread()
+            b, t = getattr(th, "blockIdx", None), getattr(th, "threadIdx", None)
+            if b is None:
+                return
+            try:
+                flat = np.arange(self.size).reshape(self.shape)[idx]
+            except (IndexError, TypeError, ValueError):
+                return
+            word = int(np.ravel(flat)[0]) * self.itemsize // 4
+            raw.append((self._label, kind, (b.x, b.y, b.z), (t.x, t.y, t.z), word))
+
+        def __getitem__(self, idx: Any) -> Any:
+            self._rec("r", idx)
+            out = np.ndarray.__getitem__(self, idx)
+            return out.view(np.ndarray) if isinstance(out, _Logged) else out
+
+        def __setitem__(self, idx: Any, value: Any) -> None:
+            self._rec("w", idx)
+            np.ndarray.__setitem__(self, idx, value)
+
+    runtime.harden_simulator()  # first, so that trace (in gpu mode) does not replace the logging version below
+    cls = kernelapi.FakeCUDAShared
+    orig = cls.array
+
+    def array(shared: Any, shape: Any, dtype: Any, alignment: Any = None) -> np.ndarray:
+        if shape == 0 or alignment is not None:
+            return orig(shared, shape, dtype, alignment)
+        caller = sys._getframe(1)
+        key = (caller.f_code.co_filename, caller.f_lineno)
+        line = linecache.getline(key[0], key[1]).strip()
+        label = line.split("=")[0].strip() if "=" in line else f"shared (line {key[1]})"
+
+        def on_new(res: np.ndarray) -> np.ndarray:
+            res = res.view(_Logged)
+            res._label = label
+            return res
+
+        return runtime.simulator_shared_array(shared, key, shape, dtype, on_new)
+
+    array._gpulab_locked = True  # type: ignore[attr-defined]  (it allocates under gpulab's lock)
+    cls.array = array
+    try:
+        log = trace(kernel, griddim, blockdim, *args)
+    finally:
+        cls.array = orig
+    bx, by, _ = log.block
+    groups: dict[tuple, set] = defaultdict(set)
+    seen: dict[tuple, int] = defaultdict(int)
+    for label, kind, b, t, word in raw:
+        tid = t[0] + t[1] * bx + t[2] * bx * by
+        lane_key = (label, kind, b, tid)
+        k = seen[lane_key]
+        seen[lane_key] += 1
+        groups[(label, kind, b, tid // warp_size, k)].add(word)
+    out: dict[str, dict] = {}
+    for (label, kind, *_), words in groups.items():
+        per_bank: dict[int, int] = defaultdict(int)
+        for w in words:
+            per_bank[w % BANKS] += 1
+        way = max(per_bank.values())
+        rec = out.setdefault(label, {"requests": 0, "wavefronts": 0, "worst": 0, "by_kind": {}})
+        rec["requests"] += 1
+        rec["wavefronts"] += way
+        rec["worst"] = max(rec["worst"], way)
+        r, w = rec["by_kind"].get(kind, (0, 0))
+        rec["by_kind"][kind] = (r + 1, w + way)
+    return out

@@ -7,12 +7,12 @@ usually has threads with ``i >= n`` that must do nothing (the bounds guard).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
-__all__ = ["launch_summary", "thread_map", "thread_map_2d"]
+__all__ = ["divergence_counts", "divergence_map", "launch_summary", "thread_map", "thread_map_2d", "warp_paths"]
 
 # z = 0, 1: working threads of even / odd blocks; z = 2: idle threads.
 _COLORSCALE = [[0.0, "#4c78a8"], [1 / 3, "#4c78a8"], [1 / 3, "#9ecae9"], [2 / 3, "#9ecae9"],
@@ -95,4 +95,51 @@ def thread_map_2d(shape: Sequence[int], threads_per_block: Sequence[int] = (16, 
         template="plotly_white", height=min(700, 200 + 12 * height),
     )
     fig.update_yaxes(autorange="reversed", scaleanchor="x")
+    return fig
+
+
+def warp_paths(log: Any, branches: Sequence[str], *, warp_size: int = 32) -> dict[tuple, list[int]]:
+    """Which branch each lane of each warp took, from a :func:`gpulab.trace.trace` log of a kernel whose
+    branches each write a different array (``branches``, in order). ``{(block, warp): [branch index
+    per lane, -1 for a lane that wrote none]}``."""
+    bx, by, bz = log.block
+    per_warp = -(-(bx * by * bz) // warp_size)
+    out: dict[tuple, list[int]] = {}
+    for b in np.ndindex(*log.grid[::-1]):
+        for w in range(per_warp):
+            out[(tuple(reversed(b)), w)] = [-1] * warp_size
+    for acc in log.accesses:
+        if acc.kind != "w" or acc.array not in branches:
+            continue
+        tid = acc.thread[0] + acc.thread[1] * bx + acc.thread[2] * bx * by
+        out[(acc.block, tid // warp_size)][tid % warp_size] = list(branches).index(acc.array)
+    return out
+
+
+def divergence_counts(log: Any, branches: Sequence[str], *, warp_size: int = 32) -> dict[str, int]:
+    """Warp divergence counted from a trace: ``warps``, ``divergent`` (warps whose lanes took more than
+    one branch) and ``passes`` (branch bodies the warps execute one after another: a warp runs every
+    branch any of its lanes takes, with the other lanes masked off)."""
+    paths = warp_paths(log, branches, warp_size=warp_size)
+    taken = [len({p for p in lanes if p >= 0}) for lanes in paths.values()]
+    return {"warps": len(taken), "divergent": sum(1 for t in taken if t > 1), "passes": sum(taken)}
+
+
+def divergence_map(log: Any, branches: Sequence[str], *, title: str | None = None) -> go.Figure:
+    """A heatmap: one row per warp, one cell per lane, coloured by the branch the lane took."""
+    paths = warp_paths(log, branches)
+    keys = list(paths)
+    z = np.array([paths[k] for k in keys], dtype=float)
+    z[z < 0] = np.nan
+    counts = divergence_counts(log, branches)
+    labels = [f"block {k[0][:2]} warp {k[1]}" for k in keys]
+    text = [["idle" if np.isnan(v) else branches[int(v)] for v in row] for row in z]
+    fig = go.Figure(go.Heatmap(z=z, x=list(range(z.shape[1])), y=labels, text=text, zmin=0,
+                               zmax=max(1, len(branches) - 1), colorscale="Viridis", showscale=False,
+                               hovertemplate="%{y}, lane %{x}: %{text}<extra></extra>"))
+    fig.update_layout(
+        title=title or (f"Branch taken per lane: {counts['divergent']} of {counts['warps']} warps diverge, "
+                        f"{counts['passes']} branch passes"),
+        xaxis_title="lane (threadIdx.x % 32)", yaxis_title="warp", yaxis_autorange="reversed",
+        height=120 + 22 * len(keys), margin=dict(l=140, r=20, t=60, b=50))
     return fig
