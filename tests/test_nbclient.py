@@ -1,5 +1,6 @@
 """Every lesson and lab solution runs headless under plain nbclient (what nbconvert, papermill and
-nbgrader use), not only under nbval, each within a budget (30 s in simulator mode by default).
+nbgrader use), not only under nbval, each within a budget (30 s in simulator mode by default). The
+learner versions of the lessons run under nbclient in tests/test_lessons.py.
 
 One test per notebook, so pytest-xdist spreads them (``-n auto --dist load``). The cell timeout is
 the budget too, so a stall (e.g. a widget that displays inside ``interactive``) fails in seconds
@@ -18,7 +19,7 @@ nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted(ROOT.glob("notebooks/[0-9]*.ipynb")) + sorted(ROOT.glob("notebooks/learner/[0-9]*.ipynb")) \
+NOTEBOOKS = sorted(ROOT.glob("notebooks/[0-9]*.ipynb")) \
     + sorted(ROOT.glob("labs/solutions/*.ipynb"))
 BUDGET_S = float(os.environ.get("GPULAB_NBCLIENT_BUDGET_S", "30"))
 
