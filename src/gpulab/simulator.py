@@ -125,6 +125,7 @@ class Instruments:
         self.watch_shared = watch_shared
         self.shared_bytes: dict[tuple, int] = {}  # (block, (file, line)) -> bytes
         self.shared_logs: dict[tuple, tuple[str, list, tuple]] = {}  # (file, line) -> (name, log, shape)
+        self.shared_itemsize: dict[tuple, int] = {}  # (file, line) -> bytes per element
         self.barriers: dict[tuple[Dim, Dim], int] = {}  # (block, thread) -> cuda.syncthreads() passed
 
     def __enter__(self) -> "Instruments":
@@ -142,6 +143,7 @@ class Instruments:
         if not self.watch_shared:
             return res
         if key not in self.shared_logs:
+            self.shared_itemsize[key] = res.itemsize
             line = linecache.getline(key[0], key[1]).strip()
             label = line.split("=")[0].strip() if "=" in line else f"shared array (line {key[1]})"
             self.shared_logs[key] = (label, [], res.shape)

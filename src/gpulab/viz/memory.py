@@ -133,70 +133,16 @@ def bank_conflicts(kernel: Any, griddim: Any, blockdim: Any, *args: Any, warp_si
     ``{array label: {"requests", "wavefronts" (sum of ways), "worst" (largest way), "by_kind":
     {"r": (requests, wavefronts), "w": ...}}}``; the label is the variable the kernel assigned.
     """
-    import linecache
-    import sys
-    import threading
     from collections import defaultdict
 
-    from numba.cuda.simulator import kernelapi
-
-    from .. import runtime
+    from .. import simulator
     from ..trace import trace
 
-    raw: list[tuple] = []
-
-    class _Logged(np.ndarray):
-        _label = "?"
-
-        def __array_finalize__(self, obj: Any) -> None:
-            self._label = getattr(obj, "_label", "?")
-
-        def _rec(self, kind: str, idx: Any) -> None:
-            th = threading.current_thread()
-            b, t = getattr(th, "blockIdx", None), getattr(th, "threadIdx", None)
-            if b is None:
-                return
-            try:
-                flat = np.arange(self.size).reshape(self.shape)[idx]
-            except (IndexError, TypeError, ValueError):
-                return
-            word = int(np.ravel(flat)[0]) * self.itemsize // 4
-            raw.append((self._label, kind, (b.x, b.y, b.z), (t.x, t.y, t.z), word))
-
-        def __getitem__(self, idx: Any) -> Any:
-            self._rec("r", idx)
-            out = np.ndarray.__getitem__(self, idx)
-            return out.view(np.ndarray) if isinstance(out, _Logged) else out
-
-        def __setitem__(self, idx: Any, value: Any) -> None:
-            self._rec("w", idx)
-            np.ndarray.__setitem__(self, idx, value)
-
-    runtime.harden_simulator()  # first, so that trace (in gpu mode) does not replace the logging version below
-    cls = kernelapi.FakeCUDAShared
-    orig = cls.array
-
-    def array(shared: Any, shape: Any, dtype: Any, alignment: Any = None) -> np.ndarray:
-        if shape == 0 or alignment is not None:
-            return orig(shared, shape, dtype, alignment)
-        caller = sys._getframe(1)
-        key = (caller.f_code.co_filename, caller.f_lineno)
-        line = linecache.getline(key[0], key[1]).strip()
-        label = line.split("=")[0].strip() if "=" in line else f"shared (line {key[1]})"
-
-        def on_new(res: np.ndarray) -> np.ndarray:
-            res = res.view(_Logged)
-            res._label = label
-            return res
-
-        return runtime.simulator_shared_array(shared, key, shape, dtype, on_new)
-
-    array._gpulab_locked = True  # type: ignore[attr-defined]  (it allocates under gpulab's lock)
-    cls.array = array
-    try:
+    # gpulab.simulator logs every shared-array access (thread, element) in program order per thread.
+    with simulator.instrument(watch_shared=True) as ins:
         log = trace(kernel, griddim, blockdim, *args)
-    finally:
-        cls.array = orig
+    raw = [(label, a.kind, a.block, a.thread, a.index * ins.shared_itemsize[key] // 4)
+           for key, (label, accesses, _) in ins.shared_logs.items() for a in accesses]
     bx, by, _ = log.block
     groups: dict[tuple, set] = defaultdict(set)
     seen: dict[tuple, int] = defaultdict(int)
