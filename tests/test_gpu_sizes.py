@@ -248,7 +248,8 @@ def _conv2d_backward(x, w, dout, stride, pad, dx, dw, db):
     n, _, ho, wo = dout.shape
     cols, _, _ = ops.im2col(x, k, k, stride, pad)  # (N*Ho*Wo, k*k*C)
     d = np.ascontiguousarray(dout.transpose(0, 2, 3, 1).reshape(n * ho * wo, f))
-    dw[...] = seq_matmul(np.ascontiguousarray(d.T), np.ascontiguousarray(cols)).reshape(f, k, k, c).transpose(0, 3, 1, 2)
+    dw[...] = (seq_matmul(np.ascontiguousarray(d.T), np.ascontiguousarray(cols))
+               .reshape(f, k, k, c).transpose(0, 3, 1, 2))
     db[...] = seq_sum_rows(d)
     wmat = np.ascontiguousarray(w.transpose(0, 2, 3, 1).reshape(f, k * k * c))
     dx[...] = ops.col2im(seq_matmul(d, wmat), x.shape, k, k, stride, pad)

@@ -43,12 +43,14 @@ def _with_report(nb) -> None:
 
 ADD = "    i = cuda.grid(1)\n    if i < out.shape[0]:\n        out[i] = a[i] + b[i]"
 # Correct in the simulator, but a Python list inside a kernel does not compile for a GPU (PTX check).
-STENCIL_LIST = ("    i = cuda.grid(1)\n    n = x.shape[0]\n    if i < n:\n        vals = [x[i - 1] if i > 0 else 0.0, x[i],"
+STENCIL_LIST = ("    i = cuda.grid(1)\n    n = x.shape[0]\n    if i < n:\n"
+                "        vals = [x[i - 1] if i > 0 else 0.0, x[i],"
                 " x[i + 1] if i + 1 < n else 0.0]\n        out[i] = vals[0] + vals[1] + vals[2]")
 
 
 def _answer(nb, kernel_name: str, body: str) -> None:
-    cell = next(c for c in nb.cells if f"def {kernel_name}(" in c.source and c.metadata.get("nbgrader", {}).get("solution"))
+    cell = next(c for c in nb.cells
+                if f"def {kernel_name}(" in c.source and c.metadata.get("nbgrader", {}).get("solution"))
     lines = cell.source.splitlines()
     head = [ln for ln in lines if ln.startswith("@") or ln.startswith("def ")]
     cell.source = "\n".join(head) + "\n" + body
@@ -82,7 +84,8 @@ def test_nbgrader_and_labs_grade_agree(tmp_path, monkeypatch):
     subs: dict[tuple[str, str], Path] = {}
     for lab in LABS:
         released = nbformat.read(str(course / "release" / lab / f"{lab}.ipynb"), as_version=4)
-        assert "BEGIN HIDDEN TESTS" not in nbformat.writes(released) and "BEGIN SOLUTION" not in nbformat.writes(released)
+        text = nbformat.writes(released)
+        assert "BEGIN HIDDEN TESTS" not in text and "BEGIN SOLUTION" not in text
         versions = {"alice": nbformat.read(str(sources / f"{lab}.ipynb"), as_version=4), "bob": released}
         if lab == "lab01_threads":
             carol = nbformat.from_dict(released)
@@ -108,8 +111,8 @@ def test_nbgrader_and_labs_grade_agree(tmp_path, monkeypatch):
     ours: dict[tuple[str, str], dict[str, float]] = {}
     for lab in LABS:
         folder = tmp_path / "ours" / lab
-        for (student, l), path in subs.items():
-            if l == lab:
+        for (student, lab_name), path in subs.items():
+            if lab_name == lab:
                 (folder / student).mkdir(parents=True)
                 shutil.copy(path, folder / student / f"{lab}.ipynb")
         book = grade_folder(folder, sources, tmp_path / "graded" / lab, workers=2, progress=False,

@@ -113,7 +113,8 @@ def test_matmul(backend, shape):
     m, k, n = shape
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
-    got = _host(_ops(backend).matmul(_dev(a, backend), _dev(b.T.copy(), backend).T))  # a transposed view, as layers pass
+    # b as a transposed view, as the layers pass it
+    got = _host(_ops(backend).matmul(_dev(a, backend), _dev(b.T.copy(), backend).T))
     np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
 
 

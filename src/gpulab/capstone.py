@@ -96,7 +96,8 @@ def _pool_inputs(size: tuple, rng: np.random.Generator) -> tuple:
 def _pool_spec(x: np.ndarray, k: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
     n, c, h, w = x.shape
     ho, wo = (h - k) // stride + 1, (w - k) // stride + 1
-    win = np.stack([x[:, :, a:a + stride * ho:stride, b:b + stride * wo:stride] for a in range(k) for b in range(k)], -1)
+    win = np.stack([x[:, :, a:a + stride * ho:stride, b:b + stride * wo:stride]
+                    for a in range(k) for b in range(k)], -1)
     return win.max(axis=-1), win.argmax(axis=-1).astype(np.int32)
 
 

@@ -232,7 +232,8 @@ def step_seconds(compute_1gpu_s: float, grad_bytes: float, n_gpus: int, link_gbp
 
 def crossover_gpus(compute_1gpu_s: float, grad_bytes: float, link_gbps: float, *, latency_us: float = 0.0,
                    max_gpus: int = 4096) -> int | None:
-    """The smallest N (fixed global batch) at which communication takes longer than compute, or None up to ``max_gpus``."""
+    """The smallest N (fixed global batch) at which communication takes longer than compute, or None
+    up to ``max_gpus``."""
     for n in range(2, max_gpus + 1):
         t = step_seconds(compute_1gpu_s, grad_bytes, n, link_gbps, latency_us=latency_us)
         if t["communication"] > t["compute"]:

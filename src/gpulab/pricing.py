@@ -120,5 +120,6 @@ def run_estimate(flops: float, hardware: str | Device, offer: str | Price, *, pr
     per_chip = p.usd_per_chip_hour if p.accelerators else p.usd_per_hour
     kwh = None if d.watts is None else d.watts * chips * seconds / 3.6e6
     return {"hours": seconds / 3600, "dollars": dollars(seconds, per_chip * chips), "kwh": kwh,
-            "label": (f"estimate: {utilization:.0%} of {d.name}'s spec-sheet {precision if d.peak(precision) else 'fp32'} "
+            "label": (f"estimate: {utilization:.0%} of {d.name}'s spec-sheet "
+                      f"{precision if d.peak(precision) else 'fp32'} "
                       f"peak x {chips}; energy = spec-sheet {d.watts or '?'} W x time; price: {p.label}")}

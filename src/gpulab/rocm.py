@@ -64,7 +64,8 @@ CARRIES_OVER: list[tuple[str, str, str]] = [
     ("cuBLAS, cuDNN, NCCL", "counterparts", "hipBLAS / rocBLAS, MIOpen, RCCL, with near-identical calls"),
     ("PyTorch, JAX", "carries over", "ROCm builds of both; torch.cuda.* names work on AMD GPUs"),
     ("Numba's CUDA target (@cuda.jit, this course's kernels)", "does not carry over", "numba-cuda generates NVVM "
-     "IR for NVIDIA's PTX; Numba's old ROCm target was removed years ago (AMD's experimental numba-hip is a separate project)"),
+     "IR for NVIDIA's PTX; Numba's old ROCm target was removed years ago (AMD's experimental numba-hip "
+     "is a separate project)"),
     ("Warp-level code that assumes 32 lanes", "needs care", "AMD data-center GPUs (CDNA) run 64-wide wavefronts"),
 ]
 

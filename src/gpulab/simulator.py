@@ -8,7 +8,9 @@ installed once by :func:`harden` (called at import in simulator mode, and by :fu
    thread-safe: two threads of one block could get different arrays and a correct tiled kernel would
    compute garbage);
 2. each simulator thread counts the ``cuda.syncthreads()`` it has passed (its *barrier epoch*);
-3. each simulator thread knows when it is inside a ``cuda.atomic.*`` call.
+3. each simulator thread knows when it is inside a ``cuda.atomic.*`` call;
+4. array indexing inside kernels takes one Python call instead of three (:func:`fast_arrays`), which
+   halves the simulator's cost per loop iteration (same results, same exceptions).
 
 Nothing is recorded unless an :class:`Instruments` is active (``with instrument(...) as ins:``): it
 collects shared-memory sizes per block, every access to shared arrays, and each thread's final
@@ -31,7 +33,7 @@ import numpy as np
 from .source import py_func
 
 __all__ = ["Access", "Instruments", "Watched", "flat_indices", "harden", "instrument", "shared_array",
-           "simulated", "stop_threads", "watch"]
+           "simulated", "stop_threads", "watch", "fast_arrays"]
 
 Dim = tuple[int, int, int]
 
@@ -91,7 +93,7 @@ class Watched(np.ndarray):
         block = getattr(th, "blockIdx", None)
         if self._log is None or block is None:
             return  # not inside a simulated kernel thread
-        t = getattr(th, "threadIdx")
+        t = th.threadIdx
         b, tt = (block.x, block.y, block.z), (t.x, t.y, t.z)
         epoch, atomic = getattr(th, "_gpulab_epoch", 0), getattr(th, "_gpulab_atomic", False)
         self._log.extend(Access(self._name, kind, b, tt, f, epoch, atomic, line) for f in flat_indices(idx, self.shape))
@@ -199,11 +201,45 @@ def shared_array(shared: Any, key: tuple, shape: Any, dtype: Any) -> np.ndarray:
     return res
 
 
+_FAST_ARRAYS: list[bool] = []
+
+
+def fast_arrays() -> None:
+    """Index arrays inside simulated kernels with one Python call instead of three (idempotent).
+
+    In Numba's simulator a kernel sees each array as a ``FakeWithinKernelCUDAArray`` wrapping a
+    ``FakeCUDAArray`` wrapping the NumPy array; ``a[i, k]`` costs two wrapper calls and a type check
+    before NumPy's own indexing. This replaces the outer wrapper's ``__getitem__`` / ``__setitem__``
+    with versions that index the NumPy array directly and wrap sub-arrays exactly as before (same
+    results, same exceptions, same objects for sub-arrays). Measured on 2 shared cores: a GEMM's
+    multiply-add 2.25 -> 1.18 us (CPU time), about half the simulator's cost per loop iteration.
+    """
+    if _FAST_ARRAYS:
+        return
+    from numba.cuda.simulator.cudadrv import devicearray as da
+
+    outer, inner = da.FakeWithinKernelCUDAArray, da.FakeCUDAArray
+
+    def getitem(self: Any, idx: Any, _outer: Any = outer, _inner: Any = inner) -> Any:
+        item = self.__dict__["_item"]
+        ret = item._ary[idx]
+        if type(ret) is np.ndarray or type(ret) is np.void:  # a sub-array: wrapped as the simulator does
+            return _outer(_inner(ret, stream=item.stream))
+        return ret
+
+    def setitem(self: Any, idx: Any, val: Any) -> None:
+        self.__dict__["_item"]._ary[idx] = val
+
+    outer.__getitem__, outer.__setitem__ = getitem, setitem  # type: ignore[method-assign]
+    _FAST_ARRAYS.append(True)
+
+
 def harden() -> None:
     """Install gpulab's changes to the simulator (idempotent; see the module docstring)."""
     from numba.cuda.simulator import kernel as sim_kernel
     from numba.cuda.simulator import kernelapi
 
+    fast_arrays()
     cls = kernelapi.FakeCUDAShared
     if getattr(cls.array, "_gpulab_locked", False):
         return

@@ -120,7 +120,7 @@ def _step_spec(a_reg: np.ndarray, b_reg: np.ndarray, acc: np.ndarray, a_in: np.n
 
 def _step_inputs(shape: tuple[int, int], rng: np.random.Generator) -> tuple[np.ndarray, ...]:
     r, c = shape
-    f = lambda *s: rng.uniform(-1, 1, size=s).astype(np.float32)  # noqa: E731
+    f = lambda *s: np.asarray(rng.uniform(-1, 1, size=s), dtype=np.float32)  # noqa: E731
     return f(r, c), f(r, c), f(r, c), f(r), f(c)
 
 

@@ -223,7 +223,7 @@ def channels_pair(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(f"expected two channel counts like 32,64, got {text!r}") from None
     if len(values) != 2 or min(values) < 1:
         raise argparse.ArgumentTypeError(f"expected two channel counts >= 1 like 32,64, got {text!r}")
-    return values  # type: ignore[return-value]
+    return values
 
 
 def check_writable_file(path: str | os.PathLike, what: str) -> None:

@@ -185,7 +185,7 @@ def measure(only: list[str] | None = None, log: Callable[[str], None] = print) -
     if "energy" in want:  # lesson 11: NVML joules in gpu mode (gpulab.bench.energy)
         from .energy import energy_rows
 
-        out["energy"] = energy_rows()
+        out["energy"] = energy_rows(dataset=dataset)
     for section, rows in out.items():
         for r in rows:
             log(f"  {section:<17} " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"

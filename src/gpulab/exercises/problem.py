@@ -108,7 +108,7 @@ class Problem:
 
     name: str
     spec: Callable[..., Any]
-    inputs: Callable[[Size, np.random.Generator], tuple]
+    inputs: Callable[[Size, np.random.Generator], Any]  # a tuple of arguments, or one array
     sizes: Sequence[Size]
     gpu_sizes: Sequence[Size] | None = None
     threads: Any = None

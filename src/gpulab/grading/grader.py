@@ -176,7 +176,8 @@ def _session(cells: list[Cell], skip: dict[int, str], sandbox: Sandbox, deadline
                 if code == 86:
                     return None, "replaced the grader's result channel"
                 if code == 87:
-                    return None, "inspected the grader's memory (gc / sys._current_frames), which the grading channel forbids"
+                    return None, ("inspected the grader's memory (gc / sys._current_frames), which the grading "
+                                  "channel forbids")
                 return None, f"the kernel died ({_signal_name(code)}){mem}"
             try:
                 rec = json.loads(line)

@@ -137,7 +137,7 @@ class Snapshot:
                         setattr(cls, k, v)
                     except (AttributeError, TypeError):
                         pass
-        warnings.filters[:] = self.filters
+        warnings.filters[:] = self.filters  # type: ignore[index]
         warnings._filters_mutated()  # type: ignore[attr-defined]
         for target, saved in self.objects:
             _put_back(target, saved)

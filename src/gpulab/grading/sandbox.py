@@ -88,7 +88,7 @@ def describe(bwrap: str | None) -> str:
 
 def _ro_copy(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for dirpath, dirnames, filenames in os.walk(dst):
+    for dirpath, _dirnames, filenames in os.walk(dst):
         for f in filenames:
             os.chmod(os.path.join(dirpath, f), 0o444)
         os.chmod(dirpath, 0o555)

@@ -197,7 +197,7 @@ def check_function(fn: Callable[..., Any], cases: Sequence[tuple[tuple, Any]], *
                    rtol: float = 1e-9) -> CheckResult:
     """Check a plain Python function (a napkin-math formula) on ``cases = [(args, expected), ...]``.
     ``raise NotImplementedError`` gives "not implemented yet"; nothing raises."""
-    fname = name or getattr(fn, "__name__", "function")
+    fname: str = name or getattr(fn, "__name__", None) or "function"
     for args, expected in cases:
         try:
             got = fn(*args)

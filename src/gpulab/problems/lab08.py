@@ -118,7 +118,8 @@ MAXPOOL_BACKWARD = Problem(
 LINEAR_BACKWARD = Problem(
     "linear_backward",
     spec=linear_backward_spec,
-    inputs=lambda size, rng: random_arrays(rng, (size[0], size[1]), (size[2], size[1]), (size[0], size[2])),  # (N, in, out)
+    # size = (N, in, out)
+    inputs=lambda size, rng: random_arrays(rng, (size[0], size[1]), (size[2], size[1]), (size[0], size[2])),
     sizes=[(1, 1, 1), (5, 4, 3), (33, 17, 10)],
     gpu_sizes=[(1, 1, 1), (5, 4, 3), (33, 17, 10), (4096, 1024, 512)],
     reduction=lambda x, W, dout: max(x.shape[0], W.shape[0]),  # dW, db: N terms; dx: out terms
@@ -131,7 +132,8 @@ CONV2D_BACKWARD = Problem(
     spec=conv2d_backward_spec,
     inputs=conv_backward_inputs,
     sizes=[(1, 1, 3, 3, 1, 3, 1, 0), (2, 3, 7, 6, 4, 3, 1, 1), (1, 2, 9, 8, 3, 3, 2, 1)],
-    gpu_sizes=[(1, 1, 3, 3, 1, 3, 1, 0), (2, 3, 7, 6, 4, 3, 1, 1), (1, 2, 9, 8, 3, 3, 2, 1), (64, 32, 14, 14, 64, 3, 1, 1)],
+    gpu_sizes=[(1, 1, 3, 3, 1, 3, 1, 0), (2, 3, 7, 6, 4, 3, 1, 1), (1, 2, 9, 8, 3, 3, 2, 1),
+               (64, 32, 14, 14, 64, 3, 1, 1)],
     reduction=_conv_backward_terms,
     out_names=["dx", "dw", "db"],
     points=4,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -32,7 +33,7 @@ def _values(n: int, values: Sequence[float] | None) -> np.ndarray:
     return v if values is not None else np.arange(1, n + 1, dtype=np.float64)
 
 
-def _edges(segments: list[tuple[float, float, float, float]], color: str, name: str, dash: str = "solid") -> go.Scatter:
+def _edges(segments: Sequence[tuple[float, float, float, float]], color: str, name: str, dash: str = "solid") -> go.Scatter:
     xs: list[float | None] = []
     ys: list[float | None] = []
     for x0, y0, x1, y1 in segments:
