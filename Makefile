@@ -8,7 +8,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 STAMP  := $(VENV)/.gpulab-installed
-FIRST  ?= $(firstword $(sort $(wildcard notebooks/0*.ipynb)))
+FIRST  ?= $(firstword $(sort $(wildcard notebooks/learner/0*.ipynb)))
 PORT   ?= 8888
 NO_BROWSER ?=
 # Parallel pytest workers (each notebook runs in one worker).
