@@ -70,7 +70,7 @@ test-oldest:
 	$(OLDEST_VENV)/bin/python -m pip --disable-pip-version-check install -q $(OLDEST_PINS) \
 	  "numpy>=1.26" "tqdm>=4.66" "pytest>=8" "pytest-xdist>=3.5" "nbformat>=5.9" "nbclient>=0.10" "ipykernel>=6.29"
 	$(OLDEST_VENV)/bin/python -m pip --disable-pip-version-check install -q --no-deps .  # as Colab: no deps, not editable
-	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(OLDEST_VENV)/bin/python -m pytest -n $(JOBS) -m "not browser" tests $(PYTEST_ARGS)
+	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(OLDEST_VENV)/bin/python -m pytest -n $(JOBS) -m "not browser and not slow" tests $(PYTEST_ARGS)
 
 # On a CUDA machine: .venv with the GPU extras, every notebook in gpu mode, benchmarks recorded.
 # Offline: WHEELHOUSE=/path/to/wheels (pip --no-index) and GPULAB_DATA_DIR=/path/to/data.
