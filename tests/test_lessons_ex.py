@@ -45,10 +45,10 @@ def _body(fn) -> str:
 def test_every_exercise_has_its_answer_and_they_agree(lesson):
     """The solution region of each exercise cell is exactly the body of the exercise's reference answer, and
     every exercise of the lesson appears in it."""
-    ours = {e.problem.name: e for (l, _), e in lessons.EXERCISES.items() if l == lesson}
+    ours = {e.problem.name: e for (les, _), e in lessons.EXERCISES.items() if les == lesson}
     names = []
     for src in _solution_cells(KERNEL_LESSONS[lesson]):
-        name = next(l.split("def ", 1)[1].split("(")[0] for l in src.splitlines() if l.startswith("def "))
+        name = next(ln.split("def ", 1)[1].split("(")[0] for ln in src.splitlines() if ln.startswith("def "))
         names.append(name)
         assert name in ours, f"{lesson}: the lesson's exercise {name} is not in gpulab.lessons"
         region = src.split(BEGIN, 1)[1].split(END, 1)[0]
@@ -89,7 +89,8 @@ def test_or_reference_falls_back_to_the_reference(capsys):
 def test_compare_numbers_words_and_sources():
     assert "right" in lessons.compare(500, 512) and "too high" in lessons.compare(1024, 512)
     assert "2x the measured value" in lessons.compare(1024, 512)
-    assert "right" in lessons.compare("Pairwise", "pairwise") and "not quite" in lessons.compare("sequential", "pairwise")
+    assert "right" in lessons.compare("Pairwise", "pairwise")
+    assert "not quite" in lessons.compare("sequential", "pairwise")
     assert "The answer: no" in lessons.compare(None, "no", why="ReLU has no derivative at 0")
     assert "spec-sheet ridge 295" in lessons.compare(300, 295, what="spec-sheet ridge")
     assert lessons.compare(None, 10, what="simulated").startswith("Simulated: 10")
@@ -188,8 +189,8 @@ def test_as_host_writes_what_the_function_returns():
 
 def test_every_reference_kernel_is_listed_for_ptx():
     listed = {k for k, _ in answers_05_10.PTX_SIGNATURES}
-    kernels = {e.reference for (l, _), e in lessons.EXERCISES.items()
-               if "05" <= l <= "10" and hasattr(e.reference, "py_func")}
+    kernels = {e.reference for (les, _), e in lessons.EXERCISES.items()
+               if "05" <= les <= "10" and hasattr(e.reference, "py_func")}
     assert listed == kernels
 
 

@@ -36,11 +36,13 @@ def run_elementwise(spec: dict[str, str], *args: Any) -> Any:
         raise ValueError(f"the spec needs keys {sorted(missing)} (and optionally 'name'); it has {sorted(spec)}.")
     ins, outs = _params(spec["in_params"], "in_params"), _params(spec["out_params"], "out_params")
     if len(args) != len(ins):
-        raise ValueError(f"in_params declares {len(ins)} inputs ({spec['in_params']}), but {len(args)} arguments were given.")
+        raise ValueError(f"in_params declares {len(ins)} inputs ({spec['in_params']}), but {len(args)} arguments "
+                         "were given.")
     if runtime.is_gpu():
         import cupy
 
-        kernel = cupy.ElementwiseKernel(spec["in_params"], spec["out_params"], spec["operation"], spec.get("name", "kernel"))
+        kernel = cupy.ElementwiseKernel(spec["in_params"], spec["out_params"], spec["operation"],
+                                        spec.get("name", "kernel"))
         return kernel(*args)
     env: dict[str, Any] = {}
     for (ctype, name), value in zip(ins, args):

@@ -120,7 +120,8 @@ def _lesson06() -> list[Exercise]:
             host=_elementwise_host(_a.axpy_elementwise_spec), out_names=["z"]),
             _a.axpy_elementwise_spec, adapt=_elementwise_host),
         Exercise("06", "leaky_relu", Problem(
-            "leaky_relu_kernel", lambda x: np.where(x > 0, x, np.float32(0.01) * x), lambda n, rng: random_arrays(rng, n),
+            "leaky_relu_kernel", lambda x: np.where(x > 0, x, np.float32(0.01) * x),
+            lambda n, rng: random_arrays(rng, n),
             sizes=[1, 100, 300], launch=lambda x, out: _grid_1d(out.size),
             mistakes={"negative inputs became 0: that is the plain ReLU; multiply them by 0.01 instead.":
                       lambda x: np.maximum(x, 0)}), _a.leaky_relu_kernel),

@@ -51,7 +51,8 @@ def _exercises() -> list[Exercise]:
             "attainable", lambda i, p, b: np.minimum(p[0] * 1e3, b[0] * i),
             lambda n, rng: (np.geomspace(0.01, 5000, n), rng.uniform(5, 1000, 1), rng.uniform(200, 5000, 1)),
             sizes=[1, 7, 64], host=_attainable(hardware.attainable_gflops), rtol=1e-12, atol=1e-9,
-            mistakes={"the peak is in TFLOP/s: multiply by 1e3 for GFLOP/s.": lambda i, p, b: np.minimum(p[0], b[0] * i),
+            mistakes={"the peak is in TFLOP/s: multiply by 1e3 for GFLOP/s.":
+                      lambda i, p, b: np.minimum(p[0], b[0] * i),
                       "the bound is the smaller of the two roofs (np.minimum), not the larger.":
                       lambda i, p, b: np.maximum(p[0] * 1e3, b[0] * i)}),
             hardware.attainable_gflops, adapt=_attainable),

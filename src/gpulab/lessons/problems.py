@@ -148,13 +148,15 @@ def _problems() -> list[Exercise]:
         # 04 · shared memory and tiling
         Exercise("04", "blur3", Problem(
             "blur3_kernel",
-            lambda x: (np.concatenate([[0], x[:-1]]) + x + np.concatenate([x[1:], [0]])).astype(np.float32) / np.float32(3),
+            lambda x: ((np.concatenate([[0], x[:-1]]) + x + np.concatenate([x[1:], [0]])).astype(np.float32)
+                       / np.float32(3)),
             lambda n, rng: (_vec(n, rng),), sizes=[1, 2, 31, 32, 33, 100], rtol=1e-5, atol=1e-6,
             launch=lambda x, out: (max(1, _cdiv(x.size, _ans.BLUR_TPB)), _ans.BLUR_TPB), out_names=["out"]),
             _ans.blur3_kernel),
         Exercise("04", "matmul_tiled", Problem(
             "matmul_tiled_kernel", lambda A, B: A @ B, lambda s, rng: (_mat(s[:2], rng), _mat(s[1:], rng)),
-            sizes=[(1, 1, 1), (17, 33, 9), (9, 20, 18)], launch=lambda A, B, C: _grid2d(*C.shape, (MATMUL_TPB, MATMUL_TPB)),
+            sizes=[(1, 1, 1), (17, 33, 9), (9, 20, 18)],
+            launch=lambda A, B, C: _grid2d(*C.shape, (MATMUL_TPB, MATMUL_TPB)),
             reduction=lambda A, B: A.shape[1], out_names=["C"]), matmul_tiled_kernel),
         Exercise("04", "matmul_strip", Problem(
             "matmul_strip_kernel", lambda A, B: A @ B, lambda s, rng: (_mat(s[:2], rng), _mat(s[1:], rng)),
@@ -190,7 +192,7 @@ def exercise(lesson: str, name: str) -> Exercise:
     """The exercise ``name`` of lesson ``lesson`` (e.g. ``"01", "add"``)."""
     key = (str(lesson).zfill(2), str(name))
     if key not in EXERCISES:
-        known = ", ".join(f"{l}/{n}" for l, n in EXERCISES)
+        known = ", ".join(f"{les}/{n}" for les, n in EXERCISES)
         raise UsageError(f"no exercise {key[0]}/{key[1]}; the exercises are: {known}.")
     return EXERCISES[key]
 
