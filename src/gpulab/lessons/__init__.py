@@ -19,6 +19,7 @@ from .learner import check as check_learner
 from .problems import (
     EXERCISES,
     Exercise,
+    as_host,
     check,
     check_function,
     compare,
@@ -27,6 +28,7 @@ from .problems import (
     reveal,
 )
 
-__all__ = ["EXERCISES", "LEARNER_DIR", "CheckProblem", "Exercise", "check", "check_function", "check_learner",
+__all__ = ["EXERCISES", "LEARNER_DIR", "CheckProblem", "Exercise", "as_host", "check", "check_function",
+           "check_learner",
            "compare", "configure", "exercise", "learner_notebook", "main", "or_reference", "release", "reveal",
            "run", "sources"]

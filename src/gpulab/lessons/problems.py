@@ -39,7 +39,8 @@ from ..kernels.matmul import matmul_naive_kernel, matmul_tiled_kernel
 from ..kernels.memory import transpose_naive_kernel
 from . import answers as _ans
 
-__all__ = ["EXERCISES", "Exercise", "check", "check_function", "compare", "exercise", "or_reference", "reveal"]
+__all__ = ["EXERCISES", "Exercise", "as_host", "check", "check_function", "compare", "exercise", "or_reference",
+           "reveal"]
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -67,6 +68,40 @@ class Exercise:
     name: str
     problem: Problem
     reference: Any
+    adapt: Callable[[Any], Callable[..., Any]] | None = None
+    """For an exercise whose answer is a plain function, not a kernel: turns the learner's function into the
+    ``host=`` function the Problem runs (e.g. with :func:`as_host`)."""
+    checker: Callable[[Any], CheckResult] | None = None
+    """For an exercise that a library module checks itself (``systolic.check_step``): runs the check,
+    with that module's named mistakes, in place of ``problem``."""
+
+    def check(self, answer: Any) -> CheckResult:
+        """Run the Problem on ``answer`` (a kernel, or a function through ``adapt``)."""
+        if self.checker is not None:
+            return self.checker(answer)
+        if self.adapt is None:
+            return self.problem.check(answer)
+        return self.problem.check(host=self.adapt(answer), name=self.problem.name)
+
+
+def as_host(fn: Callable[..., Any], n_inputs: int, name: str | None = None) -> Callable[..., None]:
+    """A ``host=`` function for :func:`gpulab.exercises.check_kernel` (or a Problem) that calls the plain
+    function ``fn`` on the first ``n_inputs`` arguments (arrays as NumPy arrays, in both modes) and writes
+    what it returns (one value or a tuple, one per output) into the outputs."""
+    from .. import runtime
+
+    def host(*call: Any) -> None:
+        ins = [np.asarray(runtime.to_host(x)) if hasattr(x, "shape") else x for x in call[:n_inputs]]
+        outs = call[n_inputs:]
+        got = fn(*ins)
+        got = got if isinstance(got, tuple) else (got,)
+        if len(got) != len(outs):
+            raise UsageError(f"{host.__name__} returned {len(got)} value(s); it must return {len(outs)}.")
+        for out, value in zip(outs, got):
+            out[...] = runtime.array_module(out).asarray(np.asarray(value, dtype=out.dtype).reshape(out.shape))
+
+    host.__name__ = name or getattr(fn, "__name__", "function")
+    return host
 
 
 def _problems() -> list[Exercise]:
@@ -113,13 +148,15 @@ def _problems() -> list[Exercise]:
         # 04 · shared memory and tiling
         Exercise("04", "blur3", Problem(
             "blur3_kernel",
-            lambda x: (np.concatenate([[0], x[:-1]]) + x + np.concatenate([x[1:], [0]])).astype(np.float32) / np.float32(3),
+            lambda x: ((np.concatenate([[0], x[:-1]]) + x + np.concatenate([x[1:], [0]])).astype(np.float32)
+                       / np.float32(3)),
             lambda n, rng: (_vec(n, rng),), sizes=[1, 2, 31, 32, 33, 100], rtol=1e-5, atol=1e-6,
             launch=lambda x, out: (max(1, _cdiv(x.size, _ans.BLUR_TPB)), _ans.BLUR_TPB), out_names=["out"]),
             _ans.blur3_kernel),
         Exercise("04", "matmul_tiled", Problem(
             "matmul_tiled_kernel", lambda A, B: A @ B, lambda s, rng: (_mat(s[:2], rng), _mat(s[1:], rng)),
-            sizes=[(1, 1, 1), (17, 33, 9), (9, 20, 18)], launch=lambda A, B, C: _grid2d(*C.shape, (MATMUL_TPB, MATMUL_TPB)),
+            sizes=[(1, 1, 1), (17, 33, 9), (9, 20, 18)],
+            launch=lambda A, B, C: _grid2d(*C.shape, (MATMUL_TPB, MATMUL_TPB)),
             reduction=lambda A, B: A.shape[1], out_names=["C"]), matmul_tiled_kernel),
         Exercise("04", "matmul_strip", Problem(
             "matmul_strip_kernel", lambda A, B: A @ B, lambda s, rng: (_mat(s[:2], rng), _mat(s[1:], rng)),
@@ -155,7 +192,7 @@ def exercise(lesson: str, name: str) -> Exercise:
     """The exercise ``name`` of lesson ``lesson`` (e.g. ``"01", "add"``)."""
     key = (str(lesson).zfill(2), str(name))
     if key not in EXERCISES:
-        known = ", ".join(f"{l}/{n}" for l, n in EXERCISES)
+        known = ", ".join(f"{les}/{n}" for les, n in EXERCISES)
         raise UsageError(f"no exercise {key[0]}/{key[1]}; the exercises are: {known}.")
     return EXERCISES[key]
 
@@ -163,7 +200,7 @@ def exercise(lesson: str, name: str) -> Exercise:
 def check(lesson: str, name: str, kernel: Any) -> CheckResult:
     """Check the learner's ``kernel`` for exercise ``name`` of ``lesson``; returns the verdict
     (renders as a table in Jupyter; never raises for the learner's mistake)."""
-    return exercise(lesson, name).problem.check(kernel)
+    return exercise(lesson, name).check(kernel)
 
 
 def reveal(lesson: str, name: str, *, display: bool = True) -> str:
@@ -188,8 +225,9 @@ def or_reference(result: CheckResult, kernel: Any, lesson: str | None = None, na
         ex = exercise(lesson, name)
     ref = ex.reference
     ref_name = getattr(getattr(ref, "py_func", ref), "__name__", "reference")
+    kind = "reference kernel" if hasattr(ref, "py_func") else "reference function"
     print(f"Your {result.name} has not passed its check yet ({result.status}): the cells below use the "
-          f"reference kernel ({ref.__module__ if hasattr(ref, '__module__') else 'gpulab'}.{ref_name}) instead.")
+          f"{kind} ({ref.__module__ if hasattr(ref, '__module__') else 'gpulab'}.{ref_name}) instead.")
     return ref
 
 
@@ -216,16 +254,29 @@ def check_function(fn: Callable[..., Any], cases: Sequence[tuple[tuple, Any]], *
     return CheckResult(fname, "passed", 1.0, 1.0, f"{len(cases)} case(s) correct.")
 
 
-def compare(prediction: Any, measured: float, *, unit: str = "", why: str = "", tolerance: float = 0.25) -> str:
+def compare(prediction: Any, measured: Any, *, unit: str = "", why: str = "", what: str = "measured",
+            tolerance: float = 0.25) -> str:
     """Print (and return) how a learner's ``prediction`` compares with a ``measured`` figure, then ``why``.
 
-    ``prediction=None`` (nothing entered yet) prints the measured value and the explanation anyway.
-    Within ``tolerance`` (relative) counts as right.
+    ``prediction=None`` (nothing entered yet) prints the value and the explanation anyway. Within
+    ``tolerance`` (relative) counts as right. ``what`` says where the figure comes from ("measured",
+    "spec sheet", "simulated", "a model"). A non-numeric ``measured`` (``"pairwise"``, ``"no"``) is an answer
+    compared word for word, ignoring case.
     """
-    m = float(measured)
     unit_s = f" {unit}" if unit else ""
+    if not isinstance(measured, (int, float, np.integer, np.floating)):
+        answer = str(measured)
+        if prediction is None:
+            head = f"The answer: {answer}. (Enter a prediction above and rerun to compare.)"
+        else:
+            right = str(prediction).strip().lower() == answer.strip().lower()
+            head = f"You predicted {prediction!r}; the answer is {answer!r}: {'right' if right else 'not quite'}."
+        text = head + (f"\n{why}" if why else "")
+        print(text)
+        return text
+    m = float(measured)
     if prediction is None:
-        head = f"Measured: {m:,.4g}{unit_s}. (Enter a prediction above and rerun to compare.)"
+        head = f"{what[:1].upper()}{what[1:]}: {m:,.4g}{unit_s}. (Enter a prediction above and rerun to compare.)"
     else:
         try:
             p = float(prediction)
@@ -235,9 +286,9 @@ def compare(prediction: Any, measured: float, *, unit: str = "", why: str = "", 
             close = p == 0
         else:
             close = abs(p - m) <= tolerance * abs(m)
-        ratio = f", {p / m:,.3g}x the measured value" if m and p else ""
+        ratio = f", {p / m:,.3g}x the {what} value" if m and p else ""
         verdict = "right" if close else ("too high" if p > m else "too low")
-        head = f"You predicted {p:,.4g}{unit_s}; measured {m:,.4g}{unit_s}: {verdict}{'' if close else ratio}."
+        head = f"You predicted {p:,.4g}{unit_s}; {what} {m:,.4g}{unit_s}: {verdict}{'' if close else ratio}."
     text = head + (f"\n{why}" if why else "")
     print(text)
     return text

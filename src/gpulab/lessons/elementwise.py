@@ -1,5 +1,5 @@
-"""Lesson 06 (CuPy and interop): reference answers, and :func:`run_elementwise`, which runs an
-``ElementwiseKernel`` spec with CuPy on a GPU and with a small NumPy model of it in the simulator."""
+"""A model of CuPy's ``ElementwiseKernel`` for lesson 06: :func:`run_elementwise` runs a spec with CuPy on a
+GPU and with a small NumPy model of it in the simulator."""
 
 from __future__ import annotations
 
@@ -7,36 +7,10 @@ import re
 from typing import Any
 
 import numpy as np
-from numba import cuda
 
 from .. import runtime
 
-__all__ = ["axpy_elementwise_spec", "leaky_relu_kernel", "squared_diff_kernel"]
-
-
-@cuda.jit
-def squared_diff_kernel(x, y, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        d = x[i] - y[i]  # one read of x and y, one write of out: 12 bytes per element
-        out[i] = d * d
-
-
-@cuda.jit
-def leaky_relu_kernel(x, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        v = x[i]
-        out[i] = v if v > 0 else 0.01 * v
-
-
-def axpy_elementwise_spec() -> dict[str, str]:
-    return {
-        "in_params": "float32 a, float32 x, float32 y",  # a scalar is declared like an array element
-        "out_params": "float32 z",
-        "operation": "z = a * x + y",
-        "name": "axpy",
-    }
+__all__ = ["run_elementwise"]
 
 
 _PARAM = re.compile(r"^\s*(?:raw\s+)?(\w+)\s+(\w+)\s*$")
@@ -62,11 +36,13 @@ def run_elementwise(spec: dict[str, str], *args: Any) -> Any:
         raise ValueError(f"the spec needs keys {sorted(missing)} (and optionally 'name'); it has {sorted(spec)}.")
     ins, outs = _params(spec["in_params"], "in_params"), _params(spec["out_params"], "out_params")
     if len(args) != len(ins):
-        raise ValueError(f"in_params declares {len(ins)} inputs ({spec['in_params']}), but {len(args)} arguments were given.")
+        raise ValueError(f"in_params declares {len(ins)} inputs ({spec['in_params']}), but {len(args)} arguments "
+                         "were given.")
     if runtime.is_gpu():
         import cupy
 
-        kernel = cupy.ElementwiseKernel(spec["in_params"], spec["out_params"], spec["operation"], spec.get("name", "kernel"))
+        kernel = cupy.ElementwiseKernel(spec["in_params"], spec["out_params"], spec["operation"],
+                                        spec.get("name", "kernel"))
         return kernel(*args)
     env: dict[str, Any] = {}
     for (ctype, name), value in zip(ins, args):

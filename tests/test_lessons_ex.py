@@ -1,0 +1,205 @@
+"""The exercises of lessons 05-11 (gpulab.lessons.ex_05_10, ex_11): each lesson's solutions are exactly the
+reference answers, the kernel lessons have at least three exercises, known mistakes get their named hint,
+the function exercises go through the same harness, and the reference kernels compile to PTX.
+
+(Every reference passing its own check is test_lessons.py's test_every_reference_passes_its_check.)
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from gpulab import lessons
+from gpulab.errors import UsageError
+from gpulab.lessons import answers_05_10
+from gpulab.lessons.elementwise import run_elementwise
+
+ROOT = Path(__file__).resolve().parents[1]
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+KERNEL_LESSONS = {"05": "05_reductions_atomics", "06": "06_cupy_interop", "07": "07_convolution",
+                  "08": "08_backprop", "10": "10_scaling_up"}
+
+
+def _solution_cells(nb_name: str):
+    nb = json.loads((ROOT / "notebooks" / f"{nb_name}.ipynb").read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        src = "".join(cell["source"])
+        if cell["cell_type"] == "code" and BEGIN in src:
+            yield src
+
+
+def _body(fn) -> str:
+    """The body of a function's source, without decorator and ``def`` line."""
+    src = textwrap.dedent(inspect.getsource(getattr(fn, "py_func", fn)))
+    return src.split(":\n", 1)[1] if src.startswith("def ") else src.split("\n", 1)[1].split(":\n", 1)[1]
+
+
+@pytest.mark.parametrize("lesson", sorted(KERNEL_LESSONS))
+def test_every_exercise_has_its_answer_and_they_agree(lesson):
+    """The solution region of each exercise cell is exactly the body of the exercise's reference answer, and
+    every exercise of the lesson appears in it."""
+    ours = {e.problem.name: e for (les, _), e in lessons.EXERCISES.items() if les == lesson}
+    names = []
+    for src in _solution_cells(KERNEL_LESSONS[lesson]):
+        name = next(ln.split("def ", 1)[1].split("(")[0] for ln in src.splitlines() if ln.startswith("def "))
+        names.append(name)
+        assert name in ours, f"{lesson}: the lesson's exercise {name} is not in gpulab.lessons"
+        region = src.split(BEGIN, 1)[1].split(END, 1)[0]
+        assert textwrap.dedent(region).strip() == textwrap.dedent(_body(ours[name].reference)).strip(), \
+            f"{lesson}: {name} differs from its reference in gpulab.lessons.answers_05_10"
+    assert sorted(names) == sorted(ours), f"{lesson}: exercises in the lesson {names}, in gpulab.lessons {sorted(ours)}"
+    assert len(names) >= (3 if lesson in ("05", "07", "08") else 1)
+
+
+def test_lesson11_checks_each_function_exercise():
+    text = (ROOT / "notebooks" / "11_energy_cost_hardware.ipynb").read_text(encoding="utf-8")
+    for (lesson, name) in lessons.EXERCISES:
+        if lesson == "11":
+            assert f'lessons.check(\\"11\\", \\"{name}\\"' in text, name
+
+
+def test_reveal_prints_the_source():
+    text = lessons.reveal("05", "scan_block", display=False)
+    assert "def scan_block_kernel(x, out, block_sums):" in text and "syncthreads" in text
+    with pytest.raises(UsageError, match="05/scan_block"):
+        lessons.reveal("05", "no_such_exercise", display=False)
+
+
+def test_or_reference_falls_back_to_the_reference(capsys):
+    @cuda.jit
+    def relu_backward_kernel(dout, y, dx):
+        raise NotImplementedError
+
+    result = lessons.check("08", "relu_backward", relu_backward_kernel)
+    assert result.status == "not implemented"
+    ref = lessons.exercise("08", "relu_backward").reference
+    assert lessons.or_reference(result, relu_backward_kernel, "08", "relu_backward") is ref
+    assert "reference kernel" in capsys.readouterr().out
+    passed = lessons.check("08", "relu_backward", ref)
+    assert lessons.or_reference(passed, relu_backward_kernel, "08", "relu_backward") is relu_backward_kernel
+
+
+def test_compare_numbers_words_and_sources():
+    assert "right" in lessons.compare(500, 512) and "too high" in lessons.compare(1024, 512)
+    assert "2x the measured value" in lessons.compare(1024, 512)
+    assert "right" in lessons.compare("Pairwise", "pairwise")
+    assert "not quite" in lessons.compare("sequential", "pairwise")
+    assert "The answer: no" in lessons.compare(None, "no", why="ReLU has no derivative at 0")
+    assert "spec-sheet ridge 295" in lessons.compare(300, 295, what="spec-sheet ridge")
+    assert lessons.compare(None, 10, what="simulated").startswith("Simulated: 10")
+
+
+def test_run_elementwise_model():
+    x, y = np.arange(4, dtype=np.float32), np.ones(4, np.float32)
+    spec = answers_05_10.axpy_elementwise_spec()
+    assert np.array_equal(run_elementwise(spec, np.float32(2), x, y), 2 * x + y)
+    assert np.array_equal(run_elementwise({"in_params": "float32 x", "out_params": "float32 z",
+                                           "operation": "z = 0.5f * x;"}, x), 0.5 * x)
+    with pytest.raises(ValueError, match="ternary"):
+        run_elementwise({"in_params": "float32 x", "out_params": "float32 z", "operation": "z = x > 0 ? x : 0"}, x)
+    with pytest.raises(ValueError, match="2 arguments"):
+        run_elementwise(spec, x, y)
+
+
+def test_elementwise_exercise_checks_the_learners_spec():
+    def todo():
+        raise NotImplementedError
+
+    assert lessons.check("06", "axpy_elementwise", todo).status == "not implemented"
+    wrong = lessons.check("06", "axpy_elementwise", lambda: {"in_params": "float32 a, float32 x, float32 y",
+                                                             "out_params": "float32 z", "operation": "z = a * x"})
+    assert wrong.status == "failed", wrong
+
+
+# --- known mistakes get their named hint ----------------------------------------------------------------
+TPB = answers_05_10.TPB
+
+
+@cuda.jit
+def zero_padded_max_kernel(x, partial):
+    if cuda.threadIdx.x == 0:
+        m = 0.0
+        for k in range(cuda.blockIdx.x * TPB, min(x.size, (cuda.blockIdx.x + 1) * TPB)):
+            m = max(m, x[k])
+        partial[cuda.blockIdx.x] = m
+
+
+def test_block_max_with_zero_padding_is_named():
+    res = lessons.check("05", "block_max", zero_padded_max_kernel)
+    assert not res.passed and res.hint.startswith("the maximum is 0 where every value is negative"), res
+
+
+@cuda.jit
+def relu_backward_passthrough(dout, y, dx):
+    i = cuda.grid(1)
+    if i < dx.size:
+        dx[i] = dout[i]
+
+
+def test_relu_backward_that_ignores_the_mask_is_named():
+    res = lessons.check("08", "relu_backward", relu_backward_passthrough)
+    assert not res.passed and res.hint.startswith("dx equals dout everywhere") and res.message.startswith("dx["), res
+
+
+@cuda.jit
+def conv_flipped_kernel(x, w, out):
+    j, i = cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        acc = 0.0
+        for a in range(w.shape[0]):
+            for b in range(w.shape[1]):
+                acc += x[i + a, j + b] * w[w.shape[0] - 1 - a, w.shape[1] - 1 - b]
+        out[i, j] = acc
+
+
+def test_flipped_convolution_is_named_with_a_j_i_launch():
+    res = lessons.check("07", "conv2d_single", conv_flipped_kernel)
+    assert not res.passed and res.hint.startswith("the filter is flipped"), res
+
+
+def test_function_exercises_of_lesson_11():
+    def todo(*args):
+        raise NotImplementedError
+
+    for name in ("joules_per_image", "attainable", "cost_per_epoch", "pe_step"):
+        assert lessons.check("11", name, todo).status == "not implemented", name
+    left = lessons.check("11", "joules_per_image", lambda t, p, n: float(np.sum(np.diff(t) * p[:-1])) / n)
+    assert not left.passed and "left Riemann sum" in left.hint, left
+    per_second = lessons.check("11", "cost_per_epoch", lambda images, ips, usd: images / ips * usd)
+    assert not per_second.passed and "3600" in per_second.hint, per_second
+    assert lessons.check("11", "attainable", lambda i, p, b: np.minimum(p * 1e3, b * i)).passed
+
+
+def test_as_host_writes_what_the_function_returns():
+    out = np.zeros(3, np.float32)
+    lessons.as_host(lambda a: 2 * a, 1, "double")(np.arange(3, dtype=np.float32), out)
+    assert np.array_equal(out, [0, 2, 4])
+    with pytest.raises(UsageError, match="must return 2"):
+        lessons.as_host(lambda a: a, 1, "one")(np.arange(3), out, out)
+
+
+# --- PTX ------------------------------------------------------------------------------------------------
+
+def test_every_reference_kernel_is_listed_for_ptx():
+    listed = {k for k, _ in answers_05_10.PTX_SIGNATURES}
+    kernels = {e.reference for (les, _), e in lessons.EXERCISES.items()
+               if "05" <= les <= "10" and hasattr(e.reference, "py_func")}
+    assert listed == kernels
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("kernel,signature", answers_05_10.PTX_SIGNATURES,
+                         ids=lambda x: getattr(getattr(x, "py_func", x), "__name__", str(x)))
+def test_reference_kernels_compile_to_ptx(kernel, signature):
+    from gpulab import ptx
+
+    name = kernel.py_func.__name__
+    res = ptx.compile_source(inspect.getsource(answers_05_10), name, signature, ccs=[(7, 5), (9, 0)])
+    assert res.get("7.5") == "ok" and res.get("9.0") == "ok", f"{name}: {res}"
