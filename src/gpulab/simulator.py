@@ -93,7 +93,7 @@ class Watched(np.ndarray):
         block = getattr(th, "blockIdx", None)
         if self._log is None or block is None:
             return  # not inside a simulated kernel thread
-        t = th.threadIdx
+        t = th.threadIdx  # type: ignore[attr-defined]  # set by the simulator on its threads
         b, tt = (block.x, block.y, block.z), (t.x, t.y, t.z)
         epoch, atomic = getattr(th, "_gpulab_epoch", 0), getattr(th, "_gpulab_atomic", False)
         self._log.extend(Access(self._name, kind, b, tt, f, epoch, atomic, line) for f in flat_indices(idx, self.shape))

@@ -100,7 +100,7 @@ def as_host(fn: Callable[..., Any], n_inputs: int, name: str | None = None) -> C
         for out, value in zip(outs, got):
             out[...] = runtime.array_module(out).asarray(np.asarray(value, dtype=out.dtype).reshape(out.shape))
 
-    host.__name__ = name or getattr(fn, "__name__", "function")
+    host.__name__ = name or getattr(fn, "__name__", None) or "function"
     return host
 
 
