@@ -208,3 +208,23 @@ def test_ptx_check_accepts_real_cuda_and_rejects_python_only_code():
                         threads=(TILE, TILE), reduction=lambda A, B: A.shape[1],
                         ptx="void(float32[:, :], float32[:, :], float32[:, :])")
     assert good.passed and any(c.name == "PTX" and c.passed for c in good.checks)
+
+
+def test_a_host_function_that_never_returns_is_stopped_after_the_verdict():
+    """Issue 15: a `host=` function that loops forever gets a timeout verdict, and its thread does
+    not keep spinning afterwards."""
+    import threading
+    import time
+
+    def forever(a, b, out):
+        while True:
+            time.sleep(0.001)
+
+    res = check_kernel(forever, spec=lambda a, b: a + b,
+                       inputs=lambda n, rng: (np.ones(n, np.float32), np.ones(n, np.float32)),
+                       sizes=[4], host=forever, timeout=0.5)
+    assert res.status == "timeout" and "did not finish within 0.5 s" in res.message, res
+    deadline = time.time() + 5
+    while time.time() < deadline and any(t.name == "gpulab-check" and t.is_alive() for t in threading.enumerate()):
+        time.sleep(0.05)
+    assert not any(t.name == "gpulab-check" and t.is_alive() for t in threading.enumerate())

@@ -33,7 +33,7 @@ import numpy as np
 from .source import py_func
 
 __all__ = ["Access", "Instruments", "Watched", "flat_indices", "harden", "instrument", "shared_array",
-           "simulated", "stop_threads", "watch", "fast_arrays"]
+           "simulated", "stop_thread", "stop_threads", "watch", "fast_arrays"]
 
 Dim = tuple[int, int, int]
 
@@ -297,6 +297,14 @@ def stop_threads(exc_type: type[BaseException]) -> list[str]:
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(th.ident), ctypes.py_object(exc_type))
             stopped.append(f"thread {tuple(th.threadIdx)} of block {tuple(th.blockIdx)}")  # type: ignore[attr-defined]
     return stopped
+
+
+def stop_thread(thread: threading.Thread, exc_type: type[BaseException]) -> bool:
+    """Raise ``exc_type`` inside ``thread`` (a Python thread stuck in a loop); True if it was running."""
+    if not thread.is_alive() or thread.ident is None:
+        return False
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(exc_type))
+    return True
 
 
 def simulated(kernel: Any) -> Any:

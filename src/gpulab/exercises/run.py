@@ -92,6 +92,12 @@ def run_with_deadline(fn: Callable[[], Any], timeout: float) -> Any:
                 worker.join(0.1)
                 if not worker.is_alive():
                     break
+        # A host= function (plain Python) that never returns: stop the worker itself, so that no thread
+        # keeps spinning after the verdict. (A GPU kernel cannot be stopped this way; the verdict says so.)
+        for _ in range(50):
+            if not simulator.stop_thread(worker, KernelTimeout):
+                break
+            worker.join(0.1)
         raise Hang(stuck)
     if "error" in box:
         raise box["error"]
