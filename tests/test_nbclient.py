@@ -22,6 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(ROOT.glob("notebooks/[0-9]*.ipynb")) \
     + sorted(ROOT.glob("labs/solutions/*.ipynb"))
 BUDGET_S = float(os.environ.get("GPULAB_NBCLIENT_BUDGET_S", "30"))
+# lab09 trains a CNN end to end on the learner's kernels in the simulator (about 25 s of CPU time alone;
+# more with the other test worker on a 2-core machine): its own budget, asserted in the notebook as CPU time.
+SLOW_BUDGET_S = {"lab09_training.ipynb": 90.0}
 
 
 @pytest.mark.slow
@@ -29,7 +32,8 @@ BUDGET_S = float(os.environ.get("GPULAB_NBCLIENT_BUDGET_S", "30"))
 def test_runs_under_plain_nbclient(path: Path, monkeypatch) -> None:
     monkeypatch.setenv("GPULAB_DEVICE", "simulator")
     nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=max(BUDGET_S, 10), kernel_name="python3",
+    budget = max(BUDGET_S, SLOW_BUDGET_S.get(path.name, 0.0))
+    client = nbclient.NotebookClient(nb, timeout=max(budget, 10), kernel_name="python3",
                                      resources={"metadata": {"path": str(path.parent)}})
     start = time.perf_counter()
     client.execute()
@@ -44,4 +48,4 @@ def test_runs_under_plain_nbclient(path: Path, monkeypatch) -> None:
                 values = [o["data"]["text/plain"] for o in cell.outputs if o.get("output_type") == "execute_result"]
                 assert values and float(values[-1]) == meta["points"], f"{path.name} {meta['grade_id']}: {values}"
     print(f"{path.relative_to(ROOT)}: {elapsed:.1f} s under nbclient")
-    assert elapsed <= BUDGET_S, f"{path.name} took {elapsed:.1f} s under nbclient (budget {BUDGET_S:.0f} s)"
+    assert elapsed <= budget, f"{path.name} took {elapsed:.1f} s under nbclient (budget {budget:.0f} s)"
