@@ -24,13 +24,13 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import nbtools
 from ..errors import UsageError
 from ..labs import (
+    CheckProblem,
     BEGIN,
     BEGIN_HIDDEN,
     END,
@@ -121,14 +121,6 @@ def release(root: Path | None = None) -> list[Path]:
         target.write_text(_write(learner_notebook(src, root)), encoding="utf-8")
         written.append(target)
     return written
-
-
-@dataclass
-class CheckProblem:
-    """One thing wrong with a learner version."""
-
-    path: str
-    problem: str
 
 
 def _leaks(learner: Any, source: Any) -> list[str]:
