@@ -85,3 +85,30 @@ def test_the_check_sees_the_installed_versions_not_the_newest(tmp_path):
     elif nbc_v >= (0, 30):
         assert "is_fp8_supported" not in out, out
     assert r.returncode == (1 if "MISSING" in out else 0), out + r.stderr
+
+
+# Names gpu-mode code reaches through a variable (``linalg = interop._linalg()``, ``nccl = require_nccl()``,
+# numba's config module in timing.no_interface_sync), which the scan cannot follow, and which the unit
+# tests replace with fakes (tests/test_interop.py, tests/test_timing.py): the fakes must stand for real names.
+REACHED_THROUGH_VARIABLES = """
+import cupy
+import numba.cuda.api
+import numba.cuda.cudadrv.devicearray
+import numba.cuda.core.config
+cupy._core._routines_linalg.get_compute_type
+cupy._core._routines_linalg.set_compute_type
+cupy._core._routines_linalg.COMPUTE_TYPE_DEFAULT
+cupy._core._routines_linalg.COMPUTE_TYPE_TF32
+cupy.cuda.nccl.available
+numba.cuda.core.config.CUDA_ARRAY_INTERFACE_SYNC
+numba.cuda.api.config.CUDA_ARRAY_INTERFACE_SYNC
+numba.cuda.cudadrv.devicearray.config.CUDA_ARRAY_INTERFACE_SYNC
+"""
+
+
+def test_names_reached_through_variables_exist_in_the_installed_versions(tmp_path):
+    py = tmp_path / "reached.py"
+    py.write_text(REACHED_THROUGH_VARIABLES)
+    r = _apicheck(py)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "12 CuPy/numba names" in r.stdout, r.stdout  # every line above was checked

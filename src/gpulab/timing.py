@@ -89,8 +89,8 @@ def _numba_configs() -> list[Any]:
                 mod = importlib.import_module(name)
             except ImportError:
                 mod = None
-        if mod is not None and hasattr(mod, _SYNC_FLAG):
-            found.append(mod)
+        if mod is not None and hasattr(mod, _SYNC_FLAG) and all(mod is not f for f in found):
+            found.append(mod)  # (numba-cuda 0.30's numba.cuda.core.config is numba.core.config: once)
     return found
 
 
