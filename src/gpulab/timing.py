@@ -81,7 +81,7 @@ _SYNC_FLAG = "CUDA_ARRAY_INTERFACE_SYNC"
 def _numba_configs() -> list[Any]:
     """numba's config modules that hold ``CUDA_ARRAY_INTERFACE_SYNC`` (numba-cuda's, and numba's own in
     older releases): only those already imported, so this never imports numba itself."""
-    found = []
+    found: list[Any] = []
     for name in ("numba.cuda.core.config", "numba.core.config"):
         mod = sys.modules.get(name)
         if mod is None and name == "numba.cuda.core.config" and "numba.cuda" in sys.modules:
