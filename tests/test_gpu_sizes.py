@@ -9,7 +9,8 @@ cannot meet at gpu sizes fails here, in CI, instead of on a learner's Colab GPU.
 same emulations fail when the old constant tolerance (rtol=1e-4, atol=1e-5) is put back.
 
 The lessons' asserts whose tolerance depends on the arithmetic are emulated at the end of this file
-(lesson notebooks 00, 03, 05, 06, 07, 08) with the figures their gpu-mode cells use.
+(lesson notebooks 00, 03, 05, 06, 07, 10) with the figures their gpu-mode cells use, and lesson 09's
+accuracy target for the digits fallback is trained at its gpu-mode settings (read from the notebook).
 """
 
 from __future__ import annotations
@@ -428,3 +429,51 @@ def test_lesson10_data_parallel_gradients_at_batch_256():
     assert abs(np.mean(dp["shard_losses"]) - loss) < 1e-4
     for k in grads:
         assert np.allclose(dp["grads"][k], grads[k], rtol=1e-4, atol=1e-6), k
+
+
+def _lesson09_gpu_settings() -> tuple[dict, dict]:
+    """Lesson 09's gpu-mode figures, read from the notebook: ``{name: gpu value}`` of every
+    ``name = gpulab.sizes(gpu=..., simulator=...)`` and ``{dataset: gpu target}`` of its accuracy targets."""
+    import ast
+    import json
+    import re
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "09_train_cnn.ipynb").read_text())
+    src = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    tree = ast.parse(re.sub(r"^(\s*)(?=[!%])", r"\1pass  # ", src, flags=re.MULTILINE))  # IPython magics
+
+    def gpu_value(call):
+        if isinstance(call, ast.Call) and ast.unparse(call.func) == "gpulab.sizes":
+            return ast.literal_eval(next(k.value for k in call.keywords if k.arg == "gpu"))
+        return None
+
+    settings, targets = {}, {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            name, value = node.targets[0].id, node.value
+            if gpu_value(value) is not None:
+                settings[name] = gpu_value(value)
+            if name == "target" and isinstance(value, ast.Subscript) and isinstance(value.value, ast.Dict):
+                targets = {ast.literal_eval(k): gpu_value(v) for k, v in zip(value.value.keys, value.value.values)}
+    return settings, targets
+
+
+@pytest.mark.slow
+def test_lesson09_digits_fallback_reaches_its_gpu_target():
+    """09 cells 7 and 16 where MNIST cannot be had (no download): the 8x8 digits scaled to 28x28, all 1,437
+    training images, the gpu-mode network and schedule, must pass the digits target (issue 17: the MNIST
+    target 0.98 was applied and this run reaches 0.85, 0.875, 0.939 per epoch). NumPy float32 training stands
+    in for the GPU's (the same float32 layers; cuBLAS's summation order moves accuracy by far less than the
+    margin). MNIST's 0.98 at 60,000 images x 3 epochs is too slow to prove on CI's CPUs."""
+    from gpulab import data, nn, train
+
+    settings, targets = _lesson09_gpu_settings()
+    assert {"channels", "hidden", "epochs", "batch_size"} <= set(settings) and set(targets) == {"mnist", "digits"}
+    ds = data.load("digits", size=28)
+    model = nn.mnist_cnn(seed=0, image_size=28, channels=settings["channels"], hidden=settings["hidden"],
+                         backend="numpy")
+    h = train.fit(model, ds, epochs=settings["epochs"], batch_size=settings["batch_size"], progress=False)
+    acc = train.evaluate(model, ds.x_test, ds.y_test)["accuracy"]
+    assert acc > targets["digits"], (acc, targets, h.test_accuracy)
+    assert targets["digits"] < targets["mnist"]  # the target says which dataset it is for
