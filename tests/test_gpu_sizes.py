@@ -280,6 +280,17 @@ def test_every_lab_problem_has_an_emulation():
     assert set(EMULATIONS) == set(ALL)
 
 
+def test_lesson_exercises_check_the_same_sizes_in_both_modes():
+    """The lessons' in-flow exercises (gpulab.lessons.EXERCISES) have no gpu sizes: in gpu mode they check
+    the sizes the simulator tests already pass (tests/test_lessons.py). One that gains gpu_sizes must get
+    an emulation here first, like the labs' problems."""
+    from gpulab import lessons
+
+    assert lessons.EXERCISES
+    grown = [key for key, ex in lessons.EXERCISES.items() if ex.problem.gpu_sizes is not None]
+    assert not grown, f"{grown}: add an emulation to EMULATIONS and check them at scale='gpu'"
+
+
 @pytest.mark.parametrize("key", sorted(ALL))
 def test_lab_check_passes_a_faithful_float32_emulation_at_gpu_sizes(key):
     res = gpu_check(key)
