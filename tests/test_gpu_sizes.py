@@ -460,6 +460,8 @@ def _lesson09_gpu_settings() -> tuple[dict, dict]:
         return None
 
     settings, targets = {}, {}
+    loads = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == "data.load"]
+    assert "data.load('mnist', download=gpulab.is_gpu())" in loads, loads  # on a GPU (Colab): the verified download
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
             name, value = node.targets[0].id, node.value
