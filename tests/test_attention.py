@@ -132,6 +132,14 @@ def test_fused_advantage_grows_with_the_sequence():
     assert 5.0 < causal < 6.0
 
 
+
+def test_bytes_table_and_benchmark_rows():
+    rows = flash.bytes_table(4, 5, 2, causal=True)
+    assert all(r["predicted"] == r["measured"] for r in rows) and rows[-1]["kernel"] == "ratio naive / fused"
+    bench = flash.benchmark_attention(4, 2, causal=True, repeat=1)
+    assert [r["path"].split()[0] for r in bench] == ["fused", "naive", "CuPy" if runtime.is_gpu() else "NumPy"]
+    assert all(r["seconds"] > 0 and r["mode"] == runtime.mode() for r in bench)
+
 # ---------------------------------------------------------------------------------------------------
 # backward
 
