@@ -196,7 +196,8 @@ FLASH_LSE = Problem(
     gpu_sizes=[(1, 1, 1, 1, 0, 1.0), (17, 17, 2, 2, 1, 1.0), (1024, 1024, 64, 64, 1, 100.0),
                (1000, 1500, 64, 48, 1, 1.0)],
     launch=lambda q, k, v, scale, causal, out, lse: (max(1, math.ceil(q.shape[0] / BQ)), (BK, BQ)),
-    rtol=1e-3, atol=5e-4,
+    # logits of a few hundred carry float32 rounding of ~1e-3 (a d-term dot product): out and lse err by that much
+    rtol=1e-4, atol=1e-3,
     mistakes={"lse is the log of the row's sum of exp(s): row_max + log(row_sum), not log(row_sum) alone.":
               _lse_without_max},  # a mistake spec returns the output it explains (lse)
     budget=Budget(reads_per_element={"q": 1, "k": _kv_reads, "v": _kv_reads}),

@@ -90,7 +90,7 @@ def flash_attention_kernel(q, k, v, scale, causal, out):
             s += sQ[ty, c] * sK[tx, c]
         s *= scale
         if key >= m or row >= n or (causal != 0 and key > row + offset):
-            s = -math.inf
+            s = float32(-math.inf)  # masked: exp gives it weight 0
         sS[ty, tx] = s
         cuda.syncthreads()  # wait until the whole BQ x BK tile of scores is in shared memory
 
