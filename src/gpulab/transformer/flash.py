@@ -19,6 +19,10 @@ Every exponent is ``s - m_new <= 0``, so logits of any size give no overflow. Ca
 last key tile their rows can see. Global traffic: q read once, k and v once per block of query rows
 (``ceil(n / BQ)`` times), out written once; :func:`predicted_bytes` counts it exactly, for this kernel
 and for the naive path's kernels, and :func:`measure_bytes` counts it with :func:`gpulab.trace.trace`.
+The two agree exactly (tests/test_attention.py): naive / fused = 5.0 for n = m = d = 16, 5.17 for
+n = m = 32, d = 16, 6.37 for a causal n = 9, m = 30, d = 8; predicted 2.85 for n = m = 1024, d = 64 and
+5.42 for the same sizes causal (the fused kernel skips the key tiles past the diagonal, the naive path
+computes and masks them).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from ..kernels.matmul import TPB as MATMUL_TPB
 from ..kernels.reduce import SOFTMAX_TPB
 from .attention import MASK_BLOCK, check_qkv, default_scale
 
-__all__ = ["BK", "BQ", "DMAX", "PTX_SIGNATURES", "BytesPrediction", "benchmark_attention", "bytes_table",
+__all__ = ["ACC", "BK", "BQ", "DMAX", "PAD", "PTX_SIGNATURES", "BytesPrediction", "benchmark_attention", "bytes_table",
            "flash_attention", "flash_attention_kernel", "launch_config", "measure_bytes", "predicted_bytes"]
 
 BQ = 16  # query rows per block (threadIdx.y)
