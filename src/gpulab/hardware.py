@@ -268,7 +268,7 @@ _PCIE = (f"as of {CHECKED}, from PCI-SIG's PCI Express Base Specifications (pcis
 _NVL = f"as of {CHECKED}, from NVIDIA's NVLink page (nvidia.com/en-us/data-center/nvlink): total per GPU / 2"
 _IB = (f"as of {CHECKED}, from NVIDIA's InfiniBand adapter data sheets (ConnectX-6/7/8) and the IBTA roadmap: one 4x "
        "port, line rate / 8")
-_DERIVED = f"{SPEC_SHEET} (derived: the spec's rate, per direction)"
+_DERIVED = f"{SPEC_SHEET} (derived from the quoted rate, per direction)"
 INTERCONNECTS: dict[str, Link] = {
     "PCIe 3.0 x16": Link("PCIe 3.0 x16", 15.75, 5, "in a machine", _PCIE, _PCIE_REF, gbps_kind=_DERIVED),
     "PCIe 4.0 x16": Link("PCIe 4.0 x16", 31.5, 5, "in a machine", _PCIE, _PCIE_REF, gbps_kind=_DERIVED),
