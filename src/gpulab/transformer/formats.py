@@ -213,7 +213,8 @@ def scale_for(x: Any, fmt: str | Format, *, margin: int = 0, power_of_two: bool 
     return float(2.0 ** math.floor(math.log2(scale))) if power_of_two else scale
 
 
-def scaled_round(x: Any, fmt: str | Format, scale: float | None = None, **scale_options: Any) -> tuple[np.ndarray, float]:
+def scaled_round(x: Any, fmt: str | Format, scale: float | None = None,
+                 **scale_options: Any) -> tuple[np.ndarray, float]:
     """``(round_to(x * scale, fmt, saturate=True) / scale, scale)``: the values an FP8 tensor with a
     per-tensor scale stands for, as float32. ``scale=None`` takes :func:`scale_for` (amax-based)."""
     a = np.asarray(x, dtype=np.float64)
