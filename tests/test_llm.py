@@ -87,7 +87,7 @@ def test_cnn_costs_are_counted_from_the_course_model():
 
 
 def test_flops_table_labels_every_row():
-    rows = llm.flops_table(cnn={"forward_flops": 1.0, "training_flops": 3.0, "params": 2.0})
+    rows = llm.flops_table(cnn={"forward_flops": 8.0, "training_flops": 24.0, "params": 2.0})
     assert [r["workload"].split(" ")[0].rstrip(",") for r in rows] == ["course", "ResNet-50", "GPT-2", "DiT-XL/2"]
     assert rows[0]["how"].startswith("counted") and all(r["how"] for r in rows)
     assert all(r["how"].startswith("estimate") for r in rows[2:])
@@ -95,3 +95,5 @@ def test_flops_table_labels_every_row():
     assert 2 * 124e6 < gpt < 2 * 124e6 * 1.25  # ~2 FLOPs per weight per token, plus attention
     assert 1.8e11 < rows[3]["forward_flops"] < 3e11  # DiT-XL/2: ~119 G multiply-adds per step
     assert np.all(np.array([r["training_flops"] / r["forward_flops"] for r in rows[1:]]) == 3)
+    assert rows[0]["flops_per_weight_byte"] == 1.0  # 8 FLOPs over 2 FP32 weights
+    assert 1 < rows[2]["flops_per_weight_byte"] < 1.25 < 100 < rows[3]["flops_per_weight_byte"]  # DiT reuses weights

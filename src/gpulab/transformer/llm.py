@@ -261,22 +261,30 @@ DIT_XL2 = Transformer("DiT-XL/2 denoiser", 28, 1152, 16, vocab=0,
 def flops_table(*, context: int = 1024, cnn: dict[str, float] | None = None) -> list[dict[str, Any]]:
     """FLOPs per sample (image, token or denoising step): the course CNN (counted), a small GPT per token at
     ``context`` (napkin math), one DiT denoising step (napkin math), and lesson 00's ResNet-50 (its count).
-    Training ~ 3 x forward (the backward pass costs about twice the forward). Each row says how it was got."""
+    Training ~ 3 x forward (the backward pass costs about twice the forward). ``weight_bytes``: the weights
+    at the precision such a model runs in; ``flops_per_weight_byte``: forward FLOPs per byte of weights, the
+    arithmetic intensity at batch 1 (how often each weight is reused within one sample). Each row says how
+    it was got."""
     c = cnn if cnn is not None else cnn_costs()
     g = MODELS["GPT-2 small"]
     gpt_tok = _transformer_flops(g, context, causal=True, head=True) / context  # mean over a full window
     dit_step = _transformer_flops(DIT_XL2, 256, causal=False, head=False)
     resnet = 2 * 3.8e9  # lesson 00: 3.8 G multiply-adds per 224x224 image
-    return [
+    rows = [
         {"workload": "course CNN (lesson 09)", "per": "image", "forward_flops": c["forward_flops"],
-         "training_flops": c["training_flops"], "params": c["params"],
-         "how": "counted: gpulab.nn.cost.WorkMeter on gpulab.nn.mnist_cnn"},
+         "training_flops": c["training_flops"], "params": c["params"], "weight_bytes": 4 * c["params"],
+         "how": "counted: gpulab.nn.cost.WorkMeter on gpulab.nn.mnist_cnn (FP32)"},
         {"workload": "ResNet-50 (lesson 00)", "per": "224x224 image", "forward_flops": resnet,
-         "training_flops": 3 * resnet, "params": 25.6e6, "how": "lesson 00's count (3.8 G multiply-adds)"},
+         "training_flops": 3 * resnet, "params": 25.6e6, "weight_bytes": 4 * 25.6e6,
+         "how": "lesson 00's count (3.8 G multiply-adds; FP32)"},
         {"workload": f"GPT-2 small, context {context}", "per": "token", "forward_flops": gpt_tok,
-         "training_flops": 3 * gpt_tok, "params": float(g.params),
-         "how": "estimate: napkin math (2 x weights + attention), gpulab.transformer.llm"},
+         "training_flops": 3 * gpt_tok, "params": float(g.params), "weight_bytes": 2.0 * g.params,
+         "how": "estimate: napkin math (2 x weights + attention; BF16), gpulab.transformer.llm"},
         {"workload": "DiT-XL/2, 256x256", "per": "denoising step", "forward_flops": dit_step,
          "training_flops": 3 * dit_step, "params": float(DIT_XL2.layers * DIT_XL2.block_params),
-         "how": "estimate: napkin math (256 tokens, 28 blocks; one image takes ~50 steps)"},
+         "weight_bytes": 2.0 * DIT_XL2.layers * DIT_XL2.block_params,
+         "how": "estimate: napkin math (256 tokens, 28 blocks; BF16; one image takes ~50 steps)"},
     ]
+    for r in rows:  # batch 1: every weight read once for one sample
+        r["flops_per_weight_byte"] = r["forward_flops"] / r["weight_bytes"]
+    return rows
