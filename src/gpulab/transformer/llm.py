@@ -270,7 +270,7 @@ def flops_table(*, context: int = 1024, cnn: dict[str, float] | None = None) -> 
     gpt_tok = _transformer_flops(g, context, causal=True, head=True) / context  # mean over a full window
     dit_step = _transformer_flops(DIT_XL2, 256, causal=False, head=False)
     resnet = 2 * 3.8e9  # lesson 00: 3.8 G multiply-adds per 224x224 image
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"workload": "course CNN (lesson 09)", "per": "image", "forward_flops": c["forward_flops"],
          "training_flops": c["training_flops"], "params": c["params"], "weight_bytes": 4 * c["params"],
          "how": "counted: gpulab.nn.cost.WorkMeter on gpulab.nn.mnist_cnn (FP32)"},
@@ -286,5 +286,5 @@ def flops_table(*, context: int = 1024, cnn: dict[str, float] | None = None) -> 
          "how": "estimate: napkin math (256 tokens, 28 blocks; BF16; one image takes ~50 steps)"},
     ]
     for r in rows:  # batch 1: every weight read once for one sample
-        r["flops_per_weight_byte"] = r["forward_flops"] / r["weight_bytes"]
+        r["flops_per_weight_byte"] = float(r["forward_flops"]) / float(r["weight_bytes"])
     return rows
