@@ -255,6 +255,48 @@ def _conv2d_backward(x, w, dout, stride, pad, dx, dw, db):
     dx[...] = ops.col2im(seq_matmul(d, wmat), x.shape, k, k, stride, pad)
 
 
+
+def _scale_mask(s, scale, causal, out):
+    out[...] = problems.lab12.scale_mask_spec(s, scale, causal)  # one float32 multiply per element, as the kernel
+
+
+def _softmax_backward(p, dp, ds):
+    dot = tree_sum(strided_partials(p * dp, problems.lab12.TPB))  # strided float32 sums, then the tree
+    ds[...] = p * (dp - dot[:, None])
+
+
+def _combine(mx, sm, o, out):
+    top = mx.max(axis=0)
+    num = np.zeros(out.shape, F32)
+    den = np.zeros(out.shape[0], F32)
+    for t in range(mx.shape[0]):  # splits in order, float32 accumulators
+        w = np.exp(mx[t] - top).astype(F32)
+        num += w[:, None] * o[t]
+        den += w * sm[t]
+    out[...] = num / den[:, None]
+
+
+def _flash_lse(q, k, v, scale, causal, out, lse):
+    n, m = q.shape[0], k.shape[0]
+    bk = problems.lab12.BK
+    rows = np.arange(n)[:, None]
+    row_max = np.full(n, -np.inf, F32)
+    row_sum = np.zeros(n, F32)
+    acc = np.zeros(out.shape, F32)
+    for k0 in range(0, m, bk):  # the online softmax, one key tile at a time, in float32
+        s = (q @ k[k0:k0 + bk].T) * F32(scale)
+        if causal:
+            s = np.where(np.arange(k0, min(k0 + bk, m))[None, :] <= rows + (m - n), s, -np.inf).astype(F32)
+        new = np.maximum(row_max, s.max(axis=1))
+        with np.errstate(invalid="ignore"):
+            alpha = np.where(np.isneginf(new), F32(1), np.exp(row_max - new)).astype(F32)
+            p = np.where(np.isneginf(new)[:, None], F32(0), np.exp(s - new[:, None])).astype(F32)
+        row_sum = row_sum * alpha + p.sum(axis=1, dtype=F32)
+        acc = acc * alpha[:, None] + p @ v[k0:k0 + bk]
+        row_max = new
+    out[...] = acc / row_sum[:, None]
+    lse[...] = row_max + np.log(row_sum)
+
 EMULATIONS = {
     "lab01.ADD": _add, "lab01.AFFINE": _affine, "lab01.SAXPY": _saxpy, "lab01.STENCIL3": _stencil3,
     "lab02.COPY2D": _copy, "lab02.TRANSPOSE": _transpose, "lab02.TRANSPOSE_TILED": _transpose,
@@ -266,6 +308,8 @@ EMULATIONS = {
     "lab07.MAXPOOL": _maxpool, "lab07.IM2COL": _im2col, "lab07.CONV2D_IM2COL": _conv2d_im2col,
     "lab08.RELU_BACKWARD": _relu_backward, "lab08.MAXPOOL_BACKWARD": _maxpool_backward,
     "lab08.LINEAR_BACKWARD": _linear_backward, "lab08.CONV2D_BACKWARD": _conv2d_backward,
+    "lab12.SCALE_MASK": _scale_mask, "lab12.SOFTMAX_BACKWARD": _softmax_backward, "lab12.COMBINE": _combine,
+    "lab12.FLASH_LSE": _flash_lse,
 }
 ALL = problems.all_problems()
 

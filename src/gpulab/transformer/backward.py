@@ -123,4 +123,8 @@ def torch_gradients(q: Any, k: Any, v: Any, dout: Any, *, causal: bool = False,
         s = s.masked_fill(~torch.tensor(causal_mask(n, m)), float("-inf"))
     out = torch.softmax(s, dim=1) @ v_t
     out.backward(torch.tensor(np.asarray(runtime.to_host(dout), np.float64)))
-    return tuple(t.grad.numpy() for t in (q_t, k_t, v_t))  # type: ignore[return-value]
+    grads = [t.grad for t in (q_t, k_t, v_t)]
+    if any(g is None for g in grads):
+        raise RuntimeError("torch_gradients: PyTorch computed no gradient for q, k or v.")
+    dq, dk, dv = (g.numpy() for g in grads if g is not None)
+    return dq, dk, dv
