@@ -222,7 +222,7 @@ def _exercises() -> list[Exercise]:
             gpu_sizes=[(1, 1, 1, 1, 0, 1.0), (18, 35, 16, 16, 1, 100.0), (1024, 1024, 64, 64, 1, 1.0),
                        (1000, 1500, 64, 64, 1, 100.0)],
             launch=lambda q, k, v, scale, causal, out: flash.launch_config(q.shape[0]),
-            rtol=1e-3, atol=5e-4, out_names=["out"],
+            rtol=1e-4, atol=1e-3, out_names=["out"],  # logits of a few hundred: ~1e-3 rounding
             mistakes={"when the running maximum grows, multiply the running sum and the accumulator by "
                       "alpha = exp(old max - new max) before adding the tile.": _flash_no_rescale,
                       "divide the accumulator by the running sum at the end (out = acc / row_sum).":

@@ -116,7 +116,7 @@ SOFTMAX_BACKWARD = Problem(
 def combine_inputs(size: tuple[int, int, int, int], rng: np.random.Generator) -> tuple[Any, ...]:
     """``(splits, n, m, dv)`` -> ``(mx, sm, o)``: causal attention of n queries over m keys cut into
     ``splits`` chunks; per chunk and row: the maximum score ``mx`` (-inf when the chunk is all masked),
-    ``sm = sum exp(s - mx)`` and ``o = sum exp(s - mx) v`` (unnormalised). Scores reach +-500."""
+    ``sm = sum exp(s - mx)`` and ``o = sum exp(s - mx) v`` (unnormalised). Scores reach past 100."""
     splits, n, m, dv = size
     d = 8
     q, k, v = _uniform(rng, (n, d), 100.0), _uniform(rng, (m, d)), _uniform(rng, (m, dv))
@@ -178,6 +178,11 @@ def flash_lse_spec(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: Any, caus
     return out.astype(q.dtype), lse.astype(q.dtype)
 
 
+def _lse_without_max(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
+    s = _masked_scores(q, k, float(scale), bool(int(causal)))
+    return (flash_lse_spec(q, k, v, scale, causal)[1] - s.max(axis=1)).astype(q.dtype)
+
+
 def _kv_reads(size: Any) -> int:
     return math.ceil(size[0] / BQ)
 
@@ -191,11 +196,10 @@ FLASH_LSE = Problem(
     gpu_sizes=[(1, 1, 1, 1, 0, 1.0), (17, 17, 2, 2, 1, 1.0), (1024, 1024, 64, 64, 1, 100.0),
                (1000, 1500, 64, 48, 1, 1.0)],
     launch=lambda q, k, v, scale, causal, out, lse: (max(1, math.ceil(q.shape[0] / BQ)), (BK, BQ)),
-    rtol=1e-3, atol=5e-4,
+    # logits of a few hundred carry float32 rounding of ~1e-3 (a d-term dot product): out and lse err by that much
+    rtol=1e-4, atol=1e-3,
     mistakes={"lse is the log of the row's sum of exp(s): row_max + log(row_sum), not log(row_sum) alone.":
-              lambda q, k, v, sc, c: (flash_lse_spec(q, k, v, sc, c)[0],
-                                      flash_lse_spec(q, k, v, sc, c)[1] - _masked_scores(
-                                          q, k, float(sc), bool(int(c))).max(axis=1).astype(q.dtype))},
+              _lse_without_max},  # a mistake spec returns the output it explains (lse)
     budget=Budget(reads_per_element={"q": 1, "k": _kv_reads, "v": _kv_reads}),
     ptx="void(float32[:, :], float32[:, :], float32[:, :], float32, int32, float32[:, :], float32[:])",
     points=4,

@@ -19,6 +19,10 @@ Every exponent is ``s - m_new <= 0``, so logits of any size give no overflow. Ca
 last key tile their rows can see. Global traffic: q read once, k and v once per block of query rows
 (``ceil(n / BQ)`` times), out written once; :func:`predicted_bytes` counts it exactly, for this kernel
 and for the naive path's kernels, and :func:`measure_bytes` counts it with :func:`gpulab.trace.trace`.
+The two agree exactly (tests/test_attention.py): naive / fused = 5.0 for n = m = d = 16, 5.17 for
+n = m = 32, d = 16, 6.37 for a causal n = 9, m = 30, d = 8; predicted 2.85 for n = m = 1024, d = 64 and
+5.42 for the same sizes causal (the fused kernel skips the key tiles past the diagonal, the naive path
+computes and masks them).
 """
 
 from __future__ import annotations
@@ -30,13 +34,14 @@ from typing import Any
 import numpy as np
 from numba import cuda, float32
 
+from .. import runtime
 from ..kernels._launch import LaunchError, allocate_like, check_launch, check_out
 from ..kernels.matmul import TPB as MATMUL_TPB
 from ..kernels.reduce import SOFTMAX_TPB
 from .attention import MASK_BLOCK, check_qkv, default_scale
 
-__all__ = ["BK", "BQ", "DMAX", "PTX_SIGNATURES", "BytesPrediction", "bytes_table", "flash_attention",
-           "flash_attention_kernel", "launch_config", "measure_bytes", "predicted_bytes"]
+__all__ = ["ACC", "BK", "BQ", "DMAX", "PAD", "PTX_SIGNATURES", "BytesPrediction", "benchmark_attention", "bytes_table",
+           "flash_attention", "flash_attention_kernel", "launch_config", "measure_bytes", "predicted_bytes"]
 
 BQ = 16  # query rows per block (threadIdx.y)
 BK = 16  # keys per tile (threadIdx.x); also the stride of a thread's output columns
@@ -89,7 +94,7 @@ def flash_attention_kernel(q, k, v, scale, causal, out):
             s += sQ[ty, c] * sK[tx, c]
         s *= scale
         if key >= m or row >= n or (causal != 0 and key > row + offset):
-            s = -math.inf
+            s = float32(-math.inf)  # masked: exp gives it weight 0
         sS[ty, tx] = s
         cuda.syncthreads()  # wait until the whole BQ x BK tile of scores is in shared memory
 
@@ -271,6 +276,41 @@ def bytes_table(n: int, m: int, d: int, dv: int | None = None, *, causal: bool =
     rows.append({"kernel": "ratio naive / fused", "predicted": pred.ratio, "measured": meas.ratio})
     return rows
 
+
+
+def benchmark_attention(n: int, d: int, *, m: int | None = None, causal: bool = False, repeat: int = 5,
+                        seed: int = 0) -> list[dict[str, Any]]:
+    """Time the naive path (:func:`~gpulab.transformer.attention.attention_naive`, tiled matmul), the
+    fused kernel and the array library's attention (CuPy with cuBLAS in gpu mode, NumPy in simulator
+    mode) on random float32 inputs (d = dv), each checked against the float64 reference first.
+
+    Rows ``{"path", "seconds", "n", "m", "d", "causal", "mode", "device"}``, fused first. In simulator
+    mode the seconds are the CPU simulator's and say nothing about a GPU: keep n small (e.g. 32).
+    """
+    from ..timing import benchmark, device_name
+    from .attention import attention_naive, attention_reference
+    from .backward import attention_forward
+
+    m = n if m is None else int(m)
+    rng = np.random.default_rng(seed)
+    q_h, k_h, v_h = (rng.standard_normal(shape).astype(np.float32) for shape in ((n, d), (m, d), (m, d)))
+    q, k, v = (runtime.to_device(a) for a in (q_h, k_h, v_h))
+    expected = attention_reference(q_h, k_h, v_h, causal=causal)
+    paths = {
+        "fused (flash_attention_kernel)": lambda: flash_attention(q, k, v, causal=causal),
+        "naive (matmul, scale+mask, softmax, matmul)": lambda: attention_naive(q, k, v, causal=causal)[0],
+        "CuPy / cuBLAS" if runtime.is_gpu() else "NumPy": lambda: attention_forward(q, k, v, causal=causal)[0],
+    }
+    rows = []
+    for name, fn in paths.items():
+        got = runtime.to_host(fn())
+        if not np.allclose(got, expected, rtol=1e-3, atol=1e-3):
+            raise AssertionError(f"benchmark_attention: {name} differs from attention_reference "
+                                 f"(max error {np.abs(got - expected).max():.3g}); not timing a wrong result.")
+        res = benchmark(fn, repeat=repeat, label=name)
+        rows.append({"path": name, "seconds": res.median, "n": n, "m": m, "d": d, "causal": causal,
+                     "mode": runtime.mode(), "device": device_name()})
+    return rows
 
 # (kernel, signature) pairs compiled to PTX by the tests.
 PTX_SIGNATURES = [
