@@ -107,41 +107,16 @@ def conv_rows(shape: tuple[int, int, int, int, int], *, k: int = 3, stride: int 
 
 
 def attention_rows(n: int, d: int, *, repeat: int = 10) -> list[dict[str, Any]]:
-    """Section ``attention`` (lesson 12): causal self-attention of ``n`` tokens of width ``d``, float32, three
-    ways: the unfused kernels (tiled matmul, scale-and-mask, lesson 05's softmax), the fused kernel, and (gpu
-    mode) CuPy. Rows ``{"label", "seconds", "gflops", "n", "d"}``; GFLOP/s count the work a causal mask leaves
-    (:func:`gpulab.transformer.attention.attention_costs`, fused path) for every row. Each output is checked
-    against the float64 reference before it is timed."""
-    import math
-
+    """Section ``attention`` (lesson 12): causal self-attention of ``n`` tokens of width ``d``, float32, timed by
+    :func:`gpulab.transformer.flash.benchmark_attention` (the fused kernel, the unfused kernels and CuPy; each
+    checked against the float64 reference first). Rows ``{"label", "seconds", "gflops", "n", "d"}``; GFLOP/s
+    count the work a causal mask leaves (:func:`gpulab.transformer.attention.attention_costs`, fused path)."""
     from ..transformer import attention, flash
 
-    rng = np.random.default_rng(0)
-    q_h, k_h, v_h = (rng.standard_normal((n, d)).astype(np.float32) for _ in range(3))
-    q, k, v = (runtime.to_device(a) for a in (q_h, k_h, v_h))
-    ref = attention.attention_reference(q_h, k_h, v_h, causal=True)
     flops = attention.attention_costs(n, d, causal=True).total("fused")[0]
-    cases: list[tuple[str, Callable[[], Any]]] = [
-        ("unfused kernels", lambda: attention.attention_naive(q, k, v, causal=True)[0]),
-        ("fused kernel", lambda: flash.flash_attention(q, k, v, causal=True))]
-    if runtime.is_gpu():
-        import cupy as cp
-
-        mask = cp.asarray(attention.causal_mask(n, n))
-
-        def attention_cupy() -> Any:
-            s = cp.where(mask, (q @ k.T) * np.float32(1 / math.sqrt(d)), -cp.inf)
-            p = cp.exp(s - s.max(axis=1, keepdims=True))
-            return (p / p.sum(axis=1, keepdims=True)) @ v
-
-        cases.append(("CuPy (cuBLAS + elementwise)", attention_cupy))
-    rows = []
-    for name, fn in cases:
-        np.testing.assert_allclose(runtime.to_host(fn()), ref, rtol=1e-3, atol=1e-4, err_msg=f"attention: {name}")
-        res = timing.benchmark(fn, warmup=1, repeat=repeat, label=name)
-        label = name if runtime.is_gpu() else f"simulator: {name}"
-        rows.append({"label": label, "seconds": res.median, "gflops": flops / res.median / 1e9, "n": n, "d": d})
-    return rows
+    rows = flash.benchmark_attention(n, d, causal=True, repeat=repeat)
+    return [{"label": r["path"] if runtime.is_gpu() else f"simulator mode: {r['path']}", "seconds": r["seconds"],
+             "gflops": flops / r["seconds"] / 1e9, "n": n, "d": d} for r in rows]
 
 
 _BACKEND_LABELS = {"numpy": "CPU (NumPy)", "cupy": "GPU (cupy)", "kernels": "GPU (kernels)"}
