@@ -69,7 +69,6 @@ class Transformer:
 _GPT2 = "architecture from Radford et al. 2019, 'Language models are unsupervised multitask learners' (GPT-2)"
 _LLAMA = "architecture from Touvron et al. 2023, 'Llama 2: open foundation and fine-tuned chat models'"
 MODELS: dict[str, Transformer] = {
-    "course GPT": Transformer("course GPT (tiny)", 4, 128, 4, vocab=256, source="a toy size for the simulator"),
     "GPT-2 small": Transformer("GPT-2 small (124M)", 12, 768, 12, vocab=50257, source=_GPT2),
     "GPT-2 XL": Transformer("GPT-2 XL (1.5B)", 48, 1600, 25, vocab=50257, source=_GPT2),
     "Llama-2-7B": Transformer("Llama-2-7B", 32, 4096, 32, d_ff=11008, mlp_matrices=3, vocab=32000,

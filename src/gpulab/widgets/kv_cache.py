@@ -70,9 +70,8 @@ def kv_cache_explorer() -> Any:
     Plain widgets updated explicitly when a control changes (not ``interactive``, whose displaying
     function stalls headless runners such as nbclient); ipywidgets 7.7 and 8 (Colab), plotly 5 and 6.
     """
-    names = [k for k in llm.MODELS if k != "course GPT"]
     controls = {
-        "model_name": widgets.Dropdown(options=names, value="Llama-2-7B", description="model"),
+        "model_name": widgets.Dropdown(options=list(llm.MODELS), value="Llama-2-7B", description="model"),
         "log2_context": widgets.IntSlider(value=12, min=8, max=17, description="log2 context"),
         "log2_batch": widgets.IntSlider(value=3, min=0, max=10, description="log2 batch"),
         "precision": widgets.Dropdown(options=list(PRECISIONS), value="bf16", description="precision"),
