@@ -86,6 +86,8 @@ SECTIONS: dict[str, Section] = {
     "energy": Section("python -m gpulab bench lessons --record", "gpulab.bench.energy:energy_rows",
                       ("workload", "joules", "seconds", "watts", "method", "measured", "images", "flops"),
                       ("notebooks/11_energy_cost_hardware.ipynb",)),
+    "attention": Section("python -m gpulab bench lessons --record", "gpulab.bench.lessons:attention_rows",
+                         ("label", "seconds", "gflops", "n", "d"), ("notebooks/12_transformers.ipynb",)),
     "cnn": Section("python -m gpulab bench cnn --record", "gpulab.bench.cnn:main",
                    ("backend", "gpulab"), ("make gpu-check summary (gpulab vs PyTorch, one JSON object)",)),
 }

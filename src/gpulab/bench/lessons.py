@@ -1,9 +1,9 @@
-"""``python -m gpulab bench lessons``: the GPU figures lessons 00, 06, 07 and 09 show from a recording.
+"""``python -m gpulab bench lessons``: the GPU figures lessons 00, 06, 07, 09, 11 and 12 show from a recording.
 
 In simulator mode those lessons cannot measure a GPU, so they read ``gpulab.results.latest(section)``
-for the sections ``why_gpus``, ``matmul_precision``, ``conv`` and ``cnn_training``. This suite measures
-each one with the same code paths the lessons use in gpu mode and, with ``--record`` (gpu mode only),
-stores the rows in the schema :data:`gpulab.results.SECTIONS` declares. ``make gpu-check`` runs it.
+for the sections ``why_gpus``, ``matmul_precision``, ``conv``, ``cnn_training``, ``energy`` and ``attention``.
+This suite measures each one with the same code paths the lessons use in gpu mode and, with ``--record``
+(gpu mode only), stores the rows in the schema :data:`gpulab.results.SECTIONS` declares. ``make gpu-check`` runs it.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ from ..errors import UsageError
 from . import check_writable
 from .kernels import SIMULATOR_LABEL, device_name
 
-__all__ = ["cnn_training_rows", "conv_rows", "main", "measure", "why_gpus_rows"]
+__all__ = ["attention_rows", "cnn_training_rows", "conv_rows", "main", "measure", "why_gpus_rows"]
 
 # Sizes per mode: gpu sizes fit the gpu-check budget; simulator sizes only exercise the code.
 SIZES: dict[str, dict[str, Any]] = {
     "gpu": {"why_gpus_n": 4096, "precision_n": 8192, "conv": (64, 32, 28, 28, 64), "cnn_train": 10000,
-            "cnn_cpu_train": 2000, "cnn_test": 2000, "cnn_epochs": 2, "repeat": 10},
+            "cnn_cpu_train": 2000, "cnn_test": 2000, "cnn_epochs": 2, "attention": (4096, 64), "repeat": 10},
     "simulator": {"why_gpus_n": 64, "precision_n": 0, "conv": (1, 2, 6, 6, 2), "cnn_train": 128,
-                  "cnn_cpu_train": 128, "cnn_test": 64, "cnn_epochs": 1, "repeat": 1},
+                  "cnn_cpu_train": 128, "cnn_test": 64, "cnn_epochs": 1, "attention": (16, 8), "repeat": 1},
 }
 
 
@@ -104,6 +104,19 @@ def conv_rows(shape: tuple[int, int, int, int, int], *, k: int = 3, stride: int 
         rows.append({"name": name, "gflops": flops / res.median / 1e9, "seconds": res.median,
                      "shape": [n, c, h, w, f], "k": k, "flops": flops})
     return rows
+
+
+def attention_rows(n: int, d: int, *, repeat: int = 10) -> list[dict[str, Any]]:
+    """Section ``attention`` (lesson 12): causal self-attention of ``n`` tokens of width ``d``, float32, timed by
+    :func:`gpulab.transformer.flash.benchmark_attention` (the fused kernel, the unfused kernels and CuPy; each
+    checked against the float64 reference first). Rows ``{"label", "seconds", "gflops", "n", "d"}``; GFLOP/s
+    count the work a causal mask leaves (:func:`gpulab.transformer.attention.attention_costs`, fused path)."""
+    from ..transformer import attention, flash
+
+    flops = attention.attention_costs(n, d, causal=True).total("fused")[0]
+    rows = flash.benchmark_attention(n, d, causal=True, repeat=repeat)
+    return [{"label": r["path"] if runtime.is_gpu() else f"simulator mode: {r['path']}", "seconds": r["seconds"],
+             "gflops": flops / r["seconds"] / 1e9, "n": n, "d": d} for r in rows]
 
 
 _BACKEND_LABELS = {"numpy": "CPU (NumPy)", "cupy": "GPU (cupy)", "kernels": "GPU (kernels)"}
@@ -186,6 +199,8 @@ def measure(only: list[str] | None = None, log: Callable[[str], None] = print) -
         from .energy import energy_rows
 
         out["energy"] = energy_rows(dataset=dataset)
+    if "attention" in want:  # lesson 12
+        out["attention"] = attention_rows(*sz["attention"], repeat=sz["repeat"])
     for section, rows in out.items():
         for r in rows:
             log(f"  {section:<17} " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
@@ -193,7 +208,7 @@ def measure(only: list[str] | None = None, log: Callable[[str], None] = print) -
     return out
 
 
-SECTIONS = ("why_gpus", "matmul_precision", "conv", "cnn_training", "energy")
+SECTIONS = ("why_gpus", "matmul_precision", "conv", "cnn_training", "energy", "attention")
 
 
 def configure(p: argparse.ArgumentParser) -> None:

@@ -22,3 +22,7 @@ __all__ += ["LaunchExplorer", "LaunchExplorer2D", "launch_explorer", "launch_exp
 from .allreduce import allreduce_explorer, allreduce_report  # noqa: E402
 
 __all__ += ["allreduce_explorer", "allreduce_report"]
+
+from .kv_cache import kv_cache_explorer, kv_cache_report  # noqa: E402
+
+__all__ += ["kv_cache_explorer", "kv_cache_report"]

@@ -1,0 +1,61 @@
+"""Lesson 12's notebook: it checks every exercise of gpulab.lessons.ex_12, its solution regions are exactly
+the reference answers (the fused kernel, filled in, is the library's flash_attention_kernel line for line),
+and its learner version keeps the fused kernel's scaffolding around the two parts the learner writes."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import textwrap
+from pathlib import Path
+
+from gpulab import lessons
+from gpulab.labs import BEGIN, CODE_STUB, END
+from gpulab.lessons import answers_12
+from gpulab.transformer import flash
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "12_transformers.ipynb"
+
+
+def _cells(path: Path) -> list[str]:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def _exercise_cell(cells: list[str], kernel_name: str) -> str:
+    return next(c for c in cells if f"def {kernel_name}(" in c)
+
+
+def _source(fn) -> str:
+    return textwrap.dedent(inspect.getsource(fn.py_func)).strip()
+
+
+def test_every_exercise_of_lesson_12_is_checked():
+    text = "\n".join(_cells(ROOT / "notebooks" / NAME))
+    names = sorted(name for (lesson, name) in lessons.EXERCISES if lesson == "12")
+    assert names == ["flash", "online_softmax", "scores"]
+    for name in names:
+        assert f'lessons.check("12", "{name}"' in text, name
+
+
+def test_solution_regions_are_the_reference_answers():
+    cells = _cells(ROOT / "notebooks" / NAME)
+    for fn in (answers_12.attention_scores_kernel, answers_12.online_softmax_kernel):
+        cell = _exercise_cell(cells, fn.py_func.__name__)
+        region = cell.split(BEGIN, 1)[1].split(END, 1)[0]
+        body = _source(fn).split("\n", 2)[2]  # without decorator and def line
+        assert textwrap.dedent(region).strip() == textwrap.dedent(body).strip(), fn.py_func.__name__
+    cell = _exercise_cell(cells, "flash_attention_kernel")
+    assert cell.count(BEGIN) == 2
+    filled = "\n".join(ln for ln in cell.splitlines() if ln.strip() not in (BEGIN, END))
+    assert filled.strip() == _source(flash.flash_attention_kernel)
+
+
+def test_learner_version_keeps_the_scaffolding_and_stubs_two_parts():
+    cell = _exercise_cell(_cells(ROOT / "notebooks" / "learner" / NAME), "flash_attention_kernel")
+    assert cell.count(CODE_STUB) == 2 and BEGIN not in cell
+    for kept in ("sQ[ty, c] = q[row, c]", "sK[r, c] = k[k0 + r, c]", "sS[ty, tx] = s", "# 2c.", "# 3."):
+        assert kept in cell, kept
+    for gone in ("alpha = math.exp(row_max - new_max)", "out[row, c] = acc[a] / row_sum"):
+        assert gone not in cell, gone

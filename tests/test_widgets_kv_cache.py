@@ -1,0 +1,36 @@
+"""Lesson 12's KV-cache explorer: plain widgets (no interactive()), updated when a control changes."""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+
+from gpulab.hardware import GPUS
+from gpulab.transformer import llm
+from gpulab.widgets.kv_cache import kv_cache_explorer, kv_cache_figure, kv_cache_report
+
+
+def test_explorer_is_plain_widgets_updated_explicitly():
+    box = kv_cache_explorer()
+    assert isinstance(box, widgets.VBox) and not isinstance(box, widgets.interactive)
+    out, summary = box.children[2], box.children[3]
+    assert isinstance(out, widgets.Output) and isinstance(summary, widgets.HTML)
+    first = summary.value
+    assert "Llama-2-7B" in first and "KV cache" in first and "spec sheets" in first
+    box.controls["log2_batch"].value = 6
+    assert summary.value != first and "batch 64" in summary.value
+    assert summary.value == kv_cache_report("Llama-2-7B", 12, 6, "bf16")[1]
+
+
+def test_report_numbers_come_from_llm():
+    budget, html = kv_cache_report("Llama-2-70B", 12, 0, "bf16")
+    assert budget == llm.memory_budget("Llama-2-70B", context=4096, batch=1, precision="bf16")
+    assert "H100 (80 GB): the weights alone do not fit" in html and "MI300X (192 GB): <b>fits</b>" in html
+    _, html8 = kv_cache_report("Llama-2-70B", 12, 0, "fp8")
+    assert "H100 (80 GB): <b>fits</b>" in html8 and "tokens/s (memory bandwidth-bound)" in html8
+
+
+def test_figure_has_both_parts_and_every_gpu():
+    budget = {"weights": 14e9, "kv_cache": 2e9}
+    fig = kv_cache_figure(budget, "x")
+    assert [b.name for b in fig.data] == ["weights", "kv cache"] and fig.data[0].y[0] == 14.0
+    assert len(fig.layout.shapes) == len(GPUS) and "spec sheets" in fig.layout.title.text
