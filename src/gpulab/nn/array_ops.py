@@ -120,11 +120,11 @@ class ArrayOps(Ops):
             top, bottom = xp.maximum(a, b), xp.maximum(c_, d)
             right_top, right_bottom, lower = b > a, d > c_, bottom > top  # ties go to the first, as in PyTorch
             out = xp.maximum(top, bottom, out=top)  # (N, Ho, Wo, C)
-            upper = ~lower
             won = xp.empty((n, ho, 2, wo, 2, c), dtype=bool)  # (N, Ho, 2, Wo, 2, C) one-hot, laid out like x
-            xp.logical_and(upper, ~right_top, out=won[:, :, 0, :, 0])
-            xp.logical_and(upper, right_top, out=won[:, :, 0, :, 1])
-            xp.logical_and(lower, ~right_bottom, out=won[:, :, 1, :, 0])
+            xp.logical_or(right_top, lower, out=won[:, :, 0, :, 0])
+            xp.logical_not(won[:, :, 0, :, 0], out=won[:, :, 0, :, 0])  # top left: neither right nor lower
+            xp.greater(right_top, lower, out=won[:, :, 0, :, 1])  # on bools, p > q is p and not q
+            xp.greater(lower, right_bottom, out=won[:, :, 1, :, 0])
             xp.logical_and(lower, right_bottom, out=won[:, :, 1, :, 1])
             return out.transpose(0, 3, 1, 2), ("nhwc", won)  # (N, C, Ho, Wo) view
         win = windows(x, k, k, stride, ho, wo)  # (N, C, Ho, Wo, k, k) view
