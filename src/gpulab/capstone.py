@@ -151,7 +151,7 @@ def _problem(name: str, spec: Callable, inputs: Callable, sizes: list, gpu_sizes
 
 # Each host function runs the learner's kernel through the launcher training uses.
 HOSTS: dict[str, Callable[..., None]] = {
-    "matmul": lambda kern, a, b, c: c.__setitem__(..., _k().gemm(a, b, kernel=kern)),
+    "matmul": lambda kern, a, b, c, block=None: c.__setitem__(..., _k().gemm(a, b, kernel=kern, block=block)),
     "im2col": lambda kern, x, k, s, p, cols: cols.__setitem__(..., _k().im2col(x, k, k, s, p, kernel=kern)[0]),
     "col2im": lambda kern, d, xs, k, s, p, dx: dx.__setitem__(..., _k().col2im(d, xs, k, k, s, p, kernel=kern)),
     "relu": lambda kern, x, y: y.__setitem__(..., _k().relu(x, kernel=kern)),
@@ -220,8 +220,9 @@ class LearnerOps(KernelOps):
 
     name = "learner"
 
-    def __init__(self, kernels: dict[str, Any], guard: bool = True) -> None:
-        super().__init__(kernels)
+    def __init__(self, kernels: dict[str, Any], guard: bool = True,
+                 blocks: dict[str, tuple[int, int]] | None = None) -> None:
+        super().__init__(kernels, blocks)
         self.guard = guard
         self.calls: dict[str, int] = {}
 
@@ -291,32 +292,46 @@ class Capstone:
 
     def __init__(self) -> None:
         self.kernels: dict[str, Any] = {}
+        self.blocks: dict[str, tuple[int, int]] = {}  # op -> block of a one-thread-per-output kernel
         self.results: dict[str, CheckResult] = {}
 
-    def problem(self, op: str, kernel: Any, *, scale: str | None = None) -> dict[str, Any]:
+    def problem(self, op: str, kernel: Any, *, scale: str | None = None,
+                block: tuple[int, int] | None = None) -> dict[str, Any]:
         """:func:`gpulab.exercises.check_kernel`'s keywords for ``op``: ``check_kernel(kernel, **cap.problem(op,
-        kernel), points=...)`` runs ``kernel`` through the launcher training uses, at this mode's sizes."""
+        kernel), points=...)`` runs ``kernel`` through the launcher training uses, at this mode's sizes.
+
+        ``block=(TILE, TILE)`` (matmul only): the kernel computes one element of c per thread, as lab 03's
+        and lab 04's matmuls do, launched in blocks of that shape (a grid-stride kernel needs none)."""
         if op not in PROBLEMS:
             raise CapstoneError(f"unknown op {op!r}; the learner ops are: {', '.join(LEARNER_OPS)}.")
+        if block is not None and op != "matmul":
+            raise CapstoneError(f"block= is for the matmul op (one thread per output); {op!r} takes a grid-stride "
+                                "kernel and no block.")
         pr, host = PROBLEMS[op], HOSTS[op]
-        return dict(spec=pr.spec, inputs=pr.inputs, sizes=pr.sizes_for(scale), host=lambda *a: host(kernel, *a),
+        run = (lambda *a: host(kernel, *a)) if block is None else (lambda *a: host(kernel, *a, block=block))
+        return dict(spec=pr.spec, inputs=pr.inputs, sizes=pr.sizes_for(scale), host=run,
                     out_names=pr.out_names, reduction=pr.reduction, rtol=pr.rtol, atol=pr.atol, timeout=pr.timeout,
                     name=op)
 
-    def accept(self, op: str, kernel: Any, result: CheckResult) -> CheckResult:
-        """Register ``kernel`` for ``op`` if ``result`` (its check) passed; otherwise make sure it is not."""
+    def accept(self, op: str, kernel: Any, result: CheckResult, *, block: tuple[int, int] | None = None) -> CheckResult:
+        """Register ``kernel`` for ``op`` if ``result`` (its check, with the same ``block``) passed; otherwise
+        make sure it is not."""
         self.results[op] = result
+        self.kernels.pop(op, None)
+        self.blocks.pop(op, None)
         if result.passed:
             self.kernels[op] = kernel
-        else:
-            self.kernels.pop(op, None)
+            if block is not None:
+                self.blocks[op] = (int(block[0]), int(block[1]))
         return result
 
-    def register(self, op: str, kernel: Any, *, scale: str | None = None, points: float = 1) -> CheckResult:
+    def register(self, op: str, kernel: Any, *, scale: str | None = None, points: float = 1,
+                 block: tuple[int, int] | None = None) -> CheckResult:
         """Check ``kernel`` for ``op`` (:data:`PROBLEMS`) and register it only if the check passes."""
         from .exercises import check_kernel
 
-        return self.accept(op, kernel, check_kernel(kernel, points=points, **self.problem(op, kernel, scale=scale)))
+        problem = self.problem(op, kernel, scale=scale, block=block)
+        return self.accept(op, kernel, check_kernel(kernel, points=points, **problem), block=block)
 
     def missing(self) -> list[str]:
         """Learner ops not (or not yet correctly) registered."""
@@ -327,7 +342,7 @@ class Capstone:
         if require_all and self.missing():
             details = "; ".join(f"{op}: {self._why(op)}" for op in self.missing())
             raise CapstoneError(f"not every op is yours yet, so training does not start. {details}")
-        return LearnerOps(self.kernels, guard=guard)
+        return LearnerOps(self.kernels, guard=guard, blocks=self.blocks)
 
     def _why(self, op: str) -> str:
         res = self.results.get(op)

@@ -31,7 +31,7 @@ import numpy as np
 from .. import runtime
 from ..errors import UsageError
 from ..nn.ops import check_labels, conv_out_size
-from ._launch import check_array
+from ._launch import ceil_div, check_array, check_launch
 from .grid_stride import (
     SIM_THREADS,
     device_args,
@@ -97,9 +97,17 @@ def _xp(a: Any) -> Any:
     return runtime.array_module(a)
 
 
-def gemm(a: Any, b: Any, *, kernel: Any = None) -> Any:
+def gemm(a: Any, b: Any, *, kernel: Any = None, block: tuple[int, int] | None = None,
+         cooperative: bool = False) -> Any:
     """``a @ b`` (float32, 2-D). Default kernel: the lesson-04 register-tiled matmul on a GPU, the
-    grid-stride :func:`gemm_kernel` in the simulator; ``kernel(a, b, c)`` must be a grid-stride kernel."""
+    grid-stride :func:`gemm_kernel` in the simulator; ``kernel(a, b, c)`` must be a grid-stride kernel.
+
+    With ``block=(bx, by)`` the kernel is launched with one thread per element of c instead (lab 03's
+    and lab 04's matmuls: ``j, i = cuda.grid(2)`` and a bounds check), in blocks of bx x by threads
+    (a tiled kernel's TILE x TILE). ``cooperative`` (simulator mode only) runs those threads with
+    :func:`gpulab.kernels.cooperative.launch` instead of a Python thread each: same result for a kernel
+    without races, hundreds of times less overhead per thread (what training uses; checks do not).
+    """
     check_array("a", a, ndim=2, dtype=np.float32)
     check_array("b", b, ndim=2, dtype=np.float32)
     if a.shape[1] != b.shape[0]:
@@ -111,7 +119,22 @@ def gemm(a: Any, b: Any, *, kernel: Any = None) -> Any:
 
         return matmul(a, b)
     c = xp.empty((a.shape[0], b.shape[1]), dtype=np.float32)  # (M, N)
-    launch_2d(kernel or gemm_kernel, c.shape[0], c.shape[1], a, b, c)
+    if block is None:
+        launch_2d(kernel or gemm_kernel, c.shape[0], c.shape[1], a, b, c)
+        return c
+    bx, by = (int(v) for v in block)
+    grid = (ceil_div(c.shape[1], bx), ceil_div(c.shape[0], by))  # x over the columns of c
+    check_launch(grid, (bx, by))
+    if c.size == 0:
+        return c
+    if runtime.is_simulator():
+        fast_simulator_arrays()
+        if cooperative:
+            from .cooperative import launch
+
+            launch(kernel or gemm_kernel, grid, (bx, by), a, b, c)
+            return c
+    (kernel or gemm_kernel)[grid, (bx, by)](*device_args(a, b, c))
     return c
 
 
