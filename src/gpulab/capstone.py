@@ -3,12 +3,16 @@
 Each op of the engine's contract that a learner writes in labs 03-08 has a :class:`Problem` here
 (:data:`PROBLEMS`): the kernel signature is the library's (:mod:`gpulab.kernels.nn_ops`), and the
 check runs the kernel through the same launcher training uses, with a few-thread launch in the
-simulator, so a kernel must be a grid-stride loop. :class:`Capstone` registers a kernel only once it
-passes; :meth:`Capstone.ops` is the ``kernels`` backend with every registered op swapped for the
-learner's, and :meth:`Capstone.report` says which ops ran on whose kernels::
+simulator, so a kernel must be a grid-stride loop; except the matmul, which may be lab 03's or lab 04's
+one-thread-per-output kernel registered with its block shape (``block=(TILE, TILE)``): its check runs
+on Numba's simulator, and training runs its threads through :mod:`gpulab.kernels.cooperative`.
+:class:`Capstone` registers a kernel only once it passes; :meth:`Capstone.ops` is the ``kernels``
+backend with every registered op swapped for the learner's, and :meth:`Capstone.report` says which
+ops ran on whose kernels::
 
     cap = Capstone()
     cap.register("relu", relu_kernel)          # runs the check; registers only if it passes
+    cap.register("matmul", matmul_tiled_kernel, block=(TILE, TILE))  # lab 04's tiled matmul
     model.use_ops(cap.ops())                   # every other op: the course's kernels
     cap.report()                               # op -> yours / course kernel, and the verdicts
 
