@@ -273,3 +273,35 @@ def test_load_of_a_garbage_file_does_not_suggest_allow_pickle(tmp_path):
     with pytest.raises(UsageError) as e:
         nn.load(nn.mnist_cnn(image_size=8), bad)
     assert "allow_pickle" not in str(e.value) and "gpulab.nn.save" in str(e.value)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "kernels"])
+def test_relu_before_maxpool_runs_after_it_with_the_same_outputs_and_gradients(backend):
+    """Sequential runs ReLU after the pooling (max and ReLU commute); with exact ties (blank image regions,
+    windows of equal values, all-negative windows) outputs and gradients equal the layer order's bit for bit."""
+    model = nn.mnist_cnn(image_size=8, channels=(3, 4), hidden=8, dropout=0.0, backend=backend)
+    order = model.run_order()
+    assert [type(layer).__name__ for layer in order[:6]] == ["Conv2d", "MaxPool2d", "ReLU", "Conv2d", "MaxPool2d", "ReLU"]
+    model.layers[0].params["b"][...] = np.array([0.5, -0.5, 0.0], np.float32)
+    x = RNG.random((3, 1, 8, 8)).astype(np.float32)
+    x[:, :, :4] = 0.0  # blank rows: equal conv outputs, so ties inside pooling windows
+    y = np.array([1, 2, 3])
+
+    def grads(run_layers):
+        out = x
+        for layer in run_layers:
+            out = layer.forward(out)
+        loss_fn = nn.SoftmaxCrossEntropy()
+        loss_fn.ops = model.ops
+        loss = loss_fn(out, y)
+        d = loss_fn.backward()
+        for layer in reversed(run_layers):
+            d = layer.backward(d)
+        return loss, out.copy(), [g.copy() for _, _, g in model.parameters()]
+
+    loss_a, out_a, g_a = grads(model.layers)  # the order written
+    loss_b, out_b, g_b = grads(order)  # the order run
+    assert loss_a == loss_b
+    np.testing.assert_array_equal(out_a, out_b)
+    for a, b in zip(g_a, g_b):
+        np.testing.assert_array_equal(a, b)

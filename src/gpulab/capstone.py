@@ -3,12 +3,16 @@
 Each op of the engine's contract that a learner writes in labs 03-08 has a :class:`Problem` here
 (:data:`PROBLEMS`): the kernel signature is the library's (:mod:`gpulab.kernels.nn_ops`), and the
 check runs the kernel through the same launcher training uses, with a few-thread launch in the
-simulator, so a kernel must be a grid-stride loop. :class:`Capstone` registers a kernel only once it
-passes; :meth:`Capstone.ops` is the ``kernels`` backend with every registered op swapped for the
-learner's, and :meth:`Capstone.report` says which ops ran on whose kernels::
+simulator, so a kernel must be a grid-stride loop; except the matmul, which may be lab 03's or lab 04's
+one-thread-per-output kernel registered with its block shape (``block=(TILE, TILE)``): its check runs
+on Numba's simulator, and training runs its threads through :mod:`gpulab.kernels.cooperative`.
+:class:`Capstone` registers a kernel only once it passes; :meth:`Capstone.ops` is the ``kernels``
+backend with every registered op swapped for the learner's, and :meth:`Capstone.report` says which
+ops ran on whose kernels::
 
     cap = Capstone()
     cap.register("relu", relu_kernel)          # runs the check; registers only if it passes
+    cap.register("matmul", matmul_tiled_kernel, block=(TILE, TILE))  # lab 04's tiled matmul
     model.use_ops(cap.ops())                   # every other op: the course's kernels
     cap.report()                               # op -> yours / course kernel, and the verdicts
 
@@ -27,6 +31,7 @@ from . import runtime
 from .errors import GpulabError
 from .exercises import CheckResult, Problem, random_arrays
 from .nn.kernel_ops import KernelOps
+from .nn.ops import conv_out_size
 
 __all__ = ["LEARNER_OPS", "PROBLEMS", "Capstone", "CapstoneError", "LearnerOps"]
 
@@ -62,7 +67,7 @@ def _conv_inputs(size: tuple, rng: np.random.Generator) -> tuple:
 def _im2col_spec(x: np.ndarray, k: int, stride: int, pad: int) -> np.ndarray:
     n, c, h, w = x.shape
     xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    ho, wo = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+    ho, wo = conv_out_size(h, w, k, k, stride, pad)
     cols = np.empty((n, ho, wo, k, k, c), dtype=x.dtype)
     for a in range(k):
         for b in range(k):
@@ -78,7 +83,7 @@ def _col2im_inputs(size: tuple, rng: np.random.Generator) -> tuple:
 
 def _col2im_spec(d: np.ndarray, x_shape: tuple, k: int, stride: int, pad: int) -> np.ndarray:
     n, c, h, w = x_shape
-    ho, wo = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+    ho, wo = conv_out_size(h, w, k, k, stride, pad)
     d6 = d.reshape(n, ho, wo, k, k, c)
     dx = np.zeros((n, c, h + 2 * pad, w + 2 * pad), dtype=d.dtype)
     for a in range(k):
@@ -95,7 +100,7 @@ def _pool_inputs(size: tuple, rng: np.random.Generator) -> tuple:
 
 def _pool_spec(x: np.ndarray, k: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
     n, c, h, w = x.shape
-    ho, wo = (h - k) // stride + 1, (w - k) // stride + 1
+    ho, wo = conv_out_size(h, w, k, k, stride, 0)
     win = np.stack([x[:, :, a:a + stride * ho:stride, b:b + stride * wo:stride]
                     for a in range(k) for b in range(k)], -1)
     return win.max(axis=-1), win.argmax(axis=-1).astype(np.int32)
@@ -150,7 +155,7 @@ def _problem(name: str, spec: Callable, inputs: Callable, sizes: list, gpu_sizes
 
 # Each host function runs the learner's kernel through the launcher training uses.
 HOSTS: dict[str, Callable[..., None]] = {
-    "matmul": lambda kern, a, b, c: c.__setitem__(..., _k().gemm(a, b, kernel=kern)),
+    "matmul": lambda kern, a, b, c, block=None: c.__setitem__(..., _k().gemm(a, b, kernel=kern, block=block)),
     "im2col": lambda kern, x, k, s, p, cols: cols.__setitem__(..., _k().im2col(x, k, k, s, p, kernel=kern)[0]),
     "col2im": lambda kern, d, xs, k, s, p, dx: dx.__setitem__(..., _k().col2im(d, xs, k, k, s, p, kernel=kern)),
     "relu": lambda kern, x, y: y.__setitem__(..., _k().relu(x, kernel=kern)),
@@ -219,8 +224,9 @@ class LearnerOps(KernelOps):
 
     name = "learner"
 
-    def __init__(self, kernels: dict[str, Any], guard: bool = True) -> None:
-        super().__init__(kernels)
+    def __init__(self, kernels: dict[str, Any], guard: bool = True,
+                 blocks: dict[str, tuple[int, int]] | None = None) -> None:
+        super().__init__(kernels, blocks)
         self.guard = guard
         self.calls: dict[str, int] = {}
 
@@ -290,32 +296,46 @@ class Capstone:
 
     def __init__(self) -> None:
         self.kernels: dict[str, Any] = {}
+        self.blocks: dict[str, tuple[int, int]] = {}  # op -> block of a one-thread-per-output kernel
         self.results: dict[str, CheckResult] = {}
 
-    def problem(self, op: str, kernel: Any, *, scale: str | None = None) -> dict[str, Any]:
+    def problem(self, op: str, kernel: Any, *, scale: str | None = None,
+                block: tuple[int, int] | None = None) -> dict[str, Any]:
         """:func:`gpulab.exercises.check_kernel`'s keywords for ``op``: ``check_kernel(kernel, **cap.problem(op,
-        kernel), points=...)`` runs ``kernel`` through the launcher training uses, at this mode's sizes."""
+        kernel), points=...)`` runs ``kernel`` through the launcher training uses, at this mode's sizes.
+
+        ``block=(TILE, TILE)`` (matmul only): the kernel computes one element of c per thread, as lab 03's
+        and lab 04's matmuls do, launched in blocks of that shape (a grid-stride kernel needs none)."""
         if op not in PROBLEMS:
             raise CapstoneError(f"unknown op {op!r}; the learner ops are: {', '.join(LEARNER_OPS)}.")
+        if block is not None and op != "matmul":
+            raise CapstoneError(f"block= is for the matmul op (one thread per output); {op!r} takes a grid-stride "
+                                "kernel and no block.")
         pr, host = PROBLEMS[op], HOSTS[op]
-        return dict(spec=pr.spec, inputs=pr.inputs, sizes=pr.sizes_for(scale), host=lambda *a: host(kernel, *a),
+        run = (lambda *a: host(kernel, *a)) if block is None else (lambda *a: host(kernel, *a, block=block))
+        return dict(spec=pr.spec, inputs=pr.inputs, sizes=pr.sizes_for(scale), host=run,
                     out_names=pr.out_names, reduction=pr.reduction, rtol=pr.rtol, atol=pr.atol, timeout=pr.timeout,
                     name=op)
 
-    def accept(self, op: str, kernel: Any, result: CheckResult) -> CheckResult:
-        """Register ``kernel`` for ``op`` if ``result`` (its check) passed; otherwise make sure it is not."""
+    def accept(self, op: str, kernel: Any, result: CheckResult, *, block: tuple[int, int] | None = None) -> CheckResult:
+        """Register ``kernel`` for ``op`` if ``result`` (its check, with the same ``block``) passed; otherwise
+        make sure it is not."""
         self.results[op] = result
+        self.kernels.pop(op, None)
+        self.blocks.pop(op, None)
         if result.passed:
             self.kernels[op] = kernel
-        else:
-            self.kernels.pop(op, None)
+            if block is not None:
+                self.blocks[op] = (int(block[0]), int(block[1]))
         return result
 
-    def register(self, op: str, kernel: Any, *, scale: str | None = None, points: float = 1) -> CheckResult:
+    def register(self, op: str, kernel: Any, *, scale: str | None = None, points: float = 1,
+                 block: tuple[int, int] | None = None) -> CheckResult:
         """Check ``kernel`` for ``op`` (:data:`PROBLEMS`) and register it only if the check passes."""
         from .exercises import check_kernel
 
-        return self.accept(op, kernel, check_kernel(kernel, points=points, **self.problem(op, kernel, scale=scale)))
+        problem = self.problem(op, kernel, scale=scale, block=block)
+        return self.accept(op, kernel, check_kernel(kernel, points=points, **problem), block=block)
 
     def missing(self) -> list[str]:
         """Learner ops not (or not yet correctly) registered."""
@@ -326,7 +346,7 @@ class Capstone:
         if require_all and self.missing():
             details = "; ".join(f"{op}: {self._why(op)}" for op in self.missing())
             raise CapstoneError(f"not every op is yours yet, so training does not start. {details}")
-        return LearnerOps(self.kernels, guard=guard)
+        return LearnerOps(self.kernels, guard=guard, blocks=self.blocks)
 
     def _why(self, op: str) -> str:
         res = self.results.get(op)

@@ -1,7 +1,8 @@
 """``python -m gpulab bench cnn``: CNN training throughput (images/s) of a gpulab backend vs PyTorch.
 
 Both train the same architecture (:func:`gpulab.nn.mnist_cnn`) on the same random batches with
-the same batch size and thread count, in one run, so the ratio is a fair comparison on this machine.
+the same batch size and thread count, in one process, alternating every few steps (``--chunk``) so
+that load from other programs hits both alike; the ratio is the median of ``--rounds`` rounds.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from .. import nn, runtime
 from ..errors import GpulabError, UsageError, int_at_least
 from ..nn.ops import to_backend
 
-__all__ = ["configure", "main", "measure_gpulab", "measure_torch", "run"]
+__all__ = ["configure", "interleaved", "main", "measure_gpulab", "measure_torch", "run"]
 
 
 def _batches(n: int, batch: int, size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -28,6 +29,93 @@ def _batches(n: int, batch: int, size: int, seed: int) -> tuple[np.ndarray, np.n
     x = rng.random((n, batch, 1, size, size), dtype=np.float32)
     y = rng.integers(0, 10, (n, batch)).astype(np.int64)
     return x, y
+
+
+class _GpulabRun:
+    """A gpulab model, optimizer and batches, ready to time ``steps(k)`` at a time."""
+
+    def __init__(self, backend: str, *, batch: int, size: int, channels: tuple[int, int], hidden: int, batches: int,
+                 seed: int = 0, workers: int = 1, ops: Any = None) -> None:
+        self.backend = backend
+        self.model = nn.mnist_cnn(seed=seed, image_size=size, channels=channels, hidden=hidden, backend=backend)
+        if ops is not None:
+            self.model.use_ops(ops)
+        self.parallel = nn.DataParallel(self.model, workers, seed=seed) if workers > 1 else None
+        self.opt, self.loss_fn = nn.Adam(self.model), nn.SoftmaxCrossEntropy()
+        x, y = _batches(batches, batch, size, seed)
+        self.x, self.y = to_backend(x, backend), to_backend(y, backend)  # the one rule for where arrays live
+        self.i = 0
+
+    def steps(self, k: int) -> float:
+        """Seconds for ``k`` training steps (synchronized before and after)."""
+        with _blas_threads(1 if self.parallel is not None else None):  # data-parallel: one BLAS thread per worker
+            runtime.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(k):
+                j = self.i % len(self.x)
+                nn.train_step(self.model, self.loss_fn, self.opt, self.x[j], self.y[j], self.parallel)
+                self.i += 1
+            runtime.synchronize()
+            return time.perf_counter() - t0
+
+    def close(self) -> None:
+        if self.parallel is not None:
+            self.parallel.close()
+
+
+class _TorchRun:
+    """The same model, batches and optimizer in PyTorch (eager mode), ready to time ``steps(k)``."""
+
+    def __init__(self, *, batch: int, size: int, channels: tuple[int, int], hidden: int, batches: int, threads: int,
+                 device: str = "cpu", seed: int = 0) -> None:
+        import torch
+
+        self.torch, self.threads = torch, threads
+        torch.set_num_threads(threads)
+        torch.manual_seed(seed)
+        c1, c2 = channels
+        s = size // 4
+        self.model = torch.nn.Sequential(
+            torch.nn.Conv2d(1, c1, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(c1, c2, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Flatten(), torch.nn.Linear(c2 * s * s, hidden), torch.nn.ReLU(), torch.nn.Dropout(0.25),
+            torch.nn.Linear(hidden, 10),
+        ).to(device)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-3)
+        self.loss_fn = torch.nn.CrossEntropyLoss()
+        xs, ys = _batches(batches, batch, size, seed)
+        self.x, self.y = torch.from_numpy(xs).to(device), torch.from_numpy(ys).to(device)
+        self.sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+        self.i = 0
+
+    def steps(self, k: int) -> float:
+        self.torch.set_num_threads(self.threads)  # as set for this run, whatever ran in between
+        self.sync()
+        t0 = time.perf_counter()
+        for _ in range(k):
+            j = self.i % len(self.x)
+            self.opt.zero_grad(set_to_none=True)
+            self.loss_fn(self.model(self.x[j]), self.y[j]).backward()
+            self.opt.step()
+            self.i += 1
+        self.sync()
+        return time.perf_counter() - t0
+
+    def close(self) -> None:
+        pass
+
+
+def _blas_threads(n: int | None) -> Any:
+    """Cap NumPy's BLAS (only: PyTorch's OpenMP pool is left alone) at ``n`` threads inside a ``with``."""
+    import contextlib
+
+    if not n:
+        return contextlib.nullcontext()
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=n, user_api="blas")
 
 
 def measure_gpulab(backend: str, *, batch: int, steps: int, warmup: int, size: int, channels: tuple[int, int],
@@ -38,28 +126,11 @@ def measure_gpulab(backend: str, *, batch: int, steps: int, warmup: int, size: i
     backend's own ops; arrays still live where ``backend`` puts them.
     ``workers > 1`` (numpy) splits each batch over that many threads with one BLAS thread each.
     """
-    from ..train import limit_threads
-
-    model = nn.mnist_cnn(seed=seed, image_size=size, channels=channels, hidden=hidden, backend=backend)
-    if ops is not None:
-        model.use_ops(ops)
-    parallel = nn.DataParallel(model, workers, seed=seed) if workers > 1 else None
-    limiter = limit_threads(1) if parallel is not None else None
-    opt, loss_fn = nn.Adam(model), nn.SoftmaxCrossEntropy()
-    x, y = _batches(warmup + steps, batch, size, seed)
-    x, y = to_backend(x, backend), to_backend(y, backend)  # the one rule for where arrays live
-    t0 = 0.0
-    for i in range(warmup + steps):
-        if i == warmup:
-            runtime.synchronize()
-            t0 = time.perf_counter()
-        nn.train_step(model, loss_fn, opt, x[i], y[i], parallel)
-    runtime.synchronize()
-    seconds = time.perf_counter() - t0
-    if parallel is not None:
-        parallel.close()
-    if limiter is not None:
-        limiter.restore_original_limits()
+    run = _GpulabRun(backend, batch=batch, size=size, channels=channels, hidden=hidden, batches=warmup + steps,
+                     seed=seed, workers=workers, ops=ops)
+    run.steps(warmup)
+    seconds = run.steps(steps)
+    run.close()
     return {"name": f"gpulab-{backend}", "images_per_second": steps * batch / seconds, "seconds": seconds,
             "workers": workers}
 
@@ -67,35 +138,30 @@ def measure_gpulab(backend: str, *, batch: int, steps: int, warmup: int, size: i
 def measure_torch(*, batch: int, steps: int, warmup: int, size: int, channels: tuple[int, int], hidden: int,
                   threads: int, device: str = "cpu", seed: int = 0) -> dict[str, Any]:
     """The same model, batches and optimizer in PyTorch (eager mode)."""
-    import torch
-
-    torch.set_num_threads(threads)
-    torch.manual_seed(seed)
-    c1, c2 = channels
-    s = size // 4
-    model = torch.nn.Sequential(
-        torch.nn.Conv2d(1, c1, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(c1, c2, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Flatten(), torch.nn.Linear(c2 * s * s, hidden), torch.nn.ReLU(), torch.nn.Dropout(0.25),
-        torch.nn.Linear(hidden, 10),
-    ).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    xs, ys = _batches(warmup + steps, batch, size, seed)
-    x, y = torch.from_numpy(xs).to(device), torch.from_numpy(ys).to(device)
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    t0 = 0.0
-    for i in range(warmup + steps):
-        if i == warmup:
-            sync()
-            t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss_fn(model(x[i]), y[i]).backward()
-        opt.step()
-    sync()
-    seconds = time.perf_counter() - t0
+    run = _TorchRun(batch=batch, size=size, channels=channels, hidden=hidden, batches=warmup + steps,
+                    threads=threads, device=device, seed=seed)
+    run.steps(warmup)
+    seconds = run.steps(steps)
     return {"name": f"torch-{device}", "images_per_second": steps * batch / seconds, "seconds": seconds,
-            "torch_version": torch.__version__}
+            "torch_version": run.torch.__version__}
+
+
+def interleaved(ours: Any, theirs: Any, *, steps: int, warmup: int, chunk: int) -> tuple[float, float]:
+    """Seconds of ``steps`` steps each of two runs timed in alternating chunks of ``chunk`` steps.
+
+    On a shared machine the load from other programs changes within seconds; alternating every few
+    steps makes both sides see the same load (rounds of a whole measurement each do not).
+    """
+    ours.steps(warmup)
+    theirs.steps(warmup)
+    a = b = 0.0
+    done = 0
+    while done < steps:
+        k = min(chunk, steps - done)
+        a += ours.steps(k)
+        b += theirs.steps(k)
+        done += k
+    return a, b
 
 
 def _threads() -> int:
@@ -116,7 +182,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int_at_least(1), default=30, help="timed steps per round (default: %(default)s)")
     p.add_argument("--warmup", type=int_at_least(0), default=3, help="untimed steps first (default: %(default)s)")
     p.add_argument("--rounds", type=int_at_least(1), default=3,
-                   help="alternate gpulab and PyTorch this many times; report the median (default: %(default)s)")
+                   help="measure gpulab and PyTorch this many times; report the median (default: %(default)s)")
+    p.add_argument("--chunk", type=int_at_least(1), default=5,
+                   help="within a round, alternate gpulab and PyTorch every this many steps, so that both "
+                        "see the same load from other programs (default: %(default)s)")
     p.add_argument("--channels", type=channels_pair, default=(32, 64), help="conv channels, e.g. 32,64 (default: 32,64)")
     p.add_argument("--hidden", type=int_at_least(1), default=128, help="hidden units (default: %(default)s)")
     p.add_argument("--threads", type=int_at_least(1), default=None,
@@ -176,10 +245,19 @@ def run(args: argparse.Namespace) -> int:
     workers = args.workers or (threads if backend == "numpy" else 1)
     results["workers"] = workers
     ours, theirs = [], []
-    for _ in range(args.rounds):  # interleaved, so that load from other processes hits both alike
-        ours.append(measure_gpulab(backend, workers=workers, **common))
-        if torch_ok:
-            theirs.append(measure_torch(threads=threads, device="cuda" if runtime.is_gpu() else "cpu", **common))
+    device = "cuda" if runtime.is_gpu() else "cpu"
+    shape = dict(batch=args.batch_size, size=28, channels=channels, hidden=args.hidden, batches=args.warmup + args.steps)
+    for _ in range(args.rounds):
+        if not torch_ok:
+            ours.append(measure_gpulab(backend, workers=workers, **common))
+            continue
+        a_run, b_run = _GpulabRun(backend, workers=workers, **shape), _TorchRun(threads=threads, device=device, **shape)
+        a, b = interleaved(a_run, b_run, steps=args.steps, warmup=args.warmup, chunk=args.chunk)
+        a_run.close()
+        images = args.steps * args.batch_size
+        ours.append({"name": f"gpulab-{backend}", "images_per_second": images / a, "seconds": a, "workers": workers})
+        theirs.append({"name": f"torch-{device}", "images_per_second": images / b, "seconds": b,
+                       "torch_version": b_run.torch.__version__})
     best = sorted(ours, key=lambda r: r["images_per_second"])[len(ours) // 2]  # the median round
     results["gpulab"] = best | {"all_images_per_second": [r["images_per_second"] for r in ours]}
     print(f"gpulab ({backend}): {best['images_per_second']:.0f} images/s (median of {args.rounds}; batch {args.batch_size}, "

@@ -1,14 +1,12 @@
-"""CUDA kernels for the CNN engine (:mod:`gpulab.nn`, backend ``"kernels"``) and their launchers.
+"""Launchers of the CNN engine's CUDA kernels (:mod:`gpulab.nn`, backend ``"kernels"``).
 
+The kernels live in :mod:`gpulab.kernels.nn_kernels` and are re-exported here (``nn_ops.relu_kernel``).
 Every kernel is a **grid-stride loop**: each thread starts at its global index and steps by the
 total number of threads in the grid, so a kernel is correct for *any* launch. That lets one kernel
 run at two scales: on a GPU the launchers start one thread per element (the loop runs once); in
 Numba's CUDA simulator, where every CUDA thread is a Python thread that costs about 0.3 ms just to
 create and schedule, they start a few threads (:data:`SIM_THREADS`) that each loop over many
 elements, about 100x faster per element (measured numbers in :func:`simulator_cost`).
-
-No atomics: where many outputs add into one input (col2im, max-pool backward) each thread
-*gathers* the contributions to its own input pixel, so results are deterministic.
 
 Each launcher takes ``kernel=`` so that a learner's kernel with the same signature can stand in for
 the library's (:mod:`gpulab.capstone`). NumPy meaning of each launcher:
@@ -26,16 +24,14 @@ the library's (:mod:`gpulab.capstone`). NumPy meaning of each launcher:
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
-from numba import cuda
 
 from .. import runtime
 from ..errors import UsageError
 from ..nn.ops import check_labels, conv_out_size
-from ._launch import check_array
+from ._launch import ceil_div, check_array, check_launch
 from .grid_stride import (
     SIM_THREADS,
     device_args,
@@ -44,194 +40,55 @@ from .grid_stride import (
     launch_2d,
     simulator_cost,
 )
+from .nn_kernels import (
+    PTX_SIGNATURES,
+    adam_kernel,
+    add_bias_kernel,
+    col2im_kernel,
+    gemm_kernel,
+    im2col_kernel,
+    maxpool_backward_kernel,
+    maxpool_kernel,
+    relu_backward_kernel,
+    relu_kernel,
+    sgd_kernel,
+    softmax_xent_kernel,
+    sum_rows_kernel,
+)
 
 __all__ = [
     "PTX_SIGNATURES",
     "SIM_THREADS",
+    "adam_kernel",
     "adam_update",
     "add_bias",
+    "add_bias_kernel",
     "col2im",
+    "col2im_kernel",
     "device_args",
     "fast_simulator_arrays",
     "gemm",
+    "gemm_kernel",
     "im2col",
+    "im2col_kernel",
     "launch_1d",
     "launch_2d",
     "maxpool",
     "maxpool_backward",
+    "maxpool_backward_kernel",
+    "maxpool_kernel",
     "relu",
     "relu_backward",
+    "relu_backward_kernel",
+    "relu_kernel",
+    "sgd_kernel",
     "sgd_update",
     "simulator_cost",
     "softmax_xent",
+    "softmax_xent_kernel",
     "sum_rows",
+    "sum_rows_kernel",
 ]
-
-# ------------------------------------------------------------------------------------- kernels
-
-
-@cuda.jit
-def gemm_kernel(a, b, c):
-    j0, i0 = cuda.grid(2)  # j: column of c (fastest), i: row
-    sj, si = cuda.gridsize(2)
-    M, K, N = a.shape[0], a.shape[1], b.shape[1]
-    for i in range(i0, M, si):
-        for j in range(j0, N, sj):
-            acc = 0.0
-            for k in range(K):
-                acc += a[i, k] * b[k, j]
-            c[i, j] = acc
-
-
-@cuda.jit
-def im2col_kernel(x, cols, kh, kw, stride, pad, ho, wo):
-    q0, r0 = cuda.grid(2)  # q: column (a, b, c) - fastest, so a warp writes along a row; r: row (n, i, j)
-    sq, sr = cuda.gridsize(2)
-    C, H, W = x.shape[1], x.shape[2], x.shape[3]
-    for r in range(r0, cols.shape[0], sr):
-        n = r // (ho * wo)
-        i = (r // wo) % ho
-        j = r % wo
-        for q in range(q0, cols.shape[1], sq):
-            a = q // (kw * C)
-            b = (q // C) % kw
-            c = q % C
-            ih = i * stride + a - pad  # input row under this tap (may fall in the zero padding)
-            iw = j * stride + b - pad
-            v = 0.0
-            if ih >= 0 and ih < H and iw >= 0 and iw < W:
-                v = x[n, c, ih, iw]
-            cols[r, q] = v
-
-
-@cuda.jit
-def col2im_kernel(dcols, dx, kh, kw, stride, pad, ho, wo):
-    t0 = cuda.grid(1)  # one input pixel (n, c, h, w) per step: it gathers, so no two threads write one place
-    N, C, H, W = dx.shape[0], dx.shape[1], dx.shape[2], dx.shape[3]
-    for t in range(t0, N * C * H * W, cuda.gridsize(1)):
-        n = t // (C * H * W)
-        c = (t // (H * W)) % C
-        h = (t // W) % H
-        w = t % W
-        acc = 0.0
-        for a in range(kh):  # every tap (a, b) and output (i, j) with i*stride + a - pad == h
-            ii = h + pad - a
-            if ii >= 0 and ii % stride == 0 and ii // stride < ho:
-                i = ii // stride
-                for b in range(kw):
-                    jj = w + pad - b
-                    if jj >= 0 and jj % stride == 0 and jj // stride < wo:
-                        j = jj // stride
-                        acc += dcols[(n * ho + i) * wo + j, (a * kw + b) * C + c]
-        dx[n, c, h, w] = acc
-
-
-@cuda.jit
-def add_bias_kernel(y, b):
-    j0, i0 = cuda.grid(2)  # j: feature (fastest), i: row
-    sj, si = cuda.gridsize(2)
-    for i in range(i0, y.shape[0], si):
-        for j in range(j0, y.shape[1], sj):
-            y[i, j] += b[j]
-
-
-@cuda.jit
-def sum_rows_kernel(d, out):
-    j0 = cuda.grid(1)  # one column per step: neighbouring threads read neighbouring addresses of a row
-    for j in range(j0, d.shape[1], cuda.gridsize(1)):
-        acc = 0.0
-        for i in range(d.shape[0]):
-            acc += d[i, j]
-        out[j] = acc
-
-
-@cuda.jit
-def relu_kernel(x, y):
-    for i in range(cuda.grid(1), y.size, cuda.gridsize(1)):
-        y[i] = max(x[i], 0.0)
-
-
-@cuda.jit
-def relu_backward_kernel(dout, y, dx):
-    for i in range(cuda.grid(1), dx.size, cuda.gridsize(1)):
-        dx[i] = dout[i] if y[i] > 0.0 else 0.0
-
-
-@cuda.jit
-def maxpool_kernel(x, out, arg, k, stride):
-    N, C, HO, WO = out.shape[0], out.shape[1], out.shape[2], out.shape[3]
-    for t in range(cuda.grid(1), N * C * HO * WO, cuda.gridsize(1)):  # one output (n, c, i, j) per step
-        n = t // (C * HO * WO)
-        c = (t // (HO * WO)) % C
-        i = (t // WO) % HO
-        j = t % WO
-        best = x[n, c, i * stride, j * stride]
-        where = 0
-        for a in range(k):
-            for b in range(k):
-                v = x[n, c, i * stride + a, j * stride + b]
-                if v > best:  # strictly greater: on ties the first maximum wins
-                    best = v
-                    where = a * k + b
-        out[n, c, i, j] = best
-        arg[n, c, i, j] = where
-
-
-@cuda.jit
-def maxpool_backward_kernel(dout, arg, dx, k, stride):
-    N, C, H, W = dx.shape[0], dx.shape[1], dx.shape[2], dx.shape[3]
-    HO, WO = dout.shape[2], dout.shape[3]
-    for t in range(cuda.grid(1), N * C * H * W, cuda.gridsize(1)):  # one input pixel per step: gathers
-        n = t // (C * H * W)
-        c = (t // (H * W)) % C
-        h = (t // W) % H
-        w = t % W
-        acc = 0.0
-        for a in range(k):  # every window (i, j) whose tap (a, b) is this pixel
-            ii = h - a
-            if ii >= 0 and ii % stride == 0 and ii // stride < HO:
-                for b in range(k):
-                    jj = w - b
-                    if jj >= 0 and jj % stride == 0 and jj // stride < WO:
-                        if arg[n, c, ii // stride, jj // stride] == a * k + b:
-                            acc += dout[n, c, ii // stride, jj // stride]
-        dx[n, c, h, w] = acc
-
-
-@cuda.jit
-def softmax_xent_kernel(logits, labels, grad, losses):
-    N, K = logits.shape[0], logits.shape[1]
-    for r in range(cuda.grid(1), N, cuda.gridsize(1)):  # one row (sample) per step: K is small (10 classes)
-        m = logits[r, 0]
-        for k in range(1, K):
-            m = max(m, logits[r, k])
-        s = 0.0
-        for k in range(K):
-            s += math.exp(logits[r, k] - m)
-        y = labels[r]
-        losses[r] = math.log(s) - (logits[r, y] - m)
-        for k in range(K):
-            p = math.exp(logits[r, k] - m) / s
-            if k == y:
-                p -= 1.0
-            grad[r, k] = p / N
-
-
-@cuda.jit
-def adam_kernel(p, g, m, v, lr_t, b1, b2, eps_t):
-    for i in range(cuda.grid(1), p.size, cuda.gridsize(1)):
-        m[i] = b1 * m[i] + (1.0 - b1) * g[i]
-        v[i] = b2 * v[i] + (1.0 - b2) * g[i] * g[i]
-        p[i] -= lr_t * m[i] / (math.sqrt(v[i]) + eps_t)
-
-
-@cuda.jit
-def sgd_kernel(p, g, v, lr, momentum, weight_decay):
-    for i in range(cuda.grid(1), p.size, cuda.gridsize(1)):
-        gi = g[i] + weight_decay * p[i]
-        v[i] = momentum * v[i] + gi
-        p[i] -= lr * v[i]
-
 
 # ------------------------------------------------------------------------------------ launchers
 
@@ -240,9 +97,17 @@ def _xp(a: Any) -> Any:
     return runtime.array_module(a)
 
 
-def gemm(a: Any, b: Any, *, kernel: Any = None) -> Any:
+def gemm(a: Any, b: Any, *, kernel: Any = None, block: tuple[int, int] | None = None,
+         cooperative: bool = False) -> Any:
     """``a @ b`` (float32, 2-D). Default kernel: the lesson-04 register-tiled matmul on a GPU, the
-    grid-stride :func:`gemm_kernel` in the simulator; ``kernel(a, b, c)`` must be a grid-stride kernel."""
+    grid-stride :func:`gemm_kernel` in the simulator; ``kernel(a, b, c)`` must be a grid-stride kernel.
+
+    With ``block=(bx, by)`` the kernel is launched with one thread per element of c instead (lab 03's
+    and lab 04's matmuls: ``j, i = cuda.grid(2)`` and a bounds check), in blocks of bx x by threads
+    (a tiled kernel's TILE x TILE). ``cooperative`` (simulator mode only) runs those threads with
+    :func:`gpulab.kernels.cooperative.launch` instead of a Python thread each: same result for a kernel
+    without races, hundreds of times less overhead per thread (what training uses; checks do not).
+    """
     check_array("a", a, ndim=2, dtype=np.float32)
     check_array("b", b, ndim=2, dtype=np.float32)
     if a.shape[1] != b.shape[0]:
@@ -254,7 +119,22 @@ def gemm(a: Any, b: Any, *, kernel: Any = None) -> Any:
 
         return matmul(a, b)
     c = xp.empty((a.shape[0], b.shape[1]), dtype=np.float32)  # (M, N)
-    launch_2d(kernel or gemm_kernel, c.shape[0], c.shape[1], a, b, c)
+    if block is None:
+        launch_2d(kernel or gemm_kernel, c.shape[0], c.shape[1], a, b, c)
+        return c
+    bx, by = (int(v) for v in block)
+    grid = (ceil_div(c.shape[1], bx), ceil_div(c.shape[0], by))  # x over the columns of c
+    check_launch(grid, (bx, by))
+    if c.size == 0:
+        return c
+    if runtime.is_simulator():
+        fast_simulator_arrays()
+        if cooperative:
+            from .cooperative import launch
+
+            launch(kernel or gemm_kernel, grid, (bx, by), a, b, c)
+            return c
+    (kernel or gemm_kernel)[grid, (bx, by)](*device_args(a, b, c))
     return c
 
 
@@ -387,20 +267,3 @@ def sgd_update(p: Any, g: Any, v: Any, lr: float, momentum: float, weight_decay:
             raise UsageError(f"sgd_update: {name} must be C-contiguous (it is updated in place).")
     launch_1d(kernel or sgd_kernel, p.size, p.reshape(-1), g.reshape(-1), v.reshape(-1),
               np.float32(lr), np.float32(momentum), np.float32(weight_decay))
-
-
-F4, F2, F1 = "float32[:, :, :, ::1]", "float32[:, ::1]", "float32[::1]"
-PTX_SIGNATURES = [
-    (gemm_kernel, f"void({F2}, {F2}, {F2})"),
-    (im2col_kernel, f"void({F4}, {F2}, int64, int64, int64, int64, int64, int64)"),
-    (col2im_kernel, f"void({F2}, {F4}, int64, int64, int64, int64, int64, int64)"),
-    (add_bias_kernel, f"void({F2}, {F1})"),
-    (sum_rows_kernel, f"void({F2}, {F1})"),
-    (maxpool_kernel, f"void({F4}, {F4}, int32[:, :, :, ::1], int64, int64)"),
-    (maxpool_backward_kernel, f"void({F4}, int32[:, :, :, ::1], {F4}, int64, int64)"),
-    (relu_kernel, f"void({F1}, {F1})"),
-    (relu_backward_kernel, f"void({F1}, {F1}, {F1})"),
-    (softmax_xent_kernel, f"void({F2}, int64[::1], {F2}, float32[::1])"),
-    (adam_kernel, f"void({F1}, {F1}, {F1}, {F1}, float32, float32, float32, float32)"),
-    (sgd_kernel, f"void({F1}, {F1}, {F1}, float32, float32, float32)"),
-]

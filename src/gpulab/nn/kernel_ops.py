@@ -1,7 +1,9 @@
 """The ``kernels`` backend of the op contract: every op through Numba CUDA kernels.
 
 Each op calls a launcher of :mod:`gpulab.kernels.nn_ops` with a kernel taken from ``self.kernels``
-(op name -> kernel; empty means the library's own). :class:`gpulab.capstone.LearnerOps` fills that
+(op name -> kernel; empty means the library's own). ``self.blocks`` says which ops' kernels take one
+thread per output and in what blocks (a tiled matmul's TILE x TILE); in the simulator those run
+through :mod:`gpulab.kernels.cooperative`. :class:`gpulab.capstone.LearnerOps` fills that
 mapping with a learner's checked kernels, op by op. Composite ops use the kernels of the ops they
 are made of: ``conv_input_grad`` = matmul + col2im, ``conv_weight_grad`` = matmul.
 """
@@ -20,19 +22,21 @@ class KernelOps(Ops):
 
     name = "kernels"
 
-    def __init__(self, kernels: dict[str, Any] | None = None) -> None:
+    def __init__(self, kernels: dict[str, Any] | None = None, blocks: dict[str, tuple[int, int]] | None = None) -> None:
         from ..kernels import (
             nn_ops,  # imports numba.cuda: only when this backend is chosen
         )
 
         self.k = nn_ops
         self.kernels: dict[str, Any] = dict(kernels or {})
+        # op -> block shape of a one-thread-per-output kernel (only matmul: lab 03/04's matmuls)
+        self.blocks: dict[str, tuple[int, int]] = dict(blocks or {})
 
     def _kernel(self, op: str) -> Any:
         return self.kernels.get(op)
 
     def matmul(self, a: Any, b: Any) -> Any:
-        return self.k.gemm(a, b, kernel=self._kernel("matmul"))
+        return self.k.gemm(a, b, kernel=self._kernel("matmul"), block=self.blocks.get("matmul"), cooperative=True)
 
     def im2col(self, x: Any, kh: int, kw: int, stride: int, pad: int) -> tuple[Any, int, int]:
         return self.k.im2col(x, kh, kw, stride, pad, kernel=self._kernel("im2col"))

@@ -1,11 +1,14 @@
 """The op contract of the CNN engine: every heavy operation, once, and who implements it.
 
 :class:`Ops` lists every operation the layers and optimizers call (MiniTorch's ``TensorOps`` is the
-model). Each is abstract, with a docstring giving the loop it stands for. A backend implements
-*every* op explicitly, so none can silently inherit another backend's code or drift from it:
+model). Each is abstract, with a docstring giving the loop it stands for. An implementation gives
+*every* op explicitly, so none can silently inherit another's code or drift from it. There are two:
+the array code, written once over ``xp``, and the kernels:
 
-* ``numpy``   - :class:`gpulab.nn.array_ops.NumpyOps`: NumPy on the CPU (BLAS GEMMs, strided views).
-* ``cupy``    - :class:`gpulab.nn.array_ops.CupyOps`: the same array code on CuPy arrays (cuBLAS).
+* ``numpy``   - :class:`gpulab.nn.array_ops.NumpyOps`: :class:`~gpulab.nn.array_ops.ArrayOps` on NumPy
+  arrays on the CPU (BLAS GEMMs, strided views).
+* ``cupy``    - :class:`gpulab.nn.array_ops.CupyOps`: the same :class:`~gpulab.nn.array_ops.ArrayOps`
+  on CuPy arrays (cuBLAS).
 * ``kernels`` - :class:`gpulab.nn.kernel_ops.KernelOps`: the course's Numba CUDA kernels
   (:mod:`gpulab.kernels.nn_ops`), on the GPU or in the simulator; :mod:`gpulab.capstone` swaps in a
   learner's kernels op by op.
@@ -197,7 +200,9 @@ def conv_out_size(h: int, w: int, kh: int, kw: int, stride: int, pad: int) -> tu
     if h + 2 * pad < kh or w + 2 * pad < kw:
         raise UsageError(f"a {kh}x{kw} window does not fit a {h}x{w} image with padding {pad}; "
                          "use a smaller kernel or more padding.")
-    return (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
+    from ..kernels._launch import conv_out_size as out_len  # the one formula (here: kernels imports this module)
+
+    return out_len(h, kh, stride, pad), out_len(w, kw, stride, pad)
 
 
 def check_labels(labels: Any, n: int, classes: int) -> None:
