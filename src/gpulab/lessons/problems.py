@@ -35,9 +35,10 @@ from ..kernels.elementwise import (
     saxpy_kernel,
     scale2d_kernel,
 )
-from ..kernels.matmul import TPB as MATMUL_TPB
+from ..kernels.matmul import TILE as MATMUL_TILE
 from ..kernels.matmul import matmul_naive_kernel, matmul_tiled_kernel
 from ..kernels.memory import transpose_naive_kernel
+from ..source import py_func
 from ..problems import grid_2d, launch_1d
 from . import answers as _ans
 
@@ -149,7 +150,7 @@ def _problems() -> list[Exercise]:
         Exercise("04", "matmul_tiled", Problem(
             "matmul_tiled_kernel", lambda A, B: A @ B, lambda s, rng: (_mat(s[:2], rng), _mat(s[1:], rng)),
             sizes=[(1, 1, 1), (17, 33, 9), (9, 20, 18)],
-            launch=lambda A, B, C: grid_2d(*C.shape, (MATMUL_TPB, MATMUL_TPB)),
+            launch=lambda A, B, C: grid_2d(*C.shape, (MATMUL_TILE, MATMUL_TILE)),
             reduction=lambda A, B: A.shape[1], out_names=["C"]), matmul_tiled_kernel),
         Exercise("04", "matmul_strip", Problem(
             "matmul_strip_kernel", lambda A, B: A @ B, lambda s, rng: (_mat(s[:2], rng), _mat(s[1:], rng)),
@@ -217,7 +218,7 @@ def or_reference(result: CheckResult, kernel: Any, lesson: str | None = None, na
     else:
         ex = exercise(lesson, name)
     ref = ex.reference
-    ref_name = getattr(getattr(ref, "py_func", ref), "__name__", "reference")
+    ref_name = getattr(py_func(ref), "__name__", "reference")
     kind = "reference kernel" if hasattr(ref, "py_func") else "reference function"
     print(f"Your {result.name} has not passed its check yet ({result.status}): the cells below use the "
           f"{kind} ({ref.__module__ if hasattr(ref, '__module__') else 'gpulab'}.{ref_name}) instead.")

@@ -12,21 +12,16 @@ from typing import Any
 import numpy as np
 
 from ..exercises import Budget, Problem, random_arrays
-from ..kernels._launch import blocks_for, conv_out_size
+from ..kernels._launch import conv_out_size
 from ._common import grid_2d, launch_1d, launch_2d
 
 __all__ = ["CONV1D", "CONV2D", "CONV2D_BLOCK", "CONV2D_IM2COL", "CONV2D_SINGLE", "IM2COL", "IM2COL_BLOCK",
            "MAXPOOL", "TPB", "conv1d_spec", "conv2d_spec", "conv_inputs", "im2col_launch", "im2col_spec",
-           "maxpool_spec", "one_thread_per_element"]
+           "maxpool_spec"]
 
 TPB = 64  # threads per block for the 1-D launches
 CONV2D_BLOCK = (16, 8)  # x: output columns, y: output rows
 IM2COL_BLOCK = (16, 16)  # x: columns of cols (taps), y: rows of cols (output pixels)
-
-
-def one_thread_per_element(n: int) -> tuple[int, int]:
-    """(blocks, threads) covering n elements with TPB threads per block."""
-    return blocks_for(n, TPB), TPB
 
 
 def conv1d_spec(x: np.ndarray, w: np.ndarray) -> np.ndarray:
