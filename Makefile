@@ -20,8 +20,9 @@ PYTEST_ARGS ?=
 help:
 	@echo "make lab        set up and open JupyterLab (NO_BROWSER=1 for servers, PORT=8888)"
 	@echo "make test       set up, lint, and run unit, PTX, notebook and lab tests (simulator mode)"
-	@echo "make lint       ruff + mypy (gpu-mode code checked against the installed CuPy and numba-cuda)"
-	@echo "make test-oldest  Colab's versions on Python 3.12 (OLDEST_PYTHON=...), installed --no-deps like Colab"
+	@echo "make lint       ruff + mypy (calls into CuPy's Python layer checked against the installed CuPy)"
+	@echo "make test-oldest  Colab's versions on Python 3.12 (OLDEST_PYTHON=...), installed --no-deps like Colab;"
+	@echo "                 gpu-mode CuPy/numba-cuda names checked against CuPy 13 and numba-cuda 0.22"
 	@echo "make doctor     print versions, the mode and known fixes"
 	@echo "make gpu-check  on a CUDA machine: notebooks in gpu mode + benchmarks"
 
@@ -60,10 +61,12 @@ test-fast: setup
 	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(PY) -m pytest -n $(JOBS) tests $(PYTEST_ARGS)
 
 # Colab's versions, the oldest gpulab supports, on Colab's Python (3.12): unit tests (not notebooks) in a
-# second venv, with gpulab installed --no-deps exactly as Colab's setup cell does.
+# second venv, with gpulab installed --no-deps exactly as Colab's setup cell does. CuPy 13 (it installs
+# without a GPU) is there for tests/test_api_versions.py: every CuPy and numba-cuda name that gpu-mode code,
+# lessons and lab solutions use must exist in CuPy 13 and numba-cuda 0.22 (make test checks the newest).
 OLDEST_VENV ?= .venv-oldest
 OLDEST_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3) $(shell command -v python3.12) $(PYTHON))
-OLDEST_PINS := "numba==0.60.*" "numba-cuda[cu12]==0.22.*" "ipywidgets==7.7.*" "plotly==5.24.*"
+OLDEST_PINS := "numba==0.60.*" "numba-cuda[cu12]==0.22.*" "cupy-cuda12x==13.*" "ipywidgets==7.7.*" "plotly==5.24.*"
 test-oldest:
 	test -x $(OLDEST_VENV)/bin/python || $(OLDEST_PYTHON) -m venv $(OLDEST_VENV)
 	$(OLDEST_VENV)/bin/python -c "import sys; print('test-oldest on Python', sys.version.split()[0])"

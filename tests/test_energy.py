@@ -99,3 +99,49 @@ def test_joules_per_image():
     assert energy.joules_per_image([0.0, 2.0], [10.0, 30.0], 4) == pytest.approx(10.0)
     with pytest.raises(UsageError):
         energy.joules_per_image([0.0, 1.0], [1.0, 1.0], 0)
+
+
+class _FakeNvml:
+    """pynvml without a power reading: no energy counter and every power query fails (as on some vGPUs)."""
+
+    class NVMLError(Exception):
+        pass
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetName(self, h):
+        return b"Fake GPU"
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        raise self.NVMLError("Not Supported")
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        raise self.NVMLError("Not Supported")
+
+
+def test_nvml_without_power_samples_falls_back_to_a_labelled_estimate(monkeypatch):
+    import sys
+    import types
+
+    fake = _FakeNvml()
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setitem(sys.modules, "cupy", None)  # no CuPy: the meter takes NVML's device 0
+    monkeypatch.setattr(energy, "runtime", types.SimpleNamespace(is_gpu=lambda: True, synchronize=lambda: None))
+    monkeypatch.setattr(energy, "nvml_status", lambda: (True, "fake"))
+    out, r = energy.measure(lambda: 3, min_seconds=0.02, watts_if_estimated=50.0)
+    assert out == 3 and not r.measured and r.label.startswith("ESTIMATE")
+    assert "NVML gave no usable power samples (Not Supported)" in r.method
+
+
+def test_without_rapl_the_estimate_says_why_the_counter_is_missing(tmp_path, monkeypatch):
+    monkeypatch.setattr(energy, "POWERCAP", tmp_path / "missing")
+    monkeypatch.setattr(energy, "rapl_status", lambda root=None: (False, "powercap does not exist here"))
+    _, r = energy.measure(lambda: None, min_seconds=0, watts_if_estimated=10.0)
+    assert not r.measured and "no readable RAPL counter (powercap does not exist here)" in r.method

@@ -9,7 +9,8 @@ cannot meet at gpu sizes fails here, in CI, instead of on a learner's Colab GPU.
 same emulations fail when the old constant tolerance (rtol=1e-4, atol=1e-5) is put back.
 
 The lessons' asserts whose tolerance depends on the arithmetic are emulated at the end of this file
-(lesson notebooks 00, 03, 05, 06, 07, 08) with the figures their gpu-mode cells use.
+(lesson notebooks 00, 03, 05, 06, 07, 10) with the figures their gpu-mode cells use, and lesson 09's
+accuracy target for the digits fallback is trained at its gpu-mode settings (read from the notebook).
 """
 
 from __future__ import annotations
@@ -255,6 +256,48 @@ def _conv2d_backward(x, w, dout, stride, pad, dx, dw, db):
     dx[...] = ops.col2im(seq_matmul(d, wmat), x.shape, k, k, stride, pad)
 
 
+
+def _scale_mask(s, scale, causal, out):
+    out[...] = problems.lab12.scale_mask_spec(s, scale, causal)  # one float32 multiply per element, as the kernel
+
+
+def _softmax_backward(p, dp, ds):
+    dot = tree_sum(strided_partials(p * dp, problems.lab12.TPB))  # strided float32 sums, then the tree
+    ds[...] = p * (dp - dot[:, None])
+
+
+def _combine(mx, sm, o, out):
+    top = mx.max(axis=0)
+    num = np.zeros(out.shape, F32)
+    den = np.zeros(out.shape[0], F32)
+    for t in range(mx.shape[0]):  # splits in order, float32 accumulators
+        w = np.exp(mx[t] - top).astype(F32)
+        num += w[:, None] * o[t]
+        den += w * sm[t]
+    out[...] = num / den[:, None]
+
+
+def _flash_lse(q, k, v, scale, causal, out, lse):
+    n, m = q.shape[0], k.shape[0]
+    bk = problems.lab12.BK
+    rows = np.arange(n)[:, None]
+    row_max = np.full(n, -np.inf, F32)
+    row_sum = np.zeros(n, F32)
+    acc = np.zeros(out.shape, F32)
+    for k0 in range(0, m, bk):  # the online softmax, one key tile at a time, in float32
+        s = (q @ k[k0:k0 + bk].T) * F32(scale)
+        if causal:
+            s = np.where(np.arange(k0, min(k0 + bk, m))[None, :] <= rows + (m - n), s, -np.inf).astype(F32)
+        new = np.maximum(row_max, s.max(axis=1))
+        with np.errstate(invalid="ignore"):
+            alpha = np.where(np.isneginf(new), F32(1), np.exp(row_max - new)).astype(F32)
+            p = np.where(np.isneginf(new)[:, None], F32(0), np.exp(s - new[:, None])).astype(F32)
+        row_sum = row_sum * alpha + p.sum(axis=1, dtype=F32)
+        acc = acc * alpha[:, None] + p @ v[k0:k0 + bk]
+        row_max = new
+    out[...] = acc / row_sum[:, None]
+    lse[...] = row_max + np.log(row_sum)
+
 EMULATIONS = {
     "lab01.ADD": _add, "lab01.AFFINE": _affine, "lab01.SAXPY": _saxpy, "lab01.STENCIL3": _stencil3,
     "lab02.COPY2D": _copy, "lab02.TRANSPOSE": _transpose, "lab02.TRANSPOSE_TILED": _transpose,
@@ -266,6 +309,8 @@ EMULATIONS = {
     "lab07.MAXPOOL": _maxpool, "lab07.IM2COL": _im2col, "lab07.CONV2D_IM2COL": _conv2d_im2col,
     "lab08.RELU_BACKWARD": _relu_backward, "lab08.MAXPOOL_BACKWARD": _maxpool_backward,
     "lab08.LINEAR_BACKWARD": _linear_backward, "lab08.CONV2D_BACKWARD": _conv2d_backward,
+    "lab12.SCALE_MASK": _scale_mask, "lab12.SOFTMAX_BACKWARD": _softmax_backward, "lab12.COMBINE": _combine,
+    "lab12.FLASH_LSE": _flash_lse,
 }
 ALL = problems.all_problems()
 
@@ -277,6 +322,17 @@ def gpu_check(key: str, **overrides):
 
 def test_every_lab_problem_has_an_emulation():
     assert set(EMULATIONS) == set(ALL)
+
+
+def test_lesson_exercises_check_the_same_sizes_in_both_modes():
+    """The lessons' in-flow exercises (gpulab.lessons.EXERCISES) have no gpu sizes: in gpu mode they check
+    the sizes the simulator tests already pass (tests/test_lessons.py). One that gains gpu_sizes must get
+    an emulation here first, like the labs' problems."""
+    from gpulab import lessons
+
+    assert lessons.EXERCISES
+    grown = [key for key, ex in lessons.EXERCISES.items() if ex.problem.gpu_sizes is not None]
+    assert not grown, f"{grown}: add an emulation to EMULATIONS and check them at scale='gpu'"
 
 
 @pytest.mark.parametrize("key", sorted(ALL))
@@ -428,3 +484,53 @@ def test_lesson10_data_parallel_gradients_at_batch_256():
     assert abs(np.mean(dp["shard_losses"]) - loss) < 1e-4
     for k in grads:
         assert np.allclose(dp["grads"][k], grads[k], rtol=1e-4, atol=1e-6), k
+
+
+def _lesson09_gpu_settings() -> tuple[dict, dict]:
+    """Lesson 09's gpu-mode figures, read from the notebook: ``{name: gpu value}`` of every
+    ``name = gpulab.sizes(gpu=..., simulator=...)`` and ``{dataset: gpu target}`` of its accuracy targets."""
+    import ast
+    import json
+    import re
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "09_train_cnn.ipynb").read_text())
+    src = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    tree = ast.parse(re.sub(r"^(\s*)(?=[!%])", r"\1pass  # ", src, flags=re.MULTILINE))  # IPython magics
+
+    def gpu_value(call):
+        if isinstance(call, ast.Call) and ast.unparse(call.func) == "gpulab.sizes":
+            return ast.literal_eval(next(k.value for k in call.keywords if k.arg == "gpu"))
+        return None
+
+    settings, targets = {}, {}
+    loads = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == "data.load"]
+    assert "data.load('mnist', download=gpulab.is_gpu())" in loads, loads  # on a GPU (Colab): the verified download
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            name, value = node.targets[0].id, node.value
+            if gpu_value(value) is not None:
+                settings[name] = gpu_value(value)
+            if name == "target" and isinstance(value, ast.Subscript) and isinstance(value.value, ast.Dict):
+                targets = {ast.literal_eval(k): gpu_value(v) for k, v in zip(value.value.keys, value.value.values)}
+    return settings, targets
+
+
+@pytest.mark.slow
+def test_lesson09_digits_fallback_reaches_its_gpu_target():
+    """09 cells 7 and 16 where MNIST cannot be had (no download): the 8x8 digits scaled to 28x28, all 1,437
+    training images, the gpu-mode network and schedule, must pass the digits target (issue 17: the MNIST
+    target 0.98 was applied and this run reaches 0.85, 0.875, 0.939 per epoch). NumPy float32 training stands
+    in for the GPU's (the same float32 layers; cuBLAS's summation order moves accuracy by far less than the
+    margin). MNIST's 0.98 at 60,000 images x 3 epochs is too slow to prove on CI's CPUs."""
+    from gpulab import data, nn, train
+
+    settings, targets = _lesson09_gpu_settings()
+    assert {"channels", "hidden", "epochs", "batch_size"} <= set(settings) and set(targets) == {"mnist", "digits"}
+    ds = data.load("digits", size=28)
+    model = nn.mnist_cnn(seed=0, image_size=28, channels=settings["channels"], hidden=settings["hidden"],
+                         backend="numpy")
+    h = train.fit(model, ds, epochs=settings["epochs"], batch_size=settings["batch_size"], progress=False)
+    acc = train.evaluate(model, ds.x_test, ds.y_test)["accuracy"]
+    assert acc > targets["digits"], (acc, targets, h.test_accuracy)
+    assert targets["digits"] < targets["mnist"]  # the target says which dataset it is for

@@ -155,3 +155,17 @@ def test_inspecting_the_grader_stops_trusting_the_rest(tmp_path, guarded):
     assert g.score == 2 and rows["lab01-add-check"].status == "passed", g.rows
     assert all(r.score == 0 for k, r in rows.items() if k != "lab01-add-check")
     assert any("grader's memory" in n for n in g.notes), g.notes
+
+
+def test_no_drop_to_nobody_when_nobody_cannot_exec_this_python(monkeypatch) -> None:
+    """A venv whose Python lives under /root (pyenv, mode 700): exec as nobody raises PermissionError in
+    the parent. The grader must then not drop (and say so via describe), not crash every submission."""
+    from gpulab.grading import sandbox
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", "/root/.pyenv/versions/3.11/bin/python")
+
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(sandbox.subprocess, "run", refuse)
+    monkeypatch.setattr(sandbox, "_CAN_DROP", [])
+    assert sandbox.can_drop() is False

@@ -83,3 +83,38 @@ def test_attainable_takes_arrays():
     assert out.tolist() == [0.25 * 3350, 989e3]
     with pytest.raises(UsageError):
         hardware.attainable_gflops(np.array([1.0, 0.0]), 1, 1)
+
+
+def test_every_row_names_its_pages_and_labels_each_figure():
+    kinds = (hardware.SPEC_SHEET, hardware.MEASURED, hardware.ESTIMATE, hardware.UNVERIFIED)
+    for key, d in hardware.DEVICES.items():
+        figs = d.figure_kinds()
+        assert set(figs) == {f for f in hardware.FIGURES if getattr(d, f) is not None}, key
+        for field, kind in figs.items():
+            assert kind.startswith(kinds), (key, field, kind)
+            if kind != hardware.SPEC_SHEET:  # anything but a spec-sheet value says why
+                assert ":" in kind and len(kind.split(":", 1)[1].strip()) > 10, (key, field, kind)
+        assert d.checked == hardware.CHECKED and d.refs, key  # every row was checked against public pages
+        for ref in d.refs:
+            assert ref.url.startswith("https://") and ref.title and ref.date, (key, ref)
+    for key, lk in hardware.INTERCONNECTS.items():
+        assert lk.gbps_kind.startswith(kinds) and lk.latency_kind.startswith(hardware.ESTIMATE), key
+        assert lk.refs or lk.gbps_kind.startswith(hardware.UNVERIFIED), key
+    rows = hardware.spec_rows()
+    assert all(r["basis"].startswith("spec sheet") and r["checked"] == hardware.CHECKED for r in rows)
+    cpu = hardware.spec_rows(["Xeon 8480+"])[0]
+    assert "FP32: estimate" in cpu["basis"] and "memory GB: unverified estimate" in cpu["basis"]
+    with pytest.raises(UsageError, match="field must be"):
+        hardware.GPUS["T4"].figure_kind("fp16")
+
+
+def test_figures_corrected_against_their_pages():
+    t = hardware.TPUS
+    assert t["TPU v6e"].memory_gbps == 1638 and t["TPU v4"].memory_gb == pytest.approx(32 * 2**30 / 1e9, abs=0.05)
+    assert t["TPU v4"].watts == 192 and t["TPU v4"].figure_kind("watts").startswith("measured")
+    assert "393" in t["TPU v5e"].note
+    g = hardware.GPUS
+    assert g["L4"].fp8 == 242.5 and (g["RTX 4090"].bf16, g["RTX 4090"].fp8) == (165.2, 330.3)
+    assert (g["H200"].memory_gb, g["H200"].memory_gbps, g["H200"].watts) == (141, 4800, 700)
+    assert g["MI300X"].figure_kind("fp32").startswith("unverified estimate")
+    assert hardware.INTERCONNECTS["Ethernet 100 GbE"].gbps_kind.startswith("unverified estimate")

@@ -141,3 +141,29 @@ def test_nccl_status_is_true_to_what_is_missing(monkeypatch):
         interop.require_nccl()
     fake_nccl.available = True
     assert interop.nccl_status()[0] and interop.require_nccl() is fake_nccl
+
+
+def test_gpu_extras_bring_nccl_for_their_cuda_major():
+    """CuPy's wheels do not include NCCL: each GPU extra adds the NCCL wheel built for its CUDA major."""
+    import re
+    from pathlib import Path
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    extras = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    for major in (12, 13):
+        names = {re.split(r"[<>=!~\[; ]", req, maxsplit=1)[0] for req in extras[f"gpu-cu{major}"]}
+        assert {f"cupy-cuda{major}x", f"nvidia-nccl-cu{major}"} <= names, (major, names)
+
+
+def test_lesson10_guards_its_nccl_cell_with_nccl_status():
+    """Lesson 10's multi-GPU cell asks interop.nccl_status() (tested above) and prints its message, so the
+    advice names the wheel for this CuPy's CUDA major instead of a hard-coded one."""
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "10_scaling_up.ipynb").read_text())
+    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    (cell,) = [c for c in cells if "nccl_data_parallel_gradients(" in c]
+    assert "interop.nccl_status()" in cell and "nccl_says" in cell.split("elif n_gpus >= 2:")[1]
+    assert "nvidia-nccl-cu" not in cell and "bundles" not in cell

@@ -9,11 +9,13 @@ from numba import cuda
 
 from gpulab import kernels
 from gpulab.errors import UsageError
-from gpulab.kernels import elementwise, memory, reduce
+from gpulab.kernels import conv, elementwise, memory, reduce, scan
 from gpulab.kernels._launch import LaunchError, ceil_div, check_launch, conv_out_size, count, is_numba_device_array
 
 A = np.arange(1000, dtype=np.float32)
 B = np.ones(1000, dtype=np.float32)
+X4 = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+W4 = np.linspace(-1, 1, 18, dtype=np.float32).reshape(2, 1, 3, 3)
 
 
 def test_launch_error_is_a_usage_error_and_a_value_error():
@@ -118,10 +120,16 @@ def test_numba_device_arrays_stay_on_the_device():
         "softmax": reduce.softmax_rows(cuda.to_device(np.ones((5, 3), np.float32))),
         "matmul": kernels.matmul(cuda.to_device(np.ones((4, 3), np.float32)),
                                  cuda.to_device(np.ones((3, 2), np.float32))),
+        "scan": scan.inclusive_scan(cuda.to_device(A[:300])),  # two blocks: the block sums too
+        "conv2d": conv.conv2d_direct(cuda.to_device(X4), cuda.to_device(W4), cuda.to_device(np.ones(2, np.float32)),
+                                     pad=1),
     }
     for name, out in results.items():
         assert is_numba_device_array(out), f"{name} returned {type(out).__name__}"
     np.testing.assert_array_equal(results["add"].copy_to_host(), A + B)
     np.testing.assert_array_equal(results["copy"].copy_to_host(), A[::3])
+    np.testing.assert_allclose(results["scan"].copy_to_host(), np.cumsum(A[:300]), rtol=1e-6)
+    np.testing.assert_allclose(results["conv2d"].copy_to_host(),
+                               conv.conv2d_reference(X4, W4, np.ones(2, np.float32), 1, 1), rtol=1e-5)
     assert reduce.sum_atomic(a_d) == pytest.approx(float(A.sum()), rel=1e-5)
     assert reduce.sum_tree(a_d) == pytest.approx(float(A.sum()), rel=1e-5)

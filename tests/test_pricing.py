@@ -56,3 +56,20 @@ def test_cpu_server_is_priced_per_socket():
     assert server.hardware == "Xeon 8480+" and server.accelerators == 2
     est = pricing.run_estimate(1e15, "Xeon 8480+", "CPU server", precision="fp32")
     assert est["dollars"] == pytest.approx(est["hours"] * server.usd_per_hour / 2)
+
+
+def test_every_price_says_what_it_is_and_stale_ones_say_so():
+    for key, p in pricing.PRICES.items():
+        assert p.kind == pricing.LIST_PRICE or (p.kind.startswith("unverified estimate") and ":" in p.kind), key
+        if p.kind != pricing.LIST_PRICE:
+            assert "UNVERIFIED ESTIMATE" in p.label, key
+    for key in ("A100", "H100"):  # AWS cut P4d/P5 prices in June 2025: the 2024 figure is labelled stale
+        p = pricing.PRICES[key]
+        assert "likely stale" in p.label and p.refs and p.refs[0].url.startswith("https://"), key
+    typed = pricing.my_price("mine", 2.0, hardware="H200")
+    assert typed.kind == "typed by you" and "UNVERIFIED" not in typed.label
+
+
+def test_run_estimate_names_measured_power_as_measured():
+    est = pricing.run_estimate(1e18, "TPU v4", pricing.my_price("v4", 3.0, hardware="TPU v4"))
+    assert "energy = measured" in est["label"] and est["kwh"] == pytest.approx(192 * est["hours"] / 1000)

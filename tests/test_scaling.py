@@ -119,3 +119,54 @@ def test_measure_footprint_puts_the_input_where_the_model_computes(monkeypatch):
     fp = scaling.measure_footprint(model, (1, 8, 8))
     assert seen == ["numpy"] and fp.params == model.num_parameters()
     assert fp == scaling.measure_footprint(model, (1, 8, 8))
+
+
+def test_measure_footprint_runs_a_gpu_model_on_device_arrays(monkeypatch):
+    """Issue 17: measure_footprint fed NumPy zeros to a CuPy-backend model (CuPy raises TypeError on a
+    NumPy input) and compared host copies with np.shares_memory (never shared, so a view like Flatten
+    was counted). Here a stand-in device world: arrays that layers accept only on the device, and an
+    array module whose shares_memory accepts only device arrays. The old code fails both ways."""
+    from gpulab import runtime, scaling
+
+    class Dev:  # a device array over a host buffer
+        def __init__(self, a):
+            self.a = np.asarray(a)
+
+        size = property(lambda self: self.a.size)
+
+    class DeviceXp:
+        @staticmethod
+        def shares_memory(y, x):
+            assert isinstance(y, Dev) and isinstance(x, Dev), (type(y), type(x))
+            return np.shares_memory(y.a, x.a)
+
+    def device_only(x):
+        if not isinstance(x, Dev):
+            raise TypeError(f"Unsupported type {type(x)}")  # what CuPy says about a NumPy argument
+        return x.a
+
+    class Conv2d:
+        def forward(self, x):
+            cols = device_only(x).reshape(-1, 1).repeat(9, axis=1)
+            self.cache = (x.a.shape, Dev(cols))
+            return Dev(cols.sum(axis=1).reshape(x.a.shape))
+
+    class Flatten:
+        def forward(self, x):
+            return Dev(device_only(x).reshape(1, -1))  # a view of its input
+
+    class Dense:
+        def forward(self, x):
+            return Dev(device_only(x) @ np.ones((x.size, 10), np.float32))
+
+    class Model:
+        backend, layers = "cupy", [Conv2d(), Flatten(), Dense()]
+
+        def num_parameters(self):
+            return 640
+
+    monkeypatch.setattr(runtime, "to_device", lambda x: x if isinstance(x, Dev) else Dev(x))
+    monkeypatch.setattr(runtime, "array_module", lambda *a: DeviceXp if all(isinstance(v, Dev) for v in a) else np)
+    fp = scaling.measure_footprint(Model(), (1, 8, 8))
+    assert fp.layers == (("input", 64), ("0:Conv2d", 64), ("2:Dense", 10)), fp.layers  # Flatten: a view
+    assert (fp.params, fp.activations, fp.workspace) == (640, 138, 576)

@@ -136,3 +136,32 @@ def test_no_interface_sync_restores_on_error():
 
 def test_device_name_in_simulator():
     assert timing.device_name() == "CUDA simulator (CPU)"
+
+
+def test_no_interface_sync_reaches_the_flag_numba_cuda_reads_in_gpu_mode():
+    """The fakes above read numba.cuda.core.config; this checks, with numba.cuda's device API (no GPU
+    needed to import it), that the flag benchmark() switches off is the one numba-cuda's own code reads
+    when it wraps a CuPy array (api.from_cuda_array_interface; devicearray in numba-cuda 0.30), in the
+    installed version: make test checks numba-cuda 0.30, make test-oldest 0.22."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from numba import cuda\n"
+        "import numba.cuda.api as api, numba.cuda.cudadrv.devicearray as da\n"
+        "from gpulab import runtime, timing\n"
+        "assert runtime.mode() == 'gpu' and cuda.implementation == 'NVIDIA', (runtime.mode(), cuda.__file__)\n"
+        "configs = timing._numba_configs()\n"
+        "assert len({id(c) for c in configs}) == len(configs), configs\n"
+        "assert any(api.config is c for c in configs) and any(da.config is c for c in configs), configs\n"
+        "assert api.config.CUDA_ARRAY_INTERFACE_SYNC\n"
+        "with timing.no_interface_sync():\n"
+        "    assert not api.config.CUDA_ARRAY_INTERFACE_SYNC and not da.config.CUDA_ARRAY_INTERFACE_SYNC\n"
+        "assert api.config.CUDA_ARRAY_INTERFACE_SYNC\n"
+        "print('ok')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["GPULAB_DEVICE"] = "gpu"  # gpu mode is chosen at import; nothing here touches a GPU
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr

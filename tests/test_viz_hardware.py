@@ -24,7 +24,10 @@ def test_spec_table_lists_every_device_with_its_source():
     fig = viz.spec_table()
     cells = fig.data[0].cells.values
     assert len(cells[0]) == len(hardware.DEVICES) and all(s.startswith("as of") for s in cells[-1])
-    assert "Spec sheets" in fig.layout.title.text
+    assert all("checked " + hardware.CHECKED in s and "<a href='https://" in s for s in cells[-1])
+    header = [h.replace("<b>", "").replace("</b>", "") for h in fig.data[0].header.values]
+    assert cells[header.index("basis")] == [r["basis"] for r in hardware.spec_rows()]
+    assert "Spec sheets" in fig.layout.title.text and "sparsity" in fig.layout.title.text
 
 
 def test_step_time_figure_marks_the_crossover():
@@ -32,7 +35,7 @@ def test_step_time_figure_marks_the_crossover():
     names = [t.name for t in fig.data]
     n = hardware.crossover_gpus(0.3, 100e6, 31.5, latency_us=5)
     assert names[:3] == ["compute", "communication", "step"] and any("about" in s for s in names)
-    assert "not a measurement" in fig.layout.title.text and n is not None
+    assert "not a measurement" in fig.layout.title.text and "an estimate" in fig.layout.title.text and n is not None
 
 
 def test_systolic_figure_has_one_frame_per_clock():

@@ -6,7 +6,8 @@ Three ways to know how many joules some work took, best first:
    counter (millijoules since the driver loaded; Volta and newer), or, where a board has none, its power
    reading sampled every few milliseconds and integrated over time (:func:`integrate_power`).
 2. **RAPL** (Running Average Power Limit) counters of the CPU package, read from
-   ``/sys/class/powercap/intel-rapl:N/energy_uj`` (Intel, and AMD Zen with Linux 5.8+).
+   ``/sys/class/powercap/intel-rapl:N/energy_uj`` (Intel, and AMD Zen where the kernel's powercap driver
+   supports it). Root-only since Linux 5.10 (CVE-2020-8694, the PLATYPUS power side channel).
 3. An **estimate**: power x time, with the power from a spec sheet (TDP). It is labelled "estimate"
    everywhere it appears: :class:`EnergyReading` carries ``measured=False`` and its label says so.
 
@@ -110,8 +111,8 @@ def rapl_status(root: Path = POWERCAP) -> tuple[bool, str]:
                        "(most cloud VMs, Colab) do not expose the host's RAPL counters at all")
     packages = [z for z in root.glob("intel-rapl:*") if z.name.count(":") == 1]
     if not packages:
-        return False, (f"{root} has no intel-rapl zones: no RAPL driver for this CPU (AMD Zen needs Linux 5.8+, "
-                       "older CPUs have none)")
+        return False, (f"{root} has no intel-rapl zones: no RAPL driver for this CPU (AMD Zen needs a kernel whose "
+                       "powercap driver knows the CPU; older CPUs have none)")
     if not rapl_zones(root):
         return False, (f"{packages[0]}/energy_uj is not readable: since Linux 5.10 it is readable by root only "
                        "(a power side channel, CVE-2020-8694); an administrator can grant read access")
@@ -163,6 +164,9 @@ class _Nvml:
         import pynvml
 
         self.nv, self.interval = pynvml, interval
+        self.samples: list[tuple[float, float]] = []
+        self.error = ""  # why power sampling stopped, if it did
+        self._stop = threading.Event()
         pynvml.nvmlInit()
         self.handle = None
         try:
@@ -182,7 +186,12 @@ class _Nvml:
 
     def _sample(self) -> None:
         while not self._stop.is_set():
-            self.samples.append((time.perf_counter(), self.nv.nvmlDeviceGetPowerUsage(self.handle) / 1e3))
+            try:
+                watts = self.nv.nvmlDeviceGetPowerUsage(self.handle) / 1e3
+            except self.nv.NVMLError as exc:  # some boards (and vGPUs) report no power at all
+                self.error = str(exc)
+                return
+            self.samples.append((time.perf_counter(), watts))
             time.sleep(self.interval)
 
     def start(self) -> None:
@@ -190,19 +199,22 @@ class _Nvml:
         if self.method.endswith("counter"):
             self.e0 = self.nv.nvmlDeviceGetTotalEnergyConsumption(self.handle)  # millijoules
         else:
-            self.samples: list[tuple[float, float]] = []
-            self._stop = threading.Event()
+            self.samples, self.error, self._stop = [], "", threading.Event()
             self._thread = threading.Thread(target=self._sample, daemon=True)
             self._thread.start()
 
-    def stop(self) -> tuple[float, float]:
+    def stop(self) -> tuple[float | None, float]:
+        """``(joules, seconds)``; joules is None when the board gave fewer than two power samples (see ``error``)."""
         t1 = time.perf_counter()
         try:
             if self.method.endswith("counter"):
                 return (self.nv.nvmlDeviceGetTotalEnergyConsumption(self.handle) - self.e0) / 1e3, t1 - self.t0
             self._stop.set()
             self._thread.join()
-            t, p = zip(*self.samples) if self.samples else ((), ())
+            if len(self.samples) < 2:
+                self.error = self.error or f"only {len(self.samples)} power sample(s) in {t1 - self.t0:.3g} s"
+                return None, t1 - self.t0
+            t, p = zip(*self.samples)
             return integrate_power(t, p), t1 - self.t0
         finally:
             self.nv.nvmlShutdown()
@@ -220,7 +232,7 @@ def cpu_estimate_watts(cores_used: int | None = None) -> tuple[float, str]:
     ref = CPUS["Xeon 8480+"]
     cores = cores_used or len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (cores_used or 1)
     per_core = float(ref.watts or 350.0) / 56  # the 8480+ sheet gives 350 W
-    return per_core * cores, (f"spec-sheet TDP per core of a {ref.name}: {ref.watts:g} W / 56 = {per_core:.2f} W "
+    return per_core * cores, (f"spec-sheet TDP per core of the {ref.name}: {ref.watts:g} W / 56 = {per_core:.2f} W "
                               f"x {cores} core(s) used")
 
 
@@ -250,9 +262,12 @@ def measure(fn: Callable[..., Any], *args: Any, min_seconds: float = 1.0, watts_
         runtime.synchronize()
         calls += 1
     elapsed = time.perf_counter() - t0
+    nvml_failed = ""
     if isinstance(meter, _Nvml):
-        joules, seconds = meter.stop()
-        return out, EnergyReading(joules, seconds, meter.method, meter.device, True, calls)
+        nvml_joules, seconds = meter.stop()
+        if nvml_joules is not None:
+            return out, EnergyReading(nvml_joules, seconds, meter.method, meter.device, True, calls)
+        nvml_failed = f"NVML gave no usable power samples ({meter.error}): "
     if isinstance(meter, _Rapl):
         joules, seconds = meter.stop()
         return out, EnergyReading(joules, seconds, "RAPL package counters (whole CPU, every process)",
@@ -263,8 +278,8 @@ def measure(fn: Callable[..., Any], *args: Any, min_seconds: float = 1.0, watts_
         watts, why, dev = _gpu_watts()
     else:
         watts, why, dev = (*cpu_estimate_watts(), "this machine's CPU")
-    reading = estimate(elapsed, watts, ("NVML unavailable: " if runtime.is_gpu() else "no readable RAPL counter: ")
-                       + why, dev)
+    reading = estimate(elapsed, watts, (nvml_failed or ("NVML unavailable: " if runtime.is_gpu() else
+                                                        f"no readable RAPL counter ({rapl_status()[1]}): ")) + why, dev)
     return out, EnergyReading(reading.joules, elapsed, reading.method, reading.device, False, calls)
 
 

@@ -1,7 +1,9 @@
 """Cloud list prices and what a training run costs (lesson 11).
 
 :data:`PRICES` holds on-demand **list prices** per hour, each with its provider, region, the page it comes
-from and the date it was taken ("as of ..."). Prices change often and differ by region, commitment and
+from and the date it was taken ("as of ..."), and what it is (``kind``): none of them could be checked against a
+stored copy of the provider's page on the check date, so each says "unverified estimate" and why (two are known
+to be stale: AWS cut P4d/P5 prices in June 2025). Prices change often and differ by region, commitment and
 spot market: type your own with :func:`my_price`. :func:`cost_per_epoch` and :func:`run_estimate` turn
 time into dollars; :func:`run_estimate` also estimates energy as power x time, labelled as an estimate.
 """
@@ -12,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import UsageError
-from .hardware import Device, device
+from .hardware import CHECKED, UNVERIFIED, Device, Source, device
 
-__all__ = ["PRICES", "Price", "cost_per_epoch", "dollars", "my_price", "price", "run_estimate"]
+__all__ = ["LIST_PRICE", "PRICES", "PRICE_NOTE", "Price", "cost_per_epoch", "dollars", "my_price", "price",
+           "run_estimate"]
 
 LIST_PRICE = "on-demand list price"
 
@@ -30,6 +33,9 @@ class Price:
     provider: str
     region: str
     source: str  # "as of <date>, from <page>" or "typed by you"
+    kind: str = LIST_PRICE  # or "unverified estimate: why" where the provider's page could not be checked
+    refs: tuple[Source, ...] = ()  # pages that confirm (or date) the price
+    checked: str = ""  # when the price was checked against ``refs`` ("" when typed by you)
 
     @property
     def usd_per_chip_hour(self) -> float:
@@ -39,27 +45,38 @@ class Price:
     @property
     def label(self) -> str:
         """Where the price comes from, to print next to every figure built from it."""
-        return f"{self.provider} {self.offer}, ${self.usd_per_hour:,.4g}/h ({self.region}; {self.source})"
+        kind = "" if self.kind in (LIST_PRICE, self.source) else f"; {self.kind.split(':')[0].upper()}"
+        kind += ", likely stale: AWS cut this family's price in June 2025" if "June 2025" in self.kind else ""
+        return f"{self.provider} {self.offer}, ${self.usd_per_hour:,.4g}/h ({self.region}; {self.source}{kind})"
 
 
 _AWS = "as of 2024, from aws.amazon.com/ec2/pricing/on-demand (Linux)"
 _GCP = "as of 2024, from cloud.google.com/compute/vm-instance-pricing"
 _TPU = "as of 2024, from cloud.google.com/tpu/pricing"
+PRICE_NOTE = (f"{UNVERIFIED}: on-demand list price recalled from the provider's page as of 2024; no stored copy of "
+              f"that page with this figure was found when the table was checked on {CHECKED}. Prices change: "
+              "type your own with pricing.my_price")
+_CUT = (Source("https://www.usage.ai/blogs/aws/ai-ml-cost/llm-cost-optimization-aws/",
+               "usage.ai: AWS cut P5 (H100) on-demand prices by up to 45% in June 2025, P4d (A100) too", "2026-06-30"),)
+_STALE = (PRICE_NOTE + "; and AWS cut this family's on-demand price in June 2025 (see refs), so this 2024 figure "
+          "overstates today's")
 PRICES: dict[str, Price] = {
-    "CPU": Price("c6i.2xlarge (8 vCPU, 16 GiB)", "CPU", 0, 0.34, "AWS", "us-east-1", _AWS),
+    "CPU": Price("c6i.2xlarge (8 vCPU, 16 GiB)", "CPU", 0, 0.34, "AWS", "us-east-1", _AWS, PRICE_NOTE),
     # a whole CPU server, priced per socket (accelerators = sockets). AWS's m7i runs a custom 48-core 4th-gen Xeon
     # (8488C) with no public spec sheet; estimates pair it with the closest one, the 56-core 8480+ (optimistic).
     "CPU server": Price("m7i.48xlarge (192 vCPU, 2 sockets of 4th-gen Xeon)", "Xeon 8480+", 2, 9.6768, "AWS",
-                        "us-east-1", _AWS),
-    "T4": Price("g4dn.xlarge (1x T4, 4 vCPU)", "T4", 1, 0.526, "AWS", "us-east-1", _AWS),
-    "L4": Price("g6.xlarge (1x L4, 4 vCPU)", "L4", 1, 0.8048, "AWS", "us-east-1", _AWS),
-    "L4 (GCP)": Price("g2-standard-4 (1x L4, 4 vCPU)", "L4", 1, 0.7068, "Google Cloud", "us-central1", _GCP),
-    "A100": Price("p4d.24xlarge (8x A100 40GB)", "A100", 8, 32.7726, "AWS", "us-east-1", _AWS),
-    "A100 (GCP)": Price("a2-highgpu-1g (1x A100 40GB)", "A100", 1, 3.6734, "Google Cloud", "us-central1", _GCP),
-    "H100": Price("p5.48xlarge (8x H100 SXM)", "H100", 8, 98.32, "AWS", "us-east-1", _AWS),
-    "TPU v5e": Price("TPU v5e (per chip)", "TPU v5e", 1, 1.20, "Google Cloud", "us regions", _TPU),
-    "TPU v5p": Price("TPU v5p (per chip)", "TPU v5p", 1, 4.20, "Google Cloud", "us regions", _TPU),
-    "TPU v6e": Price("TPU v6e Trillium (per chip)", "TPU v6e", 1, 2.70, "Google Cloud", "us regions", _TPU),
+                        "us-east-1", _AWS, PRICE_NOTE),
+    "T4": Price("g4dn.xlarge (1x T4, 4 vCPU)", "T4", 1, 0.526, "AWS", "us-east-1", _AWS, PRICE_NOTE),
+    "L4": Price("g6.xlarge (1x L4, 4 vCPU)", "L4", 1, 0.8048, "AWS", "us-east-1", _AWS, PRICE_NOTE),
+    "L4 (GCP)": Price("g2-standard-4 (1x L4, 4 vCPU)", "L4", 1, 0.7068, "Google Cloud", "us-central1", _GCP,
+                      PRICE_NOTE),
+    "A100": Price("p4d.24xlarge (8x A100 40GB)", "A100", 8, 32.7726, "AWS", "us-east-1", _AWS, _STALE, _CUT, CHECKED),
+    "A100 (GCP)": Price("a2-highgpu-1g (1x A100 40GB)", "A100", 1, 3.6734, "Google Cloud", "us-central1", _GCP,
+                        PRICE_NOTE),
+    "H100": Price("p5.48xlarge (8x H100 SXM)", "H100", 8, 98.32, "AWS", "us-east-1", _AWS, _STALE, _CUT, CHECKED),
+    "TPU v5e": Price("TPU v5e (per chip)", "TPU v5e", 1, 1.20, "Google Cloud", "us regions", _TPU, PRICE_NOTE),
+    "TPU v5p": Price("TPU v5p (per chip)", "TPU v5p", 1, 4.20, "Google Cloud", "us regions", _TPU, PRICE_NOTE),
+    "TPU v6e": Price("TPU v6e Trillium (per chip)", "TPU v6e", 1, 2.70, "Google Cloud", "us regions", _TPU, PRICE_NOTE),
 }
 
 
@@ -82,7 +99,7 @@ def my_price(offer: str, usd_per_hour: float, *, hardware: str = "CPU", accelera
         raise UsageError(f"accelerators must be 0 or more, got {accelerators}.")
     if hardware != "CPU":
         device(hardware)  # raises with the known names if unknown
-    return Price(offer, hardware, accelerators, float(usd_per_hour), provider, "-", "typed by you")
+    return Price(offer, hardware, accelerators, float(usd_per_hour), provider, "-", "typed by you", "typed by you")
 
 
 def dollars(seconds: float, usd_per_hour: float) -> float:
@@ -122,4 +139,13 @@ def run_estimate(flops: float, hardware: str | Device, offer: str | Price, *, pr
     return {"hours": seconds / 3600, "dollars": dollars(seconds, per_chip * chips), "kwh": kwh,
             "label": (f"estimate: {utilization:.0%} of {d.name}'s spec-sheet "
                       f"{precision if d.peak(precision) else 'fp32'} "
-                      f"peak x {chips}; energy = spec-sheet {d.watts or '?'} W x time; price: {p.label}")}
+                      f"peak x {chips}; energy = {_watts_kind(d)} {d.watts or '?'} W x time; price: {p.label}")}
+
+
+def _watts_kind(d: Device) -> str:
+    """How to call a device's watts in a label: "spec-sheet", or what they are instead and why."""
+    kind = d.figure_kind("watts") if d.watts is not None else "spec sheet"
+    if kind == "spec sheet":
+        return "spec-sheet"
+    head, _, why = kind.partition(":")
+    return f"{head} ({why.strip()})"

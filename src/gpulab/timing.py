@@ -81,7 +81,7 @@ _SYNC_FLAG = "CUDA_ARRAY_INTERFACE_SYNC"
 def _numba_configs() -> list[Any]:
     """numba's config modules that hold ``CUDA_ARRAY_INTERFACE_SYNC`` (numba-cuda's, and numba's own in
     older releases): only those already imported, so this never imports numba itself."""
-    found = []
+    found: list[Any] = []
     for name in ("numba.cuda.core.config", "numba.core.config"):
         mod = sys.modules.get(name)
         if mod is None and name == "numba.cuda.core.config" and "numba.cuda" in sys.modules:
@@ -89,8 +89,8 @@ def _numba_configs() -> list[Any]:
                 mod = importlib.import_module(name)
             except ImportError:
                 mod = None
-        if mod is not None and hasattr(mod, _SYNC_FLAG):
-            found.append(mod)
+        if mod is not None and hasattr(mod, _SYNC_FLAG) and all(mod is not f for f in found):
+            found.append(mod)  # (numba-cuda 0.30's numba.cuda.core.config is numba.core.config: once)
     return found
 
 

@@ -57,9 +57,12 @@ def can_drop() -> bool:
     if os.geteuid() != 0:
         return False
     if not _CAN_DROP:
-        probe = subprocess.run([sys.executable, "-I", "-c", "import numpy, IPython"], capture_output=True,
-                               timeout=120, preexec_fn=_drop, cwd="/")
-        _CAN_DROP.append(probe.returncode == 0)
+        try:
+            probe = subprocess.run([sys.executable, "-I", "-c", "import numpy, IPython"], capture_output=True,
+                                   timeout=120, preexec_fn=_drop, cwd="/")
+            _CAN_DROP.append(probe.returncode == 0)
+        except OSError:  # nobody may not even exec it (PermissionError: a venv whose Python lives under /root)
+            _CAN_DROP.append(False)
     return _CAN_DROP[0]
 
 

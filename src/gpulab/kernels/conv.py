@@ -15,8 +15,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from .. import runtime
-from ._launch import blocks_for, check_array, check_launch, conv_out_size
+from ._launch import allocate_like, blocks_for, check_array, check_launch, conv_out_size
 
 __all__ = ["PTX_SIGNATURES", "conv2d_direct", "conv2d_direct_kernel", "conv2d_flops", "conv2d_reference"]
 
@@ -83,7 +82,7 @@ def conv2d_direct(x: Any, w: Any, b: Any, *, stride: int = 1, pad: int = 0, thre
     if stride < 1 or pad < 0 or h + 2 * pad < k or wd + 2 * pad < k:
         raise ValueError(f"need stride >= 1, pad >= 0 and a {k}x{k} kernel that fits {h}x{wd} images with pad {pad}.")
     ho, wo = conv_out_size(h, k, stride, pad), conv_out_size(wd, k, stride, pad)
-    out = runtime.array_module(x).empty((n, f, ho, wo), dtype=np.float32)
+    out = allocate_like(x, (n, f, ho, wo), np.float32)  # a Numba device array stays on the device
     blocks = blocks_for(out.size, threads_per_block)
     check_launch(blocks, threads_per_block)
     conv2d_direct_kernel[blocks, threads_per_block](x, w, b, out, stride, pad)

@@ -25,8 +25,7 @@ from typing import Any
 import numpy as np
 from numba import cuda, float32
 
-from .. import runtime
-from ._launch import blocks_for, check_array, check_launch
+from ._launch import allocate_like, blocks_for, check_array, check_launch
 
 __all__ = ["PTX_SIGNATURES", "TPB", "add_offsets_kernel", "inclusive_scan", "scan_block_kernel", "scan_reference"]
 
@@ -77,10 +76,9 @@ def inclusive_scan(x: Any, out: Any = None) -> Any:
     the same way (recursively, ``log_TPB(n)`` levels) and added with :func:`add_offsets_kernel`.
     """
     check_array("x", x, ndim=1, dtype="float32")
-    xp = runtime.array_module(x)
     n = x.shape[0]
     if out is None:
-        out = xp.empty(n, dtype=np.float32)
+        out = allocate_like(x, n, np.float32)  # a Numba device array stays on the device
     check_array("out", out, ndim=1, dtype="float32")
     if out.shape[0] != n:
         raise ValueError(f"out must have x's length {n}, but has {out.shape[0]}: pass out=None to allocate it.")
@@ -88,7 +86,7 @@ def inclusive_scan(x: Any, out: Any = None) -> Any:
         return out
     blocks = blocks_for(n, TPB)
     check_launch(blocks, TPB)
-    sums = xp.empty(blocks, dtype=np.float32)
+    sums = allocate_like(x, blocks, np.float32)
     scan_block_kernel[blocks, TPB](x, out, sums)
     if blocks > 1:
         scanned = inclusive_scan(sums)

@@ -6,6 +6,7 @@ Every figure built from :mod:`gpulab.hardware` says "spec sheet" in its title; s
 from __future__ import annotations
 
 from typing import Any, Sequence
+from urllib.parse import urlparse
 
 import numpy as np
 import plotly.graph_objects as go
@@ -31,9 +32,11 @@ def roofline_devices(devices: Sequence[str | Device], precision: str = "fp32", p
             continue  # no unit for this precision on its spec sheet: no roof to draw
         top = peak * 1e3
         ridge = top / d.memory_gbps
+        kinds = {d.figure_kind(precision).split(":")[0], d.figure_kind("memory_gbps").split(":")[0]} - {"spec sheet"}
+        tag = f" [{', '.join(sorted(kinds))}]" if kinds else ""
         fig.add_trace(go.Scatter(
             x=xs, y=np.minimum(top, d.memory_gbps * xs), mode="lines", line=dict(color=_PALETTE[k % len(_PALETTE)], width=3),
-            name=f"{d.name}: {d.memory_gbps:,.0f} GB/s, {top:,.0f} GFLOP/s, ridge {ridge:,.0f} FLOP/B",
+            name=f"{d.name}{tag}: {d.memory_gbps:,.0f} GB/s, {top:,.0f} GFLOP/s, ridge {ridge:,.0f} FLOP/B",
             hovertemplate=f"{d.name}: %{{x:.3g}} FLOP/B -> %{{y:,.0f}} GFLOP/s<extra></extra>"))
     for p in points:
         if float(p["intensity"]) <= 0:
@@ -52,16 +55,22 @@ def roofline_devices(devices: Sequence[str | Device], precision: str = "fp32", p
 
 
 def spec_table(devices: Sequence[str | Device] | None = None) -> go.Figure:
-    """The spec-sheet table (peaks in TFLOP/s, memory, power) as a plotly table; sources in the hover-free last column."""
+    """The spec-sheet table (peaks in TFLOP/s, memory, power) as a plotly table: a "basis" column says which
+    figures are not spec-sheet values (estimates, measurements, unverified), the last column names each row's
+    document, the date it was checked, and links to the pages it was checked against."""
     rows = spec_rows(devices)
-    cols = ["device", "FP32", "TF32", "BF16", "FP8", "memory GB", "GB/s", "memory", "watts", "source"]
+    cols = ["device", "FP32", "TF32", "BF16", "FP8", "memory GB", "GB/s", "memory", "watts", "basis", "source"]
     fmt = lambda v: "-" if v is None else (f"{v:,.4g}" if isinstance(v, float) else str(v))  # noqa: E731
     cells = [[fmt(r[c]) for r in rows] for c in cols]
+    cells[-1] = [f"{r['source']}; checked {r['checked']} against: "
+                 + ", ".join(f"<a href='{u}'>{urlparse(str(u)).netloc}</a>" for u in r["refs"])  # type: ignore[attr-defined]
+                 for r in rows]
     fig = go.Figure(go.Table(header=dict(values=[f"<b>{c}</b>" for c in cols], align="left"),
                              cells=dict(values=cells, align="left", font=dict(size=10)),
-                             columnwidth=[2.2, 0.8, 0.8, 0.8, 0.8, 0.9, 0.8, 1.3, 0.7, 6]))
-    fig.update_layout(title="Spec sheets (vendor peaks, dense, TFLOP/s; '-' = no such unit or not published)",
-                      height=110 + 46 * len(rows), margin=dict(l=10, r=10, t=50, b=10))
+                             columnwidth=[2.2, 0.8, 0.8, 0.8, 0.8, 0.9, 0.8, 1.3, 0.7, 2.6, 6]))
+    fig.update_layout(title="Spec sheets (vendor peaks, dense: no 2:4 sparsity, TFLOP/s; '-' = no such unit or not "
+                      "published; 'basis' names every figure that is an estimate, a measurement or unverified)",
+                      height=110 + 58 * len(rows), margin=dict(l=10, r=10, t=50, b=10))
     return fig
 
 
@@ -86,7 +95,8 @@ def step_time_figure(compute_1gpu_s: float, grad_bytes: float, lk: str | Link, *
                                  name=f"communication > compute from about {cross} GPUs"))
     fig.update_xaxes(type="log", title="number of GPUs (log scale)")
     fig.update_yaxes(type="log", title="milliseconds per training step (log scale)")
-    fig.update_layout(title=f"Data parallelism over {ln.name} ({ln.gbps:g} GB/s per direction, spec sheet): a model, "
+    fig.update_layout(title=f"Data parallelism over {ln.name} ({ln.gbps:g} GB/s per direction, "
+                      f"{ln.gbps_kind.split(' (')[0].split(':')[0]}; latency {lat:g} us, an estimate): a model, "
                       "not a measurement", template="plotly_white", height=440)
     return fig
 

@@ -26,13 +26,14 @@ def allreduce_report(link_name: str, params_millions: float, compute_ms: float, 
     where = (f"communication outweighs compute from <b>{cross} GPUs</b>" if cross else
              "communication stays below compute up to 4,096 GPUs" if fixed_global_batch else
              "per-GPU batch fixed: compute per step stays the same, communication approaches 2 x gradients / bandwidth")
-    html = (f"<p>{ln.name}: {ln.gbps:g} GB/s per direction ({ln.scope}; spec sheet). {params_millions:g} M parameters "
+    html = (f"<p>{ln.name}: {ln.gbps:g} GB/s per direction ({ln.scope}; {ln.gbps_kind.split(':')[0]}). "
+            f"{params_millions:g} M parameters "
             f"= {grad_bytes / 1e6:,.0f} MB of FP32 gradients. On {n_gpus} GPU(s): "
             f"compute {t['compute'] * 1e3:,.2f} ms, "
             f"all-reduce {t['communication'] * 1e3:,.2f} ms, step {t['step'] * 1e3:,.2f} ms; "
             f"throughput {images_speedup:,.1f}x one GPU. {where[0].upper() + where[1:]}.</p>"
             "<p><i>A model (no overlap of communication with compute, ring all-reduce, link latency of order "
-            f"{ln.latency_us:g} us), not a measurement.</i></p>")
+            f"{ln.latency_us:g} us: an estimate, no specification gives it), not a measurement.</i></p>")
     return t, html
 
 

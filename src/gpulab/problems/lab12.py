@@ -1,0 +1,206 @@
+"""Lab 12 · transformers: scores scaled and masked, the softmax's backward, merging partial softmaxes
+(split-K / FlashDecoding), and a fused attention kernel that also writes the row log-sum-exp.
+
+Logits reach past float32 ``exp``'s range (scores above 88), so every exponent must have the row's
+maximum subtracted; causal masks use the offset ``m - n`` (query i sees keys ``j <= i + m - n``), so
+checks with more keys than queries catch a mask without it. The fused kernel's budget (q read once, k
+and v once per block of ``BQ`` query rows) is met only by a kernel that never stores the scores.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..exercises import Budget, Problem
+from ..transformer.attention import attention_reference, causal_mask, default_scale
+from ._common import launch_2d
+
+__all__ = ["BK", "BQ", "COMBINE", "COMBINE_BLOCK", "DMAX", "FLASH_LSE", "MASK_BLOCK", "SCALE_MASK",
+           "SOFTMAX_BACKWARD", "TPB", "combine_inputs", "combine_spec", "flash_lse_inputs", "flash_lse_spec",
+           "scale_mask_inputs", "scale_mask_spec", "softmax_backward_inputs", "softmax_backward_spec"]
+
+TPB = 32  # threads per block (= per row) of the softmax backward
+MASK_BLOCK = (16, 8)  # x along the keys, y along the queries
+COMBINE_BLOCK = (16, 8)  # x along the output columns, y along the rows
+BQ = 16  # fused kernel: query rows per block (threadIdx.y)
+BK = 16  # keys per tile (threadIdx.x)
+DMAX = 64  # the largest d and dv the fused kernel must handle
+
+
+def _uniform(rng: np.random.Generator, shape: Any, scale: float = 1.0) -> np.ndarray:
+    return (rng.uniform(-1.0, 1.0, size=shape) * scale).astype(np.float32)
+
+
+def _masked_scores(q: np.ndarray, k: np.ndarray, scale: float, causal: bool) -> np.ndarray:
+    s = (q.astype(np.float64) @ k.astype(np.float64).T) * scale
+    return np.where(causal_mask(q.shape[0], k.shape[0]), s, -np.inf) if causal else s
+
+
+# --- 1 · scale and mask -------------------------------------------------------------------------------
+
+def scale_mask_inputs(size: tuple[int, int, int], rng: np.random.Generator) -> tuple[Any, ...]:
+    """``(n, m, causal)`` -> ``(s, scale, causal)``: raw scores up to +-30."""
+    n, m, causal = size
+    return _uniform(rng, (n, m), 30.0), np.float32(0.125), np.int32(causal)
+
+
+def scale_mask_spec(s: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
+    out = s * s.dtype.type(scale)
+    return np.where(causal_mask(*s.shape), out, -np.inf).astype(s.dtype) if int(causal) else out
+
+
+def _mask_no_offset(s: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
+    out = s * s.dtype.type(scale)
+    n, m = s.shape
+    keep = np.arange(m)[None, :] <= np.arange(n)[:, None]
+    return np.where(keep, out, -np.inf).astype(s.dtype) if int(causal) else out
+
+
+SCALE_MASK = Problem(
+    "lab12.scale_mask",
+    spec=scale_mask_spec,
+    inputs=scale_mask_inputs,
+    sizes=[(1, 1, 0), (5, 9, 1), (20, 33, 1), (17, 17, 0)],
+    gpu_sizes=[(1, 1, 0), (20, 33, 1), (2048, 2048, 1), (1000, 3000, 1)],
+    launch=launch_2d(MASK_BLOCK),  # one thread per score, x along the keys
+    rtol=1e-6, atol=0.0,
+    mistakes={"masked scores must be -inf (exp(-inf) = 0), not 0: exp(0) = 1 still gives the key weight.":
+              lambda s, sc, c: np.where(np.isneginf(scale_mask_spec(s, sc, c)), 0, scale_mask_spec(s, sc, c)),
+              "with m > n keys, query i sees keys j <= i + (m - n): the mask needs the offset m - n.":
+              _mask_no_offset},
+    budget=Budget(sectors={"s": 2.0, "out": 2.0}),
+    points=2,
+)
+
+
+# --- 2 · softmax backward -----------------------------------------------------------------------------
+
+def softmax_backward_inputs(size: tuple[int, int, int], rng: np.random.Generator) -> tuple[Any, ...]:
+    """``(rows, cols, masked)`` -> ``(p, dp)``: p a row softmax (zeros above the causal diagonal)."""
+    rows, cols, masked = size
+    s = rng.uniform(-3.0, 3.0, size=(rows, cols))
+    if masked:
+        s = np.where(causal_mask(rows, cols), s, -np.inf)
+    e = np.exp(s - s.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)).astype(np.float32), _uniform(rng, (rows, cols))
+
+
+def softmax_backward_spec(p: np.ndarray, dp: np.ndarray) -> np.ndarray:
+    """``ds = p * (dp - sum(p * dp, axis=1))``, computed in float64."""
+    p64, dp64 = p.astype(np.float64), dp.astype(np.float64)
+    return (p64 * (dp64 - (p64 * dp64).sum(axis=1, keepdims=True))).astype(p.dtype)
+
+
+SOFTMAX_BACKWARD = Problem(
+    "lab12.softmax_backward",
+    spec=softmax_backward_spec,
+    inputs=softmax_backward_inputs,
+    sizes=[(1, 1, 0), (3, 5, 0), (4, 70, 1), (6, 33, 1)],
+    gpu_sizes=[(1, 1, 0), (4, 70, 1), (4096, 1000, 0), (1024, 1024, 1)],
+    launch=lambda p, dp, ds: (p.shape[0], TPB),  # one block per row
+    rtol=1e-4, atol=1e-5,
+    mistakes={"ds = p * dp is only the diagonal of the softmax's Jacobian: subtract the row's sum of p * dp, "
+              "ds = p * (dp - sum_j p[j] * dp[j]).": lambda p, dp: (p * dp).astype(p.dtype),
+              "subtract the row's sum of p * dp (one number per row), not p * dp element by element.":
+              lambda p, dp: (p * (dp - p * dp)).astype(p.dtype)},
+    budget=Budget(reads_per_element={"p": 2, "dp": 2}, shared_bytes=TPB * 4),
+    points=3,
+)
+
+
+# --- 3 · merging partial softmaxes --------------------------------------------------------------------
+
+def combine_inputs(size: tuple[int, int, int, int], rng: np.random.Generator) -> tuple[Any, ...]:
+    """``(splits, n, m, dv)`` -> ``(mx, sm, o)``: causal attention of n queries over m keys cut into
+    ``splits`` chunks; per chunk and row: the maximum score ``mx`` (-inf when the chunk is all masked),
+    ``sm = sum exp(s - mx)`` and ``o = sum exp(s - mx) v`` (unnormalised). Scores reach past 100."""
+    splits, n, m, dv = size
+    d = 8
+    q, k, v = _uniform(rng, (n, d), 100.0), _uniform(rng, (m, d)), _uniform(rng, (m, dv))
+    s = _masked_scores(q, k, default_scale(d), True)
+    chunk = math.ceil(m / splits)
+    mx = np.full((splits, n), -np.inf)
+    sm = np.zeros((splits, n))
+    o = np.zeros((splits, n, dv))
+    for t in range(splits):
+        part = s[:, t * chunk:(t + 1) * chunk]
+        if part.shape[1] == 0:
+            continue
+        mx[t] = part.max(axis=1)
+        with np.errstate(invalid="ignore"):
+            e = np.where(np.isneginf(mx[t])[:, None], 0.0, np.exp(part - mx[t][:, None]))
+        sm[t] = e.sum(axis=1)
+        o[t] = e @ v[t * chunk:(t + 1) * chunk].astype(np.float64)
+    return mx.astype(np.float32), sm.astype(np.float32), o.astype(np.float32)
+
+
+def combine_spec(mx: np.ndarray, sm: np.ndarray, o: np.ndarray) -> np.ndarray:
+    """``out = sum_t exp(mx_t - M) o_t / sum_t exp(mx_t - M) sm_t`` with ``M = max_t mx_t`` (float64)."""
+    mx64 = mx.astype(np.float64)
+    w = np.exp(mx64 - mx64.max(axis=0, keepdims=True))  # (splits, n); 0 for an all-masked chunk
+    return ((w[:, :, None] * o).sum(axis=0) / (w * sm).sum(axis=0)[:, None]).astype(o.dtype)
+
+
+COMBINE = Problem(
+    "lab12.combine",
+    spec=combine_spec,
+    inputs=combine_inputs,
+    sizes=[(1, 1, 1, 1), (2, 5, 9, 3), (3, 9, 40, 20), (4, 6, 30, 17)],
+    gpu_sizes=[(1, 1, 1, 1), (3, 9, 40, 20), (8, 1024, 8192, 64), (16, 2048, 4096, 128)],
+    launch=launch_2d(COMBINE_BLOCK),  # one thread per output element, x along its columns
+    rtol=1e-4, atol=1e-6,
+    mistakes={"the partial sums are relative to different maxima: weight each split by exp(mx_t - M), "
+              "M the largest, before adding (sum o_t / sum sm_t mixes scales).":
+              lambda mx, sm, o: (o.sum(axis=0) / sm.sum(axis=0)[:, None]).astype(o.dtype)},
+    budget=Budget(sectors={"o": 2.0, "out": 2.0}),
+    points=3,
+)
+
+
+# --- challenge · fused attention with the row log-sum-exp ---------------------------------------------
+
+def flash_lse_inputs(size: tuple[int, int, int, int, int, float], rng: np.random.Generator) -> tuple[Any, ...]:
+    """``(n, m, d, dv, causal, logit_scale)`` -> ``(q, k, v, scale, causal)``; q scaled by logit_scale."""
+    n, m, d, dv, causal, big = size
+    return (_uniform(rng, (n, d), big), _uniform(rng, (m, d)), _uniform(rng, (m, dv)),
+            np.float32(default_scale(d)), np.int32(causal))
+
+
+def flash_lse_spec(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: Any, causal: Any) -> tuple[np.ndarray, ...]:
+    """``(out, lse)``: attention and ``lse[i] = log(sum_j exp(s[i, j]))`` over the visible keys (float64)."""
+    s = _masked_scores(q, k, float(scale), bool(int(causal)))
+    top = s.max(axis=1)
+    lse = top + np.log(np.exp(s - top[:, None]).sum(axis=1))
+    out = attention_reference(q, k, v, causal=bool(int(causal)), scale=float(scale))
+    return out.astype(q.dtype), lse.astype(q.dtype)
+
+
+def _lse_without_max(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
+    s = _masked_scores(q, k, float(scale), bool(int(causal)))
+    return (flash_lse_spec(q, k, v, scale, causal)[1] - s.max(axis=1)).astype(q.dtype)
+
+
+def _kv_reads(size: Any) -> int:
+    return math.ceil(size[0] / BQ)
+
+
+FLASH_LSE = Problem(
+    "lab12.flash_lse",
+    spec=flash_lse_spec,
+    inputs=flash_lse_inputs,
+    # the largest case (traced for races and the budget) is one block with two key tiles, the last ragged
+    sizes=[(1, 1, 1, 1, 0, 1.0), (5, 7, 3, 4, 0, 1.0), (17, 17, 2, 2, 1, 1.0), (3, 21, 4, 3, 1, 100.0)],
+    gpu_sizes=[(1, 1, 1, 1, 0, 1.0), (17, 17, 2, 2, 1, 1.0), (1024, 1024, 64, 64, 1, 100.0),
+               (1000, 1500, 64, 48, 1, 1.0)],
+    launch=lambda q, k, v, scale, causal, out, lse: (max(1, math.ceil(q.shape[0] / BQ)), (BK, BQ)),
+    # logits of a few hundred carry float32 rounding of ~1e-3 (a d-term dot product): out and lse err by that much
+    rtol=1e-4, atol=1e-3,
+    mistakes={"lse is the log of the row's sum of exp(s): row_max + log(row_sum), not log(row_sum) alone.":
+              _lse_without_max},  # a mistake spec returns the output it explains (lse)
+    budget=Budget(reads_per_element={"q": 1, "k": _kv_reads, "v": _kv_reads}),
+    ptx="void(float32[:, :], float32[:, :], float32[:, :], float32, int32, float32[:, :], float32[:])",
+    points=4,
+)

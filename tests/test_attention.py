@@ -1,0 +1,267 @@
+"""gpulab.transformer: attention from the course's kernels, the fused kernel, its byte counts, the backward
+pass, and lesson 12's exercises. Kernels run in the simulator at small sizes (in gpu mode on CuPy arrays)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+from gpulab import lessons, runtime
+from gpulab.gradcheck import check_layer, numerical_gradient, relative_error
+from gpulab.kernels._launch import LaunchError
+from gpulab.lessons import answers_12
+from gpulab.transformer import attention, backward, flash
+
+# (n, m, d, dv, causal): sizes that are not multiples of the 16-wide tiles, single rows and keys,
+# more keys than queries (a causal offset m - n), d at the fused kernel's limit
+SIZES = [(1, 1, 1, 1, False), (1, 1, 1, 1, True), (5, 7, 3, 4, False), (17, 20, 8, 5, True),
+         (16, 16, 16, 16, True), (3, 37, 4, 3, True)]
+
+
+def qkv(n, m, d, dv, seed=0, big=1.0):
+    rng = np.random.default_rng(seed)
+    return ((rng.standard_normal((n, d)) * big).astype(np.float32), rng.standard_normal((m, d)).astype(np.float32),
+            rng.standard_normal((m, dv)).astype(np.float32))
+
+
+def on_device(*arrays):
+    return tuple(runtime.to_device(a) for a in arrays)
+
+
+# ---------------------------------------------------------------------------------------------------
+# reference, naive, fused
+
+
+def test_reference_is_a_softmax_of_scaled_scores_with_the_offset_mask():
+    q, k, v = (a.astype(np.float64) for a in qkv(3, 5, 4, 2))
+    s = q @ k.T / 2.0
+    mask = np.array([[j <= i + 2 for j in range(5)] for i in range(3)])
+    p = np.where(mask, np.exp(s), 0.0)
+    expected = (p / p.sum(axis=1, keepdims=True)) @ v
+    assert np.allclose(attention.attention_reference(q, k, v, causal=True), expected, rtol=1e-12)
+    assert np.array_equal(attention.causal_mask(3, 5), mask)
+
+
+def test_reference_is_finite_for_logits_past_exps_range():
+    q, k, v = qkv(4, 6, 8, 3, big=1e4)
+    out = attention.attention_reference(q, k, v, causal=True)
+    assert np.isfinite(out).all()
+
+
+@pytest.mark.parametrize("n,m,d,dv,causal", SIZES)
+def test_fused_kernel_matches_the_reference(n, m, d, dv, causal):
+    q, k, v = qkv(n, m, d, dv, seed=n + m)
+    got = runtime.to_host(flash.flash_attention(*on_device(q, k, v), causal=causal))
+    np.testing.assert_allclose(got, attention.attention_reference(q, k, v, causal=causal), rtol=1e-4, atol=1e-5)
+
+
+def test_fused_kernel_at_d_max_and_with_large_logits():
+    q, k, v = qkv(18, 21, flash.DMAX, flash.DMAX, big=100.0)  # scores in the hundreds: exp would overflow
+    got = runtime.to_host(flash.flash_attention(*on_device(q, k, v), causal=True))
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, attention.attention_reference(q, k, v, causal=True), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("n,m,d,dv,causal", [(5, 7, 3, 4, False), (17, 20, 8, 5, True)])
+def test_naive_path_matches_the_reference_and_returns_the_weights(n, m, d, dv, causal):
+    q, k, v = qkv(n, m, d, dv, seed=3)
+    out, p = attention.attention_naive(*on_device(q, k, v), causal=causal)
+    out, p = runtime.to_host(out), runtime.to_host(p)
+    np.testing.assert_allclose(out, attention.attention_reference(q, k, v, causal=causal), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=1e-5)
+    if causal:
+        assert (p[~attention.causal_mask(n, m)] == 0).all()
+
+
+def test_naive_path_takes_the_learners_kernels():
+    """The lesson-12 online softmax (32 threads per row) and the lesson-03 naive matmul plug in."""
+    from gpulab.kernels.matmul import matmul_naive_kernel
+
+    q, k, v = qkv(6, 9, 4, 3, seed=5, big=30.0)
+    out, _ = attention.attention_naive(*on_device(q, k, v), causal=True, matmul_kernel=matmul_naive_kernel,
+                                       softmax_kernel=answers_12.online_softmax_kernel,
+                                       softmax_threads=answers_12.SOFTMAX_TPB)
+    np.testing.assert_allclose(runtime.to_host(out), attention.attention_reference(q, k, v, causal=True),
+                               rtol=1e-3, atol=1e-4)
+
+
+def test_launchers_refuse_what_they_cannot_compute():
+    q, k, v = qkv(4, 3, 8, 8)
+    with pytest.raises(LaunchError, match="m >= n"):
+        flash.flash_attention(q, k, v, causal=True)
+    with pytest.raises(LaunchError, match="same width d"):
+        flash.flash_attention(q, k[:, :4].copy(), v)
+    with pytest.raises(LaunchError, match="DMAX"):
+        flash.flash_attention(*qkv(2, 2, flash.DMAX + 1, 1))
+    with pytest.raises(TypeError, match="float32"):
+        attention.attention_naive(q.astype(np.float64), k, v)
+
+
+# ---------------------------------------------------------------------------------------------------
+# FLOPs and bytes
+
+
+def test_costs_count_each_step():
+    c = attention.attention_costs(64, 16, m=80, dv=8)
+    assert c.naive["QK^T"] == (2 * 64 * 80 * 16, 4 * (64 * 16 + 80 * 16 + 64 * 80))
+    assert c.naive["PV"][0] == 2 * 64 * 80 * 8
+    assert c.total("fused")[1] == 4 * (64 * 16 + 80 * 16 + 80 * 8 + 64 * 8)
+    assert c.intensity("fused") > c.intensity("naive")
+    causal = attention.attention_costs(64, 16, causal=True)
+    assert causal.total("fused")[0] < attention.attention_costs(64, 16).total("fused")[0]
+    assert "QK^T" in str(c) and "<table>" in c._repr_html_()
+
+
+@pytest.mark.parametrize("n,m,d,dv,causal", [(16, 16, 16, 16, False), (9, 30, 8, 8, True)])
+def test_traced_bytes_equal_the_prediction(n, m, d, dv, causal):
+    """gpulab.trace counts every global access of each kernel; the prediction counts the kernels' loops."""
+    predicted = flash.predicted_bytes(n, m, d, dv, causal=causal)
+    measured = flash.measure_bytes(n, m, d, dv, causal=causal)
+    assert measured == predicted
+    assert measured.ratio == pytest.approx(predicted.ratio) and measured.ratio > 4  # 5.0 and 6.37 here
+
+
+def test_fused_advantage_grows_with_the_sequence():
+    """The naive path's n x m traffic grows with n * m; the fused kernel's with n * m * d / BQ."""
+    ratios = [flash.predicted_bytes(n, n, 64).ratio for n in (64, 1024, 8192)]
+    assert ratios == sorted(ratios) and 2.5 < ratios[-1] < 3.1  # about (7 + 3*64/16 + 4) / (2*64/16)
+    causal = flash.predicted_bytes(1024, 1024, 64, causal=True).ratio  # fused skips the tiles past the diagonal
+    assert 5.0 < causal < 6.0
+
+
+
+def test_bytes_table_and_benchmark_rows():
+    rows = flash.bytes_table(4, 5, 2, causal=True)
+    assert all(r["predicted"] == r["measured"] for r in rows) and rows[-1]["kernel"] == "ratio naive / fused"
+    bench = flash.benchmark_attention(4, 2, causal=True, repeat=1)
+    assert [r["path"].split()[0] for r in bench] == ["fused", "naive", "CuPy" if runtime.is_gpu() else "NumPy"]
+    assert all(r["seconds"] > 0 and r["mode"] == runtime.mode() for r in bench)
+
+# ---------------------------------------------------------------------------------------------------
+# backward
+
+
+def test_self_attention_layer_passes_the_finite_difference_check():
+    errs = check_layer(backward.SelfAttention(6, 4, 3, causal=True), np.random.default_rng(1).standard_normal((5, 6)))
+    assert max(errs.values()) < 1e-7, errs
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_backward_matches_finite_differences(causal):
+    q, k, v = (a.astype(np.float64) for a in qkv(4, 6, 3, 2, seed=7))
+    r = np.random.default_rng(8).standard_normal((4, 2))
+    _, cache = backward.attention_forward(q, k, v, causal=causal)
+    grads = backward.attention_backward(r, cache)
+    for x, g in zip((q, k, v), grads):
+        num = numerical_gradient(lambda: float((backward.attention_forward(q, k, v, causal=causal)[0] * r).sum()), x)
+        assert relative_error(g, num) < 1e-7
+
+
+def test_attention_backward_matches_pytorch():
+    pytest.importorskip("torch")
+    q, k, v = (a.astype(np.float64) for a in qkv(5, 7, 4, 3, seed=9))
+    r = np.random.default_rng(10).standard_normal((5, 3))
+    grads = backward.attention_backward(r, backward.attention_forward(q, k, v, causal=True)[1])
+    for ours, theirs in zip(grads, backward.torch_gradients(q, k, v, r, causal=True)):
+        assert relative_error(ours, theirs) < 1e-12
+
+
+# ---------------------------------------------------------------------------------------------------
+# lesson 12's exercises
+
+
+@pytest.mark.parametrize("name", ["scores", "online_softmax"])
+def test_lesson_references_pass(name):
+    ex = lessons.exercise("12", name)
+    res = ex.check(ex.reference)
+    assert res.passed and res.score == res.max_score, res
+
+
+def test_lesson_fused_reference_passes_with_its_budget():
+    res = lessons.check("12", "flash", flash.flash_attention_kernel)
+    assert res.passed and res.score == res.max_score, res
+
+
+@cuda.jit
+def scores_masked_with_zero(q, k, scale, causal, s):
+    j, i = cuda.grid(2)
+    n = s.shape[0]
+    m = s.shape[1]
+    if i < n and j < m:
+        acc = float32(0.0)
+        for c in range(q.shape[1]):
+            acc += q[i, c] * k[j, c]
+        s[i, j] = 0.0 if (causal != 0 and j > i + (m - n)) else acc * scale
+
+
+@cuda.jit
+def softmax_merge_without_rescale(x, out):
+    row = cuda.blockIdx.x
+    tx = cuda.threadIdx.x
+    s_max = cuda.shared.array(32, float32)
+    s_sum = cuda.shared.array(32, float32)
+    run_max = float32(-math.inf)
+    run_sum = float32(0.0)
+    for j in range(tx, x.shape[1], 32):
+        xj = x[row, j]
+        new_max = max(run_max, xj)
+        if new_max != -math.inf:
+            run_sum = run_sum * math.exp(run_max - new_max) + math.exp(xj - new_max)
+        run_max = new_max
+    s_max[tx] = run_max
+    s_sum[tx] = run_sum
+    cuda.syncthreads()  # partial pairs stored
+    stride = 16
+    while stride > 0:
+        if tx < stride:
+            s_sum[tx] += s_sum[tx + stride]  # the mistake: sums relative to different maxima
+            s_max[tx] = max(s_max[tx], s_max[tx + stride])
+        cuda.syncthreads()  # level merged
+        stride //= 2
+    for j in range(tx, x.shape[1], 32):
+        out[row, j] = math.exp(x[row, j] - s_max[0]) / s_sum[0]
+
+
+@pytest.mark.parametrize("name,kernel,hint", [
+    ("scores", scores_masked_with_zero, "-inf, not 0"),
+    ("online_softmax", softmax_merge_without_rescale, "rescale each to the larger maximum"),
+])
+def test_lesson_mistakes_get_their_hint(name, kernel, hint):
+    res = lessons.check("12", name, kernel)
+    assert not res.passed and hint in res.hint, res
+
+
+def test_lesson_fused_mistake_without_rescaling_is_named():
+    """The reference's online softmax with alpha forced to 1 (emulated on the host, as the harness allows)."""
+    problem = lessons.exercise("12", "flash").problem
+    from gpulab.lessons import ex_12
+
+    def no_rescale(q, k, v, scale, causal, out):
+        out[...] = ex_12._flash_no_rescale(q, k, v, scale, causal)
+
+    res = problem.check(host=no_rescale, race_check=False, budget=None)
+    assert not res.passed and "alpha = exp(old max - new max)" in res.hint, res
+
+
+def test_every_reference_kernel_of_lesson12_is_listed_for_ptx():
+    listed = {k for k, _ in answers_12.PTX_SIGNATURES} | {k for k, _ in flash.PTX_SIGNATURES}
+    refs = {e.reference for (les, _), e in lessons.EXERCISES.items() if les == "12"}
+    assert refs <= listed
+
+
+NEW_KERNELS = attention.PTX_SIGNATURES + flash.PTX_SIGNATURES + answers_12.PTX_SIGNATURES
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("kernel,signature", NEW_KERNELS, ids=lambda x: getattr(getattr(x, "py_func", x),
+                                                                                   "__name__", str(x)))
+def test_new_kernels_compile_to_ptx(kernel, signature):
+    from gpulab import ptx
+    from gpulab.source import py_func, standalone_source
+
+    name = py_func(kernel).__name__
+    res = ptx.compile_source(standalone_source(kernel), name, signature, ccs=[(7, 5), (9, 0)])
+    assert res.get("7.5") == "ok" and res.get("9.0") == "ok", f"{name}: {res}"

@@ -1,0 +1,117 @@
+"""Lab 12's problems (``gpulab.problems.lab12``): the inputs are hard where they must be (logits past
+float32 ``exp``'s range, causal offsets, chunks with no visible key), correct kernels score full marks,
+and the known mistakes get their hint. The solution notebook itself runs in test_nbclient.py."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+from gpulab import problems
+from gpulab.transformer import flash
+
+L = problems.lab12
+TPB = L.TPB
+
+
+@cuda.jit
+def scale_mask_no_offset(s, scale, causal, out):
+    j, i = cuda.grid(2)
+    if i < s.shape[0] and j < s.shape[1]:
+        out[i, j] = -math.inf if (causal != 0 and j > i) else s[i, j] * scale
+
+
+@cuda.jit
+def softmax_backward_diagonal(p, dp, ds):
+    row = cuda.blockIdx.x
+    for j in range(cuda.threadIdx.x, p.shape[1], TPB):
+        ds[row, j] = p[row, j] * dp[row, j]  # the mistake: no row sum
+
+
+@cuda.jit
+def combine_kernel(mx, sm, o, out):
+    c, i = cuda.grid(2)
+    if i < out.shape[0] and c < out.shape[1]:
+        top = float32(-math.inf)
+        for t in range(mx.shape[0]):
+            top = max(top, mx[t, i])
+        num = float32(0.0)
+        den = float32(0.0)
+        for t in range(mx.shape[0]):
+            w = math.exp(mx[t, i] - top)
+            num += w * o[t, i, c]
+            den += w * sm[t, i]
+        out[i, c] = num / den
+
+
+@cuda.jit
+def combine_without_rescale(mx, sm, o, out):
+    c, i = cuda.grid(2)
+    if i < out.shape[0] and c < out.shape[1]:
+        num = float32(0.0)
+        den = float32(0.0)
+        for t in range(mx.shape[0]):
+            num += o[t, i, c]
+            den += sm[t, i]
+        out[i, c] = num / den
+
+
+def test_inputs_are_hard_where_they_must_be():
+    rng = np.random.default_rng(0)
+    q, k, v, scale, causal = L.flash_lse_inputs(L.FLASH_LSE.sizes[-1], rng)
+    assert np.abs(q @ k.T * scale).max() > 89 and causal == 1 and k.shape[0] > q.shape[0]  # exp(89) = inf
+    mx, sm, o = L.combine_inputs((2, 5, 9, 3), rng)
+    assert np.isneginf(mx).any() and (sm[np.isneginf(mx)] == 0).all()  # a chunk with no visible key
+    assert any(s[0] % L.BQ and s[1] % L.BK for s in L.FLASH_LSE.sizes)  # ragged tiles in both directions
+
+
+def test_combine_spec_is_attention_over_all_the_keys():
+    """Merging the chunks' (max, sum, output) gives exactly the attention of the whole row."""
+    rng = np.random.default_rng(3)
+    size = (3, 9, 40, 20)
+    mx, sm, o = L.combine_inputs(size, rng)
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.uniform(-1, 1, s) for s in ((9, 8), (40, 8), (40, 20)))
+    from gpulab.transformer.attention import attention_reference
+
+    ref = attention_reference((q * 100).astype(np.float32), k.astype(np.float32), v.astype(np.float32), causal=True)
+    np.testing.assert_allclose(L.combine_spec(mx, sm, o), ref, rtol=1e-4, atol=1e-5)
+
+
+def test_correct_combine_scores_full_marks_and_the_unrescaled_sum_gets_its_hint():
+    good = L.COMBINE.check(combine_kernel)
+    assert good.passed and good.score == L.COMBINE.points, good
+    bad = L.COMBINE.check(combine_without_rescale)
+    assert not bad.passed and "exp(mx_t - M)" in bad.hint, bad
+
+
+@pytest.mark.parametrize("problem,kernel,hint", [
+    (L.SCALE_MASK, scale_mask_no_offset, "offset m - n"),
+    (L.SOFTMAX_BACKWARD, softmax_backward_diagonal, "only the diagonal"),
+])
+def test_mistakes_get_their_hint(problem, kernel, hint):
+    res = problem.check(kernel)
+    assert not res.passed and hint in res.hint, res
+
+
+def test_fused_challenge_names_a_log_sum_exp_without_the_maximum():
+    def lse_without_max(q, k, v, scale, causal, out, lse):
+        o, l_ = L.flash_lse_spec(q, k, v, scale, causal)
+        s = (q.astype(np.float64) @ k.T.astype(np.float64)) * float(scale)
+        if causal:
+            s = np.where(np.arange(k.shape[0])[None, :] <= np.arange(q.shape[0])[:, None] + k.shape[0] - q.shape[0],
+                         s, -np.inf)
+        out[...], lse[...] = o, l_ - s.max(axis=1)
+
+    res = L.FLASH_LSE.check(host=lse_without_max, race_check=False, budget=None, ptx=None)
+    assert not res.passed and "row_max + log(row_sum)" in res.hint, res
+
+
+def test_fused_budget_allows_one_read_of_q_and_one_of_k_v_per_query_block():
+    budget = L.FLASH_LSE.budget
+    assert budget.reads_per_element["q"] == 1
+    assert budget.reads_per_element["k"]((40, 50, 8, 8, 1, 1.0)) == math.ceil(40 / L.BQ) == 3
+    assert (L.BQ, L.BK, L.DMAX) == (flash.BQ, flash.BK, flash.DMAX)  # the lab's tiles are the library's
