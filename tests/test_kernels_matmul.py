@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from gpulab.kernels import LaunchError
-from gpulab.kernels.matmul import (BN, MATMUL_KERNELS, TPB, benchmark_ladder, disable_tf32, launch_config, matmul,
+from gpulab.kernels.matmul import (BN, MATMUL_KERNELS, TILE, benchmark_ladder, disable_tf32, launch_config, matmul,
                                    matmul_flops, matmul_naive_kernel, matmul_reference, matmul_regtiled_kernel,
                                    matmul_tiled_kernel)
 from gpulab.trace import trace
@@ -69,8 +69,8 @@ def test_errors_say_what_was_expected():
 
 
 def test_launch_configs():
-    assert launch_config(matmul_naive_kernel, 17, 33) == ((3, 2), (TPB, TPB))
-    assert launch_config(matmul_tiled_kernel, 16, 16) == ((1, 1), (TPB, TPB))
+    assert launch_config(matmul_naive_kernel, 17, 33) == ((3, 2), (TILE, TILE))
+    assert launch_config(matmul_tiled_kernel, 16, 16) == ((1, 1), (TILE, TILE))
     blocks, threads = launch_config(matmul_regtiled_kernel, 65, 64)
     assert blocks == (1, 2) and threads[0] * threads[1] == 256
 
@@ -94,12 +94,12 @@ def test_naive_reads_each_a_element_n_times():
 
 
 def test_tiled_reads_each_a_element_n_over_tile_times():
-    M, K, N = TPB, TPB, 2 * TPB
+    M, K, N = TILE, TILE, 2 * TILE
     log = _trace(matmul_tiled_kernel, M, K, N)
-    assert (log.per_element("A") == N // TPB).all()  # once per block along the columns of C
-    assert (log.per_element("B") == M // TPB).all()
-    # each thread loads one element of A and one of B per tile: 2K/TPB loads per output, naive needs 2K
-    assert log.reads() / (M * N) == 2 * K / TPB
+    assert (log.per_element("A") == N // TILE).all()  # once per block along the columns of C
+    assert (log.per_element("B") == M // TILE).all()
+    # each thread loads one element of A and one of B per tile: 2K/TILE loads per output, naive needs 2K
+    assert log.reads() / (M * N) == 2 * K / TILE
     assert (log.per_element("C", "w") == 1).all()
 
 

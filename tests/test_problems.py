@@ -326,6 +326,6 @@ def test_the_course_library_kernels_score_full_marks_in_labs_03_and_04():
     mm = importlib.import_module("gpulab.kernels.matmul")  # the module (gpulab.kernels.matmul is the launcher)
     naive = problems.lab03.MATMUL.check(mm.matmul_naive_kernel)
     assert naive.passed and naive.score == 3, naive
-    assert mm.TPB == TILE  # the lab's tile is the library's
+    assert mm.TILE == TILE  # the lab's tile is the library's
     tiled = problems.lab04.MATMUL_TILED.check(mm.matmul_tiled_kernel, ptx=None)
     assert tiled.passed and tiled.score == 4, tiled

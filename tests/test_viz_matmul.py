@@ -5,14 +5,14 @@ import plotly.graph_objects as go
 import pytest
 
 from gpulab import results
-from gpulab.kernels.matmul import TPB, benchmark_ladder, launch_config, matmul_naive_kernel, matmul_tiled_kernel
+from gpulab.kernels.matmul import TILE, benchmark_ladder, launch_config, matmul_naive_kernel, matmul_tiled_kernel
 from gpulab.trace import trace
 from gpulab.viz import ladder_rows_percent, loads_per_output_bars, matmul_ladder_chart, read_count_heatmaps
 from gpulab.widgets import tile_explorer, tiling_figure, tiling_stats
 
 
 def test_loads_and_heatmaps_from_trace_counts():
-    n = TPB
+    n = TILE
     rng = np.random.default_rng(0)
     a, b = rng.random((n, n), np.float32), rng.random((n, n), np.float32)
     logs = {}

@@ -22,7 +22,7 @@ if runtime.selected_mode() == "simulator":
     simulator.harden()  # imports numba's simulator (no GPU work): see gpulab.simulator
 
 from .source import show_source  # noqa: E402  (after the mode is fixed)
-from .timing import benchmark, gbps, gflops, percent_of_peak  # noqa: E402
+from .timing import benchmark, device_name, gbps, gflops, percent_of_peak  # noqa: E402
 
 from ._meta import VERSION as __version__  # noqa: E402  (one version source: _meta.py)
 
@@ -31,6 +31,7 @@ __all__ = [
     "__version__",
     "banner",
     "benchmark",
+    "device_name",
     "gbps",
     "gflops",
     "is_gpu",

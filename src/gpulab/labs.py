@@ -31,17 +31,15 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CheckProblem", "check", "configure", "find_root", "grade", "main", "release", "run",
-           "student_cell_source", "student_notebook"]
+from . import release as _release
+from .release import BEGIN, BEGIN_HIDDEN, CODE_STUB, END, END_HIDDEN, CheckProblem, derived_notebook, strip_regions
 
-BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
-BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
-CODE_STUB = 'raise NotImplementedError("replace this line with your code")'
-MARKDOWN_STUB = "YOUR ANSWER HERE"
+# The markers and stubs are gpulab.release's (shared with the lessons' learner versions), named here too.
+__all__ = ["BEGIN", "BEGIN_HIDDEN", "CODE_STUB", "END", "END_HIDDEN", "CheckProblem", "check", "configure",
+           "find_root", "grade", "main", "release", "run", "student_cell_source", "student_notebook"]
 
 
 def find_root(start: Path | None = None) -> Path:
@@ -60,151 +58,40 @@ def find_root(start: Path | None = None) -> Path:
     )
 
 
-def _strip_regions(source: str, markdown: bool) -> str:
-    """Replace solution regions with the stub; drop hidden-test regions."""
-    out: list[str] = []
-    mode = None
-    for line in source.splitlines():
-        stripped = line.strip()
-        if stripped == BEGIN:
-            mode = "solution"
-            indent = line[: len(line) - len(line.lstrip())]
-            out.append(indent + MARKDOWN_STUB if markdown else f"{indent}# YOUR CODE HERE\n{indent}{CODE_STUB}")
-            continue
-        if stripped == BEGIN_HIDDEN:
-            mode = "hidden"
-            continue
-        if stripped in (END, END_HIDDEN):
-            mode = None
-            continue
-        if mode is None:
-            out.append(line)
-    return "\n".join(out)
-
-
-def _solution_lines(nb: Any) -> set[str]:
-    """Meaningful lines that appear only inside solution regions of the solution notebook."""
-    inside: set[str] = set()
-    outside: set[str] = set()
-    for cell in nb.cells:
-        mode = None
-        for line in cell.source.splitlines():
-            s = line.strip()
-            if s in (BEGIN, BEGIN_HIDDEN):
-                mode = s
-                continue
-            if s in (END, END_HIDDEN):
-                mode = None
-                continue
-            (inside if mode else outside).add(s)
-    return {s for s in inside - outside if len(s) >= 12 and not s.startswith("#")}
-
-
 def student_cell_source(source: str, markdown: bool = False) -> str:
     """What ``labs release`` makes of one cell's source (solution regions stubbed, hidden tests gone)."""
     if BEGIN in source or BEGIN_HIDDEN in source:
-        return _strip_regions(source, markdown)
+        return strip_regions(source, markdown)
     return source
 
 
 def student_notebook(solution_path: Path) -> Any:
-    """The student version of one solution notebook (an nbformat node)."""
-    import nbformat
-
-    nb = nbformat.read(str(solution_path), as_version=4)
-    student_rel = f"labs/student/{solution_path.name}"
-    for cell in nb.cells:
-        markdown = cell.cell_type == "markdown"
-        src = cell.source
-        if BEGIN in src or BEGIN_HIDDEN in src:
-            src = _strip_regions(src, markdown)
-        if markdown:
-            src = src.replace(f"labs/solutions/{solution_path.name}", student_rel)
-        cell.source = src
-        if cell.cell_type == "code":
-            cell.outputs = []
-            cell.execution_count = None
-        for key in ("execution", "collapsed", "scrolled"):
-            cell.metadata.pop(key, None)
-        cell.pop("id", None)
-    nb.metadata.pop("widgets", None)
-    return nb
-
-
-def _write(nb: Any) -> str:
-    import nbformat
-
-    nb = nbformat.from_dict(json.loads(json.dumps(nb)))
-    for cell in nb.cells:
-        cell.pop("id", None)
-    nb.nbformat, nb.nbformat_minor = 4, 4
-    return nbformat.writes(nb) + "\n"
+    """The student version of one solution notebook (an nbformat node); markdown links to the
+    solution point at the student copy."""
+    solution_rel, student_rel = f"labs/solutions/{solution_path.name}", f"labs/student/{solution_path.name}"
+    return derived_notebook(solution_path, lambda src: src.replace(solution_rel, student_rel))
 
 
 def _solutions(root: Path) -> list[Path]:
     return sorted((root / "labs" / "solutions").glob("*.ipynb"))
 
 
+def _versions(root: Path) -> _release.Versions:
+    return _release.Versions("labs", root, _solutions(root), root / "labs" / "student", student_notebook,
+                             "has no solution notebook in labs/solutions")
+
+
 def release(root: Path | None = None) -> list[Path]:
     """Write every student version; returns the paths written."""
-    root = root or find_root()
-    out_dir = root / "labs" / "student"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for sol in _solutions(root):
-        target = out_dir / sol.name
-        target.write_text(_write(student_notebook(sol)), encoding="utf-8")
-        written.append(target)
-    return written
-
-
-@dataclass
-class CheckProblem:
-    path: str
-    problem: str
+    return _release.release(_versions(root or find_root()))
 
 
 def check(root: Path | None = None) -> list[CheckProblem]:
     """Problems with the student versions (empty list: all current and free of solution text)."""
-    import nbformat
-
     root = root or find_root()
-    problems: list[CheckProblem] = []
-    sols = _solutions(root)
-    if not sols:
-        problems.append(CheckProblem(str(root / "labs" / "solutions"), "no solution notebooks found"))
-    names = {s.name for s in sols}
-    for sol in sols:
-        target = root / "labs" / "student" / sol.name
-        rel = str(target.relative_to(root))
-        if not target.exists():
-            problems.append(CheckProblem(rel, "missing: run `python -m gpulab labs release`"))
-            continue
-        text = target.read_text(encoding="utf-8")
-        student = nbformat.reads(text, as_version=4)
-        leaked = []
-        for cell in student.cells:
-            for marker in (BEGIN, END, BEGIN_HIDDEN, END_HIDDEN):
-                if marker in cell.source:
-                    leaked.append(marker)
-        secret = _solution_lines(nbformat.read(str(sol), as_version=4))
-        for cell in student.cells:
-            for line in cell.source.splitlines():
-                if line.strip() in secret:
-                    leaked.append(line.strip())
-            for out in cell.get("outputs", []):
-                leaked += ["(an executed output)"]
-                break
-        if leaked:
-            problems.append(CheckProblem(rel, f"contains solution text: {leaked[0]!r} "
-                                         f"({len(leaked)} line(s)); run `python -m gpulab labs release`"))
-        if text != _write(student_notebook(sol)):
-            problems.append(CheckProblem(rel, f"stale: differs from what `labs release` writes from "
-                                         f"labs/solutions/{sol.name}; run `python -m gpulab labs release`"))
-    for extra in sorted((root / "labs" / "student").glob("*.ipynb")):
-        if extra.name not in names:
-            problems.append(CheckProblem(str(extra.relative_to(root)), "has no solution notebook in labs/solutions"))
-    return problems
+    versions = _versions(root)
+    none = [] if versions.sources else [CheckProblem(str(root / "labs" / "solutions"), "no solution notebooks found")]
+    return none + _release.check(versions)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -327,12 +214,8 @@ def run(ns: argparse.Namespace) -> int:
         return 0
     if ns.command == "check":
         root = ns.root or find_root()
-        problems = check(root)
-        for p in problems:
-            print(f"{p.path}: {p.problem}", file=sys.stderr)
-        if not problems:
-            print(f"labs: {len(_solutions(root))} student versions are current and contain no solution text")
-        return 1 if problems else 0
+        return _release.report(check(root), f"labs: {len(_solutions(root))} student versions are current and "
+                                             "contain no solution text")
     return _run_grade(ns)
 
 

@@ -52,9 +52,10 @@ _LIBRARY_CHILD = textwrap.dedent(
     from numba import cuda
     import gpulab
     from gpulab import kernels
+    from gpulab.source import py_func
     out = {}
     for name, kernel, sig in kernels.all_ptx_signatures():
-        fn = getattr(kernel, "py_func", kernel)
+        fn = py_func(kernel)
         out[name] = {}
         for cc in payload["ccs"]:
             try:
@@ -81,12 +82,13 @@ _SOURCE_CHILD = textwrap.dedent(
     payload = json.load(sys.stdin)
     from numba import cuda
     import gpulab
+    from gpulab.source import py_func
     namespace = {}
     out = {}
     try:
         exec(compile(payload["source"], "<learner kernel>", "exec"), namespace)
         obj = namespace[payload["name"]]
-        fn = getattr(obj, "py_func", obj)
+        fn = py_func(obj)
     except Exception as exc:
         print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
         raise SystemExit(0)

@@ -63,17 +63,17 @@ class Section:
 SECTIONS: dict[str, Section] = {
     "why_gpus": Section("python -m gpulab bench lessons --record", "gpulab.bench.lessons:why_gpus_rows",
                         ("label", "gflops"), ("notebooks/00_why_gpus.ipynb",)),
-    "memory": Section("python -m gpulab bench kernels --record", "gpulab.bench.kernels:memory_rows",
+    "memory": Section("python -m gpulab bench kernels --record", "gpulab.bench.sections:memory_rows",
                       ("label", "gbps"), ("notebooks/02_memory.ipynb",)),
-    "reduce": Section("python -m gpulab bench kernels --record", "gpulab.bench.kernels:reduce_rows",
+    "reduce": Section("python -m gpulab bench kernels --record", "gpulab.bench.sections:reduce_rows",
                       ("label", "gbps"), ("notebooks/05_reductions_atomics.ipynb",)),
     # bench kernels' rows (value in GFLOP/s, baseline_value = cuBLAS, several sizes); viz.matmul also takes
     # kernels.matmul.benchmark_ladder rows (gflops + a reference row): both have "kernel".
-    "matmul": Section("python -m gpulab bench kernels --record", "gpulab.bench.kernels:section_rows",
+    "matmul": Section("python -m gpulab bench kernels --record", "gpulab.bench.sections:section_rows",
                       ("kernel",),
                       ("gpulab.viz.matmul.normalize_ladder_rows", "notebooks/03_matmul_naive.ipynb",
                        "notebooks/04_shared_memory_tiling.ipynb")),
-    "kernels": Section("python -m gpulab bench kernels --record", "gpulab.bench.kernels:section_rows",
+    "kernels": Section("python -m gpulab bench kernels --record", "gpulab.bench.sections:section_rows",
                        ("kernel", "section", "metric", "size", "value", "baseline", "baseline_value"),
                        ("python -m gpulab bench kernels --html (every kernel at every size)",)),
     "matmul_precision": Section("python -m gpulab bench lessons --record", "gpulab.interop:precision_benchmark",

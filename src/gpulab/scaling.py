@@ -45,7 +45,7 @@ __all__ = [
 BYTES = {"fp32": 4, "fp16": 2}
 # Extra float32 values an optimizer keeps per parameter: momentum keeps a velocity, Adam m and v.
 OPTIMIZER_SLOTS = {"sgd": 0, "momentum": 1, "adam": 2}
-PRECISIONS = ("fp32", "mixed")
+TRAINING_PRECISIONS = ("fp32", "mixed")
 
 # ------------------------------------------------------------------------------------------ memory
 
@@ -115,7 +115,7 @@ def memory_budget(fp: Footprint, batch_size: int, *, optimizer: str = "adam", pr
     """
     if optimizer not in OPTIMIZER_SLOTS:
         raise ValueError(f"optimizer must be one of {tuple(OPTIMIZER_SLOTS)}, got {optimizer!r}.")
-    if precision not in PRECISIONS:
+    if precision not in TRAINING_PRECISIONS:
         raise ValueError(f"precision must be 'fp32' or 'mixed', got {precision!r}.")
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}.")

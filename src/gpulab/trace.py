@@ -23,6 +23,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from . import runtime, simulator
+from .kernels._launch import ceil_div
 from .simulator import Access
 from .source import py_func
 
@@ -138,7 +139,7 @@ class AccessLog:
         actual = ideal = 0
         for rows in groups.values():
             actual += len({i * size // segment_bytes for elems in rows.values() for i in elems})
-            ideal += sum(-(-len(e) * size // segment_bytes) for e in {frozenset(e) for e in rows.values()})
+            ideal += sum(ceil_div(len(e) * size, segment_bytes) for e in {frozenset(e) for e in rows.values()})
         return actual / len(groups), ideal / len(groups)
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from . import data as _data
 from . import nn, runtime
+from .kernels._launch import ceil_div
 from .errors import GpulabError, UsageError, int_at_least, positive_float
 from .nn.ops import to_backend
 
@@ -161,7 +162,7 @@ def _fit(model: nn.Sequential, dataset: _data.Dataset, epochs: int, batch_size: 
             fig = None
     parallel = nn.DataParallel(model, workers, seed=seed) if workers > 1 else None
     n = xtr.shape[0]
-    steps = -(-n // batch_size)
+    steps = ceil_div(n, batch_size)
     for epoch in range(1, epochs + 1):
         model.train()
         t0 = time.perf_counter()
@@ -263,7 +264,7 @@ def estimate_kernel_seconds(image_shape: tuple[int, ...], n_train: int, n_test: 
     test_work = meter.total
     launches_per_step = 4 * len(model.layers) + 2 * len(model.parameters())  # forward, backward, update (rough)
     cost = nn_ops.simulator_cost(per_thread=False)
-    steps = epochs * -(-n_train // batch_size) + -(-n_test // 256)
+    steps = epochs * ceil_div(n_train, batch_size) + ceil_div(n_test, 256)
     return (cost["grid_stride"] * (epochs * n_train * train_work + epochs * n_test * test_work)
             + cost["launch"] * steps * launches_per_step)
 

@@ -276,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
             json.dump(results, f, indent=2)
     if args.record:
         from .. import results as _results
-        from .kernels import device_name
+        from ..timing import device_name
 
         print("recorded", _results.record("cnn", results, device_name(), source="python -m gpulab bench cnn"))
     return 0

@@ -17,9 +17,7 @@ import argparse
 import datetime as _dt
 import importlib
 import json
-import math
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,11 +25,14 @@ import numpy as np
 
 from .. import runtime, timing
 from ..errors import UsageError, int_at_least
-from ..kernels._launch import ceil_div
 from ..timing import device_name
 from . import check_writable
+from .cases import CASES, Case, cases
+from .sections import memory_rows, reduce_rows, section_rows, transfer_rows
 
-__all__ = ["SIMULATOR_LABEL", "CASES", "Case", "configure", "device_name", "main", "measure", "memory_rows",
+# CASES, Case and the section builders are re-exported: they live in .cases and .sections, and callers
+# (gpulab.results' builders, lessons, tests) import them from here too.
+__all__ = ["SIMULATOR_LABEL", "CASES", "Case", "cases", "configure", "device_name", "main", "measure", "memory_rows",
            "reduce_rows", "run", "section_rows", "to_html", "transfer_rows"]
 
 SIMULATOR_LABEL = "simulator: not GPU performance"
@@ -54,159 +55,6 @@ def _launcher(name: str) -> Callable[..., Any] | None:
         if hasattr(mod, name):
             return getattr(mod, name)
     return None
-
-
-@dataclass
-class Problem:
-    """One kernel at one size: how to run it, what it must return, how much work it does."""
-
-    run: Callable[[], Any]
-    check: Callable[[Any], None]
-    work: float  # bytes (GB/s) or FLOPs (GFLOP/s)
-    shape: tuple[int, ...]
-    baseline: Callable[[], Any]
-    baseline_work: float
-
-
-@dataclass(frozen=True)
-class Case:
-    """A benchmarked kernel: its family (the results section), metric and problem builder."""
-
-    name: str
-    section: str
-    metric: str  # "GB/s" or "GFLOP/s"
-    launcher: str
-    build: Callable[[Callable[..., Any], int, np.random.Generator], Problem]
-
-
-def _xp() -> Any:
-    return runtime.xp()
-
-
-def _f32(rng: np.random.Generator, *shape: int) -> Any:
-    return runtime.to_device(rng.standard_normal(shape, dtype=np.float32))
-
-
-def _copy_baseline(nbytes_each_way: int) -> tuple[Callable[[], Any], float]:
-    """The library's copy of the same number of bytes (read + write)."""
-    xp = _xp()
-    n = max(1, nbytes_each_way // 4)
-    src, dst = xp.ones(n, dtype=np.float32), xp.empty(n, dtype=np.float32)
-    return (lambda: xp.copyto(dst, src)), 2.0 * n * 4
-
-
-def _close(expected: Any, rtol: float = 1e-5, atol: float = 1e-5) -> Callable[[Any], None]:
-    def check(got: Any) -> None:
-        np.testing.assert_allclose(np.asarray(runtime.to_host(got) if not np.isscalar(got) else got), expected,
-                                   rtol=rtol, atol=atol)
-    return check
-
-
-def _square(n: int) -> int:
-    return max(1, int(round(math.sqrt(n))))
-
-
-def _build_copy(stride: int) -> Callable[..., Problem]:
-    def build(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
-        x_h = rng.standard_normal(n, dtype=np.float32)
-        x = runtime.to_device(x_h)
-        n_out = ceil_div(n, stride)
-        out = _xp().empty(n_out, dtype=np.float32)
-        base, base_work = _copy_baseline(n_out * 4)
-        # A perfect strided copy still moves only the useful bytes: n_out reads + n_out writes.
-        return Problem(lambda: fn(x, out, stride=stride), _close(x_h[::stride], 0, 0), 2.0 * n_out * 4, (n,),
-                       base, base_work)
-    return build
-
-
-def _build_transpose(kernel_name: str) -> Callable[..., Problem]:
-    def build(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
-        side = _square(n)
-        a_h = rng.standard_normal((side, side + 1), dtype=np.float32)  # not square: catches swapped axes
-        a = runtime.to_device(a_h)
-        out = _xp().empty(a_h.shape[::-1], dtype=np.float32)
-        kern = importlib.import_module("gpulab.kernels.memory").__dict__.get(kernel_name)
-        if kern is None:
-            raise LookupError(f"gpulab.kernels.memory has no {kernel_name}")
-        base, base_work = _copy_baseline(a_h.size * 4)
-        return Problem(lambda: fn(a, out, kernel=kern), _close(a_h.T, 0, 0), 2.0 * a_h.size * 4, a_h.shape,
-                       base, base_work)
-    return build
-
-
-def _build_sum(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
-    x_h = rng.random(n, dtype=np.float32)  # positive: the float32 sum stays well conditioned
-    x = runtime.to_device(x_h)
-    expected = float(x_h.astype(np.float64).sum())
-    base, base_work = _copy_baseline(n * 4)
-    return Problem(lambda: fn(x), _close(expected, rtol=1e-4, atol=1e-3), 1.0 * n * 4, (n,), base, base_work)
-
-
-def _build_softmax(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
-    rows = _square(n)
-    cols = max(1, n // rows)
-    x_h = rng.standard_normal((rows, cols), dtype=np.float32)
-    e = np.exp(x_h - x_h.max(axis=1, keepdims=True))
-    expected = e / e.sum(axis=1, keepdims=True)
-    x = runtime.to_device(x_h)
-    out = _xp().empty_like(x)
-    base, base_work = _copy_baseline(x_h.size * 4)
-    return Problem(lambda: fn(x, out), _close(expected, rtol=1e-4, atol=1e-6), 2.0 * x_h.size * 4,
-                   x_h.shape, base, base_work)
-
-
-def _build_add(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
-    a_h, b_h = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
-    a, b = runtime.to_device(a_h), runtime.to_device(b_h)
-    out = _xp().empty(n, dtype=np.float32)
-    base, base_work = _copy_baseline(n * 4)
-    return Problem(lambda: fn(a, b, out), _close(a_h + b_h, 0, 0), 3.0 * n * 4, (n,), base, base_work)
-
-
-def _build_matmul(kernel_name: str) -> Callable[..., Problem]:
-    def build(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
-        side = _square(n)
-        M, K, N = side, side + 3, side + 1  # not multiples of the tile size
-        a_h = rng.standard_normal((M, K), dtype=np.float32)
-        b_h = rng.standard_normal((K, N), dtype=np.float32)
-        a, b = runtime.to_device(a_h), runtime.to_device(b_h)
-        out = _xp().empty((M, N), dtype=np.float32)
-        xp = runtime.array_module(a)
-        # The reference is the library's product (cuBLAS on a GPU, FP32 with TF32 off; NumPy here):
-        # a float64 product on the CPU would take longer than the whole benchmark at GPU sizes.
-        expected = runtime.to_host(xp.matmul(a, b))
-        flops = 2.0 * M * N * K
-        return Problem(lambda: fn(a, b, out, kernel=kernel_name),
-                       _close(expected, rtol=1e-3, atol=1e-3 * math.sqrt(K)), flops, (M, K, N),
-                       lambda: xp.matmul(a, b, out=out), flops)
-    return build
-
-
-def _matmul_kernel_names() -> list[str]:
-    try:
-        return list(importlib.import_module("gpulab.kernels.matmul").MATMUL_KERNELS)
-    except (ImportError, AttributeError):
-        return []
-
-
-def cases() -> list[Case]:
-    """Every benchmark case (matmul cases follow ``MATMUL_KERNELS`` as it is now)."""
-    out = [
-        Case("copy", "copy", "GB/s", "copy", _build_copy(1)),
-        Case("copy_stride4", "copy", "GB/s", "copy", _build_copy(4)),
-        Case("transpose_naive", "transpose", "GB/s", "transpose", _build_transpose("transpose_naive_kernel")),
-        Case("transpose_tiled", "transpose", "GB/s", "transpose", _build_transpose("transpose_tiled_kernel")),
-        Case("add", "elementwise", "GB/s", "add", _build_add),
-        Case("sum_atomic", "reduce", "GB/s", "sum_atomic", _build_sum),
-        Case("sum_tree", "reduce", "GB/s", "sum_tree", _build_sum),
-        Case("sum_reduce", "reduce", "GB/s", "sum_reduce", _build_sum),
-        Case("softmax_rows", "reduce", "GB/s", "softmax_rows", _build_softmax),
-    ]
-    out += [Case(f"matmul_{k}", "matmul", "GFLOP/s", "matmul", _build_matmul(k)) for k in _matmul_kernel_names()]
-    return out
-
-
-CASES = cases  # the list is built on call: kernels written later are picked up
 
 
 def _baseline_name(metric: str) -> str:
@@ -283,67 +131,6 @@ def measure(sizes: list[int] | None = None, *, only: list[str] | None = None, re
         "label": f"measured on {dev}, {today}" if gpu else SIMULATOR_LABEL,
         "peak": peak_info, "sizes": sizes, "rows": rows, "skipped": skipped,
     }
-
-
-def _largest(report: dict[str, Any], names: list[str]) -> list[dict[str, Any]]:
-    """The row of each named kernel at its largest size, in the order of ``names`` (missing ones left out)."""
-    largest: dict[str, dict[str, Any]] = {}
-    for r in report["rows"]:
-        if r["kernel"] in names and r["size"] >= largest.get(r["kernel"], {"size": -1})["size"]:
-            largest[r["kernel"]] = r
-    return [largest[k] for k in names if k in largest]
-
-
-# What lessons 02 and 05 call the kernels of bench kernels.
-_MEMORY_LABELS = {"copy": "copy kernel", "copy_stride4": "copy kernel, stride 4",
-                  "transpose_naive": "transpose, naive", "transpose_tiled": "transpose, shared-memory tiled"}
-_REDUCE_LABELS = {"sum_atomic": "atomic", "sum_tree": "tree", "sum_reduce": "cuda.reduce"}
-
-
-def transfer_rows(nbytes: int = 64 << 20, *, repeat: int = 5) -> list[dict[str, Any]]:
-    """Host-to-device and device-to-host copies of ``nbytes`` (the ``memory`` section's first rows).
-
-    Timed with :func:`gpulab.timing.benchmark` (CUDA events in gpu mode; in the simulator both are NumPy copies).
-    """
-    x_h = np.ones(max(1, nbytes // 4), dtype=np.float32)
-    x_d = runtime.to_device(x_h)
-    h2d = timing.benchmark(runtime.to_device, x_h, warmup=1, repeat=repeat, label="host -> device")
-    d2h = timing.benchmark(runtime.to_host, x_d, warmup=1, repeat=repeat, label="device -> host")
-    return [{"label": "host -> device", "gbps": x_h.nbytes / h2d.median / 1e9, "bytes": int(x_h.nbytes)},
-            {"label": "device -> host", "gbps": x_h.nbytes / d2h.median / 1e9, "bytes": int(x_h.nbytes)}]
-
-
-def memory_rows(report: dict[str, Any], transfers: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Section ``memory`` (lesson 02): host link transfers, then the copy/transpose kernels and the library copy.
-
-    Rows ``{"label", "gbps", ...}`` at the largest size of ``report`` (from :func:`run`).
-    """
-    out = [dict(t) for t in transfers or []]
-    kern = _largest(report, list(_MEMORY_LABELS))
-    out += [{"label": f"{_MEMORY_LABELS[r['kernel']]} (n={r['size']:,})", "gbps": r["value"], "kernel": r["kernel"],
-             "size": r["size"]} for r in kern]
-    copy = [r for r in kern if r["kernel"] == "copy"]
-    if copy:
-        out.append({"label": f"{copy[0]['baseline']} (n={copy[0]['size']:,})", "gbps": copy[0]["baseline_value"],
-                    "kernel": "baseline", "size": copy[0]["size"]})
-    return out
-
-
-def reduce_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """Section ``reduce`` (lesson 05): the three ways to sum float32 values, ``{"label", "gbps", ...}``,
-    at the largest size."""
-    return [{"label": f"{_REDUCE_LABELS[r['kernel']]} (n={r['size']:,})", "gbps": r["value"], "kernel": r["kernel"],
-             "size": r["size"]} for r in _largest(report, list(_REDUCE_LABELS))]
-
-
-def section_rows(report: dict[str, Any],
-                 transfers: list[dict[str, Any]] | None = None) -> dict[str, list[dict[str, Any]]]:
-    """Every results section bench kernels records (see :data:`gpulab.results.SECTIONS`); empty ones left out."""
-    sections = {"kernels": report["rows"],
-                "matmul": [r for r in report["rows"] if r["section"] == "matmul"],
-                "memory": memory_rows(report, transfers),
-                "reduce": reduce_rows(report)}
-    return {name: rows for name, rows in sections.items() if rows}
 
 
 def to_html(report: dict[str, Any]) -> str:

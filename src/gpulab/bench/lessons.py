@@ -18,8 +18,9 @@ import numpy as np
 
 from .. import runtime, timing
 from ..errors import UsageError
+from ..timing import device_name
 from . import check_writable
-from .kernels import SIMULATOR_LABEL, device_name
+from .kernels import SIMULATOR_LABEL
 
 __all__ = ["attention_rows", "cnn_training_rows", "conv_rows", "main", "measure", "why_gpus_rows"]
 

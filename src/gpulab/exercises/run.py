@@ -13,6 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import runtime, simulator
+from ..kernels._launch import ceil_div
 from .compare import fills, unwritten
 from .problem import Case, Dim, Problem
 
@@ -50,7 +51,7 @@ def grid_for(shape: tuple[int, ...], threads: Dim) -> tuple[Dim, Dim]:
     if len(rev) > len(t):
         rev = rev[: len(t) - 1] + [int(np.prod(rev[len(t) - 1:]))]
     rev += [1] * (len(t) - len(rev))
-    return tuple(max(1, -(-int(rev[d]) // int(t[d]))) for d in range(len(t))), t
+    return tuple(max(1, ceil_div(rev[d], t[d])) for d in range(len(t))), t
 
 
 def swap(grid: Any, block: Any) -> tuple[Dim, Dim]:

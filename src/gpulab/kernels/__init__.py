@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from ..source import py_func
 from . import elementwise
 from ._launch import LaunchError, blocks_for, ceil_div, check_launch, conv_out_size
 from .elementwise import add, add_grid_stride_kernel, add_kernel
@@ -73,6 +74,6 @@ def all_ptx_signatures() -> list[tuple[str, object, str]]:
     out = []
     for mod in FAMILIES:
         for kernel, sig in mod.PTX_SIGNATURES:
-            name = getattr(kernel, "__name__", None) or getattr(getattr(kernel, "py_func", None), "__name__", "?")
+            name = getattr(kernel, "__name__", None) or getattr(py_func(kernel), "__name__", "?")
             out.append((f"{mod.__name__.rsplit('.', 1)[-1]}.{name}", kernel, sig))
     return out

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from ._launch import allocate_like, blocks_for, check_array, check_launch
+from ._launch import allocate_like, blocks_for, check_array, check_launch, conv_out_size
 
 __all__ = ["PTX_SIGNATURES", "conv2d_direct", "conv2d_direct_kernel", "conv2d_flops", "conv2d_reference"]
 
@@ -51,7 +51,7 @@ def conv2d_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int = 
     if c != c2:
         raise ValueError(f"x has {c} channels but w expects {c2}.")
     xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    ho, wo = (h + 2 * pad - k) // stride + 1, (wd + 2 * pad - k) // stride + 1
+    ho, wo = conv_out_size(h, k, stride, pad), conv_out_size(wd, k, stride, pad)
     out = np.zeros((n, f, ho, wo)) + b[None, :, None, None]
     for a in range(k):
         for d in range(k):
@@ -64,7 +64,7 @@ def conv2d_flops(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: int
     """2 * (outputs) * (C * k * k): one multiply and one add per tap."""
     n, c, h, wd = x_shape
     f, _, k, _ = w_shape
-    ho, wo = (h + 2 * pad - k) // stride + 1, (wd + 2 * pad - k) // stride + 1
+    ho, wo = conv_out_size(h, k, stride, pad), conv_out_size(wd, k, stride, pad)
     return 2 * n * f * ho * wo * c * k * k
 
 
@@ -81,7 +81,7 @@ def conv2d_direct(x: Any, w: Any, b: Any, *, stride: int = 1, pad: int = 0, thre
         raise ValueError(f"b must have one value per filter ({f}), got shape {tuple(b.shape)}.")
     if stride < 1 or pad < 0 or h + 2 * pad < k or wd + 2 * pad < k:
         raise ValueError(f"need stride >= 1, pad >= 0 and a {k}x{k} kernel that fits {h}x{wd} images with pad {pad}.")
-    ho, wo = (h + 2 * pad - k) // stride + 1, (wd + 2 * pad - k) // stride + 1
+    ho, wo = conv_out_size(h, k, stride, pad), conv_out_size(wd, k, stride, pad)
     out = allocate_like(x, (n, f, ho, wo), np.float32)  # a Numba device array stays on the device
     blocks = blocks_for(out.size, threads_per_block)
     check_launch(blocks, threads_per_block)

@@ -18,16 +18,16 @@ from numba import cuda
 from .. import runtime
 from ._launch import blocks_for, check_launch
 
-__all__ = ["SIM_THREADS", "SIM_TILE", "TILE", "TPB", "device_args", "fast_simulator_arrays", "launch_1d", "launch_2d",
+__all__ = ["BLOCK", "SIM_BLOCK", "SIM_THREADS", "TPB", "device_args", "fast_simulator_arrays", "launch_1d", "launch_2d",
            "simulator_cost"]
 
 TPB = 256  # threads per block for the 1-D launches on a GPU
-TILE = (16, 16)  # (x, y) threads per block for the 2-D launches on a GPU
-# In the simulator: one block of this many threads (1-D) or SIM_TILE (2-D). Measured on 2 cores,
+BLOCK = (16, 16)  # (x, y) threads per block for the 2-D launches on a GPU
+# In the simulator: one block of this many threads (1-D) or SIM_BLOCK (2-D). Measured on 2 cores,
 # relu over 4096 floats: 1 thread 2.5 us/element, 8 threads 1.4, 32 threads 1.7; one thread per
 # element (16 blocks of 256) 285 us/element.
 SIM_THREADS = 8
-SIM_TILE = (4, 2)
+SIM_BLOCK = (4, 2)
 
 
 def device_args(*args: Any) -> tuple:
@@ -77,13 +77,13 @@ def launch_2d(kernel: Any, rows: int, cols: int, *args: Any) -> None:
         return
     if runtime.is_simulator():
         fast_simulator_arrays()
-        tile = (min(SIM_TILE[0], cols), min(SIM_TILE[1], rows))
+        block = (min(SIM_BLOCK[0], cols), min(SIM_BLOCK[1], rows))
         blocks = (1, 1)
     else:
-        tile = TILE
-        blocks = (blocks_for(cols, tile[0]), blocks_for(rows, tile[1]))
-    check_launch(blocks, tile)
-    kernel[blocks, tile](*device_args(*args))
+        block = BLOCK
+        blocks = (blocks_for(cols, block[0]), blocks_for(rows, block[1]))
+    check_launch(blocks, block)
+    kernel[blocks, block](*device_args(*args))
 
 
 def simulator_cost(n: int = 2048, *, per_thread: bool = True) -> dict[str, float]:

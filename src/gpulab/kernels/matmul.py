@@ -9,7 +9,7 @@ NumPy reference: ``C = A @ B`` with ``A`` of shape (M, K), ``B`` of shape (K, N)
 The ladder (each version validated against :func:`matmul_reference`):
 
 1. ``matmul_naive_kernel``: one thread per output element, every operand read from global memory.
-2. ``matmul_tiled_kernel``: a block of TPB x TPB threads stages TPB x TPB tiles of A and B in shared
+2. ``matmul_tiled_kernel``: a block of TILE x TILE threads stages TILE x TILE tiles of A and B in shared
    memory, so each global element is loaded once per block instead of once per thread.
 3. ``matmul_regtiled_kernel``: a block computes a BM x BN tile of C; each thread keeps TM x TN
    outputs in registers, so every value taken from shared memory is used TM or TN times.
@@ -37,7 +37,7 @@ __all__ = [
     "PTX_SIGNATURES",
     "TM",
     "TN",
-    "TPB",
+    "TILE",
     "benchmark_ladder",
     "disable_tf32",
     "launch_config",
@@ -49,8 +49,9 @@ __all__ = [
     "matmul_tiled_kernel",
 ]
 
-# Naive and shared-memory tiled kernels: blocks of TPB x TPB threads (256 threads for TPB = 16).
-TPB = 16
+# Naive and shared-memory tiled kernels: blocks of TILE x TILE threads (256 threads for TILE = 16).
+TILE = 16
+TPB = TILE  # old name of TILE, kept only while gpulab.transformer.flash imports it; new code uses TILE
 
 # Register-tiled kernel: a block computes a BM x BN tile of C, walking K in steps of BK; each thread
 # computes TM x TN outputs, so a block has (BN // TN) x (BM // TM) = 16 x 16 = 256 threads.
@@ -87,15 +88,15 @@ def matmul_naive_kernel(A, B, C):
 # --------------------------------------------------------------------------------------------------
 @cuda.jit
 def matmul_tiled_kernel(A, B, C):
-    sA = cuda.shared.array((TPB, TPB), float32)  # one tile of A, shared by the block's threads
-    sB = cuda.shared.array((TPB, TPB), float32)  # one tile of B
+    sA = cuda.shared.array((TILE, TILE), float32)  # one tile of A, shared by the block's threads
+    sB = cuda.shared.array((TILE, TILE), float32)  # one tile of B
     j, i = cuda.grid(2)  # j = column of C, i = row of C
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
     K = A.shape[1]
     acc = float32(0.0)
-    for t in range((K + TPB - 1) // TPB):  # walk along K one tile at a time
-        k0 = t * TPB
+    for t in range((K + TILE - 1) // TILE):  # walk along K one tile at a time
+        k0 = t * TILE
         # Each thread copies ONE element of each tile; zeros pad the tiles past the matrix edges.
         if i < A.shape[0] and k0 + tx < K:
             sA[ty, tx] = A[i, k0 + tx]
@@ -106,8 +107,8 @@ def matmul_tiled_kernel(A, B, C):
         else:
             sB[ty, tx] = 0.0
         cuda.syncthreads()  # wait until every thread has written its element of sA and sB
-        for k in range(TPB):
-            acc += sA[ty, k] * sB[k, tx]  # TPB multiply-adds from shared memory, no global loads
+        for k in range(TILE):
+            acc += sA[ty, k] * sB[k, tx]  # TILE multiply-adds from shared memory, no global loads
         cuda.syncthreads()  # wait until every thread is done reading the tiles before they are overwritten
     if i < C.shape[0] and j < C.shape[1]:
         C[i, j] = acc
@@ -194,7 +195,7 @@ def launch_config(kernel: Any, M: int, N: int) -> tuple[tuple[int, int], tuple[i
     if kernel is matmul_regtiled_kernel:
         return (blocks_for(N, BN), blocks_for(M, BM)), (RT_THREADS_X, RT_THREADS_Y)
     if kernel is matmul_naive_kernel or kernel is matmul_tiled_kernel:
-        return (blocks_for(N, TPB), blocks_for(M, TPB)), (TPB, TPB)
+        return (blocks_for(N, TILE), blocks_for(M, TILE)), (TILE, TILE)
     raise LaunchError(
         f"matmul does not know how to launch {getattr(kernel, '__name__', kernel)!r}. Pass one of "
         f"{', '.join(MATMUL_KERNELS)} (by name or as gpulab.kernels.matmul_<name>_kernel), or launch "

@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 TILE = 16  # transpose tile: TILE x TILE threads per block, one element each
-TILE_PADDED = TILE + 1  # row length of the shared tile (a constant: shared.array needs one)
+TILE_PAD = TILE + 1  # row length of the shared tile (a constant: shared.array needs one)
 
 
 @cuda.jit
@@ -61,7 +61,7 @@ def transpose_tiled_kernel(a, out):
     # TILE + 1 columns: element [r, c] sits in bank (r * (TILE + 1) + c) % 32, so the lanes of a
     # warp reading down a column land in different banks. Without the +1 (16 floats per row),
     # rows r and r + 2 start in the same bank and the column read becomes an 8-way bank conflict.
-    tile = cuda.shared.array((TILE, TILE_PADDED), float32)
+    tile = cuda.shared.array((TILE, TILE_PAD), float32)
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
     col0 = cuda.blockIdx.x * TILE  # first column of a this block handles

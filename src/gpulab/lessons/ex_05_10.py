@@ -7,14 +7,13 @@ cells of a lesson reuse (``windows``, ``conv_single_spec``, ...) are importable 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..exercises import Budget, Problem, random_arrays
-from ..problems import grid_2d
+from ..problems import grid_2d, launch_1d, pad_to_blocks
 from . import answers_05_10 as _a
 from .elementwise import run_elementwise
 from .problems import Exercise
@@ -27,34 +26,21 @@ K = _a.K  # window size, lesson 07
 BLOCK = (16, 8)  # (x, y) threads per block of the 2-D exercises: x along the columns
 
 
-def _grid_1d(n: int) -> tuple[int, int]:
-    return max(1, math.ceil(n / TPB)), TPB
-
-
 # --- 05 · reductions, atomics, scans ------------------------------------------------------------------
 
 def block_max_spec(x: np.ndarray) -> np.ndarray:
     """The maximum of each block of TPB elements (the padding, -inf, never wins)."""
-    blocks = max(1, math.ceil(x.size / TPB))
-    padded = np.full(blocks * TPB, -np.inf, np.float32)
-    padded[: x.size] = x
-    return padded.reshape(blocks, TPB).max(axis=1)
+    return pad_to_blocks(x, TPB, -np.inf, np.float32).max(axis=1)
 
 
 def pair_sums_spec(x: np.ndarray) -> np.ndarray:
     """The sum of each block of 2 * TPB elements."""
-    blocks = max(1, math.ceil(x.size / (2 * TPB)))
-    padded = np.zeros(blocks * 2 * TPB, x.dtype)
-    padded[: x.size] = x
-    return padded.reshape(blocks, 2 * TPB).sum(axis=1, dtype=x.dtype)
+    return pad_to_blocks(x, 2 * TPB).sum(axis=1, dtype=x.dtype)
 
 
 def block_scan_spec(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The inclusive scan within each block of TPB elements, and each block's total."""
-    blocks = max(1, math.ceil(x.size / TPB))
-    padded = np.zeros(blocks * TPB, np.float64)
-    padded[: x.size] = x
-    per_block = padded.reshape(blocks, TPB)
+    per_block = pad_to_blocks(x, TPB, 0, np.float64)
     return (np.cumsum(per_block, axis=1).ravel()[: x.size].astype(np.float32),
             per_block.sum(axis=1).astype(np.float32))
 
@@ -68,7 +54,7 @@ def _lesson05() -> list[Exercise]:
         Exercise("05", "dot_atomic", Problem(
             "dot_atomic_kernel", lambda a, b: np.array([np.dot(a, b)], dtype=a.dtype),
             lambda n, rng: random_arrays(rng, n, n), sizes=[0, 1, 100, 300],
-            launch=lambda a, b, total: _grid_1d(a.size),  # one thread per element
+            launch=launch_1d(TPB, arg=0),  # one thread per element of a
             out_init=0, out_names=["total"],
             reduction=lambda a, b: a.size,  # a float32 sum of n products: its rounding bound is the tolerance
             mistakes={"total holds only one product: `total[0] = a[i] * b[i]` overwrites; add atomically with "
@@ -112,7 +98,7 @@ def _lesson06() -> list[Exercise]:
     return [
         Exercise("06", "squared_diff", Problem(
             "squared_diff_kernel", lambda x, y: (x - y) ** 2, lambda n, rng: random_arrays(rng, n, n),
-            sizes=[1, 100, 300, 1000], launch=lambda x, y, out: _grid_1d(out.size),
+            sizes=[1, 100, 300, 1000], launch=launch_1d(TPB),
             budget=Budget(reads_per_element={"x": 1, "y": 1})), _a.squared_diff_kernel),
         Exercise("06", "axpy_elementwise", Problem(
             "axpy_elementwise_spec", lambda a, x, y: a * x + y,
@@ -122,7 +108,7 @@ def _lesson06() -> list[Exercise]:
         Exercise("06", "leaky_relu", Problem(
             "leaky_relu_kernel", lambda x: np.where(x > 0, x, np.float32(0.01) * x),
             lambda n, rng: random_arrays(rng, n),
-            sizes=[1, 100, 300], launch=lambda x, out: _grid_1d(out.size),
+            sizes=[1, 100, 300], launch=launch_1d(TPB),
             mistakes={"negative inputs became 0: that is the plain ReLU; multiply them by 0.01 instead.":
                       lambda x: np.maximum(x, 0)}), _a.leaky_relu_kernel),
     ]
@@ -221,7 +207,7 @@ def _lesson08() -> list[Exercise]:
         Exercise("08", "bias_grad", Problem(
             "bias_grad_kernel", lambda dout: dout.sum(axis=0), lambda s, rng: random_arrays(rng, s),
             sizes=[(1, 1), (5, 3), (33, 70), (8, 200)],  # (batch, features)
-            launch=lambda dout, db: _grid_1d(db.size), out_names=["db"], reduction=lambda dout: dout.shape[0],
+            launch=launch_1d(TPB), out_names=["db"], reduction=lambda dout: dout.shape[0],
             budget=Budget(sectors={"dout": 2.0})), _a.bias_grad_kernel),
         Exercise("08", "linear_weight_grad", Problem(
             "linear_weight_grad_kernel", lambda dout, x: dout.T @ x,
@@ -231,7 +217,7 @@ def _lesson08() -> list[Exercise]:
             reduction=lambda dout, x: dout.shape[0]), _a.linear_weight_grad_kernel),
         Exercise("08", "relu_backward", Problem(
             "relu_backward_kernel", lambda dout, y: np.where(y > 0, dout, 0).astype(dout.dtype), _relu_inputs,
-            sizes=[1, 100, 300, 1000], launch=lambda dout, y, dx: _grid_1d(dx.size), out_names=["dx"],
+            sizes=[1, 100, 300, 1000], launch=launch_1d(TPB), out_names=["dx"],
             mistakes={"dx equals dout everywhere: ReLU blocks the gradient where y == 0.": lambda dout, y: dout}),
             _a.relu_backward_kernel),
         Exercise("08", "maxpool2x2_backward", Problem(
@@ -261,7 +247,7 @@ def _lesson10() -> list[Exercise]:
     return [
         Exercise("10", "unscale", Problem(
             "unscale_kernel", _unscale_spec, _unscale_inputs, sizes=[1, 100, 300, 1000],
-            launch=lambda g, inv, out, found: _grid_1d(out.size), out_init=0, out_names=["out", "found_inf"]),
+            launch=launch_1d(TPB, arg=2), out_init=0, out_names=["out", "found_inf"]),
             _a.unscale_kernel),
     ]
 

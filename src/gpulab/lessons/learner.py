@@ -28,17 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import nbtools
+from .. import release as _release
 from ..errors import UsageError
-from ..labs import (
-    CheckProblem,
-    BEGIN,
-    BEGIN_HIDDEN,
-    END,
-    END_HIDDEN,
-    _solution_lines,
-    _strip_regions,
-    _write,
-)
+from ..release import BEGIN, CheckProblem
 
 __all__ = [
     "LEARNER_DIR",
@@ -57,7 +49,6 @@ __all__ = [
 
 LESSON_GLOB = "[0-9][0-9]_*.ipynb"
 LEARNER_DIR = "notebooks/learner"
-_MARKERS = (BEGIN, END, BEGIN_HIDDEN, END_HIDDEN)
 
 
 def find_root(start: Path | None = None) -> Path:
@@ -87,81 +78,29 @@ def learner_path(root: Path, source: Path) -> Path:
 def learner_notebook(source: Path, root: Path) -> Any:
     """The learner version of one lesson (an nbformat node): solutions stubbed, hidden tests and
     outputs removed, Colab badge pointing at ``notebooks/learner/<name>``."""
-    import nbformat
-
-    nb = nbformat.read(str(source), as_version=4)
     rel = learner_path(root, source).relative_to(root).as_posix()
-    for cell in nb.cells:
-        markdown = cell.cell_type == "markdown"
-        src = cell.source
-        if any(m in src for m in (BEGIN, BEGIN_HIDDEN)):
-            src = _strip_regions(src, markdown)
-        if markdown and nbtools.BADGE_IMAGE in src:
-            src = "\n".join(nbtools.badge_line(rel) if nbtools.BADGE_IMAGE in line else line
-                            for line in src.split("\n"))
-        cell.source = src
-        if cell.cell_type == "code":
-            cell.outputs = []
-            cell.execution_count = None
-        for key in ("execution", "collapsed", "scrolled"):
-            cell.metadata.pop(key, None)
-        cell.pop("id", None)
-    nb.metadata.pop("widgets", None)
-    return nb
+
+    def badge(src: str) -> str:
+        if nbtools.BADGE_IMAGE not in src:
+            return src
+        return "\n".join(nbtools.badge_line(rel) if nbtools.BADGE_IMAGE in line else line for line in src.split("\n"))
+
+    return _release.derived_notebook(source, badge)
+
+
+def _versions(root: Path) -> _release.Versions:
+    return _release.Versions("lessons", root, sources(root), root / LEARNER_DIR,
+                             lambda src: learner_notebook(src, root), "has no lesson source in notebooks/: delete it")
 
 
 def release(root: Path | None = None) -> list[Path]:
     """Write every learner version; returns the paths written."""
-    root = root or find_root()
-    out_dir = root / LEARNER_DIR
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for src in sources(root):
-        target = learner_path(root, src)
-        target.write_text(_write(learner_notebook(src, root)), encoding="utf-8")
-        written.append(target)
-    return written
-
-
-def _leaks(learner: Any, source: Any) -> list[str]:
-    """Solution text, markers or outputs found in a learner notebook."""
-    found: list[str] = []
-    secret = _solution_lines(source)
-    for cell in learner.cells:
-        found += [m for m in _MARKERS if m in cell.source]
-        found += [line.strip() for line in cell.source.splitlines() if line.strip() in secret]
-        if cell.get("outputs"):
-            found.append("(an executed output)")
-    return found
+    return _release.release(_versions(root or find_root()))
 
 
 def check(root: Path | None = None) -> list[CheckProblem]:
     """Problems with the learner versions (empty list: all current, solution-free, output-free)."""
-    import nbformat
-
-    root = root or find_root()
-    problems: list[CheckProblem] = []
-    srcs = sources(root)
-    fix = "run `python -m gpulab lessons release`"
-    for src in srcs:
-        target = learner_path(root, src)
-        rel = target.relative_to(root).as_posix()
-        if not target.exists():
-            problems.append(CheckProblem(rel, f"missing: {fix}"))
-            continue
-        text = target.read_text(encoding="utf-8")
-        leaked = _leaks(nbformat.reads(text, as_version=4), nbformat.read(str(src), as_version=4))
-        if leaked:
-            problems.append(CheckProblem(rel, f"contains solution text: {leaked[0]!r} ({len(leaked)} line(s)); {fix}"))
-        if text != _write(learner_notebook(src, root)):
-            problems.append(CheckProblem(rel, f"stale: differs from what `lessons release` writes from "
-                                         f"notebooks/{src.name}; {fix}"))
-    names = {s.name for s in srcs}
-    for extra in sorted((root / LEARNER_DIR).glob("*.ipynb")):
-        if extra.name not in names:
-            problems.append(CheckProblem(extra.relative_to(root).as_posix(),
-                                         "has no lesson source in notebooks/: delete it"))
-    return problems
+    return _release.check(_versions(root or find_root()))
 
 
 def exercise_count(path: Path) -> int:
@@ -196,12 +135,8 @@ def run(ns: argparse.Namespace) -> int:
         for path in release(root):
             print(f"wrote {path.relative_to(root)} ({exercise_count(root / 'notebooks' / path.name)} exercises)")
         return 0
-    problems = check(root)
-    for p in problems:
-        print(f"{p.path}: {p.problem}", file=sys.stderr)
-    if not problems:
-        print(f"lessons: {len(sources(root))} learner versions are current and contain no solution text")
-    return 1 if problems else 0
+    return _release.report(check(root), f"lessons: {len(sources(root))} learner versions are current and "
+                                        "contain no solution text")
 
 
 def main(argv: list[str] | None = None) -> int:

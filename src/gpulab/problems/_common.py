@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
-from ..exercises import Problem
+import numpy as np
 
-__all__ = ["LABS", "all_problems", "grid_2d", "launch_2d", "launch_1d"]
+from ..exercises import Problem
+from ..kernels._launch import blocks_for
+
+__all__ = ["LABS", "all_problems", "grid_2d", "launch_2d", "launch_1d", "pad_to_blocks"]
 
 LABS = ("lab01", "lab02", "lab03", "lab04", "lab05", "lab07", "lab08", "lab12")
 
@@ -16,7 +18,7 @@ def grid_2d(rows: int, cols: int, block: tuple[int, int]) -> tuple[tuple[int, in
     """``(griddim, blockdim)`` for one thread per element of a ``rows x cols`` array: x along the
     columns (the contiguous axis), y along the rows: ``(ceil(cols / bx), ceil(rows / by))``."""
     bx, by = block
-    return (max(1, math.ceil(cols / bx)), max(1, math.ceil(rows / by))), (bx, by)
+    return (blocks_for(cols, bx), blocks_for(rows, by)), (bx, by)
 
 
 def launch_2d(block: tuple[int, int], arg: int = -1) -> Callable[..., tuple[Any, Any]]:
@@ -35,10 +37,19 @@ def launch_1d(tpb: int, arg: int = -1) -> Callable[..., tuple[Any, Any]]:
     """A ``launch=`` function: ``ceil(size / tpb)`` blocks of ``tpb`` threads over argument ``arg``."""
 
     def launch(*args: Any) -> tuple[Any, Any]:
-        return max(1, math.ceil(args[arg].size / tpb)), tpb
+        return blocks_for(args[arg].size, tpb), tpb
 
     launch.__name__ = f"launch_1d_{tpb}"
     return launch
+
+
+def pad_to_blocks(x: np.ndarray, per_block: int, fill: float = 0, dtype: Any = None) -> np.ndarray:
+    """``x`` as rows of ``per_block`` elements, one row per block (at least one), the last row padded with
+    ``fill``: what a kernel sees when each block of ``per_block`` threads loads ``fill`` past the end."""
+    blocks = blocks_for(x.size, per_block)
+    padded = np.full(blocks * per_block, fill, dtype=dtype or x.dtype)
+    padded[: x.size] = x.ravel()
+    return padded.reshape(blocks, per_block)
 
 
 def all_problems() -> dict[str, Problem]:

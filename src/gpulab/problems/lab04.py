@@ -7,11 +7,10 @@ and coalesced loads: ``threadIdx.x`` walks the contiguous axis of both A's and B
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..exercises import Budget, Problem, random_arrays
+from ..kernels._launch import ceil_div
 from ._common import launch_2d
 from .lab01 import stencil3_spec
 from .lab03 import matmul_inputs
@@ -49,7 +48,7 @@ MATMUL_TILED = Problem(
     launch=launch_2d((TILE, TILE)),  # grid (ceil(N / TILE), ceil(M / TILE)) over C
     reduction=lambda A, B: A.shape[1],
     budget=Budget(
-        reads_per_element={"A": lambda s: math.ceil(s[2] / TILE), "B": lambda s: math.ceil(s[0] / TILE)},
+        reads_per_element={"A": lambda s: ceil_div(s[2], TILE), "B": lambda s: ceil_div(s[0], TILE)},
         shared_bytes=2 * TILE * (TILE + 1) * 4,  # two tiles, padded or not
         sectors={"A": 2.0, "B": 2.0, "C": 2.0},
     ),

@@ -7,12 +7,10 @@ softmax that does not subtract the row's maximum overflows (``exp(89)`` is alrea
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..exercises import Budget, Problem, random_arrays
-from ._common import launch_1d
+from ._common import launch_1d, pad_to_blocks
 
 __all__ = ["BLOCK_SUM", "HISTOGRAM", "SOFTMAX", "SUM_ATOMIC", "TPB", "block_sum_spec", "softmax_inputs",
            "softmax_spec"]
@@ -23,10 +21,7 @@ SOFTMAX_SHIFT = 1.0e4  # rows are shifted by up to +-SOFTMAX_SHIFT
 
 def block_sum_spec(x: np.ndarray) -> np.ndarray:
     """One sum per block of TPB elements (zeros past the end)."""
-    blocks = max(1, math.ceil(x.size / TPB))
-    padded = np.zeros(blocks * TPB, dtype=x.dtype)
-    padded[: x.size] = x
-    return padded.reshape(blocks, TPB).sum(axis=1)
+    return pad_to_blocks(x, TPB).sum(axis=1)
 
 
 def softmax_inputs(shape: tuple[int, int], rng: np.random.Generator) -> np.ndarray:

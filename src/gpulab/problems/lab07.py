@@ -7,26 +7,21 @@ terms (``C * K * K`` products plus the bias); the 2-D kernels carry a coalescing
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from ..exercises import Budget, Problem, random_arrays
+from ..kernels._launch import conv_out_size
 from ._common import grid_2d, launch_1d, launch_2d
 
 __all__ = ["CONV1D", "CONV2D", "CONV2D_BLOCK", "CONV2D_IM2COL", "CONV2D_SINGLE", "IM2COL", "IM2COL_BLOCK",
            "MAXPOOL", "TPB", "conv1d_spec", "conv2d_spec", "conv_inputs", "im2col_launch", "im2col_spec",
-           "maxpool_spec", "one_thread_per_element"]
+           "maxpool_spec"]
 
 TPB = 64  # threads per block for the 1-D launches
 CONV2D_BLOCK = (16, 8)  # x: output columns, y: output rows
 IM2COL_BLOCK = (16, 16)  # x: columns of cols (taps), y: rows of cols (output pixels)
-
-
-def one_thread_per_element(n: int) -> tuple[int, int]:
-    """(blocks, threads) covering n elements with TPB threads per block."""
-    return max(1, math.ceil(n / TPB)), TPB
 
 
 def conv1d_spec(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -39,7 +34,7 @@ def conv2d_spec(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int = 1, pa
     n, c, h, wd = x.shape
     f, _, k, _ = w.shape
     xp_ = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    ho, wo = (h + 2 * pad - k) // stride + 1, (wd + 2 * pad - k) // stride + 1
+    ho, wo = conv_out_size(h, k, stride, pad), conv_out_size(wd, k, stride, pad)
     out = np.zeros((n, f, ho, wo), dtype=np.result_type(x, w, b)) + b[None, :, None, None]
     for a in range(k):
         for d in range(k):
@@ -58,7 +53,7 @@ def conv_inputs(size: tuple, rng: np.random.Generator) -> tuple:
 def maxpool_spec(x: np.ndarray, k: int, stride: int) -> np.ndarray:
     """Max over each k x k window with the given stride (no padding)."""
     n, c, h, w = x.shape
-    ho, wo = (h - k) // stride + 1, (w - k) // stride + 1
+    ho, wo = conv_out_size(h, k, stride), conv_out_size(w, k, stride)
     out = np.full((n, c, ho, wo), -np.inf, dtype=x.dtype)
     for a in range(k):
         for b in range(k):
@@ -69,7 +64,7 @@ def maxpool_spec(x: np.ndarray, k: int, stride: int) -> np.ndarray:
 def im2col_spec(x: np.ndarray, k: int, stride: int, pad: int) -> np.ndarray:
     """cols[(n*Ho + i)*Wo + j, (c*k + a)*k + d] = xpad[n, c, i*stride + a, j*stride + d]."""
     n, c, h, w = x.shape
-    ho, wo = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+    ho, wo = conv_out_size(h, k, stride, pad), conv_out_size(w, k, stride, pad)
     xp_ = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
     cols = np.empty((n, ho, wo, c, k, k), dtype=x.dtype)
     for a in range(k):

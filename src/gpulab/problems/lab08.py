@@ -7,11 +7,10 @@ reference computed here from the definitions, within the float32 rounding bound 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..exercises import Problem, random_arrays
+from ..kernels._launch import ceil_div, conv_out_size
 from ..nn.ops import windows
 from ._common import launch_1d
 
@@ -31,7 +30,7 @@ def relu_inputs(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarra
 def maxpool_with_arg(x: np.ndarray, k: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
     """Max-pool forward: (out, arg) where arg = a*k + b of the first maximum in each window."""
     n, c, h, w = x.shape
-    ho, wo = (h - k) // stride + 1, (w - k) // stride + 1
+    ho, wo = conv_out_size(h, k, stride), conv_out_size(w, k, stride)
     flat = windows(x, k, k, stride, ho, wo).reshape(n, c, ho, wo, k * k)
     return flat.max(axis=-1), flat.argmax(axis=-1).astype(np.int32)
 
@@ -63,7 +62,7 @@ def linear_backward_spec(x: np.ndarray, W: np.ndarray, dout: np.ndarray) -> tupl
 def conv_backward_inputs(size: tuple, rng: np.random.Generator) -> tuple:
     """size = (N, C, H, W, F, k, stride, pad) -> x, w, dout, stride, pad."""
     n, c, h, w, f, k, stride, pad = size
-    ho, wo = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+    ho, wo = conv_out_size(h, k, stride, pad), conv_out_size(w, k, stride, pad)
     x, wt, dout = random_arrays(rng, (n, c, h, w), (f, c, k, k), (n, f, ho, wo))
     return x, wt, dout, stride, pad
 
@@ -87,7 +86,7 @@ def conv2d_backward_spec(x: np.ndarray, w: np.ndarray, dout: np.ndarray, stride:
 
 def _conv_backward_terms(x: np.ndarray, w: np.ndarray, dout: np.ndarray, stride: int, pad: int) -> int:
     n, f, ho, wo = dout.shape
-    per_tap = math.ceil(w.shape[2] / stride) ** 2
+    per_tap = ceil_div(w.shape[2], stride) ** 2
     return max(n * ho * wo, f * per_tap)  # dw, db: over batch and pixels; dx: over filters and taps
 
 
@@ -111,7 +110,7 @@ MAXPOOL_BACKWARD = Problem(
     sizes=[(1, 1, 3, 3, 2, 1), (2, 3, 7, 9, 2, 2), (1, 2, 9, 8, 3, 2)],
     gpu_sizes=[(1, 1, 3, 3, 2, 1), (2, 3, 7, 9, 2, 2), (1, 2, 9, 8, 3, 2), (128, 32, 28, 28, 2, 2)],
     launch=launch_1d(TPB),  # one thread per input pixel (dx)
-    reduction=lambda x, dout, arg, k, stride: math.ceil(k / stride) ** 2,  # windows sharing a pixel
+    reduction=lambda x, dout, arg, k, stride: ceil_div(k, stride) ** 2,  # windows sharing a pixel
     points=3,
 )
 

@@ -15,19 +15,17 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..kernels._launch import conv_out_size
+
 __all__ = ["conv_window", "im2col_indices", "im2col_layout"]
 
 MAX_CELLS = 20000
 
 
-def _out_size(n: int, k: int, stride: int, pad: int) -> int:
-    return (n + 2 * pad - k) // stride + 1
-
-
 def _check(h: int, w: int, k: int, stride: int, pad: int) -> tuple[int, int]:
     if min(h, w, k, stride) < 1 or pad < 0:
         raise ValueError(f"need H, W, k, stride >= 1 and pad >= 0, got H={h}, W={w}, k={k}, stride={stride}, pad={pad}.")
-    ho, wo = _out_size(h, k, stride, pad), _out_size(w, k, stride, pad)
+    ho, wo = conv_out_size(h, k, stride, pad), conv_out_size(w, k, stride, pad)
     if ho < 1 or wo < 1:
         raise ValueError(f"a {k}x{k} window does not fit a {h}x{w} input with pad={pad}: use a smaller k or more padding.")
     return ho, wo

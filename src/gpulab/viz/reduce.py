@@ -54,7 +54,20 @@ def _nodes(x: np.ndarray, y: float, vals: np.ndarray, active: np.ndarray, label:
     )
 
 
+def _start(n: int, values: Sequence[float] | None) -> tuple[np.ndarray, np.ndarray, go.Figure]:
+    """The loaded buffer, the thread indices, and a figure whose first row shows the load."""
+    buf = _values(n, values).copy()
+    idx = np.arange(buf.size, dtype=float)
+    fig = go.Figure()
+    fig.add_trace(_nodes(idx, 0, buf, np.zeros(buf.size, bool), "loaded", True))
+    return buf, idx, fig
+
+
 def _layout(fig: go.Figure, title: str, steps: int, n: int, step_names: list[str]) -> go.Figure:
+    """Axes, title and one legend entry per kind of edge (the first step's)."""
+    for k, tr in enumerate(fig.data):
+        if k > 2 and tr.mode == "lines":
+            tr.showlegend = False
     fig.update_layout(
         title=title, template="plotly_white", height=150 + 70 * steps, showlegend=True,
         legend=dict(orientation="h", y=-0.08), margin=dict(l=120),
@@ -72,12 +85,8 @@ def reduction_tree(n: int = 16, values: Sequence[float] | None = None) -> go.Fig
     Every step halves the number of active threads; the figure's title counts the steps
     (``log2 n``) and the additions (``n - 1``). ``values`` default to 1..n.
     """
-    v = _values(n, values)
-    n = v.size
-    buf = v.copy()
-    idx = np.arange(n, dtype=float)
-    fig = go.Figure()
-    fig.add_trace(_nodes(idx, 0, buf, np.zeros(n, bool), "loaded", True))
+    buf, idx, fig = _start(n, values)
+    n = buf.size
     names = ["load"]
     adds, step, s = 0, 0, n // 2
     while s > 0:
@@ -97,9 +106,6 @@ def reduction_tree(n: int = 16, values: Sequence[float] | None = None) -> go.Fig
         names.append(f"s = {s}: {s} thread{'s' if s > 1 else ''}")
         buf = new
         s //= 2
-    for k, tr in enumerate(fig.data):
-        if k > 2 and tr.mode == "lines":
-            tr.showlegend = False
     return _layout(fig, f"Tree reduction of {n} values: {step} steps with a syncthreads after each, {adds} additions "
                    f"(sum = {buf[0]:g})", step, n, names)
 
@@ -110,12 +116,8 @@ def scan_steps(n: int = 8, values: Sequence[float] | None = None) -> go.Figure:
     At offset ``o`` each thread ``tx >= o`` adds ``buf[tx - o]``; after ``log2 n`` steps ``buf[i]``
     is ``x[0] + ... + x[i]``. The title counts the additions, ``n log2 n - (n - 1)``.
     """
-    v = _values(n, values)
-    n = v.size
-    buf = v.copy()
-    idx = np.arange(n, dtype=float)
-    fig = go.Figure()
-    fig.add_trace(_nodes(idx, 0, buf, np.zeros(n, bool), "loaded", True))
+    buf, idx, fig = _start(n, values)
+    n = buf.size
     names = ["load"]
     adds, step, o = 0, 0, 1
     while o < n:
@@ -131,8 +133,5 @@ def scan_steps(n: int = 8, values: Sequence[float] | None = None) -> go.Figure:
         names.append(f"offset {o}: {n - o} adds")
         buf = new
         o *= 2
-    for k, tr in enumerate(fig.data):
-        if k > 2 and tr.mode == "lines":
-            tr.showlegend = False
     return _layout(fig, f"Hillis-Steele scan of {n} values: {step} steps, {adds} additions "
                    f"(a running total needs {n - 1}, one after another)", step, n, names)

@@ -12,6 +12,8 @@ from typing import Any, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from ..kernels._launch import ceil_div
+
 __all__ = ["divergence_counts", "divergence_map", "launch_summary", "thread_map", "thread_map_2d", "warp_paths"]
 
 # z = 0, 1: working threads of even / odd blocks; z = 2: idle threads.
@@ -24,7 +26,7 @@ def launch_summary(n: int, threads_per_block: int) -> dict[str, int]:
     """Blocks, total threads and idle threads of a 1-D launch that covers ``n`` elements."""
     if n < 1 or threads_per_block < 1:
         raise ValueError(f"n and threads_per_block must be at least 1, got n={n}, threads_per_block={threads_per_block}.")
-    blocks = -(-n // threads_per_block)
+    blocks = ceil_div(n, threads_per_block)
     total = blocks * threads_per_block
     return {"n": n, "threads_per_block": threads_per_block, "blocks": blocks, "threads": total, "idle": total - n}
 
@@ -72,7 +74,7 @@ def thread_map_2d(shape: Sequence[int], threads_per_block: Sequence[int] = (16, 
     tx, ty = (int(v) for v in threads_per_block)
     if min(rows, cols, tx, ty) < 1:
         raise ValueError(f"shape and threads_per_block must be at least 1 in each dimension, got {shape}, {threads_per_block}.")
-    gx, gy = -(-cols // tx), -(-rows // ty)
+    gx, gy = ceil_div(cols, tx), ceil_div(rows, ty)
     height, width = gy * ty, gx * tx
     _check_cells(height * width)
     i = np.arange(height)[:, None]  # row = y thread index
@@ -103,7 +105,7 @@ def warp_paths(log: Any, branches: Sequence[str], *, warp_size: int = 32) -> dic
     branches each write a different array (``branches``, in order). ``{(block, warp): [branch index
     per lane, -1 for a lane that wrote none]}``."""
     bx, by, bz = log.block
-    per_warp = -(-(bx * by * bz) // warp_size)
+    per_warp = ceil_div(bx * by * bz, warp_size)
     out: dict[tuple, list[int]] = {}
     for b in np.ndindex(*log.grid[::-1]):
         for w in range(per_warp):

@@ -9,6 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..kernels._launch import ceil_div
 from ..runtime import to_host
 
 __all__ = ["confusion_matrix", "confusion_matrix_figure", "filters_figure", "misclassified_figure", "training_curves",
@@ -90,7 +91,7 @@ def filters_figure(weights: Any, title: str = "First-layer filters") -> go.Figur
         raise ValueError(f"expected conv weights of shape (F, C, k, k), got {w.shape}.")
     f = w.shape[0]
     cols = min(8, f)
-    rows = -(-f // cols)
+    rows = ceil_div(f, cols)
     fig = make_subplots(rows=rows, cols=cols, horizontal_spacing=0.01, vertical_spacing=0.02)
     lim = float(np.abs(w).max()) or 1.0
     for i in range(f):
@@ -115,7 +116,7 @@ def misclassified_figure(images: Any, y_true: Any, y_pred: Any, class_names: Seq
         fig.update_layout(title="Misclassified examples: none", xaxis_visible=False, yaxis_visible=False, height=150)
         return fig
     cols = min(cols, wrong.size)
-    rows = -(-wrong.size // cols)
+    rows = ceil_div(wrong.size, cols)
     titles = [f"{names[y_true[i]]} → {names[y_pred[i]]}" for i in wrong]
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.01, vertical_spacing=0.08)
     for k, i in enumerate(wrong):

@@ -11,6 +11,7 @@ from typing import Any
 
 import ipywidgets as W
 
+from ..kernels._launch import ceil_div
 from ..viz.threads import launch_summary, thread_map, thread_map_2d
 
 __all__ = ["LaunchExplorer", "LaunchExplorer2D", "launch_explorer", "launch_explorer_2d"]
@@ -79,7 +80,7 @@ class LaunchExplorer2D(W.VBox):
     def _update(self, change: Any = None) -> None:
         rows, cols = self.rows.value, self.cols.value
         tx, ty = self.block.value
-        gx, gy = -(-cols // tx), -(-rows // ty)
+        gx, gy = ceil_div(cols, tx), ceil_div(rows, ty)
         threads = gx * gy * tx * ty
         self.summary = {"rows": rows, "cols": cols, "block": (tx, ty), "grid": (gx, gy), "threads": threads,
                         "idle": threads - rows * cols}

@@ -10,6 +10,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from ..kernels._launch import ceil_div
+
 __all__ = ["SHARED_MEMORY_LIMIT", "THREADS_LIMIT", "tile_explorer", "tiling_figure", "tiling_stats"]
 
 THREADS_LIMIT = 1024  # threads per block, every CUDA GPU since 2010
@@ -25,8 +27,7 @@ def tiling_stats(n: int, tile: int, itemsize: int = 4) -> dict[str, Any]:
     """
     if n < 1 or tile < 1:
         raise ValueError(f"n and tile must be at least 1, got n={n}, tile={tile}.")
-    tiles_along_k = -(-n // tile)
-    blocks_per_side = -(-n // tile)
+    tiles_along_k = blocks_per_side = ceil_div(n, tile)
     threads = tile * tile
     shared = 2 * tile * tile * itemsize  # one tile of A and one of B
     naive_loads = 2 * n

@@ -1,0 +1,169 @@
+"""The cases of ``gpulab bench kernels``: each kernel, at a size, as a :class:`Problem` to run, check and time.
+
+A :class:`Case` names a launcher in :mod:`gpulab.kernels` and builds its Problem: inputs, the call, a
+check against NumPy (or the library's product), the work a perfect kernel does (bytes or FLOPs), and a
+library baseline doing the same work (a CuPy/NumPy copy, or cuBLAS/NumPy ``matmul``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import runtime
+from ..kernels._launch import ceil_div
+
+__all__ = ["CASES", "Case", "Problem", "cases"]
+
+
+@dataclass
+class Problem:
+    """One kernel at one size: how to run it, what it must return, how much work it does."""
+
+    run: Callable[[], Any]
+    check: Callable[[Any], None]
+    work: float  # bytes (GB/s) or FLOPs (GFLOP/s)
+    shape: tuple[int, ...]
+    baseline: Callable[[], Any]
+    baseline_work: float
+
+
+@dataclass(frozen=True)
+class Case:
+    """A benchmarked kernel: its family (the results section), metric and problem builder."""
+
+    name: str
+    section: str
+    metric: str  # "GB/s" or "GFLOP/s"
+    launcher: str
+    build: Callable[[Callable[..., Any], int, np.random.Generator], Problem]
+
+
+def _xp() -> Any:
+    return runtime.xp()
+
+
+def _copy_baseline(nbytes_each_way: int) -> tuple[Callable[[], Any], float]:
+    """The library's copy of the same number of bytes (read + write)."""
+    xp = _xp()
+    n = max(1, nbytes_each_way // 4)
+    src, dst = xp.ones(n, dtype=np.float32), xp.empty(n, dtype=np.float32)
+    return (lambda: xp.copyto(dst, src)), 2.0 * n * 4
+
+
+def _close(expected: Any, rtol: float = 1e-5, atol: float = 1e-5) -> Callable[[Any], None]:
+    def check(got: Any) -> None:
+        np.testing.assert_allclose(np.asarray(runtime.to_host(got) if not np.isscalar(got) else got), expected,
+                                   rtol=rtol, atol=atol)
+    return check
+
+
+def _square(n: int) -> int:
+    return max(1, int(round(math.sqrt(n))))
+
+
+def _build_copy(stride: int) -> Callable[..., Problem]:
+    def build(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
+        x_h = rng.standard_normal(n, dtype=np.float32)
+        x = runtime.to_device(x_h)
+        n_out = ceil_div(n, stride)
+        out = _xp().empty(n_out, dtype=np.float32)
+        base, base_work = _copy_baseline(n_out * 4)
+        # A perfect strided copy still moves only the useful bytes: n_out reads + n_out writes.
+        return Problem(lambda: fn(x, out, stride=stride), _close(x_h[::stride], 0, 0), 2.0 * n_out * 4, (n,),
+                       base, base_work)
+    return build
+
+
+def _build_transpose(kernel_name: str) -> Callable[..., Problem]:
+    def build(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
+        side = _square(n)
+        a_h = rng.standard_normal((side, side + 1), dtype=np.float32)  # not square: catches swapped axes
+        a = runtime.to_device(a_h)
+        out = _xp().empty(a_h.shape[::-1], dtype=np.float32)
+        kern = importlib.import_module("gpulab.kernels.memory").__dict__.get(kernel_name)
+        if kern is None:
+            raise LookupError(f"gpulab.kernels.memory has no {kernel_name}")
+        base, base_work = _copy_baseline(a_h.size * 4)
+        return Problem(lambda: fn(a, out, kernel=kern), _close(a_h.T, 0, 0), 2.0 * a_h.size * 4, a_h.shape,
+                       base, base_work)
+    return build
+
+
+def _build_sum(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
+    x_h = rng.random(n, dtype=np.float32)  # positive: the float32 sum stays well conditioned
+    x = runtime.to_device(x_h)
+    expected = float(x_h.astype(np.float64).sum())
+    base, base_work = _copy_baseline(n * 4)
+    return Problem(lambda: fn(x), _close(expected, rtol=1e-4, atol=1e-3), 1.0 * n * 4, (n,), base, base_work)
+
+
+def _build_softmax(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
+    rows = _square(n)
+    cols = max(1, n // rows)
+    x_h = rng.standard_normal((rows, cols), dtype=np.float32)
+    e = np.exp(x_h - x_h.max(axis=1, keepdims=True))
+    expected = e / e.sum(axis=1, keepdims=True)
+    x = runtime.to_device(x_h)
+    out = _xp().empty_like(x)
+    base, base_work = _copy_baseline(x_h.size * 4)
+    return Problem(lambda: fn(x, out), _close(expected, rtol=1e-4, atol=1e-6), 2.0 * x_h.size * 4,
+                   x_h.shape, base, base_work)
+
+
+def _build_add(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
+    a_h, b_h = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+    a, b = runtime.to_device(a_h), runtime.to_device(b_h)
+    out = _xp().empty(n, dtype=np.float32)
+    base, base_work = _copy_baseline(n * 4)
+    return Problem(lambda: fn(a, b, out), _close(a_h + b_h, 0, 0), 3.0 * n * 4, (n,), base, base_work)
+
+
+def _build_matmul(kernel_name: str) -> Callable[..., Problem]:
+    def build(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
+        side = _square(n)
+        M, K, N = side, side + 3, side + 1  # not multiples of the tile size
+        a_h = rng.standard_normal((M, K), dtype=np.float32)
+        b_h = rng.standard_normal((K, N), dtype=np.float32)
+        a, b = runtime.to_device(a_h), runtime.to_device(b_h)
+        out = _xp().empty((M, N), dtype=np.float32)
+        xp = runtime.array_module(a)
+        # The reference is the library's product (cuBLAS on a GPU, FP32 with TF32 off; NumPy here):
+        # a float64 product on the CPU would take longer than the whole benchmark at GPU sizes.
+        expected = runtime.to_host(xp.matmul(a, b))
+        flops = 2.0 * M * N * K
+        return Problem(lambda: fn(a, b, out, kernel=kernel_name),
+                       _close(expected, rtol=1e-3, atol=1e-3 * math.sqrt(K)), flops, (M, K, N),
+                       lambda: xp.matmul(a, b, out=out), flops)
+    return build
+
+
+def _matmul_kernel_names() -> list[str]:
+    try:
+        return list(importlib.import_module("gpulab.kernels.matmul").MATMUL_KERNELS)
+    except (ImportError, AttributeError):
+        return []
+
+
+def cases() -> list[Case]:
+    """Every benchmark case (matmul cases follow ``MATMUL_KERNELS`` as it is now)."""
+    out = [
+        Case("copy", "copy", "GB/s", "copy", _build_copy(1)),
+        Case("copy_stride4", "copy", "GB/s", "copy", _build_copy(4)),
+        Case("transpose_naive", "transpose", "GB/s", "transpose", _build_transpose("transpose_naive_kernel")),
+        Case("transpose_tiled", "transpose", "GB/s", "transpose", _build_transpose("transpose_tiled_kernel")),
+        Case("add", "elementwise", "GB/s", "add", _build_add),
+        Case("sum_atomic", "reduce", "GB/s", "sum_atomic", _build_sum),
+        Case("sum_tree", "reduce", "GB/s", "sum_tree", _build_sum),
+        Case("sum_reduce", "reduce", "GB/s", "sum_reduce", _build_sum),
+        Case("softmax_rows", "reduce", "GB/s", "softmax_rows", _build_softmax),
+    ]
+    out += [Case(f"matmul_{k}", "matmul", "GFLOP/s", "matmul", _build_matmul(k)) for k in _matmul_kernel_names()]
+    return out
+
+
+CASES = cases  # the list is built on call: kernels written later are picked up
