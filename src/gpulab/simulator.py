@@ -62,13 +62,21 @@ class Access(NamedTuple):
 
 def flat_indices(idx: Any, shape: tuple[int, ...]) -> list[int]:
     """Flat (C-order) element numbers that ``array[idx]`` touches; ``[]`` for an empty array."""
+    # Fast path, pure Python (this runs once per logged access, from hundreds of simulator threads):
+    # an integer index per axis, as kernels write them.
+    if type(idx) is not tuple:
+        idx = (idx,)
+    if len(idx) == len(shape):
+        flat = 0
+        for i, n in zip(idx, shape):
+            if not isinstance(i, (int, np.integer)) or isinstance(i, bool) or n == 0:
+                break
+            flat = flat * n + int(i) % n
+        else:
+            return [flat]
     try:
         if int(np.prod(shape)) == 0:
             return []
-        if isinstance(idx, tuple) and len(idx) == len(shape) and all(isinstance(i, (int, np.integer)) for i in idx):
-            return [int(np.ravel_multi_index(tuple(int(i) % n for i, n in zip(idx, shape)), shape))]
-        if isinstance(idx, (int, np.integer)) and len(shape) == 1:
-            return [int(idx) % shape[0]]
         return np.arange(int(np.prod(shape))).reshape(shape)[idx].ravel().tolist()
     except (ValueError, IndexError, TypeError):
         return []
