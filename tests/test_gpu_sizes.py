@@ -277,13 +277,13 @@ def _combine(mx, sm, o, out):
     out[...] = num / den[:, None]
 
 
-def _flash_lse(q, k, v, scale, causal, out, lse):
+def _online_attention(q, k, v, scale, causal, bk):
+    """The fused kernel's float32 online softmax, one key tile of bk after another: (out, row log-sum-exp)."""
     n, m = q.shape[0], k.shape[0]
-    bk = problems.lab12.BK
     rows = np.arange(n)[:, None]
     row_max = np.full(n, -np.inf, F32)
     row_sum = np.zeros(n, F32)
-    acc = np.zeros(out.shape, F32)
+    acc = np.zeros((n, v.shape[1]), F32)
     for k0 in range(0, m, bk):  # the online softmax, one key tile at a time, in float32
         s = (q @ k[k0:k0 + bk].T) * F32(scale)
         if causal:
@@ -295,8 +295,57 @@ def _flash_lse(q, k, v, scale, causal, out, lse):
         row_sum = row_sum * alpha + p.sum(axis=1, dtype=F32)
         acc = acc * alpha[:, None] + p @ v[k0:k0 + bk]
         row_max = new
-    out[...] = acc / row_sum[:, None]
-    lse[...] = row_max + np.log(row_sum)
+    return acc / row_sum[:, None], row_max + np.log(row_sum)
+
+
+def _flash_lse(q, k, v, scale, causal, out, lse):
+    out[...], lse[...] = _online_attention(q, k, v, scale, causal, problems.lab12.BK)
+
+
+# Lesson 12's in-flow exercises (gpulab.lessons.EXERCISES) that have gpu sizes.
+def _lesson_scores(q, k, scale, causal, s):  # acc += q[i, c] * k[j, c] in order, then * scale; masked: -inf
+    n, m = s.shape
+    scores = seq_matmul(q, np.ascontiguousarray(k.T)) * F32(scale)
+    if causal:
+        scores[np.arange(m)[None, :] > np.arange(n)[:, None] + (m - n)] = -np.inf
+    s[...] = scores
+
+
+def _lesson_online_softmax(x, out):  # per thread: strided running (max, sum); tree merge; exp(x - max) / sum
+    from gpulab.lessons import answers_12
+
+    tpb = answers_12.SOFTMAX_TPB
+    rows, cols = x.shape
+    run_max = np.full((rows, tpb), -np.inf, F32)
+    run_sum = np.zeros((rows, tpb), F32)
+    with np.errstate(invalid="ignore"):
+        for start in range(0, cols, tpb):
+            chunk = x[:, start:start + tpb]
+            w = chunk.shape[1]
+            new = np.maximum(run_max[:, :w], chunk)
+            live = new != -np.inf
+            upd = run_sum[:, :w] * np.exp(run_max[:, :w] - new) + np.exp(chunk - new)
+            run_sum[:, :w] = np.where(live, upd, run_sum[:, :w]).astype(F32)
+            run_max[:, :w] = new
+        stride = tpb // 2
+        while stride > 0:
+            m1, m2 = run_max[:, :stride], run_max[:, stride:2 * stride]
+            new = np.maximum(m1, m2)
+            merged = run_sum[:, :stride] * np.exp(m1 - new) + run_sum[:, stride:2 * stride] * np.exp(m2 - new)
+            run_sum[:, :stride] = np.where(new != -np.inf, merged, run_sum[:, :stride]).astype(F32)
+            run_max[:, :stride] = new
+            stride //= 2
+    out[...] = np.exp(x - run_max[:, :1]) / run_sum[:, :1]
+
+
+def _lesson_flash(q, k, v, scale, causal, out):
+    from gpulab.transformer import flash
+
+    out[...] = _online_attention(q, k, v, scale, causal, flash.BK)[0]
+
+
+LESSON_EMULATIONS = {("12", "scores"): _lesson_scores, ("12", "online_softmax"): _lesson_online_softmax,
+                     ("12", "flash"): _lesson_flash}
 
 EMULATIONS = {
     "lab01.ADD": _add, "lab01.AFFINE": _affine, "lab01.SAXPY": _saxpy, "lab01.STENCIL3": _stencil3,
@@ -325,14 +374,25 @@ def test_every_lab_problem_has_an_emulation():
 
 
 def test_lesson_exercises_check_the_same_sizes_in_both_modes():
-    """The lessons' in-flow exercises (gpulab.lessons.EXERCISES) have no gpu sizes: in gpu mode they check
-    the sizes the simulator tests already pass (tests/test_lessons.py). One that gains gpu_sizes must get
-    an emulation here first, like the labs' problems."""
+    """The lessons' in-flow exercises (gpulab.lessons.EXERCISES) have no gpu sizes, unless an emulation
+    here checks them at scale='gpu' (lesson 12's, below): in gpu mode the others check the sizes the
+    simulator tests already pass (tests/test_lessons.py)."""
     from gpulab import lessons
 
     assert lessons.EXERCISES
     grown = [key for key, ex in lessons.EXERCISES.items() if ex.problem.gpu_sizes is not None]
-    assert not grown, f"{grown}: add an emulation to EMULATIONS and check them at scale='gpu'"
+    missing = [key for key in grown if key not in LESSON_EMULATIONS]
+    assert not missing, f"{missing}: add an emulation to LESSON_EMULATIONS and check them at scale='gpu'"
+
+
+@pytest.mark.parametrize("key", sorted(LESSON_EMULATIONS))
+def test_lesson_exercise_passes_a_faithful_float32_emulation_at_gpu_sizes(key):
+    from gpulab import lessons
+
+    problem = lessons.EXERCISES[key].problem
+    res = problem.check(host=LESSON_EMULATIONS[key], scale="gpu", race_check=False, ptx=None)
+    assert res.passed, res
+    assert len(res.checks) >= len(problem.gpu_sizes)
 
 
 @pytest.mark.parametrize("key", sorted(ALL))
