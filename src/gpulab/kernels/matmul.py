@@ -51,7 +51,6 @@ __all__ = [
 
 # Naive and shared-memory tiled kernels: blocks of TILE x TILE threads (256 threads for TILE = 16).
 TILE = 16
-TPB = TILE  # old name of TILE, kept only while gpulab.transformer.flash imports it; new code uses TILE
 
 # Register-tiled kernel: a block computes a BM x BN tile of C, walking K in steps of BK; each thread
 # computes TM x TN outputs, so a block has (BN // TN) x (BM // TM) = 16 x 16 = 256 threads.

@@ -35,8 +35,8 @@ import numpy as np
 from numba import cuda, float32
 
 from .. import runtime
-from ..kernels._launch import LaunchError, allocate_like, check_launch, check_out
-from ..kernels.matmul import TPB as MATMUL_TPB
+from ..kernels._launch import LaunchError, allocate_like, ceil_div, check_launch, check_out
+from ..kernels.matmul import TILE as MATMUL_TILE
 from ..kernels.reduce import SOFTMAX_TPB
 from .attention import MASK_BLOCK, check_qkv, default_scale
 
@@ -128,7 +128,7 @@ def flash_attention_kernel(q, k, v, scale, causal, out):
 
 def launch_config(n: int) -> tuple[int, tuple[int, int]]:
     """``(blocks, threads)``: one block of ``(BK, BQ)`` threads per ``BQ`` query rows."""
-    return max(1, -(-int(n) // BQ)), (BK, BQ)
+    return max(1, ceil_div(n, BQ)), (BK, BQ)
 
 
 def flash_attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
@@ -179,7 +179,7 @@ class BytesPrediction:
 def _tiled_matmul_bytes(M: int, K: int, N: int, tile: int, itemsize: int) -> int:
     """The course's tiled matmul (lesson 04): each block reads its K-strips of A and B once, guarded at
     the edges, so A is read ceil(N / tile) times, B ceil(M / tile) times; C is written once."""
-    return itemsize * (M * K * -(-N // tile) + K * N * -(-M // tile) + M * N)
+    return itemsize * (M * K * ceil_div(N, tile) + K * N * ceil_div(M, tile) + M * N)
 
 
 def _fused_keys_loaded(n: int, m: int, causal: bool) -> int:
@@ -192,7 +192,7 @@ def _fused_keys_loaded(n: int, m: int, causal: bool) -> int:
 
 
 def predicted_bytes(n: int, m: int, d: int, dv: int | None = None, *, causal: bool = False,
-                    itemsize: int = 4, matmul_tile: int = MATMUL_TPB,
+                    itemsize: int = 4, matmul_tile: int = MATMUL_TILE,
                     softmax_threads: int = SOFTMAX_TPB) -> BytesPrediction:
     """Global bytes of each kernel, counted from their loops (the traffic the simulator measures).
 
@@ -247,7 +247,7 @@ def measure_bytes(n: int, m: int, d: int, dv: int | None = None, *, causal: bool
     s = np.zeros((n, m), np.float32)
     naive["QK^T"] = trace(matmul_tiled_kernel, *mm_launch(matmul_tiled_kernel, n, m), q,
                           np.ascontiguousarray(k.T), s, names=("A", "B", "C")).bytes_moved()
-    grid = (-(-m // MASK_BLOCK[0]), -(-n // MASK_BLOCK[1]))
+    grid = (ceil_div(m, MASK_BLOCK[0]), ceil_div(n, MASK_BLOCK[1]))
     naive["scale+mask"] = trace(scale_mask_kernel, grid, MASK_BLOCK, s, scale, flag, s,
                                 names=("s", "scale", "causal", "out")).bytes_moved()
     p = np.zeros((n, m), np.float32)
