@@ -16,12 +16,12 @@ The specs and input makers are importable for the lesson's later cells and for l
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from ..exercises import Budget, Problem
+from ..kernels._launch import ceil_div
 from ..problems import grid_2d
 from ..transformer import flash
 from ..transformer.attention import attention_reference, causal_mask, default_scale
@@ -187,7 +187,7 @@ def _flash_no_offset(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: Any, ca
 
 
 def _kv_reads(size: Any) -> int:
-    return math.ceil(size[0] / flash.BQ)  # once per block of BQ query rows
+    return ceil_div(size[0], flash.BQ)  # once per block of BQ query rows
 
 
 def _exercises() -> list[Exercise]:

@@ -9,12 +9,12 @@ and v once per block of ``BQ`` query rows) is met only by a kernel that never st
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from ..exercises import Budget, Problem
+from ..kernels._launch import blocks_for, ceil_div
 from ..transformer.attention import attention_reference, causal_mask, default_scale
 from ._common import launch_2d
 
@@ -121,7 +121,7 @@ def combine_inputs(size: tuple[int, int, int, int], rng: np.random.Generator) ->
     d = 8
     q, k, v = _uniform(rng, (n, d), 100.0), _uniform(rng, (m, d)), _uniform(rng, (m, dv))
     s = _masked_scores(q, k, default_scale(d), True)
-    chunk = math.ceil(m / splits)
+    chunk = ceil_div(m, splits)
     mx = np.full((splits, n), -np.inf)
     sm = np.zeros((splits, n))
     o = np.zeros((splits, n, dv))
@@ -184,7 +184,7 @@ def _lse_without_max(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: Any, ca
 
 
 def _kv_reads(size: Any) -> int:
-    return math.ceil(size[0] / BQ)
+    return ceil_div(size[0], BQ)
 
 
 FLASH_LSE = Problem(
@@ -195,7 +195,7 @@ FLASH_LSE = Problem(
     sizes=[(1, 1, 1, 1, 0, 1.0), (5, 7, 3, 4, 0, 1.0), (17, 17, 2, 2, 1, 1.0), (3, 21, 4, 3, 1, 100.0)],
     gpu_sizes=[(1, 1, 1, 1, 0, 1.0), (17, 17, 2, 2, 1, 1.0), (1024, 1024, 64, 64, 1, 100.0),
                (1000, 1500, 64, 48, 1, 1.0)],
-    launch=lambda q, k, v, scale, causal, out, lse: (max(1, math.ceil(q.shape[0] / BQ)), (BK, BQ)),
+    launch=lambda q, k, v, scale, causal, out, lse: (blocks_for(q.shape[0], BQ), (BK, BQ)),
     # logits of a few hundred carry float32 rounding of ~1e-3 (a d-term dot product): out and lse err by that much
     rtol=1e-4, atol=1e-3,
     mistakes={"lse is the log of the row's sum of exp(s): row_max + log(row_sum), not log(row_sum) alone.":
