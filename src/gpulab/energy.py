@@ -27,6 +27,7 @@ import numpy as np
 
 from . import runtime
 from .errors import UsageError
+from .timing import device_name
 
 __all__ = ["POWERCAP", "EnergyReading", "cpu_estimate_watts", "efficiency", "estimate", "integrate_power",
            "joules_per_image", "measure", "nvml_status", "rapl_status", "rapl_zones"]
@@ -176,8 +177,7 @@ class _Nvml:
             self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus)
         except Exception:
             self.handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        name = pynvml.nvmlDeviceGetName(self.handle)
-        self.device = name.decode() if isinstance(name, bytes) else str(name)
+        self.device = device_name()  # the GPU CUDA works on, which the handle above matches by bus
         try:
             pynvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)
             self.method = "NVML total-energy counter"
@@ -286,7 +286,6 @@ def measure(fn: Callable[..., Any], *args: Any, min_seconds: float = 1.0, watts_
 def _gpu_watts() -> tuple[float, str, str]:
     """Spec-sheet board power of the current GPU, for an estimate when NVML is unavailable."""
     from .hardware import GPUS
-    from .bench.kernels import device_name
 
     name = device_name()
     for key, d in GPUS.items():

@@ -32,7 +32,7 @@ from .sections import memory_rows, reduce_rows, section_rows, transfer_rows
 
 # CASES, Case and the section builders are re-exported: they live in .cases and .sections, and callers
 # (gpulab.results' builders, lessons, tests) import them from here too.
-__all__ = ["SIMULATOR_LABEL", "CASES", "Case", "cases", "configure", "device_name", "main", "measure", "memory_rows",
+__all__ = ["SIMULATOR_LABEL", "CASES", "Case", "cases", "configure", "main", "measure", "memory_rows",
            "reduce_rows", "run", "section_rows", "to_html", "transfer_rows"]
 
 SIMULATOR_LABEL = "simulator: not GPU performance"
