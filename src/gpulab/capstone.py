@@ -31,7 +31,7 @@ from . import runtime
 from .errors import GpulabError
 from .exercises import CheckResult, Problem, random_arrays
 from .nn.kernel_ops import KernelOps
-from .nn.ops import conv_out_size
+from .nn.ops import conv_out_hw
 
 __all__ = ["LEARNER_OPS", "PROBLEMS", "Capstone", "CapstoneError", "LearnerOps"]
 
@@ -67,7 +67,7 @@ def _conv_inputs(size: tuple, rng: np.random.Generator) -> tuple:
 def _im2col_spec(x: np.ndarray, k: int, stride: int, pad: int) -> np.ndarray:
     n, c, h, w = x.shape
     xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    ho, wo = conv_out_size(h, w, k, k, stride, pad)
+    ho, wo = conv_out_hw(h, w, k, k, stride, pad)
     cols = np.empty((n, ho, wo, k, k, c), dtype=x.dtype)
     for a in range(k):
         for b in range(k):
@@ -83,7 +83,7 @@ def _col2im_inputs(size: tuple, rng: np.random.Generator) -> tuple:
 
 def _col2im_spec(d: np.ndarray, x_shape: tuple, k: int, stride: int, pad: int) -> np.ndarray:
     n, c, h, w = x_shape
-    ho, wo = conv_out_size(h, w, k, k, stride, pad)
+    ho, wo = conv_out_hw(h, w, k, k, stride, pad)
     d6 = d.reshape(n, ho, wo, k, k, c)
     dx = np.zeros((n, c, h + 2 * pad, w + 2 * pad), dtype=d.dtype)
     for a in range(k):
@@ -100,7 +100,7 @@ def _pool_inputs(size: tuple, rng: np.random.Generator) -> tuple:
 
 def _pool_spec(x: np.ndarray, k: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
     n, c, h, w = x.shape
-    ho, wo = conv_out_size(h, w, k, k, stride, 0)
+    ho, wo = conv_out_hw(h, w, k, k, stride, 0)
     win = np.stack([x[:, :, a:a + stride * ho:stride, b:b + stride * wo:stride]
                     for a in range(k) for b in range(k)], -1)
     return win.max(axis=-1), win.argmax(axis=-1).astype(np.int32)

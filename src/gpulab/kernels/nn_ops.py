@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import runtime
 from ..errors import UsageError
-from ..nn.ops import check_labels, conv_out_size
+from ..nn.ops import check_labels, conv_out_hw
 from ._launch import ceil_div, check_array, check_launch
 from .grid_stride import (
     SIM_THREADS,
@@ -142,7 +142,7 @@ def im2col(x: Any, kh: int, kw: int, stride: int, pad: int, *, kernel: Any = Non
     """x (N, C, H, W) float32 -> cols (N*Ho*Wo, kh*kw*C), Ho, Wo (same layout as the NumPy backend)."""
     check_array("x", x, ndim=4, dtype=np.float32)
     n, c, h, w = (int(s) for s in x.shape)
-    ho, wo = conv_out_size(h, w, kh, kw, stride, pad)
+    ho, wo = conv_out_hw(h, w, kh, kw, stride, pad)
     x = _xp(x).ascontiguousarray(x)
     cols = _xp(x).empty((n * ho * wo, kh * kw * c), dtype=np.float32)  # (N*Ho*Wo, kh*kw*C)
     launch_2d(kernel or im2col_kernel, cols.shape[0], cols.shape[1], x, cols, kh, kw, stride, pad, ho, wo)
@@ -154,7 +154,7 @@ def col2im(dcols: Any, x_shape: tuple[int, ...], kh: int, kw: int, stride: int, 
     """dcols (N*Ho*Wo, kh*kw*C) -> dx (N, C, H, W): each pixel sums the entries it was copied to."""
     check_array("dcols", dcols, ndim=2, dtype=np.float32)
     n, c, h, w = (int(s) for s in x_shape)
-    ho, wo = conv_out_size(h, w, kh, kw, stride, pad)
+    ho, wo = conv_out_hw(h, w, kh, kw, stride, pad)
     if tuple(dcols.shape) != (n * ho * wo, kh * kw * c):
         raise UsageError(f"col2im: dcols has shape {tuple(dcols.shape)}, but {tuple(x_shape)} with a {kh}x{kw} "
                          f"kernel, stride {stride}, pad {pad} gives ({n * ho * wo}, {kh * kw * c}).")
@@ -210,7 +210,7 @@ def maxpool(x: Any, k: int, stride: int, *, kernel: Any = None) -> tuple[Any, An
     """x (N, C, H, W) -> (out (N, C, Ho, Wo), arg (N, C, Ho, Wo) int32 = a*k + b of the first max)."""
     check_array("x", x, ndim=4, dtype=np.float32)
     n, c, h, w = (int(s) for s in x.shape)
-    ho, wo = conv_out_size(h, w, k, k, stride, 0)
+    ho, wo = conv_out_hw(h, w, k, k, stride, 0)
     xp = _xp(x)
     x = xp.ascontiguousarray(x)
     out = xp.empty((n, c, ho, wo), dtype=np.float32)
@@ -224,7 +224,7 @@ def maxpool_backward(dout: Any, arg: Any, x_shape: tuple[int, ...], k: int, stri
     """dout (N, C, Ho, Wo) -> dx (N, C, H, W): each window's gradient goes to its maximum ``arg``."""
     check_array("dout", dout, ndim=4, dtype=np.float32)
     n, c, h, w = (int(s) for s in x_shape)
-    ho, wo = conv_out_size(h, w, k, k, stride, 0)
+    ho, wo = conv_out_hw(h, w, k, k, stride, 0)
     if tuple(dout.shape) != (n, c, ho, wo) or tuple(arg.shape) != (n, c, ho, wo):
         raise UsageError(f"maxpool_backward: dout {tuple(dout.shape)} and arg {tuple(arg.shape)} must both be "
                          f"{(n, c, ho, wo)} for input {tuple(x_shape)}, k={k}, stride={stride}.")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..runtime import array_module
-from .ops import Ops, check_labels, conv_out_size, windows
+from .ops import Ops, check_labels, conv_out_hw, windows
 
 __all__ = ["ArrayOps", "CupyOps", "NumpyOps"]
 
@@ -46,7 +46,7 @@ class ArrayOps(Ops):
         copy goes one tap (a, b) at a time instead, in runs of Wo."""
         xp = array_module(x)
         n, c, h, w = x.shape
-        ho, wo = conv_out_size(h, w, kh, kw, stride, pad)
+        ho, wo = conv_out_hw(h, w, kh, kw, stride, pad)
         xh = _padded_nhwc(x, pad)  # (N, Hp, Wp, C)
         if c <= 4:
             cols = xp.empty((n, ho, wo, kh, kw, c), dtype=x.dtype)  # (N, Ho, Wo, kh, kw, C)
@@ -64,7 +64,7 @@ class ArrayOps(Ops):
         """A loop over the kh*kw taps, each one strided add over the whole batch (channels-last)."""
         xp = array_module(dcols)
         n, c, h, w = x_shape
-        ho, wo = conv_out_size(h, w, kh, kw, stride, pad)
+        ho, wo = conv_out_hw(h, w, kh, kw, stride, pad)
         d = dcols.reshape(n, ho, wo, kh, kw, c)  # (N, Ho, Wo, kh, kw, C) view
         dx = xp.zeros((n, h + 2 * pad, w + 2 * pad, c), dtype=dcols.dtype)  # (N, Hp, Wp, C)
         for a in range(kh):
@@ -81,7 +81,7 @@ class ArrayOps(Ops):
         if stride != 1:
             dcols = d @ w.transpose(0, 2, 3, 1).reshape(f, -1)  # (N*Ho*Wo, k*k*C)
             return self.col2im(dcols, x_shape, k, k, stride, pad)  # (N, C, H, W)
-        ho, wo = conv_out_size(h, wd, k, k, 1, pad)
+        ho, wo = conv_out_hw(h, wd, k, k, 1, pad)
         dx = xp.zeros((n, h + 2 * pad, wd + 2 * pad, c), dtype=d.dtype)  # (N, Hp, Wp, C) channels-last
         for a in range(k):
             for b in range(k):
@@ -112,7 +112,7 @@ class ArrayOps(Ops):
         """2x2 stride 2 on even channels-last maps: a reshape and a one-hot mask; otherwise argmax."""
         xp = array_module(x)
         n, c, h, w = x.shape
-        ho, wo = conv_out_size(h, w, k, k, stride, 0)
+        ho, wo = conv_out_hw(h, w, k, k, stride, 0)
         xh = x.transpose(0, 2, 3, 1)  # (N, H, W, C) view
         if k == 2 and stride == 2 and h % 2 == 0 and w % 2 == 0 and xh.flags.c_contiguous:
             x6 = xh.reshape(n, ho, 2, wo, 2, c)  # (N, Ho, 2, Wo, 2, C) view: each 2x2 window on axes 2 and 4
@@ -136,7 +136,7 @@ class ArrayOps(Ops):
     def maxpool_backward(self, dout: Any, cache: Any, x_shape: tuple[int, ...], k: int, stride: int) -> Any:
         xp = array_module(dout)
         n, c, h, w = x_shape
-        ho, wo = conv_out_size(h, w, k, k, stride, 0)
+        ho, wo = conv_out_hw(h, w, k, k, stride, 0)
         if isinstance(cache[0], str):  # the reshape fast path: every input pixel lies in exactly one window
             won = cache[1]  # (N, Ho, 2, Wo, 2, C) one-hot
             dh = dout.transpose(0, 2, 3, 1)  # (N, Ho, Wo, C) view

@@ -31,7 +31,7 @@ from .. import runtime
 from ..errors import UsageError
 from ..runtime import array_module
 
-__all__ = ["BACKENDS", "OP_NAMES", "Ops", "check_float_array", "check_labels", "conv_out_size", "device_for", "get", "to_backend", "windows"]
+__all__ = ["BACKENDS", "OP_NAMES", "Ops", "check_float_array", "check_labels", "conv_out_hw", "device_for", "get", "to_backend", "windows"]
 
 BACKENDS = ("numpy", "cupy", "kernels")
 
@@ -191,7 +191,7 @@ def _positive(name: str, value: Any, what: str) -> int:
     return int(value)
 
 
-def conv_out_size(h: int, w: int, kh: int, kw: int, stride: int, pad: int) -> tuple[int, int]:
+def conv_out_hw(h: int, w: int, kh: int, kw: int, stride: int, pad: int) -> tuple[int, int]:
     """(Ho, Wo) of a kh x kw window moved by ``stride`` over h x w with ``pad``; checks the arguments."""
     kh, kw = _positive("kh", kh, "the kernel height"), _positive("kw", kw, "the kernel width")
     stride = _positive("stride", stride, "how far the window moves")
