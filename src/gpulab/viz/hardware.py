@@ -11,7 +11,8 @@ from urllib.parse import urlparse
 import numpy as np
 import plotly.graph_objects as go
 
-from ..hardware import Device, Link, device, link, spec_rows, step_seconds
+from ..hardware import Device, Link, device, link, spec_rows
+from ..multigpu import step_seconds
 from .perf import _PALETTE, _add_note
 
 __all__ = ["cost_figure", "roofline_devices", "spec_table", "step_time_figure", "systolic_figure"]

@@ -6,7 +6,8 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ..hardware import INTERCONNECTS, crossover_gpus, link, step_seconds
+from ..hardware import INTERCONNECTS, link
+from ..multigpu import crossover_gpus, step_seconds
 
 __all__ = ["allreduce_explorer", "allreduce_report"]
 
