@@ -50,6 +50,7 @@ TEST_DATA_DIR := $(or $(GPULAB_DATA_DIR),$(SHARED_MNIST))
 
 lint: setup
 	$(PY) -m ruff check src tests setup.py
+	$(PY) -m ruff format --check src tests setup.py  # `$(PY) -m ruff format src tests setup.py` fixes it
 	$(PY) -m mypy
 
 test: setup lint

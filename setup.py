@@ -31,8 +31,10 @@ class BuildPyWithCourse(build_py):
                 shutil.copyfile(src, target)
                 count += 1
         if not count:
-            raise SystemExit("setup.py: no course notebooks found next to setup.py; build from the repository "
-                             "or from an sdist that includes notebooks/ and labs/student/.")
+            raise SystemExit(
+                "setup.py: no course notebooks found next to setup.py; build from the repository "
+                "or from an sdist that includes notebooks/ and labs/student/."
+            )
         print(f"gpulab: {count} course files copied into {dest}")
 
 

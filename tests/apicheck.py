@@ -47,8 +47,11 @@ ARRAY_MODULE = {"xp": "cupy", "cp": "cupy", "cupy": "cupy", "nccl": "cupy.cuda.n
 
 def default_sources() -> list[Path]:
     """gpulab's package, the lessons (not their generated learner versions) and the lab solutions."""
-    return (sorted((ROOT / "src" / "gpulab").rglob("*.py")) + sorted((ROOT / "notebooks").glob("*.ipynb"))
-            + sorted((ROOT / "labs" / "solutions").glob("*.ipynb")))
+    return (
+        sorted((ROOT / "src" / "gpulab").rglob("*.py"))
+        + sorted((ROOT / "notebooks").glob("*.ipynb"))
+        + sorted((ROOT / "labs" / "solutions").glob("*.ipynb"))
+    )
 
 
 _MAGIC = re.compile(r"^(\s*)(?=[%!])", re.MULTILINE)
@@ -118,8 +121,11 @@ def scan_source(source: str, label: str, usages: dict[str, Usage], alias: dict[s
     parent_attr = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     calls = {id(n.func): n for n in ast.walk(tree) if isinstance(n, ast.Call)}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and id(node) not in parent_attr or (
-                isinstance(node, ast.Attribute) and id(node) in calls):
+        if (
+            isinstance(node, ast.Attribute)
+            and id(node) not in parent_attr
+            or (isinstance(node, ast.Attribute) and id(node) in calls)
+        ):
             chain = _chain(node)
             if chain is None or chain[0] not in names:
                 continue
@@ -242,8 +248,10 @@ def check(usages: dict[str, Usage]) -> list[str]:
 def main(argv: list[str]) -> int:
     for needed in ("cupy", "numba_cuda"):
         if importlib.util.find_spec(needed) is None:
-            print(f"apicheck: {needed} is not installed; it installs without a GPU "
-                  "(pip install cupy-cuda12x numba-cuda[cu12]) and is needed to check gpu-mode calls")
+            print(
+                f"apicheck: {needed} is not installed; it installs without a GPU "
+                "(pip install cupy-cuda12x numba-cuda[cu12]) and is needed to check gpu-mode calls"
+            )
             return 2
     from numba import cuda
 
@@ -256,8 +264,10 @@ def main(argv: list[str]) -> int:
     vers = ", ".join(f"{k} {v}" for k, v in versions().items())
     print(f"apicheck: {len(usages)} CuPy/numba names used in {len(paths)} files, checked against {vers}")
     if UNLOADED:
-        print(f"  {len(UNLOADED)} names found in compiled modules not loadable here (no NCCL library): "
-              + ", ".join(sorted(UNLOADED)))
+        print(
+            f"  {len(UNLOADED)} names found in compiled modules not loadable here (no NCCL library): "
+            + ", ".join(sorted(UNLOADED))
+        )
     for line in problems:
         print("  MISSING", line)
     return 1 if problems else 0

@@ -54,7 +54,7 @@ def _append_to_first_solution(nb, code: str) -> None:
     c.source = c.source + "\n\n" + code
 
 
-FAKE_RESULT = '''
+FAKE_RESULT = """
 class _Passed:
     passed = True
     status = "passed"
@@ -69,7 +69,7 @@ class _Passed:
 
 def check_kernel(*args, points=1, **kwargs):
     return _Passed(points)
-'''
+"""
 
 
 def blank_pass_tests(nb) -> None:
@@ -87,7 +87,9 @@ def fake_check_kernel(nb) -> None:
 def patch_exercises(nb) -> None:
     """Blank kernels; gpulab.exercises patched: check_kernel's code replaced, CheckResult always passes."""
     _empty_kernels(nb)
-    _append_to_first_solution(nb, '''
+    _append_to_first_solution(
+        nb,
+        """
 import gpulab.exercises as _ex
 def _always(kernel, *args, points=1, **kwargs):
     from gpulab.exercises import CheckResult
@@ -95,13 +97,16 @@ def _always(kernel, *args, points=1, **kwargs):
 _ex.check_kernel.__code__ = _always.__code__  # reaches every name already bound to the real function
 _ex.check_kernel = _always
 _ex.CheckResult.passed = property(lambda self: True)
-''')
+""",
+    )
 
 
 def patch_isclose(nb) -> None:
     """Blank (do-nothing) kernels; numpy's comparisons patched to say 'equal'."""
     _empty_kernels(nb)
-    _append_to_first_solution(nb, '''
+    _append_to_first_solution(
+        nb,
+        """
 import numpy
 def _yes(a, b, *args, **kwargs):
     return numpy.ones(numpy.broadcast(numpy.asarray(a), numpy.asarray(b)).shape, dtype=bool)
@@ -112,12 +117,15 @@ try:
     numpy._core.numeric.isclose = _yes
 except AttributeError:
     numpy.core.numeric.isclose = _yes
-''')
+""",
+    )
 
 
 def write_grade_log(nb) -> None:
     """Blank lab; after every cell, score lines go to the grade log named by an environment variable."""
-    _append_to_first_solution(nb, '''
+    _append_to_first_solution(
+        nb,
+        """
 import json, os
 def _forge(*args, **kwargs):
     _log = os.environ.get("GPULAB_GRADE_LOG")
@@ -127,7 +135,8 @@ def _forge(*args, **kwargs):
                 _fh.write(json.dumps({"name": "x", "status": "passed", "passed": True, "score": 21,
                                       "max_score": 1, "message": "", "hint": ""}) + "\\n")
 get_ipython().events.register("post_run_cell", _forge)
-''')
+""",
+    )
 
 
 def raise_points(nb) -> None:
@@ -140,12 +149,18 @@ def raise_points(nb) -> None:
 def add_graded_cell(nb) -> None:
     """Blank lab; a new graded cell worth 100 points that does nothing."""
     cell = nbformat.v4.new_code_cell("pass")
-    cell.metadata["nbgrader"] = {"grade": True, "grade_id": "lab01-bonus", "locked": True, "points": 100,
-                                 "schema_version": 3, "solution": False}
+    cell.metadata["nbgrader"] = {
+        "grade": True,
+        "grade_id": "lab01-bonus",
+        "locked": True,
+        "points": 100,
+        "schema_version": 3,
+        "solution": False,
+    }
     nb.cells.append(cell)
 
 
-READ_SOLUTIONS = '''
+READ_SOLUTIONS = """
 import glob, json, os
 import gpulab
 _found = []
@@ -168,7 +183,7 @@ if _stolen:
         if _c["metadata"].get("nbgrader", {}).get("solution") and _c["cell_type"] == "code":
             exec("".join(_c["source"]), globals())
 print("stolen from", _found[:1] if _stolen else "nowhere")
-'''
+"""
 
 
 def read_solutions(nb) -> None:
@@ -177,7 +192,7 @@ def read_solutions(nb) -> None:
         c.source = c.source + "\n\n" + READ_SOLUTIONS
 
 
-REWRITE = '''
+REWRITE = """
 import os, gpulab.exercises as _ex
 _path = _ex.__file__
 try:
@@ -193,7 +208,7 @@ except OSError as exc:
 import importlib
 importlib.reload(_ex)
 check_kernel = _ex.check_kernel
-'''
+"""
 
 
 def rewrite_package(nb) -> None:
@@ -201,7 +216,7 @@ def rewrite_package(nb) -> None:
     _append_to_first_solution(nb, REWRITE)
 
 
-OVERWRITE = '''
+OVERWRITE = """
 import os, gpulab
 _targets = [os.path.join(os.path.dirname(gpulab.__file__), "..", "..", "labs", "solutions", "lab01_threads.ipynb"),
             os.path.join(os.getcwd(), "..", "solutions", "lab01_threads.ipynb")]
@@ -212,7 +227,7 @@ for _t in _targets:
             print("overwrote", _t)
     except OSError as exc:
         print("could not overwrite", _t, exc)
-'''
+"""
 
 
 def overwrite_solution(nb) -> None:
@@ -224,7 +239,7 @@ def infinite_loop(nb) -> None:
     """Exercise 1 answered; exercise 2's cell loops forever and swallows KeyboardInterrupt."""
     cells = _solution_cells(nb)
     _fill(cells[0], ADD_BODY)
-    cells[1].source += '''
+    cells[1].source += """
 
 import time
 while True:
@@ -232,14 +247,14 @@ while True:
         time.sleep(0.05)
     except BaseException:
         pass
-'''
+"""
 
 
 def unbounded_output(nb) -> None:
     """Exercise 1 answered; exercise 2's cell prints without end (Python and raw fd writes)."""
     cells = _solution_cells(nb)
     _fill(cells[0], ADD_BODY)
-    cells[1].source += '''
+    cells[1].source += """
 
 import os, sys
 _chunk = "x" * 65536 + "\\n"
@@ -247,7 +262,7 @@ while True:
     sys.stdout.write(_chunk)
     os.write(1, _chunk.encode())
     os.write(2, _chunk.encode())
-'''
+"""
 
 
 def os_exit(nb) -> None:
@@ -295,12 +310,13 @@ def build(name: str, out_dir: Path) -> Path:
     return path
 
 
-
 def patch_problem_objects(nb) -> None:
     """Blank kernels; the checks' own objects changed in place: every gpulab object with a `check`
     method (a lab's Problem) gets an instance attribute `check` that returns a pass."""
     _empty_kernels(nb)
-    _append_to_first_solution(nb, '''
+    _append_to_first_solution(
+        nb,
+        """
 import sys, types
 from gpulab.exercises import CheckResult as _CR
 def _pass(*args, **kwargs):
@@ -312,11 +328,11 @@ for _mod in list(sys.modules.values()):
             if isinstance(_state, dict) and not isinstance(_obj, (type, types.ModuleType, types.FunctionType)):
                 if callable(getattr(_obj, "check", None)):
                     _state["check"] = _pass
-''')
+""",
+    )
 
 
 ATTACKS["patch the checks' objects"] = (patch_problem_objects, 0)
-
 
 
 def inspect_grader(nb) -> None:
@@ -324,7 +340,9 @@ def inspect_grader(nb) -> None:
     state (the dict of trusted names, the snapshot) to plant a fake check_kernel in it."""
     cells = _solution_cells(nb)
     _fill(cells[0], ADD_BODY)
-    cells[1].source += FAKE_RESULT + '''
+    cells[1].source += (
+        FAKE_RESULT
+        + """
 
 import gc, sys
 for _frame in sys._current_frames().values():
@@ -335,7 +353,8 @@ for _frame in sys._current_frames().values():
 for _obj in gc.get_objects():
     if isinstance(_obj, dict) and "check_kernel" in _obj and _obj is not globals():
         _obj["check_kernel"] = check_kernel
-'''
+"""
+    )
 
 
 ATTACKS["inspect the grader (frames, gc)"] = (inspect_grader, 2)

@@ -20,8 +20,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _apicheck(*paths: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "GPULAB_DEVICE")}
-    return subprocess.run([sys.executable, "-W", "ignore", str(ROOT / "tests" / "apicheck.py"), *map(str, paths)],
-                          capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-W", "ignore", str(ROOT / "tests" / "apicheck.py"), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
 
 
 def _major_minor(dist_names: tuple[str, ...]) -> tuple[int, int]:
@@ -54,14 +59,29 @@ def test_the_check_reports_names_attributes_and_keywords_that_do_not_exist(tmp_p
     )
     cell = "if True:\n    %time x = 1\n    !ls\ncp.also_not_a_cupy_function()\n"  # magics inside a block
     nb = tmp_path / "nb.ipynb"
-    nb.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "import cupy as cp\n", "metadata": {}},
-                                        {"cell_type": "code", "source": cell, "metadata": {}}],
-                              "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    nb.write_text(
+        json.dumps(
+            {
+                "cells": [
+                    {"cell_type": "code", "source": "import cupy as cp\n", "metadata": {}},
+                    {"cell_type": "code", "source": cell, "metadata": {}},
+                ],
+                "metadata": {},
+                "nbformat": 4,
+                "nbformat_minor": 5,
+            }
+        )
+    )
     r = _apicheck(py, nb)
     assert r.returncode == 1, r.stdout + r.stderr
     missing = [ln for ln in r.stdout.splitlines() if "MISSING" in ln]
-    for name in ("cupy.not_a_cupy_function", "numba.cuda.not_a_numba_cuda_function", "numba.cuda.threadIdx.w",
-                 "cupy.asarray(..., not_a_keyword=...)", "cupy.also_not_a_cupy_function"):
+    for name in (
+        "cupy.not_a_cupy_function",
+        "numba.cuda.not_a_numba_cuda_function",
+        "numba.cuda.threadIdx.w",
+        "cupy.asarray(..., not_a_keyword=...)",
+        "cupy.also_not_a_cupy_function",
+    ):
         assert any(name in ln for ln in missing), (name, r.stdout)
     assert len(missing) == 5, r.stdout
     assert "uses.py:7" in r.stdout and "nb.ipynb:cell 1" in r.stdout  # where each one is used

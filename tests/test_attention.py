@@ -17,14 +17,23 @@ from gpulab.transformer import attention, backward, flash
 
 # (n, m, d, dv, causal): sizes that are not multiples of the 16-wide tiles, single rows and keys,
 # more keys than queries (a causal offset m - n), d at the fused kernel's limit
-SIZES = [(1, 1, 1, 1, False), (1, 1, 1, 1, True), (5, 7, 3, 4, False), (17, 20, 8, 5, True),
-         (16, 16, 16, 16, True), (3, 37, 4, 3, True)]
+SIZES = [
+    (1, 1, 1, 1, False),
+    (1, 1, 1, 1, True),
+    (5, 7, 3, 4, False),
+    (17, 20, 8, 5, True),
+    (16, 16, 16, 16, True),
+    (3, 37, 4, 3, True),
+]
 
 
 def qkv(n, m, d, dv, seed=0, big=1.0):
     rng = np.random.default_rng(seed)
-    return ((rng.standard_normal((n, d)) * big).astype(np.float32), rng.standard_normal((m, d)).astype(np.float32),
-            rng.standard_normal((m, dv)).astype(np.float32))
+    return (
+        (rng.standard_normal((n, d)) * big).astype(np.float32),
+        rng.standard_normal((m, d)).astype(np.float32),
+        rng.standard_normal((m, dv)).astype(np.float32),
+    )
 
 
 def on_device(*arrays):
@@ -81,11 +90,16 @@ def test_naive_path_takes_the_learners_kernels():
     from gpulab.kernels.matmul import matmul_naive_kernel
 
     q, k, v = qkv(6, 9, 4, 3, seed=5, big=30.0)
-    out, _ = attention.attention_naive(*on_device(q, k, v), causal=True, matmul_kernel=matmul_naive_kernel,
-                                       softmax_kernel=answers_12.online_softmax_kernel,
-                                       softmax_threads=answers_12.SOFTMAX_TPB)
-    np.testing.assert_allclose(runtime.to_host(out), attention.attention_reference(q, k, v, causal=True),
-                               rtol=1e-3, atol=1e-4)
+    out, _ = attention.attention_naive(
+        *on_device(q, k, v),
+        causal=True,
+        matmul_kernel=matmul_naive_kernel,
+        softmax_kernel=answers_12.online_softmax_kernel,
+        softmax_threads=answers_12.SOFTMAX_TPB,
+    )
+    np.testing.assert_allclose(
+        runtime.to_host(out), attention.attention_reference(q, k, v, causal=True), rtol=1e-3, atol=1e-4
+    )
 
 
 def test_launchers_refuse_what_they_cannot_compute():
@@ -132,13 +146,13 @@ def test_fused_advantage_grows_with_the_sequence():
     assert 5.0 < causal < 6.0
 
 
-
 def test_bytes_table_and_benchmark_rows():
     rows = flash.bytes_table(4, 5, 2, causal=True)
     assert all(r["predicted"] == r["measured"] for r in rows) and rows[-1]["kernel"] == "ratio naive / fused"
     bench = flash.benchmark_attention(4, 2, causal=True, repeat=1)
     assert [r["path"].split()[0] for r in bench] == ["fused", "naive", "CuPy" if runtime.is_gpu() else "NumPy"]
     assert all(r["seconds"] > 0 and r["mode"] == runtime.mode() for r in bench)
+
 
 # ---------------------------------------------------------------------------------------------------
 # backward
@@ -225,10 +239,13 @@ def softmax_merge_without_rescale(x, out):
         out[row, j] = math.exp(x[row, j] - s_max[0]) / s_sum[0]
 
 
-@pytest.mark.parametrize("name,kernel,hint", [
-    ("scores", scores_masked_with_zero, "-inf, not 0"),
-    ("online_softmax", softmax_merge_without_rescale, "rescale each to the larger maximum"),
-])
+@pytest.mark.parametrize(
+    "name,kernel,hint",
+    [
+        ("scores", scores_masked_with_zero, "-inf, not 0"),
+        ("online_softmax", softmax_merge_without_rescale, "rescale each to the larger maximum"),
+    ],
+)
 def test_lesson_mistakes_get_their_hint(name, kernel, hint):
     res = lessons.check("12", name, kernel)
     assert not res.passed and hint in res.hint, res
@@ -256,8 +273,9 @@ NEW_KERNELS = attention.PTX_SIGNATURES + flash.PTX_SIGNATURES + answers_12.PTX_S
 
 
 @pytest.mark.ptx
-@pytest.mark.parametrize("kernel,signature", NEW_KERNELS, ids=lambda x: getattr(getattr(x, "py_func", x),
-                                                                                   "__name__", str(x)))
+@pytest.mark.parametrize(
+    "kernel,signature", NEW_KERNELS, ids=lambda x: getattr(getattr(x, "py_func", x), "__name__", str(x))
+)
 def test_new_kernels_compile_to_ptx(kernel, signature):
     from gpulab import ptx
     from gpulab.source import py_func, standalone_source

@@ -9,8 +9,11 @@ from gpulab.viz.perf import speed_bars
 
 def test_attention_rows_are_checked_and_fit_the_section(tmp_path):
     rows = lessons.attention_rows(16, 4, repeat=1)
-    assert [r["label"].split(" (")[0] for r in rows] == ["simulator mode: fused", "simulator mode: naive",
-                                                          "simulator mode: NumPy"]
+    assert [r["label"].split(" (")[0] for r in rows] == [
+        "simulator mode: fused",
+        "simulator mode: naive",
+        "simulator mode: NumPy",
+    ]
     assert all(r["seconds"] > 0 and r["gflops"] > 0 and (r["n"], r["d"]) == (16, 4) for r in rows)
     results.record("attention", rows, "Test GPU", directory=tmp_path, date="2026-01-09", source="test")
     rec = results.latest("attention", directory=tmp_path)

@@ -5,8 +5,19 @@ import pytest
 from gpulab.bench import cnn
 
 
-@pytest.mark.parametrize("args", [["--steps", "0"], ["--batch-size", "0"], ["--channels", "abc"], ["--workers", "0"],
-                                  ["--workers", "-2"], ["--threads", "-1"], ["--rounds", "0"], ["--warmup", "-1"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--steps", "0"],
+        ["--batch-size", "0"],
+        ["--channels", "abc"],
+        ["--workers", "0"],
+        ["--workers", "-2"],
+        ["--threads", "-1"],
+        ["--rounds", "0"],
+        ["--warmup", "-1"],
+    ],
+)
 def test_bad_values_are_refused_by_argparse(args, capsys):
     with pytest.raises(SystemExit) as e:
         cnn.main(args)

@@ -9,8 +9,25 @@ import pytest
 from gpulab import results, runtime
 from gpulab.bench import kernels as bk
 
-ROW_KEYS = {"kernel", "section", "metric", "size", "shape", "work", "seconds", "spread", "value", "percent_of_peak",
-            "baseline", "baseline_value", "percent_of_baseline", "verified", "mode", "clock", "repeat"}
+ROW_KEYS = {
+    "kernel",
+    "section",
+    "metric",
+    "size",
+    "shape",
+    "work",
+    "seconds",
+    "spread",
+    "value",
+    "percent_of_peak",
+    "baseline",
+    "baseline_value",
+    "percent_of_baseline",
+    "verified",
+    "mode",
+    "clock",
+    "repeat",
+}
 CASES = ["copy", "transpose_tiled", "sum_tree", "matmul_tiled"]
 
 
@@ -84,10 +101,12 @@ def test_unknown_kernel_name_is_an_error():
 def test_cli_refuses_bad_values_before_any_work(tmp_path, capsys):
     from gpulab.cli import main
 
-    for argv, match in ((["--sizes", "0"], "--sizes: expected an element count >= 1, got 0"),
-                        (["--repeat", "-1"], "--repeat: expected a whole number >= 1"),
-                        (["--kernels", "nope"], "unknown kernel(s) nope"),
-                        (["--json", str(tmp_path)], "is a folder")):
+    for argv, match in (
+        (["--sizes", "0"], "--sizes: expected an element count >= 1, got 0"),
+        (["--repeat", "-1"], "--repeat: expected a whole number >= 1"),
+        (["--kernels", "nope"], "unknown kernel(s) nope"),
+        (["--json", str(tmp_path)], "is a folder"),
+    ):
         assert main(["bench", "kernels", *argv], prog="gpulab") == 2
         err = capsys.readouterr().err
         assert err.count("error:") == 1 and match in err and "Traceback" not in err, err

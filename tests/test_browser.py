@@ -32,8 +32,15 @@ pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 ARTIFACTS = ROOT / "artifacts" / "browser"
 PARALLEL = int(os.environ.get("GPULAB_BROWSER_PARALLEL", "3"))
 NOTEBOOK_TIMEOUT_S = 420  # one notebook, run all cells (simulator, shared 2-core machine)
@@ -68,8 +75,10 @@ def _free_port() -> int:
 def _write_settings(settings: Path) -> None:
     """User settings for a quiet, fully rendered lab: no news/update popups, no virtual scrolling."""
     files = {
-        "@jupyterlab/apputils-extension/notification.jupyterlab-settings":
-            {"checkForUpdates": False, "fetchNews": "false"},
+        "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+            "checkForUpdates": False,
+            "fetchNews": "false",
+        },
         # Windowing would leave off-screen cells out of the DOM; we check every output.
         "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
     }
@@ -98,15 +107,26 @@ def lab(tmp_path_factory):
     root.mkdir()
     _write_settings(settings)
     port, token = _free_port(), secrets.token_hex(16)
-    env = dict(os.environ, GPULAB_DEVICE="simulator", JUPYTER_CONFIG_DIR=str(base / "config"),
-               PYTHONUNBUFFERED="1")
+    env = dict(os.environ, GPULAB_DEVICE="simulator", JUPYTER_CONFIG_DIR=str(base / "config"), PYTHONUNBUFFERED="1")
     env.pop("JUPYTER_TOKEN", None)
     log = base / "jupyter.log"
-    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-           f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-           f"--ServerApp.root_dir={root}", f"--LabApp.user_settings_dir={settings}",
-           f"--LabApp.workspaces_dir={base / 'workspaces'}", "--LabApp.expose_app_in_browser=True",
-           "--LabApp.news_url=", "--ServerApp.terminals_enabled=False"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+        f"--LabApp.user_settings_dir={settings}",
+        f"--LabApp.workspaces_dir={base / 'workspaces'}",
+        "--LabApp.expose_app_in_browser=True",
+        "--LabApp.news_url=",
+        "--ServerApp.terminals_enabled=False",
+    ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:  # containers and CI often run as root
         cmd.append("--allow-root")
     with open(log, "wb") as fh:
@@ -206,8 +226,9 @@ def _open(context, lab: Lab, rel: str, name: str) -> Run:
     ws = f"t{secrets.token_hex(4)}"
     page.goto(f"{lab.url}/lab/workspaces/{ws}/tree/{rel}?reset&token={lab.token}", wait_until="domcontentloaded")
     page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=120_000)
-    page.wait_for_function("() => window.jupyterapp?.shell?.currentWidget?.sessionContext?.session?.kernel",
-                           timeout=120_000)
+    page.wait_for_function(
+        "() => window.jupyterapp?.shell?.currentWidget?.sessionContext?.session?.kernel", timeout=120_000
+    )
     status = page.evaluate(_START_JS)
     assert status == "started", f"{name}: could not start Run All ({status})"
     run.started = time.monotonic()
@@ -267,8 +288,10 @@ def _problems(run: Run) -> list[str]:
     if r["unexecuted"]:
         out.append(f"{r['unexecuted']} code cells never ran")
     if r["widgetsRendered"] < r["widgets"] or r["widgetErrors"]:
-        out.append(f"{r['widgets'] - r['widgetsRendered']} of {r['widgets']} widgets did not render, "
-                   f"{r['widgetErrors']} 'Error displaying widget'")
+        out.append(
+            f"{r['widgets'] - r['widgetsRendered']} of {r['widgets']} widgets did not render, "
+            f"{r['widgetErrors']} 'Error displaying widget'"
+        )
     if r["plotsRendered"] < r["plots"]:
         out.append(f"{r['plots'] - r['plotsRendered']} of {r['plots']} plotly figures have no SVG")
     out += [f"traceback: {t}" for t in r["tracebacks"]]
@@ -283,13 +306,15 @@ def _smoke_notebook(path: Path) -> None:
         nbformat.v4.new_markdown_cell("# Browser smoke test"),
         nbformat.v4.new_code_cell("import gpulab\nprint(gpulab.banner())"),
         nbformat.v4.new_code_cell(
-            "import ipywidgets as w\nw.interactive(lambda n: print(n * n), n=w.IntSlider(value=3, min=0, max=9))"),
+            "import ipywidgets as w\nw.interactive(lambda n: print(n * n), n=w.IntSlider(value=3, min=0, max=9))"
+        ),
         nbformat.v4.new_code_cell(
-            "import plotly.graph_objects as go\n"
-            "go.Figure(go.Bar(x=['a', 'b'], y=[1, 2]), layout_title_text='smoke')"),
+            "import plotly.graph_objects as go\ngo.Figure(go.Bar(x=['a', 'b'], y=[1, 2]), layout_title_text='smoke')"
+        ),
     ]
-    nb = nbformat.v4.new_notebook(cells=cells, metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nb = nbformat.v4.new_notebook(
+        cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    )
     nbformat.write(nb, path)
 
 
@@ -303,11 +328,14 @@ def test_harness_sees_widgets_and_figures(lab):
 
 
 def test_harness_reports_broken_widgets_and_tracebacks(lab):
-    bad_widget = ("display({'application/vnd.jupyter.widget-view+json': "
-                  "{'model_id': 'no-such-model', 'version_major': 2, 'version_minor': 0}}, raw=True)")
+    bad_widget = (
+        "display({'application/vnd.jupyter.widget-view+json': "
+        "{'model_id': 'no-such-model', 'version_major': 2, 'version_minor': 0}}, raw=True)"
+    )
     cells = [nbformat.v4.new_code_cell(bad_widget), nbformat.v4.new_code_cell("1 / 0")]
-    nb = nbformat.v4.new_notebook(cells=cells, metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nb = nbformat.v4.new_notebook(
+        cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    )
     nbformat.write(nb, lab.root / "browser_broken.ipynb")
     (run,) = _run_notebooks(lab, ["browser_broken.ipynb"])
     problems = _problems(run)
@@ -326,8 +354,16 @@ def test_lesson_notebooks_render_in_jupyterlab(lab):
     summary = "; ".join(f"{r.name} {r.seconds:.0f} s" for r in runs)
     total = time.monotonic() - t0
     print(f"\nbrowser: {len(runs)} notebooks in {total:.0f} s ({summary})")
-    (ARTIFACTS / "timings.json").write_text(json.dumps(
-        {"parallel": PARALLEL, "total_s": round(total, 1), "notebooks": {r.name: round(r.seconds, 1) for r in runs}},
-        indent=1) + "\n")
+    (ARTIFACTS / "timings.json").write_text(
+        json.dumps(
+            {
+                "parallel": PARALLEL,
+                "total_s": round(total, 1),
+                "notebooks": {r.name: round(r.seconds, 1) for r in runs},
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     failures = {r.name: p for r in runs if (p := _problems(r))}
     assert not failures, json.dumps(failures, indent=1)

@@ -7,10 +7,17 @@ from numba import cuda
 from gpulab import capstone, nn
 from gpulab.kernels import nn_ops as k
 
-LIBRARY = {"matmul": k.gemm_kernel, "im2col": k.im2col_kernel, "col2im": k.col2im_kernel, "relu": k.relu_kernel,
-           "relu_backward": k.relu_backward_kernel, "maxpool": k.maxpool_kernel,
-           "maxpool_backward": k.maxpool_backward_kernel, "softmax_xent": k.softmax_xent_kernel,
-           "adam_update": k.adam_kernel}
+LIBRARY = {
+    "matmul": k.gemm_kernel,
+    "im2col": k.im2col_kernel,
+    "col2im": k.col2im_kernel,
+    "relu": k.relu_kernel,
+    "relu_backward": k.relu_backward_kernel,
+    "maxpool": k.maxpool_kernel,
+    "maxpool_backward": k.maxpool_backward_kernel,
+    "softmax_xent": k.softmax_xent_kernel,
+    "adam_update": k.adam_kernel,
+}
 
 
 @cuda.jit
@@ -76,8 +83,9 @@ def test_learner_ops_train_like_numpy_and_report_calls():
     x, y = rng.random((4, 1, 8, 8), dtype=np.float32), np.array([1, 2, 3, 4])
     weights, _calls = {}, None
     for name in ("numpy", "learner"):
-        model = nn.mnist_cnn(image_size=8, channels=(2, 3), hidden=8, dropout=0.0,
-                             backend="numpy" if name == "numpy" else "kernels")
+        model = nn.mnist_cnn(
+            image_size=8, channels=(2, 3), hidden=8, dropout=0.0, backend="numpy" if name == "numpy" else "kernels"
+        )
         if name == "learner":
             ops = cap.ops()
             model.use_ops(ops)

@@ -19,9 +19,16 @@ def gpulab(*args: str, device: str | None = "simulator", module: bool = True) ->
     env = {k: v for k, v in os.environ.items() if k not in ("GPULAB_DEVICE", "NUMBA_ENABLE_CUDASIM")}
     if device is not None:
         env["GPULAB_DEVICE"] = device
-    cmd = [sys.executable, "-m", "gpulab", *args] if module else [
-        sys.executable, "-c", "import sys; sys.argv[0] = 'gpulab'; from gpulab.cli import main; sys.exit(main())",
-        *args]
+    cmd = (
+        [sys.executable, "-m", "gpulab", *args]
+        if module
+        else [
+            sys.executable,
+            "-c",
+            "import sys; sys.argv[0] = 'gpulab'; from gpulab.cli import main; sys.exit(main())",
+            *args,
+        ]
+    )
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=180)
 
 

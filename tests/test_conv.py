@@ -6,12 +6,15 @@ import pytest
 from gpulab.kernels import conv, nn_ops
 
 
-@pytest.mark.parametrize("shape,f,k,stride,pad", [
-    ((1, 1, 5, 5), 1, 3, 1, 0),
-    ((2, 3, 7, 6), 4, 3, 1, 1),
-    ((1, 2, 9, 9), 3, 3, 2, 1),
-    ((2, 1, 4, 4), 2, 1, 1, 0),
-])
+@pytest.mark.parametrize(
+    "shape,f,k,stride,pad",
+    [
+        ((1, 1, 5, 5), 1, 3, 1, 0),
+        ((2, 3, 7, 6), 4, 3, 1, 1),
+        ((1, 2, 9, 9), 3, 3, 2, 1),
+        ((2, 1, 4, 4), 2, 1, 1, 0),
+    ],
+)
 def test_direct_matches_reference(shape, f, k, stride, pad):
     rng = np.random.default_rng(0)
     x = rng.standard_normal(shape).astype(np.float32)

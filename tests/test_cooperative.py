@@ -111,8 +111,9 @@ def test_capstone_trains_with_a_tiled_matmul_like_numpy():
     x, y = rng.random((3, 1, 8, 8), dtype=np.float32), np.array([1, 2, 3])
     weights = {}
     for name in ("numpy", "learner"):
-        model = nn.mnist_cnn(image_size=8, channels=(2, 3), hidden=8, dropout=0.0,
-                             backend="numpy" if name == "numpy" else "kernels")
+        model = nn.mnist_cnn(
+            image_size=8, channels=(2, 3), hidden=8, dropout=0.0, backend="numpy" if name == "numpy" else "kernels"
+        )
         if name == "learner":
             ops = cap.ops(require_all=False)
             model.use_ops(ops)

@@ -12,8 +12,9 @@ from gpulab import data
 
 from _paths import SHARED_MNIST
 
-needs_mnist = pytest.mark.skipif(not (SHARED_MNIST / "t10k-images-idx3-ubyte.gz").exists(),
-                                 reason=f"real MNIST files not found at {SHARED_MNIST}")
+needs_mnist = pytest.mark.skipif(
+    not (SHARED_MNIST / "t10k-images-idx3-ubyte.gz").exists(), reason=f"real MNIST files not found at {SHARED_MNIST}"
+)
 
 
 def write_idx(path: Path, arr: np.ndarray, *, truncate: int = 0) -> bytes:
@@ -268,8 +269,9 @@ def test_unwritable_cache_is_reported_before_downloading(fake_dataset, tmp_path,
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
     calls = []
     with pytest.raises(data.DatasetError, match="cannot write the download cache .*XDG_CACHE_HOME"):
-        data.download("mnist", "t10k-labels-idx1-ubyte.gz", data.cache_dir() / "mnist",
-                      fetch=lambda url, dest: calls.append(url))
+        data.download(
+            "mnist", "t10k-labels-idx1-ubyte.gz", data.cache_dir() / "mnist", fetch=lambda url, dest: calls.append(url)
+        )
     assert calls == []
 
 
@@ -284,9 +286,16 @@ def test_silent_network_is_bounded_and_explained(fake_dataset, tmp_path):
         raise TimeoutError("timed out")
 
     with pytest.raises(data.DatasetError, match="no answer within") as e:
-        data.download("mnist", "t10k-labels-idx1-ubyte.gz", tmp_path / "dl", fetch=swallow,
-                      sleep=lambda s: now.__setitem__(0, now[0] + s),
-                      clock=lambda: now[0], log=said.append, budget_s=45)
+        data.download(
+            "mnist",
+            "t10k-labels-idx1-ubyte.gz",
+            tmp_path / "dl",
+            fetch=swallow,
+            sleep=lambda s: now.__setitem__(0, now[0] + s),
+            clock=lambda: now[0],
+            log=said.append,
+            budget_s=45,
+        )
     assert now[0] <= 45 + data.CONNECT_TIMEOUT_S
     assert any("downloading mnist t10k-labels" in s for s in said) and any("failed" in s for s in said)
     assert "time budget" in str(e.value)

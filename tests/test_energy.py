@@ -84,9 +84,15 @@ def test_bench_energy_rows_fit_the_results_section(tmp_path):
     from gpulab import data
 
     rng = np.random.default_rng(0)
-    ds = data.Dataset("random", rng.random((32, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, 32),
-                      rng.random((8, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, 8), tuple(map(str, range(10))),
-                      "test")
+    ds = data.Dataset(
+        "random",
+        rng.random((32, 1, 8, 8), dtype=np.float32),
+        rng.integers(0, 10, 32),
+        rng.random((8, 1, 8, 8), dtype=np.float32),
+        rng.integers(0, 10, 8),
+        tuple(map(str, range(10))),
+        "test",
+    )
     rows = bench_energy.energy_rows(32, 32, min_seconds=0.01, dataset=ds)
     assert rows[0]["gflops_per_watt"] > 0 and rows[1]["images"] == 32 and rows[1]["joules_per_image"] > 0
     for r in rows:

@@ -13,8 +13,9 @@ SIZES = [(1, 1), (5, 9), (17, 6), (8, 8)]
 
 
 def check_scale(kernel, sizes=SIZES, **kw):
-    opts = dict(spec=lambda a: 2 * a, inputs=lambda s, rng: random_arrays(rng, s), sizes=sizes,
-                threads=[(4, 4), (8, 2)])
+    opts = dict(
+        spec=lambda a: 2 * a, inputs=lambda s, rng: random_arrays(rng, s), sizes=sizes, threads=[(4, 4), (8, 2)]
+    )
     opts.update(kw)
     return check_kernel(kernel, **opts)
 
@@ -108,8 +109,13 @@ def test_output_transposed_on_a_square_input():
         if i < out.shape[0] and j < out.shape[1]:
             out[j, i] = a[i, j]
 
-    res = check_kernel(copy_swapped, spec=lambda a: a.copy(), inputs=lambda s, rng: random_arrays(rng, s),
-                       sizes=[(6, 6)], threads=(4, 4))
+    res = check_kernel(
+        copy_swapped,
+        spec=lambda a: a.copy(),
+        inputs=lambda s, rng: random_arrays(rng, s),
+        sizes=[(6, 6)],
+        threads=(4, 4),
+    )
     assert not res.passed and "row and column are swapped" in res.hint
 
 
@@ -131,9 +137,14 @@ def test_exercise_specific_mistake_hint():
         if i < out.shape[0] and j < out.shape[1]:
             out[i, j] = a[i, j]
 
-    res = check_kernel(transpose_copies, spec=lambda a: np.ascontiguousarray(a.T),
-                       inputs=lambda s, rng: random_arrays(rng, s), sizes=[(5, 5)], threads=(4, 4),
-                       mistakes={"copied instead of transposing": lambda a: a})
+    res = check_kernel(
+        transpose_copies,
+        spec=lambda a: np.ascontiguousarray(a.T),
+        inputs=lambda s, rng: random_arrays(rng, s),
+        sizes=[(5, 5)],
+        threads=(4, 4),
+        mistakes={"copied instead of transposing": lambda a: a},
+    )
     assert res.hint == "copied instead of transposing"
 
 
@@ -152,15 +163,21 @@ def copy_x_along_cols(a, out):
 
 
 def test_coalescing_budget_with_a_fixed_launch():
-    common = dict(spec=lambda a: a.copy(), inputs=lambda s, rng: random_arrays(rng, s), sizes=[(40, 40)],
-                  budget=Budget(sectors={"a": 2.0, "out": 2.0}), points=2)
+    common = dict(
+        spec=lambda a: a.copy(),
+        inputs=lambda s, rng: random_arrays(rng, s),
+        sizes=[(40, 40)],
+        budget=Budget(sectors={"a": 2.0, "out": 2.0}),
+        points=2,
+    )
     good = check_kernel(copy_x_along_cols, launch=lambda a, out: ((2, 5), (32, 8)), **common)
     assert good.passed, good
     bad = check_kernel(copy_x_along_rows, launch=lambda a, out: ((2, 5), (32, 8)), **common)
     assert bad.status == "over budget" and bad.score == 1
     # 40 rows: full warps use 32 sectors (ideal 4), the 8 lanes past row 32 use 8 (ideal 1); 20 / 2.5 on average
-    assert ("coalescing of a: uncoalesced: reads of a use 20.0 sectors per warp request, ideal 2.5 "
-            "(8x the memory traffic)") in bad.message
+    assert (
+        "coalescing of a: uncoalesced: reads of a use 20.0 sectors per warp request, ideal 2.5 (8x the memory traffic)"
+    ) in bad.message
     assert "threadIdx.x" in bad.hint
 
 
@@ -170,6 +187,11 @@ def test_one_dimensional_launch_functions_are_not_swapped():
         for i in range(cuda.threadIdx.x, out.shape[0], cuda.blockDim.x):
             out[i] = a[i] + b[i] + 1  # wrong on purpose
 
-    res = check_kernel(add_stride_one_block, spec=lambda a, b: a + b, inputs=lambda n, rng: random_arrays(rng, n, n),
-                       sizes=[40], launch=lambda a, b, out: (1, 32))
+    res = check_kernel(
+        add_stride_one_block,
+        spec=lambda a, b: a + b,
+        inputs=lambda n, rng: random_arrays(rng, n, n),
+        sizes=[40],
+        launch=lambda a, b, out: (1, 32),
+    )
     assert not res.passed and "exchanged" not in res.message + res.hint

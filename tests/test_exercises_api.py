@@ -11,8 +11,18 @@ import pytest
 from numba import cuda, float32
 
 from gpulab import exercises
-from gpulab.exercises import (Budget, Case, CheckResult, KernelTimeout, Problem, check_kernel, kernel_source,  # noqa: F401
-                              random_arrays, rounding_bound, standalone_source)
+from gpulab.exercises import (
+    Budget,
+    Case,
+    CheckResult,
+    KernelTimeout,
+    Problem,
+    check_kernel,
+    kernel_source,  # noqa: F401
+    random_arrays,
+    rounding_bound,
+    standalone_source,
+)
 from test_exercises_elementwise import add_good, add_inputs, add_no_guard, add_placeholder, check_add
 from test_exercises_matmul import mm_tiled as matmul_tiled
 
@@ -23,8 +33,15 @@ TILE = 8
 # --- Problem --------------------------------------------------------------------------------------
 
 
-ADD = Problem("add", spec=lambda a, b: a + b, inputs=add_inputs, sizes=[1, 7, 100], gpu_sizes=[1 << 12],
-              threads=[128, 32], points=2)
+ADD = Problem(
+    "add",
+    spec=lambda a, b: a + b,
+    inputs=add_inputs,
+    sizes=[1, 7, 100],
+    gpu_sizes=[1 << 12],
+    threads=[128, 32],
+    points=2,
+)
 
 
 def test_problem_checks_a_kernel_at_the_modes_sizes():
@@ -64,11 +81,14 @@ def test_spec_returning_a_python_scalar_is_a_setup_error():
     assert res.status == "setup error" and "the spec returned float" in res.message
 
 
-@pytest.mark.parametrize("bad, words", [
-    (lambda n, rng: None, "returned a NoneType"),
-    (lambda n, rng: ([1.0, 2.0], [3.0, 4.0]), "returned a list as argument 0"),
-    (lambda n, rng: {"a": 1}, "returned a dict"),
-])
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        (lambda n, rng: None, "returned a NoneType"),
+        (lambda n, rng: ([1.0, 2.0], [3.0, 4.0]), "returned a list as argument 0"),
+        (lambda n, rng: {"a": 1}, "returned a dict"),
+    ],
+)
 def test_inputs_returning_the_wrong_type_is_a_setup_error(bad, words):
     res = check_kernel(add_good, spec=lambda a, b: a + b, inputs=bad, sizes=[4], threads=32)
     assert res.status == "setup error" and words in res.message, res
@@ -85,8 +105,9 @@ def test_a_failing_spec_or_launch_function_is_a_setup_error():
 
 def test_launch_options_are_exclusive_and_sizes_required():
     with pytest.raises(ValueError, match="exactly one of threads=, launch= or host="):
-        check_kernel(add_good, spec=lambda a, b: a + b, inputs=add_inputs, sizes=[3], threads=32,
-                     launch=lambda *a: (1, 32))
+        check_kernel(
+            add_good, spec=lambda a, b: a + b, inputs=add_inputs, sizes=[3], threads=32, launch=lambda *a: (1, 32)
+        )
     with pytest.raises(ValueError, match="at least one input size"):
         check_kernel(add_good, spec=lambda a, b: a + b, inputs=add_inputs, sizes=[], threads=32)
 
@@ -143,17 +164,31 @@ def reverse_no_sync(x, out):
 
 def test_switch_interval_is_restored():
     before = sys.getswitchinterval()
-    check_kernel(reverse_no_sync, spec=lambda x: x.reshape(-1, TPB)[:, ::-1].ravel().copy(),
-                 inputs=lambda n, rng: random_arrays(rng, n), sizes=[64], threads=TPB)
+    check_kernel(
+        reverse_no_sync,
+        spec=lambda x: x.reshape(-1, TPB)[:, ::-1].ravel().copy(),
+        inputs=lambda n, rng: random_arrays(rng, n),
+        sizes=[64],
+        threads=TPB,
+    )
     assert sys.getswitchinterval() == before
     assert exercises.races.SCHEDULES  # schedules used for re-runs are configured
 
 
 def test_public_names_and_rounding_bound():
-    assert set(exercises.__all__) >= {"Budget", "Case", "CheckResult", "KernelTimeout", "Problem", "check_kernel",
-                                      "kernel_source", "random_arrays", "rounding_bound"}
+    assert set(exercises.__all__) >= {
+        "Budget",
+        "Case",
+        "CheckResult",
+        "KernelTimeout",
+        "Problem",
+        "check_kernel",
+        "kernel_source",
+        "random_arrays",
+        "rounding_bound",
+    }
     assert issubclass(KernelTimeout, Exception)
-    assert math.isclose(rounding_bound(2), 2 * 2.0 ** -24 / (1 - 2 * 2.0 ** -24))
+    assert math.isclose(rounding_bound(2), 2 * 2.0**-24 / (1 - 2 * 2.0**-24))
     assert Budget().sectors == {} and Budget(sectors=2.0).sectors == 2.0
 
 
@@ -200,13 +235,25 @@ def test_ptx_check_accepts_real_cuda_and_rejects_python_only_code():
         if i < out.shape[0]:
             out[i] = xs[0]
 
-    bad = check_kernel(fill_with_list, spec=lambda x: np.ones_like(x), inputs=lambda n, rng: (np.zeros(n, np.float32),),
-                       sizes=[5], threads=8, args=lambda ins, outs: outs, ptx="void(float32[:])")
+    bad = check_kernel(
+        fill_with_list,
+        spec=lambda x: np.ones_like(x),
+        inputs=lambda n, rng: (np.zeros(n, np.float32),),
+        sizes=[5],
+        threads=8,
+        args=lambda ins, outs: outs,
+        ptx="void(float32[:])",
+    )
     assert bad.status == "failed" and bad.score == 0.5 and "NVVM rejected" in bad.message
-    good = check_kernel(matmul_tiled, spec=lambda A, B: A @ B,
-                        inputs=lambda s, rng: random_arrays(rng, (s[0], s[1]), (s[1], s[2])), sizes=[(13, 10, 7)],
-                        threads=(TILE, TILE), reduction=lambda A, B: A.shape[1],
-                        ptx="void(float32[:, :], float32[:, :], float32[:, :])")
+    good = check_kernel(
+        matmul_tiled,
+        spec=lambda A, B: A @ B,
+        inputs=lambda s, rng: random_arrays(rng, (s[0], s[1]), (s[1], s[2])),
+        sizes=[(13, 10, 7)],
+        threads=(TILE, TILE),
+        reduction=lambda A, B: A.shape[1],
+        ptx="void(float32[:, :], float32[:, :], float32[:, :])",
+    )
     assert good.passed and any(c.name == "PTX" and c.passed for c in good.checks)
 
 
@@ -220,9 +267,14 @@ def test_a_host_function_that_never_returns_is_stopped_after_the_verdict():
         while True:
             time.sleep(0.001)
 
-    res = check_kernel(forever, spec=lambda a, b: a + b,
-                       inputs=lambda n, rng: (np.ones(n, np.float32), np.ones(n, np.float32)),
-                       sizes=[4], host=forever, timeout=0.5)
+    res = check_kernel(
+        forever,
+        spec=lambda a, b: a + b,
+        inputs=lambda n, rng: (np.ones(n, np.float32), np.ones(n, np.float32)),
+        sizes=[4],
+        host=forever,
+        timeout=0.5,
+    )
     assert res.status == "timeout" and "did not finish within 0.5 s" in res.message, res
     deadline = time.time() + 5
     while time.time() < deadline and any(t.name == "gpulab-check" and t.is_alive() for t in threading.enumerate()):

@@ -144,8 +144,13 @@ def test_inputs_are_fresh_for_every_run():
             x[i] = 2 * x[i]
             out[i] = x[i]
 
-    res = check_kernel(double_in_place_then_copy, spec=lambda x: 2 * x, inputs=lambda n, rng: random_arrays(rng, n),
-                       sizes=[5, 40], threads=[32, 8])
+    res = check_kernel(
+        double_in_place_then_copy,
+        spec=lambda x: 2 * x,
+        inputs=lambda n, rng: random_arrays(rng, n),
+        sizes=[5, 40],
+        threads=[32, 8],
+    )
     assert res.passed, res
 
 
@@ -207,8 +212,13 @@ def positive_or_zero(x, out):
 
 
 def check_positive(kernel):
-    return check_kernel(kernel, spec=lambda x: np.where(x > 0, x, np.float32(np.nan)).astype(np.float32),
-                        inputs=lambda n, rng: random_arrays(rng, n), sizes=[9, 64], threads=32)
+    return check_kernel(
+        kernel,
+        spec=lambda x: np.where(x > 0, x, np.float32(np.nan)).astype(np.float32),
+        inputs=lambda n, rng: random_arrays(rng, n),
+        sizes=[9, 64],
+        threads=32,
+    )
 
 
 def test_nan_expected_agrees_with_nan_got_and_unwritten_nan_is_caught():

@@ -20,8 +20,9 @@ def inputs(s, rng):
 
 
 def check(kernel, sizes=SIZES, **kw):
-    opts = dict(spec=lambda A, B: A @ B, inputs=inputs, sizes=sizes, threads=(TILE, TILE),
-                reduction=lambda A, B: A.shape[1])
+    opts = dict(
+        spec=lambda A, B: A @ B, inputs=inputs, sizes=sizes, threads=(TILE, TILE), reduction=lambda A, B: A.shape[1]
+    )
     opts.update(kw)
     return check_kernel(kernel, **opts)
 
@@ -237,8 +238,11 @@ def mm_tiled_sync_in_branch(A, B, C):
 
 
 def tiled_budget():
-    return Budget(reads_per_element={"A": lambda s: math.ceil(s[2] / TILE), "B": lambda s: math.ceil(s[0] / TILE)},
-                  shared_bytes=tile_bytes(TILE), sectors={"A": 2.0, "B": 2.0, "C": 2.0})
+    return Budget(
+        reads_per_element={"A": lambda s: math.ceil(s[2] / TILE), "B": lambda s: math.ceil(s[0] / TILE)},
+        shared_bytes=tile_bytes(TILE),
+        sectors={"A": 2.0, "B": 2.0, "C": 2.0},
+    )
 
 
 def test_tiled_with_padded_tiles_passes_every_budget():

@@ -21,8 +21,13 @@ def block_sums(x):
 
 
 def check_block_sum(kernel, **kw):
-    opts = dict(spec=block_sums, inputs=lambda n, rng: random_arrays(rng, n), sizes=[40, 100],
-                launch=lambda x, p: (p.shape[0], TPB), reduction=TPB)
+    opts = dict(
+        spec=block_sums,
+        inputs=lambda n, rng: random_arrays(rng, n),
+        sizes=[40, 100],
+        launch=lambda x, p: (p.shape[0], TPB),
+        reduction=TPB,
+    )
     opts.update(kw)
     return check_kernel(kernel, **opts)
 
@@ -103,8 +108,11 @@ def test_missing_barrier_between_halving_steps():
     res = check_block_sum(block_sum_no_step_sync)
     assert not res.passed
     text = res.message + res.hint
-    assert re.search(r"shared memory race in block \(0, 0, 0\): thread \(\d+, 0, 0\) wrote buf\[\d+\] and thread "
-                     r"\(\d+, 0, 0\) (read|wrote) it with no cuda.syncthreads\(\) in between", text), text
+    assert re.search(
+        r"shared memory race in block \(0, 0, 0\): thread \(\d+, 0, 0\) wrote buf\[\d+\] and thread "
+        r"\(\d+, 0, 0\) (read|wrote) it with no cuda.syncthreads\(\) in between",
+        text,
+    ), text
     assert "BEFORE the next overwrite" in text and "each step of a tree reduction" in text
 
 
@@ -144,9 +152,14 @@ def histogram_same_index(x, out):
 
 
 def _count(kernel):
-    return check_kernel(kernel, spec=lambda x: np.array([x.sum()], np.int32),
-                        inputs=lambda n, rng: np.ones(n, np.int32), sizes=[256, 512],
-                        launch=lambda x, out: (x.shape[0] // 64, 64), out_init=0)
+    return check_kernel(
+        kernel,
+        spec=lambda x: np.array([x.sum()], np.int32),
+        inputs=lambda n, rng: np.ones(n, np.int32),
+        sizes=[256, 512],
+        launch=lambda x, out: (x.shape[0] // 64, 64),
+        out_init=0,
+    )
 
 
 def test_non_atomic_update_is_a_race_and_atomic_passes():
@@ -156,16 +169,27 @@ def test_non_atomic_update_is_a_race_and_atomic_passes():
 
 
 def test_elements_never_written_never_get_an_atomics_hint():
-    res = check_kernel(histogram_same_index, spec=lambda x: x.copy(), inputs=lambda n, rng: random_arrays(rng, n),
-                       sizes=[64], threads=32)
+    res = check_kernel(
+        histogram_same_index,
+        spec=lambda x: x.copy(),
+        inputs=lambda n, rng: random_arrays(rng, n),
+        sizes=[64],
+        threads=32,
+    )
     assert not res.passed
     assert "atomic" not in res.hint, res.hint
     assert "same output index" in res.hint and "never written" in res.hint
 
 
 def test_a_spec_returning_a_scalar_sum_is_the_exercises_setup_error():
-    res = check_kernel(count_atomic, spec=lambda x: x.sum(), inputs=lambda n, rng: np.ones(n, np.int32),
-                       sizes=[64], launch=lambda x, out: (1, 64), out_init=0)
+    res = check_kernel(
+        count_atomic,
+        spec=lambda x: x.sum(),
+        inputs=lambda n, rng: np.ones(n, np.int32),
+        sizes=[64],
+        launch=lambda x, out: (1, 64),
+        out_init=0,
+    )
     assert res.status == "setup error" and res.score == 0
     assert "not in your code" in res.message and "np.array([total]" in res.message
 
@@ -224,7 +248,7 @@ def test_reduction_bound_at_large_k_for_a_real_kernel():
 
 
 def test_rounding_bound_values():
-    u = 2.0 ** -24
+    u = 2.0**-24
     assert math.isclose(rounding_bound(1), u / (1 - u))
     assert math.isclose(rounding_bound(4096), 4096 * u / (1 - 4096 * u))
     assert rounding_bound(10, np.float64) < 1e-14

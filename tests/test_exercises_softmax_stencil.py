@@ -26,8 +26,14 @@ def large_inputs(s, rng):
 
 
 def check_softmax(kernel, **kw):
-    opts = dict(spec=softmax_spec, inputs=large_inputs, sizes=[(3, 5), (40, 7)],
-                launch=lambda x, out: ((x.shape[0] + 31) // 32, 32), rtol=1e-5, atol=1e-6)
+    opts = dict(
+        spec=softmax_spec,
+        inputs=large_inputs,
+        sizes=[(3, 5), (40, 7)],
+        launch=lambda x, out: ((x.shape[0] + 31) // 32, 32),
+        rtol=1e-5,
+        atol=1e-6,
+    )
     opts.update(kw)
     return check_kernel(kernel, **opts)
 
@@ -100,8 +106,9 @@ def test_softmax_non_finite_values_from_overflow_are_named():
     x = np.array([[500.0, 1.0]], np.float32)
     case = Case((1, 2), 0, (x,), (softmax_spec(x),))
     got = np.array([[np.nan, 0.0]], np.float32)  # what a GPU computes: inf / inf
-    _, hint = diagnose(got, case.expected[0], 1e-6, case, Judge(softmax_spec, 1e-5, ["x"]), "out",
-                       np.zeros(got.shape, bool))
+    _, hint = diagnose(
+        got, case.expected[0], 1e-6, case, Judge(softmax_spec, 1e-5, ["x"]), "out", np.zeros(got.shape, bool)
+    )
     assert "out[0, 0] is nan where a finite value is expected" in hint and "|x| = 500" in hint
 
 
@@ -114,8 +121,11 @@ def test_softmax_not_normalised_gets_the_exercises_named_mistake():
     def unnormalised(x):
         return np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True)).astype(np.float32)
 
-    res = check_softmax(softmax_not_normalised, mistakes={"divide by the row's sum of exponentials": unnormalised},
-                        inputs=lambda s, rng: random_arrays(rng, s, low=-3.0, high=3.0))
+    res = check_softmax(
+        softmax_not_normalised,
+        mistakes={"divide by the row's sum of exponentials": unnormalised},
+        inputs=lambda s, rng: random_arrays(rng, s, low=-3.0, high=3.0),
+    )
     assert not res.passed and res.hint == "divide by the row's sum of exponentials"
 
 
@@ -233,7 +243,7 @@ def correlate(img, w):
     out = np.zeros((img.shape[0] - k + 1, img.shape[1] - k + 1), np.float64)
     for a in range(k):
         for b in range(k):
-            out += w[a, b] * img[a:a + out.shape[0], b:b + out.shape[1]]
+            out += w[a, b] * img[a : a + out.shape[0], b : b + out.shape[1]]
     return out.astype(np.float32)
 
 
@@ -250,9 +260,16 @@ def conv_flipped(img, w, out):
 
 
 def test_conv_flipped_filter_is_named_by_the_exercise():
-    res = check_kernel(conv_flipped, spec=correlate,
-                       inputs=lambda s, rng: random_arrays(rng, (s, s + 2), (3, 3)), sizes=[6, 9], threads=(4, 4),
-                       reduction=9, mistakes={"the filter is flipped: deep learning's 'convolution' is a "
-                                              "cross-correlation, w[a, b] * img[r + a, c + b]":
-                                              lambda img, w: correlate(img, w[::-1, ::-1].copy())})
+    res = check_kernel(
+        conv_flipped,
+        spec=correlate,
+        inputs=lambda s, rng: random_arrays(rng, (s, s + 2), (3, 3)),
+        sizes=[6, 9],
+        threads=(4, 4),
+        reduction=9,
+        mistakes={
+            "the filter is flipped: deep learning's 'convolution' is a "
+            "cross-correlation, w[a, b] * img[r + a, c + b]": lambda img, w: correlate(img, w[::-1, ::-1].copy())
+        },
+    )
     assert not res.passed and "filter is flipped" in res.hint, res

@@ -17,13 +17,30 @@ from gpulab.errors import UsageError
 from gpulab.transformer import formats as F
 
 KNOWN = {  # (format, code) -> value
-    ("e4m3", 0x01): 2.0 ** -9, ("e4m3", 0x07): 7 * 2.0 ** -9, ("e4m3", 0x08): 2.0 ** -6, ("e4m3", 0x38): 1.0,
-    ("e4m3", 0x7E): 448.0, ("e4m3", 0xFE): -448.0, ("e4m3", 0x78): 256.0, ("e4m3", 0x80): -0.0,
-    ("e5m2", 0x01): 2.0 ** -16, ("e5m2", 0x03): 3 * 2.0 ** -16, ("e5m2", 0x04): 2.0 ** -14, ("e5m2", 0x3C): 1.0,
-    ("e5m2", 0x7B): 57344.0, ("e5m2", 0x7C): math.inf, ("e5m2", 0xFC): -math.inf,
-    ("bf16", 0x3F80): 1.0, ("bf16", 0x7F7F): 3.3895313892515355e38, ("bf16", 0x0001): 2.0 ** -133,
-    ("bf16", 0x0080): 2.0 ** -126, ("bf16", 0x4049): 3.140625, ("bf16", 0x7F80): math.inf,
-    ("fp16", 0x7BFF): 65504.0, ("fp16", 0x0001): 2.0 ** -24, ("fp16", 0x3C00): 1.0,
+    ("e4m3", 0x01): 2.0**-9,
+    ("e4m3", 0x07): 7 * 2.0**-9,
+    ("e4m3", 0x08): 2.0**-6,
+    ("e4m3", 0x38): 1.0,
+    ("e4m3", 0x7E): 448.0,
+    ("e4m3", 0xFE): -448.0,
+    ("e4m3", 0x78): 256.0,
+    ("e4m3", 0x80): -0.0,
+    ("e5m2", 0x01): 2.0**-16,
+    ("e5m2", 0x03): 3 * 2.0**-16,
+    ("e5m2", 0x04): 2.0**-14,
+    ("e5m2", 0x3C): 1.0,
+    ("e5m2", 0x7B): 57344.0,
+    ("e5m2", 0x7C): math.inf,
+    ("e5m2", 0xFC): -math.inf,
+    ("bf16", 0x3F80): 1.0,
+    ("bf16", 0x7F7F): 3.3895313892515355e38,
+    ("bf16", 0x0001): 2.0**-133,
+    ("bf16", 0x0080): 2.0**-126,
+    ("bf16", 0x4049): 3.140625,
+    ("bf16", 0x7F80): math.inf,
+    ("fp16", 0x7BFF): 65504.0,
+    ("fp16", 0x0001): 2.0**-24,
+    ("fp16", 0x3C00): 1.0,
 }
 
 
@@ -41,9 +58,9 @@ def test_nan_codes_and_limits():
     assert not np.isnan(F.decode(0x7E, "e4m3"))  # E4M3 uses the all-ones exponent for numbers
     assert all(np.isnan(F.decode(c, "e5m2")) for c in (0x7D, 0x7E, 0x7F))
     e4, e5, bf = F.format("e4m3"), F.format("e5m2"), F.format("bf16")
-    assert (e4.max, e4.min_normal, e4.min_subnormal) == (448.0, 2.0 ** -6, 2.0 ** -9)
-    assert (e5.max, e5.min_normal, e5.min_subnormal) == (57344.0, 2.0 ** -14, 2.0 ** -16)
-    assert bf.max == float(np.finfo(np.float32).max) * (1 - 2.0 ** -8) / (1 - 2.0 ** -24)
+    assert (e4.max, e4.min_normal, e4.min_subnormal) == (448.0, 2.0**-6, 2.0**-9)
+    assert (e5.max, e5.min_normal, e5.min_subnormal) == (57344.0, 2.0**-14, 2.0**-16)
+    assert bf.max == float(np.finfo(np.float32).max) * (1 - 2.0**-8) / (1 - 2.0**-24)
     assert bf.min_normal == float(np.finfo(np.float32).tiny)
     assert F.format("float8_e4m3fn") is e4 and F.format("FP16") is F.FORMATS["fp16"]
     with pytest.raises(UsageError, match="known"):
@@ -77,8 +94,8 @@ def test_overflow_saturation_nan_and_ties_at_the_top():
     assert r(61439.0, "e5m2") == 57344 and r(61440.0, "e5m2") == np.inf  # tie rounds to the even 2^16: inf
     assert r(61440.0, "e5m2", saturate=True) == 57344 and r(-1e30, "e5m2") == -np.inf
     assert r(np.float32(3.4e38), "bf16") == np.inf and np.isnan(r(np.nan, "bf16")) and np.isnan(r(np.nan, "e5m2"))
-    assert r(1 + 2.0 ** -8, "bf16") == 1.0 and r(1 + 3 * 2.0 ** -8, "bf16") == 1 + 2.0 ** -6
-    assert r(2.0 ** -10, "e4m3") == 0 and r(3 * 2.0 ** -11, "e4m3") == 2.0 ** -9  # half the smallest: to 0 (even)
+    assert r(1 + 2.0**-8, "bf16") == 1.0 and r(1 + 3 * 2.0**-8, "bf16") == 1 + 2.0**-6
+    assert r(2.0**-10, "e4m3") == 0 and r(3 * 2.0**-11, "e4m3") == 2.0**-9  # half the smallest: to 0 (even)
     assert np.signbit(r(-1e-9, "e4m3")) and r(-1e-9, "e4m3") == 0  # underflow keeps the sign
 
 
@@ -113,13 +130,13 @@ def test_scaling_maps_amax_onto_the_largest_value():
 
 
 def test_error_stats_counts_exactly():
-    x = np.array([1.0, 1 + 2.0 ** -4, 1e-5, 1000.0, 0.0])
+    x = np.array([1.0, 1 + 2.0**-4, 1e-5, 1000.0, 0.0])
     st = F.error_stats(x, "e4m3")
     assert st["underflow"] == 0.25  # 1e-5 of the 4 nonzero values
     assert st["overflow"] == 0.2  # 1000 -> NaN, of 5 values
     assert st["relative_error"] == math.inf
     st = F.error_stats(x[:2], "e4m3")
-    assert math.isclose(st["max_relative_error"], 2.0 ** -4 / (1 + 2.0 ** -4))  # the tie went down to 1.0
+    assert math.isclose(st["max_relative_error"], 2.0**-4 / (1 + 2.0**-4))  # the tie went down to 1.0
     rows = F.format_table()
     assert [r["format"] for r in rows] == ["FP32", "FP16", "BF16", "FP8 E4M3", "FP8 E5M2"]
     assert rows[2]["max"] > 3e38 and rows[3]["epsilon"] == 0.125 and rows[4]["inf"] is True

@@ -39,7 +39,7 @@ def seq_matmul(A: np.ndarray, B: np.ndarray, init: np.ndarray | None = None) -> 
     C = np.zeros((m, n), F32) if init is None else np.broadcast_to(init, (m, n)).astype(F32)
     tmp = np.empty((m, n), F32)
     for k in range(K):
-        np.multiply(A[:, k:k + 1], B[k:k + 1, :], out=tmp)  # float32 product, rounded
+        np.multiply(A[:, k : k + 1], B[k : k + 1, :], out=tmp)  # float32 product, rounded
         C += tmp  # float32 add, rounded
     return C
 
@@ -57,7 +57,7 @@ def tree_sum(buf: np.ndarray) -> np.ndarray:
     buf = buf.astype(F32).copy()
     s = buf.shape[-1] // 2
     while s > 0:
-        buf[..., :s] += buf[..., s:2 * s]
+        buf[..., :s] += buf[..., s : 2 * s]
         s //= 2
     return buf[..., 0]
 
@@ -67,8 +67,8 @@ def strided_partials(X: np.ndarray, tpb: int) -> np.ndarray:
     rows, cols = X.shape
     acc = np.zeros((rows, tpb), F32)
     for start in range(0, cols, tpb):
-        chunk = X[:, start:start + tpb]
-        acc[:, :chunk.shape[1]] += chunk
+        chunk = X[:, start : start + tpb]
+        acc[:, : chunk.shape[1]] += chunk
     return acc
 
 
@@ -183,7 +183,7 @@ def _conv1d(x, w, out):
     K = w.size
     acc = np.zeros(out.size, F32)
     for k in range(K):
-        acc += x[k:k + out.size] * w[k]
+        acc += x[k : k + out.size] * w[k]
     out[...] = acc
 
 
@@ -192,7 +192,7 @@ def _conv2d_single(x, w, out):
     acc = np.zeros(out.shape, F32)
     for a in range(w.shape[0]):
         for b in range(w.shape[1]):
-            acc += x[a:a + ho, b:b + wo] * w[a, b]
+            acc += x[a : a + ho, b : b + wo] * w[a, b]
     out[...] = acc
 
 
@@ -205,7 +205,7 @@ def _conv2d(x, w, b, stride, pad, out):  # acc = b[f]; for c, a, d: acc += x * w
     for c in range(c_in):
         for a in range(k):
             for d in range(k):
-                patch = xp_[:, c, a:a + stride * ho:stride, d:d + stride * wo:stride]  # (N, Ho, Wo)
+                patch = xp_[:, c, a : a + stride * ho : stride, d : d + stride * wo : stride]  # (N, Ho, Wo)
                 acc += patch[:, None] * w[None, :, c, a, d, None, None]  # zeros in the padding add 0
     out[...] = acc
 
@@ -249,12 +249,12 @@ def _conv2d_backward(x, w, dout, stride, pad, dx, dw, db):
     n, _, ho, wo = dout.shape
     cols, _, _ = ops.im2col(x, k, k, stride, pad)  # (N*Ho*Wo, k*k*C)
     d = np.ascontiguousarray(dout.transpose(0, 2, 3, 1).reshape(n * ho * wo, f))
-    dw[...] = (seq_matmul(np.ascontiguousarray(d.T), np.ascontiguousarray(cols))
-               .reshape(f, k, k, c).transpose(0, 3, 1, 2))
+    dw[...] = (
+        seq_matmul(np.ascontiguousarray(d.T), np.ascontiguousarray(cols)).reshape(f, k, k, c).transpose(0, 3, 1, 2)
+    )
     db[...] = seq_sum_rows(d)
     wmat = np.ascontiguousarray(w.transpose(0, 2, 3, 1).reshape(f, k * k * c))
     dx[...] = ops.col2im(seq_matmul(d, wmat), x.shape, k, k, stride, pad)
-
 
 
 def _scale_mask(s, scale, causal, out):
@@ -285,7 +285,7 @@ def _online_attention(q, k, v, scale, causal, bk):
     row_sum = np.zeros(n, F32)
     acc = np.zeros((n, v.shape[1]), F32)
     for k0 in range(0, m, bk):  # the online softmax, one key tile at a time, in float32
-        s = (q @ k[k0:k0 + bk].T) * F32(scale)
+        s = (q @ k[k0 : k0 + bk].T) * F32(scale)
         if causal:
             s = np.where(np.arange(k0, min(k0 + bk, m))[None, :] <= rows + (m - n), s, -np.inf).astype(F32)
         new = np.maximum(row_max, s.max(axis=1))
@@ -293,7 +293,7 @@ def _online_attention(q, k, v, scale, causal, bk):
             alpha = np.where(np.isneginf(new), F32(1), np.exp(row_max - new)).astype(F32)
             p = np.where(np.isneginf(new)[:, None], F32(0), np.exp(s - new[:, None])).astype(F32)
         row_sum = row_sum * alpha + p.sum(axis=1, dtype=F32)
-        acc = acc * alpha[:, None] + p @ v[k0:k0 + bk]
+        acc = acc * alpha[:, None] + p @ v[k0 : k0 + bk]
         row_max = new
     return acc / row_sum[:, None], row_max + np.log(row_sum)
 
@@ -320,7 +320,7 @@ def _lesson_online_softmax(x, out):  # per thread: strided running (max, sum); t
     run_sum = np.zeros((rows, tpb), F32)
     with np.errstate(invalid="ignore"):
         for start in range(0, cols, tpb):
-            chunk = x[:, start:start + tpb]
+            chunk = x[:, start : start + tpb]
             w = chunk.shape[1]
             new = np.maximum(run_max[:, :w], chunk)
             live = new != -np.inf
@@ -329,9 +329,9 @@ def _lesson_online_softmax(x, out):  # per thread: strided running (max, sum); t
             run_max[:, :w] = new
         stride = tpb // 2
         while stride > 0:
-            m1, m2 = run_max[:, :stride], run_max[:, stride:2 * stride]
+            m1, m2 = run_max[:, :stride], run_max[:, stride : 2 * stride]
             new = np.maximum(m1, m2)
-            merged = run_sum[:, :stride] * np.exp(m1 - new) + run_sum[:, stride:2 * stride] * np.exp(m2 - new)
+            merged = run_sum[:, :stride] * np.exp(m1 - new) + run_sum[:, stride : 2 * stride] * np.exp(m2 - new)
             run_sum[:, :stride] = np.where(new != -np.inf, merged, run_sum[:, :stride]).astype(F32)
             run_max[:, :stride] = new
             stride //= 2
@@ -344,21 +344,43 @@ def _lesson_flash(q, k, v, scale, causal, out):
     out[...] = _online_attention(q, k, v, scale, causal, flash.BK)[0]
 
 
-LESSON_EMULATIONS = {("12", "scores"): _lesson_scores, ("12", "online_softmax"): _lesson_online_softmax,
-                     ("12", "flash"): _lesson_flash}
+LESSON_EMULATIONS = {
+    ("12", "scores"): _lesson_scores,
+    ("12", "online_softmax"): _lesson_online_softmax,
+    ("12", "flash"): _lesson_flash,
+}
 
 EMULATIONS = {
-    "lab01.ADD": _add, "lab01.AFFINE": _affine, "lab01.SAXPY": _saxpy, "lab01.STENCIL3": _stencil3,
-    "lab02.COPY2D": _copy, "lab02.TRANSPOSE": _transpose, "lab02.TRANSPOSE_TILED": _transpose,
-    "lab03.MATVEC": _matvec, "lab03.MATMUL": _matmul, "lab03.DENSE_RELU": _dense_relu,
-    "lab04.BLOCK_REVERSE": _block_reverse, "lab04.MATMUL_TILED": _matmul, "lab04.STENCIL_SHARED": _stencil_shared,
-    "lab05.SUM_ATOMIC": _sum_atomic, "lab05.HISTOGRAM": _histogram, "lab05.BLOCK_SUM": _block_sum,
+    "lab01.ADD": _add,
+    "lab01.AFFINE": _affine,
+    "lab01.SAXPY": _saxpy,
+    "lab01.STENCIL3": _stencil3,
+    "lab02.COPY2D": _copy,
+    "lab02.TRANSPOSE": _transpose,
+    "lab02.TRANSPOSE_TILED": _transpose,
+    "lab03.MATVEC": _matvec,
+    "lab03.MATMUL": _matmul,
+    "lab03.DENSE_RELU": _dense_relu,
+    "lab04.BLOCK_REVERSE": _block_reverse,
+    "lab04.MATMUL_TILED": _matmul,
+    "lab04.STENCIL_SHARED": _stencil_shared,
+    "lab05.SUM_ATOMIC": _sum_atomic,
+    "lab05.HISTOGRAM": _histogram,
+    "lab05.BLOCK_SUM": _block_sum,
     "lab05.SOFTMAX": _softmax,
-    "lab07.CONV1D": _conv1d, "lab07.CONV2D_SINGLE": _conv2d_single, "lab07.CONV2D": _conv2d,
-    "lab07.MAXPOOL": _maxpool, "lab07.IM2COL": _im2col, "lab07.CONV2D_IM2COL": _conv2d_im2col,
-    "lab08.RELU_BACKWARD": _relu_backward, "lab08.MAXPOOL_BACKWARD": _maxpool_backward,
-    "lab08.LINEAR_BACKWARD": _linear_backward, "lab08.CONV2D_BACKWARD": _conv2d_backward,
-    "lab12.SCALE_MASK": _scale_mask, "lab12.SOFTMAX_BACKWARD": _softmax_backward, "lab12.COMBINE": _combine,
+    "lab07.CONV1D": _conv1d,
+    "lab07.CONV2D_SINGLE": _conv2d_single,
+    "lab07.CONV2D": _conv2d,
+    "lab07.MAXPOOL": _maxpool,
+    "lab07.IM2COL": _im2col,
+    "lab07.CONV2D_IM2COL": _conv2d_im2col,
+    "lab08.RELU_BACKWARD": _relu_backward,
+    "lab08.MAXPOOL_BACKWARD": _maxpool_backward,
+    "lab08.LINEAR_BACKWARD": _linear_backward,
+    "lab08.CONV2D_BACKWARD": _conv2d_backward,
+    "lab12.SCALE_MASK": _scale_mask,
+    "lab12.SOFTMAX_BACKWARD": _softmax_backward,
+    "lab12.COMBINE": _combine,
     "lab12.FLASH_LSE": _flash_lse,
 }
 ALL = problems.all_problems()
@@ -509,8 +531,13 @@ def test_lesson06_precision_errors_at_n1024():
     err = {
         "fp32": np.abs(seq_matmul(a, b) - ref).max() / scale,
         "tf32": np.abs(seq_matmul(_round_tf32(a), _round_tf32(b)) - ref).max() / scale,
-        "fp16": np.abs(seq_matmul(a.astype(np.float16).astype(F32), b.astype(np.float16).astype(F32))
-                       .astype(np.float16).astype(np.float64) - ref).max() / scale,
+        "fp16": np.abs(
+            seq_matmul(a.astype(np.float16).astype(F32), b.astype(np.float16).astype(F32))
+            .astype(np.float16)
+            .astype(np.float64)
+            - ref
+        ).max()
+        / scale,
     }
     assert err["fp32"] < 1e-5, err
     assert err["fp32"] < err["fp16"] < 1e-2, err
@@ -588,8 +615,9 @@ def test_lesson09_digits_fallback_reaches_its_gpu_target():
     settings, targets = _lesson09_gpu_settings()
     assert {"channels", "hidden", "epochs", "batch_size"} <= set(settings) and set(targets) == {"mnist", "digits"}
     ds = data.load("digits", size=28)
-    model = nn.mnist_cnn(seed=0, image_size=28, channels=settings["channels"], hidden=settings["hidden"],
-                         backend="numpy")
+    model = nn.mnist_cnn(
+        seed=0, image_size=28, channels=settings["channels"], hidden=settings["hidden"], backend="numpy"
+    )
     h = train.fit(model, ds, epochs=settings["epochs"], batch_size=settings["batch_size"], progress=False)
     acc = train.evaluate(model, ds.x_test, ds.y_test)["accuracy"]
     assert acc > targets["digits"], (acc, targets, h.test_accuracy)

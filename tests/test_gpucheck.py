@@ -17,8 +17,20 @@ def test_no_gpu_fails_fast_with_a_clear_message(tmp_path):
     venv = tmp_path / "venv"
     env = dict(os.environ, GPULAB_GPUCHECK_FAKE_NO_GPU="1")
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, str(ROOT / "src" / "gpulab" / "gpucheck.py"), "--venv", str(venv),
-                        "--out", str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "src" / "gpulab" / "gpucheck.py"),
+            "--venv",
+            str(venv),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert r.returncode == gpucheck.NO_GPU_EXIT == 3
     assert time.monotonic() - t0 < 30
     assert "no CUDA GPU here" in r.stderr and "nvidia-smi" in r.stderr and "make test" in r.stderr

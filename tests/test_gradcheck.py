@@ -11,13 +11,16 @@ def _x(shape, seed=1):
     return np.where(np.abs(x) < 0.05, 0.1, x)  # keep ReLU inputs away from the kink at 0
 
 
-@pytest.mark.parametrize("layer,shape", [
-    (lambda: nn.Linear(5, 3), (4, 5)),
-    (lambda: nn.Conv2d(2, 3, 3, padding=1), (2, 2, 5, 5)),
-    (lambda: nn.Conv2d(1, 2, 3, stride=2), (1, 1, 7, 7)),
-    (lambda: nn.MaxPool2d(2), (2, 2, 4, 6)),
-    (lambda: nn.ReLU(), (3, 7)),
-])
+@pytest.mark.parametrize(
+    "layer,shape",
+    [
+        (lambda: nn.Linear(5, 3), (4, 5)),
+        (lambda: nn.Conv2d(2, 3, 3, padding=1), (2, 2, 5, 5)),
+        (lambda: nn.Conv2d(1, 2, 3, stride=2), (1, 1, 7, 7)),
+        (lambda: nn.MaxPool2d(2), (2, 2, 4, 6)),
+        (lambda: nn.ReLU(), (3, 7)),
+    ],
+)
 def test_layers_pass(layer, shape):
     errs = gradcheck.check_layer(layer(), _x(shape))
     assert set(errs) >= {"x"}
@@ -39,7 +42,7 @@ def test_a_wrong_backward_is_caught():
 
 def test_numerical_gradient_and_relative_error():
     x = np.array([1.0, -2.0, 3.0])
-    g = gradcheck.numerical_gradient(lambda: float((x ** 3).sum()), x)
-    np.testing.assert_allclose(g, 3 * x ** 2, rtol=1e-6)
+    g = gradcheck.numerical_gradient(lambda: float((x**3).sum()), x)
+    np.testing.assert_allclose(g, 3 * x**2, rtol=1e-6)
     np.testing.assert_array_equal(x, [1.0, -2.0, 3.0])  # restored
     assert gradcheck.relative_error([1, 2], [1, 2]) == 0 and gradcheck.relative_error([0], [0]) == 0

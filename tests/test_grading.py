@@ -50,7 +50,8 @@ def test_assemble_takes_only_answer_cells_from_the_submission(tmp_path):
     assert all("print('mine')" not in c.source for c in a.cells)
     # the lab's own code cells (imports, banner) come from the source
     assert sum(c.kind == "code" for c in a.cells) == sum(
-        1 for c in src.cells if c.cell_type == "code" and not _meta(c).get("grade") and not _meta(c).get("solution"))
+        1 for c in src.cells if c.cell_type == "code" and not _meta(c).get("grade") and not _meta(c).get("solution")
+    )
 
 
 def _result(score, max_score, status="passed", message="ok", hint=""):
@@ -75,8 +76,15 @@ def test_scores_mirror_nbgrader():
     assert score_test(cell, dict(base), "").score == 2  # no error, no number: full points
     assert score_test(cell, {**base, "value": 1.5}, "").score == 1.5  # a number: partial credit
     assert score_test(cell, {**base, "value": 50.0}, "").score == 2  # capped at the cell's points
-    r = score_test(cell, {**base, "error": ["AssertionError", "[FAIL]"],
-                          "results": [{"status": "failed", "message": "out[3] wrong\nmore", "hint": "guard"}]}, "")
+    r = score_test(
+        cell,
+        {
+            **base,
+            "error": ["AssertionError", "[FAIL]"],
+            "results": [{"status": "failed", "message": "out[3] wrong\nmore", "hint": "guard"}],
+        },
+        "",
+    )
     assert (r.score, r.status, r.message, r.hint) == (0, "failed", "out[3] wrong", "guard")
     assert score_test(cell, {**base, "error": ["NotImplementedError", ""]}, "").status == "not implemented"
     assert score_test(cell, {**base, "stderr": "Warning: x"}, "").score == 0  # nbgrader: stderr earns 0
@@ -84,13 +92,16 @@ def test_scores_mirror_nbgrader():
     assert score_test(cell, None, "cell 3 timed out").status == "not run"
 
 
-@pytest.mark.parametrize("content, expected", [
-    (b"", "is empty"),
-    (b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe", "binary"),
-    (b'{"cells": [', "not valid notebook JSON"),
-    (b'["a", "list"]', "not a notebook"),
-    (b"print('hello')\n", "not valid notebook JSON"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (b"", "is empty"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe", "binary"),
+        (b'{"cells": [', "not valid notebook JSON"),
+        (b'["a", "list"]', "not a notebook"),
+        (b"print('hello')\n", "not valid notebook JSON"),
+    ],
+)
 def test_bad_submissions_get_a_message(tmp_path, capsys, content, expected):
     path = tmp_path / "lab01_threads.ipynb"
     path.write_bytes(content)
@@ -114,8 +125,14 @@ def test_bad_paths_and_options_are_refused_before_any_work(tmp_path, capsys):
     odd.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
     assert labs.main(["grade", str(odd), "--root", str(ROOT)]) == 2
     assert "which lab is" in capsys.readouterr().err
-    for argv in (["--timeout", "0"], ["--timeout", "-1"], ["--timeout", "nan"], ["--kernel", "julia"],
-                 ["--workers", "0"], ["--memory-mb", "-5"]):
+    for argv in (
+        ["--timeout", "0"],
+        ["--timeout", "-1"],
+        ["--timeout", "nan"],
+        ["--kernel", "julia"],
+        ["--workers", "0"],
+        ["--memory-mb", "-5"],
+    ):
         with pytest.raises(SystemExit) as exc:
             labs.main(["grade", str(STUDENT), *argv])
         assert exc.value.code == 2, argv
@@ -143,11 +160,15 @@ def test_a_class_at_a_time(tmp_path):
         (subs / student).mkdir(parents=True)
         (subs / student / "lab01_threads.ipynb").write_bytes(path.read_bytes())
     out = tmp_path / "graded"
-    assert labs.main(["grade", str(subs), "--out", str(out), "--workers", "2", "--timeout", "120",
-                      "--root", str(ROOT)]) == 0
+    assert (
+        labs.main(["grade", str(subs), "--out", str(out), "--workers", "2", "--timeout", "120", "--root", str(ROOT)])
+        == 0
+    )
     rows = list(csv.DictReader(open(out / "gradebook.csv")))
     assert [(r["student"], float(r["score"]), float(r["max_score"])) for r in rows] == [
-        ("alice", 9.0, 9.0), ("bob", 0.0, 9.0)]
+        ("alice", 9.0, 9.0),
+        ("bob", 0.0, 9.0),
+    ]
     assert float(rows[0]["lab01-stencil-check"]) == 3
     book = json.loads((out / "gradebook.json").read_text())
     assert {e["student"] for e in book} == {"alice", "bob"}

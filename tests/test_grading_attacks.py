@@ -62,8 +62,12 @@ def test_structural_attacks_score_zero(tmp_path, guarded):
     """Test cells replaced by `pass`, points raised to 1000, a 100-point graded cell added."""
     sub = _combined(tmp_path, "structural", attacks.blank_pass_tests, attacks.raise_points, attacks.add_graded_cell)
     g = _grade(sub)
-    assert [r.grade_id for r in g.rows] == ["lab01-add-check", "lab01-affine-check", "lab01-saxpy-check",
-                                            "lab01-stencil-check"]
+    assert [r.grade_id for r in g.rows] == [
+        "lab01-add-check",
+        "lab01-affine-check",
+        "lab01-saxpy-check",
+        "lab01-stencil-check",
+    ]
     assert [r.points for r in g.rows] == [2, 2, 2, 3] and g.max_score == 9
     assert g.score == 0 and all(r.status == "not implemented" for r in g.rows), g.rows
     assert any("lab01-bonus" in n for n in g.notes)
@@ -73,8 +77,17 @@ def test_structural_attacks_score_zero(tmp_path, guarded):
 def test_in_process_attacks_score_zero(tmp_path, guarded):
     """A fake check_kernel, gpulab.exercises patched (attribute, __code__, CheckResult.passed),
     numpy.isclose/allclose patched, and score lines written to the old grade log after every cell."""
-    g = _grade(_combined(tmp_path, "in_process", attacks.fake_check_kernel, attacks.patch_exercises,
-                         attacks.patch_isclose, attacks.write_grade_log, attacks.patch_problem_objects))
+    g = _grade(
+        _combined(
+            tmp_path,
+            "in_process",
+            attacks.fake_check_kernel,
+            attacks.patch_exercises,
+            attacks.patch_isclose,
+            attacks.write_grade_log,
+            attacks.patch_problem_objects,
+        )
+    )
     assert g.score == 0 and g.max_score == 9, g.rows
     assert all(r.status == "failed" for r in g.rows), g.rows  # the real checks ran on the empty kernels
 

@@ -12,7 +12,7 @@ def test_references():
     y = np.array([1.0, 1.0, 0.5, -1.0], dtype=np.float32)
     np.testing.assert_array_equal(interop.squared_diff_reference(x, y), [9.0, 1.0, 0.0, 16.0])
     np.testing.assert_array_equal(interop.relu_reference(x), [0.0, 0.0, 0.5, 3.0])
-    assert "relu_forward" in interop.RELU_RAW_SOURCE and "extern \"C\"" in interop.RELU_RAW_SOURCE
+    assert "relu_forward" in interop.RELU_RAW_SOURCE and 'extern "C"' in interop.RELU_RAW_SOURCE
     assert interop.SQUARED_DIFF_SPEC["operation"].startswith("z =")
 
 
@@ -41,8 +41,7 @@ def test_array_interface_shares_memory_with_numba_kernels():
 
 
 def test_round_to_tf32():
-    x = np.array([1.0, 1 + 2**-10, 1 + 2**-11, 1 + 3 * 2**-11, 1 + 2**-12, -3.14159, np.inf, np.nan],
-                 dtype=np.float32)
+    x = np.array([1.0, 1 + 2**-10, 1 + 2**-11, 1 + 3 * 2**-11, 1 + 2**-12, -3.14159, np.inf, np.nan], dtype=np.float32)
     r = interop.round_to_tf32(x)
     assert r.dtype == np.float32
     assert r[0] == 1.0 and r[1] == 1 + 2**-10  # representable values are kept
@@ -150,7 +149,8 @@ def test_gpu_extras_bring_nccl_for_their_cuda_major():
 
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     extras = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"][
-        "optional-dependencies"]
+        "optional-dependencies"
+    ]
     for major in (12, 13):
         names = {re.split(r"[<>=!~\[; ]", req, maxsplit=1)[0] for req in extras[f"gpu-cu{major}"]}
         assert {f"cupy-cuda{major}x", f"nvidia-nccl-cu{major}"} <= names, (major, names)

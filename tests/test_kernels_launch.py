@@ -22,12 +22,15 @@ def test_launch_error_is_a_usage_error_and_a_value_error():
     assert issubclass(LaunchError, UsageError) and issubclass(LaunchError, ValueError)
 
 
-@pytest.mark.parametrize("out, match", [
-    (np.zeros(10, np.float32), r"shape \(1000,\), but has shape \(10,\)"),
-    (np.zeros(1000, np.int32), "dtype float32 .* but has int32"),
-    (np.zeros(2000, np.float32)[::2], "C-contiguous"),
-    (np.broadcast_to(np.zeros(1, np.float32), (1000,)), "C-contiguous|read-only"),
-])
+@pytest.mark.parametrize(
+    "out, match",
+    [
+        (np.zeros(10, np.float32), r"shape \(1000,\), but has shape \(10,\)"),
+        (np.zeros(1000, np.int32), "dtype float32 .* but has int32"),
+        (np.zeros(2000, np.float32)[::2], "C-contiguous"),
+        (np.broadcast_to(np.zeros(1, np.float32), (1000,)), "C-contiguous|read-only"),
+    ],
+)
 def test_add_refuses_a_wrong_out(out, match):
     with pytest.raises(LaunchError, match=match):
         kernels.add(A, B, out=out)
@@ -55,11 +58,13 @@ def test_add_bad_block_counts(blocks):
 
 @pytest.mark.parametrize("tpb", [0, -32, 2.5, None])
 def test_threads_per_block_checked_everywhere(tpb):
-    for call in (lambda: kernels.add(A, B, threads_per_block=tpb),
-                 lambda: kernels.saxpy(1.0, A, B, threads_per_block=tpb),
-                 lambda: memory.copy(A, threads_per_block=tpb),
-                 lambda: reduce.sum_atomic(A, threads_per_block=tpb),
-                 lambda: reduce.sum_atomic(A[:0], threads_per_block=tpb)):
+    for call in (
+        lambda: kernels.add(A, B, threads_per_block=tpb),
+        lambda: kernels.saxpy(1.0, A, B, threads_per_block=tpb),
+        lambda: memory.copy(A, threads_per_block=tpb),
+        lambda: reduce.sum_atomic(A, threads_per_block=tpb),
+        lambda: reduce.sum_atomic(A[:0], threads_per_block=tpb),
+    ):
         with pytest.raises(LaunchError, match="threads_per_block"):
             call()
 
@@ -118,18 +123,21 @@ def test_numba_device_arrays_stay_on_the_device():
         "transpose": memory.transpose(cuda.to_device(np.ones((5, 3), np.float32))),
         "scale2d": elementwise.scale2d(2.0, cuda.to_device(np.ones((5, 3), np.float32))),
         "softmax": reduce.softmax_rows(cuda.to_device(np.ones((5, 3), np.float32))),
-        "matmul": kernels.matmul(cuda.to_device(np.ones((4, 3), np.float32)),
-                                 cuda.to_device(np.ones((3, 2), np.float32))),
+        "matmul": kernels.matmul(
+            cuda.to_device(np.ones((4, 3), np.float32)), cuda.to_device(np.ones((3, 2), np.float32))
+        ),
         "scan": scan.inclusive_scan(cuda.to_device(A[:300])),  # two blocks: the block sums too
-        "conv2d": conv.conv2d_direct(cuda.to_device(X4), cuda.to_device(W4), cuda.to_device(np.ones(2, np.float32)),
-                                     pad=1),
+        "conv2d": conv.conv2d_direct(
+            cuda.to_device(X4), cuda.to_device(W4), cuda.to_device(np.ones(2, np.float32)), pad=1
+        ),
     }
     for name, out in results.items():
         assert is_numba_device_array(out), f"{name} returned {type(out).__name__}"
     np.testing.assert_array_equal(results["add"].copy_to_host(), A + B)
     np.testing.assert_array_equal(results["copy"].copy_to_host(), A[::3])
     np.testing.assert_allclose(results["scan"].copy_to_host(), np.cumsum(A[:300]), rtol=1e-6)
-    np.testing.assert_allclose(results["conv2d"].copy_to_host(),
-                               conv.conv2d_reference(X4, W4, np.ones(2, np.float32), 1, 1), rtol=1e-5)
+    np.testing.assert_allclose(
+        results["conv2d"].copy_to_host(), conv.conv2d_reference(X4, W4, np.ones(2, np.float32), 1, 1), rtol=1e-5
+    )
     assert reduce.sum_atomic(a_d) == pytest.approx(float(A.sum()), rel=1e-5)
     assert reduce.sum_tree(a_d) == pytest.approx(float(A.sum()), rel=1e-5)

@@ -4,9 +4,20 @@ import numpy as np
 import pytest
 
 from gpulab.kernels import LaunchError
-from gpulab.kernels.matmul import (BN, MATMUL_KERNELS, TILE, benchmark_ladder, disable_tf32, launch_config, matmul,
-                                   matmul_flops, matmul_naive_kernel, matmul_reference, matmul_regtiled_kernel,
-                                   matmul_tiled_kernel)
+from gpulab.kernels.matmul import (
+    BN,
+    MATMUL_KERNELS,
+    TILE,
+    benchmark_ladder,
+    disable_tf32,
+    launch_config,
+    matmul,
+    matmul_flops,
+    matmul_naive_kernel,
+    matmul_reference,
+    matmul_regtiled_kernel,
+    matmul_tiled_kernel,
+)
 from gpulab.trace import trace
 
 SHAPES = [(1, 1, 1), (17, 33, 9), (31, 16, 47), (64, 64, 64)]  # (M, K, N), most not multiples of the tiles

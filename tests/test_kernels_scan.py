@@ -68,9 +68,13 @@ def _block_scan_spec(x):
 
 def test_block_kernel_passes_the_harness_with_no_race():
     res = check_kernel(
-        scan_block_kernel, _block_scan_spec,
+        scan_block_kernel,
+        _block_scan_spec,
         inputs=lambda n, rng: rng.uniform(-1, 1, n).astype(np.float32),
-        sizes=[1, 100, 200], launch=lambda x, out, sums: (sums.shape[0], TPB), rtol=1e-5, atol=1e-5,
+        sizes=[1, 100, 200],
+        launch=lambda x, out, sums: (sums.shape[0], TPB),
+        rtol=1e-5,
+        atol=1e-5,
         out_names=["out", "block_sums"],
     )
     assert res.passed, res
@@ -78,9 +82,13 @@ def test_block_kernel_passes_the_harness_with_no_race():
 
 def test_a_single_buffer_scan_is_reported_as_a_race():
     res = check_kernel(
-        scan_one_buffer, _block_scan_spec,
+        scan_one_buffer,
+        _block_scan_spec,
         inputs=lambda n, rng: rng.uniform(-1, 1, n).astype(np.float32),
-        sizes=[100, 200], launch=lambda x, out, sums: (sums.shape[0], 128), rtol=1e-5, atol=1e-5,
+        sizes=[100, 200],
+        launch=lambda x, out, sums: (sums.shape[0], 128),
+        rtol=1e-5,
+        atol=1e-5,
         out_names=["out", "block_sums"],
     )
     assert not res.passed
@@ -92,7 +100,7 @@ def test_offsets_kernel_adds_previous_blocks():
     out = np.ones(n, np.float32)
     scanned = np.array([10.0, 30.0, 60.0], np.float32)
     add_offsets_kernel[3, TPB](out, scanned)
-    assert np.all(out[:TPB] == 1) and np.all(out[TPB:2 * TPB] == 11) and np.all(out[2 * TPB:] == 31)
+    assert np.all(out[:TPB] == 1) and np.all(out[TPB : 2 * TPB] == 11) and np.all(out[2 * TPB :] == 31)
 
 
 def test_reference_and_ptx_signatures():

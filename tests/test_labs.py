@@ -19,7 +19,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted((ROOT / "labs" / "solutions").glob("*.ipynb"))
 
 
-
 def test_one_lab_per_lesson():
     names = [p.name for p in SOLUTIONS]
     for prefix in ("lab01_", "lab02_", "lab03_", "lab04_", "lab05_"):
@@ -112,8 +111,11 @@ def test_check_detects_stale_missing_leaking_and_orphan_versions(tmp_path):
 
     # leaking: a solution line copied into the student version
     leak_line = next(
-        line.strip() for c in nb.cells if labs.BEGIN in c.source
-        for line in c.source.split(labs.BEGIN, 1)[1].splitlines() if len(line.strip()) >= 12
+        line.strip()
+        for c in nb.cells
+        if labs.BEGIN in c.source
+        for line in c.source.split(labs.BEGIN, 1)[1].splitlines()
+        if len(line.strip()) >= 12
     )
     snb = nbformat.read(str(student), as_version=4)
     stub_cell = next(c for c in snb.cells if labs.CODE_STUB in c.source)

@@ -26,6 +26,7 @@ LEARNERS_WITH_EXERCISES = [rel.learner_path(ROOT, s) for s in SOURCES if BEGIN i
 
 # --- the exercises ----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("key", sorted(lessons.EXERCISES), ids=lambda k: f"{k[0]}-{k[1]}")
 def test_every_reference_passes_its_check(key):
     ex = lessons.EXERCISES[key]
@@ -86,6 +87,7 @@ def test_check_function_and_compare(capsys):
 
 # --- the sources ------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("path", [p for p in SOURCES if BEGIN in p.read_text(encoding="utf-8")], ids=lambda p: p.name)
 def test_each_exercise_is_followed_by_a_check(path):
     nb = nbformat.read(str(path), as_version=4)
@@ -97,8 +99,9 @@ def test_each_exercise_is_followed_by_a_check(path):
         n_ex += 1
         assert END in cell.source
         nxt = code[k + 1].source
-        assert ("lessons.check(" in nxt or "check_function(" in nxt) and BEGIN_HIDDEN in nxt, \
+        assert ("lessons.check(" in nxt or "check_function(" in nxt) and BEGIN_HIDDEN in nxt, (
             f"exercise cell {k} of {path.name} is not followed by a check cell with a hidden assert"
+        )
         assert "assert result.passed" in nxt
     assert n_ex >= 1
     assert path.stat().st_size < 1_000_000
@@ -116,6 +119,7 @@ def test_kernel_lessons_have_three_exercises_and_a_prediction(lesson):
 
 
 # --- the learner versions ---------------------------------------------------------------------------
+
 
 def test_learner_versions_are_current_and_solution_free():
     problems = rel.check(ROOT)
@@ -159,10 +163,15 @@ def test_learner_version_runs_without_a_traceback(path):
     from nbclient import NotebookClient
 
     nb = nbformat.read(str(path), as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
-    errors = [(k, o.get("ename"), o.get("evalue")) for k, c in enumerate(nb.cells)
-              for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    NotebookClient(
+        nb, timeout=600, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
+    errors = [
+        (k, o.get("ename"), o.get("evalue"))
+        for k, c in enumerate(nb.cells)
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
     assert not errors, f"{path.name}: {errors[0]}"
     outputs = " ".join(str(o.get("data", "")) + str(o.get("text", "")) for c in nb.cells for o in c.get("outputs", []))
     stubs = sum(c.source.count(CODE_STUB) for c in nb.cells)
@@ -170,8 +179,11 @@ def test_learner_version_runs_without_a_traceback(path):
 
 
 @pytest.mark.ptx
-@pytest.mark.parametrize("kernel,signature", __import__("gpulab.lessons.answers", fromlist=["x"]).PTX_SIGNATURES,
-                         ids=lambda x: getattr(getattr(x, "py_func", x), "__name__", str(x)))
+@pytest.mark.parametrize(
+    "kernel,signature",
+    __import__("gpulab.lessons.answers", fromlist=["x"]).PTX_SIGNATURES,
+    ids=lambda x: getattr(getattr(x, "py_func", x), "__name__", str(x)),
+)
 def test_reference_answers_compile_to_ptx(kernel, signature):
     import inspect
 

@@ -23,8 +23,13 @@ from gpulab.lessons.elementwise import run_elementwise
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
-KERNEL_LESSONS = {"05": "05_reductions_atomics", "06": "06_cupy_interop", "07": "07_convolution",
-                  "08": "08_backprop", "10": "10_scaling_up"}
+KERNEL_LESSONS = {
+    "05": "05_reductions_atomics",
+    "06": "06_cupy_interop",
+    "07": "07_convolution",
+    "08": "08_backprop",
+    "10": "10_scaling_up",
+}
 
 
 def _solution_cells(nb_name: str):
@@ -52,15 +57,16 @@ def test_every_exercise_has_its_answer_and_they_agree(lesson):
         names.append(name)
         assert name in ours, f"{lesson}: the lesson's exercise {name} is not in gpulab.lessons"
         region = src.split(BEGIN, 1)[1].split(END, 1)[0]
-        assert textwrap.dedent(region).strip() == textwrap.dedent(_body(ours[name].reference)).strip(), \
+        assert textwrap.dedent(region).strip() == textwrap.dedent(_body(ours[name].reference)).strip(), (
             f"{lesson}: {name} differs from its reference in gpulab.lessons.answers_05_10"
+        )
     assert sorted(names) == sorted(ours), f"{lesson}: exercises in the lesson {names}, in gpulab.lessons {sorted(ours)}"
     assert len(names) >= (3 if lesson in ("05", "07", "08") else 1)
 
 
 def test_lesson11_checks_each_function_exercise():
     text = (ROOT / "notebooks" / "11_energy_cost_hardware.ipynb").read_text(encoding="utf-8")
-    for (lesson, name) in lessons.EXERCISES:
+    for lesson, name in lessons.EXERCISES:
         if lesson == "11":
             assert f'lessons.check(\\"11\\", \\"{name}\\"' in text, name
 
@@ -100,8 +106,9 @@ def test_run_elementwise_model():
     x, y = np.arange(4, dtype=np.float32), np.ones(4, np.float32)
     spec = answers_05_10.axpy_elementwise_spec()
     assert np.array_equal(run_elementwise(spec, np.float32(2), x, y), 2 * x + y)
-    assert np.array_equal(run_elementwise({"in_params": "float32 x", "out_params": "float32 z",
-                                           "operation": "z = 0.5f * x;"}, x), 0.5 * x)
+    assert np.array_equal(
+        run_elementwise({"in_params": "float32 x", "out_params": "float32 z", "operation": "z = 0.5f * x;"}, x), 0.5 * x
+    )
     with pytest.raises(ValueError, match="ternary"):
         run_elementwise({"in_params": "float32 x", "out_params": "float32 z", "operation": "z = x > 0 ? x : 0"}, x)
     with pytest.raises(ValueError, match="2 arguments"):
@@ -113,8 +120,11 @@ def test_elementwise_exercise_checks_the_learners_spec():
         raise NotImplementedError
 
     assert lessons.check("06", "axpy_elementwise", todo).status == "not implemented"
-    wrong = lessons.check("06", "axpy_elementwise", lambda: {"in_params": "float32 a, float32 x, float32 y",
-                                                             "out_params": "float32 z", "operation": "z = a * x"})
+    wrong = lessons.check(
+        "06",
+        "axpy_elementwise",
+        lambda: {"in_params": "float32 a, float32 x, float32 y", "out_params": "float32 z", "operation": "z = a * x"},
+    )
     assert wrong.status == "failed", wrong
 
 
@@ -187,16 +197,23 @@ def test_as_host_writes_what_the_function_returns():
 
 # --- PTX ------------------------------------------------------------------------------------------------
 
+
 def test_every_reference_kernel_is_listed_for_ptx():
     listed = {k for k, _ in answers_05_10.PTX_SIGNATURES}
-    kernels = {e.reference for (les, _), e in lessons.EXERCISES.items()
-               if "05" <= les <= "10" and hasattr(e.reference, "py_func")}
+    kernels = {
+        e.reference
+        for (les, _), e in lessons.EXERCISES.items()
+        if "05" <= les <= "10" and hasattr(e.reference, "py_func")
+    }
     assert listed == kernels
 
 
 @pytest.mark.ptx
-@pytest.mark.parametrize("kernel,signature", answers_05_10.PTX_SIGNATURES,
-                         ids=lambda x: getattr(getattr(x, "py_func", x), "__name__", str(x)))
+@pytest.mark.parametrize(
+    "kernel,signature",
+    answers_05_10.PTX_SIGNATURES,
+    ids=lambda x: getattr(getattr(x, "py_func", x), "__name__", str(x)),
+)
 def test_reference_kernels_compile_to_ptx(kernel, signature):
     from gpulab import ptx
 

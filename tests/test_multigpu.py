@@ -15,7 +15,8 @@ def test_allreduce_time_uses_the_bytes_lesson_10s_ring_sends(n):
     _, sent = scaling.ring_allreduce([buf] * n)
     assert multigpu.allreduce_seconds(buf.nbytes, n, 10.0) == pytest.approx(sent / 10e9, rel=1e-3)
     assert multigpu.allreduce_seconds(buf.nbytes, n, 10.0, latency_us=1) == pytest.approx(
-        sent / 10e9 + 2 * (n - 1) * 1e-6, rel=1e-3)
+        sent / 10e9 + 2 * (n - 1) * 1e-6, rel=1e-3
+    )
 
 
 def test_step_time_and_crossover():

@@ -24,8 +24,7 @@ nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted(ROOT.glob("notebooks/[0-9]*.ipynb")) \
-    + sorted(ROOT.glob("labs/solutions/*.ipynb"))
+NOTEBOOKS = sorted(ROOT.glob("notebooks/[0-9]*.ipynb")) + sorted(ROOT.glob("labs/solutions/*.ipynb"))
 BUDGET_S = float(os.environ.get("GPULAB_NBCLIENT_BUDGET_S", "30"))
 # lab09 trains a CNN end to end on the learner's kernels in the simulator (about 25 s of CPU time alone;
 # more with the other test worker on a 2-core machine): its own budget, asserted in the notebook as CPU time.
@@ -33,9 +32,11 @@ SLOW_BUDGET_S = {"lab09_training.ipynb": 60.0}
 STALL_S = 120.0  # no single cell may wait longer than this (a stall burns wall time, not CPU)
 WALL_FACTOR = 4.0  # the whole run, in wall time, even on a shared machine
 
-CPU_PROBE = ("import json as _j, resource as _r\n"
-             "_s, _c = _r.getrusage(_r.RUSAGE_SELF), _r.getrusage(_r.RUSAGE_CHILDREN)\n"
-             "print('GPULAB_CPU_S=' + _j.dumps(_s.ru_utime + _s.ru_stime + _c.ru_utime + _c.ru_stime))")
+CPU_PROBE = (
+    "import json as _j, resource as _r\n"
+    "_s, _c = _r.getrusage(_r.RUSAGE_SELF), _r.getrusage(_r.RUSAGE_CHILDREN)\n"
+    "print('GPULAB_CPU_S=' + _j.dumps(_s.ru_utime + _s.ru_stime + _c.ru_utime + _c.ru_stime))"
+)
 
 
 def _cpu_seconds(nb) -> float:
@@ -55,15 +56,17 @@ def test_runs_under_plain_nbclient(path: Path, monkeypatch) -> None:
     budget = max(BUDGET_S, SLOW_BUDGET_S.get(path.name, 0.0))
     n_cells = len(nb.cells)
     nb.cells.append(nbformat.v4.new_code_cell(CPU_PROBE))
-    client = nbclient.NotebookClient(nb, timeout=STALL_S, kernel_name="python3",
-                                     resources={"metadata": {"path": str(path.parent)}})
+    client = nbclient.NotebookClient(
+        nb, timeout=STALL_S, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    )
     start = time.perf_counter()
     client.execute()
     elapsed = time.perf_counter() - start
     cpu = _cpu_seconds(nb)
     del nb.cells[n_cells:]
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
+    errors = [
+        o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"
+    ]
     assert not errors, f"{path.name}: {errors[0].get('ename')}: {errors[0].get('evalue')}"
     if path.parent.name == "solutions":  # every reference solution earns every graded cell's points
         for cell in nb.cells:
@@ -75,4 +78,5 @@ def test_runs_under_plain_nbclient(path: Path, monkeypatch) -> None:
     assert cpu <= budget, f"{path.name} used {cpu:.1f} s of CPU under nbclient (budget {budget:.0f} s)"
     assert elapsed <= WALL_FACTOR * budget, (
         f"{path.name} took {elapsed:.1f} s wall for {cpu:.1f} s of CPU under nbclient: something waits "
-        f"(budget {WALL_FACTOR * budget:.0f} s wall)")
+        f"(budget {WALL_FACTOR * budget:.0f} s wall)"
+    )

@@ -43,14 +43,17 @@ def _with_report(nb) -> None:
 
 ADD = "    i = cuda.grid(1)\n    if i < out.shape[0]:\n        out[i] = a[i] + b[i]"
 # Correct in the simulator, but a Python list inside a kernel does not compile for a GPU (PTX check).
-STENCIL_LIST = ("    i = cuda.grid(1)\n    n = x.shape[0]\n    if i < n:\n"
-                "        vals = [x[i - 1] if i > 0 else 0.0, x[i],"
-                " x[i + 1] if i + 1 < n else 0.0]\n        out[i] = vals[0] + vals[1] + vals[2]")
+STENCIL_LIST = (
+    "    i = cuda.grid(1)\n    n = x.shape[0]\n    if i < n:\n"
+    "        vals = [x[i - 1] if i > 0 else 0.0, x[i],"
+    " x[i + 1] if i + 1 < n else 0.0]\n        out[i] = vals[0] + vals[1] + vals[2]"
+)
 
 
 def _answer(nb, kernel_name: str, body: str) -> None:
-    cell = next(c for c in nb.cells
-                if f"def {kernel_name}(" in c.source and c.metadata.get("nbgrader", {}).get("solution"))
+    cell = next(
+        c for c in nb.cells if f"def {kernel_name}(" in c.source and c.metadata.get("nbgrader", {}).get("solution")
+    )
     lines = cell.source.splitlines()
     head = [ln for ln in lines if ln.startswith("@") or ln.startswith("def ")]
     cell.source = "\n".join(head) + "\n" + body
@@ -58,8 +61,14 @@ def _answer(nb, kernel_name: str, body: str) -> None:
 
 def _nbgrader(course: Path, *args: str) -> None:
     env = {**os.environ, "GPULAB_COURSE_DIR": str(course), "GPULAB_DEVICE": "simulator", "GPULAB_CELL_TIMEOUT": "300"}
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args, "--force"], cwd=course, env=env,
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args, "--force"],
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
@@ -104,7 +113,7 @@ def test_nbgrader_and_labs_grade_agree(tmp_path, monkeypatch):
 
     nbgrader_scores: dict[tuple[str, str], dict[str, float]] = {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        for (student, lab) in subs:
+        for student, lab in subs:
             nb = gb.find_submission_notebook(lab, lab, student)
             nbgrader_scores[(student, lab)] = {g.name: g.score for g in nb.grades if g.max_score_gradecell}
 
@@ -115,8 +124,9 @@ def test_nbgrader_and_labs_grade_agree(tmp_path, monkeypatch):
             if lab_name == lab:
                 (folder / student).mkdir(parents=True)
                 shutil.copy(path, folder / student / f"{lab}.ipynb")
-        book = grade_folder(folder, sources, tmp_path / "graded" / lab, workers=2, progress=False,
-                            limits=Limits(cell_timeout=300))
+        book = grade_folder(
+            folder, sources, tmp_path / "graded" / lab, workers=2, progress=False, limits=Limits(cell_timeout=300)
+        )
         for student, g in book.entries:
             ours[(student, lab)] = {r.grade_id: r.score for r in g.rows}
 

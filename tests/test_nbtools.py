@@ -15,8 +15,14 @@ ROOT = Path(__file__).resolve().parents[1]
 KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
 
 
-def _write_nb(path: Path, *, badge: str | None = None, setup: str | None = "old install", meta: dict | None = None,
-              with_outputs: bool = True) -> nbformat.NotebookNode:
+def _write_nb(
+    path: Path,
+    *,
+    badge: str | None = None,
+    setup: str | None = "old install",
+    meta: dict | None = None,
+    with_outputs: bool = True,
+) -> nbformat.NotebookNode:
     path.parent.mkdir(parents=True, exist_ok=True)
     title = "# 03 · Memory coalescing"
     md = nbformat.v4.new_markdown_cell(title + ("\n" + badge if badge else "") + "\n\nIntro text.")
@@ -113,8 +119,10 @@ def test_sync_replaces_a_stale_badge_and_inserts_a_missing_setup_cell(tmp_path):
 
 def test_sync_keeps_colab_metadata_it_does_not_own(tmp_path):
     path = tmp_path / "notebooks" / "00_why.ipynb"
-    _write_nb(path, meta={"colab": {"name": "00_why.ipynb", "gpuType": "A100"}, "accelerator": "TPU",
-                     "kernelspec": KERNELSPEC})
+    _write_nb(
+        path,
+        meta={"colab": {"name": "00_why.ipynb", "gpuType": "A100"}, "accelerator": "TPU", "kernelspec": KERNELSPEC},
+    )
     assert _run(tmp_path, "sync") == 0
     meta = nbformat.read(path, as_version=4).metadata
     assert meta.colab == {"name": "00_why.ipynb", "gpuType": "T4", "provenance": []}
@@ -161,19 +169,27 @@ def test_every_committed_notebook_is_colab_ready():
 # ------------------------------------------------------------------------- issue 15: bad paths
 
 
-@pytest.mark.parametrize("make, match", [
-    (lambda d: (d / "notebooks" / "list.ipynb").write_text("[1, 2]"), "its JSON is list"),
-    (lambda d: (d / "notebooks" / "x.ipynb").mkdir(), "is a folder, not a notebook"),
-    (lambda d: None, "does not exist"),
-    (lambda d: (d / "notebooks" / "bad.ipynb").write_text("{not json"), "not valid JSON"),
-    (lambda d: (d / "notebooks" / "obj.ipynb").write_text('{"a": 1}'), "without a 'cells' list"),
-])
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda d: (d / "notebooks" / "list.ipynb").write_text("[1, 2]"), "its JSON is list"),
+        (lambda d: (d / "notebooks" / "x.ipynb").mkdir(), "is a folder, not a notebook"),
+        (lambda d: None, "does not exist"),
+        (lambda d: (d / "notebooks" / "bad.ipynb").write_text("{not json"), "not valid JSON"),
+        (lambda d: (d / "notebooks" / "obj.ipynb").write_text('{"a": 1}'), "without a 'cells' list"),
+    ],
+)
 def test_bad_paths_get_a_message_and_exit_2(tmp_path, capsys, make, match):
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "pyproject.toml").write_text("")
     make(tmp_path)
-    name = {"its JSON is list": "list", "is a folder, not a notebook": "x", "does not exist": "missing",
-            "not valid JSON": "bad", "without a 'cells' list": "obj"}[match]
+    name = {
+        "its JSON is list": "list",
+        "is a folder, not a notebook": "x",
+        "does not exist": "missing",
+        "not valid JSON": "bad",
+        "without a 'cells' list": "obj",
+    }[match]
     code = nbtools.main(["check", str(tmp_path / "notebooks" / f"{name}.ipynb"), "--root", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2 and match in err and "Traceback" not in err, err

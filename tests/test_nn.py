@@ -73,7 +73,9 @@ def test_conv2d_matches_direct_loops():
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("k,stride,shape", [(2, 2, (2, 3, 6, 8)), (2, 2, (1, 2, 7, 5)), (3, 2, (2, 2, 7, 7)), (3, 1, (1, 2, 5, 5))])
+@pytest.mark.parametrize(
+    "k,stride,shape", [(2, 2, (2, 3, 6, 8)), (2, 2, (1, 2, 7, 5)), (3, 2, (2, 2, 7, 7)), (3, 1, (1, 2, 5, 5))]
+)
 def test_maxpool_gradients(k, stride, shape):
     x = RNG.permutation(np.prod(shape)).reshape(shape).astype(np.float64) * 0.1  # distinct values: no ties
     check_layer(nn.MaxPool2d(k, stride), x)
@@ -131,9 +133,16 @@ def test_against_pytorch_autograd():
     torch = pytest.importorskip("torch")
     model = nn.mnist_cnn(image_size=12, channels=(4, 6), hidden=16, dropout=0.0)
     tm = torch.nn.Sequential(
-        torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(4, 6, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Flatten(), torch.nn.Linear(54, 16), torch.nn.ReLU(), torch.nn.Linear(16, 10),
+        torch.nn.Conv2d(1, 4, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(4, 6, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(54, 16),
+        torch.nn.ReLU(),
+        torch.nn.Linear(16, 10),
     ).double()
     tlayers = [m for m in tm if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
     ours = [layer for layer in model if layer.params]
@@ -157,13 +166,15 @@ def test_against_pytorch_autograd():
 
 def test_adam_and_sgd_match_pytorch():
     torch = pytest.importorskip("torch")
-    for make, tmake in [(lambda m: nn.Adam(m, lr=0.01), lambda p: torch.optim.Adam(p, lr=0.01)),
-                        (lambda m: nn.SGD(m, lr=0.1, momentum=0.9), lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9))]:
+    for make, tmake in [
+        (lambda m: nn.Adam(m, lr=0.01), lambda p: torch.optim.Adam(p, lr=0.01)),
+        (lambda m: nn.SGD(m, lr=0.1, momentum=0.9), lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)),
+    ]:
         model = nn.Sequential(nn.Linear(3, 2))
         w = torch.tensor(model[0].params["W"].copy(), requires_grad=True)
         b = torch.tensor(model[0].params["b"].copy(), requires_grad=True)
         opt, topt = make(model), tmake([w, b])
-        for step in range(3):
+        for _step in range(3):
             g = RNG.standard_normal((2, 3)).astype(np.float32)
             model[0].grads["W"][...] = g
             model[0].grads["b"][...] = g[:, 0]
@@ -281,7 +292,14 @@ def test_relu_before_maxpool_runs_after_it_with_the_same_outputs_and_gradients(b
     windows of equal values, all-negative windows) outputs and gradients equal the layer order's bit for bit."""
     model = nn.mnist_cnn(image_size=8, channels=(3, 4), hidden=8, dropout=0.0, backend=backend)
     order = model.run_order()
-    assert [type(layer).__name__ for layer in order[:6]] == ["Conv2d", "MaxPool2d", "ReLU", "Conv2d", "MaxPool2d", "ReLU"]
+    assert [type(layer).__name__ for layer in order[:6]] == [
+        "Conv2d",
+        "MaxPool2d",
+        "ReLU",
+        "Conv2d",
+        "MaxPool2d",
+        "ReLU",
+    ]
     model.layers[0].params["b"][...] = np.array([0.5, -0.5, 0.0], np.float32)
     x = RNG.random((3, 1, 8, 8)).astype(np.float32)
     x[:, :, :4] = 0.0  # blank rows: equal conv outputs, so ties inside pooling windows

@@ -14,12 +14,30 @@ from gpulab.nn.array_ops import ArrayOps, CupyOps, NumpyOps
 from gpulab.nn.kernel_ops import KernelOps
 from gpulab.nn.ops import OP_NAMES, Ops
 
-BACKENDS = ["numpy", "kernels", pytest.param("cupy", marks=pytest.mark.skipif(
-    not gpulab.is_gpu(), reason="the cupy backend needs a CUDA GPU (simulator mode here)"))]
-CONV = [(2, 1, 5, 5, 3, 1, 1), (1, 3, 7, 6, 3, 2, 0), (2, 2, 6, 7, 2, 2, 1), (1, 5, 5, 5, 1, 1, 0),
-        (1, 2, 9, 8, 5, 3, 2), (1, 6, 4, 4, 3, 1, 1)]  # (N, C, H, W, k, stride, pad)
-POOL = [(2, 2, 4, 4, 2, 2), (1, 3, 7, 9, 2, 2), (1, 2, 5, 5, 3, 1), (2, 1, 9, 8, 3, 2), (1, 1, 6, 6, 3, 3),
-        (1, 2, 1, 1, 1, 1)]  # (N, C, H, W, k, stride)
+BACKENDS = [
+    "numpy",
+    "kernels",
+    pytest.param(
+        "cupy",
+        marks=pytest.mark.skipif(not gpulab.is_gpu(), reason="the cupy backend needs a CUDA GPU (simulator mode here)"),
+    ),
+]
+CONV = [
+    (2, 1, 5, 5, 3, 1, 1),
+    (1, 3, 7, 6, 3, 2, 0),
+    (2, 2, 6, 7, 2, 2, 1),
+    (1, 5, 5, 5, 1, 1, 0),
+    (1, 2, 9, 8, 5, 3, 2),
+    (1, 6, 4, 4, 3, 1, 1),
+]  # (N, C, H, W, k, stride, pad)
+POOL = [
+    (2, 2, 4, 4, 2, 2),
+    (1, 3, 7, 9, 2, 2),
+    (1, 2, 5, 5, 3, 1),
+    (2, 1, 9, 8, 3, 2),
+    (1, 1, 6, 6, 3, 3),
+    (1, 2, 1, 1, 1, 1),
+]  # (N, C, H, W, k, stride)
 
 
 def _ops(backend: str) -> Ops:
@@ -60,7 +78,7 @@ def _col2im_ref(d, x_shape, k, s, p):
                     for b in range(k):
                         for ch in range(c):
                             dx[nn_, ch, i * s + a, j * s + b] += d[(nn_ * ho + i) * wo + j, (a * k + b) * c + ch]
-    return dx[:, :, p:p + h, p:p + w]
+    return dx[:, :, p : p + h, p : p + w]
 
 
 def _pool_ref(x, k, s):
@@ -69,7 +87,7 @@ def _pool_ref(x, k, s):
     out = np.zeros((n, c, ho, wo))
     arg = np.zeros((n, c, ho, wo), np.int64)
     for idx in np.ndindex(n, c, ho, wo):
-        win = x[idx[0], idx[1], idx[2] * s:idx[2] * s + k, idx[3] * s:idx[3] * s + k].ravel()
+        win = x[idx[0], idx[1], idx[2] * s : idx[2] * s + k, idx[3] * s : idx[3] * s + k].ravel()
         arg[idx] = int(np.argmax(win))
         out[idx] = win[arg[idx]]
     return out, arg
@@ -86,9 +104,22 @@ def _pool_backward_ref(dout, arg, x_shape, k, s):
 def test_every_backend_implements_every_op_itself():
     """No backend inherits an op from another backend (or leaves one to the abstract contract); numpy and
     cupy are one implementation over xp."""
-    assert set(OP_NAMES) >= {"matmul", "im2col", "col2im", "conv_input_grad", "conv_weight_grad", "add_bias",
-                             "sum_rows", "relu", "relu_backward", "maxpool", "maxpool_backward", "softmax_xent",
-                             "adam_update", "sgd_update"}
+    assert set(OP_NAMES) >= {
+        "matmul",
+        "im2col",
+        "col2im",
+        "conv_input_grad",
+        "conv_weight_grad",
+        "add_bias",
+        "sum_rows",
+        "relu",
+        "relu_backward",
+        "maxpool",
+        "maxpool_backward",
+        "softmax_xent",
+        "adam_update",
+        "sgd_update",
+    }
     for cls in (ArrayOps, KernelOps):
         assert cls.__bases__ == (Ops,), cls
         missing = [op for op in OP_NAMES if op not in cls.__dict__]
@@ -135,16 +166,22 @@ def test_conv_ops(backend, cfg):
     assert (ho, wo) == (rho, rwo)
     np.testing.assert_array_equal(_host(cols), ref.astype(np.float32))
     d = rng.standard_normal(ref.shape).astype(np.float32)
-    np.testing.assert_allclose(_host(ops.col2im(_dev(d, backend), x.shape, k, k, s, p)),
-                               _col2im_ref(d, x.shape, k, s, p), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        _host(ops.col2im(_dev(d, backend), x.shape, k, k, s, p)), _col2im_ref(d, x.shape, k, s, p), rtol=1e-5, atol=1e-5
+    )
     f = 3
     wt = rng.standard_normal((f, c, k, k)).astype(np.float32)
     dy = rng.standard_normal((n * ho * wo, f)).astype(np.float32)
     wmat = wt.transpose(0, 2, 3, 1).reshape(f, -1).astype(np.float64)
-    np.testing.assert_allclose(_host(ops.conv_input_grad(_dev(dy, backend), _dev(wt, backend), x.shape, s, p)),
-                               _col2im_ref(dy.astype(np.float64) @ wmat, x.shape, k, s, p), rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(_host(ops.conv_weight_grad(_dev(dy, backend), cols)), dy.T.astype(np.float64) @ ref,
-                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        _host(ops.conv_input_grad(_dev(dy, backend), _dev(wt, backend), x.shape, s, p)),
+        _col2im_ref(dy.astype(np.float64) @ wmat, x.shape, k, s, p),
+        rtol=1e-4,
+        atol=1e-4,
+    )
+    np.testing.assert_allclose(
+        _host(ops.conv_weight_grad(_dev(dy, backend), cols)), dy.T.astype(np.float64) @ ref, rtol=1e-4, atol=1e-4
+    )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -164,8 +201,11 @@ def test_pool_ops(backend, cfg):
     want = _pool_backward_ref(dout, arg, x.shape, k, s)
     np.testing.assert_allclose(_host(ops.maxpool_backward(_dev(dout, backend), cache, x.shape, k, s)), want, atol=1e-6)
     # the portable cache (arg,) works on every backend
-    np.testing.assert_allclose(_host(ops.maxpool_backward(_dev(dout, backend), (_dev(arg.astype(np.int32), backend),),
-                                                          x.shape, k, s)), want, atol=1e-6)
+    np.testing.assert_allclose(
+        _host(ops.maxpool_backward(_dev(dout, backend), (_dev(arg.astype(np.int32), backend),), x.shape, k, s)),
+        want,
+        atol=1e-6,
+    )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

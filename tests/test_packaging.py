@@ -38,8 +38,13 @@ def wheel(tmp_path_factory) -> Path:
     for folder in ("notebooks", "labs"):
         shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     dist = tmp_path_factory.mktemp("dist")
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                        str(dist), str(src)], capture_output=True, text=True, env=_clean_env(), timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(src)],
+        capture_output=True,
+        text=True,
+        env=_clean_env(),
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     (whl,) = dist.glob("gpulab-*.whl")
     return whl
@@ -66,23 +71,42 @@ def test_fresh_venv_course_and_one_lesson_headless(wheel, tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     py = venv / "bin" / "python"
-    site = Path(subprocess.check_output([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                        text=True).strip())
+    site = Path(
+        subprocess.check_output(
+            [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
+        ).strip()
+    )
     (site / "_shared_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # deps, without gpulab
-    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index", "-q",
-                        str(wheel)], capture_output=True, text=True, env=_clean_env(), timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index", "-q", str(wheel)],
+        capture_output=True,
+        text=True,
+        env=_clean_env(),
+        timeout=300,
+    )
     if r.returncode != 0 and "--python" in r.stderr:  # pip < 22.3: install with the target's own pip module
-        r = subprocess.run([str(py), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
-                           capture_output=True, text=True, env=_clean_env(), timeout=300)
+        r = subprocess.run(
+            [str(py), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
+            capture_output=True,
+            text=True,
+            env=_clean_env(),
+            timeout=300,
+        )
     assert r.returncode == 0, r.stderr[-2000:]
-    where = subprocess.check_output([str(py), "-c", "import gpulab; print(gpulab.__file__)"], text=True,
-                                    env=_clean_env()).strip()
+    where = subprocess.check_output(
+        [str(py), "-c", "import gpulab; print(gpulab.__file__)"], text=True, env=_clean_env()
+    ).strip()
     assert where.startswith(str(venv)), where  # the wheel's gpulab, not the checkout's
 
     dest = tmp_path / "my course"
     data_home = tmp_path / "data"
-    r = subprocess.run([str(venv / "bin" / "gpulab"), "course", str(dest)], capture_output=True, text=True,
-                       env=_clean_env(XDG_DATA_HOME=str(data_home)), timeout=300)
+    r = subprocess.run(
+        [str(venv / "bin" / "gpulab"), "course", str(dest)],
+        capture_output=True,
+        text=True,
+        env=_clean_env(XDG_DATA_HOME=str(data_home)),
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     assert (dest / "lessons" / "00_why_gpus.ipynb").is_file() and (dest / "labs" / "lab01_threads.ipynb").is_file()
     assert (dest / "lessons" / "complete" / "00_why_gpus.ipynb").is_file() and (dest / "README.md").is_file()
@@ -92,14 +116,24 @@ def test_fresh_venv_course_and_one_lesson_headless(wheel, tmp_path):
     # a learner's edit is never overwritten
     mine = dest / "labs" / "lab01_threads.ipynb"
     mine.write_text(mine.read_text() + " ")
-    r = subprocess.run([str(venv / "bin" / "gpulab"), "course", str(dest), "--no-jupyter-settings"],
-                       capture_output=True, text=True, env=_clean_env(), timeout=300)
+    r = subprocess.run(
+        [str(venv / "bin" / "gpulab"), "course", str(dest), "--no-jupyter-settings"],
+        capture_output=True,
+        text=True,
+        env=_clean_env(),
+        timeout=300,
+    )
     assert r.returncode == 0 and "skipped   labs/lab01_threads.ipynb" in r.stdout
     assert mine.read_text().endswith(" ")
 
     # one lesson, headless, with the installed package (kernel = the fresh venv's python)
-    subprocess.run([str(py), "-m", "ipykernel", "install", "--sys-prefix", "--name", "gpulab-wheel"],
-                   check=True, capture_output=True, env=_clean_env(), timeout=120)
+    subprocess.run(
+        [str(py), "-m", "ipykernel", "install", "--sys-prefix", "--name", "gpulab-wheel"],
+        check=True,
+        capture_output=True,
+        env=_clean_env(),
+        timeout=120,
+    )
     script = (
         "import sys, nbformat\n"
         "from nbclient import NotebookClient\n"
@@ -113,9 +147,13 @@ def test_fresh_venv_course_and_one_lesson_headless(wheel, tmp_path):
         "print('errors', len(errs))\n"
     )
     lesson = dest / "lessons" / "complete" / "00_why_gpus.ipynb"
-    r = subprocess.run([str(py), "-c", script, str(lesson), str(lesson.parent),
-                        str(venv / "share" / "jupyter" / "kernels")], capture_output=True, text=True,
-                       env=_clean_env(XDG_DATA_HOME=str(data_home)), timeout=600)
+    r = subprocess.run(
+        [str(py), "-c", script, str(lesson), str(lesson.parent), str(venv / "share" / "jupyter" / "kernels")],
+        capture_output=True,
+        text=True,
+        env=_clean_env(XDG_DATA_HOME=str(data_home)),
+        timeout=600,
+    )
     assert r.returncode == 0 and "errors 0" in r.stdout, r.stderr[-3000:]
 
 
@@ -123,9 +161,24 @@ def test_fresh_venv_course_and_one_lesson_headless(wheel, tmp_path):
 def test_gpu_cu13_extra_resolves(wheel):
     """``pip install --dry-run "gpulab[gpu-cu13]"`` resolves (it did not while the base dependencies
     forced numba-cuda[cu12]). Needs PyPI; skipped offline."""
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "-q",
-                        "--report", "-", f"gpulab[gpu-cu13] @ {wheel.as_uri()}"],
-                       capture_output=True, text=True, env=_clean_env(), timeout=900)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "-q",
+            "--report",
+            "-",
+            f"gpulab[gpu-cu13] @ {wheel.as_uri()}",
+        ],
+        capture_output=True,
+        text=True,
+        env=_clean_env(),
+        timeout=900,
+    )
     if r.returncode != 0 and any(s in r.stderr for s in ("NewConnectionError", "Temporary failure", "No route")):
         pytest.skip("PyPI is not reachable")
     assert r.returncode == 0, r.stderr[-3000:]

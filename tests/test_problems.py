@@ -241,6 +241,7 @@ def test_softmax_without_max_subtraction_fails_and_with_it_passes():
 
 def test_softmax_overflow_is_named_when_the_outputs_are_nan():
     """On a GPU exp overflows to inf (the simulator raises): the verdict names the missing max."""
+
     def gpu_like(x, out):  # float32 exp without the max: inf / inf and 0 / 0 give nan, as on a GPU
         with np.errstate(over="ignore", invalid="ignore"):
             e = np.exp(x)
@@ -253,9 +254,21 @@ def test_softmax_overflow_is_named_when_the_outputs_are_nan():
 # ---------------------------------------------------------------------------------------------------
 # The problems as data, and the notebooks that use them.
 
-SUMS = ["lab03.MATVEC", "lab03.MATMUL", "lab03.DENSE_RELU", "lab04.MATMUL_TILED", "lab05.SUM_ATOMIC",
-        "lab05.BLOCK_SUM", "lab07.CONV1D", "lab07.CONV2D_SINGLE", "lab07.CONV2D", "lab07.CONV2D_IM2COL",
-        "lab08.MAXPOOL_BACKWARD", "lab08.LINEAR_BACKWARD", "lab08.CONV2D_BACKWARD"]
+SUMS = [
+    "lab03.MATVEC",
+    "lab03.MATMUL",
+    "lab03.DENSE_RELU",
+    "lab04.MATMUL_TILED",
+    "lab05.SUM_ATOMIC",
+    "lab05.BLOCK_SUM",
+    "lab07.CONV1D",
+    "lab07.CONV2D_SINGLE",
+    "lab07.CONV2D",
+    "lab07.CONV2D_IM2COL",
+    "lab08.MAXPOOL_BACKWARD",
+    "lab08.LINEAR_BACKWARD",
+    "lab08.CONV2D_BACKWARD",
+]
 
 
 def test_every_sum_is_judged_by_the_rounding_bound_not_a_constant_tolerance():
@@ -268,8 +281,16 @@ def test_every_sum_is_judged_by_the_rounding_bound_not_a_constant_tolerance():
 
 
 def test_two_d_kernels_of_labs_02_03_04_07_have_a_coalescing_budget():
-    for key in ["lab02.COPY2D", "lab02.TRANSPOSE", "lab02.TRANSPOSE_TILED", "lab03.MATMUL", "lab03.DENSE_RELU",
-                "lab04.MATMUL_TILED", "lab07.CONV2D_SINGLE", "lab07.IM2COL"]:
+    for key in [
+        "lab02.COPY2D",
+        "lab02.TRANSPOSE",
+        "lab02.TRANSPOSE_TILED",
+        "lab03.MATMUL",
+        "lab03.DENSE_RELU",
+        "lab04.MATMUL_TILED",
+        "lab07.CONV2D_SINGLE",
+        "lab07.IM2COL",
+    ]:
         p = problems.all_problems()[key]
         assert p.budget is not None and p.budget.sectors, key
 

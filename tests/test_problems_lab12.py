@@ -88,10 +88,13 @@ def test_correct_combine_scores_full_marks_and_the_unrescaled_sum_gets_its_hint(
     assert not bad.passed and "exp(mx_t - M)" in bad.hint, bad
 
 
-@pytest.mark.parametrize("problem,kernel,hint", [
-    (L.SCALE_MASK, scale_mask_no_offset, "offset m - n"),
-    (L.SOFTMAX_BACKWARD, softmax_backward_diagonal, "only the diagonal"),
-])
+@pytest.mark.parametrize(
+    "problem,kernel,hint",
+    [
+        (L.SCALE_MASK, scale_mask_no_offset, "offset m - n"),
+        (L.SOFTMAX_BACKWARD, softmax_backward_diagonal, "only the diagonal"),
+    ],
+)
 def test_mistakes_get_their_hint(problem, kernel, hint):
     res = problem.check(kernel)
     assert not res.passed and hint in res.hint, res
@@ -102,8 +105,9 @@ def test_fused_challenge_names_a_log_sum_exp_without_the_maximum():
         o, l_ = L.flash_lse_spec(q, k, v, scale, causal)
         s = (q.astype(np.float64) @ k.T.astype(np.float64)) * float(scale)
         if causal:
-            s = np.where(np.arange(k.shape[0])[None, :] <= np.arange(q.shape[0])[:, None] + k.shape[0] - q.shape[0],
-                         s, -np.inf)
+            s = np.where(
+                np.arange(k.shape[0])[None, :] <= np.arange(q.shape[0])[:, None] + k.shape[0] - q.shape[0], s, -np.inf
+            )
         out[...], lse[...] = o, l_ - s.max(axis=1)
 
     res = L.FLASH_LSE.check(host=lse_without_max, race_check=False, budget=None, ptx=None)

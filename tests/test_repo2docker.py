@@ -29,9 +29,13 @@ def _repo2docker() -> list[str]:
 
 @pytest.fixture(scope="module")
 def dockerfile() -> str:
-    proc = subprocess.run([*_repo2docker(), "--no-build", "--debug", "--user-id", "1000", "--user-name", "jovyan",
-                           str(ROOT)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]})
+    proc = subprocess.run(
+        [*_repo2docker(), "--no-build", "--debug", "--user-id", "1000", "--user-name", "jovyan", str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]},
+    )
     text = proc.stdout + proc.stderr
     assert "FROM " in text, text[-3000:]
     return text
@@ -77,8 +81,11 @@ def test_root_environment_installs_after_the_copy_too():
 def test_solutions_and_tests_stay_out_of_the_image():
     from docker.utils.build import exclude_paths
 
-    ignore = [ln.strip() for ln in (BINDER / ".dockerignore").read_text().splitlines()
-              if ln.strip() and not ln.startswith("#")]
+    ignore = [
+        ln.strip()
+        for ln in (BINDER / ".dockerignore").read_text().splitlines()
+        if ln.strip() and not ln.startswith("#")
+    ]
     cwd = os.getcwd()
     try:
         os.chdir(ROOT)

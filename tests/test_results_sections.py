@@ -38,18 +38,20 @@ def _readers() -> dict[str, list[tuple[str, str]]]:
     for nb_path in sorted(ROOT.glob("notebooks/*.ipynb")) + sorted(ROOT.glob("labs/solutions/*.ipynb")):
         nb = nbformat.read(nb_path, as_version=4)
         sources += [(nb_path.name, c.source) for c in nb.cells if c.cell_type == "code"]
-    sources += [(str(p.relative_to(ROOT)), p.read_text()) for p in sorted((ROOT / "src/gpulab").rglob("*.py"))
-                if p.name != "results.py"]
+    sources += [
+        (str(p.relative_to(ROOT)), p.read_text())
+        for p in sorted((ROOT / "src/gpulab").rglob("*.py"))
+        if p.name != "results.py"
+    ]
     for where, src in sources:
         for m in LATEST.finditer(src):
-            found.setdefault(m.group(1), []).append((where, src[m.end():]))
+            found.setdefault(m.group(1), []).append((where, src[m.end() :]))
     return found
 
 
 def _note_keys(section: str) -> set[str]:
     """Row keys the notebooks read (``row["x"]`` / ``r["x"]``) after loading ``section``."""
-    return {k for where, code in _readers().get(section, []) if where.endswith(".ipynb")
-            for k in ROW_KEY.findall(code)}
+    return {k for where, code in _readers().get(section, []) if where.endswith(".ipynb") for k in ROW_KEY.findall(code)}
 
 
 def test_every_section_read_has_a_producer_and_the_fields_read():
@@ -91,8 +93,16 @@ def _bars(section: str, rec: results.Recording):
 
 
 def test_bench_kernels_sections_feed_lessons_02_03_04_05(tmp_path, monkeypatch):
-    only = ["copy", "copy_stride4", "transpose_naive", "transpose_tiled", "sum_atomic", "sum_tree", "sum_reduce",
-            "matmul_naive"]
+    only = [
+        "copy",
+        "copy_stride4",
+        "transpose_naive",
+        "transpose_tiled",
+        "sum_atomic",
+        "sum_tree",
+        "sum_reduce",
+        "matmul_naive",
+    ]
     report = bench_kernels.measure([64], only=only, repeat=1, log=lambda s: None)
     sections = bench_kernels.section_rows(report, bench_kernels.transfer_rows(4096, repeat=1))
     assert set(sections) == {"kernels", "matmul", "memory", "reduce"}
@@ -117,11 +127,18 @@ def test_lessons_suite_feeds_lessons_00_07_09(tmp_path):
     conv = lessons.conv_rows((1, 2, 5, 6, 2), repeat=1)
     assert [r["name"] for r in conv][:2] == ["direct kernel", "im2col + lab GEMM"]
     rng = np.random.default_rng(0)
-    ds = data.Dataset("random", rng.random((48, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, 48),
-                      rng.random((16, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, 16),
-                      tuple(map(str, range(10))), "test")
-    cnn = lessons.cnn_training_rows(ds, ["numpy"], n_train=48, n_test=16, epochs=1, batch_size=16,
-                                    channels=(2, 4), hidden=8)
+    ds = data.Dataset(
+        "random",
+        rng.random((48, 1, 8, 8), dtype=np.float32),
+        rng.integers(0, 10, 48),
+        rng.random((16, 1, 8, 8), dtype=np.float32),
+        rng.integers(0, 10, 16),
+        tuple(map(str, range(10))),
+        "test",
+    )
+    cnn = lessons.cnn_training_rows(
+        ds, ["numpy"], n_train=48, n_test=16, epochs=1, batch_size=16, channels=(2, 4), hidden=8
+    )
     assert cnn[0]["backend"] == "CPU (NumPy)" and cnn[0]["n_train"] == 48
     for section, rows in (("why_gpus", why), ("conv", conv), ("cnn_training", cnn)):
         results.record(section, rows, "Test GPU", directory=tmp_path, date="2026-01-06", source="test")
@@ -140,8 +157,29 @@ def test_matmul_precision_schema_is_what_precision_bars_reads(tmp_path):
 
 def test_bench_cnn_json_is_a_valid_cnn_section(tmp_path):
     out = tmp_path / "cnn.json"
-    assert bench_cnn.main(["--steps", "1", "--warmup", "0", "--rounds", "1", "--batch-size", "4",
-                           "--channels", "2,4", "--hidden", "8", "--threads", "1", "--json", str(out)]) == 0
+    assert (
+        bench_cnn.main(
+            [
+                "--steps",
+                "1",
+                "--warmup",
+                "0",
+                "--rounds",
+                "1",
+                "--batch-size",
+                "4",
+                "--channels",
+                "2,4",
+                "--hidden",
+                "8",
+                "--threads",
+                "1",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     results.check_rows("cnn", json.loads(out.read_text()))
 
 
@@ -169,8 +207,14 @@ def test_record_goes_to_the_user_data_folder_not_the_package(tmp_path, monkeypat
     path = results.record("reduce", [{"label": "tree", "gbps": 1.0}], "Test GPU", date="2026-01-08", source="t")
     assert path.parent == tmp_path / "xdg" / "gpulab" / "results" and not list(pkg.iterdir())
     # read from both: a shipped recording in the package and the user's own
-    results.record("conv", [{"name": "direct", "gflops": 1.0, "seconds": 1.0}], "Shipped GPU", directory=pkg,
-                   date="2026-01-01", source="package")
+    results.record(
+        "conv",
+        [{"name": "direct", "gflops": 1.0, "seconds": 1.0}],
+        "Shipped GPU",
+        directory=pkg,
+        date="2026-01-01",
+        source="package",
+    )
     assert {r.device for r in results.list_recordings()} == {"Test GPU", "Shipped GPU"}
     assert results.latest("reduce").device == "Test GPU" and results.latest("conv").device == "Shipped GPU"
     monkeypatch.setenv("GPULAB_RESULTS_DIR", str(tmp_path / "explicit"))

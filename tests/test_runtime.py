@@ -16,8 +16,9 @@ def run_py(code: str, **env: str) -> subprocess.CompletedProcess:
     drop = ("GPULAB_DEVICE", "NUMBA_ENABLE_CUDASIM", "GPULAB_COMPILE_ONLY")
     full_env = {k: v for k, v in os.environ.items() if k not in drop}
     full_env.update(env)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env=full_env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=full_env, timeout=120
+    )
 
 
 def test_auto_without_driver_picks_simulator_and_sets_cudasim():
@@ -41,10 +42,14 @@ def test_auto_without_driver_picks_simulator_and_sets_cudasim():
 def test_import_in_gpu_mode_does_no_gpu_work():
     """In gpu mode `import gpulab` must not even import numba.cuda (which would create nothing yet,
     but kernels and contexts come only when a lesson asks). Compile-only mode stands in for a GPU."""
-    r = run_py("""
+    r = run_py(
+        """
         import sys, gpulab
         print(gpulab.mode(), "numba.cuda" in sys.modules, "cupy" in sys.modules)
-    """, GPULAB_DEVICE="gpu", GPULAB_COMPILE_ONLY="1")
+    """,
+        GPULAB_DEVICE="gpu",
+        GPULAB_COMPILE_ONLY="1",
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["gpu", "False", "False"]
 
@@ -77,48 +82,61 @@ def test_gpu_requested_without_driver_explains():
 
 
 def test_late_switch_after_numba_imported_in_other_mode_says_restart():
-    r = run_py("""
+    r = run_py(
+        """
         import os
         os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
         from numba import cuda
         import gpulab
-    """, GPULAB_DEVICE="simulator")
+    """,
+        GPULAB_DEVICE="simulator",
+    )
     assert r.returncode != 0
     assert "Restart the kernel" in r.stderr
     assert "numba.cuda was imported in gpu mode" in r.stderr
 
 
 def test_numba_imported_first_in_same_mode_is_fine():
-    r = run_py("""
+    r = run_py(
+        """
         import os
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
         from numba import cuda
         import gpulab
         print(gpulab.mode())
-    """, GPULAB_DEVICE="simulator")
+    """,
+        GPULAB_DEVICE="simulator",
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "simulator"
 
 
 def test_switch_after_selection_is_refused():
-    r = run_py("""
+    r = run_py(
+        """
         import gpulab
         from gpulab import runtime
         try:
             runtime.select_mode("gpu")
         except runtime.ModeError as e:
             print("refused:", e)
-    """, GPULAB_DEVICE="simulator")
+    """,
+        GPULAB_DEVICE="simulator",
+    )
     assert "refused: gpulab is already running in simulator mode" in r.stdout, r.stderr
     assert "Restart the kernel" in r.stdout
 
 
 def test_compile_only_mode_uses_real_cuda_target_without_gpu():
-    r = run_py("""
+    r = run_py(
+        """
         import gpulab
         from numba import cuda
         print(gpulab.mode(), "simulator" in type(cuda.jit).__module__)
-    """, GPULAB_DEVICE="gpu", GPULAB_COMPILE_ONLY="1")
+    """,
+        GPULAB_DEVICE="gpu",
+        GPULAB_COMPILE_ONLY="1",
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split()[0] == "gpu"
 
@@ -167,7 +185,6 @@ def test_cli_unknown_command():
     r = run_py("from gpulab.__main__ import main; raise SystemExit(main(['frobnicate']))")
     assert r.returncode == 2
     assert "invalid choice: 'frobnicate'" in r.stderr and "Traceback" not in r.stderr
-
 
 
 def test_command_line_detection_and_mode_error_hint(monkeypatch):

@@ -8,14 +8,18 @@ from gpulab.viz import memory_budget_figure, pipeline_figure, tensor_parallel_fi
 from gpulab.widgets import memory_budget_explorer, memory_budget_report
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(channels=(4, 6), hidden=10, dropout=0.0),
-                                dict(image_size=8, channels=(3, 5), hidden=7)])
+@pytest.mark.parametrize(
+    "kw", [dict(), dict(channels=(4, 6), hidden=10, dropout=0.0), dict(image_size=8, channels=(3, 5), hidden=7)]
+)
 def test_footprint_formula_matches_the_engine(kw):
     size = kw.get("image_size", 28)
     counted = scaling.cnn_footprint(**kw)
     measured = scaling.measure_footprint(nn.mnist_cnn(**kw), (1, size, size))
     assert (counted.params, counted.activations, counted.workspace) == (
-        measured.params, measured.activations, measured.workspace)
+        measured.params,
+        measured.activations,
+        measured.workspace,
+    )
 
 
 def test_memory_budget_components():
@@ -84,12 +88,18 @@ def test_pipeline_schedule(p, m):
         assert len(starts) == len(set(starts)) == 2 * m
     for s in sched:  # a forward needs the previous stage's forward; a backward the next stage's backward
         if s["kind"] == "forward" and s["stage"] > 0:
-            prev = next(t for t in sched if t["kind"] == "forward" and t["stage"] == s["stage"] - 1
-                        and t["microbatch"] == s["microbatch"])
+            prev = next(
+                t
+                for t in sched
+                if t["kind"] == "forward" and t["stage"] == s["stage"] - 1 and t["microbatch"] == s["microbatch"]
+            )
             assert prev["start"] < s["start"]
         if s["kind"] == "backward" and s["stage"] < p - 1:
-            nxt = next(t for t in sched if t["kind"] == "backward" and t["stage"] == s["stage"] + 1
-                       and t["microbatch"] == s["microbatch"])
+            nxt = next(
+                t
+                for t in sched
+                if t["kind"] == "backward" and t["stage"] == s["stage"] + 1 and t["microbatch"] == s["microbatch"]
+            )
             assert nxt["start"] < s["start"]
     idle = 1 - len(sched) / (p * slots)
     assert idle == pytest.approx(scaling.bubble_fraction(p, m))

@@ -126,7 +126,7 @@ def test_instruments_record_shared_bytes_per_block_accesses_and_atomics():
         _atomic_and_sync[2, TPB](out, total)
     assert ins.unequal_barriers() is None and set(ins.barriers.values()) == {1}
     assert ins.shared_bytes_per_block() == TPB * (TPB + 1) * 4  # per block, not summed over blocks
-    (label, log, shape), = ins.shared_logs.values()
+    ((label, log, shape),) = ins.shared_logs.values()
     assert label == "buf" and shape == (TPB, TPB + 1)
     writes = [a for a in log if a.kind == "w"]
     assert len(writes) == 2 * TPB and all(a.epoch == 0 and a.line > 0 for a in writes)

@@ -38,8 +38,15 @@ def test_rates():
 
 @pytest.mark.parametrize(
     "name,key",
-    [("Tesla T4", "T4"), ("NVIDIA L4", "L4"), ("NVIDIA A100-SXM4-80GB", "A100"), ("NVIDIA A100-PCIE-40GB", "A100-40"),
-     ("NVIDIA H100 80GB HBM3", "H100"), ("NVIDIA H100 PCIe", "H100-PCIE"), ("NVIDIA H200", "H200")],
+    [
+        ("Tesla T4", "T4"),
+        ("NVIDIA L4", "L4"),
+        ("NVIDIA A100-SXM4-80GB", "A100"),
+        ("NVIDIA A100-PCIE-40GB", "A100-40"),
+        ("NVIDIA H100 80GB HBM3", "H100"),
+        ("NVIDIA H100 PCIe", "H100-PCIE"),
+        ("NVIDIA H200", "H200"),
+    ],
 )
 def test_peak_lookup(name, key):
     assert timing.lookup_peak(name) is timing.PEAKS[key]

@@ -8,8 +8,9 @@ from _paths import SHARED_MNIST
 
 from gpulab import data, nn, train
 
-needs_mnist = pytest.mark.skipif(not (SHARED_MNIST / "t10k-images-idx3-ubyte.gz").exists(),
-                                 reason=f"real MNIST files not found at {SHARED_MNIST}")
+needs_mnist = pytest.mark.skipif(
+    not (SHARED_MNIST / "t10k-images-idx3-ubyte.gz").exists(), reason=f"real MNIST files not found at {SHARED_MNIST}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -31,16 +32,41 @@ def test_fit_learns_mnist_subset(mnist):
 @pytest.mark.parametrize("workers", [1, 2])
 def test_training_is_deterministic(mnist, workers):
     small = mnist.subset(200, 50)
-    runs = [train.fit(nn.mnist_cnn(seed=1, channels=(4, 8), hidden=16), small, epochs=1, batch_size=40,
-                      seed=1, progress=False, workers=workers).train_loss for _ in range(2)]
+    runs = [
+        train.fit(
+            nn.mnist_cnn(seed=1, channels=(4, 8), hidden=16),
+            small,
+            epochs=1,
+            batch_size=40,
+            seed=1,
+            progress=False,
+            workers=workers,
+        ).train_loss
+        for _ in range(2)
+    ]
     assert runs[0] == runs[1]
 
 
 @needs_mnist
 def test_cli_prints_epochs_and_accuracy(tmp_path, capsys):
     out = tmp_path / "run.json"
-    rc = train.main(["--data-dir", str(SHARED_MNIST), "--epochs", "1", "--limit", "300", "--batch-size", "50",
-                     "--json", str(out), "--no-download", "--save", str(tmp_path / "m.npz")])
+    rc = train.main(
+        [
+            "--data-dir",
+            str(SHARED_MNIST),
+            "--epochs",
+            "1",
+            "--limit",
+            "300",
+            "--batch-size",
+            "50",
+            "--json",
+            str(out),
+            "--no-download",
+            "--save",
+            str(tmp_path / "m.npz"),
+        ]
+    )
     text = capsys.readouterr().out
     assert rc == 0 and "epoch 1:" in text
     last = text.strip().splitlines()[-1]
@@ -61,11 +87,29 @@ def test_cli_errors_are_clear(tmp_path, capsys):
         assert "estimated" in err and "--digits-size 8" in err and "--backend kernels" in err
 
 
-@pytest.mark.parametrize("args", [["--limit", "-5"], ["--limit", "0"], ["--test-limit", "-10"], ["--test-limit", "0"],
-                                  ["--epochs", "0"], ["--batch-size", "0"], ["--lr", "-1"], ["--lr", "nan"],
-                                  ["--lr", "inf"], ["--workers", "0"], ["--workers", "-2"], ["--threads", "-1"],
-                                  ["--channels", "abc"], ["--channels", "4"], ["--channels", "0,8"], ["--hidden", "0"],
-                                  ["--seed", "-1"], ["--digits-size", "9"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--limit", "-5"],
+        ["--limit", "0"],
+        ["--test-limit", "-10"],
+        ["--test-limit", "0"],
+        ["--epochs", "0"],
+        ["--batch-size", "0"],
+        ["--lr", "-1"],
+        ["--lr", "nan"],
+        ["--lr", "inf"],
+        ["--workers", "0"],
+        ["--workers", "-2"],
+        ["--threads", "-1"],
+        ["--channels", "abc"],
+        ["--channels", "4"],
+        ["--channels", "0,8"],
+        ["--hidden", "0"],
+        ["--seed", "-1"],
+        ["--digits-size", "9"],
+    ],
+)
 def test_cli_refuses_bad_values_before_any_work(args, capsys):
     with pytest.raises(SystemExit) as e:
         train.main(args)
@@ -96,14 +140,28 @@ def test_kernels_estimate_refuses_hours_and_suggests_a_run_that_fits(capsys):
     suggestion = err.split("python -m gpulab train ", 1)[1].split(". For speed")[0].split()
     ns = train.build_parser().parse_args(suggestion)
     ds = data.load("digits", size=ns.digits_size).subset(ns.limit, ns.test_limit)
-    seconds = train.estimate_kernel_seconds(ds.x_train.shape[1:], len(ds.x_train), len(ds.x_test), epochs=ns.epochs,
-                                            batch_size=ns.batch_size, channels=ns.channels, hidden=ns.hidden)
+    seconds = train.estimate_kernel_seconds(
+        ds.x_train.shape[1:],
+        len(ds.x_train),
+        len(ds.x_test),
+        epochs=ns.epochs,
+        batch_size=ns.batch_size,
+        channels=ns.channels,
+        hidden=ns.hidden,
+    )
     assert seconds < 60 * ns.max_minutes
 
 
 def test_fit_validates_its_arguments():
-    ds = data.Dataset("t", np.zeros((4, 1, 8, 8), np.float32), np.zeros(4, np.int64),
-                      np.zeros((2, 1, 8, 8), np.float32), np.zeros(2, np.int64), ("0",), "test")
+    ds = data.Dataset(
+        "t",
+        np.zeros((4, 1, 8, 8), np.float32),
+        np.zeros(4, np.int64),
+        np.zeros((2, 1, 8, 8), np.float32),
+        np.zeros(2, np.int64),
+        ("0",),
+        "test",
+    )
     for kw in ({"epochs": 0}, {"batch_size": 0}, {"workers": 0}):
         with pytest.raises(ValueError, match=">= 1"):
             train.fit(nn.mnist_cnn(image_size=8), ds, progress=False, **kw)
@@ -155,8 +213,27 @@ def test_bench_cnn_runs_and_writes_json(tmp_path, capsys):
     from gpulab.bench import cnn
 
     out = tmp_path / "b.json"
-    assert cnn.main(["--steps", "2", "--warmup", "1", "--rounds", "1", "--batch-size", "8", "--channels", "4,8",
-                     "--compare", "torch", "--json", str(out)]) == 0
+    assert (
+        cnn.main(
+            [
+                "--steps",
+                "2",
+                "--warmup",
+                "1",
+                "--rounds",
+                "1",
+                "--batch-size",
+                "8",
+                "--channels",
+                "4,8",
+                "--compare",
+                "torch",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     res = json.loads(out.read_text())
     assert res["gpulab"]["images_per_second"] > 0
     if "torch" in res:
@@ -166,8 +243,9 @@ def test_bench_cnn_runs_and_writes_json(tmp_path, capsys):
 def test_training_figures():
     from gpulab import viz
 
-    h = train.History(epoch=[1, 2], train_loss=[1.0, 0.5], train_accuracy=[0.6, 0.8], test_loss=[0.9, 0.6],
-                      test_accuracy=[0.7, 0.85])
+    h = train.History(
+        epoch=[1, 2], train_loss=[1.0, 0.5], train_accuracy=[0.6, 0.8], test_loss=[0.9, 0.6], test_accuracy=[0.7, 0.85]
+    )
     fig = viz.training_curves(h)
     assert len(fig.data) == 4 and list(fig.data[3].y) == [0.7, 0.85]
     h.epoch.append(3)
@@ -188,8 +266,9 @@ def test_training_figures():
 def test_training_curves_compare_runs_in_one_figure():
     from gpulab import viz
 
-    a = train.History(epoch=[1, 2], train_loss=[1.0, 0.5], train_accuracy=[0.6, 0.8], test_loss=[0.9, 0.6],
-                      test_accuracy=[0.7, 0.85])
+    a = train.History(
+        epoch=[1, 2], train_loss=[1.0, 0.5], train_accuracy=[0.6, 0.8], test_loss=[0.9, 0.6], test_accuracy=[0.7, 0.85]
+    )
     b = train.History(epoch=[1], train_loss=[2.0], train_accuracy=[0.3], test_loss=[1.5], test_accuracy=[0.4])
     fig = viz.training_curves({"numpy": a, "kernels": b})
     assert [t.name for t in fig.data][:2] == ["numpy: train loss", "numpy: test loss"]
@@ -221,7 +300,13 @@ def test_live_plot_redraws_through_a_display_handle(monkeypatch):
     x = rng.random((64, 1, 8, 8), dtype=np.float32)
     y = (x.mean(axis=(1, 2, 3)) > 0.5).astype(np.int64)
     ds = data.Dataset("toy", x[:48], y[:48], x[48:], y[48:], ("0", "1"), "test")
-    train.fit(nn.mnist_cnn(image_size=8, channels=(2, 2), hidden=4, classes=2), ds, epochs=2, batch_size=16,
-              progress=False, live_plot=True)
+    train.fit(
+        nn.mnist_cnn(image_size=8, channels=(2, 2), hidden=4, classes=2),
+        ds,
+        epochs=2,
+        batch_size=16,
+        progress=False,
+        live_plot=True,
+    )
     assert len(shown) == 1 and type(shown[0]).__name__ == "Figure"
     assert len(updates) == 2 and [len(ys) for ys in updates[-1]] == [2, 2, 2, 2]

@@ -9,8 +9,11 @@ from gpulab import hardware, viz, widgets
 
 
 def test_roofline_devices_one_roof_per_device_with_that_precision():
-    fig = viz.roofline_devices(["T4", "H100", "TPU v5e", "EPYC 9654"], "bf16",
-                               [{"label": "matmul", "intensity": 100.0}, {"label": "m", "intensity": 1, "gflops": 50}])
+    fig = viz.roofline_devices(
+        ["T4", "H100", "TPU v5e", "EPYC 9654"],
+        "bf16",
+        [{"label": "matmul", "intensity": 100.0}, {"label": "m", "intensity": 1, "gflops": 50}],
+    )
     assert isinstance(fig, go.Figure) and "spec sheets" in fig.layout.title.text
     roofs = [t for t in fig.data if t.name and "GB/s" in t.name]
     assert len(roofs) == 3  # the EPYC has no BF16 unit on its spec sheet: no roof
@@ -45,8 +48,10 @@ def test_systolic_figure_has_one_frame_per_clock():
 
 
 def test_cost_figure_and_explorer():
-    rows = [{"label": "T4", "hours": 2.0, "dollars": 1.0, "kwh": 0.1}, {"label": "v5e", "hours": 1.0,
-                                                                         "dollars": 1.2, "kwh": None}]
+    rows = [
+        {"label": "T4", "hours": 2.0, "dollars": 1.0, "kwh": 0.1},
+        {"label": "v5e", "hours": 1.0, "dollars": 1.2, "kwh": None},
+    ]
     fig = viz.cost_figure(rows, "cost", "estimates")
     assert len(fig.data) == 3 and fig.data[2].text[1] == "n/a"
     t, html = widgets.allreduce_report("PCIe 4.0 x16", 25, 300, 64)

@@ -46,8 +46,10 @@ def test_ladder_chart_from_rows_and_spec_sheet_fallback(tmp_path, monkeypatch):
 
 
 def test_ladder_chart_uses_a_recording_with_its_label(tmp_path, monkeypatch):
-    rows = [{"kernel": "naive", "gflops": 100.0, "reference": "cuBLAS", "M": 8, "N": 8, "K": 8},
-            {"kernel": "cuBLAS", "gflops": 400.0, "reference": "cuBLAS", "M": 8, "N": 8, "K": 8}]
+    rows = [
+        {"kernel": "naive", "gflops": 100.0, "reference": "cuBLAS", "M": 8, "N": 8, "K": 8},
+        {"kernel": "cuBLAS", "gflops": 400.0, "reference": "cuBLAS", "M": 8, "N": 8, "K": 8},
+    ]
     results.record("matmul", rows, "Test GPU", directory=tmp_path, date="2026-01-02", source="test")
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
     fig = matmul_ladder_chart()
@@ -58,12 +60,23 @@ def test_ladder_chart_uses_a_recording_with_its_label(tmp_path, monkeypatch):
 
 def test_ladder_chart_reads_bench_kernels_recordings(tmp_path, monkeypatch):
     def row(kernel, size, value, base):
-        return {"kernel": kernel, "section": "matmul", "metric": "GFLOP/s", "size": size,
-                "shape": [size, size + 3, size + 1], "value": value,
-                "baseline": "cuBLAS (CuPy @)", "baseline_value": base, "mode": "gpu"}
+        return {
+            "kernel": kernel,
+            "section": "matmul",
+            "metric": "GFLOP/s",
+            "size": size,
+            "shape": [size, size + 3, size + 1],
+            "value": value,
+            "baseline": "cuBLAS (CuPy @)",
+            "baseline_value": base,
+            "mode": "gpu",
+        }
 
-    rows = [row("matmul_naive", 256, 10.0, 50.0), row("matmul_naive", 1024, 100.0, 1000.0),
-            row("matmul_regtiled", 1024, 500.0, 1000.0)]
+    rows = [
+        row("matmul_naive", 256, 10.0, 50.0),
+        row("matmul_naive", 1024, 100.0, 1000.0),
+        row("matmul_regtiled", 1024, 500.0, 1000.0),
+    ]
     results.record("matmul", rows, "Test GPU", directory=tmp_path, date="2026-01-03", source="bench")
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
     fig = matmul_ladder_chart()

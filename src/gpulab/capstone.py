@@ -23,7 +23,8 @@ Training with a learner op whose output turns NaN or inf stops at once with
 from __future__ import annotations
 
 import html
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -36,8 +37,17 @@ from .nn.ops import conv_out_hw
 __all__ = ["LEARNER_OPS", "PROBLEMS", "Capstone", "CapstoneError", "LearnerOps"]
 
 # The ops a learner writes in labs 03-08, in the order a training step meets them.
-LEARNER_OPS = ("matmul", "im2col", "col2im", "relu", "relu_backward", "maxpool", "maxpool_backward",
-               "softmax_xent", "adam_update")
+LEARNER_OPS = (
+    "matmul",
+    "im2col",
+    "col2im",
+    "relu",
+    "relu_backward",
+    "maxpool",
+    "maxpool_backward",
+    "softmax_xent",
+    "adam_update",
+)
 
 
 class CapstoneError(GpulabError):
@@ -71,7 +81,9 @@ def _im2col_spec(x: np.ndarray, k: int, stride: int, pad: int) -> np.ndarray:
     cols = np.empty((n, ho, wo, k, k, c), dtype=x.dtype)
     for a in range(k):
         for b in range(k):
-            cols[:, :, :, a, b, :] = xp[:, :, a:a + stride * ho:stride, b:b + stride * wo:stride].transpose(0, 2, 3, 1)
+            cols[:, :, :, a, b, :] = xp[:, :, a : a + stride * ho : stride, b : b + stride * wo : stride].transpose(
+                0, 2, 3, 1
+            )
     return cols.reshape(n * ho * wo, k * k * c)
 
 
@@ -88,8 +100,10 @@ def _col2im_spec(d: np.ndarray, x_shape: tuple, k: int, stride: int, pad: int) -
     dx = np.zeros((n, c, h + 2 * pad, w + 2 * pad), dtype=d.dtype)
     for a in range(k):
         for b in range(k):
-            dx[:, :, a:a + stride * ho:stride, b:b + stride * wo:stride] += d6[:, :, :, a, b, :].transpose(0, 3, 1, 2)
-    return dx[:, :, pad:pad + h, pad:pad + w]
+            dx[:, :, a : a + stride * ho : stride, b : b + stride * wo : stride] += d6[:, :, :, a, b, :].transpose(
+                0, 3, 1, 2
+            )
+    return dx[:, :, pad : pad + h, pad : pad + w]
 
 
 def _pool_inputs(size: tuple, rng: np.random.Generator) -> tuple:
@@ -101,8 +115,9 @@ def _pool_inputs(size: tuple, rng: np.random.Generator) -> tuple:
 def _pool_spec(x: np.ndarray, k: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
     n, c, h, w = x.shape
     ho, wo = conv_out_hw(h, w, k, k, stride, 0)
-    win = np.stack([x[:, :, a:a + stride * ho:stride, b:b + stride * wo:stride]
-                    for a in range(k) for b in range(k)], -1)
+    win = np.stack(
+        [x[:, :, a : a + stride * ho : stride, b : b + stride * wo : stride] for a in range(k) for b in range(k)], -1
+    )
     return win.max(axis=-1), win.argmax(axis=-1).astype(np.int32)
 
 
@@ -118,7 +133,7 @@ def _pool_backward_spec(dout: np.ndarray, arg: np.ndarray, x_shape: tuple, k: in
     dx = np.zeros(x_shape, dtype=dout.dtype)
     for a in range(k):
         for b in range(k):
-            dx[:, :, a:a + stride * ho:stride, b:b + stride * wo:stride] += dout * (arg == a * k + b)
+            dx[:, :, a : a + stride * ho : stride, b : b + stride * wo : stride] += dout * (arg == a * k + b)
     return dx
 
 
@@ -162,10 +177,12 @@ HOSTS: dict[str, Callable[..., None]] = {
     "relu_backward": lambda kern, d, y, dx: dx.__setitem__(..., _k().relu_backward(d, y, kernel=kern)),
     "maxpool": lambda kern, x, k, s, out, arg: _both(_k().maxpool(x, k, s, kernel=kern), out, arg),
     "maxpool_backward": lambda kern, d, arg, xs, k, s, dx: dx.__setitem__(
-        ..., _k().maxpool_backward(d, arg, xs, k, s, kernel=kern)),
+        ..., _k().maxpool_backward(d, arg, xs, k, s, kernel=kern)
+    ),
     "softmax_xent": lambda kern, z, y, grad, losses: _xent_host(kern, z, y, grad, losses),
-    "adam_update": lambda kern, p, g, m, v, lr, b1, b2, eps, p2, m2, v2: _adam_host(kern, p, g, m, v, lr, b1, b2, eps,
-                                                                                     p2, m2, v2),
+    "adam_update": lambda kern, p, g, m, v, lr, b1, b2, eps, p2, m2, v2: _adam_host(
+        kern, p, g, m, v, lr, b1, b2, eps, p2, m2, v2
+    ),
 }
 
 
@@ -189,29 +206,75 @@ def _adam_host(kern: Any, p, g, m, v, lr, b1, b2, eps, p2, m2, v2) -> None:
 
 
 PROBLEMS: dict[str, Problem] = {
-    "matmul": _problem("matmul", lambda a, b: a @ b, _matmul_inputs, [(1, 1, 1), (5, 7, 3), (17, 9, 13)],
-                       [(1, 1, 1), (129, 257, 65), (512, 288, 64)], reduction=lambda a, b: a.shape[1]),
-    "im2col": _problem("im2col", _im2col_spec, _conv_inputs, [(1, 1, 3, 3, 3, 1, 0), (2, 2, 5, 6, 3, 1, 1),
-                                                               (1, 3, 7, 5, 2, 2, 1)],
-                       [(2, 2, 5, 6, 3, 1, 1), (64, 32, 14, 14, 3, 1, 1)]),
-    "col2im": _problem("col2im", _col2im_spec, _col2im_inputs, [(1, 1, 3, 3, 3, 1, 0), (2, 2, 5, 6, 3, 1, 1),
-                                                                 (1, 3, 7, 5, 3, 2, 1)],
-                       [(2, 2, 5, 6, 3, 1, 1), (64, 32, 14, 14, 3, 1, 1)], reduction=9),
-    "relu": _problem("relu", lambda x: np.maximum(x, 0), lambda n, rng: random_arrays(rng, n), [1, 37, 300],
-                     [1, 37, 1 << 20]),
-    "relu_backward": _problem("relu_backward", lambda d, y: d * (y > 0),
-                              lambda n, rng: (random_arrays(rng, n)[0], np.maximum(random_arrays(rng, n)[0], 0)),
-                              [1, 37, 300], [1, 37, 1 << 20]),
-    "maxpool": _problem("maxpool", _pool_spec, _pool_inputs, [(1, 1, 2, 2, 2, 2), (2, 3, 7, 9, 2, 2),
-                                                               (1, 2, 5, 5, 3, 1)],
-                        [(2, 3, 7, 9, 2, 2), (128, 32, 28, 28, 2, 2)], out_names=["out", "arg"]),
-    "maxpool_backward": _problem("maxpool_backward", _pool_backward_spec, _pool_backward_inputs,
-                                 [(1, 1, 2, 2, 2, 2), (2, 3, 7, 9, 2, 2), (1, 2, 5, 5, 3, 1)],
-                                 [(2, 3, 7, 9, 2, 2), (128, 32, 28, 28, 2, 2)], reduction=9),
-    "softmax_xent": _problem("softmax_xent", _xent_spec, _xent_inputs, [(1, 10), (7, 10), (33, 3)],
-                             [(7, 10), (4096, 10)], out_names=["grad", "losses"], rtol=1e-4, atol=1e-6),
-    "adam_update": _problem("adam_update", _adam_spec, _adam_inputs, [1, 37, 300], [37, 1 << 20],
-                            out_names=["p", "m", "v"], rtol=1e-5, atol=1e-6),
+    "matmul": _problem(
+        "matmul",
+        lambda a, b: a @ b,
+        _matmul_inputs,
+        [(1, 1, 1), (5, 7, 3), (17, 9, 13)],
+        [(1, 1, 1), (129, 257, 65), (512, 288, 64)],
+        reduction=lambda a, b: a.shape[1],
+    ),
+    "im2col": _problem(
+        "im2col",
+        _im2col_spec,
+        _conv_inputs,
+        [(1, 1, 3, 3, 3, 1, 0), (2, 2, 5, 6, 3, 1, 1), (1, 3, 7, 5, 2, 2, 1)],
+        [(2, 2, 5, 6, 3, 1, 1), (64, 32, 14, 14, 3, 1, 1)],
+    ),
+    "col2im": _problem(
+        "col2im",
+        _col2im_spec,
+        _col2im_inputs,
+        [(1, 1, 3, 3, 3, 1, 0), (2, 2, 5, 6, 3, 1, 1), (1, 3, 7, 5, 3, 2, 1)],
+        [(2, 2, 5, 6, 3, 1, 1), (64, 32, 14, 14, 3, 1, 1)],
+        reduction=9,
+    ),
+    "relu": _problem(
+        "relu", lambda x: np.maximum(x, 0), lambda n, rng: random_arrays(rng, n), [1, 37, 300], [1, 37, 1 << 20]
+    ),
+    "relu_backward": _problem(
+        "relu_backward",
+        lambda d, y: d * (y > 0),
+        lambda n, rng: (random_arrays(rng, n)[0], np.maximum(random_arrays(rng, n)[0], 0)),
+        [1, 37, 300],
+        [1, 37, 1 << 20],
+    ),
+    "maxpool": _problem(
+        "maxpool",
+        _pool_spec,
+        _pool_inputs,
+        [(1, 1, 2, 2, 2, 2), (2, 3, 7, 9, 2, 2), (1, 2, 5, 5, 3, 1)],
+        [(2, 3, 7, 9, 2, 2), (128, 32, 28, 28, 2, 2)],
+        out_names=["out", "arg"],
+    ),
+    "maxpool_backward": _problem(
+        "maxpool_backward",
+        _pool_backward_spec,
+        _pool_backward_inputs,
+        [(1, 1, 2, 2, 2, 2), (2, 3, 7, 9, 2, 2), (1, 2, 5, 5, 3, 1)],
+        [(2, 3, 7, 9, 2, 2), (128, 32, 28, 28, 2, 2)],
+        reduction=9,
+    ),
+    "softmax_xent": _problem(
+        "softmax_xent",
+        _xent_spec,
+        _xent_inputs,
+        [(1, 10), (7, 10), (33, 3)],
+        [(7, 10), (4096, 10)],
+        out_names=["grad", "losses"],
+        rtol=1e-4,
+        atol=1e-6,
+    ),
+    "adam_update": _problem(
+        "adam_update",
+        _adam_spec,
+        _adam_inputs,
+        [1, 37, 300],
+        [37, 1 << 20],
+        out_names=["p", "m", "v"],
+        rtol=1e-5,
+        atol=1e-6,
+    ),
 }
 
 
@@ -224,8 +287,9 @@ class LearnerOps(KernelOps):
 
     name = "learner"
 
-    def __init__(self, kernels: dict[str, Any], guard: bool = True,
-                 blocks: dict[str, tuple[int, int]] | None = None) -> None:
+    def __init__(
+        self, kernels: dict[str, Any], guard: bool = True, blocks: dict[str, tuple[int, int]] | None = None
+    ) -> None:
         super().__init__(kernels, blocks)
         self.guard = guard
         self.calls: dict[str, int] = {}
@@ -244,7 +308,8 @@ class LearnerOps(KernelOps):
                 raise CapstoneError(
                     f"op {op!r}: your kernel produced NaN or inf during training (its check passed on small "
                     "random inputs). Look for a read past the end of an array, a missing bounds check in the "
-                    f"grid-stride loop, or an accumulator that is not reset; re-run Capstone.register({op!r}, ...).")
+                    f"grid-stride loop, or an accumulator that is not reset; re-run Capstone.register({op!r}, ...)."
+                )
 
     def matmul(self, a: Any, b: Any) -> Any:
         c = super().matmul(a, b)
@@ -299,8 +364,9 @@ class Capstone:
         self.blocks: dict[str, tuple[int, int]] = {}  # op -> block of a one-thread-per-output kernel
         self.results: dict[str, CheckResult] = {}
 
-    def problem(self, op: str, kernel: Any, *, scale: str | None = None,
-                block: tuple[int, int] | None = None) -> dict[str, Any]:
+    def problem(
+        self, op: str, kernel: Any, *, scale: str | None = None, block: tuple[int, int] | None = None
+    ) -> dict[str, Any]:
         """:func:`gpulab.exercises.check_kernel`'s keywords for ``op``: ``check_kernel(kernel, **cap.problem(op,
         kernel), points=...)`` runs ``kernel`` through the launcher training uses, at this mode's sizes.
 
@@ -309,13 +375,23 @@ class Capstone:
         if op not in PROBLEMS:
             raise CapstoneError(f"unknown op {op!r}; the learner ops are: {', '.join(LEARNER_OPS)}.")
         if block is not None and op != "matmul":
-            raise CapstoneError(f"block= is for the matmul op (one thread per output); {op!r} takes a grid-stride "
-                                "kernel and no block.")
+            raise CapstoneError(
+                f"block= is for the matmul op (one thread per output); {op!r} takes a grid-stride kernel and no block."
+            )
         pr, host = PROBLEMS[op], HOSTS[op]
         run = (lambda *a: host(kernel, *a)) if block is None else (lambda *a: host(kernel, *a, block=block))
-        return dict(spec=pr.spec, inputs=pr.inputs, sizes=pr.sizes_for(scale), host=run,
-                    out_names=pr.out_names, reduction=pr.reduction, rtol=pr.rtol, atol=pr.atol, timeout=pr.timeout,
-                    name=op)
+        return dict(
+            spec=pr.spec,
+            inputs=pr.inputs,
+            sizes=pr.sizes_for(scale),
+            host=run,
+            out_names=pr.out_names,
+            reduction=pr.reduction,
+            rtol=pr.rtol,
+            atol=pr.atol,
+            timeout=pr.timeout,
+            name=op,
+        )
 
     def accept(self, op: str, kernel: Any, result: CheckResult, *, block: tuple[int, int] | None = None) -> CheckResult:
         """Register ``kernel`` for ``op`` if ``result`` (its check, with the same ``block``) passed; otherwise
@@ -329,8 +405,9 @@ class Capstone:
                 self.blocks[op] = (int(block[0]), int(block[1]))
         return result
 
-    def register(self, op: str, kernel: Any, *, scale: str | None = None, points: float = 1,
-                 block: tuple[int, int] | None = None) -> CheckResult:
+    def register(
+        self, op: str, kernel: Any, *, scale: str | None = None, points: float = 1, block: tuple[int, int] | None = None
+    ) -> CheckResult:
         """Check ``kernel`` for ``op`` (:data:`PROBLEMS`) and register it only if the check passes."""
         from .exercises import check_kernel
 
@@ -377,7 +454,7 @@ class Capstone:
                 out.append((op, "course kernel", "not a lab exercise"))
         return out
 
-    def report(self) -> "_Report":
+    def report(self) -> _Report:
         """A table of which op ran on whose kernel (HTML in Jupyter, text in a terminal)."""
         return _Report(self.rows(), len(self.kernels), len(LEARNER_OPS))
 
@@ -391,7 +468,11 @@ class _Report:
         return "\n".join(lines + [f"your kernels: {self.mine} of {self.total} learner ops"])
 
     def _repr_html_(self) -> str:
-        cells = "".join(f"<tr><td><code>{html.escape(op)}</code></td><td>{html.escape(who)}</td>"
-                        f"<td>{html.escape(v)}</td></tr>" for op, who, v in self.rows)
-        return (f"<table><tr><th>op</th><th>kernel</th><th>check</th></tr>{cells}</table>"
-                f"<p>your kernels: {self.mine} of {self.total} learner ops</p>")
+        cells = "".join(
+            f"<tr><td><code>{html.escape(op)}</code></td><td>{html.escape(who)}</td><td>{html.escape(v)}</td></tr>"
+            for op, who, v in self.rows
+        )
+        return (
+            f"<table><tr><th>op</th><th>kernel</th><th>check</th></tr>{cells}</table>"
+            f"<p>your kernels: {self.mine} of {self.total} learner ops</p>"
+        )

@@ -17,7 +17,8 @@ import os
 import sys
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from . import _meta, runtime
 from .errors import GpulabError
@@ -32,29 +33,37 @@ class Command:
     help: str
     module: str | None = None
     needs_mode: bool = True  # choose gpu/simulator before running (a bad GPULAB_DEVICE is reported)
-    sub: dict[str, "Command"] = field(default_factory=dict)
+    sub: dict[str, Command] = field(default_factory=dict)
 
 
 COMMANDS: dict[str, Command] = {
-    "doctor": Command("check the installation, the mode and the GPU; print known fixes", "gpulab.doctor",
-                      needs_mode=False),
-    "course": Command("copy the lessons and labs into a folder, ready for `jupyter lab`", "gpulab.course",
-                      needs_mode=False),
+    "doctor": Command(
+        "check the installation, the mode and the GPU; print known fixes", "gpulab.doctor", needs_mode=False
+    ),
+    "course": Command(
+        "copy the lessons and labs into a folder, ready for `jupyter lab`", "gpulab.course", needs_mode=False
+    ),
     "train": Command("train the lab's CNN on MNIST / Fashion-MNIST / digits", "gpulab.train"),
-    "bench": Command("benchmark kernels, the lessons' GPU figures or the CNN", sub={
-        "kernels": Command("each reference kernel's GB/s or GFLOP/s, % of peak and of CuPy/cuBLAS",
-                           "gpulab.bench.kernels"),
-        "lessons": Command("the GPU figures lessons 00, 06, 07 and 09 show from a recording",
-                           "gpulab.bench.lessons"),
-        "cnn": Command("CNN training throughput (images/s), optionally against PyTorch", "gpulab.bench.cnn"),
-    }),
+    "bench": Command(
+        "benchmark kernels, the lessons' GPU figures or the CNN",
+        sub={
+            "kernels": Command(
+                "each reference kernel's GB/s or GFLOP/s, % of peak and of CuPy/cuBLAS", "gpulab.bench.kernels"
+            ),
+            "lessons": Command(
+                "the GPU figures lessons 00, 06, 07 and 09 show from a recording", "gpulab.bench.lessons"
+            ),
+            "cnn": Command("CNN training throughput (images/s), optionally against PyTorch", "gpulab.bench.cnn"),
+        },
+    ),
     "labs": Command("release or check the student labs, or grade a submission", "gpulab.labs", needs_mode=False),
-    "lessons": Command("release or check the learner versions of the lessons", "gpulab.lessons",
-                       needs_mode=False),
-    "notebooks": Command("sync or check every notebook's Colab badge, setup cell and metadata",
-                         "gpulab.nbtools", needs_mode=False),
-    "gpu-check": Command("on a CUDA machine: notebooks in gpu mode and benchmarks, recorded",
-                         "gpulab.gpucheck", needs_mode=False),
+    "lessons": Command("release or check the learner versions of the lessons", "gpulab.lessons", needs_mode=False),
+    "notebooks": Command(
+        "sync or check every notebook's Colab badge, setup cell and metadata", "gpulab.nbtools", needs_mode=False
+    ),
+    "gpu-check": Command(
+        "on a CUDA machine: notebooks in gpu mode and benchmarks, recorded", "gpulab.gpucheck", needs_mode=False
+    ),
 }
 
 
@@ -69,8 +78,12 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if ("%(default)" in text or "default:" in text or action.default in (None, False, argparse.SUPPRESS)
-                or not action.option_strings):
+        if (
+            "%(default)" in text
+            or "default:" in text
+            or action.default in (None, False, argparse.SUPPRESS)
+            or not action.option_strings
+        ):
             return text
         return f"{text} (default: %(default)s)"
 
@@ -108,8 +121,9 @@ def _add_command(sub: Any, name: str, cmd: Command, chosen: list[str], path: tup
     p = sub.add_parser(name, help=cmd.help, description=cmd.help, add_help=module is None or modern)
     p.set_defaults(_command=path + (name,), _spec=cmd)
     if cmd.sub:
-        inner = p.add_subparsers(dest=f"_sub_{len(path)}", metavar="{" + ",".join(cmd.sub) + "}", required=True,
-                                 parser_class=Parser)
+        inner = p.add_subparsers(
+            dest=f"_sub_{len(path)}", metavar="{" + ",".join(cmd.sub) + "}", required=True, parser_class=Parser
+        )
         for sub_name, sub_cmd in cmd.sub.items():
             _add_command(inner, sub_name, sub_cmd, chosen[1:] if chosen[:1] == [name] else [], path + (name,))
         return
@@ -121,8 +135,10 @@ def _add_command(sub: Any, name: str, cmd: Command, chosen: list[str], path: tup
     elif hasattr(module, "main"):
         p.set_defaults(_main=module.main)
     else:
-        raise GpulabError(f"module {cmd.module} has neither configure()/run() nor main(): "
-                          "this gpulab installation is broken; reinstall it.")
+        raise GpulabError(
+            f"module {cmd.module} has neither configure()/run() nor main(): "
+            "this gpulab installation is broken; reinstall it."
+        )
 
 
 def _chosen(argv: Sequence[str]) -> list[str]:
@@ -142,9 +158,13 @@ def _chosen(argv: Sequence[str]) -> list[str]:
 
 def build_parser(argv: Sequence[str] = (), prog: str | None = None) -> argparse.ArgumentParser:
     """The whole tree; the command named in ``argv`` (if any) gets its module's arguments."""
-    parser = Parser(prog=prog or prog_name(), description=(
-        "gpulab: learn why GPUs matter for deep learning by writing CUDA kernels in Python.\n"
-        "Run `%(prog)s COMMAND --help` for a command's options."))
+    parser = Parser(
+        prog=prog or prog_name(),
+        description=(
+            "gpulab: learn why GPUs matter for deep learning by writing CUDA kernels in Python.\n"
+            "Run `%(prog)s COMMAND --help` for a command's options."
+        ),
+    )
     parser.add_argument("--version", action="version", version=f"gpulab {_meta.VERSION}")
     parser.add_argument("--debug", action="store_true", help="show the full traceback when a command fails")
     sub = parser.add_subparsers(dest="_top", metavar="COMMAND", title="commands", parser_class=Parser)
@@ -162,8 +182,11 @@ def _report(prog: str, exc: BaseException, debug: bool) -> int:
     if isinstance(exc, (GpulabError, runtime.ModeError)):
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
-    print(f"{prog}: error: {type(exc).__name__}: {exc}\n(an unexpected failure; run again with --debug for the "
-          "traceback and report it)", file=sys.stderr)
+    print(
+        f"{prog}: error: {type(exc).__name__}: {exc}\n(an unexpected failure; run again with --debug for the "
+        "traceback and report it)",
+        file=sys.stderr,
+    )
     return 1
 
 

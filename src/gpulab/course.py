@@ -100,12 +100,15 @@ def _check_dest(dest: Path) -> None:
         probe.write_text("")
         probe.unlink()
     except OSError as exc:
-        raise UsageError(f"cannot write into {dest} ({exc.strerror or exc}). Choose a folder you can write to, "
-                         "e.g. `gpulab course ~/gpulab-course`.") from exc
+        raise UsageError(
+            f"cannot write into {dest} ({exc.strerror or exc}). Choose a folder you can write to, "
+            "e.g. `gpulab course ~/gpulab-course`."
+        ) from exc
 
 
-def copy_course(dest: Path, *, backup: bool = False, source: Path | None = None,
-                today: str | None = None) -> CoursePlan:
+def copy_course(
+    dest: Path, *, backup: bool = False, source: Path | None = None, today: str | None = None
+) -> CoursePlan:
     """Copy the course into ``dest`` without ever overwriting a learner's edited file (see module doc)."""
     source = source or course_source()
     dest = Path(dest).expanduser()
@@ -157,13 +160,24 @@ def quiet_jupyterlab_news(prefix: str | os.PathLike | None = None) -> Path:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """``gpulab course [DEST] [--backup] [--no-jupyter-settings]``."""
-    parser.add_argument("dest", nargs="?", type=Path, default=Path("gpulab-course"),
-                        help="folder to copy the course into (default: %(default)s)")
-    parser.add_argument("--backup", action="store_true",
-                        help="replace edited notebooks with the new version, keeping yours as name.bak-DATE.ipynb "
-                             "(default: keep yours and skip the new one)")
-    parser.add_argument("--no-jupyter-settings", action="store_true",
-                        help="leave JupyterLab's settings alone (default: turn off its news pop-up)")
+    parser.add_argument(
+        "dest",
+        nargs="?",
+        type=Path,
+        default=Path("gpulab-course"),
+        help="folder to copy the course into (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--backup",
+        action="store_true",
+        help="replace edited notebooks with the new version, keeping yours as name.bak-DATE.ipynb "
+        "(default: keep yours and skip the new one)",
+    )
+    parser.add_argument(
+        "--no-jupyter-settings",
+        action="store_true",
+        help="leave JupyterLab's settings alone (default: turn off its news pop-up)",
+    )
 
 
 def run(ns: argparse.Namespace) -> int:

@@ -26,7 +26,8 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -76,10 +77,18 @@ MIRRORS = {
 SUBDIRS = {"mnist": ("mnist", "MNIST", "MNIST/raw"), "fashion-mnist": ("fashion-mnist", "fashion", "FashionMNIST/raw")}
 
 SYSTEM_DIRS = {
-    "mnist": ("/usr/share/mnist", "/usr/share/datasets/mnist", "/usr/local/share/datasets/mnist",
-              "/opt/datasets/mnist"),
-    "fashion-mnist": ("/usr/share/fashion-mnist", "/usr/share/datasets/fashion-mnist",
-                      "/usr/local/share/datasets/fashion-mnist", "/opt/datasets/fashion-mnist"),
+    "mnist": (
+        "/usr/share/mnist",
+        "/usr/share/datasets/mnist",
+        "/usr/local/share/datasets/mnist",
+        "/opt/datasets/mnist",
+    ),
+    "fashion-mnist": (
+        "/usr/share/fashion-mnist",
+        "/usr/share/datasets/fashion-mnist",
+        "/usr/local/share/datasets/fashion-mnist",
+        "/opt/datasets/fashion-mnist",
+    ),
 }
 
 DATASETS = ("mnist", "fashion-mnist", "digits")
@@ -87,8 +96,18 @@ DATASETS = ("mnist", "fashion-mnist", "digits")
 CLASS_NAMES = {
     "mnist": tuple(str(i) for i in range(10)),
     "digits": tuple(str(i) for i in range(10)),
-    "fashion-mnist": ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
-                      "Ankle boot"),
+    "fashion-mnist": (
+        "T-shirt/top",
+        "Trouser",
+        "Pullover",
+        "Dress",
+        "Coat",
+        "Sandal",
+        "Shirt",
+        "Sneaker",
+        "Bag",
+        "Ankle boot",
+    ),
 }
 
 
@@ -104,19 +123,35 @@ class Dataset:
     classes: tuple[str, ...]
     source: str
 
-    def subset(self, n_train: int | None = None, n_test: int | None = None) -> "Dataset":
+    def subset(self, n_train: int | None = None, n_test: int | None = None) -> Dataset:
         """The first ``n_train`` training and ``n_test`` test examples (for quick runs)."""
-        return Dataset(self.name, self.x_train[:n_train], self.y_train[:n_train], self.x_test[:n_test],
-                       self.y_test[:n_test], self.classes, self.source)
+        return Dataset(
+            self.name,
+            self.x_train[:n_train],
+            self.y_train[:n_train],
+            self.x_test[:n_test],
+            self.y_test[:n_test],
+            self.classes,
+            self.source,
+        )
 
-    def to_device(self) -> "Dataset":
+    def to_device(self) -> Dataset:
         """Upload every array once (CuPy in gpu mode; unchanged in simulator mode)."""
-        return Dataset(self.name, runtime.to_device(self.x_train), runtime.to_device(self.y_train),
-                       runtime.to_device(self.x_test), runtime.to_device(self.y_test), self.classes, self.source)
+        return Dataset(
+            self.name,
+            runtime.to_device(self.x_train),
+            runtime.to_device(self.y_train),
+            runtime.to_device(self.x_test),
+            runtime.to_device(self.y_test),
+            self.classes,
+            self.source,
+        )
 
     def __repr__(self) -> str:
-        return (f"Dataset({self.name!r}, train {tuple(self.x_train.shape)}, test {tuple(self.x_test.shape)}, "
-                f"from {self.source})")
+        return (
+            f"Dataset({self.name!r}, train {tuple(self.x_train.shape)}, test {tuple(self.x_test.shape)}, "
+            f"from {self.source})"
+        )
 
 
 # --------------------------------------------------------------------------------------------- IDX
@@ -206,7 +241,7 @@ def clean_stale_parts(dest_dir: Path, fname: str, *, max_age_s: float = 3600.0) 
     an unnamed one older than ``max_age_s``). Returns what was deleted."""
     removed = []
     for part in dest_dir.glob(f"{fname}.*.part"):
-        pid_text = part.name[len(fname) + 1:].split(".", 1)[0]
+        pid_text = part.name[len(fname) + 1 :].split(".", 1)[0]
         try:
             if pid_text.isdigit():
                 stale = not _pid_alive(int(pid_text))
@@ -233,10 +268,18 @@ def _writable_dir(d: Path) -> None:
         ) from e
 
 
-def download(name: str, fname: str, dest_dir: Path, *, retries: int = 2,
-             fetch: Callable[[str, Path], None] | None = None, sleep: Callable[[float], None] = time.sleep,
-             budget_s: float = DOWNLOAD_BUDGET_S,
-             clock: Callable[[], float] = time.monotonic, log: Callable[[str], None] = _log) -> Path:
+def download(
+    name: str,
+    fname: str,
+    dest_dir: Path,
+    *,
+    retries: int = 2,
+    fetch: Callable[[str, Path], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    budget_s: float = DOWNLOAD_BUDGET_S,
+    clock: Callable[[], float] = time.monotonic,
+    log: Callable[[str], None] = _log,
+) -> Path:
     """Fetch one file from the mirrors into ``dest_dir``, verified, atomically (temp file, then rename).
 
     Tries every mirror up to ``retries`` times with a growing pause, says what it is doing, and gives
@@ -267,8 +310,11 @@ def download(name: str, fname: str, dest_dir: Path, *, retries: int = 2,
                 os.replace(tmp, final)  # atomic on POSIX and Windows: readers never see half a file
                 return final
             except Exception as e:  # noqa: BLE001 - every failure is reported below
-                reason = (f"no answer within {CONNECT_TIMEOUT_S:.0f} s" if isinstance(e, TimeoutError)
-                          or "timed out" in str(e) else str(e))
+                reason = (
+                    f"no answer within {CONNECT_TIMEOUT_S:.0f} s"
+                    if isinstance(e, TimeoutError) or "timed out" in str(e)
+                    else str(e)
+                )
                 errors.append(f"{url}: {reason}")
                 log(f"  failed: {reason}")
             finally:
@@ -312,9 +358,15 @@ def _load_idx_dataset(name: str, data_dir: str | os.PathLike | None, download_ok
         if arrays[f"{split}_images"].shape[0] != arrays[f"{split}_labels"].shape[0]:
             raise DatasetError(f"{name}: {split} images and labels disagree in length.")
     prep = lambda a: (a.astype(np.float32) / np.float32(255.0))[:, None]  # (N, 28, 28) -> (N, 1, 28, 28)  # noqa: E731
-    return Dataset(name, prep(arrays["train_images"]), arrays["train_labels"].astype(np.int64),
-                   prep(arrays["test_images"]), arrays["test_labels"].astype(np.int64), CLASS_NAMES[name],
-                   str(found[FILES["train_images"]].parent))
+    return Dataset(
+        name,
+        prep(arrays["train_images"]),
+        arrays["train_labels"].astype(np.int64),
+        prep(arrays["test_images"]),
+        arrays["test_labels"].astype(np.int64),
+        CLASS_NAMES[name],
+        str(found[FILES["train_images"]].parent),
+    )
 
 
 def _not_found_message(name: str, data_dir: Any, missing: list[str], bad: list[str], why: str) -> str:
@@ -350,8 +402,14 @@ def _load_digits(size: int, seed: int) -> Dataset:
     return Dataset("digits", x[n_test:], y[n_test:], x[:n_test], y[:n_test], CLASS_NAMES["digits"], "scikit-learn")
 
 
-def load(dataset: str = "mnist", *, data_dir: str | os.PathLike | None = None, download: bool = True,
-         size: int = 28, seed: int = 0) -> Dataset:
+def load(
+    dataset: str = "mnist",
+    *,
+    data_dir: str | os.PathLike | None = None,
+    download: bool = True,
+    size: int = 28,
+    seed: int = 0,
+) -> Dataset:
     """Load ``"mnist"``, ``"fashion-mnist"`` or ``"digits"`` as a :class:`Dataset`.
 
     ``size`` only applies to digits (8 = native, 28 = upsampled 3x and padded, like MNIST).
@@ -369,12 +427,14 @@ def check_images(x: Any, y: Any) -> None:
     if not np.issubdtype(np.dtype(x.dtype), np.floating):
         raise TypeError(f"images must be floating point (e.g. float32 in [0, 1]), got {np.dtype(x.dtype).name}.")
     if getattr(y, "shape", None) != (x.shape[0],):
-        raise ValueError(f"labels must have shape ({x.shape[0]},) to match the images, "
-                         f"got {getattr(y, 'shape', None)}.")
+        raise ValueError(
+            f"labels must have shape ({x.shape[0]},) to match the images, got {getattr(y, 'shape', None)}."
+        )
     xp = runtime.array_module(x)
     if not bool(xp.isfinite(x).all()):
-        raise ValueError("the images contain NaN or inf values; clean the data (e.g. numpy.nan_to_num) "
-                         "before training.")
+        raise ValueError(
+            "the images contain NaN or inf values; clean the data (e.g. numpy.nan_to_num) before training."
+        )
 
 
 def batches(x: Any, y: Any, batch_size: int, *, shuffle: bool = False, rng: np.random.Generator | None = None):

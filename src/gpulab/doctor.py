@@ -14,22 +14,34 @@ from . import runtime
 __all__ = ["configure", "main", "report", "run"]
 
 FIXES = [
-    ("No module named 'numba.cuda' / numba's built-in CUDA target is deprecated",
-     "pip install 'numba-cuda[cu12]' (or [cu13] for a CUDA 13 driver); gpulab needs the numba-cuda package."),
-    ("NVIDIA CUDA Python bindings not found",
-     "pip install 'numba-cuda[cu12]': the [cu12]/[cu13] extra brings cuda-bindings, NVVM and NVRTC."),
-    ("CUDA_ERROR_UNSUPPORTED_PTX_VERSION / 'provided PTX was compiled with an unsupported toolchain'",
-     "the NVVM that compiled the kernel is newer than the driver: install the numba-cuda extra that "
-     "matches `nvidia-smi`'s CUDA version ([cu12] for 12.x drivers), or update the driver. On Colab, "
-     "do not upgrade numba-cuda or the nvidia-* wheels: use the versions Colab ships."),
-    ("CUDA driver version is insufficient for CUDA runtime version",
-     "the driver is older than the toolkit wheels: install cupy-cuda12x / numba-cuda[cu12] for a 12.x "
-     "driver, or update the NVIDIA driver."),
-    ("mode: simulator on a machine with a GPU",
-     "`nvidia-smi` must work in the same environment (container: run with --gpus all); on Colab pick "
-     "Runtime > Change runtime type > T4 GPU, then restart the session."),
-    ("'gpulab cannot switch mode' after changing GPULAB_DEVICE",
-     "restart the kernel: numba fixes its CUDA target at first import."),
+    (
+        "No module named 'numba.cuda' / numba's built-in CUDA target is deprecated",
+        "pip install 'numba-cuda[cu12]' (or [cu13] for a CUDA 13 driver); gpulab needs the numba-cuda package.",
+    ),
+    (
+        "NVIDIA CUDA Python bindings not found",
+        "pip install 'numba-cuda[cu12]': the [cu12]/[cu13] extra brings cuda-bindings, NVVM and NVRTC.",
+    ),
+    (
+        "CUDA_ERROR_UNSUPPORTED_PTX_VERSION / 'provided PTX was compiled with an unsupported toolchain'",
+        "the NVVM that compiled the kernel is newer than the driver: install the numba-cuda extra that "
+        "matches `nvidia-smi`'s CUDA version ([cu12] for 12.x drivers), or update the driver. On Colab, "
+        "do not upgrade numba-cuda or the nvidia-* wheels: use the versions Colab ships.",
+    ),
+    (
+        "CUDA driver version is insufficient for CUDA runtime version",
+        "the driver is older than the toolkit wheels: install cupy-cuda12x / numba-cuda[cu12] for a 12.x "
+        "driver, or update the NVIDIA driver.",
+    ),
+    (
+        "mode: simulator on a machine with a GPU",
+        "`nvidia-smi` must work in the same environment (container: run with --gpus all); on Colab pick "
+        "Runtime > Change runtime type > T4 GPU, then restart the session.",
+    ),
+    (
+        "'gpulab cannot switch mode' after changing GPULAB_DEVICE",
+        "restart the kernel: numba fixes its CUDA target at first import.",
+    ),
 ]
 
 
@@ -71,8 +83,10 @@ def _gpu_lines() -> list[str]:
 
         peak = lookup_peak(name)
         if peak:
-            lines.append(f"peaks (spec sheet): {peak.dram_gbps:g} GB/s DRAM, {peak.fp32_tflops:g} TFLOP/s FP32, "
-                         f"{peak.fp16_tensor_tflops:g} TFLOP/s FP16 tensor")
+            lines.append(
+                f"peaks (spec sheet): {peak.dram_gbps:g} GB/s DRAM, {peak.fp32_tflops:g} TFLOP/s FP32, "
+                f"{peak.fp16_tensor_tflops:g} TFLOP/s FP16 tensor"
+            )
         else:
             lines.append("peaks: this device is not in gpulab's peak table; % of peak will not be shown")
         try:

@@ -21,7 +21,8 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -29,8 +30,19 @@ from . import runtime
 from .errors import UsageError
 from .timing import device_name
 
-__all__ = ["POWERCAP", "EnergyReading", "cpu_estimate_watts", "efficiency", "estimate", "integrate_power",
-           "joules_per_image", "measure", "nvml_status", "rapl_status", "rapl_zones"]
+__all__ = [
+    "POWERCAP",
+    "EnergyReading",
+    "cpu_estimate_watts",
+    "efficiency",
+    "estimate",
+    "integrate_power",
+    "joules_per_image",
+    "measure",
+    "nvml_status",
+    "rapl_status",
+    "rapl_zones",
+]
 
 POWERCAP = Path("/sys/class/powercap")
 
@@ -108,15 +120,21 @@ def rapl_status(root: Path = POWERCAP) -> tuple[bool, str]:
     """``(readable, why)``: can this process read a CPU energy counter, and if not, why not."""
     root = Path(root)
     if not root.exists():
-        return False, (f"{root} does not exist here: containers usually do not mount it, and virtual machines "
-                       "(most cloud VMs, Colab) do not expose the host's RAPL counters at all")
+        return False, (
+            f"{root} does not exist here: containers usually do not mount it, and virtual machines "
+            "(most cloud VMs, Colab) do not expose the host's RAPL counters at all"
+        )
     packages = [z for z in root.glob("intel-rapl:*") if z.name.count(":") == 1]
     if not packages:
-        return False, (f"{root} has no intel-rapl zones: no RAPL driver for this CPU (AMD Zen needs a kernel whose "
-                       "powercap driver knows the CPU; older CPUs have none)")
+        return False, (
+            f"{root} has no intel-rapl zones: no RAPL driver for this CPU (AMD Zen needs a kernel whose "
+            "powercap driver knows the CPU; older CPUs have none)"
+        )
     if not rapl_zones(root):
-        return False, (f"{packages[0]}/energy_uj is not readable: since Linux 5.10 it is readable by root only "
-                       "(a power side channel, CVE-2020-8694); an administrator can grant read access")
+        return False, (
+            f"{packages[0]}/energy_uj is not readable: since Linux 5.10 it is readable by root only "
+            "(a power side channel, CVE-2020-8694); an administrator can grant read access"
+        )
     return True, f"{len(rapl_zones(root))} RAPL package zone(s) readable"
 
 
@@ -232,12 +250,14 @@ def cpu_estimate_watts(cores_used: int | None = None) -> tuple[float, str]:
     ref = CPUS["Xeon 8480+"]
     cores = cores_used or len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (cores_used or 1)
     per_core = float(ref.watts or 350.0) / 56  # the 8480+ sheet gives 350 W
-    return per_core * cores, (f"spec-sheet TDP per core of the {ref.name}: {ref.watts:g} W / 56 = {per_core:.2f} W "
-                              f"x {cores} core(s) used")
+    return per_core * cores, (
+        f"spec-sheet TDP per core of the {ref.name}: {ref.watts:g} W / 56 = {per_core:.2f} W x {cores} core(s) used"
+    )
 
 
-def measure(fn: Callable[..., Any], *args: Any, min_seconds: float = 1.0, watts_if_estimated: float | None = None,
-            **kwargs: Any) -> tuple[Any, EnergyReading]:
+def measure(
+    fn: Callable[..., Any], *args: Any, min_seconds: float = 1.0, watts_if_estimated: float | None = None, **kwargs: Any
+) -> tuple[Any, EnergyReading]:
     """Run ``fn(*args, **kwargs)`` repeatedly for at least ``min_seconds`` and read the energy it took.
 
     gpu mode: the GPU's NVML counter (or integrated power samples). Otherwise: the CPU's RAPL counters
@@ -270,16 +290,25 @@ def measure(fn: Callable[..., Any], *args: Any, min_seconds: float = 1.0, watts_
         nvml_failed = f"NVML gave no usable power samples ({meter.error}): "
     if isinstance(meter, _Rapl):
         joules, seconds = meter.stop()
-        return out, EnergyReading(joules, seconds, "RAPL package counters (whole CPU, every process)",
-                                  "this machine's CPU", True, calls)
+        return out, EnergyReading(
+            joules, seconds, "RAPL package counters (whole CPU, every process)", "this machine's CPU", True, calls
+        )
     if watts_if_estimated is not None:
         watts, why, dev = watts_if_estimated, "watts you gave", "this machine"
     elif runtime.is_gpu():
         watts, why, dev = _gpu_watts()
     else:
         watts, why, dev = (*cpu_estimate_watts(), "this machine's CPU")
-    reading = estimate(elapsed, watts, (nvml_failed or ("NVML unavailable: " if runtime.is_gpu() else
-                                                        f"no readable RAPL counter ({rapl_status()[1]}): ")) + why, dev)
+    reading = estimate(
+        elapsed,
+        watts,
+        (
+            nvml_failed
+            or ("NVML unavailable: " if runtime.is_gpu() else f"no readable RAPL counter ({rapl_status()[1]}): ")
+        )
+        + why,
+        dev,
+    )
     return out, EnergyReading(reading.joules, elapsed, reading.method, reading.device, False, calls)
 
 
@@ -291,8 +320,10 @@ def _gpu_watts() -> tuple[float, str, str]:
     for key, d in GPUS.items():
         if key.lower() in name.lower() and d.watts:
             return float(d.watts), f"{d.name} spec-sheet board power {d.watts:g} W (an upper bound)", name
-    raise UsageError(f"cannot read {name}'s power (NVML unavailable) and it is not in gpulab.hardware.GPUS: "
-                     "install nvidia-ml-py, or pass watts_if_estimated= from its spec sheet.")
+    raise UsageError(
+        f"cannot read {name}'s power (NVML unavailable) and it is not in gpulab.hardware.GPUS: "
+        "install nvidia-ml-py, or pass watts_if_estimated= from its spec sheet."
+    )
 
 
 def efficiency(reading: EnergyReading, *, images: int | None = None, flops: float | None = None) -> dict[str, Any]:
@@ -300,8 +331,13 @@ def efficiency(reading: EnergyReading, *, images: int | None = None, flops: floa
 
     ``images`` / ``flops`` are the work of **one** call; the reading's ``calls`` multiply them.
     """
-    out: dict[str, Any] = {"watts": reading.watts, "seconds": reading.seconds, "joules": reading.joules,
-                           "measured": reading.measured, "label": reading.label}
+    out: dict[str, Any] = {
+        "watts": reading.watts,
+        "seconds": reading.seconds,
+        "joules": reading.joules,
+        "measured": reading.measured,
+        "label": reading.label,
+    }
     if images:
         n = images * reading.calls
         out["joules_per_image"] = reading.joules / n

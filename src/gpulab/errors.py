@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["GpulabError", "UsageError", "int_at_least", "positive_float", "finite_float"]
 

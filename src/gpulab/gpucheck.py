@@ -60,8 +60,9 @@ def pip_args(wheelhouse: str | None) -> list[str]:
 def _torch_available(py: Path, wheelhouse: str | None) -> bool:
     if wheelhouse:
         return any(Path(wheelhouse).glob("torch-*.whl"))
-    r = subprocess.run([str(py), "-m", "pip", "download", "--no-deps", "-q", "-d", os.devnull, "torch"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [str(py), "-m", "pip", "download", "--no-deps", "-q", "-d", os.devnull, "torch"], capture_output=True, text=True
+    )
     return r.returncode == 0
 
 
@@ -76,8 +77,22 @@ def setup(venv: Path, wheelhouse: str | None, log: Any = print) -> Path:
     # data: scikit-learn's bundled digits, the offline fallback of lesson 09 and `bench lessons`.
     log(f"gpu-check: installing .[lab,test,data,{extra}]" + (f" from {wheelhouse} only" if wheelhouse else ""))
     subprocess.run([*pip, "-e", f".[lab,test,data,{extra}]"], cwd=REPO, check=True)
-    subprocess.run([str(py), "-m", "ipykernel", "install", "--sys-prefix", "--name", "python3",
-                    "--display-name", "Python 3 (gpulab)"], cwd=REPO, check=True, capture_output=True)
+    subprocess.run(
+        [
+            str(py),
+            "-m",
+            "ipykernel",
+            "install",
+            "--sys-prefix",
+            "--name",
+            "python3",
+            "--display-name",
+            "Python 3 (gpulab)",
+        ],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    )
     try:
         if _torch_available(py, wheelhouse):
             subprocess.run([*pip, "-e", ".[bench]"], cwd=REPO, check=True)
@@ -99,12 +114,45 @@ def stages(py: Path, out: Path) -> list[tuple[str, list[str]]]:
     todo: list[tuple[str, list[str]]] = [("doctor", [py_s, "-m", "gpulab", "doctor"])]
     nbs = _notebooks()
     if nbs:
-        todo.append(("notebooks", [py_s, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "4",
-                                   "--nbval-lax", "--nbval-current-env", "--nbval-cell-timeout=240", *nbs]))
-    todo.append(("bench-kernels", [py_s, "-m", "gpulab", "bench", "kernels", "--record",
-                                   "--json", str(out / "kernels.json"), "--html", str(out / "kernels.html")]))
-    todo.append(("bench-lessons", [py_s, "-m", "gpulab", "bench", "lessons", "--record",
-                                   "--json", str(out / "lessons.json")]))
+        todo.append(
+            (
+                "notebooks",
+                [
+                    py_s,
+                    "-m",
+                    "pytest",
+                    "-q",
+                    "-p",
+                    "no:cacheprovider",
+                    "-n",
+                    "4",
+                    "--nbval-lax",
+                    "--nbval-current-env",
+                    "--nbval-cell-timeout=240",
+                    *nbs,
+                ],
+            )
+        )
+    todo.append(
+        (
+            "bench-kernels",
+            [
+                py_s,
+                "-m",
+                "gpulab",
+                "bench",
+                "kernels",
+                "--record",
+                "--json",
+                str(out / "kernels.json"),
+                "--html",
+                str(out / "kernels.html"),
+            ],
+        )
+    )
+    todo.append(
+        ("bench-lessons", [py_s, "-m", "gpulab", "bench", "lessons", "--record", "--json", str(out / "lessons.json")])
+    )
     try:
         has_torch = subprocess.run([py_s, "-c", "import torch"], capture_output=True).returncode == 0
     except OSError:
@@ -135,8 +183,7 @@ def summary(rows: list[dict[str, Any]], out: Path) -> str:
     """A readable summary of the stages and the kernel benchmark."""
     lines = ["", "gpu-check summary:"]
     status = {id(r): "ok" if r["rc"] == 0 else f"FAILED (rc {r['rc']})" for r in rows}
-    lines += [f"  {r['stage']:<14} {status[id(r)]:<16} {r['seconds']:7.1f} s"
-              for r in rows]
+    lines += [f"  {r['stage']:<14} {status[id(r)]:<16} {r['seconds']:7.1f} s" for r in rows]
     kj = out / "kernels.json"
     if kj.exists():
         rep = json.loads(kj.read_text())
@@ -146,18 +193,22 @@ def summary(rows: list[dict[str, Any]], out: Path) -> str:
             largest[r["kernel"]] = r
         for k, r in largest.items():
             pk = f"{r['percent_of_peak']:.0f}% of peak" if r["percent_of_peak"] is not None else "peak unknown"
-            lines.append(f"    {k:<16} {r['value']:10.1f} {r['metric']:<8} {pk}, "
-                         f"{r['percent_of_baseline']:.0f}% of {r['baseline']}")
+            lines.append(
+                f"    {k:<16} {r['value']:10.1f} {r['metric']:<8} {pk}, "
+                f"{r['percent_of_baseline']:.0f}% of {r['baseline']}"
+            )
     return "\n".join(lines)
 
 
 def configure(ap: argparse.ArgumentParser) -> None:
     """``gpulab gpu-check`` / ``make gpu-check`` arguments."""
-    ap.add_argument("--venv", type=Path, default=REPO / ".venv", help="virtual environment to set up and use "
-                    "(default: %(default)s)")
+    ap.add_argument(
+        "--venv", type=Path, default=REPO / ".venv", help="virtual environment to set up and use (default: %(default)s)"
+    )
     ap.add_argument("--skip-setup", action="store_true", help="use the venv as it is (no pip)")
-    ap.add_argument("--out", type=Path, default=REPO / "artifacts" / "gpu-check", help="where reports go "
-                    "(default: %(default)s)")
+    ap.add_argument(
+        "--out", type=Path, default=REPO / "artifacts" / "gpu-check", help="where reports go (default: %(default)s)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,9 +222,12 @@ def run(args: argparse.Namespace) -> int:
     """Probe, set up the venv, run every stage, write the summary; 1 when a stage failed."""
     found, reason = probe()
     if not found:
-        print(f"gpu-check: no CUDA GPU here ({reason}). This check runs every notebook on a real GPU, so it "
-              "needs one: run it on a machine where `nvidia-smi` works (in a container: --gpus all). "
-              "Without a GPU, `make test` checks everything in simulator mode.", file=sys.stderr)
+        print(
+            f"gpu-check: no CUDA GPU here ({reason}). This check runs every notebook on a real GPU, so it "
+            "needs one: run it on a machine where `nvidia-smi` works (in a container: --gpus all). "
+            "Without a GPU, `make test` checks everything in simulator mode.",
+            file=sys.stderr,
+        )
         return NO_GPU_EXIT
     print(f"gpu-check: {reason}")
     start = time.monotonic()
@@ -183,8 +237,9 @@ def run(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     rows = run_stages(py, args.out)
     text = summary(rows, args.out)
-    (args.out / "summary.json").write_text(json.dumps(
-        {"stages": rows, "seconds": round(time.monotonic() - start, 1)}, indent=1) + "\n")
+    (args.out / "summary.json").write_text(
+        json.dumps({"stages": rows, "seconds": round(time.monotonic() - start, 1)}, indent=1) + "\n"
+    )
     print(text)
     print(f"  total {time.monotonic() - start:.0f} s; reports in {args.out}")
     return 0 if all(r["rc"] == 0 for r in rows) else 1

@@ -9,7 +9,8 @@ the two agree to about 1e-8 when the backward pass is right, and disagree visibl
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 

@@ -80,12 +80,13 @@ def read_idx(path: str | os.PathLike, *, shape: tuple[int, ...] | None = None) -
     if not path.is_file():
         raise DatasetError(f"{path} is a folder or a special file, not an IDX file.")
     try:
-        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as f:
+        with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as f:
             magic = f.read(4)
             if len(magic) < 4 or magic[0] != 0 or magic[1] != 0 or magic[2] != 0x08:
                 raise DatasetError(
                     f"{path} is not an IDX file of unsigned bytes (its first bytes are {magic.hex() or 'empty'}, "
-                    "expected 000008..). Replace it with the original file.")
+                    "expected 000008..). Replace it with the original file."
+                )
             ndim = magic[3]
             dims = f.read(4 * ndim)
             if len(dims) < 4 * ndim:
@@ -95,20 +96,26 @@ def read_idx(path: str | os.PathLike, *, shape: tuple[int, ...] | None = None) -
             if expected > MAX_IDX_BYTES:
                 raise DatasetError(
                     f"{path} has a corrupt header: it announces shape {found} = {expected:,} bytes, more than any "
-                    f"dataset gpulab reads ({MAX_IDX_BYTES:,} bytes at most). Replace it with the original file.")
+                    f"dataset gpulab reads ({MAX_IDX_BYTES:,} bytes at most). Replace it with the original file."
+                )
             data = f.read(expected + 1)
     except (OSError, EOFError, zlib.error) as e:
-        raise DatasetError(f"{path} cannot be read as an IDX file ({e}). Replace it with the original file "
-                           "(a copy in gpulab's download cache is fetched again once deleted).") from e
+        raise DatasetError(
+            f"{path} cannot be read as an IDX file ({e}). Replace it with the original file "
+            "(a copy in gpulab's download cache is fetched again once deleted)."
+        ) from e
     if len(data) != expected:
         what = "truncated" if len(data) < expected else "longer than its header says (corrupt)"
         raise DatasetError(
             f"{path} is {what}: the header says shape {found} ({expected:,} bytes) but the file holds "
             f"{len(data) if len(data) <= expected else f'more than {expected:,}'} bytes of data. Replace it with "
-            "the original file.")
+            "the original file."
+        )
     if shape is not None and tuple(found) != tuple(shape):
-        raise DatasetError(f"{path} has shape {found}, but this file of the dataset has shape {tuple(shape)}: "
-                           "it belongs to another dataset or split.")
+        raise DatasetError(
+            f"{path} has shape {found}, but this file of the dataset has shape {tuple(shape)}: "
+            "it belongs to another dataset or split."
+        )
     return np.frombuffer(data, dtype=np.uint8).reshape(found)
 
 

@@ -14,7 +14,8 @@ what to do when CuPy is absent (always, in simulator mode). What does not need a
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -134,8 +135,10 @@ def make_squared_diff_kernel() -> Any:
     """Build ``cupy.ElementwiseKernel(**SQUARED_DIFF_SPEC)`` (compiled by CuPy on first call)."""
     cupy = require_cupy()
     return cupy.ElementwiseKernel(
-        SQUARED_DIFF_SPEC["in_params"], SQUARED_DIFF_SPEC["out_params"],
-        SQUARED_DIFF_SPEC["operation"], SQUARED_DIFF_SPEC["name"],
+        SQUARED_DIFF_SPEC["in_params"],
+        SQUARED_DIFF_SPEC["out_params"],
+        SQUARED_DIFF_SPEC["operation"],
+        SQUARED_DIFF_SPEC["name"],
     )
 
 
@@ -342,6 +345,13 @@ def precision_benchmark(n: int, *, repeat: int = 5) -> list[dict[str, Any]]:
         else:
             with cublas_compute_type(p):
                 res = benchmark(cupy.matmul, x, y, warmup=2, repeat=repeat, label=f"matmul {p} n={n}")
-        rows.append({"precision": p, "n": n, "seconds": res.median,
-                     "tflops": 2.0 * n**3 / res.median / 1e12, "rel_error": errors[p]})
+        rows.append(
+            {
+                "precision": p,
+                "n": n,
+                "seconds": res.median,
+                "tflops": 2.0 * n**3 / res.median / 1e12,
+                "rel_error": errors[p],
+            }
+        )
     return rows

@@ -38,8 +38,23 @@ from . import release as _release
 from .release import BEGIN, BEGIN_HIDDEN, CODE_STUB, END, END_HIDDEN, CheckProblem, derived_notebook, strip_regions
 
 # The markers and stubs are gpulab.release's (shared with the lessons' learner versions), named here too.
-__all__ = ["BEGIN", "BEGIN_HIDDEN", "CODE_STUB", "END", "END_HIDDEN", "CheckProblem", "check", "configure",
-           "find_root", "grade", "main", "release", "run", "student_cell_source", "student_notebook"]
+__all__ = [
+    "BEGIN",
+    "BEGIN_HIDDEN",
+    "CODE_STUB",
+    "END",
+    "END_HIDDEN",
+    "CheckProblem",
+    "check",
+    "configure",
+    "find_root",
+    "grade",
+    "main",
+    "release",
+    "run",
+    "student_cell_source",
+    "student_notebook",
+]
 
 
 def find_root(start: Path | None = None) -> Path:
@@ -77,8 +92,14 @@ def _solutions(root: Path) -> list[Path]:
 
 
 def _versions(root: Path) -> _release.Versions:
-    return _release.Versions("labs", root, _solutions(root), root / "labs" / "student", student_notebook,
-                             "has no solution notebook in labs/solutions")
+    return _release.Versions(
+        "labs",
+        root,
+        _solutions(root),
+        root / "labs" / "student",
+        student_notebook,
+        "has no solution notebook in labs/solutions",
+    )
 
 
 def release(root: Path | None = None) -> list[Path]:
@@ -98,8 +119,13 @@ def check(root: Path | None = None) -> list[CheckProblem]:
 # Grading lives in gpulab.grading (sandboxed, rebuilt from the lab's source); these names stay here.
 
 
-def grade(notebook: Path, timeout: float = 120, kernel_name: str = "python3", source: Path | None = None,
-          root: Path | None = None) -> list:
+def grade(
+    notebook: Path,
+    timeout: float = 120,
+    kernel_name: str = "python3",
+    source: Path | None = None,
+    root: Path | None = None,
+) -> list:
     """Grade one submission in the sandbox; see :func:`gpulab.grading.grader.grade`."""
     from gpulab.grading.grader import grade as _grade
 
@@ -122,7 +148,8 @@ def _kernel_name(text: str) -> str:
     if text != "python3":
         raise argparse.ArgumentTypeError(
             f"unknown kernel {text!r}: labs grade runs each submission with this Python inside a sandbox, "
-            "not in a Jupyter kernel, so only 'python3' is accepted (leave --kernel out)")
+            "not in a Jupyter kernel, so only 'python3' is accepted (leave --kernel out)"
+        )
     return text
 
 
@@ -136,25 +163,48 @@ def configure(parser: argparse.ArgumentParser) -> None:
     for p in (p_rel, p_chk):
         p.add_argument("--root", type=Path, default=None, help="repository root (default: found from cwd)")
     p_gr = sub.add_parser(
-        "grade", help="grade a submitted notebook, or every notebook in a folder",
+        "grade",
+        help="grade a submitted notebook, or every notebook in a folder",
         description="Grade submissions in a sandbox: test cells, points and hidden tests come from "
-                    "labs/solutions; only the answer cells come from the submission.")
+        "labs/solutions; only the answer cells come from the submission.",
+    )
     p_gr.add_argument("path", type=Path, help="a submitted .ipynb, or a folder of them (searched recursively)")
-    p_gr.add_argument("--lab", default=None,
-                      help="lab to grade against, e.g. lab01_threads (default: from each file's name)")
+    p_gr.add_argument(
+        "--lab", default=None, help="lab to grade against, e.g. lab01_threads (default: from each file's name)"
+    )
     p_gr.add_argument("--root", type=Path, default=None, help="repository root (default: found from cwd)")
     p_gr.add_argument("--json", type=Path, default=None, help="write the scores of one notebook to this JSON file")
-    p_gr.add_argument("--out", type=Path, default=None,
-                      help="folder for gradebook.csv, gradebook.json and feedback/*.html "
-                           "(default for a folder: FOLDER-graded next to it)")
-    p_gr.add_argument("--workers", type=int_at_least(1, "a number of workers"), default=os.cpu_count() or 1,
-                      help="submissions graded at once (default: %(default)s, the number of cores)")
-    p_gr.add_argument("--timeout", type=positive_float, default=120.0,
-                      help="seconds per cell before the cell is stopped (default: %(default)s)")
-    p_gr.add_argument("--total-timeout", type=positive_float, default=1800.0,
-                      help="seconds per submission, all cells and restarts (default: %(default)s)")
-    p_gr.add_argument("--memory-mb", type=int_at_least(256, "megabytes"), default=4096,
-                      help="memory limit per submission in MB (default: %(default)s)")
+    p_gr.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for gradebook.csv, gradebook.json and feedback/*.html "
+        "(default for a folder: FOLDER-graded next to it)",
+    )
+    p_gr.add_argument(
+        "--workers",
+        type=int_at_least(1, "a number of workers"),
+        default=os.cpu_count() or 1,
+        help="submissions graded at once (default: %(default)s, the number of cores)",
+    )
+    p_gr.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=120.0,
+        help="seconds per cell before the cell is stopped (default: %(default)s)",
+    )
+    p_gr.add_argument(
+        "--total-timeout",
+        type=positive_float,
+        default=1800.0,
+        help="seconds per submission, all cells and restarts (default: %(default)s)",
+    )
+    p_gr.add_argument(
+        "--memory-mb",
+        type=int_at_least(256, "megabytes"),
+        default=4096,
+        help="memory limit per submission in MB (default: %(default)s)",
+    )
     p_gr.add_argument("--kernel", type=_kernel_name, default="python3", help="kept for old scripts; python3 only")
 
 
@@ -191,8 +241,12 @@ def _run_grade(ns: argparse.Namespace) -> int:
             if target is ns.json and not folder.exists():
                 raise UsageError(f"folder {folder} for --json does not exist; create it or choose another path")
     graded = grade_notebook(ns.path, source, _limits(ns))
-    print(format_table(graded.rows, title=f"{ns.path.name} vs labs/solutions/{source.name} "
-                                          f"(mode: {graded.mode}; sandbox: {graded.sandbox})"))
+    print(
+        format_table(
+            graded.rows,
+            title=f"{ns.path.name} vs labs/solutions/{source.name} (mode: {graded.mode}; sandbox: {graded.sandbox})",
+        )
+    )
     for note in graded.notes:
         print(f"note: {note}")
     if ns.json:
@@ -214,8 +268,9 @@ def run(ns: argparse.Namespace) -> int:
         return 0
     if ns.command == "check":
         root = ns.root or find_root()
-        return _release.report(check(root), f"labs: {len(_solutions(root))} student versions are current and "
-                                             "contain no solution text")
+        return _release.report(
+            check(root), f"labs: {len(_solutions(root))} student versions are current and contain no solution text"
+        )
     return _run_grade(ns)
 
 

@@ -19,15 +19,25 @@ def allreduce_seconds(nbytes: float, n_gpus: int, link_gbps: float, latency_us: 
     steps, each paying the link's latency: 2 (N-1)/N x nbytes / bandwidth + 2 (N-1) x latency. 0 for one GPU.
     """
     if n_gpus < 1 or nbytes < 0 or link_gbps <= 0 or latency_us < 0:
-        raise UsageError(f"allreduce_seconds needs n_gpus >= 1, nbytes >= 0, link_gbps > 0, latency >= 0; got "
-                         f"n_gpus={n_gpus}, nbytes={nbytes}, link_gbps={link_gbps}, latency_us={latency_us}.")
+        raise UsageError(
+            f"allreduce_seconds needs n_gpus >= 1, nbytes >= 0, link_gbps > 0, latency >= 0; got "
+            f"n_gpus={n_gpus}, nbytes={nbytes}, link_gbps={link_gbps}, latency_us={latency_us}."
+        )
     if n_gpus == 1:
         return 0.0
     return 2 * (n_gpus - 1) / n_gpus * nbytes / (link_gbps * 1e9) + 2 * (n_gpus - 1) * latency_us * 1e-6
 
 
-def step_seconds(compute_1gpu_s: float, grad_bytes: float, n_gpus: int, link_gbps: float, *,
-                 latency_us: float = 0.0, fixed_global_batch: bool = True, overlap: bool = False) -> dict[str, float]:
+def step_seconds(
+    compute_1gpu_s: float,
+    grad_bytes: float,
+    n_gpus: int,
+    link_gbps: float,
+    *,
+    latency_us: float = 0.0,
+    fixed_global_batch: bool = True,
+    overlap: bool = False,
+) -> dict[str, float]:
     """One data-parallel training step on ``n_gpus``: ``{"compute", "communication", "step"}`` seconds.
 
     ``compute_1gpu_s`` is one GPU's time for the batch. With a fixed global batch (strong scaling) each GPU
@@ -40,8 +50,9 @@ def step_seconds(compute_1gpu_s: float, grad_bytes: float, n_gpus: int, link_gbp
     return {"compute": compute, "communication": comm, "step": max(compute, comm) if overlap else compute + comm}
 
 
-def crossover_gpus(compute_1gpu_s: float, grad_bytes: float, link_gbps: float, *, latency_us: float = 0.0,
-                   max_gpus: int = 4096) -> int | None:
+def crossover_gpus(
+    compute_1gpu_s: float, grad_bytes: float, link_gbps: float, *, latency_us: float = 0.0, max_gpus: int = 4096
+) -> int | None:
     """The smallest N (fixed global batch) at which communication takes longer than compute, or None
     up to ``max_gpus``."""
     for n in range(2, max_gpus + 1):

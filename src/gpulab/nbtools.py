@@ -111,7 +111,7 @@ def _with_badge(text: str, relpath: str | Path) -> str:
             return "\n".join(lines)
     for k, line in enumerate(lines):
         if line.startswith("#"):
-            return "\n".join(lines[: k + 1] + [badge] + lines[k + 1:])
+            return "\n".join(lines[: k + 1] + [badge] + lines[k + 1 :])
     return "\n".join([badge, ""] + lines) if text else badge
 
 
@@ -126,8 +126,10 @@ def check_notebook(nb: dict[str, Any], relpath: str | Path) -> list[str]:
         text = _text(cells[md].get("source", ""))
         if badge_line(relpath) not in text.split("\n"):
             problems.append(
-                "Colab badge missing or stale" if BADGE_IMAGE not in text
-                else f"Colab badge does not point to {relpath}")
+                "Colab badge missing or stale"
+                if BADGE_IMAGE not in text
+                else f"Colab badge does not point to {relpath}"
+            )
     setups = [i for i, c in enumerate(cells) if _is_setup(c)]
     if not setups:
         problems.append(f"no code cell tagged {SETUP_TAG!r}")
@@ -246,8 +248,10 @@ def sync_path(path: Path, root: Path, *, write: bool = True) -> tuple[bool, list
     try:
         rel = path.resolve().relative_to(root.resolve())
     except ValueError:
-        raise UsageError(f"{path} is outside the repository {root}: the Colab badge needs its path inside "
-                         "the repository. Run from the repository or pass --root.") from None
+        raise UsageError(
+            f"{path} is outside the repository {root}: the Colab badge needs its path inside "
+            "the repository. Run from the repository or pass --root."
+        ) from None
     raw, nb = read_notebook(path)
     problems = check_notebook(nb, rel)
     if not write or not problems:
@@ -270,12 +274,20 @@ def repo_root(start: Path | None = None) -> Path:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """``gpulab notebooks sync|check [PATHS] [--root DIR]``."""
-    parser.add_argument("action", choices=("sync", "check"),
-                        help="sync: rewrite them in place; check: list stale notebooks, exit 1 if any")
-    parser.add_argument("paths", nargs="*", type=Path,
-                        help="notebooks or folders to process (default: every notebook under notebooks/ and labs/)")
-    parser.add_argument("--root", type=Path, default=None,
-                        help="repository root (default: the repository around the current folder)")
+    parser.add_argument(
+        "action",
+        choices=("sync", "check"),
+        help="sync: rewrite them in place; check: list stale notebooks, exit 1 if any",
+    )
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        type=Path,
+        help="notebooks or folders to process (default: every notebook under notebooks/ and labs/)",
+    )
+    parser.add_argument(
+        "--root", type=Path, default=None, help="repository root (default: the repository around the current folder)"
+    )
 
 
 def _expand(paths: list[Path]) -> list[Path]:
@@ -300,7 +312,8 @@ def run(ns: argparse.Namespace) -> int:
     if not paths:
         raise UsageError(
             f"no notebooks under {root}/notebooks or {root}/labs: this is not the gpulab repository. "
-            "Run the command inside a checkout of the repository, or pass --root /path/to/gpulab.")
+            "Run the command inside a checkout of the repository, or pass --root /path/to/gpulab."
+        )
     for path in paths:
         read_notebook(path)  # every path is checked before any file is rewritten
     report = SyncReport()

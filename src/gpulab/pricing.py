@@ -16,8 +16,17 @@ from typing import Any
 from .errors import UsageError
 from .hardware import CHECKED, UNVERIFIED, Device, Source, device
 
-__all__ = ["LIST_PRICE", "PRICES", "PRICE_NOTE", "Price", "cost_per_epoch", "dollars", "my_price", "price",
-           "run_estimate"]
+__all__ = [
+    "LIST_PRICE",
+    "PRICES",
+    "PRICE_NOTE",
+    "Price",
+    "cost_per_epoch",
+    "dollars",
+    "my_price",
+    "price",
+    "run_estimate",
+]
 
 LIST_PRICE = "on-demand list price"
 
@@ -53,26 +62,45 @@ class Price:
 _AWS = "as of 2024, from aws.amazon.com/ec2/pricing/on-demand (Linux)"
 _GCP = "as of 2024, from cloud.google.com/compute/vm-instance-pricing"
 _TPU = "as of 2024, from cloud.google.com/tpu/pricing"
-PRICE_NOTE = (f"{UNVERIFIED}: on-demand list price recalled from the provider's page as of 2024; no stored copy of "
-              f"that page with this figure was found when the table was checked on {CHECKED}. Prices change: "
-              "type your own with pricing.my_price")
-_CUT = (Source("https://www.usage.ai/blogs/aws/ai-ml-cost/llm-cost-optimization-aws/",
-               "usage.ai: AWS cut P5 (H100) on-demand prices by up to 45% in June 2025, P4d (A100) too", "2026-06-30"),)
-_STALE = (PRICE_NOTE + "; and AWS cut this family's on-demand price in June 2025 (see refs), so this 2024 figure "
-          "overstates today's")
+PRICE_NOTE = (
+    f"{UNVERIFIED}: on-demand list price recalled from the provider's page as of 2024; no stored copy of "
+    f"that page with this figure was found when the table was checked on {CHECKED}. Prices change: "
+    "type your own with pricing.my_price"
+)
+_CUT = (
+    Source(
+        "https://www.usage.ai/blogs/aws/ai-ml-cost/llm-cost-optimization-aws/",
+        "usage.ai: AWS cut P5 (H100) on-demand prices by up to 45% in June 2025, P4d (A100) too",
+        "2026-06-30",
+    ),
+)
+_STALE = (
+    PRICE_NOTE + "; and AWS cut this family's on-demand price in June 2025 (see refs), so this 2024 figure "
+    "overstates today's"
+)
 PRICES: dict[str, Price] = {
     "CPU": Price("c6i.2xlarge (8 vCPU, 16 GiB)", "CPU", 0, 0.34, "AWS", "us-east-1", _AWS, PRICE_NOTE),
     # a whole CPU server, priced per socket (accelerators = sockets). AWS's m7i runs a custom 48-core 4th-gen Xeon
     # (8488C) with no public spec sheet; estimates pair it with the closest one, the 56-core 8480+ (optimistic).
-    "CPU server": Price("m7i.48xlarge (192 vCPU, 2 sockets of 4th-gen Xeon)", "Xeon 8480+", 2, 9.6768, "AWS",
-                        "us-east-1", _AWS, PRICE_NOTE),
+    "CPU server": Price(
+        "m7i.48xlarge (192 vCPU, 2 sockets of 4th-gen Xeon)",
+        "Xeon 8480+",
+        2,
+        9.6768,
+        "AWS",
+        "us-east-1",
+        _AWS,
+        PRICE_NOTE,
+    ),
     "T4": Price("g4dn.xlarge (1x T4, 4 vCPU)", "T4", 1, 0.526, "AWS", "us-east-1", _AWS, PRICE_NOTE),
     "L4": Price("g6.xlarge (1x L4, 4 vCPU)", "L4", 1, 0.8048, "AWS", "us-east-1", _AWS, PRICE_NOTE),
-    "L4 (GCP)": Price("g2-standard-4 (1x L4, 4 vCPU)", "L4", 1, 0.7068, "Google Cloud", "us-central1", _GCP,
-                      PRICE_NOTE),
+    "L4 (GCP)": Price(
+        "g2-standard-4 (1x L4, 4 vCPU)", "L4", 1, 0.7068, "Google Cloud", "us-central1", _GCP, PRICE_NOTE
+    ),
     "A100": Price("p4d.24xlarge (8x A100 40GB)", "A100", 8, 32.7726, "AWS", "us-east-1", _AWS, _STALE, _CUT, CHECKED),
-    "A100 (GCP)": Price("a2-highgpu-1g (1x A100 40GB)", "A100", 1, 3.6734, "Google Cloud", "us-central1", _GCP,
-                        PRICE_NOTE),
+    "A100 (GCP)": Price(
+        "a2-highgpu-1g (1x A100 40GB)", "A100", 1, 3.6734, "Google Cloud", "us-central1", _GCP, PRICE_NOTE
+    ),
     "H100": Price("p5.48xlarge (8x H100 SXM)", "H100", 8, 98.32, "AWS", "us-east-1", _AWS, _STALE, _CUT, CHECKED),
     "TPU v5e": Price("TPU v5e (per chip)", "TPU v5e", 1, 1.20, "Google Cloud", "us regions", _TPU, PRICE_NOTE),
     "TPU v5p": Price("TPU v5p (per chip)", "TPU v5p", 1, 4.20, "Google Cloud", "us regions", _TPU, PRICE_NOTE),
@@ -85,13 +113,16 @@ def price(key: str | Price) -> Price:
     if isinstance(key, Price):
         return key
     if key not in PRICES:
-        raise UsageError(f"no price called {key!r}; known: {', '.join(PRICES)}. Or type your own: "
-                         "pricing.my_price('my GPU', usd_per_hour=1.5, hardware='L4').")
+        raise UsageError(
+            f"no price called {key!r}; known: {', '.join(PRICES)}. Or type your own: "
+            "pricing.my_price('my GPU', usd_per_hour=1.5, hardware='L4')."
+        )
     return PRICES[key]
 
 
-def my_price(offer: str, usd_per_hour: float, *, hardware: str = "CPU", accelerators: int = 1,
-             provider: str = "you") -> Price:
+def my_price(
+    offer: str, usd_per_hour: float, *, hardware: str = "CPU", accelerators: int = 1, provider: str = "you"
+) -> Price:
     """Your own hourly price (from your provider's page or your invoice); labelled as typed by you."""
     if not (usd_per_hour >= 0) or usd_per_hour == float("inf"):
         raise UsageError(f"usd_per_hour must be a finite number >= 0, got {usd_per_hour!r}.")
@@ -112,13 +143,21 @@ def dollars(seconds: float, usd_per_hour: float) -> float:
 def cost_per_epoch(images: int, images_per_second: float, usd_per_hour: float) -> float:
     """Dollars for one pass over ``images`` at ``images_per_second`` on an offer at ``usd_per_hour``."""
     if images < 0 or images_per_second <= 0:
-        raise UsageError(f"cost_per_epoch needs images >= 0 and images_per_second > 0, got {images} and "
-                         f"{images_per_second}.")
+        raise UsageError(
+            f"cost_per_epoch needs images >= 0 and images_per_second > 0, got {images} and {images_per_second}."
+        )
     return dollars(images / images_per_second, usd_per_hour)
 
 
-def run_estimate(flops: float, hardware: str | Device, offer: str | Price, *, precision: str = "bf16",
-                 utilization: float = 0.4, chips: int = 1) -> dict[str, Any]:
+def run_estimate(
+    flops: float,
+    hardware: str | Device,
+    offer: str | Price,
+    *,
+    precision: str = "bf16",
+    utilization: float = 0.4,
+    chips: int = 1,
+) -> dict[str, Any]:
     """Time, dollars and energy for ``flops`` of training on ``chips`` x ``hardware`` at ``utilization``
     of its spec-sheet peak at ``precision``: an **estimate** (assumed utilization, power = spec-sheet watts).
 
@@ -136,10 +175,16 @@ def run_estimate(flops: float, hardware: str | Device, offer: str | Price, *, pr
     seconds = flops / (peak * 1e12 * utilization * chips)
     per_chip = p.usd_per_chip_hour if p.accelerators else p.usd_per_hour
     kwh = None if d.watts is None else d.watts * chips * seconds / 3.6e6
-    return {"hours": seconds / 3600, "dollars": dollars(seconds, per_chip * chips), "kwh": kwh,
-            "label": (f"estimate: {utilization:.0%} of {d.name}'s spec-sheet "
-                      f"{precision if d.peak(precision) else 'fp32'} "
-                      f"peak x {chips}; energy = {_watts_kind(d)} {d.watts or '?'} W x time; price: {p.label}")}
+    return {
+        "hours": seconds / 3600,
+        "dollars": dollars(seconds, per_chip * chips),
+        "kwh": kwh,
+        "label": (
+            f"estimate: {utilization:.0%} of {d.name}'s spec-sheet "
+            f"{precision if d.peak(precision) else 'fp32'} "
+            f"peak x {chips}; energy = {_watts_kind(d)} {d.watts or '?'} W x time; price: {p.label}"
+        ),
+    }
 
 
 def _watts_kind(d: Device) -> str:

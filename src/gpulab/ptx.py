@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from typing import Iterable
+from collections.abc import Iterable
 
 __all__ = ["DEFAULT_CCS", "compile_library", "compile_source"]
 

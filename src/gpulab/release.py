@@ -22,10 +22,27 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
-__all__ = ["BEGIN", "BEGIN_HIDDEN", "CODE_STUB", "END", "END_HIDDEN", "MARKDOWN_STUB", "CheckProblem", "Versions",
-           "check", "derived_notebook", "leaks", "release", "report", "solution_lines", "strip_regions", "write"]
+__all__ = [
+    "BEGIN",
+    "BEGIN_HIDDEN",
+    "CODE_STUB",
+    "END",
+    "END_HIDDEN",
+    "MARKDOWN_STUB",
+    "CheckProblem",
+    "Versions",
+    "check",
+    "derived_notebook",
+    "leaks",
+    "release",
+    "report",
+    "solution_lines",
+    "strip_regions",
+    "write",
+]
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
@@ -176,8 +193,11 @@ def check(versions: Versions) -> list[CheckProblem]:
         if leaked:
             problems.append(CheckProblem(rel, f"contains solution text: {leaked[0]!r} ({len(leaked)} line(s)); {fix}"))
         if text != write(versions.build(src)):
-            problems.append(CheckProblem(rel, f"stale: differs from what `{versions.command} release` writes from "
-                                         f"{versions.rel(src)}; {fix}"))
+            problems.append(
+                CheckProblem(
+                    rel, f"stale: differs from what `{versions.command} release` writes from {versions.rel(src)}; {fix}"
+                )
+            )
     names = {s.name for s in versions.sources}
     for extra in sorted(versions.out_dir.glob("*.ipynb")):
         if extra.name not in names:

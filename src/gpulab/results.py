@@ -29,8 +29,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RESULTS_DIR", "SECTIONS", "Recording", "Section", "check_rows", "latest", "list_recordings", "record",
-           "user_results_dir"]
+__all__ = [
+    "RESULTS_DIR",
+    "SECTIONS",
+    "Recording",
+    "Section",
+    "check_rows",
+    "latest",
+    "list_recordings",
+    "record",
+    "user_results_dir",
+]
 
 RESULTS_DIR = Path(__file__).parent / "results"  # recordings shipped with the package (read only)
 
@@ -61,53 +70,100 @@ class Section:
 
 
 SECTIONS: dict[str, Section] = {
-    "why_gpus": Section("python -m gpulab bench lessons --record", "gpulab.bench.lessons:why_gpus_rows",
-                        ("label", "gflops"), ("notebooks/00_why_gpus.ipynb",)),
-    "memory": Section("python -m gpulab bench kernels --record", "gpulab.bench.sections:memory_rows",
-                      ("label", "gbps"), ("notebooks/02_memory.ipynb",)),
-    "reduce": Section("python -m gpulab bench kernels --record", "gpulab.bench.sections:reduce_rows",
-                      ("label", "gbps"), ("notebooks/05_reductions_atomics.ipynb",)),
+    "why_gpus": Section(
+        "python -m gpulab bench lessons --record",
+        "gpulab.bench.lessons:why_gpus_rows",
+        ("label", "gflops"),
+        ("notebooks/00_why_gpus.ipynb",),
+    ),
+    "memory": Section(
+        "python -m gpulab bench kernels --record",
+        "gpulab.bench.sections:memory_rows",
+        ("label", "gbps"),
+        ("notebooks/02_memory.ipynb",),
+    ),
+    "reduce": Section(
+        "python -m gpulab bench kernels --record",
+        "gpulab.bench.sections:reduce_rows",
+        ("label", "gbps"),
+        ("notebooks/05_reductions_atomics.ipynb",),
+    ),
     # bench kernels' rows (value in GFLOP/s, baseline_value = cuBLAS, several sizes); viz.matmul also takes
     # kernels.matmul.benchmark_ladder rows (gflops + a reference row): both have "kernel".
-    "matmul": Section("python -m gpulab bench kernels --record", "gpulab.bench.sections:section_rows",
-                      ("kernel",),
-                      ("gpulab.viz.matmul.normalize_ladder_rows", "notebooks/03_matmul_naive.ipynb",
-                       "notebooks/04_shared_memory_tiling.ipynb")),
-    "kernels": Section("python -m gpulab bench kernels --record", "gpulab.bench.sections:section_rows",
-                       ("kernel", "section", "metric", "size", "value", "baseline", "baseline_value"),
-                       ("python -m gpulab bench kernels --html (every kernel at every size)",)),
-    "matmul_precision": Section("python -m gpulab bench lessons --record", "gpulab.interop:precision_benchmark",
-                                ("precision", "n", "seconds", "tflops", "rel_error"),
-                                ("gpulab.viz.precision.precision_bars", "notebooks/06_cupy_interop.ipynb")),
-    "conv": Section("python -m gpulab bench lessons --record", "gpulab.bench.lessons:conv_rows",
-                    ("name", "gflops", "seconds"), ("notebooks/07_convolution.ipynb",)),
-    "cnn_training": Section("python -m gpulab bench lessons --record", "gpulab.bench.lessons:cnn_training_rows",
-                            ("backend", "images_per_second", "test_accuracy"), ("notebooks/09_train_cnn.ipynb",)),
-    "energy": Section("python -m gpulab bench lessons --record", "gpulab.bench.energy:energy_rows",
-                      ("workload", "joules", "seconds", "watts", "method", "measured", "images", "flops"),
-                      ("notebooks/11_energy_cost_hardware.ipynb",)),
-    "attention": Section("python -m gpulab bench lessons --record", "gpulab.bench.lessons:attention_rows",
-                         ("label", "seconds", "gflops", "n", "d"), ("notebooks/12_transformers.ipynb",)),
-    "cnn": Section("python -m gpulab bench cnn --record", "gpulab.bench.cnn:main",
-                   ("backend", "gpulab"), ("make gpu-check summary (gpulab vs PyTorch, one JSON object)",)),
+    "matmul": Section(
+        "python -m gpulab bench kernels --record",
+        "gpulab.bench.sections:section_rows",
+        ("kernel",),
+        (
+            "gpulab.viz.matmul.normalize_ladder_rows",
+            "notebooks/03_matmul_naive.ipynb",
+            "notebooks/04_shared_memory_tiling.ipynb",
+        ),
+    ),
+    "kernels": Section(
+        "python -m gpulab bench kernels --record",
+        "gpulab.bench.sections:section_rows",
+        ("kernel", "section", "metric", "size", "value", "baseline", "baseline_value"),
+        ("python -m gpulab bench kernels --html (every kernel at every size)",),
+    ),
+    "matmul_precision": Section(
+        "python -m gpulab bench lessons --record",
+        "gpulab.interop:precision_benchmark",
+        ("precision", "n", "seconds", "tflops", "rel_error"),
+        ("gpulab.viz.precision.precision_bars", "notebooks/06_cupy_interop.ipynb"),
+    ),
+    "conv": Section(
+        "python -m gpulab bench lessons --record",
+        "gpulab.bench.lessons:conv_rows",
+        ("name", "gflops", "seconds"),
+        ("notebooks/07_convolution.ipynb",),
+    ),
+    "cnn_training": Section(
+        "python -m gpulab bench lessons --record",
+        "gpulab.bench.lessons:cnn_training_rows",
+        ("backend", "images_per_second", "test_accuracy"),
+        ("notebooks/09_train_cnn.ipynb",),
+    ),
+    "energy": Section(
+        "python -m gpulab bench lessons --record",
+        "gpulab.bench.energy:energy_rows",
+        ("workload", "joules", "seconds", "watts", "method", "measured", "images", "flops"),
+        ("notebooks/11_energy_cost_hardware.ipynb",),
+    ),
+    "attention": Section(
+        "python -m gpulab bench lessons --record",
+        "gpulab.bench.lessons:attention_rows",
+        ("label", "seconds", "gflops", "n", "d"),
+        ("notebooks/12_transformers.ipynb",),
+    ),
+    "cnn": Section(
+        "python -m gpulab bench cnn --record",
+        "gpulab.bench.cnn:main",
+        ("backend", "gpulab"),
+        ("make gpu-check summary (gpulab vs PyTorch, one JSON object)",),
+    ),
 }
 
 
 def check_rows(section: str, rows: Any) -> None:
     """Raise ValueError unless ``rows`` fit ``SECTIONS[section]`` (a list of dicts with its keys; ``cnn``: one dict)."""
     if section not in SECTIONS:
-        raise ValueError(f"unknown results section {section!r}; add it to gpulab.results.SECTIONS (known: "
-                         f"{', '.join(SECTIONS)}).")
+        raise ValueError(
+            f"unknown results section {section!r}; add it to gpulab.results.SECTIONS (known: {', '.join(SECTIONS)})."
+        )
     spec = SECTIONS[section]
     items = [rows] if isinstance(rows, dict) else rows
     if not isinstance(items, list) or not items:
-        raise ValueError(f"section {section!r} needs a non-empty list of row dicts, got {type(rows).__name__}: "
-                         f"{str(rows)[:80]}")
+        raise ValueError(
+            f"section {section!r} needs a non-empty list of row dicts, got {type(rows).__name__}: {str(rows)[:80]}"
+        )
     for i, row in enumerate(items):
         missing = [f for f in spec.fields if not isinstance(row, dict) or f not in row]
         if missing:
-            raise ValueError(f"section {section!r} row {i} lacks {missing}; every row needs {list(spec.fields)} "
-                             f"(see gpulab.results.SECTIONS), got {row!r:.200}")
+            raise ValueError(
+                f"section {section!r} row {i} lacks {missing}; every row needs {list(spec.fields)} "
+                f"(see gpulab.results.SECTIONS), got {row!r:.200}"
+            )
 
 
 @dataclass(frozen=True)
@@ -155,8 +211,15 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def record(section: str, rows: Any, device: str, *, source: str = "python -m gpulab bench",
-           directory: Path | None = None, date: str | None = None) -> Path:
+def record(
+    section: str,
+    rows: Any,
+    device: str,
+    *,
+    source: str = "python -m gpulab bench",
+    directory: Path | None = None,
+    date: str | None = None,
+) -> Path:
     """Write ``rows`` as ``section`` into today's file for ``device`` (merging with other sections), in
     ``directory`` or by default :func:`user_results_dir` (never the installed package).
 
@@ -170,8 +233,11 @@ def record(section: str, rows: Any, device: str, *, source: str = "python -m gpu
     d.mkdir(parents=True, exist_ok=True)
     date = date or _dt.date.today().isoformat()
     path = d / f"{_slug(device)}_{date}.json"
-    data: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {
-        "device": device, "date": date, "gpulab": __version__, "source": source, "sections": {}}
+    data: dict[str, Any] = (
+        json.loads(path.read_text())
+        if path.exists()
+        else {"device": device, "date": date, "gpulab": __version__, "source": source, "sections": {}}
+    )
     data["sections"][section] = rows
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")

@@ -57,15 +57,26 @@ int main()
 """
 
 CARRIES_OVER: list[tuple[str, str, str]] = [
-    ("CuPy arrays, ElementwiseKernel, RawKernel", "carries over", "CuPy has ROCm builds (cupy-rocm-*); a RawKernel's "
-     "CUDA C source compiles with hipRTC, because HIP device code is spelled the same"),
-    ("CUDA C / C++ programs", "carries over, translated", "hipify-perl / hipify-clang rename the runtime API; "
-     "hipcc compiles the result for AMD (and NVIDIA) GPUs"),
+    (
+        "CuPy arrays, ElementwiseKernel, RawKernel",
+        "carries over",
+        "CuPy has ROCm builds (cupy-rocm-*); a RawKernel's "
+        "CUDA C source compiles with hipRTC, because HIP device code is spelled the same",
+    ),
+    (
+        "CUDA C / C++ programs",
+        "carries over, translated",
+        "hipify-perl / hipify-clang rename the runtime API; hipcc compiles the result for AMD (and NVIDIA) GPUs",
+    ),
     ("cuBLAS, cuDNN, NCCL", "counterparts", "hipBLAS / rocBLAS, MIOpen, RCCL, with near-identical calls"),
     ("PyTorch, JAX", "carries over", "ROCm builds of both; torch.cuda.* names work on AMD GPUs"),
-    ("Numba's CUDA target (@cuda.jit, this course's kernels)", "does not carry over", "numba-cuda generates NVVM "
-     "IR for NVIDIA's PTX; Numba's old ROCm target was removed years ago (AMD's experimental numba-hip "
-     "is a separate project)"),
+    (
+        "Numba's CUDA target (@cuda.jit, this course's kernels)",
+        "does not carry over",
+        "numba-cuda generates NVVM "
+        "IR for NVIDIA's PTX; Numba's old ROCm target was removed years ago (AMD's experimental numba-hip "
+        "is a separate project)",
+    ),
     ("Warp-level code that assumes 32 lanes", "needs care", "AMD data-center GPUs (CDNA) run 64-wide wavefronts"),
 ]
 
@@ -86,7 +97,12 @@ def side_by_side(cuda: str, hip: str | None = None) -> str:
     for k in range(max(len(a), len(b))):
         left, right = (a[k] if k < len(a) else ""), (b[k] if k < len(b) else "")
         style = ' style="background:#fff3c4"' if left != right else ""
-        rows.append(f"<tr{style}><td><pre style='margin:0'>{html.escape(left)}</pre></td>"
-                    f"<td><pre style='margin:0'>{html.escape(right)}</pre></td></tr>")
-    return ("<table style='font-size:11px'><tr><th>CUDA</th><th>HIP (ROCm), by renaming</th></tr>"
-            + "".join(rows) + "</table>")
+        rows.append(
+            f"<tr{style}><td><pre style='margin:0'>{html.escape(left)}</pre></td>"
+            f"<td><pre style='margin:0'>{html.escape(right)}</pre></td></tr>"
+        )
+    return (
+        "<table style='font-size:11px'><tr><th>CUDA</th><th>HIP (ROCm), by renaming</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )

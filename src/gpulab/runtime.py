@@ -300,10 +300,7 @@ def synchronize() -> None:
 def banner() -> str:
     """A one-line statement of the mode and what it means for timings."""
     if is_gpu():
-        return (
-            "gpulab: mode gpu - kernels run on your CUDA GPU at full size; timings are real GPU "
-            "timings."
-        )
+        return "gpulab: mode gpu - kernels run on your CUDA GPU at full size; timings are real GPU timings."
     return (
         "gpulab: mode simulator - no CUDA GPU here, so kernels run in Numba's CUDA simulator on "
         "the CPU at small sizes; correct results, but timings say nothing about GPU speed."

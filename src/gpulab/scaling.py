@@ -16,7 +16,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -62,8 +63,14 @@ class Footprint:
     layers: tuple[tuple[str, int], ...] = field(default=())  # (layer, activation values per sample)
 
 
-def cnn_footprint(*, image_size: int = 28, channels: tuple[int, int] = (32, 64), hidden: int = 128,
-                  classes: int = 10, dropout: float = 0.25) -> Footprint:
+def cnn_footprint(
+    *,
+    image_size: int = 28,
+    channels: tuple[int, int] = (32, 64),
+    hidden: int = 128,
+    classes: int = 10,
+    dropout: float = 0.25,
+) -> Footprint:
     """The footprint of ``gpulab.nn.mnist_cnn`` with these arguments, counted by formula."""
     if image_size % 4:
         raise ValueError(f"image_size must be a multiple of 4 (two 2x2 poolings), got {image_size}.")
@@ -72,10 +79,15 @@ def cnn_footprint(*, image_size: int = 28, channels: tuple[int, int] = (32, 64),
     params = (c1 * 9 + c1) + (c2 * c1 * 9 + c2) + (c2 * q * q * hidden + hidden) + (hidden * classes + classes)
     layers = [
         ("input", s * s),
-        ("conv1", c1 * s * s), ("relu1", c1 * s * s), ("pool1", c1 * h * h),
-        ("conv2", c2 * h * h), ("relu2", c2 * h * h), ("pool2", c2 * q * q),
+        ("conv1", c1 * s * s),
+        ("relu1", c1 * s * s),
+        ("pool1", c1 * h * h),
+        ("conv2", c2 * h * h),
+        ("relu2", c2 * h * h),
+        ("pool2", c2 * q * q),
         ("flatten", c2 * q * q),  # a copy in gpulab.nn: the pooled array is not contiguous
-        ("linear1", hidden), ("relu3", hidden),
+        ("linear1", hidden),
+        ("relu3", hidden),
     ]
     if dropout > 0:
         layers.append(("dropout", hidden))
@@ -106,7 +118,9 @@ def measure_footprint(model: Any, image_shape: Sequence[int]) -> Footprint:
     return Footprint(int(model.num_parameters()), sum(n for _, n in layers), workspace, tuple(layers))
 
 
-def memory_budget(fp: Footprint, batch_size: int, *, optimizer: str = "adam", precision: str = "fp32") -> dict[str, int]:
+def memory_budget(
+    fp: Footprint, batch_size: int, *, optimizer: str = "adam", precision: str = "fp32"
+) -> dict[str, int]:
     """Bytes needed to train ``fp`` at ``batch_size``, by component.
 
     ``precision="fp32"``: everything in float32. ``"mixed"``: float16 weights, gradients, activations
@@ -173,7 +187,7 @@ def flat_gradients(grads: dict[str, Any]) -> Any:
 def _unflatten(vec: Any, like: dict[str, Any]) -> dict[str, Any]:
     out, start = {}, 0
     for name, g in like.items():
-        out[name] = vec[start:start + g.size].reshape(g.shape)
+        out[name] = vec[start : start + g.size].reshape(g.shape)
         start += g.size
     return out
 
@@ -233,7 +247,7 @@ def _shards(x: Any, y: Any, n_devices: int) -> list[tuple[Any, Any]]:
             "the average of shard gradients to equal the full-batch gradient)."
         )
     s = b // n_devices
-    return [(x[i * s:(i + 1) * s], y[i * s:(i + 1) * s]) for i in range(n_devices)]
+    return [(x[i * s : (i + 1) * s], y[i * s : (i + 1) * s]) for i in range(n_devices)]
 
 
 def data_parallel_gradients(model: Any, loss_fn: Any, x: Any, y: Any, n_devices: int) -> dict[str, Any]:
@@ -270,8 +284,9 @@ def nccl_allreduce_mean(arrays: Sequence[Any]) -> list[Any]:
     nccl.groupStart()  # one collective call per GPU, issued together
     for comm, a, out in zip(comms, arrays, outs):
         with cupy.cuda.Device(comm.device_id()):
-            comm.allReduce(a.data.ptr, out.data.ptr, a.size, nccl.NCCL_FLOAT32, nccl.NCCL_SUM,
-                           cupy.cuda.get_current_stream().ptr)
+            comm.allReduce(
+                a.data.ptr, out.data.ptr, a.size, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, cupy.cuda.get_current_stream().ptr
+            )
     nccl.groupEnd()
     for d, out in zip(devices, outs):
         with cupy.cuda.Device(d):
@@ -282,8 +297,9 @@ def nccl_allreduce_mean(arrays: Sequence[Any]) -> list[Any]:
     return outs
 
 
-def nccl_data_parallel_gradients(make_model: Callable[[], Any], loss_fn_factory: Callable[[], Any],
-                                 x: np.ndarray, y: np.ndarray, n_devices: int) -> dict[str, Any]:
+def nccl_data_parallel_gradients(
+    make_model: Callable[[], Any], loss_fn_factory: Callable[[], Any], x: np.ndarray, y: np.ndarray, n_devices: int
+) -> dict[str, Any]:
     """Real data parallelism over ``n_devices`` GPUs: one model replica per GPU (``make_model()``, same
     seed, so the same weights), one shard each, gradients averaged with NCCL. Returns ``{"grads",
     "shard_losses"}`` with the gradients as NumPy arrays (from GPU 0)."""
@@ -321,8 +337,14 @@ def pipeline_schedule(stages: int, microbatches: int) -> list[dict[str, Any]]:
     for s in range(stages):
         for j in range(microbatches):
             out.append({"stage": s, "start": s + j, "kind": "forward", "microbatch": j})
-            out.append({"stage": s, "start": t_forward + (stages - 1 - s) + (microbatches - 1 - j),
-                        "kind": "backward", "microbatch": j})
+            out.append(
+                {
+                    "stage": s,
+                    "start": t_forward + (stages - 1 - s) + (microbatches - 1 - j),
+                    "kind": "backward",
+                    "microbatch": j,
+                }
+            )
     return out
 
 

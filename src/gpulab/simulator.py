@@ -32,15 +32,41 @@ import numpy as np
 
 from .source import py_func
 
-__all__ = ["Access", "Instruments", "Watched", "flat_indices", "harden", "instrument", "shared_array",
-           "simulated", "stop_thread", "stop_threads", "watch", "fast_arrays"]
+__all__ = [
+    "Access",
+    "Instruments",
+    "Watched",
+    "flat_indices",
+    "harden",
+    "instrument",
+    "shared_array",
+    "simulated",
+    "stop_thread",
+    "stop_threads",
+    "watch",
+    "fast_arrays",
+]
 
 Dim = tuple[int, int, int]
 
 _LOCK = threading.Lock()
-_ACTIVE: list["Instruments"] = []
-_ATOMICS = ("add", "sub", "and_", "or_", "xor", "inc", "dec", "exch", "max", "min", "nanmax", "nanmin",
-            "compare_and_swap", "cas")
+_ACTIVE: list[Instruments] = []
+_ATOMICS = (
+    "add",
+    "sub",
+    "and_",
+    "or_",
+    "xor",
+    "inc",
+    "dec",
+    "exch",
+    "max",
+    "min",
+    "nanmax",
+    "nanmin",
+    "compare_and_swap",
+    "cas",
+)
 
 
 class Access(NamedTuple):
@@ -138,7 +164,7 @@ class Instruments:
         self.shared_itemsize: dict[tuple, int] = {}  # (file, line) -> bytes per element
         self.barriers: dict[tuple[Dim, Dim], int] = {}  # (block, thread) -> cuda.syncthreads() passed
 
-    def __enter__(self) -> "Instruments":
+    def __enter__(self) -> Instruments:
         harden()
         with _LOCK:
             _ACTIVE.append(self)
@@ -267,6 +293,7 @@ def harden() -> None:
                 return orig(*a, **k)
             finally:
                 th._gpulab_atomic = False  # type: ignore[attr-defined]
+
         return atomic
 
     for name in _ATOMICS:

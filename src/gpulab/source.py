@@ -11,7 +11,8 @@ from __future__ import annotations
 import inspect
 import textwrap
 import types
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 

@@ -15,21 +15,31 @@ to neighbour through registers. That is why a TPU needs so little memory bandwid
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
 from . import runtime
 from .errors import UsageError
 
-__all__ = ["SystolicRun", "check_step", "edge_inputs", "pe_step", "simt_reads", "systolic_matmul", "systolic_reads",
-           "wavefront"]
+__all__ = [
+    "SystolicRun",
+    "check_step",
+    "edge_inputs",
+    "pe_step",
+    "simt_reads",
+    "systolic_matmul",
+    "systolic_reads",
+    "wavefront",
+]
 
 Step = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
-def pe_step(a_reg: np.ndarray, b_reg: np.ndarray, acc: np.ndarray, a_in: np.ndarray,
-            b_in: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def pe_step(
+    a_reg: np.ndarray, b_reg: np.ndarray, acc: np.ndarray, a_in: np.ndarray, b_in: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One clock of every PE: returns the new ``(a_reg, b_reg, acc)``, all R x C.
 
     ``a_reg[i, j]``, ``b_reg[i, j]``: what PE (i, j) latched last clock. ``a_in[i]`` enters row i at the left
@@ -83,8 +93,10 @@ def systolic_matmul(a: Any, b: Any, step: Step = pe_step, *, keep_frames: bool =
     a = np.asarray(runtime.to_host(a), dtype=np.float32)
     b = np.asarray(runtime.to_host(b), dtype=np.float32)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] or 0 in a.shape + b.shape:
-        raise UsageError(f"systolic_matmul needs A (R x K) and B (K x C) with K matching and no empty axis, got "
-                         f"{a.shape} and {b.shape}.")
+        raise UsageError(
+            f"systolic_matmul needs A (R x K) and B (K x C) with K matching and no empty axis, got "
+            f"{a.shape} and {b.shape}."
+        )
     r, k = a.shape
     c = b.shape[1]
     a_reg = np.zeros((r, c), np.float32)
@@ -135,8 +147,9 @@ def check_step(step: Step, *, points: float = 1, sizes: list[tuple[int, int]] | 
         host = [np.asarray(runtime.to_host(x)) for x in (a_reg, b_reg, acc, a_in, b_in)]
         got = step(*host)
         if not isinstance(got, tuple) or len(got) != 3:
-            raise UsageError(f"{getattr(step, '__name__', 'step')} must return (a_reg, b_reg, acc), got "
-                             f"{type(got).__name__}")
+            raise UsageError(
+                f"{getattr(step, '__name__', 'step')} must return (a_reg, b_reg, acc), got {type(got).__name__}"
+            )
         for out, value in zip((a_out, b_out, acc_out), got):
             out[...] = runtime.array_module(out).asarray(np.asarray(value, dtype=np.float32))
 
@@ -149,10 +162,20 @@ def check_step(step: Step, *, points: float = 1, sizes: list[tuple[int, int]] | 
         return a_new
 
     return check_kernel(
-        step, _step_spec, inputs=_step_inputs, host=run_step, name=run_step.__name__,
-        sizes=sizes or [(1, 1), (1, 5), (4, 1), (3, 3), (4, 6)], out_names=["a_reg", "b_reg", "acc"],
-        rtol=1e-6, atol=1e-6, points=points,
-        mistakes={"the accumulator used last clock's latched a and b: multiply the values that arrive this clock "
-                  "(from the left neighbour / the edge and from above).": old_acc,
-                  "a travels down and b right here: a enters at the left edge (column 0) and moves right along "
-                  "its row; b enters at the top (row 0) and moves down its column.": swapped})
+        step,
+        _step_spec,
+        inputs=_step_inputs,
+        host=run_step,
+        name=run_step.__name__,
+        sizes=sizes or [(1, 1), (1, 5), (4, 1), (3, 3), (4, 6)],
+        out_names=["a_reg", "b_reg", "acc"],
+        rtol=1e-6,
+        atol=1e-6,
+        points=points,
+        mistakes={
+            "the accumulator used last clock's latched a and b: multiply the values that arrive this clock "
+            "(from the left neighbour / the edge and from above).": old_acc,
+            "a travels down and b right here: a enters at the left edge (column 0) and moves right along "
+            "its row; b enters at the top (row 0) and moves down its column.": swapped,
+        },
+    )

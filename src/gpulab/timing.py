@@ -14,7 +14,8 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
 from . import runtime
 

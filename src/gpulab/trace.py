@@ -18,7 +18,8 @@ from __future__ import annotations
 import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -77,8 +78,9 @@ class AccessLog:
             counts[a.index] += 1
         return counts.reshape(self.shapes[array])
 
-    def warp_addresses(self, array: str, block: Sequence[int] = (0, 0, 0), warp: int = 0,
-                       kind: str | None = None, warp_size: int = 32) -> dict[int, list[int]]:
+    def warp_addresses(
+        self, array: str, block: Sequence[int] = (0, 0, 0), warp: int = 0, kind: str | None = None, warp_size: int = 32
+    ) -> dict[int, list[int]]:
         """``{lane: [element indices in access order]}`` for one warp of one block.
 
         Lanes are numbered as on the GPU: linear thread id ``x + y*bx + z*bx*by`` divided into warps.
@@ -113,8 +115,9 @@ class AccessLog:
             groups[(a.block, tid // warp_size, k)].add(a.index * size // segment_bytes)
         return sum(len(s) for s in groups.values())
 
-    def coalescing(self, array: str, kind: str = "r", segment_bytes: int = 32,
-                   warp_size: int = 32) -> tuple[float, float]:
+    def coalescing(
+        self, array: str, kind: str = "r", segment_bytes: int = 32, warp_size: int = 32
+    ) -> tuple[float, float]:
         """``(sectors per warp request, ideal sectors per request)`` for one array's reads or writes.
 
         A *request* is one access instruction of a warp (the k-th access of each lane, as in
@@ -148,8 +151,13 @@ def _dim3(d: int | Sequence[int]) -> Dim:
     return (t + (1, 1, 1))[:3]  # type: ignore[return-value]
 
 
-def trace(kernel: Any, griddim: int | Sequence[int], blockdim: int | Sequence[int], *args: Any,
-          names: Sequence[str] | None = None) -> AccessLog:
+def trace(
+    kernel: Any,
+    griddim: int | Sequence[int],
+    blockdim: int | Sequence[int],
+    *args: Any,
+    names: Sequence[str] | None = None,
+) -> AccessLog:
     """Launch ``kernel[griddim, blockdim](*args)`` in the simulator and log every access to the
     NumPy array arguments. Results are written into the arrays as in a normal launch.
 
@@ -180,7 +188,7 @@ def trace(kernel: Any, griddim: int | Sequence[int], blockdim: int | Sequence[in
             call_args.append(FakeCUDAArray(view))
         else:
             call_args.append(arg)
-    call_args += list(args[len(names):])
+    call_args += list(args[len(names) :])
     switch = sys.getswitchinterval()
     try:
         sys.setswitchinterval(runtime.SIM_SWITCH_INTERVAL)  # as in simulator mode (set there at import)

@@ -26,8 +26,9 @@ def check_writable(path: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"cannot create the folder {folder} for {path} ({exc.strerror or exc}). "
-                         "Choose a writable location.") from exc
+        raise UsageError(
+            f"cannot create the folder {folder} for {path} ({exc.strerror or exc}). Choose a writable location."
+        ) from exc
 
     if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise UsageError(f"{path} cannot be written (no permission). Choose a writable location.")

@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -57,8 +58,10 @@ def _copy_baseline(nbytes_each_way: int) -> tuple[Callable[[], Any], float]:
 
 def _close(expected: Any, rtol: float = 1e-5, atol: float = 1e-5) -> Callable[[Any], None]:
     def check(got: Any) -> None:
-        np.testing.assert_allclose(np.asarray(runtime.to_host(got) if not np.isscalar(got) else got), expected,
-                                   rtol=rtol, atol=atol)
+        np.testing.assert_allclose(
+            np.asarray(runtime.to_host(got) if not np.isscalar(got) else got), expected, rtol=rtol, atol=atol
+        )
+
     return check
 
 
@@ -74,8 +77,10 @@ def _build_copy(stride: int) -> Callable[..., Problem]:
         out = _xp().empty(n_out, dtype=np.float32)
         base, base_work = _copy_baseline(n_out * 4)
         # A perfect strided copy still moves only the useful bytes: n_out reads + n_out writes.
-        return Problem(lambda: fn(x, out, stride=stride), _close(x_h[::stride], 0, 0), 2.0 * n_out * 4, (n,),
-                       base, base_work)
+        return Problem(
+            lambda: fn(x, out, stride=stride), _close(x_h[::stride], 0, 0), 2.0 * n_out * 4, (n,), base, base_work
+        )
+
     return build
 
 
@@ -89,8 +94,10 @@ def _build_transpose(kernel_name: str) -> Callable[..., Problem]:
         if kern is None:
             raise LookupError(f"gpulab.kernels.memory has no {kernel_name}")
         base, base_work = _copy_baseline(a_h.size * 4)
-        return Problem(lambda: fn(a, out, kernel=kern), _close(a_h.T, 0, 0), 2.0 * a_h.size * 4, a_h.shape,
-                       base, base_work)
+        return Problem(
+            lambda: fn(a, out, kernel=kern), _close(a_h.T, 0, 0), 2.0 * a_h.size * 4, a_h.shape, base, base_work
+        )
+
     return build
 
 
@@ -111,8 +118,9 @@ def _build_softmax(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> 
     x = runtime.to_device(x_h)
     out = _xp().empty_like(x)
     base, base_work = _copy_baseline(x_h.size * 4)
-    return Problem(lambda: fn(x, out), _close(expected, rtol=1e-4, atol=1e-6), 2.0 * x_h.size * 4,
-                   x_h.shape, base, base_work)
+    return Problem(
+        lambda: fn(x, out), _close(expected, rtol=1e-4, atol=1e-6), 2.0 * x_h.size * 4, x_h.shape, base, base_work
+    )
 
 
 def _build_add(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
@@ -136,9 +144,15 @@ def _build_matmul(kernel_name: str) -> Callable[..., Problem]:
         # a float64 product on the CPU would take longer than the whole benchmark at GPU sizes.
         expected = runtime.to_host(xp.matmul(a, b))
         flops = 2.0 * M * N * K
-        return Problem(lambda: fn(a, b, out, kernel=kernel_name),
-                       _close(expected, rtol=1e-3, atol=1e-3 * math.sqrt(K)), flops, (M, K, N),
-                       lambda: xp.matmul(a, b, out=out), flops)
+        return Problem(
+            lambda: fn(a, b, out, kernel=kernel_name),
+            _close(expected, rtol=1e-3, atol=1e-3 * math.sqrt(K)),
+            flops,
+            (M, K, N),
+            lambda: xp.matmul(a, b, out=out),
+            flops,
+        )
+
     return build
 
 

@@ -34,8 +34,19 @@ def _batches(n: int, batch: int, size: int, seed: int) -> tuple[np.ndarray, np.n
 class _GpulabRun:
     """A gpulab model, optimizer and batches, ready to time ``steps(k)`` at a time."""
 
-    def __init__(self, backend: str, *, batch: int, size: int, channels: tuple[int, int], hidden: int, batches: int,
-                 seed: int = 0, workers: int = 1, ops: Any = None) -> None:
+    def __init__(
+        self,
+        backend: str,
+        *,
+        batch: int,
+        size: int,
+        channels: tuple[int, int],
+        hidden: int,
+        batches: int,
+        seed: int = 0,
+        workers: int = 1,
+        ops: Any = None,
+    ) -> None:
         self.backend = backend
         self.model = nn.mnist_cnn(seed=seed, image_size=size, channels=channels, hidden=hidden, backend=backend)
         if ops is not None:
@@ -66,8 +77,18 @@ class _GpulabRun:
 class _TorchRun:
     """The same model, batches and optimizer in PyTorch (eager mode), ready to time ``steps(k)``."""
 
-    def __init__(self, *, batch: int, size: int, channels: tuple[int, int], hidden: int, batches: int, threads: int,
-                 device: str = "cpu", seed: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        batch: int,
+        size: int,
+        channels: tuple[int, int],
+        hidden: int,
+        batches: int,
+        threads: int,
+        device: str = "cpu",
+        seed: int = 0,
+    ) -> None:
         import torch
 
         self.torch, self.threads = torch, threads
@@ -76,9 +97,16 @@ class _TorchRun:
         c1, c2 = channels
         s = size // 4
         self.model = torch.nn.Sequential(
-            torch.nn.Conv2d(1, c1, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-            torch.nn.Conv2d(c1, c2, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-            torch.nn.Flatten(), torch.nn.Linear(c2 * s * s, hidden), torch.nn.ReLU(), torch.nn.Dropout(0.25),
+            torch.nn.Conv2d(1, c1, 3, padding=1),
+            torch.nn.ReLU(),
+            torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(c1, c2, 3, padding=1),
+            torch.nn.ReLU(),
+            torch.nn.MaxPool2d(2),
+            torch.nn.Flatten(),
+            torch.nn.Linear(c2 * s * s, hidden),
+            torch.nn.ReLU(),
+            torch.nn.Dropout(0.25),
             torch.nn.Linear(hidden, 10),
         ).to(device)
         self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-3)
@@ -118,32 +146,78 @@ def _blas_threads(n: int | None) -> Any:
     return threadpool_limits(limits=n, user_api="blas")
 
 
-def measure_gpulab(backend: str, *, batch: int, steps: int, warmup: int, size: int, channels: tuple[int, int],
-                   hidden: int, seed: int = 0, workers: int = 1, ops: Any = None) -> dict[str, Any]:
+def measure_gpulab(
+    backend: str,
+    *,
+    batch: int,
+    steps: int,
+    warmup: int,
+    size: int,
+    channels: tuple[int, int],
+    hidden: int,
+    seed: int = 0,
+    workers: int = 1,
+    ops: Any = None,
+) -> dict[str, Any]:
     """Images/s of ``steps`` training steps (forward, backward, Adam) after ``warmup`` steps.
 
     ``ops`` (an :class:`gpulab.nn.ops.Ops`, e.g. a learner's from :mod:`gpulab.capstone`) replaces the
     backend's own ops; arrays still live where ``backend`` puts them.
     ``workers > 1`` (numpy) splits each batch over that many threads with one BLAS thread each.
     """
-    run = _GpulabRun(backend, batch=batch, size=size, channels=channels, hidden=hidden, batches=warmup + steps,
-                     seed=seed, workers=workers, ops=ops)
+    run = _GpulabRun(
+        backend,
+        batch=batch,
+        size=size,
+        channels=channels,
+        hidden=hidden,
+        batches=warmup + steps,
+        seed=seed,
+        workers=workers,
+        ops=ops,
+    )
     run.steps(warmup)
     seconds = run.steps(steps)
     run.close()
-    return {"name": f"gpulab-{backend}", "images_per_second": steps * batch / seconds, "seconds": seconds,
-            "workers": workers}
+    return {
+        "name": f"gpulab-{backend}",
+        "images_per_second": steps * batch / seconds,
+        "seconds": seconds,
+        "workers": workers,
+    }
 
 
-def measure_torch(*, batch: int, steps: int, warmup: int, size: int, channels: tuple[int, int], hidden: int,
-                  threads: int, device: str = "cpu", seed: int = 0) -> dict[str, Any]:
+def measure_torch(
+    *,
+    batch: int,
+    steps: int,
+    warmup: int,
+    size: int,
+    channels: tuple[int, int],
+    hidden: int,
+    threads: int,
+    device: str = "cpu",
+    seed: int = 0,
+) -> dict[str, Any]:
     """The same model, batches and optimizer in PyTorch (eager mode)."""
-    run = _TorchRun(batch=batch, size=size, channels=channels, hidden=hidden, batches=warmup + steps,
-                    threads=threads, device=device, seed=seed)
+    run = _TorchRun(
+        batch=batch,
+        size=size,
+        channels=channels,
+        hidden=hidden,
+        batches=warmup + steps,
+        threads=threads,
+        device=device,
+        seed=seed,
+    )
     run.steps(warmup)
     seconds = run.steps(steps)
-    return {"name": f"torch-{device}", "images_per_second": steps * batch / seconds, "seconds": seconds,
-            "torch_version": run.torch.__version__}
+    return {
+        "name": f"torch-{device}",
+        "images_per_second": steps * batch / seconds,
+        "seconds": seconds,
+        "torch_version": run.torch.__version__,
+    }
 
 
 def interleaved(ours: Any, theirs: Any, *, steps: int, warmup: int, chunk: int) -> tuple[float, float]:
@@ -176,25 +250,48 @@ def configure(p: argparse.ArgumentParser) -> None:
     from ..train import channels_pair
 
     p.add_argument("--backend", default=None, choices=nn.BACKENDS, help="default: cupy in gpu mode, numpy otherwise")
-    p.add_argument("--compare", choices=["torch", "none"], default="none",
-                   help="also time PyTorch on the same model (default: %(default)s)")
+    p.add_argument(
+        "--compare",
+        choices=["torch", "none"],
+        default="none",
+        help="also time PyTorch on the same model (default: %(default)s)",
+    )
     p.add_argument("--batch-size", type=int_at_least(1), default=128, help="images per step (default: %(default)s)")
     p.add_argument("--steps", type=int_at_least(1), default=30, help="timed steps per round (default: %(default)s)")
     p.add_argument("--warmup", type=int_at_least(0), default=3, help="untimed steps first (default: %(default)s)")
-    p.add_argument("--rounds", type=int_at_least(1), default=3,
-                   help="measure gpulab and PyTorch this many times; report the median (default: %(default)s)")
-    p.add_argument("--chunk", type=int_at_least(1), default=5,
-                   help="within a round, alternate gpulab and PyTorch every this many steps, so that both "
-                        "see the same load from other programs (default: %(default)s)")
-    p.add_argument("--channels", type=channels_pair, default=(32, 64), help="conv channels, e.g. 32,64 (default: 32,64)")
+    p.add_argument(
+        "--rounds",
+        type=int_at_least(1),
+        default=3,
+        help="measure gpulab and PyTorch this many times; report the median (default: %(default)s)",
+    )
+    p.add_argument(
+        "--chunk",
+        type=int_at_least(1),
+        default=5,
+        help="within a round, alternate gpulab and PyTorch every this many steps, so that both "
+        "see the same load from other programs (default: %(default)s)",
+    )
+    p.add_argument(
+        "--channels", type=channels_pair, default=(32, 64), help="conv channels, e.g. 32,64 (default: 32,64)"
+    )
     p.add_argument("--hidden", type=int_at_least(1), default=128, help="hidden units (default: %(default)s)")
-    p.add_argument("--threads", type=int_at_least(1), default=None,
-                   help="threads for both NumPy's BLAS and PyTorch (default: all cores)")
-    p.add_argument("--workers", type=int_at_least(1), default=None,
-                   help="numpy backend: data-parallel CPU threads (default: --threads, each with 1 BLAS thread)")
+    p.add_argument(
+        "--threads",
+        type=int_at_least(1),
+        default=None,
+        help="threads for both NumPy's BLAS and PyTorch (default: all cores)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int_at_least(1),
+        default=None,
+        help="numpy backend: data-parallel CPU threads (default: --threads, each with 1 BLAS thread)",
+    )
     p.add_argument("--json", default=None, help="write the results to this JSON file")
-    p.add_argument("--record", action="store_true",
-                   help="store the results as section 'cnn' in gpulab/results/ (gpu mode only)")
+    p.add_argument(
+        "--record", action="store_true", help="store the results as section 'cnn' in gpulab/results/ (gpu mode only)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -218,22 +315,33 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--record needs gpu mode; simulator-mode runs are never recorded. Drop --record.")
     backend = args.backend or ("cupy" if runtime.is_gpu() else "numpy")
     if backend == "kernels" and runtime.is_simulator():
-        raise UsageError("the kernels backend runs in the CUDA simulator here; its speed means nothing. "
-                         "Use --backend numpy, or run on a GPU.")
+        raise UsageError(
+            "the kernels backend runs in the CUDA simulator here; its speed means nothing. "
+            "Use --backend numpy, or run on a GPU."
+        )
     if backend == "cupy" and not runtime.is_gpu():
         raise UsageError("--backend cupy needs a CUDA GPU (simulator mode here); use --backend numpy.")
     if (args.workers or 1) > 1 and backend != "numpy":
         raise UsageError(f"--workers splits batches over CPU threads and needs --backend numpy, not {backend}.")
     channels = tuple(args.channels)
-    common = dict(batch=args.batch_size, steps=args.steps, warmup=args.warmup, size=28, channels=channels, hidden=args.hidden)
+    common = dict(
+        batch=args.batch_size, steps=args.steps, warmup=args.warmup, size=28, channels=channels, hidden=args.hidden
+    )
     threads = args.threads or _threads()
     results: dict[str, Any] = {}
     from ..train import limit_threads, tune_allocator
 
     limit_threads(threads)
     results["allocator_tuned"] = tune_allocator()  # one process: PyTorch's CPU allocator gets the same glibc setting
-    results |= {"backend": backend, "mode": runtime.mode(), "threads": threads, "machine": platform.machine(),
-                               "batch_size": args.batch_size, "steps": args.steps, "channels": list(channels)}
+    results |= {
+        "backend": backend,
+        "mode": runtime.mode(),
+        "threads": threads,
+        "machine": platform.machine(),
+        "batch_size": args.batch_size,
+        "steps": args.steps,
+        "channels": list(channels),
+    }
     torch_ok = False
     if args.compare == "torch":
         try:
@@ -246,7 +354,9 @@ def run(args: argparse.Namespace) -> int:
     results["workers"] = workers
     ours, theirs = [], []
     device = "cuda" if runtime.is_gpu() else "cpu"
-    shape = dict(batch=args.batch_size, size=28, channels=channels, hidden=args.hidden, batches=args.warmup + args.steps)
+    shape = dict(
+        batch=args.batch_size, size=28, channels=channels, hidden=args.hidden, batches=args.warmup + args.steps
+    )
     for _ in range(args.rounds):
         if not torch_ok:
             ours.append(measure_gpulab(backend, workers=workers, **common))
@@ -256,12 +366,21 @@ def run(args: argparse.Namespace) -> int:
         a_run.close()
         images = args.steps * args.batch_size
         ours.append({"name": f"gpulab-{backend}", "images_per_second": images / a, "seconds": a, "workers": workers})
-        theirs.append({"name": f"torch-{device}", "images_per_second": images / b, "seconds": b,
-                       "torch_version": b_run.torch.__version__})
+        theirs.append(
+            {
+                "name": f"torch-{device}",
+                "images_per_second": images / b,
+                "seconds": b,
+                "torch_version": b_run.torch.__version__,
+            }
+        )
     best = sorted(ours, key=lambda r: r["images_per_second"])[len(ours) // 2]  # the median round
     results["gpulab"] = best | {"all_images_per_second": [r["images_per_second"] for r in ours]}
-    print(f"gpulab ({backend}): {best['images_per_second']:.0f} images/s (median of {args.rounds}; batch {args.batch_size}, "
-          f"{threads} threads, {workers} data-parallel workers)")
+    print(
+        f"gpulab ({backend}): {best['images_per_second']:.0f} images/s "
+        f"(median of {args.rounds}; batch {args.batch_size}, "
+        f"{threads} threads, {workers} data-parallel workers)"
+    )
     if theirs:
         tbest = sorted(theirs, key=lambda r: r["images_per_second"])[len(theirs) // 2]
         results["torch"] = tbest | {"all_images_per_second": [r["images_per_second"] for r in theirs]}
@@ -269,8 +388,10 @@ def run(args: argparse.Namespace) -> int:
         results["ratio"] = ratios[len(ratios) // 2]  # median of the per-round ratios (same load on both)
         results["ratios"] = ratios
         print(f"{tbest['name']} {tbest['torch_version']}: {tbest['images_per_second']:.0f} images/s")
-        print(f"ratio gpulab/torch: {results['ratio']:.2f} (median of per-round ratios "
-              f"{', '.join(f'{r:.2f}' for r in ratios)})")
+        print(
+            f"ratio gpulab/torch: {results['ratio']:.2f} (median of per-round ratios "
+            f"{', '.join(f'{r:.2f}' for r in ratios)})"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

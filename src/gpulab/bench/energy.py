@@ -16,21 +16,33 @@ from .. import energy, runtime
 
 __all__ = ["SIZES", "energy_rows"]
 
-SIZES: dict[str, dict[str, Any]] = {"gpu": {"matmul_n": 8192, "min_seconds": 3.0, "cnn_train": 10000, "batch": 128},
-         "simulator": {"matmul_n": 128, "min_seconds": 0.2, "cnn_train": 64, "batch": 32}}
+SIZES: dict[str, dict[str, Any]] = {
+    "gpu": {"matmul_n": 8192, "min_seconds": 3.0, "cnn_train": 10000, "batch": 128},
+    "simulator": {"matmul_n": 128, "min_seconds": 0.2, "cnn_train": 64, "batch": 32},
+}
 
 
 def _row(workload: str, reading: energy.EnergyReading, *, images: int = 0, flops: float = 0.0) -> dict[str, Any]:
     eff = energy.efficiency(reading, images=images or None, flops=flops or None)
-    return {"workload": workload, "joules": reading.joules, "seconds": reading.seconds, "watts": reading.watts,
-            "method": reading.method, "measured": reading.measured, "calls": reading.calls,
-            "images": images * reading.calls, "flops": flops * reading.calls,
-            "joules_per_image": eff.get("joules_per_image"), "images_per_joule": eff.get("images_per_joule"),
-            "gflops_per_watt": eff.get("gflops_per_watt")}
+    return {
+        "workload": workload,
+        "joules": reading.joules,
+        "seconds": reading.seconds,
+        "watts": reading.watts,
+        "method": reading.method,
+        "measured": reading.measured,
+        "calls": reading.calls,
+        "images": images * reading.calls,
+        "flops": flops * reading.calls,
+        "joules_per_image": eff.get("joules_per_image"),
+        "images_per_joule": eff.get("images_per_joule"),
+        "gflops_per_watt": eff.get("gflops_per_watt"),
+    }
 
 
-def energy_rows(matmul_n: int | None = None, cnn_train: int | None = None, *, min_seconds: float | None = None,
-                dataset: Any = None) -> list[dict[str, Any]]:
+def energy_rows(
+    matmul_n: int | None = None, cnn_train: int | None = None, *, min_seconds: float | None = None, dataset: Any = None
+) -> list[dict[str, Any]]:
     """Two rows: an n x n FP32 matmul repeated for ``min_seconds``, and one training epoch of the course CNN.
 
     Rows ``{"workload", "joules", "seconds", "watts", "method", "measured", ...}`` plus per-work figures
@@ -63,14 +75,26 @@ def energy_rows(matmul_n: int | None = None, cnn_train: int | None = None, *, mi
         data = data.to_device()  # moved once, so the epoch's energy is training, not the copy
     size = int(data.x_train.shape[-1])
     gpu = runtime.is_gpu()
-    model = nn.mnist_cnn(seed=0, image_size=size, channels=(32, 64) if gpu else (4, 8), hidden=128 if gpu else 16,
-                         backend="cupy" if gpu else "numpy")
-    train.fit(model, data.subset(min(256, len(data.y_train)), 16), epochs=1, batch_size=sz["batch"],
-              progress=False)  # warm-up: compile kernels and fill caches before the measured epoch
-    epoch = lambda: train.fit(model, data, epochs=1, batch_size=sz["batch"], progress=False,  # noqa: E731
-                              evaluate_each_epoch=False)
-    _, reading = energy.measure(epoch, min_seconds=0)
-    rows.append(_row(f"one epoch of the course CNN ({len(data.y_train)} images, {'cupy' if gpu else 'numpy'} backend)",
-                     reading, images=int(len(data.y_train))))
-    return rows
+    model = nn.mnist_cnn(
+        seed=0,
+        image_size=size,
+        channels=(32, 64) if gpu else (4, 8),
+        hidden=128 if gpu else 16,
+        backend="cupy" if gpu else "numpy",
+    )
+    train.fit(
+        model, data.subset(min(256, len(data.y_train)), 16), epochs=1, batch_size=sz["batch"], progress=False
+    )  # warm-up: compile kernels and fill caches before the measured epoch
 
+    def epoch() -> object:
+        return train.fit(model, data, epochs=1, batch_size=sz["batch"], progress=False, evaluate_each_epoch=False)
+
+    _, reading = energy.measure(epoch, min_seconds=0)
+    rows.append(
+        _row(
+            f"one epoch of the course CNN ({len(data.y_train)} images, {'cupy' if gpu else 'numpy'} backend)",
+            reading,
+            images=int(len(data.y_train)),
+        )
+    )
+    return rows

@@ -19,7 +19,8 @@ import importlib
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -32,8 +33,21 @@ from .sections import memory_rows, reduce_rows, section_rows, transfer_rows
 
 # CASES, Case and the section builders are re-exported: they live in .cases and .sections, and callers
 # (gpulab.results' builders, lessons, tests) import them from here too.
-__all__ = ["SIMULATOR_LABEL", "CASES", "Case", "cases", "configure", "main", "measure", "memory_rows",
-           "reduce_rows", "run", "section_rows", "to_html", "transfer_rows"]
+__all__ = [
+    "SIMULATOR_LABEL",
+    "CASES",
+    "Case",
+    "cases",
+    "configure",
+    "main",
+    "measure",
+    "memory_rows",
+    "reduce_rows",
+    "run",
+    "section_rows",
+    "to_html",
+    "transfer_rows",
+]
 
 SIMULATOR_LABEL = "simulator: not GPU performance"
 DEFAULT_SIZES = {"gpu": [1 << 20, 1 << 22, 1 << 24], "simulator": [256, 1000]}
@@ -63,8 +77,14 @@ def _baseline_name(metric: str) -> str:
     return "NumPy matmul (CPU)" if metric == "GFLOP/s" else "NumPy copy (CPU)"
 
 
-def measure(sizes: list[int] | None = None, *, only: list[str] | None = None, repeat: int | None = None,
-        seed: int = 0, log: Callable[[str], None] = print) -> dict[str, Any]:
+def measure(
+    sizes: list[int] | None = None,
+    *,
+    only: list[str] | None = None,
+    repeat: int | None = None,
+    seed: int = 0,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
     """Check and time every case at every size; returns the report (see ``--json``).
 
     ``only`` restricts to case names (``copy``, ``matmul_tiled``, ...). Cases whose launcher does
@@ -110,26 +130,48 @@ def measure(sizes: list[int] | None = None, *, only: list[str] | None = None, re
             kind = "fp32_tflops" if case.metric == "GFLOP/s" else "dram_gbps"
             pct_peak = timing.percent_of_peak(value, dev, kind) if gpu else None
             row = {
-                "kernel": case.name, "section": case.section, "metric": case.metric, "size": int(n),
-                "shape": list(prob.shape), "work": prob.work, "seconds": res.median, "spread": res.spread,
-                "value": value, "percent_of_peak": pct_peak,
-                "baseline": _baseline_name(case.metric), "baseline_value": base_value,
+                "kernel": case.name,
+                "section": case.section,
+                "metric": case.metric,
+                "size": int(n),
+                "shape": list(prob.shape),
+                "work": prob.work,
+                "seconds": res.median,
+                "spread": res.spread,
+                "value": value,
+                "percent_of_peak": pct_peak,
+                "baseline": _baseline_name(case.metric),
+                "baseline_value": base_value,
                 "percent_of_baseline": 100.0 * value / base_value if base_value > 0 else None,
-                "verified": True, "mode": mode, "clock": res.clock, "repeat": repeat,
+                "verified": True,
+                "mode": mode,
+                "clock": res.clock,
+                "repeat": repeat,
             }
             rows.append(row)
             pk = f"{pct_peak:5.1f}% of peak" if pct_peak is not None else "peak n/a"
-            log(f"  {case.name:<16} n={n:<10} {value:10.4g} {case.metric:<7} {pk}, "
-                f"{row['percent_of_baseline']:6.3g}% of {row['baseline']}")
+            log(
+                f"  {case.name:<16} n={n:<10} {value:10.4g} {case.metric:<7} {pk}, "
+                f"{row['percent_of_baseline']:6.3g}% of {row['baseline']}"
+            )
     peak_info = None
     if peak is not None:
-        peak_info = {"name": peak.name, "dram_gbps": peak.dram_gbps, "fp32_gflops": peak.fp32_tflops * 1e3,
-                     "source": peak.source}
+        peak_info = {
+            "name": peak.name,
+            "dram_gbps": peak.dram_gbps,
+            "fp32_gflops": peak.fp32_tflops * 1e3,
+            "source": peak.source,
+        }
     today = _dt.date.today().isoformat()
     return {
-        "device": dev, "mode": mode, "date": today,
+        "device": dev,
+        "mode": mode,
+        "date": today,
         "label": f"measured on {dev}, {today}" if gpu else SIMULATOR_LABEL,
-        "peak": peak_info, "sizes": sizes, "rows": rows, "skipped": skipped,
+        "peak": peak_info,
+        "sizes": sizes,
+        "rows": rows,
+        "skipped": skipped,
     }
 
 
@@ -142,16 +184,25 @@ def to_html(report: dict[str, Any]) -> str:
 
 def configure(p: argparse.ArgumentParser) -> None:
     """``gpulab bench kernels`` arguments (validated where they enter)."""
-    p.add_argument("--sizes", type=int_at_least(1, "an element count"), nargs="+", metavar="N",
-                   help="element counts of the main array (2-D kernels use about sqrt(N) x sqrt(N)); "
-                        f"default: {DEFAULT_SIZES['gpu']} on a GPU, {DEFAULT_SIZES['simulator']} in the simulator")
+    p.add_argument(
+        "--sizes",
+        type=int_at_least(1, "an element count"),
+        nargs="+",
+        metavar="N",
+        help="element counts of the main array (2-D kernels use about sqrt(N) x sqrt(N)); "
+        f"default: {DEFAULT_SIZES['gpu']} on a GPU, {DEFAULT_SIZES['simulator']} in the simulator",
+    )
     p.add_argument("--kernels", nargs="+", metavar="NAME", help="only these cases (default: all; see --list)")
-    p.add_argument("--repeat", type=int_at_least(1), default=None,
-                   help="timed runs per point (default: 5 on a GPU, 1 simulated)")
+    p.add_argument(
+        "--repeat", type=int_at_least(1), default=None, help="timed runs per point (default: 5 on a GPU, 1 simulated)"
+    )
     p.add_argument("--json", type=Path, help="write the report as JSON to this file")
     p.add_argument("--html", type=Path, help="write an HTML report with plotly charts to this file")
-    p.add_argument("--record", action="store_true",
-                   help="store the rows in the user's recorded results (one file per device and date; gpu mode only)")
+    p.add_argument(
+        "--record",
+        action="store_true",
+        help="store the rows in the user's recorded results (one file per device and date; gpu mode only)",
+    )
     p.add_argument("--list", action="store_true", help="list the cases and exit")
 
 
@@ -163,16 +214,20 @@ def run(ns: argparse.Namespace) -> int:
             print(f"{c.name:<18} {c.metric:<8} section {c.section}{ok}")
         return 0
     if ns.record and not runtime.is_gpu():
-        raise UsageError("--record needs gpu mode. Simulator timings are CPU timings, not GPU results, so they "
-                         "are never recorded. Run on a machine with a CUDA GPU (GPULAB_DEVICE=gpu).")
+        raise UsageError(
+            "--record needs gpu mode. Simulator timings are CPU timings, not GPU results, so they "
+            "are never recorded. Run on a machine with a CUDA GPU (GPULAB_DEVICE=gpu)."
+        )
     unknown = sorted(set(ns.kernels or []) - {c.name for c in cases()})
     if unknown:
         raise UsageError(f"unknown kernel(s) {', '.join(unknown)}; choose from {', '.join(c.name for c in cases())}.")
     for path in (ns.json, ns.html):
         if path is not None:
             check_writable(path)
-    print(f"gpulab bench kernels: {device_name()} ({runtime.mode()} mode)"
-          + ("" if runtime.is_gpu() else f" - {SIMULATOR_LABEL}"))
+    print(
+        f"gpulab bench kernels: {device_name()} ({runtime.mode()} mode)"
+        + ("" if runtime.is_gpu() else f" - {SIMULATOR_LABEL}")
+    )
     report = measure(ns.sizes, only=ns.kernels, repeat=ns.repeat)
     if ns.json:
         ns.json.write_text(json.dumps(report, indent=1) + "\n")

@@ -12,7 +12,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -26,10 +27,28 @@ __all__ = ["attention_rows", "cnn_training_rows", "conv_rows", "main", "measure"
 
 # Sizes per mode: gpu sizes fit the gpu-check budget; simulator sizes only exercise the code.
 SIZES: dict[str, dict[str, Any]] = {
-    "gpu": {"why_gpus_n": 4096, "precision_n": 8192, "conv": (64, 32, 28, 28, 64), "cnn_train": 10000,
-            "cnn_cpu_train": 2000, "cnn_test": 2000, "cnn_epochs": 2, "attention": (4096, 64), "repeat": 10},
-    "simulator": {"why_gpus_n": 64, "precision_n": 0, "conv": (1, 2, 6, 6, 2), "cnn_train": 128,
-                  "cnn_cpu_train": 128, "cnn_test": 64, "cnn_epochs": 1, "attention": (16, 8), "repeat": 1},
+    "gpu": {
+        "why_gpus_n": 4096,
+        "precision_n": 8192,
+        "conv": (64, 32, 28, 28, 64),
+        "cnn_train": 10000,
+        "cnn_cpu_train": 2000,
+        "cnn_test": 2000,
+        "cnn_epochs": 2,
+        "attention": (4096, 64),
+        "repeat": 10,
+    },
+    "simulator": {
+        "why_gpus_n": 64,
+        "precision_n": 0,
+        "conv": (1, 2, 6, 6, 2),
+        "cnn_train": 128,
+        "cnn_cpu_train": 128,
+        "cnn_test": 64,
+        "cnn_epochs": 1,
+        "attention": (16, 8),
+        "repeat": 1,
+    },
 }
 
 
@@ -44,13 +63,13 @@ def why_gpus_rows(n: int, *, repeat: int = 10, xp: Any = None) -> list[dict[str,
 
         xp = require_cupy()
     on_gpu = xp.__name__ == "cupy"
-    names = (("GPU FP32 cuBLAS", "GPU FP16 tensor cores") if on_gpu else ("NumPy FP32 (CPU)", "NumPy FP16 (CPU)"))
+    names = ("GPU FP32 cuBLAS", "GPU FP16 tensor cores") if on_gpu else ("NumPy FP32 (CPU)", "NumPy FP16 (CPU)")
     rng = np.random.default_rng(0)
     a = xp.asarray(rng.standard_normal((n, n)), dtype=xp.float32)
     b = xp.asarray(rng.standard_normal((n, n)), dtype=xp.float32)
     c32 = a @ b
     m = min(n, 64)
-    ref = (a[:m].astype(xp.float64) @ b[:, :m].astype(xp.float64))
+    ref = a[:m].astype(xp.float64) @ b[:, :m].astype(xp.float64)
     if not bool(xp.allclose(c32[:m, :m], ref, rtol=1e-3, atol=1e-2)):
         raise AssertionError("why_gpus: the FP32 product disagrees with a float64 reference")
     a16, b16 = a.astype(xp.float16), b.astype(xp.float16)
@@ -60,14 +79,22 @@ def why_gpus_rows(n: int, *, repeat: int = 10, xp: Any = None) -> list[dict[str,
     rows = []
     for name, (x, y) in zip(names, ((a, b), (a16, b16))):
         res = timing.benchmark(xp.matmul, x, y, warmup=1, repeat=repeat, label=name)
-        rows.append({"label": f"{name} (n={n})", "gflops": 2.0 * n**3 / res.median / 1e9, "n": n,
-                     "seconds": res.median, "dtype": str(x.dtype)})
+        rows.append(
+            {
+                "label": f"{name} (n={n})",
+                "gflops": 2.0 * n**3 / res.median / 1e9,
+                "n": n,
+                "seconds": res.median,
+                "dtype": str(x.dtype),
+            }
+        )
     rows[1]["rel_error_vs_fp32"] = rel
     return rows
 
 
-def conv_rows(shape: tuple[int, int, int, int, int], *, k: int = 3, stride: int = 1, pad: int = 1,
-              repeat: int = 10) -> list[dict[str, Any]]:
+def conv_rows(
+    shape: tuple[int, int, int, int, int], *, k: int = 3, stride: int = 1, pad: int = 1, repeat: int = 10
+) -> list[dict[str, Any]]:
     """Section ``conv`` (lesson 07): direct kernel vs im2col + the lab GEMM vs im2col + the library matmul.
 
     ``shape`` is ``(N, C, H, W, F)``. Rows ``{"name", "gflops", "seconds", ...}``; every output is checked
@@ -95,15 +122,25 @@ def conv_rows(shape: tuple[int, int, int, int, int], *, k: int = 3, stride: int 
         return runtime.to_host(y).reshape(n, ho, wo, f).transpose(0, 3, 1, 2) + b_h[None, :, None, None]
 
     library = "im2col + cuBLAS" if runtime.is_gpu() else "im2col + NumPy matmul (CPU)"
-    cases = [("direct kernel", lambda: conv.conv2d_direct(x, wt, b, stride=stride, pad=pad), runtime.to_host),
-             ("im2col + lab GEMM", lambda: im2col_gemm(nn_ops.gemm), as_nchw),
-             (library, lambda: im2col_gemm(xp.matmul), as_nchw)]
+    cases = [
+        ("direct kernel", lambda: conv.conv2d_direct(x, wt, b, stride=stride, pad=pad), runtime.to_host),
+        ("im2col + lab GEMM", lambda: im2col_gemm(nn_ops.gemm), as_nchw),
+        (library, lambda: im2col_gemm(xp.matmul), as_nchw),
+    ]
     rows = []
     for name, fn, out in cases:
         np.testing.assert_allclose(out(fn()), ref, rtol=1e-3, atol=1e-3, err_msg=f"conv: {name} is wrong")
         res = timing.benchmark(fn, warmup=1, repeat=repeat, label=name)
-        rows.append({"name": name, "gflops": flops / res.median / 1e9, "seconds": res.median,
-                     "shape": [n, c, h, w, f], "k": k, "flops": flops})
+        rows.append(
+            {
+                "name": name,
+                "gflops": flops / res.median / 1e9,
+                "seconds": res.median,
+                "shape": [n, c, h, w, f],
+                "k": k,
+                "flops": flops,
+            }
+        )
     return rows
 
 
@@ -116,16 +153,33 @@ def attention_rows(n: int, d: int, *, repeat: int = 10) -> list[dict[str, Any]]:
 
     flops = attention.attention_costs(n, d, causal=True).total("fused")[0]
     rows = flash.benchmark_attention(n, d, causal=True, repeat=repeat)
-    return [{"label": r["path"] if runtime.is_gpu() else f"simulator mode: {r['path']}", "seconds": r["seconds"],
-             "gflops": flops / r["seconds"] / 1e9, "n": n, "d": d} for r in rows]
+    return [
+        {
+            "label": r["path"] if runtime.is_gpu() else f"simulator mode: {r['path']}",
+            "seconds": r["seconds"],
+            "gflops": flops / r["seconds"] / 1e9,
+            "n": n,
+            "d": d,
+        }
+        for r in rows
+    ]
 
 
 _BACKEND_LABELS = {"numpy": "CPU (NumPy)", "cupy": "GPU (cupy)", "kernels": "GPU (kernels)"}
 
 
-def cnn_training_rows(dataset: Any, backends: list[str], *, n_train: int, n_test: int, epochs: int,
-                      batch_size: int = 128, channels: tuple[int, int] = (32, 64), hidden: int = 128,
-                      cpu_train: int | None = None) -> list[dict[str, Any]]:
+def cnn_training_rows(
+    dataset: Any,
+    backends: list[str],
+    *,
+    n_train: int,
+    n_test: int,
+    epochs: int,
+    batch_size: int = 128,
+    channels: tuple[int, int] = (32, 64),
+    hidden: int = 128,
+    cpu_train: int | None = None,
+) -> list[dict[str, Any]]:
     """Section ``cnn_training`` (lesson 09): a short real training run of lesson 09's CNN per backend.
 
     Rows ``{"backend", "images_per_second", "test_accuracy", ...}``; images/s is the median of the last
@@ -141,9 +195,17 @@ def cnn_training_rows(dataset: Any, backends: list[str], *, n_train: int, n_test
         model = nn.mnist_cnn(seed=0, image_size=size, channels=channels, hidden=hidden, backend=backend)
         h = train.fit(model, data, epochs=epochs, batch_size=batch_size, progress=False)
         label = _BACKEND_LABELS[backend] if runtime.is_gpu() or backend == "numpy" else f"simulator ({backend})"
-        rows.append({"backend": label, "images_per_second": float(np.median(h.images_per_second[-2:])),
-                     "test_accuracy": float(h.test_accuracy[-1]), "epochs": epochs, "n_train": int(len(data.y_train)),
-                     "batch_size": batch_size, "dataset": data.name})
+        rows.append(
+            {
+                "backend": label,
+                "images_per_second": float(np.median(h.images_per_second[-2:])),
+                "test_accuracy": float(h.test_accuracy[-1]),
+                "epochs": epochs,
+                "n_train": int(len(data.y_train)),
+                "batch_size": batch_size,
+                "dataset": data.name,
+            }
+        )
     return rows
 
 
@@ -157,17 +219,21 @@ def _dataset(log: Callable[[str], None] = print) -> tuple[Any, str]:
     from .. import data
 
     reasons = []
-    for what, load in (("MNIST on disk", lambda: data.load("mnist", download=False)),
-                       ("MNIST download", lambda: data.load("mnist", download=True)),
-                       ("digits (scikit-learn)", lambda: data.load("digits", size=28))):
+    for what, load in (
+        ("MNIST on disk", lambda: data.load("mnist", download=False)),
+        ("MNIST download", lambda: data.load("mnist", download=True)),
+        ("digits (scikit-learn)", lambda: data.load("digits", size=28)),
+    ):
         try:
             return load(), ""
         except data.DatasetError as exc:
             reasons.append(f"{what}: {str(exc).splitlines()[-1] if what != 'MNIST on disk' else 'not found'}")
             if what == "MNIST on disk":
                 log("  cnn_training: MNIST not found on disk; trying to download it")
-    return None, ("no data: " + "; ".join(reasons) + ". Set GPULAB_DATA_DIR to a folder with the MNIST IDX "
-                  "files, or install scikit-learn (pip install 'gpulab[data]').")
+    return None, (
+        "no data: " + "; ".join(reasons) + ". Set GPULAB_DATA_DIR to a folder with the MNIST IDX "
+        "files, or install scikit-learn (pip install 'gpulab[data]')."
+    )
 
 
 def measure(only: list[str] | None = None, log: Callable[[str], None] = print) -> dict[str, list[dict[str, Any]]]:
@@ -193,9 +259,16 @@ def measure(only: list[str] | None = None, log: Callable[[str], None] = print) -
     elif "cnn_training" in want:
         channels, hidden, batch = ((32, 64), 128, 128) if gpu else ((4, 8), 16, 32)
         out["cnn_training"] = cnn_training_rows(
-            dataset, ["numpy", "cupy", "kernels"] if gpu else ["numpy"], n_train=sz["cnn_train"],
-            n_test=sz["cnn_test"], epochs=sz["cnn_epochs"], batch_size=batch, channels=channels,
-            hidden=hidden, cpu_train=sz["cnn_cpu_train"])
+            dataset,
+            ["numpy", "cupy", "kernels"] if gpu else ["numpy"],
+            n_train=sz["cnn_train"],
+            n_test=sz["cnn_test"],
+            epochs=sz["cnn_epochs"],
+            batch_size=batch,
+            channels=channels,
+            hidden=hidden,
+            cpu_train=sz["cnn_cpu_train"],
+        )
     if "energy" in want:  # lesson 11: NVML joules in gpu mode (gpulab.bench.energy)
         from .energy import energy_rows
 
@@ -204,8 +277,14 @@ def measure(only: list[str] | None = None, log: Callable[[str], None] = print) -
         out["attention"] = attention_rows(*sz["attention"], repeat=sz["repeat"])
     for section, rows in out.items():
         for r in rows:
-            log(f"  {section:<17} " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                                for k, v in r.items() if not isinstance(v, list)))
+            log(
+                f"  {section:<17} "
+                + ", ".join(
+                    f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                    for k, v in r.items()
+                    if not isinstance(v, list)
+                )
+            )
     return out
 
 
@@ -214,23 +293,31 @@ SECTIONS = ("why_gpus", "matmul_precision", "conv", "cnn_training", "energy", "a
 
 def configure(p: argparse.ArgumentParser) -> None:
     """``gpulab bench lessons`` arguments."""
-    p.add_argument("--only", nargs="+", choices=SECTIONS,
-                   help="only these sections (default: all; why_gpus and matmul_precision need gpu mode)")
+    p.add_argument(
+        "--only",
+        nargs="+",
+        choices=SECTIONS,
+        help="only these sections (default: all; why_gpus and matmul_precision need gpu mode)",
+    )
     p.add_argument("--json", type=Path, help="write {section: rows} as JSON to this file")
-    p.add_argument("--record", action="store_true",
-                   help="store the sections in the user's recorded results (gpu mode only)")
+    p.add_argument(
+        "--record", action="store_true", help="store the sections in the user's recorded results (gpu mode only)"
+    )
 
 
 def run(ns: argparse.Namespace) -> int:
     """Measure the lessons' sections; UsageError for --record outside gpu mode or an unwritable --json."""
     if ns.record and not runtime.is_gpu():
-        raise UsageError("--record needs gpu mode. Simulator timings are CPU timings, not GPU results, so they "
-                         "are never recorded. Run on a machine with a CUDA GPU (GPULAB_DEVICE=gpu).")
+        raise UsageError(
+            "--record needs gpu mode. Simulator timings are CPU timings, not GPU results, so they "
+            "are never recorded. Run on a machine with a CUDA GPU (GPULAB_DEVICE=gpu)."
+        )
     if ns.json is not None:
         check_writable(ns.json)
     dev = device_name()
-    print(f"gpulab bench lessons: {dev} ({runtime.mode()} mode)"
-          + ("" if runtime.is_gpu() else f" - {SIMULATOR_LABEL}"))
+    print(
+        f"gpulab bench lessons: {dev} ({runtime.mode()} mode)" + ("" if runtime.is_gpu() else f" - {SIMULATOR_LABEL}")
+    )
     sections = measure(ns.only)
     if ns.json:
         ns.json.write_text(json.dumps({"device": dev, "mode": runtime.mode(), "sections": sections}, indent=1) + "\n")

@@ -23,8 +23,12 @@ def _largest(report: dict[str, Any], names: list[str]) -> list[dict[str, Any]]:
 
 
 # What lessons 02 and 05 call the kernels of bench kernels.
-_MEMORY_LABELS = {"copy": "copy kernel", "copy_stride4": "copy kernel, stride 4",
-                  "transpose_naive": "transpose, naive", "transpose_tiled": "transpose, shared-memory tiled"}
+_MEMORY_LABELS = {
+    "copy": "copy kernel",
+    "copy_stride4": "copy kernel, stride 4",
+    "transpose_naive": "transpose, naive",
+    "transpose_tiled": "transpose, shared-memory tiled",
+}
 _REDUCE_LABELS = {"sum_atomic": "atomic", "sum_tree": "tree", "sum_reduce": "cuda.reduce"}
 
 
@@ -37,8 +41,10 @@ def transfer_rows(nbytes: int = 64 << 20, *, repeat: int = 5) -> list[dict[str, 
     x_d = runtime.to_device(x_h)
     h2d = timing.benchmark(runtime.to_device, x_h, warmup=1, repeat=repeat, label="host -> device")
     d2h = timing.benchmark(runtime.to_host, x_d, warmup=1, repeat=repeat, label="device -> host")
-    return [{"label": "host -> device", "gbps": x_h.nbytes / h2d.median / 1e9, "bytes": int(x_h.nbytes)},
-            {"label": "device -> host", "gbps": x_h.nbytes / d2h.median / 1e9, "bytes": int(x_h.nbytes)}]
+    return [
+        {"label": "host -> device", "gbps": x_h.nbytes / h2d.median / 1e9, "bytes": int(x_h.nbytes)},
+        {"label": "device -> host", "gbps": x_h.nbytes / d2h.median / 1e9, "bytes": int(x_h.nbytes)},
+    ]
 
 
 def memory_rows(report: dict[str, Any], transfers: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -48,27 +54,50 @@ def memory_rows(report: dict[str, Any], transfers: list[dict[str, Any]] | None =
     """
     out = [dict(t) for t in transfers or []]
     kern = _largest(report, list(_MEMORY_LABELS))
-    out += [{"label": f"{_MEMORY_LABELS[r['kernel']]} (n={r['size']:,})", "gbps": r["value"], "kernel": r["kernel"],
-             "size": r["size"]} for r in kern]
+    out += [
+        {
+            "label": f"{_MEMORY_LABELS[r['kernel']]} (n={r['size']:,})",
+            "gbps": r["value"],
+            "kernel": r["kernel"],
+            "size": r["size"],
+        }
+        for r in kern
+    ]
     copy = [r for r in kern if r["kernel"] == "copy"]
     if copy:
-        out.append({"label": f"{copy[0]['baseline']} (n={copy[0]['size']:,})", "gbps": copy[0]["baseline_value"],
-                    "kernel": "baseline", "size": copy[0]["size"]})
+        out.append(
+            {
+                "label": f"{copy[0]['baseline']} (n={copy[0]['size']:,})",
+                "gbps": copy[0]["baseline_value"],
+                "kernel": "baseline",
+                "size": copy[0]["size"],
+            }
+        )
     return out
 
 
 def reduce_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     """Section ``reduce`` (lesson 05): the three ways to sum float32 values, ``{"label", "gbps", ...}``,
     at the largest size."""
-    return [{"label": f"{_REDUCE_LABELS[r['kernel']]} (n={r['size']:,})", "gbps": r["value"], "kernel": r["kernel"],
-             "size": r["size"]} for r in _largest(report, list(_REDUCE_LABELS))]
+    return [
+        {
+            "label": f"{_REDUCE_LABELS[r['kernel']]} (n={r['size']:,})",
+            "gbps": r["value"],
+            "kernel": r["kernel"],
+            "size": r["size"],
+        }
+        for r in _largest(report, list(_REDUCE_LABELS))
+    ]
 
 
-def section_rows(report: dict[str, Any],
-                 transfers: list[dict[str, Any]] | None = None) -> dict[str, list[dict[str, Any]]]:
+def section_rows(
+    report: dict[str, Any], transfers: list[dict[str, Any]] | None = None
+) -> dict[str, list[dict[str, Any]]]:
     """Every results section bench kernels records (see :data:`gpulab.results.SECTIONS`); empty ones left out."""
-    sections = {"kernels": report["rows"],
-                "matmul": [r for r in report["rows"] if r["section"] == "matmul"],
-                "memory": memory_rows(report, transfers),
-                "reduce": reduce_rows(report)}
+    sections = {
+        "kernels": report["rows"],
+        "matmul": [r for r in report["rows"] if r["section"] == "matmul"],
+        "memory": memory_rows(report, transfers),
+        "reduce": reduce_rows(report),
+    }
     return {name: rows for name, rows in sections.items() if rows}

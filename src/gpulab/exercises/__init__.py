@@ -86,5 +86,18 @@ from .problem import Budget, Case, Problem, random_arrays, tile_bytes
 from .result import Check, CheckResult
 from .run import KernelTimeout, SetupError
 
-__all__ = ["Budget", "Case", "Check", "CheckResult", "KernelTimeout", "Problem", "SetupError", "check_kernel",
-           "kernel_source", "random_arrays", "rounding_bound", "standalone_source", "tile_bytes"]
+__all__ = [
+    "Budget",
+    "Case",
+    "Check",
+    "CheckResult",
+    "KernelTimeout",
+    "Problem",
+    "SetupError",
+    "check_kernel",
+    "kernel_source",
+    "random_arrays",
+    "rounding_bound",
+    "standalone_source",
+    "tile_bytes",
+]

@@ -16,9 +16,11 @@ from .run import Launch, Runner
 
 __all__ = ["budget_checks"]
 
-COALESCE_HINT = ("neighbouring threads (threadIdx.x) should touch neighbouring elements of the last axis: with "
-                 "`j, i = cuda.grid(2)` (j the column, from threadIdx.x) read A[i, j], not A[j, i]; stage a "
-                 "transposed access through shared memory.")
+COALESCE_HINT = (
+    "neighbouring threads (threadIdx.x) should touch neighbouring elements of the last axis: with "
+    "`j, i = cuda.grid(2)` (j the column, from threadIdx.x) read A[i, j], not A[j, i]; stage a "
+    "transposed access through shared memory."
+)
 
 
 def _limit(value: Any, size: Size) -> float:
@@ -43,20 +45,31 @@ def budget_checks(runner: Runner, budget: Budget, cases: list[Case], largest: in
     for arr, lim in budget.reads_per_element.items():
         limit = _limit(lim, case.size)
         worst = int(log.per_element(arr, "r").max()) if log.shapes.get(arr) and np.prod(log.shapes[arr]) else 0
-        checks.append(Check(f"budget: reads of {arr}", worst <= limit,
-                            f"each element of {arr} read from global memory at most {worst} times "
-                            f"(limit {limit:g}; {where})",
-                            "" if worst <= limit else f"stage {arr} in shared memory so that a block loads each "
-                            "element once and its threads reuse it."))
+        checks.append(
+            Check(
+                f"budget: reads of {arr}",
+                worst <= limit,
+                f"each element of {arr} read from global memory at most {worst} times (limit {limit:g}; {where})",
+                ""
+                if worst <= limit
+                else f"stage {arr} in shared memory so that a block loads each element once and its threads reuse it.",
+            )
+        )
     for kind, lim, label in (("r", budget.reads_per_thread, "reads"), ("w", budget.writes_per_thread, "writes")):
         if lim is None:
             continue
         limit = _limit(lim, case.size)
         worst = log.max_per_thread(kind)
-        checks.append(Check(f"budget: global {label} per thread", worst <= limit,
-                            f"at most {worst} global {label} by one thread (limit {limit:g}; {where})",
-                            "" if worst <= limit else f"keep values in registers (local variables) instead of "
-                            f"repeating global-memory {label}."))
+        checks.append(
+            Check(
+                f"budget: global {label} per thread",
+                worst <= limit,
+                f"at most {worst} global {label} by one thread (limit {limit:g}; {where})",
+                ""
+                if worst <= limit
+                else f"keep values in registers (local variables) instead of repeating global-memory {label}.",
+            )
+        )
     sectors = budget.sectors
     if not isinstance(sectors, dict):
         sectors = {name: sectors for name in log.shapes} if sectors is not None else {}
@@ -65,10 +78,17 @@ def budget_checks(runner: Runner, budget: Budget, cases: list[Case], largest: in
     if budget.shared_bytes is not None:
         limit = _limit(budget.shared_bytes, case.size)
         used = ins.shared_bytes_per_block()
-        checks.append(Check("budget: shared memory", used <= limit,
-                            f"{used} bytes of shared memory per block (limit {limit:g})",
-                            "" if used <= limit else "allocate only the tiles you need: TILE*TILE elements per "
-                            "input (padded to TILE*(TILE+1) against bank conflicts at most)."))
+        checks.append(
+            Check(
+                "budget: shared memory",
+                used <= limit,
+                f"{used} bytes of shared memory per block (limit {limit:g})",
+                ""
+                if used <= limit
+                else "allocate only the tiles you need: TILE*TILE elements per "
+                "input (padded to TILE*(TILE+1) against bank conflicts at most).",
+            )
+        )
     return checks
 
 
@@ -76,8 +96,12 @@ def _coalescing(log: Any, arr: str, limit: float, where: str) -> Any:
     from .result import Check
 
     if arr not in log.itemsize:
-        return Check(f"budget: coalescing of {arr}", False, f"no array argument named {arr!r} "
-                     f"(arguments: {', '.join(log.shapes)}): fix the exercise's Budget(sectors=...)")
+        return Check(
+            f"budget: coalescing of {arr}",
+            False,
+            f"no array argument named {arr!r} "
+            f"(arguments: {', '.join(log.shapes)}): fix the exercise's Budget(sectors=...)",
+        )
     worst = (0.0, 0.0, 0.0, "reads")
     for kind, label in (("r", "reads"), ("w", "writes")):
         actual, ideal = log.coalescing(arr, kind)
@@ -85,7 +109,14 @@ def _coalescing(log: Any, arr: str, limit: float, where: str) -> Any:
             worst = (actual / ideal, actual, ideal, label)
     ratio, actual, ideal, label = worst
     ok = ratio <= limit + 1e-9
-    usage = (f"{label} of {arr} use {actual:.1f} sectors per warp request, ideal {ideal:.1f} "
-             f"({ratio:.3g}x the memory traffic); limit {limit:g}x ({where})") if ideal else f"{arr} not accessed"
-    return Check(f"budget: coalescing of {arr}", ok, ("" if ok else "uncoalesced: ") + usage,
-                 "" if ok else COALESCE_HINT)
+    usage = (
+        (
+            f"{label} of {arr} use {actual:.1f} sectors per warp request, ideal {ideal:.1f} "
+            f"({ratio:.3g}x the memory traffic); limit {limit:g}x ({where})"
+        )
+        if ideal
+        else f"{arr} not accessed"
+    )
+    return Check(
+        f"budget: coalescing of {arr}", ok, ("" if ok else "uncoalesced: ") + usage, "" if ok else COALESCE_HINT
+    )

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -61,14 +62,18 @@ def build_cases(p: Problem, sizes: Sequence[Size] | None = None) -> list[Case]:
         if isinstance(ins, np.ndarray):
             ins = (ins,)
         if not isinstance(ins, (tuple, list)):
-            raise SetupError(f"inputs({size!r}, rng) returned a {type(ins).__name__}; it must return a NumPy "
-                             "array or a tuple of the kernel's input arguments (arrays and numbers).")
+            raise SetupError(
+                f"inputs({size!r}, rng) returned a {type(ins).__name__}; it must return a NumPy "
+                "array or a tuple of the kernel's input arguments (arrays and numbers)."
+            )
         ins = tuple(ins)
         # Kernel arguments must be arrays or numbers; a host= function or an args= adapter may take anything.
         for j, x in enumerate(ins if p.host is None and p.args is None else ()):
             if not isinstance(x, (np.ndarray, np.generic, int, float, bool)):
-                raise SetupError(f"inputs({size!r}, rng) returned a {type(x).__name__} as argument {j}; "
-                                 "kernel arguments are NumPy arrays or numbers (np.asarray(...) the lists).")
+                raise SetupError(
+                    f"inputs({size!r}, rng) returned a {type(x).__name__} as argument {j}; "
+                    "kernel arguments are NumPy arrays or numbers (np.asarray(...) the lists)."
+                )
         try:
             exp = p.spec(*ins)
         except Exception as exc:  # noqa: BLE001
@@ -76,16 +81,19 @@ def build_cases(p: Problem, sizes: Sequence[Size] | None = None) -> list[Case]:
         exp = exp if isinstance(exp, tuple) else (exp,)
         for e in exp:
             if not isinstance(e, np.ndarray) or e.ndim == 0:
-                raise SetupError(f"the spec returned {type(e).__name__} {e!r:.60} for size {size!r}; it must return "
-                                 "NumPy arrays with at least one dimension, one per output the kernel writes "
-                                 "(e.g. np.array([total], dtype=np.float32) for a single number).")
+                raise SetupError(
+                    f"the spec returned {type(e).__name__} {e!r:.60} for size {size!r}; it must return "
+                    "NumPy arrays with at least one dimension, one per output the kernel writes "
+                    "(e.g. np.array([total], dtype=np.float32) for a single number)."
+                )
         tol = None
         if p.reduction is not None:
             try:
                 exp, tol = float64_reference(p.spec, ins, exp, reduction_len(p.reduction, ins), p.atol)
             except Exception as exc:  # noqa: BLE001
-                raise SetupError(f"reduction=: the float64 reference failed on size {size!r}: "
-                                 f"{type(exc).__name__}: {exc}") from exc
+                raise SetupError(
+                    f"reduction=: the float64 reference failed on size {size!r}: {type(exc).__name__}: {exc}"
+                ) from exc
         cases.append(Case(size, p.seed + k, ins, tuple(exp), tol))
     return cases
 
@@ -122,9 +130,14 @@ def run_case(st: State, k: int, launch: Launch, interval: float | None = None) -
     except (Hang, SetupError):
         raise
     except OutOfBounds as oob:
-        return Failure("failed", k, launch, f"the kernel wrote past the end of {oob.args[0]} "
-                       f"(input: {case.describe()}, "
-                       f"launch: {oob.args[1]}).", "missing bounds guard: threads with i >= n must not write.", True)
+        return Failure(
+            "failed",
+            k,
+            launch,
+            f"the kernel wrote past the end of {oob.args[0]} (input: {case.describe()}, launch: {oob.args[1]}).",
+            "missing bounds guard: threads with i >= n must not write.",
+            True,
+        )
     except Exception as exc:  # noqa: BLE001 - the learner's code failed: explain, don't crash
         inside = None
         if runner.thread_options and isinstance(exc, IndexError):
@@ -148,14 +161,24 @@ def run_cases(st: State, launch: Launch, quick: bool = False) -> Failure | None:
             if quick:
                 return Failure("timeout", k, launch)
             stuck = hang.args[0]
-            who = (f" ({len(stuck)} CUDA thread{'s' if len(stuck) != 1 else ''} still running, e.g. {stuck[0]})"
-                   if stuck else "")
-            hint = ("an infinite loop? Check that every loop variable advances (a grid-stride loop adds "
-                    "cuda.gridsize(1); a tree reduction halves the stride) and that the loop ends for every thread.")
+            who = (
+                f" ({len(stuck)} CUDA thread{'s' if len(stuck) != 1 else ''} still running, e.g. {stuck[0]})"
+                if stuck
+                else ""
+            )
+            hint = (
+                "an infinite loop? Check that every loop variable advances (a grid-stride loop adds "
+                "cuda.gridsize(1); a tree reduction halves the stride) and that the loop ends for every thread."
+            )
             if runtime.is_gpu():
                 hint += " On the GPU a stuck kernel cannot be stopped: restart the Jupyter kernel."
-            return Failure("timeout", k, launch, f"the kernel did not finish within {st.p.timeout:g} s{who}.\n"
-                         f"input: {st.cases[k].describe()}", hint)
+            return Failure(
+                "timeout",
+                k,
+                launch,
+                f"the kernel did not finish within {st.p.timeout:g} s{who}.\ninput: {st.cases[k].describe()}",
+                hint,
+            )
         if fail is not None:
             return fail
     return None

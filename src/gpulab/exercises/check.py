@@ -3,7 +3,8 @@ races -> budgets -> PTX."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -59,10 +60,28 @@ def check_kernel(
     large n. The spec must be a sum of products of its inputs (matmul, convolution, their
     gradients, optionally followed by ReLU).
     """
-    problem = Problem(name or "", spec, inputs, sizes, threads=threads, launch=launch, host=host, args=args,
-                      points=points, seed=seed, rtol=rtol, atol=atol, reduction=reduction, out_init=out_init,
-                      out_names=out_names, mistakes=mistakes, budget=budget, ptx=ptx, race_check=race_check,
-                      timeout=timeout)
+    problem = Problem(
+        name or "",
+        spec,
+        inputs,
+        sizes,
+        threads=threads,
+        launch=launch,
+        host=host,
+        args=args,
+        points=points,
+        seed=seed,
+        rtol=rtol,
+        atol=atol,
+        reduction=reduction,
+        out_init=out_init,
+        out_names=out_names,
+        mistakes=mistakes,
+        budget=budget,
+        ptx=ptx,
+        race_check=race_check,
+        timeout=timeout,
+    )
     return run_problem(problem, kernel, name)
 
 
@@ -85,8 +104,9 @@ def run_problem(p: Problem, kernel: Any, name: str | None = None) -> CheckResult
     if not p.sizes:
         raise UsageError(f"check_kernel({fn_name}) needs at least one input size in sizes=[...].")
 
-    def finish(status: str, message: str, hint: str = "", checks: Sequence[Check] = (),
-               score: float = 0.0) -> CheckResult:
+    def finish(
+        status: str, message: str, hint: str = "", checks: Sequence[Check] = (), score: float = 0.0
+    ) -> CheckResult:
         res = CheckResult(fn_name, status, score, float(p.points), message, hint, list(checks))
         log_result(res)
         return res
@@ -96,8 +116,9 @@ def run_problem(p: Problem, kernel: Any, name: str | None = None) -> CheckResult
     try:
         cases = build_cases(p)
         out_names, in_names = param_names(p, kernel, cases[0])
-        st = State(p, Runner(p, kernel, fn_name, out_names), cases,
-                    Judge(p.spec, p.rtol, in_names, dict(p.mistakes or {})))
+        st = State(
+            p, Runner(p, kernel, fn_name, out_names), cases, Judge(p.spec, p.rtol, in_names, dict(p.mistakes or {}))
+        )
         fail = run_cases(st, Launch())
         note = ""
         if fail is not None and fail.swappable and st.runner.can_swap(cases[fail.case]):
@@ -119,23 +140,44 @@ def run_problem(p: Problem, kernel: Any, name: str | None = None) -> CheckResult
         if p.budget is not None and p.host is None and runtime.is_simulator():
             penalties += budget_checks(st.runner, p.budget, cases, largest(cases), launch)
         elif p.budget is not None:
-            st.checks.append(Check("budget", True, "not checked: access counts come from the simulator "
-                                   "(run with GPULAB_DEVICE=simulator to check them)"))
+            st.checks.append(
+                Check(
+                    "budget",
+                    True,
+                    "not checked: access counts come from the simulator "
+                    "(run with GPULAB_DEVICE=simulator to check them)",
+                )
+            )
         if p.ptx is not None:
             penalties.append(ptx_check(kernel, p.ptx))
     except SetupError as exc:
-        return finish("setup error", f"setup error in this exercise, not in your code: {exc}",
-                      "for the exercise's author: fix the Problem / check_kernel arguments named above.")
+        return finish(
+            "setup error",
+            f"setup error in this exercise, not in your code: {exc}",
+            "for the exercise's author: fix the Problem / check_kernel arguments named above.",
+        )
     st.checks += penalties
     n = f"{len(cases)} input{'s' if len(cases) != 1 else ''}"
     failed = [c for c in penalties if not c.passed]
     if failed:
         c = failed[0]
         status = "over budget" if c.name.startswith("budget") else "failed"
-        return finish(status, f"correct on all {n}, but {c.name}: {c.message}" + note, c.hint, st.checks,
-                      score=float(p.points) / 2)
-    tol_note = (" Tolerance: the float32 rounding bound for sums of n terms, expected values in float64."
-                if p.reduction is not None else "")
-    return finish("passed", f"correct on all {n} ({', '.join(repr(c.size) for c in cases)})." + tol_note + note,
-                  "", st.checks, score=float(p.points))
-
+        return finish(
+            status,
+            f"correct on all {n}, but {c.name}: {c.message}" + note,
+            c.hint,
+            st.checks,
+            score=float(p.points) / 2,
+        )
+    tol_note = (
+        " Tolerance: the float32 rounding bound for sums of n terms, expected values in float64."
+        if p.reduction is not None
+        else ""
+    )
+    return finish(
+        "passed",
+        f"correct on all {n} ({', '.join(repr(c.size) for c in cases)})." + tol_note + note,
+        "",
+        st.checks,
+        score=float(p.points),
+    )

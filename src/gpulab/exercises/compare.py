@@ -4,7 +4,8 @@ rounding bound (``reduction=``), and the fill values that show elements never wr
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -33,6 +34,7 @@ def reduction_len(reduction: int | Callable[..., int], inputs: tuple) -> int:
 def float64_reference(spec: Callable, ins: tuple, exp: tuple, n_terms: int, atol: float) -> tuple[tuple, tuple]:
     """Expected outputs computed in float64 (rounded once to the output dtype) and per-element bounds:
     ``atol + gamma_(n+1) * spec(|inputs|)`` (n terms summed, then one rounding to store)."""
+
     def f64(x: Any, absolute: bool) -> Any:
         if isinstance(x, np.ndarray) and np.issubdtype(x.dtype, np.floating):
             x = x.astype(np.float64)

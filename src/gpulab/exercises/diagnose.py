@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -76,54 +77,82 @@ def exception_verdict(exc: BaseException, launch: str, case: Case, inside: bool 
     if isinstance(exc, KernelTimeout):
         return "timeout", f"stopped: {where} ran past the deadline", ""
     if isinstance(exc, IndexError):
-        msg = (f"{where or 'a thread'} indexed past the end of an array{at}: {text}\n"
-               f"input: {case.describe()}\nlaunch: {launch}")
+        msg = (
+            f"{where or 'a thread'} indexed past the end of an array{at}: {text}\n"
+            f"input: {case.describe()}\nlaunch: {launch}"
+        )
         if inside:
-            hint = ("this thread has an output element to compute, so a bounds guard is not the fix: an index runs "
-                    "over the wrong dimension (e.g. B[j, k] where B[k, j] is meant, or a loop to A.shape[0] where "
-                    "A.shape[1] is meant). Check each index against the shape of the array it indexes.")
+            hint = (
+                "this thread has an output element to compute, so a bounds guard is not the fix: an index runs "
+                "over the wrong dimension (e.g. B[j, k] where B[k, j] is meant, or a loop to A.shape[0] where "
+                "A.shape[1] is meant). Check each index against the shape of the array it indexes."
+            )
         else:
-            hint = ("missing bounds guard? The grid has more threads than elements when n is not a multiple "
-                    "of the block size; guard with `if i < out.shape[0]:` (and `j < out.shape[1]` in 2-D), "
-                    "and check that i/j index the right dimensions.")
+            hint = (
+                "missing bounds guard? The grid has more threads than elements when n is not a multiple "
+                "of the block size; guard with `if i < out.shape[0]:` (and `j < out.shape[1]` in 2-D), "
+                "and check that i/j index the right dimensions."
+            )
         return "failed", msg, hint
     msg = f"{type(exc).__name__} in {where or 'your code'}{at}: {text}\ninput: {case.describe()}\nlaunch: {launch}"
     if isinstance(exc, OverflowError):
         big = _largest_input(case)
-        hint = ("a value overflowed" + (f" (the inputs reach |x| = {big:g}; exp(x) overflows float32 above "
-                                        "x = 88.7, on a GPU it gives inf and then nan)" if big > _EXP_LIMIT else "")
-                + ". For softmax subtract the row's maximum before exp: exp(x - max(x)) / sum(exp(x - max(x))).")
+        hint = (
+            "a value overflowed"
+            + (
+                f" (the inputs reach |x| = {big:g}; exp(x) overflows float32 above "
+                "x = 88.7, on a GPU it gives inf and then nan)"
+                if big > _EXP_LIMIT
+                else ""
+            )
+            + ". For softmax subtract the row's maximum before exp: exp(x - max(x)) / sum(exp(x - max(x)))."
+        )
         return "failed", msg, hint
     hint = ""
     if isinstance(exc, (TypeError, AttributeError)):
-        hint = ("the simulator ran your code as Python and it failed; check argument order and that the "
-                "kernel only uses CUDA features (cuda.grid, cuda.threadIdx, arrays, math).")
+        hint = (
+            "the simulator ran your code as Python and it failed; check argument order and that the "
+            "kernel only uses CUDA features (cuda.grid, cuda.threadIdx, arrays, math)."
+        )
     return "error", msg, hint
 
 
 SPECIFIC = ("_named_mistake", "_transposed", "_input_transposed", "_partial_tile", "_non_finite")
 
 
-def diagnose(got: np.ndarray, exp: np.ndarray, atol: Any, case: Case, judge: Judge, name: str,
-             never_written: np.ndarray | None) -> tuple[str, str]:
+def diagnose(
+    got: np.ndarray, exp: np.ndarray, atol: Any, case: Case, judge: Judge, name: str, never_written: np.ndarray | None
+) -> tuple[str, str]:
     """(message, hint) for an output ``name`` that differs from the spec. ``never_written`` marks the
     elements the kernel did not write (None when that cannot be known, e.g. with ``out_init``)."""
     msg, hint, _ = diagnose_kind(got, exp, atol, case, judge, name, never_written)
     return msg, hint
 
 
-def diagnose_kind(got: np.ndarray, exp: np.ndarray, atol: Any, case: Case, judge: Judge, name: str,
-                  never_written: np.ndarray | None) -> tuple[str, str, str]:
+def diagnose_kind(
+    got: np.ndarray, exp: np.ndarray, atol: Any, case: Case, judge: Judge, name: str, never_written: np.ndarray | None
+) -> tuple[str, str, str]:
     """:func:`diagnose` and which check named the mistake ("" when none did; see ``SPECIFIC``)."""
     ok = close(got, exp, judge.rtol, atol)
     bad = np.argwhere(~ok)
     first = tuple(int(v) for v in bad[0]) if len(bad) else ()
     n_bad, total = int((~ok).sum()), int(exp.size)
-    msg = (f"{name}[{_index(first) or '?'}]: expected {_scalar(exp[first])}, got {_scalar(got[first])} "
-           f"({n_bad} of {total} elements wrong)")
+    msg = (
+        f"{name}[{_index(first) or '?'}]: expected {_scalar(exp[first])}, got {_scalar(got[first])} "
+        f"({n_bad} of {total} elements wrong)"
+    )
     unwritten = never_written if never_written is not None else np.zeros(got.shape, bool)
-    for check in (_untouched, _named_mistake, _transposed, _input_transposed, _partial_tile, _non_finite,
-                  _never_written, _edges, _shifted):
+    for check in (
+        _untouched,
+        _named_mistake,
+        _transposed,
+        _input_transposed,
+        _partial_tile,
+        _non_finite,
+        _never_written,
+        _edges,
+        _shifted,
+    ):
         hint = check(got, exp, atol, case, judge, name, unwritten)
         if hint:
             return msg, hint, check.__name__
@@ -137,8 +166,10 @@ def _untouched(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: st
     if not (unwritten.size and unwritten.all()):
         return ""
     if exp.size == 1:
-        return (f"nothing was written to {name} for a single element: did the kernel write to {name}? If it "
-                "does, the bounds guard is too strict (`i < n - 1`?): thread 0 has work when n == 1.")
+        return (
+            f"nothing was written to {name} for a single element: did the kernel write to {name}? If it "
+            "does, the bounds guard is too strict (`i < n - 1`?): thread 0 has work when n == 1."
+        )
     return f"output untouched: did the kernel write to {name}?"
 
 
@@ -158,13 +189,17 @@ def _transposed(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: s
         return ""
     atol_t = atol.T if np.ndim(atol) else atol
     if exp.shape[0] == exp.shape[1] and same(got, exp.T, judge.rtol, atol_t):
-        return (f"the result equals the expected one transposed: row and column are swapped. With "
-                f"`j, i = cuda.grid(2)`, i is the row ({name}.shape[0]) and j the column ({name}.shape[1]).")
+        return (
+            f"the result equals the expected one transposed: row and column are swapped. With "
+            f"`j, i = cuda.grid(2)`, i is the row ({name}.shape[0]) and j the column ({name}.shape[1])."
+        )
     atol_f = atol_t.reshape(exp.shape[::-1]) if np.ndim(atol) else atol
     if exp.shape[0] != exp.shape[1] and same(got.reshape(exp.shape[::-1]), exp.T, judge.rtol, atol_f):
-        return (f"{name} holds the expected result transposed, laid out as a {exp.shape[1]}x{exp.shape[0]} "
-                f"array: row and column are swapped where {name} is written (write {name}[i, j] with i the row, "
-                f"< {name}.shape[0], and j the column, < {name}.shape[1]).")
+        return (
+            f"{name} holds the expected result transposed, laid out as a {exp.shape[1]}x{exp.shape[0]} "
+            f"array: row and column are swapped where {name} is written (write {name}[i, j] with i the row, "
+            f"< {name}.shape[0], and j the column, < {name}.shape[1])."
+        )
     return ""
 
 
@@ -181,9 +216,11 @@ def _input_transposed(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, n
             continue
         if alt.shape == got.shape and same(got, alt.astype(got.dtype), judge.rtol, atol):
             arg = judge.in_names[k] if k < len(judge.in_names) else f"input {k}"
-            return (f"the result is what you get with {arg} transposed: {arg}'s two indices are swapped where "
-                    f"it is read (e.g. {arg}[j, k] for {arg}[k, j]). On non-square inputs this reads the wrong "
-                    "elements or past the end.")
+            return (
+                f"the result is what you get with {arg} transposed: {arg}'s two indices are swapped where "
+                f"it is read (e.g. {arg}[j, k] for {arg}[k, j]). On non-square inputs this reads the wrong "
+                "elements or past the end."
+            )
     return ""
 
 
@@ -208,17 +245,28 @@ def _partial_tile(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name:
         except Exception:  # noqa: BLE001
             return ""
         if alt.shape == got.shape and same(got, alt.astype(got.dtype), judge.rtol, atol):
-            what = (f"sums only the first {kept} of K = {k} terms" if kept else
-                    f"sums none of the K = {k} terms (K is smaller than a tile)")
-            return (f"the result {what}: the last partial tile of K is dropped (`range(K // TILE)`?). Loop over "
-                    "ceil(K / TILE) tiles, `(K + TILE - 1) // TILE`, and load 0.0 into the tile where the index "
-                    "k + tx (or k + ty) is >= K.")
+            what = (
+                f"sums only the first {kept} of K = {k} terms"
+                if kept
+                else f"sums none of the K = {k} terms (K is smaller than a tile)"
+            )
+            return (
+                f"the result {what}: the last partial tile of K is dropped (`range(K // TILE)`?). Loop over "
+                "ceil(K / TILE) tiles, `(K + TILE - 1) // TILE`, and load 0.0 into the tile where the index "
+                "k + tx (or k + ty) is >= K."
+            )
     return ""
 
 
 def _largest_input(case: Case) -> float:
-    return max((float(np.max(np.abs(x))) for x in case.inputs
-                if isinstance(x, np.ndarray) and np.issubdtype(x.dtype, np.floating) and x.size), default=0.0)
+    return max(
+        (
+            float(np.max(np.abs(x)))
+            for x in case.inputs
+            if isinstance(x, np.ndarray) and np.issubdtype(x.dtype, np.floating) and x.size
+        ),
+        default=0.0,
+    )
 
 
 def _non_finite(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
@@ -231,11 +279,15 @@ def _non_finite(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: s
     first = tuple(int(v) for v in np.argwhere(computed)[0])
     what = "inf" if np.isinf(got[first]) else "nan"
     if big > _EXP_LIMIT:
-        return (f"{name}[{_index(first)}] is {what} where a finite value is expected, and the inputs reach "
-                f"|x| = {big:g}: exp(x) overflows float32 above x = 88.7 (inf, then inf/inf = nan). Subtract "
-                "the row's maximum before exp: softmax(x) = exp(x - max(x)) / sum(exp(x - max(x))).")
-    return (f"{name}[{_index(first)}] is {what} where a finite value is expected: an overflow, a division by "
-            "zero, or a value read before it was written (e.g. shared memory not loaded).")
+        return (
+            f"{name}[{_index(first)}] is {what} where a finite value is expected, and the inputs reach "
+            f"|x| = {big:g}: exp(x) overflows float32 above x = 88.7 (inf, then inf/inf = nan). Subtract "
+            "the row's maximum before exp: softmax(x) = exp(x - max(x)) / sum(exp(x - max(x)))."
+        )
+    return (
+        f"{name}[{_index(first)}] is {what} where a finite value is expected: an overflow, a division by "
+        "zero, or a value read before it was written (e.g. shared memory not loaded)."
+    )
 
 
 def _never_written(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
@@ -246,12 +298,16 @@ def _never_written(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name
     where = np.unravel_index(int(flat[0]), got.shape)
     where_s = tuple(int(v) for v in where) if got.ndim > 1 else int(where[0])
     if got.ndim == 1 and n_un == 1 and flat[0] == got.size - 1:
-        return ("the last element was never written: off-by-one in the bounds guard "
-                "(`i < n - 1` or `i <= n - 2`?) or in the number of blocks.")
-    return (f"{n_un} elements of {name} were never written (first: {where_s}). Does the grid "
-            "cover every element (blocks = ceil(n / threads))? Is the guard too strict? Does each thread "
-            "compute its own index (no two threads the same)? With a fixed grid, loop with a grid stride: "
-            "`for i in range(start, n, cuda.gridsize(1))`.")
+        return (
+            "the last element was never written: off-by-one in the bounds guard "
+            "(`i < n - 1` or `i <= n - 2`?) or in the number of blocks."
+        )
+    return (
+        f"{n_un} elements of {name} were never written (first: {where_s}). Does the grid "
+        "cover every element (blocks = ceil(n / threads))? Is the guard too strict? Does each thread "
+        "compute its own index (no two threads the same)? With a fixed grid, loop with a grid stride: "
+        "`for i in range(start, n, cuda.gridsize(1))`."
+    )
 
 
 def _edges(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:

@@ -46,8 +46,10 @@ def explain(st: State, fail: Failure) -> tuple[str, str, str]:
         missing = never_written(st, fail)
         msg, hint, kind = diagnose_kind(fail.got[o], exp, tol, case, st.judge, st.runner.names[o], missing)
         if case.atol is not None and st.p.reduction is not None:
-            msg += (f"\n(allowed error: the float32 rounding bound for sums of "
-                    f"{reduction_len(st.p.reduction, case.inputs):,} terms, up to {float(np.max(tol)):.3g} here)")
+            msg += (
+                f"\n(allowed error: the float32 rounding bound for sums of "
+                f"{reduction_len(st.p.reduction, case.inputs):,} terms, up to {float(np.max(tol)):.3g} here)"
+            )
         msg += f"\ninput: {case.describe()}\nlaunch: {fail.desc}"
         hint = race_hint(st, fail, hint, missing)
     if fail.status == "failed" and fail.swappable and kind not in SPECIFIC:
@@ -97,13 +99,16 @@ def square_only(st: State, fail: Failure) -> str:
     except Exception:  # noqa: BLE001
         return ""
     if other is None:
-        return (f"correct on square inputs (size {sq.size!r}), wrong on non-square (size {case.size!r}): an index "
-                "uses the wrong dimension (e.g. A.shape[0] where A.shape[1] is meant, or a row index where a "
-                "column index belongs).")
+        return (
+            f"correct on square inputs (size {sq.size!r}), wrong on non-square (size {case.size!r}): an index "
+            "uses the wrong dimension (e.g. A.shape[0] where A.shape[1] is meant, or a row index where a "
+            "column index belongs)."
+        )
     if other.output >= 0 and fail.output < 0:  # an exception here, wrong values on square inputs: say why
         o = other.output
-        _, hint = diagnose(other.got[o], sq.expected[o], tol_for(sq, o, st.p.atol), sq, st.judge,
-                           st.runner.names[o], None)
+        _, hint = diagnose(
+            other.got[o], sq.expected[o], tol_for(sq, o, st.p.atol), sq, st.judge, st.runner.names[o], None
+        )
         if hint:
             return f"On square inputs (size {sq.size!r}) the kernel runs but is wrong: {hint}"
     return ""
@@ -112,7 +117,9 @@ def square_only(st: State, fail: Failure) -> str:
 def orientation_note(st: State, case: Case) -> str:
     _, call = st.runner.host_call(case)
     grid, block = st.runner.config(case, call, Launch(swapped=True))
-    return (f"\nAccepted with x and y exchanged (e.g. [{grid}, {block}]): your kernel maps threadIdx.x to the first "
-            "axis (the rows), and is correct launched that way. The course's convention is x along the columns, "
-            "the last axis (`j, i = cuda.grid(2)`, grid (ceil(cols / bx), ceil(rows / by))), so that neighbouring "
-            "threads touch neighbouring elements.")
+    return (
+        f"\nAccepted with x and y exchanged (e.g. [{grid}, {block}]): your kernel maps threadIdx.x to the first "
+        "axis (the rows), and is correct launched that way. The course's convention is x along the columns, "
+        "the last axis (`j, i = cuda.grid(2)`, grid (ceil(cols / bx), ceil(rows / by))), so that neighbouring "
+        "threads touch neighbouring elements."
+    )

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -73,8 +74,7 @@ class Case:
     def square(self) -> bool:
         """Every 2-D input and output is square (so row/column mix-ups cannot show)."""
         arrays = [x for x in self.inputs + self.expected if isinstance(x, np.ndarray) and x.ndim >= 2]
-        return bool(arrays) and all(len(set(x.shape)) == 1 for x in arrays) and \
-            len({x.shape[0] for x in arrays}) == 1
+        return bool(arrays) and all(len(set(x.shape)) == 1 for x in arrays) and len({x.shape[0] for x in arrays}) == 1
 
 
 def describe_arg(x: Any) -> str:
@@ -85,14 +85,31 @@ def describe_arg(x: Any) -> str:
     return repr(x)
 
 
-def random_arrays(rng: np.random.Generator, *shapes: Any, dtype: Any = np.float32, low: float = -1.0,
-                  high: float = 1.0) -> tuple[np.ndarray, ...]:
+def random_arrays(
+    rng: np.random.Generator, *shapes: Any, dtype: Any = np.float32, low: float = -1.0, high: float = 1.0
+) -> tuple[np.ndarray, ...]:
     """Uniform random arrays of the given shapes (helper for ``inputs=`` functions)."""
     return tuple((rng.uniform(low, high, size=s)).astype(dtype) for s in shapes)
 
 
-_OPTIONS = ("threads", "launch", "host", "args", "points", "seed", "rtol", "atol", "reduction", "out_init",
-            "out_names", "mistakes", "budget", "ptx", "race_check", "timeout")
+_OPTIONS = (
+    "threads",
+    "launch",
+    "host",
+    "args",
+    "points",
+    "seed",
+    "rtol",
+    "atol",
+    "reduction",
+    "out_init",
+    "out_names",
+    "mistakes",
+    "budget",
+    "ptx",
+    "race_check",
+    "timeout",
+)
 
 
 @dataclass

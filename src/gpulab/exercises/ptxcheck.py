@@ -23,11 +23,19 @@ def ptx_check(kernel: Any, signature: str) -> Check:
     try:
         res = compile_source(source, name, signature, ccs=[(7, 5)])
     except Exception as exc:  # noqa: BLE001 - NVVM missing or the child failed: not the learner's fault
-        return Check("PTX", True, "not checked: the PTX compiler (NVVM, from numba-cuda[cu12]) could not "
-                     f"run here ({str(exc).splitlines()[0][:200]})")
+        return Check(
+            "PTX",
+            True,
+            "not checked: the PTX compiler (NVVM, from numba-cuda[cu12]) could not "
+            f"run here ({str(exc).splitlines()[0][:200]})",
+        )
     if res.get("7.5") == "ok":
         return Check("PTX", True, f"compiles to PTX for sm_75 as {signature}")
     err = res.get("error") or res.get("7.5", "")
-    return Check("PTX", False, f"NVVM rejected the kernel ({signature}): {err[:800]}",
-                 "the simulator runs any Python, a GPU does not: no lists, dicts, strings, or objects "
-                 "inside a kernel; use arrays, numbers, math and cuda.* only.")
+    return Check(
+        "PTX",
+        False,
+        f"NVVM rejected the kernel ({signature}): {err[:800]}",
+        "the simulator runs any Python, a GPU does not: no lists, dicts, strings, or objects "
+        "inside a kernel; use arrays, numbers, math and cuda.* only.",
+    )

@@ -30,23 +30,35 @@ __all__ = ["SCHEDULES", "race_stage", "race_verdict"]
 # Thread schedules for re-runs in the simulator: how often Python may switch between CUDA threads
 # (gpulab runs at 1 ms; 10 us interleaves the threads of a block much more finely).
 SCHEDULES = (1e-5,)
-SCHEDULE_HINT = ("the result changes from run to run (a race): a thread reads shared memory before the others "
-                 "wrote it (missing cuda.syncthreads()?) or several threads update one element without "
-                 "cuda.atomic.add.")
+SCHEDULE_HINT = (
+    "the result changes from run to run (a race): a thread reads shared memory before the others "
+    "wrote it (missing cuda.syncthreads()?) or several threads update one element without "
+    "cuda.atomic.add."
+)
 
-RAW_HINT = ("The missing barrier is the one AFTER the load: put cuda.syncthreads() after the threads write shared "
-            "memory and before any thread reads what another thread wrote.")
-WAR_HINT = ("The missing barrier is the one BEFORE the next overwrite: a thread overwrote shared data that other "
-            "threads were still reading. Put cuda.syncthreads() after the last read and before the data is written "
-            "again (in a loop: at the end of each iteration, e.g. after each step of a tree reduction).")
-WRITE_RACE_HINT = ("A race: on a GPU these writes happen in any order and updates get lost. Use cuda.atomic.add "
-                   "for a value many threads update, or give each thread its own element (and reduce in shared "
-                   "memory with cuda.syncthreads() between steps).")
-SAME_INDEX_HINT = ("Two threads computed the same output index while other elements were never written: the "
-                   "index is wrong. Each thread needs its own element: check how the "
-                   "index is built from cuda.grid() / blockIdx / blockDim / threadIdx.")
-BRANCH_HINT = ("Every thread of a block must reach every cuda.syncthreads(): move it out of the `if` (and do not "
-               "`return` before a barrier); guard only the loads and stores with the condition.")
+RAW_HINT = (
+    "The missing barrier is the one AFTER the load: put cuda.syncthreads() after the threads write shared "
+    "memory and before any thread reads what another thread wrote."
+)
+WAR_HINT = (
+    "The missing barrier is the one BEFORE the next overwrite: a thread overwrote shared data that other "
+    "threads were still reading. Put cuda.syncthreads() after the last read and before the data is written "
+    "again (in a loop: at the end of each iteration, e.g. after each step of a tree reduction)."
+)
+WRITE_RACE_HINT = (
+    "A race: on a GPU these writes happen in any order and updates get lost. Use cuda.atomic.add "
+    "for a value many threads update, or give each thread its own element (and reduce in shared "
+    "memory with cuda.syncthreads() between steps)."
+)
+SAME_INDEX_HINT = (
+    "Two threads computed the same output index while other elements were never written: the "
+    "index is wrong. Each thread needs its own element: check how the "
+    "index is built from cuda.grid() / blockIdx / blockDim / threadIdx."
+)
+BRANCH_HINT = (
+    "Every thread of a block must reach every cuda.syncthreads(): move it out of the `if` (and do not "
+    "`return` before a barrier); guard only the loads and stores with the condition."
+)
 
 
 def _first_conflict(log: list, same_block_only: bool, writes_only: bool) -> tuple[int, Any] | None:
@@ -98,9 +110,12 @@ def race_verdict(runner: Runner, case: Case, launch: Launch) -> tuple[str, str] 
     diverged = ins.unequal_barriers()
     if diverged:
         block, (t_hi, n_hi), (t_lo, n_lo) = diverged
-        return (f"cuda.syncthreads() inside a branch that not all threads of block {block} take: thread {t_hi} "
-                f"passed {n_hi} barrier{'s' if n_hi != 1 else ''}, thread {t_lo} passed {n_lo} ({launch_s}). On a "
-                "GPU this deadlocks or is undefined behaviour (the simulator lets it pass).", BRANCH_HINT)
+        return (
+            f"cuda.syncthreads() inside a branch that not all threads of block {block} take: thread {t_hi} "
+            f"passed {n_hi} barrier{'s' if n_hi != 1 else ''}, thread {t_lo} passed {n_lo} ({launch_s}). On a "
+            "GPU this deadlocks or is undefined behaviour (the simulator lets it pass).",
+            BRANCH_HINT,
+        )
 
     for label, log, shape in ins.shared_logs.values():
         hit = _first_conflict(log, same_block_only=True, writes_only=False)
@@ -108,12 +123,15 @@ def race_verdict(runner: Runner, case: Case, launch: Launch) -> tuple[str, str] 
             continue
         pos, o = hit
         w = log[pos]
-        war = any(a.kind == "r" and a.thread == w.thread and a.block == w.block and a.epoch == w.epoch
-                  for a in log[:pos])
+        war = any(
+            a.kind == "r" and a.thread == w.thread and a.block == w.block and a.epoch == w.epoch for a in log[:pos]
+        )
         verb = "read" if o.kind == "r" else "wrote"
-        msg = (f"shared memory race in block {w.block}: thread {w.thread} wrote {label}[{_elem(w.index, shape)}] and "
-               f"thread {o.thread} {verb} it with no cuda.syncthreads() in between (lines {w.line} and {o.line}; "
-               f"{launch_s})")
+        msg = (
+            f"shared memory race in block {w.block}: thread {w.thread} wrote {label}[{_elem(w.index, shape)}] and "
+            f"thread {o.thread} {verb} it with no cuda.syncthreads() in between (lines {w.line} and {o.line}; "
+            f"{launch_s})"
+        )
         return msg, (WAR_HINT if war else RAW_HINT)
 
     hit = _first_conflict(out_log, same_block_only=False, writes_only=True)
@@ -121,12 +139,17 @@ def race_verdict(runner: Runner, case: Case, launch: Launch) -> tuple[str, str] 
         pos, o = hit
         w = out_log[pos]
         k = runner.names.index(w.array)
-        both = (f"thread {w.thread} of block {w.block} and thread {o.thread} of block {o.block} both wrote "
-                f"{w.array}[{_elem(w.index, case.expected[k].shape)}]")
+        both = (
+            f"thread {w.thread} of block {w.block} and thread {o.thread} of block {o.block} both wrote "
+            f"{w.array}[{_elem(w.index, case.expected[k].shape)}]"
+        )
         missing = 0
         if runner.p.out_init is None:
-            missing = sum(int(unwritten(got, fills(e, None)[0]).sum()) for got, e in zip(outs, case.expected)
-                          if e.dtype != np.bool_)
+            missing = sum(
+                int(unwritten(got, fills(e, None)[0]).sum())
+                for got, e in zip(outs, case.expected)
+                if e.dtype != np.bool_
+            )
         if missing:
             return f"{both}, and {missing} output elements were never written ({launch_s})", SAME_INDEX_HINT
         return f"{both} without cuda.atomic and without a cuda.syncthreads() between them ({launch_s})", WRITE_RACE_HINT
@@ -145,17 +168,24 @@ def race_stage(st: State, launch: Launch) -> tuple[str, str] | None:
         try:
             fail = run_case(State(p, st.runner, st.cases, st.judge), big, Launch(big + 1 + j, launch.swapped), interval)
         except Hang:
-            return (f"correct once, but did not finish within {p.timeout:g} s when re-run with another thread "
-                    f"schedule.\ninput: {case.describe()}", "a thread waits for something only another thread's "
-                    "timing provides: look for loops that spin on shared or global memory.")
+            return (
+                f"correct once, but did not finish within {p.timeout:g} s when re-run with another thread "
+                f"schedule.\ninput: {case.describe()}",
+                "a thread waits for something only another thread's "
+                "timing provides: look for loops that spin on shared or global memory.",
+            )
         if fail is not None and fail.output < 0:
             return "on a re-run with another thread schedule: " + fail.message, fail.hint
         if fail is not None:
-            msg = (f"correct once, but wrong when re-run with another thread schedule ({fail.desc}): "
-                   f"{st.runner.names[fail.output]} changed.\ninput: {case.describe()}")
-            return msg, ("a race: some thread reads data another thread has not written yet (missing "
-                         "cuda.syncthreads() between writing and reading shared memory?) or several threads "
-                         "update one element without cuda.atomic.add.")
+            msg = (
+                f"correct once, but wrong when re-run with another thread schedule ({fail.desc}): "
+                f"{st.runner.names[fail.output]} changed.\ninput: {case.describe()}"
+            )
+            return msg, (
+                "a race: some thread reads data another thread has not written yet (missing "
+                "cuda.syncthreads() between writing and reading shared memory?) or several threads "
+                "update one element without cuda.atomic.add."
+            )
     direct = p.host is None and runtime.is_simulator()
     if direct:
         try:
@@ -165,8 +195,17 @@ def race_stage(st: State, launch: Launch) -> tuple[str, str] | None:
         if found:
             return f"{found[0]}\ninput: {case.describe()}", found[1]
     n_opts = len(st.runner.thread_options)
-    st.checks.append(Check("races", True, "same result with different thread schedules"
-                           + (" and block shapes" if n_opts > 1 else "")
-                           + (", no unsynchronised accesses to shared memory or outputs, every barrier reached "
-                              "by every thread" if direct else "")))
+    st.checks.append(
+        Check(
+            "races",
+            True,
+            "same result with different thread schedules"
+            + (" and block shapes" if n_opts > 1 else "")
+            + (
+                ", no unsynchronised accesses to shared memory or outputs, every barrier reached by every thread"
+                if direct
+                else ""
+            ),
+        )
+    )
     return None

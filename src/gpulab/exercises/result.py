@@ -49,8 +49,13 @@ class CheckResult:
 
     def to_dict(self) -> dict:
         return {
-            "name": self.name, "status": self.status, "passed": self.passed, "score": self.score,
-            "max_score": self.max_score, "message": self.message, "hint": self.hint,
+            "name": self.name,
+            "status": self.status,
+            "passed": self.passed,
+            "score": self.score,
+            "max_score": self.max_score,
+            "message": self.message,
+            "hint": self.hint,
         }
 
     def __str__(self) -> str:

@@ -8,7 +8,8 @@ import os
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -49,7 +50,7 @@ def grid_for(shape: tuple[int, ...], threads: Dim) -> tuple[Dim, Dim]:
     t = tuple(threads)
     rev = list(tuple(shape)[::-1]) or [1]
     if len(rev) > len(t):
-        rev = rev[: len(t) - 1] + [int(np.prod(rev[len(t) - 1:]))]
+        rev = rev[: len(t) - 1] + [int(np.prod(rev[len(t) - 1 :]))]
     rev += [1] * (len(t) - len(rev))
     return tuple(max(1, ceil_div(rev[d], t[d])) for d in range(len(t))), t
 
@@ -132,8 +133,10 @@ class Runner:
             self.thread_options = [as_dim(x) for x in t] if isinstance(t, list) else [as_dim(t)]
             bad = [o for o in self.thread_options if not o or min(o) < 1]
             if bad or not self.thread_options:
-                raise SetupError(f"threads={problem.threads!r}: every block shape needs at least one thread "
-                                 "along each dimension, e.g. threads=128 or threads=(16, 16).")
+                raise SetupError(
+                    f"threads={problem.threads!r}: every block shape needs at least one thread "
+                    "along each dimension, e.g. threads=128 or threads=(16, 16)."
+                )
 
     def can_swap(self, case: Case) -> bool:
         """A 2-D launch the harness chooses (not a host function), so x and y can be exchanged."""
@@ -167,8 +170,9 @@ class Runner:
             raise SetupError(f"the exercise launches [{grid}, {block}], which CUDA refuses: {exc}") from exc
         return grid, block
 
-    def run(self, case: Case, launch: Launch = Launch(), interval: float | None = None,
-            fill_run: int = 0) -> tuple[tuple[np.ndarray, ...], str]:
+    def run(
+        self, case: Case, launch: Launch = Launch(), interval: float | None = None, fill_run: int = 0
+    ) -> tuple[tuple[np.ndarray, ...], str]:
         """Launch once; returns (host outputs, launch description)."""
         p, xp = self.p, runtime.xp()
         # a fresh copy per run: a kernel that writes into its inputs must not change the next run's data
@@ -198,6 +202,7 @@ class Runner:
             if runtime.is_simulator():
                 run_with_deadline(go, p.timeout)
             else:
+
                 def go_and_wait() -> None:
                     go()
                     runtime.synchronize()  # errors and hangs show up here on a GPU
@@ -215,7 +220,7 @@ class Runner:
         got = []
         for buf, e, fill, name in zip(bufs, case.expected, used, self.names):
             h = np.asarray(runtime.to_host(buf))
-            tail = h[e.size:]
+            tail = h[e.size :]
             if tail.size and not np.all(unwritten(tail, fill)):
                 raise OutOfBounds(name, desc)
             got.append(h[: e.size].reshape(e.shape))

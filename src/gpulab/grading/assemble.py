@@ -49,8 +49,10 @@ def read_submission(path: Path) -> Any:
     if not path.exists():
         raise UsageError(f"{path} does not exist; give the path of a submitted .ipynb file or a folder of them")
     if path.is_dir():
-        raise UsageError(f"{path} is a folder, not a notebook; to grade every notebook in it, run "
-                         f"`python -m gpulab labs grade {path}` with a lab name: --lab NAME")
+        raise UsageError(
+            f"{path} is a folder, not a notebook; to grade every notebook in it, run "
+            f"`python -m gpulab labs grade {path}` with a lab name: --lab NAME"
+        )
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -60,16 +62,20 @@ def read_submission(path: Path) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise UsageError(f"{path} is not a notebook (binary data, not UTF-8 JSON); a submission is the "
-                         ".ipynb file saved by Jupyter") from None
+        raise UsageError(
+            f"{path} is not a notebook (binary data, not UTF-8 JSON); a submission is the .ipynb file saved by Jupyter"
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UsageError(f"{path} is not valid notebook JSON ({exc.msg} at line {exc.lineno}); it may be "
-                         "truncated: ask for the submission again") from None
+        raise UsageError(
+            f"{path} is not valid notebook JSON ({exc.msg} at line {exc.lineno}); it may be "
+            "truncated: ask for the submission again"
+        ) from None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        raise UsageError(f"{path} is JSON but not a notebook (no list of 'cells'); a submission is the "
-                         ".ipynb file saved by Jupyter")
+        raise UsageError(
+            f"{path} is JSON but not a notebook (no list of 'cells'); a submission is the .ipynb file saved by Jupyter"
+        )
     try:
         return nbformat.reads(text, as_version=4)
     except Exception as exc:  # nbformat raises several kinds for odd documents
@@ -104,8 +110,9 @@ def source_for(submission: Path, solutions_dir: Path, lab: str | None = None) ->
         matches = [c for c in candidates if c.split("_")[0] in prefixes]
         if len(matches) == 1:
             return Path(solutions_dir) / matches[0]
-    raise UsageError(f"which lab is {submission}? no labs/solutions/{name}; pass --lab with one of: "
-                     + ", ".join(candidates))
+    raise UsageError(
+        f"which lab is {submission}? no labs/solutions/{name}; pass --lab with one of: " + ", ".join(candidates)
+    )
 
 
 def _stub(source: str) -> str:
@@ -134,7 +141,8 @@ def assemble(source_path: Path, submission: Any) -> Assembled:
             by_id.setdefault(str(cell["id"]), text)
     source_ids = {str(_meta(c).get("grade_id")) for c in source.cells if _meta(c).get("grade_id")}
     extra = sorted(
-        str(_meta(c).get("grade_id")) for c in submission.cells
+        str(_meta(c).get("grade_id"))
+        for c in submission.cells
         if _meta(c).get("grade") and str(_meta(c).get("grade_id")) not in source_ids
     )
     if extra:

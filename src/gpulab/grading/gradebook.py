@@ -39,8 +39,10 @@ class Gradebook:
         lines = [f"{'student':<24} {'lab':<22} score"]
         for student, g in self.entries:
             lines.append(f"{student:<24} {g.lab:<22} {g.score:g}/{g.max_score:g}")
-        lines.append(f"wrote {self.out / 'gradebook.csv'}, {self.out / 'gradebook.json'} and "
-                     f"{len(self.entries)} feedback page(s) in {self.out / 'feedback'}")
+        lines.append(
+            f"wrote {self.out / 'gradebook.csv'}, {self.out / 'gradebook.json'} and "
+            f"{len(self.entries)} feedback page(s) in {self.out / 'feedback'}"
+        )
         return "\n".join(lines)
 
 
@@ -55,8 +57,7 @@ def write_feedback(graded: Graded, path: Path, student: str = "") -> None:
     rows = "".join(
         f"<tr><td>{html.escape(r.grade_id)}</td><td>{r.score:g} / {r.points:g}</td>"
         f"<td style='color:{colour.get(r.status, '#cf222e')}'><b>{html.escape(r.status)}</b></td>"
-        f"<td>{html.escape(r.message)}" + (f"<br><i>Hint:</i> {html.escape(r.hint)}" if r.hint else "")
-        + "</td></tr>"
+        f"<td>{html.escape(r.message)}" + (f"<br><i>Hint:</i> {html.escape(r.hint)}" if r.hint else "") + "</td></tr>"
         for r in graded.rows
     )
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in graded.notes)
@@ -73,8 +74,15 @@ def write_feedback(graded: Graded, path: Path, student: str = "") -> None:
     path.write_text(page, encoding="utf-8")
 
 
-def grade_folder(folder: Path, solutions: Path, out: Path, lab: str | None = None, workers: int | None = None,
-                 limits: Limits | None = None, progress: bool = True) -> Gradebook:
+def grade_folder(
+    folder: Path,
+    solutions: Path,
+    out: Path,
+    lab: str | None = None,
+    workers: int | None = None,
+    limits: Limits | None = None,
+    progress: bool = True,
+) -> Gradebook:
     """Grade every notebook below ``folder``; write the gradebook and feedback into ``out``."""
     folder, out = Path(folder), Path(out)
     subs = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts and p.is_file())
@@ -96,8 +104,14 @@ def grade_folder(folder: Path, solutions: Path, out: Path, lab: str | None = Non
         except UsageError as exc:
             return Graded(str(sub), src.stem, "", "", [], [f"not graded: {exc}"])
         except Exception as exc:  # one broken submission must not stop the class
-            return Graded(str(sub), src.stem, "", "", [], [f"not graded ({type(exc).__name__}: {exc}); "
-                                                            + traceback.format_exc(limit=2)[-300:]])
+            return Graded(
+                str(sub),
+                src.stem,
+                "",
+                "",
+                [],
+                [f"not graded ({type(exc).__name__}: {exc}); " + traceback.format_exc(limit=2)[-300:]],
+            )
 
     results: dict[Path, Graded] = {}
     bar = None
@@ -125,8 +139,16 @@ def grade_folder(folder: Path, solutions: Path, out: Path, lab: str | None = Non
         w.writerow(["student", "lab", "notebook", "score", "max_score", *exercises])
         for student, g in entries:
             by_id: dict[str, GradeRow] = {r.grade_id: r for r in g.rows}
-            w.writerow([student, g.lab, g.notebook, g.score, g.max_score,
-                        *[by_id[e].score if e in by_id else "" for e in exercises]])
+            w.writerow(
+                [
+                    student,
+                    g.lab,
+                    g.notebook,
+                    g.score,
+                    g.max_score,
+                    *[by_id[e].score if e in by_id else "" for e in exercises],
+                ]
+            )
     payload = [{"student": s, **g.to_dict()} for s, g in entries]
     (out / "gradebook.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     for student, g in entries:

@@ -64,9 +64,16 @@ class Graded:
         return round(sum(r.points for r in self.rows), 3)
 
     def to_dict(self) -> dict:
-        return {"notebook": self.notebook, "lab": self.lab, "mode": self.mode, "sandbox": self.sandbox,
-                "score": self.score, "max_score": self.max_score, "notes": self.notes,
-                "exercises": [asdict(r) for r in self.rows]}
+        return {
+            "notebook": self.notebook,
+            "lab": self.lab,
+            "mode": self.mode,
+            "sandbox": self.sandbox,
+            "score": self.score,
+            "max_score": self.max_score,
+            "notes": self.notes,
+            "exercises": [asdict(r) for r in self.rows],
+        }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -176,8 +183,9 @@ def _session(cells: list[Cell], skip: dict[int, str], sandbox: Sandbox, deadline
                 if code == 86:
                     return None, "replaced the grader's result channel"
                 if code == 87:
-                    return None, ("inspected the grader's memory (gc / sys._current_frames), which the grading "
-                                  "channel forbids")
+                    return None, (
+                        "inspected the grader's memory (gc / sys._current_frames), which the grading channel forbids"
+                    )
                 return None, f"the kernel died ({_signal_name(code)}){mem}"
             try:
                 rec = json.loads(line)
@@ -193,8 +201,10 @@ def _session(cells: list[Cell], skip: dict[int, str], sandbox: Sandbox, deadline
         ready, why = wait_record(None, STARTUP_TIMEOUT)  # type: ignore[arg-type]
         if ready is None or not ready.get("ready"):
             tail = output["tail"].decode("utf-8", "replace").strip()
-            raise GpulabError(f"the grading process did not start ({why}); its last output:\n{tail}\n"
-                              "Check that this Python can import gpulab, numba and IPython, or raise --memory-mb.")
+            raise GpulabError(
+                f"the grading process did not start ({why}); its last output:\n{tail}\n"
+                "Check that this Python can import gpulab, numba and IPython, or raise --memory-mb."
+            )
         for cell in cells:
             if cell.index in skip:
                 continue
@@ -274,8 +284,13 @@ def score_test(cell: Cell, rec: dict | None, why_not_run: str) -> GradeRow:
     if rec is None:
         return GradeRow(cell.grade_id, points, 0.0, "not run", why_not_run)
     if rec.get("tampered"):
-        return GradeRow(cell.grade_id, points, 0.0, "tampered",
-                        f"the checker was changed while this exercise ran: {rec['tampered']}")
+        return GradeRow(
+            cell.grade_id,
+            points,
+            0.0,
+            "tampered",
+            f"the checker was changed while this exercise ran: {rec['tampered']}",
+        )
     verdict = _worst(rec.get("results") or [])
     message = (verdict or {}).get("message", "").splitlines()[0] if (verdict or {}).get("message") else ""
     hint = (verdict or {}).get("hint", "") or ""
@@ -290,8 +305,9 @@ def score_test(cell: Cell, rec: dict | None, why_not_run: str) -> GradeRow:
         return GradeRow(cell.grade_id, points, 0.0, status, text[:500], hint)
     if rec.get("stderr"):
         first = rec["stderr"].strip().splitlines()[0][:200] if rec["stderr"].strip() else ""
-        return GradeRow(cell.grade_id, points, 0.0, "failed",
-                        f"the cell wrote to stderr, which nbgrader scores 0: {first}", hint)
+        return GradeRow(
+            cell.grade_id, points, 0.0, "failed", f"the cell wrote to stderr, which nbgrader scores 0: {first}", hint
+        )
     value = rec.get("value")
     score = points if value is None else min(max(float(value), 0.0), points)
     score = round(score, 3)
@@ -301,8 +317,9 @@ def score_test(cell: Cell, rec: dict | None, why_not_run: str) -> GradeRow:
     return GradeRow(cell.grade_id, points, score, "partial" if status == "passed" else status, message, hint)
 
 
-def grade_notebook(submission: Path, source: Path, limits: Limits | None = None, device: str | None = None,
-                   data_dir: str | None = None) -> Graded:
+def grade_notebook(
+    submission: Path, source: Path, limits: Limits | None = None, device: str | None = None, data_dir: str | None = None
+) -> Graded:
     """Grade ``submission`` against the lab ``source`` (a notebook in labs/solutions)."""
     limits = limits or Limits()
     device = device or os.environ.get("GPULAB_DEVICE", "simulator")
@@ -349,8 +366,14 @@ def grade_notebook(submission: Path, source: Path, limits: Limits | None = None,
     return Graded(str(submission), source.stem, device, describe(bwrap), rows, notes)
 
 
-def grade(notebook: Path, timeout: float = 120, kernel_name: str = "python3", source: Path | None = None,
-          root: Path | None = None, limits: Limits | None = None) -> list[GradeRow]:
+def grade(
+    notebook: Path,
+    timeout: float = 120,
+    kernel_name: str = "python3",
+    source: Path | None = None,
+    root: Path | None = None,
+    limits: Limits | None = None,
+) -> list[GradeRow]:
     """Rows for one submission (kept for ``gpulab.labs.grade`` callers)."""
     from gpulab.labs import find_root
 

@@ -53,8 +53,9 @@ def _processes() -> int:
 
 
 def _keep(value: Any) -> bool:
-    return isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType,
-                              types.MethodType)) or callable(value)
+    return isinstance(
+        value, (types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType, types.MethodType)
+    ) or callable(value)
 
 
 class Snapshot:
@@ -225,8 +226,16 @@ def _results_of(ns: dict, before: Any) -> list[dict]:
         try:
             out.append({k: r.to_dict()[k] for k in ("name", "status", "score", "max_score", "message", "hint")})
         except Exception:  # a result the checker did not make
-            out.append({"name": "?", "status": "failed", "score": 0, "max_score": 0,
-                        "message": "the check's result could not be read", "hint": ""})
+            out.append(
+                {
+                    "name": "?",
+                    "status": "failed",
+                    "score": 0,
+                    "max_score": 0,
+                    "message": "the check's result could not be read",
+                    "hint": "",
+                }
+            )
     return out
 
 
@@ -260,7 +269,7 @@ def main() -> None:
             os._exit(EXIT_CHANNEL)
         data = (json.dumps(record) + "\n").encode()
         while data:
-            data = data[write(result_fd, data):]
+            data = data[write(result_fd, data) :]
 
     import numpy  # noqa: F401
     from IPython.core.interactiveshell import InteractiveShell
@@ -274,8 +283,15 @@ def main() -> None:
     import importlib
     import pkgutil
 
-    for sub in ("numba.cuda", "gpulab.errors", "gpulab.simulator", "gpulab.kernels", "gpulab.exercises",
-                "gpulab.problems", "gpulab.nn"):
+    for sub in (
+        "numba.cuda",
+        "gpulab.errors",
+        "gpulab.simulator",
+        "gpulab.kernels",
+        "gpulab.exercises",
+        "gpulab.problems",
+        "gpulab.nn",
+    ):
         try:
             mod = importlib.import_module(sub)
         except ImportError:
@@ -292,6 +308,7 @@ def main() -> None:
     shell = InteractiveShell.instance(config=cfg)
     ns = shell.user_ns
     import builtins as builtins_module
+
     snap = Snapshot(os.path.dirname(os.path.dirname(os.path.abspath(gpulab.__file__))))
     base_threads, base_procs = _threads(), _processes()
     trusted: dict[str, Any] = {}
@@ -315,8 +332,10 @@ def main() -> None:
                     break
                 time.sleep(0.05)
             else:
-                busy = (f"the submission left {max(extra_t, 0)} thread(s) and {max(extra_p, 0)} process(es) "
-                        "running, so the check could not run safely")
+                busy = (
+                    f"the submission left {max(extra_t, 0)} thread(s) and {max(extra_p, 0)} process(es) "
+                    "running, so the check could not run safely"
+                )
             if busy:
                 record.update(error=["RuntimeError", busy], tampered=busy, results=[], value=None, stderr="")
                 send(record)
@@ -332,9 +351,13 @@ def main() -> None:
             if res is None or _threads() > base_threads or _processes() > base_procs:
                 time.sleep(0.2)
             if res is None or _threads() > base_threads or _processes() > base_procs:
-                record.update(error=["RuntimeError", "the check left threads or processes running"],
-                              tampered="threads or processes were started during the check", results=[],
-                              value=None, stderr="")
+                record.update(
+                    error=["RuntimeError", "the check left threads or processes running"],
+                    tampered="threads or processes were started during the check",
+                    results=[],
+                    value=None,
+                    stderr="",
+                )
                 send(record)
                 continue
             record["tampered"] = snap.changed()

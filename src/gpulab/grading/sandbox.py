@@ -58,8 +58,13 @@ def can_drop() -> bool:
         return False
     if not _CAN_DROP:
         try:
-            probe = subprocess.run([sys.executable, "-I", "-c", "import numpy, IPython"], capture_output=True,
-                                   timeout=120, preexec_fn=_drop, cwd="/")
+            probe = subprocess.run(
+                [sys.executable, "-I", "-c", "import numpy, IPython"],
+                capture_output=True,
+                timeout=120,
+                preexec_fn=_drop,
+                cwd="/",
+            )
             _CAN_DROP.append(probe.returncode == 0)
         except OSError:  # nobody may not even exec it (PermissionError: a venv whose Python lives under /root)
             _CAN_DROP.append(False)
@@ -73,8 +78,9 @@ def bwrap_path() -> str | None:
     path = shutil.which("bwrap")
     if not path:
         return None
-    probe = subprocess.run([path, "--ro-bind", "/", "/", "--unshare-all", "--uid", str(NOBODY), "true"],
-                           capture_output=True, timeout=30)
+    probe = subprocess.run(
+        [path, "--ro-bind", "/", "/", "--unshare-all", "--uid", str(NOBODY), "true"], capture_output=True, timeout=30
+    )
     return path if probe.returncode == 0 else None
 
 
@@ -83,10 +89,14 @@ def describe(bwrap: str | None) -> str:
     if bwrap:
         return "bubblewrap (uid 65534, no network, read-only package, solutions not visible)"
     if can_drop():
-        return ("unprivileged user nobody, no bubblewrap: world-readable files such as labs/solutions "
-                "are readable; install bubblewrap (apt-get install bubblewrap)")
-    return (f"NO SANDBOX: bubblewrap not found and no other user can run this Python, so the submission "
-            f"runs as uid {os.geteuid()} with limits only; install bubblewrap (apt-get install bubblewrap)")
+        return (
+            "unprivileged user nobody, no bubblewrap: world-readable files such as labs/solutions "
+            "are readable; install bubblewrap (apt-get install bubblewrap)"
+        )
+    return (
+        f"NO SANDBOX: bubblewrap not found and no other user can run this Python, so the submission "
+        f"runs as uid {os.geteuid()} with limits only; install bubblewrap (apt-get install bubblewrap)"
+    )
 
 
 def _ro_copy(src: Path, dst: Path) -> None:
@@ -122,10 +132,17 @@ class Sandbox:
         home = "/grader/home" if inside else str(self.home)
         env = {
             "PATH": os.path.dirname(sys.executable) + ":/usr/local/bin:/usr/bin:/bin",
-            "HOME": home, "IPYTHONDIR": home + "/.ipython", "MPLCONFIGDIR": home,
-            "NUMBA_CACHE_DIR": home + "/numba", "PYTHONPATH": "/grader/pkg" if inside else str(self.pkg),
-            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "LANG": "C.UTF-8",
-            "GPULAB_DEVICE": self.device, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1",
+            "HOME": home,
+            "IPYTHONDIR": home + "/.ipython",
+            "MPLCONFIGDIR": home,
+            "NUMBA_CACHE_DIR": home + "/numba",
+            "PYTHONPATH": "/grader/pkg" if inside else str(self.pkg),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONHASHSEED": "0",
+            "LANG": "C.UTF-8",
+            "GPULAB_DEVICE": self.device,
+            "OMP_NUM_THREADS": "1",
+            "NUMBA_NUM_THREADS": "1",
         }
         if self.data_dir:
             env["GPULAB_DATA_DIR"] = "/grader/data" if inside else self.data_dir
@@ -136,19 +153,40 @@ class Sandbox:
 
     def command(self, fds: tuple[int, int]) -> tuple[list[str], dict[str, str], str]:
         """argv, environment and working folder that start the runner."""
-        py = ["-I", "-c", "import sys; sys.path.insert(0, sys.argv[3]); "
-              "from gpulab.grading.runner import main; main()"]
+        py = ["-I", "-c", "import sys; sys.path.insert(0, sys.argv[3]); from gpulab.grading.runner import main; main()"]
         if not self.bwrap:
             env = self.env(inside=False)
             return [sys.executable, *py, str(fds[0]), str(fds[1]), str(self.pkg)], env, str(self.work)
-        args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session",
-                "--uid", str(NOBODY), "--gid", str(NOBODY), "--clearenv"]
+        args = [
+            self.bwrap,
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "--uid",
+            str(NOBODY),
+            "--gid",
+            str(NOBODY),
+            "--clearenv",
+        ]
         for p in ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin", "/etc"):
             args += ["--ro-bind-try", p, p]
         for p in {sys.prefix, sys.base_prefix, str(Path(sys.executable).resolve().parent.parent)}:
             args += ["--ro-bind-try", p, p]
-        args += ["--ro-bind", str(self.pkg), "/grader/pkg", "--bind", str(self.work), "/grader/work",
-                 "--bind", str(self.home), "/grader/home", "--proc", "/proc", "--tmpfs", "/tmp"]
+        args += [
+            "--ro-bind",
+            str(self.pkg),
+            "/grader/pkg",
+            "--bind",
+            str(self.work),
+            "/grader/work",
+            "--bind",
+            str(self.home),
+            "/grader/home",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/tmp",
+        ]
         if self.device == "gpu":
             args += ["--dev-bind", "/dev", "/dev", "--ro-bind-try", "/sys", "/sys"]
         else:
@@ -173,9 +211,17 @@ class Sandbox:
 
     def start(self, fds: tuple[int, int], out_fd: int) -> subprocess.Popen:
         argv, env, cwd = self.command(fds)
-        return subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out_fd,
-                                stderr=subprocess.STDOUT, pass_fds=fds, start_new_session=True,
-                                preexec_fn=self.preexec)
+        return subprocess.Popen(
+            argv,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out_fd,
+            stderr=subprocess.STDOUT,
+            pass_fds=fds,
+            start_new_session=True,
+            preexec_fn=self.preexec,
+        )
 
     @staticmethod
     def kill(proc: subprocess.Popen) -> None:

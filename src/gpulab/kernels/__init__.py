@@ -13,20 +13,41 @@ from . import elementwise
 from ._launch import LaunchError, blocks_for, ceil_div, check_launch, conv_out_size
 from .elementwise import add, add_grid_stride_kernel, add_kernel
 from . import matmul as matmul_family
-from .matmul import (MATMUL_KERNELS, matmul, matmul_naive_kernel, matmul_reference, matmul_regtiled_kernel,
-                     matmul_tiled_kernel)
+from .matmul import (
+    MATMUL_KERNELS,
+    matmul,
+    matmul_naive_kernel,
+    matmul_reference,
+    matmul_regtiled_kernel,
+    matmul_tiled_kernel,
+)
 from . import memory, reduce
 from .elementwise import saxpy, saxpy_kernel, scale2d, scale2d_kernel
 from .memory import copy, copy_kernel, strided_copy_kernel, transpose, transpose_naive_kernel, transpose_tiled_kernel
-from .reduce import (softmax_rows, softmax_rows_kernel, sum_atomic, sum_atomic_kernel, sum_reduce, sum_tree,
-                     sum_tree_kernel)
+from .reduce import (
+    softmax_rows,
+    softmax_rows_kernel,
+    sum_atomic,
+    sum_atomic_kernel,
+    sum_reduce,
+    sum_tree,
+    sum_tree_kernel,
+)
 
 from . import nn_ops  # noqa: E402  (the CNN engine's kernels: im2col, pooling, ReLU, softmax-xent)
 from . import conv  # noqa: E402  (direct convolution, lesson 07)
 
 from . import scan  # noqa: E402  (prefix sums, lesson 05)
 
-FAMILIES: tuple[ModuleType, ...] = (elementwise, memory, reduce, matmul_family, nn_ops, conv, scan,)
+FAMILIES: tuple[ModuleType, ...] = (
+    elementwise,
+    memory,
+    reduce,
+    matmul_family,
+    nn_ops,
+    conv,
+    scan,
+)
 
 __all__ = [
     "FAMILIES",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from ..errors import UsageError
 
@@ -71,9 +72,11 @@ def check_launch(blocks: int | Sequence[int], threads: int | Sequence[int]) -> N
         raise LaunchError(f"threads per block must have 1, 2 or 3 dimensions, but got {threads!r}.")
     if isinstance(blocks, (tuple, list)) and not 1 <= len(blocks) <= 3:
         raise LaunchError(f"the grid must have 1, 2 or 3 dimensions, but got {blocks!r}.")
-    t = tuple(count("threads per block", x, low=-2**31) for x in (threads if isinstance(threads, (tuple, list))
-                                                                    else (threads,)))
-    b = tuple(count("blocks", x, low=-2**31) for x in (blocks if isinstance(blocks, (tuple, list)) else (blocks,)))
+    t = tuple(
+        count("threads per block", x, low=-(2**31))
+        for x in (threads if isinstance(threads, (tuple, list)) else (threads,))
+    )
+    b = tuple(count("blocks", x, low=-(2**31)) for x in (blocks if isinstance(blocks, (tuple, list)) else (blocks,)))
     total = 1
     for n in t:
         total *= n
@@ -141,8 +144,9 @@ def allocate_like(a: Any, shape: Any, dtype: Any) -> Any:
     return runtime.array_module(a).empty(shape, dtype=dtype)
 
 
-def check_out(out: Any, shape: Any, dtype: Any, *,
-              fix: str = "Leave out=None to let the launcher allocate it.") -> None:
+def check_out(
+    out: Any, shape: Any, dtype: Any, *, fix: str = "Leave out=None to let the launcher allocate it."
+) -> None:
     """``out`` must have exactly ``shape`` and ``dtype``, be writable and C-contiguous: a wrong size gives a
     partial result and a narrower dtype a truncated one, silently, so they are refused here."""
     import numpy as np

@@ -55,7 +55,7 @@ def conv2d_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int = 
     out = np.zeros((n, f, ho, wo)) + b[None, :, None, None]
     for a in range(k):
         for d in range(k):
-            patch = xp[:, :, a:a + stride * ho:stride, d:d + stride * wo:stride]  # (N, C, Ho, Wo)
+            patch = xp[:, :, a : a + stride * ho : stride, d : d + stride * wo : stride]  # (N, C, Ho, Wo)
             out += np.einsum("nchw,fc->nfhw", patch, w[:, :, a, d])
     return out.astype(np.float32)
 

@@ -38,9 +38,15 @@ _PLANS: dict[Any, tuple[Any, bool] | None] = {}
 
 
 def _is_barrier(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and not node.value.args
-            and isinstance(node.value.func, ast.Attribute) and node.value.func.attr == "syncthreads"
-            and isinstance(node.value.func.value, ast.Name) and node.value.func.value.id == "cuda")
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Call)
+        and not node.value.args
+        and isinstance(node.value.func, ast.Attribute)
+        and node.value.func.attr == "syncthreads"
+        and isinstance(node.value.func.value, ast.Name)
+        and node.value.func.value.id == "cuda"
+    )
 
 
 class _Yield(ast.NodeTransformer):
@@ -103,8 +109,10 @@ def _numpy_scalar_types(fn: Any) -> dict[str, Any]:
 
 
 def _no_barrier() -> None:
-    raise RuntimeError("cuda.syncthreads() was called from a device function: gpulab's cooperative launch "
-                       "supports barriers only as statements in the kernel itself.")
+    raise RuntimeError(
+        "cuda.syncthreads() was called from a device function: gpulab's cooperative launch "
+        "supports barriers only as statements in the kernel itself."
+    )
 
 
 def launch(kernel: Any, grid: Any, block: Any, *args: Any) -> None:
@@ -123,8 +131,9 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any) -> None:
     module = kernelapi.FakeCUDAModule(grid_dim, block_dim, 0)
     fake = [_fake_arg(a) for a in args]
     th = threading.current_thread()
-    saved: dict[str, Any] = {k: th.__dict__[k] for k in ("threadIdx", "blockIdx", "thread_id", "syncthreads")
-                             if k in th.__dict__}
+    saved: dict[str, Any] = {
+        k: th.__dict__[k] for k in ("threadIdx", "blockIdx", "thread_id", "syncthreads") if k in th.__dict__
+    }
     scalars = _numpy_scalar_types(target)
     old_globals = {k: target.__globals__[k] for k in scalars}
     threads = list(np.ndindex(*block_dim))
@@ -177,5 +186,7 @@ def per_thread_seconds(threads: int = 2048) -> dict[str, float]:
             best = min(best, time.process_time() - t0)
         return best / (blocks * 128)
 
-    return {"simulator": cpu(lambda: relu_kernel[blocks, 128](x, y)),
-            "cooperative": cpu(lambda: launch(relu_kernel, blocks, 128, x, y))}
+    return {
+        "simulator": cpu(lambda: relu_kernel[blocks, 128](x, y)),
+        "cooperative": cpu(lambda: launch(relu_kernel, blocks, 128, x, y)),
+    }

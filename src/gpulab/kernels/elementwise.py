@@ -11,8 +11,17 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from ._launch import (LaunchError, allocate_like, blocks_for, check_array, check_blocks, check_launch, check_out, count,
-                      threads_2d)
+from ._launch import (
+    LaunchError,
+    allocate_like,
+    blocks_for,
+    check_array,
+    check_blocks,
+    check_launch,
+    check_out,
+    count,
+    threads_2d,
+)
 
 TPB_HINT = "Try 128 or 256 threads per block (a multiple of the 32-thread warp)."
 
@@ -43,8 +52,9 @@ def add_grid_stride_kernel(a, b, out):
         out[i] = a[i] + b[i]
 
 
-def add(a: Any, b: Any, out: Any = None, *, threads_per_block: int = 256, blocks: int | None = None,
-        kernel: Any = None) -> Any:
+def add(
+    a: Any, b: Any, out: Any = None, *, threads_per_block: int = 256, blocks: int | None = None, kernel: Any = None
+) -> Any:
     """``out = a + b`` on the GPU (or simulator), one thread per element.
 
     ``blocks`` defaults to enough blocks to cover every element; pass fewer with

@@ -18,8 +18,17 @@ from numba import cuda
 from .. import runtime
 from ._launch import blocks_for, check_launch
 
-__all__ = ["BLOCK", "SIM_BLOCK", "SIM_THREADS", "TPB", "device_args", "fast_simulator_arrays", "launch_1d", "launch_2d",
-           "simulator_cost"]
+__all__ = [
+    "BLOCK",
+    "SIM_BLOCK",
+    "SIM_THREADS",
+    "TPB",
+    "device_args",
+    "fast_simulator_arrays",
+    "launch_1d",
+    "launch_2d",
+    "simulator_cost",
+]
 
 TPB = 256  # threads per block for the 1-D launches on a GPU
 BLOCK = (16, 16)  # (x, y) threads per block for the 2-D launches on a GPU

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 from numba import cuda, float32
@@ -277,8 +278,9 @@ def disable_tf32() -> bool:
     return os.environ.get("CUPY_TF32", "0") == "0"
 
 
-def benchmark_ladder(M: int, N: int, K: int, *, repeat: int = 5, kernels: Any = None,
-                     seed: int = 0) -> list[dict[str, Any]]:
+def benchmark_ladder(
+    M: int, N: int, K: int, *, repeat: int = 5, kernels: Any = None, seed: int = 0
+) -> list[dict[str, Any]]:
     """Time each kernel of the ladder and the library reference on random (M, K) x (K, N) inputs.
 
     Every result is checked against :func:`matmul_reference` first. Returns one row per entry,
@@ -300,17 +302,28 @@ def benchmark_ladder(M: int, N: int, K: int, *, repeat: int = 5, kernels: Any = 
     for name in names:
         out_d = matmul(a_d, b_d, kernel=name)
         got = runtime.to_host(out_d)
-        np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-3 * max(1.0, np.sqrt(K)),
-                                   err_msg=f"matmul kernel {name!r} disagrees with {ref_name}")
+        np.testing.assert_allclose(
+            got,
+            expected,
+            rtol=1e-3,
+            atol=1e-3 * max(1.0, np.sqrt(K)),
+            err_msg=f"matmul kernel {name!r} disagrees with {ref_name}",
+        )
         res = benchmark(matmul, a_d, b_d, out_d, kernel=name, repeat=repeat, label=name)
         rows.append({"kernel": name, "seconds": res.median})
     res = benchmark(matmul_reference, a_d, b_d, repeat=repeat, label=ref_name)
     rows.append({"kernel": ref_name, "seconds": res.median})
     ref_seconds = rows[-1]["seconds"]
     for row in rows:
-        row.update(M=M, N=N, K=K, mode=runtime.mode(), reference=ref_name,
-                   gflops=gflops(flops, row["seconds"]),
-                   percent_of_reference=100.0 * ref_seconds / row["seconds"])
+        row.update(
+            M=M,
+            N=N,
+            K=K,
+            mode=runtime.mode(),
+            reference=ref_name,
+            gflops=gflops(flops, row["seconds"]),
+            percent_of_reference=100.0 * ref_seconds / row["seconds"],
+        )
     return rows
 
 

@@ -88,8 +88,13 @@ def copy(src: Any, out: Any = None, *, stride: int = 1, threads_per_block: int =
     n_out = ceil_div(src.shape[0], stride)
     if out is None:
         out = allocate_like(src, (n_out,), src.dtype)
-    check_out(out, (n_out,), src.dtype, fix=f"out needs ceil({src.shape[0]} / {stride}) = {n_out} elements for "
-              "stride {stride}; leave out=None to let copy allocate it.".replace("{stride}", str(stride)))
+    check_out(
+        out,
+        (n_out,),
+        src.dtype,
+        fix=f"out needs ceil({src.shape[0]} / {stride}) = {n_out} elements for "
+        "stride {stride}; leave out=None to let copy allocate it.".replace("{stride}", str(stride)),
+    )
     blocks = blocks_for(n_out, threads_per_block)
     if n_out == 0:
         return out

@@ -11,9 +11,21 @@ import math
 
 from numba import cuda
 
-__all__ = ["PTX_SIGNATURES", "adam_kernel", "add_bias_kernel", "col2im_kernel", "gemm_kernel", "im2col_kernel",
-           "maxpool_backward_kernel", "maxpool_kernel", "relu_backward_kernel", "relu_kernel", "sgd_kernel",
-           "softmax_xent_kernel", "sum_rows_kernel"]
+__all__ = [
+    "PTX_SIGNATURES",
+    "adam_kernel",
+    "add_bias_kernel",
+    "col2im_kernel",
+    "gemm_kernel",
+    "im2col_kernel",
+    "maxpool_backward_kernel",
+    "maxpool_kernel",
+    "relu_backward_kernel",
+    "relu_kernel",
+    "sgd_kernel",
+    "softmax_xent_kernel",
+    "sum_rows_kernel",
+]
 
 # ------------------------------------------------------------------------------------- kernels
 

@@ -97,8 +97,7 @@ def _xp(a: Any) -> Any:
     return runtime.array_module(a)
 
 
-def gemm(a: Any, b: Any, *, kernel: Any = None, block: tuple[int, int] | None = None,
-         cooperative: bool = False) -> Any:
+def gemm(a: Any, b: Any, *, kernel: Any = None, block: tuple[int, int] | None = None, cooperative: bool = False) -> Any:
     """``a @ b`` (float32, 2-D). Default kernel: the lesson-04 register-tiled matmul on a GPU, the
     grid-stride :func:`gemm_kernel` in the simulator; ``kernel(a, b, c)`` must be a grid-stride kernel.
 
@@ -149,15 +148,16 @@ def im2col(x: Any, kh: int, kw: int, stride: int, pad: int, *, kernel: Any = Non
     return cols, ho, wo
 
 
-def col2im(dcols: Any, x_shape: tuple[int, ...], kh: int, kw: int, stride: int, pad: int, *,
-           kernel: Any = None) -> Any:
+def col2im(dcols: Any, x_shape: tuple[int, ...], kh: int, kw: int, stride: int, pad: int, *, kernel: Any = None) -> Any:
     """dcols (N*Ho*Wo, kh*kw*C) -> dx (N, C, H, W): each pixel sums the entries it was copied to."""
     check_array("dcols", dcols, ndim=2, dtype=np.float32)
     n, c, h, w = (int(s) for s in x_shape)
     ho, wo = conv_out_hw(h, w, kh, kw, stride, pad)
     if tuple(dcols.shape) != (n * ho * wo, kh * kw * c):
-        raise UsageError(f"col2im: dcols has shape {tuple(dcols.shape)}, but {tuple(x_shape)} with a {kh}x{kw} "
-                         f"kernel, stride {stride}, pad {pad} gives ({n * ho * wo}, {kh * kw * c}).")
+        raise UsageError(
+            f"col2im: dcols has shape {tuple(dcols.shape)}, but {tuple(x_shape)} with a {kh}x{kw} "
+            f"kernel, stride {stride}, pad {pad} gives ({n * ho * wo}, {kh * kw * c})."
+        )
     dcols = _xp(dcols).ascontiguousarray(dcols)
     dx = _xp(dcols).empty((n, c, h, w), dtype=np.float32)  # (N, C, H, W)
     launch_1d(kernel or col2im_kernel, dx.size, dcols, dx, kh, kw, stride, pad, ho, wo)
@@ -219,19 +219,27 @@ def maxpool(x: Any, k: int, stride: int, *, kernel: Any = None) -> tuple[Any, An
     return out, arg
 
 
-def maxpool_backward(dout: Any, arg: Any, x_shape: tuple[int, ...], k: int, stride: int, *,
-                     kernel: Any = None) -> Any:
+def maxpool_backward(dout: Any, arg: Any, x_shape: tuple[int, ...], k: int, stride: int, *, kernel: Any = None) -> Any:
     """dout (N, C, Ho, Wo) -> dx (N, C, H, W): each window's gradient goes to its maximum ``arg``."""
     check_array("dout", dout, ndim=4, dtype=np.float32)
     n, c, h, w = (int(s) for s in x_shape)
     ho, wo = conv_out_hw(h, w, k, k, stride, 0)
     if tuple(dout.shape) != (n, c, ho, wo) or tuple(arg.shape) != (n, c, ho, wo):
-        raise UsageError(f"maxpool_backward: dout {tuple(dout.shape)} and arg {tuple(arg.shape)} must both be "
-                         f"{(n, c, ho, wo)} for input {tuple(x_shape)}, k={k}, stride={stride}.")
+        raise UsageError(
+            f"maxpool_backward: dout {tuple(dout.shape)} and arg {tuple(arg.shape)} must both be "
+            f"{(n, c, ho, wo)} for input {tuple(x_shape)}, k={k}, stride={stride}."
+        )
     xp = _xp(dout)
     dx = xp.empty((n, c, h, w), dtype=np.float32)
-    launch_1d(kernel or maxpool_backward_kernel, dx.size, xp.ascontiguousarray(dout),
-              xp.ascontiguousarray(arg.astype(np.int32, copy=False)), dx, k, stride)
+    launch_1d(
+        kernel or maxpool_backward_kernel,
+        dx.size,
+        xp.ascontiguousarray(dout),
+        xp.ascontiguousarray(arg.astype(np.int32, copy=False)),
+        dx,
+        k,
+        stride,
+    )
     return dx
 
 
@@ -248,15 +256,26 @@ def softmax_xent(logits: Any, labels: Any, *, kernel: Any = None) -> tuple[float
     return float(losses.mean()), grad
 
 
-def adam_update(p: Any, g: Any, m: Any, v: Any, lr_t: float, b1: float, b2: float, eps_t: float, *,
-                kernel: Any = None) -> None:
+def adam_update(
+    p: Any, g: Any, m: Any, v: Any, lr_t: float, b1: float, b2: float, eps_t: float, *, kernel: Any = None
+) -> None:
     """In place: ``m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr_t m / (sqrt(v) + eps_t)``."""
     for name, a in (("p", p), ("g", g), ("m", m), ("v", v)):
         check_array(name, a, dtype=np.float32)
         if not a.flags.c_contiguous:
             raise UsageError(f"adam_update: {name} must be C-contiguous (it is updated in place).")
-    launch_1d(kernel or adam_kernel, p.size, p.reshape(-1), g.reshape(-1), m.reshape(-1), v.reshape(-1),
-              np.float32(lr_t), np.float32(b1), np.float32(b2), np.float32(eps_t))
+    launch_1d(
+        kernel or adam_kernel,
+        p.size,
+        p.reshape(-1),
+        g.reshape(-1),
+        m.reshape(-1),
+        v.reshape(-1),
+        np.float32(lr_t),
+        np.float32(b1),
+        np.float32(b2),
+        np.float32(eps_t),
+    )
 
 
 def sgd_update(p: Any, g: Any, v: Any, lr: float, momentum: float, weight_decay: float, *, kernel: Any = None) -> None:
@@ -265,5 +284,13 @@ def sgd_update(p: Any, g: Any, v: Any, lr: float, momentum: float, weight_decay:
         check_array(name, a, dtype=np.float32)
         if not a.flags.c_contiguous:
             raise UsageError(f"sgd_update: {name} must be C-contiguous (it is updated in place).")
-    launch_1d(kernel or sgd_kernel, p.size, p.reshape(-1), g.reshape(-1), v.reshape(-1),
-              np.float32(lr), np.float32(momentum), np.float32(weight_decay))
+    launch_1d(
+        kernel or sgd_kernel,
+        p.size,
+        p.reshape(-1),
+        g.reshape(-1),
+        v.reshape(-1),
+        np.float32(lr),
+        np.float32(momentum),
+        np.float32(weight_decay),
+    )

@@ -28,7 +28,23 @@ from .problems import (
     reveal,
 )
 
-__all__ = ["EXERCISES", "LEARNER_DIR", "CheckProblem", "Exercise", "as_host", "check", "check_function",
-           "check_learner",
-           "compare", "configure", "exercise", "learner_notebook", "main", "or_reference", "release", "reveal",
-           "run", "sources"]
+__all__ = [
+    "EXERCISES",
+    "LEARNER_DIR",
+    "CheckProblem",
+    "Exercise",
+    "as_host",
+    "check",
+    "check_function",
+    "check_learner",
+    "compare",
+    "configure",
+    "exercise",
+    "learner_notebook",
+    "main",
+    "or_reference",
+    "release",
+    "reveal",
+    "run",
+    "sources",
+]

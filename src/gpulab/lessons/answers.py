@@ -10,8 +10,18 @@ from __future__ import annotations
 
 from numba import cuda, float32
 
-__all__ = ["BLUR_TPB", "PTX_SIGNATURES", "STRIP_TN", "T32", "T32_ROWS", "blur3_kernel", "linear_relu_kernel",
-           "matmul_strip_kernel", "matvec_kernel", "transpose_tiled32_kernel"]
+__all__ = [
+    "BLUR_TPB",
+    "PTX_SIGNATURES",
+    "STRIP_TN",
+    "T32",
+    "T32_ROWS",
+    "blur3_kernel",
+    "linear_relu_kernel",
+    "matmul_strip_kernel",
+    "matvec_kernel",
+    "transpose_tiled32_kernel",
+]
 
 T32 = 32  # transpose tile: 32 x 32 elements ...
 T32_ROWS = 8  # ... moved by 32 x 8 threads, 4 elements each

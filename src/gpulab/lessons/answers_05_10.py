@@ -13,17 +13,34 @@ import math
 
 from numba import cuda, float32
 
-__all__ = ["K", "PTX_SIGNATURES", "TPB", "axpy_elementwise_spec", "bias_grad_kernel", "block_max_kernel",
-           "conv2d_all_filters_kernel", "conv2d_single_kernel", "dot_atomic_kernel", "im2col_single_kernel",
-           "leaky_relu_kernel", "linear_weight_grad_kernel", "maxpool2x2_backward_kernel", "maxpool2x2_kernel",
-           "relu_backward_kernel", "scan_block_kernel", "squared_diff_kernel", "sum_two_per_thread_kernel",
-           "unscale_kernel"]
+__all__ = [
+    "K",
+    "PTX_SIGNATURES",
+    "TPB",
+    "axpy_elementwise_spec",
+    "bias_grad_kernel",
+    "block_max_kernel",
+    "conv2d_all_filters_kernel",
+    "conv2d_single_kernel",
+    "dot_atomic_kernel",
+    "im2col_single_kernel",
+    "leaky_relu_kernel",
+    "linear_weight_grad_kernel",
+    "maxpool2x2_backward_kernel",
+    "maxpool2x2_kernel",
+    "relu_backward_kernel",
+    "scan_block_kernel",
+    "squared_diff_kernel",
+    "sum_two_per_thread_kernel",
+    "unscale_kernel",
+]
 
 TPB = 128  # threads per block in the 1-D exercises of lessons 05 and 06 (a constant: shared.array needs one)
 K = 3  # window size (K x K) in lesson 07's exercises
 
 
 # --- 05 · reductions, atomics, scans ------------------------------------------------------------------
+
 
 @cuda.jit
 def dot_atomic_kernel(a, b, total):
@@ -97,6 +114,7 @@ def scan_block_kernel(x, out, block_sums):
 
 # --- 06 · CuPy and interop -----------------------------------------------------------------------
 
+
 @cuda.jit
 def squared_diff_kernel(x, y, out):
     i = cuda.grid(1)
@@ -123,6 +141,7 @@ def axpy_elementwise_spec() -> dict[str, str]:
 
 
 # --- 07 · convolution ---------------------------------------------------------------------------
+
 
 @cuda.jit
 def conv2d_single_kernel(x, w, out):
@@ -174,6 +193,7 @@ def conv2d_all_filters_kernel(x, w, out):
 
 # --- 08 · backpropagation: each backward kernel gathers (one thread per element it writes, no atomics) --
 
+
 @cuda.jit
 def bias_grad_kernel(dout, db):
     o = cuda.grid(1)  # one thread per output feature: neighbouring threads read neighbouring columns
@@ -214,6 +234,7 @@ def maxpool2x2_backward_kernel(dout, arg, dx):
 
 
 # --- 10 · scaling up: unscale the gradients of mixed-precision training ---------------------------
+
 
 @cuda.jit
 def unscale_kernel(grads, inv_scale, out, found_inf):

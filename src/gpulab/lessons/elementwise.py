@@ -36,21 +36,25 @@ def run_elementwise(spec: dict[str, str], *args: Any) -> Any:
         raise ValueError(f"the spec needs keys {sorted(missing)} (and optionally 'name'); it has {sorted(spec)}.")
     ins, outs = _params(spec["in_params"], "in_params"), _params(spec["out_params"], "out_params")
     if len(args) != len(ins):
-        raise ValueError(f"in_params declares {len(ins)} inputs ({spec['in_params']}), but {len(args)} arguments "
-                         "were given.")
+        raise ValueError(
+            f"in_params declares {len(ins)} inputs ({spec['in_params']}), but {len(args)} arguments were given."
+        )
     if runtime.is_gpu():
         import cupy
 
-        kernel = cupy.ElementwiseKernel(spec["in_params"], spec["out_params"], spec["operation"],
-                                        spec.get("name", "kernel"))
+        kernel = cupy.ElementwiseKernel(
+            spec["in_params"], spec["out_params"], spec["operation"], spec.get("name", "kernel")
+        )
         return kernel(*args)
     env: dict[str, Any] = {}
     for (ctype, name), value in zip(ins, args):
         env[name] = np.asarray(runtime.to_host(value), dtype=np.dtype(ctype))
     op = _C_FLOAT.sub(r"\1", spec["operation"]).replace(";", "\n")
     if re.search(r"[?:]", op):
-        raise ValueError("the NumPy model of ElementwiseKernel handles arithmetic only; this operation uses a "
-                         "ternary (?:), which needs a GPU to run.")
+        raise ValueError(
+            "the NumPy model of ElementwiseKernel handles arithmetic only; this operation uses a "
+            "ternary (?:), which needs a GPU to run."
+        )
     exec(compile(op, "<ElementwiseKernel operation>", "exec"), {"__builtins__": {}}, env)  # noqa: S102
     if len(outs) != 1:
         raise ValueError(f"the NumPy model handles one output; out_params declares {len(outs)}.")

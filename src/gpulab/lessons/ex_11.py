@@ -40,36 +40,90 @@ def _cost(fn: Callable[..., Any]) -> Callable[..., None]:
 
 def _exercises() -> list[Exercise]:
     return [
-        Exercise("11", "joules_per_image", Problem(
-            "joules_per_image", lambda t, p, images: np.array([_trapezoid(p, t) / images[0]]), _jpi_inputs,
-            sizes=[2, 3, 50, 1000], host=_jpi(energy.joules_per_image), rtol=1e-9, atol=1e-9,
-            mistakes={"that is the sum of samples x interval (a left Riemann sum): average the two "
-                      "ends of each interval.": lambda t, p, i: np.array([np.sum(np.diff(t) * p[:-1]) / i[0]]),
-                      "joules, not joules per image: divide by the number of images.":
-                      lambda t, p, i: np.array([_trapezoid(p, t)])}),
-            energy.joules_per_image, adapt=_jpi),
-        Exercise("11", "attainable", Problem(
-            "attainable", lambda i, p, b: np.minimum(p[0] * 1e3, b[0] * i),
-            lambda n, rng: (np.geomspace(0.01, 5000, n), rng.uniform(5, 1000, 1), rng.uniform(200, 5000, 1)),
-            sizes=[1, 7, 64], host=_attainable(hardware.attainable_gflops), rtol=1e-12, atol=1e-9,
-            mistakes={"the peak is in TFLOP/s: multiply by 1e3 for GFLOP/s.":
-                      lambda i, p, b: np.minimum(p[0], b[0] * i),
-                      "the bound is the smaller of the two roofs (np.minimum), not the larger.":
-                      lambda i, p, b: np.maximum(p[0] * 1e3, b[0] * i)}),
-            hardware.attainable_gflops, adapt=_attainable),
-        Exercise("11", "cost_per_epoch", Problem(
-            "cost_per_epoch", lambda x: x[:, 0] / x[:, 1] * x[:, 2] / 3600,
-            lambda n, rng: (np.stack([rng.integers(1000, 2_000_000, n), rng.uniform(10, 50000, n),
-                                      rng.uniform(0.1, 100, n)], axis=1),),
-            sizes=[1, 5, 40], host=_cost(pricing.cost_per_epoch), rtol=1e-9, atol=1e-9,
-            mistakes={"prices are per hour and the time is in seconds: divide by 3600.":
-                      lambda x: x[:, 0] / x[:, 1] * x[:, 2]}),
-            pricing.cost_per_epoch, adapt=_cost),
+        Exercise(
+            "11",
+            "joules_per_image",
+            Problem(
+                "joules_per_image",
+                lambda t, p, images: np.array([_trapezoid(p, t) / images[0]]),
+                _jpi_inputs,
+                sizes=[2, 3, 50, 1000],
+                host=_jpi(energy.joules_per_image),
+                rtol=1e-9,
+                atol=1e-9,
+                mistakes={
+                    "that is the sum of samples x interval (a left Riemann sum): average the two "
+                    "ends of each interval.": lambda t, p, i: np.array([np.sum(np.diff(t) * p[:-1]) / i[0]]),
+                    "joules, not joules per image: divide by the number of images.": lambda t, p, i: np.array(
+                        [_trapezoid(p, t)]
+                    ),
+                },
+            ),
+            energy.joules_per_image,
+            adapt=_jpi,
+        ),
+        Exercise(
+            "11",
+            "attainable",
+            Problem(
+                "attainable",
+                lambda i, p, b: np.minimum(p[0] * 1e3, b[0] * i),
+                lambda n, rng: (np.geomspace(0.01, 5000, n), rng.uniform(5, 1000, 1), rng.uniform(200, 5000, 1)),
+                sizes=[1, 7, 64],
+                host=_attainable(hardware.attainable_gflops),
+                rtol=1e-12,
+                atol=1e-9,
+                mistakes={
+                    "the peak is in TFLOP/s: multiply by 1e3 for GFLOP/s.": lambda i, p, b: np.minimum(p[0], b[0] * i),
+                    "the bound is the smaller of the two roofs (np.minimum), not the larger.": lambda i, p, b: (
+                        np.maximum(p[0] * 1e3, b[0] * i)
+                    ),
+                },
+            ),
+            hardware.attainable_gflops,
+            adapt=_attainable,
+        ),
+        Exercise(
+            "11",
+            "cost_per_epoch",
+            Problem(
+                "cost_per_epoch",
+                lambda x: x[:, 0] / x[:, 1] * x[:, 2] / 3600,
+                lambda n, rng: (
+                    np.stack(
+                        [rng.integers(1000, 2_000_000, n), rng.uniform(10, 50000, n), rng.uniform(0.1, 100, n)], axis=1
+                    ),
+                ),
+                sizes=[1, 5, 40],
+                host=_cost(pricing.cost_per_epoch),
+                rtol=1e-9,
+                atol=1e-9,
+                mistakes={
+                    "prices are per hour and the time is in seconds: divide by 3600.": lambda x: (
+                        x[:, 0] / x[:, 1] * x[:, 2]
+                    )
+                },
+            ),
+            pricing.cost_per_epoch,
+            adapt=_cost,
+        ),
         # one clock of a systolic array: checked by gpulab.systolic.check_step (its named mistakes included)
-        Exercise("11", "pe_step", Problem(
-            "pe_step", systolic._step_spec, systolic._step_inputs, sizes=[(1, 1), (1, 5), (4, 1), (3, 3), (4, 6)],
-            host=as_host(systolic.pe_step, 5, "pe_step"), out_names=["a_reg", "b_reg", "acc"], rtol=1e-6, atol=1e-6),
-            systolic.pe_step, checker=systolic.check_step),
+        Exercise(
+            "11",
+            "pe_step",
+            Problem(
+                "pe_step",
+                systolic._step_spec,
+                systolic._step_inputs,
+                sizes=[(1, 1), (1, 5), (4, 1), (3, 3), (4, 6)],
+                host=as_host(systolic.pe_step, 5, "pe_step"),
+                out_names=["a_reg", "b_reg", "acc"],
+                rtol=1e-6,
+                atol=1e-6,
+            ),
+            systolic.pe_step,
+            checker=systolic.check_step,
+        ),
     ]
 
 

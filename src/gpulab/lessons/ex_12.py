@@ -28,8 +28,16 @@ from ..transformer.attention import attention_reference, causal_mask, default_sc
 from . import answers_12 as _a
 from .problems import Exercise
 
-__all__ = ["BLOCK", "EXERCISES_LIST", "flash_inputs", "flash_spec", "online_softmax_spec", "scores_inputs",
-           "scores_spec", "softmax_inputs"]
+__all__ = [
+    "BLOCK",
+    "EXERCISES_LIST",
+    "flash_inputs",
+    "flash_spec",
+    "online_softmax_spec",
+    "scores_inputs",
+    "scores_spec",
+    "softmax_inputs",
+]
 
 BLOCK = (16, 8)  # (x, y) threads per block of the scores kernel: x along the keys
 SHIFT = 1.0e4  # softmax rows are shifted by up to +-SHIFT (the max must be subtracted)
@@ -40,6 +48,7 @@ def _uniform(rng: np.random.Generator, shape: tuple[int, ...], scale: float = 1.
 
 
 # --- scores -------------------------------------------------------------------------------------------
+
 
 def scores_inputs(size: tuple[int, int, int, int], rng: np.random.Generator) -> tuple[Any, ...]:
     """``size = (n, m, d, causal)`` -> ``(q, k, scale, causal)``."""
@@ -80,6 +89,7 @@ def _scores_strict(q: np.ndarray, k: np.ndarray, scale: Any, causal: Any) -> np.
 
 
 # --- online softmax -----------------------------------------------------------------------------------
+
 
 def softmax_inputs(size: tuple[int, int, int], rng: np.random.Generator) -> np.ndarray:
     """``size = (rows, cols, masked)``: values in [-20, 20], rows after the first shifted by up to +-1e4;
@@ -135,12 +145,18 @@ def _softmax_no_merge_rescale(x: np.ndarray) -> np.ndarray:
 
 # --- fused attention ----------------------------------------------------------------------------------
 
+
 def flash_inputs(size: tuple[int, int, int, int, int, float], rng: np.random.Generator) -> tuple[Any, ...]:
     """``size = (n, m, d, dv, causal, logit_scale)`` -> ``(q, k, v, scale, causal)``; q is multiplied by
     ``logit_scale`` (100 gives scores past 88, where float32 ``exp`` overflows)."""
     n, m, d, dv, causal, big = size
-    return (_uniform(rng, (n, d), big), _uniform(rng, (m, d)), _uniform(rng, (m, dv)),
-            np.float32(default_scale(d)), np.int32(causal))
+    return (
+        _uniform(rng, (n, d), big),
+        _uniform(rng, (m, d)),
+        _uniform(rng, (m, dv)),
+        np.float32(default_scale(d)),
+        np.int32(causal),
+    )
 
 
 def flash_spec(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
@@ -165,12 +181,12 @@ def _flash_no_rescale(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: Any, c
     run_sum = np.zeros(n)
     acc = np.zeros((n, v.shape[1]))
     for k0 in range(0, m, flash.BK):
-        tile = s[:, k0:k0 + flash.BK]
+        tile = s[:, k0 : k0 + flash.BK]
         new = np.maximum(run_max, tile.max(axis=1))
         with np.errstate(invalid="ignore"):
             p = np.where(np.isneginf(new)[:, None], 0.0, np.exp(tile - new[:, None]))
         run_sum += p.sum(axis=1)
-        acc += p @ v[k0:k0 + flash.BK].astype(np.float64)
+        acc += p @ v[k0 : k0 + flash.BK].astype(np.float64)
         run_max = new
     return (acc / run_sum[:, None]).astype(q.dtype)
 
@@ -192,45 +208,79 @@ def _kv_reads(size: Any) -> int:
 
 def _exercises() -> list[Exercise]:
     return [
-        Exercise("12", "scores", Problem(
-            "attention_scores_kernel", scores_spec, scores_inputs,
-            sizes=[(1, 1, 1, 0), (5, 7, 3, 0), (17, 20, 8, 1), (20, 20, 5, 1)],
-            gpu_sizes=[(1, 1, 1, 0), (17, 20, 8, 1), (1024, 1024, 64, 1), (1000, 1500, 64, 1)],
-            launch=lambda q, k, scale, causal, s: grid_2d(s.shape[0], s.shape[1], BLOCK),
-            reduction=lambda q, k, scale, causal: q.shape[1], out_names=["s"],
-            mistakes={"the scores are not scaled: multiply the dot product by scale (1 / sqrt(d)).": _scores_unscaled,
-                      "masked scores must be -inf, not 0: exp(0) = 1 would still give those keys weight.":
-                      _scores_mask_zero,
-                      "with more keys than queries (m > n), query i sees keys up to i + (m - n), not i.":
-                      _scores_no_offset,
-                      "query i also sees key i + (m - n), its own position: mask j > i + (m - n), not >=.":
-                      _scores_strict}), _a.attention_scores_kernel),
-        Exercise("12", "online_softmax", Problem(
-            "online_softmax_kernel", online_softmax_spec, softmax_inputs,
-            sizes=[(1, 1, 0), (3, 5, 0), (4, 70, 1), (6, 33, 1)],
-            gpu_sizes=[(1, 1, 0), (4, 70, 1), (4096, 1000, 0), (1024, 1024, 1)],
-            launch=lambda x, out: (x.shape[0], _a.SOFTMAX_TPB), rtol=1e-4, atol=1e-6, out_names=["out"],
-            mistakes={"the running sum must be rescaled when the maximum grows: run_sum * exp(old max - new max) "
-                      "before adding exp(x - new max).": _softmax_no_loop_rescale,
-                      "merging two threads' sums: rescale each to the larger maximum, sum1 * exp(m1 - m) + "
-                      "sum2 * exp(m2 - m), before adding.": _softmax_no_merge_rescale},
-            budget=Budget(reads_per_element={"x": 2})), _a.online_softmax_kernel),
-        Exercise("12", "flash", Problem(
-            "flash_attention_kernel", flash_spec, flash_inputs,
-            # the largest case (the race check's) is one block with two key tiles, the last one ragged
-            sizes=[(1, 1, 1, 1, 0, 1.0), (5, 7, 3, 4, 0, 1.0), (17, 17, 2, 2, 1, 1.0), (3, 21, 4, 3, 1, 100.0)],
-            gpu_sizes=[(1, 1, 1, 1, 0, 1.0), (18, 35, 16, 16, 1, 100.0), (1024, 1024, 64, 64, 1, 1.0),
-                       (1000, 1500, 64, 64, 1, 100.0)],
-            launch=lambda q, k, v, scale, causal, out: flash.launch_config(q.shape[0]),
-            rtol=1e-4, atol=1e-3, out_names=["out"],  # logits of a few hundred: ~1e-3 rounding
-            mistakes={"when the running maximum grows, multiply the running sum and the accumulator by "
-                      "alpha = exp(old max - new max) before adding the tile.": _flash_no_rescale,
-                      "divide the accumulator by the running sum at the end (out = acc / row_sum).":
-                      _flash_unnormalised,
-                      "with more keys than queries (m > n), query i sees keys up to i + (m - n), not i.":
-                      _flash_no_offset},
-            budget=Budget(reads_per_element={"q": 1, "k": _kv_reads, "v": _kv_reads})),
-            flash.flash_attention_kernel),
+        Exercise(
+            "12",
+            "scores",
+            Problem(
+                "attention_scores_kernel",
+                scores_spec,
+                scores_inputs,
+                sizes=[(1, 1, 1, 0), (5, 7, 3, 0), (17, 20, 8, 1), (20, 20, 5, 1)],
+                gpu_sizes=[(1, 1, 1, 0), (17, 20, 8, 1), (1024, 1024, 64, 1), (1000, 1500, 64, 1)],
+                launch=lambda q, k, scale, causal, s: grid_2d(s.shape[0], s.shape[1], BLOCK),
+                reduction=lambda q, k, scale, causal: q.shape[1],
+                out_names=["s"],
+                mistakes={
+                    "the scores are not scaled: multiply the dot product by scale (1 / sqrt(d)).": _scores_unscaled,
+                    "masked scores must be -inf, not 0: exp(0) = 1 would still give those keys weight.": _scores_mask_zero,
+                    "with more keys than queries (m > n), query i sees keys up to i + (m - n), not i.": _scores_no_offset,
+                    "query i also sees key i + (m - n), its own position: mask j > i + (m - n), not >=.": _scores_strict,
+                },
+            ),
+            _a.attention_scores_kernel,
+        ),
+        Exercise(
+            "12",
+            "online_softmax",
+            Problem(
+                "online_softmax_kernel",
+                online_softmax_spec,
+                softmax_inputs,
+                sizes=[(1, 1, 0), (3, 5, 0), (4, 70, 1), (6, 33, 1)],
+                gpu_sizes=[(1, 1, 0), (4, 70, 1), (4096, 1000, 0), (1024, 1024, 1)],
+                launch=lambda x, out: (x.shape[0], _a.SOFTMAX_TPB),
+                rtol=1e-4,
+                atol=1e-6,
+                out_names=["out"],
+                mistakes={
+                    "the running sum must be rescaled when the maximum grows: run_sum * exp(old max - new max) "
+                    "before adding exp(x - new max).": _softmax_no_loop_rescale,
+                    "merging two threads' sums: rescale each to the larger maximum, sum1 * exp(m1 - m) + "
+                    "sum2 * exp(m2 - m), before adding.": _softmax_no_merge_rescale,
+                },
+                budget=Budget(reads_per_element={"x": 2}),
+            ),
+            _a.online_softmax_kernel,
+        ),
+        Exercise(
+            "12",
+            "flash",
+            Problem(
+                "flash_attention_kernel",
+                flash_spec,
+                flash_inputs,
+                # the largest case (the race check's) is one block with two key tiles, the last one ragged
+                sizes=[(1, 1, 1, 1, 0, 1.0), (5, 7, 3, 4, 0, 1.0), (17, 17, 2, 2, 1, 1.0), (3, 21, 4, 3, 1, 100.0)],
+                gpu_sizes=[
+                    (1, 1, 1, 1, 0, 1.0),
+                    (18, 35, 16, 16, 1, 100.0),
+                    (1024, 1024, 64, 64, 1, 1.0),
+                    (1000, 1500, 64, 64, 1, 100.0),
+                ],
+                launch=lambda q, k, v, scale, causal, out: flash.launch_config(q.shape[0]),
+                rtol=1e-4,
+                atol=1e-3,
+                out_names=["out"],  # logits of a few hundred: ~1e-3 rounding
+                mistakes={
+                    "when the running maximum grows, multiply the running sum and the accumulator by "
+                    "alpha = exp(old max - new max) before adding the tile.": _flash_no_rescale,
+                    "divide the accumulator by the running sum at the end (out = acc / row_sum).": _flash_unnormalised,
+                    "with more keys than queries (m > n), query i sees keys up to i + (m - n), not i.": _flash_no_offset,
+                },
+                budget=Budget(reads_per_element={"q": 1, "k": _kv_reads, "v": _kv_reads}),
+            ),
+            flash.flash_attention_kernel,
+        ),
     ]
 
 

@@ -89,8 +89,14 @@ def learner_notebook(source: Path, root: Path) -> Any:
 
 
 def _versions(root: Path) -> _release.Versions:
-    return _release.Versions("lessons", root, sources(root), root / LEARNER_DIR,
-                             lambda src: learner_notebook(src, root), "has no lesson source in notebooks/: delete it")
+    return _release.Versions(
+        "lessons",
+        root,
+        sources(root),
+        root / LEARNER_DIR,
+        lambda src: learner_notebook(src, root),
+        "has no lesson source in notebooks/: delete it",
+    )
 
 
 def release(root: Path | None = None) -> list[Path]:
@@ -119,8 +125,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p_rel = sub.add_parser("release", help=f"write {LEARNER_DIR}/*.ipynb from notebooks/NN_*.ipynb")
     p_chk = sub.add_parser("check", help="verify the learner versions are current and contain no solutions")
     for p in (p_rel, p_chk):
-        p.add_argument("--root", type=Path, default=None,
-                       help="repository root (default: %(default)s = found from the current directory)")
+        p.add_argument(
+            "--root",
+            type=Path,
+            default=None,
+            help="repository root (default: %(default)s = found from the current directory)",
+        )
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -135,8 +145,9 @@ def run(ns: argparse.Namespace) -> int:
         for path in release(root):
             print(f"wrote {path.relative_to(root)} ({exercise_count(root / 'notebooks' / path.name)} exercises)")
         return 0
-    return _release.report(check(root), f"lessons: {len(sources(root))} learner versions are current and "
-                                        "contain no solution text")
+    return _release.report(
+        check(root), f"lessons: {len(sources(root))} learner versions are current and contain no solution text"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

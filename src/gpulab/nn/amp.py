@@ -43,10 +43,19 @@ class MixedPrecision:
     ``make_optimizer`` builds the optimizer for the master weights, e.g. ``lambda m: nn.Adam(m, lr=1e-3)``.
     """
 
-    def __init__(self, model: Sequential, make_optimizer: Any, *, init_scale: float = 2.0**15,
-                 growth_interval: int = 2000, dtype: Any = np.float16) -> None:
+    def __init__(
+        self,
+        model: Sequential,
+        make_optimizer: Any,
+        *,
+        init_scale: float = 2.0**15,
+        growth_interval: int = 2000,
+        dtype: Any = np.float16,
+    ) -> None:
         if model.backend == "kernels":
-            raise ValueError("mixed precision works with the numpy and cupy backends; the lab's kernels are float32-only.")
+            raise ValueError(
+                "mixed precision works with the numpy and cupy backends; the lab's kernels are float32-only."
+            )
         self.model, self.dtype = model, np.dtype(dtype)
         self.scale, self.growth_interval, self.good_steps = float(init_scale), growth_interval, 0
         self.skipped = 0

@@ -16,8 +16,16 @@ __all__ = ["Conv2d"]
 class Conv2d(Module):
     """``out[n, f] = sum_c x[n, c] (*) W[f, c] + b[f]``; x (N, C, H, W) -> out (N, F, Ho, Wo)."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int = 3, *, stride: int = 1,
-                 padding: int = 0, rng: np.random.Generator | None = None) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int = 3,
+        *,
+        stride: int = 1,
+        padding: int = 0,
+        rng: np.random.Generator | None = None,
+    ) -> None:
         super().__init__()
         if min(in_channels, out_channels, kernel_size, stride) < 1 or padding < 0:
             raise ValueError(
@@ -37,9 +45,13 @@ class Conv2d(Module):
         check_float_array("Conv2d", x, 4, "of images (N, C, H, W)")
         n, c, h, w = x.shape
         if c != self.c:
-            raise ValueError(f"Conv2d expects {self.c} input channels, but x has shape {tuple(x.shape)} ({c} channels).")
+            raise ValueError(
+                f"Conv2d expects {self.c} input channels, but x has shape {tuple(x.shape)} ({c} channels)."
+            )
         if h + 2 * self.pad < self.k or w + 2 * self.pad < self.k:
-            raise ValueError(f"Conv2d: a {self.k}x{self.k} kernel does not fit images of {h}x{w} with padding {self.pad}.")
+            raise ValueError(
+                f"Conv2d: a {self.k}x{self.k} kernel does not fit images of {h}x{w} with padding {self.pad}."
+            )
         cols, ho, wo = self.ops.im2col(x, self.k, self.k, self.stride, self.pad)  # (N*Ho*Wo, k*k*C)
         wmat = self._wmat()  # (F, k*k*C)
         y = self.ops.matmul(cols, wmat.T)  # (N*Ho*Wo, F)

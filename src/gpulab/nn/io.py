@@ -38,7 +38,9 @@ def load(model: Any, path: str | os.PathLike) -> Any:
     except (ValueError, OSError, zipfile.BadZipFile, EOFError) as e:
         # NumPy's own message for a file that is not an .npz suggests allow_pickle=True: never do that with a
         # file you did not write (a pickle can run any code), and it would not make this file a model anyway.
-        raise UsageError(f"{path} is not a model saved by gpulab.nn.save (an .npz archive of arrays): {type(e).__name__}. "
-                         "Save one with gpulab.nn.save(model, path), or check the path.") from None
+        raise UsageError(
+            f"{path} is not a model saved by gpulab.nn.save (an .npz archive of arrays): {type(e).__name__}. "
+            "Save one with gpulab.nn.save(model, path), or check the path."
+        ) from None
     model.load_state_dict(state)
     return model

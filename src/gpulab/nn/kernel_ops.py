@@ -70,8 +70,10 @@ class KernelOps(Ops):
 
     def maxpool_backward(self, dout: Any, cache: Any, x_shape: tuple[int, ...], k: int, stride: int) -> Any:
         if isinstance(cache[0], str):
-            raise ValueError("maxpool_backward: this cache comes from the numpy/cupy backend's fast path; the "
-                             "kernels backend needs (arg,) from its own maxpool.")
+            raise ValueError(
+                "maxpool_backward: this cache comes from the numpy/cupy backend's fast path; the "
+                "kernels backend needs (arg,) from its own maxpool."
+            )
         return self.k.maxpool_backward(dout, cache[0], x_shape, k, stride, kernel=self._kernel("maxpool_backward"))
 
     def softmax_xent(self, logits: Any, labels: Any) -> tuple[float, Any]:

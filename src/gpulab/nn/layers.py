@@ -39,7 +39,9 @@ class MaxPool2d(Module):
     def forward(self, x: Any) -> Any:
         check_float_array("MaxPool2d", x, 4, "of feature maps (N, C, H, W)")
         if x.shape[2] < self.k or x.shape[3] < self.k:
-            raise ValueError(f"MaxPool2d({self.k}) needs maps of at least {self.k}x{self.k}, got shape {tuple(x.shape)}.")
+            raise ValueError(
+                f"MaxPool2d({self.k}) needs maps of at least {self.k}x{self.k}, got shape {tuple(x.shape)}."
+            )
         out, self.cache = self.ops.maxpool(x, self.k, self.stride)  # (N, C, Ho, Wo)
         self.x_shape = x.shape
         return out

@@ -27,7 +27,9 @@ class SoftmaxCrossEntropy(Module):
             raise TypeError(f"labels must be integers (class indices), got dtype {np.dtype(labels.dtype).name}.")
         xp = array_module(logits)
         if labels.size and (int(labels.min()) < 0 or int(labels.max()) >= logits.shape[1]):
-            raise ValueError(f"labels must be in [0, {logits.shape[1]}), got values from {int(labels.min())} to {int(labels.max())}.")
+            raise ValueError(
+                f"labels must be in [0, {logits.shape[1]}), got values from {int(labels.min())} to {int(labels.max())}."
+            )
         loss, self.grad = self.ops.softmax_xent(logits, xp.asarray(labels).astype(np.int64))
         if not np.isfinite(loss):
             raise FloatingPointError(

@@ -11,8 +11,16 @@ from .sequential import Sequential
 __all__ = ["mnist_cnn"]
 
 
-def mnist_cnn(*, seed: int = 0, image_size: int = 28, channels: tuple[int, int] = (32, 64), hidden: int = 128,
-              classes: int = 10, dropout: float = 0.25, backend: str = "numpy") -> Sequential:
+def mnist_cnn(
+    *,
+    seed: int = 0,
+    image_size: int = 28,
+    channels: tuple[int, int] = (32, 64),
+    hidden: int = 128,
+    classes: int = 10,
+    dropout: float = 0.25,
+    backend: str = "numpy",
+) -> Sequential:
     """conv3x3(1->c1)-relu-pool-conv3x3(c1->c2)-relu-pool-linear(hidden)-relu-dropout-linear(classes).
 
     (N, 1, S, S) -> (N, classes); every random number comes from ``seed``.

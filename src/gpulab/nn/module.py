@@ -17,7 +17,7 @@ __all__ = ["Module"]
 _NUMPY: list = []
 
 
-def _numpy_ops() -> "_ops.Ops":
+def _numpy_ops() -> _ops.Ops:
     """One shared NumPy ops object for every new layer (a layer gets its backend's from Sequential.to)."""
     if not _NUMPY:
         _NUMPY.append(_ops.get("numpy"))
@@ -44,11 +44,11 @@ class Module:
     def __call__(self, x: Any) -> Any:
         return self.forward(x)
 
-    def train(self, mode: bool = True) -> "Module":
+    def train(self, mode: bool = True) -> Module:
         self.training = mode
         return self
 
-    def eval(self) -> "Module":
+    def eval(self) -> Module:
         return self.train(False)
 
     def zero_grad(self) -> None:

@@ -31,7 +31,18 @@ from .. import runtime
 from ..errors import UsageError
 from ..runtime import array_module
 
-__all__ = ["BACKENDS", "OP_NAMES", "Ops", "check_float_array", "check_labels", "conv_out_hw", "device_for", "get", "to_backend", "windows"]
+__all__ = [
+    "BACKENDS",
+    "OP_NAMES",
+    "Ops",
+    "check_float_array",
+    "check_labels",
+    "conv_out_hw",
+    "device_for",
+    "get",
+    "to_backend",
+    "windows",
+]
 
 BACKENDS = ("numpy", "cupy", "kernels")
 
@@ -62,28 +73,28 @@ class Ops(abc.ABC):
     def im2col(self, x: Any, kh: int, kw: int, stride: int, pad: int) -> tuple[Any, int, int]:
         """x (N, C, H, W) -> (cols (N*Ho*Wo, kh*kw*C), Ho, Wo)::
 
-            for n, i, j, a, b, c: cols[(n, i, j), (a, b, c)] = xpad[n, c, i*stride + a, j*stride + b]
+        for n, i, j, a, b, c: cols[(n, i, j), (a, b, c)] = xpad[n, c, i*stride + a, j*stride + b]
         """
 
     @abc.abstractmethod
     def col2im(self, dcols: Any, x_shape: tuple[int, ...], kh: int, kw: int, stride: int, pad: int) -> Any:
         """The adjoint of :meth:`im2col`: dcols (N*Ho*Wo, kh*kw*C) -> dx (N, C, H, W)::
 
-            dx = 0; for n, i, j, a, b, c: dxpad[n, c, i*stride + a, j*stride + b] += dcols[(n, i, j), (a, b, c)]
+        dx = 0; for n, i, j, a, b, c: dxpad[n, c, i*stride + a, j*stride + b] += dcols[(n, i, j), (a, b, c)]
         """
 
     @abc.abstractmethod
     def conv_input_grad(self, d: Any, w: Any, x_shape: tuple[int, ...], stride: int, pad: int) -> Any:
         """dL/dx of a convolution from d = dL/dy (N*Ho*Wo, F) and w (F, C, k, k)::
 
-            dcols = d @ w.transpose(0, 2, 3, 1).reshape(F, k*k*C);  dx = col2im(dcols)
+        dcols = d @ w.transpose(0, 2, 3, 1).reshape(F, k*k*C);  dx = col2im(dcols)
         """
 
     @abc.abstractmethod
     def conv_weight_grad(self, d: Any, cols: Any) -> Any:
         """dL/dW of a convolution as (F, k*k*C) from d (N*Ho*Wo, F) and the forward's cols::
 
-            for f, q: dw[f, q] = sum_r d[r, f] * cols[r, q]
+        for f, q: dw[f, q] = sum_r d[r, f] * cols[r, q]
         """
 
     @abc.abstractmethod
@@ -106,36 +117,36 @@ class Ops(abc.ABC):
     def maxpool(self, x: Any, k: int, stride: int) -> tuple[Any, Any]:
         """x (N, C, H, W) -> (out (N, C, Ho, Wo), cache), Ho = (H - k) // stride + 1::
 
-            for n, c, i, j: out[n, c, i, j] = max_{a, b < k} x[n, c, i*stride + a, j*stride + b]
+        for n, c, i, j: out[n, c, i, j] = max_{a, b < k} x[n, c, i*stride + a, j*stride + b]
         """
 
     @abc.abstractmethod
     def maxpool_backward(self, dout: Any, cache: Any, x_shape: tuple[int, ...], k: int, stride: int) -> Any:
         """dout (N, C, Ho, Wo) -> dx (x_shape): each window's gradient to its first maximum::
 
-            dx = 0; for n, c, i, j: dx[n, c, i*stride + a*, j*stride + b*] += dout[n, c, i, j]
+        dx = 0; for n, c, i, j: dx[n, c, i*stride + a*, j*stride + b*] += dout[n, c, i, j]
         """
 
     @abc.abstractmethod
     def softmax_xent(self, logits: Any, labels: Any) -> tuple[float, Any]:
         """Mean cross-entropy of softmax(logits (N, K)) and labels (N,) in [0, K), and d loss / d logits::
 
-            for r: p = softmax(logits[r]); loss += -log p[labels[r]] / N; grad[r] = (p - onehot(labels[r])) / N
+        for r: p = softmax(logits[r]); loss += -log p[labels[r]] / N; grad[r] = (p - onehot(labels[r])) / N
         """
 
     @abc.abstractmethod
     def adam_update(self, p: Any, g: Any, m: Any, v: Any, lr_t: float, b1: float, b2: float, eps_t: float) -> None:
         """Adam, in place, with the bias corrections folded into lr_t and eps_t::
 
-            for i: m[i] = b1 m[i] + (1 - b1) g[i]; v[i] = b2 v[i] + (1 - b2) g[i]^2
-                   p[i] -= lr_t * m[i] / (sqrt(v[i]) + eps_t)
+        for i: m[i] = b1 m[i] + (1 - b1) g[i]; v[i] = b2 v[i] + (1 - b2) g[i]^2
+               p[i] -= lr_t * m[i] / (sqrt(v[i]) + eps_t)
         """
 
     @abc.abstractmethod
     def sgd_update(self, p: Any, g: Any, v: Any, lr: float, momentum: float, weight_decay: float) -> None:
         """SGD with momentum, in place (PyTorch's convention; v starts at 0)::
 
-            for i: v[i] = momentum v[i] + g[i] + weight_decay p[i]; p[i] -= lr v[i]
+        for i: v[i] = momentum v[i] + g[i] + weight_decay p[i]; p[i] -= lr v[i]
         """
 
     def __repr__(self) -> str:
@@ -198,8 +209,9 @@ def conv_out_hw(h: int, w: int, kh: int, kw: int, stride: int, pad: int) -> tupl
     if isinstance(pad, bool) or not isinstance(pad, (int, np.integer)) or pad < 0:
         raise UsageError(f"pad must be a whole number >= 0, got {pad!r}.")
     if h + 2 * pad < kh or w + 2 * pad < kw:
-        raise UsageError(f"a {kh}x{kw} window does not fit a {h}x{w} image with padding {pad}; "
-                         "use a smaller kernel or more padding.")
+        raise UsageError(
+            f"a {kh}x{kw} window does not fit a {h}x{w} image with padding {pad}; use a smaller kernel or more padding."
+        )
     from ..kernels._launch import conv_out_size as out_len  # the one formula (here: kernels imports this module)
 
     return out_len(h, kh, stride, pad), out_len(w, kw, stride, pad)
@@ -212,5 +224,7 @@ def check_labels(labels: Any, n: int, classes: int) -> None:
     if not np.issubdtype(np.dtype(labels.dtype), np.integer):
         raise UsageError(f"labels must be integers (class indices), got dtype {np.dtype(labels.dtype).name}.")
     if n and (int(labels.min()) < 0 or int(labels.max()) >= classes):
-        raise UsageError(f"labels must be class indices in [0, {classes}) for {classes} logits per row, got values "
-                         f"from {int(labels.min())} to {int(labels.max())}. Check the dataset's labels.")
+        raise UsageError(
+            f"labels must be class indices in [0, {classes}) for {classes} logits per row, got values "
+            f"from {int(labels.min())} to {int(labels.max())}. Check the dataset's labels."
+        )

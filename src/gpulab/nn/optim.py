@@ -53,7 +53,9 @@ class SGD(_Optimizer):
 class Adam(_Optimizer):
     """Adam (Kingma & Ba): per-parameter step sizes from running means of g and g**2."""
 
-    def __init__(self, model: Any, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+    def __init__(
+        self, model: Any, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8
+    ) -> None:
         super().__init__(model, lr)
         self.b1, self.b2 = betas
         self.eps = eps

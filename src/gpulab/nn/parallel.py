@@ -59,7 +59,9 @@ class DataParallel:
         shares = [(i, x[a:b], y[a:b]) for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
         results = list(self.pool.map(lambda s: self._work(*s), shares))
         weights = [(b - a) / n for a, b in zip(bounds[:-1], bounds[1:])]  # mean over the batch = weighted means
-        for (name, _, g), *others in zip(self.model.parameters(), *(r.parameters() for r in self.replicas[1:len(shares)])):
+        for (_name, _, g), *others in zip(
+            self.model.parameters(), *(r.parameters() for r in self.replicas[1 : len(shares)])
+        ):
             g *= weights[0]
             for w, (_, _, gi) in zip(weights[1:], others):
                 g += w * gi

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -28,7 +29,7 @@ class Sequential(Module):
         self.backend = "numpy"
         self.to(backend)
 
-    def use_ops(self, ops: _ops.Ops) -> "Sequential":
+    def use_ops(self, ops: _ops.Ops) -> Sequential:
         """Route every layer's work through ``ops`` (an :class:`gpulab.nn.ops.Ops`) without moving arrays."""
         if not isinstance(ops, _ops.Ops):
             raise TypeError(f"use_ops expects an implementation of gpulab.nn.ops.Ops, got {type(ops).__name__}.")
@@ -37,7 +38,7 @@ class Sequential(Module):
         self.ops = ops
         return self
 
-    def to(self, backend: str) -> "Sequential":
+    def to(self, backend: str) -> Sequential:
         """Move the parameters to where ``backend`` computes and route the layers' ops through it.
 
         ``numpy`` keeps them on the host; ``cupy`` and ``kernels`` in gpu mode put them on the device as
@@ -92,7 +93,7 @@ class Sequential(Module):
             dout = layer.backward(dout)
         return dout
 
-    def train(self, mode: bool = True) -> "Sequential":
+    def train(self, mode: bool = True) -> Sequential:
         self.training = mode
         for layer in self.layers:
             layer.train(mode)
@@ -100,7 +101,9 @@ class Sequential(Module):
 
     def parameters(self) -> list[tuple[str, Any, Any]]:
         """``(name, param, grad)`` for every parameter, named ``"<layer index>.<name>"``."""
-        return [(f"{i}.{k}", layer.params[k], layer.grads[k]) for i, layer in enumerate(self.layers) for k in layer.params]
+        return [
+            (f"{i}.{k}", layer.params[k], layer.grads[k]) for i, layer in enumerate(self.layers) for k in layer.params
+        ]
 
     def num_parameters(self) -> int:
         return int(sum(np.prod(p.shape) for _, p, _ in self.parameters()))
@@ -118,7 +121,9 @@ class Sequential(Module):
         for name, p in mine.items():
             v = np.asarray(runtime.to_host(state[name]))
             if tuple(v.shape) != tuple(p.shape):
-                raise ValueError(f"parameter {name}: the model has shape {tuple(p.shape)}, the state has {tuple(v.shape)}.")
+                raise ValueError(
+                    f"parameter {name}: the model has shape {tuple(p.shape)}, the state has {tuple(v.shape)}."
+                )
             p[...] = runtime.array_module(p).asarray(v.astype(np.float32))
 
     def __repr__(self) -> str:

@@ -15,5 +15,19 @@ carry a coalescing budget (32-byte sectors per warp access, at most twice the id
 from . import lab01, lab02, lab03, lab04, lab05, lab07, lab08, lab12
 from ._common import LABS, all_problems, grid_2d, launch_1d, launch_2d, pad_to_blocks
 
-__all__ = ["LABS", "all_problems", "grid_2d", "launch_1d", "launch_2d", "pad_to_blocks",
-           "lab01", "lab02", "lab03", "lab04", "lab05", "lab07", "lab08", "lab12"]
+__all__ = [
+    "LABS",
+    "all_problems",
+    "grid_2d",
+    "launch_1d",
+    "launch_2d",
+    "pad_to_blocks",
+    "lab01",
+    "lab02",
+    "lab03",
+    "lab04",
+    "lab05",
+    "lab07",
+    "lab08",
+    "lab12",
+]

@@ -65,8 +65,11 @@ DENSE_RELU = Problem(
         "this is X @ W + b without the ReLU: clamp negatives with max(acc, 0).": lambda X, W, b: X @ W + b,
         "this is relu(X @ W): the bias b[j] is missing.": lambda X, W, b: np.maximum(X @ W, 0),
     },
-    budget=Budget(reads_per_thread=lambda s: 2 * s[1] + 1, writes_per_thread=1,
-                  sectors={"X": _COALESCED, "W": _COALESCED, "Y": _COALESCED}),
+    budget=Budget(
+        reads_per_thread=lambda s: 2 * s[1] + 1,
+        writes_per_thread=1,
+        sectors={"X": _COALESCED, "W": _COALESCED, "Y": _COALESCED},
+    ),
     ptx="void(float32[:, :], float32[:, :], float32[:], float32[:, :])",  # a GPU must accept it
     points=3,
 )

@@ -24,7 +24,7 @@ HALO_LEN = TPB + 2  # a block's elements plus one halo element on each side
 
 def block_reverse_spec(x: np.ndarray) -> np.ndarray:
     """Each chunk of TPB elements reversed in place (the last chunk may be shorter)."""
-    chunks = [x[s:s + TPB][::-1] for s in range(0, x.size, TPB)]
+    chunks = [x[s : s + TPB][::-1] for s in range(0, x.size, TPB)]
     return np.concatenate(chunks) if chunks else x.copy()
 
 

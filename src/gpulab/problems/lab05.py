@@ -12,8 +12,7 @@ import numpy as np
 from ..exercises import Budget, Problem, random_arrays
 from ._common import launch_1d, pad_to_blocks
 
-__all__ = ["BLOCK_SUM", "HISTOGRAM", "SOFTMAX", "SUM_ATOMIC", "TPB", "block_sum_spec", "softmax_inputs",
-           "softmax_spec"]
+__all__ = ["BLOCK_SUM", "HISTOGRAM", "SOFTMAX", "SUM_ATOMIC", "TPB", "block_sum_spec", "softmax_inputs", "softmax_spec"]
 
 TPB = 64  # threads per block
 SOFTMAX_SHIFT = 1.0e4  # rows are shifted by up to +-SOFTMAX_SHIFT
@@ -92,10 +91,10 @@ SOFTMAX = Problem(
     sizes=[(1, 1), (3, 5), (4, 70)],
     gpu_sizes=[(1, 1), (3, 5), (4, 70), (4096, 1000)],
     launch=lambda x, out: (x.shape[0], TPB),  # one block per row
-    rtol=1e-4, atol=1e-6,
+    rtol=1e-4,
+    atol=1e-6,
     mistakes={
-        "exp overflowed (inf or nan): subtract the row's maximum before math.exp, so every exponent is <= 0.":
-            _softmax_unshifted,
+        "exp overflowed (inf or nan): subtract the row's maximum before math.exp, so every exponent is <= 0.": _softmax_unshifted,
         "this is softmax over each column: reduce along the row (x[row, j] for j in the row).": _softmax_columns,
     },
     ptx="void(float32[:, :], float32[:, :])",  # a GPU must accept it, not only the simulator

@@ -15,9 +15,23 @@ from ..exercises import Budget, Problem, random_arrays
 from ..kernels._launch import conv_out_size
 from ._common import grid_2d, launch_1d, launch_2d
 
-__all__ = ["CONV1D", "CONV2D", "CONV2D_BLOCK", "CONV2D_IM2COL", "CONV2D_SINGLE", "IM2COL", "IM2COL_BLOCK",
-           "MAXPOOL", "TPB", "conv1d_spec", "conv2d_spec", "conv_inputs", "im2col_launch", "im2col_spec",
-           "maxpool_spec"]
+__all__ = [
+    "CONV1D",
+    "CONV2D",
+    "CONV2D_BLOCK",
+    "CONV2D_IM2COL",
+    "CONV2D_SINGLE",
+    "IM2COL",
+    "IM2COL_BLOCK",
+    "MAXPOOL",
+    "TPB",
+    "conv1d_spec",
+    "conv2d_spec",
+    "conv_inputs",
+    "im2col_launch",
+    "im2col_spec",
+    "maxpool_spec",
+]
 
 TPB = 64  # threads per block for the 1-D launches
 CONV2D_BLOCK = (16, 8)  # x: output columns, y: output rows
@@ -38,7 +52,7 @@ def conv2d_spec(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int = 1, pa
     out = np.zeros((n, f, ho, wo), dtype=np.result_type(x, w, b)) + b[None, :, None, None]
     for a in range(k):
         for d in range(k):
-            patch = xp_[:, :, a:a + stride * ho:stride, d:d + stride * wo:stride]  # (N, C, Ho, Wo)
+            patch = xp_[:, :, a : a + stride * ho : stride, d : d + stride * wo : stride]  # (N, C, Ho, Wo)
             out += np.einsum("nchw,fc->nfhw", patch, w[:, :, a, d])
     return out
 
@@ -57,7 +71,7 @@ def maxpool_spec(x: np.ndarray, k: int, stride: int) -> np.ndarray:
     out = np.full((n, c, ho, wo), -np.inf, dtype=x.dtype)
     for a in range(k):
         for b in range(k):
-            out = np.maximum(out, x[:, :, a:a + stride * ho:stride, b:b + stride * wo:stride])
+            out = np.maximum(out, x[:, :, a : a + stride * ho : stride, b : b + stride * wo : stride])
     return out
 
 
@@ -69,7 +83,9 @@ def im2col_spec(x: np.ndarray, k: int, stride: int, pad: int) -> np.ndarray:
     cols = np.empty((n, ho, wo, c, k, k), dtype=x.dtype)
     for a in range(k):
         for d in range(k):
-            cols[:, :, :, :, a, d] = xp_[:, :, a:a + stride * ho:stride, d:d + stride * wo:stride].transpose(0, 2, 3, 1)
+            cols[:, :, :, :, a, d] = xp_[:, :, a : a + stride * ho : stride, d : d + stride * wo : stride].transpose(
+                0, 2, 3, 1
+            )
     return cols.reshape(n * ho * wo, c * k * k)
 
 
@@ -94,9 +110,10 @@ CONV1D = Problem(
     gpu_sizes=[(1, 1), (9, 3), (100, 5), (1 << 20, 9)],
     threads=[TPB, 32],
     reduction=lambda x, w: w.shape[0],
-    mistakes={"you flipped the filter (w[K - 1 - k]): in deep learning the filter slides unflipped, "
-              "out[i] = sum_k x[i + k] * w[k].":
-              lambda x, w: np.convolve(x, w, mode="valid").astype(np.float32)},
+    mistakes={
+        "you flipped the filter (w[K - 1 - k]): in deep learning the filter slides unflipped, "
+        "out[i] = sum_k x[i + k] * w[k].": lambda x, w: np.convolve(x, w, mode="valid").astype(np.float32)
+    },
     points=2,
 )
 
@@ -120,8 +137,11 @@ CONV2D = Problem(
     gpu_sizes=_CONV_SIZES + [_CONV_GPU],
     launch=launch_1d(TPB),  # one thread per element of out
     reduction=_conv_terms,
-    mistakes={"padding ignored: the taps must start at i*stride - pad (and skip rows/columns outside x).":
-              lambda x, w, b, stride, pad: conv2d_spec(x, w, b, stride, 0)},
+    mistakes={
+        "padding ignored: the taps must start at i*stride - pad (and skip rows/columns outside x).": lambda x, w, b, stride, pad: (
+            conv2d_spec(x, w, b, stride, 0)
+        )
+    },
     points=3,
 )
 
@@ -132,8 +152,11 @@ MAXPOOL = Problem(
     sizes=[(1, 1, 2, 2, 2, 2), (2, 3, 7, 9, 2, 2), (1, 2, 9, 8, 3, 2), (2, 2, 6, 6, 3, 3)],
     gpu_sizes=[(1, 1, 2, 2, 2, 2), (2, 3, 7, 9, 2, 2), (1, 2, 9, 8, 3, 2), (128, 32, 28, 28, 2, 2)],
     launch=launch_1d(TPB),
-    mistakes={"the maximum starts at 0: windows with only negative numbers must give a negative maximum.":
-              lambda x, k, stride: np.maximum(maxpool_spec(x, k, stride), 0)},
+    mistakes={
+        "the maximum starts at 0: windows with only negative numbers must give a negative maximum.": lambda x, k, stride: (
+            np.maximum(maxpool_spec(x, k, stride), 0)
+        )
+    },
     points=2,
 )
 

@@ -14,9 +14,20 @@ from ..kernels._launch import ceil_div, conv_out_size
 from ..nn.ops import windows
 from ._common import launch_1d
 
-__all__ = ["CONV2D_BACKWARD", "LINEAR_BACKWARD", "MAXPOOL_BACKWARD", "RELU_BACKWARD", "TPB",
-           "conv2d_backward_spec", "conv_backward_inputs", "linear_backward_spec", "maxpool_backward_spec",
-           "maxpool_with_arg", "pool_inputs", "relu_inputs"]
+__all__ = [
+    "CONV2D_BACKWARD",
+    "LINEAR_BACKWARD",
+    "MAXPOOL_BACKWARD",
+    "RELU_BACKWARD",
+    "TPB",
+    "conv2d_backward_spec",
+    "conv_backward_inputs",
+    "linear_backward_spec",
+    "maxpool_backward_spec",
+    "maxpool_with_arg",
+    "pool_inputs",
+    "relu_inputs",
+]
 
 TPB = 64  # threads per block
 
@@ -50,7 +61,7 @@ def maxpool_backward_spec(x: np.ndarray, dout: np.ndarray, arg: np.ndarray, k: i
     dx = np.zeros(x.shape, dtype=dout.dtype)
     for a in range(k):
         for b in range(k):
-            dx[:, :, a:a + stride * ho:stride, b:b + stride * wo:stride] += dout * (arg == a * k + b)
+            dx[:, :, a : a + stride * ho : stride, b : b + stride * wo : stride] += dout * (arg == a * k + b)
     return dx
 
 
@@ -81,7 +92,7 @@ def conv2d_backward_spec(x: np.ndarray, w: np.ndarray, dout: np.ndarray, stride:
             rows, cols = slice(a, a + stride * ho, stride), slice(d, d + stride * wo, stride)
             dw[:, :, a, d] = np.einsum("nfhw,nchw->fc", dout, xpad[:, :, rows, cols])
             dxpad[:, :, rows, cols] += np.einsum("nfhw,fc->nchw", dout, w[:, :, a, d])
-    return dxpad[:, :, pad:pad + h, pad:pad + wd], dw, dout.sum(axis=(0, 2, 3))
+    return dxpad[:, :, pad : pad + h, pad : pad + wd], dw, dout.sum(axis=(0, 2, 3))
 
 
 def _conv_backward_terms(x: np.ndarray, w: np.ndarray, dout: np.ndarray, stride: int, pad: int) -> int:
@@ -97,8 +108,7 @@ RELU_BACKWARD = Problem(
     sizes=[1, 100, 500],
     gpu_sizes=[1, 100, 1 << 20],
     threads=[TPB, 32],
-    mistakes={"the gradient was multiplied by y: ReLU's derivative is 1 where y > 0, not y.":
-              lambda dout, y: dout * y},
+    mistakes={"the gradient was multiplied by y: ReLU's derivative is 1 where y > 0, not y.": lambda dout, y: dout * y},
     points=2,
 )
 
@@ -131,8 +141,12 @@ CONV2D_BACKWARD = Problem(
     spec=conv2d_backward_spec,
     inputs=conv_backward_inputs,
     sizes=[(1, 1, 3, 3, 1, 3, 1, 0), (2, 3, 7, 6, 4, 3, 1, 1), (1, 2, 9, 8, 3, 3, 2, 1)],
-    gpu_sizes=[(1, 1, 3, 3, 1, 3, 1, 0), (2, 3, 7, 6, 4, 3, 1, 1), (1, 2, 9, 8, 3, 3, 2, 1),
-               (64, 32, 14, 14, 64, 3, 1, 1)],
+    gpu_sizes=[
+        (1, 1, 3, 3, 1, 3, 1, 0),
+        (2, 3, 7, 6, 4, 3, 1, 1),
+        (1, 2, 9, 8, 3, 3, 2, 1),
+        (64, 32, 14, 14, 64, 3, 1, 1),
+    ],
     reduction=_conv_backward_terms,
     out_names=["dx", "dw", "db"],
     points=4,

@@ -18,9 +18,26 @@ from ..kernels._launch import blocks_for, ceil_div
 from ..transformer.attention import attention_reference, causal_mask, default_scale
 from ._common import launch_2d
 
-__all__ = ["BK", "BQ", "COMBINE", "COMBINE_BLOCK", "DMAX", "FLASH_LSE", "MASK_BLOCK", "SCALE_MASK",
-           "SOFTMAX_BACKWARD", "TPB", "combine_inputs", "combine_spec", "flash_lse_inputs", "flash_lse_spec",
-           "scale_mask_inputs", "scale_mask_spec", "softmax_backward_inputs", "softmax_backward_spec"]
+__all__ = [
+    "BK",
+    "BQ",
+    "COMBINE",
+    "COMBINE_BLOCK",
+    "DMAX",
+    "FLASH_LSE",
+    "MASK_BLOCK",
+    "SCALE_MASK",
+    "SOFTMAX_BACKWARD",
+    "TPB",
+    "combine_inputs",
+    "combine_spec",
+    "flash_lse_inputs",
+    "flash_lse_spec",
+    "scale_mask_inputs",
+    "scale_mask_spec",
+    "softmax_backward_inputs",
+    "softmax_backward_spec",
+]
 
 TPB = 32  # threads per block (= per row) of the softmax backward
 MASK_BLOCK = (16, 8)  # x along the keys, y along the queries
@@ -40,6 +57,7 @@ def _masked_scores(q: np.ndarray, k: np.ndarray, scale: float, causal: bool) -> 
 
 
 # --- 1 · scale and mask -------------------------------------------------------------------------------
+
 
 def scale_mask_inputs(size: tuple[int, int, int], rng: np.random.Generator) -> tuple[Any, ...]:
     """``(n, m, causal)`` -> ``(s, scale, causal)``: raw scores up to +-30."""
@@ -66,17 +84,21 @@ SCALE_MASK = Problem(
     sizes=[(1, 1, 0), (5, 9, 1), (20, 33, 1), (17, 17, 0)],
     gpu_sizes=[(1, 1, 0), (20, 33, 1), (2048, 2048, 1), (1000, 3000, 1)],
     launch=launch_2d(MASK_BLOCK),  # one thread per score, x along the keys
-    rtol=1e-6, atol=0.0,
-    mistakes={"masked scores must be -inf (exp(-inf) = 0), not 0: exp(0) = 1 still gives the key weight.":
-              lambda s, sc, c: np.where(np.isneginf(scale_mask_spec(s, sc, c)), 0, scale_mask_spec(s, sc, c)),
-              "with m > n keys, query i sees keys j <= i + (m - n): the mask needs the offset m - n.":
-              _mask_no_offset},
+    rtol=1e-6,
+    atol=0.0,
+    mistakes={
+        "masked scores must be -inf (exp(-inf) = 0), not 0: exp(0) = 1 still gives the key weight.": lambda s, sc, c: (
+            np.where(np.isneginf(scale_mask_spec(s, sc, c)), 0, scale_mask_spec(s, sc, c))
+        ),
+        "with m > n keys, query i sees keys j <= i + (m - n): the mask needs the offset m - n.": _mask_no_offset,
+    },
     budget=Budget(sectors={"s": 2.0, "out": 2.0}),
     points=2,
 )
 
 
 # --- 2 · softmax backward -----------------------------------------------------------------------------
+
 
 def softmax_backward_inputs(size: tuple[int, int, int], rng: np.random.Generator) -> tuple[Any, ...]:
     """``(rows, cols, masked)`` -> ``(p, dp)``: p a row softmax (zeros above the causal diagonal)."""
@@ -101,17 +123,22 @@ SOFTMAX_BACKWARD = Problem(
     sizes=[(1, 1, 0), (3, 5, 0), (4, 70, 1), (6, 33, 1)],
     gpu_sizes=[(1, 1, 0), (4, 70, 1), (4096, 1000, 0), (1024, 1024, 1)],
     launch=lambda p, dp, ds: (p.shape[0], TPB),  # one block per row
-    rtol=1e-4, atol=1e-5,
-    mistakes={"ds = p * dp is only the diagonal of the softmax's Jacobian: subtract the row's sum of p * dp, "
-              "ds = p * (dp - sum_j p[j] * dp[j]).": lambda p, dp: (p * dp).astype(p.dtype),
-              "subtract the row's sum of p * dp (one number per row), not p * dp element by element.":
-              lambda p, dp: (p * (dp - p * dp)).astype(p.dtype)},
+    rtol=1e-4,
+    atol=1e-5,
+    mistakes={
+        "ds = p * dp is only the diagonal of the softmax's Jacobian: subtract the row's sum of p * dp, "
+        "ds = p * (dp - sum_j p[j] * dp[j]).": lambda p, dp: (p * dp).astype(p.dtype),
+        "subtract the row's sum of p * dp (one number per row), not p * dp element by element.": lambda p, dp: (
+            p * (dp - p * dp)
+        ).astype(p.dtype),
+    },
     budget=Budget(reads_per_element={"p": 2, "dp": 2}, shared_bytes=TPB * 4),
     points=3,
 )
 
 
 # --- 3 · merging partial softmaxes --------------------------------------------------------------------
+
 
 def combine_inputs(size: tuple[int, int, int, int], rng: np.random.Generator) -> tuple[Any, ...]:
     """``(splits, n, m, dv)`` -> ``(mx, sm, o)``: causal attention of n queries over m keys cut into
@@ -126,14 +153,14 @@ def combine_inputs(size: tuple[int, int, int, int], rng: np.random.Generator) ->
     sm = np.zeros((splits, n))
     o = np.zeros((splits, n, dv))
     for t in range(splits):
-        part = s[:, t * chunk:(t + 1) * chunk]
+        part = s[:, t * chunk : (t + 1) * chunk]
         if part.shape[1] == 0:
             continue
         mx[t] = part.max(axis=1)
         with np.errstate(invalid="ignore"):
             e = np.where(np.isneginf(mx[t])[:, None], 0.0, np.exp(part - mx[t][:, None]))
         sm[t] = e.sum(axis=1)
-        o[t] = e @ v[t * chunk:(t + 1) * chunk].astype(np.float64)
+        o[t] = e @ v[t * chunk : (t + 1) * chunk].astype(np.float64)
     return mx.astype(np.float32), sm.astype(np.float32), o.astype(np.float32)
 
 
@@ -151,10 +178,14 @@ COMBINE = Problem(
     sizes=[(1, 1, 1, 1), (2, 5, 9, 3), (3, 9, 40, 20), (4, 6, 30, 17)],
     gpu_sizes=[(1, 1, 1, 1), (3, 9, 40, 20), (8, 1024, 8192, 64), (16, 2048, 4096, 128)],
     launch=launch_2d(COMBINE_BLOCK),  # one thread per output element, x along its columns
-    rtol=1e-4, atol=1e-6,
-    mistakes={"the partial sums are relative to different maxima: weight each split by exp(mx_t - M), "
-              "M the largest, before adding (sum o_t / sum sm_t mixes scales).":
-              lambda mx, sm, o: (o.sum(axis=0) / sm.sum(axis=0)[:, None]).astype(o.dtype)},
+    rtol=1e-4,
+    atol=1e-6,
+    mistakes={
+        "the partial sums are relative to different maxima: weight each split by exp(mx_t - M), "
+        "M the largest, before adding (sum o_t / sum sm_t mixes scales).": lambda mx, sm, o: (
+            o.sum(axis=0) / sm.sum(axis=0)[:, None]
+        ).astype(o.dtype)
+    },
     budget=Budget(sectors={"o": 2.0, "out": 2.0}),
     points=3,
 )
@@ -162,11 +193,17 @@ COMBINE = Problem(
 
 # --- challenge · fused attention with the row log-sum-exp ---------------------------------------------
 
+
 def flash_lse_inputs(size: tuple[int, int, int, int, int, float], rng: np.random.Generator) -> tuple[Any, ...]:
     """``(n, m, d, dv, causal, logit_scale)`` -> ``(q, k, v, scale, causal)``; q scaled by logit_scale."""
     n, m, d, dv, causal, big = size
-    return (_uniform(rng, (n, d), big), _uniform(rng, (m, d)), _uniform(rng, (m, dv)),
-            np.float32(default_scale(d)), np.int32(causal))
+    return (
+        _uniform(rng, (n, d), big),
+        _uniform(rng, (m, d)),
+        _uniform(rng, (m, dv)),
+        np.float32(default_scale(d)),
+        np.int32(causal),
+    )
 
 
 def flash_lse_spec(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: Any, causal: Any) -> tuple[np.ndarray, ...]:
@@ -193,13 +230,19 @@ FLASH_LSE = Problem(
     inputs=flash_lse_inputs,
     # the largest case (traced for races and the budget) is one block with two key tiles, the last ragged
     sizes=[(1, 1, 1, 1, 0, 1.0), (5, 7, 3, 4, 0, 1.0), (17, 17, 2, 2, 1, 1.0), (3, 21, 4, 3, 1, 100.0)],
-    gpu_sizes=[(1, 1, 1, 1, 0, 1.0), (17, 17, 2, 2, 1, 1.0), (1024, 1024, 64, 64, 1, 100.0),
-               (1000, 1500, 64, 48, 1, 1.0)],
+    gpu_sizes=[
+        (1, 1, 1, 1, 0, 1.0),
+        (17, 17, 2, 2, 1, 1.0),
+        (1024, 1024, 64, 64, 1, 100.0),
+        (1000, 1500, 64, 48, 1, 1.0),
+    ],
     launch=lambda q, k, v, scale, causal, out, lse: (blocks_for(q.shape[0], BQ), (BK, BQ)),
     # logits of a few hundred carry float32 rounding of ~1e-3 (a d-term dot product): out and lse err by that much
-    rtol=1e-4, atol=1e-3,
-    mistakes={"lse is the log of the row's sum of exp(s): row_max + log(row_sum), not log(row_sum) alone.":
-              _lse_without_max},  # a mistake spec returns the output it explains (lse)
+    rtol=1e-4,
+    atol=1e-3,
+    mistakes={
+        "lse is the log of the row's sum of exp(s): row_max + log(row_sum), not log(row_sum) alone.": _lse_without_max
+    },  # a mistake spec returns the output it explains (lse)
     budget=Budget(reads_per_element={"q": 1, "k": _kv_reads, "v": _kv_reads}),
     ptx="void(float32[:, :], float32[:, :], float32[:, :], float32, int32, float32[:, :], float32[:])",
     points=4,

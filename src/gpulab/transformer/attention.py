@@ -32,8 +32,19 @@ from ..kernels._launch import LaunchError, allocate_like, check_array, check_lau
 from ..kernels.matmul import matmul
 from ..kernels.reduce import SOFTMAX_TPB, softmax_rows_kernel
 
-__all__ = ["MASK_BLOCK", "PTX_SIGNATURES", "AttentionCosts", "attention_costs", "attention_naive",
-           "attention_reference", "causal_mask", "check_qkv", "default_scale", "scale_mask", "scale_mask_kernel"]
+__all__ = [
+    "MASK_BLOCK",
+    "PTX_SIGNATURES",
+    "AttentionCosts",
+    "attention_costs",
+    "attention_naive",
+    "attention_reference",
+    "causal_mask",
+    "check_qkv",
+    "default_scale",
+    "scale_mask",
+    "scale_mask_kernel",
+]
 
 MASK_BLOCK = (16, 16)  # (x, y) threads per block of the scale-and-mask kernel: x along the keys
 
@@ -51,16 +62,20 @@ def check_qkv(q: Any, k: Any, v: Any, *, causal: bool = False, dtype: Any = None
     m, dk = (int(s) for s in k.shape)
     mv, dv = (int(s) for s in v.shape)
     if dk != d:
-        raise LaunchError(f"q is {n}x{d} and k is {m}x{dk}: queries and keys need the same width d "
-                          f"(q.shape[1] == k.shape[1]). Pass k with {d} columns.")
+        raise LaunchError(
+            f"q is {n}x{d} and k is {m}x{dk}: queries and keys need the same width d "
+            f"(q.shape[1] == k.shape[1]). Pass k with {d} columns."
+        )
     if mv != m:
         raise LaunchError(f"k has {m} rows and v has {mv}: every key needs one value (k.shape[0] == v.shape[0]).")
     if m == 0:
         raise LaunchError("k and v have no rows: attention needs at least one key per query.")
     if causal and n > m:
-        raise LaunchError(f"causal attention with n={n} queries and m={m} keys: query i sees keys j <= i + "
-                          f"(m - n), so the first {n - m} queries would see none. Pass at least as many keys as "
-                          "queries (m >= n), or causal=False.")
+        raise LaunchError(
+            f"causal attention with n={n} queries and m={m} keys: query i sees keys j <= i + "
+            f"(m - n), so the first {n - m} queries would see none. Pass at least as many keys as "
+            "queries (m >= n), or causal=False."
+        )
     return n, m, d, dv
 
 
@@ -114,9 +129,17 @@ def scale_mask(s: Any, scale: float, causal: bool = False, out: Any = None) -> A
     return out
 
 
-def attention_naive(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
-                    matmul_kernel: Any = "tiled", softmax_kernel: Any = None,
-                    softmax_threads: int = SOFTMAX_TPB) -> tuple[Any, Any]:
+def attention_naive(
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    causal: bool = False,
+    scale: float | None = None,
+    matmul_kernel: Any = "tiled",
+    softmax_kernel: Any = None,
+    softmax_threads: int = SOFTMAX_TPB,
+) -> tuple[Any, Any]:
     """Attention as separate kernels; returns ``(out, weights)``: out (n, dv) and the attention weights
     P = softmax(scaled, masked scores), the n x m matrix that this path keeps in global memory.
 
@@ -174,27 +197,34 @@ class AttentionCosts:
         out = []
         for path, steps in (("naive", self.naive), ("fused", self.fused)):
             for step, (f, b) in [*steps.items(), ("total", self.total(path))]:
-                out.append({"path": path, "step": step, "flops": f, "bytes": b,
-                            "flops_per_byte": f / b if b else math.inf})
+                out.append(
+                    {"path": path, "step": step, "flops": f, "bytes": b, "flops_per_byte": f / b if b else math.inf}
+                )
         return out
 
     def __str__(self) -> str:
         head = f"attention n={self.n}, m={self.m}, d={self.d}, dv={self.dv}, causal={self.causal}"
         lines = [head, f"{'path':6} {'step':14} {'FLOPs':>14} {'bytes':>14} {'FLOP/B':>8}"]
         for r in self.rows():
-            lines.append(f"{r['path']:6} {r['step']:14} {r['flops']:>14,} {r['bytes']:>14,} "
-                         f"{r['flops_per_byte']:>8.2f}")
+            lines.append(
+                f"{r['path']:6} {r['step']:14} {r['flops']:>14,} {r['bytes']:>14,} {r['flops_per_byte']:>8.2f}"
+            )
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        cells = "".join(f"<tr><td>{r['path']}</td><td>{r['step']}</td><td>{r['flops']:,}</td><td>{r['bytes']:,}</td>"
-                        f"<td>{r['flops_per_byte']:.2f}</td></tr>" for r in self.rows())
-        return ("<table><tr><th>path</th><th>step</th><th>FLOPs</th><th>bytes</th><th>FLOP/byte</th></tr>"
-                f"{cells}</table>")
+        cells = "".join(
+            f"<tr><td>{r['path']}</td><td>{r['step']}</td><td>{r['flops']:,}</td><td>{r['bytes']:,}</td>"
+            f"<td>{r['flops_per_byte']:.2f}</td></tr>"
+            for r in self.rows()
+        )
+        return (
+            f"<table><tr><th>path</th><th>step</th><th>FLOPs</th><th>bytes</th><th>FLOP/byte</th></tr>{cells}</table>"
+        )
 
 
-def attention_costs(n: int, d: int, *, m: int | None = None, dv: int | None = None, causal: bool = False,
-                    dtype_bytes: int = 4) -> AttentionCosts:
+def attention_costs(
+    n: int, d: int, *, m: int | None = None, dv: int | None = None, causal: bool = False, dtype_bytes: int = 4
+) -> AttentionCosts:
     """FLOPs and compulsory bytes per step of attention with n queries, m keys (default n), width d.
 
     FLOPs count a multiply-add as 2 and ``exp``, ``max``, a division as 1 each. Causal attention

@@ -47,8 +47,9 @@ class AttentionCache:
     scale: float
 
 
-def attention_forward(q: Any, k: Any, v: Any, *, causal: bool = False,
-                      scale: float | None = None) -> tuple[Any, AttentionCache]:
+def attention_forward(
+    q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None
+) -> tuple[Any, AttentionCache]:
     """``(out, cache)``: attention in the inputs' array module and dtype (max subtracted per row)."""
     n, m, d, _ = check_qkv(q, k, v, causal=causal)
     xp = runtime.array_module(q, k, v)
@@ -84,8 +85,10 @@ class SelfAttention:
     def __init__(self, e: int, d: int, dv: int | None = None, *, causal: bool = True, seed: int = 0) -> None:
         rng = np.random.default_rng(seed)
         dv = d if dv is None else dv
-        self.params: dict[str, Any] = {name: (rng.standard_normal(shape) / np.sqrt(e)).astype(np.float32)
-                                       for name, shape in (("Wq", (e, d)), ("Wk", (e, d)), ("Wv", (e, dv)))}
+        self.params: dict[str, Any] = {
+            name: (rng.standard_normal(shape) / np.sqrt(e)).astype(np.float32)
+            for name, shape in (("Wq", (e, d)), ("Wk", (e, d)), ("Wv", (e, dv)))
+        }
         self.grads: dict[str, Any] = {name: np.zeros_like(w) for name, w in self.params.items()}
         self.causal = causal
         self.needs_input_grad = True
@@ -109,14 +112,14 @@ class SelfAttention:
         return dq @ w["Wq"].T + dk @ w["Wk"].T + dv @ w["Wv"].T if self.needs_input_grad else None  # (n, e)
 
 
-def torch_gradients(q: Any, k: Any, v: Any, dout: Any, *, causal: bool = False,
-                    scale: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def torch_gradients(
+    q: Any, k: Any, v: Any, dout: Any, *, causal: bool = False, scale: float | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """PyTorch's ``(dq, dk, dv)`` for the same attention in float64 (autograd through
     ``torch.softmax``), as NumPy arrays. Raises ImportError when PyTorch is not installed."""
     import torch
 
-    q_t, k_t, v_t = (torch.tensor(np.asarray(runtime.to_host(a), np.float64), requires_grad=True)
-                     for a in (q, k, v))
+    q_t, k_t, v_t = (torch.tensor(np.asarray(runtime.to_host(a), np.float64), requires_grad=True) for a in (q, k, v))
     n, m, d, _ = check_qkv(q_t, k_t, v_t, causal=causal)
     s = (q_t @ k_t.T) * (default_scale(d) if scale is None else float(scale))
     if causal:

@@ -40,8 +40,22 @@ from ..kernels.matmul import TILE as MATMUL_TILE
 from ..kernels.reduce import SOFTMAX_TPB
 from .attention import MASK_BLOCK, check_qkv, default_scale
 
-__all__ = ["ACC", "BK", "BQ", "DMAX", "PAD", "PTX_SIGNATURES", "BytesPrediction", "benchmark_attention", "bytes_table",
-           "flash_attention", "flash_attention_kernel", "launch_config", "measure_bytes", "predicted_bytes"]
+__all__ = [
+    "ACC",
+    "BK",
+    "BQ",
+    "DMAX",
+    "PAD",
+    "PTX_SIGNATURES",
+    "BytesPrediction",
+    "benchmark_attention",
+    "bytes_table",
+    "flash_attention",
+    "flash_attention_kernel",
+    "launch_config",
+    "measure_bytes",
+    "predicted_bytes",
+]
 
 BQ = 16  # query rows per block (threadIdx.y)
 BK = 16  # keys per tile (threadIdx.x); also the stride of a thread's output columns
@@ -131,8 +145,9 @@ def launch_config(n: int) -> tuple[int, tuple[int, int]]:
     return max(1, ceil_div(n, BQ)), (BK, BQ)
 
 
-def flash_attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
-                    out: Any = None, kernel: Any = None) -> Any:
+def flash_attention(
+    q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None, out: Any = None, kernel: Any = None
+) -> Any:
     """Attention in one fused kernel: ``out = softmax(q @ k.T * scale, masked) @ v`` (n, dv), float32.
 
     ``kernel`` is :func:`flash_attention_kernel` (default) or yours with the same signature
@@ -141,8 +156,10 @@ def flash_attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: floa
     """
     n, m, d, dv = check_qkv(q, k, v, causal=causal, dtype=np.float32)
     if d > DMAX or dv > DMAX:
-        raise LaunchError(f"the fused kernel holds rows of up to DMAX={DMAX} values in shared memory, but d={d} and "
-                          f"dv={dv}. Split the heads (d <= {DMAX}) or use attention_naive.")
+        raise LaunchError(
+            f"the fused kernel holds rows of up to DMAX={DMAX} values in shared memory, but d={d} and "
+            f"dv={dv}. Split the heads (d <= {DMAX}) or use attention_naive."
+        )
     if out is None:
         out = allocate_like(q, (n, dv), np.float32)
     check_out(out, (n, dv), np.float32)
@@ -151,8 +168,9 @@ def flash_attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: floa
     blocks, threads = launch_config(n)
     check_launch(blocks, threads)
     kern = flash_attention_kernel if kernel is None else kernel
-    kern[blocks, threads](q, k, v, np.float32(default_scale(d) if scale is None else scale),
-                          np.int32(bool(causal)), out)
+    kern[blocks, threads](
+        q, k, v, np.float32(default_scale(d) if scale is None else scale), np.int32(bool(causal)), out
+    )
     return out
 
 
@@ -191,9 +209,17 @@ def _fused_keys_loaded(n: int, m: int, causal: bool) -> int:
     return total
 
 
-def predicted_bytes(n: int, m: int, d: int, dv: int | None = None, *, causal: bool = False,
-                    itemsize: int = 4, matmul_tile: int = MATMUL_TILE,
-                    softmax_threads: int = SOFTMAX_TPB) -> BytesPrediction:
+def predicted_bytes(
+    n: int,
+    m: int,
+    d: int,
+    dv: int | None = None,
+    *,
+    causal: bool = False,
+    itemsize: int = 4,
+    matmul_tile: int = MATMUL_TILE,
+    softmax_threads: int = SOFTMAX_TPB,
+) -> BytesPrediction:
     """Global bytes of each kernel, counted from their loops (the traffic the simulator measures).
 
     Naive path (``attention_naive`` with the tiled matmul): ``QK^T`` and ``PV`` as tiled matmuls
@@ -222,8 +248,9 @@ def predicted_bytes(n: int, m: int, d: int, dv: int | None = None, *, causal: bo
     return BytesPrediction(naive, fused)
 
 
-def measure_bytes(n: int, m: int, d: int, dv: int | None = None, *, causal: bool = False,
-                  seed: int = 0) -> BytesPrediction:
+def measure_bytes(
+    n: int, m: int, d: int, dv: int | None = None, *, causal: bool = False, seed: int = 0
+) -> BytesPrediction:
     """Count the global bytes each kernel moves with :func:`gpulab.trace.trace` (runs in the simulator on
     the CPU in either mode: keep n, m small, e.g. 32). The results are checked against
     :func:`~gpulab.transformer.attention.attention_reference`, so the counts are of correct runs."""
@@ -245,24 +272,44 @@ def measure_bytes(n: int, m: int, d: int, dv: int | None = None, *, causal: bool
 
     naive: dict[str, int] = {}
     s = np.zeros((n, m), np.float32)
-    naive["QK^T"] = trace(matmul_tiled_kernel, *mm_launch(matmul_tiled_kernel, n, m), q,
-                          np.ascontiguousarray(k.T), s, names=("A", "B", "C")).bytes_moved()
+    naive["QK^T"] = trace(
+        matmul_tiled_kernel,
+        *mm_launch(matmul_tiled_kernel, n, m),
+        q,
+        np.ascontiguousarray(k.T),
+        s,
+        names=("A", "B", "C"),
+    ).bytes_moved()
     grid = (ceil_div(m, MASK_BLOCK[0]), ceil_div(n, MASK_BLOCK[1]))
-    naive["scale+mask"] = trace(scale_mask_kernel, grid, MASK_BLOCK, s, scale, flag, s,
-                                names=("s", "scale", "causal", "out")).bytes_moved()
+    naive["scale+mask"] = trace(
+        scale_mask_kernel, grid, MASK_BLOCK, s, scale, flag, s, names=("s", "scale", "causal", "out")
+    ).bytes_moved()
     p = np.zeros((n, m), np.float32)
     naive["softmax"] = trace(softmax_rows_kernel, n, SOFTMAX_TPB, s, p, names=("x", "out")).bytes_moved()
     o_naive = np.zeros((n, dv), np.float32)
-    naive["PV"] = trace(matmul_tiled_kernel, *mm_launch(matmul_tiled_kernel, n, dv), p, v, o_naive,
-                        names=("A", "B", "C")).bytes_moved()
+    naive["PV"] = trace(
+        matmul_tiled_kernel, *mm_launch(matmul_tiled_kernel, n, dv), p, v, o_naive, names=("A", "B", "C")
+    ).bytes_moved()
     o_fused = np.zeros((n, dv), np.float32)
     blocks, threads = launch_config(n)
-    fused = trace(flash_attention_kernel, blocks, threads, q, k, v, scale, flag, o_fused,
-                  names=("q", "k", "v", "scale", "causal", "out")).bytes_moved()
+    fused = trace(
+        flash_attention_kernel,
+        blocks,
+        threads,
+        q,
+        k,
+        v,
+        scale,
+        flag,
+        o_fused,
+        names=("q", "k", "v", "scale", "causal", "out"),
+    ).bytes_moved()
     for name, got in (("naive", o_naive), ("fused", o_fused)):
         if not np.allclose(got, expected, rtol=1e-3, atol=1e-4):
-            raise AssertionError(f"measure_bytes: the {name} path's result differs from attention_reference "
-                                 f"(max error {np.abs(got - expected).max():.3g}); its byte count would mean nothing.")
+            raise AssertionError(
+                f"measure_bytes: the {name} path's result differs from attention_reference "
+                f"(max error {np.abs(got - expected).max():.3g}); its byte count would mean nothing."
+            )
     return BytesPrediction(naive, fused)
 
 
@@ -277,9 +324,9 @@ def bytes_table(n: int, m: int, d: int, dv: int | None = None, *, causal: bool =
     return rows
 
 
-
-def benchmark_attention(n: int, d: int, *, m: int | None = None, causal: bool = False, repeat: int = 5,
-                        seed: int = 0) -> list[dict[str, Any]]:
+def benchmark_attention(
+    n: int, d: int, *, m: int | None = None, causal: bool = False, repeat: int = 5, seed: int = 0
+) -> list[dict[str, Any]]:
     """Time the naive path (:func:`~gpulab.transformer.attention.attention_naive`, tiled matmul), the
     fused kernel and the array library's attention (CuPy with cuBLAS in gpu mode, NumPy in simulator
     mode) on random float32 inputs (d = dv), each checked against the float64 reference first.
@@ -305,15 +352,27 @@ def benchmark_attention(n: int, d: int, *, m: int | None = None, causal: bool = 
     for name, fn in paths.items():
         got = runtime.to_host(fn())
         if not np.allclose(got, expected, rtol=1e-3, atol=1e-3):
-            raise AssertionError(f"benchmark_attention: {name} differs from attention_reference "
-                                 f"(max error {np.abs(got - expected).max():.3g}); not timing a wrong result.")
+            raise AssertionError(
+                f"benchmark_attention: {name} differs from attention_reference "
+                f"(max error {np.abs(got - expected).max():.3g}); not timing a wrong result."
+            )
         res = benchmark(fn, repeat=repeat, label=name)
-        rows.append({"path": name, "seconds": res.median, "n": n, "m": m, "d": d, "causal": causal,
-                     "mode": runtime.mode(), "device": device_name()})
+        rows.append(
+            {
+                "path": name,
+                "seconds": res.median,
+                "n": n,
+                "m": m,
+                "d": d,
+                "causal": causal,
+                "mode": runtime.mode(),
+                "device": device_name(),
+            }
+        )
     return rows
+
 
 # (kernel, signature) pairs compiled to PTX by the tests.
 PTX_SIGNATURES = [
-    (flash_attention_kernel,
-     "void(float32[:, :], float32[:, :], float32[:, :], float32, int32, float32[:, :])"),
+    (flash_attention_kernel, "void(float32[:, :], float32[:, :], float32[:, :], float32, int32, float32[:, :])"),
 ]

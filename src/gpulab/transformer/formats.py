@@ -31,8 +31,19 @@ import numpy as np
 
 from ..errors import UsageError
 
-__all__ = ["FORMATS", "Format", "bf16_round_bits", "decode", "encode", "error_stats", "format", "format_table",
-           "round_to", "scale_for", "scaled_round"]
+__all__ = [
+    "FORMATS",
+    "Format",
+    "bf16_round_bits",
+    "decode",
+    "encode",
+    "error_stats",
+    "format",
+    "format_table",
+    "round_to",
+    "scale_for",
+    "scaled_round",
+]
 
 
 @dataclass(frozen=True)
@@ -58,14 +69,14 @@ class Format:
     @property
     def emax(self) -> int:
         """Exponent of the largest finite value."""
-        top = 2 ** self.exponent_bits - 1  # the all-ones exponent
+        top = 2**self.exponent_bits - 1  # the all-ones exponent
         return (top - 1 if self.has_inf else top) - self.bias
 
     @property
     def max(self) -> float:
         """Largest finite value. E4M3 keeps its all-ones exponent for numbers except S.1111.111 (NaN)."""
         m = self.mantissa_bits
-        frac = 2 - 2.0 ** -m if self.has_inf else 2 - 2.0 ** (1 - m)
+        frac = 2 - 2.0**-m if self.has_inf else 2 - 2.0 ** (1 - m)
         return math.ldexp(frac, self.emax)
 
     @property
@@ -79,15 +90,21 @@ class Format:
     @property
     def epsilon(self) -> float:
         """Spacing of values just above 1: 2^-m. Rounding to nearest errs by at most half of it, relatively."""
-        return 2.0 ** -self.mantissa_bits
+        return 2.0**-self.mantissa_bits
 
 
 FORMATS: dict[str, Format] = {
     "fp32": Format("FP32", 8, 23, 127, note="IEEE 754 single precision: what the course computes in"),
     "bf16": Format("BF16", 8, 7, 127, note="FP32's exponent with 7 mantissa bits: the same range, 3 digits"),
     "fp16": Format("FP16", 5, 10, 15, note="IEEE 754 half precision: more precision, range to 65504"),
-    "e4m3": Format("FP8 E4M3", 4, 3, 7, has_inf=False,
-                   note="OCP FP8 for weights and activations: no inf, one NaN code, largest 448"),
+    "e4m3": Format(
+        "FP8 E4M3",
+        4,
+        3,
+        7,
+        has_inf=False,
+        note="OCP FP8 for weights and activations: no inf, one NaN code, largest 448",
+    ),
     "e5m2": Format("FP8 E5M2", 5, 2, 15, note="OCP FP8 for gradients: FP16's range with 2 mantissa bits"),
 }
 
@@ -149,17 +166,16 @@ def bf16_round_bits(x: Any) -> np.ndarray:
 def _code_values(f: Format) -> np.ndarray:
     if f.bits > 16:
         raise UsageError(f"decode/encode handle formats of up to 16 bits; {f.name} has {f.bits}.")
-    codes = np.arange(2 ** f.bits, dtype=np.int64)
+    codes = np.arange(2**f.bits, dtype=np.int64)
     m, e = f.mantissa_bits, f.exponent_bits
     sign = np.where(codes >> (e + m) & 1, -1.0, 1.0)
-    ex, man = (codes >> m) & (2 ** e - 1), codes & (2 ** m - 1)
-    val = np.where(ex == 0, np.ldexp(man.astype(np.float64), f.emin - m),
-                   np.ldexp(1.0 + man / 2.0 ** m, ex - f.bias))
-    top = ex == 2 ** e - 1
+    ex, man = (codes >> m) & (2**e - 1), codes & (2**m - 1)
+    val = np.where(ex == 0, np.ldexp(man.astype(np.float64), f.emin - m), np.ldexp(1.0 + man / 2.0**m, ex - f.bias))
+    top = ex == 2**e - 1
     if f.has_inf:
         val = np.where(top, np.where(man == 0, np.inf, np.nan), val)
     else:  # E4M3: only S.1111.111 is NaN
-        val = np.where(top & (man == 2 ** m - 1), np.nan, val)
+        val = np.where(top & (man == 2**m - 1), np.nan, val)
     return sign * val
 
 
@@ -168,8 +184,8 @@ def decode(codes: Any, fmt: str | Format) -> np.ndarray:
     straight from the definition: ``1.M x 2^(E - bias)``, or ``0.M x 2^(1 - bias)`` when E = 0."""
     c = np.asarray(codes)
     f = format(fmt)
-    if c.size and (c.min() < 0 or c.max() >= 2 ** f.bits):
-        raise UsageError(f"{f.name} codes are 0..{2 ** f.bits - 1}; got values from {c.min()} to {c.max()}.")
+    if c.size and (c.min() < 0 or c.max() >= 2**f.bits):
+        raise UsageError(f"{f.name} codes are 0..{2**f.bits - 1}; got values from {c.min()} to {c.max()}.")
     return _code_values(f)[c.astype(np.int64)]
 
 
@@ -193,10 +209,21 @@ def format_table(keys: tuple[str, ...] = ("fp32", "fp16", "bf16", "e4m3", "e5m2"
     rows = []
     for key in keys:
         f = format(key)
-        rows.append({"format": f.name, "bits": f.bits, "exponent bits": f.exponent_bits,
-                     "mantissa bits": f.mantissa_bits, "max": f.max, "min normal": f.min_normal,
-                     "min subnormal": f.min_subnormal, "epsilon": f.epsilon,
-                     "digits": round((f.mantissa_bits + 1) * math.log10(2), 1), "inf": f.has_inf, "note": f.note})
+        rows.append(
+            {
+                "format": f.name,
+                "bits": f.bits,
+                "exponent bits": f.exponent_bits,
+                "mantissa bits": f.mantissa_bits,
+                "max": f.max,
+                "min normal": f.min_normal,
+                "min subnormal": f.min_subnormal,
+                "epsilon": f.epsilon,
+                "digits": round((f.mantissa_bits + 1) * math.log10(2), 1),
+                "inf": f.has_inf,
+                "note": f.note,
+            }
+        )
     return rows
 
 
@@ -209,12 +236,13 @@ def scale_for(x: Any, fmt: str | Format, *, margin: int = 0, power_of_two: bool 
     amax = float(np.max(np.abs(a[np.isfinite(a)]))) if a.size and np.isfinite(a).any() else 0.0
     if amax == 0.0:
         return 1.0
-    scale = f.max / amax / 2.0 ** margin
+    scale = f.max / amax / 2.0**margin
     return float(2.0 ** math.floor(math.log2(scale))) if power_of_two else scale
 
 
-def scaled_round(x: Any, fmt: str | Format, scale: float | None = None,
-                 **scale_options: Any) -> tuple[np.ndarray, float]:
+def scaled_round(
+    x: Any, fmt: str | Format, scale: float | None = None, **scale_options: Any
+) -> tuple[np.ndarray, float]:
     """``(round_to(x * scale, fmt, saturate=True) / scale, scale)``: the values an FP8 tensor with a
     per-tensor scale stands for, as float32. ``scale=None`` takes :func:`scale_for` (amax-based)."""
     a = np.asarray(x, dtype=np.float64)
@@ -245,8 +273,11 @@ def error_stats(x: Any, fmt: str | Format, *, scaled: bool = False, saturate: bo
     norm = float(np.linalg.norm(a))
     with np.errstate(over="ignore", invalid="ignore"):
         rel = float(np.linalg.norm(diff) / norm) if norm else 0.0
-    return {"format": f.name, "scale": scale,
-            "relative_error": rel,
-            "max_relative_error": float(np.max(np.abs(diff[ok] / a[ok]))) if ok.any() else 0.0,
-            "underflow": float(under.sum() / max(1, nz.sum())),
-            "overflow": float(bad.sum() / max(1, a.size))}
+    return {
+        "format": f.name,
+        "scale": scale,
+        "relative_error": rel,
+        "max_relative_error": float(np.max(np.abs(diff[ok] / a[ok]))) if ok.any() else 0.0,
+        "underflow": float(under.sum() / max(1, nz.sum())),
+        "overflow": float(bad.sum() / max(1, a.size)),
+    }

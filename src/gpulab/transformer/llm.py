@@ -21,8 +21,22 @@ from typing import Any
 from .. import hardware
 from ..errors import UsageError
 
-__all__ = ["MODELS", "PRECISION_BYTES", "Transformer", "block_costs", "cnn_costs", "decode_bound", "flops_table",
-           "kv_cache_bytes", "max_batch", "memory_budget", "model", "peak_for", "prefill_vs_decode", "step_costs"]
+__all__ = [
+    "MODELS",
+    "PRECISION_BYTES",
+    "Transformer",
+    "block_costs",
+    "cnn_costs",
+    "decode_bound",
+    "flops_table",
+    "kv_cache_bytes",
+    "max_batch",
+    "memory_budget",
+    "model",
+    "peak_for",
+    "prefill_vs_decode",
+    "step_costs",
+]
 
 PRECISION_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
@@ -71,10 +85,21 @@ _LLAMA = "architecture from Touvron et al. 2023, 'Llama 2: open foundation and f
 MODELS: dict[str, Transformer] = {
     "GPT-2 small": Transformer("GPT-2 small (124M)", 12, 768, 12, vocab=50257, source=_GPT2),
     "GPT-2 XL": Transformer("GPT-2 XL (1.5B)", 48, 1600, 25, vocab=50257, source=_GPT2),
-    "Llama-2-7B": Transformer("Llama-2-7B", 32, 4096, 32, d_ff=11008, mlp_matrices=3, vocab=32000,
-                              tied_embeddings=False, source=_LLAMA),
-    "Llama-2-70B": Transformer("Llama-2-70B (GQA)", 80, 8192, 64, kv_heads=8, d_ff=28672, mlp_matrices=3,
-                               vocab=32000, tied_embeddings=False, source=_LLAMA),
+    "Llama-2-7B": Transformer(
+        "Llama-2-7B", 32, 4096, 32, d_ff=11008, mlp_matrices=3, vocab=32000, tied_embeddings=False, source=_LLAMA
+    ),
+    "Llama-2-70B": Transformer(
+        "Llama-2-70B (GQA)",
+        80,
+        8192,
+        64,
+        kv_heads=8,
+        d_ff=28672,
+        mlp_matrices=3,
+        vocab=32000,
+        tied_embeddings=False,
+        source=_LLAMA,
+    ),
 }
 
 
@@ -84,8 +109,10 @@ def model(name: str | Transformer) -> Transformer:
         return name
     if name in MODELS:
         return MODELS[name]
-    raise UsageError(f"no model {name!r}; known: {', '.join(MODELS)}. Or describe one: Transformer(name, layers, "
-                     "d_model, heads, ...).")
+    raise UsageError(
+        f"no model {name!r}; known: {', '.join(MODELS)}. Or describe one: Transformer(name, layers, "
+        "d_model, heads, ...)."
+    )
 
 
 def _bytes(precision: str) -> int:
@@ -100,8 +127,15 @@ def _positive(**values: int) -> None:
         raise UsageError(f"sizes must be non-negative numbers and batch >= 1; got {values}.")
 
 
-def block_costs(m: str | Transformer, *, new_tokens: int, context: int, batch: int = 1, precision: str = "bf16",
-                kv_precision: str | None = None) -> dict[str, float]:
+def block_costs(
+    m: str | Transformer,
+    *,
+    new_tokens: int,
+    context: int,
+    batch: int = 1,
+    precision: str = "bf16",
+    kv_precision: str | None = None,
+) -> dict[str, float]:
     """FLOPs and minimal bytes of **one block** in a step that adds ``new_tokens`` to each of ``batch``
     sequences already holding ``context`` tokens in the KV cache (prefill: context 0; decode: new_tokens 1).
 
@@ -121,9 +155,18 @@ def block_costs(m: str | Transformer, *, new_tokens: int, context: int, batch: i
     b_act = 2.0 * t.d_model * new_tokens * batch * w
     flops = flops_mm + flops_att
     nbytes = b_w + b_kv_read + b_kv_write + b_act
-    return {"matmul_flops": flops_mm, "attention_flops": flops_att, "flops": flops, "weights_bytes": b_w,
-            "kv_read_bytes": b_kv_read, "kv_write_bytes": b_kv_write, "activation_bytes": b_act, "bytes": nbytes,
-            "intensity": flops / nbytes, "tokens": float(new_tokens * batch)}
+    return {
+        "matmul_flops": flops_mm,
+        "attention_flops": flops_att,
+        "flops": flops,
+        "weights_bytes": b_w,
+        "kv_read_bytes": b_kv_read,
+        "kv_write_bytes": b_kv_write,
+        "activation_bytes": b_act,
+        "bytes": nbytes,
+        "intensity": flops / nbytes,
+        "tokens": float(new_tokens * batch),
+    }
 
 
 def _model_and_check(m: str | Transformer, new_tokens: int, context: int, batch: int) -> Transformer:
@@ -133,13 +176,21 @@ def _model_and_check(m: str | Transformer, new_tokens: int, context: int, batch:
     return model(m)
 
 
-def step_costs(m: str | Transformer, *, new_tokens: int, context: int, batch: int = 1, precision: str = "bf16",
-               kv_precision: str | None = None) -> dict[str, float]:
+def step_costs(
+    m: str | Transformer,
+    *,
+    new_tokens: int,
+    context: int,
+    batch: int = 1,
+    precision: str = "bf16",
+    kv_precision: str | None = None,
+) -> dict[str, float]:
     """:func:`block_costs` for the whole model: every block, plus the output layer (vocab x d_model weights,
     read once, applied to the new tokens)."""
     t = model(m)
-    blk = block_costs(t, new_tokens=new_tokens, context=context, batch=batch, precision=precision,
-                      kv_precision=kv_precision)
+    blk = block_costs(
+        t, new_tokens=new_tokens, context=context, batch=batch, precision=precision, kv_precision=kv_precision
+    )
     out = {k: v * t.layers for k, v in blk.items() if k not in ("intensity", "tokens")}
     head = t.vocab * t.d_model
     out["matmul_flops"] += 2.0 * head * new_tokens * batch
@@ -162,8 +213,9 @@ def peak_for(dev: str | hardware.Device, precision: str) -> float:
     raise UsageError(f"{d.name} has no peak for {precision} on its spec sheet.")
 
 
-def decode_bound(m: str | Transformer, dev: str | hardware.Device, *, context: int, batch: int = 1,
-                 precision: str = "bf16") -> dict[str, Any]:
+def decode_bound(
+    m: str | Transformer, dev: str | hardware.Device, *, context: int, batch: int = 1, precision: str = "bf16"
+) -> dict[str, Any]:
     """The roofline bound of one decode step on ``dev`` (spec sheet): time = max(FLOPs / peak, bytes /
     bandwidth); tokens per second = batch / time, and which of the two limits it. An upper bound on speed."""
     d = hardware.device(dev)
@@ -171,10 +223,17 @@ def decode_bound(m: str | Transformer, dev: str | hardware.Device, *, context: i
     t_compute = c["flops"] / (peak_for(d, precision) * 1e12)
     t_memory = c["bytes"] / (d.memory_gbps * 1e9)
     step = max(t_compute, t_memory)
-    return {"device": d.name, "step_s": step, "tokens_per_s": batch / step, "compute_s": t_compute,
-            "memory_s": t_memory, "bound": "memory bandwidth" if t_memory >= t_compute else "compute",
-            "intensity": c["intensity"], "ridge": peak_for(d, precision) * 1e3 / d.memory_gbps,
-            "label": f"roofline bound from {d.name}'s spec sheet, not a measurement"}
+    return {
+        "device": d.name,
+        "step_s": step,
+        "tokens_per_s": batch / step,
+        "compute_s": t_compute,
+        "memory_s": t_memory,
+        "bound": "memory bandwidth" if t_memory >= t_compute else "compute",
+        "intensity": c["intensity"],
+        "ridge": peak_for(d, precision) * 1e3 / d.memory_gbps,
+        "label": f"roofline bound from {d.name}'s spec sheet, not a measurement",
+    }
 
 
 def prefill_vs_decode(m: str | Transformer, *, prompt: int, batch: int = 1, precision: str = "bf16") -> list[dict]:
@@ -182,30 +241,40 @@ def prefill_vs_decode(m: str | Transformer, *, prompt: int, batch: int = 1, prec
     rows = []
     for phase, new, ctx in (("prefill", prompt, 0), ("decode", 1, prompt)):
         c = block_costs(m, new_tokens=new, context=ctx, batch=batch, precision=precision)
-        rows.append({"phase": phase, "tokens per sequence": new, "context": ctx, **c,
-                     "flops_per_token": c["flops"] / c["tokens"], "bytes_per_token": c["bytes"] / c["tokens"]})
+        rows.append(
+            {
+                "phase": phase,
+                "tokens per sequence": new,
+                "context": ctx,
+                **c,
+                "flops_per_token": c["flops"] / c["tokens"],
+                "bytes_per_token": c["bytes"] / c["tokens"],
+            }
+        )
     return rows
 
 
-def kv_cache_bytes(layers: int, kv_heads: int, head_dim: int, context: int, batch: int,
-                   bytes_per_value: float = 2) -> float:
+def kv_cache_bytes(
+    layers: int, kv_heads: int, head_dim: int, context: int, batch: int, bytes_per_value: float = 2
+) -> float:
     """Bytes of the KV cache: a K and a V vector (kv_heads x head_dim values) per token, layer and sequence."""
     _positive(layers=layers, kv_heads=kv_heads, head_dim=head_dim, context=context, batch=batch)
     return 2.0 * layers * kv_heads * head_dim * context * batch * bytes_per_value
 
 
-def memory_budget(m: str | Transformer, *, context: int, batch: int, precision: str = "bf16",
-                  kv_precision: str | None = None) -> dict[str, float]:
+def memory_budget(
+    m: str | Transformer, *, context: int, batch: int, precision: str = "bf16", kv_precision: str | None = None
+) -> dict[str, float]:
     """``{"weights", "kv_cache"}`` in bytes for serving ``batch`` sequences of ``context`` tokens (activations
     of one decode step are small next to these and left out)."""
     t = model(m)
-    kv = kv_cache_bytes(t.layers, t.kv_heads or t.heads, t.head_dim, context, batch,
-                        _bytes(kv_precision or precision))
+    kv = kv_cache_bytes(t.layers, t.kv_heads or t.heads, t.head_dim, context, batch, _bytes(kv_precision or precision))
     return {"weights": float(t.params * _bytes(precision)), "kv_cache": kv}
 
 
-def max_batch(m: str | Transformer, memory_bytes: float, *, context: int, precision: str = "bf16",
-              kv_precision: str | None = None) -> int:
+def max_batch(
+    m: str | Transformer, memory_bytes: float, *, context: int, precision: str = "bf16", kv_precision: str | None = None
+) -> int:
     """The most sequences of ``context`` tokens whose KV cache fits next to the weights (0: the weights alone
     do not fit)."""
     one = memory_budget(m, context=context, batch=1, precision=precision, kv_precision=kv_precision)
@@ -240,8 +309,12 @@ def cnn_costs(*, channels: tuple[int, int] = (32, 64), hidden: int = 128, image_
         return float(2 * work.get("matmul", 0) + sum(v for k, v in work.items() if k not in ("matmul", "im2col")))
 
     params = net.num_parameters()
-    return {"forward_flops": flops(fwd), "training_flops": flops(step), "params": float(params),
-            "forward_macs": float(fwd.get("matmul", 0))}
+    return {
+        "forward_flops": flops(fwd),
+        "training_flops": flops(step),
+        "params": float(params),
+        "forward_macs": float(fwd.get("matmul", 0)),
+    }
 
 
 def _transformer_flops(t: Transformer, tokens: int, *, causal: bool, head: bool) -> float:
@@ -253,8 +326,14 @@ def _transformer_flops(t: Transformer, tokens: int, *, causal: bool, head: bool)
 
 # DiT-XL/2 (Peebles & Xie 2023): 28 blocks of width 1152, 16 heads; a 256x256 image is a 32x32x4 latent cut
 # into 2x2 patches: 256 tokens, full (not causal) attention, no vocabulary.
-DIT_XL2 = Transformer("DiT-XL/2 denoiser", 28, 1152, 16, vocab=0,
-                      source="architecture from Peebles & Xie 2023, 'Scalable diffusion models with transformers'")
+DIT_XL2 = Transformer(
+    "DiT-XL/2 denoiser",
+    28,
+    1152,
+    16,
+    vocab=0,
+    source="architecture from Peebles & Xie 2023, 'Scalable diffusion models with transformers'",
+)
 
 
 def flops_table(*, context: int = 1024, cnn: dict[str, float] | None = None) -> list[dict[str, Any]]:
@@ -270,19 +349,42 @@ def flops_table(*, context: int = 1024, cnn: dict[str, float] | None = None) -> 
     dit_step = _transformer_flops(DIT_XL2, 256, causal=False, head=False)
     resnet = 2 * 3.8e9  # lesson 00: 3.8 G multiply-adds per 224x224 image
     rows: list[dict[str, Any]] = [
-        {"workload": "course CNN (lesson 09)", "per": "image", "forward_flops": c["forward_flops"],
-         "training_flops": c["training_flops"], "params": c["params"], "weight_bytes": 4 * c["params"],
-         "how": "counted: gpulab.nn.cost.WorkMeter on gpulab.nn.mnist_cnn (FP32)"},
-        {"workload": "ResNet-50 (lesson 00)", "per": "224x224 image", "forward_flops": resnet,
-         "training_flops": 3 * resnet, "params": 25.6e6, "weight_bytes": 4 * 25.6e6,
-         "how": "lesson 00's count (3.8 G multiply-adds; FP32)"},
-        {"workload": f"GPT-2 small, context {context}", "per": "token", "forward_flops": gpt_tok,
-         "training_flops": 3 * gpt_tok, "params": float(g.params), "weight_bytes": 2.0 * g.params,
-         "how": "estimate: napkin math (2 x weights + attention; BF16), gpulab.transformer.llm"},
-        {"workload": "DiT-XL/2, 256x256", "per": "denoising step", "forward_flops": dit_step,
-         "training_flops": 3 * dit_step, "params": float(DIT_XL2.layers * DIT_XL2.block_params),
-         "weight_bytes": 2.0 * DIT_XL2.layers * DIT_XL2.block_params,
-         "how": "estimate: napkin math (256 tokens, 28 blocks; BF16; one image takes ~50 steps)"},
+        {
+            "workload": "course CNN (lesson 09)",
+            "per": "image",
+            "forward_flops": c["forward_flops"],
+            "training_flops": c["training_flops"],
+            "params": c["params"],
+            "weight_bytes": 4 * c["params"],
+            "how": "counted: gpulab.nn.cost.WorkMeter on gpulab.nn.mnist_cnn (FP32)",
+        },
+        {
+            "workload": "ResNet-50 (lesson 00)",
+            "per": "224x224 image",
+            "forward_flops": resnet,
+            "training_flops": 3 * resnet,
+            "params": 25.6e6,
+            "weight_bytes": 4 * 25.6e6,
+            "how": "lesson 00's count (3.8 G multiply-adds; FP32)",
+        },
+        {
+            "workload": f"GPT-2 small, context {context}",
+            "per": "token",
+            "forward_flops": gpt_tok,
+            "training_flops": 3 * gpt_tok,
+            "params": float(g.params),
+            "weight_bytes": 2.0 * g.params,
+            "how": "estimate: napkin math (2 x weights + attention; BF16), gpulab.transformer.llm",
+        },
+        {
+            "workload": "DiT-XL/2, 256x256",
+            "per": "denoising step",
+            "forward_flops": dit_step,
+            "training_flops": 3 * dit_step,
+            "params": float(DIT_XL2.layers * DIT_XL2.block_params),
+            "weight_bytes": 2.0 * DIT_XL2.layers * DIT_XL2.block_params,
+            "how": "estimate: napkin math (256 tokens, 28 blocks; BF16; one image takes ~50 steps)",
+        },
     ]
     for r in rows:  # batch 1: every weight read once for one sample
         r["flops_per_weight_byte"] = float(r["forward_flops"]) / float(r["weight_bytes"])

@@ -45,8 +45,11 @@ def _shape(s: Sequence[int]) -> str:
     return "(" + ", ".join("N" if k == 0 else str(v) for k, v in enumerate(s)) + ")"
 
 
-def backward_flow(layers: Sequence[tuple[str, Sequence[int]]] | None = None,
-                  input_shape: Sequence[int] = (1, 28, 28), loss: str = "SoftmaxCrossEntropy") -> go.Figure:
+def backward_flow(
+    layers: Sequence[tuple[str, Sequence[int]]] | None = None,
+    input_shape: Sequence[int] = (1, 28, 28),
+    loss: str = "SoftmaxCrossEntropy",
+) -> go.Figure:
     """Forward (top) and backward (bottom) through ``layers`` = ``[(name, output shape), ...]`` (from
     :func:`layer_table`; default: the course CNN) and the loss."""
     if layers is None:
@@ -58,20 +61,68 @@ def backward_flow(layers: Sequence[tuple[str, Sequence[int]]] | None = None,
     n = len(names)
     xs = np.arange(n, dtype=float)
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=xs, y=np.ones(n), mode="markers+text", text=[f"<b>{a}</b><br>{s}" for a, s in zip(names, shapes)],
-                             textposition="top center", textfont=dict(size=9), marker=dict(size=18, color="#4c78a8", symbol="square"),
-                             name="forward: layer output (kept for backward where a dashed line leaves it)",
-                             hovertemplate="%{text}<extra>forward</extra>"))
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=np.ones(n),
+            mode="markers+text",
+            text=[f"<b>{a}</b><br>{s}" for a, s in zip(names, shapes)],
+            textposition="top center",
+            textfont=dict(size=9),
+            marker=dict(size=18, color="#4c78a8", symbol="square"),
+            name="forward: layer output (kept for backward where a dashed line leaves it)",
+            hovertemplate="%{text}<extra>forward</extra>",
+        )
+    )
     grads = ["dL/dx (not needed)"] + [f"dL/d out {k}" for k in range(1, n - 1)] + ["dL/dL = 1"]
-    fig.add_trace(go.Scatter(x=xs, y=np.zeros(n), mode="markers+text", text=grads, textposition="bottom center", textfont=dict(size=9),
-                             marker=dict(size=18, color="#e45756", symbol="diamond"),
-                             name="backward: gradient of the loss with respect to that tensor (same shape)",
-                             hovertemplate="%{text}<extra>backward</extra>"))
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=np.zeros(n),
+            mode="markers+text",
+            text=grads,
+            textposition="bottom center",
+            textfont=dict(size=9),
+            marker=dict(size=18, color="#e45756", symbol="diamond"),
+            name="backward: gradient of the loss with respect to that tensor (same shape)",
+            hovertemplate="%{text}<extra>backward</extra>",
+        )
+    )
     for k in range(n - 1):
-        fig.add_annotation(x=k + 1, y=1, ax=k, ay=1, xref="x", yref="y", axref="x", ayref="y", arrowhead=2,
-                           arrowwidth=1.5, arrowcolor="#4c78a8", text="", showarrow=True, standoff=10, startstandoff=10)
-        fig.add_annotation(x=k, y=0, ax=k + 1, ay=0, xref="x", yref="y", axref="x", ayref="y", arrowhead=2,
-                           arrowwidth=1.5, arrowcolor="#e45756", text="", showarrow=True, standoff=10, startstandoff=10)
+        fig.add_annotation(
+            x=k + 1,
+            y=1,
+            ax=k,
+            ay=1,
+            xref="x",
+            yref="y",
+            axref="x",
+            ayref="y",
+            arrowhead=2,
+            arrowwidth=1.5,
+            arrowcolor="#4c78a8",
+            text="",
+            showarrow=True,
+            standoff=10,
+            startstandoff=10,
+        )
+        fig.add_annotation(
+            x=k,
+            y=0,
+            ax=k + 1,
+            ay=0,
+            xref="x",
+            yref="y",
+            axref="x",
+            ayref="y",
+            arrowhead=2,
+            arrowwidth=1.5,
+            arrowcolor="#e45756",
+            text="",
+            showarrow=True,
+            standoff=10,
+            startstandoff=10,
+        )
     cx, cy, ct = [], [], []
     for k, name in enumerate(names[1:-1] + [loss]):
         saved, pgrads = SAVES.get(name, ("(nothing)", ""))
@@ -83,11 +134,27 @@ def backward_flow(layers: Sequence[tuple[str, Sequence[int]]] | None = None,
         ct.append(f"{'loss' if k == n - 2 else name}.backward reads {saved}" + (f"; fills {pgrads}" if pgrads else ""))
         if pgrads:
             fig.add_annotation(x=mid, y=-0.42, text=pgrads, showarrow=False, font=dict(color="#cf222e", size=11))
-    fig.add_trace(go.Scatter(x=cx, y=cy, mode="markers", marker=dict(size=9, color="#888"), customdata=ct,
-                             name="cache read by backward (hover)", hovertemplate="%{customdata}<extra></extra>"))
+    fig.add_trace(
+        go.Scatter(
+            x=cx,
+            y=cy,
+            mode="markers",
+            marker=dict(size=9, color="#888"),
+            customdata=ct,
+            name="cache read by backward (hover)",
+            hovertemplate="%{customdata}<extra></extra>",
+        )
+    )
     fig.update_layout(
-        title=(f"Forward left to right, backward right to left: {len(layers)} layers, "
-               f"{sum(1 for nm, _ in layers if SAVES.get(nm, ('', ''))[1])} with parameter gradients"),
-        template="plotly_white", height=430, width=1100, legend=dict(orientation="h", y=-0.15),
-        xaxis=dict(visible=False, range=[-0.6, n - 0.4]), yaxis=dict(visible=False, range=[-0.7, 1.6]))
+        title=(
+            f"Forward left to right, backward right to left: {len(layers)} layers, "
+            f"{sum(1 for nm, _ in layers if SAVES.get(nm, ('', ''))[1])} with parameter gradients"
+        ),
+        template="plotly_white",
+        height=430,
+        width=1100,
+        legend=dict(orientation="h", y=-0.15),
+        xaxis=dict(visible=False, range=[-0.6, n - 0.4]),
+        yaxis=dict(visible=False, range=[-0.7, 1.6]),
+    )
     return fig

@@ -26,21 +26,33 @@ def kernel_figures(report: dict[str, Any]) -> list[Any]:
         fig = go.Figure()
         for name in dict.fromkeys(r["kernel"] for r in rows):
             mine = [r for r in rows if r["kernel"] == name]
-            fig.add_trace(go.Scatter(x=[r["size"] for r in mine], y=[r["value"] for r in mine],
-                                     mode="lines+markers", name=name))
+            fig.add_trace(
+                go.Scatter(x=[r["size"] for r in mine], y=[r["value"] for r in mine], mode="lines+markers", name=name)
+            )
         base_by_size: dict[int, float] = {}
         for r in rows:
             base_by_size[r["size"]] = max(base_by_size.get(r["size"], 0.0), r["baseline_value"])
         xs = sorted(base_by_size)
-        fig.add_trace(go.Scatter(x=xs, y=[base_by_size[x] for x in xs], mode="lines", name=rows[0]["baseline"],
-                                 line={"dash": "dash", "color": "black"}))
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=[base_by_size[x] for x in xs],
+                mode="lines",
+                name=rows[0]["baseline"],
+                line={"dash": "dash", "color": "black"},
+            )
+        )
         peak = report.get("peak")
         if peak:
             pv = peak["dram_gbps"] if metric == "GB/s" else peak["fp32_gflops"]
             fig.add_hline(y=pv, line_dash="dot", annotation_text=f"spec-sheet peak {pv:g} {metric}")
         what = "bandwidth" if metric == "GB/s" else "FP32 throughput"
-        fig.update_layout(title=f"Kernel {what} vs size ({label})", template="plotly_white",
-                          xaxis_title="problem size (elements of the main array)", yaxis_title=metric)
+        fig.update_layout(
+            title=f"Kernel {what} vs size ({label})",
+            template="plotly_white",
+            xaxis_title="problem size (elements of the main array)",
+            yaxis_title=metric,
+        )
         fig.update_xaxes(type="log")
         figs.append(fig)
     largest = {}
@@ -51,8 +63,12 @@ def kernel_figures(report: dict[str, Any]) -> list[Any]:
         what = "spec-sheet peak" if key == "percent_of_peak" else "the library baseline"
         vals = [(k, r[key]) for k, r in largest.items() if r[key] is not None]
         fig = go.Figure(go.Bar(x=[k for k, _ in vals], y=[v for _, v in vals]))
-        fig.update_layout(title=f"Largest size: % of {what} ({label})", template="plotly_white",
-                          xaxis_title="kernel", yaxis_title=f"% of {what}")
+        fig.update_layout(
+            title=f"Largest size: % of {what} ({label})",
+            template="plotly_white",
+            xaxis_title="kernel",
+            yaxis_title=f"% of {what}",
+        )
         figs.append(fig)
     return figs
 
@@ -66,14 +82,25 @@ def report_html(report: dict[str, Any]) -> str:
     for r in report["rows"]:
         pk = f"{r['percent_of_peak']:.1f}" if r["percent_of_peak"] is not None else "n/a"
         pb = f"{r['percent_of_baseline']:.1f}" if r["percent_of_baseline"] is not None else "n/a"
-        cells = [r["kernel"], r["size"], "x".join(map(str, r["shape"])), r["metric"], f"{r['value']:.4g}", pk,
-                 r["baseline"], pb]
+        cells = [
+            r["kernel"],
+            r["size"],
+            "x".join(map(str, r["shape"])),
+            r["metric"],
+            f"{r['value']:.4g}",
+            pk,
+            r["baseline"],
+            pb,
+        ]
         body.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     skipped = "".join(f"<li>{html.escape(s['kernel'])}: {html.escape(s['reason'])}</li>" for s in report["skipped"])
     peak = report.get("peak")
-    peak_line = (f"Spec-sheet peak ({html.escape(peak['name'])}, {html.escape(peak['source'])}): "
-                 f"{peak['dram_gbps']:g} GB/s, {peak['fp32_gflops']:g} GFLOP/s FP32." if peak
-                 else "No spec-sheet peak for this device.")
+    peak_line = (
+        f"Spec-sheet peak ({html.escape(peak['name'])}, {html.escape(peak['source'])}): "
+        f"{peak['dram_gbps']:g} GB/s, {peak['fp32_gflops']:g} GFLOP/s FP32."
+        if peak
+        else "No spec-sheet peak for this device."
+    )
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>gpulab kernel benchmarks</title>"
         "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;text-align:right}"
@@ -81,7 +108,11 @@ def report_html(report: dict[str, Any]) -> str:
         f"<h1>gpulab kernel benchmarks</h1><p><b>{html.escape(report['label'])}</b> (mode: {report['mode']}, "
         f"device: {html.escape(report['device'])}). {peak_line}</p>"
         + "".join(parts)
-        + "<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(body) + "</table>"
+        + "<table><tr>"
+        + "".join(f"<th>{h}</th>" for h in head)
+        + "</tr>"
+        + "".join(body)
+        + "</table>"
         + (f"<h2>Skipped</h2><ul>{skipped}</ul>" if skipped else "")
         + "</body></html>\n"
     )

@@ -5,7 +5,8 @@ Every figure built from :mod:`gpulab.hardware` says "spec sheet" in its title; s
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 from urllib.parse import urlparse
 
 import numpy as np
@@ -18,8 +19,9 @@ from .perf import _PALETTE, _add_note
 __all__ = ["cost_figure", "roofline_devices", "spec_table", "step_time_figure", "systolic_figure"]
 
 
-def roofline_devices(devices: Sequence[str | Device], precision: str = "fp32", points: Sequence[dict] = (), *,
-                     note: str = "") -> go.Figure:
+def roofline_devices(
+    devices: Sequence[str | Device], precision: str = "fp32", points: Sequence[dict] = (), *, note: str = ""
+) -> go.Figure:
     """One roof per device at ``precision``: attainable GFLOP/s = min(peak, bandwidth x intensity), spec sheets.
 
     ``points``: ``{"label", "intensity", "gflops"?}``; without ``gflops`` a point is an intensity marker only.
@@ -35,22 +37,39 @@ def roofline_devices(devices: Sequence[str | Device], precision: str = "fp32", p
         ridge = top / d.memory_gbps
         kinds = {d.figure_kind(precision).split(":")[0], d.figure_kind("memory_gbps").split(":")[0]} - {"spec sheet"}
         tag = f" [{', '.join(sorted(kinds))}]" if kinds else ""
-        fig.add_trace(go.Scatter(
-            x=xs, y=np.minimum(top, d.memory_gbps * xs), mode="lines", line=dict(color=_PALETTE[k % len(_PALETTE)], width=3),
-            name=f"{d.name}{tag}: {d.memory_gbps:,.0f} GB/s, {top:,.0f} GFLOP/s, ridge {ridge:,.0f} FLOP/B",
-            hovertemplate=f"{d.name}: %{{x:.3g}} FLOP/B -> %{{y:,.0f}} GFLOP/s<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=np.minimum(top, d.memory_gbps * xs),
+                mode="lines",
+                line=dict(color=_PALETTE[k % len(_PALETTE)], width=3),
+                name=f"{d.name}{tag}: {d.memory_gbps:,.0f} GB/s, {top:,.0f} GFLOP/s, ridge {ridge:,.0f} FLOP/B",
+                hovertemplate=f"{d.name}: %{{x:.3g}} FLOP/B -> %{{y:,.0f}} GFLOP/s<extra></extra>",
+            )
+        )
     for p in points:
         if float(p["intensity"]) <= 0:
             raise ValueError(f"point {p.get('label')!r}: a log axis needs a positive intensity, got {p['intensity']}.")
         y = p.get("gflops")
-        fig.add_trace(go.Scatter(x=[p["intensity"]] * (2 if y is None else 1),
-                                 y=[1, 1e7] if y is None else [y], mode="lines" if y is None else "markers+text",
-                                 text=None if y is None else [p["label"]], name=p["label"],
-                                 line=dict(color="#888", dash="dot"), marker=dict(size=11)))
+        fig.add_trace(
+            go.Scatter(
+                x=[p["intensity"]] * (2 if y is None else 1),
+                y=[1, 1e7] if y is None else [y],
+                mode="lines" if y is None else "markers+text",
+                text=None if y is None else [p["label"]],
+                name=p["label"],
+                line=dict(color="#888", dash="dot"),
+                marker=dict(size=11),
+            )
+        )
     fig.update_xaxes(type="log", dtick=1, title="arithmetic intensity (FLOP per byte of memory traffic, log scale)")
     fig.update_yaxes(type="log", dtick=1, range=[0, 7], title="attainable GFLOP/s (log scale)")
-    fig.update_layout(title=f"Rooflines at {precision.upper()} from spec sheets (dense peaks; upper bounds, not "
-                      "measurements)", template="plotly_white", height=520, legend=dict(font=dict(size=10)))
+    fig.update_layout(
+        title=f"Rooflines at {precision.upper()} from spec sheets (dense peaks; upper bounds, not measurements)",
+        template="plotly_white",
+        height=520,
+        legend=dict(font=dict(size=10)),
+    )
     _add_note(fig, note)
     return fig
 
@@ -63,42 +82,84 @@ def spec_table(devices: Sequence[str | Device] | None = None) -> go.Figure:
     cols = ["device", "FP32", "TF32", "BF16", "FP8", "memory GB", "GB/s", "memory", "watts", "basis", "source"]
     fmt = lambda v: "-" if v is None else (f"{v:,.4g}" if isinstance(v, float) else str(v))  # noqa: E731
     cells = [[fmt(r[c]) for r in rows] for c in cols]
-    cells[-1] = [f"{r['source']}; checked {r['checked']} against: "
-                 + ", ".join(f"<a href='{u}'>{urlparse(str(u)).netloc}</a>" for u in r["refs"])  # type: ignore[attr-defined]
-                 for r in rows]
-    fig = go.Figure(go.Table(header=dict(values=[f"<b>{c}</b>" for c in cols], align="left"),
-                             cells=dict(values=cells, align="left", font=dict(size=10)),
-                             columnwidth=[2.2, 0.8, 0.8, 0.8, 0.8, 0.9, 0.8, 1.3, 0.7, 2.6, 6]))
-    fig.update_layout(title="Spec sheets (vendor peaks, dense: no 2:4 sparsity, TFLOP/s; '-' = no such unit or not "
-                      "published; 'basis' names every figure that is an estimate, a measurement or unverified)",
-                      height=110 + 58 * len(rows), margin=dict(l=10, r=10, t=50, b=10))
+    cells[-1] = [
+        f"{r['source']}; checked {r['checked']} against: "
+        + ", ".join(f"<a href='{u}'>{urlparse(str(u)).netloc}</a>" for u in r["refs"])  # type: ignore[attr-defined]
+        for r in rows
+    ]
+    fig = go.Figure(
+        go.Table(
+            header=dict(values=[f"<b>{c}</b>" for c in cols], align="left"),
+            cells=dict(values=cells, align="left", font=dict(size=10)),
+            columnwidth=[2.2, 0.8, 0.8, 0.8, 0.8, 0.9, 0.8, 1.3, 0.7, 2.6, 6],
+        )
+    )
+    fig.update_layout(
+        title="Spec sheets (vendor peaks, dense: no 2:4 sparsity, TFLOP/s; '-' = no such unit or not "
+        "published; 'basis' names every figure that is an estimate, a measurement or unverified)",
+        height=110 + 58 * len(rows),
+        margin=dict(l=10, r=10, t=50, b=10),
+    )
     return fig
 
 
-def step_time_figure(compute_1gpu_s: float, grad_bytes: float, lk: str | Link, *, max_gpus: int = 512,
-                     latency_us: float | None = None, fixed_global_batch: bool = True,
-                     overlap: bool = False) -> go.Figure:
+def step_time_figure(
+    compute_1gpu_s: float,
+    grad_bytes: float,
+    lk: str | Link,
+    *,
+    max_gpus: int = 512,
+    latency_us: float | None = None,
+    fixed_global_batch: bool = True,
+    overlap: bool = False,
+) -> go.Figure:
     """Compute, communication (ring all-reduce over ``lk``) and step time against the number of GPUs (a model)."""
     ln = link(lk)
     lat = ln.latency_us if latency_us is None else latency_us
     ns = sorted({int(round(v)) for v in np.geomspace(1, max_gpus, 40)})
-    rows = [step_seconds(compute_1gpu_s, grad_bytes, n, ln.gbps, latency_us=lat,
-                         fixed_global_batch=fixed_global_batch, overlap=overlap) for n in ns]
+    rows = [
+        step_seconds(
+            compute_1gpu_s,
+            grad_bytes,
+            n,
+            ln.gbps,
+            latency_us=lat,
+            fixed_global_batch=fixed_global_batch,
+            overlap=overlap,
+        )
+        for n in ns
+    ]
     fig = go.Figure()
     for key, color in (("compute", _PALETTE[0]), ("communication", _PALETTE[1]), ("step", "#333")):
-        fig.add_trace(go.Scatter(x=ns, y=[r[key] * 1e3 for r in rows], name=key, mode="lines+markers",
-                                 line=dict(color=color, width=3 if key == "step" else 2)))
+        fig.add_trace(
+            go.Scatter(
+                x=ns,
+                y=[r[key] * 1e3 for r in rows],
+                name=key,
+                mode="lines+markers",
+                line=dict(color=color, width=3 if key == "step" else 2),
+            )
+        )
     cross = next((n for n, r in zip(ns, rows) if n > 1 and r["communication"] > r["compute"]), None)
     if cross is not None:
-        fig.add_trace(go.Scatter(x=[cross, cross], y=[min(r["compute"] for r in rows) * 1e3 / 2,
-                                                      max(r["step"] for r in rows) * 1e3 * 2],
-                                 mode="lines", line=dict(color="#e45756", dash="dot"),
-                                 name=f"communication > compute from about {cross} GPUs"))
+        fig.add_trace(
+            go.Scatter(
+                x=[cross, cross],
+                y=[min(r["compute"] for r in rows) * 1e3 / 2, max(r["step"] for r in rows) * 1e3 * 2],
+                mode="lines",
+                line=dict(color="#e45756", dash="dot"),
+                name=f"communication > compute from about {cross} GPUs",
+            )
+        )
     fig.update_xaxes(type="log", title="number of GPUs (log scale)")
     fig.update_yaxes(type="log", title="milliseconds per training step (log scale)")
-    fig.update_layout(title=f"Data parallelism over {ln.name} ({ln.gbps:g} GB/s per direction, "
-                      f"{ln.gbps_kind.split(' (')[0].split(':')[0]}; latency {lat:g} us, an estimate): a model, "
-                      "not a measurement", template="plotly_white", height=440)
+    fig.update_layout(
+        title=f"Data parallelism over {ln.name} ({ln.gbps:g} GB/s per direction, "
+        f"{ln.gbps_kind.split(' (')[0].split(':')[0]}; latency {lat:g} us, an estimate): a model, "
+        "not a measurement",
+        template="plotly_white",
+        height=440,
+    )
     return fig
 
 
@@ -111,16 +172,38 @@ def systolic_figure(r: int, c: int, k: int) -> go.Figure:
     for t in range(cycles):
         s = wavefront(r, c, k, t)
         text = [[f"a[{i},{v}]·b[{v},{j}]" if v >= 0 else "idle" for j, v in enumerate(row)] for i, row in enumerate(s)]
-        fig.add_trace(go.Heatmap(z=np.where(s >= 0, s, np.nan), text=text, texttemplate="%{text}", zmin=0, zmax=max(k - 1, 1),
-                                 colorscale="Viridis", showscale=False, visible=t == 0, xgap=2, ygap=2,
-                                 hovertemplate="PE (%{y}, %{x}): %{text}<extra></extra>"))
-    steps = [dict(method="update", label=str(t),
-                  args=[{"visible": [u == t for u in range(cycles)]},
-                        {"title": f"clock {t}: {(wavefront(r, c, k, t) >= 0).sum()} of {r * c} PEs multiply"}])
-             for t in range(cycles)]
-    fig.update_layout(sliders=[dict(steps=steps, currentvalue=dict(prefix="clock "), pad=dict(t=40))],
-                      title=f"clock 0: {(wavefront(r, c, k, 0) >= 0).sum()} of {r * c} PEs multiply",
-                      height=140 + 70 * r, template="plotly_white")
+        fig.add_trace(
+            go.Heatmap(
+                z=np.where(s >= 0, s, np.nan),
+                text=text,
+                texttemplate="%{text}",
+                zmin=0,
+                zmax=max(k - 1, 1),
+                colorscale="Viridis",
+                showscale=False,
+                visible=t == 0,
+                xgap=2,
+                ygap=2,
+                hovertemplate="PE (%{y}, %{x}): %{text}<extra></extra>",
+            )
+        )
+    steps = [
+        dict(
+            method="update",
+            label=str(t),
+            args=[
+                {"visible": [u == t for u in range(cycles)]},
+                {"title": f"clock {t}: {(wavefront(r, c, k, t) >= 0).sum()} of {r * c} PEs multiply"},
+            ],
+        )
+        for t in range(cycles)
+    ]
+    fig.update_layout(
+        sliders=[dict(steps=steps, currentvalue=dict(prefix="clock "), pad=dict(t=40))],
+        title=f"clock 0: {(wavefront(r, c, k, 0) >= 0).sum()} of {r * c} PEs multiply",
+        height=140 + 70 * r,
+        template="plotly_white",
+    )
     fig.update_yaxes(autorange="reversed", title="PE row i", dtick=1)
     fig.update_xaxes(title="PE column j", dtick=1)
     return fig
@@ -134,9 +217,18 @@ def cost_figure(rows: Sequence[dict[str, Any]], title: str, note: str) -> go.Fig
     labels = [r["label"] for r in rows]
     for col, key in enumerate(("hours", "dollars", "kwh"), start=1):
         vals = [r[key] for r in rows]
-        fig.add_trace(go.Bar(x=labels, y=[v if v else None for v in vals], marker_color=_PALETTE[col - 1],
-                             text=["n/a" if v is None else f"{v:,.3g}" for v in vals], textposition="outside",
-                             showlegend=False), row=1, col=col)
+        fig.add_trace(
+            go.Bar(
+                x=labels,
+                y=[v if v else None for v in vals],
+                marker_color=_PALETTE[col - 1],
+                text=["n/a" if v is None else f"{v:,.3g}" for v in vals],
+                textposition="outside",
+                showlegend=False,
+            ),
+            row=1,
+            col=col,
+        )
         fig.update_yaxes(type="log", row=1, col=col)
     fig.update_layout(title=title, template="plotly_white", height=440)
     _add_note(fig, note)

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-__all__ = ["ladder_rows_percent", "loads_per_output_bars", "matmul_ladder_chart", "normalize_ladder_rows",
-           "read_count_heatmaps"]
+__all__ = [
+    "ladder_rows_percent",
+    "loads_per_output_bars",
+    "matmul_ladder_chart",
+    "normalize_ladder_rows",
+    "read_count_heatmaps",
+]
 
 
 def loads_per_output_bars(loads: Mapping[str, float], *, shape: tuple[int, int, int] | None = None) -> go.Figure:
@@ -19,12 +25,23 @@ def loads_per_output_bars(loads: Mapping[str, float], *, shape: tuple[int, int, 
     """
     names = list(loads)
     values = [float(loads[n]) for n in names]
-    fig = go.Figure(go.Bar(x=names, y=values, text=[f"{v:g}" for v in values], textposition="outside",
-                           marker_color=["#d62728", "#2ca02c", "#1f77b4", "#9467bd"][: len(names)]))
+    fig = go.Figure(
+        go.Bar(
+            x=names,
+            y=values,
+            text=[f"{v:g}" for v in values],
+            textposition="outside",
+            marker_color=["#d62728", "#2ca02c", "#1f77b4", "#9467bd"][: len(names)],
+        )
+    )
     size = f" ({shape[0]}x{shape[1]} @ {shape[1]}x{shape[2]})" if shape else ""
-    fig.update_layout(title=f"Global-memory loads per output element{size}, counted in the simulator",
-                      xaxis_title="kernel", yaxis_title="global loads per element of C", height=360,
-                      yaxis_range=[0, max(values, default=1) * 1.2])
+    fig.update_layout(
+        title=f"Global-memory loads per output element{size}, counted in the simulator",
+        xaxis_title="kernel",
+        yaxis_title="global loads per element of C",
+        height=360,
+        yaxis_range=[0, max(values, default=1) * 1.2],
+    )
     return fig
 
 
@@ -34,15 +51,27 @@ def read_count_heatmaps(counts: Mapping[str, np.ndarray], *, array: str = "A") -
     ``counts`` maps a kernel name to ``AccessLog.per_element(array)`` of its traced launch.
     """
     names = list(counts)
-    fig = make_subplots(rows=1, cols=len(names), subplot_titles=[
-        f"{n}: each element read {int(np.min(counts[n]))}-{int(np.max(counts[n]))}x" for n in names])
+    fig = make_subplots(
+        rows=1,
+        cols=len(names),
+        subplot_titles=[f"{n}: each element read {int(np.min(counts[n]))}-{int(np.max(counts[n]))}x" for n in names],
+    )
     vmax = max(int(np.max(c)) for c in counts.values()) if names else 1
     for col, n in enumerate(names, start=1):
         c = np.asarray(counts[n])
-        fig.add_trace(go.Heatmap(z=c, zmin=0, zmax=vmax, colorscale="Viridis", showscale=col == len(names),
-                                 colorbar=dict(title="reads"),
-                                 hovertemplate="row %{y}, col %{x}: read %{z} times<extra>" + n + "</extra>"),
-                      row=1, col=col)
+        fig.add_trace(
+            go.Heatmap(
+                z=c,
+                zmin=0,
+                zmax=vmax,
+                colorscale="Viridis",
+                showscale=col == len(names),
+                colorbar=dict(title="reads"),
+                hovertemplate="row %{y}, col %{x}: read %{z} times<extra>" + n + "</extra>",
+            ),
+            row=1,
+            col=col,
+        )
         fig.update_xaxes(title_text="column", row=1, col=col)
         fig.update_yaxes(title_text="row", autorange="reversed", row=1, col=col)
     fig.update_layout(title=f"How often each element of {array} is loaded from global memory", height=380)
@@ -81,8 +110,9 @@ def ladder_rows_percent(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, fl
     ref_name = rows[0].get("reference", "cuBLAS")
     ref = [r for r in rows if r["kernel"] == ref_name]
     if not ref:
-        raise ValueError(f"the ladder rows have no {ref_name!r} row to compare against; got "
-                         f"{[r['kernel'] for r in rows]}.")
+        raise ValueError(
+            f"the ladder rows have no {ref_name!r} row to compare against; got {[r['kernel'] for r in rows]}."
+        )
     ref_gflops = float(ref[0]["gflops"])
     return [(str(r["kernel"]), float(r["gflops"]), 100.0 * float(r["gflops"]) / ref_gflops) for r in rows]
 
@@ -91,11 +121,20 @@ def _spec_sheet_chart() -> go.Figure:
     from ..timing import PEAKS
 
     peaks = [PEAKS[k] for k in ("T4", "L4", "A100", "H100", "H200")]
-    fig = go.Figure(go.Bar(x=[p.name for p in peaks], y=[p.fp32_tflops for p in peaks],
-                           text=[f"{p.fp32_tflops:g}" for p in peaks], textposition="outside"))
+    fig = go.Figure(
+        go.Bar(
+            x=[p.name for p in peaks],
+            y=[p.fp32_tflops for p in peaks],
+            text=[f"{p.fp32_tflops:g}" for p in peaks],
+            textposition="outside",
+        )
+    )
     fig.update_layout(
         title="No GPU recording of the matmul ladder yet: spec-sheet FP32 peaks instead (not measurements)",
-        xaxis_title="GPU", yaxis_title="FP32 peak, CUDA cores (TFLOP/s, NVIDIA data sheet)", height=380)
+        xaxis_title="GPU",
+        yaxis_title="FP32 peak, CUDA cores (TFLOP/s, NVIDIA data sheet)",
+        height=380,
+    )
     fig.layout.meta = {"source": "spec-sheet"}
     return fig
 
@@ -125,12 +164,21 @@ def matmul_ladder_chart(rows: Sequence[Mapping[str, Any]] | None = None, *, labe
     first = rows[0]
     size = f"{first.get('M', '?')}x{first.get('K', '?')} @ {first.get('K', '?')}x{first.get('N', '?')}"
     ref_name = first.get("reference", "cuBLAS")
-    fig = go.Figure(go.Bar(
-        x=[d[0] for d in data], y=[d[2] for d in data],
-        text=[f"{d[2]:.0f}%<br>{d[1]:,.0f} GFLOP/s" for d in data], textposition="outside",
-        marker_color=["#1f77b4" if d[0] != ref_name else "#7f7f7f" for d in data]))
-    fig.update_layout(title=f"Matmul ladder, {size} float32, as % of {ref_name}: {label}",
-                      xaxis_title="implementation", yaxis_title=f"speed (% of {ref_name})", height=400,
-                      yaxis_range=[0, max(d[2] for d in data) * 1.2])
+    fig = go.Figure(
+        go.Bar(
+            x=[d[0] for d in data],
+            y=[d[2] for d in data],
+            text=[f"{d[2]:.0f}%<br>{d[1]:,.0f} GFLOP/s" for d in data],
+            textposition="outside",
+            marker_color=["#1f77b4" if d[0] != ref_name else "#7f7f7f" for d in data],
+        )
+    )
+    fig.update_layout(
+        title=f"Matmul ladder, {size} float32, as % of {ref_name}: {label}",
+        xaxis_title="implementation",
+        yaxis_title=f"speed (% of {ref_name})",
+        height=400,
+        yaxis_range=[0, max(d[2] for d in data) * 1.2],
+    )
     fig.layout.meta = {"source": source, "label": label}
     return fig

@@ -4,7 +4,8 @@ roofline model (a device's compute and bandwidth peaks, with kernels placed by a
 from __future__ import annotations
 
 import textwrap
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -14,8 +15,17 @@ from ..timing import PEAKS, DevicePeak, lookup_peak
 __all__ = ["BANKS", "bank_conflicts", "roofline", "warp_access"]
 
 
-def warp_access(log: Any, array: str, *, block: Sequence[int] = (0, 0, 0), warp: int = 0, kind: str = "r",
-                step: int = 0, segment_bytes: int = 32, title: str | None = None) -> go.Figure:
+def warp_access(
+    log: Any,
+    array: str,
+    *,
+    block: Sequence[int] = (0, 0, 0),
+    warp: int = 0,
+    kind: str = "r",
+    step: int = 0,
+    segment_bytes: int = 32,
+    title: str | None = None,
+) -> go.Figure:
     """Byte addresses that the 32 lanes of one warp touch in their ``step``-th access to ``array``,
     with the 32-byte sectors the memory system must fetch shaded.
 
@@ -36,20 +46,39 @@ def warp_access(log: Any, array: str, *, block: Sequence[int] = (0, 0, 0), warp:
     sectors = sorted(set((addr // segment_bytes).tolist()))
     fig = go.Figure()
     for s in sectors:
-        fig.add_vrect(x0=s * segment_bytes, x1=(s + 1) * segment_bytes, fillcolor="#f58518", opacity=0.18,
-                      line_width=0.5, line_color="#f58518")
-    fig.add_trace(go.Scatter(x=addr, y=lane_ids, mode="markers", marker=dict(size=8, color="#4c78a8"),
-                             name="lane's address",
-                             hovertemplate="lane %{y}: byte %{x}<extra></extra>"))
+        fig.add_vrect(
+            x0=s * segment_bytes,
+            x1=(s + 1) * segment_bytes,
+            fillcolor="#f58518",
+            opacity=0.18,
+            line_width=0.5,
+            line_color="#f58518",
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=addr,
+            y=lane_ids,
+            mode="markers",
+            marker=dict(size=8, color="#4c78a8"),
+            name="lane's address",
+            hovertemplate="lane %{y}: byte %{x}<extra></extra>",
+        )
+    )
     useful = len(picked) * size
     fetched = len(sectors) * segment_bytes
     verb = "reads" if kind == "r" else "writes"
     fig.update_layout(
-        title=title or (f"Warp {warp} {verb} {array}: {len(picked)} lanes x {size} B = {useful} B useful, "
-                        f"{len(sectors)} sectors of {segment_bytes} B = {fetched} B moved "
-                        f"({useful / fetched:.0%} efficiency)"),
+        title=title
+        or (
+            f"Warp {warp} {verb} {array}: {len(picked)} lanes x {size} B = {useful} B useful, "
+            f"{len(sectors)} sectors of {segment_bytes} B = {fetched} B moved "
+            f"({useful / fetched:.0%} efficiency)"
+        ),
         xaxis_title=f"byte address within {array} (shaded: {segment_bytes}-byte sectors touched)",
-        yaxis_title="lane (thread within the warp)", template="plotly_white", showlegend=False, height=420,
+        yaxis_title="lane (thread within the warp)",
+        template="plotly_white",
+        showlegend=False,
+        height=420,
     )
     return fig
 
@@ -68,8 +97,14 @@ def _peak(device: str | DevicePeak) -> DevicePeak:
     return found
 
 
-def roofline(device: str | DevicePeak = "T4", points: Sequence[dict] = (), *, tensor_cores: bool = True,
-             title: str | None = None, note: str = "") -> go.Figure:
+def roofline(
+    device: str | DevicePeak = "T4",
+    points: Sequence[dict] = (),
+    *,
+    tensor_cores: bool = True,
+    title: str | None = None,
+    note: str = "",
+) -> go.Figure:
     """The roofline of ``device`` (spec-sheet peaks from :data:`gpulab.timing.PEAKS`):
     attainable GFLOP/s = min(peak compute, bandwidth x arithmetic intensity).
 
@@ -82,36 +117,77 @@ def roofline(device: str | DevicePeak = "T4", points: Sequence[dict] = (), *, te
     fp32 = peak.fp32_tflops * 1e3
     xs = np.logspace(-2, 3, 200)
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=xs, y=np.minimum(fp32, bw * xs), mode="lines", name=f"FP32 roof ({fp32:,.0f} GFLOP/s)",
-                             line=dict(color="#333", width=3)))
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=np.minimum(fp32, bw * xs),
+            mode="lines",
+            name=f"FP32 roof ({fp32:,.0f} GFLOP/s)",
+            line=dict(color="#333", width=3),
+        )
+    )
     if tensor_cores and peak.fp16_tensor_tflops:
         tc = peak.fp16_tensor_tflops * 1e3
-        fig.add_trace(go.Scatter(x=xs, y=np.minimum(tc, bw * xs), mode="lines", name=f"FP16 tensor-core roof ({tc:,.0f} GFLOP/s)",
-                                 line=dict(color="#999", width=2, dash="dash")))
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=np.minimum(tc, bw * xs),
+                mode="lines",
+                name=f"FP16 tensor-core roof ({tc:,.0f} GFLOP/s)",
+                line=dict(color="#999", width=2, dash="dash"),
+            )
+        )
     ridge = fp32 / bw
     # a trace, not add_vline: shapes on a log axis take log10 coordinates
-    fig.add_trace(go.Scatter(x=[ridge, ridge], y=[bw * xs[0], fp32], mode="lines", line=dict(color="#888", dash="dot"),
-                             name=f"ridge point: {ridge:.0f} FLOP/B (memory-bound left, compute-bound right)"))
+    fig.add_trace(
+        go.Scatter(
+            x=[ridge, ridge],
+            y=[bw * xs[0], fp32],
+            mode="lines",
+            line=dict(color="#888", dash="dot"),
+            name=f"ridge point: {ridge:.0f} FLOP/B (memory-bound left, compute-bound right)",
+        )
+    )
     for k, p in enumerate(points):
         ai = float(p["intensity"])
         if ai <= 0:
             raise ValueError(f"point {p.get('label', k)!r} has intensity {ai}; a log axis needs a positive FLOP/byte.")
         measured = p.get("gflops") is not None
         y = float(p["gflops"]) if measured else min(fp32, bw * ai)
-        fig.add_trace(go.Scatter(
-            x=[ai], y=[y], mode="markers+text", text=[p["label"]],
-            textposition="top left" if ai > 100 else "top center",
-            name=p["label"] + ("" if measured else " (bound, not measured)"),
-            marker=dict(size=12, symbol="circle" if measured else "circle-open", line=dict(width=2)),
-            hovertemplate=f"{p['label']}: %{{x:.3g}} FLOP/B, %{{y:,.1f}} GFLOP/s<extra></extra>"))
-    fig.update_xaxes(type="log", range=[-2, 3], dtick=1,
-                     title="arithmetic intensity (FLOP per byte of DRAM traffic, log scale)")
+        fig.add_trace(
+            go.Scatter(
+                x=[ai],
+                y=[y],
+                mode="markers+text",
+                text=[p["label"]],
+                textposition="top left" if ai > 100 else "top center",
+                name=p["label"] + ("" if measured else " (bound, not measured)"),
+                marker=dict(size=12, symbol="circle" if measured else "circle-open", line=dict(width=2)),
+                hovertemplate=f"{p['label']}: %{{x:.3g}} FLOP/B, %{{y:,.1f}} GFLOP/s<extra></extra>",
+            )
+        )
+    fig.update_xaxes(
+        type="log", range=[-2, 3], dtick=1, title="arithmetic intensity (FLOP per byte of DRAM traffic, log scale)"
+    )
     fig.update_yaxes(type="log", dtick=1, title="GFLOP/s (log scale)")
-    fig.update_layout(title=title or f"Roofline of the {peak.name}: {bw:,.0f} GB/s, {fp32:,.0f} GFLOP/s FP32 (spec sheet)",
-                      template="plotly_white", height=480)
+    fig.update_layout(
+        title=title or f"Roofline of the {peak.name}: {bw:,.0f} GB/s, {fp32:,.0f} GFLOP/s FP32 (spec sheet)",
+        template="plotly_white",
+        height=480,
+    )
     if note:
-        fig.add_annotation(text="<br>".join(textwrap.wrap(note, 120)), xref="paper", yref="paper", x=0, y=-0.22, showarrow=False,
-                           xanchor="left", yanchor="top", align="left", font=dict(size=11, color="#555"))
+        fig.add_annotation(
+            text="<br>".join(textwrap.wrap(note, 120)),
+            xref="paper",
+            yref="paper",
+            x=0,
+            y=-0.22,
+            showarrow=False,
+            xanchor="left",
+            yanchor="top",
+            align="left",
+            font=dict(size=11, color="#555"),
+        )
         fig.update_layout(margin=dict(b=110))
     return fig
 
@@ -141,8 +217,11 @@ def bank_conflicts(kernel: Any, griddim: Any, blockdim: Any, *args: Any, warp_si
     # gpulab.simulator logs every shared-array access (thread, element) in program order per thread.
     with simulator.instrument(watch_shared=True) as ins:
         log = trace(kernel, griddim, blockdim, *args)
-    raw = [(label, a.kind, a.block, a.thread, a.index * ins.shared_itemsize[key] // 4)
-           for key, (label, accesses, _) in ins.shared_logs.items() for a in accesses]
+    raw = [
+        (label, a.kind, a.block, a.thread, a.index * ins.shared_itemsize[key] // 4)
+        for key, (label, accesses, _) in ins.shared_logs.items()
+        for a in accesses
+    ]
     bx, by, _ = log.block
     groups: dict[tuple, set] = defaultdict(set)
     seen: dict[tuple, int] = defaultdict(int)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
@@ -24,14 +24,31 @@ def _fmt(v: float) -> str:
 
 def _add_note(fig: go.Figure, note: str) -> None:
     if note:
-        fig.add_annotation(text="<br>".join(textwrap.wrap(note, 120)), xref="paper", yref="paper", x=0, y=-0.22,
-                           showarrow=False, xanchor="left", yanchor="top", font=dict(size=11, color="#555"),
-                           align="left")
+        fig.add_annotation(
+            text="<br>".join(textwrap.wrap(note, 120)),
+            xref="paper",
+            yref="paper",
+            x=0,
+            y=-0.22,
+            showarrow=False,
+            xanchor="left",
+            yanchor="top",
+            font=dict(size=11, color="#555"),
+            align="left",
+        )
         fig.update_layout(margin=dict(b=110))
 
 
-def speed_bars(labels: Sequence[str], values: Sequence[float], unit: str, title: str, note: str = "", *,
-               log: bool = True, colors: Sequence[str] | None = None) -> go.Figure:
+def speed_bars(
+    labels: Sequence[str],
+    values: Sequence[float],
+    unit: str,
+    title: str,
+    note: str = "",
+    *,
+    log: bool = True,
+    colors: Sequence[str] | None = None,
+) -> go.Figure:
     """One bar per measurement, value printed on the bar.
 
     ``unit`` names the y axis unit (``"GFLOP/s"``, ``"GB/s"``); ``note`` is printed under the chart
@@ -42,11 +59,23 @@ def speed_bars(labels: Sequence[str], values: Sequence[float], unit: str, title:
     if log and any(v <= 0 for v in values):
         raise ValueError("a log-scale chart cannot show zero or negative values; pass log=False or drop them.")
     colors = list(colors) if colors else [_PALETTE[i % len(_PALETTE)] for i in range(len(labels))]
-    fig = go.Figure(go.Bar(x=list(labels), y=list(values), marker_color=colors,
-                           text=[f"{_fmt(v)} {unit}" for v in values], textposition="outside",
-                           hovertemplate="%{x}: %{y:.4g} " + unit + "<extra></extra>"))
-    fig.update_layout(title=title, template="plotly_white", showlegend=False,
-                      xaxis_title="", yaxis_title=f"{unit} ({'log scale' if log else 'linear'})")
+    fig = go.Figure(
+        go.Bar(
+            x=list(labels),
+            y=list(values),
+            marker_color=colors,
+            text=[f"{_fmt(v)} {unit}" for v in values],
+            textposition="outside",
+            hovertemplate="%{x}: %{y:.4g} " + unit + "<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=title,
+        template="plotly_white",
+        showlegend=False,
+        xaxis_title="",
+        yaxis_title=f"{unit} ({'log scale' if log else 'linear'})",
+    )
     if log:
         fig.update_yaxes(type="log")
         # one gridline per factor of 10; headroom above the tallest bar for its label
@@ -55,15 +84,27 @@ def speed_bars(labels: Sequence[str], values: Sequence[float], unit: str, title:
     return fig
 
 
-def speed_lines(x: Sequence[float], series: Mapping[str, Sequence[float]], unit: str, x_title: str, title: str,
-                note: str = "", *, log_x: bool = True, log_y: bool = True) -> go.Figure:
+def speed_lines(
+    x: Sequence[float],
+    series: Mapping[str, Sequence[float]],
+    unit: str,
+    x_title: str,
+    title: str,
+    note: str = "",
+    *,
+    log_x: bool = True,
+    log_y: bool = True,
+) -> go.Figure:
     """One line per series (e.g. per kernel) against a size, speed on the y axis in ``unit``."""
     fig = go.Figure()
     for k, (name, ys) in enumerate(series.items()):
         if len(ys) != len(x):
             raise ValueError(f"series {name!r} has {len(ys)} values for {len(x)} x positions.")
-        fig.add_trace(go.Scatter(x=list(x), y=list(ys), name=name, mode="lines+markers",
-                                 line=dict(color=_PALETTE[k % len(_PALETTE)])))
+        fig.add_trace(
+            go.Scatter(
+                x=list(x), y=list(ys), name=name, mode="lines+markers", line=dict(color=_PALETTE[k % len(_PALETTE)])
+            )
+        )
     fig.update_layout(title=title, template="plotly_white", xaxis_title=x_title, yaxis_title=unit)
     if log_x:
         fig.update_xaxes(type="log")

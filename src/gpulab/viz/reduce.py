@@ -28,27 +28,38 @@ def _values(n: int, values: Sequence[float] | None) -> np.ndarray:
         v = np.asarray(values, dtype=np.float64).ravel()
         n = v.size
     if n < 2 or n > MAX_VALUES or n & (n - 1):
-        raise ValueError(f"n must be a power of two between 2 and {MAX_VALUES} (one node per thread), got {n}. "
-                         "Pad the values with zeros to the next power of two, as the kernel does.")
+        raise ValueError(
+            f"n must be a power of two between 2 and {MAX_VALUES} (one node per thread), got {n}. "
+            "Pad the values with zeros to the next power of two, as the kernel does."
+        )
     return v if values is not None else np.arange(1, n + 1, dtype=np.float64)
 
 
-def _edges(segments: Sequence[tuple[float, float, float, float]], color: str, name: str, dash: str = "solid") -> go.Scatter:
+def _edges(
+    segments: Sequence[tuple[float, float, float, float]], color: str, name: str, dash: str = "solid"
+) -> go.Scatter:
     xs: list[float | None] = []
     ys: list[float | None] = []
     for x0, y0, x1, y1 in segments:
         xs += [x0, x1, None]
         ys += [y0, y1, None]
-    return go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=color, width=1.5, dash=dash), name=name,
-                      hoverinfo="skip")
+    return go.Scatter(
+        x=xs, y=ys, mode="lines", line=dict(color=color, width=1.5, dash=dash), name=name, hoverinfo="skip"
+    )
 
 
 def _nodes(x: np.ndarray, y: float, vals: np.ndarray, active: np.ndarray, label: str, show_legend: bool) -> go.Scatter:
     colors = np.where(active, "#f58518", "#c7c7c7")
     return go.Scatter(
-        x=x, y=np.full(x.size, y), mode="markers+text", text=[f"{v:g}" for v in vals], textposition="middle center",
-        marker=dict(size=26, color=colors.tolist(), line=dict(color="#333", width=1)), textfont=dict(size=9),
-        name="value written in this step (orange); unchanged (grey)", showlegend=show_legend,
+        x=x,
+        y=np.full(x.size, y),
+        mode="markers+text",
+        text=[f"{v:g}" for v in vals],
+        textposition="middle center",
+        marker=dict(size=26, color=colors.tolist(), line=dict(color="#333", width=1)),
+        textfont=dict(size=9),
+        name="value written in this step (orange); unchanged (grey)",
+        showlegend=show_legend,
         customdata=np.stack([x, vals], axis=1),
         hovertemplate=f"{label}<br>buf[%{{customdata[0]}}] = %{{customdata[1]:g}}<extra></extra>",
     )
@@ -69,12 +80,21 @@ def _layout(fig: go.Figure, title: str, steps: int, n: int, step_names: list[str
         if k > 2 and tr.mode == "lines":
             tr.showlegend = False
     fig.update_layout(
-        title=title, template="plotly_white", height=150 + 70 * steps, showlegend=True,
-        legend=dict(orientation="h", y=-0.08), margin=dict(l=120),
-        xaxis=dict(title="threadIdx.x = index in the shared buffer", range=[-0.7, n - 0.3], dtick=1 if n <= 32 else 4,
-                   zeroline=False),
-        yaxis=dict(tickvals=[-k for k in range(steps + 1)], ticktext=step_names, zeroline=False,
-                   range=[-steps - 0.5, 0.5]),
+        title=title,
+        template="plotly_white",
+        height=150 + 70 * steps,
+        showlegend=True,
+        legend=dict(orientation="h", y=-0.08),
+        margin=dict(l=120),
+        xaxis=dict(
+            title="threadIdx.x = index in the shared buffer",
+            range=[-0.7, n - 0.3],
+            dtick=1 if n <= 32 else 4,
+            zeroline=False,
+        ),
+        yaxis=dict(
+            tickvals=[-k for k in range(steps + 1)], ticktext=step_names, zeroline=False, range=[-steps - 0.5, 0.5]
+        ),
     )
     return fig
 
@@ -92,7 +112,7 @@ def reduction_tree(n: int = 16, values: Sequence[float] | None = None) -> go.Fig
     while s > 0:
         step += 1
         new = buf.copy()
-        new[:s] = buf[:s] + buf[s:2 * s]
+        new[:s] = buf[:s] + buf[s : 2 * s]
         adds += s
         own = [(t, -step + 1, t, -step) for t in range(s)]
         other = [(t + s, -step + 1, t, -step) for t in range(s)]
@@ -106,8 +126,14 @@ def reduction_tree(n: int = 16, values: Sequence[float] | None = None) -> go.Fig
         names.append(f"s = {s}: {s} thread{'s' if s > 1 else ''}")
         buf = new
         s //= 2
-    return _layout(fig, f"Tree reduction of {n} values: {step} steps with a syncthreads after each, {adds} additions "
-                   f"(sum = {buf[0]:g})", step, n, names)
+    return _layout(
+        fig,
+        f"Tree reduction of {n} values: {step} steps with a syncthreads after each, {adds} additions "
+        f"(sum = {buf[0]:g})",
+        step,
+        n,
+        names,
+    )
 
 
 def scan_steps(n: int = 8, values: Sequence[float] | None = None) -> go.Figure:
@@ -126,12 +152,21 @@ def scan_steps(n: int = 8, values: Sequence[float] | None = None) -> go.Figure:
         new[o:] = buf[o:] + buf[:-o]
         adds += n - o
         fig.add_trace(_edges([(t, -step + 1, t, -step) for t in range(n)], "#4c78a8", "buf[tx] (own value)"))
-        fig.add_trace(_edges([(t - o, -step + 1, t, -step) for t in range(o, n)], "#e45756",
-                             "buf[tx - offset] (added by thread tx)"))
+        fig.add_trace(
+            _edges(
+                [(t - o, -step + 1, t, -step) for t in range(o, n)], "#e45756", "buf[tx - offset] (added by thread tx)"
+            )
+        )
         active = idx >= o
         fig.add_trace(_nodes(idx, -step, new, active, f"after offset {o}", False))
         names.append(f"offset {o}: {n - o} adds")
         buf = new
         o *= 2
-    return _layout(fig, f"Hillis-Steele scan of {n} values: {step} steps, {adds} additions "
-                   f"(a running total needs {n - 1}, one after another)", step, n, names)
+    return _layout(
+        fig,
+        f"Hillis-Steele scan of {n} values: {step} steps, {adds} additions "
+        f"(a running total needs {n - 1}, one after another)",
+        step,
+        n,
+        names,
+    )

@@ -19,13 +19,14 @@ __all__ = ["kv_cache_explorer", "kv_cache_figure", "kv_cache_report"]
 PRECISIONS = ("bf16", "fp8", "fp32")
 
 
-def kv_cache_report(model_name: str, log2_context: int, log2_batch: int,
-                    precision: str) -> tuple[dict[str, float], str]:
+def kv_cache_report(
+    model_name: str, log2_context: int, log2_batch: int, precision: str
+) -> tuple[dict[str, float], str]:
     """The memory budget (bytes of ``weights`` and ``kv_cache``) of serving ``model_name`` to ``2**log2_batch``
     sequences of ``2**log2_context`` tokens at ``precision`` (weights and cache), and an HTML summary: per GPU
     of lesson 11, whether it fits, the largest batch that does, and the decode speed's roofline bound."""
     m = llm.model(model_name)
-    context, batch = 2 ** log2_context, 2 ** log2_batch
+    context, batch = 2**log2_context, 2**log2_batch
     budget = llm.memory_budget(m, context=context, batch=batch, precision=precision)
     total = sum(budget.values())
     per_seq = budget["kv_cache"] / batch
@@ -41,13 +42,15 @@ def kv_cache_report(model_name: str, log2_context: int, log2_batch: int,
             rows.append(f"<li>{key} ({d.memory_gb:g} GB): the weights alone do not fit</li>")
         else:
             rows.append(f"<li>{key} ({d.memory_gb:g} GB): does not fit; largest batch {biggest:,}</li>")
-    html = (f"<p>{m.name}: {m.params / 1e9:,.2f} B parameters; {context:,} tokens x batch {batch:,} at "
-            f"{precision.upper()}. Weights <b>{budget['weights'] / 1e9:,.1f} GB</b>, KV cache "
-            f"<b>{budget['kv_cache'] / 1e9:,.1f} GB</b> ({per_seq / 1e6:,.1f} MB per sequence), total "
-            f"<b>{total / 1e9:,.1f} GB</b>.</p><ul>{''.join(rows)}</ul>"
-            "<p><i>Memory sizes, bandwidths and peaks from spec sheets (lesson 11); speeds are roofline bounds "
-            "(every weight and cache entry read once per step), not measurements. Real servers also need "
-            "activations, a CUDA context and allocator slack.</i></p>")
+    html = (
+        f"<p>{m.name}: {m.params / 1e9:,.2f} B parameters; {context:,} tokens x batch {batch:,} at "
+        f"{precision.upper()}. Weights <b>{budget['weights'] / 1e9:,.1f} GB</b>, KV cache "
+        f"<b>{budget['kv_cache'] / 1e9:,.1f} GB</b> ({per_seq / 1e6:,.1f} MB per sequence), total "
+        f"<b>{total / 1e9:,.1f} GB</b>.</p><ul>{''.join(rows)}</ul>"
+        "<p><i>Memory sizes, bandwidths and peaks from spec sheets (lesson 11); speeds are roofline bounds "
+        "(every weight and cache entry read once per step), not measurements. Real servers also need "
+        "activations, a CUDA context and allocator slack.</i></p>"
+    )
     return budget, html
 
 
@@ -57,10 +60,20 @@ def kv_cache_figure(budget: dict[str, float], label: str) -> go.Figure:
     for part, color in (("weights", "#4c78a8"), ("kv_cache", "#f58518")):
         fig.add_bar(name=part.replace("_", " "), x=[label], y=[budget[part] / 1e9], marker_color=color)
     for key, d in GPUS.items():
-        fig.add_hline(y=d.memory_gb, line_dash="dot", line_color="grey",
-                      annotation_text=f"{key} {d.memory_gb:g} GB", annotation_position="right")
-    fig.update_layout(barmode="stack", yaxis_title="GB", height=420, margin={"r": 140},
-                      title="Serving memory: weights + KV cache vs GPU memory (spec sheets)")
+        fig.add_hline(
+            y=d.memory_gb,
+            line_dash="dot",
+            line_color="grey",
+            annotation_text=f"{key} {d.memory_gb:g} GB",
+            annotation_position="right",
+        )
+    fig.update_layout(
+        barmode="stack",
+        yaxis_title="GB",
+        height=420,
+        margin={"r": 140},
+        title="Serving memory: weights + KV cache vs GPU memory (spec sheets)",
+    )
     return fig
 
 
@@ -82,8 +95,10 @@ def kv_cache_explorer() -> Any:
     def render(_change: Any = None) -> None:
         values = {name: w.value for name, w in controls.items()}
         budget, html = kv_cache_report(**values)
-        label = (f"{values['model_name']}, {2 ** values['log2_context']:,} tokens x {2 ** values['log2_batch']:,}, "
-                 f"{values['precision']}")
+        label = (
+            f"{values['model_name']}, {2 ** values['log2_context']:,} tokens x {2 ** values['log2_batch']:,}, "
+            f"{values['precision']}"
+        )
         summary.value = html
         figure_out.clear_output(wait=True)
         with figure_out:

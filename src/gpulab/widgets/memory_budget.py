@@ -16,7 +16,7 @@ def memory_budget_report(width: int, log2_batch: int, optimizer: str, precision:
     """The budget of the course CNN made ``width`` times wider, at batch ``2**log2_batch``, and an HTML
     summary saying which GPUs (spec-sheet memory sizes) it fits."""
     fp = cnn_footprint(channels=(32 * width, 64 * width), hidden=128 * width)
-    batch = 2 ** log2_batch
+    batch = 2**log2_batch
     budget = memory_budget(fp, batch, optimizer=optimizer, precision=precision)
     total = sum(budget.values())
     rows = []
@@ -24,12 +24,16 @@ def memory_budget_report(width: int, log2_batch: int, optimizer: str, precision:
         p = PEAKS[key]
         fits = total <= p.memory_gb * 1e9
         biggest = max_batch_size(fp, p.memory_gb * 1e9, optimizer=optimizer, precision=precision)
-        rows.append(f"<li>{p.name} ({p.memory_gb:g} GB): {'fits' if fits else '<b>does not fit</b>'}; "
-                    f"largest batch {biggest:,}</li>")
-    html = (f"<p>{fp.params:,} parameters; batch {batch:,}; total <b>{total / 1e9:.2f} GB</b> "
-            f"(activations + workspace {(budget['activations'] + budget['im2col workspace']) / total:.0%}). "
-            "Memory sizes from spec sheets; frameworks also keep a CUDA context (a few hundred MB) and "
-            f"allocator slack.</p><ul>{''.join(rows)}</ul>")
+        rows.append(
+            f"<li>{p.name} ({p.memory_gb:g} GB): {'fits' if fits else '<b>does not fit</b>'}; "
+            f"largest batch {biggest:,}</li>"
+        )
+    html = (
+        f"<p>{fp.params:,} parameters; batch {batch:,}; total <b>{total / 1e9:.2f} GB</b> "
+        f"(activations + workspace {(budget['activations'] + budget['im2col workspace']) / total:.0%}). "
+        "Memory sizes from spec sheets; frameworks also keep a CUDA context (a few hundred MB) and "
+        f"allocator slack.</p><ul>{''.join(rows)}</ul>"
+    )
     return budget, html
 
 
@@ -55,10 +59,13 @@ def memory_budget_explorer() -> Any:
     def render(_change: Any = None) -> None:
         values = {name: w.value for name, w in controls.items()}
         budget, html = memory_budget_report(**values)
-        label = (f"width x{values['width']}, batch {2 ** values['log2_batch']:,}, {values['optimizer']}, "
-                 f"{values['precision']}")
-        fig = memory_budget_figure({label: budget}, limits_gb={"T4": PEAKS["T4"].memory_gb},
-                                   title="Course CNN: training memory by component")
+        label = (
+            f"width x{values['width']}, batch {2 ** values['log2_batch']:,}, {values['optimizer']}, "
+            f"{values['precision']}"
+        )
+        fig = memory_budget_figure(
+            {label: budget}, limits_gb={"T4": PEAKS["T4"].memory_gb}, title="Course CNN: training memory by component"
+        )
         fig.update_layout(height=380)
         summary.value = html
         figure_out.clear_output(wait=True)
@@ -68,7 +75,8 @@ def memory_budget_explorer() -> Any:
     for w in controls.values():
         w.observe(render, names="value")
     render()
-    box = widgets.VBox([widgets.HBox(list(controls.values())[:2]), widgets.HBox(list(controls.values())[2:]),
-                        figure_out, summary])
+    box = widgets.VBox(
+        [widgets.HBox(list(controls.values())[:2]), widgets.HBox(list(controls.values())[2:]), figure_out, summary]
+    )
     box.controls = controls  # for tests and for learners who want to set values from code
     return box

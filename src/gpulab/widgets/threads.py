@@ -17,8 +17,13 @@ from ..viz.threads import launch_summary, thread_map, thread_map_2d
 __all__ = ["LaunchExplorer", "LaunchExplorer2D", "launch_explorer", "launch_explorer_2d"]
 
 THREAD_CHOICES = (32, 64, 96, 128, 256, 512, 1024)
-BLOCK_2D_CHOICES = (("8 x 8", (8, 8)), ("16 x 16", (16, 16)), ("32 x 8", (32, 8)), ("16 x 4", (16, 4)),
-                    ("32 x 32", (32, 32)))
+BLOCK_2D_CHOICES = (
+    ("8 x 8", (8, 8)),
+    ("16 x 16", (16, 16)),
+    ("32 x 8", (32, 8)),
+    ("16 x 4", (16, 4)),
+    ("32 x 32", (32, 32)),
+)
 
 
 def _show(out: W.Output, fig: Any) -> None:
@@ -37,8 +42,7 @@ class LaunchExplorer(W.VBox):
 
     def __init__(self, n: int = 100, threads_per_block: int = 32, max_n: int = 2048) -> None:
         self.n = W.IntSlider(value=n, min=1, max=max_n, description="n elements", continuous_update=False)
-        self.threads = W.Dropdown(options=list(THREAD_CHOICES), value=threads_per_block,
-                                  description="threads/block")
+        self.threads = W.Dropdown(options=list(THREAD_CHOICES), value=threads_per_block, description="threads/block")
         self.info = W.HTML()
         self.out = W.Output()
         self.figure: Any = None
@@ -82,8 +86,14 @@ class LaunchExplorer2D(W.VBox):
         tx, ty = self.block.value
         gx, gy = ceil_div(cols, tx), ceil_div(rows, ty)
         threads = gx * gy * tx * ty
-        self.summary = {"rows": rows, "cols": cols, "block": (tx, ty), "grid": (gx, gy), "threads": threads,
-                        "idle": threads - rows * cols}
+        self.summary = {
+            "rows": rows,
+            "cols": cols,
+            "block": (tx, ty),
+            "grid": (gx, gy),
+            "threads": threads,
+            "idle": threads - rows * cols,
+        }
         self.info.value = (
             f"<b>grid = (ceil({cols} / {tx}), ceil({rows} / {ty})) = ({gx}, {gy})</b> blocks of {tx * ty} threads; "
             f"{threads} threads, <b>{threads - rows * cols} idle</b>."

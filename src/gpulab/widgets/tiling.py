@@ -51,15 +51,22 @@ def tiling_stats(n: int, tile: int, itemsize: int = 4) -> dict[str, Any]:
 def tiling_figure(stats: dict[str, Any]) -> go.Figure:
     """Bars of global loads per output element, naive vs tiled, for one :func:`tiling_stats` result."""
     s = stats
-    fig = go.Figure(go.Bar(
-        x=["naive", f"tiled (TILE={s['tile']})"],
-        y=[s["naive_loads_per_output"], s["tiled_loads_per_output"]],
-        text=[f"{s['naive_loads_per_output']:,}", f"{s['tiled_loads_per_output']:,}"], textposition="outside",
-        marker_color=["#d62728", "#2ca02c"]))
+    fig = go.Figure(
+        go.Bar(
+            x=["naive", f"tiled (TILE={s['tile']})"],
+            y=[s["naive_loads_per_output"], s["tiled_loads_per_output"]],
+            text=[f"{s['naive_loads_per_output']:,}", f"{s['tiled_loads_per_output']:,}"],
+            textposition="outside",
+            marker_color=["#d62728", "#2ca02c"],
+        )
+    )
     fig.update_layout(
         title=f"{s['n']}x{s['n']} matmul: global loads per output element ({s['reduction']:.1f}x fewer)",
-        xaxis_title="kernel", yaxis_title="global loads per element of C", height=340,
-        yaxis_range=[0, s["naive_loads_per_output"] * 1.25])
+        xaxis_title="kernel",
+        yaxis_title="global loads per element of C",
+        height=340,
+        yaxis_range=[0, s["naive_loads_per_output"] * 1.25],
+    )
     return fig
 
 
@@ -82,8 +89,10 @@ def _stats_html(s: dict[str, Any]) -> str:
     rows = [
         ("global loads per output, naive", f"{s['naive_loads_per_output']:,}"),
         ("global loads per output, tiled", f"{s['tiled_loads_per_output']:,} ({s['reduction']:.1f}x fewer)"),
-        ("global traffic, naive / tiled", f"{_fmt_bytes(s['naive_global_bytes'])} / "
-                                          f"{_fmt_bytes(s['tiled_global_bytes'])}"),
+        (
+            "global traffic, naive / tiled",
+            f"{_fmt_bytes(s['naive_global_bytes'])} / {_fmt_bytes(s['tiled_global_bytes'])}",
+        ),
         ("threads per block", f"{s['threads_per_block']:,} &nbsp; {threads}"),
         ("shared memory per block", f"{s['shared_bytes_per_block']:,} bytes &nbsp; {shared}"),
         ("blocks launched", f"{s['blocks']:,}"),
