@@ -56,5 +56,11 @@ def test_cost_figure_and_explorer():
     assert len(fig.data) == 3 and fig.data[2].text[1] == "n/a"
     t, html = widgets.allreduce_report("PCIe 4.0 x16", 25, 300, 64)
     assert t["communication"] > t["compute"] and "46 GPUs" in html and "not a measurement" in html
-    w = widgets.allreduce_explorer()
-    assert len(w.children) >= 6
+    box = widgets.allreduce_explorer()  # plain widgets, no interactive(): that stalls nbclient after the cell
+    import ipywidgets
+
+    assert isinstance(box, ipywidgets.VBox) and not isinstance(box, ipywidgets.interactive)
+    assert len(box.controls) == 5 and "NVLink 4" in box.children[3].value
+    box.controls["link_name"].value = "PCIe 4.0 x16"
+    box.controls["log2_gpus"].value = 6
+    assert box.children[3].value == widgets.allreduce_report("PCIe 4.0 x16", 25, 300, 64)[1]

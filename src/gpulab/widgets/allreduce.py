@@ -48,27 +48,50 @@ def allreduce_report(
 
 
 def allreduce_explorer() -> Any:
-    """Menu for the link, sliders for model size, compute time and GPU count; shows step time against GPUs."""
-    from IPython.display import HTML, display
+    """Menu for the link, sliders for model size, compute time and GPU count; shows step time against GPUs.
 
+    Plain widgets updated explicitly when a control changes (as ``memory_budget_explorer``), not
+    ``interactive``: a function that displays a figure from inside ``interactive`` can stall headless
+    runners (nbclient, nbconvert, nbgrader) for the whole cell timeout (measured: 600 s under nbclient
+    after this cell, with the kernel idle). ipywidgets 7.7-compatible (Colab).
+    """
     from ..viz.hardware import step_time_figure
 
-    def show(link_name: str, params_millions: int, compute_ms: int, log2_gpus: int, scaling: str) -> None:
-        fixed = scaling.startswith("fixed global")
-        fig = step_time_figure(
-            compute_ms / 1e3, params_millions * 4e6, link_name, max_gpus=max(2, 2**log2_gpus), fixed_global_batch=fixed
-        )
-        fig.update_layout(height=380)
-        fig.show()
-        display(HTML(allreduce_report(link_name, params_millions, compute_ms, 2**log2_gpus, fixed)[1]))
-
-    return widgets.interactive(
-        show,
-        link_name=widgets.Dropdown(options=list(INTERCONNECTS), value="NVLink 4 (H100)", description="link"),
-        params_millions=widgets.IntSlider(value=25, min=1, max=2000, description="params (M)"),
-        compute_ms=widgets.IntSlider(value=300, min=1, max=2000, description="1-GPU ms"),
-        log2_gpus=widgets.IntSlider(value=6, min=1, max=12, description="log2 GPUs"),
-        scaling=widgets.Dropdown(
+    controls = {
+        "link_name": widgets.Dropdown(options=list(INTERCONNECTS), value="NVLink 4 (H100)", description="link"),
+        "params_millions": widgets.IntSlider(value=25, min=1, max=2000, description="params (M)"),
+        "compute_ms": widgets.IntSlider(value=300, min=1, max=2000, description="1-GPU ms"),
+        "log2_gpus": widgets.IntSlider(value=6, min=1, max=12, description="log2 GPUs"),
+        "scaling": widgets.Dropdown(
             options=["fixed global batch", "fixed per-GPU batch"], value="fixed global batch", description="scaling"
         ),
+    }
+    figure_out = widgets.Output()
+    summary = widgets.HTML()
+
+    def render(_change: Any = None) -> None:
+        v = {name: w.value for name, w in controls.items()}
+        fixed = v["scaling"].startswith("fixed global")
+        fig = step_time_figure(
+            v["compute_ms"] / 1e3,
+            v["params_millions"] * 4e6,
+            v["link_name"],
+            max_gpus=max(2, 2 ** v["log2_gpus"]),
+            fixed_global_batch=fixed,
+        )
+        fig.update_layout(height=380)
+        summary.value = allreduce_report(
+            v["link_name"], v["params_millions"], v["compute_ms"], 2 ** v["log2_gpus"], fixed
+        )[1]
+        figure_out.clear_output(wait=True)
+        with figure_out:
+            fig.show()
+
+    for w in controls.values():
+        w.observe(render, names="value")
+    render()
+    box = widgets.VBox(
+        [widgets.HBox(list(controls.values())[:3]), widgets.HBox(list(controls.values())[3:]), figure_out, summary]
     )
+    box.controls = controls  # for tests and for learners who want to set values from code
+    return box
