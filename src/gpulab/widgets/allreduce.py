@@ -8,6 +8,7 @@ import ipywidgets as widgets
 
 from ..hardware import INTERCONNECTS, link
 from ..multigpu import crossover_gpus, step_seconds
+from .explorer import explorer
 
 __all__ = ["allreduce_explorer", "allreduce_report"]
 
@@ -66,11 +67,8 @@ def allreduce_explorer() -> Any:
             options=["fixed global batch", "fixed per-GPU batch"], value="fixed global batch", description="scaling"
         ),
     }
-    figure_out = widgets.Output()
-    summary = widgets.HTML()
 
-    def render(_change: Any = None) -> None:
-        v = {name: w.value for name, w in controls.items()}
+    def view(v: dict[str, Any]) -> tuple[Any, str]:
         fixed = v["scaling"].startswith("fixed global")
         fig = step_time_figure(
             v["compute_ms"] / 1e3,
@@ -80,18 +78,7 @@ def allreduce_explorer() -> Any:
             fixed_global_batch=fixed,
         )
         fig.update_layout(height=380)
-        summary.value = allreduce_report(
-            v["link_name"], v["params_millions"], v["compute_ms"], 2 ** v["log2_gpus"], fixed
-        )[1]
-        figure_out.clear_output(wait=True)
-        with figure_out:
-            fig.show()
+        html = allreduce_report(v["link_name"], v["params_millions"], v["compute_ms"], 2 ** v["log2_gpus"], fixed)[1]
+        return fig, html
 
-    for w in controls.values():
-        w.observe(render, names="value")
-    render()
-    box = widgets.VBox(
-        [widgets.HBox(list(controls.values())[:3]), widgets.HBox(list(controls.values())[3:]), figure_out, summary]
-    )
-    box.controls = controls  # for tests and for learners who want to set values from code
-    return box
+    return explorer(controls, view, first_row=3)

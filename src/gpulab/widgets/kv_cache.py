@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 
 from ..hardware import GPUS
 from ..transformer import llm
+from .explorer import explorer
 
 __all__ = ["kv_cache_explorer", "kv_cache_figure", "kv_cache_report"]
 
@@ -89,25 +90,13 @@ def kv_cache_explorer() -> Any:
         "log2_batch": widgets.IntSlider(value=3, min=0, max=10, description="log2 batch"),
         "precision": widgets.Dropdown(options=list(PRECISIONS), value="bf16", description="precision"),
     }
-    figure_out = widgets.Output()
-    summary = widgets.HTML()
 
-    def render(_change: Any = None) -> None:
-        values = {name: w.value for name, w in controls.items()}
+    def view(values: dict[str, Any]) -> tuple[Any, str]:
         budget, html = kv_cache_report(**values)
         label = (
             f"{values['model_name']}, {2 ** values['log2_context']:,} tokens x {2 ** values['log2_batch']:,}, "
             f"{values['precision']}"
         )
-        summary.value = html
-        figure_out.clear_output(wait=True)
-        with figure_out:
-            kv_cache_figure(budget, label).show()
+        return kv_cache_figure(budget, label), html
 
-    for w in controls.values():
-        w.observe(render, names="value")
-    render()
-    items = list(controls.values())
-    box = widgets.VBox([widgets.HBox(items[:2]), widgets.HBox(items[2:]), figure_out, summary])
-    box.controls = controls  # for tests and for learners who want to set values from code
-    return box
+    return explorer(controls, view, first_row=2)

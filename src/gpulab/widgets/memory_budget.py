@@ -8,6 +8,7 @@ import ipywidgets as widgets
 
 from ..scaling import cnn_footprint, max_batch_size, memory_budget
 from ..timing import PEAKS
+from .explorer import explorer
 
 __all__ = ["memory_budget_explorer", "memory_budget_report"]
 
@@ -53,11 +54,8 @@ def memory_budget_explorer() -> Any:
         "optimizer": widgets.Dropdown(options=["sgd", "momentum", "adam"], value="adam", description="optimizer"),
         "precision": widgets.Dropdown(options=["fp32", "mixed"], value="fp32", description="precision"),
     }
-    figure_out = widgets.Output()
-    summary = widgets.HTML()
 
-    def render(_change: Any = None) -> None:
-        values = {name: w.value for name, w in controls.items()}
+    def view(values: dict[str, Any]) -> tuple[Any, str]:
         budget, html = memory_budget_report(**values)
         label = (
             f"width x{values['width']}, batch {2 ** values['log2_batch']:,}, {values['optimizer']}, "
@@ -67,16 +65,6 @@ def memory_budget_explorer() -> Any:
             {label: budget}, limits_gb={"T4": PEAKS["T4"].memory_gb}, title="Course CNN: training memory by component"
         )
         fig.update_layout(height=380)
-        summary.value = html
-        figure_out.clear_output(wait=True)
-        with figure_out:
-            fig.show()
+        return fig, html
 
-    for w in controls.values():
-        w.observe(render, names="value")
-    render()
-    box = widgets.VBox(
-        [widgets.HBox(list(controls.values())[:2]), widgets.HBox(list(controls.values())[2:]), figure_out, summary]
-    )
-    box.controls = controls  # for tests and for learners who want to set values from code
-    return box
+    return explorer(controls, view, first_row=2)
