@@ -22,7 +22,7 @@ import numpy as np
 
 from ..exercises import Budget, Problem
 from ..kernels._launch import ceil_div
-from ..problems import grid_2d
+from ..problems import grid_2d, lab12
 from ..transformer import flash
 from ..transformer.attention import attention_reference, causal_mask, default_scale
 from . import answers_12 as _a
@@ -43,8 +43,7 @@ BLOCK = (16, 8)  # (x, y) threads per block of the scores kernel: x along the ke
 SHIFT = 1.0e4  # softmax rows are shifted by up to +-SHIFT (the max must be subtracted)
 
 
-def _uniform(rng: np.random.Generator, shape: tuple[int, ...], scale: float = 1.0) -> np.ndarray:
-    return (rng.uniform(-1.0, 1.0, size=shape) * scale).astype(np.float32)
+_uniform = lab12.uniform_inputs
 
 
 # --- scores -------------------------------------------------------------------------------------------
@@ -146,17 +145,9 @@ def _softmax_no_merge_rescale(x: np.ndarray) -> np.ndarray:
 # --- fused attention ----------------------------------------------------------------------------------
 
 
-def flash_inputs(size: tuple[int, int, int, int, int, float], rng: np.random.Generator) -> tuple[Any, ...]:
-    """``size = (n, m, d, dv, causal, logit_scale)`` -> ``(q, k, v, scale, causal)``; q is multiplied by
-    ``logit_scale`` (100 gives scores past 88, where float32 ``exp`` overflows)."""
-    n, m, d, dv, causal, big = size
-    return (
-        _uniform(rng, (n, d), big),
-        _uniform(rng, (m, d)),
-        _uniform(rng, (m, dv)),
-        np.float32(default_scale(d)),
-        np.int32(causal),
-    )
+# The fused attention exercise draws the same inputs as lab12's challenge (q scaled by logit_scale: 100
+# gives scores past 88, where float32 exp overflows).
+flash_inputs = lab12.flash_lse_inputs
 
 
 def flash_spec(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: Any, causal: Any) -> np.ndarray:

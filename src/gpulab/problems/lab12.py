@@ -37,6 +37,7 @@ __all__ = [
     "scale_mask_spec",
     "softmax_backward_inputs",
     "softmax_backward_spec",
+    "uniform_inputs",
 ]
 
 TPB = 32  # threads per block (= per row) of the softmax backward
@@ -47,7 +48,8 @@ BK = 16  # keys per tile (threadIdx.x)
 DMAX = 64  # the largest d and dv the fused kernel must handle
 
 
-def _uniform(rng: np.random.Generator, shape: Any, scale: float = 1.0) -> np.ndarray:
+def uniform_inputs(rng: np.random.Generator, shape: Any, scale: float = 1.0) -> np.ndarray:
+    """float32 uniform in [-scale, scale) (the inputs of lab12 and lesson 12's exercises)."""
     return (rng.uniform(-1.0, 1.0, size=shape) * scale).astype(np.float32)
 
 
@@ -62,7 +64,7 @@ def _masked_scores(q: np.ndarray, k: np.ndarray, scale: float, causal: bool) -> 
 def scale_mask_inputs(size: tuple[int, int, int], rng: np.random.Generator) -> tuple[Any, ...]:
     """``(n, m, causal)`` -> ``(s, scale, causal)``: raw scores up to +-30."""
     n, m, causal = size
-    return _uniform(rng, (n, m), 30.0), np.float32(0.125), np.int32(causal)
+    return uniform_inputs(rng, (n, m), 30.0), np.float32(0.125), np.int32(causal)
 
 
 def scale_mask_spec(s: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
@@ -107,7 +109,7 @@ def softmax_backward_inputs(size: tuple[int, int, int], rng: np.random.Generator
     if masked:
         s = np.where(causal_mask(rows, cols), s, -np.inf)
     e = np.exp(s - s.max(axis=1, keepdims=True))
-    return (e / e.sum(axis=1, keepdims=True)).astype(np.float32), _uniform(rng, (rows, cols))
+    return (e / e.sum(axis=1, keepdims=True)).astype(np.float32), uniform_inputs(rng, (rows, cols))
 
 
 def softmax_backward_spec(p: np.ndarray, dp: np.ndarray) -> np.ndarray:
@@ -146,7 +148,7 @@ def combine_inputs(size: tuple[int, int, int, int], rng: np.random.Generator) ->
     ``sm = sum exp(s - mx)`` and ``o = sum exp(s - mx) v`` (unnormalised). Scores reach past 100."""
     splits, n, m, dv = size
     d = 8
-    q, k, v = _uniform(rng, (n, d), 100.0), _uniform(rng, (m, d)), _uniform(rng, (m, dv))
+    q, k, v = uniform_inputs(rng, (n, d), 100.0), uniform_inputs(rng, (m, d)), uniform_inputs(rng, (m, dv))
     s = _masked_scores(q, k, default_scale(d), True)
     chunk = ceil_div(m, splits)
     mx = np.full((splits, n), -np.inf)
@@ -198,9 +200,9 @@ def flash_lse_inputs(size: tuple[int, int, int, int, int, float], rng: np.random
     """``(n, m, d, dv, causal, logit_scale)`` -> ``(q, k, v, scale, causal)``; q scaled by logit_scale."""
     n, m, d, dv, causal, big = size
     return (
-        _uniform(rng, (n, d), big),
-        _uniform(rng, (m, d)),
-        _uniform(rng, (m, dv)),
+        uniform_inputs(rng, (n, d), big),
+        uniform_inputs(rng, (m, d)),
+        uniform_inputs(rng, (m, dv)),
         np.float32(default_scale(d)),
         np.int32(causal),
     )
