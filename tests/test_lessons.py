@@ -160,11 +160,11 @@ def test_command_line(tmp_path, capsys):
 
 @pytest.mark.parametrize("path", LEARNERS_WITH_EXERCISES, ids=lambda p: p.name)
 def test_learner_version_runs_without_a_traceback(path):
-    from nbclient import NotebookClient
+    from nbrun import SlicedClient
 
     nb = nbformat.read(str(path), as_version=4)
-    NotebookClient(
-        nb, timeout=600, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(path.parent)}}
+    SlicedClient(
+        nb, timeout=120, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(path.parent)}}
     ).execute()
     errors = [
         (k, o.get("ename"), o.get("evalue"))

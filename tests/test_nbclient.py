@@ -22,6 +22,7 @@ import pytest
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
+from nbrun import SlicedClient  # noqa: E402  (after the importorskip)
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(ROOT.glob("notebooks/[0-9]*.ipynb")) + sorted(ROOT.glob("labs/solutions/*.ipynb"))
@@ -56,7 +57,7 @@ def test_runs_under_plain_nbclient(path: Path, monkeypatch) -> None:
     budget = max(BUDGET_S, SLOW_BUDGET_S.get(path.name, 0.0))
     n_cells = len(nb.cells)
     nb.cells.append(nbformat.v4.new_code_cell(CPU_PROBE))
-    client = nbclient.NotebookClient(
+    client = SlicedClient(
         nb, timeout=STALL_S, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
     )
     start = time.perf_counter()
@@ -80,3 +81,15 @@ def test_runs_under_plain_nbclient(path: Path, monkeypatch) -> None:
         f"{path.name} took {elapsed:.1f} s wall for {cpu:.1f} s of CPU under nbclient: something waits "
         f"(budget {WALL_FACTOR * budget:.0f} s wall)"
     )
+
+
+def test_sliced_client_keeps_the_cell_timeout_and_the_outputs() -> None:
+    """The 1 s polling (tests/nbrun.py) still stops a cell at its timeout, and still records outputs."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("print(6 * 7)"), nbformat.v4.new_code_cell("import time; time.sleep(30)")]
+    client = SlicedClient(nb, timeout=3, kernel_name="python3")
+    start = time.perf_counter()
+    with pytest.raises(nbclient.exceptions.CellTimeoutError):
+        client.execute()
+    assert time.perf_counter() - start < 25
+    assert nb.cells[0].outputs[0]["text"] == "42\n"
