@@ -134,6 +134,7 @@ def test_cli_workers_need_numpy(capsys):
 
 def test_kernels_estimate_refuses_hours_and_suggests_a_run_that_fits(capsys):
     """The refusal's suggested command is itself accepted by the estimate."""
+    pytest.importorskip("sklearn", reason="the digits dataset comes with scikit-learn (the data extra)")
     assert train.main(["--dataset", "digits", "--backend", "kernels"]) == 2
     err = capsys.readouterr().err
     assert "estimated" in err and "python -m gpulab train" in err
