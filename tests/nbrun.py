@@ -33,11 +33,17 @@ class SlicedClient(NotebookClient):
             try:
                 msg = await ensure_async(self.kc.shell_channel.get_msg(timeout=SLICE_S))
             except Empty:
-                if deadline is not None and monotonic() >= deadline:
-                    task_poll_kernel_alive.cancel()
-                    await self._async_check_alive()
-                    await self._async_handle_timeout(timeout or 0, cell)  # raises CellTimeoutError
-                continue
+                if deadline is None or monotonic() < deadline:
+                    continue
+                task_poll_kernel_alive.cancel()
+                await self._async_check_alive()
+                # As nbclient: raises CellTimeoutError, or (interrupt_on_timeout) returns the configured error
+                # reply, or None: then wait, without a deadline, for the interrupted cell's own reply.
+                reply = await self._async_handle_timeout(timeout or 0, cell)
+                if reply is None:
+                    deadline = None
+                    continue
+                msg = {**reply, "parent_header": {"msg_id": msg_id}}
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
             if self.record_timing:
