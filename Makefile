@@ -72,7 +72,7 @@ test-oldest:
 	test -x $(OLDEST_VENV)/bin/python || $(OLDEST_PYTHON) -m venv $(OLDEST_VENV)
 	$(OLDEST_VENV)/bin/python -c "import sys; print('test-oldest on Python', sys.version.split()[0])"
 	$(OLDEST_VENV)/bin/python -m pip --disable-pip-version-check install -q $(OLDEST_PINS) \
-	  "numpy>=1.26" "tqdm>=4.66" "pytest>=8" "pytest-xdist>=3.5" "nbformat>=5.9" "nbclient>=0.10" "ipykernel>=6.29"
+	  "numpy>=1.26" "tqdm>=4.66" "pytest>=8" "pytest-xdist>=3.5" "pytest-timeout>=2.2" "nbformat>=5.9" "nbclient>=0.10" "ipykernel>=6.29"
 	$(OLDEST_VENV)/bin/python -m pip --disable-pip-version-check install -q --no-deps .  # as Colab: no deps, not editable
 	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(OLDEST_VENV)/bin/python -m pytest -n $(JOBS) -m "not browser and not slow" tests $(PYTEST_ARGS)
 

@@ -34,3 +34,7 @@ c.ClearOutput.enabled = True
 # The exchange (JupyterHub): a folder shared by every student server and the grader's, see
 # teachers/jupyterhub-config.yaml. Students fetch and submit from the Assignments tab.
 c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE", "/srv/nbgrader/exchange")
+
+# nbclient (which autograde uses) sometimes waits a whole cell timeout for a reply that has already
+# arrived (jupyter/nbclient#312); this client polls every second instead, so such a stall costs ~1 s.
+c.AsyncKernelManager.client_class = "gpulab.grading.sliced.SlicedKernelClient"

@@ -170,8 +170,10 @@ _START_JS = """async () => {
   const app = window.jupyterapp;
   const nb = app.shell.currentWidget;
   if (!nb || !nb.sessionContext) return 'no notebook panel';
-  await nb.sessionContext.ready;
-  await nb.content.fullyRendered?.toPromise?.();
+  // page.evaluate has no timeout of its own: give up on a session that never gets ready
+  const late = new Promise(resolve => setTimeout(() => resolve('late'), 120000));
+  if (await Promise.race([nb.sessionContext.ready.then(() => 'ready'), late]) === 'late')
+    return 'the kernel session was not ready after 120 s';
   window.__gpulabRun = 'running';
   app.commands.execute('notebook:run-all-cells').then(
     () => { window.__gpulabRun = 'done'; }, (e) => { window.__gpulabRun = 'error: ' + e; });
@@ -343,6 +345,7 @@ def test_harness_reports_broken_widgets_and_tracebacks(lab):
     assert any("widgets did not render" in p for p in problems), problems
 
 
+@pytest.mark.timeout(1800)  # 13 notebooks, 3 at a time, each bounded by NOTEBOOK_TIMEOUT_S (~290 s here)
 def test_lesson_notebooks_render_in_jupyterlab(lab):
     notebooks = _lesson_notebooks()
     if not notebooks:

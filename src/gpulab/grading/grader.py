@@ -17,6 +17,7 @@ import json
 import os
 import queue
 import signal
+import subprocess
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -177,7 +178,10 @@ def _session(cells: list[Cell], skip: dict[int, str], sandbox: Sandbox, deadline
             except queue.Empty:
                 continue
             if line is None:
-                proc.wait()
+                try:  # the channel closed: the process is ending, or the submission closed it and went on
+                    proc.wait(timeout=max(end - time.monotonic(), 0.0) + 5)
+                except subprocess.TimeoutExpired:
+                    return None, "closed the grader's result channel and kept running"
                 code = proc.returncode
                 mem = " (perhaps out of memory)" if code in (-9, 137) or "MemoryError" in _tail() else ""
                 if code == 86:
@@ -262,7 +266,9 @@ def _run(assembled: Assembled, sandbox: Sandbox) -> tuple[dict[int, dict], dict[
             return records, skip, ""
         if stop.final:
             # scores before the first cell that could have written the channel stand
-            return {k: v for k, v in records.items() if k < stop.index}, skip, stop.reason
+            cell = next((c for c in assembled.cells if c.index == stop.index), None)
+            where = f" (cell {stop.index}" + (f", {cell.grade_id})" if cell and cell.grade_id else ")")
+            return {k: v for k, v in records.items() if k < stop.index}, skip, stop.reason + where
         skip[stop.index] = stop.reason
         if time.monotonic() >= deadline:
             break
