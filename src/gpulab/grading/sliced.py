@@ -47,14 +47,14 @@ class SlicedChannel(AsyncZMQSocketChannel):
 class SlicedKernelClient(AsyncKernelClient):
     """An asyncio kernel client whose four channels are :class:`SlicedChannel`."""
 
-    shell_channel_class = Type(SlicedChannel)  # type: ignore[assignment]
-    iopub_channel_class = Type(SlicedChannel)  # type: ignore[assignment]
-    stdin_channel_class = Type(SlicedChannel)  # type: ignore[assignment]
-    control_channel_class = Type(SlicedChannel)  # type: ignore[assignment]
+    shell_channel_class = Type(SlicedChannel)
+    iopub_channel_class = Type(SlicedChannel)
+    stdin_channel_class = Type(SlicedChannel)
+    control_channel_class = Type(SlicedChannel)
 
 
 class SlicedKernelManager(AsyncKernelManager):
     """``AsyncKernelManager`` handing out :class:`SlicedKernelClient` clients."""
 
-    client_class = DottedObjectName("gpulab.grading.sliced.SlicedKernelClient", config=True)  # type: ignore[assignment]
-    client_factory = Type(SlicedKernelClient, klass=AsyncKernelClient, config=True)  # type: ignore[assignment]
+    client_class = DottedObjectName("gpulab.grading.sliced.SlicedKernelClient", config=True)
+    client_factory = Type(SlicedKernelClient, klass=AsyncKernelClient, config=True)
