@@ -16,7 +16,7 @@ from ..exercises import Budget, Problem, random_arrays
 from ..problems import grid_2d, launch_1d, pad_to_blocks
 from . import answers_05_10 as _a
 from .elementwise import run_elementwise
-from .problems import Exercise
+from .exercise import Exercise
 
 __all__ = [
     "BLOCK",
