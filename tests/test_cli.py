@@ -48,6 +48,17 @@ def test_help_lists_every_command_with_the_right_program_name():
     assert r.stdout.startswith("usage: gpulab "), r.stdout
 
 
+def test_every_command_group_prints_its_help(capsys):
+    """A group's --help lists its sub-commands' one-line help, a '%' in one included (argparse formats them)."""
+    groups = [name for name, cmd in cli.COMMANDS.items() if cmd.sub]
+    assert groups
+    for name in groups:
+        assert cli.main([name, "--help"], prog="gpulab") == 0, name
+        out = capsys.readouterr().out
+        assert all(sub in out for sub in cli.COMMANDS[name].sub), out
+    assert "% of peak" in cli.COMMANDS["bench"].sub["kernels"].help  # the case that broke `bench --help`
+
+
 @pytest.mark.parametrize("device", ["bogus", "gpu"])
 def test_bad_device_does_not_break_help_version_or_doctor(device):
     if device == "gpu":

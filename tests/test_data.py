@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpulab import data
+from gpulab import data, data_files
 
 from _paths import SHARED_MNIST
 
@@ -31,7 +31,8 @@ def fake_dataset(tmp_path, monkeypatch):
     """A tiny 'mnist' whose checksums are patched in, in tmp_path/mnist; cache redirected to tmp."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("GPULAB_DATA_DIR", raising=False)
-    monkeypatch.setattr(data, "SYSTEM_DIRS", {"mnist": (), "fashion-mnist": ()})
+    # search_dirs() reads SYSTEM_DIRS in gpulab.data_files (data.SYSTEM_DIRS is a re-export)
+    monkeypatch.setattr(data_files, "SYSTEM_DIRS", {"mnist": (), "fashion-mnist": ()})
     d = tmp_path / "mnist"
     d.mkdir()
     rng = np.random.default_rng(0)
@@ -123,8 +124,11 @@ def test_download_gives_up_with_every_error(fake_dataset, tmp_path):
 
 
 def test_offline_message_names_folders_and_digits(fake_dataset, tmp_path, monkeypatch):
-    monkeypatch.setattr(data, "_http_get", lambda url, dest, timeout=60.0: (_ for _ in ()).throw(OSError("offline")))
-    monkeypatch.setattr(data.time, "sleep", lambda s: None)
+    # the download (and its network layer _http_get) lives in gpulab.data_files: patch it there
+    monkeypatch.setattr(
+        data_files, "_http_get", lambda url, dest, timeout=60.0: (_ for _ in ()).throw(OSError("offline"))
+    )
+    monkeypatch.setattr(data_files.time, "sleep", lambda s: None)
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(data.DatasetError) as e:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from _paths import SHARED_MNIST
 
-from gpulab import data, nn, train
+from gpulab import data, nn, train, train_cli
 
 needs_mnist = pytest.mark.skipif(
     not (SHARED_MNIST / "t10k-images-idx3-ubyte.gz").exists(), reason=f"real MNIST files not found at {SHARED_MNIST}"
@@ -120,7 +120,8 @@ def test_cli_refuses_bad_values_before_any_work(args, capsys):
 
 @pytest.mark.parametrize("flag", ["--save", "--json"])
 def test_cli_checks_output_folders_before_training(tmp_path, capsys, flag, monkeypatch):
-    monkeypatch.setattr(train, "fit", lambda *a, **k: pytest.fail("training started"))
+    # the command's run() calls the loop's fit from gpulab.train_cli, so patch it there
+    monkeypatch.setattr(train_cli, "fit", lambda *a, **k: pytest.fail("training started"))
     assert train.main(["--dataset", "digits", flag, str(tmp_path / "missing" / "out.x")]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert train.main(["--dataset", "digits", flag, str(tmp_path)]) == 2

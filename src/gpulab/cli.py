@@ -118,7 +118,8 @@ def _add_command(sub: Any, name: str, cmd: Command, chosen: list[str], path: tup
         module = _load(" ".join(path + (name,)), cmd.module)
     modern = module is not None and hasattr(module, "configure") and hasattr(module, "run")
     # An older module (main(argv) only) parses the rest of the line itself, --help included.
-    p = sub.add_parser(name, help=cmd.help, description=cmd.help, add_help=module is None or modern)
+    # argparse %-formats help strings ("% of peak" would be read as a format): escape the percent signs.
+    p = sub.add_parser(name, help=cmd.help.replace("%", "%%"), description=cmd.help, add_help=module is None or modern)
     p.set_defaults(_command=path + (name,), _spec=cmd)
     if cmd.sub:
         inner = p.add_subparsers(

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import energy, hardware, pricing, systolic
 from ..exercises import Problem
-from .problems import Exercise, as_host
+from .exercise import Exercise, as_host
 
 __all__ = ["EXERCISES_LIST"]
 

@@ -26,7 +26,7 @@ from ..problems import grid_2d, lab12
 from ..transformer import flash
 from ..transformer.attention import attention_reference, causal_mask, default_scale
 from . import answers_12 as _a
-from .problems import Exercise
+from .exercise import Exercise
 
 __all__ = [
     "BLOCK",

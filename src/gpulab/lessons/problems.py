@@ -1,7 +1,8 @@
 """The exercises of the lessons as data, and the helpers a lesson's cells call.
 
-Lessons 00-04 are defined here; other lessons add a module ``gpulab/lessons/ex_<lessons>.py`` with
-``EXERCISES_LIST = [Exercise(lesson, name, Problem(...), reference_kernel), ...]``, collected at import.
+Each group of lessons has a module ``gpulab/lessons/ex_<lessons>.py`` (lessons 00-04: :mod:`.ex_00_04`) with
+``EXERCISES_LIST = [Exercise(lesson, name, Problem(...), reference_kernel), ...]``, collected here at import.
+:class:`Exercise` and :func:`as_host` are defined in :mod:`.exercise` and importable from here.
 
 In a lesson, an exercise is two cells: the learner's kernel (answer between ``### BEGIN SOLUTION`` /
 ``### END SOLUTION``, so the learner version holds ``raise NotImplementedError``), then::
@@ -21,26 +22,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..errors import UsageError
-from ..exercises import CheckResult, Problem
-from ..kernels._launch import ceil_div
-from ..kernels.elementwise import (
-    add_grid_stride_kernel,
-    add_kernel,
-    saxpy_kernel,
-    scale2d_kernel,
-)
-from ..kernels.matmul import TILE as MATMUL_TILE
-from ..kernels.matmul import matmul_naive_kernel, matmul_tiled_kernel
-from ..kernels.memory import transpose_naive_kernel
+from ..exercises import CheckResult
 from ..source import py_func
-from ..problems import grid_2d, launch_1d
-from . import answers as _ans
+from .exercise import Exercise as Exercise, as_host as as_host
 
 __all__ = [
     "EXERCISES",
@@ -55,243 +44,14 @@ __all__ = [
 ]
 
 
-def _vec(n: int, rng: np.random.Generator) -> np.ndarray:
-    return rng.uniform(-1, 1, n).astype(np.float32)
-
-
-def _mat(shape: Sequence[int], rng: np.random.Generator) -> np.ndarray:
-    return rng.uniform(-1, 1, tuple(shape)).astype(np.float32)
-
-
-@dataclass(frozen=True)
-class Exercise:
-    """One lesson exercise: the Problem that checks it and the reference kernel ``reveal`` shows."""
-
-    lesson: str
-    name: str
-    problem: Problem
-    reference: Any
-    adapt: Callable[[Any], Callable[..., Any]] | None = None
-    """For an exercise whose answer is a plain function, not a kernel: turns the learner's function into the
-    ``host=`` function the Problem runs (e.g. with :func:`as_host`)."""
-    checker: Callable[[Any], CheckResult] | None = None
-    """For an exercise that a library module checks itself (``systolic.check_step``): runs the check,
-    with that module's named mistakes, in place of ``problem``."""
-
-    def check(self, answer: Any) -> CheckResult:
-        """Run the Problem on ``answer`` (a kernel, or a function through ``adapt``)."""
-        if self.checker is not None:
-            return self.checker(answer)
-        if self.adapt is None:
-            return self.problem.check(answer)
-        return self.problem.check(host=self.adapt(answer), name=self.problem.name)
-
-
-def as_host(fn: Callable[..., Any], n_inputs: int, name: str | None = None) -> Callable[..., None]:
-    """A ``host=`` function for :func:`gpulab.exercises.check_kernel` (or a Problem) that calls the plain
-    function ``fn`` on the first ``n_inputs`` arguments (arrays as NumPy arrays, in both modes) and writes
-    what it returns (one value or a tuple, one per output) into the outputs."""
-    from .. import runtime
-
-    def host(*call: Any) -> None:
-        ins = [np.asarray(runtime.to_host(x)) if hasattr(x, "shape") else x for x in call[:n_inputs]]
-        outs = call[n_inputs:]
-        got = fn(*ins)
-        got = got if isinstance(got, tuple) else (got,)
-        if len(got) != len(outs):
-            raise UsageError(f"{host.__name__} returned {len(got)} value(s); it must return {len(outs)}.")
-        for out, value in zip(outs, got):
-            out[...] = runtime.array_module(out).asarray(np.asarray(value, dtype=out.dtype).reshape(out.shape))
-
-    host.__name__ = name or getattr(fn, "__name__", None) or "function"
-    return host
-
-
-def _problems() -> list[Exercise]:
-    alpha = np.float32(2.5)
-    ex = [
-        # 01 · threads, blocks and grids
-        Exercise(
-            "01",
-            "add",
-            Problem(
-                "add_kernel",
-                lambda a, b: a + b,
-                lambda n, rng: (_vec(n, rng), _vec(n, rng)),
-                sizes=[1, 7, 100, 300],
-                threads=[128, 32],
-                out_names=["out"],
-            ),
-            add_kernel,
-        ),
-        Exercise(
-            "01",
-            "scale2d",
-            Problem(
-                "scale2d_kernel",
-                lambda al, a: al * a,
-                lambda s, rng: (alpha, _mat(s, rng)),
-                sizes=[(1, 1), (5, 37), (20, 33)],
-                launch=lambda al, a, out: grid_2d(*out.shape, (16, 16)),
-                out_names=["out"],
-            ),
-            scale2d_kernel,
-        ),
-        Exercise(
-            "01",
-            "grid_stride",
-            Problem(
-                "add_grid_stride_kernel",
-                lambda a, b: a + b,
-                lambda n, rng: (_vec(n, rng), _vec(n, rng)),
-                sizes=[1, 63, 64, 65, 200],
-                launch=lambda a, b, out: (2, 32),
-                out_names=["out"],
-            ),
-            add_grid_stride_kernel,
-        ),
-        # 02 · memory
-        Exercise(
-            "02",
-            "saxpy",
-            Problem(
-                "saxpy_kernel",
-                lambda al, x, y: al * x + y,
-                lambda n, rng: (alpha, _vec(n, rng), _vec(n, rng)),
-                sizes=[1, 31, 300],
-                threads=[128, 32],
-                out_names=["out"],
-            ),
-            saxpy_kernel,
-        ),
-        Exercise(
-            "02",
-            "transpose_naive",
-            Problem(
-                "transpose_naive_kernel",
-                lambda a: np.ascontiguousarray(a.T),
-                lambda s, rng: (_mat(s, rng),),
-                sizes=[(1, 1), (5, 37), (20, 33)],
-                launch=lambda a, out: grid_2d(*a.shape, (16, 16)),
-                out_names=["out"],
-            ),
-            transpose_naive_kernel,
-        ),
-        Exercise(
-            "02",
-            "transpose_tiled",
-            Problem(
-                "transpose_tiled_kernel",
-                lambda a: np.ascontiguousarray(a.T),
-                lambda s, rng: (_mat(s, rng),),
-                sizes=[(1, 1), (9, 40), (33, 20)],
-                launch=lambda a, out: grid_2d(*a.shape, (32, 8)),
-                out_names=["out"],
-            ),
-            _ans.transpose_tiled32_kernel,
-        ),
-        # 03 · matmul, one thread per output
-        Exercise(
-            "03",
-            "matmul_naive",
-            Problem(
-                "matmul_naive_kernel",
-                lambda A, B: A @ B,
-                lambda s, rng: (_mat(s[:2], rng), _mat(s[1:], rng)),
-                sizes=[(1, 1, 1), (17, 33, 9), (20, 16, 35)],
-                launch=lambda A, B, C: grid_2d(*C.shape, (16, 16)),
-                reduction=lambda A, B: A.shape[1],
-                out_names=["C"],
-            ),
-            matmul_naive_kernel,
-        ),
-        Exercise(
-            "03",
-            "matvec",
-            Problem(
-                "matvec_kernel",
-                lambda A, x: A @ x,
-                lambda s, rng: (_mat(s, rng), _vec(s[1], rng)),
-                sizes=[(1, 1), (37, 20), (70, 9)],
-                threads=[32, 64],
-                reduction=lambda A, x: A.shape[1],
-                out_names=["y"],
-            ),
-            _ans.matvec_kernel,
-        ),
-        Exercise(
-            "03",
-            "linear_relu",
-            Problem(
-                "linear_relu_kernel",
-                lambda X, W, b: np.maximum(X @ W + b, 0),
-                lambda s, rng: (_mat(s[:2], rng), _mat(s[1:], rng), _vec(s[2], rng)),
-                sizes=[(1, 1, 1), (9, 20, 33), (20, 12, 17)],
-                launch=lambda X, W, b, Y: grid_2d(*Y.shape, (16, 16)),
-                reduction=lambda X, W, b: X.shape[1] + 1,
-                out_names=["Y"],
-            ),
-            _ans.linear_relu_kernel,
-        ),
-        # 04 · shared memory and tiling
-        Exercise(
-            "04",
-            "blur3",
-            Problem(
-                "blur3_kernel",
-                lambda x: (
-                    (np.concatenate([[0], x[:-1]]) + x + np.concatenate([x[1:], [0]])).astype(np.float32)
-                    / np.float32(3)
-                ),
-                lambda n, rng: (_vec(n, rng),),
-                sizes=[1, 2, 31, 32, 33, 100],
-                rtol=1e-5,
-                atol=1e-6,
-                launch=launch_1d(_ans.BLUR_TPB, arg=0),
-                out_names=["out"],
-            ),
-            _ans.blur3_kernel,
-        ),
-        Exercise(
-            "04",
-            "matmul_tiled",
-            Problem(
-                "matmul_tiled_kernel",
-                lambda A, B: A @ B,
-                lambda s, rng: (_mat(s[:2], rng), _mat(s[1:], rng)),
-                sizes=[(1, 1, 1), (17, 33, 9), (9, 20, 18)],
-                launch=lambda A, B, C: grid_2d(*C.shape, (MATMUL_TILE, MATMUL_TILE)),
-                reduction=lambda A, B: A.shape[1],
-                out_names=["C"],
-            ),
-            matmul_tiled_kernel,
-        ),
-        Exercise(
-            "04",
-            "matmul_strip",
-            Problem(
-                "matmul_strip_kernel",
-                lambda A, B: A @ B,
-                lambda s, rng: (_mat(s[:2], rng), _mat(s[1:], rng)),
-                sizes=[(1, 1, 1), (17, 33, 9), (20, 16, 70)],
-                launch=lambda A, B, C: grid_2d(C.shape[0], ceil_div(C.shape[1], _ans.STRIP_TN), (16, 16)),
-                reduction=lambda A, B: A.shape[1],
-                out_names=["C"],
-            ),
-            _ans.matmul_strip_kernel,
-        ),
-    ]
-    return ex
-
-
 def _collect() -> dict[tuple[str, str], Exercise]:
-    """Lessons 00-04 from this module, plus every ``gpulab/lessons/ex_*.py`` module's ``EXERCISES_LIST``
-    (so the exercises of other lessons live in their own files)."""
+    """Every ``gpulab/lessons/ex_*.py`` module's ``EXERCISES_LIST``, in the order of the module names
+    (so the exercises of each group of lessons live in their own file)."""
     import importlib
     import pkgutil
     from pathlib import Path
 
-    found = list(_problems())
+    found: list[Exercise] = []
     for mod in sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)]) if m.name.startswith("ex_")):
         found += list(importlib.import_module(f"{__package__}.{mod}").EXERCISES_LIST)
     out: dict[tuple[str, str], Exercise] = {}

@@ -1,0 +1,236 @@
+"""The exercises of lessons 07 (convolution) and 08 (backpropagation) as data: what each kernel must compute,
+on which inputs, launched how (2-D exercises in blocks of :data:`BLOCK`), and the known mistakes that get a
+named hint. Reference answers: :mod:`.answers_05_10`.
+
+They reach the lessons through :mod:`.ex_05_10`'s ``EXERCISES_LIST`` (in lesson order, between 06 and 10),
+which also re-exports the specs later lesson cells reuse (``windows``, ``conv_single_spec``, ...). This
+module's name does not start with ``ex_``, so :mod:`.problems` does not collect its exercises twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..exercises import Budget, Problem, random_arrays
+from ..problems import grid_2d, launch_1d
+from . import answers_05_10 as _a
+from .exercise import Exercise
+
+__all__ = [
+    "BLOCK",
+    "EXERCISES_07_08",
+    "all_filters_spec",
+    "conv_single_spec",
+    "im2col_spec",
+    "pool_back_spec",
+    "pool_spec",
+    "windows",
+]
+
+TPB = _a.TPB  # threads per block, 1-D exercises
+K = _a.K  # window size, lesson 07
+BLOCK = (16, 8)  # (x, y) threads per block of the 2-D exercises: x along the columns
+
+
+# --- 07 · convolution ---------------------------------------------------------------------------------
+
+
+def windows(x: np.ndarray, kk: int) -> np.ndarray:
+    """Every kk x kk window of x: shape (Ho, Wo, kk, kk)."""
+    return np.lib.stride_tricks.sliding_window_view(x, (kk, kk))
+
+
+def conv_single_spec(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """One channel, one filter, no padding: out[i, j] = sum of x[i + a, j + b] * w[a, b]."""
+    return np.einsum("ijab,ab->ij", windows(x, w.shape[0]), w).astype(x.dtype)
+
+
+def im2col_spec(x: np.ndarray) -> np.ndarray:
+    """Row i*Wo + j holds the K x K window at (i, j), flattened."""
+    v = windows(x, K)
+    return v.reshape(v.shape[0] * v.shape[1], K * K).copy()
+
+
+def pool_spec(x: np.ndarray) -> np.ndarray:
+    """2 x 2 max-pool, stride 2 (an odd last row or column is dropped)."""
+    ho, wo = x.shape[0] // 2, x.shape[1] // 2
+    return x[: 2 * ho, : 2 * wo].reshape(ho, 2, wo, 2).max(axis=(1, 3))
+
+
+def all_filters_spec(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """F filters over one channel: out[f, i, j]."""
+    return np.einsum("ijab,fab->fij", windows(x, w.shape[1]), w).astype(x.dtype)
+
+
+def _lesson07() -> list[Exercise]:
+    def launch(x: Any, *rest: Any) -> tuple[Any, Any]:  # one thread per output element (the last argument)
+        out = rest[-1]
+        return grid_2d(out.shape[-2], out.shape[-1], BLOCK)
+
+    return [
+        Exercise(
+            "07",
+            "conv2d_single",
+            Problem(
+                "conv2d_single_kernel",
+                conv_single_spec,
+                lambda s, rng: random_arrays(rng, s, (K, K)),
+                sizes=[(3, 3), (5, 7), (12, 9), (20, 19)],
+                launch=launch,
+                reduction=K * K,  # each output is a sum of K*K products
+                mistakes={
+                    "the filter is flipped (w[K-1-a, K-1-b]): deep learning's convolution uses "
+                    "w[a, b] as it is.": lambda x, w: conv_single_spec(x, w[::-1, ::-1].copy())
+                },
+            ),
+            _a.conv2d_single_kernel,
+        ),
+        Exercise(
+            "07",
+            "im2col_single",
+            Problem(
+                "im2col_single_kernel",
+                im2col_spec,
+                lambda s, rng: random_arrays(rng, s),
+                sizes=[(3, 3), (4, 6), (9, 7), (13, 10)],
+                launch=launch,
+                out_names=["cols"],
+                budget=Budget(sectors={"cols": 2.0}),
+            ),
+            _a.im2col_single_kernel,
+        ),  # writes of cols coalesced
+        Exercise(
+            "07",
+            "maxpool2x2",
+            Problem(
+                "maxpool2x2_kernel",
+                pool_spec,
+                lambda s, rng: random_arrays(rng, s),
+                sizes=[(2, 2), (4, 6), (7, 9), (17, 34)],
+                launch=launch,
+                mistakes={
+                    "you averaged the window; a max-pool keeps its largest value.": lambda x: (
+                        x[: x.shape[0] // 2 * 2, : x.shape[1] // 2 * 2]
+                        .reshape(x.shape[0] // 2, 2, x.shape[1] // 2, 2)
+                        .mean(axis=(1, 3))
+                    )
+                },
+            ),
+            _a.maxpool2x2_kernel,
+        ),
+        Exercise(
+            "07",
+            "conv2d_all_filters",
+            Problem(
+                "conv2d_all_filters_kernel",
+                all_filters_spec,
+                lambda s, rng: random_arrays(rng, s[1:], (s[0], K, K)),
+                sizes=[(1, 3, 3), (4, 6, 9), (5, 11, 8)],  # (F, H, W)
+                launch=launch,
+                reduction=K * K,
+                budget=Budget(reads_per_element={"x": K * K}),
+            ),
+            _a.conv2d_all_filters_kernel,
+        ),
+    ]
+
+
+# --- 08 · backpropagation -----------------------------------------------------------------------------
+
+
+def _relu_inputs(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    dout, x = random_arrays(rng, n, n)
+    return dout, np.maximum(x, 0)  # y = relu(x): about half zeros
+
+
+def _pool_back_inputs(s: tuple[int, int], rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    h, w = s
+    dout = rng.standard_normal((h // 2, w // 2)).astype(np.float32)
+    arg = rng.integers(0, 4, size=(h // 2, w // 2)).astype(np.int32)
+    return dout, arg, np.zeros((h, w), np.float32)  # the last array only gives dx its shape
+
+
+def pool_back_spec(dout: np.ndarray, arg: np.ndarray, like: np.ndarray) -> np.ndarray:
+    """dx: each window's dout goes to the input pixel that won it (arg = 2 * row + column within the window)."""
+    dx = np.zeros_like(like)
+    oi, oj = np.indices(dout.shape)
+    dx[2 * oi + arg // 2, 2 * oj + arg % 2] = dout
+    return dx
+
+
+def _spread_evenly(dout: np.ndarray, arg: np.ndarray, like: np.ndarray) -> np.ndarray:  # a known mistake
+    dx = np.zeros_like(like)
+    ho, wo = dout.shape
+    dx[: 2 * ho, : 2 * wo] = np.repeat(np.repeat(dout / 4, 2, axis=0), 2, axis=1)
+    return dx
+
+
+def _lesson08() -> list[Exercise]:
+    return [
+        Exercise(
+            "08",
+            "bias_grad",
+            Problem(
+                "bias_grad_kernel",
+                lambda dout: dout.sum(axis=0),
+                lambda s, rng: random_arrays(rng, s),
+                sizes=[(1, 1), (5, 3), (33, 70), (8, 200)],  # (batch, features)
+                launch=launch_1d(TPB),
+                out_names=["db"],
+                reduction=lambda dout: dout.shape[0],
+                budget=Budget(sectors={"dout": 2.0}),
+            ),
+            _a.bias_grad_kernel,
+        ),
+        Exercise(
+            "08",
+            "linear_weight_grad",
+            Problem(
+                "linear_weight_grad_kernel",
+                lambda dout, x: dout.T @ x,
+                lambda s, rng: random_arrays(rng, (s[0], s[1]), (s[0], s[2])),
+                sizes=[(1, 1, 1), (4, 3, 5), (7, 10, 19), (16, 9, 33)],  # (batch, out, in)
+                launch=lambda dout, x, dw: grid_2d(*dw.shape, BLOCK),
+                out_names=["dw"],
+                reduction=lambda dout, x: dout.shape[0],
+            ),
+            _a.linear_weight_grad_kernel,
+        ),
+        Exercise(
+            "08",
+            "relu_backward",
+            Problem(
+                "relu_backward_kernel",
+                lambda dout, y: np.where(y > 0, dout, 0).astype(dout.dtype),
+                _relu_inputs,
+                sizes=[1, 100, 300, 1000],
+                launch=launch_1d(TPB),
+                out_names=["dx"],
+                mistakes={"dx equals dout everywhere: ReLU blocks the gradient where y == 0.": lambda dout, y: dout},
+            ),
+            _a.relu_backward_kernel,
+        ),
+        Exercise(
+            "08",
+            "maxpool2x2_backward",
+            Problem(
+                "maxpool2x2_backward_kernel",
+                pool_back_spec,
+                _pool_back_inputs,
+                sizes=[(2, 2), (4, 6), (7, 9), (17, 34)],
+                args=lambda ins, outs: (ins[0], ins[1], outs[0]),  # the kernel gets (dout, arg, dx)
+                launch=lambda dout, arg, dx: grid_2d(*dx.shape, BLOCK),
+                out_names=["dx"],
+                mistakes={
+                    "the gradient was spread evenly over the window: only the winner (arg) reached the output, "
+                    "so only it gets dout.": _spread_evenly
+                },
+            ),
+            _a.maxpool2x2_backward_kernel,
+        ),
+    ]
+
+
+EXERCISES_07_08: list[Exercise] = _lesson07() + _lesson08()

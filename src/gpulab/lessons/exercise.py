@@ -1,0 +1,62 @@
+"""What a lesson exercise is: an :class:`Exercise` (lesson, name, the Problem that checks it, the reference
+``reveal`` shows) and :func:`as_host`, which lets a plain function be checked like a kernel.
+
+The ``ex_*.py`` modules of this package define their exercises with these; :mod:`.problems` collects them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import UsageError
+from ..exercises import CheckResult, Problem
+
+__all__ = ["Exercise", "as_host"]
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One lesson exercise: the Problem that checks it and the reference kernel ``reveal`` shows."""
+
+    lesson: str
+    name: str
+    problem: Problem
+    reference: Any
+    adapt: Callable[[Any], Callable[..., Any]] | None = None
+    """For an exercise whose answer is a plain function, not a kernel: turns the learner's function into the
+    ``host=`` function the Problem runs (e.g. with :func:`as_host`)."""
+    checker: Callable[[Any], CheckResult] | None = None
+    """For an exercise that a library module checks itself (``systolic.check_step``): runs the check,
+    with that module's named mistakes, in place of ``problem``."""
+
+    def check(self, answer: Any) -> CheckResult:
+        """Run the Problem on ``answer`` (a kernel, or a function through ``adapt``)."""
+        if self.checker is not None:
+            return self.checker(answer)
+        if self.adapt is None:
+            return self.problem.check(answer)
+        return self.problem.check(host=self.adapt(answer), name=self.problem.name)
+
+
+def as_host(fn: Callable[..., Any], n_inputs: int, name: str | None = None) -> Callable[..., None]:
+    """A ``host=`` function for :func:`gpulab.exercises.check_kernel` (or a Problem) that calls the plain
+    function ``fn`` on the first ``n_inputs`` arguments (arrays as NumPy arrays, in both modes) and writes
+    what it returns (one value or a tuple, one per output) into the outputs."""
+    from .. import runtime
+
+    def host(*call: Any) -> None:
+        ins = [np.asarray(runtime.to_host(x)) if hasattr(x, "shape") else x for x in call[:n_inputs]]
+        outs = call[n_inputs:]
+        got = fn(*ins)
+        got = got if isinstance(got, tuple) else (got,)
+        if len(got) != len(outs):
+            raise UsageError(f"{host.__name__} returned {len(got)} value(s); it must return {len(outs)}.")
+        for out, value in zip(outs, got):
+            out[...] = runtime.array_module(out).asarray(np.asarray(value, dtype=out.dtype).reshape(out.shape))
+
+    host.__name__ = name or getattr(fn, "__name__", None) or "function"
+    return host
