@@ -3,7 +3,6 @@ roofline model (a device's compute and bandwidth peaks, with kernels placed by a
 
 from __future__ import annotations
 
-import textwrap
 from typing import Any
 from collections.abc import Sequence
 
@@ -11,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..timing import PEAKS, DevicePeak, lookup_peak
+from .perf import _add_note
 
 __all__ = ["BANKS", "bank_conflicts", "roofline", "warp_access"]
 
@@ -175,20 +175,7 @@ def roofline(
         template="plotly_white",
         height=480,
     )
-    if note:
-        fig.add_annotation(
-            text="<br>".join(textwrap.wrap(note, 120)),
-            xref="paper",
-            yref="paper",
-            x=0,
-            y=-0.22,
-            showarrow=False,
-            xanchor="left",
-            yanchor="top",
-            align="left",
-            font=dict(size=11, color="#555"),
-        )
-        fig.update_layout(margin=dict(b=110))
+    _add_note(fig, note)
     return fig
 
 
