@@ -4,8 +4,11 @@ atomic marks, and the instruments the harness and trace use."""
 from __future__ import annotations
 
 import sys
+import threading
+import time
 
 import numpy as np
+import pytest
 from numba import cuda, float32
 
 from gpulab import simulator
@@ -161,3 +164,62 @@ def test_simulated_wraps_the_python_function_and_refuses_other_objects():
     assert k.fn is py_func(_sync_in_branch)
     with pytest.raises(TypeError, match="expects a @cuda.jit kernel"):
         simulator.simulated(lambda x: x)
+
+
+# --------------------------------------------------------------------------------------------------
+# gpulab.simulator.blocks: barriers on events (numba-cuda's semantics, without its polling loop)
+
+
+def test_blocks_run_on_events_and_barriers_keep_their_order():
+    from numba.cuda.simulator import kernel as sim_kernel
+
+    from gpulab.simulator.blocks import run_block
+
+    assert sim_kernel.BlockManager.run is run_block
+
+    @cuda.jit
+    def reverse(x, out):
+        s = cuda.shared.array(64, float32)
+        t = cuda.threadIdx.x
+        for _ in range(3):  # three rounds of write, barrier, read, barrier
+            s[t] = x[t]
+            cuda.syncthreads()
+            out[t] = s[63 - t]
+            cuda.syncthreads()
+
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros_like(x)
+    reverse[1, 64](x, out)
+    assert np.array_equal(out, x[::-1])
+
+
+def test_threads_that_return_early_do_not_hold_a_barrier():
+    @cuda.jit
+    def early(out):
+        t = cuda.threadIdx.x
+        if t % 2:
+            return
+        cuda.syncthreads()
+        out[t] = cuda.syncthreads_count(1)
+
+    out = np.zeros(32, dtype=np.int32)
+    early[2, 32](out)
+    assert list(out[::2]) == [16] * 16 and not out[1::2].any()
+
+
+def test_an_error_in_one_thread_aborts_the_block_and_is_raised():
+    @cuda.jit
+    def boom(out):
+        t = cuda.threadIdx.x
+        if t == 5:
+            raise ValueError("thread five")
+        cuda.syncthreads()
+        out[t] = 1
+
+    out = np.zeros(16, dtype=np.int32)
+    start = time.monotonic()
+    with pytest.raises(ValueError, match="thread five"):
+        boom[1, 16](out)
+    assert time.monotonic() - start < 10
+    time.sleep(0.2)  # the other threads were released from the barrier and ended
+    assert not [th for th in threading.enumerate() if type(th).__name__ == "BlockThread" and th.is_alive()]

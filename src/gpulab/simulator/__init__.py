@@ -30,7 +30,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .source import py_func
+from ..source import py_func
+from .blocks import run_block
 
 __all__ = [
     "Access",
@@ -306,7 +307,10 @@ def harden() -> None:
 
     def syncthreads(th: Any) -> Any:
         th._gpulab_epoch = getattr(th, "_gpulab_epoch", 0) + 1
-        return orig_sync(th)
+        block = getattr(th._manager, "_gpulab_block", None)
+        if block is None:
+            return orig_sync(th)
+        return block.wait(th)
 
     def run(th: Any) -> None:
         try:
@@ -317,7 +321,11 @@ def harden() -> None:
                 key = ((b.x, b.y, b.z), (t.x, t.y, t.z))
                 for ins in list(_ACTIVE):
                     ins.barriers[key] = getattr(th, "_gpulab_epoch", 0)
+            block = getattr(th._manager, "_gpulab_block", None)
+            if block is not None:
+                block.finished(th)
 
+    sim_kernel.BlockManager.run = run_block  # type: ignore[method-assign]
     thread_cls.syncthreads = syncthreads  # type: ignore[method-assign]
     thread_cls.run = run  # type: ignore[method-assign]
     array._gpulab_locked = True  # type: ignore[attr-defined]
