@@ -1,8 +1,9 @@
 """Run a simulated kernel's CUDA threads one after another, in the calling Python thread.
 
-Numba's CUDA simulator starts one Python thread per CUDA thread and releases a ``cuda.syncthreads()``
-by polling every thread of the block: about 0.24 ms of CPU per CUDA thread and 1-2 ms per barrier,
-measured on this course's 2-core machines (:func:`per_thread_seconds` measures it in this process).
+Numba's CUDA simulator starts one Python thread per CUDA thread (gpulab's :mod:`gpulab.simulator.blocks`
+replaces its busy polling at ``cuda.syncthreads()`` with events, but each CUDA thread is still a Python
+thread): about 0.2 ms of CPU per CUDA thread, measured on this course's 2-core machines
+(:func:`per_thread_seconds` measures it in this process).
 That makes a one-thread-per-output kernel (lab 03's matmul, lab 04's tiled matmul) far too slow to
 train a network with. For a kernel whose result does not depend on the thread schedule, which is
 what the exercise harness establishes before the capstone registers a kernel ("same result with
