@@ -168,15 +168,10 @@ def measure_gpulab(
         workers=workers,
         ops=ops,
     )
-    run.steps(warmup)
-    seconds = run.steps(steps)
-    run.close()
-    return {
-        "name": f"gpulab-{backend}",
-        "images_per_second": steps * batch / seconds,
-        "seconds": seconds,
-        "workers": workers,
-    }
+    try:
+        return {"name": f"gpulab-{backend}", **_timed(run, warmup, steps, batch), "workers": workers}
+    finally:
+        run.close()
 
 
 def measure_torch(
@@ -202,14 +197,14 @@ def measure_torch(
         device=device,
         seed=seed,
     )
+    return {"name": f"torch-{device}", **_timed(run, warmup, steps, batch), "torch_version": run.torch.__version__}
+
+
+def _timed(run: Any, warmup: int, steps: int, batch: int) -> dict[str, float]:
+    """``warmup`` untimed steps, then ``steps`` timed ones: images per second and seconds."""
     run.steps(warmup)
     seconds = run.steps(steps)
-    return {
-        "name": f"torch-{device}",
-        "images_per_second": steps * batch / seconds,
-        "seconds": seconds,
-        "torch_version": run.torch.__version__,
-    }
+    return {"images_per_second": steps * batch / seconds, "seconds": seconds}
 
 
 def interleaved(ours: Any, theirs: Any, *, steps: int, warmup: int, chunk: int) -> tuple[float, float]:

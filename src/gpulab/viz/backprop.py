@@ -88,41 +88,25 @@ def backward_flow(
             hovertemplate="%{text}<extra>backward</extra>",
         )
     )
-    for k in range(n - 1):
-        fig.add_annotation(
-            x=k + 1,
-            y=1,
-            ax=k,
-            ay=1,
-            xref="x",
-            yref="y",
-            axref="x",
-            ayref="y",
-            arrowhead=2,
-            arrowwidth=1.5,
-            arrowcolor="#4c78a8",
-            text="",
-            showarrow=True,
-            standoff=10,
-            startstandoff=10,
-        )
-        fig.add_annotation(
-            x=k,
-            y=0,
-            ax=k + 1,
-            ay=0,
-            xref="x",
-            yref="y",
-            axref="x",
-            ayref="y",
-            arrowhead=2,
-            arrowwidth=1.5,
-            arrowcolor="#e45756",
-            text="",
-            showarrow=True,
-            standoff=10,
-            startstandoff=10,
-        )
+    for k in range(n - 1):  # forward arrows left to right on the top row, backward right to left below
+        for x, y, ax, ay, color in ((k + 1, 1, k, 1, "#4c78a8"), (k, 0, k + 1, 0, "#e45756")):
+            fig.add_annotation(
+                x=x,
+                y=y,
+                ax=ax,
+                ay=ay,
+                xref="x",
+                yref="y",
+                axref="x",
+                ayref="y",
+                arrowhead=2,
+                arrowwidth=1.5,
+                arrowcolor=color,
+                text="",
+                showarrow=True,
+                standoff=10,
+                startstandoff=10,
+            )
     cx, cy, ct = [], [], []
     for k, name in enumerate(names[1:-1] + [loss]):
         saved, pgrads = SAVES.get(name, ("(nothing)", ""))
