@@ -73,6 +73,7 @@ def _nbgrader(course: Path, *args: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3000)  # six nbgrader runs, each with its own 900 s limit (about 200 s in all here)
 def test_nbgrader_and_labs_grade_agree(tmp_path, monkeypatch):
     # nbgrader runs `alembic` (installed next to this Python) to set up its gradebook
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))

@@ -67,6 +67,7 @@ def test_wheel_ships_the_course_typed_and_one_version(wheel):
     assert base and "cu12" not in base[0]  # a cu12 base would make gpu-cu13 unresolvable
 
 
+@pytest.mark.timeout(2400)  # its steps have their own limits (building the wheel is counted here too)
 def test_fresh_venv_course_and_one_lesson_headless(wheel, tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
@@ -158,6 +159,7 @@ def test_fresh_venv_course_and_one_lesson_headless(wheel, tmp_path):
 
 
 @pytest.mark.network
+@pytest.mark.timeout(1500)
 def test_gpu_cu13_extra_resolves(wheel):
     """``pip install --dry-run "gpulab[gpu-cu13]"`` resolves (it did not while the base dependencies
     forced numba-cuda[cu12]). Needs PyPI; skipped offline."""

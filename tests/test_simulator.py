@@ -221,5 +221,62 @@ def test_an_error_in_one_thread_aborts_the_block_and_is_raised():
     with pytest.raises(ValueError, match="thread five"):
         boom[1, 16](out)
     assert time.monotonic() - start < 10
-    time.sleep(0.2)  # the other threads were released from the barrier and ended
-    assert not [th for th in threading.enumerate() if type(th).__name__ == "BlockThread" and th.is_alive()]
+    _no_block_threads_within(10)  # the other threads were released from the barrier and ended
+
+
+def _no_block_threads_within(seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while [th for th in threading.enumerate() if type(th).__name__ == "BlockThread" and th.is_alive()]:
+        assert time.monotonic() < deadline, "simulator threads still running"
+        time.sleep(0.05)
+
+
+def test_no_thread_runs_past_a_barrier_the_failed_thread_never_reached():
+    """The failing thread is the last one the barrier waits for: the others must not be let through."""
+    passed = []
+
+    @cuda.jit
+    def late_failure(out):
+        t = cuda.threadIdx.x
+        if t == 3:
+            x = 0
+            for k in range(20000):  # arrive last
+                x += k
+            raise ValueError("thread three")
+        cuda.syncthreads()
+        passed.append(t)
+
+    for _ in range(3):
+        with pytest.raises(ValueError, match="thread three"):
+            late_failure[1, 4](np.zeros(4, dtype=np.int32))
+    _no_block_threads_within(10)
+    assert passed == []
+
+
+def test_a_stuck_kernel_is_stopped_and_the_next_launch_works():
+    """One thread sleeps in C (the harness cannot interrupt it), another waits at a barrier: the harness's
+    deadline still ends the launch promptly, and the simulator is usable afterwards (numba's kernel
+    context and the module's `cuda` global restored)."""
+    from gpulab.exercises.run import Hang, run_with_deadline
+
+    @cuda.jit
+    def stuck(out):
+        t = cuda.threadIdx.x
+        if t == 0:
+            time.sleep(9)
+        cuda.syncthreads()
+        out[t] = 1
+
+    start = time.monotonic()
+    with pytest.raises(Hang):
+        run_with_deadline(lambda: stuck[1, 2](np.zeros(2, dtype=np.int32)), 1.0)
+    assert time.monotonic() - start < 8.5  # the harness's two rounds of stop requests (~5 s), not the 9 s sleep
+
+    @cuda.jit
+    def ones(out):
+        out[cuda.grid(1)] = 1
+
+    out = np.zeros(8, dtype=np.int32)
+    ones[2, 4](out)
+    assert out.tolist() == [1] * 8
+    _no_block_threads_within(15)

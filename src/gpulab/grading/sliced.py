@@ -8,10 +8,13 @@ stalls for the cell timeout (300 s in the course's nbgrader configuration) befor
 correct result. Polling again every second looks at the socket afresh, so such a stall costs about
 a second. Cell timeouts are unchanged: a wait still ends with ``queue.Empty`` at its deadline.
 
-Use it where a ``KernelManager`` class is configurable::
+Use it where a ``KernelManager`` class or its client class is configurable::
 
-    c.Execute.kernel_manager_class = "gpulab.grading.sliced.SlicedKernelManager"   # nbgrader
     NotebookClient(nb, kernel_manager_class=SlicedKernelManager)                   # nbclient
+    c.AsyncKernelManager.client_class = "gpulab.grading.sliced.SlicedKernelClient"  # nbgrader_config.py
+
+(nbgrader's ``Execute`` passes its own ``kernel_manager_class``, so its configuration names the client
+class instead; teachers/nbgrader_config.py does, which needs gpulab importable where nbgrader runs.)
 """
 
 from __future__ import annotations

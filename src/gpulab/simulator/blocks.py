@@ -21,11 +21,12 @@ __all__ = ["Block", "run_block"]
 
 
 class Block:
-    """One block's barrier and the count of its threads still running."""
+    """One block's barrier, its threads and the count of those still running."""
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: list) -> None:
+        self.threads = threads
         self.cv = threading.Condition()
-        self.alive = threads
+        self.alive = len(threads)
         self.blocked = 0
         self.generation = 0
         self.failed: Any = None
@@ -35,8 +36,13 @@ class Block:
         self.generation += 1
         self.cv.notify_all()
 
+    def _stop_all(self) -> None:  # with self.cv held
+        for t in self.threads:
+            t.abort = True
+        self._open()
+
     def wait(self, th: Any) -> None:
-        if th.abort:
+        if th.abort or self.failed is not None:
             raise RuntimeError("abort flag set on syncthreads call")
         with self.cv:
             generation = self.generation
@@ -46,7 +52,7 @@ class Block:
             else:
                 while self.generation == generation:
                     self.cv.wait()
-        if th.abort:
+        if th.abort or self.failed is not None:
             raise RuntimeError("abort flag set on syncthreads clear")
 
     def finished(self, th: Any) -> None:
@@ -54,20 +60,25 @@ class Block:
             self.alive -= 1
             if th.exception is not None and self.failed is None:
                 self.failed = th
-            if self.alive and self.blocked >= self.alive:
+                self._stop_all()  # no thread may go past a barrier the failed one will never reach
+            elif self.alive and self.blocked >= self.alive:
                 self._open()
             else:
                 self.cv.notify_all()
 
-    def abort(self, threads: list) -> None:
+    def abort(self) -> None:
         with self.cv:
-            for t in threads:
-                t.abort = True
-            self._open()
+            self._stop_all()
 
 
 def run_block(manager: Any, grid_point: Any, *args: Any) -> None:
-    """``BlockManager.run`` with :class:`Block` (see there); the threads are numba-cuda's own."""
+    """``BlockManager.run`` with :class:`Block` (see there); the threads are numba-cuda's own.
+
+    The launching thread waits in 50 ms slices, so that an exception raised in it (Ctrl-C, or the
+    harness's :class:`~gpulab.exercises.run.KernelTimeout`) arrives at once; it then aborts the block,
+    releasing every thread at a barrier. A thread that ended without reporting (stopped inside gpulab's
+    bookkeeping) does not keep the launcher waiting either: numba-cuda's loop checked ``is_alive``.
+    """
     from numba.cuda.simulator.kernel import BlockThread
 
     def target() -> None:
@@ -76,14 +87,18 @@ def run_block(manager: Any, grid_point: Any, *args: Any) -> None:
     threads = [
         BlockThread(target, manager, grid_point, point, manager._debug) for point in np.ndindex(*manager._block_dim)
     ]
-    block = manager._gpulab_block = Block(len(threads))
-    for t in threads:
-        t.start()
-    with block.cv:
-        while block.alive and block.failed is None:
-            block.cv.wait()
+    block = manager._gpulab_block = Block(threads)
+    try:
+        for t in threads:
+            t.start()
+        with block.cv:
+            while block.alive and block.failed is None:
+                if not block.cv.wait(0.05) and not any(t.is_alive() for t in threads):
+                    break
+    except BaseException:
+        block.abort()
+        raise
     if block.failed is not None:
-        block.abort(threads)
         exc = block.failed.exception
         raise exc[0].with_traceback(exc[1])
     for t in threads:  # as numba-cuda: an exception set just before a thread ended
