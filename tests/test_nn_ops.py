@@ -319,3 +319,20 @@ def test_simulator_launches_few_threads_and_are_faster_per_element():
         pytest.skip("simulator only")
     cost = nn_ops.simulator_cost(512)
     assert cost["grid_stride"] * 10 < cost["one_thread_per_element"], cost
+
+
+def test_simulator_cost_per_element_never_vanishes_when_the_launch_measures_high(monkeypatch):
+    """On a busy machine one launch of 8 elements can take as much CPU as a launch of 2048: the cost per
+    element must not become ~0 then (train's estimate said seconds for hours and started the run)."""
+    import time
+
+    from gpulab.kernels import grid_stride
+
+    def launch_1d(kernel, n, *args):  # every launch costs the same 5 ms of CPU, whatever n
+        t0 = time.process_time()
+        while time.process_time() - t0 < 0.005:
+            pass
+
+    monkeypatch.setattr(grid_stride, "launch_1d", launch_1d)
+    cost = grid_stride.simulator_cost(2048, per_thread=False)
+    assert cost["grid_stride"] >= 0.4 * 0.005 / 2048, cost

@@ -117,7 +117,11 @@ def simulator_cost(n: int = 2048, *, per_thread: bool = True) -> dict[str, float
         return best
 
     launch = cpu(lambda: launch_1d(_relu_kernel(), SIM_THREADS, x[:SIM_THREADS], y[:SIM_THREADS]))
-    out = {"grid_stride": max(cpu(lambda: launch_1d(_relu_kernel(), n, x, y)) - launch, 1e-9) / n, "launch": launch}
+    whole = cpu(lambda: launch_1d(_relu_kernel(), n, x, y))
+    # Per element: the run's cost above one launch, but never under half the run's own cost per element.
+    # On a busy machine the launch alone can measure as much as the whole run; the bare difference then
+    # vanished and every estimate built on it said "seconds" for a run of hours (train started it).
+    out = {"grid_stride": max(whole - launch, whole / 2) / n, "launch": launch}
     if per_thread:
         out["one_thread_per_element"] = cpu(lambda: _relu_kernel()[blocks_for(n, 128), 128](x, y), 1) / n
     return out
