@@ -27,9 +27,10 @@ from nbrun import SlicedClient  # noqa: E402  (after the importorskip)
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(ROOT.glob("notebooks/[0-9]*.ipynb")) + sorted(ROOT.glob("labs/solutions/*.ipynb"))
 BUDGET_S = float(os.environ.get("GPULAB_NBCLIENT_BUDGET_S", "30"))
-# lab09 trains a CNN end to end on the learner's kernels in the simulator (about 25 s of CPU time alone;
-# more with the other test worker on a 2-core machine): its own budget, asserted in the notebook as CPU time.
-SLOW_BUDGET_S = {"lab09_training.ipynb": 60.0}
+# lab09 trains a CNN end to end on the learner's kernels in the simulator: 26 s of CPU here (2026-12-01, alone
+# and beside a second nbclient run alike), the most of any notebook. CPU time still depends on the CPU's speed, so
+# it keeps some headroom below issue 11's 60 s (which the notebook itself asserts) for slower CI machines.
+SLOW_BUDGET_S = {"lab09_training.ipynb": 45.0}
 STALL_S = 120.0  # no single cell may wait longer than this (a stall burns wall time, not CPU)
 WALL_FACTOR = 4.0  # the whole run, in wall time, even on a shared machine
 
