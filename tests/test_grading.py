@@ -196,7 +196,7 @@ def test_resident_size_of_a_process_tree():
     import subprocess
     import sys
 
-    from gpulab.grading.grader import _tree_rss
+    from gpulab.grading.session import _tree_rss
 
     child = subprocess.Popen([sys.executable, "-c", "import time; x = bytearray(50 << 20); time.sleep(30)"])
     try:

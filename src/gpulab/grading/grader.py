@@ -7,8 +7,8 @@ comes from the checks that :func:`gpulab.grading.report` saw.
 
 When a cell kills the runner (timeout, crash, memory, output) the scores earned before it are
 kept, that cell is skipped and the submission is run again from the start without it (at most
-``MAX_RESTARTS`` times, within the submission's total time), so one runaway cell costs its own
-exercise only; the table says which cell it was and why.
+:data:`gpulab.grading.session.MAX_RESTARTS` times, within the submission's total time), so one
+runaway cell costs its own exercise only; the table says which cell it was and why.
 """
 
 from __future__ import annotations
@@ -17,11 +17,8 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-
 from .assemble import Cell, assemble, read_submission
 from .sandbox import Limits, Sandbox, bwrap_path, describe
-from .session import MAX_RESTARTS as MAX_RESTARTS
-from .session import _tree_rss as _tree_rss  # noqa: F401  (tests measure the watchdog's view)
 from .session import run
 
 __all__ = ["GradeRow", "Graded", "grade", "grade_notebook", "format_table"]
