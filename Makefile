@@ -15,7 +15,7 @@ NO_BROWSER ?=
 JOBS   ?= auto
 PYTEST_ARGS ?=
 
-.PHONY: setup lab test test-fast test-notebooks doctor release-labs gpu-check bench clean help test-oldest lint
+.PHONY: setup lab test test-fast test-notebooks doctor release-labs gpu-check gpu-check-prep bench clean help test-oldest lint
 
 help:
 	@echo "make lab        set up and open JupyterLab (NO_BROWSER=1 for servers, PORT=8888)"
@@ -25,6 +25,7 @@ help:
 	@echo "                 gpu-mode CuPy/numba-cuda names checked against CuPy 13 and numba-cuda 0.22"
 	@echo "make doctor     print versions, the mode and known fixes"
 	@echo "make gpu-check  on a CUDA machine: notebooks in gpu mode + benchmarks"
+	@echo "make gpu-check-prep  .device/: wheels and MNIST for a GPU machine without network"
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -80,6 +81,13 @@ test-oldest:
 # Offline: WHEELHOUSE=/path/to/wheels (pip --no-index) and GPULAB_DATA_DIR=/path/to/data.
 gpu-check:
 	$(PYTHON) src/gpulab/gpucheck.py --venv $(VENV)
+
+# For a GPU machine with no network whose image has CUDA, CuPy and numba-cuda (CONTRIBUTING.md, "A lent
+# GPU machine"): the wheels it lacks (gpulab/gpucheck_files.py) and the MNIST originals, into .device/.
+gpu-check-prep: setup
+	$(PY) src/gpulab/gpucheck.py --download-wheels .device/wheels
+	$(if $(TEST_DATA_DIR),mkdir -p .device/mnist && cp -f $(TEST_DATA_DIR)/* .device/mnist/,@echo "no MNIST copy here (GPULAB_DATA_DIR or ../shared/data/mnist): lab09 falls back to digits there")
+	du -sh .device
 
 doctor: setup
 	$(PY) -m gpulab doctor

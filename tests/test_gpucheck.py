@@ -1,14 +1,19 @@
-"""``make gpu-check`` without a GPU: it must stop at once with a clear message and touch nothing."""
+"""``make gpu-check`` without a GPU: it stops at once with a clear message and touches nothing; its
+rehearsal runs the same flow in simulator mode; stage limits, the deadline, the bundle and unpack."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
-from gpulab import gpucheck
+import pytest
+
+from gpulab import gpucheck, gpucheck_files as files
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,16 +50,147 @@ def test_real_probe_on_this_machine_agrees_with_runtime():
 
 
 def test_offline_pip_uses_only_the_wheelhouse():
-    assert gpucheck.pip_args("/wheels") == ["--no-index", "--find-links", "/wheels"]
-    assert gpucheck.pip_args(None) == []
+    assert files.pip_args("/wheels") == ["--no-index", "--find-links", "/wheels"]
+    assert files.pip_args(None) == []
 
 
 def test_stages_run_notebooks_and_benchmarks_in_order(tmp_path):
-    names = [name for name, _ in gpucheck.stages(Path("/venv/bin/python"), tmp_path)]
-    assert names[0] == "doctor" and "bench-kernels" in names
-    kernels_cmd = dict(gpucheck.stages(Path("/venv/bin/python"), tmp_path))["bench-kernels"]
-    assert "--record" in kernels_cmd
-    if gpucheck._notebooks():
-        cmd = dict(gpucheck.stages(Path("/venv/bin/python"), tmp_path))["notebooks"]
-        assert "--nbval-lax" in cmd and all(nb in cmd for nb in gpucheck._notebooks())
-    assert sum(gpucheck.BUDGET.values()) <= 8 * 60
+    todo = dict(gpucheck.stages(Path("/venv/bin/python"), tmp_path))
+    assert list(todo) == list(gpucheck.STAGES)
+    assert "--record" in todo["bench-kernels"] and "--record" in todo["bench-cnn"]
+    assert "--record" not in todo["cnn-kernels"] and "kernels" in todo["cnn-kernels"]
+    nbs = gpucheck._notebooks()
+    cmd = todo["notebooks"]
+    assert cmd[1:3] == ["-m", "gpulab.nbexec"] and all(nb in cmd for nb in nbs)
+    # the MNIST trainers start first (they take longest), each notebook once
+    every = list((ROOT / "notebooks").glob("*.ipynb")) + list((ROOT / "labs" / "solutions").glob("*.ipynb"))
+    assert Path(nbs[0]).name.startswith(("lab09", "09_")) and len(set(nbs)) == len(nbs) == len(every)
+    # nbexec stops its notebooks 10 s before the stage limit
+    assert cmd[cmd.index("--timeout") + 1] == str(int(gpucheck.BUDGET["notebooks"]) - 10)
+    # the unit tests: each notebook-free test file exists, one xdist worker per file
+    assert all((ROOT / t).is_file() for t in gpucheck.GPU_TESTS)
+    assert "loadfile" in todo["tests"] and all(t in todo["tests"] for t in gpucheck.GPU_TESTS)
+    # a rehearsal records nothing, and leaves out the kernels backend (refused in the simulator)
+    rehearsal = gpucheck.stages("py", tmp_path, record=False)
+    assert not any("--record" in c for _, c in rehearsal) and "cnn-kernels" not in dict(rehearsal)
+    # about 7 minutes on a GPU machine: a lent one's 15 minutes leave time to start it and run again
+    assert gpucheck.DEADLINE <= 7 * 60 and sum(gpucheck.BUDGET.values()) <= 10 * 60
+
+
+def test_notebook_patterns_select_and_order():
+    assert gpucheck._notebooks(["lab01", "01_threads"]) == [
+        "notebooks/01_threads_blocks_grids.ipynb",
+        "labs/solutions/lab01_threads.ipynb",
+    ]
+    assert gpucheck._notebooks(["no-such-notebook"]) == []
+
+
+def _gpucheck(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "src" / "gpulab" / "gpucheck.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--only", "doctor,bogus"], "no stage bogus; the stages are preflight, doctor"),
+        (["--wheels", "w"], "--wheels goes with --python"),
+        (["--python", "no-such-python-here"], "not found"),
+        (["--budget", "notebooks=soon"], "expected STAGE=SECONDS"),
+        (["--notebooks", "no-such-notebook"], "matches no notebook"),
+        (["--unpack", "missing.tar.gz"], "no such file"),
+    ],
+)
+def test_bad_arguments_say_what_to_do(args, says, tmp_path):
+    r = _gpucheck(*args, "--rehearse", "--out", str(tmp_path / "out"), timeout=60)
+    assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_rehearsal_runs_the_stages_and_brings_back_one_bundle(tmp_path):
+    """The whole flow without a GPU: the Python as it is, a notebook run through nbexec, the bundle, unpack."""
+    out, bundle = tmp_path / "out", tmp_path / "back" / "gpu-check.tar.gz"
+    r = _gpucheck(
+        "--rehearse",
+        "--python",
+        sys.executable,
+        "--only",
+        "preflight,notebooks",
+        "--notebooks",
+        "lab01",
+        "--out",
+        str(out),
+        "--bundle",
+        str(bundle),
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "gpulab mode      simulator" in r.stdout and "notebooks: 1 of 1 ran without an error" in r.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert [s["stage"] for s in summary["stages"]] == ["preflight", "notebooks"] and summary["rehearsal"]
+    with tarfile.open(bundle) as tar:
+        names = tar.getnames()
+    assert "gpu-check/notebooks/lab01_threads.ipynb" in names and "gpu-check/summary.txt" in names
+    assert not any(n.startswith("results/") for n in names)  # a rehearsal records nothing
+    repo = tmp_path / "repo"
+    written = files.unpack(bundle, repo)
+    nb = json.loads((repo / "artifacts/gpu-check/notebooks/lab01_threads.ipynb").read_text())
+    outputs = [o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
+    assert outputs and "artifacts/gpu-check/summary.json" in written
+
+
+def test_stage_limits_and_the_deadline(tmp_path):
+    sleep = [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"]
+    quick = [sys.executable, "-c", "print('quick')"]
+    seen: list[str] = []
+    t0 = time.monotonic()
+    rows = gpucheck.run_stages(
+        [("doctor", quick), ("bench-kernels", sleep), ("bench-cnn", quick)],
+        dict(os.environ),
+        tmp_path,
+        deadline=time.monotonic() + 25,
+        log=seen.append,
+        budget={"doctor": 30, "bench-kernels": 3, "bench-cnn": 30},
+    )
+    assert [r["rc"] for r in rows] == [0, 124, 0]
+    assert time.monotonic() - t0 < 20 and "started" in (tmp_path / "bench-kernels.log").read_text()
+    assert any("ran past its 3 s" in line for line in seen)
+    rows = gpucheck.run_stages([("doctor", quick)], dict(os.environ), tmp_path, deadline=time.monotonic() + 8)
+    assert rows == [{"stage": "doctor", "rc": None, "seconds": 0.0}]  # skipped: no time left
+    assert "skipped" in gpucheck.summary(rows, tmp_path)
+
+
+def test_bundle_holds_only_new_recordings_and_unpack_refuses_strange_paths(tmp_path):
+    results, out = tmp_path / "results", tmp_path / "out"
+    results.mkdir()
+    out.mkdir()
+    (results / "old.json").write_text("{}")
+    (results / "changed.json").write_text("{}")
+    before = files.snapshot(results)
+    (results / "changed.json").write_text('{"a": 1}')
+    (results / "new.json").write_text("{}")
+    (out / "summary.json").write_text("{}")
+    names = files.write_bundle(tmp_path / "b.tar.gz", out, results, before)
+    assert sorted(names) == ["gpu-check/summary.json", "results/changed.json", "results/new.json"]
+
+    evil = tmp_path / "evil.tar.gz"
+    with tarfile.open(evil, "w:gz") as tar:
+        tar.add(out / "summary.json", arcname="results/ok.json")
+        tar.add(out / "summary.json", arcname="results/../../../etc/evil.json")
+    repo = tmp_path / "repo"
+    with pytest.raises(ValueError, match="not a gpu-check report or recording"):
+        files.unpack(evil, repo)
+    assert not repo.exists()  # refused before anything was written
+
+
+def test_device_wheels_are_pinned_once_each():
+    names = [w.split("==")[0] for w in files.DEVICE_WHEELS]
+    assert all(w.count("==") == 1 and w.split("==")[1] for w in files.DEVICE_WHEELS)
+    assert len(set(names)) == len(names)
+    # the Jupyter client and kernel, and what the notebooks import, are among them
+    assert {"nbclient", "ipykernel", "ipywidgets", "plotly", "jupyter-client", "pyzmq"} <= set(names)
+    assert files.NEEDED_MODULES[0] == "gpulab"  # it must fix the mode before numba is imported

@@ -1,0 +1,232 @@
+"""Run notebooks and keep what they printed: ``python -m gpulab.nbexec NB ... --out DIR``.
+
+``make gpu-check`` runs every lesson and lab solution this way on a GPU machine, where what the
+notebooks print (accuracies, timings, the figures' numbers) is the point of the run, not only whether
+they pass. Each notebook runs in a process of its own (a crash or a hang stops that notebook only),
+``--jobs`` at a time, with the kernel of this Python (``sys.executable``, so ``PYTHONPATH`` reaches
+it). After every cell the notebook is written to ``DIR/<name>.ipynb`` with its outputs so far, large
+rich outputs (plotly figures, HTML, images over ``--max-output`` bytes) replaced by a short note, so
+even a run that is killed shows how far each notebook got and what it printed.
+
+``DIR/notebooks.json`` has one row per notebook, rewritten as each one ends: ``path``, ``status``
+(``ok``, ``failed``, ``timeout`` or ``not run``), ``seconds``, ``cell`` (the cell that failed or was
+running) and ``error`` (``Name: message`` and the end of the traceback). Exit status: 0 when every
+notebook ran without an error, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["execute_one", "main", "run_many", "trim_outputs"]
+
+RICH = ("application/vnd.plotly.v1+json", "text/html", "image/png", "image/svg+xml", "application/javascript")
+MAX_OUTPUT = 100_000  # bytes of one rich output kept as it is
+
+
+def trim_outputs(nb: Any, limit: int = MAX_OUTPUT) -> int:
+    """Replace each rich output larger than ``limit`` bytes with a text note; returns how many."""
+    dropped = 0
+    for cell in nb.get("cells", []):
+        for out in cell.get("outputs", []):
+            data = out.get("data")
+            if not data:
+                continue
+            for mime in RICH:
+                if mime in data and len(json.dumps(data[mime])) > limit:
+                    size = len(json.dumps(data[mime]))
+                    del data[mime]
+                    note = f"[nbexec: a {size / 1e6:.1f} MB {mime} output was dropped to keep this file small]"
+                    data["text/plain"] = (str(data.get("text/plain", "")) + "\n" + note).strip()
+                    dropped += 1
+    return dropped
+
+
+def _status_path(out: Path, nb_path: Path) -> Path:
+    return out / f"{nb_path.stem}.status.json"
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _error_text(exc: BaseException) -> str:
+    """``Name: message`` first, then the end of the traceback, without terminal colours."""
+    ename = getattr(exc, "ename", type(exc).__name__)
+    evalue = str(getattr(exc, "evalue", "") or "")
+    tail = [line for line in ANSI.sub("", str(exc)).strip().splitlines() if line.strip()][-12:]
+    return "\n".join([f"{ename}: {evalue}", *tail])
+
+
+def execute_one(nb_path: Path, out: Path, cell_timeout: int, max_output: int = MAX_OUTPUT) -> dict[str, Any]:
+    """Run one notebook in a kernel of this Python, saving it after every cell; its status row."""
+    import ipykernel.kernelspec
+    import nbformat
+    from jupyter_client.kernelspec import KernelSpecManager
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError
+
+    from .grading.sliced import SlicedKernelManager
+
+    class ThisPython(KernelSpecManager):  # the kernel runs sys.executable, whatever kernelspecs say
+        def get_kernel_spec(self, kernel_name: str) -> Any:
+            return self.kernel_spec_class(
+                resource_dir=ipykernel.kernelspec.RESOURCES, **ipykernel.kernelspec.get_kernel_dict()
+            )
+
+    out.mkdir(parents=True, exist_ok=True)
+    nb = nbformat.read(str(nb_path), as_version=4)
+    target, status_file = out / nb_path.name, _status_path(out, nb_path)
+    t0 = time.monotonic()
+    row: dict[str, Any] = {"path": str(nb_path), "status": "running", "seconds": 0.0, "cell": None, "error": ""}
+
+    def save(cell_index: int | None) -> None:
+        row["seconds"] = round(time.monotonic() - t0, 1)
+        row["cell"] = cell_index
+        copy = nbformat.from_dict(json.loads(json.dumps(nb)))
+        trim_outputs(copy, max_output)
+        nbformat.write(copy, str(target))
+        status_file.write_text(json.dumps(row) + "\n")
+
+    def started(cell: Any, cell_index: int, **_: Any) -> None:
+        row["cell"] = cell_index
+        row["seconds"] = round(time.monotonic() - t0, 1)
+        status_file.write_text(json.dumps(row) + "\n")
+
+    def executed(cell: Any, cell_index: int, **_: Any) -> None:
+        save(cell_index)
+
+    km = SlicedKernelManager(kernel_name="python3", kernel_spec_manager=ThisPython())
+    client = NotebookClient(
+        nb,
+        km=km,
+        timeout=cell_timeout,
+        resources={"metadata": {"path": str(nb_path.parent)}},
+        on_cell_execute=started,
+        on_cell_executed=executed,
+    )
+    try:
+        client.execute()
+        row["status"] = "ok"
+    except (CellExecutionError, CellTimeoutError) as exc:
+        row["status"], row["error"] = "failed", _error_text(exc)
+    except Exception as exc:  # a kernel that died, could not start, ...: still a row, never a lost run
+        row["status"], row["error"] = "failed", f"{type(exc).__name__}: {exc}"
+    save(row["cell"])
+    return row
+
+
+def _final_row(nb_path: Path, out: Path, rc: int | None, seconds: float, timed_out: bool) -> dict[str, Any]:
+    try:
+        row = json.loads(_status_path(out, nb_path).read_text())
+    except (OSError, ValueError):
+        row = {"path": str(nb_path), "cell": None, "error": ""}
+    row["seconds"] = round(seconds, 1)
+    if timed_out:
+        row["status"] = "timeout"
+        row["error"] = f"stopped after {seconds:.0f} s, in cell {row.get('cell')}"
+    elif row.get("status") not in ("ok", "failed"):
+        row["status"] = "failed"
+        row["error"] = row.get("error") or f"the notebook's process ended with status {rc} before reporting"
+    return row
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, AttributeError):
+        proc.kill()
+    proc.wait()
+
+
+def run_many(
+    paths: list[Path],
+    out: Path,
+    jobs: int = 4,
+    timeout_s: float = 600,
+    cell_timeout: int = 600,
+    max_output: int = MAX_OUTPUT,
+    log: Any = print,
+) -> list[dict[str, Any]]:
+    """Run ``paths`` ``jobs`` at a time, each in its own process, within ``timeout_s`` for all of them."""
+    out.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + timeout_s
+    rows: dict[str, dict[str, Any]] = {str(p): {"path": str(p), "status": "not run", "seconds": 0.0} for p in paths}
+    waiting = list(paths)
+    running: dict[Path, tuple[subprocess.Popen[bytes], float]] = {}
+
+    def write() -> None:
+        (out / "notebooks.json").write_text(json.dumps(list(rows.values()), indent=1) + "\n")
+
+    stopped: list[int] = []  # SIGTERM (gpu-check's stage limit): stop every notebook now, keep the report
+
+    def on_term(signum: int, frame: Any) -> None:
+        stopped.append(signum)
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_term)
+    write()
+    while waiting or running:
+        if stopped:
+            deadline = time.monotonic() - 1
+        while waiting and len(running) < max(1, jobs) and time.monotonic() < deadline:
+            p = waiting.pop(0)
+            cmd = [sys.executable, "-m", "gpulab.nbexec", "--one", str(p), "--out", str(out)]
+            cmd += ["--cell-timeout", str(cell_timeout), "--max-output", str(max_output)]
+            with open(out / f"{p.stem}.log", "wb") as err:  # its own session: a kill takes its kernel too
+                proc = subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, start_new_session=True)
+            running[p] = (proc, time.monotonic())
+        if not running:
+            break  # out of time with notebooks still waiting: they stay "not run"
+        time.sleep(0.2)
+        for p, (proc, t0) in list(running.items()):
+            late = time.monotonic() > deadline
+            if proc.poll() is None and not late:
+                continue
+            if late and proc.poll() is None:
+                _kill_group(proc)
+            row = _final_row(p, out, proc.returncode, time.monotonic() - t0, timed_out=late)
+            rows[str(p)] = row
+            del running[p]
+            first = row["error"].splitlines()[0] if row.get("error") else ""
+            log(
+                f"{row['status']:>7} {row['seconds']:7.1f} s  {p}"
+                + (f"  (cell {row['cell']}: {first})" if first else "")
+            )
+            write()
+    write()
+    return list(rows.values())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m gpulab.nbexec", description=__doc__.split("\n\n")[0])
+    ap.add_argument("notebooks", nargs="*", type=Path, help="notebooks to run")
+    ap.add_argument("--out", type=Path, required=True, help="folder for the executed notebooks and notebooks.json")
+    ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), help="notebooks at a time")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds for all of them together")
+    ap.add_argument("--cell-timeout", type=int, default=600, help="seconds for one cell")
+    ap.add_argument("--max-output", type=int, default=MAX_OUTPUT, help="bytes of one rich output kept")
+    ap.add_argument("--one", type=Path, help=argparse.SUPPRESS)  # the per-notebook process
+    ns = ap.parse_args(argv)
+    if ns.one is not None:
+        return 0 if execute_one(ns.one, ns.out, ns.cell_timeout, ns.max_output)["status"] == "ok" else 1
+    missing = [str(p) for p in ns.notebooks if not p.is_file()]
+    if not ns.notebooks or missing:
+        ap.error(f"no such notebook: {', '.join(missing)}" if missing else "name at least one notebook")
+    rows = run_many(ns.notebooks, ns.out, ns.jobs, ns.timeout, ns.cell_timeout, ns.max_output)
+    bad = [r for r in rows if r["status"] != "ok"]
+    print(f"nbexec: {len(rows) - len(bad)} of {len(rows)} notebooks ran without an error; report in {ns.out}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

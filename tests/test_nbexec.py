@@ -1,0 +1,103 @@
+"""gpulab.nbexec: notebooks run each in a process of its own, saved after every cell, one report row each."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_notebook
+
+from gpulab import nbexec
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _write(path: Path, *sources: str) -> Path:
+    nbformat.write(new_notebook(cells=[new_code_cell(s) for s in sources]), str(path))
+    return path
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+
+
+def test_ok_failed_and_timeout_rows_and_the_saved_outputs(tmp_path):
+    good = _write(tmp_path / "good.ipynb", "x = 6", "print(x * 7)")
+    bad = _write(tmp_path / "bad.ipynb", "print('before')", "1/0", "print('never')")
+    slow = _write(tmp_path / "slow.ipynb", "print('going to sleep', flush=True)", "import time; time.sleep(120)")
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    r = subprocess.run(
+        [sys.executable, "-m", "gpulab.nbexec", str(good), str(bad), str(slow), "--out", str(out), "--timeout", "30"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
+    assert time.monotonic() - t0 < 60 and r.returncode == 1
+    rows = {Path(row["path"]).name: row for row in json.loads((out / "notebooks.json").read_text())}
+    assert rows["good.ipynb"]["status"] == "ok"
+    assert rows["bad.ipynb"]["status"] == "failed" and rows["bad.ipynb"]["cell"] == 1
+    assert rows["bad.ipynb"]["error"].startswith("ZeroDivisionError: division by zero")
+    assert "\x1b[" not in rows["bad.ipynb"]["error"]  # no terminal colours in the report
+    assert rows["slow.ipynb"]["status"] == "timeout" and rows["slow.ipynb"]["cell"] == 1
+    # what each printed is kept, up to where it stopped (the killed one too: it was saved after each cell)
+    bad_nb = nbformat.read(str(out / "bad.ipynb"), as_version=4)
+    assert bad_nb.cells[0].outputs[0]["text"] == "before\n" and bad_nb.cells[2].outputs == []
+    good_nb = nbformat.read(str(out / "good.ipynb"), as_version=4)
+    assert good_nb.cells[1].outputs[0]["text"] == "42\n"
+    slow_nb = nbformat.read(str(out / "slow.ipynb"), as_version=4)
+    assert slow_nb.cells[0].outputs[0]["text"] == "going to sleep\n"
+    assert "1 of 3 notebooks ran without an error" in r.stdout
+
+
+def test_sigterm_stops_every_notebook_and_keeps_the_report(tmp_path):
+    slow = _write(tmp_path / "slow.ipynb", "import time; time.sleep(120)")
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpulab.nbexec", str(slow), "--out", str(out), "--timeout", "300"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=_env(),
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (out / "slow.status.json").exists():
+        time.sleep(0.2)
+    time.sleep(1)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 1
+    (row,) = json.loads((out / "notebooks.json").read_text())
+    assert row["status"] == "timeout"
+
+
+def test_large_rich_outputs_are_replaced_by_a_note():
+    big = {"data": [{"y": list(range(50_000))}]}
+    nb = new_notebook(cells=[new_code_cell("fig")])
+    nb.cells[0].outputs = [
+        nbformat.v4.new_output("display_data", data={"application/vnd.plotly.v1+json": big, "text/plain": "Figure"}),
+        nbformat.v4.new_output("display_data", data={"text/html": "<b>small</b>"}),
+    ]
+    assert nbexec.trim_outputs(nb, limit=10_000) == 1
+    first, second = nb.cells[0].outputs
+    assert "application/vnd.plotly.v1+json" not in first["data"]
+    assert (
+        "Figure" in first["data"]["text/plain"] and "MB application/vnd.plotly.v1+json" in first["data"]["text/plain"]
+    )
+    assert second["data"] == {"text/html": "<b>small</b>"}
+
+
+def test_bad_arguments(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "gpulab.nbexec", str(tmp_path / "missing.ipynb"), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=60,
+    )
+    assert r.returncode == 2 and "no such notebook" in r.stderr and "Traceback" not in r.stderr
