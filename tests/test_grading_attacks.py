@@ -202,3 +202,19 @@ def test_closing_the_result_channel_and_sleeping_is_stopped(tmp_path, guarded):
     assert "result channel" in msg or ("lab01-affine" in msg and "20 s limit" in msg), g.rows
     assert all(r.score == 0 for k, r in rows.items() if k != "lab01-add-check"), g.rows
     assert any("lab01-affine" in n for n in g.notes), g.notes
+
+
+@pytest.mark.slow
+def test_closing_the_result_channel_then_flooding_output_is_stopped_at_the_output_limit(tmp_path, guarded):
+    """After closing the channel the submission is still held to the output limit, not only to the cell's time."""
+    nb = nbformat.read(str(attacks.STUDENT), as_version=4)
+    cells = attacks._solution_cells(nb)
+    attacks._fill(cells[0], attacks.ADD_BODY)
+    cells[1].source += '\n\nimport os\nos.closerange(3, 1024)\nwhile True:\n    os.write(1, b"x" * 65536)\n'
+    path = tmp_path / "close_and_flood.ipynb"
+    nbformat.write(nb, str(path))
+    g = _grade(path, cell_timeout=120)
+    rows = {r.grade_id: r for r in g.rows}
+    assert g.score == 2 and rows["lab01-add-check"].status == "passed", g.rows
+    msg = rows["lab01-affine-check"].message
+    assert "result channel" in msg and "output limit" in msg, g.rows

@@ -14,7 +14,6 @@ import json
 import os
 import queue
 import signal
-import subprocess
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -109,15 +108,20 @@ def _session(cells: list[Cell], skip: dict[int, str], sandbox: Sandbox, deadline
     memory = sandbox.limits.memory_mb * 1024 * 1024
     next_rss = [0.0]
 
+    def over_limits() -> str:
+        if output["bytes"] > limit:
+            return f"printed more than {limit:,} bytes (the output limit)"
+        if time.monotonic() >= next_rss[0]:  # RLIMIT_AS cannot apply in gpu mode: watch the resident size
+            next_rss[0] = time.monotonic() + 0.5
+            if _tree_rss(proc.pid) > memory:
+                return f"used more than {sandbox.limits.memory_mb} MB of memory (the memory limit)"
+        return ""
+
     def wait_record(index: int, timeout: float) -> tuple[dict | None, str]:
         end = min(time.monotonic() + timeout, deadline)
         while True:
-            if output["bytes"] > limit:
-                return None, f"printed more than {limit:,} bytes (the output limit)"
-            if time.monotonic() >= next_rss[0]:  # RLIMIT_AS cannot apply in gpu mode: watch the resident size
-                next_rss[0] = time.monotonic() + 0.5
-                if _tree_rss(proc.pid) > memory:
-                    return None, f"used more than {sandbox.limits.memory_mb} MB of memory (the memory limit)"
+            if why := over_limits():
+                return None, why
             left = end - time.monotonic()
             if left <= 0:
                 if end >= deadline:
@@ -128,10 +132,14 @@ def _session(cells: list[Cell], skip: dict[int, str], sandbox: Sandbox, deadline
             except queue.Empty:
                 continue
             if line is None:
-                try:  # the channel closed: the process is ending, or the submission closed it and went on
-                    proc.wait(timeout=max(end - time.monotonic(), 0.0) + 5)
-                except subprocess.TimeoutExpired:
-                    return None, "closed the grader's result channel and kept running"
+                # the channel closed: the process is ending, or the submission closed it and went on
+                # (still within the cell's time, output and memory limits)
+                while proc.poll() is None:
+                    if time.monotonic() > end + 5:
+                        return None, "closed the grader's result channel and kept running"
+                    if why := over_limits():
+                        return None, f"closed the grader's result channel and {why}"
+                    time.sleep(0.1)
                 code = proc.returncode
                 mem = " (perhaps out of memory)" if code in (-9, 137) or "MemoryError" in _tail() else ""
                 if code == 86:
