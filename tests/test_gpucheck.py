@@ -104,6 +104,8 @@ def _gpucheck(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[s
         (["--budget", "notebooks=soon"], "expected STAGE=SECONDS"),
         (["--notebooks", "no-such-notebook"], "matches no notebook"),
         (["--unpack", "missing.tar.gz"], "no such file"),
+        (["--data", "no-such-folder"], "no such folder"),
+        (["--python", sys.executable, "--wheels", "tests"], "no .whl files there"),
     ],
 )
 def test_bad_arguments_say_what_to_do(args, says, tmp_path):

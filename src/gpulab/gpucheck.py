@@ -316,7 +316,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"gpu-check: wrote {name}")
         return 0
     if args.download_wheels is not None:
-        got = files.download_wheels(args.download_wheels)
+        try:
+            got = files.download_wheels(args.download_wheels)
+        except RuntimeError as exc:
+            return _error(str(exc))
         mb = sum(p.stat().st_size for p in got) / 1e6
         print(f"gpu-check: {len(got)} wheels in {args.download_wheels} ({mb:.1f} MB)")
         return 0
@@ -334,6 +337,10 @@ def run(args: argparse.Namespace) -> int:
         if name not in BUDGET or not secs.replace(".", "", 1).isdigit() or float(secs) <= 0:
             return _error(f"--budget {item}: expected STAGE=SECONDS with a stage of {', '.join(STAGES)}")
         budget[name] = float(secs)
+    if args.data is not None and not args.data.is_dir():
+        return _error(f"--data {args.data}: no such folder (it should hold the MNIST .gz files)")
+    if args.wheels is not None and not any(args.wheels.glob("*.whl")):
+        return _error(f"--wheels {args.wheels}: no .whl files there; `make gpu-check-prep` fetches them (needs PyPI)")
     patterns = [s.strip() for s in args.notebooks.split(",")] if args.notebooks else None
     if patterns and not _notebooks(patterns):
         return _error(f"--notebooks {args.notebooks}: matches no notebook under notebooks/ or labs/solutions/")
@@ -363,7 +370,10 @@ def run(args: argparse.Namespace) -> int:
         path = [str(REPO / "src")]
         if args.wheels is not None:
             print(f"gpu-check: installing {len(list(args.wheels.glob('*.whl')))} wheels into {args.site}")
-            files.install_wheels(str(py), args.wheels, args.site)
+            try:
+                files.install_wheels(str(py), args.wheels, args.site)
+            except RuntimeError as exc:
+                return _error(str(exc))
             path.insert(0, str(args.site))
         env["PYTHONPATH"] = os.pathsep.join(path + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     else:
