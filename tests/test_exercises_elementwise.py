@@ -1,13 +1,16 @@
 """Harness on 1-D elementwise exercises: right kernels pass, each usual mistake gets its verdict;
-bool outputs and NaN expected values are really compared."""
+bool outputs and NaN expected values are really compared. In gpu mode the kernels run on the GPU; the
+verdicts that only the simulator can give (an IndexError naming the thread, a stopped infinite loop) skip."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+import pytest
 from numba import cuda
 
+import gpulab
 from gpulab.exercises import check_kernel, random_arrays
 
 
@@ -85,6 +88,11 @@ def test_grid_stride_loop_is_accepted_with_a_small_fixed_grid():
     assert res.passed, res
 
 
+@pytest.mark.skipif(
+    gpulab.is_gpu(),
+    reason="the verdict names the thread from the simulator's IndexError; on a GPU nothing checks an index (gpu mode's "
+    "verdict comes from guard zones: the test below)",
+)
 def test_missing_bounds_guard_names_thread_block_and_fix():
     res = check_add(add_no_guard)
     assert res.status == "failed" and res.score == 0
@@ -117,6 +125,21 @@ def test_shifted_by_one():
     assert not res.passed and "shifted by one element" in res.hint, res
 
 
+@pytest.mark.skipif(gpulab.is_simulator(), reason="the guard zones are gpu mode's (the simulator raises IndexError)")
+def test_missing_bounds_guard_on_a_gpu_is_caught_by_the_guard_zone_and_the_gpu_stays_usable():
+    """At size 0 every thread of add_no_guard reads past its (empty) inputs and writes past out: the inputs'
+    guard zones keep those reads off CuPy's null pointer, the output's guard zone shows the writes."""
+    res = check_add(add_no_guard)
+    assert res.status == "failed" and "wrote past the end of out" in res.message, res
+    assert "missing bounds guard" in res.hint
+    assert check_add(add_good).passed  # no illegal address: the CUDA context still works
+
+
+@pytest.mark.skipif(
+    gpulab.is_gpu(),
+    reason="only the simulator can stop a kernel that never ends; on a GPU it would keep spinning and block every "
+    "later launch of this test process",
+)
 def test_hang_is_stopped_and_reported():
     res = check_add(add_hangs, sizes=[3], timeout=1.0)
     assert res.status == "timeout" and res.score == 0

@@ -1,8 +1,11 @@
-"""Matmul ladder: every kernel against NumPy, launcher checks, and global loads counted by gpulab.trace."""
+"""Matmul ladder: every kernel against NumPy (in gpu mode on CuPy arrays), launcher checks, and global loads counted
+by gpulab.trace (the simulator, in either mode)."""
 
 import numpy as np
 import pytest
 
+import gpulab
+from gpulab import to_device, to_host
 from gpulab.kernels import LaunchError
 from gpulab.kernels.matmul import (
     BN,
@@ -35,9 +38,9 @@ def test_kernel_matches_numpy(name, shape):
         shape = (40, 24, 36)  # same coverage (several blocks, partial tiles), a third of the simulator time
     M, K, N = shape
     a, b = _inputs(M, K, N)
-    c = matmul(a, b, kernel=name)
+    c = matmul(to_device(a), to_device(b), kernel=name)
     assert c.shape == (M, N) and c.dtype == np.float32
-    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(to_host(c), a @ b, rtol=1e-4, atol=1e-4)
 
 
 def test_default_kernel_writes_into_out_and_accepts_kernel_objects():
@@ -123,9 +126,10 @@ def test_regtiled_reads_each_a_element_once_per_block_column():
 
 def test_benchmark_ladder_rows():
     rows = benchmark_ladder(8, 8, 8, repeat=1, kernels=["naive", "regtiled"])
-    assert [r["kernel"] for r in rows] == ["naive", "regtiled", "NumPy"]
+    reference = "cuBLAS" if gpulab.is_gpu() else "NumPy"
+    assert [r["kernel"] for r in rows] == ["naive", "regtiled", reference]
     for r in rows:
-        assert r["seconds"] > 0 and r["gflops"] > 0 and r["mode"] == "simulator" and r["reference"] == "NumPy"
+        assert r["seconds"] > 0 and r["gflops"] > 0 and r["mode"] == gpulab.mode() and r["reference"] == reference
     assert rows[-1]["percent_of_reference"] == pytest.approx(100.0)
 
 

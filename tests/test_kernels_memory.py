@@ -1,8 +1,10 @@
-"""Copy and transpose kernels (lesson 02) in the simulator against NumPy, plus their access patterns."""
+"""Copy and transpose kernels (lesson 02) against NumPy (simulator, or the GPU on CuPy arrays in gpu mode), plus
+their access patterns (gpulab.trace runs the kernel in the simulator in either mode)."""
 
 import numpy as np
 import pytest
 
+from gpulab import to_device, to_host
 from gpulab.kernels import LaunchError, copy, copy_kernel, strided_copy_kernel, transpose
 from gpulab.kernels.memory import transpose_naive_kernel, transpose_tiled_kernel
 from gpulab.trace import trace
@@ -14,15 +16,15 @@ RNG = np.random.default_rng(2)
 @pytest.mark.parametrize("stride", [1, 2, 7, 32])
 def test_copy_matches_numpy_slicing(n, stride):
     src = RNG.standard_normal(n).astype(np.float32)
-    out = copy(src, stride=stride, threads_per_block=128)
-    np.testing.assert_array_equal(out, src[::stride])
+    out = copy(to_device(src), stride=stride, threads_per_block=128)
+    np.testing.assert_array_equal(to_host(out), src[::stride])
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (16, 16), (17, 5), (3, 40)])
 @pytest.mark.parametrize("kernel", [transpose_naive_kernel, transpose_tiled_kernel])
 def test_transpose_matches_numpy(shape, kernel):
     a = RNG.standard_normal(shape).astype(np.float32)
-    np.testing.assert_array_equal(transpose(a, kernel=kernel), a.T)
+    np.testing.assert_array_equal(to_host(transpose(to_device(a), kernel=kernel)), a.T)
 
 
 def test_strided_reads_need_more_transactions():

@@ -1,8 +1,10 @@
-"""Reductions and the row softmax (lesson 05) in the simulator against NumPy."""
+"""Reductions and the row softmax (lesson 05) against NumPy: in the simulator, or on the GPU on CuPy arrays (gpu
+mode); the traffic counts come from gpulab.trace (the simulator, in either mode)."""
 
 import numpy as np
 import pytest
 
+from gpulab import to_device, to_host
 from gpulab.kernels import LaunchError, softmax_rows, sum_atomic, sum_reduce, sum_tree
 from gpulab.kernels.reduce import sum_atomic_kernel, sum_tree_kernel
 from gpulab.trace import trace
@@ -15,12 +17,12 @@ RNG = np.random.default_rng(3)
 def test_sums_match_float64_reference(fn, n):
     x = RNG.standard_normal(n).astype(np.float32)
     ref = float(x.astype(np.float64).sum())
-    assert fn(x) == pytest.approx(ref, rel=1e-5, abs=1e-4 * np.sqrt(n))
+    assert fn(to_device(x)) == pytest.approx(ref, rel=1e-5, abs=1e-4 * np.sqrt(n))
 
 
 def test_tree_needs_a_second_pass_beyond_one_block():
     x = np.ones(256 * 2 + 1, np.float32)  # 3 partials, then a second pass over 1 block
-    assert sum_tree(x) == 256 * 2 + 1
+    assert sum_tree(to_device(x)) == 256 * 2 + 1
 
 
 def test_atomic_vs_tree_global_traffic():
@@ -44,14 +46,14 @@ def _softmax(x):
 @pytest.mark.parametrize("shape", [(1, 1), (2, 5), (3, 300)])
 def test_softmax_matches_numpy(shape):
     x = (RNG.standard_normal(shape) * 5).astype(np.float32)
-    out = softmax_rows(x)
+    out = to_host(softmax_rows(to_device(x)))
     np.testing.assert_allclose(out, _softmax(x.astype(np.float64)), rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=1e-5)
 
 
 def test_softmax_is_stable_for_large_inputs():
     x = np.array([[1000.0, 1001.0, 1002.0]], np.float32)  # exp(1000) overflows float32
-    out = softmax_rows(x)
+    out = to_host(softmax_rows(to_device(x)))
     assert np.all(np.isfinite(out))
     np.testing.assert_allclose(out, _softmax(x.astype(np.float64)), rtol=1e-5)
 

@@ -20,7 +20,7 @@ from .problem import Case, Dim, Problem
 
 __all__ = ["Hang", "KernelTimeout", "Launch", "OutOfBounds", "Runner", "SetupError", "grid_for", "run_with_deadline"]
 
-GUARD = 64  # elements of guard zone after each output in gpu mode
+GUARD = 64  # elements of guard zone after each output (and input) in gpu mode
 
 
 class KernelTimeout(Exception):
@@ -69,6 +69,17 @@ class Launch:
 
     option: int = 0
     swapped: bool = False
+
+
+def fresh_input(x: np.ndarray) -> Any:
+    """A fresh copy of an input for one run; in gpu mode on the device and followed by a zeroed guard zone, so
+    that a kernel without a bounds guard reads memory of its own: an empty CuPy array has a null pointer, and
+    reading it is an illegal address that breaks the process's CUDA context (every later launch fails)."""
+    if not runtime.is_gpu():
+        return np.array(x)
+    buf = runtime.xp().zeros(x.size + GUARD, dtype=x.dtype)
+    buf[: x.size] = runtime.to_device(np.ascontiguousarray(x).reshape(-1))
+    return buf[: x.size].reshape(x.shape)
 
 
 def run_with_deadline(fn: Callable[[], Any], timeout: float) -> Any:
@@ -176,7 +187,7 @@ class Runner:
         """Launch once; returns (host outputs, launch description)."""
         p, xp = self.p, runtime.xp()
         # a fresh copy per run: a kernel that writes into its inputs must not change the next run's data
-        dev_in = tuple(runtime.to_device(np.array(x)) if isinstance(x, np.ndarray) else x for x in case.inputs)
+        dev_in = tuple(fresh_input(x) if isinstance(x, np.ndarray) else x for x in case.inputs)
         bufs, outs, used = [], [], []
         for e in case.expected:
             options = fills(e, p.out_init)
