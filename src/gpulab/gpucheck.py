@@ -62,7 +62,7 @@ BUDGET: dict[str, float] = {
     "bench-lessons": 70,
     "bench-cnn": 50,
     "cnn-kernels": 40,
-    "tests": 60,
+    "tests": 90,
 }
 DEADLINE = 7 * 60
 # Run first: the notebooks that take longest (lab09 and lesson 09 train on MNIST).
@@ -132,9 +132,9 @@ def stages(
         ("preflight", [py_s, "-c", files.preflight_code()]),
         ("doctor", [py_s, "-m", "gpulab", "doctor"]),
     ]
+    jobs = max(2, min(8, (os.cpu_count() or 2) // 2))  # processes for notebooks and tests: half the CPUs, <= 8
     nbs = _notebooks(notebooks)
     if nbs:
-        jobs = max(2, min(8, (os.cpu_count() or 2) // 2))
         limit = int((budget or BUDGET)["notebooks"]) - 10  # nbexec stops its notebooks itself, before the stage does
         nb_cmd = [py_s, "-m", "gpulab.nbexec", *nbs, "--out", str(out / "notebooks"), "--jobs", str(jobs)]
         todo.append(("notebooks", [*nb_cmd, "--timeout", str(limit), "--cell-timeout", str(limit)]))
@@ -156,7 +156,7 @@ def stages(
         todo.append(
             ("cnn-kernels", [*cnn, "--backend", "kernels", "--rounds", "1", "--json", str(out / "cnn-kernels.json")])
         )
-    pytest = [py_s, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "4", "--dist", "loadfile"]
+    pytest = [py_s, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(jobs), "--dist", "loadfile"]
     todo.append(("tests", [*pytest, *[t for t in GPU_TESTS if (REPO / t).exists()]]))
     return todo
 
