@@ -74,7 +74,7 @@ def test_stages_run_notebooks_and_benchmarks_in_order(tmp_path):
     rehearsal = gpucheck.stages("py", tmp_path, record=False)
     assert not any("--record" in c for _, c in rehearsal) and "cnn-kernels" not in dict(rehearsal)
     # about 7 minutes on a GPU machine: a lent one's 15 minutes leave time to start it and run again
-    assert gpucheck.DEADLINE <= 7 * 60 and sum(gpucheck.BUDGET.values()) <= 10 * 60
+    assert gpucheck.DEADLINE <= 7 * 60 and max(gpucheck.BUDGET.values()) < gpucheck.DEADLINE
 
 
 def test_notebook_patterns_select_and_order():
