@@ -17,6 +17,7 @@ Three ways to know how many joules some work took, best first:
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -318,7 +319,8 @@ def _gpu_watts() -> tuple[float, str, str]:
 
     name = device_name()
     for key, d in GPUS.items():
-        if key.lower() in name.lower() and d.watts:
+        # whole words: "L4" must not match an "L40S", which draws five times the power
+        if re.search(rf"\b{re.escape(key)}\b", name, re.IGNORECASE) and d.watts:
             return float(d.watts), f"{d.name} spec-sheet board power {d.watts:g} W (an upper bound)", name
     raise UsageError(
         f"cannot read {name}'s power (NVML unavailable) and it is not in gpulab.hardware.GPUS: "
