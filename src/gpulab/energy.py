@@ -252,7 +252,8 @@ def cpu_estimate_watts(cores_used: int | None = None) -> tuple[float, str]:
     cores = cores_used or len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (cores_used or 1)
     per_core = float(ref.watts or 350.0) / 56  # the 8480+ sheet gives 350 W
     return per_core * cores, (
-        f"spec-sheet TDP per core of the {ref.name}: {ref.watts:g} W / 56 = {per_core:.2f} W x {cores} core(s) used"
+        f"spec-sheet TDP per core of the {ref.name}, a typical cloud CPU standing in for this one: "
+        f"{ref.watts:g} W / 56 = {per_core:.2f} W x {cores} core(s) used"
     )
 
 
