@@ -151,3 +151,11 @@ def test_without_rapl_the_estimate_says_why_the_counter_is_missing(tmp_path, mon
     monkeypatch.setattr(energy, "rapl_status", lambda root=None: (False, "powercap does not exist here"))
     _, r = energy.measure(lambda: None, min_seconds=0, watts_if_estimated=10.0)
     assert not r.measured and "no readable RAPL counter (powercap does not exist here)" in r.method
+
+
+def test_gpu_estimate_matches_whole_model_names(monkeypatch):
+    monkeypatch.setattr(energy, "device_name", lambda: "NVIDIA L4")
+    assert energy._gpu_watts()[0] == 72
+    monkeypatch.setattr(energy, "device_name", lambda: "NVIDIA L40S")  # not an L4: not in the table
+    with pytest.raises(UsageError, match="not in gpulab.hardware.GPUS"):
+        energy._gpu_watts()

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import textwrap
 from pathlib import Path
+
+from numba import cuda, float32
 
 from gpulab import lessons
 from gpulab.labs import BEGIN, CODE_STUB, END
@@ -59,3 +62,24 @@ def test_learner_version_keeps_the_scaffolding_and_stubs_two_parts():
         assert kept in cell, kept
     for gone in ("alpha = math.exp(row_max - new_max)", "out[row, c] = acc[a] / row_sum"):
         assert gone not in cell, gone
+
+
+@cuda.jit
+def scores_rows_along_x_kernel(q, k, scale, causal, s):
+    i, j = cuda.grid(2)  # x along the queries: correct values, but neighbouring threads write a column of s
+    n = s.shape[0]
+    m = s.shape[1]
+    if i < n and j < m:
+        if causal != 0 and j > i + (m - n):
+            s[i, j] = -math.inf
+        else:
+            acc = float32(0.0)
+            for c in range(q.shape[1]):
+                acc += q[i, c] * k[j, c]
+            s[i, j] = acc * scale
+
+
+def test_scores_with_x_along_the_queries_are_over_the_coalescing_budget():
+    # the exercise asks for x along the keys; before the budget, i, j = cuda.grid(2) passed with full marks
+    res = lessons.check("12", "scores", scores_rows_along_x_kernel)
+    assert res.status == "over budget" and "coalescing of s" in str(res), res

@@ -193,6 +193,16 @@ def test_as_host_writes_what_the_function_returns():
     assert np.array_equal(out, [0, 2, 4])
     with pytest.raises(UsageError, match="must return 2"):
         lessons.as_host(lambda a: a, 1, "one")(np.arange(3), out, out)
+    with pytest.raises(UsageError, match="returned None.*return"):
+        lessons.as_host(lambda a: None, 1, "forgot")(np.arange(3), out)
+    with pytest.raises(UsageError, match=r"returned 1 value\(s\).*3 are expected"):
+        lessons.as_host(lambda a: 1.0, 1, "scalar")(np.arange(3), out)
+
+
+def test_a_function_exercise_without_return_is_told_so():
+    # before: "got nan" and a hint about softmax's exp overflowing, for a cost in dollars
+    verdict = lessons.check("11", "cost_per_epoch", lambda images, ips, usd: None)
+    assert verdict.status == "error" and "returned None" in str(verdict) and "softmax" not in str(verdict), verdict
 
 
 # --- PTX ------------------------------------------------------------------------------------------------

@@ -94,6 +94,7 @@ def test_flops_table_labels_every_row():
     gpt = rows[2]["forward_flops"]
     assert 2 * 124e6 < gpt < 2 * 124e6 * 1.25  # ~2 FLOPs per weight per token, plus attention
     assert 1.8e11 < rows[3]["forward_flops"] < 3e11  # DiT-XL/2: ~119 G multiply-adds per step
+    assert 0.98 < rows[3]["params"] / 675e6 < 1.0  # the paper's 675 M, adaLN-Zero's modulation weights included
     assert np.all(np.array([r["training_flops"] / r["forward_flops"] for r in rows[1:]]) == 3)
     assert rows[0]["flops_per_weight_byte"] == 1.0  # 8 FLOPs over 2 FP32 weights
     assert 1 < rows[2]["flops_per_weight_byte"] < 1.25 < 100 < rows[3]["flops_per_weight_byte"]  # DiT reuses weights

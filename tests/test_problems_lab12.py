@@ -119,3 +119,32 @@ def test_fused_budget_allows_one_read_of_q_and_one_of_k_v_per_query_block():
     assert budget.reads_per_element["q"] == 1
     assert budget.reads_per_element["k"]((40, 50, 8, 8, 1, 1.0)) == math.ceil(40 / L.BQ) == 3
     assert (L.BQ, L.BK, L.DMAX) == (flash.BQ, flash.BK, flash.DMAX)  # the lab's tiles are the library's
+
+
+@cuda.jit
+def softmax_backward_two_shared_arrays(p, dp, ds):
+    buf = cuda.shared.array(TPB, float32)
+    dots = cuda.shared.array(TPB, float32)  # the waste: a second array for one number
+    row = cuda.blockIdx.x
+    tx = cuda.threadIdx.x
+    acc = float32(0.0)
+    for j in range(tx, p.shape[1], TPB):
+        acc += p[row, j] * dp[row, j]
+    buf[tx] = acc
+    cuda.syncthreads()  # wait until every partial sum is stored
+    s = TPB // 2
+    while s > 0:
+        if tx < s:
+            buf[tx] += buf[tx + s]
+        cuda.syncthreads()  # wait until this halving step is complete
+        s //= 2
+    dots[tx] = buf[0]
+    for j in range(tx, p.shape[1], TPB):
+        ds[row, j] = p[row, j] * (dp[row, j] - dots[tx])
+
+
+def test_too_much_shared_memory_in_a_row_reduction_gets_a_reduction_hint():
+    # before: "allocate only the tiles you need: TILE*TILE elements per input", a tiling hint, for a reduction
+    res = L.SOFTMAX_BACKWARD.check(softmax_backward_two_shared_arrays)
+    assert res.status == "over budget" and "256 bytes" in str(res), res
+    assert "128 bytes here, 32 float32 values" in res.hint and "block reduction" in res.hint, res.hint

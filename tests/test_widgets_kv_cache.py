@@ -34,3 +34,11 @@ def test_figure_has_both_parts_and_every_gpu():
     fig = kv_cache_figure(budget, "x")
     assert [b.name for b in fig.data] == ["weights", "kv cache"] and fig.data[0].y[0] == 14.0
     assert len(fig.layout.shapes) == len(GPUS) and "spec sheets" in fig.layout.title.text
+
+
+def test_weights_that_fit_without_room_for_one_sequence_are_not_called_too_big():
+    # Llama-2-70B in BF16 (138 GB) fits an H200's 141 GB, but one 32k-token sequence (10.7 GB) does not;
+    # before, the report said "the weights alone do not fit"
+    _, html = kv_cache_report("Llama-2-70B", 15, 0, "bf16")
+    assert "H200 (141 GB): the weights fit, but the 3.0 GB left do not hold one sequence's KV cache" in html, html
+    assert "H100 (80 GB): the weights alone do not fit" in html

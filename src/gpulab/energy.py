@@ -17,6 +17,7 @@ Three ways to know how many joules some work took, best first:
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -251,7 +252,8 @@ def cpu_estimate_watts(cores_used: int | None = None) -> tuple[float, str]:
     cores = cores_used or len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (cores_used or 1)
     per_core = float(ref.watts or 350.0) / 56  # the 8480+ sheet gives 350 W
     return per_core * cores, (
-        f"spec-sheet TDP per core of the {ref.name}: {ref.watts:g} W / 56 = {per_core:.2f} W x {cores} core(s) used"
+        f"spec-sheet TDP per core of the {ref.name}, a typical cloud CPU standing in for this one: "
+        f"{ref.watts:g} W / 56 = {per_core:.2f} W x {cores} core(s) used"
     )
 
 
@@ -318,7 +320,8 @@ def _gpu_watts() -> tuple[float, str, str]:
 
     name = device_name()
     for key, d in GPUS.items():
-        if key.lower() in name.lower() and d.watts:
+        # whole words: "L4" must not match an "L40S", which draws five times the power
+        if re.search(rf"\b{re.escape(key)}\b", name, re.IGNORECASE) and d.watts:
             return float(d.watts), f"{d.name} spec-sheet board power {d.watts:g} W (an upper bound)", name
     raise UsageError(
         f"cannot read {name}'s power (NVML unavailable) and it is not in gpulab.hardware.GPUS: "

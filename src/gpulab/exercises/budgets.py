@@ -85,8 +85,9 @@ def budget_checks(runner: Runner, budget: Budget, cases: list[Case], largest: in
                 f"{used} bytes of shared memory per block (limit {limit:g})",
                 ""
                 if used <= limit
-                else "allocate only the tiles you need: TILE*TILE elements per "
-                "input (padded to TILE*(TILE+1) against bank conflicts at most).",
+                else f"allocate only the shared memory you need ({limit:g} bytes here, {int(limit) // 4} float32 "
+                "values per block): one value per thread for a block reduction (reuse that array rather than "
+                "declaring another), one TILE x TILE tile per input for tiling (padded to TILE x (TILE + 1) at most).",
             )
         )
     return checks

@@ -286,7 +286,8 @@ def _non_finite(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: s
         )
     return (
         f"{name}[{_index(first)}] is {what} where a finite value is expected: an overflow, a division by "
-        "zero, or a value read before it was written (e.g. shared memory not loaded)."
+        "zero, inf - inf (e.g. exp(m_old - m_new) while a running maximum is still -inf: skip the update "
+        "until it is finite), or a value read before it was written (e.g. shared memory not loaded)."
     )
 
 

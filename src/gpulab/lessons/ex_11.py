@@ -11,7 +11,8 @@ import numpy as np
 
 from .. import energy, hardware, pricing, systolic
 from ..exercises import Problem
-from .exercise import Exercise, as_host
+from ..errors import UsageError
+from .exercise import Exercise, _returned_none, as_host
 
 __all__ = ["EXERCISES_LIST"]
 
@@ -35,7 +36,13 @@ def _attainable(fn: Callable[..., Any]) -> Callable[..., None]:
 
 
 def _cost(fn: Callable[..., Any]) -> Callable[..., None]:
-    return as_host(lambda x: np.array([fn(*row) for row in x]), 1, "cost_per_epoch")
+    def per_row(x: np.ndarray) -> np.ndarray:
+        got = [fn(*row) for row in x]
+        if any(g is None for g in got):
+            raise UsageError(_returned_none("cost_per_epoch"))
+        return np.array(got)
+
+    return as_host(per_row, 1, "cost_per_epoch")
 
 
 def _exercises() -> list[Exercise]:

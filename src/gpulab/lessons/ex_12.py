@@ -217,6 +217,7 @@ def _exercises() -> list[Exercise]:
                     "with more keys than queries (m > n), query i sees keys up to i + (m - n), not i.": _scores_no_offset,
                     "query i also sees key i + (m - n), its own position: mask j > i + (m - n), not >=.": _scores_strict,
                 },
+                budget=Budget(sectors={"s": 2.0}),  # x along the keys: neighbouring threads write neighbouring scores
             ),
             _a.attention_scores_kernel,
         ),

@@ -42,6 +42,10 @@ class Exercise:
         return self.problem.check(host=self.adapt(answer), name=self.problem.name)
 
 
+def _returned_none(name: str) -> str:
+    return f"{name} returned None: it must return its result; is the `return` statement missing?"
+
+
 def as_host(fn: Callable[..., Any], n_inputs: int, name: str | None = None) -> Callable[..., None]:
     """A ``host=`` function for :func:`gpulab.exercises.check_kernel` (or a Problem) that calls the plain
     function ``fn`` on the first ``n_inputs`` arguments (arrays as NumPy arrays, in both modes) and writes
@@ -52,11 +56,22 @@ def as_host(fn: Callable[..., Any], n_inputs: int, name: str | None = None) -> C
         ins = [np.asarray(runtime.to_host(x)) if hasattr(x, "shape") else x for x in call[:n_inputs]]
         outs = call[n_inputs:]
         got = fn(*ins)
+        if got is None:
+            raise UsageError(_returned_none(host.__name__))
         got = got if isinstance(got, tuple) else (got,)
         if len(got) != len(outs):
             raise UsageError(f"{host.__name__} returned {len(got)} value(s); it must return {len(outs)}.")
         for out, value in zip(outs, got):
-            out[...] = runtime.array_module(out).asarray(np.asarray(value, dtype=out.dtype).reshape(out.shape))
+            try:
+                arr = np.asarray(value, dtype=out.dtype)
+            except (TypeError, ValueError) as e:
+                raise UsageError(f"{host.__name__} returned {type(value).__name__}, not a number or array: {e}") from e
+            if arr.size != out.size:
+                raise UsageError(
+                    f"{host.__name__} returned {arr.size} value(s) (shape {arr.shape}) where {out.size} are expected "
+                    f"(shape {out.shape})."
+                )
+            out[...] = runtime.array_module(out).asarray(arr.reshape(out.shape))
 
     host.__name__ = name or getattr(fn, "__name__", None) or "function"
     return host

@@ -39,8 +39,13 @@ def kv_cache_report(
             bound = llm.decode_bound(m, d, context=context, batch=batch, precision=precision)
             speed = f"decode at most {bound['tokens_per_s']:,.0f} tokens/s ({bound['bound']}-bound)"
             rows.append(f"<li>{key} ({d.memory_gb:g} GB): <b>fits</b>; largest batch {biggest:,}; {speed}</li>")
-        elif biggest == 0:
+        elif budget["weights"] > cap:
             rows.append(f"<li>{key} ({d.memory_gb:g} GB): the weights alone do not fit</li>")
+        elif biggest == 0:  # the weights fit, but the memory left over holds less than one sequence's cache
+            rows.append(
+                f"<li>{key} ({d.memory_gb:g} GB): the weights fit, but the {(cap - budget['weights']) / 1e9:,.1f} GB "
+                f"left do not hold one sequence's KV cache</li>"
+            )
         else:
             rows.append(f"<li>{key} ({d.memory_gb:g} GB): does not fit; largest batch {biggest:,}</li>")
     html = (
