@@ -138,6 +138,24 @@ def test_traced_bytes_equal_the_prediction(n, m, d, dv, causal):
     assert measured.ratio == pytest.approx(predicted.ratio) and measured.ratio > 4  # 5.0 and 6.37 here
 
 
+def test_measure_bytes_counts_the_kernel_it_is_given():
+    """Lesson 12 counts the learner's fused kernel: the reference given explicitly counts as the default, and
+    a kernel whose result is wrong is refused (its byte count would mean nothing)."""
+    assert flash.measure_bytes(9, 12, 8, causal=True, kernel=flash.flash_attention_kernel) == flash.measure_bytes(
+        9, 12, 8, causal=True
+    )
+
+    @cuda.jit
+    def zeros_kernel(q, k, v, scale, causal, out):  # the fused signature and launch, a wrong result
+        row = cuda.blockIdx.x * flash.BQ + cuda.threadIdx.y
+        for c in range(cuda.threadIdx.x, out.shape[1], flash.BK):
+            if row < out.shape[0]:
+                out[row, c] = 0.0
+
+    with pytest.raises(AssertionError, match="fused path's result differs"):
+        flash.measure_bytes(9, 12, 8, causal=True, kernel=zeros_kernel)
+
+
 def test_fused_advantage_grows_with_the_sequence():
     """The naive path's n x m traffic grows with n * m; the fused kernel's with n * m * d / BQ."""
     ratios = [flash.predicted_bytes(n, n, 64).ratio for n in (64, 1024, 8192)]

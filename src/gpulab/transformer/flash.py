@@ -249,11 +249,12 @@ def predicted_bytes(
 
 
 def measure_bytes(
-    n: int, m: int, d: int, dv: int | None = None, *, causal: bool = False, seed: int = 0
+    n: int, m: int, d: int, dv: int | None = None, *, causal: bool = False, seed: int = 0, kernel: Any = None
 ) -> BytesPrediction:
     """Count the global bytes each kernel moves with :func:`gpulab.trace.trace` (runs in the simulator on
-    the CPU in either mode: keep n, m small, e.g. 32). The results are checked against
-    :func:`~gpulab.transformer.attention.attention_reference`, so the counts are of correct runs."""
+    the CPU in either mode: keep n, m small, e.g. 32). ``kernel``: the fused kernel to count (your lesson-12
+    kernel, with :func:`flash_attention_kernel`'s signature and launch; default: that one). The results are
+    checked against :func:`~gpulab.transformer.attention.attention_reference`, so the counts are of correct runs."""
     from ..kernels.matmul import launch_config as mm_launch
     from ..kernels.matmul import matmul_tiled_kernel
     from ..kernels.reduce import softmax_rows_kernel
@@ -293,7 +294,7 @@ def measure_bytes(
     o_fused = np.zeros((n, dv), np.float32)
     blocks, threads = launch_config(n)
     fused = trace(
-        flash_attention_kernel,
+        flash_attention_kernel if kernel is None else kernel,
         blocks,
         threads,
         q,
