@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -256,24 +257,28 @@ def unpack(bundle: Path, repo: Path) -> list[str]:
     """Recordings into ``repo/src/gpulab/results/``, reports into ``repo/artifacts/gpu-check/``.
 
     Only plain files named ``gpu-check/...`` or ``results/<name>.json`` are taken; anything else in
-    the archive (links, absolute or ``..`` paths) is refused before a file is written."""
+    the archive (links, absolute or ``..`` paths), or an archive that is not whole, is refused
+    (``ValueError``) before a file is written."""
     targets = {"gpu-check": repo / "artifacts" / "gpu-check", "results": repo / "src" / "gpulab" / "results"}
-    written = []
-    with tarfile.open(bundle, "r:gz") as tar:
-        members = tar.getmembers()
-        for m in members:
-            parts = Path(m.name).parts
-            ok = m.isfile() and len(parts) >= 2 and parts[0] in targets and ".." not in parts
-            ok = ok and not Path(m.name).is_absolute()
-            ok = ok and (parts[0] != "results" or (len(parts) == 2 and m.name.endswith(".json")))
-            if not ok:
-                raise ValueError(f"{bundle} holds {m.name!r}, which is not a gpu-check report or recording")
-        for m in members:
-            parts = Path(m.name).parts
-            dest = targets[parts[0]].joinpath(*parts[1:])
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            src = tar.extractfile(m)
-            assert src is not None
-            dest.write_bytes(src.read())
-            written.append(str(dest.relative_to(repo)))
-    return written
+    contents: dict[Path, bytes] = {}
+    try:
+        with tarfile.open(bundle, "r:gz") as tar:
+            for m in tar:
+                parts = Path(m.name).parts
+                ok = m.isfile() and len(parts) >= 2 and parts[0] in targets and ".." not in parts
+                ok = ok and not Path(m.name).is_absolute()
+                ok = ok and (parts[0] != "results" or (len(parts) == 2 and m.name.endswith(".json")))
+                if not ok:
+                    raise ValueError(f"{bundle} holds {m.name!r}, which is not a gpu-check report or recording")
+                src = tar.extractfile(m)
+                assert src is not None
+                contents[targets[parts[0]].joinpath(*parts[1:])] = src.read()
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+        raise ValueError(
+            f"{bundle} is not a whole .tar.gz ({type(exc).__name__}: {exc}); expected the file that --bundle "
+            "wrote (a .part file is one cut off while it was written: the .tar.gz beside it is the last whole one)"
+        ) from exc
+    for dest, data in contents.items():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+    return [str(dest.relative_to(repo)) for dest in contents]
