@@ -285,3 +285,11 @@ def test_unpack_refuses_a_bundle_that_is_cut_off(tmp_path):
     assert not repo.exists()
     r = _gpucheck("--unpack", str(cut), timeout=60)
     assert r.returncode == 2 and "not a whole .tar.gz" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_summary_survives_a_report_cut_off_while_it_was_written(tmp_path):
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "notebooks.json").write_text('[\n {\n  "path": "notebooks/01_')
+    (tmp_path / "kernels.json").write_text('{"rows": []}')
+    text = gpucheck.summary([{"stage": "notebooks", "rc": 143, "seconds": 12.0}], tmp_path)
+    assert "notebooks.json: unreadable (JSONDecodeError" in text and "kernels.json: unreadable (KeyError" in text

@@ -163,3 +163,13 @@ def test_the_notebooks_and_their_kernels_die_with_nbexec_even_by_sigkill(tmp_pat
         proc.kill()
         for pid in _live_with(marker.encode()):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_notebook_process_that_dies_before_reporting_says_why(tmp_path):
+    broken = tmp_path / "broken.ipynb"
+    broken.write_text("{ not json")
+    out = tmp_path / "out"
+    (row,) = nbexec.run_many([broken], out, timeout_s=120, log=lambda line: None)
+    assert row["status"] == "failed" and "before reporting" in row["error"]
+    assert row["error"].endswith("NotJSONError: Notebook does not appear to be JSON: '{ not json'")  # from its log
+    assert json.loads((out / "notebooks.json").read_text()) == [row] and not (out / "notebooks.json.part").exists()

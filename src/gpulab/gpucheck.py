@@ -54,6 +54,7 @@ except ImportError:  # run as a script: python3 src/gpulab/gpucheck.py (its fold
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[2]
 NO_GPU_EXIT = 3
+summary = files.summary
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # Signals received during run(): the stage running is stopped, the rest skipped, the bundle still written.
 SIGNALLED: list[int] = []
@@ -252,37 +253,6 @@ def run_stages(
         if after is not None:
             after(rows)
     return rows
-
-
-def summary(rows: list[dict[str, Any]], out: Path) -> str:
-    """A readable summary of the stages, the notebooks and the benchmarks."""
-    lines = ["", "gpu-check summary:"]
-    for r in rows:
-        status = "skipped" if r["rc"] is None else "ok" if r["rc"] == 0 else f"FAILED (rc {r['rc']})"
-        lines.append(f"  {r['stage']:<14} {status:<16} {r['seconds']:7.1f} s")
-    nj = out / "notebooks" / "notebooks.json"
-    if nj.exists():
-        nbs = json.loads(nj.read_text())
-        ok = sum(r["status"] == "ok" for r in nbs)
-        lines.append(f"  notebooks: {ok} of {len(nbs)} ran without an error")
-        for r in nbs:
-            if r["status"] != "ok":
-                first = (r.get("error") or "").splitlines()[:1]
-                lines.append(
-                    f"    {r['status']:<8} {r['path']} cell {r.get('cell')}: {first[0][:150] if first else ''}"
-                )
-    kj = out / "kernels.json"
-    if kj.exists():
-        rep = json.loads(kj.read_text())
-        lines.append(f"  kernels ({rep['label']}), largest size:")
-        largest: dict[str, dict[str, Any]] = {}
-        for r in rep["rows"]:
-            largest[r["kernel"]] = r
-        for k, r in largest.items():
-            pk = f"{r['percent_of_peak']:.0f}% of peak" if r["percent_of_peak"] is not None else "peak unknown"
-            base = f", {r['percent_of_baseline']:.0f}% of {r['baseline']}" if r.get("baseline") else ""
-            lines.append(f"    {k:<16} {r['value']:10.1f} {r['metric']:<8} {pk}{base}")
-    return "\n".join(lines)
 
 
 def configure(ap: argparse.ArgumentParser) -> None:

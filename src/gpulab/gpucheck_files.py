@@ -10,14 +10,15 @@ downloads them here (:func:`download_wheels`, for the GPU machine's Python and p
 MNIST originals beside them; on the GPU machine :func:`install_wheels` puts them in a folder on
 ``PYTHONPATH`` without touching that Python's own packages.
 
-What comes back is one file, :func:`write_bundle`: the reports, the executed notebooks and the
-recordings this run wrote. :func:`unpack` puts the recordings into ``src/gpulab/results/`` (to be
+What comes back is one file, :func:`write_bundle`: the reports (:func:`summary` reads them), the
+executed notebooks and the recordings this run wrote. :func:`unpack` puts the recordings into ``src/gpulab/results/`` (to be
 committed) and the reports into ``artifacts/gpu-check/``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -38,6 +39,7 @@ __all__ = [
     "preflight_code",
     "setup",
     "snapshot",
+    "summary",
     "unpack",
     "write_bundle",
 ]
@@ -226,6 +228,46 @@ if missing:
           "`make gpu-check-prep` where PyPI is reachable and pass --wheels .device/wheels")
     sys.exit(1)
 """
+
+
+def _notebook_lines(nbs: list[dict[str, Any]]) -> list[str]:
+    ok = sum(r["status"] == "ok" for r in nbs)
+    lines = [f"  notebooks: {ok} of {len(nbs)} ran without an error"]
+    for r in nbs:
+        if r["status"] != "ok":
+            first = (r.get("error") or "").splitlines()[:1]
+            lines.append(f"    {r['status']:<8} {r['path']} cell {r.get('cell')}: {first[0][:150] if first else ''}")
+    return lines
+
+
+def _kernel_lines(rep: dict[str, Any]) -> list[str]:
+    lines = [f"  kernels ({rep['label']}), largest size:"]
+    largest: dict[str, dict[str, Any]] = {}
+    for r in rep["rows"]:
+        largest[r["kernel"]] = r
+    for k, r in largest.items():
+        pk = f"{r['percent_of_peak']:.0f}% of peak" if r["percent_of_peak"] is not None else "peak unknown"
+        base = f", {r['percent_of_baseline']:.0f}% of {r['baseline']}" if r.get("baseline") else ""
+        lines.append(f"    {k:<16} {r['value']:10.1f} {r['metric']:<8} {pk}{base}")
+    return lines
+
+
+def summary(rows: list[dict[str, Any]], out: Path) -> str:
+    """A readable summary of the stages, the notebooks and the benchmarks."""
+    lines = ["", "gpu-check summary:"]
+    for r in rows:
+        status = "skipped" if r["rc"] is None else "ok" if r["rc"] == 0 else f"FAILED (rc {r['rc']})"
+        lines.append(f"  {r['stage']:<14} {status:<16} {r['seconds']:7.1f} s")
+    for report, part in (
+        (out / "notebooks" / "notebooks.json", _notebook_lines),
+        (out / "kernels.json", _kernel_lines),
+    ):
+        if report.exists():
+            try:
+                lines += part(json.loads(report.read_text()))
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:  # a stage stopped while writing it
+                lines.append(f"  {report.name}: unreadable ({type(exc).__name__}: {exc}); the stage's log says more")
+    return "\n".join(lines)
 
 
 def snapshot(folder: Path) -> dict[str, str]:

@@ -149,8 +149,21 @@ def _final_row(nb_path: Path, out: Path, rc: int | None, seconds: float, timed_o
         row["error"] = f"stopped after {seconds:.0f} s, in cell {row.get('cell')}"
     elif row.get("status") not in ("ok", "failed"):
         row["status"] = "failed"
-        row["error"] = row.get("error") or f"the notebook's process ended with status {rc} before reporting"
+        row["error"] = row.get("error") or (
+            f"the notebook's process ended with status {rc} before reporting" + _log_tail(out, nb_path)
+        )
     return row
+
+
+def _log_tail(out: Path, nb_path: Path) -> str:
+    """``: <last line of its log>`` (the error that stopped the notebook's process), or nothing."""
+    try:
+        lines = [
+            line for line in (out / f"{nb_path.stem}.log").read_text(errors="replace").splitlines() if line.strip()
+        ]
+    except OSError:
+        return ""
+    return f": {lines[-1].strip()[:300]}" if lines else ""
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -203,7 +216,10 @@ def run_many(
 
 
 def _write(out: Path, rows: dict[str, dict[str, Any]]) -> None:
-    (out / "notebooks.json").write_text(json.dumps(list(rows.values()), indent=1) + "\n")
+    """``notebooks.json``, replaced whole (a reader never sees half of it, even if this process is killed)."""
+    tmp = out / "notebooks.json.part"
+    tmp.write_text(json.dumps(list(rows.values()), indent=1) + "\n")
+    tmp.replace(out / "notebooks.json")
 
 
 def _run_all(
