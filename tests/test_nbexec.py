@@ -35,7 +35,10 @@ def test_ok_failed_and_timeout_rows_and_the_saved_outputs(tmp_path):
     out = tmp_path / "out"
     t0 = time.monotonic()
     r = subprocess.run(
-        [sys.executable, "-m", "gpulab.nbexec", str(good), str(bad), str(slow), "--out", str(out), "--timeout", "30"],
+        # all three at once (the default is one per CPU): on a loaded 2-core machine the slow one still
+        # reaches its second cell well before the 30 s are up
+        [sys.executable, "-m", "gpulab.nbexec", str(good), str(bad), str(slow), "--out", str(out), "--timeout", "30"]
+        + ["--jobs", "3"],
         capture_output=True,
         text=True,
         env=_env(),
