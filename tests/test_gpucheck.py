@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tarfile
@@ -196,3 +197,99 @@ def test_device_wheels_are_pinned_once_each():
     # the Jupyter client and kernel, and what the notebooks import, are among them
     assert {"nbclient", "ipykernel", "ipywidgets", "plotly", "jupyter-client", "pyzmq"} <= set(names)
     assert files.NEEDED_MODULES[0] == "gpulab"  # it must fix the mode before numba is imported
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _ours(marker: str) -> list[str]:
+    """Command lines of the live processes whose command line or environment names ``marker``."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline, environ = (proc / "cmdline").read_bytes(), (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmdline + environ and _alive(int(proc.name)):
+            found.append(cmdline.replace(b"\0", b" ").decode(errors="replace"))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_signal_stops_the_stage_skips_the_rest_and_still_writes_the_bundle(tmp_path):
+    out, bundle = tmp_path / "out", tmp_path / "gpu-check.tar.gz"
+    cmd = [sys.executable, str(ROOT / "src" / "gpulab" / "gpucheck.py"), "--rehearse", "--python", sys.executable]
+    cmd += ["--only", "preflight,notebooks,tests", "--notebooks", "lab09", "--out", str(out), "--bundle", str(bundle)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "notebooks" / "notebooks.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)  # as `timeout` or a device tool's stop would
+        text, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, text[-3000:]
+    assert "stopped by SIGTERM" in text and "tests: skipped, gpu-check was stopped" in text
+    with tarfile.open(bundle) as tar:
+        doc = json.loads(tar.extractfile("gpu-check/summary.json").read())  # type: ignore[union-attr]
+    assert [(s["stage"], s["rc"]) for s in doc["stages"]][1:] == [("notebooks", 143), ("tests", None)]
+    time.sleep(2)  # a kernel ends within a second of its notebook's process
+    assert _ours(str(tmp_path)) == []  # nothing left running: not nbexec, a notebook or its kernel (GPULAB_RESULTS_DIR)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_stage_dies_with_gpucheck_even_by_sigkill(tmp_path):
+    child = [sys.executable, "-c", "import os, time; print('pid', os.getpid(), flush=True); time.sleep(120)"]
+    script = (
+        "import os, sys, time; from pathlib import Path; from gpulab import gpucheck\n"
+        f"gpucheck.run_stages([('doctor', {child!r})], dict(os.environ), Path({str(tmp_path)!r}),"
+        " deadline=time.monotonic() + 120, log=lambda line: print(line, flush=True))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    pid = 0
+    try:
+        assert proc.stdout is not None
+        line = ""
+        while not line.startswith("pid "):
+            line = proc.stdout.readline()
+            assert line, "the stage never started"
+        pid = int(line.split()[1])
+        assert _alive(pid)
+        proc.kill()  # SIGKILL: no handler runs
+        proc.wait(30)
+        deadline = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(pid), "the stage's process outlived gpu-check"
+    finally:
+        proc.kill()
+        if pid and _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_unpack_refuses_a_bundle_that_is_cut_off(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "summary.json").write_text("{}" * 1000)
+    whole = tmp_path / "b.tar.gz"
+    files.write_bundle(whole, tmp_path / "out", tmp_path / "out", {})
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(whole.read_bytes()[:40])
+    repo = tmp_path / "repo"
+    with pytest.raises(ValueError, match="not a whole .tar.gz"):
+        files.unpack(cut, repo)
+    assert not repo.exists()
+    r = _gpucheck("--unpack", str(cut), timeout=60)
+    assert r.returncode == 2 and "not a whole .tar.gz" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_summary_survives_a_report_cut_off_while_it_was_written(tmp_path):
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "notebooks.json").write_text('[\n {\n  "path": "notebooks/01_')
+    (tmp_path / "kernels.json").write_text('{"rows": []}')
+    text = gpucheck.summary([{"stage": "notebooks", "rc": 143, "seconds": 12.0}], tmp_path)
+    assert "notebooks.json: unreadable (JSONDecodeError" in text and "kernels.json: unreadable (KeyError" in text

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from gpulab import nbexec
@@ -34,7 +35,10 @@ def test_ok_failed_and_timeout_rows_and_the_saved_outputs(tmp_path):
     out = tmp_path / "out"
     t0 = time.monotonic()
     r = subprocess.run(
-        [sys.executable, "-m", "gpulab.nbexec", str(good), str(bad), str(slow), "--out", str(out), "--timeout", "30"],
+        # all three at once (the default is one per CPU): on a loaded 2-core machine the slow one still
+        # reaches its second cell well before the 30 s are up
+        [sys.executable, "-m", "gpulab.nbexec", str(good), str(bad), str(slow), "--out", str(out), "--timeout", "30"]
+        + ["--jobs", "3"],
         capture_output=True,
         text=True,
         env=_env(),
@@ -101,3 +105,74 @@ def test_bad_arguments(tmp_path):
         timeout=60,
     )
     assert r.returncode == 2 and "no such notebook" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_notebook_that_ended_by_itself_keeps_its_status_after_the_deadline(tmp_path, monkeypatch):
+    """A notebook whose process ended between two looks, the second one past the deadline, is not a timeout."""
+    nb, out = tmp_path / "done.ipynb", tmp_path / "out"
+    out.mkdir()
+    row = {"path": str(nb), "status": "ok", "seconds": 0.1, "cell": 1, "error": ""}
+    (out / "done.status.json").write_text(json.dumps(row))
+
+    class Ended:  # the notebook's process, already ended with status 0
+        pid, returncode = 0, 0
+
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            pass
+
+        def poll(self) -> int:
+            return 0
+
+    monkeypatch.setattr(nbexec.subprocess, "Popen", Ended)
+    (got,) = nbexec.run_many([nb], out, timeout_s=0.05, log=lambda line: None)  # looked at 0.2 s later
+    assert got["status"] == "ok" and got["error"] == ""
+
+
+def _live_with(marker: bytes) -> list[int]:
+    """Live processes (not zombies) whose environment holds ``marker``."""
+    pids = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            environ, stat = (proc / "environ").read_bytes(), (proc / "stat").read_text()
+        except OSError:
+            continue
+        if marker in environ and stat.split(") ")[1][0] != "Z":
+            pids.append(int(proc.name))
+    return pids
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's; reads /proc")
+def test_the_notebooks_and_their_kernels_die_with_nbexec_even_by_sigkill(tmp_path):
+    slow = _write(tmp_path / "slow.ipynb", "import time; time.sleep(120)")
+    out, marker = tmp_path / "out", f"NBEXEC_TEST={tmp_path}"
+    env = dict(_env(), NBEXEC_TEST=str(tmp_path))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpulab.nbexec", str(slow), "--out", str(out), "--timeout", "300"],
+        stdout=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (out / "slow.status.json").exists():
+            time.sleep(0.2)
+        assert len(_live_with(marker.encode())) >= 3  # nbexec, the notebook's process, its kernel
+        proc.kill()
+        proc.wait(30)
+        deadline = time.monotonic() + 10  # the kernel notices within a second that its parent is gone
+        while _live_with(marker.encode()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _live_with(marker.encode()) == []
+    finally:
+        proc.kill()
+        for pid in _live_with(marker.encode()):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_notebook_process_that_dies_before_reporting_says_why(tmp_path):
+    broken = tmp_path / "broken.ipynb"
+    broken.write_text("{ not json")
+    out = tmp_path / "out"
+    (row,) = nbexec.run_many([broken], out, timeout_s=120, log=lambda line: None)
+    assert row["status"] == "failed" and "before reporting" in row["error"]
+    assert row["error"].endswith("NotJSONError: Notebook does not appear to be JSON: '{ not json'")  # from its log
+    assert json.loads((out / "notebooks.json").read_text()) == [row] and not (out / "notebooks.json.part").exists()

@@ -46,12 +46,18 @@ from typing import Any
 
 try:
     from . import gpucheck_files as files
+    from .nbexec import die_with_parent
 except ImportError:  # run as a script: python3 src/gpulab/gpucheck.py (its folder is on sys.path)
     import gpucheck_files as files  # type: ignore[no-redef,import-not-found]
+    from nbexec import die_with_parent  # type: ignore[no-redef,import-not-found]
 
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[2]
 NO_GPU_EXIT = 3
+summary = files.summary
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# Signals received during run(): the stage running is stopped, the rest skipped, the bundle still written.
+SIGNALLED: list[int] = []
 STAGES = ("preflight", "doctor", "notebooks", "bench-kernels", "bench-lessons", "bench-cnn", "cnn-kernels", "tests")
 # Seconds per stage at most; --deadline (all stages together) cuts the last ones short when it must.
 BUDGET: dict[str, float] = {
@@ -176,10 +182,18 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 
 def _run_one(cmd: list[str], env: dict[str, str], timeout: float, logfile: Path, log: Any) -> int:
-    """Run ``cmd``, its output both to ``log`` and to ``logfile``; 124 when it ran past ``timeout``."""
+    """Run ``cmd``, its output both to ``log`` and to ``logfile``; 124 when it ran past ``timeout``,
+    128 + the signal when one came (:data:`SIGNALLED`). It dies with this process, even by SIGKILL."""
     with open(logfile, "w") as f:
         proc = subprocess.Popen(
-            cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+            cmd,
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
         )
 
         def pump() -> None:
@@ -191,11 +205,16 @@ def _run_one(cmd: list[str], env: dict[str, str], timeout: float, logfile: Path,
 
         t = threading.Thread(target=pump, daemon=True)
         t.start()
-        try:
-            rc = proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            _stop(proc)
-            rc = 124
+        end = time.monotonic() + timeout
+        while True:
+            try:  # in short waits, to see a signal soon
+                rc = proc.wait(max(min(end - time.monotonic(), 0.5), 0.0))
+                break
+            except subprocess.TimeoutExpired:
+                if SIGNALLED or time.monotonic() >= end:
+                    _stop(proc)
+                    rc = 128 + SIGNALLED[0] if SIGNALLED else 124
+                    break
         t.join(5)
     return rc
 
@@ -215,7 +234,10 @@ def run_stages(
     for name, cmd in todo:
         left = deadline - time.monotonic() - 5
         limit = min((budget or BUDGET).get(name, 60), left)
-        if left < 10:
+        if SIGNALLED:
+            rows.append({"stage": name, "rc": None, "seconds": 0.0})
+            log(f"\n== gpu-check: {name}: skipped, gpu-check was stopped ({signal.Signals(SIGNALLED[0]).name})")
+        elif left < 10:
             rows.append({"stage": name, "rc": None, "seconds": 0.0})
             log(f"\n== gpu-check: {name}: skipped, the deadline is {max(left + 5, 0):.0f} s away")
         else:
@@ -225,41 +247,12 @@ def run_stages(
             rc = _run_one(cmd, env, limit, out / f"{name}.log", log)
             if rc == 124:
                 log(f"gpu-check: {name} ran past its {limit:.0f} s and was stopped")
+            elif SIGNALLED and rc == 128 + SIGNALLED[0]:
+                log(f"gpu-check: {name} was stopped by {signal.Signals(SIGNALLED[0]).name}")
             rows.append({"stage": name, "rc": rc, "seconds": round(time.monotonic() - t0, 1)})
         if after is not None:
             after(rows)
     return rows
-
-
-def summary(rows: list[dict[str, Any]], out: Path) -> str:
-    """A readable summary of the stages, the notebooks and the benchmarks."""
-    lines = ["", "gpu-check summary:"]
-    for r in rows:
-        status = "skipped" if r["rc"] is None else "ok" if r["rc"] == 0 else f"FAILED (rc {r['rc']})"
-        lines.append(f"  {r['stage']:<14} {status:<16} {r['seconds']:7.1f} s")
-    nj = out / "notebooks" / "notebooks.json"
-    if nj.exists():
-        nbs = json.loads(nj.read_text())
-        ok = sum(r["status"] == "ok" for r in nbs)
-        lines.append(f"  notebooks: {ok} of {len(nbs)} ran without an error")
-        for r in nbs:
-            if r["status"] != "ok":
-                first = (r.get("error") or "").splitlines()[:1]
-                lines.append(
-                    f"    {r['status']:<8} {r['path']} cell {r.get('cell')}: {first[0][:150] if first else ''}"
-                )
-    kj = out / "kernels.json"
-    if kj.exists():
-        rep = json.loads(kj.read_text())
-        lines.append(f"  kernels ({rep['label']}), largest size:")
-        largest: dict[str, dict[str, Any]] = {}
-        for r in rep["rows"]:
-            largest[r["kernel"]] = r
-        for k, r in largest.items():
-            pk = f"{r['percent_of_peak']:.0f}% of peak" if r["percent_of_peak"] is not None else "peak unknown"
-            base = f", {r['percent_of_baseline']:.0f}% of {r['baseline']}" if r.get("baseline") else ""
-            lines.append(f"    {k:<16} {r['value']:10.1f} {r['metric']:<8} {pk}{base}")
-    return "\n".join(lines)
 
 
 def configure(ap: argparse.ArgumentParser) -> None:
@@ -297,6 +290,8 @@ def configure(ap: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``make gpu-check`` runs this file with the system Python (standard library only)."""
+    if hasattr(sys.stdout, "reconfigure"):  # line by line: a run that is killed still shows what it printed
+        sys.stdout.reconfigure(line_buffering=True)
     ap = argparse.ArgumentParser(prog="make gpu-check", description=__doc__.split("\n\n")[0])
     configure(ap)
     return run(ap.parse_args(argv))
@@ -312,7 +307,11 @@ def run(args: argparse.Namespace) -> int:
     if args.unpack is not None:
         if not args.unpack.is_file():
             return _error(f"--unpack {args.unpack}: no such file (the .tar.gz that --bundle wrote)")
-        for name in files.unpack(args.unpack, REPO):
+        try:
+            written = files.unpack(args.unpack, REPO)
+        except ValueError as exc:
+            return _error(str(exc))
+        for name in written:
             print(f"gpu-check: wrote {name}")
         return 0
     if args.download_wheels is not None:
@@ -391,7 +390,13 @@ def run(args: argparse.Namespace) -> int:
         if args.bundle is not None:
             files.write_bundle(args.bundle, out, results_dir, before)
 
-    rows = run_stages(todo, env, out, start + args.deadline, after=after, budget=budget)
+    SIGNALLED.clear()
+    previous = {sig: signal.signal(sig, lambda signum, frame: SIGNALLED.append(signum)) for sig in SIGNALS}
+    try:
+        rows = run_stages(todo, env, out, start + args.deadline, after=after, budget=budget)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     text = summary(rows, out)
     (out / "summary.txt").write_text(text + "\n")
     if args.bundle is not None:
@@ -401,6 +406,9 @@ def run(args: argparse.Namespace) -> int:
         f"  total {time.monotonic() - start:.0f} s; reports in {out}"
         + (f", bundle {args.bundle}" if args.bundle else "")
     )
+    if SIGNALLED:
+        print(f"gpu-check: stopped by {signal.Signals(SIGNALLED[0]).name}; what it did is in {out}")
+        return 128 + SIGNALLED[0]
     return 0 if all(r["rc"] == 0 for r in rows) else 1
 
 

@@ -10,20 +10,22 @@ downloads them here (:func:`download_wheels`, for the GPU machine's Python and p
 MNIST originals beside them; on the GPU machine :func:`install_wheels` puts them in a folder on
 ``PYTHONPATH`` without touching that Python's own packages.
 
-What comes back is one file, :func:`write_bundle`: the reports, the executed notebooks and the
-recordings this run wrote. :func:`unpack` puts the recordings into ``src/gpulab/results/`` (to be
+What comes back is one file, :func:`write_bundle`: the reports (:func:`summary` reads them), the
+executed notebooks and the recordings this run wrote. :func:`unpack` puts the recordings into ``src/gpulab/results/`` (to be
 committed) and the reports into ``artifacts/gpu-check/``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,7 @@ __all__ = [
     "preflight_code",
     "setup",
     "snapshot",
+    "summary",
     "unpack",
     "write_bundle",
 ]
@@ -227,6 +230,46 @@ if missing:
 """
 
 
+def _notebook_lines(nbs: list[dict[str, Any]]) -> list[str]:
+    ok = sum(r["status"] == "ok" for r in nbs)
+    lines = [f"  notebooks: {ok} of {len(nbs)} ran without an error"]
+    for r in nbs:
+        if r["status"] != "ok":
+            first = (r.get("error") or "").splitlines()[:1]
+            lines.append(f"    {r['status']:<8} {r['path']} cell {r.get('cell')}: {first[0][:150] if first else ''}")
+    return lines
+
+
+def _kernel_lines(rep: dict[str, Any]) -> list[str]:
+    lines = [f"  kernels ({rep['label']}), largest size:"]
+    largest: dict[str, dict[str, Any]] = {}
+    for r in rep["rows"]:
+        largest[r["kernel"]] = r
+    for k, r in largest.items():
+        pk = f"{r['percent_of_peak']:.0f}% of peak" if r["percent_of_peak"] is not None else "peak unknown"
+        base = f", {r['percent_of_baseline']:.0f}% of {r['baseline']}" if r.get("baseline") else ""
+        lines.append(f"    {k:<16} {r['value']:10.1f} {r['metric']:<8} {pk}{base}")
+    return lines
+
+
+def summary(rows: list[dict[str, Any]], out: Path) -> str:
+    """A readable summary of the stages, the notebooks and the benchmarks."""
+    lines = ["", "gpu-check summary:"]
+    for r in rows:
+        status = "skipped" if r["rc"] is None else "ok" if r["rc"] == 0 else f"FAILED (rc {r['rc']})"
+        lines.append(f"  {r['stage']:<14} {status:<16} {r['seconds']:7.1f} s")
+    for report, part in (
+        (out / "notebooks" / "notebooks.json", _notebook_lines),
+        (out / "kernels.json", _kernel_lines),
+    ):
+        if report.exists():
+            try:
+                lines += part(json.loads(report.read_text()))
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:  # a stage stopped while writing it
+                lines.append(f"  {report.name}: unreadable ({type(exc).__name__}: {exc}); the stage's log says more")
+    return "\n".join(lines)
+
+
 def snapshot(folder: Path) -> dict[str, str]:
     """``{name: sha256}`` of the JSON files in ``folder`` (to tell which ones a run wrote)."""
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*.json"))}
@@ -256,24 +299,28 @@ def unpack(bundle: Path, repo: Path) -> list[str]:
     """Recordings into ``repo/src/gpulab/results/``, reports into ``repo/artifacts/gpu-check/``.
 
     Only plain files named ``gpu-check/...`` or ``results/<name>.json`` are taken; anything else in
-    the archive (links, absolute or ``..`` paths) is refused before a file is written."""
+    the archive (links, absolute or ``..`` paths), or an archive that is not whole, is refused
+    (``ValueError``) before a file is written."""
     targets = {"gpu-check": repo / "artifacts" / "gpu-check", "results": repo / "src" / "gpulab" / "results"}
-    written = []
-    with tarfile.open(bundle, "r:gz") as tar:
-        members = tar.getmembers()
-        for m in members:
-            parts = Path(m.name).parts
-            ok = m.isfile() and len(parts) >= 2 and parts[0] in targets and ".." not in parts
-            ok = ok and not Path(m.name).is_absolute()
-            ok = ok and (parts[0] != "results" or (len(parts) == 2 and m.name.endswith(".json")))
-            if not ok:
-                raise ValueError(f"{bundle} holds {m.name!r}, which is not a gpu-check report or recording")
-        for m in members:
-            parts = Path(m.name).parts
-            dest = targets[parts[0]].joinpath(*parts[1:])
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            src = tar.extractfile(m)
-            assert src is not None
-            dest.write_bytes(src.read())
-            written.append(str(dest.relative_to(repo)))
-    return written
+    contents: dict[Path, bytes] = {}
+    try:
+        with tarfile.open(bundle, "r:gz") as tar:
+            for m in tar:
+                parts = Path(m.name).parts
+                ok = m.isfile() and len(parts) >= 2 and parts[0] in targets and ".." not in parts
+                ok = ok and not Path(m.name).is_absolute()
+                ok = ok and (parts[0] != "results" or (len(parts) == 2 and m.name.endswith(".json")))
+                if not ok:
+                    raise ValueError(f"{bundle} holds {m.name!r}, which is not a gpu-check report or recording")
+                src = tar.extractfile(m)
+                assert src is not None
+                contents[targets[parts[0]].joinpath(*parts[1:])] = src.read()
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+        raise ValueError(
+            f"{bundle} is not a whole .tar.gz ({type(exc).__name__}: {exc}); expected the file that --bundle "
+            "wrote (a .part file is one cut off while it was written: the .tar.gz beside it is the last whole one)"
+        ) from exc
+    for dest, data in contents.items():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+    return [str(dest.relative_to(repo)) for dest in contents]

@@ -17,6 +17,7 @@ notebook ran without an error, 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import re
@@ -28,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["execute_one", "main", "run_many", "trim_outputs"]
+__all__ = ["die_with_parent", "execute_one", "main", "run_many", "trim_outputs"]
 
 RICH = ("application/vnd.plotly.v1+json", "text/html", "image/png", "image/svg+xml", "application/javascript")
 MAX_OUTPUT = 100_000  # bytes of one rich output kept as it is
@@ -50,6 +51,18 @@ def trim_outputs(nb: Any, limit: int = MAX_OUTPUT) -> int:
                     data["text/plain"] = (str(data.get("text/plain", "")) + "\n" + note).strip()
                     dropped += 1
     return dropped
+
+
+def die_with_parent() -> None:
+    """``preexec_fn`` for a child in a session of its own: on Linux it gets SIGKILL when its parent dies.
+
+    A child that starts a new session outlives a parent killed with SIGKILL, and runs on (on a lent GPU
+    machine, until the machine goes back, holding the GPU through a second run); this ties it to its parent."""
+    if sys.platform.startswith("linux"):
+        _LIBC.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+
+
+_LIBC: Any = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 
 def _status_path(out: Path, nb_path: Path) -> Path:
@@ -136,8 +149,21 @@ def _final_row(nb_path: Path, out: Path, rc: int | None, seconds: float, timed_o
         row["error"] = f"stopped after {seconds:.0f} s, in cell {row.get('cell')}"
     elif row.get("status") not in ("ok", "failed"):
         row["status"] = "failed"
-        row["error"] = row.get("error") or f"the notebook's process ended with status {rc} before reporting"
+        row["error"] = row.get("error") or (
+            f"the notebook's process ended with status {rc} before reporting" + _log_tail(out, nb_path)
+        )
     return row
+
+
+def _log_tail(out: Path, nb_path: Path) -> str:
+    """``: <last line of its log>`` (the error that stopped the notebook's process), or nothing."""
+    try:
+        lines = [
+            line for line in (out / f"{nb_path.stem}.log").read_text(errors="replace").splitlines() if line.strip()
+        ]
+    except OSError:
+        return ""
+    return f": {lines[-1].strip()[:300]}" if lines else ""
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -157,43 +183,82 @@ def run_many(
     max_output: int = MAX_OUTPUT,
     log: Any = print,
 ) -> list[dict[str, Any]]:
-    """Run ``paths`` ``jobs`` at a time, each in its own process, within ``timeout_s`` for all of them."""
+    """Run ``paths`` ``jobs`` at a time, each in its own process, within ``timeout_s`` for all of them.
+
+    SIGTERM (gpu-check's stage limit), SIGINT or SIGHUP stop every notebook at once and keep the report."""
     out.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + timeout_s
     rows: dict[str, dict[str, Any]] = {str(p): {"path": str(p), "status": "not run", "seconds": 0.0} for p in paths}
-    waiting = list(paths)
-    running: dict[Path, tuple[subprocess.Popen[bytes], float]] = {}
+    stopped: list[int] = []
 
-    def write() -> None:
-        (out / "notebooks.json").write_text(json.dumps(list(rows.values()), indent=1) + "\n")
-
-    stopped: list[int] = []  # SIGTERM (gpu-check's stage limit): stop every notebook now, keep the report
-
-    def on_term(signum: int, frame: Any) -> None:
+    def on_signal(signum: int, frame: Any) -> None:
         stopped.append(signum)
 
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, on_term)
-    write()
+    main = threading.current_thread() is threading.main_thread()
+    previous = (
+        {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)} if main else {}
+    )
+    try:
+        _run_all(
+            paths,
+            rows,
+            out,
+            jobs,
+            time.monotonic() + timeout_s,
+            stopped,
+            log,
+            ["--cell-timeout", str(cell_timeout), "--max-output", str(max_output)],
+        )
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    _write(out, rows)
+    return list(rows.values())
+
+
+def _write(out: Path, rows: dict[str, dict[str, Any]]) -> None:
+    """``notebooks.json``, replaced whole (a reader never sees half of it, even if this process is killed)."""
+    tmp = out / "notebooks.json.part"
+    tmp.write_text(json.dumps(list(rows.values()), indent=1) + "\n")
+    tmp.replace(out / "notebooks.json")
+
+
+def _run_all(
+    paths: list[Path],
+    rows: dict[str, dict[str, Any]],
+    out: Path,
+    jobs: int,
+    deadline: float,
+    stopped: list[int],
+    log: Any,
+    extra: list[str],
+) -> None:
+    waiting = list(paths)
+    running: dict[Path, tuple[subprocess.Popen[bytes], float]] = {}
+    _write(out, rows)
     while waiting or running:
         if stopped:
             deadline = time.monotonic() - 1
         while waiting and len(running) < max(1, jobs) and time.monotonic() < deadline:
             p = waiting.pop(0)
-            cmd = [sys.executable, "-m", "gpulab.nbexec", "--one", str(p), "--out", str(out)]
-            cmd += ["--cell-timeout", str(cell_timeout), "--max-output", str(max_output)]
-            with open(out / f"{p.stem}.log", "wb") as err:  # its own session: a kill takes its kernel too
-                proc = subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, start_new_session=True)
+            cmd = [sys.executable, "-m", "gpulab.nbexec", "--one", str(p), "--out", str(out), *extra]
+            # its own session, killed as a group; its kernel (a session of its own too) ends within a
+            # second of it (ipykernel watches its parent), and it dies with this process
+            with open(out / f"{p.stem}.log", "wb") as err:
+                proc = subprocess.Popen(
+                    cmd, stdout=err, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent
+                )
             running[p] = (proc, time.monotonic())
         if not running:
             break  # out of time with notebooks still waiting: they stay "not run"
         time.sleep(0.2)
         for p, (proc, t0) in list(running.items()):
-            late = time.monotonic() > deadline
-            if proc.poll() is None and not late:
-                continue
-            if late and proc.poll() is None:
+            if proc.poll() is not None:
+                late = False  # it ended by itself (perhaps just after the deadline): its own status stands
+            elif time.monotonic() > deadline:
                 _kill_group(proc)
+                late = True
+            else:
+                continue
             row = _final_row(p, out, proc.returncode, time.monotonic() - t0, timed_out=late)
             rows[str(p)] = row
             del running[p]
@@ -202,9 +267,7 @@ def run_many(
                 f"{row['status']:>7} {row['seconds']:7.1f} s  {p}"
                 + (f"  (cell {row['cell']}: {first})" if first else "")
             )
-            write()
-    write()
-    return list(rows.values())
+            _write(out, rows)
 
 
 def main(argv: list[str] | None = None) -> int:
