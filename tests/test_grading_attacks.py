@@ -185,36 +185,32 @@ def test_no_drop_to_nobody_when_nobody_cannot_exec_this_python(monkeypatch) -> N
     assert sandbox.can_drop() is False
 
 
-@pytest.mark.slow
-def test_closing_the_result_channel_and_sleeping_is_stopped(tmp_path, guarded):
-    """Exercise 1 answered; exercise 2's cell closes every inherited descriptor (the grader's result
-    channel among them) and sleeps: the grader stops it within the cell limit instead of waiting forever."""
+def _close_channel_then(tmp_path: Path, then: str, cell_timeout: float):
+    """Exercise 1 answered; exercise 2's cell closes every inherited descriptor (the grader's result channel
+    among them) and then runs ``then``: graded, with exercise 1's points and exercise 2's message."""
     nb = nbformat.read(str(attacks.STUDENT), as_version=4)
     cells = attacks._solution_cells(nb)
     attacks._fill(cells[0], attacks.ADD_BODY)
-    cells[1].source += "\n\nimport os, time\nos.closerange(3, 1024)\ntime.sleep(3600)\n"
+    cells[1].source += "\n\nimport os, time\nos.closerange(3, 1024)\n" + then
     path = tmp_path / "close_channel.ipynb"
     nbformat.write(nb, str(path))
-    g = _grade(path, cell_timeout=20)
+    g = _grade(path, cell_timeout=cell_timeout)
     rows = {r.grade_id: r for r in g.rows}
     assert g.score == 2 and rows["lab01-add-check"].status == "passed", g.rows
-    msg = rows["lab01-affine-check"].message
-    assert "result channel" in msg or ("lab01-affine" in msg and "20 s limit" in msg), g.rows
     assert all(r.score == 0 for k, r in rows.items() if k != "lab01-add-check"), g.rows
+    return g, rows["lab01-affine-check"].message
+
+
+@pytest.mark.slow
+def test_closing_the_result_channel_and_sleeping_is_stopped(tmp_path, guarded):
+    """... and sleeps: the grader stops it within the cell limit instead of waiting forever."""
+    g, msg = _close_channel_then(tmp_path, "time.sleep(3600)\n", cell_timeout=20)
+    assert "result channel" in msg or ("lab01-affine" in msg and "20 s limit" in msg), g.rows
     assert any("lab01-affine" in n for n in g.notes), g.notes
 
 
 @pytest.mark.slow
 def test_closing_the_result_channel_then_flooding_output_is_stopped_at_the_output_limit(tmp_path, guarded):
-    """After closing the channel the submission is still held to the output limit, not only to the cell's time."""
-    nb = nbformat.read(str(attacks.STUDENT), as_version=4)
-    cells = attacks._solution_cells(nb)
-    attacks._fill(cells[0], attacks.ADD_BODY)
-    cells[1].source += '\n\nimport os\nos.closerange(3, 1024)\nwhile True:\n    os.write(1, b"x" * 65536)\n'
-    path = tmp_path / "close_and_flood.ipynb"
-    nbformat.write(nb, str(path))
-    g = _grade(path, cell_timeout=120)
-    rows = {r.grade_id: r for r in g.rows}
-    assert g.score == 2 and rows["lab01-add-check"].status == "passed", g.rows
-    msg = rows["lab01-affine-check"].message
+    """... and floods its output: still held to the output limit, not only to the cell's time."""
+    g, msg = _close_channel_then(tmp_path, 'while True:\n    os.write(1, b"x" * 65536)\n', cell_timeout=120)
     assert "result channel" in msg and "output limit" in msg, g.rows
