@@ -11,8 +11,8 @@ MNIST originals beside them; on the GPU machine :func:`install_wheels` puts them
 ``PYTHONPATH`` without touching that Python's own packages.
 
 What comes back is one file, :func:`write_bundle`: the reports (:func:`summary` reads them), the
-executed notebooks and the recordings this run wrote. :func:`unpack` puts the recordings into ``src/gpulab/results/`` (to be
-committed) and the reports into ``artifacts/gpu-check/``.
+executed notebooks and the recordings this run wrote. :func:`unpack` puts the recordings into
+``src/gpulab/results/`` (to be committed) and the reports into ``artifacts/gpu-check/``.
 """
 
 from __future__ import annotations
