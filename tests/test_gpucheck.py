@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpulab import gpucheck, gpucheck_files as files
+from procs import alive, live_with
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -208,26 +209,6 @@ def test_device_wheels_are_pinned_once_each():
     assert files.NEEDED_MODULES[0] == "gpulab"  # it must fix the mode before numba is imported
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def _ours(marker: str) -> list[str]:
-    """Command lines of the live processes whose command line or environment names ``marker``."""
-    found = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            cmdline, environ = (proc / "cmdline").read_bytes(), (proc / "environ").read_bytes()
-        except OSError:
-            continue
-        if marker.encode() in cmdline + environ and _alive(int(proc.name)):
-            found.append(cmdline.replace(b"\0", b" ").decode(errors="replace"))
-    return found
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_signal_stops_the_stage_skips_the_rest_and_still_writes_the_bundle(tmp_path):
     out, bundle = tmp_path / "out", tmp_path / "gpu-check.tar.gz"
@@ -248,7 +229,9 @@ def test_a_signal_stops_the_stage_skips_the_rest_and_still_writes_the_bundle(tmp
         doc = json.loads(tar.extractfile("gpu-check/summary.json").read())  # type: ignore[union-attr]
     assert [(s["stage"], s["rc"]) for s in doc["stages"]][1:] == [("notebooks", 143), ("tests", None)]
     time.sleep(2)  # a kernel ends within a second of its notebook's process
-    assert _ours(str(tmp_path)) == []  # nothing left running: not nbexec, a notebook or its kernel (GPULAB_RESULTS_DIR)
+    assert (
+        live_with(str(tmp_path)) == {}
+    )  # nothing left running: not nbexec, a notebook or its kernel (GPULAB_RESULTS_DIR)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
@@ -268,16 +251,16 @@ def test_a_stage_dies_with_gpucheck_even_by_sigkill(tmp_path):
             line = proc.stdout.readline()
             assert line, "the stage never started"
         pid = int(line.split()[1])
-        assert _alive(pid)
+        assert alive(pid)
         proc.kill()  # SIGKILL: no handler runs
         proc.wait(30)
         deadline = time.monotonic() + 10
-        while _alive(pid) and time.monotonic() < deadline:
+        while alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _alive(pid), "the stage's process outlived gpu-check"
+        assert not alive(pid), "the stage's process outlived gpu-check"
     finally:
         proc.kill()
-        if pid and _alive(pid):
+        if pid and alive(pid):
             os.kill(pid, signal.SIGKILL)
 
 

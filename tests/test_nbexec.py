@@ -15,6 +15,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from gpulab import nbexec
+from procs import live_with
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -128,19 +129,6 @@ def test_a_notebook_that_ended_by_itself_keeps_its_status_after_the_deadline(tmp
     assert got["status"] == "ok" and got["error"] == ""
 
 
-def _live_with(marker: bytes) -> list[int]:
-    """Live processes (not zombies) whose environment holds ``marker``."""
-    pids = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            environ, stat = (proc / "environ").read_bytes(), (proc / "stat").read_text()
-        except OSError:
-            continue
-        if marker in environ and stat.split(") ")[1][0] != "Z":
-            pids.append(int(proc.name))
-    return pids
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's; reads /proc")
 def test_the_notebooks_and_their_kernels_die_with_nbexec_even_by_sigkill(tmp_path):
     slow = _write(tmp_path / "slow.ipynb", "import time; time.sleep(120)")
@@ -155,16 +143,16 @@ def test_the_notebooks_and_their_kernels_die_with_nbexec_even_by_sigkill(tmp_pat
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (out / "slow.status.json").exists():
             time.sleep(0.2)
-        assert len(_live_with(marker.encode())) >= 3  # nbexec, the notebook's process, its kernel
+        assert len(live_with(marker)) >= 3  # nbexec, the notebook's process, its kernel
         proc.kill()
         proc.wait(30)
         deadline = time.monotonic() + 10  # the kernel notices within a second that its parent is gone
-        while _live_with(marker.encode()) and time.monotonic() < deadline:
+        while live_with(marker) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _live_with(marker.encode()) == []
+        assert live_with(marker) == {}
     finally:
         proc.kill()
-        for pid in _live_with(marker.encode()):
+        for pid in live_with(marker):
             os.kill(pid, signal.SIGKILL)
 
 
