@@ -46,16 +46,15 @@ from typing import Any
 
 try:
     from . import gpucheck_files as files
-    from .nbexec import die_with_parent
+    from .nbexec import die_with_parent, recording_signals
 except ImportError:  # run as a script: python3 src/gpulab/gpucheck.py (its folder is on sys.path)
     import gpucheck_files as files  # type: ignore[no-redef,import-not-found]
-    from nbexec import die_with_parent  # type: ignore[no-redef,import-not-found]
+    from nbexec import die_with_parent, recording_signals  # type: ignore[no-redef,import-not-found]
 
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[2]
 NO_GPU_EXIT = 3
 summary = files.summary
-SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # Signals received during run(): the stage running is stopped, the rest skipped, the bundle still written.
 SIGNALLED: list[int] = []
 STAGES = ("preflight", "doctor", "notebooks", "bench-kernels", "bench-lessons", "bench-cnn", "cnn-kernels", "tests")
@@ -234,12 +233,16 @@ def run_stages(
     for name, cmd in todo:
         left = deadline - time.monotonic() - 5
         limit = min((budget or BUDGET).get(name, 60), left)
-        if SIGNALLED:
+        skipped = (
+            f"gpu-check was stopped ({signal.Signals(SIGNALLED[0]).name})"
+            if SIGNALLED
+            else f"the deadline is {max(left + 5, 0):.0f} s away"
+            if left < 10
+            else ""
+        )
+        if skipped:
             rows.append({"stage": name, "rc": None, "seconds": 0.0})
-            log(f"\n== gpu-check: {name}: skipped, gpu-check was stopped ({signal.Signals(SIGNALLED[0]).name})")
-        elif left < 10:
-            rows.append({"stage": name, "rc": None, "seconds": 0.0})
-            log(f"\n== gpu-check: {name}: skipped, the deadline is {max(left + 5, 0):.0f} s away")
+            log(f"\n== gpu-check: {name}: skipped, {skipped}")
         else:
             shown = " ".join(c if len(c) < 80 else c.replace("\n", " ")[:40] + "..." for c in cmd[1:])
             log(f"\n== gpu-check: {name} (at most {limit:.0f} s): {shown[:300]}")
@@ -391,12 +394,8 @@ def run(args: argparse.Namespace) -> int:
             files.write_bundle(args.bundle, out, results_dir, before)
 
     SIGNALLED.clear()
-    previous = {sig: signal.signal(sig, lambda signum, frame: SIGNALLED.append(signum)) for sig in SIGNALS}
-    try:
+    with recording_signals(SIGNALLED):
         rows = run_stages(todo, env, out, start + args.deadline, after=after, budget=budget)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     text = summary(rows, out)
     (out / "summary.txt").write_text(text + "\n")
     if args.bundle is not None:

@@ -17,6 +17,7 @@ notebook ran without an error, 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import json
 import os
@@ -28,8 +29,9 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from collections.abc import Iterator
 
-__all__ = ["die_with_parent", "execute_one", "main", "run_many", "trim_outputs"]
+__all__ = ["SIGNALS", "die_with_parent", "execute_one", "main", "recording_signals", "run_many", "trim_outputs"]
 
 RICH = ("application/vnd.plotly.v1+json", "text/html", "image/png", "image/svg+xml", "application/javascript")
 MAX_OUTPUT = 100_000  # bytes of one rich output kept as it is
@@ -63,6 +65,23 @@ def die_with_parent() -> None:
 
 
 _LIBC: Any = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def recording_signals(into: list[int]) -> Iterator[list[int]]:
+    """While inside, SIGTERM, SIGINT and SIGHUP only append their number to ``into`` (the caller stops its
+    children and keeps its report); the previous handlers come back afterwards. Outside the main thread,
+    where handlers cannot be set, nothing changes."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, lambda signum, frame: into.append(signum)) for sig in SIGNALS} if main else {}
+    try:
+        yield into
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _status_path(out: Path, nb_path: Path) -> Path:
@@ -102,18 +121,19 @@ def execute_one(nb_path: Path, out: Path, cell_timeout: int, max_output: int = M
     t0 = time.monotonic()
     row: dict[str, Any] = {"path": str(nb_path), "status": "running", "seconds": 0.0, "cell": None, "error": ""}
 
-    def save(cell_index: int | None) -> None:
+    def mark(cell_index: int | None) -> None:  # the status row: which cell, how long so far
         row["seconds"] = round(time.monotonic() - t0, 1)
         row["cell"] = cell_index
+        status_file.write_text(json.dumps(row) + "\n")
+
+    def save(cell_index: int | None) -> None:  # the notebook with its outputs so far, then the row
         copy = nbformat.from_dict(json.loads(json.dumps(nb)))
         trim_outputs(copy, max_output)
         nbformat.write(copy, str(target))
-        status_file.write_text(json.dumps(row) + "\n")
+        mark(cell_index)
 
     def started(cell: Any, cell_index: int, **_: Any) -> None:
-        row["cell"] = cell_index
-        row["seconds"] = round(time.monotonic() - t0, 1)
-        status_file.write_text(json.dumps(row) + "\n")
+        mark(cell_index)
 
     def executed(cell: Any, cell_index: int, **_: Any) -> None:
         save(cell_index)
@@ -188,16 +208,7 @@ def run_many(
     SIGTERM (gpu-check's stage limit), SIGINT or SIGHUP stop every notebook at once and keep the report."""
     out.mkdir(parents=True, exist_ok=True)
     rows: dict[str, dict[str, Any]] = {str(p): {"path": str(p), "status": "not run", "seconds": 0.0} for p in paths}
-    stopped: list[int] = []
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stopped.append(signum)
-
-    main = threading.current_thread() is threading.main_thread()
-    previous = (
-        {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)} if main else {}
-    )
-    try:
+    with recording_signals([]) as stopped:
         _run_all(
             paths,
             rows,
@@ -208,9 +219,6 @@ def run_many(
             log,
             ["--cell-timeout", str(cell_timeout), "--max-output", str(max_output)],
         )
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     _write(out, rows)
     return list(rows.values())
 
