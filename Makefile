@@ -54,9 +54,11 @@ lint: setup
 	$(PY) -m ruff format --check src tests setup.py  # `$(PY) -m ruff format src tests setup.py` fixes it
 	$(PY) -m mypy
 
+# nbval runs every lesson and lab solution once; tests/nbval_checks.py adds each notebook's CPU budget and the
+# solutions' full marks.
 test: setup lint
 	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(PY) -m pytest -n $(JOBS) --dist loadfile \
-	  --nbval-lax --nbval-current-env --nbval-cell-timeout=600 \
+	  --nbval-lax --nbval-current-env --nbval-cell-timeout=600 -p tests.nbval_checks \
 	  --ignore=notebooks/learner tests notebooks labs/solutions $(PYTEST_ARGS)
 
 test-fast: setup

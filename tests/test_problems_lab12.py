@@ -1,6 +1,7 @@
 """Lab 12's problems (``gpulab.problems.lab12``): the inputs are hard where they must be (logits past
 float32 ``exp``'s range, causal offsets, chunks with no visible key), correct kernels score full marks,
-and the known mistakes get their hint. The solution notebook itself runs in test_nbclient.py."""
+and the known mistakes get their hint. The solution notebook itself runs under nbval in `make test`
+(tests/nbval_checks.py: its CPU budget and full marks)."""
 
 from __future__ import annotations
 
