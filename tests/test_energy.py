@@ -48,8 +48,30 @@ def test_rapl_counter_delta_and_wraparound(tmp_path):
     meter = energy._Rapl(tmp_path)
     meter.start()
     (z / "energy_uj").write_text("2000000\n")  # wrapped past max_energy_range_uj
-    joules, seconds = meter.stop()
+    joules, seconds, _ = meter.stop()
     assert joules == pytest.approx(3.0) and seconds >= 0
+
+
+def test_rapl_power_samples_difference_the_counter(tmp_path, monkeypatch):
+    """1 J per call of the work, calls 20 ms apart: the samples read about 50 W, their integral the counter's."""
+    import time
+
+    z = _zone(tmp_path, "intel-rapl:0", 0)
+    monkeypatch.setattr(energy, "POWERCAP", tmp_path)
+    monkeypatch.setattr(energy, "rapl_status", lambda root=tmp_path: (True, "fake"))
+    state = {"uj": 0}
+
+    def work():
+        time.sleep(0.02)
+        state["uj"] += 1_000_000
+        (z / "energy_uj").write_text(f"{state['uj']}\n")
+
+    _, r = energy.measure(work, min_seconds=0.6)
+    assert r.measured and r.sampled.startswith("CPU package power") and len(r.samples) >= 5
+    t, w = np.array(r.samples).T
+    assert np.all(np.diff(t) > 0) and 0 <= t[0] and t[-1] <= r.seconds
+    assert np.median(w) == pytest.approx(r.joules / r.seconds, rel=0.5)  # sleep jitter, 50 ms windows
+    assert energy.integrate_power(t, w) == pytest.approx(r.joules, rel=0.35)  # the edges are not sampled
 
 
 def test_measure_uses_rapl_when_readable(tmp_path, monkeypatch):
@@ -130,6 +152,51 @@ class _FakeNvml:
 
     def nvmlDeviceGetPowerUsage(self, h):
         raise self.NVMLError("Not Supported")
+
+
+class _FakeNvmlWithCounter(_FakeNvml):
+    """A board with a total-energy counter (1 J per call of the work) and an instantaneous-power field."""
+
+    NVML_SUCCESS, NVML_FI_DEV_POWER_INSTANT = 0, 186
+
+    def __init__(self, instant=True):
+        self.mj, self.instant = 0, instant
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        return self.mj
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        return 300_000  # mW
+
+    def nvmlDeviceGetFieldValues(self, h, fields):
+        import types
+
+        assert fields == [self.NVML_FI_DEV_POWER_INSTANT]
+        if not self.instant:
+            raise self.NVMLError("Function Not Found")
+        return [types.SimpleNamespace(nvmlReturn=0, value=types.SimpleNamespace(uiVal=420_000))]
+
+
+@pytest.mark.parametrize("instant", [True, False])
+def test_nvml_counter_with_power_samples(monkeypatch, instant):
+    import sys
+    import types
+
+    fake = _FakeNvmlWithCounter(instant)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    monkeypatch.setattr(energy, "runtime", types.SimpleNamespace(is_gpu=lambda: True, synchronize=lambda: None))
+    monkeypatch.setattr(energy, "nvml_status", lambda: (True, "fake"))
+    monkeypatch.setattr(energy, "device_name", lambda: "Fake GPU")
+
+    def work():
+        fake.mj += 1000
+        __import__("time").sleep(0.01)
+
+    _, r = energy.measure(work, min_seconds=0.1)
+    assert r.measured and r.method == "NVML total-energy counter" and r.joules == pytest.approx(r.calls)
+    assert len(r.samples) >= 2 and {w for _, w in r.samples} == {420.0 if instant else 300.0}
+    assert r.sampled.startswith("instantaneous" if instant else "board power (NVML; averaged over 1 s")
 
 
 def test_nvml_without_power_samples_falls_back_to_a_labelled_estimate(monkeypatch):

@@ -64,3 +64,15 @@ def test_cost_figure_and_explorer():
     box.controls["link_name"].value = "PCIe 4.0 x16"
     box.controls["log2_gpus"].value = 6
     assert box.children[3].value == widgets.allreduce_report("PCIe 4.0 x16", 25, 300, 64)[1]
+
+
+def test_power_trace_draws_the_samples_and_refuses_an_estimate():
+    from gpulab.energy import EnergyReading, estimate
+    from gpulab.errors import UsageError
+
+    r = EnergyReading(30.0, 0.1, "NVML total-energy counter", "GPU", True, 1, ((0.0, 250.0), (0.05, 350.0)), "x")
+    fig = viz.power_trace(r, title="One epoch")
+    assert list(fig.data[0].y) == [250.0, 350.0] and "measured" in fig.layout.title.text
+    assert fig.layout.shapes[0].y0 == 300.0  # the average: 30 J / 0.1 s
+    with pytest.raises(UsageError, match="0 power sample"):
+        viz.power_trace(estimate(1.0, 10.0, "spec sheet"))

@@ -27,6 +27,11 @@ def test_report_numbers_come_from_llm():
     assert "H100 (80 GB): the weights alone do not fit" in html and "MI300X (192 GB): <b>fits</b>" in html
     _, html8 = kv_cache_report("Llama-2-70B", 12, 0, "fp8")
     assert "H100 (80 GB): <b>fits</b>" in html8 and "tokens/s (memory bandwidth-bound)" in html8
+    # FP8 fits an A100's memory, but the A100 has no FP8 tensor cores: the report says the math is wider
+    a100 = next(line for line in html8.split("<li>") if line.startswith("A100"))
+    h100 = next(line for line in html8.split("<li>") if line.startswith("H100"))
+    assert "no FP8 tensor cores, so FP8 only stores the numbers: the math runs at BF16/FP16" in a100
+    assert "no FP8 tensor cores" not in h100
 
 
 def test_figure_has_both_parts_and_every_gpu():

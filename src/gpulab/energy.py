@@ -58,6 +58,10 @@ class EnergyReading:
     device: str
     measured: bool
     calls: int = 1  # how many times the work ran inside the window
+    # Power sampled during the window, as (seconds since its start, watts), when the meter could sample it
+    # (NVML's power reading, or RAPL's counter differenced); empty for an estimate, whose power is one number.
+    samples: tuple[tuple[float, float], ...] = ()
+    sampled: str = ""  # what the samples are, e.g. "instantaneous board power (NVML)"
 
     @property
     def watts(self) -> float:
@@ -139,24 +143,74 @@ def rapl_status(root: Path = POWERCAP) -> tuple[bool, str]:
     return True, f"{len(rapl_zones(root))} RAPL package zone(s) readable"
 
 
+class _Sampler:
+    """Calls ``point()`` (watts) every ``interval`` seconds on a thread; ``samples`` holds (seconds, watts).
+
+    A failing ``point`` ends the sampling (``error`` says why); the meter's own reading does not depend on it.
+    """
+
+    def __init__(self, point: Callable[[], float], interval: float) -> None:
+        self.point, self.interval = point, interval
+        self.samples: list[tuple[float, float]] = []
+        self.error = ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                watts = self.point()
+            except Exception as exc:  # NVMLError, OSError: the board or the file stopped answering
+                self.error = str(exc) or type(exc).__name__
+                return
+            self.samples.append((time.perf_counter() - self.t0, watts))
+            self._stop.wait(self.interval)
+
+    def start(self, t0: float) -> None:
+        self.t0 = t0
+        self._thread.start()
+
+    def stop(self) -> tuple[tuple[float, float], ...]:
+        self._stop.set()
+        self._thread.join()
+        return tuple(self.samples)
+
+
 class _Rapl:
-    def __init__(self, root: Path) -> None:
+    sampled = "CPU package power (RAPL counters differenced)"
+
+    def __init__(self, root: Path, interval: float = 0.05) -> None:
         self.zones = rapl_zones(root)
+        self.sampler = _Sampler(self._power, interval)
+        self._last: tuple[float, list[int]] | None = None
 
     def _read(self) -> list[int]:
         return [int((z / "energy_uj").read_text()) for z in self.zones]
 
-    def start(self) -> None:
-        self.t0, self.e0 = time.perf_counter(), self._read()
-
-    def stop(self) -> tuple[float, float]:
-        e1, t1 = self._read(), time.perf_counter()
+    def _joules(self, e0: list[int], e1: list[int]) -> float:
         joules = 0.0
-        for z, a, b in zip(self.zones, self.e0, e1):
+        for z, a, b in zip(self.zones, e0, e1):
             if b < a:  # the counter wrapped
                 b += int((z / "max_energy_range_uj").read_text())
             joules += (b - a) / 1e6
-        return joules, t1 - self.t0
+        return joules
+
+    def _power(self) -> float:
+        """Average watts since the previous call (the first call only starts the clock and returns nan)."""
+        now, e = time.perf_counter(), self._read()
+        last, self._last = self._last, (now, e)
+        if last is None or now <= last[0]:
+            return float("nan")
+        return self._joules(last[1], e) / (now - last[0])
+
+    def start(self) -> None:
+        self.t0, self.e0 = time.perf_counter(), self._read()
+        self.sampler.start(self.t0)
+
+    def stop(self) -> tuple[float, float, tuple[tuple[float, float], ...]]:
+        samples = tuple((t, w) for t, w in self.sampler.stop() if np.isfinite(w))
+        e1, t1 = self._read(), time.perf_counter()
+        return self._joules(self.e0, e1), t1 - self.t0, samples
 
 
 # --- NVML -------------------------------------------------------------------------------------------------
@@ -178,15 +232,19 @@ def nvml_status() -> tuple[bool, str]:
 
 
 class _Nvml:
-    """The current CUDA device's energy counter, or its power sampled every ``interval`` seconds."""
+    """The current CUDA device's energy counter, and its power sampled every ``interval`` seconds.
+
+    Joules come from the counter where the board has one, else from the samples integrated. The samples are
+    the instantaneous power where NVML has that field (``NVML_FI_DEV_POWER_INSTANT``), else
+    ``nvmlDeviceGetPowerUsage``, which Ampere (except the A100) and newer boards average over the last second.
+    """
 
     def __init__(self, interval: float = 0.005) -> None:
         import pynvml
 
         self.nv, self.interval = pynvml, interval
-        self.samples: list[tuple[float, float]] = []
+        self.samples: tuple[tuple[float, float], ...] = ()
         self.error = ""  # why power sampling stopped, if it did
-        self._stop = threading.Event()
         pynvml.nvmlInit()
         self.handle = None
         try:
@@ -202,34 +260,40 @@ class _Nvml:
             self.method = "NVML total-energy counter"
         except pynvml.NVMLError:
             self.method = "NVML power samples, integrated"
+        self._instant = getattr(pynvml, "NVML_FI_DEV_POWER_INSTANT", None)
+        try:
+            self._instant_watts()
+            self.sampled = "instantaneous board power (NVML)"
+        except Exception:  # an older driver or nvidia-ml-py without the field: the power reading
+            self._instant = None
+            self.sampled = "board power (NVML; averaged over 1 s on Ampere, except the A100, and newer)"
+        self.sampler = _Sampler(self._watts, interval)
 
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            try:
-                watts = self.nv.nvmlDeviceGetPowerUsage(self.handle) / 1e3
-            except self.nv.NVMLError as exc:  # some boards (and vGPUs) report no power at all
-                self.error = str(exc)
-                return
-            self.samples.append((time.perf_counter(), watts))
-            time.sleep(self.interval)
+    def _instant_watts(self) -> float:
+        (value,) = self.nv.nvmlDeviceGetFieldValues(self.handle, [self._instant])
+        if value.nvmlReturn != self.nv.NVML_SUCCESS:
+            raise self.nv.NVMLError(value.nvmlReturn)
+        return value.value.uiVal / 1e3  # milliwatts
+
+    def _watts(self) -> float:
+        if self._instant is not None:
+            return self._instant_watts()
+        return self.nv.nvmlDeviceGetPowerUsage(self.handle) / 1e3  # some boards (and vGPUs) report none
 
     def start(self) -> None:
         self.t0 = time.perf_counter()
         if self.method.endswith("counter"):
             self.e0 = self.nv.nvmlDeviceGetTotalEnergyConsumption(self.handle)  # millijoules
-        else:
-            self.samples, self.error, self._stop = [], "", threading.Event()
-            self._thread = threading.Thread(target=self._sample, daemon=True)
-            self._thread.start()
+        self.sampler.start(self.t0)
 
     def stop(self) -> tuple[float | None, float]:
-        """``(joules, seconds)``; joules is None when the board gave fewer than two power samples (see ``error``)."""
+        """``(joules, seconds)``; joules is None when the board has no counter and gave fewer than two power
+        samples (see ``error``). The samples are in ``samples``."""
         t1 = time.perf_counter()
         try:
+            self.samples, self.error = self.sampler.stop(), self.sampler.error
             if self.method.endswith("counter"):
                 return (self.nv.nvmlDeviceGetTotalEnergyConsumption(self.handle) - self.e0) / 1e3, t1 - self.t0
-            self._stop.set()
-            self._thread.join()
             if len(self.samples) < 2:
                 self.error = self.error or f"only {len(self.samples)} power sample(s) in {t1 - self.t0:.3g} s"
                 return None, t1 - self.t0
@@ -288,12 +352,21 @@ def measure(
     if isinstance(meter, _Nvml):
         nvml_joules, seconds = meter.stop()
         if nvml_joules is not None:
-            return out, EnergyReading(nvml_joules, seconds, meter.method, meter.device, True, calls)
+            return out, EnergyReading(
+                nvml_joules, seconds, meter.method, meter.device, True, calls, meter.samples, meter.sampled
+            )
         nvml_failed = f"NVML gave no usable power samples ({meter.error}): "
     if isinstance(meter, _Rapl):
-        joules, seconds = meter.stop()
+        joules, seconds, samples = meter.stop()
         return out, EnergyReading(
-            joules, seconds, "RAPL package counters (whole CPU, every process)", "this machine's CPU", True, calls
+            joules,
+            seconds,
+            "RAPL package counters (whole CPU, every process)",
+            "this machine's CPU",
+            True,
+            calls,
+            samples,
+            meter.sampled,
         )
     if watts_if_estimated is not None:
         watts, why, dev = watts_if_estimated, "watts you gave", "this machine"

@@ -62,6 +62,13 @@ from .reduce import reduction_tree, scan_steps  # noqa: E402
 
 __all__ += ["backward_flow", "conv_window", "im2col_layout", "reduction_tree", "scan_steps"]
 
-from .hardware import cost_figure, roofline_devices, spec_table, step_time_figure, systolic_figure  # noqa: E402
+from .hardware import (  # noqa: E402
+    cost_figure,
+    power_trace,
+    roofline_devices,
+    spec_table,
+    step_time_figure,
+    systolic_figure,
+)
 
-__all__ += ["cost_figure", "roofline_devices", "spec_table", "step_time_figure", "systolic_figure"]
+__all__ += ["cost_figure", "power_trace", "roofline_devices", "spec_table", "step_time_figure", "systolic_figure"]

@@ -1,4 +1,5 @@
-"""Figures for lesson 11: rooflines of several devices, spec tables, data-parallel step time, a systolic array.
+"""Figures for lesson 11: rooflines of several devices, spec tables, data-parallel step time, a systolic array,
+the power a meter sampled during some work.
 
 Every figure built from :mod:`gpulab.hardware` says "spec sheet" in its title; step times are a model.
 """
@@ -12,11 +13,12 @@ from urllib.parse import urlparse
 import numpy as np
 import plotly.graph_objects as go
 
+from ..errors import UsageError
 from ..hardware import Device, Link, device, link, spec_rows
 from ..multigpu import step_seconds
 from .perf import _PALETTE, _add_note
 
-__all__ = ["cost_figure", "roofline_devices", "spec_table", "step_time_figure", "systolic_figure"]
+__all__ = ["cost_figure", "power_trace", "roofline_devices", "spec_table", "step_time_figure", "systolic_figure"]
 
 
 def roofline_devices(
@@ -232,4 +234,30 @@ def cost_figure(rows: Sequence[dict[str, Any]], title: str, note: str) -> go.Fig
         fig.update_yaxes(type="log", row=1, col=col)
     fig.update_layout(title=title, template="plotly_white", height=440)
     _add_note(fig, note)
+    return fig
+
+
+def power_trace(reading: Any, title: str = "Power during the work") -> go.Figure:
+    """The power samples of an :class:`gpulab.energy.EnergyReading` over time, with its average power
+    (the counter's joules / seconds) as a dashed line. Raises when the reading has fewer than two samples."""
+    if len(reading.samples) < 2:
+        raise UsageError(
+            f"this reading has {len(reading.samples)} power sample(s) ({reading.label}); a trace needs two or more"
+        )
+    t, w = np.asarray(reading.samples, dtype=float).T
+    fig = go.Figure(go.Scatter(x=t, y=w, mode="lines+markers", marker_size=3, name=reading.sampled or "power"))
+    fig.add_hline(
+        y=reading.watts,
+        line_dash="dash",
+        line_color=_PALETTE[1],
+        annotation_text=f"average {reading.watts:,.1f} W ({reading.method})",
+        annotation_position="top left",
+    )
+    fig.update_layout(
+        title=f"{title}: {reading.device}, measured",
+        xaxis_title="seconds since the start",
+        yaxis_title="watts",
+        template="plotly_white",
+        height=360,
+    )
     return fig

@@ -20,6 +20,11 @@ __all__ = ["kv_cache_explorer", "kv_cache_figure", "kv_cache_report"]
 PRECISIONS = ("bf16", "fp8", "fp32")
 
 
+def _math(d) -> str:
+    """The widest-first format a GPU without FP8 units computes FP8-stored numbers in (its spec sheet's)."""
+    return "BF16/FP16" if d.peak("bf16") else "FP32"
+
+
 def kv_cache_report(
     model_name: str, log2_context: int, log2_batch: int, precision: str
 ) -> tuple[dict[str, float], str]:
@@ -38,6 +43,8 @@ def kv_cache_report(
         if total <= cap:
             bound = llm.decode_bound(m, d, context=context, batch=batch, precision=precision)
             speed = f"decode at most {bound['tokens_per_s']:,.0f} tokens/s ({bound['bound']}-bound)"
+            if precision == "fp8" and not d.peak("fp8"):  # stored in FP8, multiplied in a wider format
+                speed += f"; no FP8 tensor cores, so FP8 only stores the numbers: the math runs at {_math(d)}"
             rows.append(f"<li>{key} ({d.memory_gb:g} GB): <b>fits</b>; largest batch {biggest:,}; {speed}</li>")
         elif budget["weights"] > cap:
             rows.append(f"<li>{key} ({d.memory_gb:g} GB): the weights alone do not fit</li>")
