@@ -2,7 +2,7 @@
 and each learner version runs top to bottom with "not implemented yet" verdicts and no traceback.
 
 (nbval runs the lesson sources themselves: `make test` includes notebooks/, minus notebooks/learner,
-which this file executes.)
+which tests/test_browser.py runs in JupyterLab, or this file under plain nbclient where that cannot run.)
 """
 
 from __future__ import annotations
@@ -159,8 +159,14 @@ def test_command_line(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("path", LEARNERS_WITH_EXERCISES, ids=lambda p: p.name)
-def test_learner_version_runs_without_a_traceback(path):
+def test_learner_version_runs_without_a_traceback(path, request):
+    """Under plain nbclient (nbconvert, papermill, nbgrader), where the browser test does not run them: no
+    Chromium, `-m "not browser"`, or `make test-oldest` (Colab's ipywidgets 7.7 and plotly 5, no JupyterLab)."""
     from nbrun import SlicedClient
+    from test_browser import skip_reason
+
+    if skip_reason() is None and "not browser" not in (request.config.option.markexpr or ""):
+        pytest.skip("tests/test_browser.py runs the learner versions in JupyterLab, with the same checks")
 
     nb = nbformat.read(str(path), as_version=4)
     SlicedClient(
