@@ -85,14 +85,17 @@ def test_naive_path_matches_the_reference_and_returns_the_weights(n, m, d, dv, c
         assert (p[~attention.causal_mask(n, m)] == 0).all()
 
 
-def test_naive_path_takes_the_learners_kernels():
-    """The lesson-12 online softmax (32 threads per row) and the lesson-03 naive matmul plug in."""
+@pytest.mark.parametrize("scores", [None, answers_12.attention_scores_kernel], ids=["matmul+mask", "scores kernel"])
+def test_naive_path_takes_the_learners_kernels(scores):
+    """The lesson-12 scores kernel (exercise 1) and online softmax (32 threads per row) and the lesson-03 naive
+    matmul plug in; 17 x 20 scores are not a whole number of the scores kernel's 16 x 16 blocks."""
     from gpulab.kernels.matmul import matmul_naive_kernel
 
-    q, k, v = qkv(6, 9, 4, 3, seed=5, big=30.0)
-    out, _ = attention.attention_naive(
+    q, k, v = qkv(17, 20, 4, 3, seed=5, big=30.0)
+    out, p = attention.attention_naive(
         *on_device(q, k, v),
         causal=True,
+        scores_kernel=scores,
         matmul_kernel=matmul_naive_kernel,
         softmax_kernel=answers_12.online_softmax_kernel,
         softmax_threads=answers_12.SOFTMAX_TPB,
@@ -100,6 +103,7 @@ def test_naive_path_takes_the_learners_kernels():
     np.testing.assert_allclose(
         runtime.to_host(out), attention.attention_reference(q, k, v, causal=True), rtol=1e-3, atol=1e-4
     )
+    assert (runtime.to_host(p)[~attention.causal_mask(17, 20)] == 0).all()
 
 
 def test_launchers_refuse_what_they_cannot_compute():

@@ -64,6 +64,19 @@ def test_wrong_kernels_are_rejected():
     assert not wrong.passed and "expected" in wrong.message
 
 
+def test_or_reference_refuses_another_exercises_verdict(capsys):
+    """A passing check of one exercise must not let an unchecked kernel of another through."""
+    passed = lessons.check("11", "attainable", lessons.exercise("11", "attainable").reference)
+    assert passed.passed
+
+    def cost_per_epoch(images, images_per_second, usd_per_hour):  # a learner's, never checked
+        return -1.0
+
+    with pytest.raises(UsageError, match="check of lesson 11's 'attainable', not of lesson 11's 'cost_per_epoch'"):
+        lessons.or_reference(passed, cost_per_epoch, "11", "cost_per_epoch")
+    assert lessons.or_reference(passed, "mine", "11", "attainable") == "mine"
+
+
 def test_unknown_exercise_names_the_known_ones():
     with pytest.raises(UsageError, match="01/add"):
         lessons.exercise("01", "nope")

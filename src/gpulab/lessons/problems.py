@@ -77,7 +77,9 @@ def exercise(lesson: str, name: str) -> Exercise:
 def check(lesson: str, name: str, kernel: Any) -> CheckResult:
     """Check the learner's ``kernel`` for exercise ``name`` of ``lesson``; returns the verdict
     (renders as a table in Jupyter; never raises for the learner's mistake)."""
-    return exercise(lesson, name).check(kernel)
+    result = exercise(lesson, name).check(kernel)
+    result.details["exercise"] = (lesson, name)  # or_reference refuses this verdict for another exercise
+    return result
 
 
 def reveal(lesson: str, name: str, *, display: bool = True) -> str:
@@ -90,9 +92,9 @@ def reveal(lesson: str, name: str, *, display: bool = True) -> str:
 def or_reference(result: CheckResult, kernel: Any, lesson: str | None = None, name: str | None = None) -> Any:
     """``kernel`` if its check passed, else the exercise's reference kernel (printing which one is used),
     so the cells after an exercise run whether or not the learner has solved it yet."""
-    if result.passed:
-        return kernel
     if lesson is None or name is None:
+        if result.passed:
+            return kernel
         matches = [e for e in EXERCISES.values() if e.problem.name == result.name]
         if len(matches) != 1:
             raise UsageError(
@@ -101,6 +103,14 @@ def or_reference(result: CheckResult, kernel: Any, lesson: str | None = None, na
         ex = matches[0]
     else:
         ex = exercise(lesson, name)
+        checked = result.details.get("exercise")
+        if checked and tuple(checked) != (lesson, name):  # another exercise's pass must not let this kernel through
+            raise UsageError(
+                f"or_reference: this result is the check of lesson {checked[0]}'s {checked[1]!r}, not of lesson "
+                f"{lesson}'s {name!r}: pass the result of `lessons.check({lesson!r}, {name!r}, ...)`."
+            )
+        if result.passed:
+            return kernel
     ref = ex.reference
     ref_name = getattr(py_func(ref), "__name__", "reference")
     kind = "reference kernel" if hasattr(ref, "py_func") else "reference function"

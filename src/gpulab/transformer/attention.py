@@ -139,21 +139,34 @@ def attention_naive(
     matmul_kernel: Any = "tiled",
     softmax_kernel: Any = None,
     softmax_threads: int = SOFTMAX_TPB,
+    scores_kernel: Any = None,
 ) -> tuple[Any, Any]:
     """Attention as separate kernels; returns ``(out, weights)``: out (n, dv) and the attention weights
     P = softmax(scaled, masked scores), the n x m matrix that this path keeps in global memory.
 
     ``matmul_kernel`` (a name of :data:`gpulab.kernels.matmul.MATMUL_KERNELS` or your kernel from
     lessons 03/04, launched by :func:`gpulab.kernels.matmul.matmul`) computes ``q @ k.T`` and ``P @ v``;
-    ``softmax_kernel`` (default: the library's :func:`~gpulab.kernels.reduce.softmax_rows_kernel`, or
-    your lesson-05 kernel with the signature ``(x, out)``) runs with one block of ``softmax_threads``
-    threads per row. float32 NumPy arrays (simulator) or CuPy arrays (gpu mode).
+    ``scores_kernel`` (lesson 12's exercise 1, ``(q, k, scale, causal, s)``, one thread per score with x
+    along the keys), when given, computes the scaled, masked scores in one kernel instead of the matmul
+    and :func:`scale_mask`; ``softmax_kernel`` (default: the library's
+    :func:`~gpulab.kernels.reduce.softmax_rows_kernel`, or your lesson-05 kernel with the signature
+    ``(x, out)``) runs with one block of ``softmax_threads`` threads per row. float32 NumPy arrays
+    (simulator) or CuPy arrays (gpu mode).
     """
     n, m, d, dv = check_qkv(q, k, v, causal=causal, dtype=np.float32)
     xp = runtime.array_module(q, k, v)
-    kt = xp.ascontiguousarray(k.T)  # (d, m): the matmul kernels take row-major operands
-    s = matmul(q, kt, kernel=matmul_kernel)  # (n, m) raw scores, written to global memory
-    s = scale_mask(s, default_scale(d) if scale is None else scale, causal, out=s)  # in place
+    sc = default_scale(d) if scale is None else scale
+    if scores_kernel is None:
+        kt = xp.ascontiguousarray(k.T)  # (d, m): the matmul kernels take row-major operands
+        s = matmul(q, kt, kernel=matmul_kernel)  # (n, m) raw scores, written to global memory
+        s = scale_mask(s, sc, causal, out=s)  # in place
+    else:  # scores, scale and mask in one kernel: one thread per score, x along the keys
+        s = allocate_like(q, (n, m), np.float32)
+        if n and m:
+            bx, by = MASK_BLOCK
+            blocks = ((m + bx - 1) // bx, (n + by - 1) // by)
+            check_launch(blocks, MASK_BLOCK)
+            scores_kernel[blocks, MASK_BLOCK](q, k, np.float32(sc), np.int32(bool(causal)), s)
     p = allocate_like(s, (n, m), np.float32)
     if n:
         kern = softmax_rows_kernel if softmax_kernel is None else softmax_kernel
