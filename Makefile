@@ -68,6 +68,7 @@ test-fast: setup
 # second venv, with gpulab installed --no-deps exactly as Colab's setup cell does. CuPy 13 (it installs
 # without a GPU) is there for tests/test_api_versions.py: every CuPy and numba-cuda name that gpu-mode code,
 # lessons and lab solutions use must exist in CuPy 13 and numba-cuda 0.22 (make test checks the newest).
+# Not here: gpu-check's own tests (it runs on a GPU image's Python with the newest wheels, never on Colab).
 OLDEST_VENV ?= .venv-oldest
 OLDEST_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3) $(shell command -v python3.12) $(PYTHON))
 OLDEST_PINS := "numba==0.60.*" "numba-cuda[cu12]==0.22.*" "cupy-cuda12x==13.*" "ipywidgets==7.7.*" "plotly==5.24.*"
@@ -77,7 +78,8 @@ test-oldest:
 	$(OLDEST_VENV)/bin/python -m pip --disable-pip-version-check install -q $(OLDEST_PINS) \
 	  "numpy>=1.26" "tqdm>=4.66" "pytest>=8" "pytest-xdist>=3.5" "pytest-timeout>=2.2" "nbformat>=5.9" "nbclient>=0.10" "ipykernel>=6.29"
 	$(OLDEST_VENV)/bin/python -m pip --disable-pip-version-check install -q --no-deps .  # as Colab: no deps, not editable
-	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(OLDEST_VENV)/bin/python -m pytest -n $(JOBS) -m "not browser and not slow" tests $(PYTEST_ARGS)
+	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(OLDEST_VENV)/bin/python -m pytest -n $(JOBS) -m "not browser and not slow" \
+	  --ignore=tests/test_gpucheck.py --ignore=tests/test_nbexec.py tests $(PYTEST_ARGS)
 
 # On a CUDA machine: .venv with the GPU extras, every notebook in gpu mode, benchmarks recorded.
 # Offline: WHEELHOUSE=/path/to/wheels (pip --no-index) and GPULAB_DATA_DIR=/path/to/data.

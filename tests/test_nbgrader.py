@@ -2,8 +2,11 @@
 give the same score per exercise as `python -m gpulab labs grade`, partial credit included, and
 hidden tests are out of the release and back at grading.
 
-Runs lab01 (a solution, a blank release, and a partial answer: exercise 1 right, the stencil right
-in the simulator but refused by NVVM, which the check scores half) and lab02 (solution, blank)."""
+Runs lab01 with three students: a solution (full marks), a blank release (zero) and a partial answer
+(exercise 1 right, the stencil right in the simulator but refused by NVVM, which the check scores
+half); lab01 also has hidden tests. Each submission runs twice (nbgrader, then `labs grade`), about
+20 s of CPU each, so one lab keeps this test near 2 minutes; every lab's solution earns full marks
+under nbval (tests/nbval_checks.py) and every student version runs in tests/test_labs.py."""
 
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from gpulab.grading.gradebook import grade_folder  # noqa: E402
 from gpulab.grading.sandbox import Limits  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-LABS = ["lab01_threads", "lab02_memory"]
+LABS = ["lab01_threads"]
 
 
 def _with_report(nb) -> None:
@@ -73,7 +76,7 @@ def _nbgrader(course: Path, *args: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(3000)  # six nbgrader runs, each with its own 900 s limit (about 200 s in all here)
+@pytest.mark.timeout(1800)  # two nbgrader runs, each with its own 900 s limit (about 120 s in all here)
 def test_nbgrader_and_labs_grade_agree(tmp_path, monkeypatch):
     # nbgrader runs `alembic` (installed next to this Python) to set up its gradebook
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
