@@ -1,4 +1,5 @@
-"""A pytest plugin for `make test`'s nbval run (``-p nbval_checks``): what nbval's "every cell runs" does not check.
+"""A pytest plugin for `make test`'s nbval run (``-p tests.nbval_checks``): what nbval's "every cell runs" does not
+check.
 
 - **A CPU budget per notebook.** After a notebook's last cell, the same kernel prints its CPU time
   (user + system, its children included) and the notebook fails if that is over the budget: 30 s in
@@ -6,19 +7,22 @@
   CPU time, not wall time: it is the work a notebook asks for, and it does not grow when another test
   worker shares a 2-core machine, as wall time does (a CI run measured lesson 01 at 37 s wall for
   about 20 s of CPU). ``GPULAB_NOTEBOOK_BUDGET_S`` changes the default budget (slow machines).
-  Stalls are nbval's (``--nbval-cell-timeout``) and pytest-timeout's.
+  A stall burns no CPU, so wall time is bounded too: the whole notebook at most ``WALL_FACTOR`` x its
+  budget, each cell by nbval's ``--nbval-cell-timeout``.
 - **Every lab solution earns every graded cell's points.** A graded cell of a notebook in
   ``labs/solutions`` must end in the value of its nbgrader ``points``.
 
-Each notebook executes once in `make test` (nbval); under plain nbclient (what nbconvert, papermill
-and nbgrader use) run the learner versions of the lessons (tests/test_lessons.py) and labs 01-02
-through nbgrader itself (tests/test_nbgrader.py).
+Each notebook executes once in `make test` (nbval). The lessons' learner versions run in JupyterLab
+(tests/test_browser.py) or, where that cannot run, headless through nbclient (tests/test_lessons.py);
+lab 01 runs through nbgrader itself (tests/test_nbgrader.py) and every lab's student version through
+`labs grade` (tests/test_labs.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from queue import Empty
 
@@ -35,6 +39,7 @@ PROBE = (
     "print('GPULAB_CPU_S=' + _j.dumps(_s.ru_utime + _s.ru_stime + _c.ru_utime + _c.ru_stime))"
 )
 PROBE_TIMEOUT_S = 60.0
+WALL_FACTOR = 4.0  # a notebook's wall time, even on a shared 2-core machine, against its CPU budget
 
 
 def budget_for(path: Path) -> float:
@@ -86,6 +91,12 @@ def graded_points_problem(item: pytest.Item) -> str | None:
     return None
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if _is_nbval_cell(item) and not hasattr(item.parent, "gpulab_t0"):
+        item.parent.gpulab_t0 = time.monotonic()  # the notebook's first cell: its wall clock starts
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     result = yield
@@ -105,9 +116,15 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
         if kernel is not None and kernel.is_alive() and not item.parent.timed_out:
             path = Path(str(item.parent.fspath))
             cpu, budget = kernel_cpu_seconds(kernel), budget_for(path)
-            print(f"{path.name}: {cpu:.1f} s of CPU under nbval (budget {budget:g} s)")
+            wall = time.monotonic() - getattr(item.parent, "gpulab_t0", time.monotonic())
+            print(f"{path.name}: {cpu:.1f} s of CPU, {wall:.1f} s wall under nbval (budget {budget:g} s of CPU)")
             if cpu > budget:
                 over = f"{path.name} used {cpu:.1f} s of CPU in simulator mode (budget {budget:g} s)"
+            elif wall > WALL_FACTOR * budget:
+                over = (
+                    f"{path.name} took {wall:.0f} s of wall time for {cpu:.1f} s of CPU (at most {WALL_FACTOR:g} x its "
+                    f"{budget:g} s budget): a cell waited rather than computed"
+                )
     result = yield
     if over:
         pytest.fail(over, pytrace=False)

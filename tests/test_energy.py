@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -64,9 +66,10 @@ def test_rapl_power_samples_difference_the_counter(tmp_path, monkeypatch):
     def work():
         time.sleep(0.02)
         state["uj"] += 1_000_000
-        (z / "energy_uj").write_text(f"{state['uj']}\n")
+        (z / "next").write_text(f"{state['uj']}\n")
+        (z / "next").replace(z / "energy_uj")  # at once, as sysfs: the sampler never reads a half-written file
 
-    _, r = energy.measure(work, min_seconds=0.6)
+    _, r = energy.measure(work, min_seconds=1.0)
     assert r.measured and r.sampled.startswith("CPU package power") and len(r.samples) >= 5
     t, w = np.array(r.samples).T
     assert np.all(np.diff(t) > 0) and 0 <= t[0] and t[-1] <= r.seconds
@@ -83,7 +86,7 @@ def test_measure_uses_rapl_when_readable(tmp_path, monkeypatch):
 
 
 def test_without_counters_the_reading_is_a_labelled_estimate(monkeypatch):
-    monkeypatch.setattr(energy, "POWERCAP", energy.Path("/nonexistent-powercap"))
+    monkeypatch.setattr(energy, "POWERCAP", Path("/nonexistent-powercap"))
     monkeypatch.setattr(energy, "rapl_status", lambda root=None: (False, "none"))
     out, r = energy.measure(lambda: np.ones(10).sum(), min_seconds=0.05, watts_if_estimated=20.0)
     assert out == 10 and not r.measured and r.calls >= 1 and r.seconds >= 0.05
@@ -196,7 +199,7 @@ def test_nvml_counter_with_power_samples(monkeypatch, instant):
     _, r = energy.measure(work, min_seconds=0.1)
     assert r.measured and r.method == "NVML total-energy counter" and r.joules == pytest.approx(r.calls)
     assert len(r.samples) >= 2 and {w for _, w in r.samples} == {420.0 if instant else 300.0}
-    assert r.sampled.startswith("instantaneous" if instant else "board power (NVML; averaged over 1 s")
+    assert r.sampled.startswith("instantaneous" if instant else "GPU power (NVML; averaged over 1 s")
 
 
 def test_nvml_without_power_samples_falls_back_to_a_labelled_estimate(monkeypatch):
@@ -226,3 +229,19 @@ def test_gpu_estimate_matches_whole_model_names(monkeypatch):
     monkeypatch.setattr(energy, "device_name", lambda: "NVIDIA L40S")  # not an L4: not in the table
     with pytest.raises(UsageError, match="not in gpulab.hardware.GPUS"):
         energy._gpu_watts()
+
+
+def test_failing_work_stops_the_meters_sampling_thread(tmp_path, monkeypatch):
+    import threading
+
+    _zone(tmp_path, "intel-rapl:0", 0)
+    monkeypatch.setattr(energy, "POWERCAP", tmp_path)
+    monkeypatch.setattr(energy, "rapl_status", lambda root=tmp_path: (True, "fake"))
+    before = threading.active_count()
+
+    def broken():
+        raise ZeroDivisionError("the learner's kernel failed")
+
+    with pytest.raises(ZeroDivisionError, match="kernel failed"):
+        energy.measure(broken, min_seconds=0.5)
+    assert threading.active_count() == before  # no sampler left polling the counters

@@ -4,6 +4,7 @@ solution that loses points both fail, each with a message that says so; a notebo
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +30,7 @@ def _graded(points: float) -> dict:
     return {"nbgrader": {"grade": True, "solution": False, "grade_id": "demo-check", "points": points}}
 
 
-def _nbval(*paths: Path, budget: str = "30") -> subprocess.CompletedProcess:
+def _nbval(*paths: Path, budget: str = "30") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "GPULAB_NOTEBOOK_BUDGET_S": budget, "PYTHONDONTWRITEBYTECODE": "1"}
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "tests.nbval_checks", "-p", "no:cacheprovider", "--nbval-lax",
@@ -50,11 +51,20 @@ def test_budget_and_full_marks(tmp_path):
     assert "the reference solution scored 1.5 of 2 points in demo-check" in out
     assert "graded cell demo-check showed no value (it must end in its score, 2)" in out
     assert "2 failed, 3 passed" in out, out
-    assert "good.ipynb: " in out and " s of CPU under nbval (budget 30 s)" in out
+    assert "good.ipynb: " in out and " s wall under nbval (budget 30 s of CPU)" in out
+    baseline = float(re.search(r"good\.ipynb: ([\d.]+) s of CPU", out).group(1))  # a kernel's start-up
 
-    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5:\n    pass"
+    # a budget above the start-up but below start-up + 1.5 s: the notebook that spins fails, the idle one passes
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.5:\n    pass"
     spin = _notebook(tmp_path / "spin.ipynb", (burn, {}))
-    proc = _nbval(spin, budget="0.2")
+    idle = _notebook(tmp_path / "idle.ipynb", ("x = 1", {}))
+    proc = _nbval(spin, idle, budget=f"{baseline + 0.75:.2f}")
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 1 and "1 passed, 1 error" in out, out
-    assert "ERROR at teardown of" in out and "spin.ipynb used" in out and "(budget 0.2 s)" in out, out
+    assert proc.returncode == 1 and "2 passed, 1 error" in out, out
+    assert "ERROR at teardown of" in out and "spin.ipynb used" in out and "idle.ipynb used" not in out, out
+
+    # a cell that waits burns no CPU: the wall-time bound (4 x the budget) catches it
+    wait = _notebook(tmp_path / "wait.ipynb", ("import time\ntime.sleep(6)", {}))
+    proc = _nbval(wait, budget="1")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "wait.ipynb took" in out and "a cell waited rather than computed" in out, out

@@ -24,7 +24,7 @@ from ..exercises import Budget, Problem
 from ..kernels._launch import ceil_div
 from ..problems import grid_2d, lab12
 from ..transformer import flash
-from ..transformer.attention import attention_reference, causal_mask, default_scale
+from ..transformer.attention import SCORES_BLOCK, attention_reference, causal_mask, default_scale
 from . import answers_12 as _a
 from .exercise import Exercise
 
@@ -39,7 +39,7 @@ __all__ = [
     "softmax_inputs",
 ]
 
-BLOCK = (16, 8)  # (x, y) threads per block of the scores kernel: x along the keys
+BLOCK = SCORES_BLOCK  # (16, 8): (x, y) threads per block of the scores kernel, x along the keys; attention_naive uses it too
 SHIFT = 1.0e4  # softmax rows are shifted by up to +-SHIFT (the max must be subtracted)
 
 
