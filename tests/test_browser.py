@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -62,9 +63,10 @@ def _lesson_notebooks() -> list[Path]:
 
 
 def _check_cells(path: Path) -> int:
-    """The exercise checks of a learner version: each shows one "not implemented yet" verdict."""
-    cells = nbformat.read(path, as_version=4).cells
-    return sum(1 for c in cells if c.cell_type == "code" and "lessons.check(" in c.source)
+    """The exercise checks of a learner version (``result = lessons.check(...)`` or ``check_function``; a
+    ``verdict = lessons.check(...)`` demonstrates a broken kernel): each shows one "not implemented yet"."""
+    check = re.compile(r"^result = lessons\.check(_function)?\(", re.M)
+    return sum(1 for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code" and check.search(c.source))
 
 
 def skip_reason() -> str | None:
