@@ -4,7 +4,7 @@ hidden tests are out of the release and back at grading.
 
 Runs lab01 with three students: a solution (full marks), a blank release (zero) and a partial answer
 (exercise 1 right, the stencil right in the simulator but refused by NVVM, which the check scores
-half); lab01 also has hidden tests. Each submission runs twice (nbgrader, then `labs grade`), about
+half); lab01 also has hidden tests. Each submission runs twice (nbgrader, then `labs grade`),
 a few seconds of CPU each (53 s in all, alone, 2026-12-01); every lab's solution earns full marks
 under nbval (tests/nbval_checks.py) and every student version runs in tests/test_labs.py."""
 
