@@ -2,9 +2,10 @@
 (tests/nbrun.py's SlicedClient; ``gpulab.grading.sliced``, which nbexec and the nbgrader configuration use):
 
 - every explorer widget of the lessons displays and updates without stalling the client (widgets displayed
-  inside ``interactive`` once stalled headless runners until their timeout). Under plain nbclient 4 of the 6
-  explorer cells return only when the cell timeout runs out (measured 2026-12-01: 30.0 s each with a 30 s
-  timeout; jupyter/nbclient#312), which is why the course's runners poll;
+  inside ``interactive`` once stalled headless runners until their timeout). Plain nbclient now and then
+  returns a cell only when its timeout runs out (jupyter/nbclient#312): on 2026-12-01, on a loaded machine,
+  4 of these 6 explorer cells took exactly their 30 s timeout; a second run on a quiet machine, none. That is
+  why the course's runners poll;
 - SlicedClient still stops a cell at its timeout and records outputs.
 
 The lessons themselves run under nbval (`make test`), in JupyterLab (tests/test_browser.py) and, where that
