@@ -213,4 +213,6 @@ def test_closing_the_result_channel_and_sleeping_is_stopped(tmp_path, guarded):
 def test_closing_the_result_channel_then_flooding_output_is_stopped_at_the_output_limit(tmp_path, guarded):
     """... and floods its output: still held to the output limit, not only to the cell's time."""
     g, msg = _close_channel_then(tmp_path, 'while True:\n    os.write(1, b"x" * 65536)\n', cell_timeout=120)
-    assert "result channel" in msg and "output limit" in msg, g.rows
+    # Which the grader sees first, the closed channel or the flood, depends on the schedule (under load, the
+    # flood: "printed more than 500,000 bytes (the output limit) and was skipped"); either way it is the limit.
+    assert "output limit" in msg, g.rows
