@@ -101,6 +101,10 @@ class _Sampler:
         self.t0 = t0
         self._thread.start()
 
+    def no_samples(self, kept: int, seconds: float) -> str:
+        """What a meter's ``sampled`` says when it kept fewer than two samples, and why."""
+        return f"no power samples ({self.error or f'{kept} in {seconds:.3g} s'})"
+
     def stop(self) -> tuple[tuple[float, float], ...]:
         self._stop.set()
         self._thread.join()
@@ -142,7 +146,7 @@ class _Rapl:
         samples = tuple((t, w) for t, w in self.sampler.stop() if np.isfinite(w))
         e1, t1 = self._read(), time.perf_counter()
         if len(samples) < 2:  # a window shorter than two sampling intervals, or a counter that stopped answering
-            self.sampled = f"no power samples ({self.sampler.error or f'{len(samples)} in {t1 - self.t0:.3g} s'})"
+            self.sampled = self.sampler.no_samples(len(samples), t1 - self.t0)
         return self._joules(self.e0, e1), t1 - self.t0, samples
 
 
@@ -228,7 +232,7 @@ class _Nvml:
         try:
             self.samples, self.error = self.sampler.stop(), self.sampler.error
             if len(self.samples) < 2:  # say why there is no power trace, next to whatever gave the joules
-                self.sampled = f"no power samples ({self.error or f'{len(self.samples)} in {t1 - self.t0:.3g} s'})"
+                self.sampled = self.sampler.no_samples(len(self.samples), t1 - self.t0)
             if self.method.endswith("counter"):
                 return (self.nv.nvmlDeviceGetTotalEnergyConsumption(self.handle) - self.e0) / 1e3, t1 - self.t0
             if len(self.samples) < 2:
