@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..source import py_func
-from .blocks import run_block
+from .blocks import THREAD_DONE, run_block
 
 __all__ = [
     "Access",
@@ -318,20 +318,26 @@ def harden() -> None:
         try:
             orig_run(th)
         finally:
-            if _ACTIVE:
-                b, t = th.blockIdx, th.threadIdx
-                key = ((b.x, b.y, b.z), (t.x, t.y, t.z))
-                for ins in list(_ACTIVE):
-                    ins.barriers[key] = getattr(th, "_gpulab_epoch", 0)
+            _thread_done(th)
             block = getattr(th._manager, "_gpulab_block", None)
             if block is not None:
                 block.finished(th)
 
+    THREAD_DONE.append(_thread_done)  # threads run in turn (blocks.py) finish inside one BlockThread
     sim_kernel.BlockManager.run = run_block  # type: ignore[method-assign]
     thread_cls.syncthreads = syncthreads  # type: ignore[method-assign]
     thread_cls.run = run  # type: ignore[method-assign]
     array._gpulab_locked = True  # type: ignore[attr-defined]
     cls.array = array  # type: ignore[method-assign]
+
+
+def _thread_done(th: Any) -> None:
+    """Active instruments note how many barriers the simulated CUDA thread ``th`` passed."""
+    if _ACTIVE:
+        b, t = th.blockIdx, th.threadIdx
+        key = ((b.x, b.y, b.z), (t.x, t.y, t.z))
+        for ins in list(_ACTIVE):
+            ins.barriers[key] = getattr(th, "_gpulab_epoch", 0)
 
 
 def stop_threads(exc_type: type[BaseException]) -> list[str]:

@@ -8,6 +8,11 @@ thread sleeps until the block is done. Same semantics as numba-cuda: a barrier o
 still running has reached it (threads that returned early do not hold it back), and an exception in
 one thread aborts the others at their next barrier. Measured on the exercise, trace and capstone tests
 (134 tests, 2 cores): 64.5 s of CPU before, 51.9 s after.
+
+A block whose threads cannot wait for each other (:mod:`gpulab.simulator.independent`) runs its CUDA
+threads one after another in a single ``BlockThread`` (its ``threadIdx`` set before each), in the
+order ``np.ndindex`` gives: one of the schedules a GPU may pick, the same every run. It stops at the
+first thread that raises, as a block of Python threads reports its first failure.
 """
 
 from __future__ import annotations
@@ -17,14 +22,21 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Block", "run_block"]
+from .independent import independent_threads
+
+__all__ = ["Block", "run_block", "THREAD_DONE"]
+
+# Called with each simulated CUDA thread (the BlockThread, its threadIdx set) when it has finished; set by
+# gpulab.simulator.harden (the instruments' per-thread barrier counts).
+THREAD_DONE: list[Any] = []
 
 
 class Block:
     """One block's barrier, its threads and the count of those still running."""
 
-    def __init__(self, threads: list) -> None:
+    def __init__(self, threads: list, serial: bool = False) -> None:
         self.threads = threads
+        self.serial = serial
         self.cv = threading.Condition()
         self.alive = len(threads)
         self.blocked = 0
@@ -42,6 +54,12 @@ class Block:
         self._open()
 
     def wait(self, th: Any) -> None:
+        if self.serial:  # gpulab.simulator.independent missed a barrier: never pass it alone
+            raise RuntimeError(
+                "gpulab ran this block's threads one after another because no cuda.syncthreads() could be found "
+                "in the kernel's code, but one was called (reached in a way gpulab cannot read, e.g. through "
+                "getattr). Call cuda.syncthreads() directly in the kernel or a device function it calls."
+            )
         if th.abort or self.failed is not None:
             raise RuntimeError("abort flag set on syncthreads call")
         with self.cv:
@@ -80,14 +98,33 @@ def run_block(manager: Any, grid_point: Any, *args: Any) -> None:
     bookkeeping) does not keep the launcher waiting either: numba-cuda's loop checked ``is_alive``.
     """
     from numba.cuda.simulator.kernel import BlockThread
+    from numba.cuda.simulator.kernelapi import Dim3
 
-    def target() -> None:
-        manager._f(*args)
+    f = manager._f
+    serial = independent_threads(f)
+    if serial:
+        points = list(np.ndindex(*manager._block_dim))
+        bx, by = manager._block_dim[0], manager._block_dim[1]
 
-    threads = [
-        BlockThread(target, manager, grid_point, point, manager._debug) for point in np.ndindex(*manager._block_dim)
-    ]
-    block = manager._gpulab_block = Block(threads)
+        def run_in_turn() -> None:
+            th = threading.current_thread()
+            for p in points:
+                th.threadIdx = Dim3(*p)  # type: ignore[attr-defined]  # what cuda.threadIdx reads
+                th.thread_id = p[0] + bx * (p[1] + by * p[2])  # type: ignore[attr-defined]
+                f(*args)
+                for done in THREAD_DONE:
+                    done(th)
+
+        threads = [BlockThread(run_in_turn, manager, grid_point, points[0], manager._debug)]
+    else:
+
+        def target() -> None:
+            f(*args)
+
+        threads = [
+            BlockThread(target, manager, grid_point, point, manager._debug) for point in np.ndindex(*manager._block_dim)
+        ]
+    block = manager._gpulab_block = Block(threads, serial=serial)
     try:
         for t in threads:
             t.start()
