@@ -1,6 +1,6 @@
 """Everything that patches or instruments Numba's CUDA simulator, in one place.
 
-The simulator runs each CUDA thread of a block as a Python thread. gpulab changes it in these ways,
+Numba's simulator runs each CUDA thread of a block as a Python thread. gpulab changes it in these ways,
 installed once by :func:`harden` (called at import in simulator mode, and by :func:`simulated` when
 :mod:`gpulab.trace` runs a kernel in the simulator in gpu mode):
 
@@ -12,7 +12,10 @@ installed once by :func:`harden` (called at import in simulator mode, and by :fu
 4. array indexing inside kernels takes one Python call instead of three (:func:`fast_arrays`), which
    halves the simulator's cost per loop iteration (same results, same exceptions).
 5. a block's threads wait at ``cuda.syncthreads()`` on a condition instead of numba-cuda's busy
-   polling loop (:mod:`gpulab.simulator.blocks`; same semantics).
+   polling loop (:mod:`gpulab.simulator.blocks`; same semantics);
+6. a block whose threads cannot wait for one another (no barrier, warp vote or shuffle, or grid sync in
+   any code the kernel reaches: :mod:`gpulab.simulator.independent`) runs its CUDA threads one after
+   another in one Python thread, a schedule a GPU may also pick, at about 1/20 of the CPU.
 
 Nothing is recorded unless an :class:`Instruments` is active (``with instrument(...) as ins:``): it
 collects shared-memory sizes per block, every access to shared arrays, and each thread's final
