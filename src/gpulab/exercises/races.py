@@ -28,7 +28,8 @@ from .run import Hang, Launch, Runner, run_with_deadline
 __all__ = ["SCHEDULES", "race_stage", "race_verdict"]
 
 # Thread schedules for re-runs in the simulator: how often Python may switch between CUDA threads
-# (gpulab runs at 1 ms; 10 us interleaves the threads of a block much more finely).
+# (gpulab runs at 1 ms; 10 us interleaves the threads of a block much more finely); blocks whose
+# threads run in turn (gpulab.simulator.blocks) take them in reverse order in those re-runs.
 SCHEDULES = (1e-5,)
 SCHEDULE_HINT = (
     "the result changes from run to run (a race): a thread reads shared memory before the others "

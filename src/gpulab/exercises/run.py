@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import runtime, simulator
+from ..simulator.blocks import reversed_order
 from ..kernels._launch import ceil_div
 from .compare import fills, unwritten
 from .problem import Case, Dim, Problem
@@ -209,8 +210,10 @@ class Runner:
         old = sys.getswitchinterval()
         try:
             if interval is not None and runtime.is_simulator():
-                sys.setswitchinterval(interval)
-            if runtime.is_simulator():
+                sys.setswitchinterval(interval)  # Python threads (blocks Numba runs) switch more often
+                with reversed_order():  # blocks run in turn take their threads last to first
+                    run_with_deadline(go, p.timeout)
+            elif runtime.is_simulator():
                 run_with_deadline(go, p.timeout)
             else:
 

@@ -9,26 +9,42 @@ still running has reached it (threads that returned early do not hold it back), 
 one thread aborts the others at their next barrier. Measured on the exercise, trace and capstone tests
 (134 tests, 2 cores): 64.5 s of CPU before, 51.9 s after.
 
-A block whose threads cannot wait for each other (:mod:`gpulab.simulator.independent`) runs its CUDA
-threads one after another in a single ``BlockThread`` (its ``threadIdx`` set before each), in the
-order ``np.ndindex`` gives: one of the schedules a GPU may pick, the same every run. It stops at the
-first thread that raises, as a block of Python threads reports its first failure.
+Most blocks do not need a Python thread per CUDA thread (:mod:`gpulab.simulator.in_turn` reads the
+kernel to decide): their CUDA threads run in turn in a single ``BlockThread`` (its ``threadIdx`` set
+before each), in the order ``np.ndindex`` gives, or the reverse of it inside :func:`reversed_order`
+(the exercise harness's re-run "with another thread schedule"). A kernel with ``cuda.syncthreads()``
+statements advances every thread to its next barrier before any goes past it. Both are schedules a
+GPU may pick, the same every run; each thread's barrier count is kept for the instruments. The block
+stops at the first thread that raises, as a block of Python threads reports its first failure.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from .independent import independent_threads
+from .in_turn import plan
 
-__all__ = ["Block", "run_block", "THREAD_DONE"]
+__all__ = ["Block", "in_turn", "run_block", "reversed_order", "THREAD_DONE"]
 
 # Called with each simulated CUDA thread (the BlockThread, its threadIdx set) when it has finished; set by
 # gpulab.simulator.harden (the instruments' per-thread barrier counts).
 THREAD_DONE: list[Any] = []
+_REVERSED: list[bool] = []
+
+
+@contextlib.contextmanager
+def reversed_order() -> Iterator[None]:
+    """Blocks run in turn take their threads last to first while inside (another schedule, the same every run)."""
+    _REVERSED.append(True)
+    try:
+        yield
+    finally:
+        _REVERSED.pop()
 
 
 class Block:
@@ -54,11 +70,11 @@ class Block:
         self._open()
 
     def wait(self, th: Any) -> None:
-        if self.serial:  # gpulab.simulator.independent missed a barrier: never pass it alone
+        if self.serial:  # gpulab.simulator.in_turn missed a barrier: never pass it alone
             raise RuntimeError(
-                "gpulab ran this block's threads one after another because no cuda.syncthreads() could be found "
-                "in the kernel's code, but one was called (reached in a way gpulab cannot read, e.g. through "
-                "getattr). Call cuda.syncthreads() directly in the kernel or a device function it calls."
+                "gpulab ran this block's threads in turn, with the barriers it read in the kernel's code, but a "
+                "cuda.syncthreads() it could not read was called (reached through getattr or the like). Write "
+                "cuda.syncthreads() as a statement in the kernel or a device function it calls."
             )
         if th.abort or self.failed is not None:
             raise RuntimeError("abort flag set on syncthreads call")
@@ -89,6 +105,48 @@ class Block:
             self._stop_all()
 
 
+def in_turn(fn: Any, generator: bool, points: list, block_dim: tuple, args: tuple) -> Any:
+    """A function that runs every CUDA thread of a block in turn in the thread that calls it (module docstring),
+    whose ``blockIdx`` is set; the one BlockThread of a block here, the caller in :mod:`gpulab.kernels.cooperative`."""
+    from numba.cuda.simulator.kernelapi import Dim3
+
+    bx, by = block_dim[0], block_dim[1]
+    dims = {p: Dim3(*p) for p in points}
+
+    def enter(th: Any, p: tuple, epoch: int) -> None:
+        th.threadIdx = dims[p]  # what cuda.threadIdx reads
+        th.thread_id = p[0] + bx * (p[1] + by * p[2])  # what cuda.laneid reads
+        th._gpulab_epoch = epoch  # barriers passed, for the instruments' access records
+
+    def one_after_another() -> None:
+        th = threading.current_thread()
+        for p in points:
+            enter(th, p, 0)
+            fn(*args)
+            for done in THREAD_DONE:
+                done(th)
+
+    def barrier_by_barrier() -> None:
+        th = threading.current_thread()
+        alive = [(p, fn(*args)) for p in points]  # generators: nothing runs before the first next()
+        epochs = dict.fromkeys(points, 0)
+        while alive:  # one round: every live thread up to its next barrier, or its end
+            waiting = []
+            for p, gen in alive:
+                enter(th, p, epochs[p])
+                try:
+                    next(gen)
+                except StopIteration:
+                    for done in THREAD_DONE:
+                        done(th)
+                    continue
+                epochs[p] += 1
+                waiting.append((p, gen))
+            alive = waiting
+
+    return barrier_by_barrier if generator else one_after_another
+
+
 def run_block(manager: Any, grid_point: Any, *args: Any) -> None:
     """``BlockManager.run`` with :class:`Block` (see there); the threads are numba-cuda's own.
 
@@ -98,25 +156,10 @@ def run_block(manager: Any, grid_point: Any, *args: Any) -> None:
     bookkeeping) does not keep the launcher waiting either: numba-cuda's loop checked ``is_alive``.
     """
     from numba.cuda.simulator.kernel import BlockThread
-    from numba.cuda.simulator.kernelapi import Dim3
 
     f = manager._f
-    serial = independent_threads(f)
-    if serial:
-        points = list(np.ndindex(*manager._block_dim))
-        bx, by = manager._block_dim[0], manager._block_dim[1]
-
-        def run_in_turn() -> None:
-            th = threading.current_thread()
-            for p in points:
-                th.threadIdx = Dim3(*p)  # type: ignore[attr-defined]  # what cuda.threadIdx reads
-                th.thread_id = p[0] + bx * (p[1] + by * p[2])  # type: ignore[attr-defined]
-                f(*args)
-                for done in THREAD_DONE:
-                    done(th)
-
-        threads = [BlockThread(run_in_turn, manager, grid_point, points[0], manager._debug)]
-    else:
+    how = plan(f)
+    if how is None:
 
         def target() -> None:
             f(*args)
@@ -124,7 +167,13 @@ def run_block(manager: Any, grid_point: Any, *args: Any) -> None:
         threads = [
             BlockThread(target, manager, grid_point, point, manager._debug) for point in np.ndindex(*manager._block_dim)
         ]
-    block = manager._gpulab_block = Block(threads, serial=serial)
+    else:
+        points = list(np.ndindex(*manager._block_dim))
+        if _REVERSED:
+            points.reverse()
+        run = in_turn(how[0], how[1], points, manager._block_dim, args)
+        threads = [BlockThread(run, manager, grid_point, points[0], manager._debug)]
+    block = manager._gpulab_block = Block(threads, serial=how is not None)
     try:
         for t in threads:
             t.start()

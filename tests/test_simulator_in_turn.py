@@ -1,5 +1,6 @@
-"""Blocks whose threads cannot wait for one another run their CUDA threads in turn, in one Python thread
-(gpulab.simulator.independent decides, gpulab.simulator.blocks runs them)."""
+"""Blocks run their CUDA threads in turn, in one Python thread: one after another when they cannot wait for
+each other, barrier by barrier with cuda.syncthreads() statements (gpulab.simulator.in_turn reads the kernel,
+gpulab.simulator.blocks runs it)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import types
 
 import numpy as np
 import pytest
-from numba import cuda
+from numba import cuda, float32
 
 from gpulab import simulator
-from gpulab.simulator import blocks, independent
-from gpulab.simulator.independent import independent_threads
+from gpulab.simulator import blocks, in_turn
+from gpulab.simulator.in_turn import independent_threads, plan
 from gpulab.source import py_func
 
 
@@ -175,7 +176,7 @@ def test_a_barrier_that_could_not_be_read_stops_with_a_clear_error():
     exec('def sneaky(out):\n    getattr(cuda, "sync" + "threads")()\n    out[0] = 1\n', g)  # noqa: S102
     assert independent_threads(g["sneaky"])  # the one case the reading cannot see
     kernel = cuda.jit(g["sneaky"])
-    with pytest.raises(RuntimeError, match="one after another.*cuda.syncthreads\\(\\) directly"):
+    with pytest.raises(RuntimeError, match="in turn, with the barriers it read.*as a statement"):
         kernel[1, 4](np.zeros(4, np.int32))
 
 
@@ -213,7 +214,7 @@ def test_threads_in_turn_cost_a_fraction_of_a_python_thread_each():
         if i < y.size:
             y[i] = max(x[i], 0.0)
         if y.size < 0:
-            cuda.syncthreads()
+            _sync()  # a barrier in a device function: Numba's threads
 
     x = np.random.default_rng(0).standard_normal(1024).astype(np.float32)
     y = np.empty_like(x)
@@ -226,7 +227,110 @@ def test_threads_in_turn_cost_a_fraction_of_a_python_thread_each():
             best = min(best, time.process_time() - t0)
         return best
 
-    in_turn, threaded = cpu(relu), cpu(relu_threaded)
+    turn, threaded = cpu(relu), cpu(relu_threaded)
     np.testing.assert_array_equal(y, np.maximum(x, 0))
-    assert in_turn * 4 < threaded, (in_turn, threaded)
-    assert blocks.THREAD_DONE and independent.WAITS  # installed by harden(), read by the tests above
+    assert turn * 4 < threaded, (turn, threaded)
+    assert blocks.THREAD_DONE and in_turn.WAITS  # installed by harden(); the names it looks for
+
+
+TPB = 8
+
+
+@cuda.jit
+def _tiled_sum(x, out):  # two barriers per step, a barrier count that differs by nothing between threads
+    buf = cuda.shared.array(8, float32)
+    t = cuda.threadIdx.x
+    acc = float32(0.0)
+    for step in range(3):
+        buf[t] = x[cuda.blockIdx.x * 24 + step * 8 + t]
+        cuda.syncthreads()
+        acc += buf[(t + 1) % 8]
+        cuda.syncthreads()
+    out[cuda.grid(1)] = acc
+
+
+@cuda.jit(device=True)
+def _sync():
+    cuda.syncthreads()
+
+
+@cuda.jit
+def _tiled_sum_threads(x, out):  # the same, its barriers in a device function: Numba's threads
+    buf = cuda.shared.array(8, float32)
+    t = cuda.threadIdx.x
+    acc = float32(0.0)
+    for step in range(3):
+        buf[t] = x[cuda.blockIdx.x * 24 + step * 8 + t]
+        _sync()
+        acc += buf[(t + 1) % 8]
+        _sync()
+    out[cuda.grid(1)] = acc
+
+
+def test_barrier_statements_run_barrier_by_barrier_with_the_same_results_and_counts():
+    gen, is_gen = plan(_fn(_tiled_sum))
+    assert is_gen and gen is not _fn(_tiled_sum)
+    assert plan(_fn(_tiled_sum_threads)) is None
+    x = np.random.default_rng(1).standard_normal(48).astype(np.float32)
+    a, b = np.zeros(16, np.float32), np.zeros(16, np.float32)
+    with simulator.instrument(watch_shared=True) as ins:
+        _tiled_sum[2, 8](x, a)
+    with simulator.instrument(watch_shared=True) as ins_threads:
+        _tiled_sum_threads[2, 8](x, b)
+    np.testing.assert_array_equal(a, b)
+    want = x.reshape(2, 3, 8)[:, :, [1, 2, 3, 4, 5, 6, 7, 0]].sum(axis=1, dtype=np.float32).ravel()
+    np.testing.assert_allclose(a, want, rtol=1e-6)
+    assert ins.barriers == ins_threads.barriers and set(ins.barriers.values()) == {6}
+    assert ins.unequal_barriers() is None
+    # Each access carries the epoch it was made in: the same records, whatever the order they came in.
+    def accesses(instruments):
+        ((_, log, _),) = instruments.shared_logs.values()
+        return sorted((a.kind, a.block, a.thread, a.index, a.epoch) for a in log)
+
+    assert accesses(ins) == accesses(ins_threads) and len(accesses(ins)) == 2 * 16 * 3
+
+
+def test_a_barrier_inside_a_branch_is_still_counted():
+    @cuda.jit
+    def branchy(out):
+        t = cuda.threadIdx.x
+        if t < 4:
+            cuda.syncthreads()
+        out[t] = t
+
+    with simulator.instrument() as ins:
+        branchy[1, 8](np.zeros(8, np.int32))
+    assert ins.unequal_barriers() is not None
+
+
+def test_reversed_order_is_another_schedule():
+    @cuda.jit
+    def last_writer_wins(out):  # a write race: which thread wins depends on the schedule
+        out[0] = cuda.threadIdx.x
+
+    out = np.zeros(1, np.int32)
+    last_writer_wins[1, 8](out)
+    assert out[0] == 7
+    with blocks.reversed_order():
+        last_writer_wins[1, 8](out)
+    assert out[0] == 0
+
+
+def test_a_kernel_whose_file_changed_keeps_numbas_threads(tmp_path, monkeypatch):
+    import importlib
+    import linecache
+
+    src = (
+        "from numba import cuda, float32\n\n@cuda.jit\ndef rev(x, out):\n"
+        "    buf = cuda.shared.array(4, float32)\n    buf[cuda.threadIdx.x] = x[cuda.threadIdx.x]\n"
+        "    cuda.syncthreads()\n    out[cuda.threadIdx.x] = buf[3 - cuda.threadIdx.x]\n"
+    )
+    (tmp_path / "learner_rev.py").write_text(src)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = importlib.import_module("learner_rev")
+    (tmp_path / "learner_rev.py").write_text(src.replace("3 - cuda", "cuda"))  # edited, not re-imported
+    linecache.checkcache()
+    assert plan(_fn(mod.rev)) is None
+    out = np.zeros(4, np.float32)
+    mod.rev[1, 4](np.arange(4, dtype=np.float32), out)
+    assert out.tolist() == [3, 2, 1, 0]  # the code that was defined, not the file as it is now
