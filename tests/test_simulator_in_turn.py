@@ -282,6 +282,7 @@ def test_barrier_statements_run_barrier_by_barrier_with_the_same_results_and_cou
     np.testing.assert_allclose(a, want, rtol=1e-6)
     assert ins.barriers == ins_threads.barriers and set(ins.barriers.values()) == {6}
     assert ins.unequal_barriers() is None
+
     # Each access carries the epoch it was made in: the same records, whatever the order they came in.
     def accesses(instruments):
         ((_, log, _),) = instruments.shared_logs.values()

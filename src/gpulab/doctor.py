@@ -146,7 +146,7 @@ def report() -> tuple[list[str], bool]:
             "simulator can: run every kernel (threads, blocks, shared memory, syncthreads, atomics) on the CPU,",
             "  check results, and catch out-of-bounds indexing with a message naming the thread",
             "simulator cannot: give meaningful timings (each CUDA thread costs microseconds of Python,",
-            "  more with cuda.syncthreads(); millions of times a GPU's rate: lesson 00 measures it), run CuPy,",
+            "  10^5-10^6 times a GPU's time per thread: lesson 00 measures it), run CuPy,",
             "  or use tensor cores; lessons shrink their sizes and show recorded GPU results instead",
         ]
     return lines, ok

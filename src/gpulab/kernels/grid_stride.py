@@ -2,9 +2,10 @@
 
 A grid-stride kernel loops ``for i in range(cuda.grid(1), n, cuda.gridsize(1))``, so it is correct
 for any launch. On a GPU :func:`launch_1d` / :func:`launch_2d` start one thread per element (the loop
-runs once); in Numba's CUDA simulator, where each CUDA thread is a Python thread that costs about
-0.1 ms of CPU (0.3 ms wall) to start, they start :data:`SIM_THREADS` threads that each loop over many
-elements: about 100x cheaper per element (:func:`simulator_cost` measures both in this process).
+runs once); in Numba's CUDA simulator, where each CUDA thread costs Python set-up before any work
+(gpulab runs a block's threads in turn: about 15 us per thread of this kernel; a Python thread each, as
+Numba does, was 0.3 ms), they start :data:`SIM_THREADS` threads that each loop over many elements:
+about 10x cheaper per element (:func:`simulator_cost` measures both in this process).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ TPB = 256  # threads per block for the 1-D launches on a GPU
 BLOCK = (16, 16)  # (x, y) threads per block for the 2-D launches on a GPU
 # In the simulator: one block of this many threads (1-D) or SIM_BLOCK (2-D). Measured on 2 cores,
 # relu over 4096 floats: 1 thread 2.5 us/element, 8 threads 1.4, 32 threads 1.7; one thread per
-# element (16 blocks of 256) 285 us/element.
+# element (16 blocks of 256) 285 us/element with a Python thread each, 15.5 us run in turn (2026-12-01).
 SIM_THREADS = 8
 SIM_BLOCK = (4, 2)
 
@@ -101,7 +102,7 @@ def simulator_cost(n: int = 2048, *, per_thread: bool = True) -> dict[str, float
     ``grid_stride``: per element with this module's few-thread grid-stride launch; ``launch``: one
     launch of :data:`SIM_THREADS` threads on as many elements (thread start-up, the fixed cost);
     ``one_thread_per_element`` (when ``per_thread``): per element with one thread each in blocks
-    of 128, the launch shape a GPU wants (slow here: about n * 0.3 ms). CPU time (all threads of
+    of 128, the launch shape a GPU wants (slower here: about n * 15 us). CPU time (all threads of
     the process), the least of 3 tries, so that other programs on a busy machine distort it less.
     """
     fast_simulator_arrays()

@@ -4,9 +4,9 @@ The kernels live in :mod:`gpulab.kernels.nn_kernels` and are re-exported here (`
 Every kernel is a **grid-stride loop**: each thread starts at its global index and steps by the
 total number of threads in the grid, so a kernel is correct for *any* launch. That lets one kernel
 run at two scales: on a GPU the launchers start one thread per element (the loop runs once); in
-Numba's CUDA simulator, where every CUDA thread is a Python thread that costs about 0.3 ms just to
-create and schedule, they start a few threads (:data:`SIM_THREADS`) that each loop over many
-elements, about 100x faster per element (measured numbers in :func:`simulator_cost`).
+Numba's CUDA simulator, where every CUDA thread costs Python set-up before any work (about 15 us run
+in turn, 0.3 ms as a Python thread of its own), they start a few threads (:data:`SIM_THREADS`) that each loop over many
+elements, about 10x faster per element (measured numbers in :func:`simulator_cost`).
 
 Each launcher takes ``kernel=`` so that a learner's kernel with the same signature can stand in for
 the library's (:mod:`gpulab.capstone`). NumPy meaning of each launcher:

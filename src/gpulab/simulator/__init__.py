@@ -12,10 +12,12 @@ installed once by :func:`harden` (called at import in simulator mode, and by :fu
 4. array indexing inside kernels takes one Python call instead of three (:func:`fast_arrays`), which
    halves the simulator's cost per loop iteration (same results, same exceptions).
 5. a block's threads wait at ``cuda.syncthreads()`` on a condition instead of numba-cuda's busy
-   polling loop (:mod:`gpulab.simulator.blocks`; same semantics);
-6. a block whose threads cannot wait for one another (no barrier, warp vote or shuffle, or grid sync in
-   any code the kernel reaches: :mod:`gpulab.simulator.independent`) runs its CUDA threads one after
-   another in one Python thread, a schedule a GPU may also pick, at about 1/20 of the CPU.
+   polling loop (:mod:`gpulab.simulator.blocks`; same semantics), when they run as Python threads;
+6. most blocks run their CUDA threads in turn in one Python thread instead: one after another when they
+   cannot wait for each other, barrier by barrier when their waits are ``cuda.syncthreads()``
+   statements (:mod:`gpulab.simulator.in_turn` reads the kernel; schedules a GPU may pick, the same
+   every run, reversed in the harness's re-run). Measured on 2 cores: 6.6 us per thread of an ``add``
+   kernel and 9.4 us with a barrier, against 0.3 and 0.6 ms as Python threads.
 
 Nothing is recorded unless an :class:`Instruments` is active (``with instrument(...) as ins:``): it
 collects shared-memory sizes per block, every access to shared arrays, and each thread's final
