@@ -319,7 +319,7 @@ def test_simulator_launches_few_threads_and_are_faster_per_element():
         pytest.skip("simulator only")
     cost = nn_ops.simulator_cost(512)
     # Measured 2026-12-01 on 2 quiet cores: 1.6 us per element grid-stride, 15.5 us one thread each (in turn).
-    assert cost["grid_stride"] * 4 < cost["one_thread_per_element"], cost
+    assert cost["grid_stride"] * 3 < cost["one_thread_per_element"], cost
 
 
 def test_simulator_cost_per_element_never_vanishes_when_the_launch_measures_high(monkeypatch):

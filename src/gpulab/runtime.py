@@ -39,10 +39,10 @@ __all__ = [
 
 VALID_CHOICES = ("auto", "gpu", "simulator")
 
-# The simulator runs every CUDA thread of a block with barriers as a Python thread; threads that wait at
-# cuda.syncthreads() hand the GIL over only when the interpreter's switch interval expires.
-# Measured on a 2-core machine, 64x64 shared-memory tiled matmul (16x16 blocks):
-#   default 5 ms: 8.0 s;  1 ms: 3.8 s;  0.1 ms: 3.8 s;  0.01 ms: 5.0 s.
+# Blocks the simulator runs as Python threads, a thread per CUDA thread (those gpulab cannot run in turn:
+# gpulab.simulator.in_turn): threads that wait at cuda.syncthreads() hand the GIL over only when the
+# interpreter's switch interval expires. Measured on a 2-core machine before blocks ran in turn, 64x64
+# shared-memory tiled matmul (16x16 blocks): default 5 ms: 8.0 s;  1 ms: 3.8 s;  0.1 ms: 3.8 s;  0.01 ms: 5.0 s.
 SIM_SWITCH_INTERVAL = 0.001
 
 T = TypeVar("T")

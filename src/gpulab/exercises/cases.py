@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import runtime
+from ..simulator import in_turn
 from ..source import py_func
 from .compare import float64_reference, reduction_len, same
 from .diagnose import Judge, exception_verdict, thread_inside
@@ -172,6 +173,12 @@ def run_cases(st: State, launch: Launch, quick: bool = False) -> Failure | None:
             )
             if runtime.is_gpu():
                 hint += " On the GPU a stuck kernel cannot be stopped: restart the Jupyter kernel."
+            elif st.p.host is None and in_turn.plan(py_func(st.runner.kernel)) is not None:
+                hint += (
+                    " Or a thread waits in a loop for another thread to write something: the simulator runs a "
+                    "block's threads one after another (each up to its next cuda.syncthreads()), so such a wait "
+                    "never ends here, and on a GPU it can hang too. Wait for other threads with cuda.syncthreads()."
+                )
             return Failure(
                 "timeout",
                 k,

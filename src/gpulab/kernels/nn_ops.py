@@ -104,8 +104,8 @@ def gemm(a: Any, b: Any, *, kernel: Any = None, block: tuple[int, int] | None = 
     With ``block=(bx, by)`` the kernel is launched with one thread per element of c instead (lab 03's
     and lab 04's matmuls: ``j, i = cuda.grid(2)`` and a bounds check), in blocks of bx x by threads
     (a tiled kernel's TILE x TILE). ``cooperative`` (simulator mode only) runs those threads with
-    :func:`gpulab.kernels.cooperative.launch` instead of a Python thread each: same result for a kernel
-    without races, hundreds of times less overhead per thread (what training uses; checks do not).
+    :func:`gpulab.kernels.cooperative.launch`, in turn in the calling thread: the simulator's schedule
+    without its per-launch set-up, about half its cost per thread (what training uses; checks do not).
     """
     check_array("a", a, ndim=2, dtype=np.float32)
     check_array("b", b, ndim=2, dtype=np.float32)

@@ -29,6 +29,8 @@ import textwrap
 import types
 from typing import Any
 
+import numpy as np
+
 __all__ = ["WAITS", "independent_threads", "plan"]
 
 # A name containing one of these can make a thread wait for others (syncthreads*, syncwarp, *_sync,
@@ -36,9 +38,11 @@ __all__ = ["WAITS", "independent_threads", "plan"]
 WAITS = ("sync", "shfl", "ballot", "activemask", "lanemask", "this_grid", "match_a", "vote")
 _WAIT_NAMES = {"cg"}  # numba.cuda.cg
 # Libraries whose functions never call a CUDA barrier: not read.
-_LIBRARIES = ("numpy", "numba", "math", "cmath", "operator", "builtins", "cupy", "random", "functools")
+_LIBRARIES = ("numpy", "numba", "math", "cmath", "operator", "builtins", "cupy", "random")
+# Values a kernel can read that call nothing.
+_PLAIN = (int, float, complex, bool, str, bytes, type(None), np.ndarray, np.generic, np.dtype)
 _NAMES: dict[types.CodeType, frozenset[str]] = {}
-_GENERATORS: dict[types.CodeType, Any] = {}  # kernel code -> its generator version, or None when there is none
+_GENERATORS: dict[types.CodeType, Any] = {}  # kernel code -> its generator's code, or None when there is none
 
 
 def _library(obj: Any) -> bool:
@@ -63,26 +67,35 @@ def _names(code: types.CodeType) -> frozenset[str]:
     return found
 
 
-def _follow(obj: Any, seen: set[types.CodeType]) -> bool:
-    """True when calling ``obj`` from a kernel cannot make a thread wait (as far as can be read)."""
+def _follow(obj: Any, names: frozenset[str], seen: set[Any]) -> bool:
+    """True when ``obj``, reached from a kernel, cannot make a thread wait (as far as can be read).
+
+    Functions and device functions are read; containers and modules of the learner's are followed
+    (a module through the names the code uses); plain values and library objects call nothing.
+    Anything else (a class, ``functools.partial``, a namespace, a callable object) is not read: False.
+    """
     fn = getattr(obj, "fn", None) if type(obj).__name__ == "FakeCUDAKernel" else obj
     fn = getattr(fn, "py_func", fn)  # a real numba dispatcher (a kernel traced in gpu mode)
     if isinstance(fn, types.FunctionType):
         return _library(fn) or _function(fn, seen)
-    if isinstance(obj, (tuple, list)):
-        return all(_follow(o, seen) for o in obj if callable(o) or isinstance(o, (tuple, list)))
-    if isinstance(obj, dict):
-        return all(_follow(o, seen) for o in obj.values() if callable(o) or isinstance(o, (tuple, list)))
-    if not callable(obj) or isinstance(obj, (types.BuiltinFunctionType, types.ModuleType)):
+    if isinstance(obj, _PLAIN) or isinstance(obj, types.BuiltinFunctionType):
         return True
-    return _library(obj)  # a class or callable object of the learner's: not followed, so not independent
+    if isinstance(obj, (tuple, list, set, frozenset, dict)):
+        items = obj.values() if isinstance(obj, dict) else obj
+        return all(type(o) in _PLAIN or _follow(o, names, seen) for o in items)
+    if isinstance(obj, types.ModuleType) and not _library(obj):
+        if id(obj) in seen:
+            return True
+        seen.add(id(obj))
+        return all(_follow(getattr(obj, n), names, seen) for n in names if hasattr(obj, n))
+    return _library(obj)
 
 
 def _waits(names: frozenset[str]) -> set[str]:
     return {n for n in names if n in _WAIT_NAMES or any(w in n for w in WAITS)}
 
 
-def _function(fn: types.FunctionType, seen: set[types.CodeType], allowed: frozenset[str] = frozenset()) -> bool:
+def _function(fn: types.FunctionType, seen: set[Any], allowed: frozenset[str] = frozenset()) -> bool:
     """True when ``fn`` (and all it reaches) names nothing that can wait, apart from ``allowed`` in ``fn`` itself."""
     code = fn.__code__
     if code in seen:
@@ -97,9 +110,9 @@ def _function(fn: types.FunctionType, seen: set[types.CodeType], allowed: frozen
             found.append(cell.cell_contents)
         except ValueError:  # an empty cell
             continue
-    for mod in [o for o in found if isinstance(o, types.ModuleType) and not _library(o)]:
-        found.extend(getattr(mod, n) for n in names if hasattr(mod, n))
-    return all(_follow(o, seen) for o in found)
+    found.extend(fn.__defaults__ or ())
+    found.extend((fn.__kwdefaults__ or {}).values())
+    return all(_follow(o, names, seen) for o in found)
 
 
 def independent_threads(fn: Any) -> bool:
@@ -126,9 +139,9 @@ class _Yield(ast.NodeTransformer):
         return ast.copy_location(ast.Expr(ast.Yield(None)), node) if _is_barrier(node) else node
 
 
-def _shape(code: types.CodeType) -> list:
-    """``code``'s instructions and arguments, the same for the same source whichever way it was compiled (a
-    method call on a global compiles as LOAD_METHOD or LOAD_ATTR; jump offsets move with it)."""
+def _shape(code: types.CodeType) -> tuple[list, list]:
+    """``code``'s instructions and arguments, and its lines, the same for the same source whichever way it was
+    compiled (a method call on a global compiles as LOAD_METHOD or LOAD_ATTR; jump offsets move with it)."""
     jumps = set(dis.hasjrel) | set(dis.hasjabs)
     out: list = []
     for ins in dis.get_instructions(code):
@@ -138,52 +151,62 @@ def _shape(code: types.CodeType) -> list:
         elif ins.opcode in jumps:
             arg = None
         out.append(("LOAD_ATTR" if ins.opname == "LOAD_METHOD" else ins.opname, arg))
-    return out
+    lines: list = []
+    for _, _, line in code.co_lines():
+        if line is not None and (not lines or lines[-1] != line):
+            lines.append(line)
+    return out, lines
 
 
-def _generator(fn: types.FunctionType) -> Any:
-    """``fn`` recompiled from its source with each ``cuda.syncthreads()`` statement a ``yield``; None when
-    that cannot be done faithfully (see the module docstring)."""
+def _generator_code(fn: types.FunctionType) -> types.CodeType | None:
+    """The code of ``fn`` recompiled from its source with each ``cuda.syncthreads()`` statement a ``yield``;
+    None when that cannot be done faithfully (see the module docstring)."""
     code = fn.__code__
     if code.co_freevars or code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE):
         return None
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+        lines, first = inspect.getsourcelines(fn)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
     except (OSError, TypeError, SyntaxError, IndentationError):
         return None
-    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef) or tree.body[0].name != fn.__name__:
-        return None
+    if first != code.co_firstlineno or len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
+        return None  # the file moved under the kernel, or this is not one function
     func = tree.body[0]
     inner = [n for n in ast.walk(func) if n is not func and isinstance(n, (ast.FunctionDef, ast.Lambda, ast.ClassDef))]
     n_barriers = sum(_is_barrier(n) for n in ast.walk(func))
     n_calls = sum(isinstance(n, ast.Attribute) and n.attr == "syncthreads" for n in ast.walk(func))
     if inner or n_barriers != n_calls or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(func)):
         return None
-    func.decorator_list = []
-    ast.increment_lineno(tree, code.co_firstlineno - 1)
-    same = compile(tree, code.co_filename, "exec")  # the source as it is now: is it still this code?
-    original = next((c for c in same.co_consts if isinstance(c, types.CodeType) and c.co_name == fn.__name__), None)
+    ast.increment_lineno(tree, code.co_firstlineno - 1)  # decorators stay: compiled, never run, they set the lines
+
+    def function_code(module: types.CodeType) -> types.CodeType | None:
+        return next((c for c in module.co_consts if isinstance(c, types.CodeType) and c.co_name == code.co_name), None)
+
+    original = function_code(compile(tree, code.co_filename, "exec"))  # the source as it is now: still this code?
     if original is None or _shape(original) != _shape(code):
         return None  # the file changed since the kernel was defined
-    tree = ast.fix_missing_locations(_Yield().visit(tree))
-    space: dict[str, Any] = {}
-    exec(compile(tree, code.co_filename, "exec"), fn.__globals__, space)  # noqa: S102 - the kernel's own source
-    gen = space[fn.__name__]
-    gen.__defaults__, gen.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
-    return gen
+    return function_code(compile(ast.fix_missing_locations(_Yield().visit(tree)), code.co_filename, "exec"))
 
 
 def plan(fn: Any) -> tuple[Any, bool] | None:
     """``(function to call per CUDA thread, is it a generator)`` when a block of kernel ``fn`` can run its
-    threads in turn, else None (Numba's threads). See the module docstring."""
+    threads in turn, else None (Numba's threads). See the module docstring. Anything unexpected while
+    reading the kernel also means Numba's threads."""
     if not isinstance(fn, types.FunctionType):
         return None
-    if _function(fn, set()):
-        return fn, False
-    if _waits(_names(fn.__code__)) != {"syncthreads"} or not _function(fn, set(), frozenset({"syncthreads"})):
-        return None  # other waits, or a barrier somewhere the generator cannot reach
-    code = fn.__code__
-    if code not in _GENERATORS:
-        _GENERATORS[code] = _generator(fn)
-    gen = _GENERATORS[code]
-    return (gen, True) if gen is not None else None
+    try:
+        if _function(fn, set()):
+            return fn, False
+        if _waits(_names(fn.__code__)) != {"syncthreads"} or not _function(fn, set(), frozenset({"syncthreads"})):
+            return None  # other waits, or a barrier somewhere the generator cannot reach
+        code = fn.__code__
+        if code not in _GENERATORS:
+            _GENERATORS[code] = _generator_code(fn)
+    except Exception:  # noqa: BLE001 - a module attribute that raises, an odd source file: Numba's threads
+        return None
+    gen_code = _GENERATORS[code]
+    if gen_code is None:
+        return None
+    gen = types.FunctionType(gen_code, fn.__globals__, fn.__name__, fn.__defaults__)
+    gen.__kwdefaults__ = fn.__kwdefaults__
+    return gen, True
