@@ -12,7 +12,7 @@ import numpy as np
 from .. import energy, hardware, pricing, systolic
 from ..exercises import Problem
 from ..errors import UsageError
-from .exercise import Exercise, _returned_none, as_host
+from .exercise import Exercise, as_host, returned_none
 
 __all__ = ["EXERCISES_LIST"]
 
@@ -39,7 +39,7 @@ def _cost(fn: Callable[..., Any]) -> Callable[..., None]:
     def per_row(x: np.ndarray) -> np.ndarray:
         got = [fn(*row) for row in x]
         if any(g is None for g in got):
-            raise UsageError(_returned_none("cost_per_epoch"))
+            raise UsageError(returned_none("cost_per_epoch"))
         return np.array(got)
 
     return as_host(per_row, 1, "cost_per_epoch")

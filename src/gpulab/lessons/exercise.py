@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import UsageError
 from ..exercises import CheckResult, Problem
 
-__all__ = ["Exercise", "as_host"]
+__all__ = ["Exercise", "as_host", "returned_none"]
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,8 @@ class Exercise:
         return self.problem.check(host=self.adapt(answer), name=self.problem.name)
 
 
-def _returned_none(name: str) -> str:
+def returned_none(name: str) -> str:
+    """The verdict for a learner's function ``name`` that returned None (shared by the exercises that check one)."""
     return f"{name} returned None: it must return its result; is the `return` statement missing?"
 
 
@@ -57,7 +58,7 @@ def as_host(fn: Callable[..., Any], n_inputs: int, name: str | None = None) -> C
         outs = call[n_inputs:]
         got = fn(*ins)
         if got is None:
-            raise UsageError(_returned_none(host.__name__))
+            raise UsageError(returned_none(host.__name__))
         got = got if isinstance(got, tuple) else (got,)
         if len(got) != len(outs):
             raise UsageError(f"{host.__name__} returned {len(got)} value(s); it must return {len(outs)}.")
