@@ -115,6 +115,36 @@ def test_fused_challenge_names_a_log_sum_exp_without_the_maximum():
     assert not res.passed and "row_max + log(row_sum)" in res.hint, res
 
 
+@pytest.mark.parametrize(
+    "mistake, hint",
+    [
+        ("_flash_no_rescale", "alpha = exp(old max - new max)"),
+        ("_flash_unnormalised", "out = acc / row_sum"),
+        ("_flash_no_offset", "keys up to i + (m - n)"),
+    ],
+)
+def test_fused_challenge_names_the_lessons_attention_mistakes(mistake, hint):
+    """Lesson 12's fused exercise and this challenge share the mistakes (problems.lab12.FLASH_MISTAKES): a kernel
+    whose out makes one of them, with a right lse, gets that mistake's hint here too."""
+    wrong = getattr(L, mistake)
+
+    def kernel_with_the_mistake(q, k, v, scale, causal, out, lse):
+        out[...] = wrong(q, k, v, scale, causal)
+        lse[...] = L.flash_lse_spec(q, k, v, scale, causal)[1]
+
+    res = L.FLASH_LSE.check(host=kernel_with_the_mistake, race_check=False, budget=None, ptx=None)
+    assert not res.passed and hint in res.hint, res
+
+
+def test_the_mistakes_tile_like_the_lessons_kernel():
+    from gpulab.lessons import ex_12
+    from gpulab.transformer import flash
+
+    assert L.BK == flash.BK  # _flash_no_rescale tiles the keys by lab12.BK for both kernels
+    (fused,) = [e for e in ex_12.EXERCISES_LIST if e.name == "flash"]
+    assert dict(fused.problem.mistakes) == L.FLASH_MISTAKES
+
+
 def test_fused_budget_allows_one_read_of_q_and_one_of_k_v_per_query_block():
     budget = L.FLASH_LSE.budget
     assert budget.reads_per_element["q"] == 1

@@ -155,44 +155,6 @@ def flash_spec(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: Any, causal: 
     return attention_reference(q, k, v, causal=bool(int(causal)), scale=float(scale)).astype(q.dtype)
 
 
-def _scores64(q: np.ndarray, k: np.ndarray, scale: Any, causal: Any, offset: bool = True) -> np.ndarray:
-    n, m = q.shape[0], k.shape[0]
-    s = (q.astype(np.float64) @ k.astype(np.float64).T) * float(scale)
-    if int(causal):
-        keep = causal_mask(n, m) if offset else np.arange(m)[None, :] <= np.arange(n)[:, None]
-        s = np.where(keep, s, -np.inf)
-    return s
-
-
-def _flash_no_rescale(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
-    """The online softmax without the alpha = exp(old max - new max) correction, tile by tile."""
-    s = _scores64(q, k, scale, causal)
-    n, m = s.shape
-    run_max = np.full(n, -np.inf)
-    run_sum = np.zeros(n)
-    acc = np.zeros((n, v.shape[1]))
-    for k0 in range(0, m, flash.BK):
-        tile = s[:, k0 : k0 + flash.BK]
-        new = np.maximum(run_max, tile.max(axis=1))
-        with np.errstate(invalid="ignore"):
-            p = np.where(np.isneginf(new)[:, None], 0.0, np.exp(tile - new[:, None]))
-        run_sum += p.sum(axis=1)
-        acc += p @ v[k0 : k0 + flash.BK].astype(np.float64)
-        run_max = new
-    return (acc / run_sum[:, None]).astype(q.dtype)
-
-
-def _flash_unnormalised(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
-    s = _scores64(q, k, scale, causal)
-    return (np.exp(s - s.max(axis=1, keepdims=True)) @ v.astype(np.float64)).astype(q.dtype)
-
-
-def _flash_no_offset(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
-    s = _scores64(q, k, scale, causal, offset=False)
-    p = np.exp(s - s.max(axis=1, keepdims=True))
-    return (p / p.sum(axis=1, keepdims=True) @ v.astype(np.float64)).astype(q.dtype)
-
-
 def _kv_reads(size: Any) -> int:
     return ceil_div(size[0], flash.BQ)  # once per block of BQ query rows
 
@@ -263,12 +225,7 @@ def _exercises() -> list[Exercise]:
                 rtol=1e-4,
                 atol=1e-3,
                 out_names=["out"],  # logits of a few hundred: ~1e-3 rounding
-                mistakes={
-                    "when the running maximum grows, multiply the running sum and the accumulator by "
-                    "alpha = exp(old max - new max) before adding the tile.": _flash_no_rescale,
-                    "divide the accumulator by the running sum at the end (out = acc / row_sum).": _flash_unnormalised,
-                    "with more keys than queries (m > n), query i sees keys up to i + (m - n), not i.": _flash_no_offset,
-                },
+                mistakes=dict(lab12.FLASH_MISTAKES),
                 budget=Budget(reads_per_element={"q": 1, "k": _kv_reads, "v": _kv_reads}),
             ),
             flash.flash_attention_kernel,

@@ -9,6 +9,7 @@ and v once per block of ``BQ`` query rows) is met only by a kernel that never st
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ __all__ = [
     "COMBINE_BLOCK",
     "DMAX",
     "FLASH_LSE",
+    "FLASH_MISTAKES",
     "MASK_BLOCK",
     "SCALE_MASK",
     "SOFTMAX_BACKWARD",
@@ -53,9 +55,15 @@ def uniform_inputs(rng: np.random.Generator, shape: Any, scale: float = 1.0) -> 
     return (rng.uniform(-1.0, 1.0, size=shape) * scale).astype(np.float32)
 
 
-def _masked_scores(q: np.ndarray, k: np.ndarray, scale: float, causal: bool) -> np.ndarray:
+def _masked_scores(q: np.ndarray, k: np.ndarray, scale: float, causal: bool, offset: bool = True) -> np.ndarray:
+    """Scaled scores in float64, -inf where the causal mask hides a key (``offset=False``: the mask without the
+    m - n offset, a mistake)."""
     s = (q.astype(np.float64) @ k.astype(np.float64).T) * scale
-    return np.where(causal_mask(q.shape[0], k.shape[0]), s, -np.inf) if causal else s
+    if not causal:
+        return s
+    n, m = s.shape
+    keep = causal_mask(n, m) if offset else np.arange(m)[None, :] <= np.arange(n)[:, None]
+    return np.where(keep, s, -np.inf)
 
 
 # --- 1 · scale and mask -------------------------------------------------------------------------------
@@ -193,6 +201,47 @@ COMBINE = Problem(
 )
 
 
+# --- fused attention: the mistakes named in lesson 12's exercise and this lab's challenge --------------
+# Each returns the attention output ``out`` that the mistake produces (float64 math, q's dtype).
+
+
+def _flash_no_rescale(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
+    """The online softmax without the alpha = exp(old max - new max) correction, tile by tile (BK keys)."""
+    s = _masked_scores(q, k, float(scale), bool(int(causal)))
+    n, m = s.shape
+    run_max = np.full(n, -np.inf)
+    run_sum = np.zeros(n)
+    acc = np.zeros((n, v.shape[1]))
+    for k0 in range(0, m, BK):
+        tile = s[:, k0 : k0 + BK]
+        new = np.maximum(run_max, tile.max(axis=1))
+        with np.errstate(invalid="ignore"):
+            p = np.where(np.isneginf(new)[:, None], 0.0, np.exp(tile - new[:, None]))
+        run_sum += p.sum(axis=1)
+        acc += p @ v[k0 : k0 + BK].astype(np.float64)
+        run_max = new
+    return (acc / run_sum[:, None]).astype(q.dtype)
+
+
+def _flash_unnormalised(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
+    s = _masked_scores(q, k, float(scale), bool(int(causal)))
+    return (np.exp(s - s.max(axis=1, keepdims=True)) @ v.astype(np.float64)).astype(q.dtype)
+
+
+def _flash_no_offset(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
+    s = _masked_scores(q, k, float(scale), bool(int(causal)), offset=False)
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    return (p / p.sum(axis=1, keepdims=True) @ v.astype(np.float64)).astype(q.dtype)
+
+
+FLASH_MISTAKES: dict[str, Callable[..., np.ndarray]] = {
+    "when the running maximum grows, multiply the running sum and the accumulator by "
+    "alpha = exp(old max - new max) before adding the tile.": _flash_no_rescale,
+    "divide the accumulator by the running sum at the end (out = acc / row_sum).": _flash_unnormalised,
+    "with more keys than queries (m > n), query i sees keys up to i + (m - n), not i.": _flash_no_offset,
+}
+
+
 # --- challenge · fused attention with the row log-sum-exp ---------------------------------------------
 
 
@@ -243,8 +292,9 @@ FLASH_LSE = Problem(
     rtol=1e-4,
     atol=1e-3,
     mistakes={
-        "lse is the log of the row's sum of exp(s): row_max + log(row_sum), not log(row_sum) alone.": _lse_without_max
-    },  # a mistake spec returns the output it explains (lse)
+        **FLASH_MISTAKES,  # each returns out
+        "lse is the log of the row's sum of exp(s): row_max + log(row_sum), not log(row_sum) alone.": _lse_without_max,
+    },  # a mistake spec returns the output it explains (its shape tells which)
     budget=Budget(reads_per_element={"q": 1, "k": _kv_reads, "v": _kv_reads}),
     ptx="void(float32[:, :], float32[:, :], float32[:, :], float32, int32, float32[:, :], float32[:])",
     points=4,
