@@ -276,11 +276,11 @@ def test_lesson_mistakes_get_their_hint(name, kernel, hint):
 def test_lesson_fused_mistake_without_rescaling_is_named():
     """The reference's online softmax with alpha forced to 1 (emulated on the host, as the harness allows)."""
     problem = lessons.exercise("12", "flash").problem
-    from gpulab.lessons import ex_12
+    from gpulab.problems import lab12  # the mistakes lesson 12 and lab 12 share
 
     def no_rescale(q, k, v, scale, causal, out):  # the harness passes device arrays in gpu mode: NumPy on the host
         host = (runtime.to_host(a) for a in (q, k, v))
-        out[...] = runtime.to_device(ex_12._flash_no_rescale(*host, scale, causal))
+        out[...] = runtime.to_device(lab12._flash_no_rescale(*host, scale, causal))
 
     res = problem.check(host=no_rescale, race_check=False, budget=None)
     assert not res.passed and "alpha = exp(old max - new max)" in res.hint, res
