@@ -5,8 +5,8 @@ Every kernel is a **grid-stride loop**: each thread starts at its global index a
 total number of threads in the grid, so a kernel is correct for *any* launch. That lets one kernel
 run at two scales: on a GPU the launchers start one thread per element (the loop runs once); in
 Numba's CUDA simulator, where every CUDA thread costs Python set-up before any work (about 15 us run
-in turn, 0.3 ms as a Python thread of its own), they start a few threads (:data:`SIM_THREADS`) that each loop over many
-elements, about 10x faster per element (measured numbers in :func:`simulator_cost`).
+in turn, 0.3 ms as a Python thread of its own), they start a few threads (:data:`SIM_THREADS`) that
+each loop over many elements, about 10x faster per element (measured numbers in :func:`simulator_cost`).
 
 Each launcher takes ``kernel=`` so that a learner's kernel with the same signature can stand in for
 the library's (:mod:`gpulab.capstone`). NumPy meaning of each launcher:

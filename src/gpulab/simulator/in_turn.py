@@ -194,12 +194,13 @@ def plan(fn: Any) -> tuple[Any, bool] | None:
     reading the kernel also means Numba's threads."""
     if not isinstance(fn, types.FunctionType):
         return None
+    code = fn.__code__
     try:
-        if _function(fn, set()):
+        waits = frozenset(_waits(_names(code)))  # the kernel's own: none, or only syncthreads statements below
+        if waits - {"syncthreads"} or not _function(fn, set(), waits):
+            return None  # other waits, or one somewhere the generator cannot reach
+        if not waits:
             return fn, False
-        if _waits(_names(fn.__code__)) != {"syncthreads"} or not _function(fn, set(), frozenset({"syncthreads"})):
-            return None  # other waits, or a barrier somewhere the generator cannot reach
-        code = fn.__code__
         if code not in _GENERATORS:
             _GENERATORS[code] = _generator_code(fn)
     except Exception:  # noqa: BLE001 - a module attribute that raises, an odd source file: Numba's threads
