@@ -227,8 +227,65 @@ def test_gpu_estimate_matches_whole_model_names(monkeypatch):
     monkeypatch.setattr(energy, "device_name", lambda: "NVIDIA L4")
     assert energy._gpu_watts()[0] == 72
     monkeypatch.setattr(energy, "device_name", lambda: "NVIDIA L40S")  # not an L4: not in the table
+    monkeypatch.setattr(energy, "_nvidia_smi_power_limit", lambda: None)
     with pytest.raises(UsageError, match="not in gpulab.hardware.GPUS"):
         energy._gpu_watts()
+    monkeypatch.setattr(energy, "_nvidia_smi_power_limit", lambda: 350.0)  # the driver's tool knows the board
+    watts, why, dev = energy._gpu_watts()
+    assert watts == 350.0 and "power limit" in why and "nvidia-smi" in why and dev == "NVIDIA L40S"
+
+
+def test_nvidia_smi_power_limit_reads_the_board_or_says_none(tmp_path, monkeypatch):
+    import shutil
+
+    smi = tmp_path / "nvidia-smi"
+    monkeypatch.setitem(__import__("sys").modules, "cupy", None)
+    monkeypatch.setattr(shutil, "which", lambda name: str(smi) if name == "nvidia-smi" else None)
+    for printed, expected in [("350.00", 350.0), ("[N/A]", None), ("", None)]:
+        smi.write_text(f"#!/bin/sh\necho '{printed}'\n")
+        smi.chmod(0o755)
+        assert energy._nvidia_smi_power_limit() == expected
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert energy._nvidia_smi_power_limit() is None
+
+
+class _FakeNvmlNoPermission(_FakeNvml):
+    """NVML loads, but this container may not open the GPU (NVMLError_NoPermission in some containers)."""
+
+    def __init__(self):
+        self.shutdowns = 0
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        raise self.NVMLError("Insufficient Permissions")
+
+    def nvmlShutdown(self):
+        self.shutdowns += 1
+
+
+def test_nvml_that_cannot_open_the_gpu_gives_a_labelled_estimate(monkeypatch):
+    import sys
+    import types
+
+    fake = _FakeNvmlNoPermission()
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    monkeypatch.setattr(energy, "runtime", types.SimpleNamespace(is_gpu=lambda: True, synchronize=lambda: None))
+    monkeypatch.setattr(energy, "nvml_status", lambda: (True, "fake"))
+    monkeypatch.setattr(energy, "device_name", lambda: "Tesla T4")
+    out, r = energy.measure(lambda: 7, min_seconds=0.01)
+    assert out == 7 and not r.measured and r.label.startswith("ESTIMATE")
+    assert "NVML could not read this GPU (NVMLError: Insufficient Permissions)" in r.method
+    assert "T4 spec-sheet board power 70 W" in r.method
+    assert fake.shutdowns == 1  # NVML released again
+
+
+def test_warmup_calls_run_outside_the_window(monkeypatch):
+    monkeypatch.setattr(energy, "rapl_status", lambda root=None: (False, "none here"))
+    calls = []
+    _, r = energy.measure(lambda: calls.append(1), min_seconds=0, watts_if_estimated=10.0, warmup=2)
+    assert len(calls) == 3 and r.calls == 1
+    with pytest.raises(UsageError, match="warmup must be a whole number"):
+        energy.measure(lambda: None, warmup=-1)
 
 
 def test_failing_work_stops_the_meters_sampling_thread(tmp_path, monkeypatch):

@@ -141,3 +141,69 @@ def test_numba_device_arrays_stay_on_the_device():
     )
     assert reduce.sum_atomic(a_d) == pytest.approx(float(A.sum()), rel=1e-5)
     assert reduce.sum_tree(a_d) == pytest.approx(float(A.sum()), rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("blocks", "threads", "words"),
+    [
+        ((1, 65536), (16, 16), "at most 65,535 blocks along y"),
+        ((1, 1, 70000), 32, "along z"),
+        (2**31, 256, "along x"),
+        (1, (1, 1, 128), "at most 64 threads along z"),
+    ],
+)
+def test_check_launch_refuses_what_a_gpu_refuses_per_axis(blocks, threads, words):
+    """The simulator launches any grid; a GPU refuses more than CUDA's per-axis limits with a driver error."""
+    with pytest.raises(LaunchError, match=words):
+        check_launch(blocks, threads)
+    check_launch((2**31 - 1, 65535, 65535), (1024, 1, 1))  # the largest legal grid
+
+
+class _Recorder:
+    """Stands in for a compiled kernel: records each ``kernel[grid, block](*args)`` launch."""
+
+    def __init__(self):
+        self.launches = []
+
+    def __getitem__(self, config):
+        return lambda *args: self.launches.append((config, args))
+
+
+def test_gpu_2d_launches_stay_within_the_grid_limit(monkeypatch):
+    """In gpu mode launch_2d caps y at 65,535 blocks (the grid-stride loop covers the rest), and gemm with
+    one thread per output launches row slices of at most 65,535 blocks each."""
+    from gpulab import runtime
+    from gpulab.kernels import grid_stride, nn_ops
+
+    monkeypatch.setattr(runtime, "is_simulator", lambda: False)
+    k = _Recorder()
+    grid_stride.launch_2d(k, 3_000_000, 40, np.zeros(1))  # im2col's rows for a batch of about 5,000 MNIST images
+    ((grid, block), _) = k.launches[0]
+    assert block == grid_stride.BLOCK and grid == (3, 65535)
+
+    k = _Recorder()
+    monkeypatch.setattr(runtime, "is_gpu", lambda: True)
+    a, b = np.ones((2 * 65535 * 16 + 5, 3), np.float32), np.ones((3, 4), np.float32)
+    nn_ops.gemm(a, b, kernel=k, block=(16, 16))
+    grids = [cfg[0] for cfg, _ in k.launches]
+    rows = [args[0].shape[0] for _, args in k.launches]
+    assert grids == [(1, 65535), (1, 65535), (1, 1)] and rows == [65535 * 16, 65535 * 16, 5]
+
+
+def test_gemm_row_slices_compute_the_whole_product(monkeypatch):
+    """The row-sliced launch gives a @ b exactly (run in the simulator with a tiny limit so that it slices)."""
+    from gpulab.kernels import nn_ops
+
+    @cuda.jit
+    def one_per_output(A, B, C):
+        j, i = cuda.grid(2)
+        if i < C.shape[0] and j < C.shape[1]:
+            acc = 0.0
+            for k in range(A.shape[1]):
+                acc += A[i, k] * B[k, j]
+            C[i, j] = acc
+
+    monkeypatch.setattr(nn_ops, "MAX_GRID_DIMS", (2**31 - 1, 2, 65535))
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((21, 5)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
+    np.testing.assert_allclose(nn_ops.gemm(a, b, kernel=one_per_output, block=(4, 4)), a @ b, rtol=1e-5, atol=1e-6)

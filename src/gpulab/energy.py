@@ -108,7 +108,12 @@ def cpu_estimate_watts(cores_used: int | None = None) -> tuple[float, str]:
 
 
 def measure(
-    fn: Callable[..., Any], *args: Any, min_seconds: float = 1.0, watts_if_estimated: float | None = None, **kwargs: Any
+    fn: Callable[..., Any],
+    *args: Any,
+    min_seconds: float = 1.0,
+    watts_if_estimated: float | None = None,
+    warmup: int = 0,
+    **kwargs: Any,
 ) -> tuple[Any, EnergyReading]:
     """Run ``fn(*args, **kwargs)`` repeatedly for at least ``min_seconds`` and read the energy it took.
 
@@ -116,18 +121,36 @@ def measure(
     when readable, else an estimate with ``watts_if_estimated`` (default :func:`cpu_estimate_watts`),
     labelled as an estimate. Returns ``(last result, EnergyReading)``; divide by ``reading.calls``
     for one call. Counters update every few to 100 ms, so short windows are noisy: keep ``min_seconds``.
+    ``warmup`` calls run first, outside the window: a first call may do one-time work (CuPy's first
+    matmul creates cuBLAS's handle and loads its kernels; a Numba kernel compiles) that is not the work's
+    energy. When NVML is installed but cannot read this GPU (e.g. no permission in a container), the
+    result is a labelled estimate that says why.
     """
     if not min_seconds >= 0:
         raise UsageError(f"min_seconds must be >= 0, got {min_seconds}.")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise UsageError(f"warmup must be a whole number of calls >= 0, got {warmup!r}.")
+    for _ in range(warmup):
+        fn(*args, **kwargs)
     meter: Any = None
+    nvml_failed = ""
     if runtime.is_gpu() and nvml_status()[0]:
-        meter = _Nvml()
+        try:
+            meter = _Nvml()
+        except Exception as e:  # NVML loads but cannot open or read this GPU: estimate, and say why
+            nvml_failed = f"NVML could not read this GPU ({type(e).__name__}: {e}): "
     elif not runtime.is_gpu() and rapl_status()[0]:
         meter = _Rapl(POWERCAP)
     runtime.synchronize()
     calls, out = 0, None
     if meter is not None:
-        meter.start()
+        try:
+            meter.start()
+        except Exception as e:
+            if not isinstance(meter, _Nvml):
+                raise
+            meter.close()
+            meter, nvml_failed = None, f"NVML could not read this GPU's energy ({type(e).__name__}: {e}): "
     t0 = time.perf_counter()
     try:
         while calls == 0 or time.perf_counter() - t0 < min_seconds:
@@ -139,7 +162,6 @@ def measure(
             meter.stop()
         raise
     elapsed = time.perf_counter() - t0
-    nvml_failed = ""
     if isinstance(meter, _Nvml):
         nvml_joules, seconds = meter.stop()
         if nvml_joules is not None:
@@ -187,10 +209,43 @@ def _gpu_watts() -> tuple[float, str, str]:
         # whole words: "L4" must not match an "L40S", which draws five times the power
         if re.search(rf"\b{re.escape(key)}\b", name, re.IGNORECASE) and d.watts:
             return float(d.watts), f"{d.name} spec-sheet board power {d.watts:g} W (an upper bound)", name
+    limit = _nvidia_smi_power_limit()
+    if limit:
+        return limit, f"this board's power limit, {limit:g} W, from nvidia-smi (an upper bound)", name
     raise UsageError(
-        f"cannot read {name}'s power (NVML unavailable) and it is not in gpulab.hardware.GPUS: "
-        "install nvidia-ml-py, or pass watts_if_estimated= from its spec sheet."
+        f"cannot read {name}'s power (NVML unavailable), nvidia-smi gave no power limit, and the board is not "
+        "in gpulab.hardware.GPUS: install nvidia-ml-py (pip install nvidia-ml-py) to measure it, or pass "
+        "watts_if_estimated= with the board power from its spec sheet for a labelled estimate."
     )
+
+
+def _nvidia_smi_power_limit() -> float | None:
+    """The current GPU's board power limit in watts from ``nvidia-smi`` (ships with the driver), or None."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    which = []
+    try:
+        import cupy
+
+        which = [f"--id={cupy.cuda.Device().pci_bus_id}"]  # CUDA and nvidia-smi may number GPUs differently
+    except Exception:
+        pass  # no CuPy: the first GPU nvidia-smi lists
+    try:
+        out = subprocess.run(
+            [exe, "--query-gpu=power.limit", "--format=csv,noheader,nounits", *which],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout
+        watts = float(out.strip().splitlines()[0])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None  # "[N/A]", "[Not Supported]", or no answer
+    return watts if watts > 0 else None
 
 
 def efficiency(reading: EnergyReading, *, images: int | None = None, flops: float | None = None) -> dict[str, Any]:

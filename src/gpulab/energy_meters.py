@@ -183,30 +183,36 @@ class _Nvml:
         self.samples: tuple[tuple[float, float], ...] = ()
         self.error = ""  # why power sampling stopped, if it did
         pynvml.nvmlInit()
-        self.handle = None
         try:
-            import cupy
+            self.handle = None
+            try:
+                import cupy
 
-            bus = cupy.cuda.Device().pci_bus_id  # CUDA and NVML may number GPUs differently: match by bus
-            self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus)
-        except Exception:
-            self.handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        self.device = device_name()  # the GPU CUDA works on, which the handle above matches by bus
-        try:
-            pynvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)
-            self.method = "NVML total-energy counter"
-        except pynvml.NVMLError:
-            self.method = "NVML power samples, integrated"
-        self._instant = getattr(pynvml, "NVML_FI_DEV_POWER_INSTANT", None)
-        try:
-            if not self._instant_watts() > 0:
-                raise ValueError("the instantaneous power field reads 0 W")
-            self.sampled = "instantaneous GPU power (NVML)"
-        except Exception:  # an older driver or nvidia-ml-py without the field: the power reading
-            self._instant = None
-            self.sampled = "GPU power (NVML; averaged over 1 s on Ampere, except the A100, and newer)"
-        # the samples are the joules only without a counter: then often; beside a counter, 50 a second is plenty
-        self.sampler = _Sampler(self._watts, interval if self.method.endswith("integrated") else max(interval, 0.02))
+                bus = cupy.cuda.Device().pci_bus_id  # CUDA and NVML may number GPUs differently: match by bus
+                self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus)
+            except Exception:
+                self.handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+            self.device = device_name()  # the GPU CUDA works on, which the handle above matches by bus
+            try:
+                pynvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)
+                self.method = "NVML total-energy counter"
+            except pynvml.NVMLError:
+                self.method = "NVML power samples, integrated"
+            self._instant = getattr(pynvml, "NVML_FI_DEV_POWER_INSTANT", None)
+            try:
+                if not self._instant_watts() > 0:
+                    raise ValueError("the instantaneous power field reads 0 W")
+                self.sampled = "instantaneous GPU power (NVML)"
+            except Exception:  # an older driver or nvidia-ml-py without the field: the power reading
+                self._instant = None
+                self.sampled = "GPU power (NVML; averaged over 1 s on Ampere, except the A100, and newer)"
+            # the samples are the joules only without a counter: then often; beside a counter, 50 a second is plenty
+            self.sampler = _Sampler(
+                self._watts, interval if self.method.endswith("integrated") else max(interval, 0.02)
+            )
+        except BaseException:  # the caller falls back to an estimate: leave NVML as it was
+            pynvml.nvmlShutdown()
+            raise
 
     def _instant_watts(self) -> float:
         (value,) = self.nv.nvmlDeviceGetFieldValues(self.handle, [self._instant])
@@ -218,6 +224,10 @@ class _Nvml:
         if self._instant is not None:
             return self._instant_watts()
         return self.nv.nvmlDeviceGetPowerUsage(self.handle) / 1e3  # some boards (and vGPUs) report none
+
+    def close(self) -> None:
+        """Release NVML when :meth:`start` failed (:meth:`stop` does it otherwise)."""
+        self.nv.nvmlShutdown()
 
     def start(self) -> None:
         self.t0 = time.perf_counter()

@@ -51,8 +51,9 @@ SETUP_CELL_ID = "colab-setup"
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 # Colab's GPU stack and widget manager: gpulab's install must never upgrade these.
 PROTECTED_ON_COLAB = ("numba-cuda", "cupy-cuda12x", "ipywidgets", "plotly")
-# gpulab's other runtime dependencies: all Colab built-ins; floors as in pyproject.toml.
-COLAB_EXTRA_REQUIREMENTS = ("numba>=0.60", "numpy>=1.26", "tqdm>=4.66")
+# gpulab's other runtime dependencies (floors as in pyproject.toml), and NVML's bindings from the gpu extras, so
+# that lesson 11 reads the GPU's energy counter rather than estimating: pip installs only what Colab lacks.
+COLAB_EXTRA_REQUIREMENTS = ("numba>=0.60", "numpy>=1.26", "tqdm>=4.66", "nvidia-ml-py>=12")
 COLAB_METADATA: dict[str, Any] = {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenance": []}}
 NOTEBOOK_DIRS = ("notebooks", "labs")
 

@@ -10,6 +10,8 @@ from ..errors import UsageError
 
 __all__ = [
     "LaunchError",
+    "MAX_BLOCK_DIMS",
+    "MAX_GRID_DIMS",
     "MAX_THREADS_PER_BLOCK",
     "allocate_like",
     "blocks_for",
@@ -25,6 +27,10 @@ __all__ = [
 ]
 
 MAX_THREADS_PER_BLOCK = 1024
+# CUDA's limits per dimension (x, y, z), the same on every GPU since compute capability 3.0. The simulator
+# enforces none of them, so the launchers check them here: a GPU refuses such a launch with a driver error.
+MAX_BLOCK_DIMS = (1024, 1024, 64)
+MAX_GRID_DIMS = (2**31 - 1, 65535, 65535)
 
 
 class LaunchError(UsageError):
@@ -67,7 +73,8 @@ def threads_2d(threads_per_block: Any) -> tuple[int, int]:
 
 
 def check_launch(blocks: int | Sequence[int], threads: int | Sequence[int]) -> None:
-    """Reject a launch that CUDA would refuse: 0 threads, or more than 1024 threads in one block."""
+    """Reject a launch that CUDA would refuse: 0 threads or blocks, more than 1024 threads in one block, or
+    more threads or blocks along one axis than CUDA allows (:data:`MAX_BLOCK_DIMS`, :data:`MAX_GRID_DIMS`)."""
     if isinstance(threads, (tuple, list)) and not 1 <= len(threads) <= 3:
         raise LaunchError(f"threads per block must have 1, 2 or 3 dimensions, but got {threads!r}.")
     if isinstance(blocks, (tuple, list)) and not 1 <= len(blocks) <= 3:
@@ -97,6 +104,19 @@ def check_launch(blocks: int | Sequence[int], threads: int | Sequence[int]) -> N
             f"the grid must have at least 1 block in every dimension, but got {b}. For n elements "
             "use blocks = ceil(n / threads_per_block), and skip the launch when n == 0."
         )
+    for axis, n, most in zip("xyz", t, MAX_BLOCK_DIMS):
+        if n > most:
+            raise LaunchError(
+                f"a block can have at most {most} threads along {axis}, but {t} has {n}. CUDA limits a block "
+                f"to {MAX_BLOCK_DIMS} threads along (x, y, z); put the long side along x, e.g. (256, 4, 1)."
+            )
+    for axis, n, most in zip("xyz", b, MAX_GRID_DIMS):
+        if n > most:
+            raise LaunchError(
+                f"a grid can have at most {most:,} blocks along {axis}, but the launch asked for {n:,} (grid {b}). "
+                "Use bigger blocks along that axis, put the long side of the work along x (up to 2**31 - 1 "
+                "blocks), or cap the blocks and loop over the rest with a grid-stride loop."
+            )
 
 
 def blocks_for(n: int, threads: int) -> int:

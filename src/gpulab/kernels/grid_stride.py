@@ -17,7 +17,7 @@ import numpy as np
 from numba import cuda
 
 from .. import runtime
-from ._launch import blocks_for, check_launch
+from ._launch import MAX_GRID_DIMS, blocks_for, check_launch
 
 __all__ = [
     "BLOCK",
@@ -76,7 +76,7 @@ def launch_1d(kernel: Any, n: int, *args: Any) -> None:
         fast_simulator_arrays()
         blocks, threads = 1, min(SIM_THREADS, n)
     else:
-        blocks, threads = blocks_for(n, TPB), TPB
+        blocks, threads = min(blocks_for(n, TPB), MAX_GRID_DIMS[0]), TPB  # grid-stride covers the rest
     check_launch(blocks, threads)
     kernel[blocks, threads](*device_args(*args))
 
@@ -91,7 +91,9 @@ def launch_2d(kernel: Any, rows: int, cols: int, *args: Any) -> None:
         blocks = (1, 1)
     else:
         block = BLOCK
-        blocks = (blocks_for(cols, block[0]), blocks_for(rows, block[1]))
+        # At most 65,535 blocks along y (CUDA's limit; e.g. im2col's N*Ho*Wo rows pass it from a batch of
+        # about 1,340 MNIST images): the kernel's grid-stride loop covers the rows beyond.
+        blocks = (min(blocks_for(cols, block[0]), MAX_GRID_DIMS[0]), min(blocks_for(rows, block[1]), MAX_GRID_DIMS[1]))
     check_launch(blocks, block)
     kernel[blocks, block](*device_args(*args))
 

@@ -31,7 +31,7 @@ import numpy as np
 from .. import runtime
 from ..errors import UsageError
 from ..nn.ops import check_labels, conv_out_hw
-from ._launch import ceil_div, check_array, check_launch
+from ._launch import MAX_GRID_DIMS, ceil_div, check_array, check_launch
 from .grid_stride import (
     SIM_THREADS,
     device_args,
@@ -122,18 +122,24 @@ def gemm(a: Any, b: Any, *, kernel: Any = None, block: tuple[int, int] | None = 
         launch_2d(kernel or gemm_kernel, c.shape[0], c.shape[1], a, b, c)
         return c
     bx, by = (int(v) for v in block)
-    grid = (ceil_div(c.shape[1], bx), ceil_div(c.shape[0], by))  # x over the columns of c
-    check_launch(grid, (bx, by))
+    check_launch((ceil_div(c.shape[1], bx), 1), (bx, by))
     if c.size == 0:
         return c
-    if runtime.is_simulator():
-        fast_simulator_arrays()
-        if cooperative:
-            from .cooperative import launch
+    # One thread per element of c: the rows go in slices of at most 65,535 blocks along y (CUDA's limit),
+    # each slice a launch on the rows of a and c it covers (contiguous views, so the kernel sees plain arrays).
+    step = MAX_GRID_DIMS[1] * by
+    for r0 in range(0, c.shape[0], step):
+        a_r, c_r = a[r0 : r0 + step], c[r0 : r0 + step]
+        grid = (ceil_div(c.shape[1], bx), ceil_div(c_r.shape[0], by))  # x over the columns of c
+        check_launch(grid, (bx, by))
+        if runtime.is_simulator():
+            fast_simulator_arrays()
+            if cooperative:
+                from .cooperative import launch
 
-            launch(kernel or gemm_kernel, grid, (bx, by), a, b, c)
-            return c
-    (kernel or gemm_kernel)[grid, (bx, by)](*device_args(a, b, c))
+                launch(kernel or gemm_kernel, grid, (bx, by), a_r, b, c_r)
+                continue
+        (kernel or gemm_kernel)[grid, (bx, by)](*device_args(a_r, b, c_r))
     return c
 
 

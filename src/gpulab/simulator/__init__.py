@@ -224,8 +224,13 @@ def shared_array(shared: Any, key: tuple, shape: Any, dtype: Any) -> np.ndarray:
     """The block's shared array for ``key`` (the allocating source line), created under a lock.
 
     ``shared`` is the simulator's ``FakeCUDAShared`` of one block; active :class:`Instruments` see
-    each new array (and may hand out a watched view of it).
+    each new array (and may hand out a watched view of it). Every thread of the block calls this, so the
+    array already made is returned without the lock (a dict read is atomic; an entry is stored only once
+    its array is complete).
     """
+    res = shared._allocations.get(key)
+    if res is not None:
+        return res
     from numba.cuda.simulator import kernelapi
 
     with _LOCK:

@@ -111,38 +111,36 @@ def in_turn(fn: Any, generator: bool, points: list, block_dim: tuple, args: tupl
     from numba.cuda.simulator.kernelapi import Dim3
 
     bx, by = block_dim[0], block_dim[1]
-    dims = {p: Dim3(*p) for p in points}
-
-    def enter(th: Any, p: tuple, epoch: int) -> None:
-        th.threadIdx = dims[p]  # what cuda.threadIdx reads
-        th.thread_id = p[0] + bx * (p[1] + by * p[2])  # what cuda.laneid reads
-        th._gpulab_epoch = epoch  # barriers passed, for the instruments' access records
+    # per thread: its threadIdx (what cuda.threadIdx reads) and its linear id (what cuda.laneid reads)
+    threads = [(Dim3(*p), p[0] + bx * (p[1] + by * p[2])) for p in points]
 
     def one_after_another() -> None:
-        th = threading.current_thread()
-        for p in points:
-            enter(th, p, 0)
+        th: Any = threading.current_thread()  # a BlockThread: the simulator's per-thread state
+        th._gpulab_epoch = 0  # barriers passed, for the instruments' access records
+        for idx, lane in threads:
+            th.threadIdx, th.thread_id = idx, lane
             fn(*args)
             for done in THREAD_DONE:
                 done(th)
 
     def barrier_by_barrier() -> None:
-        th = threading.current_thread()
-        alive = [(p, fn(*args)) for p in points]  # generators: nothing runs before the first next()
-        epochs = dict.fromkeys(points, 0)
+        th: Any = threading.current_thread()
+        alive = [(idx, lane, fn(*args)) for idx, lane in threads]  # generators: nothing runs before next()
+        epoch = 0  # every thread still alive has passed this many barriers: one per round
         while alive:  # one round: every live thread up to its next barrier, or its end
             waiting = []
-            for p, gen in alive:
-                enter(th, p, epochs[p])
+            th._gpulab_epoch = epoch
+            for idx, lane, gen in alive:
+                th.threadIdx, th.thread_id = idx, lane
                 try:
                     next(gen)
                 except StopIteration:
                     for done in THREAD_DONE:
                         done(th)
                     continue
-                epochs[p] += 1
-                waiting.append((p, gen))
+                waiting.append((idx, lane, gen))
             alive = waiting
+            epoch += 1
 
     return barrier_by_barrier if generator else one_after_another
 
