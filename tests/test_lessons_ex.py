@@ -7,6 +7,7 @@ the function exercises go through the same harness, and the reference kernels co
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import textwrap
@@ -28,6 +29,7 @@ KERNEL_LESSONS = {
     "06": "06_cupy_interop",
     "07": "07_convolution",
     "08": "08_backprop",
+    "09": "09_train_cnn",
     "10": "10_scaling_up",
 }
 
@@ -41,8 +43,11 @@ def _solution_cells(nb_name: str):
 
 
 def _body(fn) -> str:
-    """The body of a function's source, without decorator and ``def`` line."""
+    """The body of a function's source, without decorator, ``def`` line and docstring (a library function's)."""
     src = textwrap.dedent(inspect.getsource(getattr(fn, "py_func", fn)))
+    stmts = ast.parse(src).body[0].body
+    if isinstance(stmts[0], ast.Expr) and isinstance(stmts[0].value, ast.Constant) and len(stmts) > 1:
+        return "\n".join(src.splitlines()[stmts[0].end_lineno :])  # the lines after the docstring
     return src.split(":\n", 1)[1] if src.startswith("def ") else src.split("\n", 1)[1].split(":\n", 1)[1]
 
 
@@ -61,7 +66,7 @@ def test_every_exercise_has_its_answer_and_they_agree(lesson):
             f"{lesson}: {name} differs from its reference in gpulab.lessons.answers_05_10"
         )
     assert sorted(names) == sorted(ours), f"{lesson}: exercises in the lesson {names}, in gpulab.lessons {sorted(ours)}"
-    assert len(names) >= (3 if lesson in ("05", "07", "08") else 1)
+    assert len(names) >= (3 if lesson in ("05", "07", "08") else 2 if lesson == "09" else 1)
 
 
 def test_lesson11_checks_each_function_exercise():
@@ -185,6 +190,86 @@ def test_function_exercises_of_lesson_11():
     per_second = lessons.check("11", "cost_per_epoch", lambda images, ips, usd: images / ips * usd)
     assert not per_second.passed and "3600" in per_second.hint, per_second
     assert lessons.check("11", "attainable", lambda i, p, b: np.minimum(p * 1e3, b * i)).passed
+
+
+@pytest.mark.parametrize(
+    ("size", "channels", "hidden", "classes"), [(28, (32, 64), 128, 10), (28, (8, 16), 64, 10), (8, (3, 5), 7, 4)]
+)
+def test_cnn_forward_macs_is_what_running_the_network_counts(size, channels, hidden, classes):
+    """Lesson 09's reference counts the same multiply-adds as nn.cost.WorkMeter running mnist_cnn on one image."""
+    from gpulab import nn
+    from gpulab.nn.cost import WorkMeter, cnn_forward_macs
+
+    net = nn.mnist_cnn(image_size=size, channels=channels, hidden=hidden, classes=classes, dropout=0.0)
+    meter = WorkMeter()
+    net.use_ops(meter)
+    net.eval()
+    net.forward(np.zeros((1, 1, size, size), np.float32))
+    assert cnn_forward_macs(size, channels, hidden, classes) == meter.work["matmul"]
+
+
+def _macs_without_padding(image_size, channels, hidden, classes=10):
+    c1, c2 = channels
+    s = image_size
+    return (s - 2) ** 2 * c1 * 9 + (s // 2 - 2) ** 2 * c2 * c1 * 9 + c2 * (s // 4) ** 2 * hidden + hidden * classes
+
+
+def test_lesson09_counting_mistakes_are_named():
+    from gpulab.nn.cost import cnn_forward_macs
+
+    def flops(*a):
+        return 2 * cnn_forward_macs(*a)
+
+    def convs_only(image_size, channels, hidden, classes=10):
+        c1, c2 = channels
+        return image_size**2 * c1 * 9 + (image_size // 2) ** 2 * c2 * c1 * 9
+
+    for fn, words in [(flops, "counts FLOPs"), (_macs_without_padding, "padding=1"), (convs_only, "two linear")]:
+        res = lessons.check("09", "cnn_forward_macs", fn)
+        assert not res.passed and words in res.hint, res
+    assert lessons.check("09", "cnn_forward_macs", lambda *a: None).status == "error"
+
+
+@cuda.jit
+def confusion_last_max_kernel(logits, labels, m):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        best = 0
+        for k in range(1, logits.shape[1]):
+            if logits[r, k] >= logits[r, best]:
+                best = k
+        cuda.atomic.add(m, (labels[r], best), 1)
+
+
+@cuda.jit
+def confusion_transposed_kernel(logits, labels, m):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        best = 0
+        for k in range(1, logits.shape[1]):
+            if logits[r, k] > logits[r, best]:
+                best = k
+        cuda.atomic.add(m, (best, labels[r]), 1)
+
+
+@cuda.jit
+def confusion_not_atomic_kernel(logits, labels, m):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        best = 0
+        for k in range(1, logits.shape[1]):
+            if logits[r, k] > logits[r, best]:
+                best = k
+        m[labels[r], best] += 1
+
+
+def test_lesson09_confusion_mistakes_are_named():
+    ties = lessons.check("09", "confusion", confusion_last_max_kernel)
+    assert not ties.passed and "first of the largest" in ties.hint, ties
+    flipped = lessons.check("09", "confusion", confusion_transposed_kernel)
+    assert not flipped.passed and "rows are the true labels" in flipped.hint, flipped
+    racy = lessons.check("09", "confusion", confusion_not_atomic_kernel)  # right counts in the simulator, still a race
+    assert not racy.passed and "without cuda.atomic" in racy.message and "cuda.atomic.add" in racy.hint, racy
 
 
 def test_as_host_writes_what_the_function_returns():

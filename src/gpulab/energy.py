@@ -17,7 +17,6 @@ Three ways to know how many joules some work took, best first:
 from __future__ import annotations
 
 import os
-import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -202,13 +201,12 @@ def measure(
 
 def _gpu_watts() -> tuple[float, str, str]:
     """Spec-sheet board power of the current GPU, for an estimate when NVML is unavailable."""
-    from .hardware import GPUS
+    from .hardware import gpu_named
 
     name = device_name()
-    for key, d in GPUS.items():
-        # whole words: "L4" must not match an "L40S", which draws five times the power
-        if re.search(rf"\b{re.escape(key)}\b", name, re.IGNORECASE) and d.watts:
-            return float(d.watts), f"{d.name} spec-sheet board power {d.watts:g} W (an upper bound)", name
+    d = gpu_named(name)  # whole words: "L4" must not match an "L40S", which draws five times the power
+    if d is not None and d.watts:
+        return float(d.watts), f"{d.name} spec-sheet board power {d.watts:g} W (an upper bound)", name
     limit = _nvidia_smi_power_limit()
     if limit:
         return limit, f"this board's power limit, {limit:g} W, from nvidia-smi (an upper bound)", name

@@ -54,6 +54,7 @@ __all__ = [
     "basis",
     "crossover_gpus",
     "device",
+    "gpu_named",
     "link",
     "matmul_intensity",
     "ridge_point",
@@ -78,6 +79,17 @@ def _lookup(table: dict, key: str, what: str) -> object:
 def device(name: str | Device) -> Device:
     """A device by key or unique part of its name (``'H100'``, ``'v5e'``); a Device is returned as is."""
     return name if isinstance(name, Device) else _lookup(DEVICES, name, "device")  # type: ignore[return-value]
+
+
+def gpu_named(name: str) -> Device | None:
+    """The row of :data:`GPUS` whose key is a whole word of ``name`` (a GPU's reported name, ``"Tesla T4"``,
+    ``"NVIDIA A100-SXM4-80GB"``), else None. Whole words, so that an L40S is not taken for an L4."""
+    import re
+
+    for key, d in GPUS.items():
+        if re.search(rf"\b{re.escape(key)}\b", name, re.IGNORECASE):
+            return d
+    return None
 
 
 def link(name: str | Link) -> Link:

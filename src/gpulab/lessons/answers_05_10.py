@@ -20,6 +20,7 @@ __all__ = [
     "axpy_elementwise_spec",
     "bias_grad_kernel",
     "block_max_kernel",
+    "confusion_kernel",
     "conv2d_all_filters_kernel",
     "conv2d_single_kernel",
     "dot_atomic_kernel",
@@ -233,6 +234,20 @@ def maxpool2x2_backward_kernel(dout, arg, dx):
         dx[i, j] = g
 
 
+# --- 09 · training: the test set's confusion matrix, counted on the GPU ---------------------------------
+
+
+@cuda.jit
+def confusion_kernel(logits, labels, m):
+    r = cuda.grid(1)  # one thread per image
+    if r < logits.shape[0]:
+        best = 0  # the prediction: the first largest logit, as np.argmax
+        for k in range(1, logits.shape[1]):
+            if logits[r, k] > logits[r, best]:
+                best = k
+        cuda.atomic.add(m, (labels[r], best), 1)  # row: the true label; many images may land in one cell
+
+
 # --- 10 · scaling up: unscale the gradients of mixed-precision training ---------------------------
 
 
@@ -263,5 +278,6 @@ PTX_SIGNATURES = [
     (linear_weight_grad_kernel, f"void({F2}, {F2}, {F2})"),
     (relu_backward_kernel, f"void({F1}, {F1}, {F1})"),
     (maxpool2x2_backward_kernel, f"void({F2}, int32[:, :], {F2})"),
+    (confusion_kernel, f"void({F2}, int64[:], int32[:, :])"),
     (unscale_kernel, f"void({F1}, float32, {F1}, int32[:])"),
 ]

@@ -16,7 +16,7 @@ import numpy as np
 
 from .array_ops import NumpyOps
 
-__all__ = ["WorkMeter"]
+__all__ = ["WorkMeter", "cnn_forward_macs"]
 
 
 class WorkMeter(NumpyOps):
@@ -90,3 +90,16 @@ class WorkMeter(NumpyOps):
     @property
     def total(self) -> int:
         return int(sum(self.work.values()))
+
+
+def cnn_forward_macs(image_size: int, channels: tuple[int, int], hidden: int, classes: int = 10) -> int:
+    """Multiply-adds of one image's forward pass through :func:`gpulab.nn.mnist_cnn`: its convolutions and linear
+    layers (ReLU, pooling and the rest add 1% of the FLOPs at full width, a few % when narrow). Lesson 09's
+    exercise; equal to what :class:`WorkMeter` counts for ``matmul`` (tests/test_lessons_ex.py)."""
+    c1, c2 = channels
+    s = image_size
+    conv1 = (s * s * c1) * (1 * 3 * 3)  # padding 1: s x s outputs per filter, each over a 3x3 window of 1 channel
+    conv2 = ((s // 2) * (s // 2) * c2) * (c1 * 3 * 3)  # after the first 2x2 pool; every input channel counts
+    fc1 = (c2 * (s // 4) * (s // 4)) * hidden  # after the second pool, flattened
+    fc2 = hidden * classes
+    return conv1 + conv2 + fc1 + fc2
