@@ -272,6 +272,48 @@ def test_lesson09_confusion_mistakes_are_named():
     assert not racy.passed and "without cuda.atomic" in racy.message and "cuda.atomic.add" in racy.hint, racy
 
 
+def _reduce_scatter_only(buffers):
+    n = len(buffers)
+    bufs = [np.array(b, dtype=np.float32) for b in buffers]
+    bounds = np.linspace(0, bufs[0].size, n + 1).astype(int)
+    for step in range(n - 1):
+        k = [(i - step) % n for i in range(n)]
+        msgs = [bufs[i][bounds[k[i]] : bounds[k[i] + 1]].copy() for i in range(n)]
+        for i in range(n):
+            bufs[(i + 1) % n][bounds[k[i]] : bounds[k[i] + 1]] += msgs[i]
+    return bufs, bufs[0].nbytes * (n - 1) // n  # half of what the whole ring sends
+
+
+def test_lesson10_ring_mistakes_are_named():
+    from gpulab import scaling
+
+    def every_device(buffers):
+        bufs, sent = scaling.ring_steps(buffers)
+        return bufs, sent * len(buffers)
+
+    def values(buffers):
+        bufs, sent = scaling.ring_steps(buffers)
+        return bufs, sent // 4
+
+    def mean(buffers):
+        bufs, sent = scaling.ring_steps(buffers)
+        return [b / len(buffers) for b in bufs], sent
+
+    cases = [
+        (every_device, "not all N"),
+        (values, "4 per float32"),
+        (mean, "the mean"),
+        (_reduce_scatter_only, "only the reduce-scatter"),
+    ]
+    for fn, words in cases:
+        res = lessons.check("10", "ring_allreduce", fn)
+        assert not res.passed and words in res.hint, (fn.__name__, res)
+    res = lessons.check("10", "ring_allreduce", lambda buffers: buffers)
+    assert res.status == "error" and "return two things" in str(res), res
+    res = lessons.check("10", "ring_allreduce", lambda buffers: (buffers[:1], 0))
+    assert res.status == "error" and "every device's whole buffer" in str(res), res
+
+
 def test_as_host_writes_what_the_function_returns():
     out = np.zeros(3, np.float32)
     lessons.as_host(lambda a: 2 * a, 1, "double")(np.arange(3, dtype=np.float32), out)

@@ -41,6 +41,7 @@ __all__ = [
     "nccl_data_parallel_gradients",
     "pipeline_schedule",
     "ring_allreduce",
+    "ring_steps",
 ]
 
 BYTES = {"fp32": 4, "fp16": 2}
@@ -193,37 +194,44 @@ def _unflatten(vec: Any, like: dict[str, Any]) -> dict[str, Any]:
 
 
 def ring_allreduce(buffers: Sequence[np.ndarray]) -> tuple[list[np.ndarray], int]:
-    """Sum equal-shaped 1-D buffers held by N simulated devices with the ring algorithm.
+    """Sum equal-shaped 1-D buffers held by N simulated devices with the ring algorithm (:func:`ring_steps`),
+    after checking that they are N >= 1 buffers of one length.
 
-    Each buffer is cut into N chunks. Reduce-scatter: in N-1 steps every device passes one chunk to
-    its right-hand neighbour, which adds it to its own; then device i holds the full sum of chunk
-    i+1. All-gather: in N-1 more steps the summed chunks travel round the ring. Returns every
-    device's result and the bytes each device sent: 2(N-1)/N times the buffer size (plus at most one
-    chunk when N does not divide it). That approaches twice the buffer but never exceeds it, so the
-    bandwidth cost per device is nearly flat in N. The number of steps, 2(N-1), does grow with N, and
-    each step pays one link latency: for small buffers or many devices the ring is latency-bound
-    (NCCL then switches to tree algorithms).
+    Each device sends 2(N-1)/N times the buffer size (plus at most one chunk when N does not divide it).
+    That approaches twice the buffer but never exceeds it, so the bandwidth cost per device is nearly flat
+    in N. The number of steps, 2(N-1), does grow with N, and each step pays one link latency: for small
+    buffers or many devices the ring is latency-bound (NCCL then switches to tree algorithms).
     """
-    n = len(buffers)
-    if n == 0:
+    if len(buffers) == 0:
         raise ValueError("ring_allreduce needs at least one buffer (one per device).")
     shapes = {tuple(b.shape) for b in buffers}
     if len(shapes) != 1 or len(next(iter(shapes))) != 1:
         raise ValueError(f"every device must hold a 1-D buffer of the same length, got shapes {sorted(shapes)}.")
-    bufs = [np.array(b, dtype=np.float32, copy=True) for b in buffers]
+    return ring_steps(buffers)
+
+
+def ring_steps(buffers: Sequence[np.ndarray]) -> tuple[list[np.ndarray], int]:
+    """The ring all-reduce itself (lesson 10's exercise): every device's sum, and the bytes device 0 sent.
+
+    Each buffer is cut into N chunks. Reduce-scatter: in N-1 steps every device passes one chunk to its
+    right-hand neighbour, which adds it to its own; then device i holds the full sum of chunk i+1.
+    All-gather: in N-1 more steps the summed chunks travel round the ring, each overwriting a neighbour's.
+    """
+    n = len(buffers)
+    bufs = [np.array(b, dtype=np.float32) for b in buffers]  # each device's own copy
     bounds = np.linspace(0, bufs[0].size, n + 1).astype(int)
-    chunk = [slice(bounds[k], bounds[k + 1]) for k in range(n)]
+    chunk = [slice(bounds[k], bounds[k + 1]) for k in range(n)]  # n chunks, as even as they can be
     sent = 0
-    for step in range(n - 1):  # reduce-scatter
-        msgs = [(i, (i - step) % n, bufs[i][chunk[(i - step) % n]].copy()) for i in range(n)]
-        for i, k, data in msgs:  # all sends of a step happen at once: apply after copying
-            bufs[(i + 1) % n][chunk[k]] += data
-            sent += data.nbytes if i == 0 else 0
-    for step in range(n - 1):  # all-gather: device i now owns the sum of chunk i+1
-        msgs = [(i, (i + 1 - step) % n, bufs[i][chunk[(i + 1 - step) % n]].copy()) for i in range(n)]
-        for i, k, data in msgs:
-            bufs[(i + 1) % n][chunk[k]] = data
-            sent += data.nbytes if i == 0 else 0
+    for step in range(n - 1):  # reduce-scatter: device i passes chunk (i - step) to device i + 1, which adds it
+        msgs = [bufs[i][chunk[(i - step) % n]].copy() for i in range(n)]  # every device sends at the same time
+        for i in range(n):
+            bufs[(i + 1) % n][chunk[(i - step) % n]] += msgs[i]
+        sent += msgs[0].nbytes  # what device 0 sent
+    for step in range(n - 1):  # all-gather: device i holds the sum of chunk i + 1 and passes it on
+        msgs = [bufs[i][chunk[(i + 1 - step) % n]].copy() for i in range(n)]
+        for i in range(n):
+            bufs[(i + 1) % n][chunk[(i + 1 - step) % n]] = msgs[i]
+        sent += msgs[0].nbytes
     return bufs, sent
 
 

@@ -1,9 +1,10 @@
-"""The exercises of lessons 05-10 as data: what each kernel must compute, on which inputs, launched how,
+"""The exercises of lessons 05-08 as data: what each kernel must compute, on which inputs, launched how,
 the known mistakes that get a named hint, and the memory budgets. Reference answers: :mod:`.answers_05_10`.
 
 A lesson checks one with ``lessons.check("05", "block_max", block_max_kernel)``. The specs that later
 cells of a lesson reuse (``windows``, ``conv_single_spec``, ...) are importable from here. Lessons 07
-(convolution) and 08 (backpropagation) are defined in :mod:`.conv_backprop` and joined in here, in order.
+(convolution) and 08 (backpropagation) are defined in :mod:`.conv_backprop` and joined in here, in order;
+lessons 09 and 10 are in :mod:`.ex_09_10`.
 """
 
 from __future__ import annotations
@@ -27,10 +28,8 @@ from .conv_backprop import (
     pool_spec as pool_spec,
     windows as windows,
 )
-from ..errors import UsageError
-from ..nn.cost import cnn_forward_macs
 from .elementwise import run_elementwise
-from .exercise import Exercise, as_host, returned_none
+from .exercise import Exercise
 
 __all__ = [
     "BLOCK",
@@ -38,7 +37,6 @@ __all__ = [
     "all_filters_spec",
     "block_max_spec",
     "block_scan_spec",
-    "confusion_spec",
     "conv_single_spec",
     "im2col_spec",
     "pair_sums_spec",
@@ -220,143 +218,4 @@ def _lesson06() -> list[Exercise]:
 # --- 10 · scaling up ----------------------------------------------------------------------------------
 
 
-# --- 09 · training: count the network's work, and its test results on the GPU -------------------------
-
-
-def _macs_inputs(n: int, rng: np.random.Generator) -> np.ndarray:
-    """Rows (image size, c1, c2, hidden, classes); the first is the course's full-width network on MNIST."""
-    x = np.stack(
-        [4 * rng.integers(1, 17, n), rng.integers(1, 65, n), rng.integers(1, 129, n), rng.integers(1, 513, n)]
-        + [rng.integers(2, 21, n)],
-        axis=1,
-    )
-    x[0] = (28, 32, 64, 128, 10)
-    return x
-
-
-def _macs(x: np.ndarray, *, pad: int = 1, pool: int = 2, in_channels: bool = True, linear: bool = True) -> np.ndarray:
-    """The multiply-adds of each row of :func:`_macs_inputs`, and (with other arguments) the named mistakes."""
-    s, c1, c2, hidden, classes = (x[:, i].astype(np.float64) for i in range(5))
-    o1 = s + 2 * pad - 2  # a 3x3 convolution's output size (pad=0: the mistake of forgetting the padding)
-    o2 = np.floor(s / pool) + 2 * pad - 2
-    conv = o1 * o1 * c1 * 9 + o2 * o2 * c2 * (c1 if in_channels else 1) * 9
-    return conv + (c2 * (np.floor(s / 4) ** 2) * hidden + hidden * classes if linear else 0)
-
-
-def _macs_host(fn: Callable[..., Any]) -> Callable[..., None]:
-    def per_row(x: np.ndarray) -> np.ndarray:
-        got = [fn(int(s), (int(c1), int(c2)), int(hidden), int(classes)) for s, c1, c2, hidden, classes in x]
-        if any(g is None for g in got):
-            raise UsageError(returned_none("cnn_forward_macs"))
-        return np.array(got, dtype=np.float64)
-
-    return as_host(per_row, 1, "cnn_forward_macs")
-
-
-def confusion_spec(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Counts m[true label, predicted label] (int32, classes x classes); the prediction is np.argmax's."""
-    m = np.zeros((logits.shape[1],) * 2, np.int32)
-    np.add.at(m, (labels, logits.argmax(axis=1)), 1)
-    return m
-
-
-def _confusion_inputs(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    # whole-number logits in a small range: many rows tie for the largest, as untrained networks' do
-    return rng.integers(-2, 3, (n, 10)).astype(np.float32), rng.integers(0, 10, n).astype(np.int64)
-
-
-def _last_max(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    k = logits.shape[1]
-    m = np.zeros((k, k), np.int32)
-    np.add.at(m, (labels, k - 1 - logits[:, ::-1].argmax(axis=1)), 1)
-    return m
-
-
-def _lesson09() -> list[Exercise]:
-    return [
-        Exercise(
-            "09",
-            "cnn_forward_macs",
-            Problem(
-                "cnn_forward_macs",
-                _macs,
-                lambda n, rng: (_macs_inputs(n, rng),),
-                sizes=[1, 5, 40],
-                host=_macs_host(cnn_forward_macs),
-                rtol=0,
-                atol=0.5,
-                mistakes={
-                    "the 3x3 convolutions have padding=1: every pixel gets a window, so the output is S x S, not "
-                    "(S-2) x (S-2).": lambda x: _macs(x, pad=0),
-                    "the second convolution runs after the first 2x2 max-pool: on (S/2) x (S/2) images.": lambda x: (
-                        _macs(x, pool=1)
-                    ),
-                    "each output of the second convolution sums over all c1 input channels: c1 x 3 x 3 "
-                    "multiply-adds, not 3 x 3.": lambda x: _macs(x, in_channels=False),
-                    "that counts FLOPs, 2 per multiply-add: count multiply-adds.": lambda x: 2 * _macs(x),
-                    "add the two linear layers: (c2 x S/4 x S/4) x hidden, then hidden x classes.": lambda x: _macs(
-                        x, linear=False
-                    ),
-                },
-            ),
-            cnn_forward_macs,
-            adapt=_macs_host,
-        ),
-        Exercise(
-            "09",
-            "confusion",
-            Problem(
-                "confusion_kernel",
-                confusion_spec,
-                _confusion_inputs,
-                sizes=[1, 100, 300],
-                launch=launch_1d(TPB, arg=1),  # one thread per image (per label)
-                out_init=0,
-                out_names=["m"],
-                rtol=0,
-                atol=0,
-                mistakes={
-                    "on a tie the prediction is the first of the largest logits (as np.argmax): compare with >, "
-                    "not >=.": _last_max,
-                    "rows are the true labels and columns the predictions: m[labels[r], best].": lambda lg, lb: (
-                        confusion_spec(lg, lb).T.copy()
-                    ),
-                },
-            ),
-            _a.confusion_kernel,
-        ),
-    ]
-
-
-def _unscale_inputs(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.float32]:
-    g = (rng.standard_normal(n) * 1e3).astype(np.float32)
-    if n > 10:  # what an overflowed FP16 backward hands over
-        g[3], g[n // 2] = np.inf, np.nan
-    return g, np.float32(1 / 1024)
-
-
-def _unscale_spec(g: np.ndarray, inv: np.float32) -> tuple[np.ndarray, np.ndarray]:
-    out = (g * inv).astype(np.float32)
-    return out, np.array([np.count_nonzero(~np.isfinite(out))], np.int32)
-
-
-def _lesson10() -> list[Exercise]:
-    return [
-        Exercise(
-            "10",
-            "unscale",
-            Problem(
-                "unscale_kernel",
-                _unscale_spec,
-                _unscale_inputs,
-                sizes=[1, 100, 300, 1000],
-                launch=launch_1d(TPB, arg=2),
-                out_init=0,
-                out_names=["out", "found_inf"],
-            ),
-            _a.unscale_kernel,
-        ),
-    ]
-
-
-EXERCISES_LIST: list[Exercise] = _lesson05() + _lesson06() + EXERCISES_07_08 + _lesson09() + _lesson10()
+EXERCISES_LIST: list[Exercise] = _lesson05() + _lesson06() + EXERCISES_07_08

@@ -1,0 +1,250 @@
+"""The exercises of lessons 09 (training: the network's multiply-adds, a confusion-matrix kernel) and 10
+(scaling up: the ring all-reduce, unscaling mixed-precision gradients) as data, collected with the other
+``ex_*`` modules by :mod:`.problems`. Reference kernels: :mod:`.answers_05_10`; the function
+exercises' references are the library's own (:func:`gpulab.nn.cost.cnn_forward_macs`,
+:func:`gpulab.scaling.ring_steps`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..errors import UsageError
+from ..exercises import Problem
+from ..nn.cost import cnn_forward_macs
+from ..problems import launch_1d
+from ..scaling import ring_steps
+from . import answers_05_10 as _a
+from .exercise import Exercise, as_host, returned_none
+
+__all__ = ["EXERCISES_LIST", "confusion_spec"]
+
+TPB = _a.TPB  # threads per block, 1-D exercises
+
+
+# --- 09 · training: count the network's work, and its test results on the GPU -------------------------
+
+
+def _macs_inputs(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Rows (image size, c1, c2, hidden, classes); the first is the course's full-width network on MNIST."""
+    x = np.stack(
+        [4 * rng.integers(1, 17, n), rng.integers(1, 65, n), rng.integers(1, 129, n), rng.integers(1, 513, n)]
+        + [rng.integers(2, 21, n)],
+        axis=1,
+    )
+    x[0] = (28, 32, 64, 128, 10)
+    return x
+
+
+def _macs(x: np.ndarray, *, pad: int = 1, pool: int = 2, in_channels: bool = True, linear: bool = True) -> np.ndarray:
+    """The multiply-adds of each row of :func:`_macs_inputs`, and (with other arguments) the named mistakes."""
+    s, c1, c2, hidden, classes = (x[:, i].astype(np.float64) for i in range(5))
+    o1 = s + 2 * pad - 2  # a 3x3 convolution's output size (pad=0: the mistake of forgetting the padding)
+    o2 = np.floor(s / pool) + 2 * pad - 2
+    conv = o1 * o1 * c1 * 9 + o2 * o2 * c2 * (c1 if in_channels else 1) * 9
+    return conv + (c2 * (np.floor(s / 4) ** 2) * hidden + hidden * classes if linear else 0)
+
+
+def _macs_host(fn: Callable[..., Any]) -> Callable[..., None]:
+    def per_row(x: np.ndarray) -> np.ndarray:
+        got = [fn(int(s), (int(c1), int(c2)), int(hidden), int(classes)) for s, c1, c2, hidden, classes in x]
+        if any(g is None for g in got):
+            raise UsageError(returned_none("cnn_forward_macs"))
+        return np.array(got, dtype=np.float64)
+
+    return as_host(per_row, 1, "cnn_forward_macs")
+
+
+def confusion_spec(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Counts m[true label, predicted label] (int32, classes x classes); the prediction is np.argmax's."""
+    m = np.zeros((logits.shape[1],) * 2, np.int32)
+    np.add.at(m, (labels, logits.argmax(axis=1)), 1)
+    return m
+
+
+def _confusion_inputs(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    # whole-number logits in a small range: many rows tie for the largest, as untrained networks' do
+    return rng.integers(-2, 3, (n, 10)).astype(np.float32), rng.integers(0, 10, n).astype(np.int64)
+
+
+def _last_max(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    k = logits.shape[1]
+    m = np.zeros((k, k), np.int32)
+    np.add.at(m, (labels, k - 1 - logits[:, ::-1].argmax(axis=1)), 1)
+    return m
+
+
+def _lesson09() -> list[Exercise]:
+    return [
+        Exercise(
+            "09",
+            "cnn_forward_macs",
+            Problem(
+                "cnn_forward_macs",
+                _macs,
+                lambda n, rng: (_macs_inputs(n, rng),),
+                sizes=[1, 5, 40],
+                host=_macs_host(cnn_forward_macs),
+                rtol=0,
+                atol=0.5,
+                mistakes={
+                    "the 3x3 convolutions have padding=1: every pixel gets a window, so the output is S x S, not "
+                    "(S-2) x (S-2).": lambda x: _macs(x, pad=0),
+                    "the second convolution runs after the first 2x2 max-pool: on (S/2) x (S/2) images.": lambda x: (
+                        _macs(x, pool=1)
+                    ),
+                    "each output of the second convolution sums over all c1 input channels: c1 x 3 x 3 "
+                    "multiply-adds, not 3 x 3.": lambda x: _macs(x, in_channels=False),
+                    "that counts FLOPs, 2 per multiply-add: count multiply-adds.": lambda x: 2 * _macs(x),
+                    "add the two linear layers: (c2 x S/4 x S/4) x hidden, then hidden x classes.": lambda x: _macs(
+                        x, linear=False
+                    ),
+                },
+            ),
+            cnn_forward_macs,
+            adapt=_macs_host,
+        ),
+        Exercise(
+            "09",
+            "confusion",
+            Problem(
+                "confusion_kernel",
+                confusion_spec,
+                _confusion_inputs,
+                sizes=[1, 100, 300],
+                launch=launch_1d(TPB, arg=1),  # one thread per image (per label)
+                out_init=0,
+                out_names=["m"],
+                rtol=0,
+                atol=0,
+                mistakes={
+                    "on a tie the prediction is the first of the largest logits (as np.argmax): compare with >, "
+                    "not >=.": _last_max,
+                    "rows are the true labels and columns the predictions: m[labels[r], best].": lambda lg, lb: (
+                        confusion_spec(lg, lb).T.copy()
+                    ),
+                },
+            ),
+            _a.confusion_kernel,
+        ),
+    ]
+
+
+def _unscale_inputs(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.float32]:
+    g = (rng.standard_normal(n) * 1e3).astype(np.float32)
+    if n > 10:  # what an overflowed FP16 backward hands over
+        g[3], g[n // 2] = np.inf, np.nan
+    return g, np.float32(1 / 1024)
+
+
+def _unscale_spec(g: np.ndarray, inv: np.float32) -> tuple[np.ndarray, np.ndarray]:
+    out = (g * inv).astype(np.float32)
+    return out, np.array([np.count_nonzero(~np.isfinite(out))], np.int32)
+
+
+def _ring_inputs(size: tuple[int, int], rng: np.random.Generator) -> tuple[np.ndarray]:
+    n, length = size
+    return (rng.standard_normal((n, length)).astype(np.float32),)
+
+
+def _ring_spec(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every device ends with the sum; device 0 sent 2(N-1)/N of its buffer (the sizes' N divides the length)."""
+    n = x.shape[0]
+    return np.tile(x.sum(axis=0, dtype=np.float32), (n, 1)), _ring_sent(x)
+
+
+def _ring_sent(x: np.ndarray, factor: float = 1.0) -> np.ndarray:
+    n = x.shape[0]
+    return np.array([2 * (n - 1) / n * x[0].nbytes * factor])
+
+
+def _reduce_scatter_only(x: np.ndarray) -> np.ndarray:
+    """The buffers after the first half of the ring: device i holds the whole sum of chunk i + 1 only."""
+    n, length = x.shape
+    out = x.astype(np.float32).copy()
+    bounds = np.linspace(0, length, n + 1).astype(int)
+    for step in range(n - 1):
+        for i, msg in enumerate([out[i, bounds[(i - step) % n] : bounds[(i - step) % n + 1]].copy() for i in range(n)]):
+            out[(i + 1) % n, bounds[(i - step) % n] : bounds[(i - step) % n + 1]] += msg
+    return out
+
+
+def _ring_host(fn: Callable[..., Any]) -> Callable[..., None]:
+    def call(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        got = fn([row.copy() for row in x])  # one 1-D float32 buffer per device
+        if got is None:
+            raise UsageError(returned_none("ring_allreduce"))
+        if not isinstance(got, tuple) or len(got) != 2:
+            raise UsageError(
+                "ring_allreduce must return two things: the list of every device's buffer and the bytes device 0 "
+                "sent (return bufs, sent)."
+            )
+        bufs, sent = got
+        try:
+            out = np.stack([np.asarray(b, dtype=np.float32).ravel() for b in bufs])
+        except (TypeError, ValueError) as e:
+            raise UsageError(f"ring_allreduce's first result must be a list of equal-length buffers: {e}") from e
+        if out.shape != x.shape:
+            raise UsageError(
+                f"ring_allreduce returned buffers of shape {out.shape} for {x.shape[0]} devices of {x.shape[1]} "
+                "values: return every device's whole buffer."
+            )
+        return out, np.array([sent], dtype=np.float64)
+
+    return as_host(call, 1, "ring_allreduce")
+
+
+def _lesson10() -> list[Exercise]:
+    return [
+        Exercise(
+            "10",
+            "ring_allreduce",
+            Problem(
+                "ring_allreduce",
+                _ring_spec,
+                _ring_inputs,
+                sizes=[(1, 8), (2, 10), (3, 12), (4, 64), (8, 64)],
+                host=_ring_host(ring_steps),
+                out_names=["buffers", "sent"],
+                rtol=1e-5,
+                atol=1e-5,
+                mistakes={  # each names one wrong output: the buffers, or sent
+                    "sent counts the bytes one device sends (device 0), not all N devices together.": lambda x: (
+                        _ring_sent(x, x.shape[0])
+                    ),
+                    "sent is in bytes, 4 per float32 value: count msg.nbytes, not msg.size.": lambda x: _ring_sent(
+                        x, 0.25
+                    ),
+                    "every device must end with the sum; the mean (dividing by N) is the caller's step.": lambda x: (
+                        np.tile(x.sum(axis=0, dtype=np.float32) / x.shape[0], (x.shape[0], 1))
+                    ),
+                    "that is only the reduce-scatter: each device holds the full sum of one chunk. The all-gather's "
+                    "N-1 steps pass those sums round the ring, each overwriting the neighbour's chunk.": (
+                        _reduce_scatter_only
+                    ),
+                },
+            ),
+            ring_steps,
+            adapt=_ring_host,
+        ),
+        Exercise(
+            "10",
+            "unscale",
+            Problem(
+                "unscale_kernel",
+                _unscale_spec,
+                _unscale_inputs,
+                sizes=[1, 100, 300, 1000],
+                launch=launch_1d(TPB, arg=2),
+                out_init=0,
+                out_names=["out", "found_inf"],
+            ),
+            _a.unscale_kernel,
+        ),
+    ]
+
+
+EXERCISES_LIST: list[Exercise] = _lesson09() + _lesson10()
