@@ -299,6 +299,27 @@ def test_missing_barrier_before_the_overwrite_even_when_values_look_right():
     assert re.search(r"wrote s[AB]\[\d+, \d+\]", text) and "BEFORE the next overwrite" in text, text
 
 
+@pytest.mark.skipif(gpulab.is_gpu(), reason="the race verdict comes from the simulator's shared-memory access log")
+def test_a_race_seen_in_the_log_is_not_called_a_wrong_dimension():
+    """Lesson 04's kernel without its second barrier is right on a square probe small enough for one tile and wrong
+    on non-square sizes: the verdict names the race only, not "an index uses the wrong dimension" (a guess)."""
+    import inspect
+
+    from gpulab import lessons
+    from gpulab.kernels.matmul import matmul_tiled_kernel
+    from gpulab.source import define
+
+    src = inspect.getsource(matmul_tiled_kernel.py_func)
+    last = src.rfind("cuda.syncthreads()")
+    broken = src[:last] + "pass" + src[last + len("cuda.syncthreads()") :]
+    kernel = cuda.jit(
+        define(broken.replace("@cuda.jit", "", 1), "matmul_tiled_kernel", dict(matmul_tiled_kernel.py_func.__globals__))
+    )
+    res = lessons.check("04", "matmul_tiled", kernel)
+    assert not res.passed and "wrote sA[" in res.hint and "no cuda.syncthreads() in between" in res.hint, res
+    assert "correct on square inputs" not in res.hint and "wrong dimension" not in res.hint, res
+
+
 @pytest.mark.skipif(
     gpulab.is_gpu(),
     reason="the simulator finds the barrier that not all threads reach; on a GPU that is undefined behaviour (it may "

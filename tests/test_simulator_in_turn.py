@@ -455,3 +455,28 @@ def test_the_harness_explains_a_spin_wait_on_another_thread():
     )
     assert res.status == "timeout", res
     assert "infinite loop" in res.hint and "waits in a loop for another thread" in res.hint, res.hint
+
+
+def test_a_kernel_made_with_source_define_runs_in_turn():
+    """gpulab.source.define keeps exec'd source readable: the kernel runs in turn (not a thread per CUDA thread),
+    show_source shows it, and a name the source does not define is a clear error."""
+    from gpulab.errors import UsageError
+    from gpulab.simulator.in_turn import plan
+    from gpulab.source import define, show_source
+
+    src = (
+        "def flip(x, out):\n"
+        "    s = cuda.shared.array(8, float32)\n"
+        "    t = cuda.threadIdx.x\n"
+        "    s[t] = x[t]\n"
+        "    cuda.syncthreads()\n"
+        "    out[t] = s[7 - t]\n"
+    )
+    fn = define(src, "flip", {"cuda": cuda, "float32": np.float32})
+    assert plan(fn) is not None and plan(fn)[1]  # read as a generator: barrier by barrier
+    x, out = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
+    cuda.jit(fn)[1, 8](x, out)
+    assert np.array_equal(out, x[::-1])
+    assert "s[t] = x[t]" in show_source(fn, display=False)
+    with pytest.raises(UsageError, match="no function called 'flop'"):
+        define(src, "flop", {"cuda": cuda})

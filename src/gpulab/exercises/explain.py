@@ -51,34 +51,38 @@ def explain(st: State, fail: Failure) -> tuple[str, str, str]:
                 f"{reduction_len(st.p.reduction, case.inputs):,} terms, up to {float(np.max(tol)):.3g} here)"
             )
         msg += f"\ninput: {case.describe()}\nlaunch: {fail.desc}"
-        hint = race_hint(st, fail, hint, missing)
-    if fail.status == "failed" and fail.swappable and kind not in SPECIFIC:
+        hint, raced = race_hint(st, fail, hint, missing)
+        kind = kind or ("race" if raced else "")
+    # a race seen in the access log explains the values; "correct on square inputs" would only be a guess then
+    # (a square probe small enough for one tile never reaches the barrier that is missing)
+    if fail.status == "failed" and fail.swappable and kind not in SPECIFIC and kind != "race":
         square = square_only(st, fail)
         if square:  # after an exception, the generic index hint adds nothing to this one
             hint = square if fail.output < 0 else square + (" " + hint if hint else "")
     return fail.status, msg, hint
 
 
-def race_hint(st: State, fail: Failure, hint: str, missing: np.ndarray | None) -> str:
-    """A race explains wrong values best: look for one directly, then try a second schedule."""
+def race_hint(st: State, fail: Failure, hint: str, missing: np.ndarray | None) -> tuple[str, bool]:
+    """A race explains wrong values best: look for one directly, then try a second schedule. Returns the hint
+    and whether a race was seen in the access log (a definite finding, not a guess)."""
     p, case = st.p, st.cases[fail.case]
     if not p.race_check:
-        return hint
+        return hint, False
     if p.host is None and runtime.is_simulator():
         try:
             found = race_verdict(st.runner, case, fail.launch)
         except Exception:  # noqa: BLE001 - the first verdict stands
             found = None
         if found:
-            return f"{found[0]}. {found[1]}"
+            return f"{found[0]}. {found[1]}", True
     if case.expected[0].size > 1 and not (missing is not None and missing.any()):
         try:
             again, _ = st.runner.run(case, fail.launch, SCHEDULES[0])
             if not all(same(a, b, p.rtol, p.atol) for a, b in zip(again, fail.runs[0])):
-                return SCHEDULE_HINT + (" " + hint if hint else "")
+                return SCHEDULE_HINT + (" " + hint if hint else ""), False
         except Exception:  # noqa: BLE001 - the first verdict stands
             pass
-    return hint
+    return hint, False
 
 
 def square_only(st: State, fail: Failure) -> str:
