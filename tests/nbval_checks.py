@@ -3,7 +3,7 @@ check.
 
 - **A CPU budget per notebook.** After a notebook's last cell, the same kernel prints its CPU time
   (user + system, its children included) and the notebook fails if that is over the budget: 30 s in
-  simulator mode (issues 12 and 13 ask "under 30 s each"), lab09 45 s (``BUDGETS_S``).
+  simulator mode (issues 12 and 13 ask "under 30 s each"), lab09 55 s (``BUDGETS_S``).
   CPU time, not wall time: it is the work a notebook asks for, and it does not grow when another test
   worker shares a 2-core machine, as wall time does (a CI run measured lesson 01 at 37 s wall for
   about 20 s of CPU). ``GPULAB_NOTEBOOK_BUDGET_S`` changes the default budget (slow machines).
@@ -31,8 +31,10 @@ import pytest
 DEFAULT_BUDGET_S = float(os.environ.get("GPULAB_NOTEBOOK_BUDGET_S", "30"))
 # lab09 trains a CNN end to end on the learner's kernels in the simulator, the most CPU of any notebook: 34.6 s
 # alone on 2 cores (2026-12-02), and up to 44 s measured when three notebooks shared them (CPU time grows under
-# contention too). Below issue 11's 60 s, which the notebook itself asserts for its training.
-BUDGETS_S = {"lab09_training.ipynb": 45.0}
+# contention too: shared caches, and the simulator's threads switching). make test now shares the cores with
+# test-oldest in CI, so the budget leaves that much room again; the notebook itself asserts issue 11's 60 s for
+# its training.
+BUDGETS_S = {"lab09_training.ipynb": 55.0}
 PROBE = (
     "import json as _j, resource as _r\n"
     "_s, _c = _r.getrusage(_r.RUSAGE_SELF), _r.getrusage(_r.RUSAGE_CHILDREN)\n"

@@ -224,6 +224,7 @@ def test_without_rapl_the_estimate_says_why_the_counter_is_missing(tmp_path, mon
 
 
 def test_gpu_estimate_matches_whole_model_names(monkeypatch):
+    monkeypatch.setattr(energy, "_nvidia_smi_power_limit", lambda: None)  # no driver tool here
     monkeypatch.setattr(energy, "device_name", lambda: "NVIDIA L4")
     assert energy._gpu_watts()[0] == 72
     monkeypatch.setattr(energy, "device_name", lambda: "NVIDIA L40S")  # not an L4: not in the table
@@ -233,6 +234,48 @@ def test_gpu_estimate_matches_whole_model_names(monkeypatch):
     monkeypatch.setattr(energy, "_nvidia_smi_power_limit", lambda: 350.0)  # the driver's tool knows the board
     watts, why, dev = energy._gpu_watts()
     assert watts == 350.0 and "power limit" in why and "nvidia-smi" in why and dev == "NVIDIA L40S"
+    monkeypatch.setattr(energy, "device_name", lambda: "NVIDIA L4")  # the board's own limit before the table's
+    assert energy._gpu_watts()[0] == 350.0
+
+
+@pytest.mark.parametrize(
+    ("reported", "row"),
+    [
+        ("Tesla T4", "T4"),
+        ("NVIDIA A100-SXM4-80GB", "A100 SXM 80GB"),
+        ("NVIDIA H100 80GB HBM3", "H100 SXM"),
+        ("NVIDIA H100 PCIe", None),  # not the SXM board: 3/4 of its FP32 peak, half its power
+        ("NVIDIA H100 NVL", None),
+        ("NVIDIA A100-PCIE-40GB", None),
+        ("NVIDIA L40S", None),
+    ],
+)
+def test_gpu_named_takes_no_other_board_for_the_tables(reported, row):
+    from gpulab import hardware
+
+    d = hardware.gpu_named(reported)
+    assert (d.name if d else None) == row
+
+
+def test_nvml_counter_failing_at_the_end_gives_a_labelled_estimate(monkeypatch):
+    import sys
+    import types
+
+    class Failing(_FakeNvmlWithCounter):
+        def nvmlDeviceGetTotalEnergyConsumption(self, h):
+            self.reads = getattr(self, "reads", 0) + 1
+            if self.reads > 2:  # the probe and start() read it; stop() finds it gone
+                raise self.NVMLError("GPU is lost")
+            return 0
+
+    monkeypatch.setitem(sys.modules, "pynvml", Failing())
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    monkeypatch.setattr(energy, "runtime", types.SimpleNamespace(is_gpu=lambda: True, synchronize=lambda: None))
+    monkeypatch.setattr(energy, "nvml_status", lambda: (True, "fake"))
+    monkeypatch.setattr(energy, "device_name", lambda: "Tesla T4")
+    monkeypatch.setattr(energy, "_nvidia_smi_power_limit", lambda: None)
+    out, r = energy.measure(lambda: 5, min_seconds=0.01)
+    assert out == 5 and not r.measured and "GPU is lost" in r.method and "70 W" in r.method
 
 
 def test_nvidia_smi_power_limit_reads_the_board_or_says_none(tmp_path, monkeypatch):
@@ -272,6 +315,7 @@ def test_nvml_that_cannot_open_the_gpu_gives_a_labelled_estimate(monkeypatch):
     monkeypatch.setattr(energy, "runtime", types.SimpleNamespace(is_gpu=lambda: True, synchronize=lambda: None))
     monkeypatch.setattr(energy, "nvml_status", lambda: (True, "fake"))
     monkeypatch.setattr(energy, "device_name", lambda: "Tesla T4")
+    monkeypatch.setattr(energy, "_nvidia_smi_power_limit", lambda: None)
     out, r = energy.measure(lambda: 7, min_seconds=0.01)
     assert out == 7 and not r.measured and r.label.startswith("ESTIMATE")
     assert "NVML could not read this GPU (NVMLError: Insufficient Permissions)" in r.method

@@ -309,7 +309,9 @@ def test_lesson10_ring_mistakes_are_named():
         res = lessons.check("10", "ring_allreduce", fn)
         assert not res.passed and words in res.hint, (fn.__name__, res)
     res = lessons.check("10", "ring_allreduce", lambda buffers: buffers)
-    assert res.status == "error" and "return two things" in str(res), res
+    assert res.status == "error" and "must return a pair" in str(res) and "returned a list of" in str(res), res
+    res = lessons.check("10", "ring_allreduce", lambda buffers: [buffers, 0])
+    assert res.status == "error" and "`return bufs, sent`; it returned a list of 2" in str(res), res
     res = lessons.check("10", "ring_allreduce", lambda buffers: (buffers[:1], 0))
     assert res.status == "error" and "every device's whole buffer" in str(res), res
 

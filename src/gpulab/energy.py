@@ -162,7 +162,10 @@ def measure(
         raise
     elapsed = time.perf_counter() - t0
     if isinstance(meter, _Nvml):
-        nvml_joules, seconds = meter.stop()
+        try:
+            nvml_joules, seconds = meter.stop()
+        except Exception as e:  # the counter stopped answering at the end: estimate, and say why
+            nvml_joules, meter.error = None, f"{type(e).__name__}: {e}"
         if nvml_joules is not None:
             return out, EnergyReading(
                 nvml_joules, seconds, meter.method, meter.device, True, calls, meter.samples, meter.sampled
@@ -200,16 +203,17 @@ def measure(
 
 
 def _gpu_watts() -> tuple[float, str, str]:
-    """Spec-sheet board power of the current GPU, for an estimate when NVML is unavailable."""
+    """The current GPU's power for an estimate when NVML is unavailable: its power limit from nvidia-smi, else
+    the spec-sheet board power of its row in :data:`gpulab.hardware.GPUS`; both upper bounds."""
     from .hardware import gpu_named
 
     name = device_name()
+    limit = _nvidia_smi_power_limit()  # this very board's limit, when the driver's tool answers
+    if limit:
+        return limit, f"this board's power limit, {limit:g} W, from nvidia-smi (an upper bound)", name
     d = gpu_named(name)  # whole words: "L4" must not match an "L40S", which draws five times the power
     if d is not None and d.watts:
         return float(d.watts), f"{d.name} spec-sheet board power {d.watts:g} W (an upper bound)", name
-    limit = _nvidia_smi_power_limit()
-    if limit:
-        return limit, f"this board's power limit, {limit:g} W, from nvidia-smi (an upper bound)", name
     raise UsageError(
         f"cannot read {name}'s power (NVML unavailable), nvidia-smi gave no power limit, and the board is not "
         "in gpulab.hardware.GPUS: install nvidia-ml-py (pip install nvidia-ml-py) to measure it, or pass "

@@ -83,12 +83,17 @@ def device(name: str | Device) -> Device:
 
 def gpu_named(name: str) -> Device | None:
     """The row of :data:`GPUS` whose key is a whole word of ``name`` (a GPU's reported name, ``"Tesla T4"``,
-    ``"NVIDIA A100-SXM4-80GB"``), else None. Whole words, so that an L40S is not taken for an L4."""
+    ``"NVIDIA A100-SXM4-80GB"``), else None. Whole words, so that an L40S is not taken for an L4; and a PCIe or NVL
+    board is not taken for the table's SXM row of the same chip (an H100 PCIe has about 3/4 of the H100 SXM's
+    FP32 peak and half its power)."""
     import re
 
     for key, d in GPUS.items():
         if re.search(rf"\b{re.escape(key)}\b", name, re.IGNORECASE):
-            return d
+            other_form = re.search(r"PCIE|NVL", name, re.IGNORECASE) and not re.search(
+                r"PCIE|NVL", d.name, re.IGNORECASE
+            )
+            return None if other_form else d
     return None
 
 

@@ -178,9 +178,10 @@ def _ring_host(fn: Callable[..., Any]) -> Callable[..., None]:
         if got is None:
             raise UsageError(returned_none("ring_allreduce"))
         if not isinstance(got, tuple) or len(got) != 2:
+            given = f"a {type(got).__name__}" + (f" of {len(got)}" if isinstance(got, (list, tuple)) else "")
             raise UsageError(
-                "ring_allreduce must return two things: the list of every device's buffer and the bytes device 0 "
-                "sent (return bufs, sent)."
+                "ring_allreduce must return a pair: the list of every device's buffer and the bytes device 0 sent, "
+                f"as `return bufs, sent`; it returned {given}."
             )
         bufs, sent = got
         try:
