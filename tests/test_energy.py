@@ -258,8 +258,6 @@ def test_gpu_named_takes_no_other_board_for_the_tables(reported, row):
 
 
 def test_nvml_counter_failing_at_the_end_gives_a_labelled_estimate(monkeypatch):
-    import sys
-    import types
 
     class Failing(_FakeNvmlWithCounter):
         def nvmlDeviceGetTotalEnergyConsumption(self, h):
@@ -268,12 +266,7 @@ def test_nvml_counter_failing_at_the_end_gives_a_labelled_estimate(monkeypatch):
                 raise self.NVMLError("GPU is lost")
             return 0
 
-    monkeypatch.setitem(sys.modules, "pynvml", Failing())
-    monkeypatch.setitem(sys.modules, "cupy", None)
-    monkeypatch.setattr(energy, "runtime", types.SimpleNamespace(is_gpu=lambda: True, synchronize=lambda: None))
-    monkeypatch.setattr(energy, "nvml_status", lambda: (True, "fake"))
-    monkeypatch.setattr(energy, "device_name", lambda: "Tesla T4")
-    monkeypatch.setattr(energy, "_nvidia_smi_power_limit", lambda: None)
+    _on_a_t4_with(monkeypatch, Failing())
     out, r = energy.measure(lambda: 5, min_seconds=0.01)
     assert out == 5 and not r.measured and "GPU is lost" in r.method and "70 W" in r.method
 
@@ -306,16 +299,9 @@ class _FakeNvmlNoPermission(_FakeNvml):
 
 
 def test_nvml_that_cannot_open_the_gpu_gives_a_labelled_estimate(monkeypatch):
-    import sys
-    import types
 
     fake = _FakeNvmlNoPermission()
-    monkeypatch.setitem(sys.modules, "pynvml", fake)
-    monkeypatch.setitem(sys.modules, "cupy", None)
-    monkeypatch.setattr(energy, "runtime", types.SimpleNamespace(is_gpu=lambda: True, synchronize=lambda: None))
-    monkeypatch.setattr(energy, "nvml_status", lambda: (True, "fake"))
-    monkeypatch.setattr(energy, "device_name", lambda: "Tesla T4")
-    monkeypatch.setattr(energy, "_nvidia_smi_power_limit", lambda: None)
+    _on_a_t4_with(monkeypatch, fake)
     out, r = energy.measure(lambda: 7, min_seconds=0.01)
     assert out == 7 and not r.measured and r.label.startswith("ESTIMATE")
     assert "NVML could not read this GPU (NVMLError: Insufficient Permissions)" in r.method
@@ -346,3 +332,16 @@ def test_failing_work_stops_the_meters_sampling_thread(tmp_path, monkeypatch):
     with pytest.raises(ZeroDivisionError, match="kernel failed"):
         energy.measure(broken, min_seconds=0.5)
     assert threading.active_count() == before  # no sampler left polling the counters
+
+
+def _on_a_t4_with(monkeypatch, fake_pynvml):
+    """gpu mode on a Tesla T4 whose NVML is ``fake_pynvml``; no CuPy, no nvidia-smi (the table's 70 W then)."""
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml)
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    monkeypatch.setattr(energy, "runtime", types.SimpleNamespace(is_gpu=lambda: True, synchronize=lambda: None))
+    monkeypatch.setattr(energy, "nvml_status", lambda: (True, "fake"))
+    monkeypatch.setattr(energy, "device_name", lambda: "Tesla T4")
+    monkeypatch.setattr(energy, "_nvidia_smi_power_limit", lambda: None)
