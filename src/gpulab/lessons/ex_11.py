@@ -57,6 +57,7 @@ def _exercises() -> list[Exercise]:
                 sizes=[2, 3, 50, 1000],
                 host=_jpi(energy.joules_per_image),
                 rtol=1e-9,
+                race_check=False,  # a plain function: no threads whose schedule could matter
                 atol=1e-9,
                 mistakes={
                     "that is the sum of samples x interval (a left Riemann sum): average the two "
@@ -79,6 +80,7 @@ def _exercises() -> list[Exercise]:
                 sizes=[1, 7, 64],
                 host=_attainable(hardware.attainable_gflops),
                 rtol=1e-12,
+                race_check=False,  # a plain function: no threads whose schedule could matter
                 atol=1e-9,
                 mistakes={
                     "the peak is in TFLOP/s: multiply by 1e3 for GFLOP/s.": lambda i, p, b: np.minimum(p[0], b[0] * i),
@@ -104,6 +106,7 @@ def _exercises() -> list[Exercise]:
                 sizes=[1, 5, 40],
                 host=_cost(pricing.cost_per_epoch),
                 rtol=1e-9,
+                race_check=False,  # a plain function: no threads whose schedule could matter
                 atol=1e-9,
                 mistakes={
                     "prices are per hour and the time is in seconds: divide by 3600.": lambda x: (
@@ -126,6 +129,7 @@ def _exercises() -> list[Exercise]:
                 host=as_host(systolic.pe_step, 5, "pe_step"),
                 out_names=["a_reg", "b_reg", "acc"],
                 rtol=1e-6,
+                race_check=False,  # a plain function: no threads whose schedule could matter
                 atol=1e-6,
             ),
             systolic.pe_step,
