@@ -167,6 +167,11 @@ class Sandbox:
             "--gid",
             str(NOBODY),
             "--clearenv",
+            # first: a later mount shadows an earlier one, and a venv (or Python) may live under /tmp
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/tmp",
         ]
         for p in ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin", "/etc"):
             args += ["--ro-bind-try", p, p]
@@ -182,10 +187,6 @@ class Sandbox:
             "--bind",
             str(self.home),
             "/grader/home",
-            "--proc",
-            "/proc",
-            "--tmpfs",
-            "/tmp",
         ]
         if self.device == "gpu":
             args += ["--dev-bind", "/dev", "/dev", "--ro-bind-try", "/sys", "/sys"]
