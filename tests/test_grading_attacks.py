@@ -216,3 +216,22 @@ def test_closing_the_result_channel_then_flooding_output_is_stopped_at_the_outpu
     # Which the grader sees first, the closed channel or the flood, depends on the schedule (under load, the
     # flood: "printed more than 500,000 bytes (the output limit) and was skipped"); either way it is the limit.
     assert "output limit" in msg, g.rows
+
+
+def test_a_python_under_tmp_stays_visible_in_the_sandbox(monkeypatch):
+    """bwrap mounts in order and a later mount hides an earlier one: /tmp's private tmpfs must come before the binds
+    of the Python and its venv, which may live under /tmp (a fresh clone there failed every graded notebook)."""
+    import shutil
+
+    from gpulab.grading import sandbox
+
+    monkeypatch.setattr(sandbox.sys, "prefix", "/tmp/course/.venv")
+    box = sandbox.Sandbox(Limits(), "simulator", None, "/usr/bin/bwrap")
+    try:
+        args, _, _ = box.command((3, 4))
+    finally:
+        shutil.rmtree(box.root, ignore_errors=True)
+    tmpfs = args.index("--tmpfs")
+    assert args[tmpfs + 1] == "/tmp"
+    binds = [k for k, a in enumerate(args) if a.startswith("--") and "bind" in a and args[k + 2].startswith("/tmp")]
+    assert binds and all(k > tmpfs for k in binds), args
