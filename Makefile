@@ -67,9 +67,10 @@ test-fast: setup
 	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(PY) -m pytest -n $(JOBS) tests $(PYTEST_ARGS)
 
 # Colab's versions, the oldest gpulab supports, on Colab's Python (3.12): unit tests (not notebooks) in a
-# second venv, with gpulab installed --no-deps exactly as Colab's setup cell does. CuPy 13 (it installs
-# without a GPU) is there for tests/test_api_versions.py: every CuPy and numba-cuda name that gpu-mode code,
-# lessons and lab solutions use must exist in CuPy 13 and numba-cuda 0.22 (make test checks the newest).
+# second venv, with gpulab installed --no-deps exactly as Colab's setup cell does. scikit-learn is there as on
+# Colab: without an MNIST copy the lessons fall back to its 8x8 digits. CuPy 13 (it installs without a GPU) is
+# there for tests/test_api_versions.py: every CuPy and numba-cuda name that gpu-mode code, lessons and lab
+# solutions use must exist in CuPy 13 and numba-cuda 0.22 (make test checks the newest).
 # Not here: gpu-check's own tests (it runs on a GPU image's Python with the newest wheels, never on Colab).
 OLDEST_VENV ?= .venv-oldest
 OLDEST_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3) $(shell command -v python3.12) $(PYTHON))
@@ -78,7 +79,8 @@ test-oldest:
 	test -x $(OLDEST_VENV)/bin/python || $(OLDEST_PYTHON) -m venv $(OLDEST_VENV)
 	$(OLDEST_VENV)/bin/python -c "import sys; print('test-oldest on Python', sys.version.split()[0])"
 	$(OLDEST_VENV)/bin/python -m pip --disable-pip-version-check install -q $(OLDEST_PINS) \
-	  "numpy>=1.26" "tqdm>=4.66" "pytest>=8" "pytest-xdist>=3.5" "pytest-timeout>=2.2" "nbformat>=5.9" "nbclient>=0.10" "ipykernel>=6.29"
+	  "numpy>=1.26" "tqdm>=4.66" "scikit-learn>=1.3" \
+	  "pytest>=8" "pytest-xdist>=3.5" "pytest-timeout>=2.2" "nbformat>=5.9" "nbclient>=0.10" "ipykernel>=6.29"
 	$(OLDEST_VENV)/bin/python -m pip --disable-pip-version-check install -q --no-deps .  # as Colab: no deps, not editable
 	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(OLDEST_VENV)/bin/python -m pytest -n $(JOBS) -m "not browser and not slow" \
 	  --ignore=tests/test_gpucheck.py --ignore=tests/test_nbexec.py tests $(PYTEST_ARGS)
