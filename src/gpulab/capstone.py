@@ -67,12 +67,11 @@ def not_grid_stride(op: str, kernel: Any) -> str:
         return ""
     if any(hasattr(getattr(fn, "__globals__", {}).get(n), "py_func") for n in names):
         return ""  # a device function may hold the loop
-    dims = "2" if op in ("im2col", "col2im") else "1"
     loop = (
-        "`for i in range(cuda.grid(1), n, cuda.gridsize(1)):`"
-        if dims == "1"
-        else "`q0, r0 = cuda.grid(2)` and `sq, sr = cuda.gridsize(2)`, then loops from r0 in steps of sr and "
+        "`q0, r0 = cuda.grid(2)` and `sq, sr = cuda.gridsize(2)`, then loops from r0 in steps of sr and "
         "from q0 in steps of sq"
+        if op in ("im2col", "col2im")  # the 2-D launches
+        else "`for i in range(cuda.grid(1), n, cuda.gridsize(1)):`"
     )
     return (
         f"{op}'s kernel must be a grid-stride loop: training launches it with fewer threads than elements (one "

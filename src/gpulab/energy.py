@@ -25,7 +25,16 @@ from collections.abc import Callable, Sequence
 
 from . import runtime
 from .errors import UsageError
-from .energy_meters import POWERCAP, _Nvml, _Rapl, integrate_power, nvml_status, rapl_status, rapl_zones
+from .energy_meters import (
+    POWERCAP,
+    _Nvml,
+    _Rapl,
+    cuda_pci_bus_id,
+    integrate_power,
+    nvml_status,
+    rapl_status,
+    rapl_zones,
+)
 from .timing import device_name
 
 __all__ = [
@@ -229,13 +238,8 @@ def _nvidia_smi_power_limit() -> float | None:
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
-    which = []
-    try:
-        import cupy
-
-        which = [f"--id={cupy.cuda.Device().pci_bus_id}"]  # CUDA and nvidia-smi may number GPUs differently
-    except Exception:
-        pass  # no CuPy: the first GPU nvidia-smi lists
+    bus = cuda_pci_bus_id()
+    which = [f"--id={bus}"] if bus else []  # without one, the first GPU nvidia-smi lists
     try:
         out = subprocess.run(
             [exe, "--query-gpu=power.limit", "--format=csv,noheader,nounits", *which],

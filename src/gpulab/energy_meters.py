@@ -19,7 +19,7 @@ import numpy as np
 from .errors import UsageError
 from .timing import device_name
 
-__all__ = ["POWERCAP", "integrate_power", "nvml_status", "rapl_status", "rapl_zones"]
+__all__ = ["POWERCAP", "cuda_pci_bus_id", "integrate_power", "nvml_status", "rapl_status", "rapl_zones"]
 
 POWERCAP = Path("/sys/class/powercap")
 
@@ -168,6 +168,17 @@ def nvml_status() -> tuple[bool, str]:
     return (n > 0), f"{n} NVIDIA GPU(s) visible to NVML"
 
 
+def cuda_pci_bus_id() -> str | None:
+    """The PCI bus id of the GPU CUDA works on (CuPy's current device), or None without CuPy or a GPU. NVML and
+    nvidia-smi may number GPUs differently from CUDA; the bus id names the same board for all three."""
+    try:
+        import cupy
+
+        return str(cupy.cuda.Device().pci_bus_id)
+    except Exception:  # noqa: BLE001 - no CuPy, no GPU, no driver: the caller takes the first GPU
+        return None
+
+
 class _Nvml:
     """The current CUDA device's energy counter, and its power sampled every ``interval`` seconds.
 
@@ -184,13 +195,9 @@ class _Nvml:
         self.error = ""  # why power sampling stopped, if it did
         pynvml.nvmlInit()
         try:
-            self.handle = None
-            try:
-                import cupy
-
-                bus = cupy.cuda.Device().pci_bus_id  # CUDA and NVML may number GPUs differently: match by bus
-                self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus)
-            except Exception:
+            try:  # CUDA and NVML may number GPUs differently: match by bus
+                self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(cuda_pci_bus_id())
+            except Exception:  # no bus id (no CuPy), or one NVML does not know: its first GPU
                 self.handle = pynvml.nvmlDeviceGetHandleByIndex(0)
             self.device = device_name()  # the GPU CUDA works on, which the handle above matches by bus
             try:

@@ -215,7 +215,4 @@ def _lesson06() -> list[Exercise]:
     ]
 
 
-# --- 10 · scaling up ----------------------------------------------------------------------------------
-
-
 EXERCISES_LIST: list[Exercise] = _lesson05() + _lesson06() + EXERCISES_07_08

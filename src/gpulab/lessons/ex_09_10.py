@@ -165,11 +165,13 @@ def _ring_sent(x: np.ndarray, factor: float = 1.0) -> np.ndarray:
 def _reduce_scatter_only(x: np.ndarray) -> np.ndarray:
     """The buffers after the first half of the ring: device i holds the whole sum of chunk i + 1 only."""
     n, length = x.shape
-    out = x.astype(np.float32).copy()
+    out = x.astype(np.float32)
     bounds = np.linspace(0, length, n + 1).astype(int)
     for step in range(n - 1):
-        for i, msg in enumerate([out[i, bounds[(i - step) % n] : bounds[(i - step) % n + 1]].copy() for i in range(n)]):
-            out[(i + 1) % n, bounds[(i - step) % n] : bounds[(i - step) % n + 1]] += msg
+        sent = [(i - step) % n for i in range(n)]  # the chunk device i passes on
+        msgs = [out[i, bounds[k] : bounds[k + 1]].copy() for i, k in enumerate(sent)]
+        for i, (k, msg) in enumerate(zip(sent, msgs)):
+            out[(i + 1) % n, bounds[k] : bounds[k + 1]] += msg
     return out
 
 
