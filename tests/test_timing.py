@@ -54,6 +54,9 @@ def test_peak_lookup(name, key):
 
 def test_unknown_device_says_so():
     assert timing.lookup_peak("NVIDIA GeForce GT 710") is None
+    # not the SXM rows of the same chip: an NVL board and a Grace Hopper superchip (whose name contains "H200")
+    for name in ("NVIDIA H100 NVL", "NVIDIA H200 NVL", "NVIDIA GH200 480GB"):
+        assert timing.lookup_peak(name) is None, name
     assert timing.percent_of_peak(100, "NVIDIA GeForce GT 710") is None
 
 

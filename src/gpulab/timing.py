@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import re
 import statistics
 import sys
 import time
@@ -211,7 +212,8 @@ class DevicePeak:
     source: str = field(default="NVIDIA data sheet")
 
 
-# Spec-sheet figures (dense tensor-core rates, i.e. without 2:4 sparsity).
+# Spec-sheet figures (dense tensor-core rates, i.e. without 2:4 sparsity) from NVIDIA's data sheets; the rows
+# shared with gpulab.hardware_specs.GPUS were checked against its refs on 2026-12-01 (same values there).
 PEAKS: dict[str, DevicePeak] = {
     "T4": DevicePeak("Tesla T4", 320, 8.1, 65, None, 16),
     "L4": DevicePeak("L4", 300, 30.3, 121, 60, 24),
@@ -229,6 +231,8 @@ def lookup_peak(device_name: str) -> DevicePeak | None:
     Returns None for a device that is not in the table (callers should say so, not guess).
     """
     name = device_name.upper().replace("TESLA ", "")
+    if re.search(r"\bNVL\b|\bG[HB]\d{3}\b", name):
+        return None  # H100/H200 NVL boards and Grace superchips (GH200, GB200): other memory and clocks than these rows
     if "H200" in name:
         return PEAKS["H200"]
     if "H100" in name:
