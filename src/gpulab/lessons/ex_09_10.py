@@ -162,16 +162,31 @@ def _ring_sent(x: np.ndarray, factor: float = 1.0) -> np.ndarray:
     return np.array([2 * (n - 1) / n * x[0].nbytes * factor])
 
 
-def _reduce_scatter_only(x: np.ndarray) -> np.ndarray:
-    """The buffers after the first half of the ring: device i holds the whole sum of chunk i + 1 only."""
+def _reduce_scatter_only(x: np.ndarray, steps: int | None = None) -> np.ndarray:
+    """The buffers after the first half of the ring: device i holds the whole sum of chunk i + 1 only
+    (``steps``: that many reduce-scatter steps instead of N - 1, a mistake)."""
     n, length = x.shape
     out = x.astype(np.float32)
     bounds = np.linspace(0, length, n + 1).astype(int)
-    for step in range(n - 1):
+    for step in range(n - 1 if steps is None else steps):
         sent = [(i - step) % n for i in range(n)]  # the chunk device i passes on
         msgs = [out[i, bounds[k] : bounds[k + 1]].copy() for i, k in enumerate(sent)]
         for i, (k, msg) in enumerate(zip(sent, msgs)):
             out[(i + 1) % n, bounds[k] : bounds[k + 1]] += msg
+    return out
+
+
+def _ring_mistake(x: np.ndarray, steps: int | None = None, add: bool = False) -> np.ndarray:
+    """The whole ring with a mistake: ``steps`` reduce-scatter steps, or an all-gather that adds (``add``)."""
+    n, length = x.shape
+    out = _reduce_scatter_only(x, steps)
+    bounds = np.linspace(0, length, n + 1).astype(int)
+    for step in range(n - 1):
+        sent = [(i + 1 - step) % n for i in range(n)]  # the summed chunk device i passes on
+        msgs = [out[i, bounds[k] : bounds[k + 1]].copy() for i, k in enumerate(sent)]
+        for i, (k, msg) in enumerate(zip(sent, msgs)):
+            dst = out[(i + 1) % n, bounds[k] : bounds[k + 1]]
+            dst[...] = dst + msg if add else msg
     return out
 
 
@@ -230,6 +245,10 @@ def _lesson10() -> list[Exercise]:
                     "N-1 steps pass those sums round the ring, each overwriting the neighbour's chunk.": (
                         _reduce_scatter_only
                     ),
+                    "the all-gather copies the summed chunk over the neighbour's (bufs[...] = msg): adding it counts "
+                    "the neighbour's partial sum twice.": lambda x: _ring_mistake(x, add=True),
+                    "the reduce-scatter takes N-1 steps, not N: after N-1 every chunk's sum is complete, and one more "
+                    "adds a device's contribution again.": lambda x: _ring_mistake(x, steps=x.shape[0]),
                 },
             ),
             ring_steps,
