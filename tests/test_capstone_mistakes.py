@@ -181,3 +181,19 @@ def test_a_step_that_differs_names_the_op_with_verify():
         step(cap.ops(verify=True))
     cap.register("im2col", k.im2col_kernel)
     step(cap.ops(verify=True))  # the course's kernels agree with themselves
+
+
+@cuda.jit
+def relu_backward_with_a_list(dout, y, dx):  # the simulator runs it; NVVM refuses the list
+    for i in range(cuda.grid(1), dx.size, cuda.gridsize(1)):
+        keep = [0.0, 1.0]
+        dx[i] = dout[i] * keep[1 if y[i] > 0.0 else 0]
+
+
+def test_a_kernel_a_gpu_would_refuse_stops_the_challenge_naming_its_op():
+    cap = capstone.Capstone()
+    assert cap.register("relu_backward", relu_backward_with_a_list).passed  # the simulator accepts it
+    cap.register("relu", k.relu_kernel)
+    with pytest.raises(capstone.CapstoneError, match=r"- relu_backward: .*cannot allocate memory") as err:
+        cap.check_ptx()
+    assert "- relu:" not in str(err.value)

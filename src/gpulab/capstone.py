@@ -30,6 +30,7 @@ import html
 from typing import Any
 
 
+from . import runtime
 from .capstone_ops import CapstoneError as CapstoneError, LearnerOps as LearnerOps
 from .capstone_problems import HOSTS as HOSTS, PROBLEMS as PROBLEMS
 from .errors import UsageError
@@ -187,6 +188,25 @@ class Capstone:
             return "not registered (call Capstone.register)"
         return f"check {res.name!r} {res.status}: {res.message}"
 
+    def check_ptx(self) -> None:
+        """Compile every registered kernel for a real GPU (NVVM, PTX for sm_75, in one child process: a few
+        seconds) and raise :class:`CapstoneError` naming each op whose kernel a GPU would refuse: the simulator
+        runs any Python (lists, strings, NumPy calls), a GPU does not. Nothing to do in gpu mode, where every
+        check already compiled the kernels; skipped with a note when NVVM is not installed."""
+        if runtime.is_gpu() or not self.kernels:
+            return
+        errors = _ptx_errors(self.kernels)
+        if errors is None:
+            print("PTX not checked: the PTX compiler (NVVM, from numba-cuda[cu12]) could not run here.")
+            return
+        if errors:
+            lines = "\n".join(f"- {op}: {err}" for op, err in errors.items())
+            raise CapstoneError(
+                "the simulator ran these kernels, but a GPU would refuse them (NVVM could not compile them to "
+                f"PTX):\n{lines}\nInside a kernel use arrays, numbers, math and cuda.* only: no lists, dicts, "
+                "strings, objects or NumPy functions (np.maximum: use max). Fix the kernel and re-run its check cell."
+            )
+
     @property
     def full_marks(self) -> bool:
         return not self.missing()
@@ -213,6 +233,66 @@ class Capstone:
     def report(self) -> _Report:
         """A table of which op ran on whose kernel (HTML in Jupyter, text in a terminal)."""
         return _Report(self.rows(), len(self.kernels), len(LEARNER_OPS))
+
+
+_PTX_CHILD = """
+import json, sys
+payload = json.load(sys.stdin)
+from numba import cuda
+from gpulab.source import py_func
+out = {}
+for op, item in payload["items"].items():
+    ns = {}
+    try:
+        exec(compile(item["source"], "<your " + op + " kernel>", "exec"), ns)
+        ptx, _ = cuda.compile_ptx(py_func(ns[item["name"]]), item["signature"], cc=(7, 5))
+        out[op] = "ok"
+    except Exception as exc:
+        out[op] = (type(exc).__name__ + ": " + str(exc))[:1500]
+print(json.dumps(out))
+"""
+
+
+def _ptx_errors(kernels: dict[str, Any]) -> dict[str, str] | None:
+    """op -> NVVM's error for each kernel that does not compile to PTX with its op's signature (the library
+    kernel's, :data:`gpulab.kernels.nn_kernels.PTX_SIGNATURES`); None when the compiler cannot run here."""
+    from . import ptx
+    from .kernels import nn_kernels
+    from .source import py_func, standalone_source
+
+    library = {"matmul": "gemm_kernel", "adam_update": "adam_kernel"}
+    signatures = {py_func(k).__name__: sig for k, sig in nn_kernels.PTX_SIGNATURES}
+    items = {}
+    for op, kern in kernels.items():
+        try:
+            source = standalone_source(kern)
+        except (OSError, TypeError, ValueError) as exc:
+            return {op: f"could not collect the kernel's source: {exc}"}
+        items[op] = {
+            "source": source,
+            "name": py_func(kern).__name__,
+            "signature": signatures[library.get(op, f"{op}_kernel")],
+        }
+    try:
+        res = ptx._run_child(_PTX_CHILD, {"items": items}, 300)  # one process for all: about 4 s of CPU
+    except Exception:  # noqa: BLE001 - NVVM missing or the child failed: not the learner's fault
+        return None
+    return {op: _gist(err) for op, err in res.items() if err != "ok"}
+
+
+def _gist(err: str) -> str:
+    """The lines of a Numba error that say what is wrong (not its pipeline's step names, nor its boilerplate)."""
+    keep = [
+        ln.strip()
+        for ln in err.splitlines()
+        if ln.strip()
+        and not ln.startswith(("TypingError: Failed in", "During:", "File ", "Failed in"))
+        and "pipeline" not in ln
+    ]
+    gist = " ".join(keep[:3])[:400] or err[:400]
+    if "NRT required" in err:  # Numba's runtime: what allocates memory (lists, new arrays) inside the kernel
+        gist += " (the kernel creates a list, array or other object: a GPU kernel cannot allocate memory)"
+    return gist
 
 
 class _Report:

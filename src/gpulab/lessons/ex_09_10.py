@@ -53,7 +53,17 @@ def _macs_host(fn: Callable[..., Any]) -> Callable[..., None]:
         got = [fn(int(s), (int(c1), int(c2)), int(hidden), int(classes)) for s, c1, c2, hidden, classes in x]
         if any(g is None for g in got):
             raise UsageError(returned_none("cnn_forward_macs"))
-        return np.array(got, dtype=np.float64)
+        for g in got:
+            number = isinstance(g, (int, float, np.integer, np.floating)) or (
+                isinstance(g, np.ndarray) and g.ndim == 0 and g.dtype.kind in "iuf"
+            )
+            if isinstance(g, (bool, np.bool_)) or not number:
+                shown = repr(g) if len(repr(g)) <= 60 else repr(g)[:57] + "..."
+                raise UsageError(
+                    "cnn_forward_macs must return one number, the network's multiply-adds (e.g. `return total`); "
+                    f"it returned a {type(g).__name__}: {shown}. Return the total as an int: add the layers' counts, and format only when printing."
+                )
+        return np.array([float(g) for g in got], dtype=np.float64)
 
     return as_host(per_row, 1, "cnn_forward_macs")
 
@@ -100,6 +110,9 @@ def _lesson09() -> list[Exercise]:
                     "each output of the second convolution sums over all c1 input channels: c1 x 3 x 3 "
                     "multiply-adds, not 3 x 3.": lambda x: _macs(x, in_channels=False),
                     "that counts FLOPs, 2 per multiply-add: count multiply-adds.": lambda x: 2 * _macs(x),
+                    "that is in millions: return the count itself (format it only when you print it).": lambda x: (
+                        _macs(x) / 1e6
+                    ),
                     "add the two linear layers: (c2 x S/4 x S/4) x hidden, then hidden x classes.": lambda x: _macs(
                         x, linear=False
                     ),
