@@ -205,3 +205,15 @@ def test_the_fused_kernel_with_one_line_wrong_gets_that_lines_hint(edit, hint):
     kernel = define(src.replace(*edit), "flash_attention_kernel", dict(flash.__dict__))
     res = lessons.check("12", "flash", kernel)
     assert not res.passed and hint in res.hint, res
+
+
+def test_a_causal_mask_one_key_short_is_named_not_called_an_overflow():
+    """Before: 'out[0, 4] is inf where a finite value is expected: an overflow, a division by zero, ...'."""
+
+    def strict(s, scale, causal, out):
+        n, m = s.shape
+        keep = np.arange(m)[None, :] < np.arange(n)[:, None] + (m - n)
+        out[...] = np.where(keep, s * scale, -np.inf) if int(causal) else s * scale
+
+    res = L.SCALE_MASK.check(host=strict, race_check=False, budget=None)
+    assert not res.passed and "its own position" in res.hint and "overflow" not in res.hint, res

@@ -87,6 +87,13 @@ def _mask_no_offset(s: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
     return np.where(keep, out, -np.inf).astype(s.dtype) if int(causal) else out
 
 
+def _mask_strict(s: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
+    out = s * s.dtype.type(scale)
+    n, m = s.shape
+    keep = np.arange(m)[None, :] < np.arange(n)[:, None] + (m - n)
+    return np.where(keep, out, -np.inf).astype(s.dtype) if int(causal) else out
+
+
 SCALE_MASK = Problem(
     "lab12.scale_mask",
     spec=scale_mask_spec,
@@ -101,6 +108,7 @@ SCALE_MASK = Problem(
             np.where(np.isneginf(scale_mask_spec(s, sc, c)), 0, scale_mask_spec(s, sc, c))
         ),
         "with m > n keys, query i sees keys j <= i + (m - n): the mask needs the offset m - n.": _mask_no_offset,
+        "query i also sees key i + (m - n), its own position: mask j > i + (m - n), not >=.": _mask_strict,
     },
     budget=Budget(sectors={"s": 2.0, "out": 2.0}),
     points=2,
