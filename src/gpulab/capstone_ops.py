@@ -163,7 +163,7 @@ class LearnerOps(KernelOps):
             f"x {_shape(x)}, k {k}, stride {stride}",
             (_contig(x), k, stride),
             ((out.shape, out.dtype), (cache[0].shape, cache[0].dtype)),
-            lambda: (lambda r: (r[0], r[1][0]))(self.course().maxpool(x, k, stride)),
+            lambda: self._course_maxpool(x, k, stride),
         )
         return out, cache
 
@@ -188,11 +188,16 @@ class LearnerOps(KernelOps):
             f"logits {_shape(logits)}",
             (_contig(logits), labels),
             ((grad.shape, grad.dtype), ((n,), np.float32)),
-            lambda: (self.course().softmax_xent(logits, labels)[1], self._course_losses(logits, labels)),
+            lambda: self._course_xent(logits, labels),
         )
         return loss, grad
 
-    def _course_losses(self, logits: Any, labels: Any) -> Any:
+    def _course_maxpool(self, x: Any, k: int, stride: int) -> tuple[Any, Any]:
+        out, (arg,) = self.course().maxpool(x, k, stride)
+        return out, arg
+
+    def _course_xent(self, logits: Any, labels: Any) -> tuple[Any, Any]:
+        """The course kernel's gradient and per-row losses (its launcher returns their mean only)."""
         xp = runtime.array_module(logits)
         k = self.course().k
         grad, losses = xp.empty(logits.shape, dtype=np.float32), xp.empty(logits.shape[0], dtype=np.float32)
@@ -204,7 +209,7 @@ class LearnerOps(KernelOps):
             grad,
             losses,
         )
-        return losses
+        return grad, losses
 
     def adam_update(self, p: Any, g: Any, m: Any, v: Any, lr_t: float, b1: float, b2: float, eps_t: float) -> None:
         before = (p.copy(), m.copy(), v.copy()) if self.verify and "adam_update" in self.kernels else None
