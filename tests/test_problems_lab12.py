@@ -179,3 +179,41 @@ def test_too_much_shared_memory_in_a_row_reduction_gets_a_reduction_hint():
     res = L.SOFTMAX_BACKWARD.check(softmax_backward_two_shared_arrays)
     assert res.status == "over budget" and "256 bytes" in str(res), res
     assert "128 bytes here, 32 float32 values" in res.hint and "block reduction" in res.hint, res.hint
+
+
+@pytest.mark.parametrize(
+    "edit, hint",
+    [
+        (("            row_sum *= alpha\n", ""), "the running sum must be rescaled too"),
+        (("acc[a] *= alpha", "acc[a] *= 1.0"), "the accumulator must be rescaled too"),
+        (("key > row + offset", "key >= row + offset"), "mask key > i + (m - n), not >="),
+        (("if key >= m or row >= n or (causal", "if row >= n or (causal"), "keys past the end"),
+    ],
+)
+def test_the_fused_kernel_with_one_line_wrong_gets_that_lines_hint(edit, hint):
+    """The library's fused kernel with one learner's mistake in it (half the online-softmax rescale, the causal
+    mask one key short, the last tile's padding left unmasked): lesson 12's check names it."""
+    import inspect
+    import textwrap
+
+    from gpulab import lessons
+    from gpulab.source import define
+    from gpulab.transformer import flash
+
+    src = textwrap.dedent(inspect.getsource(flash.flash_attention_kernel.py_func))
+    assert edit[0] in src
+    kernel = define(src.replace(*edit), "flash_attention_kernel", dict(flash.__dict__))
+    res = lessons.check("12", "flash", kernel)
+    assert not res.passed and hint in res.hint, res
+
+
+def test_a_causal_mask_one_key_short_is_named_not_called_an_overflow():
+    """Before: 'out[0, 4] is inf where a finite value is expected: an overflow, a division by zero, ...'."""
+
+    def strict(s, scale, causal, out):
+        n, m = s.shape
+        keep = np.arange(m)[None, :] < np.arange(n)[:, None] + (m - n)
+        out[...] = np.where(keep, s * scale, -np.inf) if int(causal) else s * scale
+
+    res = L.SCALE_MASK.check(host=strict, race_check=False, budget=None)
+    assert not res.passed and "its own position" in res.hint and "overflow" not in res.hint, res

@@ -20,7 +20,8 @@ Training with a learner op whose output turns NaN or inf stops at once with
 :class:`CapstoneError` naming the op, never a silent NaN.
 
 The ops' checks (:data:`PROBLEMS`: specs, inputs, launchers) live in :mod:`gpulab.capstone_problems`;
-this module holds the registry (:class:`Capstone`), the guarded backend and the report.
+the guarded backend (:class:`LearnerOps`) in :mod:`gpulab.capstone_ops`;
+this module holds the registry (:class:`Capstone`) and the report.
 """
 
 from __future__ import annotations
@@ -28,13 +29,12 @@ from __future__ import annotations
 import html
 from typing import Any
 
-import numpy as np
 
 from . import runtime
+from .capstone_ops import CapstoneError as CapstoneError, LearnerOps as LearnerOps
 from .capstone_problems import HOSTS as HOSTS, PROBLEMS as PROBLEMS
-from .errors import GpulabError, UsageError
+from .errors import UsageError
 from .exercises import CheckResult
-from .nn.kernel_ops import KernelOps
 
 __all__ = ["LEARNER_OPS", "PROBLEMS", "Capstone", "CapstoneError", "LearnerOps", "not_grid_stride"]
 
@@ -80,86 +80,8 @@ def not_grid_stride(op: str, kernel: Any) -> str:
     )
 
 
-class CapstoneError(GpulabError):
-    """A learner op is missing, failed its check, or produced NaN/inf during training."""
-
-
-# ---------------------------------------------------------------------------------------- registry
-
-
-class LearnerOps(KernelOps):
-    """The ``kernels`` backend with the learner's kernels in ``kernels`` (op -> kernel); every output of
-    a learner op is checked for NaN/inf (``guard``), so a wrong kernel stops training at that op."""
-
-    name = "learner"
-
-    def __init__(
-        self, kernels: dict[str, Any], guard: bool = True, blocks: dict[str, tuple[int, int]] | None = None
-    ) -> None:
-        super().__init__(kernels, blocks)
-        self.guard = guard
-        self.calls: dict[str, int] = {}
-
-    def _kernel(self, op: str) -> Any:
-        kern = super()._kernel(op)
-        if kern is not None:
-            self.calls[op] = self.calls.get(op, 0) + 1
-        return kern
-
-    def _finite(self, op: str, *arrays: Any) -> None:
-        if not self.guard or op not in self.kernels:
-            return
-        for a in arrays:
-            if not bool(runtime.array_module(a).isfinite(a).all()):
-                raise CapstoneError(
-                    f"op {op!r}: your kernel produced NaN or inf during training (its check passed on small "
-                    "random inputs). Look for a read past the end of an array, a missing bounds check in the "
-                    f"grid-stride loop, or an accumulator that is not reset; re-run Capstone.register({op!r}, ...)."
-                )
-
-    def matmul(self, a: Any, b: Any) -> Any:
-        c = super().matmul(a, b)
-        self._finite("matmul", c)
-        return c
-
-    def im2col(self, x: Any, kh: int, kw: int, stride: int, pad: int) -> tuple[Any, int, int]:
-        cols, ho, wo = super().im2col(x, kh, kw, stride, pad)
-        self._finite("im2col", cols)
-        return cols, ho, wo
-
-    def col2im(self, dcols: Any, x_shape: tuple[int, ...], kh: int, kw: int, stride: int, pad: int) -> Any:
-        dx = super().col2im(dcols, x_shape, kh, kw, stride, pad)
-        self._finite("col2im", dx)
-        return dx
-
-    def relu(self, x: Any) -> Any:
-        y = super().relu(x)
-        self._finite("relu", y)
-        return y
-
-    def relu_backward(self, dout: Any, y: Any) -> Any:
-        dx = super().relu_backward(dout, y)
-        self._finite("relu_backward", dx)
-        return dx
-
-    def maxpool(self, x: Any, k: int, stride: int) -> tuple[Any, Any]:
-        out, cache = super().maxpool(x, k, stride)
-        self._finite("maxpool", out)
-        return out, cache
-
-    def maxpool_backward(self, dout: Any, cache: Any, x_shape: tuple[int, ...], k: int, stride: int) -> Any:
-        dx = super().maxpool_backward(dout, cache, x_shape, k, stride)
-        self._finite("maxpool_backward", dx)
-        return dx
-
-    def softmax_xent(self, logits: Any, labels: Any) -> tuple[float, Any]:
-        loss, grad = super().softmax_xent(logits, labels)
-        self._finite("softmax_xent", grad, np.asarray(loss))
-        return loss, grad
-
-    def adam_update(self, p: Any, g: Any, m: Any, v: Any, lr_t: float, b1: float, b2: float, eps_t: float) -> None:
-        super().adam_update(p, g, m, v, lr_t, b1, b2, eps_t)
-        self._finite("adam_update", p)
+# The launcher of gpulab.kernels.nn_ops that training calls for each op (the checks launch as it does).
+LAUNCHERS = {op: ("gemm" if op == "matmul" else op) for op in LEARNER_OPS}
 
 
 class Capstone:
@@ -194,13 +116,18 @@ class Capstone:
                 host(kernel, *a)
 
         else:
-            run = lambda *a: host(kernel, *a, block=block)  # noqa: E731
+
+            def run(*a: Any) -> None:
+                host(kernel, *a, block=block)
+
+        run.__name__ = f"nn_ops.{LAUNCHERS[op]}"  # the verdict's "launch: host function nn_ops.gemm(...)"
         return dict(
             spec=pr.spec,
             inputs=pr.inputs,
             sizes=pr.sizes_for(scale),
             host=run,
             out_names=pr.out_names,
+            mistakes=pr.mistakes,
             reduction=pr.reduction,
             rtol=pr.rtol,
             atol=pr.atol,
@@ -233,18 +160,52 @@ class Capstone:
         """Learner ops not (or not yet correctly) registered."""
         return [op for op in LEARNER_OPS if op not in self.kernels]
 
-    def ops(self, *, require_all: bool = True, guard: bool = True) -> LearnerOps:
-        """The engine ops with every registered kernel; with ``require_all`` every learner op must be there."""
+    def missing_summary(self) -> str:
+        """One line per missing op saying why it is not yours yet ("" when none is missing)."""
+        lines = []
+        for op in self.missing():
+            res = self.results.get(op)
+            if res is None:
+                why = "not checked yet: run its exercise's check cell"
+            elif res.status == "not implemented":
+                why = "not written yet (the cell still raises NotImplementedError)"
+            else:
+                why = f"its check {res.status}: fix it with the verdict under its exercise's check cell"
+            lines.append(f"- {op}: {why}")
+        return "\n".join(lines)
+
+    def ops(self, *, require_all: bool = True, guard: bool = True, verify: bool = False) -> LearnerOps:
+        """The engine ops with every registered kernel; with ``require_all`` every learner op must be there.
+        ``verify``: compare each of your ops with the course kernel as it runs (:class:`LearnerOps`)."""
         if require_all and self.missing():
             details = "; ".join(f"{op}: {self._why(op)}" for op in self.missing())
             raise CapstoneError(f"not every op is yours yet, so training does not start. {details}")
-        return LearnerOps(self.kernels, guard=guard, blocks=self.blocks)
+        return LearnerOps(self.kernels, guard=guard, blocks=self.blocks, verify=verify)
 
     def _why(self, op: str) -> str:
         res = self.results.get(op)
         if res is None:
             return "not registered (call Capstone.register)"
         return f"check {res.name!r} {res.status}: {res.message}"
+
+    def check_ptx(self) -> None:
+        """Compile every registered kernel for a real GPU (NVVM, PTX for sm_75, in one child process: a few
+        seconds) and raise :class:`CapstoneError` naming each op whose kernel a GPU would refuse: the simulator
+        runs any Python (lists, strings, NumPy calls), a GPU does not. Nothing to do in gpu mode, where every
+        check already compiled the kernels; skipped with a note when NVVM is not installed."""
+        if runtime.is_gpu() or not self.kernels:
+            return
+        errors = _ptx_errors(self.kernels)
+        if errors is None:
+            print("PTX not checked: the PTX compiler (NVVM, from numba-cuda[cu12]) could not run here.")
+            return
+        if errors:
+            lines = "\n".join(f"- {op}: {err}" for op, err in errors.items())
+            raise CapstoneError(
+                "the simulator ran these kernels, but a GPU would refuse them (NVVM could not compile them to "
+                f"PTX):\n{lines}\nInside a kernel use arrays, numbers, math and cuda.* only: no lists, dicts, "
+                "strings, objects or NumPy functions (np.maximum: use max). Fix the kernel and re-run its check cell."
+            )
 
     @property
     def full_marks(self) -> bool:
@@ -259,8 +220,8 @@ class Capstone:
             if op in self.kernels:
                 out.append((op, "yours", "passed"))
             elif op in LEARNER_OPS:
-                res = self.results.get(op)
-                out.append((op, "course kernel (yours missing)", res.status if res else "not registered"))
+                res = self.results.get(op)  # a failed CheckResult is falsy: compare with None
+                out.append((op, "course kernel (yours missing)", res.status if res is not None else "not registered"))
             elif op in ("conv_input_grad", "conv_weight_grad"):
                 uses = "matmul + col2im" if op == "conv_input_grad" else "matmul"
                 mine = all(o in self.kernels for o in uses.split(" + "))
@@ -272,6 +233,66 @@ class Capstone:
     def report(self) -> _Report:
         """A table of which op ran on whose kernel (HTML in Jupyter, text in a terminal)."""
         return _Report(self.rows(), len(self.kernels), len(LEARNER_OPS))
+
+
+_PTX_CHILD = """
+import json, sys
+payload = json.load(sys.stdin)
+from numba import cuda
+from gpulab.source import py_func
+out = {}
+for op, item in payload["items"].items():
+    ns = {}
+    try:
+        exec(compile(item["source"], "<your " + op + " kernel>", "exec"), ns)
+        ptx, _ = cuda.compile_ptx(py_func(ns[item["name"]]), item["signature"], cc=(7, 5))
+        out[op] = "ok"
+    except Exception as exc:
+        out[op] = (type(exc).__name__ + ": " + str(exc))[:1500]
+print(json.dumps(out))
+"""
+
+
+def _ptx_errors(kernels: dict[str, Any]) -> dict[str, str] | None:
+    """op -> NVVM's error for each kernel that does not compile to PTX with its op's signature (the library
+    kernel's, :data:`gpulab.kernels.nn_kernels.PTX_SIGNATURES`); None when the compiler cannot run here."""
+    from . import ptx
+    from .kernels import nn_kernels
+    from .source import py_func, standalone_source
+
+    library = {"matmul": "gemm_kernel", "adam_update": "adam_kernel"}
+    signatures = {py_func(k).__name__: sig for k, sig in nn_kernels.PTX_SIGNATURES}
+    items = {}
+    for op, kern in kernels.items():
+        try:
+            source = standalone_source(kern)
+        except (OSError, TypeError, ValueError) as exc:
+            return {op: f"could not collect the kernel's source: {exc}"}
+        items[op] = {
+            "source": source,
+            "name": py_func(kern).__name__,
+            "signature": signatures[library.get(op, f"{op}_kernel")],
+        }
+    try:
+        res = ptx._run_child(_PTX_CHILD, {"items": items}, 300)  # one process for all: about 4 s of CPU
+    except Exception:  # noqa: BLE001 - NVVM missing or the child failed: not the learner's fault
+        return None
+    return {op: _gist(err) for op, err in res.items() if err != "ok"}
+
+
+def _gist(err: str) -> str:
+    """The lines of a Numba error that say what is wrong (not its pipeline's step names, nor its boilerplate)."""
+    keep = [
+        ln.strip()
+        for ln in err.splitlines()
+        if ln.strip()
+        and not ln.startswith(("TypingError: Failed in", "During:", "File ", "Failed in"))
+        and "pipeline" not in ln
+    ]
+    gist = " ".join(keep[:3])[:400] or err[:400]
+    if "NRT required" in err:  # Numba's runtime: what allocates memory (lists, new arrays) inside the kernel
+        gist += " (the kernel creates a list, array or other object: a GPU kernel cannot allocate memory)"
+    return gist
 
 
 class _Report:

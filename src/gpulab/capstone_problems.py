@@ -72,8 +72,12 @@ def _col2im_spec(d: np.ndarray, x_shape: tuple, k: int, stride: int, pad: int) -
 
 
 def _pool_inputs(size: tuple, rng: np.random.Generator) -> tuple:
-    n, c, h, w, k, stride = size
+    """``(n, c, h, w, k, stride[, ties])``; with ``ties`` the values are ReLU outputs in steps of 0.5, so many
+    windows hold their maximum twice (as after a ReLU in training, where whole windows are 0)."""
+    n, c, h, w, k, stride = size[:6]
     (x,) = random_arrays(rng, (n, c, h, w))
+    if len(size) > 6 and size[6]:
+        x = np.maximum(np.round(x * 2) / 2, 0).astype(np.float32)
     return x, k, stride
 
 
@@ -84,6 +88,16 @@ def _pool_spec(x: np.ndarray, k: int, stride: int) -> tuple[np.ndarray, np.ndarr
         [x[:, :, a : a + stride * ho : stride, b : b + stride * wo : stride] for a in range(k) for b in range(k)], -1
     )
     return win.max(axis=-1), win.argmax(axis=-1).astype(np.int32)
+
+
+def _pool_last_max(x: np.ndarray, k: int, stride: int) -> np.ndarray:
+    """The mistake: ``arg`` of the *last* maximum of each window (``>=`` where the spec says ``>``)."""
+    n, c, h, w = x.shape
+    ho, wo = conv_out_hw(h, w, k, k, stride, 0)
+    win = np.stack(
+        [x[:, :, a : a + stride * ho : stride, b : b + stride * wo : stride] for a in range(k) for b in range(k)], -1
+    )
+    return (k * k - 1 - win[..., ::-1].argmax(axis=-1)).astype(np.int32)
 
 
 def _pool_backward_inputs(size: tuple, rng: np.random.Generator) -> tuple:
@@ -103,8 +117,12 @@ def _pool_backward_spec(dout: np.ndarray, arg: np.ndarray, x_shape: tuple, k: in
 
 
 def _xent_inputs(size: tuple, rng: np.random.Generator) -> tuple:
-    n, classes = size
+    """``(n, classes[, offset])``: logits in [-4, 4), plus ``offset`` (large: exp overflows unless the row's
+    maximum is subtracted first; the softmax itself does not change)."""
+    n, classes = size[:2]
     (logits,) = random_arrays(rng, (n, classes), low=-4.0, high=4.0)
+    if len(size) > 2:
+        logits = (logits + np.float32(size[2])).astype(np.float32)
     return logits, rng.integers(0, classes, n).astype(np.int64)
 
 
@@ -115,6 +133,14 @@ def _xent_spec(logits: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.n
     grad = p.copy()
     grad[np.arange(len(labels)), labels] -= 1
     return (grad / len(labels)).astype(logits.dtype), losses.astype(logits.dtype)
+
+
+def _xent_grad_not_mean(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    return (_xent_spec(logits, labels)[0] * len(labels)).astype(logits.dtype)
+
+
+def _xent_losses_mean(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    return (_xent_spec(logits, labels)[1] / len(labels)).astype(logits.dtype)
 
 
 def _adam_inputs(size: Any, rng: np.random.Generator) -> tuple:
@@ -133,41 +159,84 @@ def _problem(name: str, spec: Callable, inputs: Callable, sizes: list, gpu_sizes
     return Problem(name, spec, inputs, sizes, gpu_sizes=gpu_sizes, timeout=60.0, **kw)
 
 
-# Each host function runs the learner's kernel through the launcher training uses.
-HOSTS: dict[str, Callable[..., None]] = {
-    "matmul": lambda kern, a, b, c, block=None: c.__setitem__(..., _k().gemm(a, b, kernel=kern, block=block)),
-    "im2col": lambda kern, x, k, s, p, cols: cols.__setitem__(..., _k().im2col(x, k, k, s, p, kernel=kern)[0]),
-    "col2im": lambda kern, d, xs, k, s, p, dx: dx.__setitem__(..., _k().col2im(d, xs, k, k, s, p, kernel=kern)),
-    "relu": lambda kern, x, y: y.__setitem__(..., _k().relu(x, kernel=kern)),
-    "relu_backward": lambda kern, d, y, dx: dx.__setitem__(..., _k().relu_backward(d, y, kernel=kern)),
-    "maxpool": lambda kern, x, k, s, out, arg: _both(_k().maxpool(x, k, s, kernel=kern), out, arg),
-    "maxpool_backward": lambda kern, d, arg, xs, k, s, dx: dx.__setitem__(
-        ..., _k().maxpool_backward(d, arg, xs, k, s, kernel=kern)
-    ),
-    "softmax_xent": lambda kern, z, y, grad, losses: _xent_host(kern, z, y, grad, losses),
-    "adam_update": lambda kern, p, g, m, v, lr, b1, b2, eps, p2, m2, v2: _adam_host(
-        kern, p, g, m, v, lr, b1, b2, eps, p2, m2, v2
-    ),
-}
+# Each host function launches the learner's kernel as the launcher training uses does
+# (:mod:`gpulab.kernels.nn_ops`: the same grid-stride launch over the same count, the same arguments), but
+# into the harness's output buffers: those come pre-filled, so an element the kernel never writes is named
+# as such, where a launcher's own uninitialised output would show garbage that differs from run to run
+# (and read as a race).
+def _launch_1d(kern: Any, n: int, *args: Any) -> None:
+    _k().launch_1d(kern, n, *args)
 
 
-def _both(res: tuple, out: Any, arg: Any) -> None:
-    out[...], arg[...] = res
+def _launch_2d(kern: Any, rows: int, cols: int, *args: Any) -> None:
+    _k().launch_2d(kern, rows, cols, *args)
+
+
+def _flat(a: Any) -> Any:
+    return runtime.array_module(a).ascontiguousarray(a).reshape(-1)
+
+
+def _gemm_host(
+    kern: Any, a: Any, b: Any, c: Any, block: tuple[int, int] | None = None, cooperative: bool = False
+) -> None:
+    """``gemm``'s launches for small checks: grid-stride over c, or one thread per element of c in ``block``s
+    (``cooperative``: in the simulator, run in turn as training does, :mod:`gpulab.kernels.cooperative`)."""
+    if block is None:
+        _launch_2d(kern, c.shape[0], c.shape[1], a, b, c)
+        return
+    from .kernels._launch import MAX_GRID_DIMS, ceil_div, check_launch
+    from .kernels.grid_stride import device_args, fast_simulator_arrays
+
+    bx, by = (int(v) for v in block)
+    grid = (ceil_div(c.shape[1], bx), ceil_div(c.shape[0], by))  # x over the columns of c
+    if grid[1] > MAX_GRID_DIMS[1]:
+        c[...] = _k().gemm(a, b, kernel=kern, block=block)  # gemm slices the rows; no check is this big
+        return
+    check_launch(grid, (bx, by))
+    if c.size == 0:
+        return
+    if runtime.is_simulator():
+        fast_simulator_arrays()
+        if cooperative:
+            from .kernels.cooperative import launch
+
+            launch(kern, grid, (bx, by), a, b, c)
+            return
+    kern[grid, (bx, by)](*device_args(a, b, c))
+
+
+def _im2col_host(kern: Any, x: Any, k: int, s: int, p: int, cols: Any) -> None:
+    ho, wo = conv_out_hw(x.shape[2], x.shape[3], k, k, s, p)
+    _launch_2d(kern, cols.shape[0], cols.shape[1], x, cols, k, k, s, p, ho, wo)
+
+
+def _col2im_host(kern: Any, d: Any, xs: tuple, k: int, s: int, p: int, dx: Any) -> None:
+    ho, wo = conv_out_hw(xs[2], xs[3], k, k, s, p)
+    _launch_1d(kern, dx.size, d, dx, k, k, s, p, ho, wo)
 
 
 def _xent_host(kern: Any, z: Any, y: Any, grad: Any, losses: Any) -> None:
-    nn_ops = _k()
+    _k().check_labels(y, z.shape[0], z.shape[1])
     xp = runtime.array_module(z)
-    nn_ops.check_labels(y, z.shape[0], z.shape[1])
-    g = xp.empty_like(z)
-    loss = xp.empty(z.shape[0], dtype=np.float32)
-    nn_ops.launch_1d(kern, z.shape[0], xp.ascontiguousarray(z), xp.ascontiguousarray(y), g, loss)
-    grad[...], losses[...] = g, loss
+    _launch_1d(kern, z.shape[0], z, xp.ascontiguousarray(y.astype(np.int64)), grad, losses)
 
 
 def _adam_host(kern: Any, p, g, m, v, lr, b1, b2, eps, p2, m2, v2) -> None:
-    p2[...], m2[...], v2[...] = p, m, v
+    p2[...], m2[...], v2[...] = p, m, v  # in place, on copies of the inputs
     _k().adam_update(p2, g, m2, v2, lr, b1, b2, eps, kernel=kern)
+
+
+HOSTS: dict[str, Callable[..., None]] = {
+    "matmul": _gemm_host,
+    "im2col": _im2col_host,
+    "col2im": _col2im_host,
+    "relu": lambda kern, x, y: _launch_1d(kern, y.size, _flat(x), y.reshape(-1)),
+    "relu_backward": lambda kern, d, y, dx: _launch_1d(kern, dx.size, _flat(d), _flat(y), dx.reshape(-1)),
+    "maxpool": lambda kern, x, k, s, out, arg: _launch_1d(kern, out.size, x, out, arg, k, s),
+    "maxpool_backward": lambda kern, d, arg, xs, k, s, dx: _launch_1d(kern, dx.size, d, arg, dx, k, s),
+    "softmax_xent": _xent_host,
+    "adam_update": _adam_host,
+}
 
 
 PROBLEMS: dict[str, Problem] = {
@@ -175,9 +244,13 @@ PROBLEMS: dict[str, Problem] = {
         "matmul",
         lambda a, b: a @ b,
         _matmul_inputs,
-        [(1, 1, 1), (5, 7, 3), (17, 9, 13)],
+        # the last: K spans three 16-wide tiles (the last ragged), so a tile overwritten while others still
+        # read it (a missing second cuda.syncthreads()) shows as a race; every side is over 16 so that the
+        # harness's square probe (the smallest side) spans two tiles as well and does not pass such a kernel
+        [(1, 1, 1), (5, 7, 3), (20, 40, 17)],
         [(1, 1, 1), (129, 257, 65), (512, 288, 64)],
         reduction=lambda a, b: a.shape[1],
+        out_names=["C"],
     ),
     "im2col": _problem(
         "im2col",
@@ -185,6 +258,7 @@ PROBLEMS: dict[str, Problem] = {
         _conv_inputs,
         [(1, 1, 3, 3, 3, 1, 0), (2, 2, 5, 6, 3, 1, 1), (1, 3, 7, 5, 2, 2, 1)],
         [(2, 2, 5, 6, 3, 1, 1), (64, 32, 14, 14, 3, 1, 1)],
+        out_names=["cols"],
     ),
     "col2im": _problem(
         "col2im",
@@ -193,9 +267,15 @@ PROBLEMS: dict[str, Problem] = {
         [(1, 1, 3, 3, 3, 1, 0), (2, 2, 5, 6, 3, 1, 1), (1, 3, 7, 5, 3, 2, 1)],
         [(2, 2, 5, 6, 3, 1, 1), (64, 32, 14, 14, 3, 1, 1)],
         reduction=9,
+        out_names=["dx"],
     ),
     "relu": _problem(
-        "relu", lambda x: np.maximum(x, 0), lambda n, rng: random_arrays(rng, n), [1, 37, 300], [1, 37, 1 << 20]
+        "relu",
+        lambda x: np.maximum(x, 0),
+        lambda n, rng: random_arrays(rng, n),
+        [1, 37, 300],
+        [1, 37, 1 << 20],
+        out_names=["y"],
     ),
     "relu_backward": _problem(
         "relu_backward",
@@ -203,14 +283,20 @@ PROBLEMS: dict[str, Problem] = {
         lambda n, rng: (random_arrays(rng, n)[0], np.maximum(random_arrays(rng, n)[0], 0)),
         [1, 37, 300],
         [1, 37, 1 << 20],
+        out_names=["dx"],
+        mistakes={"dx[i] = dout[i] only where y[i] > 0: where y[i] == 0 (a clipped input) dx[i] is 0.": lambda d, y: d},
     ),
     "maxpool": _problem(
         "maxpool",
         _pool_spec,
         _pool_inputs,
-        [(1, 1, 2, 2, 2, 2), (2, 3, 7, 9, 2, 2), (1, 2, 5, 5, 3, 1)],
-        [(2, 3, 7, 9, 2, 2), (128, 32, 28, 28, 2, 2)],
+        [(1, 1, 2, 2, 2, 2), (2, 3, 7, 9, 2, 2), (1, 2, 5, 5, 3, 1, True)],
+        [(2, 3, 7, 9, 2, 2), (2, 2, 5, 5, 3, 1, True), (128, 32, 28, 28, 2, 2)],
         out_names=["out", "arg"],
+        mistakes={
+            "arg must be the position of the *first* maximum when a window holds its maximum twice (after a ReLU "
+            "whole windows are 0): update best and arg only on v > best, not v >= best.": _pool_last_max
+        },
     ),
     "maxpool_backward": _problem(
         "maxpool_backward",
@@ -219,16 +305,23 @@ PROBLEMS: dict[str, Problem] = {
         [(1, 1, 2, 2, 2, 2), (2, 3, 7, 9, 2, 2), (1, 2, 5, 5, 3, 1)],
         [(2, 3, 7, 9, 2, 2), (128, 32, 28, 28, 2, 2)],
         reduction=9,
+        out_names=["dx"],
     ),
     "softmax_xent": _problem(
         "softmax_xent",
         _xent_spec,
         _xent_inputs,
-        [(1, 10), (7, 10), (33, 3)],
-        [(7, 10), (4096, 10)],
+        # the last: logits near 1000, where exp overflows unless the row's maximum is subtracted first
+        [(1, 10), (7, 10), (33, 3), (5, 10, 1000.0)],
+        [(7, 10), (4096, 10), (5, 10, 1000.0)],
         out_names=["grad", "losses"],
         rtol=1e-4,
         atol=1e-6,
+        mistakes={
+            "divide grad by N, the batch size (logits.shape[0]): the loss is the mean over the batch, so each "
+            "row's gradient is (softmax - onehot) / N.": _xent_grad_not_mean,
+            "losses[r] is row r's own loss, not divided by N (the engine takes the mean of losses).": _xent_losses_mean,
+        },
     ),
     "adam_update": _problem(
         "adam_update",
@@ -239,5 +332,13 @@ PROBLEMS: dict[str, Problem] = {
         out_names=["p", "m", "v"],
         rtol=1e-5,
         atol=1e-6,
+        mistakes={
+            "p is unchanged: the update is in place, so write the new value into p itself (p[i] -= ...), not "
+            "into a local copy that is lost when the kernel ends.": lambda p, g, m, v, *_: p,
+            "m is unchanged: store the new moment back (m[i] = b1 * m[i] + (1 - b1) * g[i]); the next step reads "
+            "it, so a local copy is not enough.": lambda p, g, m, v, *_: m,
+            "v is unchanged: store the new moment back (v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i]); the next step "
+            "reads it, so a local copy is not enough.": lambda p, g, m, v, *_: v,
+        },
     ),
 }

@@ -53,7 +53,17 @@ def _macs_host(fn: Callable[..., Any]) -> Callable[..., None]:
         got = [fn(int(s), (int(c1), int(c2)), int(hidden), int(classes)) for s, c1, c2, hidden, classes in x]
         if any(g is None for g in got):
             raise UsageError(returned_none("cnn_forward_macs"))
-        return np.array(got, dtype=np.float64)
+        for g in got:
+            number = isinstance(g, (int, float, np.integer, np.floating)) or (
+                isinstance(g, np.ndarray) and g.ndim == 0 and g.dtype.kind in "iuf"
+            )
+            if isinstance(g, (bool, np.bool_)) or not number:
+                shown = repr(g) if len(repr(g)) <= 60 else repr(g)[:57] + "..."
+                raise UsageError(
+                    "cnn_forward_macs must return one number, the network's multiply-adds (e.g. `return total`); "
+                    f"it returned a {type(g).__name__}: {shown}. Return the total as an int: add the layers' counts, and format only when printing."
+                )
+        return np.array([float(g) for g in got], dtype=np.float64)
 
     return as_host(per_row, 1, "cnn_forward_macs")
 
@@ -100,6 +110,9 @@ def _lesson09() -> list[Exercise]:
                     "each output of the second convolution sums over all c1 input channels: c1 x 3 x 3 "
                     "multiply-adds, not 3 x 3.": lambda x: _macs(x, in_channels=False),
                     "that counts FLOPs, 2 per multiply-add: count multiply-adds.": lambda x: 2 * _macs(x),
+                    "that is in millions: return the count itself (format it only when you print it).": lambda x: (
+                        _macs(x) / 1e6
+                    ),
                     "add the two linear layers: (c2 x S/4 x S/4) x hidden, then hidden x classes.": lambda x: _macs(
                         x, linear=False
                     ),
@@ -162,16 +175,31 @@ def _ring_sent(x: np.ndarray, factor: float = 1.0) -> np.ndarray:
     return np.array([2 * (n - 1) / n * x[0].nbytes * factor])
 
 
-def _reduce_scatter_only(x: np.ndarray) -> np.ndarray:
-    """The buffers after the first half of the ring: device i holds the whole sum of chunk i + 1 only."""
+def _reduce_scatter_only(x: np.ndarray, steps: int | None = None) -> np.ndarray:
+    """The buffers after the first half of the ring: device i holds the whole sum of chunk i + 1 only
+    (``steps``: that many reduce-scatter steps instead of N - 1, a mistake)."""
     n, length = x.shape
     out = x.astype(np.float32)
     bounds = np.linspace(0, length, n + 1).astype(int)
-    for step in range(n - 1):
+    for step in range(n - 1 if steps is None else steps):
         sent = [(i - step) % n for i in range(n)]  # the chunk device i passes on
         msgs = [out[i, bounds[k] : bounds[k + 1]].copy() for i, k in enumerate(sent)]
         for i, (k, msg) in enumerate(zip(sent, msgs)):
             out[(i + 1) % n, bounds[k] : bounds[k + 1]] += msg
+    return out
+
+
+def _ring_mistake(x: np.ndarray, steps: int | None = None, add: bool = False) -> np.ndarray:
+    """The whole ring with a mistake: ``steps`` reduce-scatter steps, or an all-gather that adds (``add``)."""
+    n, length = x.shape
+    out = _reduce_scatter_only(x, steps)
+    bounds = np.linspace(0, length, n + 1).astype(int)
+    for step in range(n - 1):
+        sent = [(i + 1 - step) % n for i in range(n)]  # the summed chunk device i passes on
+        msgs = [out[i, bounds[k] : bounds[k + 1]].copy() for i, k in enumerate(sent)]
+        for i, (k, msg) in enumerate(zip(sent, msgs)):
+            dst = out[(i + 1) % n, bounds[k] : bounds[k + 1]]
+            dst[...] = dst + msg if add else msg
     return out
 
 
@@ -230,6 +258,10 @@ def _lesson10() -> list[Exercise]:
                     "N-1 steps pass those sums round the ring, each overwriting the neighbour's chunk.": (
                         _reduce_scatter_only
                     ),
+                    "the all-gather copies the summed chunk over the neighbour's (bufs[...] = msg): adding it counts "
+                    "the neighbour's partial sum twice.": lambda x: _ring_mistake(x, add=True),
+                    "the reduce-scatter takes N-1 steps, not N: after N-1 every chunk's sum is complete, and one more "
+                    "adds a device's contribution again.": lambda x: _ring_mistake(x, steps=x.shape[0]),
                 },
             ),
             ring_steps,

@@ -65,6 +65,25 @@ def _exercises() -> list[Exercise]:
                     "joules, not joules per image: divide by the number of images.": lambda t, p, i: np.array(
                         [_trapezoid(p, t)]
                     ),
+                    "images per joule: the other way up, joules / images.": lambda t, p, i: np.array(
+                        [i[0] / _trapezoid(p, t)]
+                    ),
+                    "that is kilojoules: watts x seconds are joules already, so no division by 1000.": lambda t, p, i: (
+                        np.array([_trapezoid(p, t) / i[0] / 1e3])
+                    ),
+                    "that is watt-hours: watts x seconds are joules already, so no division by 3600.": lambda t, p, i: (
+                        np.array([_trapezoid(p, t) / i[0] / 3600])
+                    ),
+                    "np.trapezoid(y, x) takes the values first and the times second: np.trapezoid(watts, times_s), "
+                    "not np.trapezoid(times_s, watts).": lambda t, p, i: np.array([_trapezoid(t, p) / i[0]]),
+                    "mean power x duration is exact only for evenly spaced samples; these are not: integrate "
+                    "interval by interval (np.trapezoid(watts, times_s)).": lambda t, p, i: np.array(
+                        [p.mean() * (t[-1] - t[0]) / i[0]]
+                    ),
+                    "the run lasts times_s[-1] - times_s[0] (the clock does not start at 0), and the samples are "
+                    "unevenly spaced: np.trapezoid(watts, times_s).": lambda t, p, i: np.array(
+                        [p.mean() * t[-1] / i[0]]
+                    ),
                 },
             ),
             energy.joules_per_image,
@@ -86,6 +105,10 @@ def _exercises() -> list[Exercise]:
                     "the peak is in TFLOP/s: multiply by 1e3 for GFLOP/s.": lambda i, p, b: np.minimum(p[0], b[0] * i),
                     "the bound is the smaller of the two roofs (np.minimum), not the larger.": lambda i, p, b: (
                         np.maximum(p[0] * 1e3, b[0] * i)
+                    ),
+                    "that is TFLOP/s: the answer is in GFLOP/s. Bandwidth (GB/s) x intensity (FLOP/byte) is GFLOP/s "
+                    "already; it is the peak (TFLOP/s) that needs x 1e3.": lambda i, p, b: np.minimum(
+                        p[0], b[0] * i / 1e3
                     ),
                 },
             ),
@@ -111,7 +134,19 @@ def _exercises() -> list[Exercise]:
                 mistakes={
                     "prices are per hour and the time is in seconds: divide by 3600.": lambda x: (
                         x[:, 0] / x[:, 1] * x[:, 2]
-                    )
+                    ),
+                    "seconds to hours is a division by 3600 (an hour is 3600 s), not a multiplication.": lambda x: (
+                        x[:, 0] / x[:, 1] * x[:, 2] * 3600
+                    ),
+                    "an hour is 3600 seconds, not 60: divide the seconds by 3600.": lambda x: (
+                        x[:, 0] / x[:, 1] * x[:, 2] / 60
+                    ),
+                    "the epoch takes images / images_per_second seconds (not the other way up).": lambda x: (
+                        x[:, 1] / x[:, 0] * x[:, 2] / 3600
+                    ),
+                    "return the exact cost, not rounded to cents: round only when you print it.": lambda x: np.round(
+                        x[:, 0] / x[:, 1] * x[:, 2] / 3600, 2
+                    ),
                 },
             ),
             pricing.cost_per_epoch,

@@ -87,6 +87,13 @@ def _mask_no_offset(s: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
     return np.where(keep, out, -np.inf).astype(s.dtype) if int(causal) else out
 
 
+def _mask_strict(s: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
+    out = s * s.dtype.type(scale)
+    n, m = s.shape
+    keep = np.arange(m)[None, :] < np.arange(n)[:, None] + (m - n)
+    return np.where(keep, out, -np.inf).astype(s.dtype) if int(causal) else out
+
+
 SCALE_MASK = Problem(
     "lab12.scale_mask",
     spec=scale_mask_spec,
@@ -101,6 +108,7 @@ SCALE_MASK = Problem(
             np.where(np.isneginf(scale_mask_spec(s, sc, c)), 0, scale_mask_spec(s, sc, c))
         ),
         "with m > n keys, query i sees keys j <= i + (m - n): the mask needs the offset m - n.": _mask_no_offset,
+        "query i also sees key i + (m - n), its own position: mask j > i + (m - n), not >=.": _mask_strict,
     },
     budget=Budget(sectors={"s": 2.0, "out": 2.0}),
     points=2,
@@ -205,8 +213,17 @@ COMBINE = Problem(
 # Each returns the attention output ``out`` that the mistake produces (float64 math, q's dtype).
 
 
-def _flash_no_rescale(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
-    """The online softmax without the alpha = exp(old max - new max) correction, tile by tile (BK keys)."""
+def _flash_no_rescale(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    scale: Any,
+    causal: Any,
+    rescale_sum: bool = False,
+    rescale_acc: bool = False,
+) -> np.ndarray:
+    """The online softmax without the alpha = exp(old max - new max) correction, tile by tile (BK keys); with
+    ``rescale_sum`` / ``rescale_acc`` the correction is applied to that one only (half the mistake)."""
     s = _masked_scores(q, k, float(scale), bool(int(causal)))
     n, m = s.shape
     run_max = np.full(n, -np.inf)
@@ -217,8 +234,9 @@ def _flash_no_rescale(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: Any, c
         new = np.maximum(run_max, tile.max(axis=1))
         with np.errstate(invalid="ignore"):
             p = np.where(np.isneginf(new)[:, None], 0.0, np.exp(tile - new[:, None]))
-        run_sum += p.sum(axis=1)
-        acc += p @ v[k0 : k0 + BK].astype(np.float64)
+            alpha = np.where(np.isneginf(new), 1.0, np.exp(run_max - new))
+        run_sum = run_sum * (alpha if rescale_sum else 1.0) + p.sum(axis=1)
+        acc = acc * (alpha[:, None] if rescale_acc else 1.0) + p @ v[k0 : k0 + BK].astype(np.float64)
         run_max = new
     return (acc / run_sum[:, None]).astype(q.dtype)
 
@@ -234,9 +252,46 @@ def _flash_no_offset(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: Any, ca
     return (p / p.sum(axis=1, keepdims=True) @ v.astype(np.float64)).astype(q.dtype)
 
 
+def _flash_key_not_masked_at_own_position(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: Any, causal: Any
+) -> np.ndarray:
+    """Causal with ``key >= row + offset`` masked (one key too many): a query does not see its own position."""
+    s = _masked_scores(q, k, float(scale), False)
+    n, m = s.shape
+    if int(causal):
+        s = np.where(np.arange(m)[None, :] < np.arange(n)[:, None] + (m - n), s, -np.inf)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = np.exp(s - s.max(axis=1, keepdims=True))
+        return (p / p.sum(axis=1, keepdims=True) @ v.astype(np.float64)).astype(q.dtype)
+
+
+def _flash_padding_not_masked(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
+    """The last key tile's padding (zeros past m) left unmasked: each padded key scores 0 and takes weight."""
+    s = _masked_scores(q, k, float(scale), bool(int(causal)))
+    n, m = s.shape
+    pad = ceil_div(m, BK) * BK - m
+    if int(causal) or pad == 0:
+        raise ValueError("no unmasked padding: causal masks it anyway, or m fills whole tiles")
+    s = np.concatenate([s, np.zeros((n, pad))], axis=1)
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    v_pad = np.concatenate([v.astype(np.float64), np.zeros((pad, v.shape[1]))])
+    return (p / p.sum(axis=1, keepdims=True) @ v_pad).astype(q.dtype)
+
+
 FLASH_MISTAKES: dict[str, Callable[..., np.ndarray]] = {
     "when the running maximum grows, multiply the running sum and the accumulator by "
     "alpha = exp(old max - new max) before adding the tile.": _flash_no_rescale,
+    "the running sum must be rescaled too: row_sum * alpha, alpha = exp(old max - new max), before adding the "
+    "tile's exp(s - new max) (the accumulator is).": lambda q, k, v, sc, c: _flash_no_rescale(
+        q, k, v, sc, c, rescale_acc=True
+    ),
+    "the accumulator must be rescaled too: acc * alpha, alpha = exp(old max - new max), before adding the "
+    "tile's p @ v (the running sum is).": lambda q, k, v, sc, c: _flash_no_rescale(q, k, v, sc, c, rescale_sum=True),
+    "query i sees key i + (m - n) itself (its own position): mask key > i + (m - n), not >=.": (
+        _flash_key_not_masked_at_own_position
+    ),
+    "keys past the end (the zeros loaded into the last tile when m is not a multiple of the tile) must be "
+    "masked to -inf: a padded key scores 0 and would take weight.": _flash_padding_not_masked,
     "divide the accumulator by the running sum at the end (out = acc / row_sum).": _flash_unnormalised,
     "with more keys than queries (m > n), query i sees keys up to i + (m - n), not i.": _flash_no_offset,
 }

@@ -1,0 +1,235 @@
+"""The capstone's backend (lab 09): the ``kernels`` ops with the learner's kernels swapped in, guarded.
+
+:class:`LearnerOps` stops training at the first learner op whose output holds NaN or inf, naming the op; with
+``verify`` it also runs each learner op again as its check does (into outputs pre-filled with NaN) and compares
+it with the course kernel, so a kernel that passed its check but is wrong at training's shapes is named.
+:class:`gpulab.capstone.Capstone` builds it (``cap.ops()``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import runtime
+from .capstone_problems import HOSTS, PROBLEMS
+from .errors import GpulabError
+from .nn.kernel_ops import KernelOps
+
+__all__ = ["CapstoneError", "LearnerOps"]
+
+
+class CapstoneError(GpulabError):
+    """A learner op is missing, failed its check, or produced NaN/inf during training."""
+
+
+# ---------------------------------------------------------------------------------------- registry
+
+
+class LearnerOps(KernelOps):
+    """The ``kernels`` backend with the learner's kernels in ``kernels`` (op -> kernel); every output of
+    a learner op is checked for NaN/inf (``guard``), so a wrong kernel stops training at that op. With
+    ``verify`` every learner op's result is also compared with the course kernel's on the same inputs (twice
+    the work: for a small step), so a kernel that passed its check but is wrong at training's shapes is named."""
+
+    name = "learner"
+
+    def __init__(
+        self,
+        kernels: dict[str, Any],
+        guard: bool = True,
+        blocks: dict[str, tuple[int, int]] | None = None,
+        verify: bool = False,
+    ) -> None:
+        super().__init__(kernels, blocks)
+        self.guard = guard
+        self.verify = verify
+        self.calls: dict[str, int] = {}
+        self._course: KernelOps | None = None
+
+    def _kernel(self, op: str) -> Any:
+        kern = super()._kernel(op)
+        if kern is not None:
+            self.calls[op] = self.calls.get(op, 0) + 1
+        return kern
+
+    def course(self) -> KernelOps:
+        """The course's kernels (the reference of ``verify``)."""
+        if self._course is None:
+            self._course = KernelOps()
+        return self._course
+
+    def _finite(self, op: str, *arrays: Any) -> None:
+        if not self.guard or op not in self.kernels:
+            return
+        for a in arrays:
+            if not bool(runtime.array_module(a).isfinite(a).all()):
+                raise CapstoneError(
+                    f"op {op!r}: your kernel produced NaN or inf during training (its check passed on small "
+                    "random inputs). Look for a read past the end of an array, a missing bounds check in the "
+                    f"grid-stride loop, or an accumulator that is not reset; re-run Capstone.register({op!r}, ...)."
+                )
+
+    def _same(self, op: str, inputs: str, args: tuple, mine: tuple, course: Any) -> None:
+        """With ``verify``: run your ``op`` kernel again, as its check does, into outputs pre-filled with NaN
+        (``mine``: their (shape, dtype)), so an element it never writes cannot pass for one that memory happened
+        to hold; raise naming ``op`` where an output differs from the course kernel's (``course()``)."""
+        if not self.verify or op not in self.kernels:
+            return
+        xp = runtime.array_module(args[0])
+        outs = tuple(xp.full(shape, np.nan if np.dtype(dt).kind == "f" else -1, dtype=dt) for shape, dt in mine)
+        extra = {"block": self.blocks.get(op), "cooperative": True} if op == "matmul" else {}
+        HOSTS[op](self.kernels[op], *args, *outs, **extra)
+        ref = course()
+        ref = ref if isinstance(ref, tuple) else (ref,)
+        names = PROBLEMS[op].out_names or ["out"]
+        for name, got, exp in zip(names, outs, ref):
+            g = np.asarray(runtime.to_host(got))
+            e = np.asarray(runtime.to_host(exp)).reshape(g.shape)
+            bad = ~np.isclose(g, e, rtol=1e-4, atol=1e-5)
+            if bad.any():
+                where = tuple(int(i) for i in np.argwhere(bad)[0])
+                unwritten = "; nan: never written" if np.isnan(g[bad]).any() else ""
+                raise CapstoneError(
+                    f"op {op!r} on {inputs} (a step of the tiny CNN): your kernel's {name}{list(where)} is "
+                    f"{g[where]:.6g} where the course kernel gives {e[where]:.6g} ({int(bad.sum())} of {bad.size} "
+                    f"elements differ{unwritten}). Its check passed on other shapes, so look for what "
+                    "depends on the shape: a hard-coded size, a loop that stops early, an index that mixes up the "
+                    f"batch, channel or spatial dimensions. Fix {op}'s kernel and re-run its check cell."
+                )
+
+    def matmul(self, a: Any, b: Any) -> Any:
+        c = super().matmul(a, b)
+        self._finite("matmul", c)
+        self._same(
+            "matmul",
+            f"A {_shape(a)} @ B {_shape(b)}",
+            (_contig(a), _contig(b)),
+            ((c.shape, c.dtype),),
+            lambda: self.course().matmul(a, b),
+        )
+        return c
+
+    def im2col(self, x: Any, kh: int, kw: int, stride: int, pad: int) -> tuple[Any, int, int]:
+        cols, ho, wo = super().im2col(x, kh, kw, stride, pad)
+        self._finite("im2col", cols)
+        if kh == kw:  # the course's CNN: square kernels, as the check has
+            self._same(
+                "im2col",
+                f"x {_shape(x)}, {kh}x{kw}, stride {stride}, pad {pad}",
+                (_contig(x), kh, stride, pad),
+                ((cols.shape, cols.dtype),),
+                lambda: self.course().im2col(x, kh, kw, stride, pad)[0],
+            )
+        return cols, ho, wo
+
+    def col2im(self, dcols: Any, x_shape: tuple[int, ...], kh: int, kw: int, stride: int, pad: int) -> Any:
+        dx = super().col2im(dcols, x_shape, kh, kw, stride, pad)
+        self._finite("col2im", dx)
+        if kh == kw:
+            self._same(
+                "col2im",
+                f"dcols {_shape(dcols)} -> x {tuple(x_shape)}",
+                (_contig(dcols), tuple(x_shape), kh, stride, pad),
+                ((dx.shape, dx.dtype),),
+                lambda: self.course().col2im(dcols, x_shape, kh, kw, stride, pad),
+            )
+        return dx
+
+    def relu(self, x: Any) -> Any:
+        y = super().relu(x)
+        self._finite("relu", y)
+        self._same("relu", f"x {_shape(x)}", (_contig(x),), ((y.shape, y.dtype),), lambda: self.course().relu(x))
+        return y
+
+    def relu_backward(self, dout: Any, y: Any) -> Any:
+        dx = super().relu_backward(dout, y)
+        self._finite("relu_backward", dx)
+        self._same(
+            "relu_backward",
+            f"dout {_shape(dout)}",
+            (_contig(dout), _contig(y)),
+            ((dx.shape, dx.dtype),),
+            lambda: self.course().relu_backward(dout, y),
+        )
+        return dx
+
+    def maxpool(self, x: Any, k: int, stride: int) -> tuple[Any, Any]:
+        out, cache = super().maxpool(x, k, stride)
+        self._finite("maxpool", out)
+        self._same(
+            "maxpool",
+            f"x {_shape(x)}, k {k}, stride {stride}",
+            (_contig(x), k, stride),
+            ((out.shape, out.dtype), (cache[0].shape, cache[0].dtype)),
+            lambda: self._course_maxpool(x, k, stride),
+        )
+        return out, cache
+
+    def maxpool_backward(self, dout: Any, cache: Any, x_shape: tuple[int, ...], k: int, stride: int) -> Any:
+        dx = super().maxpool_backward(dout, cache, x_shape, k, stride)
+        self._finite("maxpool_backward", dx)
+        self._same(
+            "maxpool_backward",
+            f"dout {_shape(dout)} -> x {tuple(x_shape)}",
+            (_contig(dout), _contig(cache[0]), tuple(x_shape), k, stride),
+            ((dx.shape, dx.dtype),),
+            lambda: self.course().maxpool_backward(dout, cache, x_shape, k, stride),
+        )
+        return dx
+
+    def softmax_xent(self, logits: Any, labels: Any) -> tuple[float, Any]:
+        loss, grad = super().softmax_xent(logits, labels)
+        self._finite("softmax_xent", grad, np.asarray(loss))
+        n = logits.shape[0]
+        self._same(
+            "softmax_xent",
+            f"logits {_shape(logits)}",
+            (_contig(logits), labels),
+            ((grad.shape, grad.dtype), ((n,), np.float32)),
+            lambda: self._course_xent(logits, labels),
+        )
+        return loss, grad
+
+    def _course_maxpool(self, x: Any, k: int, stride: int) -> tuple[Any, Any]:
+        out, (arg,) = self.course().maxpool(x, k, stride)
+        return out, arg
+
+    def _course_xent(self, logits: Any, labels: Any) -> tuple[Any, Any]:
+        """The course kernel's gradient and per-row losses (its launcher returns their mean only)."""
+        xp = runtime.array_module(logits)
+        k = self.course().k
+        grad, losses = xp.empty(logits.shape, dtype=np.float32), xp.empty(logits.shape[0], dtype=np.float32)
+        k.launch_1d(
+            k.softmax_xent_kernel,
+            logits.shape[0],
+            _contig(logits),
+            xp.ascontiguousarray(labels.astype(np.int64)),
+            grad,
+            losses,
+        )
+        return grad, losses
+
+    def adam_update(self, p: Any, g: Any, m: Any, v: Any, lr_t: float, b1: float, b2: float, eps_t: float) -> None:
+        before = (p.copy(), m.copy(), v.copy()) if self.verify and "adam_update" in self.kernels else None
+        super().adam_update(p, g, m, v, lr_t, b1, b2, eps_t)
+        self._finite("adam_update", p)
+        if before is not None:
+
+            def course() -> tuple:
+                ref = tuple(a.copy() for a in before)
+                self.course().adam_update(ref[0], g, ref[1], ref[2], lr_t, b1, b2, eps_t)
+                return ref
+
+            p0, m0, v0 = before
+            args = (p0, g, m0, v0, np.float32(lr_t), np.float32(b1), np.float32(b2), np.float32(eps_t))
+            self._same("adam_update", f"p {_shape(p)}", args, tuple((a.shape, a.dtype) for a in before), course)
+
+
+def _contig(a: Any) -> Any:
+    return runtime.array_module(a).ascontiguousarray(a)
+
+
+def _shape(a: Any) -> tuple[int, ...]:
+    return tuple(int(s) for s in a.shape)

@@ -1,0 +1,199 @@
+"""Lab 09's verdicts on the mistakes learners make in the capstone's ops: each is named, none passes."""
+
+import math
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+from gpulab import capstone, nn
+from gpulab.kernels import nn_ops as k
+
+TILE = 16
+
+
+@cuda.jit
+def maxpool_first_image_only(x, out, arg, k, stride):  # n = 0: right for a batch of one image
+    C, HO, WO = out.shape[1], out.shape[2], out.shape[3]
+    for t in range(cuda.grid(1), C * HO * WO, cuda.gridsize(1)):
+        c, i, j = t // (HO * WO), (t // WO) % HO, t % WO
+        best, where = x[0, c, i * stride, j * stride], 0
+        for a in range(k):
+            for b in range(k):
+                if x[0, c, i * stride + a, j * stride + b] > best:
+                    best, where = x[0, c, i * stride + a, j * stride + b], a * k + b
+        out[0, c, i, j], arg[0, c, i, j] = best, where
+
+
+@cuda.jit
+def maxpool_last_max(x, out, arg, k, stride):  # >= instead of >: the last maximum on ties
+    N, C, HO, WO = out.shape[0], out.shape[1], out.shape[2], out.shape[3]
+    for t in range(cuda.grid(1), N * C * HO * WO, cuda.gridsize(1)):
+        n, c, i, j = t // (C * HO * WO), (t // (HO * WO)) % C, (t // WO) % HO, t % WO
+        best, where = x[n, c, i * stride, j * stride], 0
+        for a in range(k):
+            for b in range(k):
+                if x[n, c, i * stride + a, j * stride + b] >= best:
+                    best, where = x[n, c, i * stride + a, j * stride + b], a * k + b
+        out[n, c, i, j], arg[n, c, i, j] = best, where
+
+
+@cuda.jit
+def relu_backward_at_zero(dout, y, dx):  # y >= 0: passes the gradient where the ReLU clipped
+    for i in range(cuda.grid(1), dx.size, cuda.gridsize(1)):
+        dx[i] = dout[i] if y[i] >= 0.0 else 0.0
+
+
+def _xent(scale_by_n, subtract_max):
+    @cuda.jit
+    def xent(logits, labels, grad, losses):
+        N, K = logits.shape[0], logits.shape[1]
+        for r in range(cuda.grid(1), N, cuda.gridsize(1)):
+            m = logits[r, 0]
+            for q in range(1, K):
+                m = max(m, logits[r, q])
+            if not subtract_max:
+                m = 0.0
+            s = 0.0
+            for q in range(K):
+                s += math.exp(logits[r, q] - m)
+            y = labels[r]
+            losses[r] = math.log(s) - (logits[r, y] - m)
+            for q in range(K):
+                p = math.exp(logits[r, q] - m) / s - (1.0 if q == y else 0.0)
+                grad[r, q] = p / N if scale_by_n else p
+
+    return xent
+
+
+def _adam(store_p, store_moments):
+    @cuda.jit
+    def adam(p, g, m, v, lr_t, b1, b2, eps_t):
+        for i in range(cuda.grid(1), p.size, cuda.gridsize(1)):
+            mi = b1 * m[i] + (1.0 - b1) * g[i]
+            vi = b2 * v[i] + (1.0 - b2) * g[i] * g[i]
+            if store_moments:
+                m[i], v[i] = mi, vi
+            q = p[i] - lr_t * mi / (math.sqrt(vi) + eps_t)
+            if store_p:
+                p[i] = q
+
+    return adam
+
+
+@cuda.jit
+def matmul_one_barrier(A, B, C):  # lab 04's tiled matmul without the second cuda.syncthreads()
+    sA = cuda.shared.array((TILE, TILE), float32)
+    sB = cuda.shared.array((TILE, TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    j, i = cuda.grid(2)
+    acc = float32(0.0)
+    for t in range((A.shape[1] + TILE - 1) // TILE):
+        kk0 = t * TILE
+        sA[ty, tx] = A[i, kk0 + tx] if i < A.shape[0] and kk0 + tx < A.shape[1] else float32(0.0)
+        sB[ty, tx] = B[kk0 + ty, j] if kk0 + ty < B.shape[0] and j < B.shape[1] else float32(0.0)
+        cuda.syncthreads()  # wait until both tiles are loaded (the one after their use is missing)
+        for kk in range(TILE):
+            acc += sA[ty, kk] * sB[kk, tx]
+    if i < C.shape[0] and j < C.shape[1]:
+        C[i, j] = acc
+
+
+@cuda.jit
+def im2col_two_images(x, cols, kh, kw, stride, pad, ho, wo):  # the batch index stops at 1: right for N <= 2
+    q0, r0 = cuda.grid(2)
+    sq, sr = cuda.gridsize(2)
+    C, H, W = x.shape[1], x.shape[2], x.shape[3]
+    for r in range(r0, cols.shape[0], sr):
+        n, i, j = min(r // (ho * wo), 1), (r // wo) % ho, r % wo
+        for q in range(q0, cols.shape[1], sq):
+            a, b, c = q // (kw * C), (q // C) % kw, q % C
+            ih, iw = i * stride + a - pad, j * stride + b - pad
+            cols[r, q] = x[n, c, ih, iw] if 0 <= ih < H and 0 <= iw < W else 0.0
+
+
+LIBRARY = {
+    "matmul": k.gemm_kernel,
+    "im2col": k.im2col_kernel,
+    "col2im": k.col2im_kernel,
+    "relu": k.relu_kernel,
+    "relu_backward": k.relu_backward_kernel,
+    "maxpool": k.maxpool_kernel,
+    "maxpool_backward": k.maxpool_backward_kernel,
+    "softmax_xent": k.softmax_xent_kernel,
+    "adam_update": k.adam_kernel,
+}
+
+
+def test_an_element_never_written_is_named_not_called_a_race():
+    res = capstone.Capstone().register("maxpool", maxpool_first_image_only)
+    text = str(res)
+    # before: the launcher's uninitialised output held garbage, read as "the result changes from run to run (a race)"
+    assert not res.passed and "never written" in text and "race" not in text, text
+    assert "launch: host function nn_ops.maxpool(...)" in text, text
+
+
+def test_the_report_says_failed_for_a_failed_check_and_the_lab_says_which():
+    cap = capstone.Capstone()
+    cap.register("maxpool", maxpool_first_image_only)
+    rows = {op: verdict for op, _, verdict in cap.rows()}
+    assert rows["maxpool"] == "failed" and rows["relu"] == "not registered"  # before: "not registered" for both
+    summary = cap.missing_summary()
+    assert "- maxpool: its check failed" in summary and "- relu: not checked yet" in summary, summary
+
+
+@pytest.mark.parametrize(
+    ("op", "kernel", "words"),
+    [
+        ("relu_backward", relu_backward_at_zero, "only where y[i] > 0"),
+        ("maxpool", maxpool_last_max, "*first* maximum"),
+        ("softmax_xent", _xent(scale_by_n=False, subtract_max=True), "divide grad by N"),
+        ("softmax_xent", _xent(scale_by_n=True, subtract_max=False), "subtract the row's maximum"),
+        ("adam_update", _adam(store_p=True, store_moments=False), "m is unchanged"),
+        ("adam_update", _adam(store_p=False, store_moments=True), "p is unchanged"),
+    ],
+)
+def test_a_common_mistake_fails_and_is_named(op, kernel, words):
+    res = capstone.Capstone().register(op, kernel)
+    assert not res.passed and words in str(res), str(res)
+
+
+def test_a_tiled_matmul_without_its_second_barrier_fails_as_a_race():
+    res = capstone.Capstone().register("matmul", matmul_one_barrier, block=(TILE, TILE))
+    text = str(res)
+    # before: K = 9 fitted in one tile, so the missing barrier was never reached and the kernel passed
+    assert not res.passed and "race" in text and "square" not in text, text
+
+
+def test_a_step_that_differs_names_the_op_with_verify():
+    cap = capstone.Capstone()
+    for op, kern in LIBRARY.items():
+        cap.register(op, kern)
+    assert cap.register("im2col", im2col_two_images).passed  # its check's batches hold at most 2 images
+    x, y = np.random.default_rng(0).random((5, 1, 8, 8), dtype=np.float32), np.arange(5)
+
+    def step(ops):
+        model = nn.mnist_cnn(seed=0, image_size=8, channels=(2, 3), hidden=8, dropout=0.0, backend="kernels")
+        nn.train_step(model.use_ops(ops), nn.SoftmaxCrossEntropy(), nn.Adam(model, lr=1e-2), x, y)
+
+    step(cap.ops())  # no NaN: the wrong columns are other images' pixels, so only the weights tell
+    with pytest.raises(capstone.CapstoneError, match=r"op 'im2col' on x \(5, 1, 8, 8\).*cols\["):
+        step(cap.ops(verify=True))
+    cap.register("im2col", k.im2col_kernel)
+    step(cap.ops(verify=True))  # the course's kernels agree with themselves
+
+
+@cuda.jit
+def relu_backward_with_a_list(dout, y, dx):  # the simulator runs it; NVVM refuses the list
+    for i in range(cuda.grid(1), dx.size, cuda.gridsize(1)):
+        keep = [0.0, 1.0]
+        dx[i] = dout[i] * keep[1 if y[i] > 0.0 else 0]
+
+
+def test_a_kernel_a_gpu_would_refuse_stops_the_challenge_naming_its_op():
+    cap = capstone.Capstone()
+    assert cap.register("relu_backward", relu_backward_with_a_list).passed  # the simulator accepts it
+    cap.register("relu", k.relu_kernel)
+    with pytest.raises(capstone.CapstoneError, match=r"- relu_backward: .*cannot allocate memory") as err:
+        cap.check_ptx()
+    assert "- relu:" not in str(err.value)
