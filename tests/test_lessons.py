@@ -213,3 +213,26 @@ def test_reference_answers_compile_to_ptx(kernel, signature):
     name = getattr(kernel, "py_func", kernel).__name__
     res = ptx.compile_source(inspect.getsource(answers), name, signature, ccs=[(7, 5)])
     assert res.get("7.5") == "ok", f"{name}: {res}"
+
+
+@pytest.mark.parametrize(
+    "typed,value",
+    [("4,000,000", 4e6), ("1e6", 1e6), (" 2.5e3 ", 2500), ("1/8", 0.125), ("1000x", 1000), ("50%", 0.5), (7, 7.0)],
+)
+def test_predictions_typed_as_text_are_read_as_numbers(typed, value):
+    from gpulab.lessons.problems import prediction_number
+
+    assert prediction_number(typed) == pytest.approx(value)
+    assert prediction_number("40%", unit="%") == 40
+    assert "right" in lessons.compare(typed, value)
+
+
+@pytest.mark.parametrize("bad", [True, float("nan"), float("inf"), "a lot", "1/0", [1, 2], "", {"x": 1}])
+def test_predictions_that_are_not_one_number_say_what_to_type(bad):
+    with pytest.raises(UsageError, match="prediction must be .*e.g. guess = 4"):
+        lessons.compare(bad, 4)
+
+
+def test_a_negative_prediction_gets_no_negative_ratio():
+    text = lessons.compare(-1, 8e5)
+    assert "too low" in text and "x the measured" not in text

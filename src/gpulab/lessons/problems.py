@@ -157,6 +157,36 @@ def check_function(
     return CheckResult(fname, "passed", 1.0, 1.0, f"{len(cases)} case(s) correct.")
 
 
+def prediction_number(prediction: Any, unit: str = "") -> float:
+    """A learner's prediction as a number: ints and floats as they are, and text the way people write numbers
+    (``"4,000,000"``, ``"1e6"``, ``"1/2"``, ``"10x"``, ``"50%"``: 0.5, or 50 when ``unit`` is ``"%"``). Raises :class:`UsageError` saying what to
+    type for anything else: words, ``True``, NaN or infinity, a list."""
+    example = "e.g. guess = 4, guess = 2.5e6 or guess = 1 / 8"
+    if isinstance(prediction, (bool, np.bool_)):
+        raise UsageError(f"a prediction must be a number, got {prediction!r} (a yes/no value); {example}")
+    if isinstance(prediction, str):
+        text = prediction.strip().replace(",", "").replace("_", "").replace(" ", "")
+        scale = 1.0
+        if text.endswith("%"):
+            text, scale = text[:-1], (1.0 if unit.strip() == "%" else 0.01)
+        elif text[-1:] in ("x", "X", "×"):
+            text = text[:-1]
+        num, _, den = text.partition("/")
+        try:
+            value = float(num) / float(den) * scale if den else float(num) * scale
+        except (ValueError, ZeroDivisionError):
+            raise UsageError(f"a prediction must be a number, got the text {prediction!r}; {example}") from None
+    else:
+        try:
+            value = float(prediction)
+        except (TypeError, ValueError):
+            kind = type(prediction).__name__
+            raise UsageError(f"a prediction must be one number, got a {kind}: {prediction!r}; {example}") from None
+    if not math.isfinite(value):
+        raise UsageError(f"a prediction must be a finite number, got {prediction!r}; {example}")
+    return value
+
+
 def compare(
     prediction: Any, measured: Any, *, unit: str = "", why: str = "", what: str = "measured", tolerance: float = 0.25
 ) -> str:
@@ -182,15 +212,12 @@ def compare(
     if prediction is None:
         head = f"{what[:1].upper()}{what[1:]}: {m:,.4g}{unit_s}. (Enter a prediction above and rerun to compare.)"
     else:
-        try:
-            p = float(prediction)
-        except (TypeError, ValueError):
-            raise UsageError(f"a prediction must be a number, got {prediction!r}; e.g. guess = 4") from None
+        p = prediction_number(prediction, unit)
         if m == 0:
             close = p == 0
         else:
             close = abs(p - m) <= tolerance * abs(m)
-        ratio = f", {p / m:,.3g}x the {what} value" if m and p else ""
+        ratio = f", {p / m:,.3g}x the {what} value" if m and p and (p > 0) == (m > 0) else ""
         verdict = "right" if close else ("too high" if p > m else "too low")
         head = f"You predicted {p:,.4g}{unit_s}; {what} {m:,.4g}{unit_s}: {verdict}{'' if close else ratio}."
     text = head + (f"\n{why}" if why else "")
