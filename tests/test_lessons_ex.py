@@ -326,6 +326,9 @@ def test_as_host_writes_what_the_function_returns():
         lessons.as_host(lambda a: None, 1, "forgot")(np.arange(3), out)
     with pytest.raises(UsageError, match=r"returned 1 value\(s\).*3 are expected"):
         lessons.as_host(lambda a: 1.0, 1, "scalar")(np.arange(3), out)
+    one = np.zeros(1, np.float32)
+    with pytest.raises(UsageError, match="returned the text '0.000'; return the number itself"):
+        lessons.as_host(lambda a: f"{a.sum():.3f}", 1, "formatted")(np.zeros(3), one)  # NumPy would read it as 0
 
 
 def test_a_function_exercise_without_return_is_told_so():

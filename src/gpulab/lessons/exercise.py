@@ -63,6 +63,11 @@ def as_host(fn: Callable[..., Any], n_inputs: int, name: str | None = None) -> C
         if len(got) != len(outs):
             raise UsageError(f"{host.__name__} returned {len(got)} value(s); it must return {len(outs)}.")
         for out, value in zip(outs, got):
+            if isinstance(value, (str, bytes)):  # NumPy would read "0.000" as 0: the learner meant a number
+                raise UsageError(
+                    f"{host.__name__} returned the text {value!r}; return the number itself, not a formatted string "
+                    "(drop the f-string or str(...) around it)."
+                )
             try:
                 arr = np.asarray(value, dtype=out.dtype)
             except (TypeError, ValueError) as e:
