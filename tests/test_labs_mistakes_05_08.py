@@ -1,0 +1,104 @@
+"""Labs 05 and 07: beginners' mistakes get a verdict that names them. Kernels are built from source with
+gpulab.source.define, as a notebook cell defines them.
+
+Before: a block sum with `cuda.shared.array(cuda.blockDim.x, float32)` got full marks although it does not
+compile for a GPU, and a batched convolution with its window shifted by one, its stride ignored, its filter
+flipped or its bias missing got "expected ..., got ..." with no hint.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from numba import cuda, float32
+
+from gpulab import ptx
+from gpulab.problems import lab05, lab07
+from gpulab.source import define
+
+BLOCK_SUM_RUNTIME_SHARED = """
+@cuda.jit
+def block_sum_kernel(x, partial):
+    buf = cuda.shared.array(cuda.blockDim.x, float32)
+    tx = cuda.threadIdx.x
+    i = cuda.grid(1)
+    buf[tx] = x[i] if i < x.size else float32(0)
+    cuda.syncthreads()  # the block's values are loaded
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if tx < s:
+            buf[tx] += buf[tx + s]
+        cuda.syncthreads()  # this level of the tree is complete
+        s //= 2
+    if tx == 0:
+        partial[cuda.blockIdx.x] = buf[0]
+"""
+
+
+def _nvvm_available() -> bool:
+    try:
+        return (
+            ptx.compile_source(
+                "from numba import cuda\n\n@cuda.jit\ndef k(x):\n    x[0] = 1\n", "k", "void(float32[:])", ccs=[(7, 5)]
+            ).get("7.5")
+            == "ok"
+        )
+    except Exception:  # noqa: BLE001 - no NVVM here: the PTX check says "not checked"
+        return False
+
+
+def test_block_sum_with_a_runtime_sized_shared_array_fails_the_ptx_check():
+    if not _nvvm_available():
+        pytest.skip("NVVM (numba-cuda[cu12]) is not installed: the PTX check cannot run")
+    kernel = define(BLOCK_SUM_RUNTIME_SHARED, "block_sum_kernel", {"cuda": cuda, "float32": float32})
+    res = lab05.BLOCK_SUM.check(kernel)
+    assert not res.passed and res.score < res.max_score, res
+    assert "NVVM rejected the kernel" in str(res) and "shared.array" in str(res), res
+
+
+CONV2D = """
+@cuda.jit
+def conv2d_kernel(x, w, b, stride, pad, out):
+    idx = cuda.grid(1)
+    if idx < out.size:
+        n = idx // (out.shape[1] * out.shape[2] * out.shape[3])
+        f = (idx // (out.shape[2] * out.shape[3])) % out.shape[1]
+        i = (idx // out.shape[3]) % out.shape[2]
+        j = idx % out.shape[3]
+        k = w.shape[2]
+        acc = BIAS
+        for c in range(x.shape[1]):
+            for a in range(k):
+                for d in range(k):
+                    r = ROW
+                    q = COL
+                    if 0 <= r < x.shape[2] and 0 <= q < x.shape[3]:
+                        acc += x[n, c, r, q] * w[f, c, TAP_A, TAP_D]
+        out[n, f, i, j] = acc
+"""
+RIGHT = {"BIAS": "b[f]", "ROW": "i * stride + a - pad", "COL": "j * stride + d - pad", "TAP_A": "a", "TAP_D": "d"}
+
+
+@pytest.mark.parametrize(
+    ("change", "hint"),
+    [
+        ({"ROW": "i * stride + a - pad + 1", "COL": "j * stride + d - pad + 1"}, "the window is shifted by one"),
+        ({"ROW": "i + a - pad", "COL": "j + d - pad"}, "the stride is ignored"),
+        ({"TAP_A": "k - 1 - a", "TAP_D": "k - 1 - d"}, "the filter is flipped"),
+        ({"BIAS": "float32(0.0)"}, "the bias is missing"),
+        ({"ROW": "i * stride + a", "COL": "j * stride + d"}, "padding ignored"),
+        ({}, None),
+    ],
+    ids=["shifted", "stride", "flipped", "bias", "padding", "right"],
+)
+def test_lab07_conv2d_mistakes_are_named(change, hint):
+    src = CONV2D
+    for key, value in {**RIGHT, **change}.items():
+        src = src.replace(key, value)
+    kernel = define(src, "conv2d_kernel", {"cuda": cuda, "float32": float32, "math": math})
+    res = lab07.CONV2D.check(kernel)
+    if hint is None:
+        assert res.passed, res
+    else:
+        assert not res.passed and res.hint.startswith(hint), res
