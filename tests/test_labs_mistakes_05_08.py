@@ -1,9 +1,12 @@
-"""Labs 05 and 07: beginners' mistakes get a verdict that names them. Kernels are built from source with
+"""Labs 05, 07 and 08: beginners' mistakes get a verdict that names them. Kernels are built from source with
 gpulab.source.define, as a notebook cell defines them.
 
 Before: a block sum with `cuda.shared.array(cuda.blockDim.x, float32)` got full marks although it does not
 compile for a GPU, and a batched convolution with its window shifted by one, its stride ignored, its filter
-flipped or its bias missing got "expected ..., got ..." with no hint.
+flipped or its bias missing got "expected ..., got ..." with no hint; lab 08's max-pool backward called its
+output `out` (the kernel's is dx) and named none of: assigning instead of adding overlapping windows' gradients,
+giving the whole window the gradient, decoding arg swapped or as a 2x2 window's; a linear backward that
+averaged over the batch got no hint.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import pytest
 from numba import cuda, float32
 
 from gpulab import ptx
-from gpulab.problems import lab05, lab07
+from gpulab.problems import lab05, lab07, lab08
 from gpulab.source import define
 
 BLOCK_SUM_RUNTIME_SHARED = """
@@ -102,3 +105,52 @@ def test_lab07_conv2d_mistakes_are_named(change, hint):
         assert res.passed, res
     else:
         assert not res.passed and res.hint.startswith(hint), res
+
+
+POOL_BACKWARD = """
+@cuda.jit
+def maxpool_backward_kernel(dout, arg, k, stride, dx):
+    t = cuda.grid(1)
+    if t < dx.size:
+        w_ = t % dx.shape[3]
+        h = (t // dx.shape[3]) % dx.shape[2]
+        c = (t // (dx.shape[3] * dx.shape[2])) % dx.shape[1]
+        n = t // (dx.shape[3] * dx.shape[2] * dx.shape[1])
+        g = float32(0.0)
+        for i in range(dout.shape[2]):
+            for j in range(dout.shape[3]):
+                a = h - i * stride
+                b = w_ - j * stride
+                if 0 <= a < k and 0 <= b < k and WON:
+                    ADD
+        dx[n, c, h, w_] = g
+"""
+
+
+@pytest.mark.parametrize(
+    ("won", "add", "hint"),
+    [
+        ("arg[n, c, i, j] == a * k + b", "g = dout[n, c, i, j]", "where windows overlap, a pixel that won several"),
+        ("True", "g += dout[n, c, i, j]", "every pixel of a window got its dout"),
+        ("arg[n, c, i, j] == b * k + a", "g += dout[n, c, i, j]", "arg was decoded with row and column swapped"),
+        ("arg[n, c, i, j] == a * 2 + b", "g += dout[n, c, i, j]", "arg was decoded as a * 2 + b"),
+        ("arg[n, c, i, j] == a * k + b", "g += dout[n, c, i, j]", None),
+    ],
+    ids=["assigned", "whole-window", "swapped", "2x2-habit", "right"],
+)
+def test_lab08_maxpool_backward_mistakes_are_named_after_dx(won, add, hint):
+    src = POOL_BACKWARD.replace("WON", won).replace("ADD", add)
+    kernel = define(src, "maxpool_backward_kernel", {"cuda": cuda, "float32": float32})
+    res = lab08.MAXPOOL_BACKWARD.check(kernel)
+    if hint is None:
+        assert res.passed, res
+    else:
+        assert not res.passed and res.hint.startswith(hint) and res.message.startswith("dx["), res
+
+
+def test_lab08_linear_backward_mean_is_named():
+    def host(x, W, dout, dx, dW, db):
+        dx[...], dW[...], db[...] = dout @ W, dout.T @ x / x.shape[0], dout.mean(axis=0)
+
+    res = lab08.LINEAR_BACKWARD.check(host=host)
+    assert not res.passed and res.hint.startswith("this is the mean over the batch"), res
