@@ -428,3 +428,35 @@ def test_a_convolution_with_x_along_the_rows_is_over_budget():
     kernel = define(CONV_X_ALONG_ROWS, "conv2d_single_kernel", dict(NAMESPACE))
     res = lessons.check("07", "conv2d_single", kernel)
     assert res.status == "over budget" and "coalescing of x" in str(res) and "j, i = cuda.grid(2)" in res.hint, res
+
+
+# --- predictions of exact counts -------------------------------------------------------------------------
+COUNTS_05 = {"predicted_partials": 8, "predicted_atomic_updates": 512, "predicted_tree_writes": 2, "predicted_reads": 3}
+
+
+def _compare_tolerances(nb_name: str) -> dict[str, float]:
+    """{prediction variable: the tolerance its lessons.compare call passes (0.25, compare's default, if none)}."""
+    import ast
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / nb_name).read_text())
+    found = {}
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code" or "lessons.compare(" not in "".join(cell["source"]):
+            continue
+        for node in ast.walk(ast.parse("".join(cell["source"]))):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "compare":
+                kw = {k.arg: k.value for k in node.keywords}
+                tol = kw.get("tolerance")
+                found[node.args[0].id] = ast.literal_eval(tol) if tol is not None else 0.25
+    return found
+
+
+@pytest.mark.parametrize(("name", "right"), COUNTS_05.items())
+def test_lesson05_exact_counts_are_not_right_when_off_by_a_few(name, right, capsys):
+    """Before: compare's default 25% tolerance called 9 or 10 partial sums right (the answer is 8)."""
+    tol = _compare_tolerances("05_reductions_atomics.ipynb")[name]
+    wrong = right + max(1, right // 5)  # within 25% of the answer for every count above 3
+    assert "right" not in lessons.compare(wrong, right, tolerance=tol).split("\n")[0].split(":")[-1]
+    assert lessons.compare(right, right, tolerance=tol).split("\n")[0].endswith("right.")
