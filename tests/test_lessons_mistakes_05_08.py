@@ -398,6 +398,32 @@ def maxpool2x2_backward_kernel(dout, arg, dx):
         dx[i, j] = g
 """,
     ),
+    (
+        "squared_diff_precedence",
+        "06",
+        "squared_diff",
+        "out is x - y**2",
+        """
+@cuda.jit
+def squared_diff_kernel(x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] - y[i] ** 2
+""",
+    ),
+    (
+        "leaky_relu_slope",
+        "06",
+        "leaky_relu",
+        "negative inputs were multiplied by 0.1",
+        """
+@cuda.jit
+def leaky_relu_kernel(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] if x[i] > 0 else 0.1 * x[i]
+""",
+    ),
 ]
 
 
@@ -460,3 +486,15 @@ def test_lesson05_exact_counts_are_not_right_when_off_by_a_few(name, right, caps
     wrong = right + max(1, right // 5)  # within 25% of the answer for every count above 3
     assert "right" not in lessons.compare(wrong, right, tolerance=tol).split("\n")[0].split(":")[-1]
     assert lessons.compare(right, right, tolerance=tol).split("\n")[0].endswith("right.")
+
+
+def test_an_elementwise_spec_without_return_is_told_so():
+    """Before: 'TypeError in your code: 'NoneType' object is not iterable' with a hint about kernels."""
+
+    def axpy_elementwise_spec():
+        spec = {"in_params": "float32 a, float32 x, float32 y", "out_params": "float32 z", "operation": "z = a * x + y"}
+        spec["name"] = "axpy"  # built, but the `return spec` is missing
+
+    res = lessons.check("06", "axpy_elementwise", axpy_elementwise_spec)
+    assert res.status == "error" and "axpy_elementwise_spec returned None" in res.message, res
+    assert "`return` statement missing" in res.message and "simulator ran your code" not in res.hint, res

@@ -29,7 +29,8 @@ from .conv_backprop import (
     windows as windows,
 )
 from .elementwise import run_elementwise
-from .exercise import Exercise
+from ..errors import UsageError
+from .exercise import Exercise, returned_none
 
 __all__ = [
     "BLOCK",
@@ -189,7 +190,10 @@ def _elementwise_host(spec_fn: Callable[[], dict[str, str]]) -> Callable[..., No
     """The ``host=`` function that runs the learner's ``ElementwiseKernel`` spec and writes its result."""
 
     def axpy_elementwise_spec(a: Any, x: Any, y: Any, z: Any) -> None:
-        z[...] = run_elementwise(spec_fn(), a, x, y)
+        spec = spec_fn()
+        if spec is None:
+            raise UsageError(returned_none(getattr(spec_fn, "__name__", "axpy_elementwise_spec")))
+        z[...] = run_elementwise(spec, a, x, y)
 
     return axpy_elementwise_spec
 
@@ -206,6 +210,11 @@ def _lesson06() -> list[Exercise]:
                 sizes=[1, 100, 300, 1000],
                 launch=launch_1d(TPB),
                 budget=Budget(reads_per_element={"x": 1, "y": 1}),
+                mistakes={
+                    "out is x - y**2: ** binds tighter than -, so only y was squared. Compute d = x[i] - y[i] "
+                    "first, then out[i] = d * d.": lambda x, y: x - y**2,
+                    "out is x - y, not squared: out[i] = d * d with d = x[i] - y[i].": lambda x, y: x - y,
+                },
             ),
             _a.squared_diff_kernel,
         ),
@@ -235,7 +244,10 @@ def _lesson06() -> list[Exercise]:
                 mistakes={
                     "negative inputs became 0: that is the plain ReLU; multiply them by 0.01 instead.": lambda x: (
                         np.maximum(x, 0)
-                    )
+                    ),
+                    "negative inputs were multiplied by 0.1; the slope here is 0.01.": lambda x: np.where(
+                        x > 0, x, np.float32(0.1) * x
+                    ),
                 },
             ),
             _a.leaky_relu_kernel,
