@@ -154,3 +154,32 @@ def test_lab08_linear_backward_mean_is_named():
 
     res = lab08.LINEAR_BACKWARD.check(host=host)
     assert not res.passed and res.hint.startswith("this is the mean over the batch"), res
+
+
+IM2COL_CHANNELS_FASTEST = """
+@cuda.jit
+def im2col_kernel(x, k, stride, pad, cols):
+    q, r = cuda.grid(2)
+    ho = (x.shape[2] + 2 * pad - k) // stride + 1
+    wo = (x.shape[3] + 2 * pad - k) // stride + 1
+    if r < cols.shape[0] and q < cols.shape[1]:
+        n = r // (ho * wo)
+        i = (r // wo) % ho
+        j = r % wo
+        c = q % x.shape[1]
+        a = q // (x.shape[1] * k)
+        d = (q // x.shape[1]) % k
+        h = i * stride + a - pad
+        w = j * stride + d - pad
+        v = float32(0.0)
+        if 0 <= h < x.shape[2] and 0 <= w < x.shape[3]:
+            v = x[n, c, h, w]
+        cols[r, q] = v
+"""
+
+
+def test_lab07_im2col_in_the_lessons_column_order_is_named():
+    """Lesson 07 (and the library) order im2col's columns (a, d, c); the lab asks for (c, a, d)."""
+    kernel = define(IM2COL_CHANNELS_FASTEST, "im2col_kernel", {"cuda": cuda, "float32": float32})
+    res = lab07.IM2COL.check(kernel)
+    assert not res.passed and res.hint.startswith("the columns are in the library's order"), res

@@ -200,6 +200,19 @@ IM2COL = Problem(
     gpu_sizes=[(1, 1, 3, 3, 3, 1, 0), (2, 3, 7, 6, 3, 1, 1), (1, 2, 9, 8, 3, 2, 1), (64, 16, 32, 32, 3, 1, 1)],
     launch=im2col_launch,
     budget=Budget(sectors={"cols": 2.0}),  # neighbouring threads write neighbouring taps of a row
+    mistakes={
+        "the columns are in the library's order, q = (a*k + d)*C + c (channels fastest, as in lesson 07's "
+        "picture); this lab's is q = (c*k + a)*k + d (channel slowest), so that w.reshape(F, C*k*k) matches.": (
+            lambda x, k, stride, pad: (
+                im2col_spec(x, k, stride, pad)
+                .reshape(-1, x.shape[1], k, k)
+                .transpose(0, 2, 3, 1)
+                .reshape(-1, x.shape[1] * k * k)
+                if x.shape[1] > 1
+                else np.full(1, np.nan)  # one channel: both orders agree
+            )
+        )
+    },
     points=2,
 )
 
