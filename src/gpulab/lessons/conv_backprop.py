@@ -64,6 +64,38 @@ def all_filters_spec(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.einsum("ijab,fab->fij", windows(x, w.shape[1]), w).astype(x.dtype)
 
 
+def _conv_centred(x: np.ndarray, w: np.ndarray) -> np.ndarray:  # a known mistake: x[i + a - 1, j + b - 1], zero outside
+    p = w.shape[0] // 2
+    ho, wo = x.shape[0] - w.shape[0] + 1, x.shape[1] - w.shape[1] + 1
+    return conv_single_spec(np.pad(x, p), w)[:ho, :wo]
+
+
+def _conv_last_tap(x: np.ndarray, w: np.ndarray) -> np.ndarray:  # a known mistake: out[i, j] = ... in the loop
+    kk = w.shape[0]
+    return (windows(x, kk)[:, :, kk - 1, kk - 1] * w[kk - 1, kk - 1]).astype(x.dtype)
+
+
+def _conv_short_loops(x: np.ndarray, w: np.ndarray) -> np.ndarray:  # a known mistake: range(K - 1)
+    w2 = w.copy()
+    w2[-1, :] = 0
+    w2[:, -1] = 0
+    return conv_single_spec(x, w2)
+
+
+def _im2col_rows_down_columns(x: np.ndarray) -> np.ndarray:  # a known mistake: i = r % Ho, j = r // Ho
+    v = windows(x, K)
+    return v.transpose(1, 0, 2, 3).reshape(v.shape[0] * v.shape[1], K * K).copy()
+
+
+def _im2col_taps_transposed(x: np.ndarray) -> np.ndarray:  # a known mistake: a = q % K, b = q // K
+    return im2col_spec(x).reshape(-1, K, K).transpose(0, 2, 1).reshape(-1, K * K).copy()
+
+
+def _pool_stride_1(x: np.ndarray) -> np.ndarray:  # a known mistake: window (i, j) read at x[i, j], not x[2i, 2j]
+    ho, wo = x.shape[0] // 2, x.shape[1] // 2
+    return windows(x, 2)[:ho, :wo].max(axis=(2, 3))
+
+
 def _lesson07() -> list[Exercise]:
     def launch(x: Any, *rest: Any) -> tuple[Any, Any]:  # one thread per output element (the last argument)
         out = rest[-1]
@@ -82,8 +114,18 @@ def _lesson07() -> list[Exercise]:
                 reduction=K * K,  # each output is a sum of K*K products
                 mistakes={
                     "the filter is flipped (w[K-1-a, K-1-b]): deep learning's convolution uses "
-                    "w[a, b] as it is.": lambda x, w: conv_single_spec(x, w[::-1, ::-1].copy())
+                    "w[a, b] as it is.": lambda x, w: conv_single_spec(x, w[::-1, ::-1].copy()),
+                    "the filter is transposed: w's two indices are swapped (w[b, a]); tap (a, b) multiplies "
+                    "x[i + a, j + b] by w[a, b].": lambda x, w: conv_single_spec(x, w.T.copy()),
+                    "the window is centred on (i, j) with zero padding (x[i + a - 1, j + b - 1]); this exercise "
+                    "has no padding: the window's top-left corner is (i, j), so read x[i + a, j + b].": _conv_centred,
+                    "each output is only the product of the last tap: `out[i, j] = ...` inside the loop overwrites. "
+                    "Add the products into a float32 accumulator (acc += ...) and write out[i, j] once, "
+                    "after the loops.": _conv_last_tap,
+                    "the loops over the taps stop one short (`range(K - 1)`?): the last row and column of the "
+                    "window are missing. Loop with range(K) (or range(w.shape[0])).": _conv_short_loops,
                 },
+                budget=Budget(sectors={"x": 2.0, "out": 2.0}),  # x along the columns: `j, i = cuda.grid(2)`
             ),
             _a.conv2d_single_kernel,
         ),
@@ -97,6 +139,12 @@ def _lesson07() -> list[Exercise]:
                 sizes=[(3, 3), (4, 6), (9, 7), (13, 10)],
                 launch=launch,
                 out_names=["cols"],
+                mistakes={
+                    "the rows of cols go down the columns of the output (i = r % Ho, j = r // Ho); row r is "
+                    "output (i, j) with r = i * Wo + j: i = r // Wo, j = r % Wo.": _im2col_rows_down_columns,
+                    "the taps of a row are transposed (a = q % K, b = q // K); column q is tap (a, b) with "
+                    "q = a * K + b: a = q // K, b = q % K.": _im2col_taps_transposed,
+                },
                 budget=Budget(sectors={"cols": 2.0}),
             ),
             _a.im2col_single_kernel,
@@ -111,11 +159,15 @@ def _lesson07() -> list[Exercise]:
                 sizes=[(2, 2), (4, 6), (7, 9), (17, 34)],
                 launch=launch,
                 mistakes={
+                    "the windows overlap: window (i, j) starts at (i, j); with stride 2 it starts at "
+                    "(2 * i, 2 * j), so read x[2 * i + a, 2 * j + b].": _pool_stride_1,
+                    "the maximum is 0 where a window is all negative: it started from 0. Start from the "
+                    "window's first value, x[2 * i, 2 * j].": lambda x: np.maximum(pool_spec(x), 0),
                     "you averaged the window; a max-pool keeps its largest value.": lambda x: (
                         x[: x.shape[0] // 2 * 2, : x.shape[1] // 2 * 2]
                         .reshape(x.shape[0] // 2, 2, x.shape[1] // 2, 2)
                         .mean(axis=(1, 3))
-                    )
+                    ),
                 },
             ),
             _a.maxpool2x2_kernel,
@@ -142,6 +194,7 @@ def _lesson07() -> list[Exercise]:
 
 def _relu_inputs(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     dout, x = random_arrays(rng, n, n)
+    x[0] = abs(x[0]) + 0.5  # y[0] > 0: at n = 1, passing dout everywhere and an inverted mask differ
     return dout, np.maximum(x, 0)  # y = relu(x): about half zeros
 
 
@@ -167,6 +220,20 @@ def _spread_evenly(dout: np.ndarray, arg: np.ndarray, like: np.ndarray) -> np.nd
     return dx
 
 
+def _copied_to_window(dout: np.ndarray, arg: np.ndarray, like: np.ndarray) -> np.ndarray:  # a known mistake
+    return _spread_evenly(dout * 4, arg, like)
+
+
+def _arg_row_column_swapped(dout: np.ndarray, arg: np.ndarray, like: np.ndarray) -> np.ndarray:  # a known mistake
+    return pool_back_spec(dout, (arg % 2) * 2 + arg // 2, like)
+
+
+_ONE_SAMPLE = (
+    "{what} only one sample's term, {which}: {why} The gradient is a sum over the batch: add every n into a "
+    "float32 accumulator (acc += ...) and write once, after the loop."
+)
+
+
 def _lesson08() -> list[Exercise]:
     return [
         Exercise(
@@ -180,6 +247,18 @@ def _lesson08() -> list[Exercise]:
                 launch=launch_1d(TPB),
                 out_names=["db"],
                 reduction=lambda dout: dout.shape[0],
+                mistakes={
+                    _ONE_SAMPLE.format(
+                        what="db holds", which="the first row of dout", why="the loop over the batch is missing."
+                    ): lambda dout: dout[0],
+                    _ONE_SAMPLE.format(
+                        what="db holds",
+                        which="the last row of dout",
+                        why="`db[o] = dout[n, o]` in the loop overwrites.",
+                    ): lambda dout: dout[-1],
+                    "db is the mean over the batch; the bias gradient is the sum (dout already carries the loss's "
+                    "1/N, if it has one): do not divide.": lambda dout: dout.mean(axis=0),
+                },
                 budget=Budget(sectors={"dout": 2.0}),
             ),
             _a.bias_grad_kernel,
@@ -195,6 +274,16 @@ def _lesson08() -> list[Exercise]:
                 launch=lambda dout, x, dw: grid_2d(*dw.shape, BLOCK),
                 out_names=["dw"],
                 reduction=lambda dout, x: dout.shape[0],
+                mistakes={
+                    _ONE_SAMPLE.format(
+                        what="dw holds", which="dout[0, i] * x[0, j]", why="the loop over the batch is missing."
+                    ): lambda dout, x: np.outer(dout[0], x[0]),
+                    _ONE_SAMPLE.format(
+                        what="dw holds",
+                        which="the last sample's dout[n, i] * x[n, j]",
+                        why="`dw[i, j] = ...` in the loop overwrites.",
+                    ): lambda dout, x: np.outer(dout[-1], x[-1]),
+                },
             ),
             _a.linear_weight_grad_kernel,
         ),
@@ -208,7 +297,13 @@ def _lesson08() -> list[Exercise]:
                 sizes=[1, 100, 300, 1000],
                 launch=launch_1d(TPB),
                 out_names=["dx"],
-                mistakes={"dx equals dout everywhere: ReLU blocks the gradient where y == 0.": lambda dout, y: dout},
+                mistakes={
+                    "dx equals dout everywhere: ReLU blocks the gradient where y == 0.": lambda dout, y: dout,
+                    "the mask is inverted: dout passed where y == 0 and was blocked where y > 0. Pass it where "
+                    "y[i] > 0.": lambda dout, y: np.where(y > 0, 0, dout).astype(dout.dtype),
+                    "the gradient was multiplied by y: ReLU's derivative is 1 where y > 0 (and 0 elsewhere), "
+                    "not y.": lambda dout, y: dout * y,
+                },
             ),
             _a.relu_backward_kernel,
         ),
@@ -225,7 +320,11 @@ def _lesson08() -> list[Exercise]:
                 out_names=["dx"],
                 mistakes={
                     "the gradient was spread evenly over the window: only the winner (arg) reached the output, "
-                    "so only it gets dout.": _spread_evenly
+                    "so only it gets dout.": _spread_evenly,
+                    "every pixel of a window got its dout: only the winner (arg) reached the output, so only it "
+                    "gets dout; the other three get 0.": _copied_to_window,
+                    "arg was decoded with row and column swapped: arg = 2 * row + column within the window, so "
+                    "pixel (i, j) won where arg == (i % 2) * 2 + j % 2.": _arg_row_column_swapped,
                 },
             ),
             _a.maxpool2x2_backward_kernel,

@@ -29,7 +29,8 @@ from .conv_backprop import (
     windows as windows,
 )
 from .elementwise import run_elementwise
-from .exercise import Exercise
+from ..errors import UsageError
+from .exercise import Exercise, returned_none
 
 __all__ = [
     "BLOCK",
@@ -71,6 +72,22 @@ def _exclusive_scan(x: np.ndarray) -> np.ndarray:  # a known mistake: out[i] wit
     return block_scan_spec(x)[0] - x
 
 
+def _scan_reads_loaded_row(x: np.ndarray) -> np.ndarray:  # a known mistake: every step reads row 0, never swaps
+    per_block = pad_to_blocks(x, TPB, 0, np.float64)
+    last = per_block.copy()
+    last[:, TPB // 2 :] += per_block[:, : TPB // 2]  # only the last step (offset TPB // 2) survives
+    return last.ravel()[: x.size].astype(np.float32)
+
+
+def _max_of_even_positions(x: np.ndarray) -> np.ndarray:  # a known mistake: `while s > 1`, the last step missing
+    return pad_to_blocks(x, TPB, -np.inf, np.float32)[:, ::2].max(axis=1)
+
+
+def _overlapping_pairs(x: np.ndarray) -> np.ndarray:  # a known mistake: i = cuda.grid(1), block b starts at b * TPB
+    blocks = -(-x.size // (2 * TPB))
+    return np.array([x[b * TPB : (b + 2) * TPB].sum(dtype=np.float64) for b in range(blocks)], dtype=x.dtype)
+
+
 def _lesson05() -> list[Exercise]:
     return [
         Exercise(
@@ -106,7 +123,11 @@ def _lesson05() -> list[Exercise]:
                 out_names=["partial"],
                 mistakes={
                     "the maximum is 0 where every value is negative: threads past the end loaded 0. Load "
-                    "float32(-math.inf) there, which never wins a max.": lambda x: np.maximum(block_max_spec(x), 0)
+                    "float32(-math.inf) there, which never wins a max.": lambda x: np.maximum(block_max_spec(x), 0),
+                    "partial holds the maximum of the even positions only: the tree stopped one step early "
+                    "(`while s > 1`?). Run the steps down to s = 1, which compares buf[0] with buf[1].": (
+                        _max_of_even_positions
+                    ),
                 },
                 budget=Budget(reads_per_element={"x": 1}),
             ),
@@ -126,7 +147,10 @@ def _lesson05() -> list[Exercise]:
                 mistakes={
                     "only the first of each thread's two elements was added: load x[i] and x[i + TPB].": lambda x: (
                         pair_sums_spec(np.where((np.arange(x.size) // TPB) % 2 == 0, x, 0).astype(x.dtype))
-                    )
+                    ),
+                    "the blocks overlap: block b started at b * TPB (`i = cuda.grid(1)`?), so it summed "
+                    "x[b * TPB : b * TPB + 2 * TPB]. Each block covers 2 * TPB elements: start at "
+                    "i = cuda.blockIdx.x * (2 * TPB) + cuda.threadIdx.x.": _overlapping_pairs,
                 },
                 budget=Budget(reads_per_element={"x": 1}),
             ),
@@ -139,14 +163,19 @@ def _lesson05() -> list[Exercise]:
                 "scan_block_kernel",
                 block_scan_spec,
                 lambda n, rng: random_arrays(rng, n),
-                sizes=[1, 5, 100, 300],
+                # 5 first: at n = 1, out and block_sums have the same shape, and a mistake in one could be
+                # named after the other's
+                sizes=[5, 1, 100, 300],
                 launch=lambda x, out, block_sums: (block_sums.size, TPB),
                 out_names=["out", "block_sums"],
                 rtol=1e-5,
                 atol=1e-5,
                 mistakes={
                     "you computed an exclusive scan (x[0] + ... + x[i-1]); this one includes x[i]: start from "
-                    "buf[0, tx] = x[i].": _exclusive_scan
+                    "buf[0, tx] = x[i].": _exclusive_scan,
+                    "each step read the values as loaded (row 0), not the previous step's result, so only the "
+                    "last step's addition survives: after each step's cuda.syncthreads(), swap src and dst "
+                    "(src = dst) and read row src in the next step.": _scan_reads_loaded_row,
                 },
             ),
             _a.scan_block_kernel,
@@ -161,7 +190,10 @@ def _elementwise_host(spec_fn: Callable[[], dict[str, str]]) -> Callable[..., No
     """The ``host=`` function that runs the learner's ``ElementwiseKernel`` spec and writes its result."""
 
     def axpy_elementwise_spec(a: Any, x: Any, y: Any, z: Any) -> None:
-        z[...] = run_elementwise(spec_fn(), a, x, y)
+        spec = spec_fn()
+        if spec is None:
+            raise UsageError(returned_none(getattr(spec_fn, "__name__", "axpy_elementwise_spec")))
+        z[...] = run_elementwise(spec, a, x, y)
 
     return axpy_elementwise_spec
 
@@ -178,6 +210,11 @@ def _lesson06() -> list[Exercise]:
                 sizes=[1, 100, 300, 1000],
                 launch=launch_1d(TPB),
                 budget=Budget(reads_per_element={"x": 1, "y": 1}),
+                mistakes={
+                    "out is x - y**2: ** binds tighter than -, so only y was squared. Compute d = x[i] - y[i] "
+                    "first, then out[i] = d * d.": lambda x, y: x - y**2,
+                    "out is x - y, not squared: out[i] = d * d with d = x[i] - y[i].": lambda x, y: x - y,
+                },
             ),
             _a.squared_diff_kernel,
         ),
@@ -207,7 +244,10 @@ def _lesson06() -> list[Exercise]:
                 mistakes={
                     "negative inputs became 0: that is the plain ReLU; multiply them by 0.01 instead.": lambda x: (
                         np.maximum(x, 0)
-                    )
+                    ),
+                    "negative inputs were multiplied by 0.1; the slope here is 0.01.": lambda x: np.where(
+                        x > 0, x, np.float32(0.1) * x
+                    ),
                 },
             ),
             _a.leaky_relu_kernel,

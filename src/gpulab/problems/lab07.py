@@ -98,6 +98,24 @@ _CONV_SIZES = [(1, 1, 3, 3, 1, 3, 1, 0), (2, 3, 7, 6, 4, 3, 1, 1), (1, 2, 9, 8, 
 _CONV_GPU = (64, 16, 32, 32, 32, 3, 1, 1)
 
 
+def _conv_window_at(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int, pad: int, first: int) -> np.ndarray:
+    """A known mistake's output: output (i, j)'s window starts at (i*stride + first, j*stride + first) (the right
+    start is first = -pad), taps outside x read 0; the output keeps the shape that ``pad`` gives it."""
+    n, c, h, wd = x.shape
+    k = w.shape[2]
+    ho, wo = conv_out_size(h, k, stride, pad), conv_out_size(wd, k, stride, pad)
+    edge = abs(first) + k  # zeros around x, enough for any window start
+    xp_ = np.pad(x, ((0, 0), (0, 0), (edge, edge), (edge, edge)))[:, :, edge + first :, edge + first :]
+    return conv2d_spec(xp_, w, b, stride, 0)[:, :, :ho, :wo]
+
+
+def _conv_stride_ignored(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int, pad: int) -> np.ndarray:
+    """A known mistake: the window of output (i, j) starts at (i - pad, j - pad) whatever the stride."""
+    k = w.shape[2]
+    ho, wo = conv_out_size(x.shape[2], k, stride, pad), conv_out_size(x.shape[3], k, stride, pad)
+    return conv2d_spec(x, w, b, 1, pad)[:, :, :ho, :wo]
+
+
 def _conv_terms(x: np.ndarray, w: np.ndarray, *_: Any) -> int:
     return w.shape[1] * w.shape[2] * w.shape[3] + 1  # C * K * K products and the bias
 
@@ -139,8 +157,22 @@ CONV2D = Problem(
     reduction=_conv_terms,
     mistakes={
         "padding ignored: the taps must start at i*stride - pad (and skip rows/columns outside x).": lambda x, w, b, stride, pad: (
-            conv2d_spec(x, w, b, stride, 0)
-        )
+            _conv_window_at(x, w, b, stride, pad, 0) if pad else np.full(1, np.nan)  # pad 0: no such mistake
+        ),
+        "the window is shifted by one: output (i, j)'s first tap is x[n, c, i*stride - pad, j*stride - pad] "
+        "(row i*stride + a - pad for tap a), with no + 1.": lambda x, w, b, stride, pad: _conv_window_at(
+            x, w, b, stride, pad, -pad + 1
+        ),
+        "the stride is ignored: output (i, j)'s window starts at row i*stride - pad and column j*stride - pad.": (
+            _conv_stride_ignored
+        ),
+        "the filter is flipped (w[f, c, K-1-a, K-1-d]): in deep learning the filter slides unflipped, "
+        "tap (a, d) multiplies w[f, c, a, d].": lambda x, w, b, stride, pad: conv2d_spec(
+            x, w[:, :, ::-1, ::-1].copy(), b, stride, pad
+        ),
+        "the bias is missing: start each output's sum from b[f].": lambda x, w, b, stride, pad: conv2d_spec(
+            x, w, np.zeros_like(b), stride, pad
+        ),
     },
     points=3,
 )
@@ -168,6 +200,19 @@ IM2COL = Problem(
     gpu_sizes=[(1, 1, 3, 3, 3, 1, 0), (2, 3, 7, 6, 3, 1, 1), (1, 2, 9, 8, 3, 2, 1), (64, 16, 32, 32, 3, 1, 1)],
     launch=im2col_launch,
     budget=Budget(sectors={"cols": 2.0}),  # neighbouring threads write neighbouring taps of a row
+    mistakes={
+        "the columns are in the library's order, q = (a*k + d)*C + c (channels fastest, as in lesson 07's "
+        "picture); this lab's is q = (c*k + a)*k + d (channel slowest), so that w.reshape(F, C*k*k) matches.": (
+            lambda x, k, stride, pad: (
+                im2col_spec(x, k, stride, pad)
+                .reshape(-1, x.shape[1], k, k)
+                .transpose(0, 2, 3, 1)
+                .reshape(-1, x.shape[1] * k * k)
+                if x.shape[1] > 1
+                else np.full(1, np.nan)  # one channel: both orders agree
+            )
+        )
+    },
     points=2,
 )
 

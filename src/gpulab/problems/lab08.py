@@ -65,6 +65,42 @@ def maxpool_backward_spec(x: np.ndarray, dout: np.ndarray, arg: np.ndarray, k: i
     return dx
 
 
+def _pool_back_overwritten(x: np.ndarray, dout: np.ndarray, arg: np.ndarray, k: int, stride: int) -> np.ndarray:
+    """A known mistake: `dx = dout` where it should add, so of the windows a pixel won only the last counts."""
+    ho, wo = dout.shape[2], dout.shape[3]
+    dx = np.zeros(x.shape, dtype=dout.dtype)
+    for i in range(ho):
+        for j in range(wo):
+            win = dx[:, :, i * stride : i * stride + k, j * stride : j * stride + k]  # a view
+            won = np.zeros((*dout.shape[:2], k * k), bool)
+            np.put_along_axis(won, arg[:, :, i, j, None].astype(np.intp), True, axis=2)
+            won = won.reshape(*dout.shape[:2], k, k)[:, :, : win.shape[2], : win.shape[3]]
+            win[won] = np.broadcast_to(dout[:, :, i, j, None, None], won.shape)[won]
+    return dx
+
+
+def _pool_back_to_window(x: np.ndarray, dout: np.ndarray, arg: np.ndarray, k: int, stride: int) -> np.ndarray:
+    """A known mistake: every pixel of a window gets its dout, winner or not."""
+    ho, wo = dout.shape[2], dout.shape[3]
+    dx = np.zeros(x.shape, dtype=np.float64)
+    for a in range(k):
+        for b in range(k):
+            dx[:, :, a : a + stride * ho : stride, b : b + stride * wo : stride] += dout
+    return dx.astype(dout.dtype)
+
+
+def _pool_back_arg_of_2x2(x: np.ndarray, dout: np.ndarray, arg: np.ndarray, k: int, stride: int) -> np.ndarray:
+    """A known mistake, lesson 08's 2x2 habit: a pixel at offset (a, b) takes dout where arg == a * 2 + b."""
+    if k == 2:
+        raise ValueError("the same as the right answer for 2x2 windows")
+    ho, wo = dout.shape[2], dout.shape[3]
+    dx = np.zeros(x.shape, dtype=dout.dtype)
+    for a in range(k):
+        for b in range(k):
+            dx[:, :, a : a + stride * ho : stride, b : b + stride * wo : stride] += dout * (arg == a * 2 + b)
+    return dx
+
+
 def linear_backward_spec(x: np.ndarray, W: np.ndarray, dout: np.ndarray) -> tuple[np.ndarray, ...]:
     """y = x @ W.T + b: dx = dout @ W, dW = dout.T @ x, db = dout summed over the batch."""
     return dout @ W, dout.T @ x, dout.sum(axis=0)
@@ -108,6 +144,7 @@ RELU_BACKWARD = Problem(
     sizes=[1, 100, 500],
     gpu_sizes=[1, 100, 1 << 20],
     threads=[TPB, 32],
+    out_names=["dx"],
     mistakes={"the gradient was multiplied by y: ReLU's derivative is 1 where y > 0, not y.": lambda dout, y: dout * y},
     points=2,
 )
@@ -121,6 +158,19 @@ MAXPOOL_BACKWARD = Problem(
     gpu_sizes=[(1, 1, 3, 3, 2, 1), (2, 3, 7, 9, 2, 2), (1, 2, 9, 8, 3, 2), (128, 32, 28, 28, 2, 2)],
     launch=launch_1d(TPB),  # one thread per input pixel (dx)
     reduction=lambda x, dout, arg, k, stride: ceil_div(k, stride) ** 2,  # windows sharing a pixel
+    out_names=["dx"],
+    mistakes={
+        "where windows overlap, a pixel that won several windows kept only one window's dout: add them "
+        "(g += dout[...]), do not assign.": _pool_back_overwritten,
+        "every pixel of a window got its dout: only the winner, the pixel at offset (a, b) with "
+        "arg == a * k + b, gets it; the others get 0 from that window.": _pool_back_to_window,
+        "arg was decoded with row and column swapped: arg = a * k + b, with a the row offset (h - i * stride) "
+        "and b the column offset (w - j * stride) inside the window.": lambda x, dout, arg, k, stride: (
+            maxpool_backward_spec(x, dout, (arg % k) * k + arg // k, k, stride)
+        ),
+        "arg was decoded as a * 2 + b, which holds only for 2x2 windows: the window here is k x k, so the "
+        "winner is the pixel with arg == a * k + b.": _pool_back_arg_of_2x2,
+    },
     points=3,
 )
 
@@ -133,6 +183,12 @@ LINEAR_BACKWARD = Problem(
     gpu_sizes=[(1, 1, 1), (5, 4, 3), (33, 17, 10), (4096, 1024, 512)],
     reduction=lambda x, W, dout: max(x.shape[0], W.shape[0]),  # dW, db: N terms; dx: out terms
     out_names=["dx", "dW", "db"],
+    mistakes={
+        "this is the mean over the batch: the gradients of W and b are sums over the batch (dout already "
+        "carries the loss's 1/N, if it has one), so do not divide by N.": lambda x, W, dout: (
+            dout.T @ x / x.shape[0] if x.shape[0] > 1 else np.full(1, np.nan)
+        ),
+    },
     points=2,
 )
 

@@ -1,0 +1,185 @@
+"""Labs 05, 07 and 08: beginners' mistakes get a verdict that names them. Kernels are built from source with
+gpulab.source.define, as a notebook cell defines them.
+
+Before: a block sum with `cuda.shared.array(cuda.blockDim.x, float32)` got full marks although it does not
+compile for a GPU, and a batched convolution with its window shifted by one, its stride ignored, its filter
+flipped or its bias missing got "expected ..., got ..." with no hint; lab 08's max-pool backward called its
+output `out` (the kernel's is dx) and named none of: assigning instead of adding overlapping windows' gradients,
+giving the whole window the gradient, decoding arg swapped or as a 2x2 window's; a linear backward that
+averaged over the batch got no hint.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from numba import cuda, float32
+
+from gpulab import ptx
+from gpulab.problems import lab05, lab07, lab08
+from gpulab.source import define
+
+BLOCK_SUM_RUNTIME_SHARED = """
+@cuda.jit
+def block_sum_kernel(x, partial):
+    buf = cuda.shared.array(cuda.blockDim.x, float32)
+    tx = cuda.threadIdx.x
+    i = cuda.grid(1)
+    buf[tx] = x[i] if i < x.size else float32(0)
+    cuda.syncthreads()  # the block's values are loaded
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if tx < s:
+            buf[tx] += buf[tx + s]
+        cuda.syncthreads()  # this level of the tree is complete
+        s //= 2
+    if tx == 0:
+        partial[cuda.blockIdx.x] = buf[0]
+"""
+
+
+def _nvvm_available() -> bool:
+    try:
+        return (
+            ptx.compile_source(
+                "from numba import cuda\n\n@cuda.jit\ndef k(x):\n    x[0] = 1\n", "k", "void(float32[:])", ccs=[(7, 5)]
+            ).get("7.5")
+            == "ok"
+        )
+    except Exception:  # noqa: BLE001 - no NVVM here: the PTX check says "not checked"
+        return False
+
+
+def test_block_sum_with_a_runtime_sized_shared_array_fails_the_ptx_check():
+    if not _nvvm_available():
+        pytest.skip("NVVM (numba-cuda[cu12]) is not installed: the PTX check cannot run")
+    kernel = define(BLOCK_SUM_RUNTIME_SHARED, "block_sum_kernel", {"cuda": cuda, "float32": float32})
+    res = lab05.BLOCK_SUM.check(kernel)
+    assert not res.passed and res.score < res.max_score, res
+    assert "NVVM rejected the kernel" in str(res) and "shared.array" in str(res), res
+
+
+CONV2D = """
+@cuda.jit
+def conv2d_kernel(x, w, b, stride, pad, out):
+    idx = cuda.grid(1)
+    if idx < out.size:
+        n = idx // (out.shape[1] * out.shape[2] * out.shape[3])
+        f = (idx // (out.shape[2] * out.shape[3])) % out.shape[1]
+        i = (idx // out.shape[3]) % out.shape[2]
+        j = idx % out.shape[3]
+        k = w.shape[2]
+        acc = BIAS
+        for c in range(x.shape[1]):
+            for a in range(k):
+                for d in range(k):
+                    r = ROW
+                    q = COL
+                    if 0 <= r < x.shape[2] and 0 <= q < x.shape[3]:
+                        acc += x[n, c, r, q] * w[f, c, TAP_A, TAP_D]
+        out[n, f, i, j] = acc
+"""
+RIGHT = {"BIAS": "b[f]", "ROW": "i * stride + a - pad", "COL": "j * stride + d - pad", "TAP_A": "a", "TAP_D": "d"}
+
+
+@pytest.mark.parametrize(
+    ("change", "hint"),
+    [
+        ({"ROW": "i * stride + a - pad + 1", "COL": "j * stride + d - pad + 1"}, "the window is shifted by one"),
+        ({"ROW": "i + a - pad", "COL": "j + d - pad"}, "the stride is ignored"),
+        ({"TAP_A": "k - 1 - a", "TAP_D": "k - 1 - d"}, "the filter is flipped"),
+        ({"BIAS": "float32(0.0)"}, "the bias is missing"),
+        ({"ROW": "i * stride + a", "COL": "j * stride + d"}, "padding ignored"),
+        ({}, None),
+    ],
+    ids=["shifted", "stride", "flipped", "bias", "padding", "right"],
+)
+def test_lab07_conv2d_mistakes_are_named(change, hint):
+    src = CONV2D
+    for key, value in {**RIGHT, **change}.items():
+        src = src.replace(key, value)
+    kernel = define(src, "conv2d_kernel", {"cuda": cuda, "float32": float32, "math": math})
+    res = lab07.CONV2D.check(kernel)
+    if hint is None:
+        assert res.passed, res
+    else:
+        assert not res.passed and res.hint.startswith(hint), res
+
+
+POOL_BACKWARD = """
+@cuda.jit
+def maxpool_backward_kernel(dout, arg, k, stride, dx):
+    t = cuda.grid(1)
+    if t < dx.size:
+        w_ = t % dx.shape[3]
+        h = (t // dx.shape[3]) % dx.shape[2]
+        c = (t // (dx.shape[3] * dx.shape[2])) % dx.shape[1]
+        n = t // (dx.shape[3] * dx.shape[2] * dx.shape[1])
+        g = float32(0.0)
+        for i in range(dout.shape[2]):
+            for j in range(dout.shape[3]):
+                a = h - i * stride
+                b = w_ - j * stride
+                if 0 <= a < k and 0 <= b < k and WON:
+                    ADD
+        dx[n, c, h, w_] = g
+"""
+
+
+@pytest.mark.parametrize(
+    ("won", "add", "hint"),
+    [
+        ("arg[n, c, i, j] == a * k + b", "g = dout[n, c, i, j]", "where windows overlap, a pixel that won several"),
+        ("True", "g += dout[n, c, i, j]", "every pixel of a window got its dout"),
+        ("arg[n, c, i, j] == b * k + a", "g += dout[n, c, i, j]", "arg was decoded with row and column swapped"),
+        ("arg[n, c, i, j] == a * 2 + b", "g += dout[n, c, i, j]", "arg was decoded as a * 2 + b"),
+        ("arg[n, c, i, j] == a * k + b", "g += dout[n, c, i, j]", None),
+    ],
+    ids=["assigned", "whole-window", "swapped", "2x2-habit", "right"],
+)
+def test_lab08_maxpool_backward_mistakes_are_named_after_dx(won, add, hint):
+    src = POOL_BACKWARD.replace("WON", won).replace("ADD", add)
+    kernel = define(src, "maxpool_backward_kernel", {"cuda": cuda, "float32": float32})
+    res = lab08.MAXPOOL_BACKWARD.check(kernel)
+    if hint is None:
+        assert res.passed, res
+    else:
+        assert not res.passed and res.hint.startswith(hint) and res.message.startswith("dx["), res
+
+
+def test_lab08_linear_backward_mean_is_named():
+    def host(x, W, dout, dx, dW, db):
+        dx[...], dW[...], db[...] = dout @ W, dout.T @ x / x.shape[0], dout.mean(axis=0)
+
+    res = lab08.LINEAR_BACKWARD.check(host=host)
+    assert not res.passed and res.hint.startswith("this is the mean over the batch"), res
+
+
+IM2COL_CHANNELS_FASTEST = """
+@cuda.jit
+def im2col_kernel(x, k, stride, pad, cols):
+    q, r = cuda.grid(2)
+    ho = (x.shape[2] + 2 * pad - k) // stride + 1
+    wo = (x.shape[3] + 2 * pad - k) // stride + 1
+    if r < cols.shape[0] and q < cols.shape[1]:
+        n = r // (ho * wo)
+        i = (r // wo) % ho
+        j = r % wo
+        c = q % x.shape[1]
+        a = q // (x.shape[1] * k)
+        d = (q // x.shape[1]) % k
+        h = i * stride + a - pad
+        w = j * stride + d - pad
+        v = float32(0.0)
+        if 0 <= h < x.shape[2] and 0 <= w < x.shape[3]:
+            v = x[n, c, h, w]
+        cols[r, q] = v
+"""
+
+
+def test_lab07_im2col_in_the_lessons_column_order_is_named():
+    """Lesson 07 (and the library) order im2col's columns (a, d, c); the lab asks for (c, a, d)."""
+    kernel = define(IM2COL_CHANNELS_FASTEST, "im2col_kernel", {"cuda": cuda, "float32": float32})
+    res = lab07.IM2COL.check(kernel)
+    assert not res.passed and res.hint.startswith("the columns are in the library's order"), res
