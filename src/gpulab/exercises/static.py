@@ -1,0 +1,140 @@
+"""What a GPU refuses and the simulator runs anyway, found by reading the kernel's source (no compiler needed).
+
+``cuda.shared.array`` and ``cuda.local.array`` need a shape known when the kernel is compiled: a number, or a
+module-level constant such as ``TPB = 128``. The simulator builds the array at run time from any value, so
+``cuda.shared.array(cuda.blockDim.x, float32)`` or ``cuda.local.array(w.shape[1], float32)`` passes every
+check there and fails to compile on a GPU. A PTX compile would find it too, but costs seconds per kernel; this
+check is an AST walk and runs for every kernel the harness checks.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from typing import Any
+
+from ..source import py_func
+from .result import Check
+
+__all__ = ["array_shape_check", "runtime_shapes"]
+
+_ARRAYS = ("shared", "local")
+_RUNTIME_ATTRS = {"blockDim", "gridDim", "threadIdx", "blockIdx", "shape", "size", "ndim", "gridsize", "grid"}
+
+
+def _array_call(node: ast.Call) -> str | None:
+    """``'shared'`` or ``'local'`` for ``cuda.shared.array(...)`` / ``shared.array(...)``, else None."""
+    f = node.func
+    if isinstance(f, ast.Attribute) and f.attr == "array":
+        owner = f.value
+        if isinstance(owner, ast.Attribute) and owner.attr in _ARRAYS:
+            return owner.attr
+        if isinstance(owner, ast.Name) and owner.id in _ARRAYS:
+            return owner.id
+    return None
+
+
+def _shape_arg(node: ast.Call) -> ast.expr | None:
+    for kw in node.keywords:
+        if kw.arg == "shape":
+            return kw.value
+    return node.args[0] if node.args else None
+
+
+class _Shapes:
+    """Decides whether a shape expression is a compile-time constant, following simple local assignments."""
+
+    def __init__(self, fn: Any, tree: ast.FunctionDef) -> None:
+        self.params = {a.arg for a in tree.args.args + tree.args.kwonlyargs}
+        self.globals = dict(getattr(fn, "__globals__", {}))
+        try:
+            self.globals.update(inspect.getclosurevars(fn).nonlocals)
+        except (TypeError, ValueError):
+            pass
+        self.assigned: dict[str, list[ast.expr]] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        self.assigned.setdefault(target.id, []).append(node.value)
+
+    def why_not_constant(self, expr: ast.expr, depth: int = 0) -> str | None:
+        """A short reason when ``expr`` is certainly not known at compile time; None when it is (or may be)."""
+        if depth > 8:
+            return None
+        if isinstance(expr, ast.Constant):
+            return None
+        if isinstance(expr, ast.Tuple):
+            return next((r for e in expr.elts if (r := self.why_not_constant(e, depth + 1))), None)
+        if isinstance(expr, ast.BinOp):
+            return self.why_not_constant(expr.left, depth + 1) or self.why_not_constant(expr.right, depth + 1)
+        if isinstance(expr, ast.UnaryOp):
+            return self.why_not_constant(expr.operand, depth + 1)
+        if isinstance(expr, ast.Name):
+            if expr.id in self.params:
+                return f"`{expr.id}` is an argument of the kernel, known only at launch"
+            if expr.id in self.assigned:
+                values = self.assigned[expr.id]
+                return next((r for v in values if (r := self.why_not_constant(v, depth + 1))), None)
+            if expr.id in self.globals:
+                value = self.globals[expr.id]
+                if isinstance(value, int) or (isinstance(value, tuple) and all(isinstance(v, int) for v in value)):
+                    return None
+                return f"`{expr.id}` is a {type(value).__name__}, not a whole number"
+            return None
+        if isinstance(expr, ast.Attribute):  # cuda.blockDim.x, x.shape, w.size: launch-time; config.TPB: constant
+            node: ast.expr = expr
+            while isinstance(node, ast.Attribute):
+                if node.attr in _RUNTIME_ATTRS:
+                    return f"`{ast.unparse(expr)}` is known only at launch"
+                node = node.value
+            return (
+                self.why_not_constant(node, depth + 1)
+                if isinstance(node, ast.Name) and node.id in self.params
+                else None
+            )
+        if isinstance(expr, ast.Subscript):  # SHAPE[0] of a global tuple is a constant; x[0] or w.shape[1] is not
+            return self.why_not_constant(expr.value, depth + 1)
+        if isinstance(expr, ast.Call):
+            return f"`{ast.unparse(expr)}` is computed when the kernel runs"
+        return None
+
+
+def runtime_shapes(kernel: Any) -> list[tuple[int, str, str, str]]:
+    """``(line, 'shared' | 'local', shape text, reason)`` for each array whose shape is not a compile-time
+    constant. Empty when the source cannot be read (nothing to say)."""
+    fn = py_func(kernel)
+    try:
+        lines, first = inspect.getsourcelines(fn)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return []
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    if not defs:
+        return []
+    shapes = _Shapes(fn, defs[0])
+    found = []
+    for node in ast.walk(defs[0]):
+        if isinstance(node, ast.Call) and (kind := _array_call(node)) is not None:
+            shape = _shape_arg(node)
+            if shape is not None and (reason := shapes.why_not_constant(shape)) is not None:
+                found.append((first + node.lineno - 1, kind, ast.unparse(shape), reason))
+    return found
+
+
+def array_shape_check(kernel: Any) -> Check | None:
+    """A failed :class:`Check` naming the first ``cuda.shared.array`` / ``cuda.local.array`` whose shape a GPU
+    cannot compile, or None when every shape is a constant."""
+    found = runtime_shapes(kernel)
+    if not found:
+        return None
+    line, kind, shape, reason = found[0]
+    return Check(
+        f"{kind} array size",
+        False,
+        f"`cuda.{kind}.array({shape}, ...)` (line {line}): {reason}. The simulator accepts it; a GPU does not "
+        "compile it, because the size of a shared or local array must be known when the kernel is compiled.",
+        "use a number or a module-level constant: write `TPB = 128` outside the kernel, "
+        f"`cuda.{kind}.array(TPB, float32)` inside it, and launch with TPB threads per block.",
+    )

@@ -1,0 +1,100 @@
+"""The harness names array shapes a GPU cannot compile, which the simulator runs anyway."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from numba import cuda, float32
+
+from gpulab import lessons
+from gpulab.exercises.static import array_shape_check, runtime_shapes
+from gpulab.lessons import answers_05_10
+from gpulab.source import define
+
+HEAD = "import math\nfrom numba import cuda, float32\n"
+
+BLOCK_MAX = """
+@cuda.jit
+def block_max_kernel(x, partial):
+    buf = cuda.shared.array({shape}, float32)
+    tx = cuda.threadIdx.x
+    i = cuda.grid(1)
+    buf[tx] = x[i] if i < x.size else float32(-math.inf)
+    cuda.syncthreads()  # the block's values are in buf
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if tx < s:
+            buf[tx] = max(buf[tx], buf[tx + s])
+        cuda.syncthreads()  # this level is done
+        s //= 2
+    if tx == 0:
+        partial[cuda.blockIdx.x] = buf[0]
+"""
+
+
+def _block_max(shape: str, **consts):
+    ns = {"cuda": cuda, "float32": float32, "math": math, **consts}
+    return define(BLOCK_MAX.format(shape=shape), "block_max_kernel", ns)
+
+
+def test_a_runtime_shape_is_named_and_costs_half_the_points():
+    # correct in the simulator (one buf element per thread), refused by a GPU's compiler
+    res = lessons.check("05", "block_max", _block_max("cuda.blockDim.x"))
+    assert res.status == "failed" and res.score == res.max_score / 2, res
+    assert (
+        "`cuda.shared.array(cuda.blockDim.x, ...)` (line 4): `cuda.blockDim.x` is known only at launch" in res.message
+    )
+    assert "must be known when the kernel is compiled" in res.message and "TPB = 128" in res.hint
+
+
+@pytest.mark.parametrize(
+    "shape,words",
+    [
+        ("x.size", "`x.size` is known only at launch"),
+        ("x.shape[0] // 4", "`x.shape` is known only at launch"),
+        ("partial", "`partial` is an argument of the kernel"),
+        ("len(x)", "`len(x)` is computed when the kernel runs"),
+        ("WIDTH", "`WIDTH` is a float, not a whole number"),
+    ],
+)
+def test_each_kind_of_runtime_shape_gets_its_reason(shape, words):
+    found = runtime_shapes(_block_max(shape, WIDTH=256.0))
+    assert [(line, kind, text) for line, kind, text, _ in found] == [(4, "shared", shape)]
+    assert words in found[0][3]
+
+
+@pytest.mark.parametrize("shape", ["x.size", "WIDTH"])
+def test_a_kernel_that_fails_for_its_runtime_shape_is_also_told_about_it(shape):
+    # buf of x.size elements is too small for the block; a float size makes the simulator raise
+    res = lessons.check("05", "block_max", _block_max(shape, WIDTH=256.0))
+    assert not res.passed and res.score == 0
+    assert f"Also, `cuda.shared.array({shape}, ...)` (line 4)" in res.message, res.message
+
+
+@pytest.mark.parametrize("shape", ["TPB", "256", "(TPB,)", "TPB * 2 - TPB", "SHAPE[0]"])
+def test_constant_shapes_pass(shape):
+    kernel = _block_max(shape, TPB=256, SHAPE=(256, 1))
+    assert runtime_shapes(kernel) == []
+    assert lessons.check("05", "block_max", kernel).passed
+
+
+def test_a_local_name_is_followed_to_what_it_was_set_to():
+    src = """
+@cuda.jit
+def k(x, out):
+    n = x.shape[0]
+    acc = cuda.local.array(n, float32)
+    m = 8
+    ok = cuda.local.array(shape=(m, 2), dtype=float32)
+    out[0] = acc[0] + ok[0, 0]
+"""
+    kernel = define(src, "k", {"cuda": cuda, "float32": float32})
+    found = runtime_shapes(kernel)
+    assert [(kind, shape) for _, kind, shape, _ in found] == [("local", "n")]
+    check = array_shape_check(kernel)
+    assert check is not None and not check.passed and "cuda.local.array(n, ...)" in check.message
+
+
+def test_the_course_reference_kernels_have_constant_shapes():
+    assert array_shape_check(answers_05_10.block_max_kernel) is None
