@@ -159,8 +159,8 @@ def check_function(
 
 def prediction_number(prediction: Any, unit: str = "") -> float:
     """A learner's prediction as a number: ints and floats as they are, and text the way people write numbers
-    (``"4,000,000"``, ``"1e6"``, ``"1/2"``, ``"10x"``, ``"50%"``: 0.5, or 50 when ``unit`` is ``"%"``). Raises :class:`UsageError` saying what to
-    type for anything else: words, ``True``, NaN or infinity, a list."""
+    (``"4,000,000"``, ``"1e6"``, ``"1/2"``, ``"10x"``, ``"50%"``: 0.5, or 50 when ``unit`` is ``"%"``).
+    Raises :class:`UsageError` saying what to type for anything else: words, ``True``, NaN or infinity, a list."""
     example = "e.g. guess = 4, guess = 2.5e6 or guess = 1 / 8"
     if isinstance(prediction, (bool, np.bool_)):
         raise UsageError(f"a prediction must be a number, got {prediction!r} (a yes/no value); {example}")
