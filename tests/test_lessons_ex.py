@@ -118,6 +118,13 @@ def test_run_elementwise_model():
         run_elementwise({"in_params": "float32 x", "out_params": "float32 z", "operation": "z = x > 0 ? x : 0"}, x)
     with pytest.raises(ValueError, match="2 arguments"):
         run_elementwise(spec, x, y)
+    sq = {"in_params": "float32 x, float32 y", "out_params": "float32 z"}
+    assert np.allclose(run_elementwise({**sq, "operation": "z = pow(x - y, 2);"}, x, y), (x - y) ** 2)
+    assert np.allclose(run_elementwise({**sq, "operation": "z = fmaxf(x, y) * expf(0.0f);"}, x, y), np.fmax(x, y))
+    with pytest.raises(ValueError, match="uses 'powf2', which is neither a parameter \\(x, y\\)"):
+        run_elementwise({**sq, "operation": "z = powf2(x, 2);"}, x, y)
+    with pytest.raises(ValueError, match="must be a C identifier.*got 'my kernel'"):
+        run_elementwise({**sq, "operation": "z = x;", "name": "my kernel"}, x, y)
 
 
 def test_elementwise_exercise_checks_the_learners_spec():

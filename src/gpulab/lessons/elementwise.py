@@ -15,6 +15,14 @@ __all__ = ["run_elementwise"]
 
 _PARAM = re.compile(r"^\s*(?:raw\s+)?(\w+)\s+(\w+)\s*$")
 _C_FLOAT = re.compile(r"(\d+\.\d*|\.\d+|\d+)[fF]\b")
+# CUDA's math functions an operation may call, as NumPy ufuncs (float and double forms: expf and exp)
+_C_MATH: dict[str, Any] = {
+    **{f"{n}{s}": getattr(np, n) for n in ("exp", "log", "sqrt", "tanh", "sin", "cos") for s in ("", "f")},
+    **{f"{c}{s}": np.power for c in ("pow",) for s in ("", "f")},
+    **{f"{c}{s}": np.abs for c in ("fabs",) for s in ("", "f")},
+    "fmax": np.fmax, "fmaxf": np.fmax, "fmin": np.fmin, "fminf": np.fmin,
+    "max": np.maximum, "min": np.minimum, "abs": np.abs,
+}  # fmt: skip
 
 
 def _params(text: str, what: str) -> list[tuple[str, str]]:
@@ -30,7 +38,8 @@ def _params(text: str, what: str) -> list[tuple[str, str]]:
 def run_elementwise(spec: dict[str, str], *args: Any) -> Any:
     """Run ``cupy.ElementwiseKernel(**spec)(*args)`` on a GPU; in simulator mode evaluate the same spec
     with NumPy (a model for simple arithmetic operations: ``+ - * /``, parentheses, C float literals
-    such as ``0.5f``; no ternaries or function calls). Returns the output array."""
+    such as ``0.5f``, CUDA math functions such as ``expf``, ``pow`` and ``fmaxf``; no ternaries). Returns the
+    output array."""
     missing = {"in_params", "out_params", "operation"} - set(spec)
     if missing:
         raise ValueError(f"the spec needs keys {sorted(missing)} (and optionally 'name'); it has {sorted(spec)}.")
@@ -39,12 +48,16 @@ def run_elementwise(spec: dict[str, str], *args: Any) -> Any:
         raise ValueError(
             f"in_params declares {len(ins)} inputs ({spec['in_params']}), but {len(args)} arguments were given."
         )
+    name = spec.get("name", "kernel")
+    if not re.fullmatch(r"[A-Za-z_]\w*", str(name)):
+        raise ValueError(
+            f"the kernel's name must be a C identifier (letters, digits and _, not starting with a digit), "
+            f"got {name!r}; e.g. 'axpy'."
+        )
     if runtime.is_gpu():
         import cupy
 
-        kernel = cupy.ElementwiseKernel(
-            spec["in_params"], spec["out_params"], spec["operation"], spec.get("name", "kernel")
-        )
+        kernel = cupy.ElementwiseKernel(spec["in_params"], spec["out_params"], spec["operation"], name)
         return kernel(*args)
     env: dict[str, Any] = {}
     for (ctype, name), value in zip(ins, args):
@@ -55,7 +68,15 @@ def run_elementwise(spec: dict[str, str], *args: Any) -> Any:
             "the NumPy model of ElementwiseKernel handles arithmetic only; this operation uses a "
             "ternary (?:), which needs a GPU to run."
         )
-    exec(compile(op, "<ElementwiseKernel operation>", "exec"), {"__builtins__": {}}, env)  # noqa: S102
+    try:
+        exec(compile(op, "<ElementwiseKernel operation>", "exec"), {"__builtins__": {}, **_C_MATH}, env)  # noqa: S102
+    except NameError as exc:
+        known = ", ".join(sorted(_C_MATH))
+        raise ValueError(
+            f"the operation {spec['operation']!r} uses {exc.name or 'a name'!r}, which is neither a parameter "
+            f"({', '.join(n for _, n in ins)}) nor a math function the NumPy model knows ({known}). "
+            "Check its spelling, or declare it in in_params."
+        ) from None
     if len(outs) != 1:
         raise ValueError(f"the NumPy model handles one output; out_params declares {len(outs)}.")
     ctype, name = outs[0]
