@@ -210,3 +210,27 @@ def test_resident_size_of_a_process_tree():
     finally:
         child.kill()
         child.wait()
+
+
+def test_notes_name_tampered_test_cells_and_other_releases():
+    """The scores ignore edited test cells; the notes tell the teacher they were edited."""
+    clean = nbformat.read(str(STUDENT), as_version=4)
+    assert assemble(SOURCE, clean).notes == []
+    sub = nbformat.read(str(STUDENT), as_version=4)
+    sub.cells = [c for c in sub.cells if _meta(c).get("grade_id") != "lab01-stencil-check"]
+    for c in sub.cells:
+        if _meta(c).get("grade_id") == "lab01-add-check":
+            c.source, c.metadata["nbgrader"]["points"] = "2", 100
+    notes = " | ".join(assemble(SOURCE, sub).notes)
+    assert "missing from the submission (deleted?): lab01-stencil-check" in notes, notes
+    assert "differ from the lab's (edited, or an older release): lab01-add-check" in notes, notes
+    assert "lab01-add-check (100 instead of 2)" in notes, notes
+    old = nbformat.read(str(STUDENT), as_version=4)  # an older release: an answer cell renamed
+    for c in old.cells:
+        if _meta(c).get("grade_id") == "lab01-saxpy":
+            c.metadata["nbgrader"]["grade_id"] = "lab01-gridstride"
+    notes = " | ".join(assemble(SOURCE, old).notes)
+    assert "lab01-gridstride are not in this release of lab01_threads, which asks for lab01-saxpy" in notes, notes
+    other = nbformat.read(str(ROOT / "labs" / "student" / "lab05_reductions.ipynb"), as_version=4)
+    notes = " | ".join(assemble(SOURCE, other).notes)
+    assert "none of the submission's answer cells" in notes and "Check --lab" in notes, notes
