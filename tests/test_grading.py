@@ -222,7 +222,7 @@ def test_notes_name_tampered_test_cells_and_other_releases():
         if _meta(c).get("grade_id") == "lab01-add-check":
             c.source, c.metadata["nbgrader"]["points"] = "2", 100
     notes = " | ".join(assemble(SOURCE, sub).notes)
-    assert "missing from the submission (deleted?): lab01-stencil-check" in notes, notes
+    assert "missing from the submission (deleted, or an older release): lab01-stencil-check" in notes, notes
     assert "differ from the lab's (edited, or an older release): lab01-add-check" in notes, notes
     assert "lab01-add-check (100 instead of 2)" in notes, notes
     old = nbformat.read(str(STUDENT), as_version=4)  # an older release: an answer cell renamed

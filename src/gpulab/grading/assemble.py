@@ -147,7 +147,9 @@ def _test_cell_notes(source: Any, submission: Any) -> list[str]:
             points.append(f"{gid} ({_meta(sub).get('points')} instead of {meta.get('points')})")
     notes = []
     if missing:
-        notes.append(f"test cells missing from the submission (deleted?): {', '.join(missing)}; the lab's own were run")
+        notes.append(
+            f"test cells missing from the submission (deleted, or an older release): {', '.join(missing)}; the lab's own were run"
+        )
     if edited:
         notes.append(
             f"test cells that differ from the lab's (edited, or an older release): {', '.join(edited)}; "
