@@ -48,3 +48,46 @@ def test_a_teachers_edits_are_kept_unless_forced(tmp_path, capsys):
     assert "# mine" in config.read_text() and "my version" in lab.read_text()
     assert mc.main([str(tmp_path), "--force"]) == 0
     assert "# mine" not in config.read_text() and "my version" not in lab.read_text()
+
+
+def _student_branch():
+    spec = importlib.util.spec_from_file_location("student_branch", ROOT / "teachers" / "student_branch.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_student_branch_leaves_out_the_solutions(tmp_path):
+    """What nbgitpuller hands out: the repository without labs/solutions, tests and teachers, on a
+    branch that moves forward (students' clones fast-forward)."""
+    import subprocess
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+
+    for rel in [
+        "labs/solutions/lab01.ipynb",
+        "labs/student/lab01.ipynb",
+        "tests/test_x.py",
+        "teachers/a.py",
+        "README.md",
+    ]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(rel)
+    (tmp_path / "binder").mkdir()
+    (tmp_path / "binder" / ".dockerignore").write_text((ROOT / "binder" / ".dockerignore").read_text())
+    git("init", "-q")
+    git("-c", "user.name=t", "-c", "user.email=t@x", "add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", "course")
+    sb = _student_branch()
+    first = sb.make("student", root=tmp_path)
+    files = git("ls-tree", "-r", "--name-only", "student").split()
+    assert "labs/student/lab01.ipynb" in files and "README.md" in files
+    assert not [f for f in files if f.startswith(("labs/solutions/", "tests/", "teachers/"))], files
+    assert sb.make("student", root=tmp_path) == first  # nothing new: no empty commit
+    (tmp_path / "README.md").write_text("v2")
+    git("-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qam", "v2")
+    second = sb.make("student", root=tmp_path)
+    assert git("rev-parse", "student^").strip() == first and second != first
+    assert git("status", "--porcelain") == ""  # the teacher's working tree and index untouched
