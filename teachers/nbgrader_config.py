@@ -7,6 +7,15 @@ regions. Put each one in ``source/<lab>/<lab>.ipynb`` (``teachers/make_course.py
 """
 
 import os
+import sys
+
+try:  # the lab notebooks import gpulab, and so does the client below: refuse early without it
+    import gpulab.grading.sliced  # noqa: F401
+except ImportError as exc:
+    sys.exit(
+        f"nbgrader_config.py: gpulab cannot be imported by this Python ({sys.executable}: {exc}), so every "
+        "lab would score 0. Install it where nbgrader runs: pip install -e 'PATH/TO/gpulab[grade]'"
+    )
 
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
 

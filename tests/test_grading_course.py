@@ -91,3 +91,21 @@ def test_student_branch_leaves_out_the_solutions(tmp_path):
     second = sb.make("student", root=tmp_path)
     assert git("rev-parse", "student^").strip() == first and second != first
     assert git("status", "--porcelain") == ""  # the teacher's working tree and index untouched
+
+
+def test_nbgrader_config_refuses_a_python_without_gpulab(monkeypatch):
+    """Without gpulab every lab's import cell fails and nbgrader scores the class 0; the config says
+    what to install instead (nbgrader loads it with exec, where SystemExit stops the command)."""
+    import runpy
+    import sys
+
+    import pytest
+    from traitlets.config import Config
+
+    config = ROOT / "teachers" / "nbgrader_config.py"
+    got = runpy.run_path(str(config), init_globals={"get_config": Config})
+    assert got["c"].AsyncKernelManager.client_class == "gpulab.grading.sliced.SlicedKernelClient"
+    monkeypatch.setitem(sys.modules, "gpulab.grading.sliced", None)
+    with pytest.raises(SystemExit) as exc:
+        runpy.run_path(str(config), init_globals={"get_config": Config})
+    assert "pip install -e 'PATH/TO/gpulab[grade]'" in str(exc.value.code)
