@@ -234,3 +234,30 @@ def test_notes_name_tampered_test_cells_and_other_releases():
     other = nbformat.read(str(ROOT / "labs" / "student" / "lab05_reductions.ipynb"), as_version=4)
     notes = " | ".join(assemble(SOURCE, other).notes)
     assert "none of the submission's answer cells" in notes and "Check --lab" in notes, notes
+
+
+def test_two_notebooks_for_one_lab_keep_both_feedback_pages(tmp_path, monkeypatch):
+    """A student who hands in `lab01_threads.ipynb` and `lab01_threads (1).ipynb` gets two rows, two
+    feedback pages (the second used to overwrite the first) and a note; the summary flags notes."""
+    from gpulab.grading import gradebook
+    from gpulab.grading.grader import Graded, GradeRow
+
+    def fake_grade(sub, src, limits):
+        score = 2.0 if "(1)" in sub.name else 1.0
+        return Graded(str(sub), src.stem, "simulator", "test", [GradeRow("lab01-add-check", 2, score, "x", "m")], [])
+
+    monkeypatch.setattr(gradebook, "grade_notebook", fake_grade)
+    subs = tmp_path / "submitted"
+    for name in ("alice/lab01_threads.ipynb", "heidi/lab01_threads.ipynb", "heidi/lab01_threads (1).ipynb"):
+        (subs / name).parent.mkdir(parents=True, exist_ok=True)
+        (subs / name).write_bytes(STUDENT.read_bytes())
+    book = gradebook.grade_folder(subs, ROOT / "labs" / "solutions", tmp_path / "out", progress=False)
+    pages = sorted(p.name for p in (tmp_path / "out" / "feedback").iterdir())
+    assert pages == [
+        "alice__lab01_threads.html",
+        "heidi__lab01_threads__lab01_threads.html",
+        "heidi__lab01_threads__lab01_threads_1.html",
+    ]
+    assert "2 / 2" in (tmp_path / "out" / "feedback" / pages[2]).read_text()
+    summary = book.summary()
+    assert summary.count("heidi has 2 submissions for lab01_threads") == 2 and "alice" in summary

@@ -148,7 +148,8 @@ def _test_cell_notes(source: Any, submission: Any) -> list[str]:
     notes = []
     if missing:
         notes.append(
-            f"test cells missing from the submission (deleted, or an older release): {', '.join(missing)}; the lab's own were run"
+            f"test cells missing from the submission (deleted, or an older release): {', '.join(missing)}; "
+            "the lab's own were run"
         )
     if edited:
         notes.append(

@@ -7,7 +7,8 @@ a time with a progress bar, and writes into the output folder:
 * ``gradebook.csv``: one row per submission: student, lab, total, maximum, then one column per
   exercise (its points earned);
 * ``gradebook.json``: everything, including each exercise's status, message and hint;
-* ``feedback/<student>__<lab>.html``: what the student sees: each exercise's verdict and hint.
+* ``feedback/<student>__<lab>.html``: what the student sees: each exercise's verdict and hint (with
+  ``__<notebook>`` added when a student handed in several notebooks for one lab).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import csv
 import html
 import json
 import os
+import re
 import traceback
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +30,7 @@ from .assemble import source_for
 from .grader import GradeRow, Graded, grade_notebook
 from .sandbox import Limits
 
-__all__ = ["Gradebook", "grade_folder", "write_feedback"]
+__all__ = ["Gradebook", "feedback_name", "grade_folder", "write_feedback"]
 
 
 @dataclass
@@ -38,7 +41,11 @@ class Gradebook:
     def summary(self) -> str:
         lines = [f"{'student':<24} {'lab':<22} score"]
         for student, g in self.entries:
-            lines.append(f"{student:<24} {g.lab:<22} {g.score:g}/{g.max_score:g}")
+            line = f"{student:<24} {g.lab:<22} {g.score:g}/{g.max_score:g}"
+            if g.notes:  # a timeout, a crash, edited test cells, several submissions: worth a look
+                more = f" (+{len(g.notes) - 1} more in gradebook.json)" if len(g.notes) > 1 else ""
+                line += f"  note: {g.notes[0][:100]}{more}"
+            lines.append(line)
         lines.append(
             f"wrote {self.out / 'gradebook.csv'}, {self.out / 'gradebook.json'} and "
             f"{len(self.entries)} feedback page(s) in {self.out / 'feedback'}"
@@ -129,6 +136,13 @@ def grade_folder(
         bar.close()
 
     entries = [(_student(p, folder), results[p]) for p in subs]
+    pairs_seen = Counter((student, g.lab) for student, g in entries)
+    for student, g in entries:
+        if pairs_seen[(student, g.lab)] > 1:
+            g.notes.append(
+                f"{student} has {pairs_seen[(student, g.lab)]} submissions for {g.lab}: each is graded and "
+                "gets its own row and feedback page; keep the one that counts"
+            )
     exercises: list[str] = []
     for _, g in entries:
         for r in g.rows:
@@ -151,6 +165,17 @@ def grade_folder(
             )
     payload = [{"student": s, **g.to_dict()} for s, g in entries]
     (out / "gradebook.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    for student, g in entries:
-        write_feedback(g, out / "feedback" / f"{student}__{g.lab}.html", student)
+    for (student, g), path in zip(entries, subs):
+        write_feedback(
+            g, out / "feedback" / feedback_name(student, g.lab, path, pairs_seen[(student, g.lab)] > 1), student
+        )
     return Gradebook(entries, out)
+
+
+def feedback_name(student: str, lab: str, path: Path, duplicate: bool = False) -> str:
+    """``<student>__<lab>.html``; with the notebook's name too when the student has several for the lab,
+    so that no page overwrites another."""
+    if not duplicate:
+        return f"{student}__{lab}.html"
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(path).stem).strip("_") or "notebook"
+    return f"{student}__{lab}__{stem}.html"
