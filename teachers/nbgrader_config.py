@@ -36,6 +36,14 @@ c.Execute.interrupt_on_timeout = True
 # Grade in the mode the server has: set GPULAB_DEVICE=gpu on a GPU node, simulator elsewhere.
 os.environ.setdefault("GPULAB_DEVICE", "simulator")
 
+# Feedback: nbgrader's HTML shows each cell's source, hidden tests included (nbgrader 0.9 does not strip
+# them); ClearHiddenTests takes them out of the feedback as generate_assignment does for the release.
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+    "nbgrader.preprocessors.ClearHiddenTests",
+]
+
 # Students submit the notebook only; outputs are re-created by autograde.
 c.Autograde.create_student = True
 c.ClearOutput.enabled = True
