@@ -260,4 +260,12 @@ def test_two_notebooks_for_one_lab_keep_both_feedback_pages(tmp_path, monkeypatc
     ]
     assert "2 / 2" in (tmp_path / "out" / "feedback" / pages[2]).read_text()
     summary = book.summary()
-    assert summary.count("heidi has 2 submissions for lab01_threads") == 2 and "alice" in summary
+    assert [ln.startswith("heidi") for ln in summary.splitlines() if "note:" in ln] == [True, True], summary
+    book_json = json.loads((tmp_path / "out" / "gradebook.json").read_text())
+    notes = {(e["student"], Path(e["notebook"]).name): e["notes"] for e in book_json}
+    assert notes[("alice", "lab01_threads.ipynb")] == []
+    assert not any("although" in n for n in notes[("heidi", "lab01_threads.ipynb")])
+    renamed = notes[("heidi", "lab01_threads (1).ipynb")]
+    assert "graded as lab01_threads although the file is named 'lab01_threads (1).ipynb'" in renamed
+    for key in [("heidi", "lab01_threads.ipynb"), ("heidi", "lab01_threads (1).ipynb")]:
+        assert any("heidi has 2 submissions for lab01_threads" in n for n in notes[key]), notes[key]

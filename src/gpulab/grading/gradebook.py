@@ -107,7 +107,10 @@ def grade_folder(
     def one(pair: tuple[Path, Path]) -> Graded:
         sub, src = pair
         try:
-            return grade_notebook(sub, src, limits)
+            graded = grade_notebook(sub, src, limits)
+            if sub.name != src.name:  # nbgrader's autograde would skip it: worth telling the student
+                graded.notes.append(f"graded as {src.stem} although the file is named {sub.name!r}")
+            return graded
         except UsageError as exc:
             return Graded(str(sub), src.stem, "", "", [], [f"not graded: {exc}"])
         except Exception as exc:  # one broken submission must not stop the class
