@@ -269,3 +269,26 @@ def test_two_notebooks_for_one_lab_keep_both_feedback_pages(tmp_path, monkeypatc
     assert "graded as lab01_threads although the file is named 'lab01_threads (1).ipynb'" in renamed
     for key in [("heidi", "lab01_threads.ipynb"), ("heidi", "lab01_threads (1).ipynb")]:
         assert any("heidi has 2 submissions for lab01_threads" in n for n in notes[key]), notes[key]
+
+
+def test_an_earlier_gradebook_is_kept(tmp_path, monkeypatch):
+    """Grading lab 05 into the folder that holds lab 01's (hand-edited) gradebook renames the old one."""
+    from gpulab.grading import gradebook
+    from gpulab.grading.grader import Graded, GradeRow
+
+    monkeypatch.setattr(
+        gradebook,
+        "grade_notebook",
+        lambda sub, src, limits: Graded(str(sub), src.stem, "simulator", "t", [GradeRow("x", 1, 1, "passed", "")], []),
+    )
+    subs, out = tmp_path / "submitted", tmp_path / "graded"
+    (subs / "alice").mkdir(parents=True)
+    (subs / "alice" / "lab01_threads.ipynb").write_bytes(STUDENT.read_bytes())
+    gradebook.grade_folder(subs, ROOT / "labs" / "solutions", out, progress=False)
+    (out / "gradebook.csv").write_text("my manual grades\n")
+    book = gradebook.grade_folder(subs, ROOT / "labs" / "solutions", out, progress=False)
+    kept = sorted(p.name for p in out.glob("gradebook-*"))
+    assert len(kept) == 2 and kept[0].endswith(".csv") and kept[1].endswith(".json"), kept
+    assert (out / kept[0]).read_text() == "my manual grades\n"
+    assert "alice" in (out / "gradebook.csv").read_text()
+    assert "the previous gradebook was kept as " + kept[0] in book.summary()

@@ -6,7 +6,8 @@ a time with a progress bar, and writes into the output folder:
 
 * ``gradebook.csv``: one row per submission: student, lab, total, maximum, then one column per
   exercise (its points earned);
-* ``gradebook.json``: everything, including each exercise's status, message and hint;
+* ``gradebook.json``: everything, including each exercise's status, message and hint (an earlier
+  ``gradebook.csv``/``.json`` in the folder is renamed ``gradebook-<its time>.csv``, not overwritten);
 * ``feedback/<student>__<lab>.html``: what the student sees: each exercise's verdict and hint (with
   ``__<notebook>`` added when a student handed in several notebooks for one lab).
 """
@@ -18,10 +19,11 @@ import html
 import json
 import os
 import re
+import time
 import traceback
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpulab.errors import UsageError
@@ -37,6 +39,7 @@ __all__ = ["Gradebook", "feedback_name", "grade_folder", "write_feedback"]
 class Gradebook:
     entries: list[tuple[str, Graded]]
     out: Path
+    kept: list[Path] = field(default_factory=list)  # earlier gradebooks, renamed rather than overwritten
 
     def summary(self) -> str:
         lines = [f"{'student':<24} {'lab':<22} score"]
@@ -50,7 +53,21 @@ class Gradebook:
             f"wrote {self.out / 'gradebook.csv'}, {self.out / 'gradebook.json'} and "
             f"{len(self.entries)} feedback page(s) in {self.out / 'feedback'}"
         )
+        if self.kept:
+            lines.append("the previous gradebook was kept as " + ", ".join(p.name for p in self.kept))
         return "\n".join(lines)
+
+
+def _keep(path: Path) -> Path:
+    """Rename an earlier gradebook (maybe edited by hand, maybe another lab's) to a name with its time."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(path.stat().st_mtime))
+    target = path.with_name(f"{path.stem}-{stamp}{path.suffix}")
+    k = 1
+    while target.exists():
+        target = path.with_name(f"{path.stem}-{stamp}-{k}{path.suffix}")
+        k += 1
+    path.rename(target)
+    return target
 
 
 def _student(path: Path, folder: Path) -> str:
@@ -151,6 +168,7 @@ def grade_folder(
         for r in g.rows:
             if r.grade_id not in exercises:
                 exercises.append(r.grade_id)
+    kept = [_keep(out / name) for name in ("gradebook.csv", "gradebook.json") if (out / name).exists()]
     with open(out / "gradebook.csv", "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(["student", "lab", "notebook", "score", "max_score", *exercises])
@@ -172,7 +190,7 @@ def grade_folder(
         write_feedback(
             g, out / "feedback" / feedback_name(student, g.lab, path, pairs_seen[(student, g.lab)] > 1), student
         )
-    return Gradebook(entries, out)
+    return Gradebook(entries, out, kept)
 
 
 def feedback_name(student: str, lab: str, path: Path, duplicate: bool = False) -> str:
