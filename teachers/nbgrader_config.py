@@ -37,11 +37,13 @@ c.Execute.interrupt_on_timeout = True
 os.environ.setdefault("GPULAB_DEVICE", "simulator")
 
 # Feedback: nbgrader's HTML shows each cell's source, hidden tests included (nbgrader 0.9 does not strip
-# them); ClearHiddenTests takes them out of the feedback as generate_assignment does for the release.
+# them); ClearHiddenTests takes them out of the feedback as generate_assignment does for the release, and
+# ShortTracebacks cuts a test cell's traceback (which quotes the code around the error) to its last line.
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
     "nbgrader.preprocessors.ClearHiddenTests",
+    "gpulab.grading.feedback.ShortTracebacks",
 ]
 
 # Students submit the notebook only; outputs are re-created by autograde.

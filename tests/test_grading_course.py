@@ -109,3 +109,28 @@ def test_nbgrader_config_refuses_a_python_without_gpulab(monkeypatch):
     with pytest.raises(SystemExit) as exc:
         runpy.run_path(str(config), init_globals={"get_config": Config})
     assert "pip install -e 'PATH/TO/gpulab[grade]'" in str(exc.value.code)
+
+
+def test_feedback_tracebacks_do_not_quote_hidden_tests():
+    """nbgrader's feedback shows a test cell's error with the code around it; ShortTracebacks keeps
+    only the error's last line, in test cells only."""
+    import pytest
+
+    pytest.importorskip("nbconvert")
+    from gpulab.grading.feedback import ShortTracebacks
+
+    quoted = [
+        "----> 1 result = CHECK(saxpy_kernel)",
+        "      3 ### BEGIN HIDDEN TESTS",
+        "      4 hidden = CHECK(seed=101)",
+    ]
+    error = {"output_type": "error", "ename": "NameError", "evalue": "name 'saxpy_kernel' is not defined"}
+    test = nbformat.v4.new_code_cell("...", outputs=[nbformat.v4.new_output(**error, traceback=quoted)])
+    test.metadata["nbgrader"] = {"grade": True, "grade_id": "lab01-saxpy-check", "points": 2}
+    answer = nbformat.v4.new_code_cell("...", outputs=[nbformat.v4.new_output(**error, traceback=quoted)])
+    nb = nbformat.v4.new_notebook(cells=[test, answer])
+    nb, _ = ShortTracebacks()(nb, {})  # as nbconvert calls it (only when enabled)
+    assert nb.cells[0].outputs[0].traceback == ["NameError: name 'saxpy_kernel' is not defined"]
+    assert nb.cells[1].outputs[0].traceback == quoted  # the student's own cells keep their traceback
+    config = (ROOT / "teachers" / "nbgrader_config.py").read_text()
+    assert '"gpulab.grading.feedback.ShortTracebacks"' in config
