@@ -1,7 +1,9 @@
-"""Lay out an nbgrader course from the gpulab labs: ``python teachers/make_course.py COURSE_DIR``.
+"""Lay out an nbgrader course from the gpulab labs: ``python teachers/make_course.py COURSE_DIR [--force]``.
 
-Copies each ``labs/solutions/<lab>.ipynb`` to ``COURSE_DIR/source/<lab>/<lab>.ipynb`` and
-``teachers/nbgrader_config.py`` next to it. Then, in COURSE_DIR::
+Writes each ``labs/solutions/<lab>.ipynb`` to ``COURSE_DIR/source/<lab>/<lab>.ipynb`` (its Colab
+link pointed at the student copy, so the released notebook's "Open in Colab" badge does not open the
+solutions) and ``teachers/nbgrader_config.py`` next to them. A file already there that differs (your
+edits) is kept and named; ``--force`` replaces it. Then, in COURSE_DIR::
 
     nbgrader generate_assignment lab01_threads     # release/: solutions and hidden tests removed
     nbgrader release_assignment lab01_threads      # to the exchange (JupyterHub)
@@ -12,25 +14,45 @@ Copies each ``labs/solutions/<lab>.ipynb`` to ``COURSE_DIR/source/<lab>/<lab>.ip
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def course_source(solution: Path) -> str:
+    """The text of ``source/<lab>/<lab>.ipynb``: the solution, with links to itself (the Colab badge)
+    pointed at ``labs/student/`` as ``labs release`` does for the student version."""
+    text = solution.read_text(encoding="utf-8")
+    return text.replace(f"labs/solutions/{solution.name}", f"labs/student/{solution.name}")
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
+    force = "--force" in argv
+    args = [a for a in argv if a != "--force"]
+    if len(args) != 1 or args[0].startswith("-"):
         print(__doc__, file=sys.stderr)
         return 2
-    course = Path(argv[0])
+    course = Path(args[0])
     course.mkdir(parents=True, exist_ok=True)
-    shutil.copy(ROOT / "teachers" / "nbgrader_config.py", course / "nbgrader_config.py")
+    files = {course / "nbgrader_config.py": (ROOT / "teachers" / "nbgrader_config.py").read_text(encoding="utf-8")}
     for sol in sorted((ROOT / "labs" / "solutions").glob("*.ipynb")):
-        target = course / "source" / sol.stem / sol.name
+        files[course / "source" / sol.stem / sol.name] = course_source(sol)
+    kept = []
+    for target, text in files.items():
+        rel = target.relative_to(course)
+        if target.exists() and target.read_text(encoding="utf-8") != text and not force:
+            kept.append(str(rel))
+            continue
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(sol, target)
-        print(f"source/{sol.stem}/{sol.name}")
+        target.write_text(text, encoding="utf-8")
+        print(rel)
+    if kept:
+        print(
+            f"kept {len(kept)} file(s) that differ from gpulab's (your edits?): {', '.join(kept)}. "
+            "Run again with --force to replace them.",
+            file=sys.stderr,
+        )
     return 0
 
 

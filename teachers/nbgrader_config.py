@@ -7,6 +7,15 @@ regions. Put each one in ``source/<lab>/<lab>.ipynb`` (``teachers/make_course.py
 """
 
 import os
+import sys
+
+try:  # the lab notebooks import gpulab, and so does the client below: refuse early without it
+    import gpulab.grading.sliced  # noqa: F401
+except ImportError as exc:
+    sys.exit(
+        f"nbgrader_config.py: gpulab cannot be imported by this Python ({sys.executable}: {exc}), so every "
+        "lab would score 0. Install it where nbgrader runs: pip install -e 'PATH/TO/gpulab[grade]'"
+    )
 
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
 
@@ -26,6 +35,16 @@ c.Execute.timeout = int(os.environ.get("GPULAB_CELL_TIMEOUT", "300"))
 c.Execute.interrupt_on_timeout = True
 # Grade in the mode the server has: set GPULAB_DEVICE=gpu on a GPU node, simulator elsewhere.
 os.environ.setdefault("GPULAB_DEVICE", "simulator")
+
+# Feedback: nbgrader's HTML shows each cell's source, hidden tests included (nbgrader 0.9 does not strip
+# them); ClearHiddenTests takes them out of the feedback as generate_assignment does for the release, and
+# ShortTracebacks cuts a test cell's traceback (which quotes the code around the error) to its last line.
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+    "nbgrader.preprocessors.ClearHiddenTests",
+    "gpulab.grading.feedback.ShortTracebacks",
+]
 
 # Students submit the notebook only; outputs are re-created by autograde.
 c.Autograde.create_student = True

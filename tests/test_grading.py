@@ -210,3 +210,85 @@ def test_resident_size_of_a_process_tree():
     finally:
         child.kill()
         child.wait()
+
+
+def test_notes_name_tampered_test_cells_and_other_releases():
+    """The scores ignore edited test cells; the notes tell the teacher they were edited."""
+    clean = nbformat.read(str(STUDENT), as_version=4)
+    assert assemble(SOURCE, clean).notes == []
+    sub = nbformat.read(str(STUDENT), as_version=4)
+    sub.cells = [c for c in sub.cells if _meta(c).get("grade_id") != "lab01-stencil-check"]
+    for c in sub.cells:
+        if _meta(c).get("grade_id") == "lab01-add-check":
+            c.source, c.metadata["nbgrader"]["points"] = "2", 100
+    notes = " | ".join(assemble(SOURCE, sub).notes)
+    assert "missing from the submission (deleted, or an older release): lab01-stencil-check" in notes, notes
+    assert "differ from the lab's (edited, or an older release): lab01-add-check" in notes, notes
+    assert "lab01-add-check (100 instead of 2)" in notes, notes
+    old = nbformat.read(str(STUDENT), as_version=4)  # an older release: an answer cell renamed
+    for c in old.cells:
+        if _meta(c).get("grade_id") == "lab01-saxpy":
+            c.metadata["nbgrader"]["grade_id"] = "lab01-gridstride"
+    notes = " | ".join(assemble(SOURCE, old).notes)
+    assert "lab01-gridstride are not in this release of lab01_threads, which asks for lab01-saxpy" in notes, notes
+    other = nbformat.read(str(ROOT / "labs" / "student" / "lab05_reductions.ipynb"), as_version=4)
+    notes = " | ".join(assemble(SOURCE, other).notes)
+    assert "none of the submission's answer cells" in notes and "Check --lab" in notes, notes
+
+
+def test_two_notebooks_for_one_lab_keep_both_feedback_pages(tmp_path, monkeypatch):
+    """A student who hands in `lab01_threads.ipynb` and `lab01_threads (1).ipynb` gets two rows, two
+    feedback pages (the second used to overwrite the first) and a note; the summary flags notes."""
+    from gpulab.grading import gradebook
+    from gpulab.grading.grader import Graded, GradeRow
+
+    def fake_grade(sub, src, limits):
+        score = 2.0 if "(1)" in sub.name else 1.0
+        return Graded(str(sub), src.stem, "simulator", "test", [GradeRow("lab01-add-check", 2, score, "x", "m")], [])
+
+    monkeypatch.setattr(gradebook, "grade_notebook", fake_grade)
+    subs = tmp_path / "submitted"
+    for name in ("alice/lab01_threads.ipynb", "heidi/lab01_threads.ipynb", "heidi/lab01_threads (1).ipynb"):
+        (subs / name).parent.mkdir(parents=True, exist_ok=True)
+        (subs / name).write_bytes(STUDENT.read_bytes())
+    book = gradebook.grade_folder(subs, ROOT / "labs" / "solutions", tmp_path / "out", progress=False)
+    pages = sorted(p.name for p in (tmp_path / "out" / "feedback").iterdir())
+    assert pages == [
+        "alice__lab01_threads.html",
+        "heidi__lab01_threads__lab01_threads.html",
+        "heidi__lab01_threads__lab01_threads_1.html",
+    ]
+    assert "2 / 2" in (tmp_path / "out" / "feedback" / pages[2]).read_text()
+    summary = book.summary()
+    assert [ln.startswith("heidi") for ln in summary.splitlines() if "note:" in ln] == [True, True], summary
+    book_json = json.loads((tmp_path / "out" / "gradebook.json").read_text())
+    notes = {(e["student"], Path(e["notebook"]).name): e["notes"] for e in book_json}
+    assert notes[("alice", "lab01_threads.ipynb")] == []
+    assert not any("although" in n for n in notes[("heidi", "lab01_threads.ipynb")])
+    renamed = notes[("heidi", "lab01_threads (1).ipynb")]
+    assert "graded as lab01_threads although the file is named 'lab01_threads (1).ipynb'" in renamed
+    for key in [("heidi", "lab01_threads.ipynb"), ("heidi", "lab01_threads (1).ipynb")]:
+        assert any("heidi has 2 submissions for lab01_threads" in n for n in notes[key]), notes[key]
+
+
+def test_an_earlier_gradebook_is_kept(tmp_path, monkeypatch):
+    """Grading lab 05 into the folder that holds lab 01's (hand-edited) gradebook renames the old one."""
+    from gpulab.grading import gradebook
+    from gpulab.grading.grader import Graded, GradeRow
+
+    monkeypatch.setattr(
+        gradebook,
+        "grade_notebook",
+        lambda sub, src, limits: Graded(str(sub), src.stem, "simulator", "t", [GradeRow("x", 1, 1, "passed", "")], []),
+    )
+    subs, out = tmp_path / "submitted", tmp_path / "graded"
+    (subs / "alice").mkdir(parents=True)
+    (subs / "alice" / "lab01_threads.ipynb").write_bytes(STUDENT.read_bytes())
+    gradebook.grade_folder(subs, ROOT / "labs" / "solutions", out, progress=False)
+    (out / "gradebook.csv").write_text("my manual grades\n")
+    book = gradebook.grade_folder(subs, ROOT / "labs" / "solutions", out, progress=False)
+    kept = sorted(p.name for p in out.glob("gradebook-*"))
+    assert len(kept) == 2 and kept[0].endswith(".csv") and kept[1].endswith(".json"), kept
+    assert (out / kept[0]).read_text() == "my manual grades\n"
+    assert "alice" in (out / "gradebook.csv").read_text()
+    assert "the previous gradebook was kept as " + kept[0] in book.summary()

@@ -112,6 +112,7 @@ def test_nbgrader_and_labs_grade_agree(tmp_path, monkeypatch):
             subs[(student, lab)] = path
     for lab in LABS:
         _nbgrader(course, "autograde", lab)
+        _nbgrader(course, "generate_feedback", lab)
 
     from nbgrader.api import Gradebook
 
@@ -150,3 +151,7 @@ def test_nbgrader_and_labs_grade_agree(tmp_path, monkeypatch):
         graded = (course / "autograded" / "bob" / lab / f"{lab}.ipynb").read_text()
         if "BEGIN HIDDEN TESTS" in src:
             assert "BEGIN HIDDEN TESTS" in graded
+        # ... and not in the feedback the students get, which still shows every verdict
+        feedback = (course / "feedback" / "carol" / lab / f"{lab}.html").read_text()
+        assert "HIDDEN TESTS" not in feedback and "seed=101" not in feedback
+        assert "lab01-add-check" in feedback and "passed" in feedback

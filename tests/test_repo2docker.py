@@ -104,3 +104,26 @@ def test_mnist_and_numba_cache_are_set_up():
     assert "d.load('mnist')" in post_build and "NB_PYTHON_PREFIX}/share/gpulab" in post_build
     assert 'GPULAB_DATA_DIR="${NB_PYTHON_PREFIX}/share/gpulab/mnist"' in start
     assert "NUMBA_CACHE_DIR" in start and 'exec "$@"' in start
+
+
+def test_mnist_lands_where_start_points_gpulab(tmp_path):
+    """postBuild downloads into gpulab's cache under XDG_CACHE_HOME; start's GPULAB_DATA_DIR must be
+    one of the folders gpulab then searches, or every student downloads MNIST again."""
+    post_build = (BINDER / "postBuild").read_text()
+    prefix = str(tmp_path / "env")
+    assign = "\n".join(ln for ln in post_build.splitlines() if re.match(r"^[A-Z_]+=", ln))
+    xdg = re.search(r'XDG_CACHE_HOME=("[^"]*"|\S+) python -c', post_build)
+    assert xdg, "postBuild sets XDG_CACHE_HOME for the MNIST download"
+    shell = f"NB_PYTHON_PREFIX={prefix}\n{assign}\necho {xdg.group(1)}"
+    cache_home = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, check=True).stdout.strip()
+    start = (BINDER / "start").read_text()
+    data_dir = re.search(r'GPULAB_DATA_DIR="\$\{NB_PYTHON_PREFIX\}([^"]*)"', start)
+    assert data_dir
+    probe = (
+        "import os, pathlib, gpulab.data_files as f; root = pathlib.Path(os.environ['WANT']); "
+        "print(f.cache_dir() / 'mnist'); print(root); print('\\n'.join(str(root / s) for s in f.SUBDIRS['mnist']))"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": cache_home, "WANT": prefix + data_dir.group(1)}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True).stdout
+    downloaded_to, *searched = out.splitlines()
+    assert downloaded_to in searched, (downloaded_to, searched)

@@ -121,6 +121,46 @@ def _stub(source: str) -> str:
     return student_cell_source(source)
 
 
+def _code(cell: Any) -> str:
+    text = cell.get("source", "")
+    return "".join(text) if isinstance(text, list) else str(text)
+
+
+def _test_cell_notes(source: Any, submission: Any) -> list[str]:
+    """What the teacher should know about the submission's test cells (they are never run)."""
+    theirs = {
+        str(_meta(c)["grade_id"]): c for c in submission.cells if _meta(c).get("grade") and _meta(c).get("grade_id")
+    }
+    missing, edited, points = [], [], []
+    for cell in source.cells:
+        meta = _meta(cell)
+        if not meta.get("grade") or not meta.get("grade_id"):
+            continue
+        gid = str(meta["grade_id"])
+        sub = theirs.get(gid)
+        if sub is None:
+            missing.append(gid)
+            continue
+        if _code(sub).strip() != _stub(_code(cell)).strip():
+            edited.append(gid)
+        if str(_meta(sub).get("points")) != str(meta.get("points")):
+            points.append(f"{gid} ({_meta(sub).get('points')} instead of {meta.get('points')})")
+    notes = []
+    if missing:
+        notes.append(
+            f"test cells missing from the submission (deleted, or an older release): {', '.join(missing)}; "
+            "the lab's own were run"
+        )
+    if edited:
+        notes.append(
+            f"test cells that differ from the lab's (edited, or an older release): {', '.join(edited)}; "
+            "the lab's own were run"
+        )
+    if points:
+        notes.append(f"points changed in the submission's metadata: {', '.join(points)}; the lab's count")
+    return notes
+
+
 def assemble(source_path: Path, submission: Any) -> Assembled:
     """Cells to run for ``submission`` (an nbformat notebook) graded against ``source_path``."""
     import nbformat
@@ -147,6 +187,21 @@ def assemble(source_path: Path, submission: Any) -> Assembled:
     )
     if extra:
         notes.append(f"ignored graded cells that are not in the lab: {', '.join(extra)}")
+    notes += _test_cell_notes(source, submission)
+    sub_answers = {str(_meta(c).get("grade_id")) for c in submission.cells if _meta(c).get("solution")}
+    src_answers = {str(_meta(c).get("grade_id")) for c in source.cells if _meta(c).get("solution")}
+    if sub_answers and not sub_answers & src_answers:
+        notes.append(
+            f"none of the submission's answer cells ({', '.join(sorted(sub_answers))}) is in this release of "
+            f"{source_path.stem} ({', '.join(sorted(src_answers))}): another lab, or an older release? "
+            "Check --lab, or have the student paste their answers into the current student version"
+        )
+    elif sub_answers - src_answers and src_answers - sub_answers:
+        notes.append(
+            f"answer cells {', '.join(sorted(sub_answers - src_answers))} are not in this release of "
+            f"{source_path.stem}, which asks for {', '.join(sorted(src_answers - sub_answers))}: an older "
+            "release? Their code was not graded; have the student paste it into the current student version"
+        )
     cells: list[Cell] = []
     for k, cell in enumerate(source.cells):
         if cell.cell_type != "code":

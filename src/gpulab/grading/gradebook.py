@@ -6,8 +6,10 @@ a time with a progress bar, and writes into the output folder:
 
 * ``gradebook.csv``: one row per submission: student, lab, total, maximum, then one column per
   exercise (its points earned);
-* ``gradebook.json``: everything, including each exercise's status, message and hint;
-* ``feedback/<student>__<lab>.html``: what the student sees: each exercise's verdict and hint.
+* ``gradebook.json``: everything, including each exercise's status, message and hint (an earlier
+  ``gradebook.csv``/``.json`` in the folder is renamed ``gradebook-<its time>.csv``, not overwritten);
+* ``feedback/<student>__<lab>.html``: what the student sees: each exercise's verdict and hint (with
+  ``__<notebook>`` added when a student handed in several notebooks for one lab).
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ import csv
 import html
 import json
 import os
+import re
+import time
 import traceback
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpulab.errors import UsageError
@@ -27,23 +32,42 @@ from .assemble import source_for
 from .grader import GradeRow, Graded, grade_notebook
 from .sandbox import Limits
 
-__all__ = ["Gradebook", "grade_folder", "write_feedback"]
+__all__ = ["Gradebook", "feedback_name", "grade_folder", "write_feedback"]
 
 
 @dataclass
 class Gradebook:
     entries: list[tuple[str, Graded]]
     out: Path
+    kept: list[Path] = field(default_factory=list)  # earlier gradebooks, renamed rather than overwritten
 
     def summary(self) -> str:
         lines = [f"{'student':<24} {'lab':<22} score"]
         for student, g in self.entries:
-            lines.append(f"{student:<24} {g.lab:<22} {g.score:g}/{g.max_score:g}")
+            line = f"{student:<24} {g.lab:<22} {g.score:g}/{g.max_score:g}"
+            if g.notes:  # a timeout, a crash, edited test cells, several submissions: worth a look
+                more = f" (+{len(g.notes) - 1} more in gradebook.json)" if len(g.notes) > 1 else ""
+                line += f"  note: {g.notes[0][:100]}{more}"
+            lines.append(line)
         lines.append(
             f"wrote {self.out / 'gradebook.csv'}, {self.out / 'gradebook.json'} and "
             f"{len(self.entries)} feedback page(s) in {self.out / 'feedback'}"
         )
+        if self.kept:
+            lines.append("the previous gradebook was kept as " + ", ".join(p.name for p in self.kept))
         return "\n".join(lines)
+
+
+def _keep(path: Path) -> Path:
+    """Rename an earlier gradebook (maybe edited by hand, maybe another lab's) to a name with its time."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(path.stat().st_mtime))
+    target = path.with_name(f"{path.stem}-{stamp}{path.suffix}")
+    k = 1
+    while target.exists():
+        target = path.with_name(f"{path.stem}-{stamp}-{k}{path.suffix}")
+        k += 1
+    path.rename(target)
+    return target
 
 
 def _student(path: Path, folder: Path) -> str:
@@ -100,7 +124,10 @@ def grade_folder(
     def one(pair: tuple[Path, Path]) -> Graded:
         sub, src = pair
         try:
-            return grade_notebook(sub, src, limits)
+            graded = grade_notebook(sub, src, limits)
+            if sub.name != src.name:  # nbgrader's autograde would skip it: worth telling the student
+                graded.notes.append(f"graded as {src.stem} although the file is named {sub.name!r}")
+            return graded
         except UsageError as exc:
             return Graded(str(sub), src.stem, "", "", [], [f"not graded: {exc}"])
         except Exception as exc:  # one broken submission must not stop the class
@@ -129,11 +156,19 @@ def grade_folder(
         bar.close()
 
     entries = [(_student(p, folder), results[p]) for p in subs]
+    pairs_seen = Counter((student, g.lab) for student, g in entries)
+    for student, g in entries:
+        if pairs_seen[(student, g.lab)] > 1:
+            g.notes.append(
+                f"{student} has {pairs_seen[(student, g.lab)]} submissions for {g.lab}: each is graded and "
+                "gets its own row and feedback page; keep the one that counts"
+            )
     exercises: list[str] = []
     for _, g in entries:
         for r in g.rows:
             if r.grade_id not in exercises:
                 exercises.append(r.grade_id)
+    kept = [_keep(out / name) for name in ("gradebook.csv", "gradebook.json") if (out / name).exists()]
     with open(out / "gradebook.csv", "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(["student", "lab", "notebook", "score", "max_score", *exercises])
@@ -151,6 +186,17 @@ def grade_folder(
             )
     payload = [{"student": s, **g.to_dict()} for s, g in entries]
     (out / "gradebook.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    for student, g in entries:
-        write_feedback(g, out / "feedback" / f"{student}__{g.lab}.html", student)
-    return Gradebook(entries, out)
+    for (student, g), path in zip(entries, subs):
+        write_feedback(
+            g, out / "feedback" / feedback_name(student, g.lab, path, pairs_seen[(student, g.lab)] > 1), student
+        )
+    return Gradebook(entries, out, kept)
+
+
+def feedback_name(student: str, lab: str, path: Path, duplicate: bool = False) -> str:
+    """``<student>__<lab>.html``; with the notebook's name too when the student has several for the lab,
+    so that no page overwrites another."""
+    if not duplicate:
+        return f"{student}__{lab}.html"
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(path).stem).strip("_") or "notebook"
+    return f"{student}__{lab}__{stem}.html"
