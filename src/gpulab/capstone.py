@@ -235,24 +235,6 @@ class Capstone:
         return _Report(self.rows(), len(self.kernels), len(LEARNER_OPS))
 
 
-_PTX_CHILD = """
-import json, sys
-payload = json.load(sys.stdin)
-from numba import cuda
-from gpulab.source import py_func
-out = {}
-for op, item in payload["items"].items():
-    ns = {}
-    try:
-        exec(compile(item["source"], "<your " + op + " kernel>", "exec"), ns)
-        ptx, _ = cuda.compile_ptx(py_func(ns[item["name"]]), item["signature"], cc=(7, 5))
-        out[op] = "ok"
-    except Exception as exc:
-        out[op] = (type(exc).__name__ + ": " + str(exc))[:1500]
-print(json.dumps(out))
-"""
-
-
 def _ptx_errors(kernels: dict[str, Any]) -> dict[str, str] | None:
     """op -> NVVM's error for each kernel that does not compile to PTX with its op's signature (the library
     kernel's, :data:`gpulab.kernels.nn_kernels.PTX_SIGNATURES`); None when the compiler cannot run here."""
@@ -274,7 +256,7 @@ def _ptx_errors(kernels: dict[str, Any]) -> dict[str, str] | None:
             "signature": signatures[library.get(op, f"{op}_kernel")],
         }
     try:
-        res = ptx._run_child(_PTX_CHILD, {"items": items}, 300)  # one process for all: about 4 s of CPU
+        res = ptx.compile_sources(items)  # one process for all: about 4 s of CPU
     except Exception:  # noqa: BLE001 - NVVM missing or the child failed: not the learner's fault
         return None
     return {op: _gist(err) for op, err in res.items() if err != "ok"}

@@ -16,7 +16,7 @@ import sys
 import textwrap
 from collections.abc import Iterable
 
-__all__ = ["DEFAULT_CCS", "compile_library", "compile_source"]
+__all__ = ["DEFAULT_CCS", "compile_library", "compile_source", "compile_sources"]
 
 DEFAULT_CCS: tuple[tuple[int, int], ...] = ((7, 5), (9, 0))
 
@@ -115,3 +115,30 @@ def compile_source(
     ``{"error": ...}`` if the source itself fails to run."""
     payload = {"source": source, "name": name, "signature": signature, "ccs": [list(c) for c in ccs]}
     return _run_child(_SOURCE_CHILD, payload, timeout)
+
+
+_SOURCES_CHILD = """
+import json, sys
+payload = json.load(sys.stdin)
+from numba import cuda
+from gpulab.source import py_func
+out = {}
+for key, item in payload["items"].items():
+    ns = {}
+    try:
+        exec(compile(item["source"], "<your " + key + " kernel>", "exec"), ns)
+        cuda.compile_ptx(py_func(ns[item["name"]]), item["signature"], cc=tuple(payload["cc"]))
+        out[key] = "ok"
+    except Exception as exc:
+        out[key] = (type(exc).__name__ + ": " + str(exc))[:1500]
+print(json.dumps(out))
+"""
+
+
+def compile_sources(
+    items: dict[str, dict[str, str]], cc: tuple[int, int] = (7, 5), timeout: float = 300
+) -> dict[str, str]:
+    """Compile several kernels in one child process (NVVM's start-up is paid once): ``items`` maps a key to
+    ``{"source": module text, "name": kernel name, "signature": ...}``. Returns key -> ``"ok"`` or the error.
+    Raises when the compiler itself cannot run (NVVM missing, the child crashed)."""
+    return _run_child(_SOURCES_CHILD, {"items": items, "cc": list(cc)}, timeout)
