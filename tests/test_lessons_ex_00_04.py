@@ -267,8 +267,11 @@ def test_blur3_halo_mistakes_are_named(left, right, named):
     assert named in _failed("04", "blur3", _blur(left, right)).hint
 
 
-def _strip(outputs=4, stride="cuda.gridDim.x * cuda.blockDim.x", init=True):
-    src = (
+_NS = {"cuda": cuda, "float32": float32}
+
+
+def _strip_src(outputs=4, stride="cuda.gridDim.x * cuda.blockDim.x", init=True):
+    return (
         "def matmul_strip_kernel(A, B, C):\n"
         "    j0, i = cuda.grid(2)\n"
         f"    W = {stride}\n"
@@ -284,7 +287,10 @@ def _strip(outputs=4, stride="cuda.gridDim.x * cuda.blockDim.x", init=True):
         "            if j0 + t * W < C.shape[1]:\n"
         "                C[i, j0 + t * W] = acc[t]\n"
     )
-    return cuda.jit(define(src, "matmul_strip_kernel", {"cuda": cuda, "float32": float32}))
+
+
+def _strip(**kw):
+    return cuda.jit(define(_strip_src(**kw), "matmul_strip_kernel", dict(_NS)))
 
 
 def test_strip_mistakes_are_named():
@@ -314,19 +320,62 @@ def matmul_with_np_dot(A, B, C):
 def test_kernels_only_the_simulator_runs_lose_half_the_points():
     res = lessons.check("03", "matmul_naive", matmul_with_np_dot)
     assert res.status == "failed" and res.score == 0.5 and "NVVM rejected" in res.message, res
-    src = (  # the strip kernel with its 4 accumulators in a Python list
-        "def matmul_strip_kernel(A, B, C):\n"
-        "    j0, i = cuda.grid(2)\n"
-        "    W = cuda.gridDim.x * cuda.blockDim.x\n"
-        "    acc = [0.0, 0.0, 0.0, 0.0]\n"
-        "    if i < C.shape[0]:\n"
-        "        for k in range(A.shape[1]):\n"
-        "            for t in range(4):\n"
-        "                if j0 + t * W < C.shape[1]:\n"
-        "                    acc[t] += A[i, k] * B[k, j0 + t * W]\n"
-        "        for t in range(4):\n"
-        "            if j0 + t * W < C.shape[1]:\n"
-        "                C[i, j0 + t * W] = acc[t]\n"
+    src = _strip_src().replace(  # the strip kernel with its 4 accumulators in a Python list
+        "    acc = cuda.local.array(4, float32)\n    for t in range(4):\n        acc[t] = 0.0\n",
+        "    acc = [0.0, 0.0, 0.0, 0.0]\n",
     )
-    res = lessons.check("04", "matmul_strip", cuda.jit(define(src, "matmul_strip_kernel", {"cuda": cuda})))
+    assert "[0.0, 0.0, 0.0, 0.0]" in src
+    res = lessons.check("04", "matmul_strip", cuda.jit(define(src, "matmul_strip_kernel", dict(_NS))))
     assert res.status == "failed" and res.score == 0.5 and "NVVM rejected" in res.message, res
+
+
+# --- 02 / 04 · correct kernels that skip the point of the exercise: over budget, with the exercise's hint
+
+
+@cuda.jit
+def blur3_from_global_memory(x, out):
+    i = cuda.grid(1)
+    n = x.size
+    if i < n:
+        left = x[i - 1] if i > 0 else 0.0
+        right = x[i + 1] if i + 1 < n else 0.0
+        out[i] = (left + x[i] + right) / 3.0
+
+
+@cuda.jit
+def tiled_without_tiles(A, B, C):
+    j, i = cuda.grid(2)
+    if i < C.shape[0] and j < C.shape[1]:
+        acc = float32(0.0)
+        for k in range(A.shape[1]):
+            acc += A[i, k] * B[k, j]
+        C[i, j] = acc
+
+
+@cuda.jit
+def transpose_tiled_without_a_tile(a, out):
+    j, i = cuda.grid(2)
+    if i < a.shape[0] and j < a.shape[1]:
+        out[j, i] = a[i, j]
+
+
+@pytest.mark.parametrize(
+    "lesson, name, kernel, limit",
+    [
+        ("04", "blur3", blur3_from_global_memory, "budget: reads of x"),
+        ("04", "matmul_tiled", tiled_without_tiles, "budget: reads of A"),
+        ("02", "transpose_tiled", transpose_tiled_without_a_tile, "budget: coalescing of out"),
+    ],
+)
+def test_a_correct_kernel_without_the_exercises_shared_memory_is_over_budget(lesson, name, kernel, limit):
+    res = lessons.check(lesson, name, kernel)
+    assert res.status == "over budget" and f"but {limit}:" in res.message, res
+
+
+def test_strip_that_reloads_a_or_packs_its_columns_is_told_why():
+    src_reload = _strip_src().replace("acc[t] += a * B", "acc[t] += A[i, k] * B")
+    res = lessons.check("04", "matmul_strip", cuda.jit(define(src_reload, "matmul_strip_kernel", dict(_NS))))
+    assert res.status == "over budget" and "`a = A[i, k]`" in res.hint, res
+    src_packed = _strip_src().replace("j0 + t * W", "4 * j0 + t")
+    res = lessons.check("04", "matmul_strip", cuda.jit(define(src_packed, "matmul_strip_kernel", dict(_NS))))
+    assert res.status == "over budget" and "W apart" in res.hint, res

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..exercises import CheckResult, Problem
+from ..exercises import Budget, CheckResult, Problem
 from ..exercises.races import WRITE_RACE_HINT
 from ..kernels._launch import ceil_div
 from ..kernels.elementwise import (
@@ -62,15 +62,21 @@ def _blur_wraps(x: np.ndarray) -> np.ndarray:
     return _blur(x, np.roll(x, 1), right)
 
 
-def _with_duplicate_write_hint(problem: Problem, hint: str) -> Callable[[Any], CheckResult]:
+def _with_duplicate_write_hint(
+    problem: Problem, hint: str, over_budget: dict[str, str] | None = None
+) -> Callable[[Any], CheckResult]:
     """A checker that runs ``problem`` and, where two threads wrote the same output element (all values
     right), gives ``hint`` instead of the harness's general advice about atomics: in these exercises each
-    element has one owner, so the index is what is wrong, and cuda.atomic (lesson 05) is not the fix."""
+    element has one owner, so the index is what is wrong, and cuda.atomic (lesson 05) is not the fix.
+    ``over_budget``: ``{budget check name: hint}`` for a correct kernel over that limit of the problem's budget,
+    in place of the harness's hint (which speaks of shared memory where the exercise's point is another)."""
 
     def checker(kernel: Any) -> CheckResult:
         res = problem.check(kernel)
         if res.hint == WRITE_RACE_HINT:
             res.hint = hint
+        elif res.status == "over budget":
+            res.hint = next((h for name, h in (over_budget or {}).items() if f"but {name}:" in res.message), res.hint)
         return res
 
     return checker
@@ -113,6 +119,7 @@ def _problems() -> list[Exercise]:
         sizes=[(1, 1), (9, 40), (33, 20)],
         launch=lambda a, out: grid_2d(*a.shape, (32, 8)),
         out_names=["out"],
+        budget=Budget(sectors={"a": 2.0, "out": 2.0}),  # the point of the tile: a naive transpose writes strided
     )
     strip = Problem(
         "matmul_strip_kernel",
@@ -124,6 +131,11 @@ def _problems() -> list[Exercise]:
         launch=lambda A, B, C: grid_2d(C.shape[0], ceil_div(C.shape[1], _ans.STRIP_TN), (16, 16)),
         reduction=lambda A, B: A.shape[1],
         out_names=["C"],
+        # A[i, k] loaded once per thread and k: W times in all, W = the threads along x (not once per output)
+        budget=Budget(
+            reads_per_element={"A": lambda s: 16 * ceil_div(ceil_div(s[2], _ans.STRIP_TN), 16)},
+            sectors={"B": 2.0},  # neighbouring lanes, neighbouring columns of B
+        ),
         ptx="void(float32[:, :], float32[:, :], float32[:, :])",  # 4 accumulators in a Python list run only here
         mistakes={
             "the columns from j0 + 3W on were never written: each thread computes 4 outputs, at columns j0, "
@@ -289,6 +301,8 @@ def _problems() -> list[Exercise]:
                 atol=1e-6,
                 launch=launch_1d(_ans.BLUR_TPB, arg=0),
                 out_names=["out"],
+                # from shared memory: x[i] read by its own thread, and once more as a neighbouring block's halo
+                budget=Budget(reads_per_element={"x": 2}),
                 mistakes={
                     "out[0] used the LAST element of x as its left neighbour: at i = 0, x[i - 1] is x[-1], which "
                     "Python (and so the simulator) wraps around to the end of the array; on a GPU it reads memory "
@@ -318,6 +332,13 @@ def _problems() -> list[Exercise]:
                 launch=lambda A, B, C: grid_2d(*C.shape, (MATMUL_TILE, MATMUL_TILE)),
                 reduction=lambda A, B: A.shape[1],
                 out_names=["C"],
+                # through shared tiles: each element of A loaded once per block column, of B once per block row
+                budget=Budget(
+                    reads_per_element={
+                        "A": lambda s: ceil_div(s[2], MATMUL_TILE),
+                        "B": lambda s: ceil_div(s[0], MATMUL_TILE),
+                    }
+                ),
             ),
             matmul_tiled_kernel,
         ),
@@ -331,6 +352,13 @@ def _problems() -> list[Exercise]:
                 _ONE_OWNER + "A thread's 4 columns are W apart, with W = cuda.gridDim.x * cuda.blockDim.x, the "
                 "number of threads along x in the whole grid (cuda.blockDim.x alone is one block's): then the "
                 "threads' columns j0, j0 + W, j0 + 2W, j0 + 3W never meet.",
+                over_budget={
+                    "budget: reads of A": "load A[i, k] once per k into a register, `a = A[i, k]`, before the loop "
+                    "over the 4 outputs, and multiply by `a` in all four: one load serves 4 multiply-adds.",
+                    "budget: coalescing of B": "a thread's 4 columns must be W apart (j0, j0 + W, j0 + 2W, j0 + 3W), "
+                    "not next to each other (4 * j0 + t): then the 16 lanes of a half-warp read 16 neighbouring "
+                    "elements of B's row k.",
+                },
             ),
         ),
     ]
