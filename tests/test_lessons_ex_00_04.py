@@ -379,3 +379,48 @@ def test_strip_that_reloads_a_or_packs_its_columns_is_told_why():
     src_packed = _strip_src().replace("j0 + t * W", "4 * j0 + t")
     res = lessons.check("04", "matmul_strip", cuda.jit(define(src_packed, "matmul_strip_kernel", dict(_NS))))
     assert res.status == "over budget" and "W apart" in res.hint, res
+
+
+# --- the kernel's parameter list, and a barrier in a branch reported with one full stop
+
+
+@cuda.jit
+def add_two_parameters(a, b):
+    i = cuda.grid(1)
+    if i < a.size:
+        a[i] = a[i] + b[i]
+
+
+@cuda.jit
+def add_with_n(a, b, out, n):
+    i = cuda.grid(1)
+    if i < n:
+        out[i] = a[i] + b[i]
+
+
+@pytest.mark.parametrize("kernel", [add_two_parameters, add_with_n])
+def test_a_parameter_list_that_does_not_match_is_named(kernel):
+    res = lessons.check("01", "add", kernel)
+    assert not res.passed and "parameters do not match" in res.hint and "add_kernel(a, b, out)" in res.hint
+
+
+@cuda.jit
+def blur3_returns_before_the_barrier(x, out):
+    buf = cuda.shared.array(34, float32)
+    i = cuda.grid(1)
+    tx = cuda.threadIdx.x
+    n = x.size
+    if i >= n:
+        return
+    buf[tx + 1] = x[i]
+    if tx == 0:
+        buf[0] = x[i - 1] if i > 0 else 0.0
+    if tx == cuda.blockDim.x - 1:
+        buf[tx + 2] = x[i + 1] if i + 1 < n else 0.0
+    cuda.syncthreads()  # never reached by the threads past the end
+    out[i] = (buf[tx] + buf[tx + 1] + buf[tx + 2]) / 3.0
+
+
+def test_a_barrier_after_an_early_return_is_named_in_one_sentence():
+    hint = _failed("04", "blur3", blur3_returns_before_the_barrier).hint
+    assert "inside a branch" in hint and "do not `return` before a barrier" in hint and ".." not in hint

@@ -117,6 +117,14 @@ def exception_verdict(exc: BaseException, launch: str, case: Case, inside: bool 
         return "failed", _number_indexed_msg(where, at, text, case, launch), NUMBER_INDEXED_HINT
     elif isinstance(exc, TypeError) and "FakeWithinKernelCUDAArray" in text:
         hint = WHOLE_ARRAY_HINT
+    elif isinstance(exc, TypeError) and re.search(
+        r"positional arguments? but \d+ (was|were) given|missing \d+ required", text
+    ):
+        hint = (
+            "the kernel's parameters do not match what the check passes: the inputs, in the order shown on the "
+            "`input:` line, then the output array(s), e.g. add_kernel(a, b, out). Sizes come from the arrays "
+            "(out.size, A.shape[1]), not from extra parameters."
+        )
     elif isinstance(exc, (TypeError, AttributeError)):
         hint = (
             "the simulator ran your code as Python and it failed; check argument order and that the "

@@ -81,7 +81,7 @@ def race_hint(st: State, fail: Failure, hint: str, missing: np.ndarray | None) -
         except Exception:  # noqa: BLE001 - the first verdict stands
             found = None
         if found:
-            return f"{found[0]}. {found[1]}", True
+            return f"{found[0].rstrip('.')}. {found[1]}", True
     if case.expected[0].size > 1 and not (missing is not None and missing.any()):
         try:
             again, _ = st.runner.run(case, fail.launch, SCHEDULES[0])
