@@ -3,10 +3,16 @@ in the harness's generic verdicts they reach (gpulab.exercises.diagnose / explai
 a learner writes, and the verdict must name the mistake and the fix, not point at something else (atomics in a
 lesson that has not met them, a bounds guard for an argument in the wrong place, tiles in a kernel without any).
 
+The last tests read the learner versions of lessons 00-02: text next to the code it describes, and answer cells
+that take a learner's odd forms ((16, 8) as a list or a string, "True" as a word) without a traceback.
+
 Most verdicts here come from the simulator (an IndexError naming the thread, the access log of writes), so the
 module runs in simulator mode only."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -424,3 +430,68 @@ def blur3_returns_before_the_barrier(x, out):
 def test_a_barrier_after_an_early_return_is_named_in_one_sentence():
     hint = _failed("04", "blur3", blur3_returns_before_the_barrier).hint
     assert "inside a branch" in hint and "do not `return` before a barrier" in hint and ".." not in hint
+
+
+# --- lesson text and answer cells that a learner reads or fills in (checked in the learner versions)
+
+LEARNER = Path(__file__).resolve().parents[1] / "notebooks" / "learner"
+
+
+def _cells(stem: str) -> list[tuple[str, str]]:
+    nb = json.loads(next(LEARNER.glob(f"{stem}_*.ipynb")).read_text(encoding="utf-8"))
+    return [(c["cell_type"], "".join(c["source"])) for c in nb["cells"]]
+
+
+def _cell_with(stem: str, text: str) -> str:
+    found = [src for _, src in _cells(stem) if text in src]
+    assert len(found) == 1, (stem, text, len(found))
+    return found[0]
+
+
+def test_lesson00_text_matches_its_code_and_asks_for_numbers_without_commas():
+    assert "(32, 48, N_PY)" in _cell_with("00", "rates_py = {}")
+    assert "n = 32 and 48 as well" in _cell_with("00", "Does the loop's speed depend on n?")
+    assert "1,000?" not in _cell_with("00", "How many times") and "without\ncommas" in _cell_with(
+        "00", "How many times"
+    )
+
+
+def test_lesson01_and_02_paragraphs_sit_next_to_what_they_explain():
+    cells = _cells("01")
+    text = [src for _, src in cells]
+    stride = next(k for k, src in enumerate(text) if "thread 5 of block 0 handles" in src)
+    assert "## Launch limits" not in text[stride] and "**Predict.** One block of 32 threads" in text[stride]
+    assert 'lessons.check("01", "grid_stride"' in text[stride - 1]  # right after the check it describes
+    text2 = [src for _, src in _cells("02")]
+    host = next(k for k, src in enumerate(text2) if "the host link is usually far slower" in src)
+    assert "**Exercise 1.**" in text2[host] and "## Coalescing" not in text2[host]
+
+
+@pytest.mark.parametrize(
+    "value, says",
+    [
+        ((16, 8), "correct"),
+        ([16, 8], "correct"),
+        (16, "is not a block shape"),
+        ("(16, 8)", "is not a block shape"),
+        ((0, 8), "is not a block shape"),
+        ((8, 4), "fewer than the 64 asked for"),
+        ((48, 24), "more than the 1024"),
+        ((16, 16), "bx must divide 48"),
+    ],
+)
+def test_lesson01_block_shape_answer_takes_any_form(value, says, capsys):
+    from gpulab.kernels import blocks_for
+
+    src = _cell_with("01", "def idle_threads")
+    exec(src, {"np": np, "blocks_for": blocks_for, "my_block": value})  # noqa: S102 - the lesson's own cell
+    assert says in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value, right", [(True, True), ("True", True), ("yes", True), (False, False), ("no", False)])
+def test_lesson02_fp16_answer_accepts_words(value, right, capsys):
+    from gpulab.timing import PEAKS
+
+    src = _cell_with("02", "guess_fp16_above_ridge = None")
+    exec(src.replace("guess_fp16_above_ridge = None", f"guess_fp16_above_ridge = {value!r}"), {"PEAKS": PEAKS})  # noqa: S102
+    assert capsys.readouterr().out.count("right:" if right else "not quite:") == 1
