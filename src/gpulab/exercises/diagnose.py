@@ -76,6 +76,8 @@ def exception_verdict(exc: BaseException, launch: str, case: Case, inside: bool 
         return "not implemented", "not implemented yet: replace `raise NotImplementedError` with your code.", ""
     if isinstance(exc, KernelTimeout):
         return "timeout", f"stopped: {where} ran past the deadline", ""
+    if isinstance(exc, IndexError) and _indexed_a_number(text):
+        return "failed", _number_indexed_msg(where, at, text, case, launch), NUMBER_INDEXED_HINT
     if isinstance(exc, IndexError):
         msg = (
             f"{where or 'a thread'} indexed past the end of an array{at}: {text}\n"
@@ -109,12 +111,55 @@ def exception_verdict(exc: BaseException, launch: str, case: Case, inside: bool 
         )
         return "failed", msg, hint
     hint = ""
-    if isinstance(exc, (TypeError, AttributeError)):
+    if isinstance(exc, TypeError) and not where and not line and "'function' object is not subscriptable" in text:
+        hint = NOT_A_KERNEL_HINT
+    elif isinstance(exc, TypeError) and _indexed_a_number(text):
+        return "failed", _number_indexed_msg(where, at, text, case, launch), NUMBER_INDEXED_HINT
+    elif isinstance(exc, TypeError) and "FakeWithinKernelCUDAArray" in text:
+        hint = WHOLE_ARRAY_HINT
+    elif isinstance(exc, TypeError) and re.search(
+        r"positional arguments? but \d+ (was|were) given|missing \d+ required", text
+    ):
+        hint = (
+            "the kernel's parameters do not match what the check passes: the inputs, in the order shown on the "
+            "`input:` line, then the output array(s), e.g. add_kernel(a, b, out). Sizes come from the arrays "
+            "(out.size, A.shape[1]), not from extra parameters."
+        )
+    elif isinstance(exc, (TypeError, AttributeError)):
         hint = (
             "the simulator ran your code as Python and it failed; check argument order and that the "
             "kernel only uses CUDA features (cuda.grid, cuda.threadIdx, arrays, math)."
         )
     return "error", msg, hint
+
+
+NOT_A_KERNEL_HINT = (
+    "this is a plain Python function, not a kernel: put `@cuda.jit` on the line above `def`, rerun that cell, "
+    "then rerun the check. Only a kernel can be launched as kernel[blocks, threads](...)."
+)
+NUMBER_INDEXED_HINT = (
+    "a single number was indexed as if it were an array (`alpha[i]`, or an argument in the wrong place). "
+    "Index only arrays, and list the kernel's parameters in the order the exercise gives them: the harness "
+    "passes the inputs in the order shown on the `input:` line, then the outputs."
+)
+WHOLE_ARRAY_HINT = (
+    "a kernel cannot compute with whole arrays (`a + b`, `out[:] = ...`): each thread computes one element, "
+    "e.g. `out[i] = a[i] + b[i]` with `i = cuda.grid(1)` and a bounds guard."
+)
+
+
+def _indexed_a_number(text: str) -> bool:
+    """The error is a number being indexed: NumPy's scalars ("invalid index to scalar variable") or Python's
+    ("'float' object is not subscriptable")."""
+    return "invalid index to scalar variable" in text or bool(
+        re.search(r"'(float|int|bool|float32|float64|int32|int64)' object is not subscriptable", text)
+    )
+
+
+def _number_indexed_msg(where: str, at: str, text: str, case: Case, launch: str) -> str:
+    return (
+        f"{where or 'a thread'} indexed a number, not an array{at}: {text}\ninput: {case.describe()}\nlaunch: {launch}"
+    )
 
 
 SPECIFIC = ("_named_mistake", "_transposed", "_input_transposed", "_partial_tile", "_non_finite")
@@ -166,9 +211,15 @@ def _untouched(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: st
     if not (unwritten.size and unwritten.all()):
         return ""
     if exp.size == 1:
+        first = (
+            "Does thread (0, 0) of block (0, 0) compute element [0, 0] (`j, i = cuda.grid(2)`)?"
+            if exp.ndim == 2
+            else "Does thread 0 of block 0 compute index 0 (`cuda.grid(1)` is blockIdx.x * blockDim.x + threadIdx.x)?"
+        )
         return (
-            f"nothing was written to {name} for a single element: did the kernel write to {name}? If it "
-            "does, the bounds guard is too strict (`i < n - 1`?): thread 0 has work when n == 1."
+            f"nothing was written to {name} for a single element. Does the kernel assign to {name} (a kernel "
+            f"cannot return a result: write it into {name}, and do not `return` before that)? {first} Is the "
+            "bounds guard too strict (`i < n - 1`?): thread 0 has work when n == 1."
         )
     return f"output untouched: did the kernel write to {name}?"
 
@@ -232,10 +283,13 @@ def _partial_tile(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name:
     k = a.shape[1]
     if b.shape[0] != k:
         return ""
-    for tile in sorted(_TILES, reverse=True):
-        kept = k // tile * tile
-        if kept == k or (kept == 0 and tile > 2 * k):
-            continue
+    tiles = (
+        "the last partial tile of K is dropped (`range(K // TILE)`?). Loop over ceil(K / TILE) tiles, "
+        "`(K + TILE - 1) // TILE`, and load 0.0 into the tile where the index k + tx (or k + ty) is >= K."
+    )
+    # k - 1 first: a plain loop that stops one short (`range(K - 1)`), then what dropping a partial tile leaves
+    candidates = [k - 1] + [k // tile * tile for tile in sorted(_TILES, reverse=True) if not (k < tile // 2)]
+    for kept in dict.fromkeys(c for c in candidates if 0 <= c < k):
         a2, b2 = a.copy(), b.copy()
         a2[:, kept:] = 0
         b2[kept:, :] = 0
@@ -245,16 +299,13 @@ def _partial_tile(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name:
         except Exception:  # noqa: BLE001
             return ""
         if alt.shape == got.shape and same(got, alt.astype(got.dtype), judge.rtol, atol):
-            what = (
-                f"sums only the first {kept} of K = {k} terms"
-                if kept
-                else f"sums none of the K = {k} terms (K is smaller than a tile)"
-            )
-            return (
-                f"the result {what}: the last partial tile of K is dropped (`range(K // TILE)`?). Loop over "
-                "ceil(K / TILE) tiles, `(K + TILE - 1) // TILE`, and load 0.0 into the tile where the index "
-                "k + tx (or k + ty) is >= K."
-            )
+            what = f"sums only the first {kept} of K = {k} terms" if kept else f"sums none of the K = {k} terms"
+            if kept == k - 1:
+                return (
+                    f"the result {what}: the loop over k stops one short (`range(K - 1)`? it must run K times, "
+                    f"`range(A.shape[1])`), or, in a tiled kernel, {tiles}"
+                )
+            return f"the result {what}{' (K is smaller than a tile)' if not kept else ''}: {tiles}"
     return ""
 
 

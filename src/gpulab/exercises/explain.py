@@ -15,6 +15,13 @@ from .run import Launch, SetupError
 
 __all__ = ["explain", "orientation_note"]
 
+# A result that changes between runs without a race in the access log: often an array read before it was written
+UNINITIALISED_NOTE = (
+    " Or a value is read before anything was written to it: cuda.local.array and cuda.shared.array start with "
+    "whatever was in memory, so set every element you read (e.g. `acc[t] = 0.0` before the loop, or 0.0 into a "
+    "tile where it hangs over the edge of the matrix)."
+)
+
 
 def never_written(st: State, fail: Failure) -> np.ndarray | None:
     """Elements of the failing output that the kernel did not write: still equal to the fill in two
@@ -74,12 +81,12 @@ def race_hint(st: State, fail: Failure, hint: str, missing: np.ndarray | None) -
         except Exception:  # noqa: BLE001 - the first verdict stands
             found = None
         if found:
-            return f"{found[0]}. {found[1]}", True
+            return f"{found[0].rstrip('.')}. {found[1]}", True
     if case.expected[0].size > 1 and not (missing is not None and missing.any()):
         try:
             again, _ = st.runner.run(case, fail.launch, SCHEDULES[0])
             if not all(same(a, b, p.rtol, p.atol) for a, b in zip(again, fail.runs[0])):
-                return SCHEDULE_HINT + (" " + hint if hint else ""), False
+                return SCHEDULE_HINT + UNINITIALISED_NOTE + (" " + hint if hint else ""), False
         except Exception:  # noqa: BLE001 - the first verdict stands
             pass
     return hint, False

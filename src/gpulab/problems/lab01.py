@@ -7,7 +7,7 @@ import numpy as np
 from ..exercises import Problem, random_arrays
 from ._common import launch_2d
 
-__all__ = ["ADD", "AFFINE", "AFFINE_BLOCK", "SAXPY", "STENCIL3", "stencil3_spec"]
+__all__ = ["ADD", "AFFINE", "AFFINE_BLOCK", "SAXPY", "STENCIL3", "STENCIL_WRAP_HINT", "stencil3_spec", "stencil3_wraps"]
 
 AFFINE_BLOCK = (16, 8)  # x: columns, y: rows
 
@@ -16,6 +16,20 @@ def stencil3_spec(x: np.ndarray) -> np.ndarray:
     """``out[i] = x[i-1] + x[i] + x[i+1]`` with 0 outside the array."""
     padded = np.concatenate([[0], x, [0]]).astype(np.float32)
     return (padded[:-2] + padded[1:-1] + padded[2:]).astype(np.float32)
+
+
+def stencil3_wraps(x: np.ndarray) -> np.ndarray:
+    """The stencil with ``x[i - 1]`` unguarded at i = 0: Python (and the simulator) read ``x[-1]``, the last
+    element, where a GPU reads memory before the array."""
+    right = np.concatenate([x[1:], [0]]).astype(np.float32)
+    return (np.roll(x, 1) + x + right).astype(np.float32)
+
+
+STENCIL_WRAP_HINT = (
+    "out[0] used the LAST element of x as its left neighbour: at i = 0, x[i - 1] is x[-1], which Python (and "
+    "so the simulator) wraps around to the end of the array; on a GPU it reads memory before the array. Take "
+    "0 there: `x[i - 1] if i > 0 else 0.0`."
+)
 
 
 ADD = Problem(
@@ -55,6 +69,7 @@ STENCIL3 = Problem(
     sizes=[1, 2, 7, 130],
     gpu_sizes=[1, 2, 7, 130, 1 << 20],
     threads=[64, 32],
+    mistakes={STENCIL_WRAP_HINT: stencil3_wraps},
     ptx="void(float32[:], float32[:])",  # a GPU must accept it, not only the simulator
     points=3,
 )

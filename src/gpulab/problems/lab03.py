@@ -38,6 +38,10 @@ MATVEC = Problem(
     gpu_sizes=[(1, 1), (70, 33), (8192, 4096)],
     threads=[64, 32],
     reduction=lambda A, x: A.shape[1],  # y[i] is a sum of K products
+    mistakes={
+        "y[i] sums only the first K - 1 products: the loop over k stops one short (`range(K - 1)`?). It must run "
+        "K = A.shape[1] times: `for k in range(A.shape[1]):`.": lambda A, x: A[:, :-1] @ x[:-1],
+    },
     points=2,
 )
 
@@ -64,6 +68,12 @@ DENSE_RELU = Problem(
     mistakes={
         "this is X @ W + b without the ReLU: clamp negatives with max(acc, 0).": lambda X, W, b: X @ W + b,
         "this is relu(X @ W): the bias b[j] is missing.": lambda X, W, b: np.maximum(X @ W, 0),
+        "this is relu(X @ W) + b: the ReLU comes before the bias. Add b[j] to the dot product first, then "
+        "clamp with max(acc, 0).": lambda X, W, b: np.maximum(X @ W, 0) + b,
+        "the bias is indexed by the row: b holds one value per output feature, a column of Y, so add b[j] "
+        "(not b[i]).": lambda X, W, b: np.maximum(X @ W + b[: X.shape[0], None], 0),
+        "the bias is added n_in times: `acc += X[i, k] * W[k, j] + b[j]` inside the loop adds it on every step. "
+        "Add b[j] once, after the loop.": lambda X, W, b: np.maximum(X @ W + X.shape[1] * b, 0),
     },
     budget=Budget(
         reads_per_thread=lambda s: 2 * s[1] + 1,

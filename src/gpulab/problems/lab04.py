@@ -12,7 +12,7 @@ import numpy as np
 from ..exercises import Budget, Problem, random_arrays
 from ..kernels._launch import ceil_div
 from ._common import launch_2d
-from .lab01 import stencil3_spec
+from .lab01 import STENCIL_WRAP_HINT, stencil3_spec, stencil3_wraps
 from .lab03 import matmul_inputs
 
 __all__ = ["BLOCK_REVERSE", "HALO_LEN", "MATMUL_TILED", "STENCIL_SHARED", "TILE", "TPB", "block_reverse_spec"]
@@ -28,6 +28,19 @@ def block_reverse_spec(x: np.ndarray) -> np.ndarray:
     return np.concatenate(chunks) if chunks else x.copy()
 
 
+def stencil_no_halo(x: np.ndarray, *, keep_left: bool = False, keep_right: bool = False) -> np.ndarray:
+    """The stencil with the halo of every block of TPB threads left at 0 (on the sides not kept): what a kernel
+    computes that never loads the neighbours from the next block into shared memory."""
+    left = np.concatenate([[0], x[:-1]]).astype(np.float32)
+    right = np.concatenate([x[1:], [0]]).astype(np.float32)
+    pos = np.arange(x.size) % TPB
+    if not keep_left:
+        left[pos == 0] = 0
+    if not keep_right:
+        right[(pos == TPB - 1) | (np.arange(x.size) == x.size - 1)] = 0
+    return (left + x + right).astype(np.float32)
+
+
 BLOCK_REVERSE = Problem(
     "lab04.block_reverse",
     spec=block_reverse_spec,
@@ -35,6 +48,10 @@ BLOCK_REVERSE = Problem(
     sizes=[1, 32, 45, 100],
     gpu_sizes=[1, 32, 45, 100, 1 << 20],
     threads=TPB,
+    mistakes={
+        "out is x reversed as a whole: reverse each block's chunk of TPB = 32 elements in place, out[i] = the "
+        "element at the mirrored position within the same block.": lambda x: x[::-1].copy(),
+    },
     budget=Budget(reads_per_element={"x": 1}, shared_bytes=TPB * 4, sectors={"x": 2.0, "out": 2.0}),
     points=2,
 )
@@ -63,6 +80,16 @@ STENCIL_SHARED = Problem(
     sizes=[1, 2, 31, 70],
     gpu_sizes=[1, 2, 31, 70, 1 << 20],
     threads=TPB,
+    mistakes={
+        STENCIL_WRAP_HINT: stencil3_wraps,
+        "wrong only where a block of 32 threads begins and ends: the halo is missing. Thread 0 must also load "
+        "x[i - 1] into the shared array's first slot, and the block's last thread x[i + 1] into the slot after "
+        "its own (0.0 outside the array).": stencil_no_halo,
+        "wrong only at the last element of a block of 32 threads: the right halo is missing (the block's last "
+        "thread must also load x[i + 1], 0.0 past the end).": lambda x: stencil_no_halo(x, keep_left=True),
+        "wrong only at the first element of a block of 32 threads: the left halo is missing (thread 0 must also "
+        "load x[i - 1], 0.0 before the start).": lambda x: stencil_no_halo(x, keep_right=True),
+    },
     budget=Budget(reads_per_element={"x": 2}),
     ptx="void(float32[:], float32[:])",
     points=3,

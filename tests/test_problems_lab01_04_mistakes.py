@@ -1,0 +1,120 @@
+"""The usual beginner mistakes in labs 01-04 get a hint that names them (``mistakes=`` of the lab problems):
+an unguarded ``x[i - 1]`` that Python wraps to the last element, a missing halo, a loop over k one short, the
+dense layer's bias and ReLU in the wrong place, a whole-array reverse. Verdicts from the simulator's runs."""
+
+from __future__ import annotations
+
+import pytest
+from numba import cuda, float32
+
+import gpulab
+from gpulab import problems
+from gpulab.source import define
+
+pytestmark = pytest.mark.skipif(gpulab.is_gpu(), reason="an unguarded x[-1] wraps in the simulator only")
+
+
+def _jit(src: str, name: str):
+    return cuda.jit(define(src, name, {"cuda": cuda, "float32": float32}))
+
+
+def _hint(problem, kernel) -> str:
+    res = problem.check(kernel)
+    assert not res.passed, res
+    return res.hint
+
+
+def test_lab01_stencil_that_reads_x_minus_1_is_told_it_wraps():
+    kernel = _jit(
+        "def stencil3_kernel(x, out):\n"
+        "    i = cuda.grid(1)\n"
+        "    n = x.size\n"
+        "    if i < n:\n"
+        "        right = x[i + 1] if i + 1 < n else 0.0\n"
+        "        out[i] = x[i - 1] + x[i] + right\n",
+        "stencil3_kernel",
+    )
+    assert "x[-1]" in _hint(problems.lab01.STENCIL3, kernel)
+
+
+def _stencil_shared(left: str, right: str):
+    return _jit(
+        "def stencil_shared_kernel(x, out):\n"
+        "    buf = cuda.shared.array(34, float32)\n"
+        "    i = cuda.grid(1)\n"
+        "    tx = cuda.threadIdx.x\n"
+        "    n = x.size\n"
+        "    buf[tx + 1] = x[i] if i < n else 0.0\n"
+        "    if tx == 0:\n"
+        f"        buf[0] = {left}\n"
+        "    if tx == cuda.blockDim.x - 1:\n"
+        f"        buf[tx + 2] = {right}\n"
+        "    cuda.syncthreads()  # the block's elements and its halo are loaded\n"
+        "    if i < n:\n"
+        "        out[i] = buf[tx] + buf[tx + 1] + buf[tx + 2]\n",
+        "stencil_shared_kernel",
+    )
+
+
+LEFT, RIGHT = "x[i - 1] if 0 < i <= n else 0.0", "x[i + 1] if i + 1 < n else 0.0"
+
+
+@pytest.mark.parametrize(
+    "left, right, named",
+    [
+        ("x[i - 1] if i <= n else 0.0", RIGHT, "x[-1]"),
+        ("0.0", "0.0", "the halo is missing"),
+        (LEFT, "0.0", "the right halo is missing"),
+        ("0.0", RIGHT, "the left halo is missing"),
+    ],
+)
+def test_lab04_stencil_halo_mistakes_are_named(left, right, named):
+    problem = problems.lab04.STENCIL_SHARED
+    assert problem.check(_stencil_shared(LEFT, RIGHT)).status in ("passed", "over budget")  # the values are right
+    assert named in _hint(problem, _stencil_shared(left, right))
+
+
+def test_lab03_matvec_loop_one_short_is_named():
+    kernel = _jit(
+        "def matvec_kernel(A, x, y):\n"
+        "    i = cuda.grid(1)\n"
+        "    if i < y.size:\n"
+        "        acc = float32(0.0)\n"
+        "        for k in range(A.shape[1] - 1):\n"
+        "            acc += A[i, k] * x[k]\n"
+        "        y[i] = acc\n",
+        "matvec_kernel",
+    )
+    assert "stops one short" in _hint(problems.lab03.MATVEC, kernel)
+
+
+@pytest.mark.parametrize(
+    "tail, named",
+    [
+        ("\n        Y[i, j] = max(acc + b[i], 0.0)", "b[j] (not b[i])"),
+        ("\n        Y[i, j] = max(acc, 0.0) + b[j]", "the ReLU comes before the bias"),
+        (" + b[j]\n        Y[i, j] = max(acc, 0.0)", "the bias is added n_in times"),
+    ],
+)
+def test_lab03_dense_relu_bias_mistakes_are_named(tail, named):
+    kernel = _jit(
+        "def dense_relu_kernel(X, W, b, Y):\n"
+        "    j, i = cuda.grid(2)\n"
+        "    if i < Y.shape[0] and j < Y.shape[1]:\n"
+        "        acc = float32(0.0)\n"
+        "        for k in range(X.shape[1]):\n"
+        "            acc += X[i, k] * W[k, j]" + tail + "\n",
+        "dense_relu_kernel",
+    )
+    assert named in _hint(problems.lab03.DENSE_RELU, kernel)
+
+
+def test_lab04_block_reverse_of_the_whole_array_is_named():
+    kernel = _jit(
+        "def block_reverse_kernel(x, out):\n"
+        "    i = cuda.grid(1)\n"
+        "    if i < x.size:\n"
+        "        out[i] = x[x.size - 1 - i]\n",
+        "block_reverse_kernel",
+    )
+    assert "reversed as a whole" in _hint(problems.lab04.BLOCK_REVERSE, kernel)
