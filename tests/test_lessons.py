@@ -236,3 +236,8 @@ def test_predictions_that_are_not_one_number_say_what_to_type(bad):
 def test_a_negative_prediction_gets_no_negative_ratio():
     text = lessons.compare(-1, 8e5)
     assert "too low" in text and "x the measured" not in text
+
+
+def test_a_number_typed_with_commas_is_explained():
+    with pytest.raises(UsageError, match=r"several numbers: your guess is \(1, 0\).*guess = 1000 or guess = 1_000"):
+        lessons.compare((1, 0), 800)  # what `guess = 1,000` gives

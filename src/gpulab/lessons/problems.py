@@ -122,11 +122,20 @@ def or_reference(result: CheckResult, kernel: Any, lesson: str | None = None, na
     return ref
 
 
+FLOP_HINT = "count multiplies and adds separately: a dot product of length L is 2L FLOPs."
+
+
 def check_function(
-    fn: Callable[..., Any], cases: Sequence[tuple[tuple, Any]], *, name: str | None = None, rtol: float = 1e-9
+    fn: Callable[..., Any],
+    cases: Sequence[tuple[tuple, Any]],
+    *,
+    name: str | None = None,
+    rtol: float = 1e-9,
+    hint: str = FLOP_HINT,
 ) -> CheckResult:
     """Check a plain Python function (a napkin-math formula) on ``cases = [(args, expected), ...]``.
-    ``raise NotImplementedError`` gives "not implemented yet"; nothing raises."""
+    ``raise NotImplementedError`` gives "not implemented yet"; nothing raises. ``hint`` is shown with a wrong
+    answer (the default is about counting FLOPs)."""
     fname: str = name or getattr(fn, "__name__", None) or "function"
     for args, expected in cases:
         try:
@@ -152,7 +161,7 @@ def check_function(
                 0.0,
                 1.0,
                 f"{fname}{args} returned {got!r}, expected {expected!r}.",
-                "count multiplies and adds separately: a dot product of length L is 2L FLOPs.",
+                hint,
             )
     return CheckResult(fname, "passed", 1.0, 1.0, f"{len(cases)} case(s) correct.")
 
@@ -176,6 +185,11 @@ def prediction_number(prediction: Any, unit: str = "") -> float:
             value = float(num) / float(den) * scale if den else float(num) * scale
         except (ValueError, ZeroDivisionError):
             raise UsageError(f"a prediction must be a number, got the text {prediction!r}; {example}") from None
+    elif isinstance(prediction, tuple) and len(prediction) > 1 and all(isinstance(v, int) for v in prediction):
+        raise UsageError(
+            f"Python reads a number written with commas as several numbers: your guess is {prediction!r}. "
+            "Write one number without commas: guess = 1000 or guess = 1_000 (and 12.5, not 12,5)."
+        )
     else:
         try:
             value = float(prediction)
