@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from numba import cuda, float32
+from numba import cuda, float32, int32
 
 from gpulab import simulator
 from gpulab.simulator import Access, flat_indices, instrument, watch
@@ -280,3 +280,56 @@ def test_a_stuck_kernel_is_stopped_and_the_next_launch_works():
     ones[2, 4](out)
     assert out.tolist() == [1] * 8
     _no_block_threads_within(15)
+
+
+@cuda.jit
+def _reads_before_writing(out, ints):
+    buf = cuda.shared.array(4, float32)
+    acc = cuda.local.array(2, float32)
+    count = cuda.local.array(1, int32)
+    tx = cuda.threadIdx.x
+    if tx < 2:
+        buf[tx] = 1.0  # buf[2] and buf[3] are never written
+    cuda.syncthreads()  # the two writes are done
+    acc[1] = 0.0  # acc[0] is never written
+    out[tx] = buf[tx] + acc[0] * 0.0 if tx == 0 else buf[tx]
+    count[0] = 7
+    ints[tx] = count[0]
+
+
+def test_shared_and_local_arrays_start_as_nan_so_an_unwritten_read_shows():
+    out = np.zeros(4, np.float32)
+    ints = np.zeros(4, np.int32)
+    _reads_before_writing[1, 4](out, ints)
+    assert np.isnan(out[0])  # acc[0] * 0.0 is nan, not 0: the unwritten local value shows
+    assert out[1] == 1.0 and np.isnan(out[2:]).all()
+    assert (ints == 7).all()  # integer arrays are unchanged by this
+
+
+_TPB = 32  # as test_exercises_reduce's check_block_sum launches
+
+
+@cuda.jit
+def _block_sum_unpadded(x, partial):
+    buf = cuda.shared.array(_TPB, float32)
+    tx = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        buf[tx] = x[i]  # the last block's padding is never written
+    cuda.syncthreads()  # the block's values are in buf
+    s = _TPB // 2
+    while s > 0:
+        if tx < s:
+            buf[tx] += buf[tx + s]
+        cuda.syncthreads()  # this level is done
+        s //= 2
+    if tx == 0:
+        partial[cuda.blockIdx.x] = buf[0]
+
+
+def test_an_unwritten_shared_read_gets_the_hint_that_names_it():
+    from test_exercises_reduce import check_block_sum
+
+    res = check_block_sum(_block_sum_unpadded)
+    assert not res.passed and "nan" in res.message
+    assert "start as nan" in res.hint, res

@@ -312,9 +312,9 @@ def _partial_tile(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name:
 def _largest_input(case: Case) -> float:
     return max(
         (
-            float(np.max(np.abs(x)))
+            float(np.max(np.abs(x[np.isfinite(x)])))  # a -inf mask is not an input that overflows exp
             for x in case.inputs
-            if isinstance(x, np.ndarray) and np.issubdtype(x.dtype, np.floating) and x.size
+            if isinstance(x, np.ndarray) and np.issubdtype(x.dtype, np.floating) and np.isfinite(x).any()
         ),
         default=0.0,
     )
@@ -338,7 +338,9 @@ def _non_finite(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: s
     return (
         f"{name}[{_index(first)}] is {what} where a finite value is expected: an overflow, a division by "
         "zero, inf - inf (e.g. exp(m_old - m_new) while a running maximum is still -inf: skip the update "
-        "until it is finite), or a value read before it was written (e.g. shared memory not loaded)."
+        "until it is finite), or a value read before it was written: in the simulator cuda.shared.array and "
+        "cuda.local.array start as nan (on a GPU, as whatever was in memory), so set every element you read "
+        "(e.g. `acc[t] = 0.0` before a loop, 0.0 into a tile where it hangs over the edge)."
     )
 
 

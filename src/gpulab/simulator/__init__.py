@@ -17,7 +17,9 @@ installed once by :func:`harden` (called at import in simulator mode, and by :fu
    cannot wait for each other, barrier by barrier when their waits are ``cuda.syncthreads()``
    statements (:mod:`gpulab.simulator.in_turn` reads the kernel; schedules a GPU may pick, the same
    every run, reversed in the harness's re-run). Measured on 2 cores: 6.6 us per thread of an ``add``
-   kernel and 9.4 us with a barrier, against 0.3 and 0.6 ms as Python threads.
+   kernel and 9.4 us with a barrier, against 0.3 and 0.6 ms as Python threads;
+7. floating-point ``cuda.shared.array`` and ``cuda.local.array`` start as NaN (:func:`uninitialised`), so a
+   value read before it was written shows in the result instead of passing as NumPy's leftover memory.
 
 Nothing is recorded unless an :class:`Instruments` is active (``with instrument(...) as ins:``): it
 collects shared-memory sizes per block, every access to shared arrays, and each thread's final
@@ -41,6 +43,7 @@ from ..source import py_func
 from .blocks import THREAD_DONE, run_block
 
 __all__ = [
+    "uninitialised",
     "Access",
     "Instruments",
     "Watched",
@@ -220,31 +223,41 @@ def instrument(watch_shared: bool = False) -> Instruments:
     return Instruments(watch_shared)
 
 
+def uninitialised(shape: Any, dtype: Any) -> np.ndarray:
+    """A new shared or local array: floating-point ones hold NaN, so a value read before it was written shows
+    as nan in the result (and the harness's inf/nan hint names it). On a GPU they hold whatever was in memory,
+    often plausible numbers; NumPy's ``np.empty`` here would as well, or zeros, which hide the bug."""
+    res = np.empty(shape, dtype)
+    if np.issubdtype(res.dtype, np.inexact):
+        res.fill(np.nan)
+    return res
+
+
 def shared_array(shared: Any, key: tuple, shape: Any, dtype: Any) -> np.ndarray:
     """The block's shared array for ``key`` (the allocating source line), created under a lock.
 
-    ``shared`` is the simulator's ``FakeCUDAShared`` of one block; active :class:`Instruments` see
-    each new array (and may hand out a watched view of it). Every thread of the block calls this, so the
-    array already made is returned without the lock (a dict read is atomic; an entry is stored only once
-    its array is complete).
+    ``shared`` is the simulator's ``FakeCUDAShared`` of one launch; each block gets its own array (numba-cuda's
+    blocks would share one, so a block would read the previous block's values where a GPU gives it fresh,
+    uninitialised memory). Active :class:`Instruments` see each new array (and may hand out a watched view of
+    it). Every thread of the block calls this, so the array already made is returned without the lock (a dict
+    read is atomic; an entry is stored only once its array is complete).
     """
-    res = shared._allocations.get(key)
+    b = getattr(threading.current_thread(), "blockIdx", None)
+    block = (b.x, b.y, b.z) if b is not None else (0, 0, 0)
+    res = shared._allocations.get((key, block))
     if res is not None:
         return res
     from numba.cuda.simulator import kernelapi
 
     with _LOCK:
-        res = shared._allocations.get(key)
+        res = shared._allocations.get((key, block))
         if res is None:
             if isinstance(dtype, kernelapi.types.Type):
                 dtype = kernelapi.numpy_support.as_dtype(dtype)
-            res = np.empty(shape, dtype)
-            th = threading.current_thread()
-            b = getattr(th, "blockIdx", None)
-            block = (b.x, b.y, b.z) if b is not None else (0, 0, 0)
+            res = uninitialised(shape, dtype)
             for ins in _ACTIVE:
                 res = ins._on_shared(res, key, block)
-            shared._allocations[key] = res
+            shared._allocations[(key, block)] = res
     return res
 
 
@@ -308,6 +321,15 @@ def harden() -> None:
                 th._gpulab_atomic = False  # type: ignore[attr-defined]
 
         return atomic
+
+    def local_array(self: Any, shape: Any, dtype: Any, alignment: Any = None) -> Any:
+        if alignment is not None:
+            raise RuntimeError("Array alignment is not supported in cudasim")
+        if isinstance(dtype, kernelapi.types.Type):
+            dtype = kernelapi.numpy_support.as_dtype(dtype)
+        return uninitialised(shape, dtype)
+
+    kernelapi.FakeCUDALocal.array = local_array  # type: ignore[method-assign]
 
     for name in _ATOMICS:
         orig = getattr(kernelapi.FakeCUDAAtomic, name, None)
