@@ -244,7 +244,12 @@ def test_ptx_check_accepts_real_cuda_and_rejects_python_only_code():
         args=lambda ins, outs: outs,
         ptx="void(float32[:])",
     )
-    assert bad.status == "failed" and bad.score == 0.5 and "NVVM rejected" in bad.message
+    # the source check names the list first (no compiler needed); NVVM refuses it too
+    assert bad.status == "failed" and bad.score == 0.5 and "uses a Python list (`[1.0, 2.0]`)" in bad.message
+    from gpulab.exercises.ptxcheck import ptx_check
+
+    refused = ptx_check(fill_with_list, "void(float32[:])")
+    assert not refused.passed and "NVVM rejected" in refused.message
     good = check_kernel(
         matmul_tiled,
         spec=lambda A, B: A @ B,

@@ -98,3 +98,51 @@ def k(x, out):
 
 def test_the_course_reference_kernels_have_constant_shapes():
     assert array_shape_check(answers_05_10.block_max_kernel) is None
+
+
+ADD = """
+@cuda.jit
+def add_kernel(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+{body}
+"""
+
+
+@pytest.mark.parametrize(
+    "body,words",
+    [
+        ("        pair = [a[i], b[i]]\n        out[i] = pair[0] + pair[1]", "a Python list (`[a[i], b[i]]`)"),
+        ("        out[i] = sum(v for v in (a[i], b[i]))", "`sum(...)` (and 1 more)"),
+        ("        out[i] = np.sum(np.array((a[i], b[i])))", "`np.sum(...)` (and 1 more)"),
+        ("        print(f'i = {i}')\n        out[i] = a[i] + b[i]", "an f-string"),
+        ("        out[i] = a[i] + b[i]\n        return out[i]", "`return out[i]`"),
+        ("        d = {'x': a[i]}\n        out[i] = d['x'] + b[i]", "a Python dict"),
+    ],
+)
+def test_python_a_gpu_cannot_compile_is_named_even_when_the_result_is_right(body, words):
+    import numpy as np
+
+    kernel = define(ADD.format(body=body), "add_kernel", {"cuda": cuda, "np": np})
+    res = lessons.check("01", "add", kernel)
+    assert res.status == "failed" and res.score == res.max_score / 2, res
+    assert words in res.message and "the simulator runs it, a GPU kernel cannot" in res.message, res.message
+
+
+def test_plain_kernels_and_signature_lists_are_not_flagged():
+    from gpulab.exercises.static import python_only
+
+    src = """
+@cuda.jit(["void(float32[:], float32[:], float32[:])"])
+def add_kernel(a, b, out):
+    i = cuda.grid(1)
+    if i >= out.size:
+        return
+    acc = cuda.local.array((2,), float32)
+    acc[0], acc[1] = a[i], b[i]
+    out[i] = max(acc[0], 0.0) + min(acc[1], 1e30) + np.float32(0.0)
+"""
+    import numpy as np
+
+    kernel = define(src, "add_kernel", {"cuda": cuda, "np": np, "float32": float32})
+    assert python_only(kernel) == []

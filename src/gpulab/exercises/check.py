@@ -18,7 +18,7 @@ from .explain import explain, orientation_note
 from .problem import Budget, Problem, Size
 from .ptxcheck import ptx_check
 from .races import race_stage
-from .static import array_shape_check
+from .static import static_check
 from .result import Check, CheckResult, log_result
 from .run import Launch, Runner, SetupError
 
@@ -132,7 +132,7 @@ def run_problem(p: Problem, kernel: Any, name: str | None = None) -> CheckResult
                 st.checks = [Check(f"size {c.size!r}", True, "correct (x and y exchanged)") for c in cases]
         if fail is not None:
             status, message, hint = explain(st, fail)
-            if p.host is None and (shape := array_shape_check(kernel)) is not None:
+            if p.host is None and (shape := static_check(kernel)) is not None:
                 message += f" Also, {shape.message}"  # e.g. buf = cuda.shared.array(x.size, ...) too small
             return finish(status, message, hint, st.checks)
         launch = Launch(swapped=bool(note))
@@ -140,7 +140,7 @@ def run_problem(p: Problem, kernel: Any, name: str | None = None) -> CheckResult
         if race is not None:
             return finish("failed", race[0], race[1], st.checks)
         penalties = []
-        if p.host is None and (shape := array_shape_check(kernel)) is not None:
+        if p.host is None and (shape := static_check(kernel)) is not None:
             penalties.append(shape)
         if p.budget is not None and p.host is None and runtime.is_simulator():
             penalties += budget_checks(st.runner, p.budget, cases, largest(cases), launch)

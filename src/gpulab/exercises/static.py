@@ -1,5 +1,9 @@
 """What a GPU refuses and the simulator runs anyway, found by reading the kernel's source (no compiler needed).
 
+Python objects first: a list, dict or set, a comprehension or generator, an f-string, NumPy calls that build
+arrays (``np.dot``, ``np.zeros``), and ``return value`` from a kernel all run in the simulator and do not
+compile for a GPU (a kernel cannot allocate memory or return a value).
+
 ``cuda.shared.array`` and ``cuda.local.array`` need a shape known when the kernel is compiled: a number, or a
 module-level constant such as ``TPB = 128``. The simulator builds the array at run time from any value, so
 ``cuda.shared.array(cuda.blockDim.x, float32)`` or ``cuda.local.array(w.shape[1], float32)`` passes every
@@ -17,7 +21,7 @@ from typing import Any
 from ..source import py_func
 from .result import Check
 
-__all__ = ["array_shape_check", "runtime_shapes"]
+__all__ = ["array_shape_check", "python_only", "runtime_shapes", "static_check"]
 
 _ARRAYS = ("shared", "local")
 _RUNTIME_ATTRS = {"blockDim", "gridDim", "threadIdx", "blockIdx", "shape", "size", "ndim", "gridsize", "grid"}
@@ -138,3 +142,74 @@ def array_shape_check(kernel: Any) -> Check | None:
         "use a number or a module-level constant: write `TPB = 128` outside the kernel, "
         f"`cuda.{kind}.array(TPB, float32)` inside it, and launch with TPB threads per block.",
     )
+
+
+_NP_ALLOCATING = {
+    "array", "zeros", "ones", "empty", "full", "arange", "linspace", "zeros_like", "ones_like", "empty_like",
+    "full_like", "copy", "dot", "matmul", "sum", "mean", "prod", "max", "min", "argmax", "argmin", "sort",
+    "concatenate", "stack", "where", "outer", "einsum", "transpose", "reshape",
+}  # fmt: skip
+_BUILTIN_OBJECTS = {"list", "dict", "set", "sorted", "sum", "str"}
+_FIX_OBJECT = "keep to numbers, arrays passed in, cuda.local.array / cuda.shared.array, math and cuda.*"
+
+
+def python_only(kernel: Any) -> list[tuple[int, str, str]]:
+    """``(line, what, what to do)`` for each construct of the kernel's own body that a GPU cannot compile."""
+    fn = py_func(kernel)
+    try:
+        lines, first = inspect.getsourcelines(fn)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return []
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    if not defs:
+        return []
+    found: list[tuple[int, str, str]] = []
+
+    def add(node: ast.AST, what: str, fix: str) -> None:
+        found.append((first + getattr(node, "lineno", 1) - 1, what, fix))
+
+    body = ast.Module(body=defs[0].body, type_ignores=[])  # not the decorator: @cuda.jit(["void(...)"]) is fine
+    for node in ast.walk(body):
+        if isinstance(node, (ast.List, ast.Dict, ast.Set)):
+            kind = type(node).__name__.lower()
+            add(
+                node,
+                f"a Python {kind} (`{ast.unparse(node)[:40]}`)",
+                f"use cuda.local.array(N, float32); {_FIX_OBJECT}",
+            )
+        elif isinstance(node, (ast.ListComp, ast.DictComp, ast.SetComp, ast.GeneratorExp)):
+            add(node, f"a comprehension or generator (`{ast.unparse(node)[:40]}`)", f"write a for loop; {_FIX_OBJECT}")
+        elif isinstance(node, ast.JoinedStr):
+            add(node, "an f-string", "print plain values instead: print('i =', i)")
+        elif isinstance(node, ast.Return) and node.value is not None:
+            add(
+                node,
+                f"`return {ast.unparse(node.value)[:40]}`",
+                "a kernel returns nothing: write the result into an output array",
+            )
+        elif isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("np", "numpy"):
+                if f.attr in _NP_ALLOCATING:
+                    add(node, f"`np.{f.attr}(...)`", f"compute it element by element with a loop; {_FIX_OBJECT}")
+            elif isinstance(f, ast.Name) and f.id in _BUILTIN_OBJECTS:
+                add(node, f"`{f.id}(...)`", f"write a for loop over range(...); {_FIX_OBJECT}")
+    return sorted(found, key=lambda f: f[0])
+
+
+def static_check(kernel: Any) -> Check | None:
+    """A failed :class:`Check` for the first thing in the kernel's source a GPU cannot compile (Python objects,
+    then array shapes known only at launch), or None."""
+    objects = python_only(kernel)
+    if objects:
+        line, what, fix = objects[0]
+        more = f" (and {len(objects) - 1} more)" if len(objects) > 1 else ""
+        return Check(
+            "GPU compile",
+            False,
+            f"line {line} uses {what}{more}: the simulator runs it, a GPU kernel cannot (it cannot create Python "
+            "objects, allocate memory or return a value).",
+            fix + ".",
+        )
+    return array_shape_check(kernel)
