@@ -285,3 +285,37 @@ def test_a_host_function_that_never_returns_is_stopped_after_the_verdict():
     while time.time() < deadline and any(t.name == "gpulab-check" and t.is_alive() for t in threading.enumerate()):
         time.sleep(0.05)
     assert not any(t.name == "gpulab-check" and t.is_alive() for t in threading.enumerate())
+
+
+def test_a_host_function_whose_helper_returns_none_is_asked_about_return():
+    def halves(a):
+        a[: a.size // 2], a[a.size // 2 :]  # no return
+
+    def host(a, b, out):
+        lo, hi = halves(a)
+        out[...] = a + b
+
+    res = check_kernel(
+        host,
+        spec=lambda a, b: a + b,
+        inputs=lambda n, rng: (np.ones(n, np.float32), np.ones(n, np.float32)),
+        sizes=[4],
+        host=host,
+    )
+    assert not res.passed and "NoneType" in res.message
+    assert "is its `return` statement missing" in res.hint and "CUDA features" not in res.hint, res.hint
+
+
+def test_a_host_function_error_is_not_told_about_kernels():
+    def host(a, b, out):
+        out[...] = len(a) + a.shape  # an int plus a tuple: a TypeError in host code, no kernel involved
+
+    res = check_kernel(
+        host,
+        spec=lambda a, b: a + b,
+        inputs=lambda n, rng: (np.ones(n, np.float32), np.ones(n, np.float32)),
+        sizes=[4],
+        host=host,
+    )
+    assert not res.passed
+    assert "CUDA features" not in res.hint and "your function failed as Python" in res.hint, res

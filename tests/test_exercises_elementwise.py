@@ -249,3 +249,30 @@ def test_nan_expected_agrees_with_nan_got_and_unwritten_nan_is_caught():
     res = check_positive(positive_only)
     assert not res.passed and "were never written" in res.hint, res
     assert not check_positive(positive_or_zero).passed
+
+
+@cuda.jit
+def add_stride_by_block(a, b, out):
+    for i in range(cuda.grid(1), out.shape[0], cuda.blockDim.x):  # every block walks the others' elements too
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def count_into_one(a, b, out):
+    i = cuda.grid(1)
+    if i < a.shape[0]:
+        out[0] += 1.0  # a lost update: read, add, write
+
+
+def test_two_owners_of_one_element_are_told_about_the_index_not_atomics():
+    res = check_add(add_stride_by_block, sizes=[300], threads=32)
+    assert not res.passed and "exactly one owner" in res.hint and "atomic" not in res.hint, res
+    lost = check_kernel(
+        count_into_one,
+        spec=lambda a, b: np.array([a.size], np.float32),
+        inputs=add_inputs,
+        sizes=[64],
+        launch=lambda a, b, out: (2, 32),
+        out_init=0,
+    )
+    assert not lost.passed and "cuda.atomic.add" in lost.hint, lost

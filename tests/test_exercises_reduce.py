@@ -281,3 +281,27 @@ def test_rounding_bound_values():
 def test_reduction_too_long_for_the_output_precision_is_a_setup_error():
     res = _matmul_problem(sizes=[(2, 4, 2)], reduction=1 << 30, host=sequential_float32).check()
     assert res.status == "setup error" and "too long for float32" in res.message, res
+
+
+@cuda.jit
+def block_sum_never_writes(x, partial):
+    buf = cuda.shared.array(TPB, float32)
+    tx = cuda.threadIdx.x
+    i = cuda.grid(1)
+    buf[tx] = x[i] if i < x.shape[0] else float32(0.0)
+    cuda.syncthreads()  # wait until every thread stored its element
+    s = TPB // 2
+    while s > 0:
+        if tx < s:
+            buf[tx] += buf[tx + s]
+        cuda.syncthreads()  # wait until this level of the tree is done
+        s //= 2
+    if tx == TPB:  # no thread has this index: the result is never written
+        partial[cuda.blockIdx.x] = buf[0]
+
+
+def test_a_reduction_that_never_writes_its_one_result_is_not_told_about_n_equal_1():
+    res = check_block_sum(block_sum_never_writes, sizes=[30])  # one block: partial has one element
+    assert not res.passed
+    assert "whose one element sums up (or reduces) 30 input values" in res.hint, res.hint
+    assert "n == 1" not in res.hint

@@ -498,3 +498,29 @@ def test_an_elementwise_spec_without_return_is_told_so():
     res = lessons.check("06", "axpy_elementwise", axpy_elementwise_spec)
     assert res.status == "error" and "axpy_elementwise_spec returned None" in res.message, res
     assert "`return` statement missing" in res.message and "simulator ran your code" not in res.hint, res
+
+
+def test_a_float_index_from_slash_is_named():
+    # `s /= 2` makes s a float; numpy then refuses buf[tx + s] ("only integers ... are valid indices"),
+    # which was answered with "missing bounds guard?"
+    src = """
+@cuda.jit
+def block_max_kernel(x, partial):
+    buf = cuda.shared.array(TPB, float32)
+    tx = cuda.threadIdx.x
+    i = cuda.grid(1)
+    buf[tx] = x[i] if i < x.size else float32(-math.inf)
+    cuda.syncthreads()  # the block's values are in buf
+    s = TPB / 2
+    while s > 0:
+        if tx < s:
+            buf[tx] = max(buf[tx], buf[tx + s])
+        cuda.syncthreads()  # this level is done
+        s /= 2
+    if tx == 0:
+        partial[cuda.blockIdx.x] = buf[0]
+"""
+    res = lessons.check("05", "block_max", define(src, "block_max_kernel", dict(NAMESPACE)))
+    assert not res.passed and "non-integer index" in res.message
+    assert "use `//`" in res.hint.lower() or "Use `//`" in res.hint, res.hint
+    assert "bounds guard" not in res.hint

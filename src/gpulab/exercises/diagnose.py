@@ -71,11 +71,14 @@ def exception_verdict(exc: BaseException, launch: str, case: Case, inside: bool 
         tid, cta, text = m.group(1, 2, 3), m.group(4, 5, 6), m.group(7)
         where = f"thread ({', '.join(tid)}) of block ({', '.join(cta)})"
     line = getattr(exc, "gpulab_line", None)
-    at = f" at line {line[0]}: `{line[1]}`" if line else ""
+    at = (f" at line {line[0]}" + (f": `{line[1]}`" if line[1] else "")) if line else ""
     if isinstance(exc, NotImplementedError):
         return "not implemented", "not implemented yet: replace `raise NotImplementedError` with your code.", ""
     if isinstance(exc, KernelTimeout):
         return "timeout", f"stopped: {where} ran past the deadline", ""
+    if isinstance(exc, (IndexError, TypeError)) and re.search(r"only integers|indices must be integers", text):
+        msg = f"{where or 'your code'} used a non-integer index{at}: {text}\ninput: {case.describe()}\nlaunch: {launch}"
+        return "failed", msg, FLOAT_INDEX_HINT
     if isinstance(exc, IndexError) and _indexed_a_number(text):
         return "failed", _number_indexed_msg(where, at, text, case, launch), NUMBER_INDEXED_HINT
     if isinstance(exc, IndexError):
@@ -125,6 +128,18 @@ def exception_verdict(exc: BaseException, launch: str, case: Case, inside: bool 
             "`input:` line, then the output array(s), e.g. add_kernel(a, b, out). Sizes come from the arrays "
             "(out.size, A.shape[1]), not from extra parameters."
         )
+    elif isinstance(exc, TypeError) and re.search(
+        r"NoneType' object is not (iterable|subscriptable)|unpack non-iterable NoneType", text
+    ):
+        hint = (
+            "a function returned None where values were expected: is its `return` statement missing (or inside an "
+            "`if` that was not taken)?"
+        )
+    elif isinstance(exc, (TypeError, AttributeError)) and not where:  # not in a kernel's thread: host code
+        hint = (
+            "your function failed as Python: check the order of its arguments and the types it uses and returns "
+            "(the line above says which operation failed)."
+        )
     elif isinstance(exc, (TypeError, AttributeError)):
         hint = (
             "the simulator ran your code as Python and it failed; check argument order and that the "
@@ -133,6 +148,10 @@ def exception_verdict(exc: BaseException, launch: str, case: Case, inside: bool 
     return "error", msg, hint
 
 
+FLOAT_INDEX_HINT = (
+    "an index is a float: `/` always gives a float, in a kernel as in Python. Use `//` for whole-number division "
+    "(`s //= 2`, `mid = n // 2`), and int(...) only where a float is really meant to be cut."
+)
 NOT_A_KERNEL_HINT = (
     "this is a plain Python function, not a kernel: put `@cuda.jit` on the line above `def`, rerun that cell, "
     "then rerun the check. Only a kernel can be launched as kernel[blocks, threads](...)."
@@ -210,6 +229,15 @@ def diagnose_kind(
 def _untouched(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
     if not (unwritten.size and unwritten.all()):
         return ""
+    largest_input = max((x.size for x in case.inputs if isinstance(x, np.ndarray)), default=0)
+    if exp.size == 1 and largest_input > 1:  # many inputs, one result: a reduction's final write never happened
+        return (
+            f"nothing was written to {name}, whose one element sums up (or reduces) {largest_input:,} input values. "
+            "A reduction's result is written once: by one thread after the tree (`if tx == 0:` after the last "
+            f"`cuda.syncthreads()`), or by every thread with `cuda.atomic.add({name}, 0, v)`. Check that this write is "
+            f"reached: not inside a guard on {name}'s size (`if i < {name}.size:` lets only thread 0 through), not "
+            f"after a `return`. And {name} is not zeroed for you: accumulate in a local variable, then write it."
+        )
     if exp.size == 1:
         first = (
             "Does thread (0, 0) of block (0, 0) compute element [0, 0] (`j, i = cuda.grid(2)`)?"

@@ -18,8 +18,8 @@ __all__ = ["explain", "orientation_note"]
 # A result that changes between runs without a race in the access log: often an array read before it was written
 UNINITIALISED_NOTE = (
     " Or a value is read before anything was written to it: cuda.local.array and cuda.shared.array start with "
-    "whatever was in memory, so set every element you read (e.g. `acc[t] = 0.0` before the loop, or 0.0 into a "
-    "tile where it hangs over the edge of the matrix)."
+    "whatever was in memory (on a GPU; in the simulator, float arrays start as nan), so set every element you "
+    "read (e.g. `acc[t] = 0.0` before the loop, or 0.0 into a tile where it hangs over the edge of the matrix)."
 )
 
 
@@ -71,7 +71,8 @@ def explain(st: State, fail: Failure) -> tuple[str, str, str]:
 
 def race_hint(st: State, fail: Failure, hint: str, missing: np.ndarray | None) -> tuple[str, bool]:
     """A race explains wrong values best: look for one directly, then try a second schedule. Returns the hint
-    and whether a race was seen in the access log (a definite finding, not a guess)."""
+    and whether a race was found, in the access log or as results that change with the schedule (a finding, not a
+    guess: the square-input probe is then left out)."""
     p, case = st.p, st.cases[fail.case]
     if not p.race_check:
         return hint, False
@@ -86,7 +87,7 @@ def race_hint(st: State, fail: Failure, hint: str, missing: np.ndarray | None) -
         try:
             again, _ = st.runner.run(case, fail.launch, SCHEDULES[0])
             if not all(same(a, b, p.rtol, p.atol) for a, b in zip(again, fail.runs[0])):
-                return SCHEDULE_HINT + UNINITIALISED_NOTE + (" " + hint if hint else ""), False
+                return SCHEDULE_HINT + UNINITIALISED_NOTE + (" " + hint if hint else ""), True
         except Exception:  # noqa: BLE001 - the first verdict stands
             pass
     return hint, False

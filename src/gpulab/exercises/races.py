@@ -51,6 +51,11 @@ WRITE_RACE_HINT = (
     "for a value many threads update, or give each thread its own element (and reduce in shared "
     "memory with cuda.syncthreads() between steps)."
 )
+DUPLICATE_STORE_HINT = (
+    "Each output element needs exactly one owner: two threads stored into the same element, so the index (or a "
+    "grid-stride loop's start or step) is wrong even where the values come out right. Build the index from "
+    "cuda.grid() and step a grid-stride loop by cuda.gridsize()."
+)
 SAME_INDEX_HINT = (
     "Two threads computed the same output index while other elements were never written: the "
     "index is wrong. Each thread needs its own element: check how the "
@@ -101,7 +106,7 @@ def race_verdict(runner: Runner, case: Case, launch: Launch) -> tuple[str, str] 
     for arg in call:
         if isinstance(arg, np.ndarray) and id(arg) in out_ids and arg.ndim > 0:
             name = runner.names[out_ids[id(arg)]]
-            watched.append(FakeCUDAArray(simulator.watch(arg, name, out_log, reads=False)))
+            watched.append(FakeCUDAArray(simulator.watch(arg, name, out_log)))  # reads too: `+=` vs `=`
         else:
             watched.append(arg)
     with simulator.instrument(watch_shared=True) as ins:
@@ -153,6 +158,13 @@ def race_verdict(runner: Runner, case: Case, launch: Launch) -> tuple[str, str] 
             )
         if missing:
             return f"{both}, and {missing} output elements were never written ({launch_s})", SAME_INDEX_HINT
+        owners = {(w.thread, w.block), (o.thread, o.block)}
+        updated = any(
+            a.kind == "r" and a.array == w.array and a.index == w.index and (a.thread, a.block) in owners
+            for a in out_log
+        )
+        if not updated:  # both stored (`=`) without reading: one element with two owners, not lost updates
+            return f"{both} ({launch_s})", DUPLICATE_STORE_HINT
         return f"{both} without cuda.atomic and without a cuda.syncthreads() between them ({launch_s})", WRITE_RACE_HINT
     return None
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..exercises import Budget, CheckResult, Problem
-from ..exercises.races import WRITE_RACE_HINT
+from ..exercises.races import DUPLICATE_STORE_HINT, WRITE_RACE_HINT
 from ..kernels._launch import ceil_div
 from ..kernels.elementwise import (
     add_grid_stride_kernel,
@@ -73,7 +73,7 @@ def _with_duplicate_write_hint(
 
     def checker(kernel: Any) -> CheckResult:
         res = problem.check(kernel)
-        if res.hint == WRITE_RACE_HINT:
+        if res.hint in (WRITE_RACE_HINT, DUPLICATE_STORE_HINT):
             res.hint = hint
         elif res.status == "over budget":
             res.hint = next((h for name, h in (over_budget or {}).items() if f"but {name}:" in res.message), res.hint)
