@@ -183,3 +183,46 @@ def test_lab07_im2col_in_the_lessons_column_order_is_named():
     kernel = define(IM2COL_CHANNELS_FASTEST, "im2col_kernel", {"cuda": cuda, "float32": float32})
     res = lab07.IM2COL.check(kernel)
     assert not res.passed and res.hint.startswith("the columns are in the library's order"), res
+
+
+SOFTMAX_NO_BARRIER_BEFORE_REUSE = """
+@cuda.jit
+def softmax_kernel(x, out):
+    row = cuda.blockIdx.x
+    tx = cuda.threadIdx.x
+    buf = cuda.shared.array(TPB, float32)
+    m = float32(-math.inf)
+    for j in range(tx, x.shape[1], TPB):
+        m = max(m, x[row, j])
+    buf[tx] = m
+    cuda.syncthreads()  # the row's partial maxima are in buf
+    k = TPB // 2
+    while k > 0:
+        if tx < k:
+            buf[tx] = max(buf[tx], buf[tx + k])
+        cuda.syncthreads()  # this level is done
+        k //= 2
+    mx = buf[0]
+    s = float32(0.0)
+    for j in range(tx, x.shape[1], TPB):
+        s += math.exp(x[row, j] - mx)
+    buf[tx] = s  # no barrier before this: thread 0 may overwrite buf[0] before the others read the maximum
+    cuda.syncthreads()  # the partial sums are in buf
+    k = TPB // 2
+    while k > 0:
+        if tx < k:
+            buf[tx] += buf[tx + k]
+        cuda.syncthreads()  # this level is done
+        k //= 2
+    total = buf[0]
+    for j in range(tx, x.shape[1], TPB):
+        out[row, j] = math.exp(x[row, j] - mx) / total
+"""
+
+
+def test_softmax_that_reuses_buf_too_early_is_told_about_the_barrier_not_the_maximum():
+    # before: "OverflowError ... subtract the row's maximum before exp", which this kernel does
+    ns = {"cuda": cuda, "float32": float32, "math": math, "TPB": lab05.TPB}
+    res = lab05.SOFTMAX.check(define(SOFTMAX_NO_BARRIER_BEFORE_REUSE, "softmax_kernel", ns))
+    assert not res.passed
+    assert "cuda.syncthreads()" in res.hint and "subtract the row's maximum" not in res.hint, res

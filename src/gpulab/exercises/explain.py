@@ -47,6 +47,10 @@ def explain(st: State, fail: Failure) -> tuple[str, str, str]:
     kind = ""
     if fail.output < 0:
         msg, hint = fail.message, fail.hint
+        if fail.message.startswith(("OverflowError", "FloatingPointError")):  # a value read too early can overflow
+            race = _race_in_log(st, fail)
+            if race is not None:
+                msg, hint, kind = f"{msg}\n{race[0]}", race[1], "race"
     else:
         o = fail.output
         exp, tol = case.expected[o], tol_for(case, o, st.p.atol)
@@ -69,6 +73,16 @@ def explain(st: State, fail: Failure) -> tuple[str, str, str]:
     return fail.status, msg, hint
 
 
+def _race_in_log(st: State, fail: Failure) -> tuple[str, str] | None:
+    """A race or a barrier in a branch seen in the access log of the failing case (simulator, kernels only)."""
+    if not st.p.race_check or st.p.host is not None or not runtime.is_simulator():
+        return None
+    try:
+        return race_verdict(st.runner, st.cases[fail.case], fail.launch)
+    except Exception:  # noqa: BLE001 - the watched run failed as well: the first verdict stands
+        return None
+
+
 def race_hint(st: State, fail: Failure, hint: str, missing: np.ndarray | None) -> tuple[str, bool]:
     """A race explains wrong values best: look for one directly, then try a second schedule. Returns the hint
     and whether a race was found, in the access log or as results that change with the schedule (a finding, not a
@@ -76,13 +90,9 @@ def race_hint(st: State, fail: Failure, hint: str, missing: np.ndarray | None) -
     p, case = st.p, st.cases[fail.case]
     if not p.race_check:
         return hint, False
-    if p.host is None and runtime.is_simulator():
-        try:
-            found = race_verdict(st.runner, case, fail.launch)
-        except Exception:  # noqa: BLE001 - the first verdict stands
-            found = None
-        if found:
-            return f"{found[0].rstrip('.')}. {found[1]}", True
+    found = _race_in_log(st, fail)
+    if found:
+        return f"{found[0].rstrip('.')}. {found[1]}", True
     if case.expected[0].size > 1 and not (missing is not None and missing.any()):
         try:
             again, _ = st.runner.run(case, fail.launch, SCHEDULES[0])
