@@ -118,3 +118,30 @@ def test_lab04_block_reverse_of_the_whole_array_is_named():
         "block_reverse_kernel",
     )
     assert "reversed as a whole" in _hint(problems.lab04.BLOCK_REVERSE, kernel)
+
+
+def test_an_index_past_the_end_by_a_thread_with_work_is_not_told_to_add_a_guard():
+    # a launch= from launch_1d gives one thread per output element, so a guarded thread that indexes past the
+    # end of an input has work to do: the index is wrong, not the guard (before: "missing bounds guard?")
+    from numba import cuda
+
+    from gpulab.exercises import check_kernel, random_arrays
+    from gpulab.problems._common import launch_1d
+    from gpulab.source import define
+
+    src = """
+@cuda.jit
+def add_kernel(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] + b[i + 1]
+"""
+    res = check_kernel(
+        define(src, "add_kernel", {"cuda": cuda}),
+        spec=lambda a, b: a + b,
+        inputs=lambda n, rng: random_arrays(rng, n, n),
+        sizes=[5, 40],
+        launch=launch_1d(32),
+    )
+    assert not res.passed and "indexed past the end" in res.message, res
+    assert "a bounds guard is not the fix" in res.hint and "missing bounds guard" not in res.hint, res

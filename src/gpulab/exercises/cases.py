@@ -141,7 +141,9 @@ def run_case(st: State, k: int, launch: Launch, interval: float | None = None) -
         )
     except Exception as exc:  # noqa: BLE001 - the learner's code failed: explain, don't crash
         inside = None
-        if runner.thread_options and isinstance(exc, IndexError):
+        # one thread per output element: threads=..., or a launch= that says so (problems' launch_1d/launch_2d)
+        per_output = getattr(st.p.launch, "one_thread_per_element_of", None) == -1 and len(case.expected) == 1
+        if (runner.thread_options or per_output) and isinstance(exc, IndexError):
             inside = thread_inside(exc, case.expected[0].shape, launch.swapped)
         status, msg, hint = exception_verdict(exc, getattr(exc, "gpulab_launch", ""), case, inside)
         return Failure(status, k, launch, msg, hint, swappable=isinstance(exc, IndexError))
