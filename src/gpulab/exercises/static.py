@@ -105,21 +105,28 @@ class _Shapes:
         return None
 
 
-def runtime_shapes(kernel: Any) -> list[tuple[int, str, str, str]]:
-    """``(line, 'shared' | 'local', shape text, reason)`` for each array whose shape is not a compile-time
-    constant. Empty when the source cannot be read (nothing to say)."""
+def _parse(kernel: Any) -> tuple[Any, int, ast.FunctionDef] | None:
+    """(the Python function, its first line, its parsed ``def``), or None when its source cannot be read."""
     fn = py_func(kernel)
     try:
         lines, first = inspect.getsourcelines(fn)
         tree = ast.parse(textwrap.dedent("".join(lines)))
     except (OSError, TypeError, SyntaxError, IndentationError):
-        return []
+        return None
     defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
-    if not defs:
+    return (fn, first, defs[0]) if defs else None
+
+
+def runtime_shapes(kernel: Any) -> list[tuple[int, str, str, str]]:
+    """``(line, 'shared' | 'local', shape text, reason)`` for each array whose shape is not a compile-time
+    constant. Empty when the source cannot be read (nothing to say)."""
+    parsed = _parse(kernel)
+    if parsed is None:
         return []
-    shapes = _Shapes(fn, defs[0])
+    fn, first, tree = parsed
+    shapes = _Shapes(fn, tree)
     found = []
-    for node in ast.walk(defs[0]):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Call) and (kind := _array_call(node)) is not None:
             shape = _shape_arg(node)
             if shape is not None and (reason := shapes.why_not_constant(shape)) is not None:
@@ -155,21 +162,16 @@ _FIX_OBJECT = "keep to numbers, arrays passed in, cuda.local.array / cuda.shared
 
 def python_only(kernel: Any) -> list[tuple[int, str, str]]:
     """``(line, what, what to do)`` for each construct of the kernel's own body that a GPU cannot compile."""
-    fn = py_func(kernel)
-    try:
-        lines, first = inspect.getsourcelines(fn)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError, IndentationError):
+    parsed = _parse(kernel)
+    if parsed is None:
         return []
-    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
-    if not defs:
-        return []
+    _, first, tree = parsed
     found: list[tuple[int, str, str]] = []
 
     def add(node: ast.AST, what: str, fix: str) -> None:
         found.append((first + getattr(node, "lineno", 1) - 1, what, fix))
 
-    body = ast.Module(body=defs[0].body, type_ignores=[])  # not the decorator: @cuda.jit(["void(...)"]) is fine
+    body = ast.Module(body=tree.body, type_ignores=[])  # not the decorator: @cuda.jit(["void(...)"]) is fine
     for node in ast.walk(body):
         if isinstance(node, (ast.List, ast.Dict, ast.Set)):
             kind = type(node).__name__.lower()
