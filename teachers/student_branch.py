@@ -47,9 +47,23 @@ def make(branch: str = "student", root: Path = ROOT) -> str:
     leaked = [p for p in tracked if p.startswith("labs/solutions/")]
     if leaked:  # pragma: no cover - excluded() holds labs/solutions
         raise RuntimeError(f"labs/solutions still in the student tree: {leaked[:3]}")
+    current = subprocess.run(
+        ["git", "symbolic-ref", "-q", "--short", "HEAD"], cwd=root, capture_output=True, text=True
+    ).stdout.strip()
+    if current == branch:
+        raise RuntimeError(
+            f"{branch!r} is the branch checked out here: moving it would leave the solutions staged in your index. "
+            "Name another branch (the default is 'student'), or check out another branch first."
+        )
     parent = subprocess.run(
         ["git", "rev-parse", "--verify", "-q", f"refs/heads/{branch}"], cwd=root, capture_output=True, text=True
     ).stdout.strip()
+    if parent and _git("rev-list", "-n", "1", parent, "--", "labs/solutions", cwd=root):
+        raise RuntimeError(
+            f"branch {branch!r} already exists and its history holds labs/solutions: a commit on top of it would "
+            "still hand the solutions out to anyone who clones it. Name a new branch, or delete this one "
+            f"(`git branch -D {branch}`) so that it is made again without that history."
+        )
     if parent and _git("rev-parse", f"{parent}^{{tree}}", cwd=root) == tree:
         return parent
     message = f"Student version of {head[:12]} (without {', '.join(excluded(root))})"

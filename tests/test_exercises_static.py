@@ -72,7 +72,7 @@ def test_a_kernel_that_fails_for_its_runtime_shape_is_also_told_about_it(shape):
     assert f"Also, `cuda.shared.array({shape}, ...)` (line 4)" in res.message, res.message
 
 
-@pytest.mark.parametrize("shape", ["TPB", "256", "(TPB,)", "TPB * 2 - TPB", "SHAPE[0]"])
+@pytest.mark.parametrize("shape", ["TPB", "256", "(TPB,)", "2 * 64 * 2", "SHAPE[0]"])
 def test_constant_shapes_pass(shape):
     kernel = _block_max(shape, TPB=256, SHAPE=(256, 1))
     assert runtime_shapes(kernel) == []
@@ -146,3 +146,47 @@ def add_kernel(a, b, out):
 
     kernel = define(src, "add_kernel", {"cuda": cuda, "np": np, "float32": float32})
     assert python_only(kernel) == []
+
+
+def test_correct_kernels_that_compile_are_not_flagged():
+    # each of these compiles to PTX (checked with gpulab.ptx.compile_sources): a review found them flagged
+    from gpulab.exercises.static import python_only
+
+    bodies = [
+        "        out[i] = a[i] + b[i]\n        return None",
+        "        def plus(u, v):\n            return u + v\n        out[i] = plus(a[i], b[i])",
+        "        [x, y] = (a[i], b[i])\n        out[i] = x + y",
+    ]
+    for body in bodies:
+        kernel = define(ADD.format(body=body), "add_kernel", {"cuda": cuda})
+        assert python_only(kernel) == [], body
+
+
+@pytest.mark.parametrize(
+    "shape,words",
+    [
+        ("(TPB, TPB + 1)", "`TPB + 1` is arithmetic that Numba does not work out"),
+        ("2 * TPB", "write `TILE_PAD = 2 * TPB` at module level"),
+        ("TPB64", "`TPB64` is a NumPy int64; write a plain Python int"),
+    ],
+)
+def test_shapes_numba_cannot_compile_from_constants_are_named(shape, words):
+    import numpy as np
+
+    found = runtime_shapes(_block_max(shape, TPB=128, TPB64=np.int64(128)))
+    assert found and words in found[0][3], found
+
+
+def test_literal_arithmetic_is_folded_and_passes():
+    assert runtime_shapes(_block_max("(32 + 1) * 4")) == []
+
+
+def test_a_local_array_hint_speaks_of_its_own_size_not_the_block():
+    src = """
+@cuda.jit
+def k(x, w, out):
+    acc = cuda.local.array(w.shape[1], float32)
+    out[0] = acc[0]
+"""
+    check = array_shape_check(define(src, "k", {"cuda": cuda, "float32": float32}))
+    assert check is not None and "cuda.local.array(K, float32)" in check.hint and "threads per block" not in check.hint

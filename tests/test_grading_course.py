@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import importlib.util
 from pathlib import Path
 
@@ -91,6 +93,14 @@ def test_student_branch_leaves_out_the_solutions(tmp_path):
     second = sb.make("student", root=tmp_path)
     assert git("rev-parse", "student^").strip() == first and second != first
     assert git("status", "--porcelain") == ""  # the teacher's working tree and index untouched
+    # never on top of a history that holds the solutions, nor the branch checked out (its index would keep them)
+    current = git("symbolic-ref", "--short", "HEAD").strip()
+    with pytest.raises(RuntimeError, match="is the branch checked out here"):
+        sb.make(current, root=tmp_path)
+    git("branch", "from-course")
+    with pytest.raises(RuntimeError, match="its history holds labs/solutions.*git branch -D from-course"):
+        sb.make("from-course", root=tmp_path)
+    assert git("status", "--porcelain") == ""
 
 
 def test_nbgrader_config_refuses_a_python_without_gpulab(monkeypatch):
@@ -128,9 +138,12 @@ def test_feedback_tracebacks_do_not_quote_hidden_tests():
     test = nbformat.v4.new_code_cell("...", outputs=[nbformat.v4.new_output(**error, traceback=quoted)])
     test.metadata["nbgrader"] = {"grade": True, "grade_id": "lab01-saxpy-check", "points": 2}
     answer = nbformat.v4.new_code_cell("...", outputs=[nbformat.v4.new_output(**error, traceback=quoted)])
-    nb = nbformat.v4.new_notebook(cells=[test, answer])
+    graded_answer = nbformat.v4.new_code_cell("...", outputs=[nbformat.v4.new_output(**error, traceback=quoted)])
+    graded_answer.metadata["nbgrader"] = {"grade": True, "solution": True, "grade_id": "essay", "points": 1}
+    nb = nbformat.v4.new_notebook(cells=[test, answer, graded_answer])
     nb, _ = ShortTracebacks()(nb, {})  # as nbconvert calls it (only when enabled)
     assert nb.cells[0].outputs[0].traceback == ["NameError: name 'saxpy_kernel' is not defined"]
     assert nb.cells[1].outputs[0].traceback == quoted  # the student's own cells keep their traceback
+    assert nb.cells[2].outputs[0].traceback == quoted  # manually graded answers are the student's code too
     config = (ROOT / "teachers" / "nbgrader_config.py").read_text()
     assert '"gpulab.grading.feedback.ShortTracebacks"' in config

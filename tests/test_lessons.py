@@ -227,6 +227,13 @@ def test_predictions_typed_as_text_are_read_as_numbers(typed, value):
     assert "right" in lessons.compare(typed, value)
 
 
+def test_a_decimal_comma_is_refused_not_misread():
+    for typed in ("0,5", "12,5", "1,2,3"):
+        with pytest.raises(UsageError, match="0.5, not 0,5"):
+            lessons.compare(typed, 0.5)
+    assert "right" in lessons.compare("12,000.5", 12000.5)
+
+
 @pytest.mark.parametrize("bad", [True, float("nan"), float("inf"), "a lot", "1/0", [1, 2], "", {"x": 1}])
 def test_predictions_that_are_not_one_number_say_what_to_type(bad):
     with pytest.raises(UsageError, match="prediction must be .*e.g. guess = 4"):

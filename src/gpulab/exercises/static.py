@@ -18,6 +18,8 @@ import inspect
 import textwrap
 from typing import Any
 
+import numpy as np
+
 from ..source import py_func
 from .result import Check
 
@@ -72,7 +74,13 @@ class _Shapes:
         if isinstance(expr, ast.Tuple):
             return next((r for e in expr.elts if (r := self.why_not_constant(e, depth + 1))), None)
         if isinstance(expr, ast.BinOp):
-            return self.why_not_constant(expr.left, depth + 1) or self.why_not_constant(expr.right, depth + 1)
+            reason = self.why_not_constant(expr.left, depth + 1) or self.why_not_constant(expr.right, depth + 1)
+            if reason or _literal(expr):
+                return reason  # (32 + 1) * 4 is folded by Python; TILE + 1 is not, and Numba does not work it out
+            return (
+                f"`{ast.unparse(expr)}` is arithmetic that Numba does not work out when it compiles the kernel "
+                f"(write `TILE_PAD = {ast.unparse(expr)}` at module level and use TILE_PAD)"
+            )
         if isinstance(expr, ast.UnaryOp):
             return self.why_not_constant(expr.operand, depth + 1)
         if isinstance(expr, ast.Name):
@@ -85,6 +93,10 @@ class _Shapes:
                 value = self.globals[expr.id]
                 if isinstance(value, int) or (isinstance(value, tuple) and all(isinstance(v, int) for v in value)):
                     return None
+                if isinstance(value, np.integer):
+                    return (
+                        f"`{expr.id}` is a NumPy {type(value).__name__}; write a plain Python int (`{expr.id} = 128`)"
+                    )
                 return f"`{expr.id}` is a {type(value).__name__}, not a whole number"
             return None
         if isinstance(expr, ast.Attribute):  # cuda.blockDim.x, x.shape, w.size: launch-time; config.TPB: constant
@@ -146,8 +158,13 @@ def array_shape_check(kernel: Any) -> Check | None:
         False,
         f"`cuda.{kind}.array({shape}, ...)` (line {line}): {reason}. The simulator accepts it; a GPU does not "
         "compile it, because the size of a shared or local array must be known when the kernel is compiled.",
-        "use a number or a module-level constant: write `TPB = 128` outside the kernel, "
-        f"`cuda.{kind}.array(TPB, float32)` inside it, and launch with TPB threads per block.",
+        (
+            "use a number or a module-level constant: write `TPB = 128` outside the kernel, "
+            "`cuda.shared.array(TPB, float32)` inside it, and launch with TPB threads per block."
+            if kind == "shared"
+            else "use a number or a module-level constant for the largest size you need: write `K = 3` outside "
+            "the kernel and `cuda.local.array(K, float32)` inside it (each thread gets its own K values)."
+        ),
     )
 
 
@@ -158,6 +175,35 @@ _NP_ALLOCATING = {
 }  # fmt: skip
 _BUILTIN_OBJECTS = {"list", "dict", "set", "sorted", "sum", "str"}
 _FIX_OBJECT = "keep to numbers, arrays passed in, cuda.local.array / cuda.shared.array, math and cuda.*"
+
+
+def _own_nodes(tree: ast.FunctionDef) -> list[ast.AST]:
+    """The nodes of the kernel's body, not its decorator (``@cuda.jit(["void(...)"])`` is fine) nor the bodies of
+    functions defined inside it (their ``return value`` is theirs)."""
+    nodes: list[ast.AST] = []
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        stack.extend(
+            c
+            for c in ast.iter_child_nodes(node)
+            if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        )
+    return nodes
+
+
+def _literal(expr: ast.expr) -> bool:
+    """Numbers and arithmetic on numbers only: Python computes them when it compiles the function."""
+    if isinstance(expr, ast.BinOp):
+        return _literal(expr.left) and _literal(expr.right)
+    if isinstance(expr, ast.UnaryOp):
+        return _literal(expr.operand)
+    return isinstance(expr, ast.Constant)
+
+
+def _is_none(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Constant) and expr.value is None
 
 
 def python_only(kernel: Any) -> list[tuple[int, str, str]]:
@@ -171,8 +217,9 @@ def python_only(kernel: Any) -> list[tuple[int, str, str]]:
     def add(node: ast.AST, what: str, fix: str) -> None:
         found.append((first + getattr(node, "lineno", 1) - 1, what, fix))
 
-    body = ast.Module(body=tree.body, type_ignores=[])  # not the decorator: @cuda.jit(["void(...)"]) is fine
-    for node in ast.walk(body):
+    for node in _own_nodes(tree):
+        if isinstance(node, ast.List) and isinstance(node.ctx, ast.Store):  # [a, b] = ... unpacks, builds nothing
+            continue
         if isinstance(node, (ast.List, ast.Dict, ast.Set)):
             kind = type(node).__name__.lower()
             add(
@@ -184,7 +231,7 @@ def python_only(kernel: Any) -> list[tuple[int, str, str]]:
             add(node, f"a comprehension or generator (`{ast.unparse(node)[:40]}`)", f"write a for loop; {_FIX_OBJECT}")
         elif isinstance(node, ast.JoinedStr):
             add(node, "an f-string", "print plain values instead: print('i =', i)")
-        elif isinstance(node, ast.Return) and node.value is not None:
+        elif isinstance(node, ast.Return) and node.value is not None and not _is_none(node.value):
             add(
                 node,
                 f"`return {ast.unparse(node.value)[:40]}`",

@@ -24,7 +24,12 @@ class ShortTracebacks(Preprocessor):
 
     def preprocess_cell(self, cell: Any, resources: Any, index: int) -> tuple[Any, Any]:
         meta = cell.get("metadata", {}).get("nbgrader", {})
-        if cell.get("cell_type") == "code" and isinstance(meta, dict) and meta.get("grade"):
+        if (
+            cell.get("cell_type") == "code"
+            and isinstance(meta, dict)
+            and meta.get("grade")
+            and not meta.get("solution")
+        ):
             for out in cell.get("outputs", []):
                 if out.get("output_type") == "error":
                     out["traceback"] = [f"{out.get('ename', 'Error')}: {out.get('evalue', '')}"]

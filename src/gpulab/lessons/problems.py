@@ -21,6 +21,7 @@ answer is shown only on request: ``lessons.reveal("01", "add")``.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -174,7 +175,14 @@ def prediction_number(prediction: Any, unit: str = "") -> float:
     if isinstance(prediction, (bool, np.bool_)):
         raise UsageError(f"a prediction must be a number, got {prediction!r} (a yes/no value); {example}")
     if isinstance(prediction, str):
-        text = prediction.strip().replace(",", "").replace("_", "").replace(" ", "")
+        text = prediction.strip().replace("_", "").replace(" ", "")
+        if "," in text:  # thousands separators only (4,000,000); 0,5 is a decimal comma, which Python does not read
+            if not re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?([eE][+-]?\d+)?[%xX×]?", text):
+                raise UsageError(
+                    f"a prediction must be a number, got the text {prediction!r}: write decimals with a point "
+                    f"(0.5, not 0,5) and thousands without commas or with them in threes (4000000 or 4,000,000)."
+                )
+            text = text.replace(",", "")
         scale = 1.0
         if text.endswith("%"):
             text, scale = text[:-1], (1.0 if unit.strip() == "%" else 0.01)

@@ -19,7 +19,9 @@ installed once by :func:`harden` (called at import in simulator mode, and by :fu
    every run, reversed in the harness's re-run). Measured on 2 cores: 6.6 us per thread of an ``add``
    kernel and 9.4 us with a barrier, against 0.3 and 0.6 ms as Python threads;
 7. floating-point ``cuda.shared.array`` and ``cuda.local.array`` start as NaN (:func:`uninitialised`), so a
-   value read before it was written shows in the result instead of passing as NumPy's leftover memory.
+   value read before it was written shows in the result instead of passing as NumPy's leftover memory, and
+   each block gets its own shared arrays. Not dynamic shared memory (``cuda.shared.array(0, ...)``, unused in
+   the course): numba-cuda's one zero-filled buffer for the whole launch.
 
 Nothing is recorded unless an :class:`Instruments` is active (``with instrument(...) as ins:``): it
 collects shared-memory sizes per block, every access to shared arrays, and each thread's final
