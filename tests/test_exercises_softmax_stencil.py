@@ -11,6 +11,7 @@ from numba import cuda, float32
 from gpulab.exercises import check_kernel, random_arrays
 
 TPB = 32
+TPB_HALO = TPB + 2  # a shared array's size must be a constant Numba sees whole, not TPB + 2 in the kernel
 
 
 # --- softmax: one thread per row -------------------------------------------------------------------
@@ -182,7 +183,7 @@ def stencil_left_wraps(x, out):
 
 @cuda.jit
 def stencil_shared(x, out):
-    buf = cuda.shared.array(TPB + 2, float32)
+    buf = cuda.shared.array(TPB_HALO, float32)
     tx = cuda.threadIdx.x
     i = cuda.grid(1)
     n = x.shape[0]
@@ -197,7 +198,7 @@ def stencil_shared(x, out):
 
 @cuda.jit
 def stencil_shared_no_sync(x, out):
-    buf = cuda.shared.array(TPB + 2, float32)
+    buf = cuda.shared.array(TPB_HALO, float32)
     tx = cuda.threadIdx.x
     i = cuda.grid(1)
     n = x.shape[0]

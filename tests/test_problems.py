@@ -17,6 +17,7 @@ from gpulab.labs import BEGIN_HIDDEN, END_HIDDEN, student_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 TILE = problems.lab04.TILE
+TILE_PAD = TILE + 1  # computed here: Numba cannot size a shared array with TILE + 1 in the kernel
 TPB5 = problems.lab05.TPB
 
 # ---------------------------------------------------------------------------------------------------
@@ -59,8 +60,8 @@ def matmul_uncoalesced(A, B, C):
 
 @cuda.jit
 def tiled_coalesced(A, B, C):
-    sA = cuda.shared.array((TILE, TILE + 1), float32)  # a padded tile must fit the budget
-    sB = cuda.shared.array((TILE, TILE + 1), float32)
+    sA = cuda.shared.array((TILE, TILE_PAD), float32)  # a padded tile must fit the budget
+    sB = cuda.shared.array((TILE, TILE_PAD), float32)
     tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
     j, i = cuda.grid(2)
     acc = float32(0.0)

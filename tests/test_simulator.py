@@ -17,6 +17,7 @@ from gpulab.source import kernel_source, py_func, standalone_source
 from gpulab.trace import trace
 
 TPB = 16
+TPB_PAD = TPB + 1  # a constant Numba sees whole (TPB + 1 inside a kernel does not compile for a GPU)
 
 
 def _shared_ids(method, threads=64):
@@ -107,7 +108,7 @@ def _sync_in_branch(out):
 
 @cuda.jit
 def _atomic_and_sync(out, total):
-    buf = cuda.shared.array((TPB, TPB + 1), float32)
+    buf = cuda.shared.array((TPB, TPB_PAD), float32)
     tx = cuda.threadIdx.x
     buf[tx, 0] = 1.0
     cuda.syncthreads()  # wait until buf is written
