@@ -198,21 +198,31 @@ def test_learner_version_runs_without_a_traceback(path):
     assert outputs.count("not implemented yet") >= stubs, "every exercise shows a not-implemented verdict"
 
 
+@pytest.fixture(scope="module")
+def compiled_answers():
+    """Lessons 00-04's reference kernels compiled for sm_75 in one NVVM process."""
+    import inspect
+
+    from gpulab import ptx
+    from gpulab.lessons import answers
+
+    source = inspect.getsource(answers)
+    items = {}
+    for kernel, signature in answers.PTX_SIGNATURES:
+        name = getattr(kernel, "py_func", kernel).__name__
+        items[name] = {"source": source, "name": name, "signature": signature}
+    return ptx.compile_sources(items, cc=(7, 5))
+
+
 @pytest.mark.ptx
 @pytest.mark.parametrize(
     "kernel,signature",
     __import__("gpulab.lessons.answers", fromlist=["x"]).PTX_SIGNATURES,
     ids=lambda x: getattr(getattr(x, "py_func", x), "__name__", str(x)),
 )
-def test_reference_answers_compile_to_ptx(kernel, signature):
-    import inspect
-
-    from gpulab import ptx
-    from gpulab.lessons import answers
-
+def test_reference_answers_compile_to_ptx(kernel, signature, compiled_answers):
     name = getattr(kernel, "py_func", kernel).__name__
-    res = ptx.compile_source(inspect.getsource(answers), name, signature, ccs=[(7, 5)])
-    assert res.get("7.5") == "ok", f"{name}: {res}"
+    assert compiled_answers.get(name) == "ok", f"{name} ({signature}): {compiled_answers.get(name)}"
 
 
 @pytest.mark.parametrize(

@@ -357,15 +357,27 @@ def test_every_reference_kernel_is_listed_for_ptx():
     assert listed == kernels
 
 
+@pytest.fixture(scope="module")
+def compiled_05_10():
+    """Every reference kernel of lessons 05-10 compiled for sm_75 and sm_90: one NVVM process per target
+    (a process per kernel cost about 2.5 s of CPU each)."""
+    from gpulab import ptx
+
+    source = inspect.getsource(answers_05_10)
+    items = {
+        k.py_func.__name__: {"source": source, "name": k.py_func.__name__, "signature": sig}
+        for k, sig in answers_05_10.PTX_SIGNATURES
+    }
+    return {cc: ptx.compile_sources(items, cc=cc) for cc in ((7, 5), (9, 0))}
+
+
 @pytest.mark.ptx
 @pytest.mark.parametrize(
     "kernel,signature",
     answers_05_10.PTX_SIGNATURES,
     ids=lambda x: getattr(getattr(x, "py_func", x), "__name__", str(x)),
 )
-def test_reference_kernels_compile_to_ptx(kernel, signature):
-    from gpulab import ptx
-
+def test_reference_kernels_compile_to_ptx(kernel, signature, compiled_05_10):
     name = kernel.py_func.__name__
-    res = ptx.compile_source(inspect.getsource(answers_05_10), name, signature, ccs=[(7, 5), (9, 0)])
-    assert res.get("7.5") == "ok" and res.get("9.0") == "ok", f"{name}: {res}"
+    for cc, res in compiled_05_10.items():
+        assert res.get(name) == "ok", f"{name} ({signature}) for sm_{cc[0]}{cc[1]}: {res.get(name)}"
