@@ -76,31 +76,29 @@ def compile_library(ccs: Iterable[tuple[int, int]] = DEFAULT_CCS, timeout: float
     return _run_child(_LIBRARY_CHILD, {"ccs": [list(c) for c in ccs]}, timeout)
 
 
-_SOURCE_CHILD = textwrap.dedent(
-    """
-    import json, sys
-    payload = json.load(sys.stdin)
-    from numba import cuda
-    import gpulab
-    from gpulab.source import py_func
-    namespace = {}
-    out = {}
+_SOURCES_CHILD = """
+import json, sys
+payload = json.load(sys.stdin)
+from numba import cuda
+from gpulab.source import py_func
+out = {}
+for key, item in payload["items"].items():
+    ns = {}
     try:
-        exec(compile(payload["source"], "<learner kernel>", "exec"), namespace)
-        obj = namespace[payload["name"]]
-        fn = py_func(obj)
+        exec(compile(item["source"], "<your " + key + " kernel>", "exec"), ns)
+        fn = py_func(ns[item["name"]])
     except Exception as exc:
-        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
-        raise SystemExit(0)
+        out[key] = {"error": (type(exc).__name__ + ": " + str(exc))[:2000]}
+        continue
+    out[key] = {}
     for cc in payload["ccs"]:
         try:
-            ptx, _ = cuda.compile_ptx(fn, payload["signature"], cc=tuple(cc))
-            out[f"{cc[0]}.{cc[1]}"] = "ok"
+            cuda.compile_ptx(fn, item["signature"], cc=tuple(cc))
+            out[key]["%d.%d" % tuple(cc)] = "ok"
         except Exception as exc:
-            out[f"{cc[0]}.{cc[1]}"] = f"{type(exc).__name__}: {exc}"[:2000]
-    print(json.dumps(out))
-    """
-)
+            out[key]["%d.%d" % tuple(cc)] = (type(exc).__name__ + ": " + str(exc))[:2000]
+print(json.dumps(out))
+"""
 
 
 def compile_source(
@@ -113,26 +111,9 @@ def compile_source(
     """Compile the kernel ``name`` defined in ``source`` (a module's text, including its imports
     and any constants it uses) for each compute capability. Returns ``{"7.5": "ok" or error}``, or
     ``{"error": ...}`` if the source itself fails to run."""
-    payload = {"source": source, "name": name, "signature": signature, "ccs": [list(c) for c in ccs]}
-    return _run_child(_SOURCE_CHILD, payload, timeout)
-
-
-_SOURCES_CHILD = """
-import json, sys
-payload = json.load(sys.stdin)
-from numba import cuda
-from gpulab.source import py_func
-out = {}
-for key, item in payload["items"].items():
-    ns = {}
-    try:
-        exec(compile(item["source"], "<your " + key + " kernel>", "exec"), ns)
-        cuda.compile_ptx(py_func(ns[item["name"]]), item["signature"], cc=tuple(payload["cc"]))
-        out[key] = "ok"
-    except Exception as exc:
-        out[key] = (type(exc).__name__ + ": " + str(exc))[:1500]
-print(json.dumps(out))
-"""
+    items = {name: {"source": source, "name": name, "signature": signature}}
+    payload = {"items": items, "ccs": [list(c) for c in ccs]}
+    return _run_child(_SOURCES_CHILD, payload, timeout)[name]
 
 
 def compile_sources(
@@ -141,4 +122,6 @@ def compile_sources(
     """Compile several kernels in one child process (NVVM's start-up is paid once): ``items`` maps a key to
     ``{"source": module text, "name": kernel name, "signature": ...}``. Returns key -> ``"ok"`` or the error.
     Raises when the compiler itself cannot run (NVVM missing, the child crashed)."""
-    return _run_child(_SOURCES_CHILD, {"items": items, "cc": list(cc)}, timeout)
+    res = _run_child(_SOURCES_CHILD, {"items": items, "ccs": [list(cc)]}, timeout)
+    cc_key = f"{cc[0]}.{cc[1]}"
+    return {key: r.get("error") or r[cc_key] for key, r in res.items()}
