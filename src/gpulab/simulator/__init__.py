@@ -228,7 +228,13 @@ def instrument(watch_shared: bool = False) -> Instruments:
 def uninitialised(shape: Any, dtype: Any) -> np.ndarray:
     """A new shared or local array: floating-point ones hold NaN, so a value read before it was written shows
     as nan in the result (and the harness's inf/nan hint names it). On a GPU they hold whatever was in memory,
-    often plausible numbers; NumPy's ``np.empty`` here would as well, or zeros, which hide the bug."""
+    often plausible numbers; NumPy's ``np.empty`` here would as well, or zeros, which hide the bug. ``dtype`` is
+    NumPy's or Numba's (``float32`` inside a kernel)."""
+    if not isinstance(dtype, (np.dtype, type)):  # a Numba type (or a dtype's name)
+        from numba.cuda.simulator import kernelapi
+
+        if isinstance(dtype, kernelapi.types.Type):
+            dtype = kernelapi.numpy_support.as_dtype(dtype)
     res = np.empty(shape, dtype)
     if np.issubdtype(res.dtype, np.inexact):
         res.fill(np.nan)
@@ -249,13 +255,9 @@ def shared_array(shared: Any, key: tuple, shape: Any, dtype: Any) -> np.ndarray:
     res = shared._allocations.get((key, block))
     if res is not None:
         return res
-    from numba.cuda.simulator import kernelapi
-
     with _LOCK:
         res = shared._allocations.get((key, block))
         if res is None:
-            if isinstance(dtype, kernelapi.types.Type):
-                dtype = kernelapi.numpy_support.as_dtype(dtype)
             res = uninitialised(shape, dtype)
             for ins in _ACTIVE:
                 res = ins._on_shared(res, key, block)
@@ -327,8 +329,6 @@ def harden() -> None:
     def local_array(self: Any, shape: Any, dtype: Any, alignment: Any = None) -> Any:
         if alignment is not None:
             raise RuntimeError("Array alignment is not supported in cudasim")
-        if isinstance(dtype, kernelapi.types.Type):
-            dtype = kernelapi.numpy_support.as_dtype(dtype)
         return uninitialised(shape, dtype)
 
     kernelapi.FakeCUDALocal.array = local_array  # type: ignore[method-assign]
