@@ -79,7 +79,7 @@ def exception_verdict(exc: BaseException, launch: str, case: Case, inside: bool 
     if isinstance(exc, (IndexError, TypeError)) and re.search(r"only integers|indices must be integers", text):
         msg = f"{where or 'your code'} used a non-integer index{at}: {text}\ninput: {case.describe()}\nlaunch: {launch}"
         return "failed", msg, FLOAT_INDEX_HINT
-    if isinstance(exc, IndexError) and _indexed_a_number(text):
+    if isinstance(exc, (IndexError, TypeError)) and _indexed_a_number(text):
         return "failed", _number_indexed_msg(where, at, text, case, launch), NUMBER_INDEXED_HINT
     if isinstance(exc, IndexError):
         msg = (
@@ -116,8 +116,6 @@ def exception_verdict(exc: BaseException, launch: str, case: Case, inside: bool 
     hint = ""
     if isinstance(exc, TypeError) and not where and not line and "'function' object is not subscriptable" in text:
         hint = NOT_A_KERNEL_HINT
-    elif isinstance(exc, TypeError) and _indexed_a_number(text):
-        return "failed", _number_indexed_msg(where, at, text, case, launch), NUMBER_INDEXED_HINT
     elif isinstance(exc, TypeError) and "FakeWithinKernelCUDAArray" in text:
         hint = WHOLE_ARRAY_HINT
     elif isinstance(exc, TypeError) and re.search(

@@ -17,12 +17,13 @@ _PARAM = re.compile(r"^\s*(?:raw\s+)?(\w+)\s+(\w+)\s*$")
 _C_FLOAT = re.compile(r"(\d+\.\d*|\.\d+|\d+)[fF]\b")
 # CUDA's math functions an operation may call, as NumPy ufuncs (float and double forms: expf and exp)
 _C_MATH: dict[str, Any] = {
-    **{f"{n}{s}": getattr(np, n) for n in ("exp", "log", "sqrt", "tanh", "sin", "cos") for s in ("", "f")},
-    **{f"{c}{s}": np.power for c in ("pow",) for s in ("", "f")},
-    **{f"{c}{s}": np.abs for c in ("fabs",) for s in ("", "f")},
-    "fmax": np.fmax, "fmaxf": np.fmax, "fmin": np.fmin, "fminf": np.fmin,
-    "max": np.maximum, "min": np.minimum, "abs": np.abs,
-}  # fmt: skip
+    name + suffix: ufunc
+    for name, ufunc in {
+        "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
+        "pow": np.power, "fabs": np.abs, "fmax": np.fmax, "fmin": np.fmin,
+    }.items()
+    for suffix in ("", "f")
+} | {"max": np.maximum, "min": np.minimum, "abs": np.abs}  # fmt: skip
 
 
 def _params(text: str, what: str) -> list[tuple[str, str]]:
