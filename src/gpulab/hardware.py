@@ -10,6 +10,7 @@ lab 11 call it.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from collections.abc import Sequence
 
@@ -17,6 +18,7 @@ import numpy as np
 
 from .errors import UsageError
 from .hardware_specs import (  # re-exported: hardware.<name>
+    BOARDS as BOARDS,
     CHECKED as CHECKED,
     CPUS as CPUS,
     DEVICES as DEVICES,
@@ -35,6 +37,8 @@ from .hardware_specs import (  # re-exported: hardware.<name>
 from .multigpu import allreduce_seconds, crossover_gpus, step_seconds  # re-exported: hardware.<name>
 
 __all__ = [
+    "BOARDS",
+    "BOARD_NAMES",
     "CHECKED",
     "CPUS",
     "DEVICES",
@@ -52,6 +56,7 @@ __all__ = [
     "allreduce_seconds",
     "attainable_gflops",
     "basis",
+    "board_key",
     "crossover_gpus",
     "device",
     "gpu_named",
@@ -81,20 +86,88 @@ def device(name: str | Device) -> Device:
     return name if isinstance(name, Device) else _lookup(DEVICES, name, "device")  # type: ignore[return-value]
 
 
-def gpu_named(name: str) -> Device | None:
-    """The row of :data:`GPUS` whose key is a whole word of ``name`` (a GPU's reported name, ``"Tesla T4"``,
-    ``"NVIDIA A100-SXM4-80GB"``), else None. Whole words, so that an L40S is not taken for an L4; and a PCIe or NVL
-    board is not taken for the table's SXM row of the same chip (an H100 PCIe has about 3/4 of the H100 SXM's
-    FP32 peak and half its power)."""
-    import re
+# How drivers name each GPU row's board (CUDA, NVML and nvidia-smi report the same name): the chip's word(s) and
+# the form factor; "" for a chip that comes on one board only. :func:`board_key` reads a reported name with these.
+BOARD_NAMES: dict[str, tuple[str, str]] = {
+    "V100": ("V100", "SXM"),
+    "V100 SXM2 16GB": ("V100", "SXM"),
+    "T4": ("T4", ""),
+    "A100": ("A100", "SXM"),
+    "A100 SXM 40GB": ("A100", "SXM"),
+    "A100 PCIe 40GB": ("A100", "PCIe"),
+    "A100 PCIe 80GB": ("A100", "PCIe"),
+    "L4": ("L4", ""),
+    "L40S": ("L40S", ""),
+    "RTX 4090": ("RTX 4090", ""),
+    "H100": ("H100", "SXM"),
+    "H100 PCIe": ("H100", "PCIe"),
+    "H100 NVL": ("H100", "NVL"),
+    "H200": ("H200", "SXM"),
+    "H200 NVL": ("H200", "NVL"),
+    "MI300X": ("MI300X", ""),
+}
+# A name that states no form factor: NVIDIA names the H100 SXM5 "NVIDIA H100 80GB HBM3" and the H200 SXM "NVIDIA
+# H200", its other boards "... PCIe" / "... NVL". Other chips' names say their form (A100-SXM4, V100-PCIE).
+_UNSTATED_FORM = {"H100": "SXM", "H200": "SXM"}
+_BRANDS = {"NVIDIA", "TESLA", "GEFORCE", "AMD", "INSTINCT"}
+_FORMS = {"SXM": "SXM", "SXM2": "SXM", "SXM3": "SXM", "SXM4": "SXM", "SXM5": "SXM", "PCIE": "PCIe", "NVL": "NVL"}
+_MEMORY_TYPES = {"HBM2", "HBM2E", "HBM3", "HBM3E", "GDDR6", "GDDR6X"}
 
-    for key, d in GPUS.items():
-        if re.search(rf"\b{re.escape(key)}\b", name, re.IGNORECASE):
-            other_form = re.search(r"PCIE|NVL", name, re.IGNORECASE) and not re.search(
-                r"PCIE|NVL", d.name, re.IGNORECASE
-            )
-            return None if other_form else d
+
+def board_key(name: str) -> str | None:
+    """The key of the row in :data:`GPUS` or :data:`BOARDS` for a GPU's reported name (``"Tesla T4"``,
+    ``"NVIDIA A100-SXM4-80GB"``, ``"NVIDIA H100 PCIe"``), or None: **the one place** that maps a device name to a
+    spec row (:func:`gpu_named` and :func:`gpulab.timing.lookup_peak` use it).
+
+    The name is read as brand words, the chip (a whole word: an L40S is not an L4, a GH200 superchip is not an
+    H200), then only descriptors: form factor (SXM/PCIe/NVL), memory size (``80GB``), memory type (``HBM3``). Each
+    one it states must agree with the row; a chip on more than one board needs the name to pick one. Anything else
+    (another board, a MIG slice ``"... MIG 1g.10gb"``, ``"RTX 4090 D"``, an unknown chip) gives None, never another
+    board's figures.
+    """
+    words = [w.upper() for w in re.split(r"[\s_-]+", name.strip()) if w]
+    for chip in sorted({c for c, _ in BOARD_NAMES.values()}, key=lambda c: -len(c.split())):
+        cw = chip.upper().split()
+        starts = [i for i in range(len(words) - len(cw) + 1) if words[i : i + len(cw)] == cw]
+        if starts:
+            return _pick(chip, words[: starts[0]], words[starts[0] + len(cw) :])
     return None
+
+
+def _pick(chip: str, before: list[str], after: list[str]) -> str | None:
+    """The one row of ``chip`` that the words around it describe, else None."""
+    if not set(before) <= _BRANDS:
+        return None
+    form = memory = kind = None
+    for w in after:
+        if w in _FORMS:
+            form = _FORMS[w]
+        elif w in _MEMORY_TYPES:
+            kind = w
+        elif re.fullmatch(r"\d+GB?", w):
+            memory = int(w.rstrip("GB"))
+        else:
+            return None  # a word that names something else: another board, a MIG slice, a variant
+    rows = {k: _row(k) for k, (c, _) in BOARD_NAMES.items() if c == chip}
+    want = form or _UNSTATED_FORM.get(chip)
+    hits = [
+        k
+        for k, d in rows.items()
+        if (want is None or BOARD_NAMES[k][1] in ("", want))
+        and (memory is None or round(d.memory_gb) == memory)
+        and (kind is None or d.memory_type.upper() == kind)
+    ]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _row(key: str) -> Device:
+    return GPUS[key] if key in GPUS else BOARDS[key]
+
+
+def gpu_named(name: str) -> Device | None:
+    """The row of :data:`GPUS` or :data:`BOARDS` for a GPU's reported name (:func:`board_key`), else None."""
+    key = board_key(name)
+    return None if key is None else _row(key)
 
 
 def link(name: str | Link) -> Link:

@@ -7,6 +7,10 @@ where no public source was found). Each row names its vendor document, the publi
 them must say "spec sheet". CPU peaks are not published by the vendors as FLOP/s: they are computed from
 cores x base clock x FLOP per cycle per core, and are labelled estimates.
 
+:data:`GPUS` has one row per chip generation (its flagship board), the rows lesson 11 draws; :data:`BOARDS` holds
+other boards of those chips (another form factor or memory size) and a few common ones, so that a reported GPU
+name (:func:`gpulab.hardware.gpu_named`) finds its own board's figures rather than another board's.
+
 This module holds the data (the row types, the labels, the tables, their import-time check); the lookups
 and napkin models that use it are in :mod:`gpulab.hardware`, which re-exports every name here.
 """
@@ -14,7 +18,7 @@ and napkin models that use it are in :mod:`gpulab.hardware`, which re-exports ev
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .errors import UsageError
 
@@ -22,6 +26,7 @@ __all__ = [
     "CHECKED",
     "CPUS",
     "DEVICES",
+    "BOARDS",
     "ESTIMATE",
     "FIGURES",
     "GPUS",
@@ -219,6 +224,44 @@ GPUS: dict[str, Device] = {
                                  "the stored copies searched"))),
 }
 
+_NV_A100_BOARDS = (_NV_A100[1],  # Thunder Compute's table: PCIe 40GB / 80GB, SXM 40GB / 80GB; bandwidth, TDP
+                   _S("https://glennklockwood.com/garden/processors/A100",
+                      "Glenn Lockwood's notes: A100 40G SXM4, 40 GB HBM2, 1.555 TB/s, 400 W; the 80G: same FLOPS"))
+_NV_H100_PCIE = (_NV_H100[0],  # the reseller table's PCIe column: 51 / 756* / 1,513* / 3,026*, HBM2e, 2000 GB/s
+                 _S("https://manuals.plus/m/56b0c3ef7d0a1c470c0af8f05a0bd1f29a778007472ba941201fbbb185c9bccd",
+                    "NVIDIA H100 PCIe product brief PB-11133-001_v02 (TDP 350 W, > 2,000 GB/s)", "2022-11"))
+_NV_NVL = (_S("https://grokipedia.com/page/210100120", "H100 NVL (94 GB HBM3, 3.93 TB/s, 350 W)"),
+           _S("https://gpu.blog/gpus/nvidia-h100-nvl", "H100 NVL: 94 GB, TDP 350-400 W (configurable)"),
+           _S("https://aiwiki.ai/wiki/nvidia_h200/raw", "NVIDIA H200: 141 GB HBM3e at 4.8 TB/s on its SXM and NVL boards",
+              "2026-06-21"),
+           _S("https://www.saulelectric.com/nvidia-h200.html", "H200: 700 W (SXM version) / 600 W (PCIe version)"))
+_NV_L40S = (_S("https://www.mullet.se/product.html?product_id=355414", "reseller copy of NVIDIA's L40/L40S table (FP32 "
+               "91.6, TF32 183, BF16 362.05, FP8 733 TFLOPS dense; 48 GB GDDR6, 864 GB/s, 350 W)"),)
+_NVL_UNVERIFIED = (f"{UNVERIFIED}: recalled from NVIDIA's data sheet (NVL column, sparse rate / 2); no stored copy "
+                   "with this column was found")
+_NVL_EST = tuple((f, _NVL_UNVERIFIED) for f in ("fp32", "tf32", "bf16", "fp8"))
+BOARDS: dict[str, Device] = {
+    "V100 SXM2 16GB": replace(GPUS["V100"], name="V100 SXM2 16GB", memory_gb=16,
+                              note=GPUS["V100"].note + "; the 2017 launch board: the 32GB board's other figures"),
+    "A100 SXM 40GB": replace(GPUS["A100"], name="A100 SXM 40GB", memory_gb=40, memory_gbps=1555, memory_type="HBM2",
+                             refs=_NV_A100_BOARDS),
+    "A100 PCIe 40GB": replace(GPUS["A100"], name="A100 PCIe 40GB", memory_gb=40, memory_gbps=1555,
+                              memory_type="HBM2", watts=250, refs=_NV_A100_BOARDS),
+    "A100 PCIe 80GB": replace(GPUS["A100"], name="A100 PCIe 80GB", memory_gbps=1935, watts=300, refs=_NV_A100_BOARDS),
+    "H100 PCIe": Device("H100 PCIe", "GPU", "NVIDIA", 2022, 51, 378, 756, 1513, 80, 2000, "HBM2e", 350,
+                        GPUS["H100"].source, "the data sheet lists sparse rates (756 / 1513 / 3026); dense is half; "
+                        "watts: the top of its 300-350 W range", _NV_H100_PCIE),
+    "H100 NVL": Device("H100 NVL", "GPU", "NVIDIA", 2023, 60, 417.5, 835.5, 1670.5, 94, 3900, "HBM3", 400,
+                       GPUS["H100"].source, "one GPU of an NVLink-bridged pair; dense (sparse: twice); watts: the top "
+                       "of its 350-400 W range", _NV_NVL, estimates=_NVL_EST),
+    "H200 NVL": Device("H200 NVL", "GPU", "NVIDIA", 2024, 60, 417.5, 835.5, 1670.5, 141, 4800, "HBM3e", 600,
+                       GPUS["H200"].source, "PCIe board; dense (sparse: twice); watts: its maximum TDP", _NV_NVL,
+                       estimates=_NVL_EST),
+    "L40S": Device("L40S", "GPU", "NVIDIA", 2023, 91.6, 183, 362, 733, 48, 864, "GDDR6", 350,
+                   f"{_NV} 'NVIDIA L40S' (nvidia.com/en-us/data-center/l40s)",
+                   "the data sheet lists dense and sparse rates (sparse: twice)", _NV_L40S),
+}
+
 _TPU = f"as of {CHECKED}, from Google Cloud's 'TPU versions' pages (cloud.google.com/tpu/docs)"
 TPUS: dict[str, Device] = {
     "TPU v4": Device("TPU v4 (per chip)", "TPU", "Google", 2021, None, None, 275, None, 34.4, 1200, "HBM2", 192, _TPU,
@@ -309,7 +352,7 @@ INTERCONNECTS: dict[str, Link] = {
 def _check_tables() -> None:
     """Import-time sanity: every entry names a dated source, checked pages or a reason, and a kind for each figure."""
     kinds = (SPEC_SHEET, MEASURED, ESTIMATE, UNVERIFIED)
-    for d in DEVICES.values():
+    for d in (*DEVICES.values(), *BOARDS.values()):
         assert d.source.startswith("as of ") and d.memory_gbps > 0 and not math.isnan(d.memory_gb), d.name
         assert all(k.startswith(kinds) for k in d.figure_kinds().values()), d.name
         assert d.refs or all(k.startswith(UNVERIFIED) for k in d.figure_kinds().values()), d.name
