@@ -11,7 +11,7 @@ from gpulab.errors import UsageError
 def test_prices_name_source_date_and_hardware():
     for key, p in pricing.PRICES.items():
         assert p.source.startswith("as of ") and " from " in p.source, key
-        assert p.usd_per_hour > 0 and (p.hardware == "CPU" or p.hardware in hardware.DEVICES), key
+        assert p.usd_per_hour > 0 and (p.hardware == "CPU" or hardware.device(p.hardware)), key
         assert p.source in p.label and p.provider in p.label
     assert {"CPU", "T4", "L4", "A100", "H100", "TPU v5e"} <= set(pricing.PRICES)
     assert pricing.PRICES["H100"].usd_per_chip_hour == pytest.approx(98.32 / 8)
@@ -73,3 +73,16 @@ def test_every_price_says_what_it_is_and_stale_ones_say_so():
 def test_run_estimate_names_measured_power_as_measured():
     est = pricing.run_estimate(1e18, "TPU v4", pricing.my_price("v4", 3.0, hardware="TPU v4"))
     assert "energy = measured" in est["label"] and est["kwh"] == pytest.approx(192 * est["hours"] / 1000)
+
+
+def test_hardware_without_a_list_price_says_what_to_do():
+    with pytest.raises(UsageError, match=r"no list price for 'H200'.*my_price\('H200 \(your price\)'"):
+        pricing.price("H200")
+    est = pricing.run_estimate(1e18, "H200", None)  # no offer: time and energy, no dollars
+    assert est["dollars"] is None and est["hours"] > 0 and est["kwh"] is not None
+    assert "price: none: gpulab.pricing has no list price for 'H200'" in est["label"]
+    with pytest.raises(UsageError, match="no hourly price"):
+        pricing.cost_per_epoch(60000, 1000, None)  # type: ignore[arg-type]
+    typed = pricing.my_price("H200 (mine)", 3.5, hardware="H200")
+    assert pricing.run_estimate(1e18, "H200", typed)["dollars"] > 0
+    assert pricing.my_price("PCIe box", 2.0, hardware="H100 PCIe").hardware == "H100 PCIe"  # a board of BOARDS

@@ -84,7 +84,7 @@ def _gpu_lines() -> list[str]:
         peak = lookup_peak(name)
         if peak:
             lines.append(
-                f"peaks (spec sheet): {peak.dram_gbps:g} GB/s DRAM, {peak.fp32_tflops:g} TFLOP/s FP32, "
+                f"peaks ({peak.basis}): {peak.dram_gbps:g} GB/s DRAM, {peak.fp32_tflops:g} TFLOP/s FP32, "
                 f"{peak.fp16_tensor_tflops:g} TFLOP/s FP16 tensor"
             )
         else:

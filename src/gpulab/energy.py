@@ -213,19 +213,19 @@ def measure(
 
 def _gpu_watts() -> tuple[float, str, str]:
     """The current GPU's power for an estimate when NVML is unavailable: its power limit from nvidia-smi, else
-    the spec-sheet board power of its row in :data:`gpulab.hardware.GPUS`; both upper bounds."""
+    the spec-sheet board power of its own board's row (:func:`gpulab.hardware.gpu_named`); both upper bounds."""
     from .hardware import gpu_named
 
     name = device_name()
     limit = _nvidia_smi_power_limit()  # this very board's limit, when the driver's tool answers
     if limit:
         return limit, f"this board's power limit, {limit:g} W, from nvidia-smi (an upper bound)", name
-    d = gpu_named(name)  # whole words: "L4" must not match an "L40S", which draws five times the power
+    d = gpu_named(name)  # its own board: not an L4's power for an L40S, nor an SXM board's for a PCIe one
     if d is not None and d.watts:
         return float(d.watts), f"{d.name} spec-sheet board power {d.watts:g} W (an upper bound)", name
     raise UsageError(
-        f"cannot read {name}'s power (NVML unavailable), nvidia-smi gave no power limit, and the board is not "
-        "in gpulab.hardware.GPUS: install nvidia-ml-py (pip install nvidia-ml-py) to measure it, or pass "
+        f"cannot read {name}'s power (NVML unavailable), nvidia-smi gave no power limit, and the board has no "
+        "row in gpulab.hardware (GPUS, BOARDS): install nvidia-ml-py (pip install nvidia-ml-py) to measure it, or pass "
         "watts_if_estimated= with the board power from its spec sheet for a labelled estimate."
     )
 

@@ -82,8 +82,13 @@ def _lookup(table: dict, key: str, what: str) -> object:
 
 
 def device(name: str | Device) -> Device:
-    """A device by key or unique part of its name (``'H100'``, ``'v5e'``); a Device is returned as is."""
-    return name if isinstance(name, Device) else _lookup(DEVICES, name, "device")  # type: ignore[return-value]
+    """A device by key or unique part of its name (``'H100'``, ``'v5e'``), or a board of :data:`BOARDS` by its
+    exact key (``'H100 PCIe'``); a Device is returned as is."""
+    if isinstance(name, Device):
+        return name
+    if name in BOARDS:  # another board of a chip in the tables, by its exact key ("H100 PCIe")
+        return BOARDS[name]
+    return _lookup(DEVICES, name, "device")  # type: ignore[return-value]
 
 
 # How drivers name each GPU row's board (CUDA, NVML and nvidia-smi report the same name): the chip's word(s) and

@@ -232,8 +232,8 @@ _NV_H100_PCIE = (_NV_H100[0],  # the reseller table's PCIe column: 51 / 756* / 1
                     "NVIDIA H100 PCIe product brief PB-11133-001_v02 (TDP 350 W, > 2,000 GB/s)", "2022-11"))
 _NV_NVL = (_S("https://grokipedia.com/page/210100120", "H100 NVL (94 GB HBM3, 3.93 TB/s, 350 W)"),
            _S("https://gpu.blog/gpus/nvidia-h100-nvl", "H100 NVL: 94 GB, TDP 350-400 W (configurable)"),
-           _S("https://aiwiki.ai/wiki/nvidia_h200/raw", "NVIDIA H200: 141 GB HBM3e at 4.8 TB/s on its SXM and NVL boards",
-              "2026-06-21"),
+           _S("https://aiwiki.ai/wiki/nvidia_h200/raw",
+              "NVIDIA H200: 141 GB HBM3e at 4.8 TB/s on its SXM and NVL boards", "2026-06-21"),
            _S("https://www.saulelectric.com/nvidia-h200.html", "H200: 700 W (SXM version) / 600 W (PCIe version)"))
 _NV_L40S = (_S("https://www.mullet.se/product.html?product_id=355414", "reseller copy of NVIDIA's L40/L40S table (FP32 "
                "91.6, TF32 183, BF16 362.05, FP8 733 TFLOPS dense; 48 GB GDDR6, 864 GB/s, 350 W)"),)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import UsageError
-from .hardware import CHECKED, UNVERIFIED, Device, Source, device
+from .hardware import BOARDS, CHECKED, DEVICES, UNVERIFIED, Device, Source, board_key, device
 
 __all__ = [
     "LIST_PRICE",
@@ -24,6 +24,7 @@ __all__ = [
     "cost_per_epoch",
     "dollars",
     "my_price",
+    "offer_for",
     "price",
     "run_estimate",
 ]
@@ -36,7 +37,7 @@ class Price:
     """An hourly price for an offer with ``accelerators`` chips of kind ``hardware`` (a :mod:`gpulab.hardware` key)."""
 
     offer: str  # instance / machine type / chip
-    hardware: str  # key in gpulab.hardware.DEVICES (or "CPU" for a CPU-only machine)
+    hardware: str  # key in gpulab.hardware.DEVICES or BOARDS (or "CPU" for a CPU-only machine)
     accelerators: int  # chips per offer (0 for a CPU machine)
     usd_per_hour: float  # for the whole offer
     provider: str
@@ -97,9 +98,11 @@ PRICES: dict[str, Price] = {
     "L4 (GCP)": Price(
         "g2-standard-4 (1x L4, 4 vCPU)", "L4", 1, 0.7068, "Google Cloud", "us-central1", _GCP, PRICE_NOTE
     ),
-    "A100": Price("p4d.24xlarge (8x A100 40GB)", "A100", 8, 32.7726, "AWS", "us-east-1", _AWS, _STALE, _CUT, CHECKED),
+    "A100": Price(
+        "p4d.24xlarge (8x A100 40GB)", "A100 SXM 40GB", 8, 32.7726, "AWS", "us-east-1", _AWS, _STALE, _CUT, CHECKED
+    ),
     "A100 (GCP)": Price(
-        "a2-highgpu-1g (1x A100 40GB)", "A100", 1, 3.6734, "Google Cloud", "us-central1", _GCP, PRICE_NOTE
+        "a2-highgpu-1g (1x A100 40GB)", "A100 SXM 40GB", 1, 3.6734, "Google Cloud", "us-central1", _GCP, PRICE_NOTE
     ),
     "H100": Price("p5.48xlarge (8x H100 SXM)", "H100", 8, 98.32, "AWS", "us-east-1", _AWS, _STALE, _CUT, CHECKED),
     "TPU v5e": Price("TPU v5e (per chip)", "TPU v5e", 1, 1.20, "Google Cloud", "us regions", _TPU, PRICE_NOTE),
@@ -114,10 +117,32 @@ def price(key: str | Price) -> Price:
         return key
     if key not in PRICES:
         raise UsageError(
-            f"no price called {key!r}; known: {', '.join(PRICES)}. Or type your own: "
-            "pricing.my_price('my GPU', usd_per_hour=1.5, hardware='L4')."
+            _no_price(key)
+            if key in DEVICES or key in BOARDS
+            else (
+                f"no price called {key!r}; known: {', '.join(PRICES)}. Or type your own: "
+                "pricing.my_price('my GPU', usd_per_hour=1.5, hardware='L4')."
+            )
         )
     return PRICES[key]
+
+
+def _no_price(hardware: str) -> str:
+    """What to do about hardware that the price table has no offer for (the H200, say)."""
+    return (
+        f"gpulab.pricing has no list price for {hardware!r} (the table holds offers it could name a page for: "
+        f"{', '.join(PRICES)}). Type your provider's: pricing.my_price('{hardware} (your price)', "
+        f"usd_per_hour=..., hardware='{hardware}')."
+    )
+
+
+def offer_for(device_name: str) -> Price | None:
+    """The first offer in :data:`PRICES` for a GPU's reported name (``"Tesla T4"``, ``"NVIDIA A100-SXM4-40GB"``):
+    matched by :func:`gpulab.hardware.board_key` to its own board's row, so an A100 80GB is not priced as the 40GB
+    board's offer. None where the table has no offer for that board (an H200, an H100 PCIe): price it yourself
+    with :func:`my_price`."""
+    key = board_key(device_name)
+    return next((p for p in PRICES.values() if key is not None and p.hardware == key), None)
 
 
 def my_price(
@@ -135,6 +160,11 @@ def my_price(
 
 def dollars(seconds: float, usd_per_hour: float) -> float:
     """What ``seconds`` of an offer at ``usd_per_hour`` cost (billed per second, as most clouds now do)."""
+    if usd_per_hour is None:
+        raise UsageError(
+            "no hourly price (got None): hardware without a list price in gpulab.pricing (the H200, say) needs "
+            "yours, e.g. pricing.my_price('H200 (your price)', usd_per_hour=..., hardware='H200').usd_per_chip_hour."
+        )
     if seconds < 0 or usd_per_hour < 0:
         raise UsageError(f"seconds and usd_per_hour must be >= 0, got {seconds} and {usd_per_hour}.")
     return seconds / 3600.0 * usd_per_hour
@@ -152,7 +182,7 @@ def cost_per_epoch(images: int, images_per_second: float, usd_per_hour: float) -
 def run_estimate(
     flops: float,
     hardware: str | Device,
-    offer: str | Price,
+    offer: str | Price | None,
     *,
     precision: str = "bf16",
     utilization: float = 0.4,
@@ -161,7 +191,9 @@ def run_estimate(
     """Time, dollars and energy for ``flops`` of training on ``chips`` x ``hardware`` at ``utilization``
     of its spec-sheet peak at ``precision``: an **estimate** (assumed utilization, power = spec-sheet watts).
 
-    Returns ``{"hours", "dollars", "kwh", "label"}``; ``kwh`` is None where the spec sheet gives no power.
+    Returns ``{"hours", "dollars", "kwh", "label"}``; ``kwh`` is None where the spec sheet gives no power, and
+    ``dollars`` None where ``offer`` is None (hardware with no list price here, such as the H200: the label says
+    how to type one).
     """
     d = device(hardware)
     peak = d.peak(precision) or d.peak("fp32")
@@ -171,18 +203,20 @@ def run_estimate(
         raise UsageError(f"utilization is a fraction of the peak in (0, 1], got {utilization}.")
     if chips < 1:
         raise UsageError(f"chips must be at least 1, got {chips}.")
-    p = price(offer)
+    p = None if offer is None else price(offer)
     seconds = flops / (peak * 1e12 * utilization * chips)
-    per_chip = p.usd_per_chip_hour if p.accelerators else p.usd_per_hour
+    per_chip = None if p is None else p.usd_per_chip_hour if p.accelerators else p.usd_per_hour
     kwh = None if d.watts is None else d.watts * chips * seconds / 3.6e6
+    no_price = "none: " + _no_price(hardware if isinstance(hardware, str) else d.name)
     return {
         "hours": seconds / 3600,
-        "dollars": dollars(seconds, per_chip * chips),
+        "dollars": None if per_chip is None else dollars(seconds, per_chip * chips),
         "kwh": kwh,
         "label": (
             f"estimate: {utilization:.0%} of {d.name}'s spec-sheet "
             f"{precision if d.peak(precision) else 'fp32'} "
-            f"peak x {chips}; energy = {_watts_kind(d)} {d.watts or '?'} W x time; price: {p.label}"
+            f"peak x {chips}; energy = {_watts_kind(d)} {d.watts or '?'} W x time; "
+            f"price: {no_price if p is None else p.label}"
         ),
     }
 

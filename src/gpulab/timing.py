@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import re
 import statistics
 import sys
 import time
@@ -210,40 +209,38 @@ class DevicePeak:
     tf32_tensor_tflops: float | None
     memory_gb: float
     source: str = field(default="NVIDIA data sheet")
+    basis: str = "spec sheet (dense)"  # what the figures are: its hardware row's basis (estimates say so)
 
 
-# Spec-sheet figures (dense tensor-core rates, i.e. without 2:4 sparsity) from NVIDIA's data sheets; the rows
-# shared with gpulab.hardware_specs.GPUS were checked against its refs on 2026-12-01 (same values there).
-PEAKS: dict[str, DevicePeak] = {
-    "T4": DevicePeak("Tesla T4", 320, 8.1, 65, None, 16),
-    "L4": DevicePeak("L4", 300, 30.3, 121, 60, 24),
-    "A100": DevicePeak("A100 SXM 80GB", 2039, 19.5, 312, 156, 80),
-    "A100-40": DevicePeak("A100 40GB", 1555, 19.5, 312, 156, 40),
-    "H100": DevicePeak("H100 SXM", 3350, 67, 989, 494, 80),
-    "H100-PCIE": DevicePeak("H100 PCIe", 2000, 51, 756, 378, 80),
-    "H200": DevicePeak("H200 SXM", 4800, 67, 989, 494, 141),
-}
+def _peak_of(d: Any, name: str = "") -> DevicePeak:
+    """A GPU row of :mod:`gpulab.hardware` as a DevicePeak (its bf16 column: the FP16 tensor rate, equal to BF16
+    on Ampere and later, FP16 itself on Volta and Turing)."""
+    from .hardware import basis
+
+    return DevicePeak(name or d.name, d.memory_gbps, d.fp32, d.bf16, d.tf32, d.memory_gb, d.source, basis(d))
+
+
+def _peaks() -> dict[str, DevicePeak]:
+    from .hardware import BOARDS, GPUS
+
+    rows = {k: d for k, d in {**GPUS, **BOARDS}.items() if d.kind == "GPU" and d.fp32 and d.bf16}
+    return {k: _peak_of(d, "Tesla T4" if k == "T4" else "") for k, d in rows.items()}
+
+
+# Spec-sheet peaks (dense: no 2:4 sparsity) of every GPU row of gpulab.hardware (GPUS and BOARDS), by the same keys:
+# one table of figures, with its pages and labels there. The T4 keeps the name lessons 00-10 print.
+PEAKS: dict[str, DevicePeak] = _peaks()
 
 
 def lookup_peak(device_name: str) -> DevicePeak | None:
-    """Find the peak table entry for a device name such as ``'NVIDIA H100 80GB HBM3'``.
-
-    Returns None for a device that is not in the table (callers should say so, not guess).
+    """The peaks of a device by its reported name (``'NVIDIA H100 80GB HBM3'``, ``'NVIDIA A100 80GB PCIe'``),
+    matched by :func:`gpulab.hardware.board_key`, the one name matcher: its own board's row, or None for a board
+    the tables do not have (callers should say so, not guess).
     """
-    name = device_name.upper().replace("TESLA ", "")
-    if re.search(r"\bNVL\b|\bG[HB]\d{3}\b", name):
-        return None  # H100/H200 NVL boards and Grace superchips (GH200, GB200): other memory and clocks than these rows
-    if "H200" in name:
-        return PEAKS["H200"]
-    if "H100" in name:
-        return PEAKS["H100-PCIE"] if "PCIE" in name else PEAKS["H100"]
-    if "A100" in name:
-        return PEAKS["A100-40"] if "40GB" in name else PEAKS["A100"]
-    if "L4" in name.split() or name.endswith(" L4"):
-        return PEAKS["L4"]
-    if "T4" in name.split() or name.endswith(" T4"):
-        return PEAKS["T4"]
-    return None
+    from .hardware import board_key
+
+    key = board_key(device_name)
+    return None if key is None else PEAKS.get(key)
 
 
 def percent_of_peak(achieved: float, device_name: str, kind: str = "dram_gbps") -> float | None:

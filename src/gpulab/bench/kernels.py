@@ -161,6 +161,7 @@ def measure(
             "dram_gbps": peak.dram_gbps,
             "fp32_gflops": peak.fp32_tflops * 1e3,
             "source": peak.source,
+            "basis": peak.basis,
         }
     today = _dt.date.today().isoformat()
     return {
