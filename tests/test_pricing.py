@@ -80,7 +80,7 @@ def test_hardware_without_a_list_price_says_what_to_do():
         pricing.price("H200")
     est = pricing.run_estimate(1e18, "H200", None)  # no offer: time and energy, no dollars
     assert est["dollars"] is None and est["hours"] > 0 and est["kwh"] is not None
-    assert "price: none: gpulab.pricing has no list price for 'H200'" in est["label"]
+    assert "price: no list price for 'H200' in gpulab.pricing; type yours: pricing.my_price(" in est["label"]
     with pytest.raises(UsageError, match="no hourly price"):
         pricing.cost_per_epoch(60000, 1000, None)  # type: ignore[arg-type]
     typed = pricing.my_price("H200 (mine)", 3.5, hardware="H200")

@@ -207,7 +207,8 @@ def run_estimate(
     seconds = flops / (peak * 1e12 * utilization * chips)
     per_chip = None if p is None else p.usd_per_chip_hour if p.accelerators else p.usd_per_hour
     kwh = None if d.watts is None else d.watts * chips * seconds / 3.6e6
-    no_price = "none: " + _no_price(hardware if isinstance(hardware, str) else d.name)
+    key = hardware if isinstance(hardware, str) else d.name
+    no_price = f"no list price for {key!r} in gpulab.pricing; type yours: pricing.my_price(..., hardware={key!r})"
     return {
         "hours": seconds / 3600,
         "dollars": None if per_chip is None else dollars(seconds, per_chip * chips),
