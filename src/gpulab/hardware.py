@@ -6,6 +6,10 @@ its row says otherwise, each row with its sources and the date checked) live in 
 and are re-exported here. The multi-GPU step-time model (ring all-reduce over a link, step time against the
 number of GPUs, the crossover) lives in :mod:`gpulab.multigpu` and is re-exported here, as lesson 11 and
 lab 11 call it.
+
+:func:`board_key` is the one place that maps a GPU's reported name (``"NVIDIA A100 80GB PCIe"``) to a row of
+:data:`GPUS` or :data:`BOARDS`, or to none; :func:`gpu_named`, :func:`gpulab.timing.lookup_peak` and
+:func:`gpulab.pricing.offer_for` go through it.
 """
 
 from __future__ import annotations
@@ -76,7 +80,8 @@ def _lookup(table: dict, key: str, what: str) -> object:
     if len(hits) == 1:
         return hits[0]
     raise UsageError(
-        f"no {what} called {key!r}; known: {', '.join(table)}. Pick one of these, or build your own "
+        f"no {what} called {key!r}; known: {', '.join([*table, *(BOARDS if what == 'device' else ())])}. "
+        "Pick one of these, or build your own "
         f"{'Device' if what == 'device' else 'Link'}(...) with figures from its spec sheet."
     )
 
