@@ -27,7 +27,8 @@ class Printed:
     """A ``sys.stdout`` stand-in that keeps the first :data:`SHOWN` lines written to it and counts the rest."""
 
     def __init__(self, keep: int = SHOWN, stream: Any = None) -> None:
-        self.keep, self.lines, self.count, self._partial = keep, [], 0, ""
+        self.keep, self.count, self._partial = keep, 0, ""
+        self.lines: list[str] = []
         self._lock = threading.Lock()
         self._stream = stream  # the stdout it replaces: its encoding, its fileno
 
