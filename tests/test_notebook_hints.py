@@ -67,3 +67,16 @@ def test_notebook_name_error_keeps_failing_and_gains_the_hint(monkeypatch) -> No
         SlicedClient(nb2, timeout=120, kernel_name="python3").execute()
     assert "NameError" in str(info.value) and "has not run yet" in str(info.value)
     assert _errors(nb2.cells[1])[0]["ename"] == "NameError"
+
+
+def test_feedback_keeps_the_hint_line_but_no_code():
+    pytest.importorskip("nbconvert")
+    from gpulab.grading.feedback import ShortTracebacks
+
+    hint = name_hint("name 'saxpy_kernel' is not defined", ["", "import gpulab"])
+    quoted = ["----> 1 result = CHECK(saxpy_kernel)", "      3 ### BEGIN HIDDEN TESTS", hint]
+    error = {"output_type": "error", "ename": "NameError", "evalue": "name 'saxpy_kernel' is not defined"}
+    test = nbformat.v4.new_code_cell("...", outputs=[nbformat.v4.new_output(**error, traceback=quoted)])
+    test.metadata["nbgrader"] = {"grade": True, "grade_id": "lab01-saxpy-check", "points": 2}
+    nb, _ = ShortTracebacks()(nbformat.v4.new_notebook(cells=[test]), {})
+    assert nb.cells[0].outputs[0].traceback == ["NameError: name 'saxpy_kernel' is not defined", hint]
