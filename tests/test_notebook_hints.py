@@ -59,6 +59,9 @@ def test_notebook_name_error_keeps_failing_and_gains_the_hint(monkeypatch) -> No
     assert other["ename"] == "UnboundLocalError" and "gpulab:" not in "".join(other["traceback"])
     assert "has not run yet" in _errors(nb.cells[4])[0]["traceback"][-1]
     assert nb.cells[5].outputs[0]["text"] == "still works 42\n"
+    nbgrader_utils = pytest.importorskip("nbgrader.utils")
+    nb.cells[2].metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "check", "points": 2}
+    assert nbgrader_utils.determine_grade(nb.cells[2]) == (0, 2.0)  # nbgrader still scores the cell 0
 
     # without allow_errors the run stops at the NameError cell, as before
     nb2 = nbformat.v4.new_notebook()
