@@ -102,3 +102,25 @@ def test_origin_of_an_error_in_plain_learner_code():
     except IndexError as exc:
         found = origin(exc)
     assert found.kind == "yours" and found.line is not None and "[][1]" in found.line[1]
+
+
+def test_a_compile_error_on_launch_is_the_kernels_own():
+    """In gpu mode Numba compiles the kernel at its first launch from gpulab's launcher: a TypingError there is
+    the kernel's code, not the launch's parameters. The stack is built here from code objects named after a
+    gpulab launcher and a Numba file (the simulator compiles nothing)."""
+    import numba.core.errors as numba_errors
+    from numba.core.errors import TypingError
+
+    import gpulab.kernels.grid_stride as launcher_module
+
+    ns: dict = {"TypingError": TypingError, "TypeError": TypeError}
+    exec(compile("def compile_kernel(err):\n    raise err('cannot compile')\n", numba_errors.__file__, "exec"), ns)
+    exec(compile("def launch_1d(err):\n    compile_kernel(err)\n", launcher_module.__file__, "exec"), ns)
+    found = {}
+    for err in (TypingError, TypeError):
+        try:
+            ns["launch_1d"](err)
+        except Exception as exc:  # noqa: BLE001
+            found[err] = origin(exc)
+    assert found[TypingError].kind == "yours" and found[TypingError].where == ""
+    assert found[TypeError].kind == "launch" and "gpulab/kernels/grid_stride.py" in found[TypeError].where

@@ -74,6 +74,8 @@ def origin(exc: BaseException) -> Origin:
     rel = os.path.relpath(code.co_filename, os.path.dirname(_GPULAB)).replace(os.sep, "/")
     where = f"{rel}, line {lineno}, in {code.co_name}"
     launched = any("numba" in frames[k][0].co_filename for k in range(inner + 1, len(frames)))
+    if launched and type(exc).__module__.startswith("numba"):
+        return Origin("yours")  # Numba could not compile the kernel (gpu mode): its code, at no line of the stack
     return Origin(
         "launch" if launched else "gpulab",
         _line(*frames[callers[-1]]) if callers else None,
