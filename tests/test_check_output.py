@@ -146,3 +146,31 @@ def test_capstone_training_shows_a_printing_kernel_once(capsys):
     assert len(out.splitlines()) < 15, out
     assert "more lines printed by your relu kernel" in out
     assert ops.printed["relu"] > 100  # counted in every step: 2 steps, 2 relu layers
+
+
+def test_in_a_jupyter_kernel_the_cell_shows_the_verdict_and_printing_works_after(monkeypatch):
+    """Under ipykernel (its OutStream is sys.stdout): the check cell's output is the verdict with a few of the
+    kernel's lines, and print() in the next cell still reaches the notebook."""
+    import pytest
+
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("nbclient")
+    from nbrun import SlicedClient
+
+    monkeypatch.setenv("GPULAB_DEVICE", "simulator")
+    cells = [
+        "import gpulab\nprint(gpulab.banner())\nimport numpy as np\nfrom numba import cuda\n"
+        "from gpulab.exercises import check_kernel",
+        "@cuda.jit\ndef add_kernel(a, b, out):\n    i = cuda.grid(1)\n    print('thread', i)\n"
+        "    if i < out.size:\n        out[i] = a[i] + b[i]",
+        "def inputs(n, rng):\n    return rng.random(n).astype(np.float32), rng.random(n).astype(np.float32)\n"
+        "print(check_kernel(add_kernel, lambda a, b: a + b, inputs=inputs, sizes=[1, 37], threads=32))",
+        "print('after', 6 * 7)",
+    ]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
+    SlicedClient(nb, timeout=120, kernel_name="python3").execute()
+    text = "".join(o.get("text", "") for o in nb.cells[2].outputs)
+    assert "[PASS] add_kernel" in text and "more lines printed by the kernel" in text, text
+    assert text.count("| thread ") == SHOWN and len(text.splitlines()) < 20, text
+    assert nb.cells[3].outputs[0]["text"] == "after 42\n"
