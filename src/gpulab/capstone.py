@@ -32,11 +32,19 @@ from typing import Any
 
 from . import runtime
 from .capstone_ops import CapstoneError as CapstoneError, LearnerOps as LearnerOps
-from .capstone_problems import HOSTS as HOSTS, PROBLEMS as PROBLEMS
+from .capstone_problems import BLOCK_TIMEOUT, HOSTS as HOSTS, PROBLEMS as PROBLEMS
 from .errors import UsageError
 from .exercises import CheckResult
 
-__all__ = ["LEARNER_OPS", "PROBLEMS", "Capstone", "CapstoneError", "LearnerOps", "not_grid_stride"]
+__all__ = [
+    "LEARNER_OPS",
+    "PROBLEMS",
+    "Capstone",
+    "CapstoneError",
+    "LearnerOps",
+    "not_grid_stride",
+    "signature_mismatch",
+]
 
 # The ops a learner writes in labs 03-08, in the order a training step meets them.
 LEARNER_OPS = (
@@ -82,6 +90,36 @@ def not_grid_stride(op: str, kernel: Any) -> str:
 
 # The launcher of gpulab.kernels.nn_ops that training calls for each op (the checks launch as it does).
 LAUNCHERS = {op: ("gemm" if op == "matmul" else op) for op in LEARNER_OPS}
+# The course's kernel for each op, whose parameters training's launcher passes (gpulab.kernels.nn_ops).
+COURSE_KERNELS = {
+    op: {"matmul": "gemm_kernel", "adam_update": "adam_kernel"}.get(op, f"{op}_kernel") for op in LEARNER_OPS
+}
+
+
+def signature_mismatch(op: str, kernel: Any) -> str:
+    """Why ``kernel`` cannot be launched as ``op``'s kernel ("" when it can, or when its parameters cannot be
+    read): training's launcher passes the course kernel's parameters, so the number must match."""
+    import inspect
+
+    from .kernels import nn_ops
+    from .source import py_func
+
+    try:
+        mine = inspect.signature(py_func(kernel)).parameters
+        course = inspect.signature(py_func(getattr(nn_ops, COURSE_KERNELS[op]))).parameters
+    except (TypeError, ValueError, AttributeError):
+        return ""
+    if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in mine.values()):
+        return ""  # *args: left to the launch
+    if len(mine) == len(course):
+        return ""
+    name = getattr(py_func(kernel), "__name__", "your kernel")
+    return (
+        f"{op}'s kernel {name}({', '.join(mine)}) takes {len(mine)} parameter{'s' if len(mine) != 1 else ''}, but "
+        f"training's launcher nn_ops.{LAUNCHERS[op]} passes {len(course)}: those of the course's kernel, "
+        f"{COURSE_KERNELS[op]}({', '.join(course)}), in this order. Change your kernel's `def` line to take these "
+        f"{len(course)} parameters, rerun that cell, then this check."
+    )
 
 
 class Capstone:
@@ -107,8 +145,9 @@ class Capstone:
                 f"block= is for the matmul op (one thread per output); {op!r} takes a grid-stride kernel and no block."
             )
         pr, host = PROBLEMS[op], HOSTS[op]
+        wrong_params = signature_mismatch(op, kernel)
         if block is None:
-            why = not_grid_stride(op, kernel)
+            why = wrong_params or not_grid_stride(op, kernel)
 
             def run(*a: Any) -> None:
                 if why:  # without it the verdict would blame a race: the unwritten elements hold whatever was there
@@ -118,6 +157,8 @@ class Capstone:
         else:
 
             def run(*a: Any) -> None:
+                if wrong_params:
+                    raise UsageError(wrong_params)
                 host(kernel, *a, block=block)
 
         run.__name__ = f"nn_ops.{LAUNCHERS[op]}"  # the verdict's "launch: host function nn_ops.gemm(...)"
@@ -131,7 +172,7 @@ class Capstone:
             reduction=pr.reduction,
             rtol=pr.rtol,
             atol=pr.atol,
-            timeout=pr.timeout,
+            timeout=pr.timeout if block is None else max(pr.timeout, BLOCK_TIMEOUT),  # 256-thread blocks: slower
             name=op,
         )
 

@@ -8,13 +8,16 @@ it with the course kernel, so a kernel that passed its check but is wrong at tra
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
 from . import runtime
 from .capstone_problems import HOSTS, PROBLEMS
 from .errors import GpulabError
+from .exercises.output import Printed, captured
 from .nn.kernel_ops import KernelOps
 
 __all__ = ["CapstoneError", "LearnerOps"]
@@ -25,6 +28,29 @@ class CapstoneError(GpulabError):
 
 
 # ---------------------------------------------------------------------------------------- registry
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _quiet(op: str) -> Callable[[F], F]:
+    """A :class:`LearnerOps` method for ``op`` whose learner kernel's ``print`` output is kept aside: training
+    launches it every step, so only the first step that prints shows a few of its lines (``LearnerOps.printed``)."""
+
+    def wrap(method: F) -> F:
+        @functools.wraps(method)
+        def run(self: LearnerOps, *args: Any, **kw: Any) -> Any:
+            if op not in self.kernels:
+                return method(self, *args, **kw)
+            out = None
+            try:
+                with captured() as out:
+                    return method(self, *args, **kw)
+            finally:
+                self._printed(op, out)
+
+        return run  # type: ignore[return-value]
+
+    return wrap
 
 
 class LearnerOps(KernelOps):
@@ -46,6 +72,7 @@ class LearnerOps(KernelOps):
         self.guard = guard
         self.verify = verify
         self.calls: dict[str, int] = {}
+        self.printed: dict[str, int] = {}  # op -> lines its kernel printed (kept aside) during training
         self._course: KernelOps | None = None
 
     def _kernel(self, op: str) -> Any:
@@ -53,6 +80,17 @@ class LearnerOps(KernelOps):
         if kern is not None:
             self.calls[op] = self.calls.get(op, 0) + 1
         return kern
+
+    def _printed(self, op: str, out: Printed | None) -> None:
+        """Count what ``op``'s kernel printed; the first time it prints, show a few of its lines."""
+        n = out.total() if out is not None else 0
+        if not n:
+            return
+        first = op not in self.printed
+        self.printed[op] = self.printed.get(op, 0) + n
+        if first and out is not None:
+            print(f"op {op!r}: " + out.note(f"your {op} kernel", "one op of a training step"))
+            print(f"(op {op!r}: what it prints in later steps is hidden too; LearnerOps.printed counts the lines.)")
 
     def course(self) -> KernelOps:
         """The course's kernels (the reference of ``verify``)."""
@@ -99,6 +137,7 @@ class LearnerOps(KernelOps):
                     f"batch, channel or spatial dimensions. Fix {op}'s kernel and re-run its check cell."
                 )
 
+    @_quiet("matmul")
     def matmul(self, a: Any, b: Any) -> Any:
         c = super().matmul(a, b)
         self._finite("matmul", c)
@@ -111,6 +150,7 @@ class LearnerOps(KernelOps):
         )
         return c
 
+    @_quiet("im2col")
     def im2col(self, x: Any, kh: int, kw: int, stride: int, pad: int) -> tuple[Any, int, int]:
         cols, ho, wo = super().im2col(x, kh, kw, stride, pad)
         self._finite("im2col", cols)
@@ -124,6 +164,7 @@ class LearnerOps(KernelOps):
             )
         return cols, ho, wo
 
+    @_quiet("col2im")
     def col2im(self, dcols: Any, x_shape: tuple[int, ...], kh: int, kw: int, stride: int, pad: int) -> Any:
         dx = super().col2im(dcols, x_shape, kh, kw, stride, pad)
         self._finite("col2im", dx)
@@ -137,12 +178,14 @@ class LearnerOps(KernelOps):
             )
         return dx
 
+    @_quiet("relu")
     def relu(self, x: Any) -> Any:
         y = super().relu(x)
         self._finite("relu", y)
         self._same("relu", f"x {_shape(x)}", (_contig(x),), ((y.shape, y.dtype),), lambda: self.course().relu(x))
         return y
 
+    @_quiet("relu_backward")
     def relu_backward(self, dout: Any, y: Any) -> Any:
         dx = super().relu_backward(dout, y)
         self._finite("relu_backward", dx)
@@ -155,6 +198,7 @@ class LearnerOps(KernelOps):
         )
         return dx
 
+    @_quiet("maxpool")
     def maxpool(self, x: Any, k: int, stride: int) -> tuple[Any, Any]:
         out, cache = super().maxpool(x, k, stride)
         self._finite("maxpool", out)
@@ -167,6 +211,7 @@ class LearnerOps(KernelOps):
         )
         return out, cache
 
+    @_quiet("maxpool_backward")
     def maxpool_backward(self, dout: Any, cache: Any, x_shape: tuple[int, ...], k: int, stride: int) -> Any:
         dx = super().maxpool_backward(dout, cache, x_shape, k, stride)
         self._finite("maxpool_backward", dx)
@@ -179,6 +224,7 @@ class LearnerOps(KernelOps):
         )
         return dx
 
+    @_quiet("softmax_xent")
     def softmax_xent(self, logits: Any, labels: Any) -> tuple[float, Any]:
         loss, grad = super().softmax_xent(logits, labels)
         self._finite("softmax_xent", grad, np.asarray(loss))
@@ -211,6 +257,7 @@ class LearnerOps(KernelOps):
         )
         return grad, losses
 
+    @_quiet("adam_update")
     def adam_update(self, p: Any, g: Any, m: Any, v: Any, lr_t: float, b1: float, b2: float, eps_t: float) -> None:
         before = (p.copy(), m.copy(), v.copy()) if self.verify and "adam_update" in self.kernels else None
         super().adam_update(p, g, m, v, lr_t, b1, b2, eps_t)

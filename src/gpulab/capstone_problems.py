@@ -15,7 +15,7 @@ from . import runtime
 from .exercises import Problem, random_arrays
 from .nn.ops import conv_out_hw
 
-__all__ = ["HOSTS", "PROBLEMS"]
+__all__ = ["BLOCK_TIMEOUT", "GRID_STRIDE_TIMEOUT", "HOSTS", "PROBLEMS"]
 
 
 def _k():
@@ -155,8 +155,18 @@ def _adam_spec(p, g, m, v, lr_t, b1, b2, eps_t) -> tuple:
     return (p - lr_t * m2 / (np.sqrt(v2) + eps_t)).astype(p.dtype), m2.astype(p.dtype), v2.astype(p.dtype)
 
 
+# Deadlines of one launch in a check, in seconds. The checks' grid-stride launches are small (8 threads in the
+# simulator): the course's kernels took at most 0.15 s per launch (gemm_kernel on 20x40x17; the other ops
+# 0.002-0.05 s), measured 2026-12-02 in simulator mode on the shared 2-core machine at load 8-10 (several test
+# runs beside it). 10 s is over 60 times that, so a learner's slower kernel still finishes, and a stuck one is
+# named after 10 s instead of 60. A matmul registered with block=(TILE, TILE) runs 256 simulator threads per
+# block: lab 09's tiled solution took 3.5 s on the 20x40x17 case (4 blocks) at load 10, so it keeps 60 s (17x).
+GRID_STRIDE_TIMEOUT = 10.0
+BLOCK_TIMEOUT = 60.0
+
+
 def _problem(name: str, spec: Callable, inputs: Callable, sizes: list, gpu_sizes: list, **kw: Any) -> Problem:
-    return Problem(name, spec, inputs, sizes, gpu_sizes=gpu_sizes, timeout=60.0, **kw)
+    return Problem(name, spec, inputs, sizes, gpu_sizes=gpu_sizes, timeout=GRID_STRIDE_TIMEOUT, **kw)
 
 
 # Each host function launches the learner's kernel as the launcher training uses does

@@ -298,7 +298,11 @@ def synchronize() -> None:
 
 
 def banner() -> str:
-    """A one-line statement of the mode and what it means for timings."""
+    """A one-line statement of the mode and what it means for timings. Under IPython (a notebook) it also
+    installs, once, a hint under "name ... is not defined" errors (:mod:`gpulab.notebook_hints`)."""
+    from .notebook_hints import install_name_hint
+
+    install_name_hint()
     if is_gpu():
         return "gpulab: mode gpu - kernels run on your CUDA GPU at full size; timings are real GPU timings."
     return (

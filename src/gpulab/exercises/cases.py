@@ -14,7 +14,8 @@ from .. import runtime
 from ..simulator import in_turn
 from ..source import py_func
 from .compare import float64_reference, reduction_len, same
-from .diagnose import Judge, exception_verdict, thread_inside
+from .diagnose import Judge
+from .raised import exception_verdict, thread_inside
 from .problem import Case, Problem, Size
 from .result import Check
 from .run import Hang, Launch, OutOfBounds, Runner, SetupError

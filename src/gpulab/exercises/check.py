@@ -16,6 +16,7 @@ from .cases import State, build_cases, largest, param_names, run_cases
 from .diagnose import Judge
 from .explain import explain, orientation_note
 from .problem import Budget, Problem, Size
+from .output import captured
 from .ptxcheck import ptx_check
 from .races import race_stage
 from .static import static_check
@@ -93,7 +94,15 @@ def is_placeholder(fn: Any) -> bool:
 
 
 def run_problem(p: Problem, kernel: Any, name: str | None = None) -> CheckResult:
-    """Check ``kernel`` against ``p``: the pipeline behind :func:`check_kernel` and ``Problem.check``."""
+    """Check ``kernel`` against ``p``: the pipeline behind :func:`check_kernel` and ``Problem.check``. What the
+    kernel prints meanwhile is kept aside: the verdict shows its first lines and how many more there were."""
+    with captured() as printed:
+        res = _run_problem(p, kernel, name)
+    res.printed = printed.note("the kernel" if p.host is None else "your code")
+    return res
+
+
+def _run_problem(p: Problem, kernel: Any, name: str | None = None) -> CheckResult:
     fn_name = str(name or getattr(py_func(kernel), "__name__", None) or getattr(p.host, "__name__", "kernel"))
     n_modes = sum(x is not None for x in (p.threads, p.launch, p.host))
     if n_modes != 1:

@@ -1,13 +1,13 @@
-"""Naming the mistake behind a wrong result or an exception, in the kernel's own words.
+"""Naming the mistake behind a wrong result, in the kernel's own words.
 
 Each diagnosis compares what the kernel produced with what a known mistake would produce (the spec
 transposed, an input read transposed, the last partial tile of K dropped, ...) or looks at the kind
-of damage (elements never written, inf/NaN, one element off at an edge, a shift by one).
+of damage (elements never written, inf/NaN, one element off at an edge, a shift by one). An exception
+raised by the learner's code (or by gpulab's code it called) is explained in :mod:`.raised`.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Callable
@@ -16,12 +16,10 @@ import numpy as np
 
 from .compare import close, same
 from .problem import Case
-from .run import KernelTimeout
+from .raised import EXP_LIMIT, exception_verdict, largest_input, thread_inside
 
 __all__ = ["SPECIFIC", "Judge", "diagnose", "diagnose_kind", "exception_verdict", "thread_inside"]
 
-_TID_RE = re.compile(r"tid=\[(\d+), (\d+), (\d+)\] ctaid=\[(\d+), (\d+), (\d+)\]:?\s*(.*)", re.S)
-_EXP_LIMIT = 88.0  # exp(x) overflows float32 above x = 88.72
 _TILES = (2, 4, 8, 16, 32, 64)
 
 
@@ -43,140 +41,6 @@ def _scalar(x: Any) -> str:
 
 def _index(idx: tuple[int, ...]) -> str:
     return ", ".join(str(v) for v in idx)
-
-
-def thread_inside(exc: BaseException, shape: tuple[int, ...], swapped: bool) -> bool | None:
-    """Whether the thread that raised ``exc`` has an output element of ``shape`` to compute (one thread
-    per element, x along the last axis, or the first when ``swapped``); None when unknown."""
-    m = _TID_RE.match(str(exc))
-    config = getattr(exc, "gpulab_config", None)
-    if not m or config is None or not shape:
-        return None
-    tid, cta = [int(v) for v in m.group(1, 2, 3)], [int(v) for v in m.group(4, 5, 6)]
-    block = (tuple(config[1]) if isinstance(config[1], (tuple, list)) else (config[1],)) + (1, 1)
-    pos = [cta[d] * block[d] + tid[d] for d in range(3)]
-    axes = list(shape)[::-1] if not swapped else list(shape)
-    if len(axes) > 3:
-        return None
-    return all(pos[d] < axes[d] for d in range(len(axes))) and all(pos[d] == 0 for d in range(len(axes), 3))
-
-
-def exception_verdict(exc: BaseException, launch: str, case: Case, inside: bool | None = None) -> tuple[str, str, str]:
-    """(status, message, hint) for an exception raised by the learner's code. ``inside``: the thread
-    that failed has an output element to compute (so a bounds guard would not help)."""
-    text = str(exc)
-    m = _TID_RE.match(text)
-    where = ""
-    if m:
-        tid, cta, text = m.group(1, 2, 3), m.group(4, 5, 6), m.group(7)
-        where = f"thread ({', '.join(tid)}) of block ({', '.join(cta)})"
-    line = getattr(exc, "gpulab_line", None)
-    at = (f" at line {line[0]}" + (f": `{line[1]}`" if line[1] else "")) if line else ""
-    if isinstance(exc, NotImplementedError):
-        return "not implemented", "not implemented yet: replace `raise NotImplementedError` with your code.", ""
-    if isinstance(exc, KernelTimeout):
-        return "timeout", f"stopped: {where} ran past the deadline", ""
-    if isinstance(exc, (IndexError, TypeError)) and re.search(r"only integers|indices must be integers", text):
-        msg = f"{where or 'your code'} used a non-integer index{at}: {text}\ninput: {case.describe()}\nlaunch: {launch}"
-        return "failed", msg, FLOAT_INDEX_HINT
-    if isinstance(exc, (IndexError, TypeError)) and _indexed_a_number(text):
-        return "failed", _number_indexed_msg(where, at, text, case, launch), NUMBER_INDEXED_HINT
-    if isinstance(exc, IndexError):
-        msg = (
-            f"{where or 'a thread'} indexed past the end of an array{at}: {text}\n"
-            f"input: {case.describe()}\nlaunch: {launch}"
-        )
-        if inside:
-            hint = (
-                "this thread has an output element to compute, so a bounds guard is not the fix: an index runs "
-                "over the wrong dimension (e.g. B[j, k] where B[k, j] is meant, or a loop to A.shape[0] where "
-                "A.shape[1] is meant). Check each index against the shape of the array it indexes."
-            )
-        else:
-            hint = (
-                "missing bounds guard? The grid has more threads than elements when n is not a multiple "
-                "of the block size; guard with `if i < out.shape[0]:` (and `j < out.shape[1]` in 2-D), "
-                "and check that i/j index the right dimensions."
-            )
-        return "failed", msg, hint
-    msg = f"{type(exc).__name__} in {where or 'your code'}{at}: {text}\ninput: {case.describe()}\nlaunch: {launch}"
-    if isinstance(exc, OverflowError):
-        big = _largest_input(case)
-        hint = (
-            "a value overflowed"
-            + (
-                f" (the inputs reach |x| = {big:g}; exp(x) overflows float32 above "
-                "x = 88.7, on a GPU it gives inf and then nan)"
-                if big > _EXP_LIMIT
-                else ""
-            )
-            + ". For softmax subtract the row's maximum before exp: exp(x - max(x)) / sum(exp(x - max(x)))."
-        )
-        return "failed", msg, hint
-    hint = ""
-    if isinstance(exc, TypeError) and not where and not line and "'function' object is not subscriptable" in text:
-        hint = NOT_A_KERNEL_HINT
-    elif isinstance(exc, TypeError) and "FakeWithinKernelCUDAArray" in text:
-        hint = WHOLE_ARRAY_HINT
-    elif isinstance(exc, TypeError) and re.search(
-        r"positional arguments? but \d+ (was|were) given|missing \d+ required", text
-    ):
-        hint = (
-            "the kernel's parameters do not match what the check passes: the inputs, in the order shown on the "
-            "`input:` line, then the output array(s), e.g. add_kernel(a, b, out). Sizes come from the arrays "
-            "(out.size, A.shape[1]), not from extra parameters."
-        )
-    elif isinstance(exc, TypeError) and re.search(
-        r"NoneType' object is not (iterable|subscriptable)|unpack non-iterable NoneType", text
-    ):
-        hint = (
-            "a function returned None where values were expected: is its `return` statement missing (or inside an "
-            "`if` that was not taken)?"
-        )
-    elif isinstance(exc, (TypeError, AttributeError)) and not where:  # not in a kernel's thread: host code
-        hint = (
-            "your function failed as Python: check the order of its arguments and the types it uses and returns "
-            "(the line above says which operation failed)."
-        )
-    elif isinstance(exc, (TypeError, AttributeError)):
-        hint = (
-            "the simulator ran your code as Python and it failed; check argument order and that the "
-            "kernel only uses CUDA features (cuda.grid, cuda.threadIdx, arrays, math)."
-        )
-    return "error", msg, hint
-
-
-FLOAT_INDEX_HINT = (
-    "an index is a float: `/` always gives a float, in a kernel as in Python. Use `//` for whole-number division "
-    "(`s //= 2`, `mid = n // 2`), and int(...) only where a float is really meant to be cut."
-)
-NOT_A_KERNEL_HINT = (
-    "this is a plain Python function, not a kernel: put `@cuda.jit` on the line above `def`, rerun that cell, "
-    "then rerun the check. Only a kernel can be launched as kernel[blocks, threads](...)."
-)
-NUMBER_INDEXED_HINT = (
-    "a single number was indexed as if it were an array (`alpha[i]`, or an argument in the wrong place). "
-    "Index only arrays, and list the kernel's parameters in the order the exercise gives them: the harness "
-    "passes the inputs in the order shown on the `input:` line, then the outputs."
-)
-WHOLE_ARRAY_HINT = (
-    "a kernel cannot compute with whole arrays (`a + b`, `out[:] = ...`): each thread computes one element, "
-    "e.g. `out[i] = a[i] + b[i]` with `i = cuda.grid(1)` and a bounds guard."
-)
-
-
-def _indexed_a_number(text: str) -> bool:
-    """The error is a number being indexed: NumPy's scalars ("invalid index to scalar variable") or Python's
-    ("'float' object is not subscriptable")."""
-    return "invalid index to scalar variable" in text or bool(
-        re.search(r"'(float|int|bool|float32|float64|int32|int64)' object is not subscriptable", text)
-    )
-
-
-def _number_indexed_msg(where: str, at: str, text: str, case: Case, launch: str) -> str:
-    return (
-        f"{where or 'a thread'} indexed a number, not an array{at}: {text}\ninput: {case.describe()}\nlaunch: {launch}"
-    )
 
 
 SPECIFIC = ("_named_mistake", "_transposed", "_input_transposed", "_partial_tile", "_non_finite")
@@ -335,27 +199,16 @@ def _partial_tile(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name:
     return ""
 
 
-def _largest_input(case: Case) -> float:
-    return max(
-        (
-            float(np.max(np.abs(x[np.isfinite(x)])))  # a -inf mask is not an input that overflows exp
-            for x in case.inputs
-            if isinstance(x, np.ndarray) and np.issubdtype(x.dtype, np.floating) and np.isfinite(x).any()
-        ),
-        default=0.0,
-    )
-
-
 def _non_finite(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
     if not np.issubdtype(exp.dtype, np.inexact):
         return ""
     computed = ~np.isfinite(got) & np.isfinite(exp) & ~unwritten
     if not computed.any():
         return ""
-    big = _largest_input(case)
+    big = largest_input(case)
     first = tuple(int(v) for v in np.argwhere(computed)[0])
     what = "inf" if np.isinf(got[first]) else "nan"
-    if big > _EXP_LIMIT:
+    if big > EXP_LIMIT:
         return (
             f"{name}[{_index(first)}] is {what} where a finite value is expected, and the inputs reach "
             f"|x| = {big:g}: exp(x) overflows float32 above x = 88.7 (inf, then inf/inf = nan). Subtract "

@@ -39,6 +39,7 @@ class CheckResult:
     hint: str = ""
     checks: list[Check] = field(default_factory=list)
     details: dict = field(default_factory=dict)
+    printed: str = ""  # what the kernel printed during the check, summed up (gpulab.exercises.output)
 
     @property
     def passed(self) -> bool:
@@ -64,6 +65,7 @@ class CheckResult:
         lines += ["  " + ln for ln in self.message.splitlines()]
         if self.hint:
             lines.append("  hint: " + self.hint)
+        lines += ["  " + ln for ln in self.printed.splitlines()]
         for c in self.checks:
             lines.append(f"  {'ok ' if c.passed else 'XX '} {c.name}: {c.message.splitlines()[0] if c.message else ''}")
         return "\n".join(lines)
@@ -78,6 +80,8 @@ class CheckResult:
             for c in self.checks
         )
         hint = f"<p><b>Hint:</b> {html.escape(self.hint)}</p>" if self.hint else ""
+        if self.printed:
+            hint += f"<pre style='white-space:pre-wrap;color:#57606a'>{html.escape(self.printed)}</pre>"
         return (
             f"<div style='border-left:4px solid {colour};padding:4px 10px'>"
             f"<p><b style='color:{colour}'>{html.escape(self.name)}: {html.escape(self.status)}</b> "

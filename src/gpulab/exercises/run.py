@@ -3,8 +3,6 @@ that unwritten elements show, a deadline, and stopping stuck simulator threads."
 
 from __future__ import annotations
 
-import linecache
-import os
 import sys
 import threading
 from dataclasses import dataclass
@@ -16,10 +14,22 @@ import numpy as np
 from .. import runtime, simulator
 from ..simulator.blocks import reversed_order
 from ..kernels._launch import ceil_div
+from ..source import py_func
 from .compare import fills, unwritten
+from .frames import origin, source_line
 from .problem import Case, Dim, Problem
 
-__all__ = ["Hang", "KernelTimeout", "Launch", "OutOfBounds", "Runner", "SetupError", "grid_for", "run_with_deadline"]
+__all__ = [
+    "Hang",
+    "KernelTimeout",
+    "Launch",
+    "OutOfBounds",
+    "Runner",
+    "SetupError",
+    "grid_for",
+    "run_with_deadline",
+    "source_line",
+]
 
 GUARD = 64  # elements of guard zone after each output (and input) in gpu mode
 
@@ -118,22 +128,6 @@ def run_with_deadline(fn: Callable[[], Any], timeout: float) -> Any:
     return box.get("value")
 
 
-_LIBRARY = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.path.dirname(threading.__file__))
-
-
-def source_line(exc: BaseException) -> tuple[int, str] | None:
-    """(line number, text) of the learner's code where ``exc`` was raised (the innermost frame that is
-    neither numba, gpulab nor the standard library)."""
-    found = None
-    tb = exc.__traceback__
-    while tb is not None:
-        fname = tb.tb_frame.f_code.co_filename
-        if not fname.startswith(_LIBRARY) and "numba" not in fname and "site-packages" not in fname:
-            found = (tb.tb_lineno, linecache.getline(fname, tb.tb_lineno).strip())
-        tb = tb.tb_next
-    return found
-
-
 class Runner:
     """Launches one problem's kernel (or host function) on its cases."""
 
@@ -228,6 +222,8 @@ class Runner:
             exc.gpulab_launch = desc  # type: ignore[attr-defined]
             exc.gpulab_config = config  # type: ignore[attr-defined]
             exc.gpulab_line = source_line(exc)  # type: ignore[attr-defined]
+            exc.gpulab_origin = origin(exc)  # type: ignore[attr-defined]
+            exc.gpulab_kernel = getattr(py_func(self.kernel), "__name__", self.fn_name)  # type: ignore[attr-defined]
             raise
         finally:
             sys.setswitchinterval(old)

@@ -4,7 +4,8 @@
 hidden region out of each test cell's code; but when a test cell raised (``NameError``: the answer
 cell never defined the kernel), the traceback in its output still quotes the lines around the error,
 hidden tests included. :class:`ShortTracebacks` cuts a test cell's traceback to its last line,
-``NameError: name 'saxpy_kernel' is not defined``, which is what the student needs.
+``NameError: name 'saxpy_kernel' is not defined``, which is what the student needs, and keeps the line
+:mod:`gpulab.notebook_hints` adds under it (which cell to re-run; it quotes no code).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ __all__ = ["ShortTracebacks"]
 
 
 class ShortTracebacks(Preprocessor):
-    """In nbgrader test cells, replace each error's traceback by ``ename: evalue``."""
+    """In nbgrader test cells, replace each error's traceback by ``ename: evalue`` (and gpulab's hint line)."""
 
     enabled = Bool(True, help="nbconvert runs only enabled preprocessors (its default is False)").tag(config=True)
 
@@ -32,5 +33,6 @@ class ShortTracebacks(Preprocessor):
         ):
             for out in cell.get("outputs", []):
                 if out.get("output_type") == "error":
-                    out["traceback"] = [f"{out.get('ename', 'Error')}: {out.get('evalue', '')}"]
+                    hints = [ln for ln in out.get("traceback", []) if str(ln).startswith("gpulab: ")]
+                    out["traceback"] = [f"{out.get('ename', 'Error')}: {out.get('evalue', '')}", *hints]
         return cell, resources

@@ -1,0 +1,209 @@
+"""Explaining an exception raised during a launch: where it was raised (the learner's kernel or host
+code, or gpulab's own launcher called with the learner's kernel), which line of the learner's code led
+there, and a hint for the usual mistakes (an index past the end, a float index, a number indexed, a
+kernel whose parameters do not match the arguments it is launched with).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from ..errors import GpulabError
+from .problem import Case
+from .run import KernelTimeout
+
+__all__ = ["EXP_LIMIT", "exception_verdict", "largest_input", "thread_inside"]
+
+_TID_RE = re.compile(r"tid=\[(\d+), (\d+), (\d+)\] ctaid=\[(\d+), (\d+), (\d+)\]:?\s*(.*)", re.S)
+EXP_LIMIT = 88.0  # exp(x) overflows float32 above x = 88.72
+
+
+def thread_inside(exc: BaseException, shape: tuple[int, ...], swapped: bool) -> bool | None:
+    """Whether the thread that raised ``exc`` has an output element of ``shape`` to compute (one thread
+    per element, x along the last axis, or the first when ``swapped``); None when unknown."""
+    m = _TID_RE.match(str(exc))
+    config = getattr(exc, "gpulab_config", None)
+    if not m or config is None or not shape:
+        return None
+    tid, cta = [int(v) for v in m.group(1, 2, 3)], [int(v) for v in m.group(4, 5, 6)]
+    block = (tuple(config[1]) if isinstance(config[1], (tuple, list)) else (config[1],)) + (1, 1)
+    pos = [cta[d] * block[d] + tid[d] for d in range(3)]
+    axes = list(shape)[::-1] if not swapped else list(shape)
+    if len(axes) > 3:
+        return None
+    return all(pos[d] < axes[d] for d in range(len(axes))) and all(pos[d] == 0 for d in range(len(axes), 3))
+
+
+def exception_verdict(exc: BaseException, launch: str, case: Case, inside: bool | None = None) -> tuple[str, str, str]:
+    """(status, message, hint) for an exception raised by the learner's code. ``inside``: the thread
+    that failed has an output element to compute (so a bounds guard would not help)."""
+    text = str(exc)
+    m = _TID_RE.match(text)
+    where = ""
+    if m:
+        tid, cta, text = m.group(1, 2, 3), m.group(4, 5, 6), m.group(7)
+        where = f"thread ({', '.join(tid)}) of block ({', '.join(cta)})"
+    line = getattr(exc, "gpulab_line", None)
+    at = (f" at line {line[0]}" + (f": `{line[1]}`" if line[1] else "")) if line else ""
+    if isinstance(exc, NotImplementedError):
+        return "not implemented", "not implemented yet: replace `raise NotImplementedError` with your code.", ""
+    if isinstance(exc, KernelTimeout):
+        return "timeout", f"stopped: {where} ran past the deadline", ""
+    found = getattr(exc, "gpulab_origin", None)
+    if found is not None and found.kind in ("gpulab", "launch"):
+        return not_in_your_code(exc, found, text, getattr(exc, "gpulab_kernel", ""), case, launch)
+    if isinstance(exc, (IndexError, TypeError)) and re.search(r"only integers|indices must be integers", text):
+        msg = f"{where or 'your code'} used a non-integer index{at}: {text}\ninput: {case.describe()}\nlaunch: {launch}"
+        return "failed", msg, FLOAT_INDEX_HINT
+    if isinstance(exc, (IndexError, TypeError)) and _indexed_a_number(text):
+        return "failed", _number_indexed_msg(where, at, text, case, launch), NUMBER_INDEXED_HINT
+    if isinstance(exc, IndexError):
+        msg = (
+            f"{where or 'a thread'} indexed past the end of an array{at}: {text}\n"
+            f"input: {case.describe()}\nlaunch: {launch}"
+        )
+        if inside:
+            hint = (
+                "this thread has an output element to compute, so a bounds guard is not the fix: an index runs "
+                "over the wrong dimension (e.g. B[j, k] where B[k, j] is meant, or a loop to A.shape[0] where "
+                "A.shape[1] is meant). Check each index against the shape of the array it indexes."
+            )
+        else:
+            hint = (
+                "missing bounds guard? The grid has more threads than elements when n is not a multiple "
+                "of the block size; guard with `if i < out.shape[0]:` (and `j < out.shape[1]` in 2-D), "
+                "and check that i/j index the right dimensions."
+            )
+        return "failed", msg, hint
+    msg = f"{type(exc).__name__} in {where or 'your code'}{at}: {text}\ninput: {case.describe()}\nlaunch: {launch}"
+    if isinstance(exc, OverflowError):
+        big = largest_input(case)
+        hint = (
+            "a value overflowed"
+            + (
+                f" (the inputs reach |x| = {big:g}; exp(x) overflows float32 above "
+                "x = 88.7, on a GPU it gives inf and then nan)"
+                if big > EXP_LIMIT
+                else ""
+            )
+            + ". For softmax subtract the row's maximum before exp: exp(x - max(x)) / sum(exp(x - max(x)))."
+        )
+        return "failed", msg, hint
+    hint = ""
+    if isinstance(exc, TypeError) and not where and not line and "'function' object is not subscriptable" in text:
+        hint = NOT_A_KERNEL_HINT
+    elif isinstance(exc, TypeError) and "FakeWithinKernelCUDAArray" in text:
+        hint = WHOLE_ARRAY_HINT
+    elif isinstance(exc, TypeError) and _ARGS_RE.search(text):
+        hint = ARGS_HINT
+    elif isinstance(exc, TypeError) and re.search(
+        r"NoneType' object is not (iterable|subscriptable)|unpack non-iterable NoneType", text
+    ):
+        hint = (
+            "a function returned None where values were expected: is its `return` statement missing (or inside an "
+            "`if` that was not taken)?"
+        )
+    elif isinstance(exc, (TypeError, AttributeError)) and not where:  # not in a kernel's thread: host code
+        hint = (
+            "your function failed as Python: check the order of its arguments and the types it uses and returns "
+            "(the line above says which operation failed)."
+        )
+    elif isinstance(exc, (TypeError, AttributeError)):
+        hint = (
+            "the simulator ran your code as Python and it failed; check argument order and that the "
+            "kernel only uses CUDA features (cuda.grid, cuda.threadIdx, arrays, math)."
+        )
+    return "error", msg, hint
+
+
+def not_in_your_code(
+    exc: BaseException, found: Any, text: str, kernel: str, case: Case, launch: str
+) -> tuple[str, str, str]:
+    """(status, message, hint) for an exception raised in gpulab's code (``found.kind == "gpulab"``) or by the
+    launch of the learner's kernel from gpulab's code (``"launch"``): the message says so, names gpulab's
+    function, and which line of the learner's code led there (when it is on the stack)."""
+    yours = f"your kernel {kernel}" if kernel else "your kernel"
+    led = f"; your line that led there: line {found.line[0]}: `{found.line[1]}`" if found.line else ""
+    tail = f"\ninput: {case.describe()}\nlaunch: {launch}"
+    if found.kind == "launch":
+        who = "the check" if found.harness else f"gpulab's launcher ({found.where})"
+        msg = f"{type(exc).__name__} when {who} launched {yours}, before any line of it ran{led}: {text}{tail}"
+        if not _ARGS_RE.search(text):
+            return "error", msg, LAUNCH_HINT
+        return "error", msg, ARGS_HINT if found.harness else LAUNCHER_ARGS_HINT
+    msg = (
+        f"{type(exc).__name__} raised in gpulab's code ({found.where}), not in a line of yours: gpulab's "
+        f"function was called with {yours}{led}: {text}{tail}"
+    )
+    if isinstance(exc, GpulabError):  # gpulab's own check on what it was given: its message says what to do
+        return "error", f"gpulab's code ({found.where}) refused {yours}{led}: {text}{tail}", ""
+    if isinstance(exc, TypeError) and "'function' object is not subscriptable" in text:
+        return "error", msg, NOT_A_KERNEL_HINT
+    return "error", msg, GPULAB_RAISED_HINT
+
+
+_ARGS_RE = re.compile(r"positional arguments? but \d+ (was|were) given|missing \d+ required")
+ARGS_HINT = (
+    "the kernel's parameters do not match what the check passes: the inputs, in the order shown on the "
+    "`input:` line, then the output array(s), e.g. add_kernel(a, b, out). Sizes come from the arrays "
+    "(out.size, A.shape[1]), not from extra parameters."
+)
+LAUNCHER_ARGS_HINT = (
+    "your kernel's parameters do not match the arguments gpulab's launcher passes to it (those of the course's "
+    "kernel for this exercise, in the same order; the exercise's text gives them). The error is not in "
+    "gpulab's code: change your kernel's `def` line to take those parameters, rerun that cell, then the check."
+)
+LAUNCH_HINT = (
+    "the launch of your kernel failed before its code ran: check that it is a @cuda.jit kernel and that its "
+    "parameters match the arguments it is given (their number and order)."
+)
+GPULAB_RAISED_HINT = (
+    "gpulab's function failed on what it was given: check that your kernel is a @cuda.jit kernel with the "
+    "parameters the exercise gives, and the order, shapes and dtypes of what your code passes. If all of that "
+    "is right, the fault is gpulab's: report it with this message."
+)
+FLOAT_INDEX_HINT = (
+    "an index is a float: `/` always gives a float, in a kernel as in Python. Use `//` for whole-number division "
+    "(`s //= 2`, `mid = n // 2`), and int(...) only where a float is really meant to be cut."
+)
+NOT_A_KERNEL_HINT = (
+    "this is a plain Python function, not a kernel: put `@cuda.jit` on the line above `def`, rerun that cell, "
+    "then rerun the check. Only a kernel can be launched as kernel[blocks, threads](...)."
+)
+NUMBER_INDEXED_HINT = (
+    "a single number was indexed as if it were an array (`alpha[i]`, or an argument in the wrong place). "
+    "Index only arrays, and list the kernel's parameters in the order the exercise gives them: the harness "
+    "passes the inputs in the order shown on the `input:` line, then the outputs."
+)
+WHOLE_ARRAY_HINT = (
+    "a kernel cannot compute with whole arrays (`a + b`, `out[:] = ...`): each thread computes one element, "
+    "e.g. `out[i] = a[i] + b[i]` with `i = cuda.grid(1)` and a bounds guard."
+)
+
+
+def _indexed_a_number(text: str) -> bool:
+    """The error is a number being indexed: NumPy's scalars ("invalid index to scalar variable") or Python's
+    ("'float' object is not subscriptable")."""
+    return "invalid index to scalar variable" in text or bool(
+        re.search(r"'(float|int|bool|float32|float64|int32|int64)' object is not subscriptable", text)
+    )
+
+
+def _number_indexed_msg(where: str, at: str, text: str, case: Case, launch: str) -> str:
+    return (
+        f"{where or 'a thread'} indexed a number, not an array{at}: {text}\ninput: {case.describe()}\nlaunch: {launch}"
+    )
+
+
+def largest_input(case: Case) -> float:
+    return max(
+        (
+            float(np.max(np.abs(x[np.isfinite(x)])))  # a -inf mask is not an input that overflows exp
+            for x in case.inputs
+            if isinstance(x, np.ndarray) and np.issubdtype(x.dtype, np.floating) and np.isfinite(x).any()
+        ),
+        default=0.0,
+    )
