@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..simulator.memory import filler_hint
 from .compare import close, same
 from .problem import Case
 from .run import KernelTimeout
@@ -179,7 +180,7 @@ def _number_indexed_msg(where: str, at: str, text: str, case: Case, launch: str)
     )
 
 
-SPECIFIC = ("_named_mistake", "_transposed", "_input_transposed", "_partial_tile", "_non_finite")
+SPECIFIC = ("_named_mistake", "_unset_memory", "_transposed", "_input_transposed", "_partial_tile", "_non_finite")
 
 
 def diagnose(
@@ -207,6 +208,7 @@ def diagnose_kind(
     for check in (
         _untouched,
         _named_mistake,
+        _unset_memory,
         _transposed,
         _input_transposed,
         _partial_tile,
@@ -259,6 +261,10 @@ def _named_mistake(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name
         if alt.shape == got.shape and same(got, alt.astype(got.dtype), judge.rtol, atol):
             return hint
     return ""
+
+
+def _unset_memory(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
+    return filler_hint(got, exp, name, judge.rtol, atol)  # shared/local memory read before it was set
 
 
 def _transposed(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
