@@ -43,6 +43,7 @@ import numpy as np
 
 from ..source import py_func
 from .blocks import THREAD_DONE, run_block
+from .memory import DYNAMIC
 from .memory import LOCK as _LOCK
 from .memory import dynamic_shared_array, fast_arrays, filler, filler_hint, shared_array, uninitialised
 
@@ -197,7 +198,7 @@ class Instruments:
         if dynamic is None:
             self.shared_bytes[(block, key)] = res.nbytes
         else:
-            self.shared_bytes[(block, ("<dynamic shared memory>", 0))] = dynamic
+            self.shared_bytes[(block, DYNAMIC)] = dynamic
         if not self.watch_shared:
             return res
         if key not in self.shared_logs:

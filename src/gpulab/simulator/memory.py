@@ -8,15 +8,16 @@ that does not start at 0.0) can pass in the simulator and fail on a GPU. Here ea
 with a *filler* (:func:`filler`) that shows in the result instead:
 
 * floating point and complex: NaN, which stays nan through arithmetic (the harness's inf/nan hint names it);
-* integers: ``0xBAADF00D`` (the pattern Windows' debug heap leaves in memory nobody initialised), cut
+* integers: ``0xBAADF00D`` (Microsoft's debug heap marks memory nobody initialised with it), cut
   to the dtype's width: int32 -1163005939, uint32 3131961357; ``0xBAADF00DBAADF00D`` for 64 bits,
   ``0xBAAD`` for 16, ``0xBA`` for 8. Not the dtype's minimum or maximum: counts added to the maximum
   wrap around to small, plausible numbers (uint32's maximum + 3 is 2, an answer off by one), and the
   minimum is the top bit alone, which cancels when an even number of blocks add their copies
-  (2 * -2**31 is 0 in int32). An odd pattern cancels in no sum of fewer than 2**16 copies, and a
-  result that holds it or is off by a multiple of it is recognised by :func:`filler_hint`;
-* bool: True (leftover memory is more often non-zero than zero, and False is what a forgotten
-  initialisation needs to pass).
+  (2 * -2**31 is 0 in int32). The 16-, 32- and 64-bit patterns are odd, so no sum of fewer than 2**16
+  copies cancels, and a result that holds one or is off by a multiple of one is recognised by
+  :func:`filler_hint` (8 bits are too few to tell the filler from chance);
+* bool: True, as any non-zero leftover byte reads (False, what zeroed memory gives, would hide a flag
+  that is never cleared).
 
 Every block gets its own shared arrays, as on a GPU (numba-cuda's blocks share one, so a block reads
 the values the previous block left), dynamic shared memory included: ``cuda.shared.array(0, dtype)``
@@ -34,6 +35,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "DYNAMIC",
     "FILLER",
     "LOCK",
     "dynamic_shared_array",
@@ -51,13 +53,16 @@ OnNew = Callable[[np.ndarray, tuple, Dim, "int | None"], np.ndarray]
 
 FILLER = 0xBAADF00DBAADF00D  # integers start as its top 8, 16, 32 or 64 bits
 LOCK = threading.Lock()  # new shared arrays, and the instruments that see them (gpulab.simulator)
-_DYNAMIC = ("<dynamic shared memory>", 0)  # key of a block's dynamic shared memory buffer
+DYNAMIC = ("<dynamic shared memory>", 0)  # key of a block's dynamic shared memory (buffer, bytes in the instruments)
 _FILLS: dict[Any, tuple[np.dtype, Any]] = {}  # dtype as the kernel names it -> (NumPy dtype, filler)
 _HINT_BITS = (16, 32, 64)  # fillers the hint recognises (8 bits are too few to tell a filler from chance)
 
 
 def _fill(dtype: Any) -> tuple[np.dtype, Any]:
-    found = _FILLS.get(dtype)
+    try:
+        found = _FILLS.get(dtype)
+    except TypeError:  # unhashable (a record dtype as a list of fields): not kept
+        found, dtype = None, np.dtype(dtype)
     if found is not None:
         return found
     dt = dtype
@@ -142,13 +147,13 @@ def dynamic_shared_array(shared: Any, key: tuple, dtype: Any, on_new: OnNew | No
         if res is None:
             dt, value = _fill(dtype)
             size = shared._dynshared_size
-            buffer = shared._allocations.get((_DYNAMIC, block))
+            buffer = shared._allocations.get((DYNAMIC, block))
             if buffer is None:
                 buffer = np.empty(size, np.uint8)
                 buffer.fill(FILLER >> 56)  # bytes no element covers
                 if value is not None:
                     buffer[: size // dt.itemsize * dt.itemsize].view(dt).fill(value)
-                shared._allocations[(_DYNAMIC, block)] = buffer
+                shared._allocations[(DYNAMIC, block)] = buffer
             res = buffer[: size // dt.itemsize * dt.itemsize].view(dt)
             if on_new is not None:
                 res = on_new(res, key, block, size)
