@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..simulator.memory import filler_hint
 from .compare import close, same
 from .problem import Case
 from .raised import EXP_LIMIT, exception_verdict, largest_input, thread_inside
@@ -43,7 +44,7 @@ def _index(idx: tuple[int, ...]) -> str:
     return ", ".join(str(v) for v in idx)
 
 
-SPECIFIC = ("_named_mistake", "_transposed", "_input_transposed", "_partial_tile", "_non_finite")
+SPECIFIC = ("_named_mistake", "_unset_memory", "_transposed", "_input_transposed", "_partial_tile", "_non_finite")
 
 
 def diagnose(
@@ -71,6 +72,7 @@ def diagnose_kind(
     for check in (
         _untouched,
         _named_mistake,
+        _unset_memory,
         _transposed,
         _input_transposed,
         _partial_tile,
@@ -123,6 +125,10 @@ def _named_mistake(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name
         if alt.shape == got.shape and same(got, alt.astype(got.dtype), judge.rtol, atol):
             return hint
     return ""
+
+
+def _unset_memory(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
+    return filler_hint(got, exp, name, judge.rtol, atol)  # shared/local memory read before it was set
 
 
 def _transposed(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:

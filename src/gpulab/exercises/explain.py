@@ -18,8 +18,9 @@ __all__ = ["explain", "orientation_note"]
 # A result that changes between runs without a race in the access log: often an array read before it was written
 UNINITIALISED_NOTE = (
     " Or a value is read before anything was written to it: cuda.local.array and cuda.shared.array start with "
-    "whatever was in memory (on a GPU; in the simulator, float arrays start as nan), so set every element you "
-    "read (e.g. `acc[t] = 0.0` before the loop, or 0.0 into a tile where it hangs over the edge of the matrix)."
+    "whatever was in memory (on a GPU; in the simulator, float arrays start as nan, integer ones as 0xBAADF00D), so "
+    "set every element you read (e.g. `acc[t] = 0.0` before the loop, or 0.0 into a tile where it hangs over the "
+    "edge of the matrix)."
 )
 
 

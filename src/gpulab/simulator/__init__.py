@@ -10,7 +10,7 @@ installed once by :func:`harden` (called at import in simulator mode, and by :fu
 2. each simulator thread counts the ``cuda.syncthreads()`` it has passed (its *barrier epoch*);
 3. each simulator thread knows when it is inside a ``cuda.atomic.*`` call;
 4. array indexing inside kernels takes one Python call instead of three (:func:`fast_arrays`), which
-   halves the simulator's cost per loop iteration (same results, same exceptions).
+   halves the simulator's cost per loop iteration (same results, same exceptions);
 5. a block's threads wait at ``cuda.syncthreads()`` on a condition instead of numba-cuda's busy
    polling loop (:mod:`gpulab.simulator.blocks`; same semantics), when they run as Python threads;
 6. most blocks run their CUDA threads in turn in one Python thread instead: one after another when they
@@ -18,10 +18,10 @@ installed once by :func:`harden` (called at import in simulator mode, and by :fu
    statements (:mod:`gpulab.simulator.in_turn` reads the kernel; schedules a GPU may pick, the same
    every run, reversed in the harness's re-run). Measured on 2 cores: 6.6 us per thread of an ``add``
    kernel and 9.4 us with a barrier, against 0.3 and 0.6 ms as Python threads;
-7. floating-point ``cuda.shared.array`` and ``cuda.local.array`` start as NaN (:func:`uninitialised`), so a
-   value read before it was written shows in the result instead of passing as NumPy's leftover memory, and
-   each block gets its own shared arrays. Not dynamic shared memory (``cuda.shared.array(0, ...)``, unused in
-   the course): numba-cuda's one zero-filled buffer for the whole launch.
+7. every new ``cuda.shared.array`` and ``cuda.local.array`` starts with a filler instead of leftovers or zeros
+   (NaN for floating point, ``0xBAADF00D`` for integers), so a value read before it was written shows in the
+   result; each block gets its own shared arrays, dynamic shared memory (``cuda.shared.array(0, ...)``)
+   included (:mod:`gpulab.simulator.memory`, which also names a result that shows an integer filler).
 
 Nothing is recorded unless an :class:`Instruments` is active (``with instrument(...) as ins:``): it
 collects shared-memory sizes per block, every access to shared arrays, and each thread's final
@@ -43,9 +43,11 @@ import numpy as np
 
 from ..source import py_func
 from .blocks import THREAD_DONE, run_block
+from .memory import DYNAMIC
+from .memory import LOCK as _LOCK
+from .memory import dynamic_shared_array, fast_arrays, filler, filler_hint, shared_array, uninitialised
 
 __all__ = [
-    "uninitialised",
     "Access",
     "Instruments",
     "Watched",
@@ -58,11 +60,14 @@ __all__ = [
     "stop_threads",
     "watch",
     "fast_arrays",
+    "dynamic_shared_array",
+    "filler",
+    "filler_hint",
+    "uninitialised",
 ]
 
 Dim = tuple[int, int, int]
 
-_LOCK = threading.Lock()
 _ACTIVE: list[Instruments] = []
 _ATOMICS = (
     "add",
@@ -187,8 +192,13 @@ class Instruments:
         with _LOCK:
             _ACTIVE.remove(self)
 
-    def _on_shared(self, res: np.ndarray, key: tuple, block: Dim) -> np.ndarray:
-        self.shared_bytes[(block, key)] = res.nbytes
+    def _on_shared(self, res: np.ndarray, key: tuple, block: Dim, dynamic: int | None = None) -> np.ndarray:
+        """Note a block's new shared array (``dynamic``: the bytes of its dynamic shared memory, which every
+        ``cuda.shared.array(0, ...)`` views) and return it, or a view that logs its accesses."""
+        if dynamic is None:
+            self.shared_bytes[(block, key)] = res.nbytes
+        else:
+            self.shared_bytes[(block, DYNAMIC)] = dynamic
         if not self.watch_shared:
             return res
         if key not in self.shared_logs:
@@ -225,79 +235,6 @@ def instrument(watch_shared: bool = False) -> Instruments:
     return Instruments(watch_shared)
 
 
-def uninitialised(shape: Any, dtype: Any) -> np.ndarray:
-    """A new shared or local array: floating-point ones hold NaN, so a value read before it was written shows
-    as nan in the result (and the harness's inf/nan hint names it). On a GPU they hold whatever was in memory,
-    often plausible numbers; NumPy's ``np.empty`` here would as well, or zeros, which hide the bug. ``dtype`` is
-    NumPy's or Numba's (``float32`` inside a kernel)."""
-    if not isinstance(dtype, (np.dtype, type)):  # a Numba type (or a dtype's name)
-        from numba.cuda.simulator import kernelapi
-
-        if isinstance(dtype, kernelapi.types.Type):
-            dtype = kernelapi.numpy_support.as_dtype(dtype)
-    res = np.empty(shape, dtype)
-    if np.issubdtype(res.dtype, np.inexact):
-        res.fill(np.nan)
-    return res
-
-
-def shared_array(shared: Any, key: tuple, shape: Any, dtype: Any) -> np.ndarray:
-    """The block's shared array for ``key`` (the allocating source line), created under a lock.
-
-    ``shared`` is the simulator's ``FakeCUDAShared`` of one launch; each block gets its own array (numba-cuda's
-    blocks would share one, so a block would read the previous block's values where a GPU gives it fresh,
-    uninitialised memory). Active :class:`Instruments` see each new array (and may hand out a watched view of
-    it). Every thread of the block calls this, so the array already made is returned without the lock (a dict
-    read is atomic; an entry is stored only once its array is complete).
-    """
-    b = getattr(threading.current_thread(), "blockIdx", None)
-    block = (b.x, b.y, b.z) if b is not None else (0, 0, 0)
-    res = shared._allocations.get((key, block))
-    if res is not None:
-        return res
-    with _LOCK:
-        res = shared._allocations.get((key, block))
-        if res is None:
-            res = uninitialised(shape, dtype)
-            for ins in _ACTIVE:
-                res = ins._on_shared(res, key, block)
-            shared._allocations[(key, block)] = res
-    return res
-
-
-_FAST_ARRAYS: list[bool] = []
-
-
-def fast_arrays() -> None:
-    """Index arrays inside simulated kernels with one Python call instead of three (idempotent).
-
-    In Numba's simulator a kernel sees each array as a ``FakeWithinKernelCUDAArray`` wrapping a
-    ``FakeCUDAArray`` wrapping the NumPy array; ``a[i, k]`` costs two wrapper calls and a type check
-    before NumPy's own indexing. This replaces the outer wrapper's ``__getitem__`` / ``__setitem__``
-    with versions that index the NumPy array directly and wrap sub-arrays exactly as before (same
-    results, same exceptions, same objects for sub-arrays). Measured on 2 shared cores: a GEMM's
-    multiply-add 2.25 -> 1.18 us (CPU time), about half the simulator's cost per loop iteration.
-    """
-    if _FAST_ARRAYS:
-        return
-    from numba.cuda.simulator.cudadrv import devicearray as da
-
-    outer, inner = da.FakeWithinKernelCUDAArray, da.FakeCUDAArray
-
-    def getitem(self: Any, idx: Any, _outer: Any = outer, _inner: Any = inner) -> Any:
-        item = self.__dict__["_item"]
-        ret = item._ary[idx]
-        if type(ret) is np.ndarray or type(ret) is np.void:  # a sub-array: wrapped as the simulator does
-            return _outer(_inner(ret, stream=item.stream))
-        return ret
-
-    def setitem(self: Any, idx: Any, val: Any) -> None:
-        self.__dict__["_item"]._ary[idx] = val
-
-    outer.__getitem__, outer.__setitem__ = getitem, setitem  # type: ignore[method-assign]
-    _FAST_ARRAYS.append(True)
-
-
 def harden() -> None:
     """Install gpulab's changes to the simulator (idempotent; see the module docstring)."""
     from numba.cuda.simulator import kernel as sim_kernel
@@ -310,10 +247,13 @@ def harden() -> None:
     original = cls.array
 
     def array(self: Any, shape: Any, dtype: Any, alignment: Any = None) -> Any:
-        if shape == 0 or alignment is not None:  # dynamic shared memory / unsupported: unchanged
+        if alignment is not None:  # unsupported: numba-cuda's error
             return original(self, shape, dtype, alignment)  # type: ignore[call-arg]
         caller = sys._getframe(1)
-        return shared_array(self, (caller.f_code.co_filename, caller.f_lineno), shape, dtype)
+        key = (caller.f_code.co_filename, caller.f_lineno)
+        if shape == 0:  # dynamic shared memory, sized by the launch
+            return dynamic_shared_array(self, key, dtype, _on_shared)
+        return shared_array(self, key, shape, dtype, _on_shared)
 
     def wrap_atomic(orig: Any) -> Any:
         def atomic(*a: Any, **k: Any) -> Any:
@@ -363,6 +303,13 @@ def harden() -> None:
     thread_cls.run = run  # type: ignore[method-assign]
     array._gpulab_locked = True  # type: ignore[attr-defined]
     cls.array = array  # type: ignore[method-assign]
+
+
+def _on_shared(res: np.ndarray, key: tuple, block: Dim, dynamic: int | None) -> np.ndarray:
+    """Active instruments see each new shared array (called with the lock held; see ``memory.shared_array``)."""
+    for ins in _ACTIVE:
+        res = ins._on_shared(res, key, block, dynamic)
+    return res
 
 
 def _thread_done(th: Any) -> None:
