@@ -285,7 +285,10 @@ def write_bundle(bundle: Path, out: Path, results_dir: Path, before: dict[str, s
         for p in sorted(out.rglob("*")):
             if p.is_file() and p.resolve() not in (bundle.resolve(), tmp.resolve()):
                 arc = f"gpu-check/{p.relative_to(out).as_posix()}"
-                tar.add(p, arcname=arc)
+                try:
+                    tar.add(p, arcname=arc)
+                except FileNotFoundError:  # replaced since the listing (a report's .part file): the rest still goes
+                    continue
                 names.append(arc)
         for name, digest in snapshot(results_dir).items():
             if before.get(name) != digest:
