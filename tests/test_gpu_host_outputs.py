@@ -79,3 +79,124 @@ def test_lab09_training_step_check_writes_a_device_array_into_its_output():
     scope["step_on_your_kernels"](x, y, weights)
     assert np.array_equal(weights.view(np.ndarray), weights_after)
     assert calls == ["yours", None]  # equal steps: no verify pass
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The harness in an emulated gpu mode: inputs and outputs are CupyLike, the array module is a CuPy stand-in
+
+
+class _FakeCupy(types.ModuleType):
+    """The few CuPy functions the harness and the host functions call, on CupyLike arrays."""
+
+    ndarray = CupyLike
+
+    def __init__(self) -> None:
+        super().__init__("cupy")
+
+    @staticmethod
+    def asarray(a, dtype=None):
+        return a if isinstance(a, CupyLike) and dtype is None else device(np.asarray(_host(a), dtype=dtype))
+
+    @staticmethod
+    def full(n, fill, dtype=None):
+        return device(np.full(n, fill, dtype=dtype))
+
+    @staticmethod
+    def zeros(n, dtype=None):
+        return device(np.zeros(n, dtype=dtype))
+
+    @staticmethod
+    def empty(n, dtype=None):
+        return device(np.empty(n, dtype=dtype))
+
+    def __getattr__(self, name):  # any other function: NumPy's, on the arrays inside, results as CupyLike
+        fn = getattr(np, name)
+        if not callable(fn):
+            return fn
+
+        def call(*args, **kwargs):
+            res = fn(*(_host(a) for a in args), **{k: _host(v) for k, v in kwargs.items()})
+            return device(res) if isinstance(res, np.ndarray) else res
+
+        return call
+
+
+def _host(a):
+    return a.view(np.ndarray).copy() if isinstance(a, CupyLike) else a
+
+
+def _ufunc(self, ufunc, method, *inputs, **kwargs):
+    """CuPy refuses to mix its arrays with NumPy arrays in arithmetic (``TypeError: Unsupported type``)."""
+    for x in inputs:
+        if isinstance(x, np.ndarray) and not isinstance(x, CupyLike) and x.ndim > 0:
+            raise TypeError(f"Unsupported type {type(x)}")
+    plain = [x.view(np.ndarray) if isinstance(x, CupyLike) else x for x in inputs]
+    if "out" in kwargs:
+        kwargs["out"] = tuple(o.view(np.ndarray) if isinstance(o, CupyLike) else o for o in kwargs["out"])
+    res = getattr(ufunc, method)(*plain, **kwargs)
+    return device(res) if isinstance(res, np.ndarray) else res
+
+
+CupyLike.__array_ufunc__ = _ufunc  # type: ignore[method-assign]
+CupyLike.__module__ = "cupy._stand_in"  # gpulab.runtime.array_module() tells CuPy arrays by their module
+
+
+@pytest.fixture
+def emulated_gpu_mode(monkeypatch):
+    import sys
+
+    from gpulab import runtime
+
+    fake = _FakeCupy()
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(runtime, "is_gpu", lambda: True)
+    monkeypatch.setattr(runtime, "is_simulator", lambda: False)
+    monkeypatch.setattr(runtime, "xp", lambda: fake)
+    monkeypatch.setattr(runtime, "to_device", lambda a: fake.asarray(a))
+    monkeypatch.setattr(runtime, "to_host", lambda a: np.asarray(_host(a)))
+    monkeypatch.setattr(runtime, "synchronize", lambda: None)
+    return fake
+
+
+def _host_exercises():
+    from gpulab import lessons
+
+    out = []
+    for (lesson, name), ex in sorted(lessons.problems.EXERCISES.items()):
+        if (ex.adapt is None and ex.checker is None) or hasattr(ex.reference, "py_func"):
+            continue  # a kernel (an adapt= or host= only launches it): Numba takes CuPy arrays as they are
+        skip = (lesson, name) == ("06", "axpy_elementwise")  # needs cupy.ElementwiseKernel (NVRTC): a real GPU
+        out.append(pytest.param(lesson, name, marks=pytest.mark.skip("needs a GPU") if skip else ()))
+    return out
+
+
+@pytest.mark.parametrize("lesson, name", _host_exercises())
+def test_lesson_exercises_checked_as_host_functions_pass_in_gpu_mode(lesson, name, emulated_gpu_mode):
+    """Each lesson exercise whose answer is a plain function (FLOP counts, the ring all-reduce, energy and cost
+    formulas, a systolic array's step) passes with its reference answer when the harness hands it CuPy-like
+    inputs and outputs, as it does in gpu mode."""
+    from gpulab import lessons
+
+    ex = lessons.exercise(lesson, name)
+    res = ex.check(ex.reference)
+    assert res.passed, res
+
+
+@pytest.mark.parametrize(
+    "check, host, functions",
+    [
+        ("LINEAR_BACKWARD", "linear_host", ["linear_backward", "linear_host"]),
+        ("CONV2D_BACKWARD", "conv_backward_host", ["conv2d_backward", "conv_backward_host"]),
+    ],
+)
+def test_lab08_host_answers_pass_in_gpu_mode(check, host, functions, emulated_gpu_mode):
+    """Lab 08's array-level answers (the backward passes of a linear and a convolution layer, written with the
+    library's NumPy/CuPy ops) run on the check's CuPy inputs and write CuPy results into its outputs."""
+    from gpulab import nn, problems
+
+    nb = ROOT / "labs" / "solutions" / "lab08_backprop.ipynb"
+    scope = {"np": np, "reference": nn.ops.get("numpy")}
+    for name in functions:
+        exec(compile(_function_from_notebook(nb, name), f"lab08 {name}", "exec"), scope)  # noqa: S102
+    res = getattr(problems.lab08, check).check(host=scope[host])
+    assert res.passed, res
