@@ -355,3 +355,33 @@ def test_skipped_stages_do_not_rewrite_the_bundle_each(tmp_path, monkeypatch):
     assert written == [1]  # the end's, not one per skipped stage
     doc = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert [s["rc"] for s in doc["stages"]] == [None, None, None]
+
+
+def test_a_hung_stage_still_leaves_the_bundle_and_the_summary_before_the_deadline(tmp_path, monkeypatch):
+    """The run a lent GPU machine does, with its notebooks stage hung (ignoring SIGTERM, as a wedged CUDA call
+    can): gpu-check stops it, keeps the stage before it, and writes the summary and the bundle, all before
+    --deadline, so the outer `timeout` (a minute later) never cuts the bundle off."""
+    quick = [sys.executable, "-c", "print('doctor says hello', flush=True)"]
+    hung = [
+        sys.executable,
+        "-c",
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('hung', flush=True); "
+        "time.sleep(600)",
+    ]
+    after = [sys.executable, "-c", "print('never')"]
+    monkeypatch.setattr(gpucheck, "probe", lambda: (True, "a fake GPU"))
+    monkeypatch.setattr(gpucheck, "stages", lambda *a, **k: [("doctor", quick), ("notebooks", hung), ("tests", after)])
+    out, bundle = tmp_path / "out", tmp_path / "back" / "gpu-check.tar.gz"
+    deadline = gpucheck.RESERVE + gpucheck.MIN_STAGE + 8
+    t0 = time.monotonic()
+    rc = gpucheck.main(
+        ["--python", sys.executable, "--out", str(out), "--bundle", str(bundle), "--deadline", str(deadline)]
+    )
+    took = time.monotonic() - t0
+    assert rc == 1 and took < deadline, took
+    with tarfile.open(bundle) as tar:
+        doc = json.loads(tar.extractfile("gpu-check/summary.json").read())  # type: ignore[union-attr]
+        names = tar.getnames()
+    assert [(s["stage"], s["rc"]) for s in doc["stages"]] == [("doctor", 0), ("notebooks", 124), ("tests", None)]
+    assert "gpu-check/doctor.log" in names and "gpu-check/notebooks.log" in names and "gpu-check/summary.txt" in names
+    assert "hung" in (out / "notebooks.log").read_text()
