@@ -139,3 +139,34 @@ def test_the_sum_check_accepts_an_atomic_running_total_at_the_largest_gpu_size()
     prob.check(total)  # accepted
     with pytest.raises(AssertionError):
         prob.check(total * 1.01)  # a wrong sum is still refused
+
+
+def test_a_case_that_fails_its_check_loses_none_of_the_others(tmp_path, monkeypatch, capsys):
+    """On a lent GPU a whole ``bench kernels`` run is a minute of a 15-minute budget: one case whose check
+    fails (or whose kernel raises) is reported under ``failed`` and the exit status is 1, but every other case
+    is still measured and written (it used to stop the run and lose them all)."""
+    import dataclasses
+
+    from gpulab.bench import cases as bc
+
+    real = bc._build_sum
+
+    def wrong_sum(fn, n, rng):
+        prob = real(fn, n, rng)
+
+        def check(got):
+            raise AssertionError(f"the sum disagrees with the float64 reference (got {got})")
+
+        return dataclasses.replace(prob, check=check)
+
+    monkeypatch.setattr(bc, "_build_sum", wrong_sum)
+    out = tmp_path / "k.json"
+    assert bk.main(["--sizes", "64", "100", "--kernels", "copy", "sum_tree", "add", "--json", str(out)]) == 1
+    report = json.loads(out.read_text())
+    assert sorted({r["kernel"] for r in report["rows"]}) == ["add", "copy"]
+    assert len(report["rows"]) == 4  # both sizes of each case that passed
+    assert (
+        report["failed"] == [{"kernel": "sum_tree", "size": 64, "error": report["failed"][0]["error"]}]
+        and "disagrees" in report["failed"][0]["error"]
+    )
+    assert "1 FAILED (sum_tree)" in capsys.readouterr().out

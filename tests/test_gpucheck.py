@@ -385,3 +385,14 @@ def test_a_hung_stage_still_leaves_the_bundle_and_the_summary_before_the_deadlin
     assert [(s["stage"], s["rc"]) for s in doc["stages"]] == [("doctor", 0), ("notebooks", 124), ("tests", None)]
     assert "gpu-check/doctor.log" in names and "gpu-check/notebooks.log" in names and "gpu-check/summary.txt" in names
     assert "hung" in (out / "notebooks.log").read_text()
+
+
+def test_summary_names_the_kernels_that_failed_their_check(tmp_path):
+    rep = {
+        "label": "measured on a GPU",
+        "rows": [{"kernel": "copy", "value": 250.0, "metric": "GB/s", "percent_of_peak": 80.0, "baseline": None}],
+        "failed": [{"kernel": "sum_atomic", "size": 1 << 24, "error": "AssertionError: not close\nmore"}],
+    }
+    (tmp_path / "kernels.json").write_text(json.dumps(rep))
+    text = gpucheck.summary([{"stage": "bench-kernels", "rc": 1, "seconds": 60.0}], tmp_path)
+    assert "copy" in text and "sum_atomic       FAILED at n=16777216: AssertionError: not close" in text

@@ -249,6 +249,8 @@ def _kernel_lines(rep: dict[str, Any]) -> list[str]:
         pk = f"{r['percent_of_peak']:.0f}% of peak" if r["percent_of_peak"] is not None else "peak unknown"
         base = f", {r['percent_of_baseline']:.0f}% of {r['baseline']}" if r.get("baseline") else ""
         lines.append(f"    {k:<16} {r['value']:10.1f} {r['metric']:<8} {pk}{base}")
+    for f in rep.get("failed", []):
+        lines.append(f"    {f['kernel']:<16} FAILED at n={f['size']}: {f['error'].splitlines()[0][:150]}")
     return lines
 
 
