@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from gpulab import results, runtime
@@ -119,3 +120,53 @@ def test_figures_live_in_viz():
     figs = kernel_figures(report)
     assert figs and all(type(f).__name__ == "Figure" for f in figs)
     assert "<table" in bk.to_html(report)
+
+
+def test_the_sum_check_accepts_an_atomic_running_total_at_the_largest_gpu_size():
+    """``bench kernels`` checks sum_atomic at 2**24 elements on a GPU: one float32 running total, added to in
+    the order the warps arrive (emulated: a shuffled order). Its error reaches 1.25e-4 of the sum there, which the
+    old rtol=1e-4 refused now and then, stopping the whole benchmark (and gpu-check's bench stage)."""
+    from gpulab.bench import cases as bc
+
+    n = max(bk.DEFAULT_SIZES["gpu"])
+    assert n == 1 << 24
+    x_h = np.random.default_rng(0).random(n, dtype=np.float32)  # what _build_sum draws with seed 0
+    order = np.random.default_rng(22).permutation(n)  # an arrival order with an error of 1.25e-4
+    total = float(np.cumsum(x_h[order], dtype=np.float32)[-1])
+    exact = float(x_h.astype(np.float64).sum())
+    assert abs(total - exact) > 1e-4 * exact  # the emulation has teeth: over the old tolerance
+    prob = bc._build_sum(lambda x: total, n, np.random.default_rng(0))
+    prob.check(total)  # accepted
+    with pytest.raises(AssertionError):
+        prob.check(total * 1.01)  # a wrong sum is still refused
+
+
+def test_a_case_that_fails_its_check_loses_none_of_the_others(tmp_path, monkeypatch, capsys):
+    """On a lent GPU a whole ``bench kernels`` run is a minute of a 15-minute budget: one case whose check
+    fails (or whose kernel raises) is reported under ``failed`` and the exit status is 1, but every other case
+    is still measured and written (it used to stop the run and lose them all)."""
+    import dataclasses
+
+    from gpulab.bench import cases as bc
+
+    real = bc._build_sum
+
+    def wrong_sum(fn, n, rng):
+        prob = real(fn, n, rng)
+
+        def check(got):
+            raise AssertionError(f"the sum disagrees with the float64 reference (got {got})")
+
+        return dataclasses.replace(prob, check=check)
+
+    monkeypatch.setattr(bc, "_build_sum", wrong_sum)
+    out = tmp_path / "k.json"
+    assert bk.main(["--sizes", "64", "100", "--kernels", "copy", "sum_tree", "add", "--json", str(out)]) == 1
+    report = json.loads(out.read_text())
+    assert sorted({r["kernel"] for r in report["rows"]}) == ["add", "copy"]
+    assert len(report["rows"]) == 4  # both sizes of each case that passed
+    assert (
+        report["failed"] == [{"kernel": "sum_tree", "size": 64, "error": report["failed"][0]["error"]}]
+        and "disagrees" in report["failed"][0]["error"]
+    )
+    assert "1 FAILED (sum_tree)" in capsys.readouterr().out

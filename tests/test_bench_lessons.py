@@ -36,3 +36,29 @@ def test_falls_back_to_digits_when_mnist_cannot_be_had(monkeypatch):
     monkeypatch.setattr(data, "load", load)
     ds, why = lessons._dataset(log=lambda s: None)
     assert why == "" and ds.name == "digits"
+
+
+def test_a_failing_section_loses_none_of_the_others(tmp_path, monkeypatch, capsys):
+    """gpu-check runs `bench lessons --record` once in a lent GPU's few minutes: a section that raises is
+    reported (exit status 1) and every other section is still measured, written and recorded, each as soon
+    as it is done (a stage cut off later keeps them). It used to stop the run and lose them all."""
+    import json
+
+    def conv_fails(*a, **k):
+        raise RuntimeError("cuBLAS said no")
+
+    written: list[str] = []
+
+    def attention(*a, **k):
+        written.append("attention ran")
+        return [{"label": "fused", "seconds": 0.002, "gflops": 100.0, "n": 16, "d": 8}]
+
+    monkeypatch.setattr(lessons, "conv_rows", conv_fails)
+    monkeypatch.setattr(lessons, "attention_rows", attention)
+    out = tmp_path / "lessons.json"
+    assert lessons.main(["--only", "conv", "attention", "--json", str(out)]) == 1
+    doc = json.loads(out.read_text())
+    assert list(doc["sections"]) == ["attention"] and written == ["attention ran"]
+    assert doc["failed"] == {"conv": "RuntimeError: cuBLAS said no"}
+    said = capsys.readouterr().out
+    assert "conv              FAILED: RuntimeError: cuBLAS said no" in said and "1 section(s) FAILED: conv" in said

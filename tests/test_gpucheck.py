@@ -165,7 +165,7 @@ def test_stage_limits_and_the_deadline(tmp_path):
         [("doctor", quick), ("bench-kernels", sleep), ("bench-cnn", quick)],
         dict(os.environ),
         tmp_path,
-        deadline=time.monotonic() + 25,
+        deadline=time.monotonic() + 45,
         log=seen.append,
         budget={"doctor": 30, "bench-kernels": 3, "bench-cnn": 30},
     )
@@ -285,3 +285,114 @@ def test_summary_survives_a_report_cut_off_while_it_was_written(tmp_path):
     (tmp_path / "kernels.json").write_text('{"rows": []}')
     text = gpucheck.summary([{"stage": "notebooks", "rc": 143, "seconds": 12.0}], tmp_path)
     assert "notebooks.json: unreadable (JSONDecodeError" in text and "kernels.json: unreadable (KeyError" in text
+
+
+def test_a_stage_that_ignores_sigterm_still_ends_before_the_deadline(tmp_path):
+    """The last stage runs to its limit (a hung notebook, say) and ignores SIGTERM: gpu-check still returns
+    before the deadline, with time left to write the summary and the bundle (it used to overrun it by 5-15 s)."""
+    stubborn = [
+        sys.executable,
+        "-c",
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(120)",
+    ]
+    t0 = time.monotonic()
+    deadline = t0 + gpucheck.RESERVE + 12
+    rows = gpucheck.run_stages(
+        [("tests", stubborn)],
+        dict(os.environ),
+        tmp_path,
+        deadline=deadline,
+        log=lambda line: None,
+        budget={"tests": 600},
+    )
+    assert rows[0]["rc"] == 124 and "up" in (tmp_path / "tests.log").read_text()
+    assert time.monotonic() < deadline - 3, time.monotonic() - deadline  # SIGTERM, 5 s, SIGKILL, all inside
+
+
+def test_nbexec_is_told_the_stage_limit_the_deadline_leaves(tmp_path):
+    cmd = dict(gpucheck.stages("py", tmp_path))["notebooks"] if gpucheck._notebooks() else None
+    fitted = gpucheck._fit(["py", "-m", "gpulab.nbexec", "a.ipynb", "--timeout", "200", "--cell-timeout", "200"], 75.0)
+    assert fitted[-4:] == ["--timeout", "65", "--cell-timeout", "65"]  # 10 s under the stage's limit
+    assert gpucheck._fit(["py", "-m", "gpulab", "bench", "--timeout", "200"], 30.0)[-1] == "200"  # not nbexec: as it is
+    if cmd is not None:
+        assert gpucheck._fit(cmd, 1000.0) == cmd  # a budget below the limit stays
+
+
+def test_a_stage_that_cannot_start_or_a_report_that_fails_loses_nothing_else(tmp_path):
+    quick = [sys.executable, "-c", "print('quick')"]
+    calls: list[int] = []
+
+    def after(rows):
+        calls.append(len(rows))
+        if len(rows) == 1:
+            raise OSError("disk full")
+
+    seen: list[str] = []
+    rows = gpucheck.run_stages(
+        [("doctor", [str(tmp_path / "no-such-python"), "-c", "1"]), ("bench-cnn", quick)],
+        dict(os.environ),
+        tmp_path,
+        deadline=time.monotonic() + 120,
+        log=seen.append,
+        after=after,
+    )
+    assert [(r["stage"], r["rc"]) for r in rows] == [("doctor", 127), ("bench-cnn", 0)]
+    assert calls == [1, 2] and any("could not run" in s for s in seen) and any("disk full" in s for s in seen)
+
+
+def test_skipped_stages_do_not_rewrite_the_bundle_each(tmp_path, monkeypatch):
+    """Rewriting the whole bundle once per skipped stage cost seconds each at the deadline; it is written
+    after every stage that ran, and once at the end."""
+    written: list[int] = []
+    monkeypatch.setattr(files, "write_bundle", lambda *a, **k: written.append(1) or [])
+    monkeypatch.setattr(gpucheck, "probe", lambda: (True, "a fake GPU"))
+    quick = [sys.executable, "-c", "print('quick')"]
+    monkeypatch.setattr(gpucheck, "stages", lambda *a, **k: [("preflight", quick), ("doctor", quick), ("tests", quick)])
+    monkeypatch.setattr(gpucheck, "RESERVE", 0.0)
+    monkeypatch.setattr(gpucheck, "MIN_STAGE", 1e6)  # every stage is skipped
+    args = ["--python", sys.executable, "--out", str(tmp_path / "out"), "--bundle", str(tmp_path / "b.tar.gz")]
+    assert gpucheck.main(args) == 1
+    assert written == [1]  # the end's, not one per skipped stage
+    doc = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert [s["rc"] for s in doc["stages"]] == [None, None, None]
+
+
+def test_a_hung_stage_still_leaves_the_bundle_and_the_summary_before_the_deadline(tmp_path, monkeypatch):
+    """The run a lent GPU machine does, with its notebooks stage hung (ignoring SIGTERM, as a wedged CUDA call
+    can): gpu-check stops it, keeps the stage before it, and writes the summary and the bundle, all before
+    --deadline, so the outer `timeout` (a minute later) never cuts the bundle off."""
+    quick = [sys.executable, "-c", "print('doctor says hello', flush=True)"]
+    hung = [
+        sys.executable,
+        "-c",
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('hung', flush=True); "
+        "time.sleep(600)",
+    ]
+    after = [sys.executable, "-c", "print('never')"]
+    monkeypatch.setattr(gpucheck, "probe", lambda: (True, "a fake GPU"))
+    monkeypatch.setattr(gpucheck, "stages", lambda *a, **k: [("doctor", quick), ("notebooks", hung), ("tests", after)])
+    out, bundle = tmp_path / "out", tmp_path / "back" / "gpu-check.tar.gz"
+    deadline = gpucheck.RESERVE + gpucheck.MIN_STAGE + 8
+    t0 = time.monotonic()
+    rc = gpucheck.main(
+        ["--python", sys.executable, "--out", str(out), "--bundle", str(bundle), "--deadline", str(deadline)]
+    )
+    took = time.monotonic() - t0
+    assert rc == 1 and took < deadline, took
+    with tarfile.open(bundle) as tar:
+        doc = json.loads(tar.extractfile("gpu-check/summary.json").read())  # type: ignore[union-attr]
+        names = tar.getnames()
+    assert [(s["stage"], s["rc"]) for s in doc["stages"]] == [("doctor", 0), ("notebooks", 124), ("tests", None)]
+    assert "gpu-check/doctor.log" in names and "gpu-check/notebooks.log" in names and "gpu-check/summary.txt" in names
+    assert "hung" in (out / "notebooks.log").read_text()
+
+
+def test_summary_names_the_kernels_that_failed_their_check(tmp_path):
+    rep = {
+        "label": "measured on a GPU",
+        "rows": [{"kernel": "copy", "value": 250.0, "metric": "GB/s", "percent_of_peak": 80.0, "baseline": None}],
+        "failed": [{"kernel": "sum_atomic", "size": 1 << 24, "error": "AssertionError: not close\nmore"}],
+    }
+    (tmp_path / "kernels.json").write_text(json.dumps(rep))
+    text = gpucheck.summary([{"stage": "bench-kernels", "rc": 1, "seconds": 60.0}], tmp_path)
+    assert "copy" in text and "sum_atomic       FAILED at n=16777216: AssertionError: not close" in text

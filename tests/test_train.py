@@ -312,3 +312,43 @@ def test_live_plot_redraws_through_a_display_handle(monkeypatch):
     )
     assert len(shown) == 1 and type(shown[0]).__name__ == "Figure"
     assert len(updates) == 2 and [len(ys) for ys in updates[-1]] == [2, 2, 2, 2]
+
+
+def test_predict_and_evaluate_move_host_data_to_a_gpu_model(monkeypatch):
+    """Lesson 09 evaluates its GPU-trained model on the dataset's NumPy test images
+    (``train.evaluate(model, small.x_test, small.y_test)``, ``train.predict(model, small.x_test)``). fit() moves
+    its data to the backend; predict() did not, so on a GPU the cupy and kernels backends received NumPy batches
+    (CuPy raises TypeError for them). Here a stand-in device world: a NumPy subclass that only the model accepts."""
+    from gpulab import runtime
+
+    class Dev(np.ndarray):  # a "device array"
+        pass
+
+    def to_device(x):
+        return x if isinstance(x, Dev) else np.array(x).view(Dev)
+
+    class GpuModel:  # a model whose backend computes on the device
+        backend, training = "cupy", True
+        W = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+
+        def eval(self):
+            self.training = False
+
+        def train(self, mode=True):
+            self.training = mode
+
+        def forward(self, x):
+            if not isinstance(x, Dev):
+                raise TypeError(f"Unsupported type {type(x)}")  # what CuPy says about a NumPy argument
+            return (x.reshape(x.shape[0], -1)[:, :4] @ self.W).view(Dev)
+
+    monkeypatch.setattr(runtime, "to_device", to_device)
+    rng = np.random.default_rng(0)
+    x = rng.random((300, 1, 2, 2), dtype=np.float32)  # NumPy, as data.load gives it: two batches of 256
+    y = rng.integers(0, 3, 300)
+    model = GpuModel()
+    logits = train.predict(model, x)
+    assert logits.shape == (300, 3) and model.training  # every batch ran; the training mode is restored
+    ev = train.evaluate(model, x, y)
+    expected = (x.reshape(300, -1) @ GpuModel.W).argmax(axis=1)
+    assert np.array_equal(ev["predictions"], expected) and ev["accuracy"] == float((expected == y).mean())

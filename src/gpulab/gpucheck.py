@@ -70,6 +70,12 @@ BUDGET: dict[str, float] = {
     "tests": 90,
 }
 DEADLINE = 7 * 60
+# Seconds kept free at the end of --deadline: a stage cut off there gets SIGTERM, then SIGKILL 5 s later
+# (_stop: at most 10 s), its output pump 2 s to finish, and the summary and the bundle are written last.
+# Without this margin a stage that ran to its limit made the whole run end 5-15 s after the deadline.
+RESERVE = 20.0
+# A stage is not started with less than this many seconds left (it could do nothing useful).
+MIN_STAGE = 10.0
 # Run first: the notebooks that take longest (lab09 and lesson 09 train on MNIST).
 SLOW_FIRST = ("lab09", "09_", "lab12", "12_", "10_", "05_", "04_")
 # Unit tests that exercise kernels, layers and exercise checks (gpu mode: on the GPU, at their sizes).
@@ -214,8 +220,26 @@ def _run_one(cmd: list[str], env: dict[str, str], timeout: float, logfile: Path,
                     _stop(proc)
                     rc = 128 + SIGNALLED[0] if SIGNALLED else 124
                     break
-        t.join(5)
+        t.join(2)
     return rc
+
+
+def _fit(cmd: list[str], limit: float) -> list[str]:
+    """``cmd`` with nbexec's own ``--timeout`` / ``--cell-timeout`` cut to 10 s under the stage's ``limit``.
+
+    They are set from the stage's budget when the commands are made; when the deadline leaves the stage less
+    than that, nbexec must still stop its notebooks (and write their report) before the stage is stopped."""
+    if "gpulab.nbexec" not in cmd:
+        return cmd
+    out = list(cmd)
+    for flag in ("--timeout", "--cell-timeout"):
+        if flag in out[:-1]:
+            k = out.index(flag) + 1
+            try:
+                out[k] = str(max(1, min(int(float(out[k])), int(limit) - 10)))
+            except ValueError:
+                continue
+    return out
 
 
 def run_stages(
@@ -231,30 +255,38 @@ def run_stages(
     per stage (``rc`` None: skipped, no time left). ``after(rows)`` is called after every stage."""
     rows: list[dict[str, Any]] = []
     for name, cmd in todo:
-        left = deadline - time.monotonic() - 5
-        limit = min((budget or BUDGET).get(name, 60), left)
+        remaining = deadline - time.monotonic()
+        limit = min((budget or BUDGET).get(name, 60), remaining - RESERVE)
         skipped = (
             f"gpu-check was stopped ({signal.Signals(SIGNALLED[0]).name})"
             if SIGNALLED
-            else f"the deadline is {max(left + 5, 0):.0f} s away"
-            if left < 10
+            else f"the deadline is {max(remaining, 0):.0f} s away"
+            if remaining - RESERVE < MIN_STAGE
             else ""
         )
         if skipped:
             rows.append({"stage": name, "rc": None, "seconds": 0.0})
             log(f"\n== gpu-check: {name}: skipped, {skipped}")
         else:
+            cmd = _fit(cmd, limit)
             shown = " ".join(c if len(c) < 80 else c.replace("\n", " ")[:40] + "..." for c in cmd[1:])
             log(f"\n== gpu-check: {name} (at most {limit:.0f} s): {shown[:300]}")
             t0 = time.monotonic()
-            rc = _run_one(cmd, env, limit, out / f"{name}.log", log)
+            try:
+                rc = _run_one(cmd, env, limit, out / f"{name}.log", log)
+            except Exception as exc:  # noqa: BLE001 - a stage that cannot start is a failed row, not a lost run
+                log(f"gpu-check: {name} could not run: {type(exc).__name__}: {exc}")
+                rc = 127
             if rc == 124:
                 log(f"gpu-check: {name} ran past its {limit:.0f} s and was stopped")
             elif SIGNALLED and rc == 128 + SIGNALLED[0]:
                 log(f"gpu-check: {name} was stopped by {signal.Signals(SIGNALLED[0]).name}")
             rows.append({"stage": name, "rc": rc, "seconds": round(time.monotonic() - t0, 1)})
         if after is not None:
-            after(rows)
+            try:
+                after(rows)
+            except Exception as exc:  # noqa: BLE001 - the next stages still run; the end writes it again
+                log(f"gpu-check: writing the report after {name} failed: {type(exc).__name__}: {exc}")
     return rows
 
 
@@ -390,7 +422,8 @@ def run(args: argparse.Namespace) -> int:
     def after(rows: list[dict[str, Any]]) -> None:
         doc = {"stages": rows, "seconds": round(time.monotonic() - start, 1), "rehearsal": bool(args.rehearse)}
         (out / "summary.json").write_text(json.dumps(doc, indent=1) + "\n")
-        if args.bundle is not None:
+        # a skipped stage changed nothing but the summary: the bundle is written once more at the end anyway
+        if args.bundle is not None and rows and rows[-1]["rc"] is not None:
             files.write_bundle(args.bundle, out, results_dir, before)
 
     SIGNALLED.clear()
@@ -399,7 +432,10 @@ def run(args: argparse.Namespace) -> int:
     text = summary(rows, out)
     (out / "summary.txt").write_text(text + "\n")
     if args.bundle is not None:
-        files.write_bundle(args.bundle, out, results_dir, before)
+        try:
+            files.write_bundle(args.bundle, out, results_dir, before)
+        except Exception as exc:  # noqa: BLE001 - the reports stay in --out; say why the bundle is old
+            print(f"gpu-check: writing the bundle {args.bundle} failed: {type(exc).__name__}: {exc}")
     print(text)
     print(
         f"  total {time.monotonic() - start:.0f} s; reports in {out}"

@@ -249,6 +249,8 @@ def _kernel_lines(rep: dict[str, Any]) -> list[str]:
         pk = f"{r['percent_of_peak']:.0f}% of peak" if r["percent_of_peak"] is not None else "peak unknown"
         base = f", {r['percent_of_baseline']:.0f}% of {r['baseline']}" if r.get("baseline") else ""
         lines.append(f"    {k:<16} {r['value']:10.1f} {r['metric']:<8} {pk}{base}")
+    for f in rep.get("failed", []):
+        lines.append(f"    {f['kernel']:<16} FAILED at n={f['size']}: {f['error'].splitlines()[0][:150]}")
     return lines
 
 
@@ -285,7 +287,10 @@ def write_bundle(bundle: Path, out: Path, results_dir: Path, before: dict[str, s
         for p in sorted(out.rglob("*")):
             if p.is_file() and p.resolve() not in (bundle.resolve(), tmp.resolve()):
                 arc = f"gpu-check/{p.relative_to(out).as_posix()}"
-                tar.add(p, arcname=arc)
+                try:
+                    tar.add(p, arcname=arc)
+                except FileNotFoundError:  # replaced since the listing (a report's .part file): the rest still goes
+                    continue
                 names.append(arc)
         for name, digest in snapshot(results_dir).items():
             if before.get(name) != digest:

@@ -80,11 +80,16 @@ class History:
 
 
 def predict(model: nn.Sequential, x: Any, *, batch_size: int = 256) -> Any:
-    """Logits (N, classes) in evaluation mode (dropout off), in batches."""
+    """Logits (N, classes) in evaluation mode (dropout off), in batches.
+
+    Each batch goes to where the model's backend computes first (``x`` may be NumPy, as a dataset holds it,
+    for a model on the GPU: a CuPy-backend layer refuses NumPy input); the logits stay there."""
     was = model.training
     model.eval()
     try:
-        outs = [model.forward(x[s : s + batch_size]) for s in range(0, x.shape[0], batch_size)]
+        outs = [
+            model.forward(to_backend(x[s : s + batch_size], model.backend)) for s in range(0, x.shape[0], batch_size)
+        ]
     finally:
         model.train(was)
     xp = runtime.array_module(*outs) if outs else np

@@ -106,7 +106,10 @@ def _build_sum(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Prob
     x = runtime.to_device(x_h)
     expected = float(x_h.astype(np.float64).sum())
     base, base_work = _copy_baseline(n * 4)
-    return Problem(lambda: fn(x), _close(expected, rtol=1e-4, atol=1e-3), 1.0 * n * 4, (n,), base, base_work)
+    # sum_atomic adds into one float32 running total in whatever order the warps arrive: at n = 2**24 the total
+    # passes 2**23, where float32's spacing is 1, and its error reaches 1.25e-4 of the sum (a running total in
+    # shuffled order, 1 of 30 orders over 1e-4; 6.5e-5 in index order). rtol=1e-3, as lesson 05 allows atomics.
+    return Problem(lambda: fn(x), _close(expected, rtol=1e-3, atol=1e-3), 1.0 * n * 4, (n,), base, base_work)
 
 
 def _build_softmax(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:

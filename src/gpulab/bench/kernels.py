@@ -104,6 +104,7 @@ def measure(
     peak = timing.lookup_peak(dev) if gpu else None
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
+    failed: list[dict[str, Any]] = []  # a case that failed its check or raised: the others are still measured
     selected = [c for c in cases() if not only or c.name in only]
     unknown = sorted(set(only or []) - {c.name for c in cases()})
     if unknown:
@@ -121,9 +122,15 @@ def measure(
             except LookupError as exc:
                 skipped.append({"kernel": case.name, "reason": str(exc)})
                 break
-            prob.check(prob.run())  # correctness first; also compiles the kernel
-            res = timing.benchmark(prob.run, warmup=warmup, repeat=repeat, label=case.name)
-            base = timing.benchmark(prob.baseline, warmup=1, repeat=repeat, label="baseline")
+            try:
+                prob.check(prob.run())  # correctness first; also compiles the kernel
+                res = timing.benchmark(prob.run, warmup=warmup, repeat=repeat, label=case.name)
+                base = timing.benchmark(prob.baseline, warmup=1, repeat=repeat, label="baseline")
+            except Exception as exc:  # noqa: BLE001 - one wrong or crashing case must not lose the others' rows
+                error = f"{type(exc).__name__}: {str(exc).strip()[:500]}"
+                failed.append({"kernel": case.name, "size": int(n), "error": error})
+                log(f"  FAILED {case.name} n={n}: {error.splitlines()[0]}")
+                break  # its larger sizes would fail the same way, and a GPU minute is precious
             scale = 1e9
             value = prob.work / res.median / scale
             base_value = prob.baseline_work / base.median / scale
@@ -173,6 +180,7 @@ def measure(
         "sizes": sizes,
         "rows": rows,
         "skipped": skipped,
+        "failed": failed,
     }
 
 
@@ -244,8 +252,13 @@ def run(ns: argparse.Namespace) -> int:
             paths.add(results.record(section, rows, report["device"], source="gpulab bench kernels"))
         for path in sorted(paths):
             print(f"recorded {path}")
-    print(f"{len(report['rows'])} measurements, {len(report['skipped'])} skipped. {report['label']}.")
-    return 0
+    failed = report["failed"]
+    print(
+        f"{len(report['rows'])} measurements, {len(report['skipped'])} skipped"
+        + (f", {len(failed)} FAILED ({', '.join(f['kernel'] for f in failed)})" if failed else "")
+        + f". {report['label']}."
+    )
+    return 1 if failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -236,55 +236,81 @@ def _dataset(log: Callable[[str], None] = print) -> tuple[Any, str]:
     )
 
 
-def measure(only: list[str] | None = None, log: Callable[[str], None] = print) -> dict[str, list[dict[str, Any]]]:
-    """Every section of this suite (or ``only`` those), sized for the current mode; ``{section: rows}``."""
+def measure(
+    only: list[str] | None = None,
+    log: Callable[[str], None] = print,
+    *,
+    on_section: Callable[[str, list[dict[str, Any]]], None] | None = None,
+    failed: dict[str, str] | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """Every section of this suite (or ``only`` those), sized for the current mode; ``{section: rows}``.
+
+    A section that raises is left out and its error goes into ``failed`` (``{section: "Error: message"}``);
+    the other sections still run. ``on_section(section, rows)`` is called as each one is done, so a run cut
+    off later (gpu-check's stage limit) keeps what it measured."""
     gpu = runtime.is_gpu()
     sz = SIZES[runtime.mode()]
     out: dict[str, list[dict[str, Any]]] = {}
     want = only or list(SECTIONS)
-    for section in ("why_gpus", "matmul_precision"):
-        if section in want and not gpu:
-            log(f"  {section:<17} skipped: it times cuBLAS through CuPy, which needs gpu mode")
-    if "why_gpus" in want and gpu:
-        out["why_gpus"] = why_gpus_rows(sz["why_gpus_n"], repeat=sz["repeat"])
-    if "matmul_precision" in want and gpu:
-        from ..interop import precision_benchmark
 
-        out["matmul_precision"] = precision_benchmark(sz["precision_n"])
-    if "conv" in want:
-        out["conv"] = conv_rows(sz["conv"], repeat=sz["repeat"])
-    dataset, why = _dataset(log) if "cnn_training" in want else (None, "")
-    if "cnn_training" in want and dataset is None:
-        log(f"  cnn_training      skipped: {why}")
-    elif "cnn_training" in want:
-        channels, hidden, batch = ((32, 64), 128, 128) if gpu else ((4, 8), 16, 32)
-        out["cnn_training"] = cnn_training_rows(
-            dataset,
-            ["numpy", "cupy", "kernels"] if gpu else ["numpy"],
-            n_train=sz["cnn_train"],
-            n_test=sz["cnn_test"],
-            epochs=sz["cnn_epochs"],
-            batch_size=batch,
-            channels=channels,
-            hidden=hidden,
-            cpu_train=sz["cnn_cpu_train"],
-        )
-    if "energy" in want:  # lesson 11: NVML joules in gpu mode (gpulab.bench.energy)
-        from .energy import energy_rows
-
-        out["energy"] = energy_rows(dataset=dataset)
-    if "attention" in want:  # lesson 12
-        out["attention"] = attention_rows(*sz["attention"], repeat=sz["repeat"])
-    for section, rows in out.items():
+    def section(name: str, make: Callable[[], list[dict[str, Any]]]) -> None:
+        try:
+            rows = make()
+        except Exception as exc:  # noqa: BLE001 - one failing section must not lose the others
+            error = f"{type(exc).__name__}: {str(exc).strip()[:500]}"
+            if failed is not None:
+                failed[name] = error
+            log(f"  {name:<17} FAILED: {error.splitlines()[0] if error else ''}")
+            return
+        out[name] = rows
         for r in rows:
             log(
-                f"  {section:<17} "
+                f"  {name:<17} "
                 + ", ".join(
                     f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                     for k, v in r.items()
                     if not isinstance(v, list)
                 )
             )
+        if on_section is not None:
+            on_section(name, rows)
+
+    for name in ("why_gpus", "matmul_precision"):
+        if name in want and not gpu:
+            log(f"  {name:<17} skipped: it times cuBLAS through CuPy, which needs gpu mode")
+    if "why_gpus" in want and gpu:
+        section("why_gpus", lambda: why_gpus_rows(sz["why_gpus_n"], repeat=sz["repeat"]))
+    if "matmul_precision" in want and gpu:
+        from ..interop import precision_benchmark
+
+        section("matmul_precision", lambda: precision_benchmark(sz["precision_n"]))
+    if "conv" in want:
+        section("conv", lambda: conv_rows(sz["conv"], repeat=sz["repeat"]))
+    dataset, why = _dataset(log) if "cnn_training" in want else (None, "")
+    if "cnn_training" in want and dataset is None:
+        log(f"  cnn_training      skipped: {why}")
+    elif "cnn_training" in want:
+        channels, hidden, batch = ((32, 64), 128, 128) if gpu else ((4, 8), 16, 32)
+        section(
+            "cnn_training",
+            lambda: cnn_training_rows(
+                dataset,
+                ["numpy", "cupy", "kernels"] if gpu else ["numpy"],
+                n_train=sz["cnn_train"],
+                n_test=sz["cnn_test"],
+                epochs=sz["cnn_epochs"],
+                batch_size=batch,
+                channels=channels,
+                hidden=hidden,
+                cpu_train=sz["cnn_cpu_train"],
+            ),
+        )
+    if "energy" in want:  # lesson 11: NVML joules in gpu mode (gpulab.bench.energy)
+        from .energy import energy_rows
+
+        section("energy", lambda: energy_rows(dataset=dataset))
+    if "attention" in want:  # lesson 12
+        section("attention", lambda: attention_rows(*sz["attention"], repeat=sz["repeat"]))
     return out
 
 
@@ -318,16 +344,29 @@ def run(ns: argparse.Namespace) -> int:
     print(
         f"gpulab bench lessons: {dev} ({runtime.mode()} mode)" + ("" if runtime.is_gpu() else f" - {SIMULATOR_LABEL}")
     )
-    sections = measure(ns.only)
-    if ns.json:
-        ns.json.write_text(json.dumps({"device": dev, "mode": runtime.mode(), "sections": sections}, indent=1) + "\n")
-        print(f"wrote {ns.json}")
-    if ns.record:
-        from .. import results
+    done: dict[str, list[dict[str, Any]]] = {}
+    failed: dict[str, str] = {}
 
-        paths = {results.record(s, rows, dev, source="gpulab bench lessons") for s, rows in sections.items()}
-        for path in sorted(paths):
-            print(f"recorded {path}")
+    def keep(section: str, rows: list[dict[str, Any]]) -> None:
+        """Write and record each section as soon as it is measured: a run stopped later keeps it."""
+        done[section] = rows
+        if ns.json:
+            doc = {"device": dev, "mode": runtime.mode(), "sections": done, "failed": failed}
+            ns.json.write_text(json.dumps(doc, indent=1) + "\n")
+        if ns.record:
+            from .. import results
+
+            print(f"recorded {results.record(section, rows, dev, source='gpulab bench lessons')}")
+
+    measure(ns.only, on_section=keep, failed=failed)
+    if ns.json:
+        ns.json.write_text(
+            json.dumps({"device": dev, "mode": runtime.mode(), "sections": done, "failed": failed}, indent=1) + "\n"
+        )
+        print(f"wrote {ns.json}")
+    if failed:
+        print(f"gpulab bench lessons: {len(failed)} section(s) FAILED: {', '.join(failed)}")
+        return 1
     return 0
 
 
