@@ -164,7 +164,10 @@ def _env(root: Path, home: Path, prefer_env: str) -> dict[str, str]:
 
 
 def _bash(root: Path, home: Path, script: str, prefer_env: str) -> subprocess.CompletedProcess:
-    shell = f'set -euo pipefail\njupyter() {{ "{sys.executable}" "{root / "jupyter.py"}" "$@"; }}\n{script}'
+    shell = (
+        f'set -euo pipefail\npython() {{ "{sys.executable}" "$@"; }}\n'
+        f'jupyter() {{ "{sys.executable}" "{root / "jupyter.py"}" "$@"; }}\n{script}'
+    )
     return subprocess.run(
         ["bash", "-c", shell], capture_output=True, text=True, timeout=600, env=_env(root, home, prefer_env)
     )
@@ -217,16 +220,25 @@ def test_a_teacher_turns_the_teacher_side_on_for_their_account(prefix, tmp_path)
 
 
 @pytest.mark.slow
-def test_postbuild_fails_when_a_name_is_wrong(prefix, tmp_path):
-    """`jupyter server extension disable` with a name it does not know logs an error, writes nothing and
-    exits 0 (as jupyter_server 2 does): postBuild's check is what fails the build. Here the formgrader's
-    disable left nothing, as a misspelt name would."""
+@pytest.mark.parametrize("misspelt", ["server extension", "plugin"])
+def test_postbuild_fails_when_a_name_is_wrong(prefix, tmp_path, misspelt):
+    """A misspelt name passes the jupyter commands: `jupyter server extension disable` logs an error, writes
+    nothing and exits 0 (jupyter_server 2); `jupyter labextension disable` disables any id, existing or not.
+    postBuild's check is what fails the build."""
     shutil.copytree(prefix / "prefix", tmp_path / "prefix", symlinks=True)
     for name in ("jupyter.py", "state.py"):
         shutil.copy(prefix / name, tmp_path / name)
-    written = tmp_path / "prefix" / "etc" / "jupyter" / "jupyter_server_config.d"
-    (written / "nbgrader.server_extensions.formgrader.json").unlink()
     block = _nbgrader_block()
     check = block[block.index("# Those commands only log") :]
+    etc = tmp_path / "prefix" / "etc" / "jupyter"
+    if misspelt == "server extension":  # the formgrader's disable left nothing
+        (etc / "jupyter_server_config.d" / "nbgrader.server_extensions.formgrader.json").unlink()
+        expected = "formgrader is not off"
+    else:  # create-assignments disabled (and checked) instead of create-assignment
+        page_config = json.loads((etc / "labconfig" / "page_config.json").read_text())
+        page_config["disabledExtensions"]["@jupyter/nbgrader:create-assignments"] = True
+        (etc / "labconfig" / "page_config.json").write_text(json.dumps(page_config))
+        check = check.replace(" create-assignment;", " create-assignments;")
+        expected = "has no plugin @jupyter/nbgrader:create-assignments"
     proc = _bash(tmp_path, tmp_path / "build-home", check, prefer_env="1")
-    assert proc.returncode == 1 and "formgrader is not off" in proc.stderr, proc.stderr[-2000:]
+    assert proc.returncode == 1 and expected in proc.stderr, proc.stderr[-2000:]
