@@ -34,6 +34,12 @@ def excluded(root: Path = ROOT) -> list[str]:
     return [ln.strip().rstrip("/") for ln in lines if ln.strip() and not ln.startswith("#") and "*" not in ln]
 
 
+def left_out(root: Path = ROOT, rev: str = "HEAD") -> list[str]:
+    """The excluded paths that ``rev`` tracks (the others, such as artifacts/, are only in checkouts)."""
+    tracked = set(_git("ls-tree", "--name-only", rev, "--", *excluded(root), cwd=root).splitlines())
+    return [p for p in excluded(root) if p in tracked]
+
+
 def make(branch: str = "student", root: Path = ROOT) -> str:
     """Commit HEAD's tree without the excluded paths to ``branch``; returns the new commit's id
     (the old one if nothing changed)."""
@@ -66,7 +72,7 @@ def make(branch: str = "student", root: Path = ROOT) -> str:
         )
     if parent and _git("rev-parse", f"{parent}^{{tree}}", cwd=root) == tree:
         return parent
-    message = f"Student version of {head[:12]} (without {', '.join(excluded(root))})"
+    message = f"Student version of {head[:12]} (without {', '.join(left_out(root, head))})"
     commit = _git("commit-tree", tree, *(["-p", parent] if parent else []), "-m", message, cwd=root)
     _git("update-ref", f"refs/heads/{branch}", commit, *([parent] if parent else []), cwd=root)
     return commit
@@ -82,7 +88,7 @@ def main(argv: list[str]) -> int:
     except (RuntimeError, OSError) as exc:
         print(f"student_branch: {exc}", file=sys.stderr)
         return 1
-    print(f"{branch} is at {commit[:12]}: HEAD without {', '.join(excluded())}. Push it for nbgitpuller.")
+    print(f"{branch} is at {commit[:12]}: HEAD without {', '.join(left_out())}. Push it for nbgitpuller.")
     return 0
 
 
