@@ -88,7 +88,7 @@ def test_the_committed_run_shows_the_figure_the_text_explains(name):
     lesson = _lesson_of(name)
     k, _ = _compare_call(lesson, name)
     out = "".join("".join(o.get("text", "")) for o in _cells(lesson)[k]["outputs"])
-    found = re.search(r"^(?:Measured|Counted|A model): ([\d,.]+)", out, re.MULTILINE)
+    found = re.search(r"^(?:Measured|Counted|Modelled[^:]*): ([\d,.]+)", out, re.MULTILINE)
     assert found, out
     shown = float(found.group(1).replace(",", "").rstrip("."))
     if name == "predicted_error_growth":
