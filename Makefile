@@ -80,7 +80,8 @@ test-oldest:
 	$(OLDEST_VENV)/bin/python -c "import sys; print('test-oldest on Python', sys.version.split()[0])"
 	$(OLDEST_VENV)/bin/python -m pip --disable-pip-version-check install -q $(OLDEST_PINS) \
 	  "numpy>=1.26" "tqdm>=4.66" "scikit-learn>=1.3" \
-	  "pytest>=8" "pytest-xdist>=3.5" "pytest-timeout>=2.2" "nbformat>=5.9" "nbclient>=0.10" "ipykernel>=6.29"
+	  "pytest>=8" "pytest-xdist>=3.5" "pytest-timeout>=2.2" "nbformat>=5.9" "nbclient>=0.10" "ipykernel>=6.29" \
+	  "rfc3987>=1.3"  # as in the test extra: jsonschema imports it instead of the slow rfc3987-syntax
 	$(OLDEST_VENV)/bin/python -m pip --disable-pip-version-check install -q --no-deps .  # as Colab: no deps, not editable
 	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(OLDEST_VENV)/bin/python -m pytest -n $(JOBS) -m "not browser and not slow" \
 	  --ignore=tests/test_gpucheck.py --ignore=tests/test_nbexec.py tests $(PYTEST_ARGS)
