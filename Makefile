@@ -17,11 +17,12 @@ NO_BROWSER ?=
 JOBS   ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 PYTEST_ARGS ?=
 
-.PHONY: setup lab test test-fast test-notebooks doctor release-labs gpu-check gpu-check-prep bench clean help test-oldest lint
+.PHONY: setup lab test test-fast test-network test-notebooks doctor release-labs gpu-check gpu-check-prep bench clean help test-oldest lint
 
 help:
 	@echo "make lab        set up and open JupyterLab (NO_BROWSER=1 for servers, PORT=8888)"
 	@echo "make test       set up, lint, and run unit, PTX, notebook and lab tests (simulator mode)"
+	@echo "make test-network  opt-in, needs PyPI: the GPU extras resolve (pip --dry-run; downloads CUDA wheels)"
 	@echo "make lint       ruff + mypy (calls into CuPy's Python layer checked against the installed CuPy)"
 	@echo "make test-oldest  Colab's versions on Python 3.12 (OLDEST_PYTHON=...), installed --no-deps like Colab;"
 	@echo "                 gpu-mode CuPy/numba-cuda names checked against CuPy 13 and numba-cuda 0.22"
@@ -58,13 +59,18 @@ lint: setup
 
 # nbval runs every lesson and lab solution once; tests/nbval_checks.py adds each notebook's CPU budget and the
 # solutions' full marks.
+# Tests never download: those marked `network` (pip resolving against PyPI) run only in `make test-network`.
 test: setup lint
 	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(PY) -m pytest -n $(JOBS) --dist loadfile \
-	  --nbval-lax --nbval-current-env --nbval-cell-timeout=600 -p tests.nbval_checks \
+	  -m "not network" --nbval-lax --nbval-current-env --nbval-cell-timeout=600 -p tests.nbval_checks \
 	  --ignore=notebooks/learner tests notebooks labs/solutions $(PYTEST_ARGS)
 
 test-fast: setup
-	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(PY) -m pytest -n $(JOBS) tests $(PYTEST_ARGS)
+	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(PY) -m pytest -n $(JOBS) -m "not network" tests $(PYTEST_ARGS)
+
+# Opt-in, needs PyPI (downloads several hundred MB of CUDA wheels): the GPU extras resolve with pip --dry-run.
+test-network: setup
+	$(PY) -m pytest -n 0 -m network tests $(PYTEST_ARGS)
 
 # Colab's versions, the oldest gpulab supports, on Colab's Python (3.12): unit tests (not notebooks) in a
 # second venv, with gpulab installed --no-deps exactly as Colab's setup cell does. scikit-learn is there as on
@@ -83,7 +89,7 @@ test-oldest:
 	  "pytest>=8" "pytest-xdist>=3.5" "pytest-timeout>=2.2" "nbformat>=5.9" "nbclient>=0.10" "ipykernel>=6.29" \
 	  "rfc3987>=1.3"  # as in the test extra: jsonschema imports it instead of the slow rfc3987-syntax
 	$(OLDEST_VENV)/bin/python -m pip --disable-pip-version-check install -q --no-deps .  # as Colab: no deps, not editable
-	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(OLDEST_VENV)/bin/python -m pytest -n $(JOBS) -m "not browser and not slow" \
+	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(OLDEST_VENV)/bin/python -m pytest -n $(JOBS) -m "not browser and not slow and not network" \
 	  --ignore=tests/test_gpucheck.py --ignore=tests/test_nbexec.py tests $(PYTEST_ARGS)
 
 # On a CUDA machine: .venv with the GPU extras, every notebook in gpu mode, benchmarks recorded.
