@@ -55,12 +55,19 @@ def _defined_in(source: str, name: str) -> bool:
 
 def name_hint(message: str, history: list[str] | None = None) -> str:
     """The line to show under a NameError whose text is ``message`` ("" for a NameError of another kind).
-    ``history``: the code of the cells run so far (IPython's ``In``), to tell "never ran" from "stopped"."""
+    ``history``: the code of the cells run so far, this one last (IPython's ``In``), to tell "never ran" from
+    "stopped" from "defined further down this cell"."""
     m = _NOT_DEFINED.search(message)
     if not m:
         return ""
     name = m.group(1)
-    ran = [k for k, src in enumerate(history or []) if k and isinstance(src, str) and _defined_in(src, name)]
+    *earlier, current = history or [""]  # IPython stores a cell in In before it runs: the last is this cell
+    if isinstance(current, str) and _defined_in(current, name):
+        return (
+            f"gpulab: `{name}` is used in this cell before the line that defines it has run. Define `{name}` "
+            "above its first use (or run the cell that defines it first), then run this cell again."
+        )
+    ran = [k for k, src in enumerate(earlier) if k and isinstance(src, str) and _defined_in(src, name)]
     if ran:
         return (
             f"gpulab: `{name}` is not defined because the cell that defines it (In [{ran[-1]}]) stopped with an "
