@@ -14,6 +14,7 @@ through ``sys.stdout``, so it is not kept aside there.
 
 from __future__ import annotations
 
+import io
 import sys
 import threading
 from collections.abc import Iterator
@@ -63,7 +64,7 @@ class Printed:
     def fileno(self) -> int:
         """The replaced stream's file descriptor (what is written to it directly is not kept aside)."""
         if self._stream is None:
-            raise OSError("no file descriptor: gpulab keeps what is printed during a check aside")
+            raise io.UnsupportedOperation("no file descriptor: gpulab keeps what is printed during a check aside")
         return int(self._stream.fileno())
 
     def isatty(self) -> bool:
@@ -106,8 +107,9 @@ class Printed:
 
 @contextmanager
 def captured(keep: int = SHOWN) -> Iterator[Printed]:
-    """While the block runs, what is printed (by any thread) goes to the :class:`Printed` it yields; the previous
-    ``sys.stdout`` is put back when the block ends, however it ends."""
+    """While the block runs, what this thread and the threads started meanwhile print goes to the :class:`Printed` it
+    yields (threads already running print on as before); the previous ``sys.stdout`` is put back when the block
+    ends, however it ends."""
     previous = sys.stdout
     me = threading.current_thread()
     printed = Printed(keep, previous, frozenset(t for t in threading.enumerate() if t is not me))
