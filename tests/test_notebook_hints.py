@@ -33,7 +33,9 @@ def test_a_local_of_an_earlier_cell_is_not_taken_for_its_definition() -> None:
     kernel_cell = (
         "@cuda.jit\ndef add_kernel(a, out):\n    i = cuda.grid(1)\n    if i < out.size:\n        out[i] = a[i]\n"
     )
-    hint = name_hint("name 'i' is not defined", ["", "import gpulab", kernel_cell, "print(out[i])"])
+    hint = name_hint(
+        "name 'i' is not defined", ["", "import gpulab", kernel_cell + "sq = [i * i for i in range(3)]\n", "out[i]"]
+    )
     assert "has not run yet" in hint and "(In [2])" not in hint, hint
     looped = "for n in [1, 2]:\n    total = n\nwith open('f') as fh:\n    data = 1\nimport numpy.linalg as la\n"
     for name in ("n", "total", "fh", "data", "la", "add_kernel"):

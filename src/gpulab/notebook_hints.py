@@ -29,8 +29,8 @@ def _top_level_names(tree: ast.Module) -> set[str]:
             names.add(node.name)
             todo.extend(node.decorator_list)
             continue  # its body's names are its own
-        if isinstance(node, ast.Lambda):
-            continue
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue  # their variables are their own (`[i for i in ...]` leaves no `i`)
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
