@@ -62,3 +62,26 @@ def test_a_failing_section_loses_none_of_the_others(tmp_path, monkeypatch, capsy
     assert doc["failed"] == {"conv": "RuntimeError: cuBLAS said no"}
     said = capsys.readouterr().out
     assert "conv              FAILED: RuntimeError: cuBLAS said no" in said and "1 section(s) FAILED: conv" in said
+
+
+def test_each_section_is_written_as_soon_as_it_is_done(tmp_path, monkeypatch):
+    """A run cut off during a later section (gpu-check's stage limit) keeps the sections before it: the JSON holds
+    each one when the next starts."""
+    import json
+
+    out = tmp_path / "lessons.json"
+    seen_during_attention: list[dict] = []
+
+    def conv(*a, **k):
+        return [{"label": "direct", "seconds": 0.001}]
+
+    def attention(*a, **k):
+        seen_during_attention.append(json.loads(out.read_text()))  # what a run stopped here would leave
+        return [{"label": "fused", "seconds": 0.002}]
+
+    monkeypatch.setattr(lessons, "conv_rows", conv)
+    monkeypatch.setattr(lessons, "attention_rows", attention)
+    assert lessons.main(["--only", "conv", "attention", "--json", str(out)]) == 0
+    (before,) = seen_during_attention
+    assert list(before["sections"]) == ["conv"] and before["failed"] == {}
+    assert list(json.loads(out.read_text())["sections"]) == ["conv", "attention"]

@@ -131,6 +131,59 @@ def test_printed_keeps_the_first_lines_from_any_thread_and_counts_the_rest():
     assert Printed().note() == ""
 
 
+def test_a_thread_running_before_the_check_prints_to_the_notebook_not_into_the_verdict():
+    """sys.stdout is the whole process's: the learner's own background thread (started before the check) that
+    prints while a kernel is checked keeps printing to the notebook, and is not counted as the kernel's."""
+    go, done = threading.Event(), threading.Event()
+
+    def background():
+        go.wait(30)
+        print("background tick")
+        done.set()
+
+    def check():
+        t = threading.Thread(target=background, daemon=True)
+        t.start()
+
+        @cuda.jit
+        def add_signalling(a, b, out):
+            i = cuda.grid(1)
+            if i == 0:
+                go.set()
+                done.wait(30)  # the background thread has printed while this check runs
+            if i < out.size:
+                out[i] = a[i] + b[i]
+
+        res = _add(add_signalling)
+        t.join(30)
+        return res
+
+    res, seen = _with_stream(check)
+    assert res.passed, res
+    assert "background tick\n" in seen and "background tick" not in res.printed, (seen, res.printed)
+
+
+def test_captures_that_end_out_of_order_put_the_stream_back():
+    """Two checks from two threads: the first ends while the second runs; afterwards sys.stdout is the
+    notebook's stream again, not a finished capture that swallows every later print."""
+    old, stream = sys.stdout, Stream()
+    sys.stdout = stream
+    try:
+        first = captured()
+        first.__enter__()
+        second = captured()
+        second.__enter__()
+        first.__exit__(None, None, None)  # ends before the capture that replaced it
+        print("between")
+        second.__exit__(None, None, None)
+        after = sys.stdout
+        print("after both")
+    finally:
+        sys.stdout = old
+    assert after is stream
+    assert "".join(stream.text) == "after both\n"
+
+
 def test_capstone_training_shows_a_printing_kernel_once(capsys):
     cap = capstone.Capstone()
     res = cap.register("relu", relu_printing)

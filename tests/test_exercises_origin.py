@@ -124,3 +124,25 @@ def test_a_compile_error_on_launch_is_the_kernels_own():
             found[err] = origin(exc)
     assert found[TypingError].kind == "yours" and found[TypingError].where == ""
     assert found[TypeError].kind == "launch" and "gpulab/kernels/grid_stride.py" in found[TypeError].where
+
+
+def test_a_package_installed_in_dist_packages_is_not_the_learners_code():
+    """Colab (and Debian) install packages in dist-packages, CuPy's frames name .pyx files: an error raised there,
+    called from the learner's line, is not "raised in your code at line N" of the package's source."""
+    package = {}
+    exec(
+        compile(
+            "def fail(x):\n    raise ValueError('shapes do not match')\n",
+            "/usr/local/lib/python3.12/dist-packages/numpy_like/core.py",
+            "exec",
+        ),
+        package,
+    )
+    cython = {}
+    exec(compile("def fail(x):\n    raise ValueError('bad')\n", "cupy/_core/core.pyx", "exec"), cython)
+    for fail in (package["fail"], cython["fail"]):
+        try:
+            fail(1)  # the learner's line
+        except ValueError as exc:
+            found = origin(exc)
+        assert found.kind == "yours" and found.line is not None and "fail(1)" in found.line[1], found

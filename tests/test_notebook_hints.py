@@ -27,6 +27,27 @@ def test_name_hint_says_which_cell_to_rerun() -> None:
     assert name_hint("cannot access local variable 'y' where it is not associated with a value", history) == ""
 
 
+def test_a_local_of_an_earlier_cell_is_not_taken_for_its_definition() -> None:
+    """``i`` assigned inside a kernel is the kernel's own: a later NameError for ``i`` must not blame that cell
+    (which ran fine); a name assigned at a cell's top level (also under if/for/with) still points at the cell."""
+    kernel_cell = (
+        "@cuda.jit\ndef add_kernel(a, out):\n    i = cuda.grid(1)\n    if i < out.size:\n        out[i] = a[i]\n"
+    )
+    hint = name_hint(
+        "name 'i' is not defined", ["", "import gpulab", kernel_cell + "sq = [i * i for i in range(3)]\n", "out[i]"]
+    )
+    assert "has not run yet" in hint and "(In [2])" not in hint, hint
+    looped = "for n in [1, 2]:\n    total = n\nwith open('f') as fh:\n    data = 1\nimport numpy.linalg as la\n"
+    for name in ("n", "total", "fh", "data", "la", "add_kernel"):
+        assert "(In [1]) stopped" in name_hint(f"name '{name}' is not defined", ["", looped + kernel_cell, name]), name
+
+
+def test_a_name_defined_further_down_this_cell_does_not_send_the_learner_to_this_cell_as_another() -> None:
+    history = ["", "import gpulab", "print(total)\ntotal = 0"]  # the last entry is the cell that failed
+    hint = name_hint("name 'total' is not defined", history)
+    assert "used in this cell before the line that defines it" in hint and "(In [2])" not in hint, hint
+
+
 def test_nothing_is_installed_outside_ipython() -> None:
     assert install_name_hint() is False
 

@@ -99,6 +99,22 @@ def test_the_harness_names_shared_memory_that_was_not_zeroed():
     assert "cuda.syncthreads() before reading" in res.hint, res.hint
 
 
+def test_the_harness_names_the_filler_only_in_the_simulator(monkeypatch):
+    """On a GPU nothing fills shared memory with 0xBAADF00D: a result that happens to be off by it (an int16 output off
+    by 112 is 48 x 0xBAAD modulo 2**16) must not be explained as "the value gpulab's simulator puts" there."""
+    from types import SimpleNamespace
+
+    from gpulab import runtime
+    from gpulab.exercises import diagnose
+
+    exp = np.arange(8, dtype=np.int16)
+    got = exp + np.int16(112)
+    judge = SimpleNamespace(rtol=0.0)
+    assert "48 x -17747" in diagnose._unset_memory(got, exp, 0, None, judge, "out", None)  # simulator: named
+    monkeypatch.setattr(runtime, "is_simulator", lambda: False)
+    assert diagnose._unset_memory(got, exp, 0, None, judge, "out", None) == ""
+
+
 def test_filler_hint_recognises_the_filler_through_wrap_around_and_types():
     exp = np.arange(1, 11, dtype=np.int32)
 

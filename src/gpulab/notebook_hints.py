@@ -9,6 +9,7 @@ raises, nbgrader scores it 0), only its traceback gains the line. Outside IPytho
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 from typing import Any
@@ -18,24 +19,55 @@ __all__ = ["install_name_hint", "name_hint"]
 _NOT_DEFINED = re.compile(r"name '([A-Za-z_][A-Za-z0-9_]*)' is not defined")
 
 
+def _top_level_names(tree: ast.Module) -> set[str]:
+    """The names a module's own code binds (not those local to its functions and classes)."""
+    names: set[str] = set()
+    todo: list[ast.AST] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            todo.extend(node.decorator_list)
+            continue  # its body's names are its own
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue  # their variables are their own (`[i for i in ...]` leaves no `i`)
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        todo.extend(ast.iter_child_nodes(node))
+    return names
+
+
 def _defined_in(source: str, name: str) -> bool:
-    """Whether ``source`` (a cell's code) defines ``name``: ``def``/``class``, an assignment or an import."""
-    n = re.escape(name)
-    return bool(
-        re.search(rf"^\s*(async\s+def|def|class)\s+{n}\b", source, re.M)
-        or re.search(rf"^\s*{n}\s*(:[^=\n]*)?=(?!=)", source, re.M)
-        or re.search(rf"^\s*(from\s+\S+\s+)?import\s.*\b{n}\b", source, re.M)
-    )
+    """Whether ``source`` (a cell's code) defines ``name`` at its top level (``def``/``class``, an assignment, an
+    import), not as a local of a function in it (a kernel's ``i = cuda.grid(1)`` does not define ``i``)."""
+    try:
+        return name in _top_level_names(ast.parse(source))
+    except (SyntaxError, ValueError):  # a cell that does not parse (the usual reason its names are missing)
+        n = re.escape(name)
+        return bool(
+            re.search(rf"^(async\s+def|def|class)\s+{n}\b", source, re.M)
+            or re.search(rf"^{n}\s*(:[^=\n]*)?=(?!=)", source, re.M)
+            or re.search(rf"^(from\s+\S+\s+)?import\s.*\b{n}\b", source, re.M)
+        )
 
 
 def name_hint(message: str, history: list[str] | None = None) -> str:
     """The line to show under a NameError whose text is ``message`` ("" for a NameError of another kind).
-    ``history``: the code of the cells run so far (IPython's ``In``), to tell "never ran" from "stopped"."""
+    ``history``: the code of the cells run so far, this one last (IPython's ``In``), to tell "never ran" from
+    "stopped" from "defined further down this cell"."""
     m = _NOT_DEFINED.search(message)
     if not m:
         return ""
     name = m.group(1)
-    ran = [k for k, src in enumerate(history or []) if k and isinstance(src, str) and _defined_in(src, name)]
+    *earlier, current = history or [""]  # IPython stores a cell in In before it runs: the last is this cell
+    if isinstance(current, str) and _defined_in(current, name):
+        return (
+            f"gpulab: `{name}` is used in this cell before the line that defines it has run. Define `{name}` "
+            "above its first use (or run the cell that defines it first), then run this cell again."
+        )
+    ran = [k for k, src in enumerate(earlier) if k and isinstance(src, str) and _defined_in(src, name)]
     if ran:
         return (
             f"gpulab: `{name}` is not defined because the cell that defines it (In [{ran[-1]}]) stopped with an "
@@ -51,6 +83,8 @@ def name_hint(message: str, history: list[str] | None = None) -> str:
 def _handler(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: int | None = None) -> list[str]:
     """IPython's custom exception handler: the usual traceback, then the hint line (shown and returned)."""
     sys.last_type, sys.last_value, sys.last_traceback = etype, value, tb  # for %debug, as showtraceback() does
+    if sys.version_info >= (3, 12):
+        sys.last_exc = value
     stb = list(shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset))
     history = shell.user_ns.get("In")
     hint = name_hint(str(value), history if isinstance(history, list) else None)

@@ -23,13 +23,22 @@ _HARNESS = os.path.join(_GPULAB, "exercises", "run.py")  # the check's own launc
 _STDLIB = os.path.dirname(threading.__file__)
 
 
+_INSTALLED = ("site-packages", "dist-packages")  # dist-packages: Debian's and Colab's installed packages
+_CYTHON = (".pyx", ".pxd", ".pxi")  # CuPy's compiled modules name their source as a relative .pyx path
+
+
 def _kind(filename: str) -> str:
     """ "yours", "gpulab" or "other" (Numba, installed packages, the standard library, gpulab's simulator)."""
     if filename.startswith(_SIMULATOR):
         return "other"
     if filename.startswith(_GPULAB + os.sep):
         return "gpulab"
-    if filename.startswith((_STDLIB, "<frozen")) or "numba" in filename or "site-packages" in filename:
+    if (
+        filename.startswith((_STDLIB, "<frozen"))
+        or "numba" in filename
+        or any(d in filename for d in _INSTALLED)
+        or filename.endswith(_CYTHON)
+    ):
         return "other"
     return "yours"
 

@@ -116,6 +116,17 @@ def shared_array(shared: Any, key: tuple, shape: Any, dtype: Any, on_new: OnNew 
     this, so the array already made is returned without the lock (a dict read is atomic; an entry is stored only
     once its array is complete).
     """
+
+    def make(block: Dim) -> np.ndarray:
+        res = uninitialised(shape, dtype)
+        return res if on_new is None else on_new(res, key, block, None)
+
+    return _once(shared, key, make)
+
+
+def _once(shared: Any, key: tuple, make: Callable[[Dim], np.ndarray]) -> np.ndarray:
+    """The calling block's array for ``key`` in ``shared._allocations``, made by ``make(block)`` under :data:`LOCK`
+    the first time (every thread of the block asks: the array already made is returned without the lock)."""
     block = current_block()
     res = shared._allocations.get((key, block))
     if res is not None:
@@ -123,9 +134,7 @@ def shared_array(shared: Any, key: tuple, shape: Any, dtype: Any, on_new: OnNew 
     with LOCK:
         res = shared._allocations.get((key, block))
         if res is None:
-            res = uninitialised(shape, dtype)
-            if on_new is not None:
-                res = on_new(res, key, block, None)
+            res = make(block)
             shared._allocations[(key, block)] = res
     return res
 
@@ -138,27 +147,21 @@ def dynamic_shared_array(shared: Any, key: tuple, dtype: Any, on_new: OnNew | No
     (as many whole elements as fit, as numba-cuda does), so requests alias each other as on a GPU. Each line's
     view is made once per block, as :func:`shared_array`; ``on_new`` gets the buffer's size.
     """
-    block = current_block()
-    res = shared._allocations.get((key, block))
-    if res is not None:
-        return res
-    with LOCK:
-        res = shared._allocations.get((key, block))
-        if res is None:
-            dt, value = _fill(dtype)
-            size = shared._dynshared_size
-            buffer = shared._allocations.get((DYNAMIC, block))
-            if buffer is None:
-                buffer = np.empty(size, np.uint8)
-                buffer.fill(FILLER >> 56)  # bytes no element covers
-                if value is not None:
-                    buffer[: size // dt.itemsize * dt.itemsize].view(dt).fill(value)
-                shared._allocations[(DYNAMIC, block)] = buffer
-            res = buffer[: size // dt.itemsize * dt.itemsize].view(dt)
-            if on_new is not None:
-                res = on_new(res, key, block, size)
-            shared._allocations[(key, block)] = res
-    return res
+
+    def make(block: Dim) -> np.ndarray:  # under LOCK
+        dt, value = _fill(dtype)
+        size = shared._dynshared_size
+        buffer = shared._allocations.get((DYNAMIC, block))
+        if buffer is None:
+            buffer = np.empty(size, np.uint8)
+            buffer.fill(FILLER >> 56)  # bytes no element covers
+            if value is not None:
+                buffer[: size // dt.itemsize * dt.itemsize].view(dt).fill(value)
+            shared._allocations[(DYNAMIC, block)] = buffer
+        res = buffer[: size // dt.itemsize * dt.itemsize].view(dt)
+        return res if on_new is None else on_new(res, key, block, size)
+
+    return _once(shared, key, make)
 
 
 _FAST_ARRAYS: list[bool] = []
