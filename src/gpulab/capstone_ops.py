@@ -76,12 +76,14 @@ class LearnerOps(KernelOps):
         blocks: dict[str, tuple[int, int]] | None = None,
         verify: bool = False,
         deadline: bool = True,
+        course_seconds: dict[tuple, tuple[float, int]] | None = None,
     ) -> None:
         super().__init__(kernels, blocks)
         self.guard = guard
         self.verify = verify
         self.deadline = deadline
-        self.course_seconds: dict[str, tuple[float, int]] = {}  # op -> (course kernel's s, at this WORK)
+        # (op, block) -> (the course kernel's seconds, at this WORK); Capstone.ops shares one across its backends
+        self.course_seconds: dict[tuple, tuple[float, int]] = {} if course_seconds is None else course_seconds
         self._recorders: dict[str, Recorder] = {}
         self.calls: dict[str, int] = {}
         self.printed: dict[str, int] = {}  # op -> lines its kernel printed (kept aside) during training
@@ -103,12 +105,13 @@ class LearnerOps(KernelOps):
         from .exercises.run import Hang, run_with_deadline
 
         work = max(1, WORK[op](*args))
-        if op not in self.course_seconds:
+        key = (op, self.blocks.get(op))
+        if key not in self.course_seconds:
             ref = KernelOps({}, self.blocks)  # the course's kernels, launched as yours are (matmul: your blocks)
             start = time.perf_counter()
             getattr(ref, op)(*copies(args), **kw)
-            self.course_seconds[op] = (time.perf_counter() - start, work)
-        seconds, at = self.course_seconds[op]
+            self.course_seconds[key] = (time.perf_counter() - start, work)
+        seconds, at = self.course_seconds[key]
         took = seconds * work / at
         limit = capstone_deadline.FACTOR * took + capstone_deadline.SLACK
         rec = self._recorders[op] = Recorder(self.kernels[op])
