@@ -129,6 +129,7 @@ class Capstone:
         self.kernels: dict[str, Any] = {}
         self.blocks: dict[str, tuple[int, int]] = {}  # op -> block of a one-thread-per-output kernel
         self.results: dict[str, CheckResult] = {}
+        self.course_seconds: dict[tuple, tuple[float, int]] = {}  # the training deadline's measurements (LearnerOps)
 
     def problem(
         self, op: str, kernel: Any, *, scale: str | None = None, block: tuple[int, int] | None = None
@@ -215,13 +216,23 @@ class Capstone:
             lines.append(f"- {op}: {why}")
         return "\n".join(lines)
 
-    def ops(self, *, require_all: bool = True, guard: bool = True, verify: bool = False) -> LearnerOps:
+    def ops(
+        self, *, require_all: bool = True, guard: bool = True, verify: bool = False, deadline: bool = True
+    ) -> LearnerOps:
         """The engine ops with every registered kernel; with ``require_all`` every learner op must be there.
-        ``verify``: compare each of your ops with the course kernel as it runs (:class:`LearnerOps`)."""
+        ``verify``: compare each of your ops with the course kernel as it runs (:class:`LearnerOps`);
+        ``deadline`` (simulator mode): stop training when one of your ops runs far longer than the course's."""
         if require_all and self.missing():
             details = "; ".join(f"{op}: {self._why(op)}" for op in self.missing())
             raise CapstoneError(f"not every op is yours yet, so training does not start. {details}")
-        return LearnerOps(self.kernels, guard=guard, blocks=self.blocks, verify=verify)
+        return LearnerOps(
+            self.kernels,
+            guard=guard,
+            blocks=self.blocks,
+            verify=verify,
+            deadline=deadline,
+            course_seconds=self.course_seconds,  # measured once per op, whatever the number of backends
+        )
 
     def _why(self, op: str) -> str:
         res = self.results.get(op)

@@ -2,19 +2,24 @@
 
 :class:`LearnerOps` stops training at the first learner op whose output holds NaN or inf, naming the op; with
 ``verify`` it also runs each learner op again as its check does (into outputs pre-filled with NaN) and compares
-it with the course kernel, so a kernel that passed its check but is wrong at training's shapes is named.
+it with the course kernel, so a kernel that passed its check but is wrong at training's shapes is named. In
+simulator mode each learner op runs under a deadline (:mod:`gpulab.capstone_deadline`), so a kernel that hangs
+or crawls at training's sizes stops training with a message instead of stalling it.
 :class:`gpulab.capstone.Capstone` builds it (``cap.ops()``).
 """
 
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
 
 from . import runtime
+from . import capstone_deadline
+from .capstone_deadline import WORK, Recorder, copies, hang_message
 from .capstone_problems import HOSTS, PROBLEMS
 from .errors import GpulabError
 from .exercises.output import Printed, captured
@@ -34,7 +39,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def _quiet(op: str) -> Callable[[F], F]:
     """A :class:`LearnerOps` method for ``op`` whose learner kernel's ``print`` output is kept aside: training
-    launches it every step, so only the first step that prints shows a few of its lines (``LearnerOps.printed``)."""
+    launches it every step, so only the first step that prints shows a few of its lines (``LearnerOps.printed``).
+    In simulator mode it runs under a deadline (:meth:`LearnerOps._deadline`)."""
 
     def wrap(method: F) -> F:
         @functools.wraps(method)
@@ -44,7 +50,7 @@ def _quiet(op: str) -> Callable[[F], F]:
             out = None
             try:
                 with captured() as out:
-                    return method(self, *args, **kw)
+                    return self._deadline(op, method, args, kw)
             finally:
                 self._printed(op, out)
 
@@ -57,7 +63,9 @@ class LearnerOps(KernelOps):
     """The ``kernels`` backend with the learner's kernels in ``kernels`` (op -> kernel); every output of
     a learner op is checked for NaN/inf (``guard``), so a wrong kernel stops training at that op. With
     ``verify`` every learner op's result is also compared with the course kernel's on the same inputs (twice
-    the work: for a small step), so a kernel that passed its check but is wrong at training's shapes is named."""
+    the work: for a small step), so a kernel that passed its check but is wrong at training's shapes is named.
+    With ``deadline`` (simulator mode only) a learner op that runs far longer than the course's kernel on the same
+    inputs stops training, naming the op, its launch and sizes (:mod:`gpulab.capstone_deadline`)."""
 
     name = "learner"
 
@@ -67,10 +75,16 @@ class LearnerOps(KernelOps):
         guard: bool = True,
         blocks: dict[str, tuple[int, int]] | None = None,
         verify: bool = False,
+        deadline: bool = True,
+        course_seconds: dict[tuple, tuple[float, int]] | None = None,
     ) -> None:
         super().__init__(kernels, blocks)
         self.guard = guard
         self.verify = verify
+        self.deadline = deadline
+        # (op, block) -> (the course kernel's seconds, at this WORK); Capstone.ops shares one across its backends
+        self.course_seconds: dict[tuple, tuple[float, int]] = {} if course_seconds is None else course_seconds
+        self._recorders: dict[str, Recorder] = {}
         self.calls: dict[str, int] = {}
         self.printed: dict[str, int] = {}  # op -> lines its kernel printed (kept aside) during training
         self._course: KernelOps | None = None
@@ -79,7 +93,51 @@ class LearnerOps(KernelOps):
         kern = super()._kernel(op)
         if kern is not None:
             self.calls[op] = self.calls.get(op, 0) + 1
+            if op in self._recorders:  # under a deadline: note the launch shape for the message
+                return self._recorders[op]
         return kern
+
+    def _deadline(self, op: str, method: Callable[..., Any], args: tuple, kw: dict) -> Any:
+        """``method(self, *args, **kw)`` for learner op ``op``, in simulator mode under a deadline: FACTOR times
+        the course kernel's time at these sizes (measured once per op, scaled by WORK) plus SLACK seconds."""
+        if not self.deadline or not runtime.is_simulator():
+            return method(self, *args, **kw)  # gpu mode: no sync per launch (module docstring of capstone_deadline)
+        from .exercises.run import Hang, run_with_deadline
+
+        work = max(1, WORK[op](*args))
+        key = (op, self.blocks.get(op))
+        if key not in self.course_seconds:
+            ref = KernelOps({}, self.blocks)  # the course's kernels, launched as yours are (matmul: your blocks)
+            start = time.perf_counter()
+            getattr(ref, op)(*copies(args), **kw)
+            self.course_seconds[key] = (time.perf_counter() - start, work)
+        seconds, at = self.course_seconds[key]
+        took = seconds * work / at
+        limit = capstone_deadline.FACTOR * took + capstone_deadline.SLACK
+        rec = self._recorders[op] = Recorder(self.kernels[op])
+        try:
+            return run_with_deadline(lambda: method(self, *args, **kw), limit)
+        except Hang:
+            raise CapstoneError(
+                hang_message(op, self.kernels[op], args, self._launch(op, rec, args), limit, took, self.blocks.get(op))
+            ) from None
+        finally:
+            del self._recorders[op]
+
+    def _launch(self, op: str, rec: Recorder, args: tuple) -> str:
+        """The launch that ran past its deadline: ``name[grid, block]`` as the launcher started it."""
+        from .kernels._launch import ceil_div
+        from .source import py_func
+
+        name = getattr(py_func(rec.kernel), "__name__", "kernel")
+        block = self.blocks.get(op)
+        if op == "matmul" and block is not None:  # run in turn by gpulab.kernels.cooperative: not through [ ]
+            grid = (ceil_div(int(args[1].shape[1]), block[0]), ceil_div(int(args[0].shape[0]), block[1]))
+            return f"{name}[{grid}, {block}] (one thread per element of C, run in turn)"
+        if rec.last is None:
+            return f"{name} (launch shape not recorded)"
+        grid, blk = rec.last
+        return f"{name}[{grid}, {blk}] (grid, block; a grid-stride loop covers the rest)"
 
     def _printed(self, op: str, out: Printed | None) -> None:
         """Count what ``op``'s kernel printed; the first time it prints, show a few of its lines."""

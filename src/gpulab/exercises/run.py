@@ -106,26 +106,35 @@ def run_with_deadline(fn: Callable[[], Any], timeout: float) -> Any:
 
     worker = threading.Thread(target=target, name="gpulab-check", daemon=True)
     worker.start()
-    worker.join(timeout)
+    try:
+        worker.join(timeout)
+    except BaseException:  # an interrupt (Jupyter's stop button) lands here, not in the worker: stop it too
+        _stop(worker)
+        raise
     if worker.is_alive():
-        stuck: list[str] = []
-        if runtime.is_simulator():
-            for _ in range(50):  # a thread may be between bytecodes that ignore the request: retry
-                stopped = simulator.stop_threads(KernelTimeout)
-                stuck = stuck or stopped
-                worker.join(0.1)
-                if not worker.is_alive():
-                    break
-        # A host= function (plain Python) that never returns: stop the worker itself, so that no thread
-        # keeps spinning after the verdict. (A GPU kernel cannot be stopped this way; the verdict says so.)
-        for _ in range(50):
-            if not simulator.stop_thread(worker, KernelTimeout):
-                break
-            worker.join(0.1)
-        raise Hang(stuck)
+        raise Hang(_stop(worker))
     if "error" in box:
         raise box["error"]
     return box.get("value")
+
+
+def _stop(worker: threading.Thread) -> list[str]:
+    """Stop a worker of :func:`run_with_deadline` and the simulator threads it started; returns those stopped."""
+    stuck: list[str] = []
+    if runtime.is_simulator():
+        for _ in range(50):  # a thread may be between bytecodes that ignore the request: retry
+            stopped = simulator.stop_threads(KernelTimeout)
+            stuck = stuck or stopped
+            worker.join(0.1)
+            if not worker.is_alive():
+                break
+    # A host= function (plain Python) that never returns: stop the worker itself, so that no thread
+    # keeps spinning after the verdict. (A GPU kernel cannot be stopped this way; the verdict says so.)
+    for _ in range(50):
+        if not simulator.stop_thread(worker, KernelTimeout):
+            break
+        worker.join(0.1)
+    return stuck
 
 
 class Runner:

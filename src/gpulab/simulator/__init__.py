@@ -8,7 +8,8 @@ installed once by :func:`harden` (called at import in simulator mode, and by :fu
    thread-safe: two threads of one block could get different arrays and a correct tiled kernel would
    compute garbage);
 2. each simulator thread counts the ``cuda.syncthreads()`` it has passed (its *barrier epoch*);
-3. each simulator thread knows when it is inside a ``cuda.atomic.*`` call;
+3. each simulator thread knows when it is inside a ``cuda.atomic.*`` call, and integer atomics wrap around
+   silently as on a GPU (NumPy would warn "overflow encountered");
 4. array indexing inside kernels takes one Python call instead of three (:func:`fast_arrays`), which
    halves the simulator's cost per loop iteration (same results, same exceptions);
 5. a block's threads wait at ``cuda.syncthreads()`` on a condition instead of numba-cuda's busy
@@ -260,6 +261,9 @@ def harden() -> None:
             th = threading.current_thread()
             th._gpulab_atomic = True  # type: ignore[attr-defined]
             try:
+                if len(a) > 1 and _integer(a[1]):  # (self, array, index, val): integers wrap, as on a GPU
+                    with np.errstate(over="ignore"):
+                        return orig(*a, **k)
                 return orig(*a, **k)
             finally:
                 th._gpulab_atomic = False  # type: ignore[attr-defined]
@@ -303,6 +307,17 @@ def harden() -> None:
     thread_cls.run = run  # type: ignore[method-assign]
     array._gpulab_locked = True  # type: ignore[attr-defined]
     cls.array = array  # type: ignore[method-assign]
+
+
+def _integer(array: Any) -> bool:
+    """Whether ``array`` (an atomic's target) holds integers. NumPy warns "overflow encountered in scalar add"
+    where a GPU's integer atomics wrap silently (a count added to the ``0xBAADF00D`` filler of
+    :func:`uninitialised`, a ``uint32`` taken below 0): only those warnings are silenced, only inside the atomic
+    (``np.errstate`` is per thread); floating-point overflow to inf still warns."""
+    try:
+        return np.dtype(getattr(array, "dtype", None)).kind in "iu"
+    except TypeError:
+        return False
 
 
 def _on_shared(res: np.ndarray, key: tuple, block: Dim, dynamic: int | None) -> np.ndarray:
