@@ -85,3 +85,28 @@ def test_each_section_is_written_as_soon_as_it_is_done(tmp_path, monkeypatch):
     (before,) = seen_during_attention
     assert list(before["sections"]) == ["conv"] and before["failed"] == {}
     assert list(json.loads(out.read_text())["sections"]) == ["conv", "attention"]
+
+
+def test_a_write_cut_off_leaves_the_previous_complete_file(tmp_path, monkeypatch):
+    """The JSON is written beside the file and renamed over it: a run killed during a write (gpu-check's stage
+    limit) leaves the last complete document, not half of one."""
+    import json
+    from pathlib import Path
+
+    out = tmp_path / "lessons.json"
+    monkeypatch.setattr(lessons, "conv_rows", lambda *a, **k: [{"label": "direct", "seconds": 0.001}])
+    monkeypatch.setattr(lessons, "attention_rows", lambda *a, **k: [{"label": "fused", "seconds": 0.002}])
+    real_write = Path.write_text
+    calls: list[Path] = []
+
+    def write_half_then_die(self, text, *a, **k):
+        calls.append(self)
+        if len(calls) == 1:
+            return real_write(self, text, *a, **k)
+        real_write(self, text[: len(text) // 2], *a, **k)  # the process is killed halfway through this write
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", write_half_then_die)
+    assert lessons.main(["--only", "conv", "attention", "--json", str(out)]) != 0  # "interrupted"
+    assert all(p != out for p in calls), "written in place"
+    assert list(json.loads(out.read_text())["sections"]) == ["conv"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -351,8 +352,7 @@ def run(ns: argparse.Namespace) -> int:
         """Write and record each section as soon as it is measured: a run stopped later keeps it."""
         done[section] = rows
         if ns.json:
-            doc = {"device": dev, "mode": runtime.mode(), "sections": done, "failed": failed}
-            ns.json.write_text(json.dumps(doc, indent=1) + "\n")
+            _write_json(ns.json, {"device": dev, "mode": runtime.mode(), "sections": done, "failed": failed})
         if ns.record:
             from .. import results
 
@@ -360,14 +360,20 @@ def run(ns: argparse.Namespace) -> int:
 
     measure(ns.only, on_section=keep, failed=failed)
     if ns.json:
-        ns.json.write_text(
-            json.dumps({"device": dev, "mode": runtime.mode(), "sections": done, "failed": failed}, indent=1) + "\n"
-        )
+        _write_json(ns.json, {"device": dev, "mode": runtime.mode(), "sections": done, "failed": failed})
         print(f"wrote {ns.json}")
     if failed:
         print(f"gpulab bench lessons: {len(failed)} section(s) FAILED: {', '.join(failed)}")
         return 1
     return 0
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    """Write ``doc`` beside ``path`` and rename it over ``path``: a run stopped mid-write (gpu-check's deadline)
+    leaves the previous complete file, never half of one."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> int:
