@@ -151,14 +151,15 @@ def dynamic_shared_array(shared: Any, key: tuple, dtype: Any, on_new: OnNew | No
     def make(block: Dim) -> np.ndarray:  # under LOCK
         dt, value = _fill(dtype)
         size = shared._dynshared_size
+        whole = size // dt.itemsize * dt.itemsize  # the bytes whole elements of dt cover
         buffer = shared._allocations.get((DYNAMIC, block))
         if buffer is None:
             buffer = np.empty(size, np.uint8)
             buffer.fill(FILLER >> 56)  # bytes no element covers
             if value is not None:
-                buffer[: size // dt.itemsize * dt.itemsize].view(dt).fill(value)
+                buffer[:whole].view(dt).fill(value)
             shared._allocations[(DYNAMIC, block)] = buffer
-        res = buffer[: size // dt.itemsize * dt.itemsize].view(dt)
+        res = buffer[:whole].view(dt)
         return res if on_new is None else on_new(res, key, block, size)
 
     return _once(shared, key, make)
@@ -242,20 +243,18 @@ def filler_hint(got: Any, exp: Any, name: str, rtol: float = 1e-5, atol: Any = 1
     else:
         wrong = got != exp
     most = 64 if got.dtype.kind in "iu" and got.dtype.itemsize == 2 else 4096
-    match = np.zeros(got.shape, bool)
-    for _, holds, times in _off_by_filler(got, exp):
-        match |= wrong & (holds | ((times >= 1) & (times <= most)))
+    found = [
+        (s, holds, wrong & (holds | ((times >= 1) & (times <= most))), times)
+        for s, holds, times in _off_by_filler(got, exp)
+    ]
+    match = np.logical_or.reduce([m for _, _, m, _ in found]) if found else np.zeros(got.shape, bool)
     if not match.any() or 2 * int(match.sum()) < int(wrong.sum()):
         return ""
     first = tuple(int(v) for v in np.argwhere(match)[0])
-    s, holds, times = next(
-        found
-        for found in _off_by_filler(got[first].reshape(1), exp[first].reshape(1))
-        if found[1][0] or 1 <= found[2][0] <= most
-    )
+    s, holds, times = next((s, holds[first], times[first]) for s, holds, m, times in found if m[first])
     width = 16 if abs(s) < 1 << 16 else 32 if abs(s) < 1 << 32 else 64
     what = f"{s} (0x{FILLER >> (64 - width):X} read as {'u' if s > 0 else ''}int{width})"
-    k = 0 if holds[0] else int(times[0])
+    k = 0 if holds else int(times)
     where = f"{name}[{', '.join(str(v) for v in first)}]"
     if k == 0:
         shows = f"{where} holds {what}"
