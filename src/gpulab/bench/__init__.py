@@ -11,7 +11,13 @@ from pathlib import Path
 
 from ..errors import UsageError
 
-__all__ = ["check_writable", "main"]
+__all__ = ["check_writable", "failure", "main"]
+
+
+def failure(exc: BaseException) -> str:
+    """How a benchmark's report names a case or section that raised: ``"Error: message"`` (the message cut to
+    500 characters), the same in ``bench kernels`` and ``bench lessons``."""
+    return f"{type(exc).__name__}: {str(exc).strip()[:500]}"
 
 
 def check_writable(path: Path) -> None:

@@ -27,7 +27,7 @@ import numpy as np
 from .. import runtime, timing
 from ..errors import UsageError, int_at_least
 from ..timing import device_name
-from . import check_writable
+from . import check_writable, failure
 from .cases import CASES, Case, cases
 from .sections import memory_rows, reduce_rows, section_rows, transfer_rows
 
@@ -127,7 +127,7 @@ def measure(
                 res = timing.benchmark(prob.run, warmup=warmup, repeat=repeat, label=case.name)
                 base = timing.benchmark(prob.baseline, warmup=1, repeat=repeat, label="baseline")
             except Exception as exc:  # noqa: BLE001 - one wrong or crashing case must not lose the others' rows
-                error = f"{type(exc).__name__}: {str(exc).strip()[:500]}"
+                error = failure(exc)
                 failed.append({"kernel": case.name, "size": int(n), "error": error})
                 log(f"  FAILED {case.name} n={n}: {error.splitlines()[0]}")
                 break  # its larger sizes would fail the same way, and a GPU minute is precious

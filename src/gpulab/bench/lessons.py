@@ -21,7 +21,7 @@ import numpy as np
 from .. import runtime, timing
 from ..errors import UsageError
 from ..timing import device_name
-from . import check_writable
+from . import check_writable, failure
 from .kernels import SIMULATOR_LABEL
 
 __all__ = ["attention_rows", "cnn_training_rows", "conv_rows", "main", "measure", "why_gpus_rows"]
@@ -258,7 +258,7 @@ def measure(
         try:
             rows = make()
         except Exception as exc:  # noqa: BLE001 - one failing section must not lose the others
-            error = f"{type(exc).__name__}: {str(exc).strip()[:500]}"
+            error = failure(exc)
             if failed is not None:
                 failed[name] = error
             log(f"  {name:<17} FAILED: {error.splitlines()[0] if error else ''}")
