@@ -326,3 +326,76 @@ def _on_a_t4_with(monkeypatch, fake_pynvml):
     monkeypatch.setattr(energy, "nvml_status", lambda: (True, "fake"))
     monkeypatch.setattr(energy, "device_name", lambda: "Tesla T4")
     monkeypatch.setattr(energy, "_nvidia_smi_power_limit", lambda: None)
+
+
+class _FakeNvmlCountingReads(_FakeNvmlWithCounter):
+    """A board with a counter whose power reading gives a new value each read (100 W, 101 W, ...), logged with
+    the thread that read it and what the test was doing then (``phase``)."""
+
+    def __init__(self):
+        super().__init__(instant=False)  # no instantaneous field: nvmlDeviceGetPowerUsage is the power reading
+        self.phase, self.reads = "before", []
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        import threading
+
+        watts = 100.0 + len(self.reads)
+        self.reads.append((watts, threading.current_thread() is threading.main_thread(), self.phase))
+        return int(watts * 1000)  # mW
+
+
+def test_power_series_is_the_samples_nvml_read_during_the_work(monkeypatch):
+    # lesson 11's epoch cell feeds the learner's joules_per_image with power_series(reading): in gpu mode with
+    # NVML readable, the power NVML read around the work, not a flat line at the average
+    import time
+
+    fake = _FakeNvmlCountingReads()
+    _on_a_t4_with(monkeypatch, fake)
+
+    calls = []
+
+    def work():
+        calls.append(1)
+        fake.phase = f"call {len(calls)}"  # call 1 is the warm-up, before the meter starts
+        fake.mj += 1000
+        time.sleep(0.03)
+        fake.phase = "between calls"
+
+    _, r = energy.measure(work, min_seconds=0.15, warmup=1)
+    assert r.measured and r.method == "NVML total-energy counter" and r.calls == len(calls) - 1
+    t, w, what = energy.power_series(r)
+    sampled = [watts for watts, on_main, _ in fake.reads if not on_main]  # the meter's thread, during the window
+    assert list(w) == sampled and len(sampled) >= 3 and list(t) == [s for s, _ in r.samples]
+    during = {watts for watts, _, phase in fake.reads if phase.startswith("call ") and phase != "call 1"}
+    assert during & set(w) and not [p for _, _, p in fake.reads if p == "call 1"]  # read while the work ran
+    assert what.startswith(f"{len(w)} samples of GPU power (NVML") and "measured: NVML total-energy counter" in what
+    mine = energy.joules_per_image(t, w, 10)
+    assert mine == pytest.approx(energy.integrate_power(t, w) / 10)
+    assert mine != pytest.approx(r.joules / 10)  # not the flat line at the counter's average
+
+
+def test_power_series_without_samples_is_two_points_at_the_average(monkeypatch):
+    class CounterOnly(_FakeNvmlWithCounter):
+        def nvmlDeviceGetPowerUsage(self, h):
+            raise self.NVMLError("Not Supported")
+
+    fake = CounterOnly(instant=False)
+    _on_a_t4_with(monkeypatch, fake)
+
+    def work():
+        fake.mj += 2000
+
+    _, r = energy.measure(work, min_seconds=0.02)
+    t, w, what = energy.power_series(r)  # measured, but no trace: the counter's joules over the window
+    assert r.measured and len(r.samples) < 2 and list(t) == [0.0, r.seconds] and list(w) == [r.watts] * 2
+    assert "no power samples" in what and "counter's average" in what and what.endswith(f"({r.label})")
+    assert energy.joules_per_image(t, w, 4) == pytest.approx(r.joules / 4)
+
+    monkeypatch.setattr(
+        energy, "runtime", __import__("types").SimpleNamespace(is_gpu=lambda: False, synchronize=lambda: None)
+    )
+    monkeypatch.setattr(energy, "rapl_status", lambda root=None: (False, "none here"))
+    _, est = energy.measure(lambda: None, min_seconds=0.01, watts_if_estimated=20.0)
+    t, w, what = energy.power_series(est)  # simulator mode, no counter: the estimate stays, labelled
+    assert not est.measured and list(w) == [20.0, 20.0] and what.startswith("ESTIMATE")
+    assert energy.joules_per_image(t, w, 4) == pytest.approx(est.joules / 4)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable, Sequence
 
+import numpy as np
 
 from . import runtime
 from .errors import UsageError
@@ -47,6 +48,7 @@ __all__ = [
     "joules_per_image",
     "measure",
     "nvml_status",
+    "power_series",
     "rapl_status",
     "rapl_zones",
 ]
@@ -88,6 +90,32 @@ def joules_per_image(times_s: Sequence[float], watts: Sequence[float], images: i
     if images < 1:
         raise UsageError(f"images must be at least 1, got {images}.")
     return integrate_power(times_s, watts) / images
+
+
+def power_series(reading: EnergyReading) -> tuple[np.ndarray, np.ndarray, str]:
+    """``(seconds, watts, what)``: the power over a reading's window, to integrate (:func:`joules_per_image`),
+    and a sentence saying what it is.
+
+    The power samples the meter read during the work (NVML's power on a GPU, RAPL differenced on a CPU) where it
+    kept two or more. Otherwise two points at the window's average power: for a counter without samples its
+    joules / seconds (so integrating gives the counter's joules), for an estimate its one assumed power, and then
+    the sentence says ESTIMATE.
+    """
+    if len(reading.samples) >= 2:
+        t, w = np.asarray(reading.samples, dtype=np.float64).T
+        return t, w, f"{len(t)} samples of {reading.sampled} read during the work ({reading.label})"
+    t, w = np.array([0.0, reading.seconds]), np.full(2, reading.watts)
+    if reading.measured:  # the counter's joules, no trace: say why there is none
+        why = f"{reading.sampled or 'no power samples'}: two points at the counter's average, {reading.watts:,.4g} W"
+        return t, w, f"{why} ({reading.label})"
+    return (
+        t,
+        w,
+        (  # its label, with where the watts come from, is printed with the reading
+            f"ESTIMATE, no power samples: an estimate has one power for the whole window, so two points at "
+            f"{reading.watts:,.4g} W"
+        ),
+    )
 
 
 def estimate(seconds: float, watts: float, why: str, device: str = "this machine's CPU") -> EnergyReading:

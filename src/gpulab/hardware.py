@@ -24,6 +24,7 @@ from .errors import UsageError
 from .hardware_specs import (  # re-exported: hardware.<name>
     BOARDS as BOARDS,
     CHECKED as CHECKED,
+    CPU_PARTS as CPU_PARTS,
     CPUS as CPUS,
     DEVICES as DEVICES,
     ESTIMATE as ESTIMATE,
@@ -45,6 +46,7 @@ __all__ = [
     "BOARD_NAMES",
     "CHECKED",
     "CPUS",
+    "CPU_PARTS",
     "DEVICES",
     "ESTIMATE",
     "FIGURES",
@@ -80,19 +82,23 @@ def _lookup(table: dict, key: str, what: str) -> object:
     if len(hits) == 1:
         return hits[0]
     raise UsageError(
-        f"no {what} called {key!r}; known: {', '.join([*table, *(BOARDS if what == 'device' else ())])}. "
+        f"no {what} called {key!r}; known: {', '.join([*table, *(BOARDS if what == 'device' else ())])}"
+        f"{', ' + ', '.join(CPU_PARTS) if what == 'device' else ''}. "
         "Pick one of these, or build your own "
         f"{'Device' if what == 'device' else 'Link'}(...) with figures from its spec sheet."
     )
 
 
 def device(name: str | Device) -> Device:
-    """A device by key or unique part of its name (``'H100'``, ``'v5e'``), or a board of :data:`BOARDS` by its
-    exact key (``'H100 PCIe'``); a Device is returned as is."""
+    """A device by key or unique part of its name (``'H100'``, ``'v5e'``), or a board of :data:`BOARDS` or a
+    cloud-only part of :data:`CPU_PARTS` by its exact key (``'H100 PCIe'``, ``'Xeon 8488C'``); a Device is returned
+    as is."""
     if isinstance(name, Device):
         return name
     if name in BOARDS:  # another board of a chip in the tables, by its exact key ("H100 PCIe")
         return BOARDS[name]
+    if name in CPU_PARTS:  # a cloud-only CPU estimated from a table row ("Xeon 8488C")
+        return CPU_PARTS[name]
     return _lookup(DEVICES, name, "device")  # type: ignore[return-value]
 
 

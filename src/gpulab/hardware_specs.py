@@ -25,6 +25,7 @@ from .errors import UsageError
 __all__ = [
     "CHECKED",
     "CPUS",
+    "CPU_PARTS",
     "DEVICES",
     "BOARDS",
     "ESTIMATE",
@@ -304,6 +305,24 @@ CPUS: dict[str, Device] = {
                                      "ARK page, not among the stored copies searched"))),
 }
 
+# Cloud-only parts (no public spec sheet), kept out of lesson 11's tables and looked up by exact key, as BOARDS.
+# AWS's m7i.48xlarge (192 vCPU = 96 cores, 2 sockets; the "CPU server" of gpulab.pricing) runs a custom 48-core
+# 4th-gen Xeon, the 8488C. Its figures are the 8480+'s per core x 48 (same cores, same assumed 2.0 GHz base clock,
+# same memory channels): pricing a 48-core socket against the 8480+'s 56 cores made a CPU run ~14% too cheap.
+_PER_48 = "the 8480+'s per core: the 8488C has no public spec sheet"
+CPU_PARTS: dict[str, Device] = {
+    "Xeon 8488C": replace(CPUS["Xeon 8480+"], name="Intel Xeon 8488C (48 cores; AWS m7i, scaled from the 8480+)",
+                          fp32=48 * 2.0 * 64 / 1e3, bf16=48 * 2.0 * 1024 / 1e3, watts=350 * 48 / 56,
+                          note=f"{_CPU_NOTE}; every figure: the 8480+'s per core x 48 (AWS m7i's custom part)",
+                          estimates=(("fp32", f"{ESTIMATE}: computed, 48 cores x 2.0 GHz x 64 FP32 FLOP/cycle, "
+                                      f"{_PER_48}"),
+                                     ("bf16", f"{ESTIMATE}: computed, 48 cores x 2.0 GHz x 1024 AMX BF16 "
+                                      f"FLOP/cycle, {_PER_48}"),
+                                     ("watts", f"{ESTIMATE}: 350 W x 48/56 cores, {_PER_48}"),
+                                     *((f, k) for f, k in CPUS["Xeon 8480+"].estimates
+                                       if f in ("memory_gbps", "memory_gb")))),
+}
+
 DEVICES: dict[str, Device] = {**CPUS, **GPUS, **TPUS}
 
 _PCIE_REF = (_S("https://alpha-one-index.github.io/ai-infra-index/specs/networking-interconnects.html",
@@ -352,7 +371,7 @@ INTERCONNECTS: dict[str, Link] = {
 def _check_tables() -> None:
     """Import-time sanity: every entry names a dated source, checked pages or a reason, and a kind for each figure."""
     kinds = (SPEC_SHEET, MEASURED, ESTIMATE, UNVERIFIED)
-    for d in (*DEVICES.values(), *BOARDS.values()):
+    for d in (*DEVICES.values(), *BOARDS.values(), *CPU_PARTS.values()):
         assert d.source.startswith("as of ") and d.memory_gbps > 0 and not math.isnan(d.memory_gb), d.name
         assert all(k.startswith(kinds) for k in d.figure_kinds().values()), d.name
         assert d.refs or all(k.startswith(UNVERIFIED) for k in d.figure_kinds().values()), d.name

@@ -6,30 +6,42 @@ stored copy of the provider's page on the check date, so each says "unverified e
 to be stale: AWS cut P4d/P5 prices in June 2025). Prices change often and differ by region, commitment and
 spot market: type your own with :func:`my_price`. :func:`cost_per_epoch` and :func:`run_estimate` turn
 time into dollars; :func:`run_estimate` also estimates energy as power x time, labelled as an estimate.
+Hardware the table has no offer for (the H200) says so in one text, :func:`no_list_price`, wherever it comes up;
+:func:`price_here` falls back to the price you type for the GPU a lesson runs on.
+
+The table has no H200 row: the stored public pages searched on 2026-12-02 hold no provider's own H200 on-demand
+price, only third-party figures that disagree: deploybase.ai gives RunPod's H200 as $3.59/h on 2025-11-08
+(https://deploybase.ai/articles/h200-vs-h100) but as its spot price, with $6.35/h on-demand, on 2026-03-10
+(https://deploybase.ai/articles/runpod-gpu-pricing); awsnegotiations.com (May 2026,
+https://awsnegotiations.com/gpu-instance-cost-strategy.html) gives AWS's p5e.48xlarge (8x H200) as "~$107/hr", "est.".
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .errors import UsageError
-from .hardware import BOARDS, CHECKED, DEVICES, UNVERIFIED, Device, Source, board_key, device
+from .hardware import BOARDS, CHECKED, CPU_PARTS, DEVICES, UNVERIFIED, Device, Source, board_key, device
 
 __all__ = [
     "LIST_PRICE",
+    "NO_LIST_PRICE",
     "PRICES",
     "PRICE_NOTE",
     "Price",
     "cost_per_epoch",
     "dollars",
     "my_price",
+    "no_list_price",
     "offer_for",
     "price",
+    "price_here",
     "run_estimate",
 ]
 
 LIST_PRICE = "on-demand list price"
+NO_LIST_PRICE = "has no list price in gpulab.pricing"  # the words of no_list_price(), every place it is said
 
 
 @dataclass(frozen=True)
@@ -37,7 +49,7 @@ class Price:
     """An hourly price for an offer with ``accelerators`` chips of kind ``hardware`` (a :mod:`gpulab.hardware` key)."""
 
     offer: str  # instance / machine type / chip
-    hardware: str  # key in gpulab.hardware.DEVICES or BOARDS (or "CPU" for a CPU-only machine)
+    hardware: str  # key in gpulab.hardware.DEVICES, BOARDS or CPU_PARTS (or "CPU" for a CPU-only machine)
     accelerators: int  # chips per offer (0 for a CPU machine)
     usd_per_hour: float  # for the whole offer
     provider: str
@@ -81,11 +93,13 @@ _STALE = (
 )
 PRICES: dict[str, Price] = {
     "CPU": Price("c6i.2xlarge (8 vCPU, 16 GiB)", "CPU", 0, 0.34, "AWS", "us-east-1", _AWS, PRICE_NOTE),
-    # a whole CPU server, priced per socket (accelerators = sockets). AWS's m7i runs a custom 48-core 4th-gen Xeon
-    # (8488C) with no public spec sheet; estimates pair it with the closest one, the 56-core 8480+ (optimistic).
+    # A whole CPU server, priced per socket (accelerators = sockets). The price pays for 2 x 48 cores (192 vCPU at
+    # 2 per core) of AWS's custom 8488C, which has no public spec sheet. Set against the 56-core 8480+'s peak, each
+    # dollar bought 56/48 of the cores it pays for: a CPU run came out 1 - 48/56 = 14% too cheap. So the hardware it
+    # is compared with is the 8480+ scaled to the 48 cores priced (gpulab.hardware.CPU_PARTS["Xeon 8488C"]).
     "CPU server": Price(
-        "m7i.48xlarge (192 vCPU, 2 sockets of 4th-gen Xeon)",
-        "Xeon 8480+",
+        "m7i.48xlarge (192 vCPU = 2 sockets x 48 cores of 4th-gen Xeon 8488C)",
+        "Xeon 8488C",
         2,
         9.6768,
         "AWS",
@@ -117,8 +131,8 @@ def price(key: str | Price) -> Price:
         return key
     if key not in PRICES:
         raise UsageError(
-            _no_price(key)
-            if key in DEVICES or key in BOARDS
+            f"{no_list_price(key)}."
+            if key in DEVICES or key in BOARDS or key in CPU_PARTS
             else (
                 f"no price called {key!r}; known: {', '.join(PRICES)}. Or type your own: "
                 "pricing.my_price('my GPU', usd_per_hour=1.5, hardware='L4')."
@@ -127,12 +141,16 @@ def price(key: str | Price) -> Price:
     return PRICES[key]
 
 
-def _no_price(hardware: str) -> str:
-    """What to do about hardware that the price table has no offer for (the H200, say)."""
+def no_list_price(hardware: str | None = None) -> str:
+    """The one text for hardware the price table has no offer for (the H200): :func:`price`'s error,
+    :func:`dollars` given None, :func:`run_estimate`'s label and :func:`price_here` all say it, with how to type
+    your own price. ``hardware``: a key of :mod:`gpulab.hardware` or a GPU's reported name; None when unknown."""
+    key = hardware if hardware in DEVICES or hardware in BOARDS or hardware in CPU_PARTS else None
+    key = key or (board_key(hardware) if hardware else None)
     return (
-        f"gpulab.pricing has no list price for {hardware!r} (the table holds offers it could name a page for: "
-        f"{', '.join(PRICES)}). Type your provider's: pricing.my_price('{hardware} (your price)', "
-        f"usd_per_hour=..., hardware='{hardware}')."
+        f"{'this hardware' if hardware is None else repr(hardware)} {NO_LIST_PRICE} (its offers: "
+        f"{', '.join(PRICES)}); type your provider's price: pricing.my_price('{hardware or 'my GPU'} (your price)', "
+        f"usd_per_hour=..., hardware={repr(key) if key else '<its key in gpulab.hardware>'})"
     )
 
 
@@ -143,6 +161,33 @@ def offer_for(device_name: str) -> Price | None:
     with :func:`my_price`."""
     key = board_key(device_name)
     return next((p for p in PRICES.values() if key is not None and p.hardware == key), None)
+
+
+def price_here(gpu_name: str | None, my_usd_per_hour: float | None = None) -> tuple[Price | None, str]:
+    """The hourly price of the machine a lesson's work ran on, and a sentence saying where it comes from.
+
+    ``gpu_name`` None (the work ran on this CPU, as in simulator mode): the table's CPU machine. A GPU's reported
+    name: the table's offer for its own board (:func:`offer_for`); where the table has none (an H200), the price
+    you typed, ``my_usd_per_hour`` per GPU-hour, labelled as typed by you; where you typed none either, None, and
+    the sentence says so and how to type one. Never a silent skip.
+    """
+    if gpu_name is None:
+        p = PRICES["CPU"]
+        return p, f"this machine's CPU did the work: priced as the table's CPU machine ({p.kind.split(':')[0]})"
+    offer = offer_for(gpu_name)
+    if offer is not None:
+        return offer, f"{gpu_name} did the work: priced as the table's offer for its board ({offer.kind.split(':')[0]})"
+    if my_usd_per_hour is None:
+        return None, (
+            f"{no_list_price(gpu_name)}. You typed no price either: set my_usd_per_hour to your provider's price per "
+            "GPU-hour and run the cell again"
+        )
+    key = board_key(gpu_name)  # None: a board the hardware tables do not know, named as reported
+    typed = my_price(f"{gpu_name} (your price)", my_usd_per_hour, hardware=key or "CPU")
+    return replace(typed, hardware=key or gpu_name), (
+        f"{no_list_price(gpu_name)}. So this uses the price you typed: my_usd_per_hour = "
+        f"${my_usd_per_hour:g} per GPU-hour"
+    )
 
 
 def my_price(
@@ -161,10 +206,7 @@ def my_price(
 def dollars(seconds: float, usd_per_hour: float) -> float:
     """What ``seconds`` of an offer at ``usd_per_hour`` cost (billed per second, as most clouds now do)."""
     if usd_per_hour is None:
-        raise UsageError(
-            "no hourly price (got None): hardware without a list price in gpulab.pricing (the H200, say) needs "
-            "yours, e.g. pricing.my_price('H200 (your price)', usd_per_hour=..., hardware='H200').usd_per_chip_hour."
-        )
+        raise UsageError(f"usd_per_hour is None: {no_list_price()}, and pass its .usd_per_chip_hour.")
     if seconds < 0 or usd_per_hour < 0:
         raise UsageError(f"seconds and usd_per_hour must be >= 0, got {seconds} and {usd_per_hour}.")
     return seconds / 3600.0 * usd_per_hour
@@ -196,6 +238,12 @@ def run_estimate(
     how to type one).
     """
     d = device(hardware)
+    p = None if offer is None else price(offer)
+    if p is not None and (p.hardware == "CPU" or _compute(device(p.hardware)) != _compute(d)):
+        raise UsageError(  # a price and a peak of different chips (or cores) make a figure that describes neither
+            f"the offer {p.offer!r} prices {p.hardware!r}, not {d.name}: pass the hardware it prices, or type a price "
+            "for this hardware: pricing.my_price('...', usd_per_hour=..., hardware=<its key in gpulab.hardware>)."
+        )
     peak = d.peak(precision) or d.peak("fp32")
     if peak is None:
         raise UsageError(f"{d.name} has no {precision} or fp32 peak on its spec sheet.")
@@ -203,28 +251,30 @@ def run_estimate(
         raise UsageError(f"utilization is a fraction of the peak in (0, 1], got {utilization}.")
     if chips < 1:
         raise UsageError(f"chips must be at least 1, got {chips}.")
-    p = None if offer is None else price(offer)
     seconds = flops / (peak * 1e12 * utilization * chips)
     per_chip = None if p is None else p.usd_per_chip_hour if p.accelerators else p.usd_per_hour
     kwh = None if d.watts is None else d.watts * chips * seconds / 3.6e6
-    key = hardware if isinstance(hardware, str) else d.name
-    no_price = f"no list price for {key!r} in gpulab.pricing; type yours: pricing.my_price(..., hardware={key!r})"
+    prec = precision if d.peak(precision) else "fp32"
     return {
         "hours": seconds / 3600,
         "dollars": None if per_chip is None else dollars(seconds, per_chip * chips),
         "kwh": kwh,
         "label": (
-            f"estimate: {utilization:.0%} of {d.name}'s spec-sheet "
-            f"{precision if d.peak(precision) else 'fp32'} "
-            f"peak x {chips}; energy = {_watts_kind(d)} {d.watts or '?'} W x time; "
-            f"price: {no_price if p is None else p.label}"
+            f"estimate: {utilization:.0%} of {d.name}'s {_kind(d, prec)} {prec} peak x {chips}; "
+            f"energy = {_kind(d, 'watts')} {f'{d.watts:g}' if d.watts else '?'} W x time; "
+            f"price: {no_list_price(hardware if isinstance(hardware, str) else d.name) if p is None else p.label}"
         ),
     }
 
 
-def _watts_kind(d: Device) -> str:
-    """How to call a device's watts in a label: "spec-sheet", or what they are instead and why."""
-    kind = d.figure_kind("watts") if d.watts is not None else "spec sheet"
+def _compute(d: Device) -> tuple[float | None, ...]:
+    """The figures :func:`run_estimate` uses: another board of the same chip (an A100 40GB) has the same."""
+    return (d.fp32, d.tf32, d.bf16, d.fp8, d.watts)
+
+
+def _kind(d: Device, field: str) -> str:
+    """How to call a device's figure in a label: "spec-sheet", or what it is instead and why."""
+    kind = d.figure_kind(field) if getattr(d, field) is not None else "spec sheet"
     if kind == "spec sheet":
         return "spec-sheet"
     head, _, why = kind.partition(":")

@@ -15,9 +15,12 @@ from ..hardware import GPUS
 from ..transformer import llm
 from .explorer import explorer
 
-__all__ = ["kv_cache_explorer", "kv_cache_figure", "kv_cache_report"]
+__all__ = ["FP8_STORAGE_ONLY", "kv_cache_explorer", "kv_cache_figure", "kv_cache_report"]
 
 PRECISIONS = ("bf16", "fp8", "fp32")
+# What "fits" means at FP8 on a GPU whose spec sheet has no FP8 tensor-core peak (V100, T4, A100): the memory
+# budget holds, but the numbers are only stored in FP8; every multiply upcasts them first.
+FP8_STORAGE_ONLY = "this GPU has no FP8 tensor cores: FP8 is storage only there, compute upcasts"
 
 
 def _math(d) -> str:
@@ -40,12 +43,13 @@ def kv_cache_report(
     for key, d in GPUS.items():
         cap = d.memory_gb * 1e9
         biggest = llm.max_batch(m, cap, context=context, precision=precision)
+        # stored in FP8, multiplied in a wider format: said wherever something fits, as a flag next to "fits"
+        storage = f"; <b>{FP8_STORAGE_ONLY}</b> (to {_math(d)})" if precision == "fp8" and not d.peak("fp8") else ""
         if total <= cap:
             bound = llm.decode_bound(m, d, context=context, batch=batch, precision=precision)
             speed = f"decode at most {bound['tokens_per_s']:,.0f} tokens/s ({bound['bound']}-bound)"
-            if precision == "fp8" and not d.peak("fp8"):  # stored in FP8, multiplied in a wider format
-                speed += f"; no FP8 tensor cores, so FP8 only stores the numbers: the math runs at {_math(d)}"
-            rows.append(f"<li>{key} ({d.memory_gb:g} GB): <b>fits</b>; largest batch {biggest:,}; {speed}</li>")
+            fits = f"<b>fits</b> in memory{storage}; largest batch {biggest:,}"
+            rows.append(f"<li>{key} ({d.memory_gb:g} GB): {fits}; {speed}</li>")
         elif budget["weights"] > cap:
             rows.append(f"<li>{key} ({d.memory_gb:g} GB): the weights alone do not fit</li>")
         elif biggest == 0:  # the weights fit, but the memory left over holds less than one sequence's cache
@@ -54,7 +58,7 @@ def kv_cache_report(
                 f"left do not hold one sequence's KV cache</li>"
             )
         else:
-            rows.append(f"<li>{key} ({d.memory_gb:g} GB): does not fit; largest batch {biggest:,}</li>")
+            rows.append(f"<li>{key} ({d.memory_gb:g} GB): does not fit; largest batch {biggest:,}{storage}</li>")
     html = (
         f"<p>{m.name}: {m.params / 1e9:,.2f} B parameters; {context:,} tokens x batch {batch:,} at "
         f"{precision.upper()}. Weights <b>{budget['weights'] / 1e9:,.1f} GB</b>, KV cache "
