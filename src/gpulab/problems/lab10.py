@@ -137,6 +137,7 @@ _BUDGET_MISTAKES = {
 
 def budget_host(training_bytes: Callable[..., Any], largest_batch: Callable[..., Any]) -> Callable[..., None]:
     """The check's ``host=``: the learner's two functions called on every row of the inputs."""
+
     def call(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         parts, best = [], []
         for p, a, b, m, gb in x:
@@ -207,8 +208,9 @@ UNSCALE = Problem(
     rtol=0,
     atol=0,  # a multiplication by a power of two is exact
     mistakes={
-        "found_inf is a flag, 0 or 1, not a count: cuda.atomic.max(found_inf, 0, 1) (or write 1 only; any "
-        "thread may).": lambda g, inv: np.array([np.count_nonzero(~np.isfinite(g))], np.int32),
+        "found_inf is a flag, 0 or 1, not a count: set it with cuda.atomic.max(found_inf, 0, 1).": lambda g, inv: (
+            np.array([np.count_nonzero(~np.isfinite(g))], np.int32)
+        ),
         "multiply by inv_scale (1 / scale): the gradients come out of the backward pass scaled up.": lambda g, inv: (
             g / inv
         ).astype(np.float32),
@@ -273,6 +275,7 @@ def _scaler_mistake(**kw: Any) -> Callable[..., Any]:
 
 def scaler_host(run: Callable[..., Any]) -> Callable[..., None]:
     """The check's ``host=``: ``run(batches, scale, growth_interval)`` with the batches on the device."""
+
     def call(batches: np.ndarray, params: np.ndarray) -> tuple[np.ndarray, ...]:
         got = run(runtime.to_device(batches), float(params[0]), int(params[1]))
         if got is None:
@@ -417,6 +420,7 @@ def _bytes(sent: Any, p: int, name: str) -> np.ndarray:
 
 def ring_host(rs: Callable[[list], Any], ag: Callable[[list], Any]) -> Callable[..., None]:
     """The check's ``host=``: the learner's reduce_scatter, then all_gather, on device buffers."""
+
     def call(x: np.ndarray) -> tuple[np.ndarray, ...]:
         p, n = x.shape
         bufs = _device_buffers(x)
@@ -437,6 +441,11 @@ def _ring_mistake(**kw: Any) -> Callable[..., Any]:
     return _first_different(ring_spec, lambda x: ring_sim(x, **kw))
 
 
+def _values_not_bytes(x: np.ndarray) -> tuple:
+    own, rs_sent, bufs, sent = ring_spec(x)
+    return own, rs_sent / 4, bufs, sent / 4
+
+
 def _floor_chunks(x: np.ndarray) -> tuple:
     p, n = x.shape
     return ring_sim(x, bounds=[k * (n // p) for k in range(p)] + [n])  # the last chunk takes the remainder
@@ -447,7 +456,7 @@ RING = Problem(
     spec=ring_spec,
     inputs=_ring_inputs,
     sizes=[(1, 5), (2, 7), (3, 10), (4, 30), (5, 3), (8, 203)],
-    gpu_sizes=[(1, 5), (2, 7), (3, 10), (4, 30), (5, 3), (8, (1 << 22) + 3)],
+    gpu_sizes=[(1, 5), (2, 7), (3, 10), (4, 30), (5, 3), (8, (1 << 20) + 3)],
     host=ring_host(reduce_scatter, all_gather),
     out_names=["own_chunks", "reduce_scatter_sent", "buffers", "sent"],
     rtol=1e-5,
@@ -460,7 +469,7 @@ RING = Problem(
         )(x),
         "the all-gather overwrites the neighbour's chunk with the sum (bufs[dst][...] = msg); adding counts the "
         "neighbour's partial sum again.": _ring_mistake(gather_adds=True),
-        "sent is in bytes (msg.nbytes, 4 per float32), not values.": lambda x: ring_spec(x)[3] / 4,
+        "sent is in bytes (msg.nbytes, 4 per float32), not values.": _first_different(ring_spec, _values_not_bytes),
         "chunks come from chunk_bounds(length, p): the first length % p chunks are one longer, so no chunk is "
         "more than one value longer than another.": _first_different(ring_spec, _floor_chunks),
     },
@@ -527,6 +536,7 @@ def _hier_swapped(x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray,
 def hierarchical_host(fn: Callable[..., Any], rs: Callable = reduce_scatter, ag: Callable = all_gather) -> Callable:
     """The check's ``host=``: ``fn(buffers, gpus_per_node, reduce_scatter, all_gather)`` on device buffers, given
     the reference phases (so this check does not depend on Exercise 3)."""
+
     def call(x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, ...]:
         bufs = _device_buffers(x)
         got = fn(bufs, int(g[0]), rs, ag)
@@ -549,8 +559,9 @@ HIERARCHICAL = Problem(
     "lab10.hierarchical",
     spec=hierarchical_spec,
     inputs=_hier_inputs,
-    sizes=[(1, 2, 9), (2, 1, 7), (2, 2, 11), (3, 4, 101), (2, 4, 3)],
-    gpu_sizes=[(1, 2, 9), (2, 1, 7), (2, 2, 11), (3, 4, 101), (2, 4, 3), (4, 8, (1 << 20) + 7)],
+    # the first case tells the mistakes apart (with one node, a flat ring looks like fast and slow swapped)
+    sizes=[(2, 2, 11), (1, 2, 9), (2, 1, 7), (3, 4, 101), (2, 4, 3)],
+    gpu_sizes=[(2, 2, 11), (1, 2, 9), (2, 1, 7), (3, 4, 101), (2, 4, 3), (4, 8, (1 << 18) + 7)],
     host=hierarchical_host(hierarchical_allreduce),
     out_names=["buffers", "fast_sent", "slow_sent"],
     rtol=1e-5,
