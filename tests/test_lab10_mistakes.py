@@ -307,3 +307,19 @@ def test_the_solution_kernel_compiles_to_ptx():
         "7.5": "ok",
         "9.0": "ok",
     }
+
+
+def test_the_solution_collectives_follow_cupys_rules():
+    """In gpu mode the devices' buffers are CuPy arrays: the lab's own reduce_scatter, all_gather and
+    hierarchical_allreduce must not assign NumPy arrays into them nor call NumPy functions on them."""
+    from test_gpu_host_outputs import _function_from_notebook, device
+
+    scope = {"np": np, "chunk_bounds": L.chunk_bounds}
+    for name in ("reduce_scatter", "all_gather", "hierarchical_allreduce"):
+        exec(_function_from_notebook(LAB, name), scope)  # noqa: S102 - the lab's own solution
+    x = np.random.default_rng(0).standard_normal((6, 23)).astype(np.float32)
+    bufs = [device(row) for row in x]
+    out, fast, slow = scope["hierarchical_allreduce"](bufs, 3, scope["reduce_scatter"], scope["all_gather"])
+    expected = L.hierarchical_spec(x, np.array([3]))
+    assert np.allclose(np.stack([b.view(np.ndarray) for b in out]), expected[0], atol=1e-5)
+    assert fast == expected[1].tolist() and slow == expected[2].tolist()
