@@ -6,6 +6,9 @@ Most exercises are plain functions (``host=`` adapters turn them into checks); t
 kernel, compiled to PTX. The references are the course's own models: :func:`gpulab.scaling.memory_budget` and
 :func:`gpulab.scaling.max_batch_size` for memory, :func:`ring_sim` for the ring's schedule. The ring and the
 hierarchical all-reduce are defined in :mod:`.lab10_ring` and re-exported here.
+
+Lab 10 is not in :data:`gpulab.problems.LABS` (whose problems tests/test_gpu_sizes.py emulates): its problems are
+checked at gpu sizes by tests/test_gpu_sizes_lab10.py, and its graded cells by tests/test_lab10_mistakes.py.
 """
 
 from __future__ import annotations
