@@ -81,18 +81,7 @@ def _line(code: CodeType, lineno: int) -> tuple[int, str]:
 _LAUNCH_FILES = ("/cuda/dispatcher.py", "/cuda/simulator/kernel.py")
 _LAUNCH_NAMES = frozenset({"__call__", "__getitem__", "call", "forall", "configure"})
 _TRANSFERS = frozenset(
-    {
-        "to_device",
-        "copy_to_host",
-        "copy_to_device",
-        "to_host",
-        "asnumpy",
-        "asarray",
-        "get",
-        "device_array",
-        "device_array_like",
-        "as_cuda_array",
-    }  # fmt: skip
+    "to_device copy_to_host copy_to_device to_host asnumpy asarray get device_array device_array_like".split()
 )
 _SYNCS = frozenset({"synchronize"})
 
@@ -108,7 +97,7 @@ def _call_names(code: CodeType, lineno: int, lasti: int) -> list[str]:
             raw = linecache.getline(code.co_filename, lineno).encode()
             text = raw[pos[2] : pos[3]].decode(errors="replace")  # columns count UTF-8 bytes
     text = text or linecache.getline(code.co_filename, lineno)
-    return re.findall(r"(\w+|\])\s*\(", text)
+    return re.findall(r"(\w+)\s*\(", text)
 
 
 def _doing(frames: list[tuple[CodeType, int, int]], inner: int) -> tuple[str, str]:
