@@ -16,10 +16,13 @@ import numpy as np
 import pytest
 from numba import cuda
 
+from gpulab import runtime
 from gpulab.exercises import check_kernel, output
 from gpulab.exercises.output import SHOWN, captured
 
 LIBC = ctypes.CDLL(None)
+# the stand-in kernels call C's printf through ctypes: Python, which only the simulator runs
+simulator_only = pytest.mark.skipif(runtime.is_gpu(), reason="a simulator kernel that calls C's printf")
 
 
 def c_print(i):
@@ -54,6 +57,7 @@ def gpu_path(monkeypatch):
     monkeypatch.setattr(output, "_fd_wanted", lambda: True)
 
 
+@simulator_only
 def test_a_kernels_printf_is_kept_aside_and_fd1_is_put_back(gpu_path, capfd):
     before = _fd1()
     res = check_kernel(add_printf, lambda a, b: a + b, inputs=_inputs, sizes=[1, 37], threads=32)
@@ -72,6 +76,7 @@ def test_a_kernels_printf_is_kept_aside_and_fd1_is_put_back(gpu_path, capfd):
     assert "more lines printed" in str(res)
 
 
+@simulator_only
 def test_a_host_functions_writes_to_fd1_are_your_codes(gpu_path, capfd):
     runs = []
 
@@ -237,6 +242,7 @@ def test_where_fd_level_capture_is_impossible_only_sys_stdout_is_captured(gpu_pa
     assert output._c_flush() is None
 
 
+@simulator_only
 def test_in_simulator_mode_fd1_is_left_alone_by_default(capfd):
     with captured() as out:
         os.write(1, b"fd 1 as before\n")
@@ -266,7 +272,7 @@ def test_a_pipe_and_a_closed_fd1_in_a_process_of_its_own():
         sys.stderr.write(f"fd_level={closed.fd_level} lines={closed.lines}\\n")
         """
     )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), GPULAB_DEVICE="simulator")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "after\n", proc.stdout
@@ -279,6 +285,7 @@ def test_in_a_jupyter_kernel_printf_shows_in_the_verdict_and_fd1_reaches_the_not
     """ipykernel >= 6 forwards fd 1 to the notebook (a pipe and a thread): a check on the gpu path keeps the
     kernel's printf out of the cell's output but in the verdict, and fd 1 reaches the notebook again afterwards."""
     monkeypatch.delenv("PYTEST_CURRENT_TEST")  # else ipykernel leaves fd 1 alone (its own tests' switch)
+    monkeypatch.setenv("GPULAB_DEVICE", "simulator")  # the "kernel" calls C's printf: a simulator kernel
     nbformat = pytest.importorskip("nbformat")
     pytest.importorskip("nbclient")
     from nbrun import SlicedClient
@@ -302,3 +309,23 @@ def test_in_a_jupyter_kernel_printf_shows_in_the_verdict_and_fd1_reaches_the_not
     assert "[PASS] add_kernel" in text and "more lines printed by the kernel" in text, text
     assert text.count("cthread ") == SHOWN and len(text.splitlines()) < 20, text
     assert "".join(o.get("text", "") for o in nb.cells[3].outputs) == "after\n", nb.cells[3].outputs
+
+
+@pytest.mark.skipif(not runtime.is_gpu(), reason="CUDA's printf needs a GPU (GPULAB_DEVICE=gpu)")
+def test_on_a_gpu_a_printing_kernel_at_n_300_does_not_flood_fd1(capfd):
+    """The real thing: print in a kernel is CUDA's printf, written by the driver at a synchronisation."""
+
+    @cuda.jit
+    def add_printing(a, b, out):
+        i = cuda.grid(1)
+        print("thread", i)
+        if i < out.size:
+            out[i] = a[i] + b[i]
+
+    res = check_kernel(add_printing, lambda a, b: a + b, inputs=_inputs, sizes=[300], threads=128)
+    os.write(1, b"after the check\n")
+    assert capfd.readouterr().out == "after the check\n"
+    assert res.passed, res
+    shown = [ln for ln in res.printed.splitlines() if ln.startswith("  | ")]
+    assert len(shown) == SHOWN and all(ln.startswith("  | thread ") for ln in shown), res.printed
+    assert "more lines printed by the kernel" in res.printed
