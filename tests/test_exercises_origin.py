@@ -4,7 +4,11 @@ learner's line that led there), or the launch of a kernel whose parameters do no
 
 from __future__ import annotations
 
+import linecache
+import os
+
 import numpy as np
+import pytest
 from numba import cuda
 
 from gpulab import capstone
@@ -113,9 +117,10 @@ def test_a_compile_error_on_launch_is_the_kernels_own():
 
     import gpulab.kernels.grid_stride as launcher_module
 
+    dispatcher = os.path.join(os.path.dirname(numba_errors.__file__), os.pardir, "cuda", "dispatcher.py")
     ns: dict = {"TypingError": TypingError, "TypeError": TypeError}
-    exec(compile("def compile_kernel(err):\n    raise err('cannot compile')\n", numba_errors.__file__, "exec"), ns)
-    exec(compile("def launch_1d(err):\n    compile_kernel(err)\n", launcher_module.__file__, "exec"), ns)
+    exec(compile("def __call__(err):\n    raise err('cannot compile')\n", dispatcher, "exec"), ns)  # the launch
+    exec(compile("def launch_1d(err):\n    __call__(err)\n", launcher_module.__file__, "exec"), ns)
     found = {}
     for err in (TypingError, TypeError):
         try:
@@ -146,3 +151,121 @@ def test_a_package_installed_in_dist_packages_is_not_the_learners_code():
         except ValueError as exc:
             found = origin(exc)
         assert found.kind == "yours" and found.line is not None and "fail(1)" in found.line[1], found
+
+
+# --- an error raised in Numba's code that gpulab's code called for something other than a launch ---------------
+
+_NUMBA = os.path.join(os.path.dirname(os.path.dirname(cuda.__file__)), "cuda")  # numba's cuda package (either mode)
+
+
+def _module(path: str, source: str, ns: dict, monkeypatch) -> dict:
+    """Code objects named after ``path`` (a gpulab or Numba file that does not exist), with ``source`` as its text."""
+    monkeypatch.setitem(linecache.cache, path, (len(source), None, source.splitlines(True), path))
+    exec(compile(source, path, "exec"), ns)
+    return ns
+
+
+def _gpulab_file(name: str) -> str:
+    import gpulab
+
+    return os.path.join(os.path.dirname(gpulab.__file__), "kernels", f"_{name}_for_a_test.py")
+
+
+def test_an_error_in_a_transfer_by_gpulabs_code_is_not_called_a_launch(monkeypatch):
+    """A real one in the simulator: gpulab's code copies a device array into a host array of the wrong shape."""
+    ns = _module(_gpulab_file("copy_back"), "def copy_back(x_d, out):\n    x_d.copy_to_host(out)\n", {}, monkeypatch)
+
+    def host(x, y):
+        ns["copy_back"](cuda.to_device(x), np.zeros(2, np.float32))  # the learner's line that leads there
+        y[...] = np.maximum(x, 0)
+
+    res = check_kernel(relu_past_the_end, lambda x: np.maximum(x, 0), inputs=_relu_inputs, sizes=[5], host=host)
+    assert res.status == "error", res
+    # before: "ValueError when gpulab's launcher (gpulab/kernels/_copy_back_for_a_test.py, line 2, in copy_back)
+    # launched your kernel relu_past_the_end, before any line of it ran"
+    assert "launched" not in res.message and "before any line of it ran" not in res.message, res.message
+    assert (
+        "ValueError raised in Numba's code during a transfer (copy_to_host) by gpulab's code "
+        "(gpulab/kernels/_copy_back_for_a_test.py, line 2, in copy_back), not in a line of yours" in res.message
+    ), res.message
+    assert 'ns["copy_back"](cuda.to_device(x)' in res.message and "incompatible shape" in res.message
+    assert "their shapes and dtypes" in res.hint
+
+
+def _raise_through(monkeypatch, gpulab_line: str, api: dict, error):
+    """Raise ``error`` in Numba's code called from a gpulab line (``cuda`` there stands for ``api``)."""
+    cuda_api = type("api", (), {name: staticmethod(fn) for name, fn in api.items()})
+    ns = _module(_gpulab_file("launcher"), f"def step(x=None):\n    {gpulab_line}\n", {"cuda": cuda_api}, monkeypatch)
+    with pytest.raises(error) as info:
+        ns["step"]()
+    return origin(info.value)
+
+
+@pytest.mark.parametrize(
+    "line,numba_fn,call,callee",
+    [
+        # the error is raised while Numba makes the CUDA context current: only the wrapper is on the stack, so the
+        # name comes from gpulab's line
+        ("x_d = cuda.to_device(x)", "_require_cuda_context", "transfer", "to_device"),
+        ("cuda.synchronize()", "synchronize", "synchronisation", "synchronize"),
+        ("f = cuda.typeof_pyval(x)", "typeof_pyval", "", ""),
+    ],
+)
+def test_a_numba_error_after_gpulabs_code_names_what_gpulab_was_doing(monkeypatch, line, numba_fn, call, callee):
+    """gpu mode's stacks, built from code objects named after a gpulab file and Numba's files."""
+    from numba.core.errors import NumbaError
+
+    class CudaAPIError(NumbaError):
+        pass
+
+    CudaAPIError.__module__ = "numba.cuda.cudadrv.driver"  # where Numba's own is defined
+
+    source = f"def {numba_fn}(*args):\n    raise error('[700] CUDA_ERROR_ILLEGAL_ADDRESS')\n"
+    numba = _module(os.path.join(_NUMBA, "cudadrv", "devices.py"), source, {"error": CudaAPIError}, monkeypatch)
+    api_name = line.split("cuda.")[1].split("(")[0]  # what gpulab's line calls: Numba's function, or its wrapper
+    found = _raise_through(monkeypatch, line, {api_name: numba[numba_fn]}, CudaAPIError)
+    # before: kind "yours" (a Numba exception after a gpulab frame was taken for the kernel's failed compilation)
+    assert found.kind == "numba" and (found.call, found.callee) == (call, callee), found
+    assert found.where == "gpulab/kernels/_launcher_for_a_test.py, line 2, in step" and not found.harness
+
+
+def test_the_verdicts_for_a_transfer_a_synchronisation_and_an_unknown_call():
+    from gpulab.exercises.frames import Origin
+    from gpulab.exercises.problem import Case
+    from gpulab.exercises.raised import DEVICE_FAULT_HINT, exception_verdict
+
+    case = Case(size=5, seed=0, inputs=(np.zeros(5, np.float32),), expected=(np.zeros(5, np.float32),))
+    where = "gpulab/kernels/nn_ops.py, line 9, in relu"
+
+    def verdict(found, text="bad shape"):
+        exc = ValueError(text)
+        exc.gpulab_origin, exc.gpulab_kernel = found, "relu_kernel"
+        return exception_verdict(exc, "host function host(...)", case)
+
+    _, msg, _ = verdict(Origin("numba", None, where, call="transfer", callee="to_device", package="numba"))
+    assert msg.startswith(f"ValueError raised in Numba's code during a transfer (to_device) by gpulab's code ({where})")
+    _, msg, hint = verdict(Origin("numba", None, where, package="CuPy"), "an illegal memory access was encountered")
+    assert msg.startswith(f"ValueError raised in CuPy's code called from gpulab's code at {where}, not in a line")
+    assert hint == DEVICE_FAULT_HINT
+    _, msg, hint = verdict(Origin("numba", None, where, True, "synchronisation", "synchronize", "numba"))
+    assert msg.startswith("ValueError when the check waited for your kernel relu_kernel to finish") and hint
+
+
+def test_the_checks_own_synchronisation_is_named():
+    """run.py's wait after the learner's kernel -> gpulab.runtime.synchronize -> Numba: an error there is reported
+    as the check's wait for the kernel (on a GPU the kernel's illegal address shows there)."""
+    from gpulab import runtime
+    from gpulab.exercises import run as harness
+
+    api: dict = {"error": RuntimeError}
+    exec(
+        compile("def synchronize():\n    raise error('illegal address')\n", os.path.join(_NUMBA, "api.py"), "exec"), api
+    )
+    rt: dict = {"cuda": type("api", (), {"synchronize": staticmethod(api["synchronize"])})}
+    exec(compile("def synchronize():\n    cuda.synchronize()\n", runtime.__file__, "exec"), rt)
+    run_ns: dict = {"synchronize": rt["synchronize"]}
+    exec(compile("def go_and_wait():\n    synchronize()\n", harness.__file__, "exec"), run_ns)
+    with pytest.raises(RuntimeError) as info:
+        run_ns["go_and_wait"]()
+    found = origin(info.value)
+    assert found.kind == "numba" and found.harness and found.call == "synchronisation", found

@@ -359,8 +359,8 @@ def test_every_reference_kernel_is_listed_for_ptx():
 
 @pytest.fixture(scope="module")
 def compiled_05_10():
-    """Every reference kernel of lessons 05-10 compiled for sm_75 and sm_90: one NVVM process per target
-    (a process per kernel cost about 2.5 s of CPU each)."""
+    """Every reference kernel of lessons 05-10 compiled for sm_75 and sm_90 in one NVVM process (a process per
+    kernel cost about 2.5 s of CPU each, a process per target about 2.5 s more)."""
     from gpulab import ptx
 
     source = inspect.getsource(answers_05_10)
@@ -368,7 +368,7 @@ def compiled_05_10():
         k.py_func.__name__: {"source": source, "name": k.py_func.__name__, "signature": sig}
         for k, sig in answers_05_10.PTX_SIGNATURES
     }
-    return {cc: ptx.compile_sources(items, cc=cc) for cc in ((7, 5), (9, 0))}
+    return ptx.compile_sources(items, ccs=((7, 5), (9, 0)))
 
 
 @pytest.mark.ptx

@@ -51,3 +51,21 @@ def test_good_learner_source_compiles():
         "        x[i] *= 2\n"
     )
     assert ptx.compile_source(source, "double", "void(float32[:])", ccs=[(7, 5)]) == {"7.5": "ok"}
+
+
+@pytest.mark.ptx
+def test_compile_sources_compiles_for_several_targets_in_one_process():
+    def item(name, body):
+        source = f"from numba import cuda\n@cuda.jit\ndef {name}(x):\n    i = cuda.grid(1)\n{body}"
+        return {"source": source, "name": name, "signature": "void(float32[:])"}
+
+    items = {
+        "double": item("double", "    if i < x.size:\n        x[i] *= 2\n"),
+        "listy": item("listy", "    xs = [1.0]\n    xs.append(x[i])\n    x[i] = xs[-1]\n"),
+    }
+    both = ptx.compile_sources(items, ccs=[(7, 5), (9, 0)])
+    assert list(both) == [(7, 5), (9, 0)]
+    for res in both.values():
+        assert res["double"] == "ok" and res["listy"] != "ok", res
+    with pytest.raises(TypeError, match="not both"):
+        ptx.compile_sources(items, (7, 5), ccs=[(9, 0)])

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterable
+from typing import overload
 
 __all__ = ["DEFAULT_CCS", "compile_library", "compile_source", "compile_sources"]
 
@@ -116,12 +117,33 @@ def compile_source(
     return _run_child(_SOURCES_CHILD, payload, timeout)[name]
 
 
+@overload
 def compile_sources(
-    items: dict[str, dict[str, str]], cc: tuple[int, int] = (7, 5), timeout: float = 300
-) -> dict[str, str]:
+    items: dict[str, dict[str, str]], cc: tuple[int, int] = (7, 5), timeout: float = 300, *, ccs: None = None
+) -> dict[str, str]: ...
+
+
+@overload
+def compile_sources(
+    items: dict[str, dict[str, str]], *, timeout: float = 300, ccs: Iterable[tuple[int, int]]
+) -> dict[tuple[int, int], dict[str, str]]: ...
+
+
+def compile_sources(
+    items: dict[str, dict[str, str]],
+    cc: tuple[int, int] | None = None,
+    timeout: float = 300,
+    *,
+    ccs: Iterable[tuple[int, int]] | None = None,
+) -> dict[str, str] | dict[tuple[int, int], dict[str, str]]:
     """Compile several kernels in one child process (NVVM's start-up is paid once): ``items`` maps a key to
-    ``{"source": module text, "name": kernel name, "signature": ...}``. Returns key -> ``"ok"`` or the error.
-    Raises when the compiler itself cannot run (NVVM missing, the child crashed)."""
-    res = _run_child(_SOURCES_CHILD, {"items": items, "ccs": [list(cc)]}, timeout)
-    cc_key = f"{cc[0]}.{cc[1]}"
-    return {key: r.get("error") or r[cc_key] for key, r in res.items()}
+    ``{"source": module text, "name": kernel name, "signature": ...}``. Returns key -> ``"ok"`` or the error for
+    one target ``cc`` (default sm_75); with ``ccs=[(7, 5), (9, 0)]`` every target in the same process, and
+    cc -> {key -> ``"ok"`` or the error}. Raises when the compiler itself cannot run (NVVM missing, the child
+    crashed)."""
+    if ccs is not None and cc is not None:
+        raise TypeError("compile_sources takes cc= (one target) or ccs= (several), not both")
+    targets = [tuple(c) for c in ccs] if ccs is not None else [cc or (7, 5)]
+    res = _run_child(_SOURCES_CHILD, {"items": items, "ccs": [list(c) for c in targets]}, timeout)
+    by_cc = {(t[0], t[1]): {key: r.get("error") or r[f"{t[0]}.{t[1]}"] for key, r in res.items()} for t in targets}
+    return by_cc if ccs is not None else by_cc[(targets[0][0], targets[0][1])]

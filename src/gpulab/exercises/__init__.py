@@ -55,9 +55,11 @@ What is checked (the pipeline in :mod:`.check`), and the verdict a learner gets:
   stopped; an ``IndexError`` names the thread and block ("indexed past the end: missing bounds
   guard?"); the launch in the verdict is the one that failed. An exception is placed by its traceback
   (:mod:`.frames`, :mod:`.raised`): a line of the learner's code, gpulab's own code called with the
-  learner's kernel (named, with the learner's line that led there), or a launch that failed on the
-  kernel's parameters before any line of it ran. What the kernel prints is kept aside (:mod:`.output`):
-  the verdict shows its first 5 lines and how many more there were;
+  learner's kernel (named, with the learner's line that led there), a launch that failed on the
+  kernel's parameters before any line of it ran, or Numba's code that gpulab's code called for something
+  else (a transfer, a synchronisation: named as such, not as a launch). What the kernel prints is kept
+  aside (:mod:`.output`; on a GPU, CUDA's printf, by capturing file descriptor 1): the verdict shows its
+  first 5 lines and how many more there were;
 * compare (:mod:`.compare`): ``rtol``/``atol``, or ``reduction=n``: a float64 reference and the
   float32 rounding bound for sums of n terms (:func:`rounding_bound`);
 * diagnose (:mod:`.diagnose`): output untouched, elements never written, off-by-one at an edge,

@@ -9,8 +9,10 @@ writes, so an error raised there belongs to the kernel line that called it.
 
 from __future__ import annotations
 
+import itertools
 import linecache
 import os
+import re
 import threading
 from dataclasses import dataclass
 from types import CodeType
@@ -20,6 +22,7 @@ __all__ = ["Origin", "origin", "source_line"]
 _GPULAB = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../gpulab
 _SIMULATOR = os.path.join(_GPULAB, "simulator") + os.sep
 _HARNESS = os.path.join(_GPULAB, "exercises", "run.py")  # the check's own launch
+_RUNTIME = os.path.join(_GPULAB, "runtime.py")  # gpulab's synchronize, to_host: called by the check too
 _STDLIB = os.path.dirname(threading.__file__)
 
 
@@ -49,48 +52,107 @@ class Origin:
 
     ``kind``: "yours" (raised in the learner's code), "gpulab" (raised in gpulab's own code), "launch"
     (gpulab's code launched the learner's kernel and the launch failed before the kernel's first line ran,
-    e.g. a parameter too many) or "unknown". ``line``: (number, text) of the learner's line where it was
-    raised ("yours"), or of the learner's call that led into gpulab's code (None when the learner's code is
-    not on the stack, e.g. a check the capstone runs). ``where``: gpulab's frame that raised or launched,
-    "gpulab/kernels/grid_stride.py, line 81, in launch_1d"; ``harness``: that frame is the check's own launch.
+    e.g. a parameter too many), "numba" (raised in Numba's or CuPy's code, ``package``, that gpulab's code called
+    for something other than a launch: ``call`` is "transfer", "synchronisation" or "" when not known, ``callee``
+    the name gpulab's line called, e.g. "to_device") or "unknown".
+    ``line``: (number, text) of the learner's line where it was raised ("yours"), or of the learner's call that led
+    into gpulab's code (None when the learner's code is not on the stack, e.g. a check the capstone runs).
+    ``where``: gpulab's frame that raised, launched or called, "gpulab/kernels/grid_stride.py, line 81, in
+    launch_1d"; ``harness``: that call is the check's own (its launch, or its wait for the learner's kernel).
     """
 
     kind: str
     line: tuple[int, str] | None = None
     where: str = ""
     harness: bool = False
+    call: str = ""
+    callee: str = ""
+    package: str = ""
 
 
 def _line(code: CodeType, lineno: int) -> tuple[int, str]:
     return lineno, linecache.getline(code.co_filename, lineno).strip()
 
 
+# What gpulab's innermost frame was doing when the exception was raised in the code it called. A launch is
+# recognised by the frame it called (Numba's dispatcher or the simulator's kernel); a transfer or a
+# synchronisation by that frame's name, else by the name gpulab's line called (Numba's API functions are
+# wrapped: an error raised while making the CUDA context current names only the wrapper).
+_LAUNCH_FILES = ("/cuda/dispatcher.py", "/cuda/simulator/kernel.py")
+_LAUNCH_NAMES = frozenset({"__call__", "__getitem__", "call", "forall", "configure"})
+_TRANSFERS = frozenset(
+    "to_device copy_to_host copy_to_device to_host asnumpy asarray get device_array device_array_like".split()
+)
+_SYNCS = frozenset({"synchronize"})
+
+
+def _call_names(code: CodeType, lineno: int, lasti: int) -> list[str]:
+    """The names called by gpulab's line (``x.copy_to_host()`` -> ["copy_to_host"]): the very call that was running
+    where Python records its columns (3.11+), else every call on the line."""
+    text = ""
+    positions = getattr(code, "co_positions", None)
+    if positions is not None and lasti >= 0:
+        pos = next(itertools.islice(positions(), lasti // 2, None), None)
+        if pos is not None and None not in pos and pos[0] == pos[1] == lineno:
+            raw = linecache.getline(code.co_filename, lineno).encode()
+            text = raw[pos[2] : pos[3]].decode(errors="replace")  # columns count UTF-8 bytes
+    text = text or linecache.getline(code.co_filename, lineno)
+    return re.findall(r"(\w+)\s*\(", text)
+
+
+def _doing(frames: list[tuple[CodeType, int, int]], inner: int) -> tuple[str, str]:
+    """("launch" | "transfer" | "synchronisation" | "", the name called) for the call gpulab's frame ``inner`` made."""
+    callee = frames[inner + 1][0]
+    path = callee.co_filename.replace(os.sep, "/")
+    if path.endswith(_LAUNCH_FILES) and callee.co_name in _LAUNCH_NAMES:
+        return "launch", ""
+    names = [callee.co_name] if callee.co_name in _TRANSFERS | _SYNCS else _call_names(*frames[inner])
+    known = {n: "transfer" if n in _TRANSFERS else "synchronisation" for n in names if n in _TRANSFERS | _SYNCS}
+    if len(set(known.values())) != 1:
+        return "", ""  # nothing known called, or a transfer and a synchronisation on one line: not guessed
+    name = next(iter(known))
+    return known[name], name
+
+
+def _package(frames: list[tuple[CodeType, int, int]], start: int) -> str:
+    for code, _, _ in frames[start:]:
+        if "numba" in code.co_filename:
+            return "numba"
+        if "cupy" in code.co_filename:
+            return "CuPy"
+    return ""
+
+
 def origin(exc: BaseException) -> Origin:
     """Where ``exc`` was raised (see :class:`Origin`)."""
-    frames: list[tuple[CodeType, int]] = []
+    frames: list[tuple[CodeType, int, int]] = []
     tb = exc.__traceback__
     while tb is not None:
-        frames.append((tb.tb_frame.f_code, tb.tb_lineno))
+        frames.append((tb.tb_frame.f_code, tb.tb_lineno, tb.tb_lasti))
         tb = tb.tb_next
-    kinds = [_kind(code.co_filename) for code, _ in frames]
+    kinds = [_kind(code.co_filename) for code, _, _ in frames]
     inner = max((k for k, kind in enumerate(kinds) if kind != "other"), default=None)
     if inner is None:
         return Origin("unknown")
     if kinds[inner] == "yours":
-        return Origin("yours", _line(*frames[inner]))
+        return Origin("yours", _line(*frames[inner][:2]))
     callers = [k for k in range(inner) if kinds[k] == "yours"]
-    code, lineno = frames[inner]
+    code, lineno, _ = frames[inner]
     rel = os.path.relpath(code.co_filename, os.path.dirname(_GPULAB)).replace(os.sep, "/")
     where = f"{rel}, line {lineno}, in {code.co_name}"
-    launched = any("numba" in frames[k][0].co_filename for k in range(inner + 1, len(frames)))
-    if launched and type(exc).__module__.startswith("numba"):
+    led = _line(*frames[callers[-1]][:2]) if callers else None
+    package = _package(frames, inner + 1)
+    if not package:
+        return Origin("gpulab", led, where, code.co_filename == _HARNESS)
+    doing, callee = _doing(frames, inner)
+    if doing == "launch" and type(exc).__module__.startswith("numba"):
         return Origin("yours")  # Numba could not compile the kernel (gpu mode): its code, at no line of the stack
-    return Origin(
-        "launch" if launched else "gpulab",
-        _line(*frames[callers[-1]]) if callers else None,
-        where,
-        code.co_filename == _HARNESS,
-    )
+    if doing == "launch":
+        return Origin("launch", led, where, code.co_filename == _HARNESS)
+    k = inner
+    while k > 0 and frames[k][0].co_filename == _RUNTIME:  # runtime.synchronize() called by the check itself
+        k -= 1
+    return Origin("numba", led, where, frames[k][0].co_filename == _HARNESS, doing, callee, package)
 
 
 def source_line(exc: BaseException) -> tuple[int, str] | None:

@@ -53,7 +53,7 @@ def exception_verdict(exc: BaseException, launch: str, case: Case, inside: bool 
     if isinstance(exc, KernelTimeout):
         return "timeout", f"stopped: {where} ran past the deadline", ""
     found = getattr(exc, "gpulab_origin", None)
-    if found is not None and found.kind in ("gpulab", "launch"):
+    if found is not None and found.kind in ("gpulab", "launch", "numba"):
         return not_in_your_code(exc, found, text, getattr(exc, "gpulab_kernel", ""), case, launch)
     if isinstance(exc, (IndexError, TypeError)) and re.search(r"only integers|indices must be integers", text):
         msg = f"{where or 'your code'} used a non-integer index{at}: {text}\ninput: {case.describe()}\nlaunch: {launch}"
@@ -122,12 +122,15 @@ def exception_verdict(exc: BaseException, launch: str, case: Case, inside: bool 
 def not_in_your_code(
     exc: BaseException, found: Any, text: str, kernel: str, case: Case, launch: str
 ) -> tuple[str, str, str]:
-    """(status, message, hint) for an exception raised in gpulab's code (``found.kind == "gpulab"``) or by the
-    launch of the learner's kernel from gpulab's code (``"launch"``): the message says so, names gpulab's
+    """(status, message, hint) for an exception raised in gpulab's code (``found.kind == "gpulab"``), by the
+    launch of the learner's kernel from gpulab's code (``"launch"``) or in Numba's (CuPy's) code that gpulab's code
+    called for something else, a transfer or a synchronisation (``"numba"``): the message says so, names gpulab's
     function, and which line of the learner's code led there (when it is on the stack)."""
     yours = f"your kernel {kernel}" if kernel else "your kernel"
     led = f"; your line that led there: line {found.line[0]}: `{found.line[1]}`" if found.line else ""
     tail = f"\ninput: {case.describe()}\nlaunch: {launch}"
+    if found.kind == "numba":
+        return _in_numba(exc, found, text, yours, led, tail)
     if found.kind == "launch":
         who = "the check" if found.harness else f"gpulab's launcher ({found.where})"
         msg = f"{type(exc).__name__} when {who} launched {yours}, before any line of it ran{led}: {text}{tail}"
@@ -145,6 +148,38 @@ def not_in_your_code(
     return "error", msg, GPULAB_RAISED_HINT
 
 
+def _in_numba(exc: BaseException, found: Any, text: str, yours: str, led: str, tail: str) -> tuple[str, str, str]:
+    name = type(exc).__name__
+    pkg = "Numba's" if found.package == "numba" else f"{found.package}'s"
+    fault = bool(_DEVICE_FAULT_RE.search(text))
+    if found.harness and found.call == "synchronisation":
+        msg = f"{name} when the check waited for {yours} to finish (a synchronisation after its launch): {text}{tail}"
+    elif found.call:
+        msg = (
+            f"{name} raised in {pkg} code during a {found.call} ({found.callee}) by gpulab's code ({found.where}), "
+            f"not in a line of yours nor in the launch of {yours}{led}: {text}{tail}"
+        )
+    else:
+        msg = (
+            f"{name} raised in {pkg} code called from gpulab's code at {found.where}, not in a line of yours"
+            f"{led}: {text}{tail}"
+        )
+    if fault:
+        return "error", msg, DEVICE_FAULT_HINT
+    return "error", msg, TRANSFER_HINT if found.call == "transfer" else GPULAB_RAISED_HINT
+
+
+_DEVICE_FAULT_RE = re.compile(r"ILLEGAL_ADDRESS|illegal (memory access|address)|LAUNCH_FAILED|unspecified launch", re.I)
+DEVICE_FAULT_HINT = (
+    "on a GPU a kernel's fault while it runs is reported later, at the next synchronisation or transfer: an illegal "
+    "address means a thread read or wrote outside an array (a missing bounds guard, an index over the wrong "
+    "dimension). The process's CUDA context is now broken: fix the kernel, then restart the notebook's kernel."
+)
+TRANSFER_HINT = (
+    "copying an array between the host and the GPU failed: check what your code passes (NumPy or device arrays, "
+    "their shapes and dtypes; an object array or a Python list cannot be copied). If all of that is right, the "
+    "fault is gpulab's: report it with this message."
+)
 _ARGS_RE = re.compile(r"positional arguments? but \d+ (was|were) given|missing \d+ required")
 ARGS_HINT = (
     "the kernel's parameters do not match what the check passes: the inputs, in the order shown on the "
