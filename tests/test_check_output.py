@@ -227,3 +227,29 @@ def test_in_a_jupyter_kernel_the_cell_shows_the_verdict_and_printing_works_after
     assert "[PASS] add_kernel" in text and "more lines printed by the kernel" in text, text
     assert text.count("| thread ") == SHOWN and len(text.splitlines()) < 20, text
     assert nb.cells[3].outputs[0]["text"] == "after 42\n"
+
+
+def test_capstone_training_on_the_gpu_path_does_not_synchronise_every_op(monkeypatch):
+    """Keeping CUDA printf aside (fd 1) means synchronising the device after each op; training launches every
+    learner op in every step, so it keeps only ``sys.stdout`` aside and stays asynchronous. The check before
+    training still takes the fd path."""
+    from gpulab.exercises import output
+
+    monkeypatch.setattr(output, "_fd_wanted", lambda: True)  # the gpu path, without a GPU
+    starts: list[bool] = []
+    real_start = output._FdCapture.start
+
+    def counting_start(self, *args, **kw):
+        starts.append(True)
+        return real_start(self, *args, **kw)
+
+    monkeypatch.setattr(output._FdCapture, "start", counting_start)
+    cap = capstone.Capstone()
+    assert cap.register("relu", relu_printing).passed
+    assert starts, "the check itself should keep fd 1 aside on the gpu path"
+    starts.clear()
+    ops = cap.ops(require_all=False)
+    model = nn.mnist_cnn(image_size=8, channels=(2, 2), hidden=8, backend="kernels").use_ops(ops)
+    x, y = np.random.default_rng(0).random((2, 1, 8, 8), dtype=np.float32), np.arange(2)
+    nn.train_step(model, nn.SoftmaxCrossEntropy(), nn.Adam(model), x, y)
+    assert ops.printed["relu"] > 0 and starts == []  # the prints were counted, fd 1 never swapped
