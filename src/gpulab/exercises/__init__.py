@@ -64,7 +64,8 @@ What is checked (the pipeline in :mod:`.check`), and the verdict a learner gets:
   shifted, transposed (also non-square), an input read transposed (``B[j, k]`` for ``B[k, j]``),
   the last partial tile of K dropped, inf/NaN from overflow (softmax without the max subtracted),
   "correct on square inputs, wrong on non-square", or the exercise's own
-  ``mistakes={hint: wrong_spec}``;
+  ``mistakes={hint: wrong_spec}`` (``wrong_spec`` returns the output the mistake gives, or a list of the
+  outputs it can give, e.g. one per loop bound a correct kernel may use);
 * races (:mod:`.races`, simulator): an instrumented run logs every shared-memory access and output
   write with its thread and barrier epoch; it names the race and which barrier is missing (after
   the load, or before the next overwrite), two threads writing one output without

@@ -120,11 +120,13 @@ def _untouched(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: st
 def _named_mistake(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
     for hint, wrong in judge.mistakes.items():
         try:
-            alt = np.asarray(wrong(*case.inputs))
+            made = wrong(*case.inputs)
         except Exception:  # noqa: BLE001 - a mistake spec that does not apply to this input
             continue
-        if alt.shape == got.shape and same(got, alt.astype(got.dtype), judge.rtol, atol):
-            return hint
+        for alt in made if isinstance(made, list) else [made]:  # a list: the outputs the mistake can give, any one
+            alt = np.asarray(alt)
+            if alt.shape == got.shape and same(got, alt.astype(got.dtype), judge.rtol, atol):
+                return hint
     return ""
 
 
