@@ -59,8 +59,9 @@ def _flash_tiles(
     ``own_max``: ``new`` is the tile's own maximum (no running maximum). ``reset_max``: ``row_max`` is reset to
     -inf at every tile, so ``alpha = 0``. ``normalise_in_loop``: ``acc /= row_sum`` after every tile;
     ``normalise_at_end=False``: ``out = acc``. Products overflow to inf past float32's largest value, as in the
-    kernel (``own_max`` with the rescale: ``alpha > 1`` when a tile's maximum is below the last). A causal block visits the key tiles up to the last one its rows
-    can see, as the lesson's kernel does (``all_tiles``: every tile); that matters only with ``normalise_in_loop``.
+    kernel (``own_max`` with the rescale: ``alpha > 1`` when a tile's maximum is below the last). A causal block
+    visits the key tiles up to the last one its rows can see, as the lesson's kernel does (``all_tiles``: every
+    tile); that matters only with ``normalise_in_loop``.
     """
     s = masked_scores(q, k, float(scale), bool(int(causal)))
     n, m = s.shape
@@ -79,9 +80,8 @@ def _flash_tiles(
             p = np.where(active[:, None], np.exp(tile - new[:, None]), 0.0)
             alpha = _float32_range(np.where(active, np.exp(old - new), 1.0))
             run_sum = _float32_range(run_sum * (alpha if rescale_sum else 1.0)) + p.sum(axis=1)
-            acc = _float32_range(acc * (alpha[:, None] if rescale_acc else 1.0)) + p @ v[k0 : k0 + BK].astype(
-                np.float64
-            )
+            pv = p @ v[k0 : k0 + BK].astype(np.float64)
+            acc = _float32_range(acc * (alpha[:, None] if rescale_acc else 1.0)) + pv
             if normalise_in_loop:
                 acc = np.where(active[:, None], acc / run_sum[:, None], acc)
             run_max = np.where(active, new, run_max)
