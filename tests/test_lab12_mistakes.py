@@ -1,12 +1,14 @@
 """The fused attention kernel's online-softmax mistakes get a verdict that names them, in lesson 12's exercise
 (the library's kernel with one learner's edit) and in lab 12's challenge (the lab solution's kernel, read from
 the notebook, with the same edit). The hints come from NumPy models of the mistaken loop over key tiles
-(``problems.lab12._flash_tiles``), compared with the kernel's output as every named mistake is.
+(``gpulab.problems._flash._flash_tiles``), compared with the kernel's output as every named mistake is.
 
 Before these hints, each of these kernels got only "out[16, 0]: expected ..., got ... (2 of 34 elements
 wrong)" with no hint: the running maximum reset in every tile, each tile's exp taken relative to its own
 maximum, acc divided by row_sum inside the loop (with the causal stop or over every tile), or divided twice,
-and scores left unscaled.
+and scores left unscaled. A kernel whose new_max is the tile's own maximum, rescaled by alpha = exp(old max -
+new max) (above 1 when a tile's maximum is lower), passed: exact in real numbers, but alpha overflows float32
+once the gap passes 88.7, which no case reached with logits up to 100; the last case now has logits up to 200.
 """
 
 from __future__ import annotations
