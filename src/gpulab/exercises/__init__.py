@@ -65,8 +65,10 @@ What is checked (the pipeline in :mod:`.check`), and the verdict a learner gets:
 * diagnose (:mod:`.diagnose`): output untouched, elements never written, off-by-one at an edge,
   shifted, transposed (also non-square), an input read transposed (``B[j, k]`` for ``B[k, j]``),
   the last partial tile of K dropped, inf/NaN from overflow (softmax without the max subtracted),
+  a unit slip (the answer times 1000, 3600, 3.6e6, 2**30 / 1e9, ... in every element: :mod:`.units`),
   "correct on square inputs, wrong on non-square", or the exercise's own
-  ``mistakes={hint: wrong_spec}``;
+  ``mistakes={hint: wrong_spec}`` (``wrong_spec`` returns the output the mistake gives, or a list of the
+  outputs it can give, e.g. one per loop bound a correct kernel may use);
 * races (:mod:`.races`, simulator): an instrumented run logs every shared-memory access and output
   write with its thread and barrier epoch; it names the race and which barrier is missing (after
   the load, or before the next overwrite), two threads writing one output without

@@ -103,6 +103,8 @@ def _exercises() -> list[Exercise]:
                 atol=1e-9,
                 mistakes={
                     "the peak is in TFLOP/s: multiply by 1e3 for GFLOP/s.": lambda i, p, b: np.minimum(p[0], b[0] * i),
+                    "the peak x 1e12 is in FLOP/s, but the answer is in GFLOP/s (as bandwidth in GB/s x FLOP/byte is): "
+                    "peak_tflops x 1e3.": lambda i, p, b: np.minimum(p[0] * 1e12, b[0] * i),
                     "the bound is the smaller of the two roofs (np.minimum), not the larger.": lambda i, p, b: (
                         np.maximum(p[0] * 1e3, b[0] * i)
                     ),
