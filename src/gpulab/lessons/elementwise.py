@@ -113,8 +113,7 @@ def _evaluate(code: str, env: dict[str, Any], types: dict[str, np.dtype], what: 
 
     names = ", ".join(k for k in env if not k.startswith("_"))
     try:
-        with np.errstate(all="ignore"):  # overflow to inf and 0/0 as on a GPU, silently
-            exec(compile(code, f"<{what}>", "exec"), {"__builtins__": {}, **_C_MATH, "_cast": cast}, env)  # noqa: S102
+        exec(compile(code, f"<{what}>", "exec"), {"__builtins__": {}, **_C_MATH, "_cast": cast}, env)  # noqa: S102
     except NameError as exc:
         known = ", ".join(sorted(k for k in _C_MATH if k.islower()))
         raise UsageError(
@@ -166,6 +165,11 @@ def run_elementwise(spec: dict[str, str], *args: Any) -> Any:
 
         kernel = cupy.ElementwiseKernel(spec["in_params"], spec["out_params"], spec["operation"], name)
         return kernel(*args)
+    with np.errstate(all="ignore"):  # float16 overflow to inf, 0/0: silently, as on a GPU
+        return _elementwise_model(spec, ins, outs, args)
+
+
+def _elementwise_model(spec: dict[str, str], ins: list, outs: list, args: tuple) -> Any:
     code = _python(spec["operation"])
     outputs = {n for _, n in outs}
     for line in code.splitlines():
@@ -188,9 +192,8 @@ def run_elementwise(spec: dict[str, str], *args: Any) -> Any:
             raise UsageError(f"the operation {spec['operation']!r} never assigns the output {out!r}.")
         value = np.broadcast_to(np.asarray(env[out]), shape).astype(ctype_dtype(ctype, types))
         if given:
-            target = given[k]
-            target[...] = runtime.to_device(value) if runtime.is_gpu() else value
-            results.append(target)
+            given[k][...] = value  # simulator mode: NumPy arrays, updated in place as CuPy would
+            results.append(given[k])
         else:
             results.append(value)
     return results[0] if len(results) == 1 else tuple(results)
@@ -226,6 +229,11 @@ def run_reduction(spec: dict[str, str], *args: Any) -> Any:
             reduce_type=spec.get("reduce_type"),
         )
         return kernel(*args)
+    with np.errstate(all="ignore"):  # float16 overflow to inf, 0/0: silently, as on a GPU
+        return _reduction_model(spec, ins, outs, args)
+
+
+def _reduction_model(spec: dict[str, str], ins: list, outs: list, args: tuple) -> Any:
     types: dict[str, np.dtype] = {}
     env = _bind(ins, list(args), types)
     out_type, out = outs[0]
@@ -249,5 +257,7 @@ def run_reduction(spec: dict[str, str], *args: Any) -> Any:
     post: dict[str, Any] = {**env, "a": np.asarray(total, rtype)}
     _evaluate(_python(spec["post_map_expr"]), post, types, "post_map_expr", spec["post_map_expr"])
     if out not in post:
-        raise UsageError(f"post_map_expr {spec['post_map_expr']!r} never assigns the output {out!r} (e.g. '{out} = a').")
+        raise UsageError(
+            f"post_map_expr {spec['post_map_expr']!r} never assigns the output {out!r} (e.g. '{out} = a')."
+        )
     return np.asarray(post[out]).astype(ctype_dtype(out_type, types))

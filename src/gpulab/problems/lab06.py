@@ -74,7 +74,9 @@ def _spec_of(spec_fn: Callable[[], Any], keys: tuple[str, ...]) -> dict[str, str
     spec = spec_fn()
     name = getattr(spec_fn, "__name__", "the spec function")
     if not isinstance(spec, dict):
-        raise UsageError(f"{name}() returned {type(spec).__name__}, not a dict: return {{{', '.join(map(repr, keys))}}}.")
+        raise UsageError(
+            f"{name}() returned {type(spec).__name__}, not a dict: return {{{', '.join(map(repr, keys))}}}."
+        )
     bad = [k for k in keys if not isinstance(spec.get(k), str)]
     if bad:
         raise UsageError(f"{name}() must give strings for {', '.join(map(repr, bad))} (CuPy compiles them as C).")
@@ -288,7 +290,7 @@ ADAM = SpecProblem(
     spec=adam_spec,
     inputs=adam_inputs,
     sizes=[(1, 20), (100, 1), (1000, 20)],  # (n, t): the first case mid-training, so m, v and p all differ
-    gpu_sizes=[(1, 20), (1000, 1), (1 << 22, 1), (1 << 22, 1000)],
+    gpu_sizes=[(1, 20), (1000, 1), (1 << 20, 1), (1 << 20, 1000)],
     host=None,
     out_names=["m", "v", "p"],
     rtol=1e-5,
