@@ -216,12 +216,17 @@ def test_adam_array_it_updates_declared_as_an_input_is_explained():
     "changes, declared",
     [
         ({"out_params": "float64 p, float32 m, float32 v"}, "`float64 p`"),
-        ({"in_params": "float32 g, double lr_t, float32 beta1, float32 beta2, float32 eps"}, "`double lr_t`"),
+        ({"in_params": "float32 g, float64 lr_t, float32 beta1, float32 beta2, float32 eps"}, "`float64 lr_t`"),
     ],
 )
 def test_adam_wrong_dtype_declaration_is_named(changes, declared):
     res = L.ADAM.check(_adam(**changes))
     assert res.status == "error" and declared in res.message and "passed as float32" in res.message, res
+
+
+def test_adam_c_type_name_in_params_is_refused_as_cupy_does():
+    res = L.ADAM.check(_adam(in_params="float32 g, double lr_t, float32 beta1, float32 beta2, float32 eps"))
+    assert res.status == "error" and "CuPy refuses 'double'" in res.message, res
 
 
 def test_adam_not_a_dict_and_not_implemented():
@@ -247,7 +252,7 @@ NORM_OK = {
     "reduce_expr": "a + b",
     "post_map_expr": "norm = sqrtf(a)",
     "identity": "0.0f",
-    "reduce_type": "float32",
+    "reduce_type": "float",
     "name": "grad_norm",
 }
 
@@ -278,6 +283,17 @@ def test_grad_norm_mistakes_are_named(changes, hint):
     res = L.GRAD_NORM.check(_norm(**changes))
     assert res.status == "failed" and res.score == 0, res
     assert res.hint.startswith(hint), res
+
+
+def test_grad_norm_numpy_name_as_reduce_type_is_named():
+    """reduce_type is pasted into the CUDA C code (`typedef float32 _type_reduce;` would not compile)."""
+    res = L.GRAD_NORM.check(_norm(reduce_type="float32"))
+    assert res.status == "error" and "not a C type CUDA knows: write 'float'" in res.message, res
+
+
+def test_grad_norm_c_name_in_params_is_refused_as_cupy_does():
+    res = L.GRAD_NORM.check(_norm(out_params="float norm"))
+    assert res.status == "error" and "CuPy refuses 'float'" in res.message, res
 
 
 def test_grad_norm_wrong_input_type_is_named():
@@ -323,6 +339,10 @@ def test_reduction_model_map_reduce_post_map_and_identity():
     assert run_reduction(dict(spec, post_map_expr="norm = a + 1"), np.zeros(0, np.float32)) == 1
     with pytest.raises(UsageError, match="map_expr is one C expression"):
         run_reduction(dict(spec, map_expr="y = g * g"), x)
+    with pytest.raises(UsageError, match="post_map_expr is one C expression"):
+        run_reduction(dict(spec, post_map_expr="norm = sqrt(a);"), x)
+    with pytest.raises(UsageError, match="write 'float'"):
+        run_elementwise({"in_params": "float32 x", "out_params": "float32 y", "operation": "y = (float32)x"}, x)
     with pytest.raises(UsageError, match="needs keys \\['identity'\\]"):
         run_reduction({k: v for k, v in spec.items() if k != "identity"}, x)
     with pytest.raises(UsageError, match="never assigns the output 'norm'"):

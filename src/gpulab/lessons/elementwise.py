@@ -22,8 +22,10 @@ __all__ = ["ctype_dtype", "params", "run_elementwise", "run_reduction"]
 
 _PARAM = re.compile(r"^\s*(?:raw\s+)?(\w+)\s+(\w+)\s*$")
 _C_FLOAT = re.compile(r"((?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)[fF]\b")
-_C_TYPES = {"float": "float32", "double": "float64", "half": "float16", "int": "int32", "long": "int64"}
-_CAST = re.compile(r"\(\s*(float|double|half|int|long|float16|float32|float64|int32|int64|[A-Z])\s*\)\s*")
+# C type names (casts, reduce_type) -> NumPy's; float16 is CuPy's half-precision class. NumPy names are not C.
+_C_TYPES = {"float": "float32", "double": "float64", "float16": "float16", "int": "int32", "bool": "bool"}
+_NOT_C = {"float32": "float", "float64": "double", "int32": "int"}
+_CAST = re.compile(r"\(\s*(float|double|int|bool|float16|float32|float64|int32|[A-Z])\s*\)\s*")
 _ASSIGN = re.compile(r"^\s*(\w+)\s*(?:[-+*/]?=)(?!=)")
 # CUDA's math functions an operation may call, as NumPy ufuncs (float and double forms: expf and exp)
 _C_MATH: dict[str, Any] = {
@@ -39,14 +41,42 @@ _C_MATH: dict[str, Any] = {
 
 
 def params(text: str, what: str) -> list[tuple[str, str]]:
-    """``"float32 x, T y"`` -> ``[("float32", "x"), ("T", "y")]``; a clear error for anything else."""
+    """``"float32 x, T y"`` -> ``[("float32", "x"), ("T", "y")]``; a clear error for anything else. Types are
+    NumPy names or one-letter placeholders, as CuPy requires (it refuses ``float``: "Wrong type")."""
     out = []
     for part in text.split(","):
         m = _PARAM.match(part)
         if not m:
             raise UsageError(f"{what} {text!r}: each parameter is 'type name', e.g. 'float32 x'; got {part.strip()!r}.")
-        out.append((m.group(1), m.group(2)))
+        ctype = m.group(1)
+        if len(ctype) != 1:
+            try:
+                ok = np.dtype(ctype).name == ctype
+            except TypeError:
+                ok = False
+            if not ok:
+                raise UsageError(
+                    f"{what} declares {part.strip()!r}: parameters take NumPy type names (float32, float64, float16, "
+                    f"int32) or a one-letter placeholder (T); CuPy refuses {ctype!r} (C names such as float belong "
+                    "in casts and reduce_type)."
+                )
+        out.append((ctype, m.group(2)))
     return out
+
+
+def c_type_dtype(ctype: str, types: dict[str, np.dtype], what: str) -> np.dtype:
+    """The NumPy dtype of a C type name (a cast's, or ``reduce_type``, which CuPy pastes into the CUDA code):
+    ``float``, ``double``, ``int``, ``float16``, or a placeholder bound by the parameters."""
+    if ctype in types:
+        return types[ctype]
+    if ctype in _C_TYPES:
+        return np.dtype(_C_TYPES[ctype])
+    better = f": write {_NOT_C[ctype]!r}" if ctype in _NOT_C else ""
+    raise UsageError(
+        f"{what} uses the type {ctype!r}, which is not a C type CUDA knows{better}. Casts and reduce_type are "
+        "pasted into the kernel's C code: float (float32), double (float64), int (int32), float16 (CuPy's half), "
+        "or a placeholder such as T that the parameters bind."
+    )
 
 
 def ctype_dtype(ctype: str, types: dict[str, np.dtype] | None = None) -> np.dtype:
@@ -109,7 +139,7 @@ def _python(op: str) -> str:
 
 def _evaluate(code: str, env: dict[str, Any], types: dict[str, np.dtype], what: str, text: str) -> None:
     def cast(ctype: str, value: Any) -> Any:
-        return np.asarray(value).astype(ctype_dtype(_C_TYPES.get(ctype, ctype), types))
+        return np.asarray(value).astype(c_type_dtype(ctype, types, f"the cast ({ctype}) in the {what}"))
 
     names = ", ".join(k for k in env if not k.startswith("_"))
     try:
@@ -215,6 +245,16 @@ def run_reduction(spec: dict[str, str], *args: Any) -> Any:
     if len(args) != len(ins):
         raise UsageError(f"in_params declares {len(ins)} inputs ({spec['in_params']}), but {len(args)} were given.")
     name = _check_name(spec, "reduce_kernel")
+    for key in ("map_expr", "reduce_expr", "post_map_expr", "identity"):  # CuPy pastes each inside ( )
+        if ";" in spec[key] or (key != "post_map_expr" and re.match(r"^\s*\w+\s*[-+*/]?=(?!=)", spec[key])):
+            what = "an assignment to the output, e.g. 'y = sqrt(a)'" if key == "post_map_expr" else "e.g. 'x * x'"
+            raise UsageError(
+                f"{key} is one C expression (CuPy puts it inside parentheses), no ';'"
+                f"{'' if key == 'post_map_expr' else ' and no assignment'}: {what}; got {spec[key]!r}."
+            )
+    placeholders = {t for t, _ in ins + outs if len(t) == 1}
+    if spec.get("reduce_type") and spec["reduce_type"] not in placeholders:
+        c_type_dtype(spec["reduce_type"], {}, "reduce_type")  # a C type NVRTC knows, checked in both modes
     if runtime.is_gpu():
         import cupy
 
@@ -237,10 +277,8 @@ def _reduction_model(spec: dict[str, str], ins: list, outs: list, args: tuple) -
     types: dict[str, np.dtype] = {}
     env = _bind(ins, list(args), types)
     out_type, out = outs[0]
-    rtype = ctype_dtype(spec.get("reduce_type") or out_type, types)
-    for key in ("map_expr", "reduce_expr", "identity"):
-        if ";" in spec[key].strip().rstrip(";") or re.match(r"^\s*\w+\s*=(?!=)", spec[key]):
-            raise UsageError(f"{key} is one C expression (no assignment, no ';'), e.g. 'x * x'; got {spec[key]!r}.")
+    reduce_type = spec.get("reduce_type")
+    rtype = c_type_dtype(reduce_type, types, "reduce_type") if reduce_type else ctype_dtype(out_type, types)
     _evaluate("_v = " + _python(spec["identity"]), env, types, "identity", spec["identity"])
     identity = np.asarray(env.pop("_v")).astype(rtype)
     _evaluate("_v = " + _python(spec["map_expr"]), env, types, "map_expr", spec["map_expr"])

@@ -94,10 +94,17 @@ def _check_types(declared: list[tuple[str, str]], values: tuple, what: str) -> N
         except TypeError:
             ok = False
         if not ok:
+            array = hasattr(value, "shape") and getattr(value, "ndim", 0) > 0
+            why = (
+                'CuPy refuses an array of another type ("Type is mismatched")'
+                if array
+                else f"CuPy would convert the scalar, and every operation it touches would run in {ctype} "
+                "(float64 runs at 1/32 to 1/64 of the float32 rate on most GPUs, lesson 06)"
+            )
             raise UsageError(
-                f"{what} declares `{ctype} {name}`, but {name} is passed as {given.name}: declare the type of the array "
-                f"or scalar that is passed (`{given.name} {name}`, or a type placeholder `T {name}`). CuPy would "
-                "refuse the call or convert every element, and the NumPy model computes in the declared type."
+                f"{what} declares `{ctype} {name}`, but {name} is passed as {given.name}: declare the type of the "
+                f"{'array' if array else 'scalar'} that is passed (`{given.name} {name}`, or a placeholder `T {name}`). "
+                f"{why}."
             )
 
 
@@ -368,7 +375,7 @@ GRAD_NORM = SpecProblem(
     mistakes={
         "norm is inf: a float16 value overflowed. float16 holds at most 65504 and these gradients reach 1024, so "
         "g * g overflows when it is computed in float16 (and so does a float16 sum). Square in float32, "
-        "`(float)g * (float)g`, and reduce in float32 (`'reduce_type': 'float32'`).": _overflow16,
+        "`(float)g * (float)g`, and reduce in float32 (`'reduce_type': 'float'`).": _overflow16,
         "norm is the sum of squares: post_map_expr must take its square root, `norm = sqrt(a)`.": lambda g: np.sum(
             g.astype(np.float64) ** 2, keepdims=True
         ).reshape(1),
