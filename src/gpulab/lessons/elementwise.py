@@ -5,6 +5,11 @@ The model evaluates the C operation as NumPy expressions over whole arrays, in t
 literals (``0.5f``, ``1e-8f``), casts (``(float)g``), several ``;``-separated statements, compound assignments
 (``m += ...``), CUDA math functions (``sqrtf``, ``expf``, ``fmaxf``, ...), several outputs, and outputs passed in
 to be updated in place, as CuPy allows. No ternaries, loops or ``if``: those need a GPU.
+
+float16 as CuPy has it: its ``float16`` is a C++ class with a conversion to ``float`` and no arithmetic of its own,
+so ``g * g`` on float16 values is computed in float32; only a value *stored* as float16 (an output, a cast, a
+``reduce_type`` of float16) is rounded to it, and overflows past 65504. The model computes with float16 values
+held in float32 and rounds them where CuPy stores them.
 """
 
 from __future__ import annotations
@@ -137,9 +142,16 @@ def _python(op: str) -> str:
     return "\n".join(s for s in lines if s)
 
 
+def _store(value: Any, dtype: np.dtype) -> np.ndarray:
+    """``value`` stored as ``dtype`` (rounded, overflowing to inf for float16), held for computing: float16 values
+    take part in arithmetic as float32, as CuPy's float16 class converts to float."""
+    out = np.asarray(value).astype(dtype)
+    return out.astype(np.float32) if out.dtype == np.float16 else out
+
+
 def _evaluate(code: str, env: dict[str, Any], types: dict[str, np.dtype], what: str, text: str) -> None:
     def cast(ctype: str, value: Any) -> Any:
-        return np.asarray(value).astype(c_type_dtype(ctype, types, f"the cast ({ctype}) in the {what}"))
+        return _store(value, c_type_dtype(ctype, types, f"the cast ({ctype}) in the {what}"))
 
     names = ", ".join(k for k in env if not k.startswith("_"))
     try:
@@ -155,13 +167,14 @@ def _evaluate(code: str, env: dict[str, Any], types: dict[str, np.dtype], what: 
 
 
 def _bind(declared: list[tuple[str, str]], values: list[Any], types: dict[str, np.dtype]) -> dict[str, Any]:
-    """Parameter name -> host value in its declared dtype; binds type placeholders (``T``) from the arguments."""
+    """Parameter name -> host value in its declared dtype (float16 held as float32, see :func:`_store`); binds type
+    placeholders (``T``) from the arguments."""
     env: dict[str, Any] = {}
     for (ctype, name), value in zip(declared, values):
         host = np.asarray(runtime.to_host(value))
-        if len(ctype) == 1 and ctype.isupper():
+        if len(ctype) == 1:
             types.setdefault(ctype, host.dtype)
-        env[name] = host.astype(ctype_dtype(ctype, types))
+        env[name] = _store(host, ctype_dtype(ctype, types))
     return env
 
 
@@ -214,7 +227,11 @@ def _elementwise_model(spec: dict[str, str], ins: list, outs: list, args: tuple)
     given = list(args[len(ins) :])
     if given:
         env.update(_bind(outs, given, types))
-    _evaluate(code, env, types, "operation", spec["operation"])
+    for line in code.splitlines():  # statement by statement: an output is stored in its type after each one
+        _evaluate(line, env, types, "operation", spec["operation"])
+        for ctype, out in outs:
+            if out in env and (len(ctype) > 1 or ctype in types):
+                env[out] = _store(env[out], ctype_dtype(ctype, types))
     shape = np.broadcast_shapes(*(np.shape(env[n]) for _, n in ins))
     results = []
     for k, (ctype, out) in enumerate(outs):
@@ -266,7 +283,7 @@ def run_reduction(spec: dict[str, str], *args: Any) -> Any:
             spec["post_map_expr"],
             spec["identity"],
             name,
-            reduce_type=spec.get("reduce_type"),
+            reduce_type=spec.get("reduce_type") or None,  # "" or absent: the output's type
         )
         return kernel(*args)
     with np.errstate(all="ignore"):  # float16 overflow to inf, 0/0: silently, as on a GPU
@@ -280,19 +297,19 @@ def _reduction_model(spec: dict[str, str], ins: list, outs: list, args: tuple) -
     reduce_type = spec.get("reduce_type")
     rtype = c_type_dtype(reduce_type, types, "reduce_type") if reduce_type else ctype_dtype(out_type, types)
     _evaluate("_v = " + _python(spec["identity"]), env, types, "identity", spec["identity"])
-    identity = np.asarray(env.pop("_v")).astype(rtype)
+    identity = _store(env.pop("_v"), rtype)
     _evaluate("_v = " + _python(spec["map_expr"]), env, types, "map_expr", spec["map_expr"])
     shape = np.broadcast_shapes(*(np.shape(env[n]) for _, n in ins))
-    values = np.broadcast_to(np.asarray(env.pop("_v")), shape).astype(rtype).ravel()
+    values = _store(np.broadcast_to(np.asarray(env.pop("_v")), shape), rtype).ravel()  # static_cast<reduce_type>
     reduce_code = "_v = " + _python(spec["reduce_expr"])
     while values.size > 1:  # a tree: pairs (a, b) combined, the odd one out paired with the identity
         if values.size % 2:
             values = np.append(values, identity)
         pair = {"a": values[0::2], "b": values[1::2]}
         _evaluate(reduce_code, pair, types, "reduce_expr", spec["reduce_expr"])
-        values = np.asarray(pair["_v"]).astype(rtype).reshape(-1)
+        values = _store(pair["_v"], rtype).reshape(-1)
     total = values[0] if values.size else identity
-    post: dict[str, Any] = {**env, "a": np.asarray(total, rtype)}
+    post: dict[str, Any] = {**env, "a": np.asarray(total)}
     _evaluate(_python(spec["post_map_expr"]), post, types, "post_map_expr", spec["post_map_expr"])
     if out not in post:
         raise UsageError(

@@ -50,7 +50,7 @@ __all__ = [
 
 TPB = 128  # threads per block of exercise 1 (one thread per element, 1-D grid)
 MATMUL_BLOCK = (16, 8)  # x: columns of C, y: rows
-NORM_SCALE = 1024.0  # exercise 4's gradients are float16 in [-1024, 1024): loss-scaled, so g * g overflows float16
+NORM_SCALE = 1024.0  # exercise 4's gradients are float16 in [-1024, 1024): loss-scaled, squares overflow float16
 ADAM_SIGNATURE = ("g", "lr_t", "beta1", "beta2", "eps"), ("p", "m", "v")  # adam(g, lr_t, beta1, beta2, eps, p, m, v)
 
 
@@ -324,7 +324,8 @@ ADAM = SpecProblem(
 
 
 def grad_norm_inputs(n: int, rng: np.random.Generator) -> np.ndarray:
-    """float16 gradients after loss scaling, uniform in [-NORM_SCALE, NORM_SCALE): most squares exceed 65504."""
+    """float16 gradients after loss scaling, uniform in [-NORM_SCALE, NORM_SCALE): most squares exceed float16's
+    65504, so a sum kept in float16 overflows."""
     return (rng.uniform(-1, 1, n) * NORM_SCALE).astype(np.float16)
 
 
@@ -373,9 +374,10 @@ GRAD_NORM = SpecProblem(
     out_names=["norm"],
     reduction=lambda g: max(g.size, 1),  # a float32 sum of n squares, exact in float32
     mistakes={
-        "norm is inf: a float16 value overflowed. float16 holds at most 65504 and these gradients reach 1024, so "
-        "g * g overflows when it is computed in float16 (and so does a float16 sum). Square in float32, "
-        "`(float)g * (float)g`, and reduce in float32 (`'reduce_type': 'float'`).": _overflow16,
+        "norm is inf: a value stored in float16 overflowed. float16 holds at most 65504, and these gradients reach "
+        "1024, their squares 1e6. CuPy computes float16 arithmetic in float, but keeps `a` and `b` in reduce_type, "
+        "which defaults to the output's type (float16 when `T` binds to g's float16), and writes the output in its "
+        "type. Sum in float32 (`'reduce_type': 'float'`, a C name) and declare `float32 norm`.": _overflow16,
         "norm is the sum of squares: post_map_expr must take its square root, `norm = sqrt(a)`.": lambda g: np.sum(
             g.astype(np.float64) ** 2, keepdims=True
         ).reshape(1),
