@@ -5,6 +5,8 @@ view's real addresses, and the lab's kernels compile to PTX."""
 from __future__ import annotations
 
 import json
+import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,7 @@ from gpulab import problems
 from gpulab.errors import UsageError
 from gpulab.lessons.elementwise import run_elementwise, run_reduction
 from gpulab.trace import trace
+from test_gpu_host_outputs import CupyLike, device
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB = ROOT / "labs" / "solutions" / "lab06_cupy_interop.ipynb"
@@ -240,6 +243,8 @@ def test_adam_not_a_dict_and_not_implemented():
 
     res = L.ADAM.check(returns_none)
     assert res.status == "error" and "returned NoneType, not a dict" in res.message, res
+    res = L.ADAM.check(dict(ADAM_OK))  # the dict, not the function that returns it
+    assert res.status == "error" and "takes your function itself" in res.message, res
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -383,3 +388,62 @@ def test_lab06_kernels_compile_to_ptx():
         },
     }
     assert compile_sources(items) == {"view": "ok", "matmul": "ok"}
+
+
+# ---------------------------------------------------------------------------------------------------
+# gpu mode: the host functions hand CuPy device arrays only (tests/test_gpu_host_outputs.py's stand-in)
+
+
+def _fake_cupy(calls: list) -> types.ModuleType:
+    """A ``cupy`` whose kernels check that they get device arrays and run the NumPy model on their memory."""
+    from gpulab.lessons import elementwise as ew
+
+    def host(args):
+        assert all(isinstance(a, CupyLike) for a in args if isinstance(a, np.ndarray)), [type(a) for a in args]
+        return [a.view(np.ndarray) if isinstance(a, np.ndarray) else a for a in args]
+
+    def elementwise_kernel(in_params, out_params, operation, name):
+        spec = {"in_params": in_params, "out_params": out_params, "operation": operation}
+        ins, outs = ew.params(in_params, "in_params"), ew.params(out_params, "out_params")
+
+        def call(*args):
+            calls.append(name)
+            ew._elementwise_model(spec, ins, outs, tuple(host(args)))  # writes into the outputs' memory
+            return args[len(ins) :]
+
+        return call
+
+    def reduction_kernel(in_params, out_params, map_expr, reduce_expr, post_map_expr, identity, name, reduce_type):
+        spec = dict(in_params=in_params, out_params=out_params, map_expr=map_expr, reduce_expr=reduce_expr)
+        spec.update(post_map_expr=post_map_expr, identity=identity, reduce_type=reduce_type or "")
+        ins, outs = ew.params(in_params, "in_params"), ew.params(out_params, "out_params")
+
+        def call(*args):
+            calls.append(name)
+            return device(ew._reduction_model(spec, ins, outs, tuple(host(args))))
+
+        return call
+
+    fake = types.ModuleType("cupy")
+    fake.ElementwiseKernel = elementwise_kernel  # type: ignore[attr-defined]
+    fake.ReductionKernel = reduction_kernel  # type: ignore[attr-defined]
+    return fake
+
+
+def test_host_functions_pass_only_device_arrays_in_gpu_mode(monkeypatch):
+    from gpulab import runtime
+
+    calls: list = []
+    monkeypatch.setattr(runtime, "is_gpu", lambda: True)
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(calls))
+    ins = L.adam_inputs((50, 3), np.random.default_rng(0))
+    dev = [device(x) if isinstance(x, np.ndarray) else x for x in ins]
+    outs = [device(np.full(50, np.nan, np.float32)) for _ in range(3)]
+    L.elementwise_host(_adam())(*dev, *outs)
+    for got, exp in zip(outs, L.adam_spec(*ins)):
+        assert np.allclose(got.view(np.ndarray), exp, rtol=1e-5, atol=1e-6)
+    g = L.grad_norm_inputs(300, np.random.default_rng(1))
+    norm = device(np.full(1, np.nan, np.float32))
+    L.reduction_host(_norm())(device(g), norm)
+    assert np.allclose(norm.view(np.ndarray), L.grad_norm_spec(g.astype(np.float64)), rtol=1e-6)
+    assert calls == ["adam", "grad_norm"]

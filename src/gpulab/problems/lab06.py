@@ -71,6 +71,11 @@ class SpecProblem(Problem):
 
 
 def _spec_of(spec_fn: Callable[[], Any], keys: tuple[str, ...]) -> dict[str, str]:
+    if not callable(spec_fn):
+        raise UsageError(
+            f"the check takes your function itself (e.g. `check(adam_elementwise_spec)`, no parentheses), which it "
+            f"calls to get the dict; it was given a {type(spec_fn).__name__}."
+        )
     spec = spec_fn()
     name = getattr(spec_fn, "__name__", "the spec function")
     if not isinstance(spec, dict):
@@ -86,7 +91,7 @@ def _spec_of(spec_fn: Callable[[], Any], keys: tuple[str, ...]) -> dict[str, str
 def _check_types(declared: list[tuple[str, str]], values: tuple, what: str) -> None:
     """Each declared type is the dtype of the value passed there (or a one-letter placeholder such as T)."""
     for (ctype, name), value in zip(declared, values):
-        if len(ctype) == 1 and ctype.isupper():
+        if len(ctype) == 1:  # a type placeholder (T), bound by what is passed
             continue
         given = np.dtype(value.dtype if hasattr(value, "dtype") else type(value))
         try:
