@@ -71,9 +71,11 @@ def test_views_row_major_kernel_is_correct_but_half_marks_with_the_layout_hint()
     assert "axis 0 is the contiguous one" in res.hint and "not along the last axis" in res.hint
 
 
-def test_views_bias_indexed_by_row_fails():
+def test_views_bias_indexed_by_row_fails_and_a_bounds_guard_is_not_the_hint():
+    """The thread that indexed b past its end has an element to compute (a 1-D grid over a 2-D output)."""
     res = L.BIAS_RELU_VIEW.check(view_bias_by_row)
     assert not res.passed and res.score == 0, res
+    assert "indexed past the end" in res.message and "a bounds guard is not the fix" in res.hint, res
 
 
 def test_trace_counts_sectors_at_a_views_real_addresses():

@@ -143,6 +143,9 @@ def _launch_elements(x: Any, b: Any, out: Any) -> tuple[int, int]:
     return blocks_for(out.size, TPB), TPB
 
 
+_launch_elements.one_thread_per_element_of = -1  # type: ignore[attr-defined]  # for the harness's "inside" test
+
+
 BIAS_RELU_VIEW = Problem(
     "lab06.bias_relu_view",
     spec=lambda x_buf, b: np.maximum(x_buf + b[:, None], 0),  # in the storage's layout: out.T = relu(x.T + b[:, None])
