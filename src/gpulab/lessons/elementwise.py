@@ -26,7 +26,7 @@ __all__ = ["ctype_dtype", "params", "run_elementwise", "run_reduction"]
 
 
 _PARAM = re.compile(r"^\s*(?:raw\s+)?(\w+)\s+(\w+)\s*$")
-_C_FLOAT = re.compile(r"((?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)[fF]\b")
+_C_FLOAT = re.compile(r"(?<![\w.])((?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)[fF]\b")
 # C type names (casts, reduce_type) -> NumPy's; float16 is CuPy's half-precision class. NumPy names are not C.
 _C_TYPES = {"float": "float32", "double": "float64", "float16": "float16", "int": "int32", "bool": "bool"}
 _NOT_C = {"float32": "float", "float64": "double", "int32": "int"}
@@ -85,8 +85,8 @@ def c_type_dtype(ctype: str, types: dict[str, np.dtype], what: str) -> np.dtype:
 
 
 def ctype_dtype(ctype: str, types: dict[str, np.dtype] | None = None) -> np.dtype:
-    """The NumPy dtype of a parameter or cast type: a NumPy name (``float32``), a C name in a cast (``float``),
-    or a type placeholder (``T``) bound in ``types``."""
+    """The NumPy dtype of a parameter's type: a NumPy name (``float32``) or a placeholder (``T``) bound in
+    ``types``."""
     if types is not None and ctype in types:
         return types[ctype]
     try:
