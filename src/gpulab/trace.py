@@ -42,6 +42,9 @@ class AccessLog:
     block: Dim = (1, 1, 1)
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     itemsize: dict[str, int] = field(default_factory=dict)
+    # Byte strides of the arrays that are views with another layout than C order (a transpose, a slice): their
+    # accesses are logged by C-order element number, and memory sectors are counted from the real addresses.
+    strides: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def _select(self, array: str | None, kind: str | None) -> Iterable[Access]:
         return (a for a in self.accesses if (array is None or a.array == array) and (kind is None or a.kind == kind))
@@ -96,6 +99,22 @@ class AccessLog:
                 lanes[tid % warp_size].append(a.index)
         return dict(sorted(lanes.items()))
 
+    def byte_offsets(self, array: str) -> np.ndarray | None:
+        """Byte offset from the first element of each element (by C-order element number) of an array passed
+        as a strided view; None for C-ordered arrays, whose offset is the element number times the itemsize."""
+        strides = self.strides.get(array)
+        if strides is None:
+            return None
+        shape = self.shapes[array]
+        return np.einsum("i...,i->...", np.indices(shape), np.asarray(strides)).ravel()
+
+    def _sector(self, array: str, segment_bytes: int) -> Any:
+        """``element number -> sector number`` for one array (its layout's real addresses)."""
+        size, offsets = self.itemsize[array], self.byte_offsets(array)
+        if offsets is None:
+            return lambda i: i * size // segment_bytes
+        return lambda i: int(offsets[i]) // segment_bytes
+
     def transactions(self, array: str, kind: str = "r", segment_bytes: int = 32, warp_size: int = 32) -> int:
         """Memory transactions the accesses would need if each warp's k-th accesses were issued together
         and served in aligned ``segment_bytes`` sectors (32-byte sectors, as on NVIDIA GPUs).
@@ -106,13 +125,13 @@ class AccessLog:
         bx, by, _ = self.block
         groups: dict[tuple, set] = defaultdict(set)
         seen: Counter = Counter()
-        size = self.itemsize[array]
+        sector = self._sector(array, segment_bytes)
         for a in self._select(array, kind):
             tid = a.thread[0] + a.thread[1] * bx + a.thread[2] * bx * by
             key = (a.block, tid // warp_size, tid)
             k = seen[key]
             seen[key] += 1
-            groups[(a.block, tid // warp_size, k)].add(a.index * size // segment_bytes)
+            groups[(a.block, tid // warp_size, k)].add(sector(a.index))
         return sum(len(s) for s in groups.values())
 
     def coalescing(
@@ -121,7 +140,8 @@ class AccessLog:
         """``(sectors per warp request, ideal sectors per request)`` for one array's reads or writes.
 
         A *request* is one access instruction of a warp (the k-th access of each lane, as in
-        :meth:`transactions`); it costs the distinct aligned sectors its lanes touch. Its ideal is
+        :meth:`transactions`); it costs the distinct aligned sectors its lanes touch (at the array's real
+        addresses: a view's strides count, so a transpose's rows are not contiguous). Its ideal is
         what it would cost if the lanes of each row of the warp (same threadIdx.y and .z, consecutive
         threadIdx.x) touched consecutive elements: ceil(distinct elements x itemsize / 32) per row,
         rows that touch the same elements counted once (4 for 32 consecutive float32, 1 when all
@@ -138,10 +158,10 @@ class AccessLog:
             seen[key] += 1
         if not groups:
             return 0.0, 0.0
-        size = self.itemsize[array]
+        size, sector = self.itemsize[array], self._sector(array, segment_bytes)
         actual = ideal = 0
         for rows in groups.values():
-            actual += len({i * size // segment_bytes for elems in rows.values() for i in elems})
+            actual += len({sector(i) for elems in rows.values() for i in elems})
             ideal += sum(ceil_div(len(e) * size, segment_bytes) for e in {frozenset(e) for e in rows.values()})
         return actual / len(groups), ideal / len(groups)
 
@@ -185,6 +205,8 @@ def trace(
             view = simulator.watch(arg, name, raw)
             log.shapes[name] = arg.shape
             log.itemsize[name] = arg.itemsize
+            if arg.size > 1 and not arg.flags.c_contiguous:
+                log.strides[name] = arg.strides
             call_args.append(FakeCUDAArray(view))
         else:
             call_args.append(arg)

@@ -23,6 +23,19 @@ COALESCE_HINT = (
 )
 
 
+def _layout_hint(arr: str, shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> str:
+    """The coalescing hint for a strided view (a transpose handed over by another library): which axis is
+    contiguous, from its strides, instead of the last axis of a C-ordered array."""
+    fast = [d for d, s in enumerate(strides) if abs(s) == itemsize]
+    where = f"axis {fast[0]} is the contiguous one" if fast else "no axis is contiguous"
+    last = ", not along the last axis" if fast and fast[0] != len(shape) - 1 else ""
+    return (
+        f"{arr} is a view with strides {tuple(strides)} bytes for shape {tuple(shape)} ({itemsize}-byte elements), "
+        f"so {where}: neighbouring threads (consecutive threadIdx.x) must step along the axis whose stride is "
+        f"{itemsize} bytes{last}. Read the layout from {arr}'s strides (`__cuda_array_interface__['strides']`)."
+    )
+
+
 def _limit(value: Any, size: Size) -> float:
     return float(value(size) if callable(value) else value)
 
@@ -118,6 +131,7 @@ def _coalescing(log: Any, arr: str, limit: float, where: str) -> Any:
         if ideal
         else f"{arr} not accessed"
     )
-    return Check(
-        f"budget: coalescing of {arr}", ok, ("" if ok else "uncoalesced: ") + usage, "" if ok else COALESCE_HINT
-    )
+    hint = COALESCE_HINT
+    if arr in log.strides:
+        hint = _layout_hint(arr, log.shapes[arr], log.strides[arr], log.itemsize[arr])
+    return Check(f"budget: coalescing of {arr}", ok, ("" if ok else "uncoalesced: ") + usage, "" if ok else hint)

@@ -29,8 +29,12 @@ def thread_inside(exc: BaseException, shape: tuple[int, ...], swapped: bool) -> 
     if not m or config is None or not shape:
         return None
     tid, cta = [int(v) for v in m.group(1, 2, 3)], [int(v) for v in m.group(4, 5, 6)]
-    block = (tuple(config[1]) if isinstance(config[1], (tuple, list)) else (config[1],)) + (1, 1)
+    given = tuple(config[1]) if isinstance(config[1], (tuple, list)) else (config[1],)
+    block = given + (1, 1)
     pos = [cta[d] * block[d] + tid[d] for d in range(3)]
+    grid = tuple(config[0]) if isinstance(config[0], (tuple, list)) else (config[0],)
+    if len(shape) > 1 and len(given) == 1 and len(grid) == 1:  # a 1-D grid, one thread per element of an N-D output
+        return pos[0] < int(np.prod(shape))
     axes = list(shape)[::-1] if not swapped else list(shape)
     if len(axes) > 3:
         return None

@@ -12,7 +12,7 @@ float64 reference within the float32 rounding bound of their sums (``reduction=`
 carry a coalescing budget (32-byte sectors per warp access, at most twice the ideal).
 """
 
-from . import lab01, lab02, lab03, lab04, lab05, lab07, lab08, lab10, lab12
+from . import lab01, lab02, lab03, lab04, lab05, lab06, lab07, lab08, lab10, lab12
 from ._common import LABS, all_problems, grid_2d, launch_1d, launch_2d, pad_to_blocks
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "lab03",
     "lab04",
     "lab05",
+    "lab06",
     "lab07",
     "lab08",
     "lab10",
