@@ -1,5 +1,5 @@
 """Lab 10's checks at their gpu-mode sizes, with the GPU's float32 work emulated in NumPy (the tier of
-tests/test_gpu_sizes.py, for lab 10's problems, which are not in ``problems.LABS``).
+tests/test_gpu_sizes.py, for lab 10's problems, whose host adapters take other arguments).
 
 The unscale kernel multiplies by a power of two (exact in float32), so its check allows no error at all; the
 emulation proves that a correct kernel meets it on 4 M gradients with inf and nan among them. The ring and the

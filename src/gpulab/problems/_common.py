@@ -12,7 +12,7 @@ from ..kernels._launch import blocks_for
 
 __all__ = ["LABS", "all_problems", "grid_2d", "launch_2d", "launch_1d", "pad_to_blocks"]
 
-LABS = ("lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07", "lab08", "lab12")
+LABS = ("lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07", "lab08", "lab10", "lab12")
 
 
 def grid_2d(rows: int, cols: int, block: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]]:

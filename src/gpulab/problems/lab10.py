@@ -7,8 +7,8 @@ kernel, compiled to PTX. The references are the course's own models: :func:`gpul
 :func:`gpulab.scaling.max_batch_size` for memory, :func:`ring_sim` for the ring's schedule. The ring and the
 hierarchical all-reduce are defined in :mod:`.lab10_ring` and re-exported here.
 
-Lab 10 is not in :data:`gpulab.problems.LABS` (whose problems tests/test_gpu_sizes.py emulates): its problems are
-checked at gpu sizes by tests/test_gpu_sizes_lab10.py, and its graded cells by tests/test_lab10_mistakes.py.
+Its problems are checked at gpu sizes by tests/test_gpu_sizes_lab10.py (their host adapters take other
+arguments than tests/test_gpu_sizes.py's emulations).
 """
 
 from __future__ import annotations
@@ -149,6 +149,7 @@ BUDGET = Problem(
     spec=budget_spec,
     inputs=_budget_inputs,
     sizes=[1, 2, 40],
+    gpu_sizes=[1, 2, 40],  # integer arithmetic on the host: nothing grows with the GPU
     host=budget_host(
         lambda p, a, b, m: budget_spec(np.array([[p, a, b, m, 1.0]]))[0][0],
         lambda p, a, gb, m: budget_spec(np.array([[p, a, 1, m, gb]]))[1][0],
