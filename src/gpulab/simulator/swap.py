@@ -29,49 +29,51 @@ _STAND_INS: dict[int, tuple[Any, Any]] = {id(math): (math, ieee_math)}
 _STAND_INS.update({id(getattr(math, n)): (getattr(math, n), getattr(ieee_math, n)) for n in ieee_math.REPLACED})
 
 
-def stand_ins(globs: dict[str, Any], cuda: Any, fake_cuda: Any) -> dict[str, tuple[Any, Any]]:
-    """name -> (its value, what it is bound to while a simulated kernel runs) for the globals ``globs``
-    that are ``cuda`` (the fake CUDA module), the ``math`` module or one of the functions :mod:`.ieee_math`
-    replaces."""
+def stand_ins(globs: dict[str, Any], cuda: Any, fake_cuda: Any) -> dict[str, Any]:
+    """name -> what it is bound to while a simulated kernel runs, for the globals ``globs`` that are ``cuda``
+    (the fake CUDA module), the ``math`` module or one of the functions :mod:`.ieee_math` replaces."""
+    ids = _STAND_INS
     out = {}
-    for k, v in globs.items():
+    for k in [k for k, v in globs.items() if v is cuda or id(v) in ids]:  # one pass, in C but for the hits
+        v = globs[k]
         if v is cuda:
-            out[k] = (v, fake_cuda)
-            continue
-        hit = _STAND_INS.get(id(v))
-        if hit is not None and hit[0] is v:
-            out[k] = (v, hit[1])
+            out[k] = fake_cuda
+        elif ids[id(v)][0] is v:
+            out[k] = ids[id(v)][1]
     return out
 
 
 # numba-cuda's own registry (per-globals locks, reference counts, saved values), so that an entry through its
-# function and one through this one count together; versions without it get the same registry here
+# function and one through this one count together; versions without it get the same registry here. Looked up
+# once, by install() (this runs at every device function call, in every simulated thread).
 _OWN: tuple[Any, Any, Any, Any] = (threading.Lock(), defaultdict(threading.Lock), defaultdict(int), {})
+_REGISTRY: list[Any] = []  # [numba.cuda, register lock, locks, reference counts, saved values]
 
 
-def _registry() -> tuple[Any, Any, Any, Any]:
-    from numba.cuda.simulator import kernelapi as api
+def _registry() -> list[Any]:
+    if not _REGISTRY:
+        from numba import cuda
+        from numba.cuda.simulator import kernelapi as api
 
-    names = ("_locks_register_lock", "_globals_locks", "_swap_refcount", "_swap_orig")
-    found = tuple(getattr(api, n, None) for n in names)
-    return found if all(v is not None for v in found) else _OWN  # type: ignore[return-value]
+        names = ("_locks_register_lock", "_globals_locks", "_swap_refcount", "_swap_orig")
+        found = tuple(getattr(api, n, None) for n in names)
+        _REGISTRY[:] = [cuda, *(found if all(v is not None for v in found) else _OWN)]
+    return _REGISTRY
 
 
 @contextmanager
 def swapped_modules(fn: Any, fake_cuda_module: Any) -> Iterator[None]:
     """numba-cuda's ``swapped_cuda_module(fn, fake_cuda_module)``, which also swaps ``math`` (module docstring)."""
-    from numba import cuda
-
-    register_lock, locks, refcount, saved = _registry()
+    cuda, register_lock, locks, refcount, saved = _REGISTRY or _registry()
     globs = fn.__globals__
     gid = id(globs)
     with register_lock:  # one lock per globals dict, created under a global lock (as numba-cuda)
         lock = locks[gid]
     with lock:
         if refcount[gid] == 0:  # the first entry swaps
-            found = stand_ins(globs, cuda, fake_cuda_module)
-            saved[gid] = {k: old for k, (old, _) in found.items()}
-            globs.update({k: new for k, (_, new) in found.items()})
+            new = stand_ins(globs, cuda, fake_cuda_module)
+            saved[gid] = {k: globs[k] for k in new}
+            globs.update(new)
         refcount[gid] += 1
     try:
         yield
@@ -88,5 +90,6 @@ def install() -> None:
     from numba.cuda.simulator import kernel as sim_kernel
     from numba.cuda.simulator import kernelapi
 
+    _registry()
     kernelapi.swapped_cuda_module = swapped_modules
     sim_kernel.swapped_cuda_module = swapped_modules  # kernel.py imported the name
