@@ -122,7 +122,7 @@ def _remainder(x: Any, y: Any) -> Any:
 
 
 def _ldexp(x: Any, i: Any) -> Any:
-    return _np.ldexp(x, _np.int32(max(min(int(i), 1 << 20), -(1 << 20))))  # the exponent clipped to int32's range
+    return _np.ldexp(x, _np.int32(max(min(int(i), 1 << 20), -(1 << 20))))  # +-2**20: past any float's range
 
 
 # one argument
