@@ -241,7 +241,7 @@ def test_softmax_without_max_subtraction_fails_and_with_it_passes():
 
 
 def test_softmax_overflow_is_named_when_the_outputs_are_nan():
-    """On a GPU exp overflows to inf (the simulator raises): the verdict names the missing max."""
+    """On a GPU exp overflows to inf (in the simulator too: gpulab.simulator.ieee_math); the verdict names the max."""
 
     def gpu_like(x, out):  # float32 exp without the max: inf / inf and 0 / 0 give nan, as on a GPU
         with np.errstate(over="ignore", invalid="ignore"):

@@ -167,9 +167,9 @@ FLASH_MISTAKES: dict[str, Callable[..., Any]] = {  # an out, or a list of the ou
     "last tile (out = acc / row_sum).": lambda q, k, v, sc, c: [
         _flash_tiles(q, k, v, sc, c, normalise_in_loop=True, all_tiles=every) for every in (False, True)
     ],
-    "query i sees key i + (m - n) itself (its own position): mask key > i + (m - n), not >=.": (
-        _flash_key_not_masked_at_own_position
-    ),
+    "query i sees key i + (m - n) itself (its own position): mask key > i + (m - n), not >=. With >= the diagonal "
+    "key is masked, and a row whose only visible key is that one (query 0 when m = n) has every key masked: "
+    "row_sum = 0, so out = 0 / 0 = nan (and lse = row_max + log(0) = -inf).": _flash_key_not_masked_at_own_position,
     "keys past the end (the zeros loaded into the last tile when m is not a multiple of the tile) must be "
     "masked to -inf: a padded key scores 0 and would take weight.": _flash_padding_not_masked,
     "divide the accumulator by the running sum at the end (out = acc / row_sum).": _flash_unnormalised,

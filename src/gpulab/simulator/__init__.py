@@ -22,7 +22,11 @@ installed once by :func:`harden` (called at import in simulator mode, and by :fu
 7. every new ``cuda.shared.array`` and ``cuda.local.array`` starts with a filler instead of leftovers or zeros
    (NaN for floating point, ``0xBAADF00D`` for integers), so a value read before it was written shows in the
    result; each block gets its own shared arrays, dynamic shared memory (``cuda.shared.array(0, ...)``)
-   included (:mod:`gpulab.simulator.memory`, which also names a result that shows an integer filler).
+   included (:mod:`gpulab.simulator.memory`, which also names a result that shows an integer filler);
+8. ``math`` in a kernel or device function gives what CUDA gives where Python's ``math`` raises: ``log(0.0)`` is
+   ``-inf``, ``exp(1000.0)`` ``inf``, ``sqrt(-1.0)`` ``nan``, and a float32 argument a float32 result
+   (``exp(np.float32(100))`` is inf, as ``expf``): while it runs, its global ``math`` and the functions imported
+   from it are :mod:`gpulab.simulator.ieee_math`'s (:mod:`gpulab.simulator.swap`, with the simulator's ``cuda``).
 
 Nothing is recorded unless an :class:`Instruments` is active (``with instrument(...) as ins:``): it
 collects shared-memory sizes per block, every access to shared arrays, and each thread's final
@@ -47,6 +51,7 @@ from .blocks import THREAD_DONE, run_block
 from .memory import DYNAMIC
 from .memory import LOCK as _LOCK
 from .memory import dynamic_shared_array, fast_arrays, filler, filler_hint, shared_array, uninitialised
+from .swap import install as install_swap
 
 __all__ = [
     "Access",
@@ -242,6 +247,7 @@ def harden() -> None:
     from numba.cuda.simulator import kernelapi
 
     fast_arrays()
+    install_swap()  # kernels' `math` -> ieee_math while they run
     cls = kernelapi.FakeCUDAShared
     if getattr(cls.array, "_gpulab_locked", False):
         return

@@ -40,6 +40,7 @@ _WAIT_NAMES = {"cg"}  # numba.cuda.cg
 # Libraries whose functions never call a CUDA barrier: not read.
 _LIBRARIES = ("numpy", "numba", "math", "cmath", "operator", "builtins", "cupy", "random")
 # Values a kernel can read that call nothing.
+_IEEE_MATH = "gpulab.simulator.ieee_math"  # math's stand-in while a kernel runs (a library: calls no barrier)
 _PLAIN = (int, float, complex, bool, str, bytes, type(None), np.ndarray, np.generic, np.dtype)
 _NAMES: dict[types.CodeType, frozenset[str]] = {}
 _GENERATORS: dict[types.CodeType, Any] = {}  # kernel code -> its generator's code, or None when there is none
@@ -50,7 +51,7 @@ def _library(obj: Any) -> bool:
         name = obj.__name__
     else:
         name = getattr(obj, "__module__", None) or type(obj).__module__ or ""
-    return name.split(".")[0] in _LIBRARIES
+    return name.split(".")[0] in _LIBRARIES or name == _IEEE_MATH
 
 
 def _names(code: types.CodeType) -> frozenset[str]:
