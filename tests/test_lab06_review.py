@@ -16,7 +16,11 @@ from gpulab.lessons.elementwise import run_reduction
 L = problems.lab06
 IN = "float32 g, float32 lr_t, float32 beta1, float32 beta2, float32 eps"
 OUT = "float32 p, float32 m, float32 v"
-M, V, P = "m = beta1 * m + (1.0f - beta1) * g;", "v = beta2 * v + (1.0f - beta2) * g * g;", "p -= lr_t * m / (sqrtf(v) + eps);"
+M, V, P = (
+    "m = beta1 * m + (1.0f - beta1) * g;",
+    "v = beta2 * v + (1.0f - beta2) * g * g;",
+    "p -= lr_t * m / (sqrtf(v) + eps);",
+)
 NORM = {
     "in_params": "float16 g",
     "out_params": "float32 norm",
@@ -65,7 +69,12 @@ def test_adam_parameters_in_another_order_are_named():
 
 def test_adam_other_names_in_the_same_order_still_pass():
     op = "mo = beta1 * mo + (1.0f - beta1) * g; ve = beta2 * ve + (1.0f - beta2) * g * g;"
-    res = L.ADAM.check(_adam(out_params="float32 w, float32 mo, float32 ve", operation=op + P.replace("p -=", "w -=").replace("m /", "mo /").replace("(v)", "(ve)")))
+    res = L.ADAM.check(
+        _adam(
+            out_params="float32 w, float32 mo, float32 ve",
+            operation=op + P.replace("p -=", "w -=").replace("m /", "mo /").replace("(v)", "(ve)"),
+        )
+    )
     assert res.passed, res
 
 

@@ -84,7 +84,10 @@ def test_budget_a_model_that_does_not_fit_needs_batch_zero():
         return w * params, 4 * params if mixed else 0, w * params, 8 * params, w * activations * batch
 
     def largest_batch(params, activations, memory_gb, mixed):  # no floor at 0
-        fixed, per = sum(training_bytes(params, activations, 0, mixed)), training_bytes(params, activations, 1, mixed)[4]
+        fixed, per = (
+            sum(training_bytes(params, activations, 0, mixed)),
+            training_bytes(params, activations, 1, mixed)[4],
+        )
         return int((memory_gb * 1e9 - fixed) // per)
 
     _hinted(L.BUDGET.check(host=L.budget_host(training_bytes, largest_batch)), "the largest batch is 0")

@@ -30,7 +30,12 @@ _PARAM = re.compile(r"^\s*(?:raw\s+)?(\w+)\s+(\w+)\s*$")
 _C_FLOAT = re.compile(r"(?<![\w.])((?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)[fF]\b")
 # C type names (casts, reduce_type) -> NumPy's; float16 is CuPy's half-precision class. NumPy names are not C.
 _C_TYPES = {
-    "float": "float32", "double": "float64", "float16": "float16", "half": "float16", "int": "int32", "bool": "bool"
+    "float": "float32",
+    "double": "float64",
+    "float16": "float16",
+    "half": "float16",
+    "int": "int32",
+    "bool": "bool",
 }
 _NOT_C = {"float32": "float", "float64": "double", "int32": "int"}
 _CAST = re.compile(r"\(\s*(float|double|int|bool|float16|half|float32|float64|int32|[A-Z])\s*\)\s*")
@@ -84,8 +89,8 @@ def c_type_dtype(ctype: str, types: dict[str, np.dtype], what: str) -> np.dtype:
     better = f": write {_NOT_C[ctype]!r}" if ctype in _NOT_C else ""
     raise UsageError(
         f"{what} uses the type {ctype!r}, which is not a C type CUDA knows{better}. Casts and reduce_type are "
-        "pasted into the kernel's C code: float (float32), double (float64), int (int32), float16 or half (CuPy's and CUDA's half), "
-        "or a placeholder such as T that the parameters bind."
+        "pasted into the kernel's C code: float (float32), double (float64), int (int32), float16 or half "
+        "(CuPy's and CUDA's half), or a placeholder such as T that the parameters bind."
     )
 
 

@@ -292,7 +292,9 @@ def scaler_host(run: Callable[..., Any]) -> Callable[..., None]:
         try:  # a learner's values may be 0-d device arrays (found_inf[0] == 0 in gpu mode): float() reads each
             scales, applied = [float(s) for s in scales], [float(bool(a)) for a in applied]
         except (TypeError, ValueError):
-            raise UsageError("run_with_loss_scaling must return scales and applied as lists of numbers and of True/False.") from None
+            raise UsageError(
+                "run_with_loss_scaling must return scales and applied as lists of numbers and of True/False."
+            ) from None
         return (
             np.asarray(scales, np.float64),
             np.asarray(applied, np.float64),
