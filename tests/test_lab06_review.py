@@ -107,3 +107,8 @@ def view_no_relu(x, b, out):
 
 def test_bias_without_relu_is_named():
     _hinted(L.BIAS_RELU_VIEW.check(view_no_relu), "apply the ReLU")
+
+
+def test_grad_norm_output_rounded_to_float16_is_named():
+    _hinted(L.GRAD_NORM.check(_norm(in_params="T g", out_params="T norm")), "norm was rounded to float16")
+    assert L.GRAD_NORM.check(_norm(in_params="T g")).passed  # T for the input only: a float32 output, correct

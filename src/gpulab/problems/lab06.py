@@ -331,6 +331,10 @@ GRAD_NORM = SpecProblem(
         "1024, their squares 1e6. CuPy computes float16 arithmetic in float, but keeps `a` and `b` in reduce_type, "
         "which defaults to the output's type (float16 when `T` binds to g's float16), and writes the output in its "
         "type. Sum in float32 (`'reduce_type': 'float'`, a C name) and declare `float32 norm`.": _overflow16,
+        "norm was rounded to float16 (11 significant bits): the output is stored in its declared type, and `T norm` "
+        "binds T to g's float16. Declare `float32 norm` (the sum in reduce_type float was right).": lambda g: (
+            grad_norm_spec(g.astype(np.float32)).astype(np.float16)
+        ),
         "norm is the sum of squares: post_map_expr must take its square root, `norm = sqrt(a)`.": lambda g: np.sum(
             g.astype(np.float64) ** 2, keepdims=True
         ).reshape(1),
