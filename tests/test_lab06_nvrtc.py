@@ -139,3 +139,20 @@ def test_lab06_cupy_answers_compile_with_nvrtc_and_the_refused_variants_do_not()
     assert "float32" in res["numpy_name_as_reduce_type"], res  # not a C type: the model refuses it the same way
     assert res["input_assigned"] != "ok", res  # in_params are const
     assert res["semicolon_in_post_map"] != "ok", res  # POST_MAP(a) puts it inside parentheses
+
+
+def test_what_the_model_accepts_since_review_compiles_local_variables_and_half():
+    """The model reads a local declaration (`float t = ...;`) and `half` as reduce_type: both are C that CuPy's
+    generated code compiles (cuda_fp16.h's half)."""
+    adam, norm = _spec("adam_elementwise_spec"), _spec("grad_norm_spec")
+    op = (
+        "float m1 = beta1 * m + (1.0f - beta1) * g; const float v1 = beta2 * v + (1.0f - beta2) * g * g;"
+        "m = m1; v = v1; p -= lr_t * m1 / (sqrtf(v1) + eps);"
+    )
+    res = _nvrtc(
+        {
+            "local_variables": elementwise_source({**adam, "operation": op}, {"g", "p", "m", "v"}),
+            "half_reduce_type": reduction_source({**norm, "reduce_type": "half"}),
+        }
+    )
+    assert res == {"local_variables": "ok", "half_reduce_type": "ok"}, res

@@ -2,7 +2,8 @@
 and :func:`run_reduction` run a spec with CuPy on a GPU and with a small NumPy model of it in the simulator.
 
 The model evaluates the C operation as NumPy expressions over whole arrays, in the declared types: C float
-literals (``0.5f``, ``1e-8f``), casts (``(float)g``), several ``;``-separated statements, compound assignments
+literals (``0.5f``, ``1e-8f``), casts (``(float)g``), local variables (``float t = g * g;``), several
+``;``-separated statements, compound assignments
 (``m += ...``), CUDA math functions (``sqrtf``, ``expf``, ``fmaxf``, ...), several outputs, and outputs passed in
 to be updated in place, as CuPy allows. No ternaries, loops or ``if``: those need a GPU.
 
@@ -28,9 +29,18 @@ __all__ = ["ctype_dtype", "params", "run_elementwise", "run_reduction"]
 _PARAM = re.compile(r"^\s*(?:raw\s+)?(\w+)\s+(\w+)\s*$")
 _C_FLOAT = re.compile(r"(?<![\w.])((?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)[fF]\b")
 # C type names (casts, reduce_type) -> NumPy's; float16 is CuPy's half-precision class. NumPy names are not C.
-_C_TYPES = {"float": "float32", "double": "float64", "float16": "float16", "int": "int32", "bool": "bool"}
+_C_TYPES = {
+    "float": "float32",
+    "double": "float64",
+    "float16": "float16",
+    "half": "float16",
+    "int": "int32",
+    "bool": "bool",
+}
 _NOT_C = {"float32": "float", "float64": "double", "int32": "int"}
-_CAST = re.compile(r"\(\s*(float|double|int|bool|float16|float32|float64|int32|[A-Z])\s*\)\s*")
+_CAST = re.compile(r"\(\s*(float|double|int|bool|float16|half|float32|float64|int32|[A-Z])\s*\)\s*")
+_BLOCK = 256  # threads per block in the reduction model: every one starts at identity, as in CuPy's
+_DECLARE = re.compile(r"^(?:const\s+)?(float|double|int|bool|float16|half|[A-Z])\s+(\w+)\s*=(?!=)\s*(.+)$", re.S)
 _ASSIGN = re.compile(r"^\s*(\w+)\s*(?:[-+*/]?=)(?!=)")
 # CUDA's math functions an operation may call, as NumPy ufuncs (float and double forms: expf and exp)
 _C_MATH: dict[str, Any] = {
@@ -79,8 +89,8 @@ def c_type_dtype(ctype: str, types: dict[str, np.dtype], what: str) -> np.dtype:
     better = f": write {_NOT_C[ctype]!r}" if ctype in _NOT_C else ""
     raise UsageError(
         f"{what} uses the type {ctype!r}, which is not a C type CUDA knows{better}. Casts and reduce_type are "
-        "pasted into the kernel's C code: float (float32), double (float64), int (int32), float16 (CuPy's half), "
-        "or a placeholder such as T that the parameters bind."
+        "pasted into the kernel's C code: float (float32), double (float64), int (int32), float16 or half "
+        "(CuPy's and CUDA's half), or a placeholder such as T that the parameters bind."
     )
 
 
@@ -138,8 +148,15 @@ def _python(op: str) -> str:
     while (m := _CAST.search(op)) is not None:
         end = _operand_end(op, m.end())
         op = f"{op[: m.start()]}_cast({m.group(1)!r}, {op[m.end() : end]}){op[end:]}"
-    lines = [s.strip() for s in op.replace("\n", " ").split(";")]
+    lines = [_declaration(s.strip()) for s in op.replace("\n", " ").split(";")]
     return "\n".join(s for s in lines if s)
+
+
+def _declaration(statement: str) -> str:
+    """A local variable's declaration, ``float t = x * x`` (or ``const T t = ...``), as an assignment of the value
+    stored in its type: ``t = _cast('float', (x * x))``."""
+    m = _DECLARE.match(statement)
+    return f"{m.group(2)} = _cast({m.group(1)!r}, ({m.group(3)}))" if m else statement
 
 
 def _store(value: Any, dtype: np.dtype) -> np.ndarray:
@@ -249,7 +266,8 @@ def _elementwise_model(spec: dict[str, str], ins: list, outs: list, args: tuple)
 def run_reduction(spec: dict[str, str], *args: Any) -> Any:
     """Run ``cupy.ReductionKernel`` over every element (``axis=None``) on a GPU; in simulator mode a NumPy model:
     ``map_expr`` per element (cast to ``reduce_type``), ``reduce_expr`` combining ``a`` and ``b`` pairwise in a tree
-    (padded with ``identity``), then ``post_map_expr`` on the result ``a``. Returns a 0-d array."""
+    (each value first combined with ``identity``, padded with it to whole blocks of threads, as CuPy's threads
+    start from it: a wrong identity shows), then ``post_map_expr`` on the result ``a``. Returns a 0-d array."""
     needed = {"in_params", "out_params", "map_expr", "reduce_expr", "post_map_expr", "identity"}
     missing = needed - set(spec)
     if missing:
@@ -302,6 +320,12 @@ def _reduction_model(spec: dict[str, str], ins: list, outs: list, args: tuple) -
     shape = np.broadcast_shapes(*(np.shape(env[n]) for _, n in ins))
     values = _store(np.broadcast_to(np.asarray(env.pop("_v")), shape), rtype).ravel()  # static_cast<reduce_type>
     reduce_code = "_v = " + _python(spec["reduce_expr"])
+    if values.size:  # each CUDA thread starts its partial result at identity: combined with every value here,
+        start = {"a": np.full(values.shape, identity), "b": values}
+        _evaluate(reduce_code, start, types, "reduce_expr", spec["reduce_expr"])
+        values = _store(np.broadcast_to(start["_v"], values.shape), rtype).reshape(-1)
+        # and a block's threads that get no element keep it (CuPy's blocks have 256 or 512 threads)
+        values = np.append(values, np.full(-values.size % _BLOCK, identity, values.dtype))
     while values.size > 1:  # a tree: pairs (a, b) combined, the odd one out paired with the identity
         if values.size % 2:
             values = np.append(values, identity)

@@ -15,10 +15,8 @@ sum: a few float32 roundings per element, well inside ``rtol=1e-5, atol=1e-6`` f
 
 from __future__ import annotations
 
-import contextlib
-from dataclasses import dataclass
 from typing import Any
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 
@@ -26,6 +24,7 @@ from ..errors import UsageError
 from ..exercises import Budget, Problem
 from ..kernels._launch import blocks_for
 from ._common import launch_2d
+from .lab06_specs import SpecProblem, check_order, check_types, cupy_errors, spec_of
 
 __all__ = [
     "ADAM",
@@ -52,76 +51,6 @@ TPB = 128  # threads per block of exercise 1 (one thread per element, 1-D grid)
 MATMUL_BLOCK = (16, 8)  # x: columns of C, y: rows
 NORM_SCALE = 1024.0  # exercise 4's gradients are float16 in [-1024, 1024): loss-scaled, squares overflow float16
 ADAM_SIGNATURE = ("g", "lr_t", "beta1", "beta2", "eps"), ("p", "m", "v")  # adam(g, lr_t, beta1, beta2, eps, p, m, v)
-
-
-@dataclass
-class SpecProblem(Problem):
-    """A Problem whose answer is a function returning a CuPy kernel spec (a dict of strings): ``check(spec_fn)``
-    runs ``adapt(spec_fn)`` as the host function. ``check(host=fn)`` (the emulated gpu-size tests) still works."""
-
-    adapt: Callable[[Callable[[], dict]], Callable[..., None]] | None = None
-
-    def check(self, kernel: Any = None, *, scale: str | None = None, **overrides: Any) -> Any:
-        if kernel is not None:
-            if self.adapt is None:
-                raise UsageError(f"SpecProblem {self.name} has no adapt= function to run {kernel!r}")
-            overrides.setdefault("host", self.adapt(kernel))
-            overrides.setdefault("name", getattr(kernel, "__name__", self.name))
-        return super().check(None, scale=scale, **overrides)
-
-
-def _spec_of(spec_fn: Callable[[], Any], keys: tuple[str, ...]) -> dict[str, str]:
-    if not callable(spec_fn):
-        raise UsageError(
-            f"the check takes your function itself (e.g. `check(adam_elementwise_spec)`, no parentheses), which it "
-            f"calls to get the dict; it was given a {type(spec_fn).__name__}."
-        )
-    spec = spec_fn()
-    name = getattr(spec_fn, "__name__", "the spec function")
-    if not isinstance(spec, dict):
-        raise UsageError(
-            f"{name}() returned {type(spec).__name__}, not a dict: return {{{', '.join(map(repr, keys))}}}."
-        )
-    bad = [k for k in keys if not isinstance(spec.get(k), str)]
-    if bad:
-        raise UsageError(f"{name}() must give strings for {', '.join(map(repr, bad))} (CuPy compiles them as C).")
-    return spec
-
-
-def _check_types(declared: list[tuple[str, str]], values: tuple, what: str) -> None:
-    """Each declared type is the dtype of the value passed there (or a one-letter placeholder such as T)."""
-    for (ctype, name), value in zip(declared, values):
-        if len(ctype) == 1:  # a type placeholder (T), bound by what is passed
-            continue
-        given = np.dtype(value.dtype if hasattr(value, "dtype") else type(value))
-        try:
-            ok = np.dtype(ctype) == given
-        except TypeError:
-            ok = False
-        if not ok:
-            array = hasattr(value, "shape") and getattr(value, "ndim", 0) > 0
-            why = (
-                'CuPy refuses an array of another type ("Type is mismatched")'
-                if array
-                else f"CuPy would convert the scalar, and every operation it touches would run in {ctype} "
-                "(float64 runs at 1/32 to 1/64 of the float32 rate on most GPUs, lesson 06)"
-            )
-            raise UsageError(
-                f"{what} declares `{ctype} {name}`, but {name} is passed as {given.name}: declare the type of the "
-                f"{'array' if array else 'scalar'} that is passed (`{given.name} {name}`, or a placeholder `T {name}`). "
-                f"{why}."
-            )
-
-
-@contextlib.contextmanager
-def _cupy_errors() -> Iterator[None]:
-    """CuPy's compile errors (gpu mode) as the learner's: a UsageError, whose verdict shows NVRTC's message."""
-    try:
-        yield
-    except Exception as exc:
-        if type(exc).__name__ != "CompileException":
-            raise
-        raise UsageError(f"CuPy could not compile your spec (NVRTC says): {str(exc)[:1500]}") from None
 
 
 # --- 1 · a kernel on another library's strided views ---------------------------------------------------
@@ -156,6 +85,10 @@ BIAS_RELU_VIEW = Problem(
     args=_views,
     out_names=["out.T"],  # the compared array is the storage: out.T[j, i] is the kernel's out[i, j]
     budget=Budget(sectors={"x": 2.0, "out": 2.0}),
+    mistakes={
+        "out holds x + b with negative values: apply the ReLU, `max(x[i, j] + b[j], 0)` (a float32 zero keeps the "
+        "arithmetic in float32: `float32(0.0)`).": lambda x_buf, b: x_buf + b[:, None],
+    },
     points=2,
 )
 
@@ -234,6 +167,7 @@ def adam_inputs(size: tuple[int, int], rng: np.random.Generator) -> tuple[Any, .
     n, t = size
     f = np.float32
     p, g = rng.uniform(-1, 1, n).astype(f), rng.uniform(-1, 1, n).astype(f)
+    g[::7] = 0  # parameters that got no gradient (a dead ReLU, an unused embedding): at t = 1, m = v = 0 there
     first = t == 1
     m = np.zeros(n, f) if first else rng.uniform(-0.3, 0.3, n).astype(f)
     v = np.zeros(n, f) if first else rng.uniform(0, 0.1, n).astype(f)
@@ -272,6 +206,12 @@ def _adam_no_sqrt(p: Any, g: Any, m: Any, v: Any, lr_t: Any, beta1: Any, beta2: 
     return (np.asarray(p, np.float64) - float(lr_t) * m1 / (v1 + float(eps))).astype(np.float32)
 
 
+def _adam_no_eps(p: Any, g: Any, m: Any, v: Any, lr_t: Any, beta1: Any, beta2: Any, eps: Any) -> np.ndarray:
+    p1, m1, v1 = _adam64(p, g, m, v, lr_t, beta1, beta2, eps)
+    with np.errstate(all="ignore"):
+        return (np.asarray(p, np.float64) - float(lr_t) * m1 / np.sqrt(v1)).astype(np.float32)
+
+
 def elementwise_host(spec_fn: Callable[[], dict]) -> Callable[..., None]:
     """The host function that runs the learner's Adam ``ElementwiseKernel`` spec: p, m and v are copied into the
     outputs, which the kernel updates in place: ``adam(g, lr_t, beta1, beta2, eps, p, m, v)``."""
@@ -280,7 +220,7 @@ def elementwise_host(spec_fn: Callable[[], dict]) -> Callable[..., None]:
     def adam_host(
         p: Any, g: Any, m: Any, v: Any, lr_t: Any, beta1: Any, beta2: Any, eps: Any, m_out: Any, v_out: Any, p_out: Any
     ) -> None:
-        spec = _spec_of(spec_fn, ("in_params", "out_params", "operation"))
+        spec = spec_of(spec_fn, ("in_params", "out_params", "operation"))
         ins, outs = params(spec["in_params"], "in_params"), params(spec["out_params"], "out_params")
         want_in, want_out = ADAM_SIGNATURE
         if len(ins) != len(want_in) or len(outs) != len(want_out):
@@ -290,10 +230,13 @@ def elementwise_host(spec_fn: Callable[[], dict]) -> Callable[..., None]:
                 f"(CuPy passes in_params as const). Your spec declares {len(ins)} in_params "
                 f"({', '.join(n for _, n in ins)}) and {len(outs)} out_params ({', '.join(n for _, n in outs)})."
             )
-        _check_types(ins, (g, lr_t, beta1, beta2, eps), "in_params")
-        _check_types(outs, (p_out, m_out, v_out), "out_params")
+        call = f"adam({', '.join(want_in + want_out)})"
+        check_order(ins, want_in, "in_params", call)
+        check_order(outs, want_out, "out_params", call)
+        check_types(ins, (g, lr_t, beta1, beta2, eps), "in_params")
+        check_types(outs, (p_out, m_out, v_out), "out_params")
         p_out[...], m_out[...], v_out[...] = p, m, v
-        with _cupy_errors():
+        with cupy_errors():
             run_elementwise(spec, g, lr_t, beta1, beta2, eps, p_out, m_out, v_out)
 
     adam_host.__wrapped__ = spec_fn  # type: ignore[attr-defined]  # the harness sees the learner's function
@@ -322,6 +265,8 @@ ADAM = SpecProblem(
         ),
         "p moved up the gradient: subtract the step, `p -= lr_t * ...` (or `p = p - ...`).": _adam_ascent,
         "p was divided by v + eps, not sqrt(v) + eps: the step is m / (sqrt(v) + eps).": _adam_no_sqrt,
+        "p is nan where the gradient is 0 at step 1: m = v = 0 there, and m / sqrt(v) is 0 / 0. Add eps to the "
+        "denominator, `m / (sqrt(v) + eps)`: that is what eps is for.": _adam_no_eps,
     },
     points=3,
     adapt=elementwise_host,
@@ -356,16 +301,16 @@ def reduction_host(spec_fn: Callable[[], dict]) -> Callable[..., None]:
     keys = ("in_params", "out_params", "map_expr", "reduce_expr", "post_map_expr", "identity")
 
     def grad_norm_host(g: Any, norm: Any) -> None:
-        spec = _spec_of(spec_fn, keys)
+        spec = spec_of(spec_fn, keys)
         ins, outs = params(spec["in_params"], "in_params"), params(spec["out_params"], "out_params")
         if len(ins) != 1 or len(outs) != 1:
             raise UsageError(
                 f"the kernel is called as grad_norm(g): one input and one output; your spec declares in_params "
                 f"{spec['in_params']!r} and out_params {spec['out_params']!r}."
             )
-        _check_types(ins, (g,), "in_params")
-        _check_types(outs, (norm,), "out_params")
-        with _cupy_errors():
+        check_types(ins, (g,), "in_params")
+        check_types(outs, (norm,), "out_params")
+        with cupy_errors():
             norm[...] = run_reduction(spec, g).reshape(1)
 
     grad_norm_host.__wrapped__ = spec_fn  # type: ignore[attr-defined]
@@ -386,12 +331,21 @@ GRAD_NORM = SpecProblem(
         "1024, their squares 1e6. CuPy computes float16 arithmetic in float, but keeps `a` and `b` in reduce_type, "
         "which defaults to the output's type (float16 when `T` binds to g's float16), and writes the output in its "
         "type. Sum in float32 (`'reduce_type': 'float'`, a C name) and declare `float32 norm`.": _overflow16,
+        "norm was rounded to float16 (11 significant bits): the output is stored in its declared type, and `T norm` "
+        "binds T to g's float16. Declare `float32 norm` (the sum in reduce_type float was right).": lambda g: (
+            grad_norm_spec(g.astype(np.float32)).astype(np.float16)
+        ),
         "norm is the sum of squares: post_map_expr must take its square root, `norm = sqrt(a)`.": lambda g: np.sum(
             g.astype(np.float64) ** 2, keepdims=True
         ).reshape(1),
         "norm is sqrt(sum |g|): map_expr must square each element, `(float)g * (float)g`.": lambda g: np.sqrt(
             np.sum(np.abs(g.astype(np.float64)), keepdims=True)
         ).reshape(1),
+        "norm is 0 (or nan) though g is not: reduce_expr must add the squares, `a + b`. A product `a * b` stays 0 "
+        "from identity 0 on (every thread starts its partial result at identity), and from identity 1 it overflows "
+        "to inf in some partial results and to 0 in others (0 * inf is nan).": (
+            lambda g: [np.zeros(1, np.float32), np.array([np.nan], np.float32)] if np.any(g) else []
+        ),
         "norm is the largest |g|, not the L2 norm: reduce with `a + b` over squares, then `norm = sqrt(a)`.": (
             lambda g: np.abs(g.astype(np.float64)).max(initial=0, keepdims=True).reshape(1)
         ),

@@ -78,6 +78,8 @@ def _budget_inputs(n: int, rng: np.random.Generator) -> np.ndarray:
     batch = rng.integers(1, 4097, n).astype(np.float64)
     mixed = (np.arange(n) % 2).astype(np.float64)  # both precisions in every case of two rows or more
     gb = rng.choice([16.0, 24.0, 40.0, 80.0, 141.0], n)
+    if n > 1:  # a model whose weights, gradients and Adam state alone (16 B per parameter) exceed the memory
+        params[1] = np.ceil(gb[1] * 1e9 / 16) + 1
     return np.stack([params, acts, batch, mixed, gb], axis=1)
 
 
@@ -117,10 +119,21 @@ _BUDGET_MISTAKES = {
     "mixed precision stores the activations in FP16 (2 bytes each): that is where it saves memory.": first_different(
         budget_spec, _budget_wrong(act_mixed=4)
     ),
+    "when not even one sample fits (the weights, gradients and optimizer state alone exceed the memory), the "
+    "largest batch is 0, not a negative number.": lambda x: _negative_batch(x),
     "memory_gb is in GB as spec sheets give it, 10**9 bytes, not GiB (2**30).": lambda x: budget_spec(x, gib=True)[1],
     "the weights, gradients and optimizer state take their share before any sample: subtract them from the "
     "memory, then divide by the bytes per sample.": lambda x: _budget_wrong(fixed=False)(x)[1],
 }
+
+
+def _negative_batch(x: np.ndarray) -> np.ndarray:
+    parts, best = budget_spec(x)
+    fixed, per_sample = parts[:, :4].sum(axis=1), parts[:, 4] / x[:, 2]
+    raw = np.floor((x[:, 4] * 1e9 - fixed) / per_sample)
+    if not (raw < 0).any():
+        raise ValueError("every row fits at least one sample")  # _named_mistake skips it
+    return raw
 
 
 def budget_host(training_bytes: Callable[..., Any], largest_batch: Callable[..., Any]) -> Callable[..., None]:
@@ -230,6 +243,7 @@ def scaler_sim(
     grow_every: int | None = None,
     grow_late: bool = False,
     backoff: float = 0.5,
+    record_late: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Dynamic loss scaling over the steps: the scale each step used, whether its update was applied, and the
     float32 sum of the applied unscaled gradients (the keywords make the usual mistakes)."""
@@ -241,7 +255,8 @@ def scaler_sim(
         found = 0 if reset_found else found
         out = (g * np.float32(1 / scale)).astype(np.float32)
         found = found or int(not np.isfinite(out).all())
-        used.append(scale)
+        if not record_late:
+            used.append(scale)
         applied.append(0 if found and skip else 1)
         if applied[-1]:
             total += out
@@ -251,6 +266,8 @@ def scaler_sim(
             good += 1
             if good >= grow_every:
                 scale, good = scale * 2, 0
+        if record_late:
+            used.append(scale)
     return np.array(used), np.array(applied, np.float64), total
 
 
@@ -272,9 +289,15 @@ def scaler_host(run: Callable[..., Any]) -> Callable[..., None]:
         if not isinstance(got, tuple) or len(got) != 3:
             raise UsageError("run_with_loss_scaling must return (scales, applied, total): three results.")
         scales, applied, total = got
+        try:  # a learner's values may be 0-d device arrays (found_inf[0] == 0 in gpu mode): float() reads each
+            scales, applied = [float(s) for s in scales], [float(bool(a)) for a in applied]
+        except (TypeError, ValueError):
+            raise UsageError(
+                "run_with_loss_scaling must return scales and applied as lists of numbers and of True/False."
+            ) from None
         return (
             np.asarray(scales, np.float64),
-            np.asarray(applied, np.float64).astype(bool).astype(np.float64),
+            np.asarray(applied, np.float64),
             np.asarray(runtime.to_host(total), np.float32),
         )
 
@@ -304,6 +327,8 @@ SCALER = Problem(
         "the scale doubles after growth_interval clean steps, not growth_interval + 1 (count the step first, "
         "then compare).": _scaler_mistake(grow_late=True),
         "on overflow the scale halves (scale / 2): it was too large.": _scaler_mistake(backoff=2.0),
+        "scales[t] is the scale step t ran with: record it before the rule changes it (this looks like the scale "
+        "after each step's update).": _scaler_mistake(record_late=True),
     },
     race_check=False,
     points=1,

@@ -192,6 +192,12 @@ def _values_not_bytes(x: np.ndarray) -> tuple:
     return own, rs_sent / 4, bufs, sent / 4
 
 
+def _received(x: np.ndarray) -> tuple:
+    """Each message's bytes counted on the device that receives it, (i + 1) % p, not on the sender."""
+    own, rs_sent, bufs, sent = ring_spec(x)
+    return own, np.roll(rs_sent, 1), bufs, np.roll(sent, 1)
+
+
 def _floor_chunks(x: np.ndarray) -> tuple:
     p, n = x.shape
     return ring_sim(x, bounds=[k * (n // p) for k in range(p)] + [n])  # the last chunk takes the remainder
@@ -216,6 +222,9 @@ RING = Problem(
         "the all-gather overwrites the neighbour's chunk with the sum (bufs[dst][...] = msg); adding counts the "
         "neighbour's partial sum again.": _ring_mistake(gather_adds=True),
         "sent is in bytes (msg.nbytes, 4 per float32), not values.": first_different(ring_spec, _values_not_bytes),
+        "these are the bytes each device received: count msg.nbytes on the sender, device i, not on (i + 1) % p.": (
+            first_different(ring_spec, _received)
+        ),
         "chunks come from chunk_bounds(length, p): the first length % p chunks are one longer, so no chunk is "
         "more than one value longer than another.": first_different(ring_spec, _floor_chunks),
     },
@@ -274,6 +283,19 @@ def _hier_whole(x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     return bufs, fast, per_node[np.arange(len(x)) // int(g[0])]
 
 
+def _hier_one_phase(x: np.ndarray, g: np.ndarray) -> list:
+    """slow_sent with one phase of each ring across nodes counted: only its reduce-scatter, or only its all-gather."""
+    slow, gpus, b = hierarchical_spec(x, g)[2], int(g[0]), chunk_bounds(x.shape[1], int(g[0]))
+    counts = []
+    for phase in (reduce_scatter, all_gather):
+        only = np.zeros(len(x))
+        for local in range(gpus):
+            ranks = list(range(local, len(x), gpus))
+            only[ranks] = phase([np.zeros(b[local + 1] - b[local], np.float32) for _ in ranks])
+        counts.append(only)
+    return [c for c in counts if not np.allclose(c, slow)]
+
+
 def _hier_swapped(x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     bufs, fast, slow = hierarchical_spec(x, g)
     return bufs, slow, fast
@@ -319,6 +341,8 @@ HIERARCHICAL = Problem(
         ),
         "between nodes each GPU all-reduces only the chunk it owns after the node's reduce-scatter (a ring over "
         "the GPUs of the same local rank), not its whole buffer.": first_different(hierarchical_spec, _hier_whole),
+        "slow_sent counts one phase of each ring across nodes: it is an all-reduce, so add what each GPU sends in "
+        "its reduce_scatter and in its all_gather.": _hier_one_phase,
         "the bytes inside a node (fast) and between nodes (slow) are swapped.": first_different(
             hierarchical_spec, _hier_swapped
         ),
