@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import gpulab  # noqa: F401 - picks the mode before numba is imported
 
+import math
+
 import numpy as np
+from numba import cuda
 
 from gpulab import problems
 
@@ -91,3 +94,22 @@ def test_budget_a_model_that_does_not_fit_needs_batch_zero():
         return int((memory_gb * 1e9 - fixed) // per)
 
     _hinted(L.BUDGET.check(host=L.budget_host(training_bytes, largest_batch)), "the largest batch is 0")
+
+
+@cuda.jit
+def unscale_plain_store(grads, inv_scale, found_inf):
+    i = cuda.grid(1)
+    if i < grads.size:
+        g = grads[i] * inv_scale
+        grads[i] = g
+        if math.isinf(g) or math.isnan(g):
+            found_inf[0] = 1  # many threads, one flag: a plain store races
+
+
+def test_a_flag_set_by_plain_stores_is_named_as_a_flag_not_a_wrong_index():
+    """Many threads storing 1 into found_inf[0]: the race is in the store, not the index (the general
+    duplicate-store hint says the index is wrong)."""
+    res = problems.lab10.UNSCALE.check(unscale_plain_store, ptx=None)
+    text = str(res)
+    assert not res.passed, text
+    assert "cuda.atomic.max(flag, 0, 1)" in text and "the index" not in text, text

@@ -56,6 +56,12 @@ DUPLICATE_STORE_HINT = (
     "grid-stride loop's start or step) is wrong even where the values come out right. Build the index from "
     "cuda.grid() and step a grid-stride loop by cuda.gridsize()."
 )
+FLAG_STORE_HINT = (
+    "Many threads store into one element (a flag or a counter) with plain stores: a data race in CUDA's memory "
+    "model. When every thread writes the same value it works in practice on today's GPUs (PyTorch's unscale kernel "
+    "relies on it), but the check counts it as a race: set a flag with an atomic, e.g. cuda.atomic.max(flag, 0, 1), "
+    "and count with cuda.atomic.add (plain stores lose counts)."
+)
 SAME_INDEX_HINT = (
     "Two threads computed the same output index while other elements were never written: the "
     "index is wrong. Each thread needs its own element: check how the "
@@ -166,6 +172,8 @@ def race_verdict(runner: Runner, case: Case, launch: Launch) -> tuple[str, str] 
             a.kind == "r" and a.array == w.array and a.index == w.index and (a.thread, a.block) in owners
             for a in out_log
         )
+        if not updated and case.expected[k].size == 1:  # a flag set by plain stores: no index to get wrong
+            return f"{both} ({launch_s})", FLAG_STORE_HINT
         if not updated:  # both stored (`=`) without reading: one element with two owners, not lost updates
             return f"{both} ({launch_s})", DUPLICATE_STORE_HINT
         return f"{both} without cuda.atomic and without a cuda.syncthreads() between them ({launch_s})", WRITE_RACE_HINT
