@@ -274,3 +274,30 @@ def test_conv_flipped_filter_is_named_by_the_exercise():
         },
     )
     assert not res.passed and "filter is flipped" in res.hint, res
+
+
+@cuda.jit
+def norm_in_float32(x, out):
+    """One thread sums the squares in float32: past 1.8e19 a square overflows (inf), no exp anywhere."""
+    if cuda.grid(1) == 0:
+        s = x[0] * x[0]
+        for k in range(1, x.size):
+            s += x[k] * x[k]
+        out[0] = math.sqrt(s)
+
+
+def test_an_overflow_without_exp_is_not_blamed_on_exp_alone():
+    """Inputs past 88.7 and an inf result: the hint names exp's overflow only as one case and says what else
+    overflows (a product or a sum past float32's range), since this kernel takes no exp."""
+    res = check_kernel(
+        norm_in_float32,
+        lambda x: np.sqrt(np.sum(x.astype(np.float64) ** 2, keepdims=True)).astype(np.float32),
+        inputs=lambda n, rng: (rng.uniform(-1e20, 1e20, n).astype(np.float32),),
+        sizes=[5],
+        threads=32,
+        out_init=np.zeros(1, np.float32),
+        race_check=False,
+    )
+    text = str(res)
+    assert not res.passed and "is inf where a finite value is expected" in text, text
+    assert "If your code takes exp" in text and "a product or a sum past float32's range (3.4e38" in text, text

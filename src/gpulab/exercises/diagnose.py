@@ -236,8 +236,10 @@ def _non_finite(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: s
     if big > EXP_LIMIT:
         return (
             f"{name}[{_index(first)}] is {what} where a finite value is expected, and the inputs reach "
-            f"|x| = {big:g}: exp(x) overflows float32 above x = 88.7 (inf, then inf/inf = nan). For softmax "
-            "subtract the row's maximum before exp: softmax(x) = exp(x - max(x)) / sum(exp(x - max(x)))."
+            f"|x| = {big:g}. If your code takes exp: exp(x) overflows float32 above x = 88.7 (inf, then inf/inf = "
+            "nan). For softmax subtract the row's maximum before exp: softmax(x) = exp(x - max(x)) / "
+            "sum(exp(x - max(x))). Otherwise look for a product or a sum past float32's range (3.4e38; float16 ends "
+            "at 65504), a division by zero or inf - inf."
         )
     return (
         f"{name}[{_index(first)}] is {what} where a finite value is expected: an overflow, a division by "
