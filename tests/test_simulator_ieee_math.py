@@ -119,7 +119,14 @@ def test_the_special_values_cuda_gives():
     assert math.isnan(im.fmod(1.0, 0.0)) and math.isnan(im.fmod(INF, 1.0)) and im.fmod(5.5, 2.0) == 1.5
     assert math.isnan(im.remainder(1.0, 0.0)) and im.remainder(5.0, 2.0) == 1.0  # IEEE: round to even, not floor
     assert im.pow(0.0, -1.0) == INF and im.pow(-0.0, -1.0) == -INF and math.isnan(im.pow(-8.0, 0.5))
-    assert im.pow(-10.0, 401.0) == -INF and im.pow(f32(10.0), 39) == INF and type(im.pow(f32(2.0), 3)) is f32
+    assert im.pow(-10.0, 401.0) == -INF and im.pow(f32(10.0), np.int32(39)) == INF
+    assert type(im.pow(f32(2.0), np.int32(3))) is f32 and type(im.pow(f32(2.0), f32(3.0))) is f32
+    # Numba types pow(float32, int64) (a literal 2, an index) as float64: no float32 overflow there
+    assert (
+        type(im.pow(f32(2.0), 3)) is float
+        and im.pow(f32(1e20), 2) == float(f32(1e20)) ** 2
+        and im.pow(f32(10.0), 39) == 1e39
+    )
     assert im.ldexp(-1.0, 2000) == -INF and im.ldexp(f32(1.0), 200) == INF and im.ldexp(f32(1.0), 3) == 8.0
     assert im.gamma(0.0) == INF and im.gamma(-0.0) == -INF and math.isnan(im.gamma(-2.0)) and im.gamma(200.0) == INF
     assert math.isnan(im.gamma(-INF)) and im.gamma(5.0) == 24.0 and type(im.gamma(f32(5.0))) is f32
@@ -261,3 +268,10 @@ def test_softmax_without_the_maximum_gets_the_gpu_verdict():
     res = problems.lab05.SOFTMAX.check(softmax_unshifted, ptx=None)
     assert not res.passed and "OverflowError" not in res.message, res
     assert "subtract the row's maximum" in res.hint, res
+
+
+def test_float32_rounding_does_not_depend_on_numpys_promotion_rules():
+    """-0.0 + r rounds to float32 under NEP 50 (NumPy 2); under NumPy 1.x the module rounds explicitly instead."""
+    r = im.exp(np.float32(1.0))
+    assert type(r) is np.float32 and r == np.float32(math.e)
+    assert type(im._NZ32 + 1.0) is np.float32

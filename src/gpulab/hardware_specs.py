@@ -307,13 +307,15 @@ CPUS: dict[str, Device] = {
 
 # Cloud-only parts (no public spec sheet), kept out of lesson 11's tables and looked up by exact key, as BOARDS.
 # AWS's m7i.48xlarge (192 vCPU = 96 cores, 2 sockets; the "CPU server" of gpulab.pricing) runs a custom 48-core
-# 4th-gen Xeon, the 8488C. Its figures are the 8480+'s per core x 48 (same cores, same assumed 2.0 GHz base clock,
-# same memory channels): pricing a 48-core socket against the 8480+'s 56 cores made a CPU run ~14% too cheap.
+# 4th-gen Xeon, the 8488C. Its peaks and watts are the 8480+'s per core x 48 (same cores, the 8480+'s 2.0 GHz base
+# clock assumed: the 8488C's own clock is not in our sources), its memory the 8480+'s per socket (same channels):
+# pricing a 48-core socket against the 8480+'s 56 cores made a CPU run ~14% too cheap.
 _PER_48 = "the 8480+'s per core: the 8488C has no public spec sheet"
 CPU_PARTS: dict[str, Device] = {
     "Xeon 8488C": replace(CPUS["Xeon 8480+"], name="Intel Xeon 8488C (48 cores; AWS m7i, scaled from the 8480+)",
                           fp32=48 * 2.0 * 64 / 1e3, bf16=48 * 2.0 * 1024 / 1e3, watts=350 * 48 / 56,
-                          note=f"{_CPU_NOTE}; every figure: the 8480+'s per core x 48 (AWS m7i's custom part)",
+                          note=f"{_CPU_NOTE}; peaks and watts: the 8480+'s per core x 48, memory: the 8480+'s "
+                          "per socket (AWS m7i's custom part)",
                           estimates=(("fp32", f"{ESTIMATE}: computed, 48 cores x 2.0 GHz x 64 FP32 FLOP/cycle, "
                                       f"{_PER_48}"),
                                      ("bf16", f"{ESTIMATE}: computed, 48 cores x 2.0 GHz x 1024 AMX BF16 "

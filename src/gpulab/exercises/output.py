@@ -367,3 +367,6 @@ def captured(keep: int = SHOWN, fd: bool | None = None) -> Iterator[Printed]:
                 sys.stdout = back
             if cap is not None:
                 cap.read_into(printed)
+                if cap.divert >= 0:  # a Ctrl-C re-raised at the end of start(): the dup never reached printed
+                    os.close(cap.divert)
+                    cap.divert = -1

@@ -16,7 +16,9 @@ kernel or device function runs, :mod:`gpulab.simulator.swap` binds its global ``
 * a ``float32`` argument gives a ``float32`` result, judged in float32 (``exp(np.float32(100))`` is inf, as
   ``expf``; in double it is 2.7e43): Numba types ``math.f(float32)`` as float32 and calls the float version of
   CUDA's function. Any other argument (float, float64, an integer) gives a Python float, as Numba's float64.
-  Two-argument functions give float32 when both are float32 (``pow`` and ``ldexp``: a float32 and an integer).
+  Two-argument functions give float32 when both are float32 (``ldexp``: a float32 and any integer; ``pow``: a
+  float32 and an int32 or smaller NumPy integer, since Numba types ``pow(float32, int64)``, a literal ``2`` or an
+  index, as float64).
 
 The exceptional cases are NumPy's ufuncs with their warnings off (C99's special values, as CUDA's); every
 other value is Python's own ``math`` result, rounded to float32 for a float32 argument. The functions Numba
@@ -41,6 +43,13 @@ _LIM = 2.0**128 - 2.0**103  # a double at or beyond this rounds to inf in float3
 _INF32, _NINF32, _NAN32 = _f32(_math.inf), _f32(-_math.inf), _f32(_math.nan)
 # -0.0 + r is r rounded to float32, as float32(r) (also -0.0 and nan), in a fifth of its time (0.1 against 0.5 us)
 _NZ32 = _f32(-0.0)
+if type(_NZ32 + 1.0) is not _f32:  # NumPy 1.x (no NEP 50): float32 + a Python float is float64; round explicitly
+
+    class _Round32:
+        def __add__(self, r: float) -> Any:
+            return _f32(r)
+
+    _NZ32 = _Round32()
 _ERRORS = (ValueError, OverflowError)
 
 
@@ -81,13 +90,30 @@ def _unary(name: str, f: Callable[[Any], Any], uf: Callable[[Any], Any]) -> Call
     return g
 
 
+_SMALL_INTS = (_np.int8, _np.int16, _np.int32, _np.uint8, _np.uint16)
+
+
+def _any_int(y: Any) -> bool:
+    return isinstance(y, (int, _np.integer))
+
+
+def _small_int(y: Any) -> bool:
+    """A NumPy integer that Numba passes to ``powf`` with a float32: ``math.pow(float32, int64)`` (a literal, an
+    index) is typed float64 (checked with NVVM: (f32, int32) -> float32, (f32, int64) -> float64)."""
+    return type(y) in _SMALL_INTS
+
+
 def _binary(
-    name: str, f: Callable[[Any, Any], Any], uf: Callable[[Any, Any], Any], int_y: bool = False
+    name: str,
+    f: Callable[[Any, Any], Any],
+    uf: Callable[[Any, Any], Any],
+    int_y: Callable[[Any], bool] | None = None,
 ) -> Callable[[Any, Any], Any]:
-    """Two arguments: float32 when both are float32 (``int_y``: or x float32 and y an integer)."""
+    """Two arguments: float32 when both are float32 (``int_y``: or x float32 and ``int_y(y)``, an integer y that
+    Numba types with a float32 result)."""
 
     def g(x: Any, y: Any) -> Any:
-        if type(x) is _f32 and (type(y) is _f32 or (int_y and isinstance(y, (int, _np.integer)))):
+        if type(x) is _f32 and (type(y) is _f32 or (int_y is not None and int_y(y))):
             try:
                 r = f(x, y)
             except _ERRORS:
@@ -96,7 +122,7 @@ def _binary(
         try:
             return f(x, y)
         except _ERRORS:
-            return float(_ieee(uf, _f64(x), y if int_y and isinstance(y, (int, _np.integer)) else _f64(y)))
+            return float(_ieee(uf, _f64(x), y if int_y is not None and _any_int(y) else _f64(y)))
 
     g.__name__ = g.__qualname__ = name
     g.__doc__ = f"math.{name}, with CUDA's result where Python's raises (see gpulab.simulator.ieee_math)."
@@ -155,8 +181,8 @@ degrees = _unary("degrees", _math.degrees, _np.degrees)
 radians = _unary("radians", _math.radians, _np.radians)
 
 # two arguments
-pow = _binary("pow", _math.pow, _np.power, int_y=True)  # noqa: A001 - math.pow
-ldexp = _binary("ldexp", _math.ldexp, _ldexp, int_y=True)
+pow = _binary("pow", _math.pow, _np.power, int_y=_small_int)  # noqa: A001 - math.pow
+ldexp = _binary("ldexp", _math.ldexp, _ldexp, int_y=_any_int)
 atan2 = _binary("atan2", _math.atan2, _np.arctan2)
 hypot = _binary("hypot", _math.hypot, _np.hypot)  # type: ignore[assignment]  # two arguments, as CUDA's
 copysign = _binary("copysign", _math.copysign, _np.copysign)
