@@ -63,7 +63,10 @@ def as_host_later(call: Callable[..., tuple], n_inputs: int, name: str) -> Calla
 
 
 def returned_none(name: str) -> UsageError:
-    return UsageError(f"{name} returned None: it must return its result; is the `return` statement missing?")
+    """:func:`gpulab.lessons.exercise.returned_none`'s verdict as an error (imported when raised, as above)."""
+    from ..lessons.exercise import returned_none as verdict
+
+    return UsageError(verdict(name))
 
 
 # --------------------------------------------------------------------------------------------- ring

@@ -39,8 +39,8 @@ WAITS = ("sync", "shfl", "ballot", "activemask", "lanemask", "this_grid", "match
 _WAIT_NAMES = {"cg"}  # numba.cuda.cg
 # Libraries whose functions never call a CUDA barrier: not read.
 _LIBRARIES = ("numpy", "numba", "math", "cmath", "operator", "builtins", "cupy", "random")
-# Values a kernel can read that call nothing.
 _IEEE_MATH = "gpulab.simulator.ieee_math"  # math's stand-in while a kernel runs (a library: calls no barrier)
+# Values a kernel can read that call nothing.
 _PLAIN = (int, float, complex, bool, str, bytes, type(None), np.ndarray, np.generic, np.dtype)
 _NAMES: dict[types.CodeType, frozenset[str]] = {}
 _GENERATORS: dict[types.CodeType, Any] = {}  # kernel code -> its generator's code, or None when there is none
