@@ -16,6 +16,17 @@ pytestmark = pytest.mark.skipif(not runtime.is_simulator(), reason="the simulato
 FULL = 0xFFFFFFFF
 
 
+@pytest.fixture(autouse=True, params=["in turn", "threads"])
+def schedule(request, monkeypatch):
+    """Every test twice: a block's threads in turn in one Python thread (warp calls in the kernel's body are
+    yields), and one Python thread per CUDA thread (how kernels gpulab cannot read run)."""
+    if request.param == "threads":
+        from gpulab.simulator import blocks
+
+        monkeypatch.setattr(blocks, "plan", lambda fn: None)
+    return request.param
+
+
 @cuda.jit
 def warp_sums_kernel(x, out):  # lane 0 of each warp: the sum of its warp's 32 values (5 shuffles down)
     i = cuda.grid(1)
@@ -223,15 +234,70 @@ def test_a_wait_no_thread_can_leave_is_named_instead_of_hanging():
     assert "warp 0 lanes 16-31 wait at cuda.syncthreads()" in msg and "line" in msg
 
 
-def test_a_warp_function_gpulab_could_not_see_is_refused_not_run_alone():
+def test_a_warp_function_gpulab_could_not_see_is_refused_not_run_alone(schedule):
+    if schedule == "threads":
+        pytest.skip("on threads it runs as written")
     assert in_turn.plan(py_func(hidden_shuffle_kernel)) is not None  # read as independent threads
     with pytest.raises(RuntimeError, match="Call cuda.shfl_down_sync by name"):
         hidden_shuffle_kernel[1, 32](np.ones(32, np.float32), np.zeros(32, np.float32))
 
 
-def test_kernels_with_warp_functions_run_on_threads():
-    for k in (warp_sums_kernel, votes_kernel, halves_kernel):
+@cuda.jit(device=True)
+def _warp_total(v):
+    for m in (16, 8, 4, 2, 1):
+        v += cuda.shfl_xor_sync(FULL, v, m)
+    return v
+
+
+@cuda.jit
+def device_function_kernel(x, out):  # the warp calls in a device function: run on threads
+    i = cuda.grid(1)
+    out[i] = _warp_total(x[i])
+
+
+@cuda.jit
+def keyword_kernel(x, out):  # a warp call with a keyword: run on threads
+    i = cuda.grid(1)
+    cuda.syncwarp(mask=FULL)
+    out[i] = x[i]
+
+
+def test_warp_calls_in_the_kernel_body_run_in_turn_others_on_threads():
+    for k in (warp_sums_kernel, votes_kernel, halves_kernel, shuffle_or_barrier_kernel):
+        how = in_turn.plan(py_func(k))
+        assert how is not None and how[1], f"{py_func(k).__name__} should run in turn as a generator"
+    for k in (device_function_kernel, keyword_kernel):
         assert in_turn.plan(py_func(k)) is None
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros(64, np.float32)
+    device_function_kernel[2, 32](x, out)
+    np.testing.assert_array_equal(out, np.repeat(x.reshape(2, 32).sum(axis=1), 32))
+    keyword_kernel[1, 32](x[:32], out[:32])
+    np.testing.assert_array_equal(out[:32], x[:32])
+
+
+def test_warp_calls_in_turn_cost_a_fraction_of_threads(schedule):
+    import time
+
+    if schedule == "threads":
+        pytest.skip("measures the in-turn schedule against threads")
+    from gpulab.simulator import blocks
+
+    x = np.ones(1024, np.float32)
+    out = np.zeros(32, np.float32)
+    t0 = time.process_time()
+    warp_sums_kernel[8, 128](x, out)
+    in_turn_s = time.process_time() - t0
+    plan = blocks.plan
+    try:
+        blocks.plan = lambda fn: None
+        t0 = time.process_time()
+        warp_sums_kernel[8, 128](x, out)
+        threads_s = time.process_time() - t0
+    finally:
+        blocks.plan = plan
+    assert (out == 32).all()
+    assert in_turn_s < threads_s / 5, (in_turn_s, threads_s)
 
 
 def test_the_instruments_count_warp_calls():
@@ -254,7 +320,9 @@ def test_lanes_text():
 
 
 @pytest.mark.ptx
-def test_the_kernels_compile_to_ptx():
+def test_the_kernels_compile_to_ptx(schedule):
+    if schedule == "threads":
+        pytest.skip("compiled once")
     from gpulab import ptx
     from gpulab.source import standalone_source
 

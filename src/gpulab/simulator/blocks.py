@@ -155,20 +155,38 @@ def in_turn(fn: Any, generator: bool, points: list, block_dim: tuple, args: tupl
     def barrier_by_barrier() -> None:
         th: Any = threading.current_thread()
         alive = [(idx, lane, fn(*args)) for idx, lane in threads]  # generators: nothing runs before next()
-        epoch = 0  # every thread still alive has passed this many barriers: one per round
-        while alive:  # one round: every live thread up to its next barrier, or its end
+        warp = warps.InTurn(len(threads))  # warp calls yield (name, mask, ...): answered by groups
+        sends: dict[int, Any] = {}  # linear id -> the result its warp call returns when it goes on
+        at_barrier: dict[int, tuple[str, int]] = {}  # linear id -> where it waits at cuda.syncthreads()
+        epoch = 0  # every thread still alive has passed this many barriers
+        while alive:  # one round: every thread that can go on runs up to its next barrier or warp call, or its end
             waiting = []
             th._gpulab_epoch = epoch
             for idx, lane, gen in alive:
+                if lane in at_barrier or (lane not in sends and warp.waiting(lane)):
+                    waiting.append((idx, lane, gen))
+                    continue
                 th.threadIdx, th.thread_id = idx, lane
                 try:
-                    next(gen)
+                    op = gen.send(sends.pop(lane, None))
                 except StopIteration:
+                    warp.exited(lane)
                     for done in THREAD_DONE:
                         done(th)
                     continue
+                where = (gen.gi_code.co_filename, gen.gi_frame.f_lineno)
+                if op is None:
+                    at_barrier[lane] = where
+                else:
+                    warp.arrive(lane, op, where, th)
                 waiting.append((idx, lane, gen))
             alive = waiting
+            sends = warp.resolve(th)
+            if sends or not alive:
+                continue
+            if len(at_barrier) < len(alive):  # some wait in warp calls that lanes at the barrier never make
+                raise RuntimeError(warp.stuck_text(at_barrier))
+            at_barrier.clear()  # every thread still alive is at the barrier: it opens
             epoch += 1
 
     return barrier_by_barrier if generator else one_after_another

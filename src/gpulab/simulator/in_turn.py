@@ -122,6 +122,45 @@ def independent_threads(fn: Any) -> bool:
     return isinstance(fn, types.FunctionType) and _function(fn, set())
 
 
+# Warp functions that wait for the lanes of their mask: a call ``cuda.NAME(args)`` in the kernel's own body becomes
+# ``(yield ("NAME", args...))``, answered by :class:`gpulab.simulator.warps.InTurn`. (``lanemask_lt`` waits for
+# nobody: it stays a call.)
+WARP_CALLS = frozenset(
+    (
+        "shfl_sync",
+        "shfl_up_sync",
+        "shfl_down_sync",
+        "shfl_xor_sync",
+        "all_sync",
+        "any_sync",
+        "eq_sync",
+        "ballot_sync",
+        "match_any_sync",
+        "match_all_sync",
+        "syncwarp",
+        "activemask",
+    )
+)
+_ARGS = {"syncwarp": (1, 1), "activemask": (0, 0)}  # (fewest, most) positional arguments; shuffles 3, votes 2
+
+
+def _is_warp_call(node: ast.AST) -> bool:
+    """``cuda.NAME(args)`` for a warp function NAME, with positional arguments only, as many as it takes."""
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in WARP_CALLS
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "cuda"
+        and not node.keywords
+        and not any(isinstance(a, ast.Starred) for a in node.args)
+    ):
+        return False
+    name = node.func.attr
+    low, high = _ARGS.get(name, (3, 3) if name.startswith("shfl") else (2, 2))
+    return low <= len(node.args) <= high or (name == "syncwarp" and not node.args)
+
+
 def _is_barrier(node: ast.AST) -> bool:
     return (
         isinstance(node, ast.Expr)
@@ -137,7 +176,18 @@ def _is_barrier(node: ast.AST) -> bool:
 
 class _Yield(ast.NodeTransformer):
     def visit_Expr(self, node: ast.Expr) -> Any:
-        return ast.copy_location(ast.Expr(ast.Yield(None)), node) if _is_barrier(node) else node
+        if _is_barrier(node):
+            return ast.copy_location(ast.Expr(ast.Yield(None)), node)
+        return self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> Any:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        if not _is_warp_call(node):
+            return node
+        name = node.func.attr  # type: ignore[attr-defined]
+        args = node.args or ([ast.Constant(0xFFFFFFFF)] if name in ("syncwarp", "activemask") else [])
+        op = ast.Tuple([ast.Constant(name), *args], ast.Load())
+        return ast.copy_location(ast.Yield(op), node)
 
 
 def _shape(code: types.CodeType) -> tuple[list, list]:
@@ -176,7 +226,11 @@ def _generator_code(fn: types.FunctionType) -> types.CodeType | None:
     inner = [n for n in ast.walk(func) if n is not func and isinstance(n, (ast.FunctionDef, ast.Lambda, ast.ClassDef))]
     n_barriers = sum(_is_barrier(n) for n in ast.walk(func))
     n_calls = sum(isinstance(n, ast.Attribute) and n.attr == "syncthreads" for n in ast.walk(func))
-    if inner or n_barriers != n_calls or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(func)):
+    n_warp = sum(_is_warp_call(n) for n in ast.walk(func))
+    n_warp_names = sum(isinstance(n, ast.Attribute) and n.attr in WARP_CALLS for n in ast.walk(func))
+    if inner or n_barriers != n_calls or n_warp != n_warp_names:
+        return None  # a barrier or warp function used otherwise than as a plain call (passed around, keywords)
+    if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(func)):
         return None
     ast.increment_lineno(tree, code.co_firstlineno - 1)  # decorators stay: compiled, never run, they set the lines
 
@@ -197,10 +251,11 @@ def plan(fn: Any) -> tuple[Any, bool] | None:
         return None
     code = fn.__code__
     try:
-        waits = frozenset(_waits(_names(code)))  # the kernel's own: none, or only syncthreads statements below
-        if waits - {"syncthreads"} or not _function(fn, set(), waits):
+        # the kernel's own: none, or only syncthreads statements and warp calls (read below)
+        waits = frozenset(_waits(_names(code)))
+        if waits - {"syncthreads", "lanemask_lt"} - WARP_CALLS or not _function(fn, set(), waits):
             return None  # other waits, or one somewhere the generator cannot reach
-        if not waits:
+        if not waits - {"lanemask_lt"}:
             return fn, False
         if code not in _GENERATORS:
             _GENERATORS[code] = _generator_code(fn)

@@ -42,6 +42,7 @@ from .memory import filler
 
 __all__ = [
     "FULL",
+    "InTurn",
     "NAMES",
     "ON_CALL",
     "describe_waits",
@@ -74,8 +75,35 @@ class _Arrival:
 
 @dataclass
 class _Warp:
-    pending: dict[int, _Arrival] = field(default_factory=dict)
+    pending: dict[int, _Arrival] = field(default_factory=dict)  # lane -> its call, not answered yet
     exited: set[int] = field(default_factory=set)
+    calls: dict[tuple, int] = field(default_factory=dict)  # (name, mask, where) -> lanes pending there (no activemask)
+
+    def add(self, lane: int, a: _Arrival) -> None:
+        self.pending[lane] = a
+        if a.name != "activemask":
+            key = (a.name, a.mask, a.where)
+            self.calls[key] = self.calls.get(key, 0) + 1
+
+    def take(self, lane: int) -> _Arrival:
+        a = self.pending.pop(lane)
+        if a.name != "activemask":
+            key = (a.name, a.mask, a.where)
+            self.calls[key] -= 1
+            if not self.calls[key]:
+                del self.calls[key]
+        return a
+
+
+_EXPECTED: dict[tuple[int, int], list[int]] = {}
+
+
+def _expected(mask: int, lanes_here: int) -> list[int]:
+    """The lanes of ``mask`` that exist in a warp of ``lanes_here`` lanes."""
+    got = _EXPECTED.get((mask, lanes_here))
+    if got is None:
+        got = _EXPECTED[(mask, lanes_here)] = [m for m in range(lanes_here) if mask >> m & 1]
+    return got
 
 
 def _skip_dirs() -> tuple[str, ...]:
@@ -193,11 +221,11 @@ def _call(name: str, mask: Any, value: Any = None, arg: Any = None) -> Any:
                 "take part, the caller among them: 0xffffffff for the whole warp."
             )
         me = _Arrival(name, mask, value, arg, where)
-        expected = [m for m in range(lanes_here) if mask >> m & 1] if name != "activemask" else []
+        expected = _expected(mask, lanes_here) if name != "activemask" else []
         _refuse_mismatch(block, w, warp, lane, me, expected)
-        warp.pending[lane] = me
+        warp.add(lane, me)
         if expected and all(m in warp.pending and _same(warp.pending[m], me) for m in expected):
-            group = {m: warp.pending.pop(m) for m in expected}
+            group = {m: warp.take(m) for m in expected}
             for m, res in _results(group, lanes_here).items():
                 group[m].result, group[m].done = res, True
             block.warp_waiting -= len(group) - 1
@@ -219,11 +247,12 @@ def _same(a: _Arrival, b: _Arrival) -> bool:
 
 
 def _refuse_mismatch(block: Any, w: int, warp: _Warp, lane: int, me: _Arrival, expected: list[int]) -> None:
-    gone = [m for m in expected if m in warp.exited]
-    if gone:
-        raise RuntimeError(_exited_text(me.name, me.mask, me.where, w, gone, threading.current_thread()))
-    if me.name == "activemask":
-        return
+    if warp.exited:
+        gone = [m for m in expected if m in warp.exited]
+        if gone:
+            raise RuntimeError(_exited_text(me.name, me.mask, me.where, w, gone, threading.current_thread()))
+    if me.name == "activemask" or not warp.calls or list(warp.calls) == [(me.name, me.mask, me.where)]:
+        return  # nobody waits at another call
     for other, a in warp.pending.items():
         if a.name != "activemask" and (other in expected or a.mask >> lane & 1) and not _same(a, me):
             raise RuntimeError(
@@ -307,7 +336,7 @@ def settle(block: Any) -> bool:
         for lanes in by_call.values():
             bits = sum(1 << m for m in lanes)
             for m in lanes:
-                a = warp.pending.pop(m)
+                a = warp.take(m)
                 a.result, a.done = bits, True
             block.warp_waiting -= len(lanes)
         released = True
@@ -322,6 +351,96 @@ def lane_exited(block: Any, th: Any) -> None:
         return
     warp, _, lane, _ = _warp_of(block, th)
     warp.exited.add(lane)
+
+
+class InTurn:
+    """Warp functions for a block whose threads run in turn (:func:`gpulab.simulator.blocks.in_turn`): each
+    thread runs to its next barrier or warp call, then :meth:`resolve` answers every group whose lanes have all
+    made the same call. Same rules and messages as the threads' version above."""
+
+    def __init__(self, n_threads: int) -> None:
+        self.n_threads = n_threads
+        self.warps: dict[int, _Warp] = {}
+
+    def _warp(self, lin: int) -> tuple[_Warp, int, int, int]:
+        w, lane = divmod(lin, WARP)
+        return self.warps.setdefault(w, _Warp()), w, lane, min(WARP, self.n_threads - w * WARP)
+
+    def arrive(self, lin: int, op: tuple, where: tuple[str, int], th: Any) -> None:
+        """Thread ``lin`` yielded ``op`` = (name, mask[, value[, arg]]) at ``where``."""
+        for hook in ON_CALL:
+            hook(op[0])
+        name, mask = op[0], int(op[1]) & FULL
+        warp, w, lane, lanes_here = self._warp(lin)
+        if not mask >> lane & 1 and name != "activemask":
+            raise RuntimeError(
+                f"cuda.{name} at {_line_text(where)}: the mask {mask:#010x} does not name the calling lane {lane} "
+                f"(thread {tuple(th.threadIdx)}). On a GPU the result is undefined. The mask lists the lanes that "
+                "take part, the caller among them: 0xffffffff for the whole warp."
+            )
+        me = _Arrival(name, mask, op[2] if len(op) > 2 else None, op[3] if len(op) > 3 else None, where)
+        expected = _expected(mask, lanes_here) if name != "activemask" else []
+        _refuse_mismatch(None, w, warp, lane, me, expected)
+        warp.add(lane, me)
+
+    def exited(self, lin: int) -> None:
+        warp, _, lane, _ = self._warp(lin)
+        warp.exited.add(lane)
+
+    def waiting(self, lin: int) -> bool:
+        warp, _, lane, _ = self._warp(lin)
+        return lane in warp.pending
+
+    def resolve(self, th: Any) -> dict[int, Any]:
+        """Linear thread id -> result for every group that can be answered now (module docstring's rules), when
+        every thread waits or has returned."""
+        out: dict[int, Any] = {}
+        for w, warp in self.warps.items():
+            before = len(out)
+            lanes_here = min(WARP, self.n_threads - w * WARP)
+            groups: dict[tuple, list[int]] = {}
+            for lane, a in warp.pending.items():
+                groups.setdefault((a.name, a.mask, a.where), []).append(lane)
+            for (name, mask, where), lanes in groups.items():
+                if name == "activemask":
+                    continue
+                expected = _expected(mask, lanes_here)
+                gone = [m for m in expected if m in warp.exited]
+                if gone:
+                    raise RuntimeError(_exited_text(name, mask, where, w, gone, th))
+                if all(m in lanes for m in expected):
+                    group = {m: warp.take(m) for m in expected}
+                    out.update((w * WARP + m, r) for m, r in _results(group, lanes_here).items())
+            asking = {m: a for m, a in warp.pending.items() if a.name == "activemask"}
+            if asking and len(out) == before:  # the warp's lanes all wait or have returned: answer activemask
+                by_call: dict[tuple[str, int], list[int]] = {}
+                for m, a in asking.items():
+                    by_call.setdefault(a.where, []).append(m)
+                for lanes in by_call.values():
+                    for m in lanes:
+                        warp.take(m)
+                        out[w * WARP + m] = sum(1 << k for k in lanes)
+        return out
+
+    def stuck_text(self, at_barrier: dict[int, tuple[str, int]]) -> str:
+        """No group can be answered and not every thread waits at the barrier (``at_barrier``: id -> where)."""
+        groups: dict[tuple[int, str], list[int]] = {}
+        for w, warp in self.warps.items():
+            for lane, a in warp.pending.items():
+                what = f"in cuda.{a.name} (mask {a.mask:#010x}) at {_line_text(a.where)}"
+                groups.setdefault((w, what), []).append(lane)
+        for lin, where in at_barrier.items():
+            groups.setdefault((lin // WARP, f"at cuda.syncthreads() at {_line_text(where)}"), []).append(lin % WARP)
+        waits = "; ".join(
+            f"warp {w} {lanes_text(lanes)} wait{'s' if len(lanes) == 1 else ''} {what}"
+            for (w, what), lanes in sorted(groups.items())
+        )
+        return (
+            "the threads of this block wait for each other and none can go on: "
+            + waits
+            + ". On a GPU this kernel hangs or computes garbage. Every lane named in a warp function's mask must "
+            "reach that same call before any thread of the block waits at cuda.syncthreads()."
+        )
 
 
 def install() -> None:
