@@ -26,14 +26,17 @@ installed once by :func:`harden` (called at import in simulator mode, and by :fu
 8. ``math`` in a kernel or device function gives what CUDA gives where Python's ``math`` raises: ``log(0.0)`` is
    ``-inf``, ``exp(1000.0)`` ``inf``, ``sqrt(-1.0)`` ``nan``, and a float32 argument a float32 result
    (``exp(np.float32(100))`` is inf, as ``expf``): while it runs, its global ``math`` and the functions imported
-   from it are :mod:`gpulab.simulator.ieee_math`'s (:mod:`gpulab.simulator.swap`, with the simulator's ``cuda``).
+   from it are :mod:`gpulab.simulator.ieee_math`'s (:mod:`gpulab.simulator.swap`, with the simulator's ``cuda``);
+9. the simulator's ``cuda`` has the warp functions numba-cuda's lacks (``shfl_down_sync`` and the other shuffles,
+   votes, ``syncwarp``, ``activemask``), with CUDA's rules and a clear error where a GPU's result is undefined or
+   it would hang (:mod:`gpulab.simulator.warps`).
 
 Nothing is recorded unless an :class:`Instruments` is active (``with instrument(...) as ins:``): it
-collects shared-memory sizes per block, every access to shared arrays, and each thread's final
-barrier count. :class:`Watched` is the one array view that logs element accesses (of arguments in
-:func:`gpulab.trace.trace` and the exercise harness, of shared arrays here) as :class:`Access`
-records. Used by :mod:`gpulab.trace` and :mod:`gpulab.exercises`; :mod:`gpulab.runtime` only decides
-the mode.
+collects shared-memory sizes per block, every access to shared arrays, each thread's final
+barrier count and the number of calls of each warp function. :class:`Watched` is the one array
+view that logs element accesses (of arguments in :func:`gpulab.trace.trace` and the exercise
+harness, of shared arrays here) as :class:`Access` records. Used by :mod:`gpulab.trace` and
+:mod:`gpulab.exercises`; :mod:`gpulab.runtime` only decides the mode.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import ctypes
 import linecache
 import sys
 import threading
+from collections import Counter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -51,6 +55,7 @@ from .blocks import THREAD_DONE, run_block
 from .memory import DYNAMIC
 from .memory import LOCK as _LOCK
 from .memory import dynamic_shared_array, fast_arrays, filler, filler_hint, shared_array, uninitialised
+from . import warps
 from .swap import install as install_swap
 
 __all__ = [
@@ -187,6 +192,7 @@ class Instruments:
         self.shared_logs: dict[tuple, tuple[str, list, tuple]] = {}  # (file, line) -> (name, log, shape)
         self.shared_itemsize: dict[tuple, int] = {}  # (file, line) -> bytes per element
         self.barriers: dict[tuple[Dim, Dim], int] = {}  # (block, thread) -> cuda.syncthreads() passed
+        self.warp_ops: Counter[str] = Counter()  # warp function (shfl_down_sync, ...) -> calls, all threads
 
     def __enter__(self) -> Instruments:
         harden()
@@ -248,6 +254,7 @@ def harden() -> None:
 
     fast_arrays()
     install_swap()  # kernels' `math` -> ieee_math while they run
+    warps.install()  # cuda.shfl_down_sync and the other warp functions
     cls = kernelapi.FakeCUDAShared
     if getattr(cls.array, "_gpulab_locked", False):
         return
@@ -307,6 +314,7 @@ def harden() -> None:
             if block is not None:
                 block.finished(th)
 
+    warps.ON_CALL.append(_on_warp_call)
     THREAD_DONE.append(_thread_done)  # threads run in turn (blocks.py) finish inside one BlockThread
     sim_kernel.BlockManager.run = run_block  # type: ignore[method-assign]
     thread_cls.syncthreads = syncthreads  # type: ignore[method-assign]
@@ -331,6 +339,14 @@ def _on_shared(res: np.ndarray, key: tuple, block: Dim, dynamic: int | None) -> 
     for ins in _ACTIVE:
         res = ins._on_shared(res, key, block, dynamic)
     return res
+
+
+def _on_warp_call(name: str) -> None:
+    """Active instruments count a call of the warp function ``name`` (by one thread)."""
+    if _ACTIVE:
+        with _LOCK:
+            for ins in _ACTIVE:
+                ins.warp_ops[name] += 1
 
 
 def _thread_done(th: Any) -> None:

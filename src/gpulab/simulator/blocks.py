@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from . import warps
 from .in_turn import plan
 
 __all__ = ["Block", "in_turn", "run_block", "reversed_order", "THREAD_DONE"]
@@ -58,9 +59,13 @@ class Block:
         self.blocked = 0
         self.generation = 0
         self.failed: Any = None
+        self.warp_waiting = 0  # threads waiting in a warp function for lanes of their group (warps.py)
+        self.at_barrier: set[int] = set()  # linear ids of the threads waiting at cuda.syncthreads()
+        self.stuck = ""  # why no thread can go on, once that is so (some at a barrier, some in a warp function)
 
     def _open(self) -> None:
         self.blocked = 0
+        self.at_barrier.clear()
         self.generation += 1
         self.cv.notify_all()
 
@@ -81,24 +86,48 @@ class Block:
         with self.cv:
             generation = self.generation
             self.blocked += 1
+            self.at_barrier.add(th.thread_id)
             if self.blocked >= self.alive:
                 self._open()
             else:
-                while self.generation == generation:
+                self.check_stuck()
+                while self.generation == generation and not self.stuck and self.failed is None:
                     self.cv.wait()
+                if self.stuck:
+                    raise RuntimeError(self.stuck)
         if th.abort or self.failed is not None:
             raise RuntimeError("abort flag set on syncthreads clear")
+
+    def check_stuck(self) -> None:
+        """With the lock held: when every thread still running waits (at a barrier or in a warp function whose
+        lanes wait elsewhere), none can go on; say so (``stuck``) and wake them to raise it. A GPU would hang.
+        Waits for a lane that returned are left to the warp function, which names that lane."""
+        if warps.settle(self):  # lanes waiting at cuda.activemask() were answered: they go on
+            return
+        if self.warp_waiting and not self.stuck and self.blocked + self.warp_waiting >= self.alive:
+            if not warps.waits_for_exited(self):
+                self.stuck = warps.stuck_text(self)
+            self.cv.notify_all()
+
+    def raise_if_stopped(self, th: Any) -> None:
+        """In a waiting thread, with the lock held: stop it when the block failed or can never go on."""
+        if self.stuck:
+            raise RuntimeError(self.stuck)
+        if th.abort or self.failed is not None:
+            raise RuntimeError("abort flag set on a warp function's wait")
 
     def finished(self, th: Any) -> None:
         with self.cv:
             self.alive -= 1
+            warps.lane_exited(self, th)
             if th.exception is not None and self.failed is None:
                 self.failed = th
                 self._stop_all()  # no thread may go past a barrier the failed one will never reach
-            elif self.alive and self.blocked >= self.alive:
+            elif self.alive and self.blocked >= self.alive and not self.warp_waiting:
                 self._open()
             else:
-                self.cv.notify_all()
+                self.check_stuck()
+                self.cv.notify_all()  # warp functions waiting for this lane see that it returned
 
     def abort(self) -> None:
         with self.cv:
