@@ -11,6 +11,7 @@ equals dout everywhere", and a convolution launched with x along the rows passed
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from numba import cuda, float32
@@ -614,6 +615,83 @@ def test_a_warp_sum_reading_past_the_end_is_not_told_to_guard_the_shuffles():
     res = lessons.check("05", "warp_sum", define(WARP_SUM_UNGUARDED_LOAD, "warp_sum_kernel", dict(NAMESPACE)))
     assert res.status == "failed" and "indexed past the end" in res.message, res
     assert "guard around the shuffles is not the fix" in res.hint and "else float32(0.0)" in res.hint, res
+
+
+WARP_SUM_GUARDED = """
+@cuda.jit
+def warp_sum_kernel(x, partial):
+    warp_sums = cuda.shared.array(32, float32)
+    tx = cuda.threadIdx.x
+    lane = tx % 32
+    warp = tx // 32
+    i = cuda.grid(1)
+    if i < x.size:
+        v = x[i]
+        offset = 16
+        while offset > 0:
+            v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+            offset //= 2
+        if lane == 0:
+            warp_sums[warp] = v
+    cuda.syncthreads()
+    if warp == 0:
+        v = warp_sums[lane] if lane < TPB // 32 else float32(0.0)
+        offset = 16
+        while offset > 0:
+            v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+            offset //= 2
+        if lane == 0:
+            partial[cuda.blockIdx.x] = v
+"""
+WARP_SUM_RETURNS_EARLY = """
+@cuda.jit
+def warp_sum_kernel(x, partial):
+    warp_sums = cuda.shared.array(32, float32)
+    tx = cuda.threadIdx.x
+    lane = tx % 32
+    warp = tx // 32
+    i = cuda.grid(1)
+    if i >= x.size:
+        return
+    v = x[i]
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if lane == 0:
+        warp_sums[warp] = v
+    cuda.syncthreads()
+    if warp == 0:
+        v = warp_sums[lane] if lane < TPB // 32 else float32(0.0)
+        offset = 16
+        while offset > 0:
+            v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+            offset //= 2
+        if lane == 0:
+            partial[cuda.blockIdx.x] = v
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        # which lanes the simulator finds where depends on the Python threads' schedule: the patterns allow any
+        (WARP_SUM_GUARDED, r"lanes? [-\d, ]+ waits? in cuda\.shfl_down_sync \(mask 0xffffffff\) at line 13"),
+        (
+            WARP_SUM_RETURNS_EARLY,
+            r"waits for lanes? [-\d, ]+ of warp 0 .*, which the mask 0xffffffff names but which "
+            "returned before the call",
+        ),
+    ],
+    ids=["if_around_the_shuffles", "return_before_the_shuffles"],
+)
+def test_a_guard_that_keeps_lanes_from_the_shuffles_gets_the_simulators_error(source, says):
+    """On a GPU such a kernel computes garbage or hangs; the verdict is the simulator's error, which names the lanes
+    and the lines, in the harness's words (which thread, which input, which launch), not a traceback."""
+    res = lessons.check("05", "warp_sum", define(source, "warp_sum_kernel", dict(NAMESPACE)))
+    assert res.status == "error" and res.message.startswith("RuntimeError in thread ("), res
+    assert re.search(says, res.message) and "On a GPU" in res.message and "Traceback" not in str(res), res
+    assert "input: size=1" in res.message and "launch: warp_sum_kernel[1, 128]" in res.message, res
 
 
 WARP_SUM_AS_A_TREE = """
