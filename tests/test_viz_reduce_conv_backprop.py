@@ -4,7 +4,9 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from gpulab import nn, viz
+from numba import cuda
+
+from gpulab import nn, runtime, viz
 from gpulab.kernels import nn_ops
 from gpulab.viz.backprop import SAVES, layer_table
 from gpulab.viz.conv import im2col_indices
@@ -32,6 +34,41 @@ def test_scan_steps_end_in_the_prefix_sums():
     last = [t for t in fig.data if t.mode == "markers+text"][-1]
     assert [float(v) for v in last.text] == list(np.cumsum(np.arange(1, 9)))
     assert "3 steps" in fig.layout.title.text and "17 additions" in fig.layout.title.text  # 7 + 6 + 4
+
+
+@cuda.jit
+def _shuffle_rows_kernel(x, rows, xor):  # each lane's value after every step of a warp sum (5 steps, 32 lanes)
+    lane = cuda.laneid
+    v = x[lane]
+    o, step = 16, 0
+    while o > 0:
+        v += cuda.shfl_xor_sync(0xFFFFFFFF, v, o) if xor else cuda.shfl_down_sync(0xFFFFFFFF, v, o)
+        rows[step, lane] = v
+        o //= 2
+        step += 1
+
+
+@pytest.mark.parametrize("mode", ["down", "xor"])
+def test_shuffle_steps_draw_what_a_warp_computes(mode):
+    x = np.arange(1, 33, dtype=np.float64)
+    fig = viz.shuffle_steps(values=x, mode=mode)
+    drawn = [[float(v) for v in t.text] for t in fig.data if t.mode == "markers+text"][1:]
+    rows = np.zeros((5, 32))
+    if runtime.is_simulator():
+        _shuffle_rows_kernel[1, 32](x, rows, mode == "xor")
+        np.testing.assert_array_equal(np.array(drawn), rows)  # every lane, every step, as the simulator's warp
+    title = fig.layout.title.text
+    assert drawn[-1][0] == 528 and "5 steps" in title and "no cuda.syncthreads()" in title
+    assert ("every lane holds 528" if mode == "xor" else "lane 0 holds 528") in fig.layout.title.text
+
+
+def test_shuffle_steps_refuse_what_is_not_a_warp():
+    with pytest.raises(ValueError, match="a warp has 32 lanes"):
+        viz.shuffle_steps(64)
+    with pytest.raises(ValueError, match="power of two"):
+        viz.shuffle_steps(12)
+    with pytest.raises(ValueError, match='"down"'):
+        viz.shuffle_steps(8, mode="up")
 
 
 def test_conv_window_counts_padding_taps():

@@ -58,9 +58,9 @@ __all__ += [
 
 from .backprop import backward_flow  # noqa: E402
 from .conv import conv_window, im2col_layout  # noqa: E402
-from .reduce import reduction_tree, scan_steps  # noqa: E402
+from .reduce import reduction_tree, scan_steps, shuffle_steps  # noqa: E402
 
-__all__ += ["backward_flow", "conv_window", "im2col_layout", "reduction_tree", "scan_steps"]
+__all__ += ["backward_flow", "conv_window", "im2col_layout", "reduction_tree", "scan_steps", "shuffle_steps"]
 
 from .hardware import (  # noqa: E402
     cost_figure,

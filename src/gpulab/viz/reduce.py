@@ -5,6 +5,9 @@
   ``log2(n)`` steps ``buf[0]`` holds the sum.
 * :func:`scan_steps` draws the Hillis-Steele scan of ``kernels.scan.scan_block_kernel``: at offset
   ``o = 1, 2, 4, ...`` every thread ``tx >= o`` adds the value ``o`` places to its left.
+* :func:`shuffle_steps` draws a warp sum with shuffles: at offset ``o = n/2, ..., 1`` every lane adds the
+  value it reads from lane ``lane + o`` (``shfl_down_sync``) or ``lane ^ o`` (``shfl_xor_sync``), straight
+  from that lane's register: no shared buffer, no barrier.
 
 Each row of nodes is the shared buffer after one step (hover a node for its value); each line is
 one operand of one addition.
@@ -18,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-__all__ = ["reduction_tree", "scan_steps"]
+__all__ = ["reduction_tree", "scan_steps", "shuffle_steps"]
 
 MAX_VALUES = 64
 
@@ -74,7 +77,14 @@ def _start(n: int, values: Sequence[float] | None) -> tuple[np.ndarray, np.ndarr
     return buf, idx, fig
 
 
-def _layout(fig: go.Figure, title: str, steps: int, n: int, step_names: list[str]) -> go.Figure:
+def _layout(
+    fig: go.Figure,
+    title: str,
+    steps: int,
+    n: int,
+    step_names: list[str],
+    xtitle: str = "threadIdx.x = index in the shared buffer",
+) -> go.Figure:
     """Axes, title and one legend entry per kind of edge (the first step's)."""
     for k, tr in enumerate(fig.data):
         if k > 2 and tr.mode == "lines":
@@ -87,7 +97,7 @@ def _layout(fig: go.Figure, title: str, steps: int, n: int, step_names: list[str
         legend=dict(orientation="h", y=-0.08),
         margin=dict(l=120),
         xaxis=dict(
-            title="threadIdx.x = index in the shared buffer",
+            title=xtitle,
             range=[-0.7, n - 0.3],
             dtick=1 if n <= 32 else 4,
             zeroline=False,
@@ -169,4 +179,54 @@ def scan_steps(n: int = 8, values: Sequence[float] | None = None) -> go.Figure:
         step,
         n,
         names,
+    )
+
+
+def shuffle_steps(n: int = 8, values: Sequence[float] | None = None, mode: str = "down") -> go.Figure:
+    """A warp sum of ``n`` values (a power of two, at most 32) with shuffles, one row per step.
+
+    At offset ``o = n/2, ..., 1`` every lane adds the value of lane ``lane + o`` (``mode="down"``,
+    ``cuda.shfl_down_sync``; a lane whose source is past the last lane reads its own value, as CUDA
+    defines) or of lane ``lane ^ o`` (``mode="xor"``, ``cuda.shfl_xor_sync``). Every lane computes at every
+    step; orange marks the values the result still needs (the lanes ``< o`` with ``down``, where lane 0 ends
+    with the sum; every lane with ``xor``, where all end with it). The picture has ``n`` lanes; a warp has 32.
+    """
+    if mode not in ("down", "xor"):
+        raise ValueError(f'mode must be "down" (cuda.shfl_down_sync) or "xor" (cuda.shfl_xor_sync), got {mode!r}')
+    buf, idx, fig = _start(n, values)
+    fig.data[0].name = "a value the sum still needs (orange); computed, not needed (grey)"
+    n = buf.size
+    if n > 32:
+        raise ValueError(f"a warp has 32 lanes; got {n} values. Draw at most 32 (a block sums its warps' results).")
+    names = ["load"]
+    step, o = 0, n // 2
+    while o > 0:
+        step += 1
+        lanes = np.arange(n)
+        src = lanes + o if mode == "down" else lanes ^ o
+        inside = src < n
+        got = np.where(inside, buf[np.minimum(src, n - 1)], buf)  # past the last lane: the lane's own value
+        new = buf + got
+        fig.add_trace(_edges([(t, -step + 1, t, -step) for t in range(n)], "#4c78a8", "own register"))
+        fig.add_trace(
+            _edges(
+                [(int(src[t]), -step + 1, t, -step) for t in range(n) if inside[t]],
+                "#e45756",
+                f"value read from lane {'lane + offset' if mode == 'down' else 'lane ^ offset'} (a shuffle)",
+            )
+        )
+        needed = lanes < o if mode == "down" else np.ones(n, bool)
+        fig.add_trace(_nodes(idx, -step, new, needed, f"after offset {o}", False))
+        names.append(f"offset {o}")
+        buf = new
+        o //= 2
+    who = "lane 0 holds" if mode == "down" else "every lane holds"
+    return _layout(
+        fig,
+        f"Warp sum of {n} values with shfl_{mode}_sync: {step} steps, no shared memory, no cuda.syncthreads(); "
+        f"{who} {buf[0]:g}",
+        step,
+        n,
+        names,
+        xtitle="lane (cuda.laneid): each value lives in that lane's register",
     )
