@@ -9,10 +9,11 @@ wrapped so that each element read or written is logged with the block and thread
     log.per_thread("r")                       # {(block, thread): reads}
     log.warp_addresses("a", block=(0, 0), warp=0)  # element indices warp 0 read, in order
 
-Only global-memory arrays passed as arguments are in ``log.accesses``; local variables are never traced, which
-is exactly the distinction the tiling lesson is about. What happens on chip is counted too: each thread's
-``cuda.syncthreads()`` (``log.barriers``) and the warp-level calls, shuffles and votes (``log.warp_ops``), and
-with ``shared=True`` every access to a shared array (``log.shared``, named after the kernel's variable)::
+``log.accesses`` holds the accesses to the global-memory arrays passed as arguments only, not to shared memory or
+local variables, which is exactly the distinction the tiling lesson is about. What happens on chip is counted
+apart: each thread's ``cuda.syncthreads()`` (``log.barriers``), the warp-level calls, shuffles and votes
+(``log.warp_ops``), and with ``shared=True`` every access to a shared array (``log.shared``, named after the
+kernel's variable)::
 
     log = trace(sum_tree_kernel, 2, 256, x, partials, shared=True)
     log.max_barriers(), log.shared_writes("cache"), log.warp_ops["shfl_down_sync"]
@@ -216,7 +217,7 @@ def trace(
     NumPy array arguments. Results are written into the arrays as in a normal launch.
 
     Each thread's barriers and the warp-level calls are counted as well; ``shared=True`` also logs every
-    access to the kernel's shared arrays (in ``log.shared``; it costs about as much as the kernel's own work).
+    access to the kernel's shared arrays (in ``log.shared``; each of them is logged, so it is slower).
 
     ``names`` labels the arguments (default: the kernel's parameter names). In gpu mode the kernel's
     Python source is run in Numba's simulator all the same (on the CPU, so keep the launch small):
