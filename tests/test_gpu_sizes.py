@@ -513,6 +513,28 @@ def test_lesson05_sums_at_4m_elements():
     assert abs(float(cur[0]) - exact) <= 1e-5 * exact
 
 
+def test_lesson05_warp_sum_at_4m_elements():
+    """05, the cell after the warp-shuffle exercise (n = 1 << 22 values in [0, 1)): sum_warp within 1e-5 relative.
+    Emulated in the kernel's order: each warp's 32 values by shuffles down (offsets 16, ..., 1: lane k adds lane
+    k + offset, a halving tree over 32), then the 8 warp sums of a block the same way (the 24 other lanes add 0),
+    repeated on the partials."""
+    rng = np.random.default_rng(0)
+    x = rng.random(1 << 22, dtype=F32)
+    exact = float(np.sum(x, dtype=np.float64))
+    cur = x
+    while True:
+        blocks = math.ceil(cur.size / 256)
+        buf = np.zeros(blocks * 256, F32)
+        buf[: cur.size] = cur
+        per_warp = tree_sum(buf.reshape(blocks, 8, 32))  # (blocks, 8)
+        lanes = np.zeros((blocks, 32), F32)
+        lanes[:, :8] = per_warp
+        cur = tree_sum(lanes)
+        if blocks == 1:
+            break
+    assert abs(float(cur[0]) - exact) <= 1e-5 * exact
+
+
 def test_lesson05_softmax_at_8192x1000():
     """05 cell 21: allclose(probs, float64 softmax, rtol=1e-5, atol=1e-7) and rows summing to 1 within
     1e-5, for 8192 x 1000 scores ~ N(0, 16), emulating softmax_rows_kernel (128 threads per row)."""

@@ -11,6 +11,7 @@ equals dout everywhere", and a convolution launched with x along the rows passed
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from numba import cuda, float32
@@ -71,6 +72,151 @@ def sum_two_per_thread_kernel(x, partial):
         s //= 2
     if tx == 0:
         partial[cuda.blockIdx.x] = buf[0]
+""",
+    ),
+    (
+        "warp_stops_at_offset_2",
+        "05",
+        "warp_sum",
+        "partial holds the sum of the even lanes only",
+        """
+@cuda.jit
+def warp_sum_kernel(x, partial):
+    warp_sums = cuda.shared.array(32, float32)
+    tx = cuda.threadIdx.x
+    lane = tx % 32
+    warp = tx // 32
+    i = cuda.grid(1)
+    v = x[i] if i < x.size else float32(0.0)
+    offset = 16
+    while offset > 1:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if lane == 0:
+        warp_sums[warp] = v
+    cuda.syncthreads()
+    if warp == 0:
+        v = warp_sums[lane] if lane < TPB // 32 else float32(0.0)
+        offset = 16
+        while offset > 1:
+            v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+            offset //= 2
+        if lane == 0:
+            partial[cuda.blockIdx.x] = v
+""",
+    ),
+    (
+        "warp_first_stage_stops_at_offset_2",
+        "05",
+        "warp_sum",
+        "partial holds the sum of the even lanes only",
+        """
+@cuda.jit
+def warp_sum_kernel(x, partial):
+    warp_sums = cuda.shared.array(32, float32)
+    tx = cuda.threadIdx.x
+    lane = tx % 32
+    warp = tx // 32
+    i = cuda.grid(1)
+    v = x[i] if i < x.size else float32(0.0)
+    offset = 16
+    while offset > 1:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if lane == 0:
+        warp_sums[warp] = v
+    cuda.syncthreads()
+    if warp == 0:
+        v = warp_sums[lane] if lane < TPB // 32 else float32(0.0)
+        offset = 16
+        while offset > 0:
+            v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+            offset //= 2
+        if lane == 0:
+            partial[cuda.blockIdx.x] = v
+""",
+    ),
+    (
+        "warp_no_second_stage",
+        "05",
+        "warp_sum",
+        "partial holds the sum of the block's first 32 elements",
+        """
+@cuda.jit
+def warp_sum_kernel(x, partial):
+    tx = cuda.threadIdx.x
+    lane = tx % 32
+    warp = tx // 32
+    i = cuda.grid(1)
+    v = x[i] if i < x.size else float32(0.0)
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if tx == 0:
+        partial[cuda.blockIdx.x] = v
+""",
+    ),
+    (
+        "warp_shuffled_up",
+        "05",
+        "warp_sum",
+        "lane 0 ended with its own value doubled",
+        """
+@cuda.jit
+def warp_sum_kernel(x, partial):
+    warp_sums = cuda.shared.array(32, float32)
+    tx = cuda.threadIdx.x
+    lane = tx % 32
+    warp = tx // 32
+    i = cuda.grid(1)
+    v = x[i] if i < x.size else float32(0.0)
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_up_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if lane == 0:
+        warp_sums[warp] = v
+    cuda.syncthreads()
+    if warp == 0:
+        v = warp_sums[lane] if lane < TPB // 32 else float32(0.0)
+        offset = 16
+        while offset > 0:
+            v += cuda.shfl_up_sync(0xFFFFFFFF, v, offset)
+            offset //= 2
+        if lane == 0:
+            partial[cuda.blockIdx.x] = v
+""",
+    ),
+    (
+        "warp_padded_with_minus_inf",
+        "05",
+        "warp_sum",
+        "partial is -inf for the blocks that run past the end of x",
+        """
+@cuda.jit
+def warp_sum_kernel(x, partial):
+    warp_sums = cuda.shared.array(32, float32)
+    tx = cuda.threadIdx.x
+    lane = tx % 32
+    warp = tx // 32
+    i = cuda.grid(1)
+    v = x[i] if i < x.size else float32(-math.inf)
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if lane == 0:
+        warp_sums[warp] = v
+    cuda.syncthreads()
+    if warp == 0:
+        v = warp_sums[lane] if lane < TPB // 32 else float32(0.0)
+        offset = 16
+        while offset > 0:
+            v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+            offset //= 2
+        if lane == 0:
+            partial[cuda.blockIdx.x] = v
 """,
     ),
     (
@@ -436,6 +582,144 @@ def test_a_beginners_mistake_is_named(case, lesson, name, hint, source):
     assert res.hint.startswith(hint), res
 
 
+WARP_SUM_UNGUARDED_LOAD = """
+@cuda.jit
+def warp_sum_kernel(x, partial):
+    warp_sums = cuda.shared.array(32, float32)
+    tx = cuda.threadIdx.x
+    lane = tx % 32
+    warp = tx // 32
+    i = cuda.grid(1)
+    v = x[i]
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if lane == 0:
+        warp_sums[warp] = v
+    cuda.syncthreads()
+    if warp == 0:
+        v = warp_sums[lane] if lane < TPB // 32 else float32(0.0)
+        offset = 16
+        while offset > 0:
+            v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+            offset //= 2
+        if lane == 0:
+            partial[cuda.blockIdx.x] = v
+"""
+
+
+def test_a_warp_sum_reading_past_the_end_is_not_told_to_guard_the_shuffles():
+    """The usual hint for an index past the end ("guard with `if i < ...:`") would lead to a guard around the
+    shuffles, which leaves lanes out of them: a kernel with shuffles is told to load 0 there instead."""
+    res = lessons.check("05", "warp_sum", define(WARP_SUM_UNGUARDED_LOAD, "warp_sum_kernel", dict(NAMESPACE)))
+    assert res.status == "failed" and "indexed past the end" in res.message, res
+    assert "guard around the shuffles is not the fix" in res.hint and "else float32(0.0)" in res.hint, res
+
+
+WARP_SUM_GUARDED = """
+@cuda.jit
+def warp_sum_kernel(x, partial):
+    warp_sums = cuda.shared.array(32, float32)
+    tx = cuda.threadIdx.x
+    lane = tx % 32
+    warp = tx // 32
+    i = cuda.grid(1)
+    if i < x.size:
+        v = x[i]
+        offset = 16
+        while offset > 0:
+            v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+            offset //= 2
+        if lane == 0:
+            warp_sums[warp] = v
+    cuda.syncthreads()
+    if warp == 0:
+        v = warp_sums[lane] if lane < TPB // 32 else float32(0.0)
+        offset = 16
+        while offset > 0:
+            v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+            offset //= 2
+        if lane == 0:
+            partial[cuda.blockIdx.x] = v
+"""
+WARP_SUM_RETURNS_EARLY = """
+@cuda.jit
+def warp_sum_kernel(x, partial):
+    warp_sums = cuda.shared.array(32, float32)
+    tx = cuda.threadIdx.x
+    lane = tx % 32
+    warp = tx // 32
+    i = cuda.grid(1)
+    if i >= x.size:
+        return
+    v = x[i]
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if lane == 0:
+        warp_sums[warp] = v
+    cuda.syncthreads()
+    if warp == 0:
+        v = warp_sums[lane] if lane < TPB // 32 else float32(0.0)
+        offset = 16
+        while offset > 0:
+            v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+            offset //= 2
+        if lane == 0:
+            partial[cuda.blockIdx.x] = v
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        # which lanes the simulator finds where depends on the Python threads' schedule: the patterns allow any
+        (WARP_SUM_GUARDED, r"lanes? [-\d, ]+ waits? in cuda\.shfl_down_sync \(mask 0xffffffff\) at line 13"),
+        (
+            WARP_SUM_RETURNS_EARLY,
+            r"waits for lanes? [-\d, ]+ of warp 0 .*, which the mask 0xffffffff names but which "
+            "returned before the call",
+        ),
+    ],
+    ids=["if_around_the_shuffles", "return_before_the_shuffles"],
+)
+def test_a_guard_that_keeps_lanes_from_the_shuffles_gets_the_simulators_error(source, says):
+    """On a GPU such a kernel computes garbage or hangs; the verdict is the simulator's error, which names the lanes
+    and the lines, in the harness's words (which thread, which input, which launch), not a traceback."""
+    res = lessons.check("05", "warp_sum", define(source, "warp_sum_kernel", dict(NAMESPACE)))
+    assert res.status == "error" and res.message.startswith("RuntimeError in thread ("), res
+    assert re.search(says, res.message) and "On a GPU" in res.message and "Traceback" not in str(res), res
+    assert "input: size=1" in res.message and "launch: warp_sum_kernel[1, 128]" in res.message, res
+
+
+WARP_SUM_AS_A_TREE = """
+@cuda.jit
+def warp_sum_kernel(x, partial):
+    buf = cuda.shared.array(TPB, float32)
+    tx = cuda.threadIdx.x
+    i = cuda.grid(1)
+    buf[tx] = x[i] if i < x.size else float32(0.0)
+    cuda.syncthreads()
+    s = TPB // 2
+    while s > 0:
+        if tx < s:
+            buf[tx] += buf[tx + s]
+        cuda.syncthreads()
+        s //= 2
+    if tx == 0:
+        partial[cuda.blockIdx.x] = buf[0]
+"""
+
+
+def test_a_shared_memory_tree_is_over_the_warp_sums_barrier_budget():
+    """The tree of exercise 2 computes the same sums: it gets half the points and is pointed to the shuffles."""
+    res = lessons.check("05", "warp_sum", define(WARP_SUM_AS_A_TREE, "warp_sum_kernel", dict(NAMESPACE)))
+    assert res.status == "over budget" and "a thread passed 8 cuda.syncthreads() (limit 1" in res.message, res
+    assert "cuda.shfl_down_sync" in res.hint, res
+
+
 CONV_X_ALONG_ROWS = """
 @cuda.jit
 def conv2d_single_kernel(x, w, out):
@@ -457,7 +741,15 @@ def test_a_convolution_with_x_along_the_rows_is_over_budget():
 
 
 # --- predictions of exact counts -------------------------------------------------------------------------
-COUNTS_05 = {"predicted_partials": 8, "predicted_atomic_updates": 512, "predicted_tree_writes": 2, "predicted_reads": 3}
+COUNTS_05 = {
+    "predicted_partials": 8,
+    "predicted_atomic_updates": 512,
+    "predicted_tree_writes": 2,
+    "predicted_tree_barriers": 9,  # 1 + log2(256)
+    "predicted_warp_barriers": 1,
+    "predicted_warp_shared_writes": 8,  # one per warp of 256 threads
+    "predicted_reads": 3,
+}
 
 
 def _compare_tolerances(nb_name: str) -> dict[str, float]:

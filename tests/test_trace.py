@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 from numba import cuda, float32
 
-from gpulab.kernels import add_kernel
+from gpulab.errors import UsageError
+from gpulab.kernels import add_kernel, sum_tree_kernel, sum_warp_kernel
 from gpulab.trace import trace
 
 TPB = 8
@@ -81,7 +82,7 @@ def test_trace_checks_launch():
 
 def test_trace_runs_in_the_simulator_in_gpu_mode_too():
     """Notebooks 02, 05 and 07 trace kernels in both modes: in gpu mode (here compile-only, no GPU
-    needed) trace runs the kernel's Python source in the simulator, shared memory included."""
+    needed) trace runs the kernel's Python source in the simulator, shared memory and warp shuffles included."""
     import os
     import subprocess
     import sys
@@ -101,6 +102,10 @@ def test_trace_runs_in_the_simulator_in_gpu_mode_too():
         out = np.zeros_like(a)
         tiled = trace(kernels.transpose_tiled_kernel, (1, 1), (T, T), a, out, names=("a", "out"))
         assert np.array_equal(out, a.T) and tiled.writes("out") == T * T
+        p_warp = np.zeros(2, np.float32)
+        warp = trace(kernels.sum_warp_kernel, 2, 256, xs, p_warp, names=("x", "partials"), shared=True)
+        assert p_warp.tolist() == [256.0, 256.0] and warp.max_barriers() == 1 and warp.shared_writes() == 16
+        assert warp.warp_ops["shfl_down_sync"] == 2 * (256 + 32) * 5
         try:
             trace(kernels.add, 1, 4, a, a, a)
         except TypeError as e:
@@ -114,3 +119,32 @@ def test_trace_runs_in_the_simulator_in_gpu_mode_too():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().endswith("ok")
+
+
+def test_on_chip_counts_of_a_tree_and_a_warp_shuffle_block_sum():
+    """Barriers per thread, shared-memory accesses and warp calls of one launch (lesson 05's measure step)."""
+    x = np.ones(512, np.float32)
+    p_tree, p_warp = np.zeros(2, np.float32), np.zeros(2, np.float32)
+    tree = trace(sum_tree_kernel, 2, 256, x, p_tree, names=("x", "partials"), shared=True)
+    warp = trace(sum_warp_kernel, 2, 256, x, p_warp, names=("x", "partials"), shared=True)
+    assert p_tree.tolist() == p_warp.tolist() == [256, 256]
+    assert len(tree.barriers) == len(warp.barriers) == 512  # every thread of both blocks
+    assert set(tree.barriers.values()) == {9} and set(warp.barriers.values()) == {1}  # 1 + log2(256), and 1
+    assert tree.max_barriers() == 9 and warp.max_barriers() == 1
+    # tree, per block: 256 loads + 255 sums written; 2 reads per sum + thread 0's read of cache[0]
+    assert tree.shared_writes("cache") == tree.shared_writes() == 2 * 511
+    assert tree.shared_reads("cache") == 2 * 511 and tree.shared_reads("warp_sums") == 0
+    # shuffles, per block: lane 0 of each of the 8 warps writes its sum, warp 0's first 8 lanes read them
+    assert warp.shared_writes("warp_sums") == warp.shared_reads("warp_sums") == 2 * 8
+    assert warp.warp_ops["shfl_down_sync"] == 2 * (256 + 32) * 5  # per lane: 5 in every warp, 5 more in warp 0
+    assert not tree.warp_ops
+    assert tree.reads("x") == warp.reads("x") == 512  # the global counts are unchanged
+
+
+def test_shared_counts_need_shared_true():
+    a, b = np.ones(40, np.float32), np.ones(40, np.float32)
+    out = np.zeros(40, np.float32)
+    log = trace(add_kernel, 2, 32, a, b, out)
+    assert log.max_barriers() == 0 and not log.warp_ops
+    with pytest.raises(UsageError, match="shared=True"):
+        log.shared_reads()

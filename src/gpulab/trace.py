@@ -9,8 +9,14 @@ wrapped so that each element read or written is logged with the block and thread
     log.per_thread("r")                       # {(block, thread): reads}
     log.warp_addresses("a", block=(0, 0), warp=0)  # element indices warp 0 read, in order
 
-Only global-memory arrays passed as arguments are traced; shared memory (``cuda.shared.array``) and
-local variables are not, which is exactly the distinction the tiling lesson is about.
+``log.accesses`` holds the accesses to the global-memory arrays passed as arguments only, not to shared memory or
+local variables, which is exactly the distinction the tiling lesson is about. What happens on chip is counted
+apart: each thread's ``cuda.syncthreads()`` (``log.barriers``), the warp-level calls, shuffles and votes
+(``log.warp_ops``), and with ``shared=True`` every access to a shared array (``log.shared``, named after the
+kernel's variable)::
+
+    log = trace(sum_tree_kernel, 2, 256, x, partials, shared=True)
+    log.max_barriers(), log.shared_writes("cache"), log.warp_ops["shfl_down_sync"]
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from . import runtime, simulator
+from .errors import UsageError
 from .kernels._launch import ceil_div
 from .simulator import Access
 from .source import py_func
@@ -45,6 +52,13 @@ class AccessLog:
     # Byte strides of the arrays that are views with another layout than C order (a transpose, a slice): their
     # accesses are logged by C-order element number, and memory sectors are counted from the real addresses.
     strides: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # On chip: cuda.syncthreads() each thread passed, {(block, thread): count}; warp-level calls (shuffles, votes,
+    # syncwarp) by name, summed over the threads that made them; with trace(..., shared=True), every access to a
+    # shared array, its ``array`` the name the kernel gives it (``cache = cuda.shared.array(...)``: "cache").
+    barriers: dict[tuple[Dim, Dim], int] = field(default_factory=dict)
+    warp_ops: Counter = field(default_factory=Counter)
+    shared: list[Access] = field(default_factory=list)
+    shared_traced: bool = False
 
     def _select(self, array: str | None, kind: str | None) -> Iterable[Access]:
         return (a for a in self.accesses if (array is None or a.array == array) and (kind is None or a.kind == kind))
@@ -56,6 +70,26 @@ class AccessLog:
     def writes(self, array: str | None = None) -> int:
         """Number of element writes (of one array, or of all)."""
         return sum(1 for _ in self._select(array, "w"))
+
+    def _shared(self, array: str | None, kind: str) -> int:
+        if not self.shared_traced:
+            raise UsageError(
+                "shared-memory accesses were not logged in this trace: pass shared=True, e.g. "
+                "trace(kernel, blocks, threads, *args, shared=True)."
+            )
+        return sum(1 for a in self.shared if (array is None or a.array == array) and a.kind == kind)
+
+    def shared_reads(self, array: str | None = None) -> int:
+        """Element reads of shared arrays (of the one the kernel names ``array``, or of all); needs ``shared=True``."""
+        return self._shared(array, "r")
+
+    def shared_writes(self, array: str | None = None) -> int:
+        """Element writes of shared arrays (of the one the kernel names ``array``, or of all); needs ``shared=True``."""
+        return self._shared(array, "w")
+
+    def max_barriers(self) -> int:
+        """The most ``cuda.syncthreads()`` one thread passed (0 for a kernel without a barrier)."""
+        return max(self.barriers.values(), default=0)
 
     def bytes_moved(self, array: str | None = None) -> int:
         """Bytes read plus written (each access counted at the element's size)."""
@@ -177,9 +211,13 @@ def trace(
     blockdim: int | Sequence[int],
     *args: Any,
     names: Sequence[str] | None = None,
+    shared: bool = False,
 ) -> AccessLog:
     """Launch ``kernel[griddim, blockdim](*args)`` in the simulator and log every access to the
     NumPy array arguments. Results are written into the arrays as in a normal launch.
+
+    Each thread's barriers and the warp-level calls are counted as well; ``shared=True`` also logs every
+    access to the kernel's shared arrays (in ``log.shared``; each of them is logged, so it is slower).
 
     ``names`` labels the arguments (default: the kernel's parameter names). In gpu mode the kernel's
     Python source is run in Numba's simulator all the same (on the CPU, so keep the launch small):
@@ -214,8 +252,14 @@ def trace(
     switch = sys.getswitchinterval()
     try:
         sys.setswitchinterval(runtime.SIM_SWITCH_INTERVAL)  # as in simulator mode (set there at import)
-        kernel[griddim, blockdim](*call_args)
+        with simulator.instrument(watch_shared=shared) as ins:
+            kernel[griddim, blockdim](*call_args)
     finally:
         sys.setswitchinterval(switch)
     log.accesses = raw
+    log.barriers = dict(ins.barriers)
+    log.warp_ops = Counter(ins.warp_ops)
+    if shared:
+        log.shared = [a for _, logged, _ in ins.shared_logs.values() for a in logged]
+        log.shared_traced = True
     return log

@@ -176,6 +176,7 @@ def cases() -> list[Case]:
         Case("add", "elementwise", "GB/s", "add", _build_add),
         Case("sum_atomic", "reduce", "GB/s", "sum_atomic", _build_sum),
         Case("sum_tree", "reduce", "GB/s", "sum_tree", _build_sum),
+        Case("sum_warp", "reduce", "GB/s", "sum_warp", _build_sum),
         Case("sum_reduce", "reduce", "GB/s", "sum_reduce", _build_sum),
         Case("softmax_rows", "reduce", "GB/s", "softmax_rows", _build_softmax),
     ]

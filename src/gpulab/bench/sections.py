@@ -29,7 +29,7 @@ _MEMORY_LABELS = {
     "transpose_naive": "transpose, naive",
     "transpose_tiled": "transpose, shared-memory tiled",
 }
-_REDUCE_LABELS = {"sum_atomic": "atomic", "sum_tree": "tree", "sum_reduce": "cuda.reduce"}
+_REDUCE_LABELS = {"sum_atomic": "atomic", "sum_tree": "tree", "sum_warp": "warp shuffles", "sum_reduce": "cuda.reduce"}
 
 
 def transfer_rows(nbytes: int = 64 << 20, *, repeat: int = 5) -> list[dict[str, Any]]:
@@ -77,7 +77,7 @@ def memory_rows(report: dict[str, Any], transfers: list[dict[str, Any]] | None =
 
 
 def reduce_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """Section ``reduce`` (lesson 05): the three ways to sum float32 values, ``{"label", "gbps", ...}``,
+    """Section ``reduce`` (lesson 05): the ways to sum float32 values, ``{"label", "gbps", ...}``,
     at the largest size."""
     return [
         {

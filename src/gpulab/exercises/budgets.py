@@ -1,6 +1,6 @@
 """Efficiency budgets (:class:`Budget`) checked on one traced simulator run: global reads per
 element and per thread, coalescing (32-byte sectors per warp request vs the ideal), shared memory
-per block."""
+per block, barriers per thread."""
 
 from __future__ import annotations
 
@@ -103,7 +103,28 @@ def budget_checks(runner: Runner, budget: Budget, cases: list[Case], largest: in
                 "declaring another), one TILE x TILE tile per input for tiling (padded to TILE x (TILE + 1) at most).",
             )
         )
+    if budget.barriers_per_thread is not None:
+        checks.append(_barriers(log.max_barriers(), _limit(budget.barriers_per_thread, case.size), where))
     return checks
+
+
+BARRIER_HINT = (
+    "each cuda.syncthreads() makes every thread wait for the whole block: keep only the ones your data needs. "
+    "Threads of one warp exchange values with shuffles (cuda.shfl_down_sync), which need no barrier: in a block "
+    "sum, only warp 0's read of the other warps' sums waits for them, so one cuda.syncthreads() suffices."
+)
+
+
+def _barriers(worst: int, limit: float, where: str) -> Any:
+    from .result import Check
+
+    ok = worst <= limit
+    return Check(
+        "budget: barriers",
+        ok,
+        f"a thread passed {worst} cuda.syncthreads() (limit {limit:g}; {where})",
+        "" if ok else BARRIER_HINT,
+    )
 
 
 def _coalescing(log: Any, arr: str, limit: float, where: str) -> Any:

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import runtime
 from ..simulator import in_turn
-from ..source import py_func
+from ..source import code_names, py_func
 from .compare import float64_reference, reduction_len, same
 from .diagnose import Judge
 from .raised import exception_verdict, thread_inside
@@ -146,7 +146,9 @@ def run_case(st: State, k: int, launch: Launch, interval: float | None = None) -
         per_output = getattr(st.p.launch, "one_thread_per_element_of", None) == -1 and len(case.expected) == 1
         if (runner.thread_options or per_output) and isinstance(exc, IndexError):
             inside = thread_inside(exc, case.expected[0].shape, launch.swapped)
-        status, msg, hint = exception_verdict(exc, getattr(exc, "gpulab_launch", ""), case, inside)
+        code = getattr(py_func(runner.kernel), "__code__", None) if st.p.host is None else None
+        shuffles = code is not None and any(n.startswith("shfl_") for n in code_names(code))
+        status, msg, hint = exception_verdict(exc, getattr(exc, "gpulab_launch", ""), case, inside, shuffles)
         return Failure(status, k, launch, msg, hint, swappable=isinstance(exc, IndexError))
     for o, exp in enumerate(case.expected):
         if not all(same(r[o], exp, st.p.rtol, tol_for(case, o, st.p.atol)) for r in runs):

@@ -38,6 +38,8 @@ class Budget:
     * ``shared_bytes=``: shared memory of one block in bytes. Allow the padded tiles that avoid bank
       conflicts: two TILE x TILE float32 tiles padded by one column are
       ``shared_bytes=2 * TILE * (TILE + 1) * 4`` (see :func:`tile_bytes`);
+    * ``barriers_per_thread=``: the most ``cuda.syncthreads()`` one thread may pass (a block sum with warp
+      shuffles needs 1, a shared-memory tree of 128 threads 8);
     * ``size=``: which case is traced (default: the largest).
     """
 
@@ -46,6 +48,7 @@ class Budget:
     writes_per_thread: Any = None
     sectors: Any = field(default_factory=dict)
     shared_bytes: Any = None
+    barriers_per_thread: Any = None
     size: Size = None
 
 

@@ -41,9 +41,12 @@ def thread_inside(exc: BaseException, shape: tuple[int, ...], swapped: bool) -> 
     return all(pos[d] < axes[d] for d in range(len(axes))) and all(pos[d] == 0 for d in range(len(axes), 3))
 
 
-def exception_verdict(exc: BaseException, launch: str, case: Case, inside: bool | None = None) -> tuple[str, str, str]:
+def exception_verdict(
+    exc: BaseException, launch: str, case: Case, inside: bool | None = None, shuffles: bool = False
+) -> tuple[str, str, str]:
     """(status, message, hint) for an exception raised by the learner's code. ``inside``: the thread
-    that failed has an output element to compute (so a bounds guard would not help)."""
+    that failed has an output element to compute (so a bounds guard would not help); ``shuffles``: the kernel
+    exchanges values between lanes (``cuda.shfl_*_sync``), so a guard must not keep lanes from the shuffles."""
     text = str(exc)
     m = _TID_RE.match(text)
     where = ""
@@ -69,7 +72,9 @@ def exception_verdict(exc: BaseException, launch: str, case: Case, inside: bool 
             f"{where or 'a thread'} indexed past the end of an array{at}: {text}\n"
             f"input: {case.describe()}\nlaunch: {launch}"
         )
-        if inside:
+        if shuffles and not inside:
+            hint = SHUFFLE_GUARD_HINT
+        elif inside:
             hint = (
                 "this thread has an output element to compute, so a bounds guard is not the fix: an index runs "
                 "over the wrong dimension (e.g. B[j, k] where B[k, j] is meant, or a loop to A.shape[0] where "
@@ -203,6 +208,13 @@ GPULAB_RAISED_HINT = (
     "gpulab's function failed on what it was given: check that your kernel is a @cuda.jit kernel with the "
     "parameters the exercise gives, and the order, shapes and dtypes of what your code passes. If all of that "
     "is right, the fault is gpulab's: report it with this message."
+)
+SHUFFLE_GUARD_HINT = (
+    "a lane read past the end of an array, but this kernel shuffles values between lanes, so a guard around the "
+    "shuffles is not the fix: every lane named in the mask must reach each shuffle. Give the lanes past the end a "
+    "value that changes nothing and let them shuffle it, e.g. `v = x[i] if i < x.size else float32(0.0)` for a "
+    "sum (`warp_sums[lane] if lane < TPB // 32 else float32(0.0)` for the warps' sums), and guard only the final "
+    "store."
 )
 FLOAT_INDEX_HINT = (
     "an index is a float: `/` always gives a float, in a kernel as in Python. Use `//` for whole-number division "

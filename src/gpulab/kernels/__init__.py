@@ -32,6 +32,8 @@ from .reduce import (
     sum_reduce,
     sum_tree,
     sum_tree_kernel,
+    sum_warp,
+    sum_warp_kernel,
 )
 
 from . import nn_ops  # noqa: E402  (the CNN engine's kernels: im2col, pooling, ReLU, softmax-xent)
@@ -84,6 +86,8 @@ __all__ = [
     "sum_reduce",
     "sum_tree",
     "sum_tree_kernel",
+    "sum_warp",
+    "sum_warp_kernel",
     "transpose",
     "transpose_naive_kernel",
     "transpose_tiled_kernel",

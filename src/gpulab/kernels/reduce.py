@@ -7,9 +7,13 @@ NumPy references: ``x.sum()`` and ``softmax(x, axis=1)``. Three ways to sum on a
 - :func:`sum_tree_kernel`: each block loads ``TPB`` elements into shared memory and halves them
   ``log2(TPB)`` times (a tree); thread 0 writes one partial sum per block. :func:`sum_tree` runs it
   again on the partials until one value is left.
+- :func:`sum_warp_kernel`: the same block sum with warp shuffles. Each warp of 32 threads adds its values in
+  5 register exchanges (``cuda.shfl_down_sync``), with no shared memory and no barrier; lane 0 of each warp
+  writes its warp's sum to a shared array of ``TPB // 32`` values, one ``cuda.syncthreads()``, and warp 0 adds
+  those the same way. :func:`sum_warp` repeats it on the partials, as :func:`sum_tree` does.
 - :func:`sum_reduce`: Numba's ready-made ``cuda.reduce``.
 
-The three add the numbers in different orders, so their float32 results may differ in the last bits.
+They add the numbers in different orders, so their float32 results may differ in the last bits.
 """
 
 from __future__ import annotations
@@ -34,10 +38,15 @@ __all__ = [
     "sum_reduce",
     "sum_tree",
     "sum_tree_kernel",
+    "sum_warp",
+    "sum_warp_kernel",
 ]
 
 TPB = 256  # threads per block of the tree reduction (a power of two)
 SOFTMAX_TPB = 128  # threads per block (= per row) of the softmax (a power of two)
+WARP = 32  # threads per warp on NVIDIA GPUs (cuda.warpsize inside a kernel)
+WARPS = TPB // WARP  # warps per block of the shuffle reduction: TPB is a multiple of 32, so no warp is partial
+FULL_MASK = 0xFFFFFFFF  # every lane of the warp takes part in the shuffle (each must reach it)
 
 
 @cuda.jit
@@ -62,6 +71,31 @@ def sum_tree_kernel(x, partials):
         s //= 2
     if tx == 0:
         partials[cuda.blockIdx.x] = cache[0]  # one partial sum per block
+
+
+@cuda.jit
+def sum_warp_kernel(x, partials):
+    warp_sums = cuda.shared.array(WARPS, float32)  # one value per warp, not one per thread
+    tx = cuda.threadIdx.x
+    lane = tx % WARP
+    warp = tx // WARP
+    i = cuda.grid(1)
+    v = x[i] if i < x.size else float32(0.0)  # no early return: every lane must reach the shuffles; 0 adds nothing
+    offset = WARP // 2
+    while offset > 0:  # 16, 8, 4, 2, 1: lane k adds the v of lane k + offset, read from that lane's register
+        v += cuda.shfl_down_sync(FULL_MASK, v, offset)
+        offset //= 2
+    if lane == 0:
+        warp_sums[warp] = v  # lane 0 now holds the sum of its warp's 32 values
+    cuda.syncthreads()  # wait until every warp's sum is in shared memory
+    if warp == 0:  # the whole of warp 0 (all 32 lanes) adds the WARPS sums in the same way
+        v = warp_sums[lane] if lane < WARPS else float32(0.0)
+        offset = WARP // 2
+        while offset > 0:
+            v += cuda.shfl_down_sync(FULL_MASK, v, offset)
+            offset //= 2
+        if lane == 0:
+            partials[cuda.blockIdx.x] = v  # one partial sum per block
 
 
 @cuda.jit
@@ -127,9 +161,9 @@ def sum_atomic(x: Any, *, threads_per_block: int = 256) -> float:
     return float(total[0])
 
 
-def sum_tree(x: Any) -> float:
-    """Sum a 1-D float32 array with shared-memory tree reductions: one partial per block, then
-    the same kernel again on the partials until a single value is left."""
+def _sum_in_passes(kernel: Any, x: Any) -> float:
+    """Launch a block-sum ``kernel`` (``TPB`` threads, one partial per block) on ``x``, then on its partials,
+    until a single value is left."""
     if not _check_vector(x):
         return 0.0
     current = x
@@ -137,10 +171,23 @@ def sum_tree(x: Any) -> float:
         blocks = blocks_for(current.shape[0], TPB)
         check_launch(blocks, TPB)
         partials = allocate_like(current, blocks, np.float32)
-        sum_tree_kernel[blocks, TPB](current, partials)
+        kernel[blocks, TPB](current, partials)
         if blocks == 1:
             return float(partials[0])
         current = partials
+
+
+def sum_tree(x: Any) -> float:
+    """Sum a 1-D float32 array with shared-memory tree reductions: one partial per block, then
+    the same kernel again on the partials until a single value is left."""
+    return _sum_in_passes(sum_tree_kernel, x)
+
+
+def sum_warp(x: Any) -> float:
+    """Sum a 1-D float32 array with warp shuffles (:func:`sum_warp_kernel`): one partial per block of ``TPB``,
+    then the same kernel again on the partials until a single value is left. In the simulator each CUDA thread
+    of a kernel with warp calls runs as a Python thread: keep ``x`` to a few thousand elements there."""
+    return _sum_in_passes(sum_warp_kernel, x)
 
 
 _sum_reducer = None
@@ -178,5 +225,6 @@ def softmax_rows(x: Any, out: Any = None) -> Any:
 PTX_SIGNATURES = [
     (sum_atomic_kernel, "void(float32[:], float32[:])"),
     (sum_tree_kernel, "void(float32[:], float32[:])"),
+    (sum_warp_kernel, "void(float32[:], float32[:])"),
     (softmax_rows_kernel, "void(float32[:, :], float32[:, :])"),
 ]

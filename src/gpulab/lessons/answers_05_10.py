@@ -34,6 +34,7 @@ __all__ = [
     "squared_diff_kernel",
     "sum_two_per_thread_kernel",
     "unscale_kernel",
+    "warp_sum_kernel",
 ]
 
 TPB = 128  # threads per block in the 1-D exercises of lessons 05 and 06 (a constant: shared.array needs one)
@@ -87,6 +88,31 @@ def sum_two_per_thread_kernel(x, partial):
         s //= 2
     if tx == 0:
         partial[cuda.blockIdx.x] = buf[0]
+
+
+@cuda.jit
+def warp_sum_kernel(x, partial):
+    warp_sums = cuda.shared.array(32, float32)  # one slot per warp (a block has at most 32 warps)
+    tx = cuda.threadIdx.x
+    lane = tx % 32
+    warp = tx // 32
+    i = cuda.grid(1)
+    v = x[i] if i < x.size else float32(0.0)  # no return before the shuffles: every lane must reach them
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)  # add the v of lane + offset
+        offset //= 2
+    if lane == 0:
+        warp_sums[warp] = v  # lane 0 holds its warp's sum
+    cuda.syncthreads()  # wait until every warp's sum is in warp_sums
+    if warp == 0:
+        v = warp_sums[lane] if lane < TPB // 32 else float32(0.0)
+        offset = 16
+        while offset > 0:
+            v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+            offset //= 2
+        if lane == 0:
+            partial[cuda.blockIdx.x] = v
 
 
 @cuda.jit
@@ -267,6 +293,7 @@ PTX_SIGNATURES = [
     (dot_atomic_kernel, f"void({F1}, {F1}, {F1})"),
     (block_max_kernel, f"void({F1}, {F1})"),
     (sum_two_per_thread_kernel, f"void({F1}, {F1})"),
+    (warp_sum_kernel, f"void({F1}, {F1})"),
     (scan_block_kernel, f"void({F1}, {F1}, {F1})"),
     (squared_diff_kernel, f"void({F1}, {F1}, {F1})"),
     (leaky_relu_kernel, f"void({F1}, {F1})"),

@@ -38,6 +38,7 @@ __all__ = [
     "all_filters_spec",
     "block_max_spec",
     "block_scan_spec",
+    "block_sums_spec",
     "conv_single_spec",
     "im2col_spec",
     "pair_sums_spec",
@@ -66,6 +67,42 @@ def block_scan_spec(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The inclusive scan within each block of TPB elements, and each block's total."""
     per_block = pad_to_blocks(x, TPB, 0, np.float64)
     return (np.cumsum(per_block, axis=1).ravel()[: x.size].astype(np.float32), per_block.sum(axis=1).astype(np.float32))
+
+
+def block_sums_spec(x: np.ndarray) -> np.ndarray:
+    """The sum of each block of TPB elements."""
+    return pad_to_blocks(x, TPB).sum(axis=1, dtype=x.dtype)
+
+
+# Known mistakes of the warp-shuffle block sum. Lanes are (block, warp, lane) with 0 past the end; a shuffle that
+# reads past lane 31 (shfl_down) or below lane 0 (shfl_up) returns the lane's own value.
+def _lanes(x: np.ndarray) -> np.ndarray:
+    return pad_to_blocks(x, TPB, 0, np.float64).reshape(-1, TPB // 32, 32)
+
+
+def _even_lanes(x: np.ndarray) -> list[np.ndarray]:  # the loop stops at offset 2: lane 0 adds lanes 0, 2, ..., 30
+    lanes = _lanes(x)
+    even, whole = lanes[..., ::2].sum(axis=2), lanes.sum(axis=2)  # (blocks, warps): per warp
+    # both loops stop early (warp 0 then adds warps 0, 2), only the first one, or only the second one
+    return [v.astype(x.dtype) for v in (even[:, ::2].sum(axis=1), even.sum(axis=1), whole[:, ::2].sum(axis=1))]
+
+
+def _first_warp_only(x: np.ndarray) -> np.ndarray:  # no second stage: thread 0 writes its warp's sum
+    return _lanes(x)[:, 0, :].sum(axis=1).astype(x.dtype)
+
+
+def _shuffled_up(x: np.ndarray) -> list[np.ndarray]:  # shfl_up_sync: lane 0 reads below the warp, doubles 5 times
+    lanes = _lanes(x)
+    first, whole = lanes[..., 0], lanes.sum(axis=2)  # (blocks, warps)
+    # both stages shuffle up, only the first one, or only the second one
+    return [v.astype(x.dtype) for v in (1024 * first[:, 0], 32 * first.sum(axis=1), 32 * whole[:, 0])]
+
+
+def _padded_with_minus_inf(x: np.ndarray) -> np.ndarray:  # lanes past the end loaded -inf, as in block_max
+    out = block_sums_spec(x)
+    if x.size % TPB:
+        out[-1] = -np.inf  # the last block is the one that runs past the end
+    return out
 
 
 def _exclusive_scan(x: np.ndarray) -> np.ndarray:  # a known mistake: out[i] without x[i]
@@ -155,6 +192,38 @@ def _lesson05() -> list[Exercise]:
                 budget=Budget(reads_per_element={"x": 1}),
             ),
             _a.sum_two_per_thread_kernel,
+        ),
+        Exercise(
+            "05",
+            "warp_sum",
+            Problem(
+                "warp_sum_kernel",
+                block_sums_spec,
+                lambda n, rng: random_arrays(rng, n),
+                # every lane of a kernel with shuffles is a Python thread in the simulator (about 0.3 ms each): the
+                # sizes stay small. 300: the last block has a partial warp and two warps with no element at all.
+                sizes=[1, 200, 300],
+                launch=lambda x, partial: (partial.size, TPB),
+                out_names=["partial"],
+                reduction=TPB,
+                mistakes={
+                    "partial holds the sum of the even lanes only: the shuffle loop stopped before offset 1 "
+                    "(`while offset > 1`?). Run offset = 16, 8, 4, 2, 1: the last step adds lane 1 into lane 0.": (
+                        _even_lanes
+                    ),
+                    "partial holds the sum of the block's first 32 elements, warp 0's: the other warps' sums were "
+                    "never added. Lane 0 of each warp writes its sum to a shared array; after cuda.syncthreads(), "
+                    "warp 0 reads those and shuffles once more.": _first_warp_only,
+                    "lane 0 ended with its own value doubled, not a sum: cuda.shfl_up_sync reads lane - offset, "
+                    "which is below lane 0, so lane 0 gets its own value back. Use cuda.shfl_down_sync, which "
+                    "moves the sums down to lane 0.": _shuffled_up,
+                    "partial is -inf for the blocks that run past the end of x: the lanes past the end loaded "
+                    "-inf (as for the block maximum). For a sum they load 0, which adds nothing: "
+                    "`v = x[i] if i < x.size else float32(0.0)`.": _padded_with_minus_inf,
+                },
+                budget=Budget(reads_per_element={"x": 1}, barriers_per_thread=1),
+            ),
+            _a.warp_sum_kernel,
         ),
         Exercise(
             "05",
