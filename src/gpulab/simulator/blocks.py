@@ -178,14 +178,24 @@ def in_turn(fn: Any, generator: bool, points: list, block_dim: tuple, args: tupl
                 if op is None:
                     at_barrier[lane] = where
                 else:
-                    warp.arrive(lane, op, where, th)
+                    try:
+                        warp.arrive(lane, op, where, th)
+                    except RuntimeError as exc:
+                        gen.throw(RuntimeError(str(exc)))  # raised at the thread's warp call: its line shows
                 waiting.append((idx, lane, gen))
             alive = waiting
-            sends = warp.resolve(th)
-            if sends or not alive:
-                continue
-            if len(at_barrier) < len(alive):  # some wait in warp calls that lanes at the barrier never make
-                raise RuntimeError(warp.stuck_text(at_barrier))
+            try:
+                sends = warp.resolve(th)
+                if sends or not alive:
+                    continue
+                if len(at_barrier) < len(alive):  # some wait in warp calls that lanes at the barrier never make
+                    raise warps.LaneError(
+                        warp.stuck_text(at_barrier), next(k for _, k, _ in alive if k not in at_barrier)
+                    )
+            except warps.LaneError as exc:
+                idx, lane, gen = next(t for t in alive if t[1] == exc.lane)
+                th.threadIdx, th.thread_id = idx, lane
+                gen.throw(RuntimeError(str(exc)))  # in the thread that waits: the traceback shows its warp call
             at_barrier.clear()  # every thread still alive is at the barrier: it opens
             epoch += 1
 

@@ -43,6 +43,7 @@ from .memory import filler
 __all__ = [
     "FULL",
     "InTurn",
+    "LaneError",
     "NAMES",
     "ON_CALL",
     "describe_waits",
@@ -274,10 +275,10 @@ def _exited_text(name: str, mask: int, where: tuple[str, int], w: int, gone: lis
     )
 
 
-def describe_waits(block: Any) -> str:
-    """Who waits where in ``block``, by warp and lane (called with its lock held when no thread can go on)."""
+def describe_waits(block: Any) -> dict[int, str]:
+    """Linear thread id -> where it waits, for every thread of ``block`` still running (lock held)."""
     frames = sys._current_frames()
-    groups: dict[tuple[int, str], list[int]] = {}
+    waits: dict[int, str] = {}
     pending = {
         (w * WARP + lane): a for w, warp in block.__dict__.get("warps", {}).items() for lane, a in warp.pending.items()
     }
@@ -286,16 +287,32 @@ def describe_waits(block: Any) -> str:
             continue
         a = pending.get(t.thread_id)
         if a is not None:
-            what = f"in cuda.{a.name} (mask {a.mask:#010x}) at {_line_text(a.where)}"
-        else:
-            frame = frames.get(t.ident)
-            if frame is None:
-                continue
-            what = f"at cuda.syncthreads() at {_line_text(user_line(frame))}"
-        groups.setdefault((t.thread_id // WARP, what), []).append(t.thread_id % WARP)
-    return "; ".join(
-        f"warp {w} {lanes_text(lanes)} wait{'s' if len(lanes) == 1 else ''} {what}"
-        for (w, what), lanes in sorted(groups.items())
+            waits[t.thread_id] = f"in cuda.{a.name} (mask {a.mask:#010x}) at {_line_text(a.where)}"
+        elif (frame := frames.get(t.ident)) is not None:
+            waits[t.thread_id] = f"at cuda.syncthreads() at {_line_text(user_line(frame))}"
+    return waits
+
+
+def _stuck_message(waits: dict[int, str]) -> str:
+    """The message when no thread can go on; ``waits``: linear thread id -> where it waits."""
+    by_what: dict[str, dict[int, list[int]]] = {}
+    for lin, what in sorted(waits.items()):
+        by_what.setdefault(what, {}).setdefault(lin // WARP, []).append(lin % WARP)
+    parts = []
+    for what, per_warp in by_what.items():
+        whole = [w for w, lanes in per_warp.items() if len(lanes) == WARP]
+        who = [f"warp {w} {lanes_text(lanes)}" for w, lanes in per_warp.items() if len(lanes) < WARP]
+        if whole:
+            who.append(f"warp {whole[0]}" if len(whole) == 1 else f"warps {lanes_text(whole)[6:]}")
+        one = len(per_warp) == 1 and sum(len(v) for v in per_warp.values()) == 1
+        parts.append(f"{', '.join(who)} wait{'s' if one else ''} {what}")
+    return (
+        "the threads of this block wait for each other and none can go on: "
+        + "; ".join(parts)
+        + ". On a GPU this kernel hangs or computes garbage. Every lane named in a warp function's mask must reach "
+        "that same call before any thread of the block waits at cuda.syncthreads(): a guard such as `if i < n:` "
+        "around the shuffles keeps lanes from them; let every lane take part with a neutral value instead, e.g. "
+        "`v = x[i] if i < n else float32(0)`."
     )
 
 
@@ -309,12 +326,7 @@ def waits_for_exited(block: Any) -> bool:
 
 
 def stuck_text(block: Any) -> str:
-    return (
-        "the threads of this block wait for each other and none can go on: "
-        + describe_waits(block)
-        + ". On a GPU this kernel hangs or computes garbage. Every lane named in a warp function's mask must reach "
-        "that same call before any thread of the block waits at cuda.syncthreads()."
-    )
+    return _stuck_message(describe_waits(block))
 
 
 def settle(block: Any) -> bool:
@@ -351,6 +363,15 @@ def lane_exited(block: Any, th: Any) -> None:
         return
     warp, _, lane, _ = _warp_of(block, th)
     warp.exited.add(lane)
+
+
+class LaneError(RuntimeError):
+    """An error of thread ``lane`` (linear id in the block) found while its block runs in turn: raised inside
+    that thread's code, at its warp call, so that the traceback and the harness show the kernel's line."""
+
+    def __init__(self, message: str, lane: int) -> None:
+        super().__init__(message)
+        self.lane = lane
 
 
 class InTurn:
@@ -407,7 +428,7 @@ class InTurn:
                 expected = _expected(mask, lanes_here)
                 gone = [m for m in expected if m in warp.exited]
                 if gone:
-                    raise RuntimeError(_exited_text(name, mask, where, w, gone, th))
+                    raise LaneError(_exited_text(name, mask, where, w, gone, th), w * WARP + lanes[0])
                 if all(m in lanes for m in expected):
                     group = {m: warp.take(m) for m in expected}
                     out.update((w * WARP + m, r) for m, r in _results(group, lanes_here).items())
@@ -424,23 +445,11 @@ class InTurn:
 
     def stuck_text(self, at_barrier: dict[int, tuple[str, int]]) -> str:
         """No group can be answered and not every thread waits at the barrier (``at_barrier``: id -> where)."""
-        groups: dict[tuple[int, str], list[int]] = {}
+        waits = {lin: f"at cuda.syncthreads() at {_line_text(where)}" for lin, where in at_barrier.items()}
         for w, warp in self.warps.items():
             for lane, a in warp.pending.items():
-                what = f"in cuda.{a.name} (mask {a.mask:#010x}) at {_line_text(a.where)}"
-                groups.setdefault((w, what), []).append(lane)
-        for lin, where in at_barrier.items():
-            groups.setdefault((lin // WARP, f"at cuda.syncthreads() at {_line_text(where)}"), []).append(lin % WARP)
-        waits = "; ".join(
-            f"warp {w} {lanes_text(lanes)} wait{'s' if len(lanes) == 1 else ''} {what}"
-            for (w, what), lanes in sorted(groups.items())
-        )
-        return (
-            "the threads of this block wait for each other and none can go on: "
-            + waits
-            + ". On a GPU this kernel hangs or computes garbage. Every lane named in a warp function's mask must "
-            "reach that same call before any thread of the block waits at cuda.syncthreads()."
-        )
+                waits[w * WARP + lane] = f"in cuda.{a.name} (mask {a.mask:#010x}) at {_line_text(a.where)}"
+        return _stuck_message(waits)
 
 
 def install() -> None:
