@@ -358,3 +358,49 @@ def test_activemask_names_the_lanes_that_took_the_branch():
     assert (out[:, 0] == (1 << 20) - 1).all()
     np.testing.assert_array_equal(out[:19, 1], x[1:])
     assert out[19, 1] == np.int64(0xBAADF00DBAADF00D - (1 << 64))  # lane 20 took no part: the filler
+
+
+@cuda.jit
+def half_then_whole_kernel(x, out):  # lanes 0-15 reduce among themselves, then the whole warp reads lane 0
+    i = cuda.grid(1)
+    v = x[i]
+    if cuda.laneid < 16:
+        v += cuda.shfl_down_sync(0x0000FFFF, v, 8)
+    out[i] = cuda.shfl_sync(FULL, v, 0)
+
+
+def test_lanes_may_wait_at_a_whole_warp_call_while_the_others_finish_a_sub_mask_call():
+    x = np.arange(32, dtype=np.float32)
+    out = np.zeros(32, np.float32)
+    half_then_whole_kernel[1, 32](x, out)  # valid CUDA: lanes 16-31 wait at shfl_sync for lanes 0-15
+    assert (out == x[0] + x[8]).all()
+
+
+@cuda.jit
+def deltas_kernel(x, out, d):
+    i = cuda.grid(1)
+    out[0, i] = cuda.shfl_down_sync(FULL, x[i], d)
+    out[1, i] = cuda.shfl_xor_sync(FULL, x[i], d)
+
+
+def test_shuffle_offsets_use_their_low_5_bits_as_ptx_does():
+    x = np.arange(32, dtype=np.int32)
+    out = np.zeros((2, 32), np.int32)
+    deltas_kernel[1, 32](x, out, 33)  # b[4:0] = 1
+    np.testing.assert_array_equal(out[0], np.r_[x[1:], x[31]])
+    np.testing.assert_array_equal(out[1], x ^ 1)
+
+
+@cuda.jit
+def match_kernel(x, out):
+    i = cuda.grid(1)
+    out[i] = cuda.match_any_sync(FULL, x[i])
+
+
+def test_match_compares_bits_nan_matches_nan():
+    x = np.full(32, np.nan, np.float32)
+    x[1] = -0.0
+    x[2] = 0.0
+    out = np.zeros(32, np.int64)
+    match_kernel[1, 32](x, out)
+    assert out[0] == FULL & ~0b110 and out[1] == 0b10 and out[2] == 0b100

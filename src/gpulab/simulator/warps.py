@@ -155,7 +155,7 @@ def _results(group: dict[int, _Arrival], lanes_here: int) -> dict[int, Any]:
     if name in ("shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync"):
         out = {}
         for lane, a in group.items():
-            d = int(a.arg)
+            d = int(a.arg) & (WARP - 1)  # PTX shfl.sync reads the lane or offset from b[4:0]
             src = {
                 "shfl_sync": d % WARP,
                 "shfl_up_sync": lane - d,
@@ -180,7 +180,8 @@ def _results(group: dict[int, _Arrival], lanes_here: int) -> dict[int, Any]:
     if name == "ballot_sync":
         return dict.fromkeys(group, sum(1 << lane for lane, p in preds.items() if p))
     if name == "match_any_sync":
-        return {lane: sum(1 << m for m, b in group.items() if b.value == a.value) for lane, a in group.items()}
+        keys = {lane: _key(a.value) for lane, a in group.items()}
+        return {lane: sum(1 << m for m, k in keys.items() if k == keys[lane]) for lane in group}
     if name == "match_all_sync":
         same = len({_key(a.value) for a in group.values()}) == 1
         return dict.fromkeys(group, (bits if same else 0, same))
@@ -188,7 +189,11 @@ def _results(group: dict[int, _Arrival], lanes_here: int) -> dict[int, Any]:
 
 
 def _key(v: Any) -> Any:
-    return v.item() if isinstance(v, np.generic) else v
+    """What match.sync compares: the bits (NaN matches NaN, 0.0 does not match -0.0), as numba passes them."""
+    a = np.asarray(v)
+    if a.dtype.kind not in "fiub":
+        return v
+    return np.asarray(v, np.float64 if a.dtype.kind == "f" else np.int64).tobytes()  # numba unifies the lanes' types
 
 
 def _warp_of(block: Any, th: Any) -> tuple[_Warp, int, int, int]:
@@ -252,17 +257,9 @@ def _refuse_mismatch(block: Any, w: int, warp: _Warp, lane: int, me: _Arrival, e
         gone = [m for m in expected if m in warp.exited]
         if gone:
             raise RuntimeError(_exited_text(me.name, me.mask, me.where, w, gone, threading.current_thread()))
-    if me.name == "activemask" or not warp.calls or list(warp.calls) == [(me.name, me.mask, me.where)]:
-        return  # nobody waits at another call
-    for other, a in warp.pending.items():
-        if a.name != "activemask" and (other in expected or a.mask >> lane & 1) and not _same(a, me):
-            raise RuntimeError(
-                f"lanes of warp {w} met at different warp calls: lane {other} waits in cuda.{a.name} (mask "
-                f"{a.mask:#010x}) at {_line_text(a.where)}, lane {lane} called cuda.{me.name} (mask {me.mask:#010x}) "
-                f"at {_line_text(me.where)}. Every lane named in a mask must make the same call with the same mask; "
-                "on a GPU this is undefined (wrong values or a hang). Take the call out of branches that lanes "
-                "take differently."
-            )
+    # Lanes at another call are not refused here: on a GPU (sm_70+) a lane waits at its call while the lanes it
+    # names finish other warp calls among themselves (a reduction over a sub-mask, then a whole-warp shuffle). Calls
+    # that can never meet leave every thread waiting: the block's wait-none-can-leave check names them.
 
 
 def _exited_text(name: str, mask: int, where: tuple[str, int], w: int, gone: list[int], th: Any) -> str:
@@ -306,8 +303,20 @@ def _stuck_message(waits: dict[int, str]) -> str:
             who.append(f"warp {whole[0]}" if len(whole) == 1 else f"warps {lanes_text(whole)[6:]}")
         one = len(per_warp) == 1 and sum(len(v) for v in per_warp.values()) == 1
         parts.append(f"{', '.join(who)} wait{'s' if one else ''} {what}")
+    calls: dict[int, set[str]] = {}
+    for lin, what in waits.items():
+        if what.startswith("in cuda."):
+            calls.setdefault(lin // WARP, set()).add(what)
+    split = [w for w, c in sorted(calls.items()) if len(c) > 1]
+    lead = (
+        f"lanes of warp {split[0]} met at different warp calls (each lane named in a mask must make the same call "
+        "with the same mask; take the call out of branches that lanes take differently), and "
+        if split
+        else ""
+    )
     return (
-        "the threads of this block wait for each other and none can go on: "
+        lead
+        + "the threads of this block wait for each other and none can go on: "
         + "; ".join(parts)
         + ". On a GPU this kernel hangs or computes garbage. Every lane named in a warp function's mask must reach "
         "that same call before any thread of the block waits at cuda.syncthreads(): a guard such as `if i < n:` "
