@@ -190,10 +190,10 @@ def test_votes_match_and_masks():
     votes_kernel[1, 32](x, out)
     positive = [lane for lane in range(32) if x[lane] > 0]
     ballot = sum(1 << lane for lane in positive)
-    assert (out[:, 0] == ballot).all()
+    assert (out[:, 0] & FULL == ballot).all()
     assert (out[:, 1] == 0).all() and (out[:, 2] == 1).all() and (out[:, 3] == 0).all()
     for lane in range(32):
-        assert out[lane, 4] == sum(1 << m for m in range(32) if x[m] == x[lane])
+        assert out[lane, 4] & FULL == sum(1 << m for m in range(32) if x[m] == x[lane])
         assert out[lane, 8] == (1 << lane) - 1
     assert (out[:, 5] == 0).all() and (out[:, 6] == 0).all()  # not all equal
     assert (out[:, 7] == FULL).all()  # no lane has returned
@@ -203,16 +203,37 @@ def test_match_all_when_every_lane_holds_the_same_value():
     x = np.full(32, 4, np.int32)
     out = np.zeros((32, 9), np.int64)
     votes_kernel[1, 32](x, out)
-    assert (out[:, 5] == FULL).all() and (out[:, 6] == 1).all() and (out[:, 3] == 1).all()
+    assert (out[:, 5] == -1).all(), "numba types match_all_sync's mask int32: 0xffffffff is -1"
+    assert (out[:, 6] == 1).all() and (out[:, 3] == 1).all()
 
 
-def test_a_guard_around_a_shuffle_is_named_with_the_fix():
-    with pytest.raises(RuntimeError) as err:
-        guarded_kernel[1, 32](np.ones(20, np.float32), np.zeros(20, np.float32))
-    msg = str(err.value)
-    assert "returned before the call" in msg and "shfl_down_sync" in msg
-    assert "v += cuda.shfl_down_sync(FULL, v, 16)" in msg  # the line, quoted
-    assert "if i < n" in msg and "else float32(0)" in msg  # the fix
+def test_lanes_that_returned_are_not_waited_for_and_what_is_read_from_them_is_undefined():
+    """PTX: shfl.sync waits for the lanes of the mask that have not exited; a value read from an exited lane is
+    undefined (here the filler, NaN), and undefined_reads() says which lane read which."""
+    x = np.arange(20, dtype=np.float32)
+    out = np.zeros(20, np.float32)
+    with warps.undefined_reads() as notes:
+        guarded_kernel[1, 32](x, out)  # lanes 20-31 return before the shuffle
+    np.testing.assert_array_equal(out[:4], x[:4] + x[16:20])  # lanes 0-3 read lanes 16-19
+    assert np.isnan(out[4:16]).all()  # lanes 4-15 read lanes 20-31, which had returned
+    np.testing.assert_array_equal(out[16:], 2 * x[16:])  # past lane 31: their own value
+    assert len(notes) == 8 and "lane 4 of warp 0 of block (0, 0, 0) read lane 20, which had returned" in notes[0]
+    assert "v += cuda.shfl_down_sync(FULL, v, 16)" in notes[0]
+
+
+@cuda.jit
+def ballot_after_return_kernel(x, out):  # valid CUDA: the ballot does not wait for lanes that returned
+    i = cuda.grid(1)
+    if i >= x.size:
+        return
+    out[i] = cuda.ballot_sync(FULL, x[i] > 0)
+
+
+def test_a_vote_after_an_early_return_counts_the_lanes_still_there():
+    x = np.array([1, 0, 1, 1, 0] * 4, np.float32)
+    out = np.zeros(20, np.int64)
+    ballot_after_return_kernel[1, 32](x, out)
+    assert (out == sum(1 << k for k in range(20) if x[k] > 0)).all()
 
 
 def test_a_mask_without_the_calling_lane_is_refused():
@@ -310,7 +331,7 @@ def test_the_instruments_count_warp_calls():
 
 def test_a_failed_block_leaves_the_next_launch_clean():
     with pytest.raises(RuntimeError):
-        guarded_kernel[1, 32](np.ones(20, np.float32), np.zeros(20, np.float32))
+        own_lane_missing_kernel[1, 32](np.ones(32, np.float32), np.zeros(32, np.float32))
     test_a_warp_sum_with_shuffles_down()
 
 
@@ -403,4 +424,35 @@ def test_match_compares_bits_nan_matches_nan():
     x[2] = 0.0
     out = np.zeros(32, np.int64)
     match_kernel[1, 32](x, out)
-    assert out[0] == FULL & ~0b110 and out[1] == 0b10 and out[2] == 0b100
+    assert out[0] & FULL == FULL & ~0b110 and out[1] == 0b10 and out[2] == 0b100
+    assert out[0] < 0  # numba types the mask int32: lane 31's bit makes it negative, as on a GPU
+
+
+@cuda.jit
+def warp_totals_kernel(x, out):  # the mistake: lanes past the end return before the shuffles
+    i = cuda.grid(1)
+    if i >= x.size:
+        return
+    v = x[i]
+    for m in (16, 8, 4, 2, 1):
+        v += cuda.shfl_xor_sync(FULL, v, m)
+    if cuda.laneid == 0:
+        out[i // 32] = v
+
+
+def test_the_harness_names_a_read_from_a_lane_that_returned():
+    from gpulab.exercises import Problem, random_arrays
+
+    problem = Problem(
+        "warp_totals_kernel",
+        lambda x: np.add.reduceat(x, np.arange(0, x.size, 32)).astype(x.dtype),
+        lambda n, rng: random_arrays(rng, n),
+        sizes=[20, 40],
+        launch=lambda x, out: (1, 64),
+        out_names=["out"],
+        ptx=None,
+    )
+    res = problem.check(warp_totals_kernel)
+    assert res.status == "failed", res
+    assert "a shuffle read a lane that took no part" in res.hint and "which had returned" in res.hint, res
+    assert "`v = x[i] if i < n else float32(0)`" in res.hint, res

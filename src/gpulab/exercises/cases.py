@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import runtime
-from ..simulator import in_turn
+from ..simulator import in_turn, warps
 from ..source import code_names, py_func
 from .compare import float64_reference, reduction_len, same
 from .diagnose import Judge
@@ -37,6 +37,7 @@ class Failure:
     got: tuple = ()  # the outputs of the run that was wrong
     desc: str = ""
     runs: tuple = ()  # every run's outputs, in fill order
+    undefined: tuple = ()  # simulator: shuffles that read a lane taking no part (gpulab.simulator.warps)
 
 
 @dataclass
@@ -125,10 +126,11 @@ def run_case(st: State, k: int, launch: Launch, interval: float | None = None) -
     """Run case ``k`` once (twice for bool outputs); None when every output is right."""
     case, runner = st.cases[k], st.runner
     try:
-        got, desc = runner.run(case, launch, interval)
-        runs = [got]
-        if st.p.out_init is None and any(e.dtype == np.bool_ for e in case.expected):
-            runs.append(runner.run(case, launch, interval, fill_run=1)[0])
+        with warps.undefined_reads() as undefined:
+            got, desc = runner.run(case, launch, interval)
+            runs = [got]
+            if st.p.out_init is None and any(e.dtype == np.bool_ for e in case.expected):
+                runs.append(runner.run(case, launch, interval, fill_run=1)[0])
     except (Hang, SetupError):
         raise
     except OutOfBounds as oob:
@@ -153,7 +155,17 @@ def run_case(st: State, k: int, launch: Launch, interval: float | None = None) -
     for o, exp in enumerate(case.expected):
         if not all(same(r[o], exp, st.p.rtol, tol_for(case, o, st.p.atol)) for r in runs):
             bad = next(r for r in runs if not same(r[o], exp, st.p.rtol, tol_for(case, o, st.p.atol)))
-            return Failure("failed", k, launch, swappable=True, output=o, got=bad, desc=desc, runs=tuple(runs))
+            return Failure(
+                "failed",
+                k,
+                launch,
+                swappable=True,
+                output=o,
+                got=bad,
+                desc=desc,
+                runs=tuple(runs),
+                undefined=tuple(undefined),
+            )
     st.checks.append(Check(f"size {case.size!r}", True, f"correct ({desc})"))
     return None
 

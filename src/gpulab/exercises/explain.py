@@ -57,6 +57,8 @@ def explain(st: State, fail: Failure) -> tuple[str, str, str]:
         exp, tol = case.expected[o], tol_for(case, o, st.p.atol)
         missing = never_written(st, fail)
         msg, hint, kind = diagnose_kind(fail.got[o], exp, tol, case, st.judge, st.runner.names[o], missing)
+        if fail.undefined and kind != "_named_mistake":  # seen, not guessed: the kernel read an undefined value
+            hint, kind = undefined_hint(fail.undefined), "undefined"
         if case.atol is not None and st.p.reduction is not None:
             msg += (
                 f"\n(allowed error: the float32 rounding bound for sums of "
@@ -72,6 +74,17 @@ def explain(st: State, fail: Failure) -> tuple[str, str, str]:
         if square:  # after an exception, the generic index hint adds nothing to this one
             hint = square if fail.output < 0 else square + (" " + hint if hint else "")
     return fail.status, msg, hint
+
+
+def undefined_hint(notes: tuple[str, ...]) -> str:
+    """The hint for shuffles that read lanes taking no part (``notes``: the simulator's descriptions)."""
+    more = f" (and {len(notes) - 1} more such reads)" if len(notes) > 1 else ""
+    return (
+        f"a shuffle read a lane that took no part, whose value is undefined on a GPU (the simulator gives NaN or "
+        f"0xBAADF00D): {notes[0]}{more}. Every lane the mask names must reach the shuffle: instead of returning early "
+        "or guarding the shuffle with `if i < n:`, let the lanes past the end take part with a value that changes "
+        "nothing (`v = x[i] if i < n else float32(0)` for a sum), and guard only the final store."
+    )
 
 
 def _race_in_log(st: State, fail: Failure) -> tuple[str, str] | None:

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from . import warps
+from .warps_in_turn import InTurn, LaneError
 from .in_turn import plan
 
 __all__ = ["Block", "in_turn", "run_block", "reversed_order", "THREAD_DONE"]
@@ -100,13 +101,11 @@ class Block:
 
     def check_stuck(self) -> None:
         """With the lock held: when every thread still running waits (at a barrier or in a warp function whose
-        lanes wait elsewhere), none can go on; say so (``stuck``) and wake them to raise it. A GPU would hang.
-        Waits for a lane that returned are left to the warp function, which names that lane."""
+        lanes wait elsewhere), none can go on; say so (``stuck``) and wake them to raise it. A GPU would hang."""
         if warps.settle(self):  # lanes waiting at cuda.activemask() were answered: they go on
             return
         if self.warp_waiting and not self.stuck and self.blocked + self.warp_waiting >= self.alive:
-            if not warps.waits_for_exited(self):
-                self.stuck = warps.stuck_text(self)
+            self.stuck = warps.stuck_text(self)
             self.cv.notify_all()
 
     def raise_if_stopped(self, th: Any) -> None:
@@ -155,7 +154,7 @@ def in_turn(fn: Any, generator: bool, points: list, block_dim: tuple, args: tupl
     def barrier_by_barrier() -> None:
         th: Any = threading.current_thread()
         alive = [(idx, lane, fn(*args)) for idx, lane in threads]  # generators: nothing runs before next()
-        warp = warps.InTurn(len(threads))  # warp calls yield (name, mask, ...): answered by groups
+        warp = InTurn(len(threads))  # warp calls yield (name, mask, ...): answered by groups
         sends: dict[int, Any] = {}  # linear id -> the result its warp call returns when it goes on
         at_barrier: dict[int, tuple[str, int]] = {}  # linear id -> where it waits at cuda.syncthreads()
         epoch = 0  # every thread still alive has passed this many barriers
@@ -189,10 +188,8 @@ def in_turn(fn: Any, generator: bool, points: list, block_dim: tuple, args: tupl
                 if sends or not alive:
                     continue
                 if len(at_barrier) < len(alive):  # some wait in warp calls that lanes at the barrier never make
-                    raise warps.LaneError(
-                        warp.stuck_text(at_barrier), next(k for _, k, _ in alive if k not in at_barrier)
-                    )
-            except warps.LaneError as exc:
+                    raise LaneError(warp.stuck_text(at_barrier), next(k for _, k, _ in alive if k not in at_barrier))
+            except LaneError as exc:
                 idx, lane, gen = next(t for t in alive if t[1] == exc.lane)
                 th.threadIdx, th.thread_id = idx, lane
                 gen.throw(RuntimeError(str(exc)))  # in the thread that waits: the traceback shows its warp call

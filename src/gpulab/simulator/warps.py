@@ -7,29 +7,30 @@ reduction, the way GPU reductions and softmax kernels are written today, could n
 ``ballot_sync``, ``match_any_sync``, ``match_all_sync``, ``syncwarp``, ``activemask`` and ``lanemask_lt``.
 
 A warp is 32 consecutive threads of a block by linear thread id (``cuda.laneid`` is the id mod 32). A call
-waits until every lane named in ``mask`` has made the same call, as ``__shfl_sync`` does on a GPU since
-Volta, then each lane gets its result:
+waits until every lane named in ``mask`` that has not returned has made the same call with the same mask (as
+``shfl.sync``, ``vote.sync`` and ``match.sync`` do since Volta; ``syncwarp`` may be met at any line), then each
+lane gets its result:
 
 * ``shfl_down_sync`` past lane 31 and ``shfl_up_sync`` below lane 0 return the caller's own value (CUDA's
-  rule); ``shfl_xor_sync`` and ``shfl_sync`` read lane ``lane ^ m`` and ``src % 32``;
-* a lane that takes no part (outside the mask, or past the end of a partial last warp) has no defined
-  value: reading it gives the simulator's filler (NaN, ``0xBAADF00D``), so the bug shows in the result;
-* what CUDA leaves undefined, and a GPU may hang on, stops the kernel with a message that names the lanes
-  and the lines: a lane named in the mask that has returned (an ``if i < n:`` guard around a shuffle),
-  a mask without the calling lane, lanes of one warp at different calls or with different masks, and
-  threads that wait for each other where none can go on (some lanes at a shuffle, the others at
-  ``cuda.syncthreads()``).
+  rule); ``shfl_xor_sync`` and ``shfl_sync`` read lane ``lane ^ m`` and ``src % 32``; offsets and lanes count
+  by their low 5 bits, as PTX reads them;
+* a lane that takes no part (returned, outside the mask, or past the end of a partial last warp) has no
+  defined value: reading it gives the simulator's filler (NaN, ``0xBAADF00D``), so the bug shows in the
+  result, and :func:`undefined_reads` (used by the exercise harness) says which lane read which;
+* results have numba's types: ``ballot_sync`` and ``match_*_sync`` masks int32, ``activemask`` and
+  ``lanemask_lt`` uint32, votes bool; ``popc`` counts the bits of a negative int32 as a GPU does;
+* where a GPU could hang or CUDA leaves the result undefined, the kernel stops with a message that names the
+  lanes and the lines: a mask without the calling lane, and threads that wait for each other where none can
+  go on (some lanes at a shuffle, the others at ``cuda.syncthreads()`` or at another warp call).
 
-Only blocks whose threads run as Python threads can do this (:mod:`gpulab.simulator.in_turn` keeps every
-kernel that names a warp function there). The state lives in the block's :class:`~.blocks.Block`, under
-its lock; ``ON_CALL`` (set by :func:`gpulab.simulator.harden`) is told the name of each call (the
-instruments count them).
+Blocks whose threads run in turn (:mod:`gpulab.simulator.in_turn`: warp calls written ``cuda.NAME(...)`` in the
+kernel's own body) answer the calls with :class:`InTurn`, round by round; other blocks run a Python thread per
+CUDA thread, and the state lives in the block's :class:`~.blocks.Block`, under its lock. ``ON_CALL`` (set by
+:func:`gpulab.simulator.harden`) is told the name of each call (the instruments count them).
 """
 
 from __future__ import annotations
 
-import linecache
-import os
 import sys
 import threading
 from collections.abc import Callable
@@ -39,11 +40,10 @@ from typing import Any
 import numpy as np
 
 from .memory import filler
+from .warps_text import describe_waits, lanes_text, line_text, stuck_text, user_line
 
 __all__ = [
     "FULL",
-    "InTurn",
-    "LaneError",
     "NAMES",
     "ON_CALL",
     "describe_waits",
@@ -52,13 +52,12 @@ __all__ = [
     "lanes_text",
     "settle",
     "stuck_text",
-    "waits_for_exited",
+    "undefined_reads",
 ]
 
 FULL = 0xFFFFFFFF
 WARP = 32
 ON_CALL: list[Callable[[str], None]] = []
-_HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 @dataclass
@@ -73,6 +72,12 @@ class _Arrival:
     done: bool = False
     result: Any = None
 
+    @property
+    def key(self) -> tuple:
+        """Which lanes meet: the same function with the same mask at the same call (``syncwarp``: anywhere, as on
+        sm_70 and later)."""
+        return (self.name, self.mask, None if self.name == "syncwarp" else self.where)
+
 
 @dataclass
 class _Warp:
@@ -83,17 +88,32 @@ class _Warp:
     def add(self, lane: int, a: _Arrival) -> None:
         self.pending[lane] = a
         if a.name != "activemask":
-            key = (a.name, a.mask, a.where)
-            self.calls[key] = self.calls.get(key, 0) + 1
+            self.calls[a.key] = self.calls.get(a.key, 0) + 1
 
     def take(self, lane: int) -> _Arrival:
         a = self.pending.pop(lane)
         if a.name != "activemask":
-            key = (a.name, a.mask, a.where)
-            self.calls[key] -= 1
-            if not self.calls[key]:
-                del self.calls[key]
+            self.calls[a.key] -= 1
+            if not self.calls[a.key]:
+                del self.calls[a.key]
         return a
+
+    def ready(self, key: tuple, lanes_here: int) -> list[int]:
+        """The lanes of the call ``key`` when every lane its mask names that has not returned is there, else []:
+        shfl.sync, vote.sync and match.sync wait for the named lanes that have not exited (PTX)."""
+        lanes = [m for m in _expected(key[1], lanes_here) if m not in self.exited]
+        pending = self.pending
+        if lanes and all(m in pending and pending[m].key == key for m in lanes):
+            return lanes
+        return []
+
+    def answer(self, lanes: list[int], lanes_here: int, w: int, block: Any) -> dict[int, Any]:
+        """Take the lanes of one call out of ``pending`` and give each its result (lane -> result)."""
+        group = {m: self.take(m) for m in lanes}
+        out = _results(group, lanes_here, self.exited, w, block)
+        for m, res in out.items():
+            group[m].result, group[m].done = res, True
+        return out
 
 
 _EXPECTED: dict[tuple[int, int], list[int]] = {}
@@ -107,40 +127,6 @@ def _expected(mask: int, lanes_here: int) -> list[int]:
     return got
 
 
-def _skip_dirs() -> tuple[str, ...]:
-    from numba.cuda import simulator as sim
-
-    return (_HERE, os.path.dirname(os.path.abspath(sim.__file__)), os.path.abspath(threading.__file__))
-
-
-def user_line(frame: Any) -> tuple[str, int]:
-    """(file, line) of the first frame from ``frame`` outwards that is not the simulator's own code."""
-    skip = _skip_dirs()
-    f = frame
-    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(skip):
-        f = f.f_back
-    return (f.f_code.co_filename, f.f_lineno) if f is not None else ("?", 0)
-
-
-def _line_text(where: tuple[str, int]) -> str:
-    code = linecache.getline(where[0], where[1]).strip()
-    return f"line {where[1]}" + (f" `{code}`" if code else "")
-
-
-def lanes_text(lanes: Any) -> str:
-    """``[0, 1, 2, 5]`` -> ``"lanes 0-2, 5"``."""
-    lanes = sorted(lanes)
-    runs: list[str] = []
-    i = 0
-    while i < len(lanes):
-        j = i
-        while j + 1 < len(lanes) and lanes[j + 1] == lanes[j] + 1:
-            j += 1
-        runs.append(str(lanes[i]) if i == j else f"{lanes[i]}-{lanes[j]}")
-        i = j + 1
-    return ("lane " if len(lanes) == 1 else "lanes ") + ", ".join(runs)
-
-
 def _undefined(value: Any) -> Any:
     """What a lane reads from a lane that took no part: the simulator's filler of ``value``'s type."""
     dt = np.asarray(value).dtype
@@ -148,8 +134,51 @@ def _undefined(value: Any) -> Any:
     return np.asarray(fill if fill is not None else 0).astype(dt)[()]
 
 
-def _results(group: dict[int, _Arrival], lanes_here: int) -> dict[int, Any]:
-    """Each lane's result once every lane of ``group`` (lane -> its call) has arrived."""
+def _i32(bits: int) -> Any:
+    """A lane mask as numba types ballot_sync and match_*_sync: int32 (lane 31's bit makes it negative)."""
+    return np.array(bits, np.uint32).view(np.int32)[()]
+
+
+# Open recordings of reads from lanes that took no part (:func:`undefined_reads`); each a list of descriptions.
+_READS: list[list[str]] = []
+_READS_LOCK = threading.Lock()
+_MAX_NOTES = 8
+
+
+def undefined_reads() -> Any:
+    """``with undefined_reads() as notes:`` collects a description of each shuffle that read a lane taking no part
+    (returned, outside the mask, missing from a partial warp): on a GPU that value is undefined, here the filler."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def recording() -> Any:
+        notes: list[str] = []
+        with _READS_LOCK:
+            _READS.append(notes)
+        try:
+            yield notes
+        finally:
+            with _READS_LOCK:
+                _READS.remove(notes)
+
+    return recording()
+
+
+def _note_read(a: _Arrival, lane: int, src: int, why: str, w: int, block: Any) -> None:
+    with _READS_LOCK:
+        for notes in _READS:
+            if len(notes) < _MAX_NOTES:
+                where = f" of block {tuple(block)}" if block is not None else ""
+                notes.append(
+                    f"cuda.{a.name} at {line_text(a.where)}: lane {lane} of warp {w}{where} read lane {src}, {why}"
+                )
+
+
+def _results(
+    group: dict[int, _Arrival], lanes_here: int, exited: Any = (), w: int = 0, block: Any = None
+) -> dict[int, Any]:
+    """Each lane's result once every lane of ``group`` (lane -> its call) has arrived; ``exited``: the warp's
+    lanes that have returned (for the note on what a lane read from them)."""
     first = next(iter(group.values()))
     name = first.name
     if name in ("shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync"):
@@ -168,6 +197,15 @@ def _results(group: dict[int, _Arrival], lanes_here: int) -> dict[int, Any]:
                 out[lane] = group[src].value
             else:  # a lane that took no part (outside the mask, or missing from a partial warp): undefined
                 out[lane] = _undefined(a.value)
+                if _READS:
+                    why = (
+                        "which had returned"
+                        if src in exited
+                        else "which does not exist (the block's last warp is partial)"
+                        if src >= lanes_here
+                        else "which the mask leaves out"
+                    )
+                    _note_read(a, lane, src, why, w, block)
         return out
     preds = {lane: bool(a.value) for lane, a in group.items()}
     bits = sum(1 << lane for lane in group)
@@ -178,13 +216,13 @@ def _results(group: dict[int, _Arrival], lanes_here: int) -> dict[int, Any]:
     if name == "eq_sync":
         return dict.fromkeys(group, len(set(preds.values())) == 1)
     if name == "ballot_sync":
-        return dict.fromkeys(group, sum(1 << lane for lane, p in preds.items() if p))
+        return dict.fromkeys(group, _i32(sum(1 << lane for lane, p in preds.items() if p)))
     if name == "match_any_sync":
         keys = {lane: _key(a.value) for lane, a in group.items()}
-        return {lane: sum(1 << m for m, k in keys.items() if k == keys[lane]) for lane in group}
+        return {lane: _i32(sum(1 << m for m, k in keys.items() if k == keys[lane])) for lane in group}
     if name == "match_all_sync":
         same = len({_key(a.value) for a in group.values()}) == 1
-        return dict.fromkeys(group, (bits if same else 0, same))
+        return dict.fromkeys(group, (_i32(bits if same else 0), same))
     return dict.fromkeys(group)  # syncwarp
 
 
@@ -213,7 +251,7 @@ def _call(name: str, mask: Any, value: Any = None, arg: Any = None) -> Any:
     where = user_line(sys._getframe(1))
     if block is None or block.serial:
         raise RuntimeError(
-            f"gpulab could not run cuda.{name} at {_line_text(where)}: it ran this block's threads in turn, having "
+            f"gpulab could not run cuda.{name} at {line_text(where)}: it ran this block's threads in turn, having "
             "found no warp function in the kernel's code (reached through getattr or the like?). Call cuda."
             f"{name} by name in the kernel or in a device function it calls."
         )
@@ -222,120 +260,24 @@ def _call(name: str, mask: Any, value: Any = None, arg: Any = None) -> Any:
         warp, w, lane, lanes_here = _warp_of(block, th)
         if not mask >> lane & 1 and name != "activemask":
             raise RuntimeError(
-                f"cuda.{name} at {_line_text(where)}: the mask {mask:#010x} does not name the calling lane {lane} "
+                f"cuda.{name} at {line_text(where)}: the mask {mask:#010x} does not name the calling lane {lane} "
                 f"(thread {tuple(th.threadIdx)}). On a GPU the result is undefined. The mask lists the lanes that "
                 "take part, the caller among them: 0xffffffff for the whole warp."
             )
         me = _Arrival(name, mask, value, arg, where)
-        expected = _expected(mask, lanes_here) if name != "activemask" else []
-        _refuse_mismatch(block, w, warp, lane, me, expected)
         warp.add(lane, me)
-        if expected and all(m in warp.pending and _same(warp.pending[m], me) for m in expected):
-            group = {m: warp.take(m) for m in expected}
-            for m, res in _results(group, lanes_here).items():
-                group[m].result, group[m].done = res, True
-            block.warp_waiting -= len(group) - 1
+        ready = warp.ready(me.key, lanes_here) if name != "activemask" else []
+        if ready:
+            warp.answer(ready, lanes_here, w, th.blockIdx)
+            block.warp_waiting -= len(ready) - 1
             block.cv.notify_all()
             return me.result
         block.warp_waiting += 1
         block.check_stuck()
         while not me.done:
-            gone = [m for m in expected if m in warp.exited]
-            if gone:
-                raise RuntimeError(_exited_text(name, mask, where, w, gone, th))
             block.raise_if_stopped(th)
             block.cv.wait()
         return me.result
-
-
-def _same(a: _Arrival, b: _Arrival) -> bool:
-    return (a.name, a.mask, a.where) == (b.name, b.mask, b.where)
-
-
-def _refuse_mismatch(block: Any, w: int, warp: _Warp, lane: int, me: _Arrival, expected: list[int]) -> None:
-    if warp.exited:
-        gone = [m for m in expected if m in warp.exited]
-        if gone:
-            raise RuntimeError(_exited_text(me.name, me.mask, me.where, w, gone, threading.current_thread()))
-    # Lanes at another call are not refused here: on a GPU (sm_70+) a lane waits at its call while the lanes it
-    # names finish other warp calls among themselves (a reduction over a sub-mask, then a whole-warp shuffle). Calls
-    # that can never meet leave every thread waiting: the block's wait-none-can-leave check names them.
-
-
-def _exited_text(name: str, mask: int, where: tuple[str, int], w: int, gone: list[int], th: Any) -> str:
-    return (
-        f"cuda.{name} at {_line_text(where)} waits for {lanes_text(gone)} of warp {w} (block "
-        f"{tuple(th.blockIdx)}), which the mask {mask:#010x} names but which returned before the call. On a GPU "
-        "the result is undefined (it can hang). Every lane in the mask must reach the call: instead of returning "
-        "early (`if i < n:` around the shuffle), let every lane take part with a neutral value, e.g. "
-        "`v = x[i] if i < n else float32(0)`."
-    )
-
-
-def describe_waits(block: Any) -> dict[int, str]:
-    """Linear thread id -> where it waits, for every thread of ``block`` still running (lock held)."""
-    frames = sys._current_frames()
-    waits: dict[int, str] = {}
-    pending = {
-        (w * WARP + lane): a for w, warp in block.__dict__.get("warps", {}).items() for lane, a in warp.pending.items()
-    }
-    for t in block.threads:
-        if not t.is_alive() or t.ident is None:
-            continue
-        a = pending.get(t.thread_id)
-        if a is not None:
-            waits[t.thread_id] = f"in cuda.{a.name} (mask {a.mask:#010x}) at {_line_text(a.where)}"
-        elif (frame := frames.get(t.ident)) is not None:
-            waits[t.thread_id] = f"at cuda.syncthreads() at {_line_text(user_line(frame))}"
-    return waits
-
-
-def _stuck_message(waits: dict[int, str]) -> str:
-    """The message when no thread can go on; ``waits``: linear thread id -> where it waits."""
-    by_what: dict[str, dict[int, list[int]]] = {}
-    for lin, what in sorted(waits.items()):
-        by_what.setdefault(what, {}).setdefault(lin // WARP, []).append(lin % WARP)
-    parts = []
-    for what, per_warp in by_what.items():
-        whole = [w for w, lanes in per_warp.items() if len(lanes) == WARP]
-        who = [f"warp {w} {lanes_text(lanes)}" for w, lanes in per_warp.items() if len(lanes) < WARP]
-        if whole:
-            who.append(f"warp {whole[0]}" if len(whole) == 1 else f"warps {lanes_text(whole)[6:]}")
-        one = len(per_warp) == 1 and sum(len(v) for v in per_warp.values()) == 1
-        parts.append(f"{', '.join(who)} wait{'s' if one else ''} {what}")
-    calls: dict[int, set[str]] = {}
-    for lin, what in waits.items():
-        if what.startswith("in cuda."):
-            calls.setdefault(lin // WARP, set()).add(what)
-    split = [w for w, c in sorted(calls.items()) if len(c) > 1]
-    lead = (
-        f"lanes of warp {split[0]} met at different warp calls (each lane named in a mask must make the same call "
-        "with the same mask; take the call out of branches that lanes take differently), and "
-        if split
-        else ""
-    )
-    return (
-        lead
-        + "the threads of this block wait for each other and none can go on: "
-        + "; ".join(parts)
-        + ". On a GPU this kernel hangs or computes garbage. Every lane named in a warp function's mask must reach "
-        "that same call before any thread of the block waits at cuda.syncthreads(): a guard such as `if i < n:` "
-        "around the shuffles keeps lanes from them; let every lane take part with a neutral value instead, e.g. "
-        "`v = x[i] if i < n else float32(0)`."
-    )
-
-
-def waits_for_exited(block: Any) -> bool:
-    """Whether a lane waits in a warp function for a lane that returned (it raises, naming that lane)."""
-    for warp in block.__dict__.get("warps", {}).values():
-        for a in warp.pending.values():
-            if a.name != "activemask" and any(a.mask >> m & 1 for m in warp.exited):
-                return True
-    return False
-
-
-def stuck_text(block: Any) -> str:
-    return _stuck_message(describe_waits(block))
 
 
 def settle(block: Any) -> bool:
@@ -355,7 +297,7 @@ def settle(block: Any) -> bool:
         for m, a in asking.items():
             by_call.setdefault(a.where, []).append(m)
         for lanes in by_call.values():
-            bits = sum(1 << m for m in lanes)
+            bits = np.uint32(sum(1 << m for m in lanes))  # numba types activemask() uint32
             for m in lanes:
                 a = warp.take(m)
                 a.result, a.done = bits, True
@@ -370,95 +312,13 @@ def lane_exited(block: Any, th: Any) -> None:
     """Note that thread ``th`` of ``block`` returned (called with the block's lock held)."""
     if block.__dict__.get("warps") is None or block.serial:
         return
-    warp, _, lane, _ = _warp_of(block, th)
+    warp, w, lane, lanes_here = _warp_of(block, th)
     warp.exited.add(lane)
-
-
-class LaneError(RuntimeError):
-    """An error of thread ``lane`` (linear id in the block) found while its block runs in turn: raised inside
-    that thread's code, at its warp call, so that the traceback and the harness show the kernel's line."""
-
-    def __init__(self, message: str, lane: int) -> None:
-        super().__init__(message)
-        self.lane = lane
-
-
-class InTurn:
-    """Warp functions for a block whose threads run in turn (:func:`gpulab.simulator.blocks.in_turn`): each
-    thread runs to its next barrier or warp call, then :meth:`resolve` answers every group whose lanes have all
-    made the same call. Same rules and messages as the threads' version above."""
-
-    def __init__(self, n_threads: int) -> None:
-        self.n_threads = n_threads
-        self.warps: dict[int, _Warp] = {}
-
-    def _warp(self, lin: int) -> tuple[_Warp, int, int, int]:
-        w, lane = divmod(lin, WARP)
-        return self.warps.setdefault(w, _Warp()), w, lane, min(WARP, self.n_threads - w * WARP)
-
-    def arrive(self, lin: int, op: tuple, where: tuple[str, int], th: Any) -> None:
-        """Thread ``lin`` yielded ``op`` = (name, mask[, value[, arg]]) at ``where``."""
-        for hook in ON_CALL:
-            hook(op[0])
-        name, mask = op[0], int(op[1]) & FULL
-        warp, w, lane, lanes_here = self._warp(lin)
-        if not mask >> lane & 1 and name != "activemask":
-            raise RuntimeError(
-                f"cuda.{name} at {_line_text(where)}: the mask {mask:#010x} does not name the calling lane {lane} "
-                f"(thread {tuple(th.threadIdx)}). On a GPU the result is undefined. The mask lists the lanes that "
-                "take part, the caller among them: 0xffffffff for the whole warp."
-            )
-        me = _Arrival(name, mask, op[2] if len(op) > 2 else None, op[3] if len(op) > 3 else None, where)
-        expected = _expected(mask, lanes_here) if name != "activemask" else []
-        _refuse_mismatch(None, w, warp, lane, me, expected)
-        warp.add(lane, me)
-
-    def exited(self, lin: int) -> None:
-        warp, _, lane, _ = self._warp(lin)
-        warp.exited.add(lane)
-
-    def waiting(self, lin: int) -> bool:
-        warp, _, lane, _ = self._warp(lin)
-        return lane in warp.pending
-
-    def resolve(self, th: Any) -> dict[int, Any]:
-        """Linear thread id -> result for every group that can be answered now (module docstring's rules), when
-        every thread waits or has returned."""
-        out: dict[int, Any] = {}
-        for w, warp in self.warps.items():
-            before = len(out)
-            lanes_here = min(WARP, self.n_threads - w * WARP)
-            groups: dict[tuple, list[int]] = {}
-            for lane, a in warp.pending.items():
-                groups.setdefault((a.name, a.mask, a.where), []).append(lane)
-            for (name, mask, where), lanes in groups.items():
-                if name == "activemask":
-                    continue
-                expected = _expected(mask, lanes_here)
-                gone = [m for m in expected if m in warp.exited]
-                if gone:
-                    raise LaneError(_exited_text(name, mask, where, w, gone, th), w * WARP + lanes[0])
-                if all(m in lanes for m in expected):
-                    group = {m: warp.take(m) for m in expected}
-                    out.update((w * WARP + m, r) for m, r in _results(group, lanes_here).items())
-            asking = {m: a for m, a in warp.pending.items() if a.name == "activemask"}
-            if asking and len(out) == before:  # the warp's lanes all wait or have returned: answer activemask
-                by_call: dict[tuple[str, int], list[int]] = {}
-                for m, a in asking.items():
-                    by_call.setdefault(a.where, []).append(m)
-                for lanes in by_call.values():
-                    for m in lanes:
-                        warp.take(m)
-                        out[w * WARP + m] = sum(1 << k for k in lanes)
-        return out
-
-    def stuck_text(self, at_barrier: dict[int, tuple[str, int]]) -> str:
-        """No group can be answered and not every thread waits at the barrier (``at_barrier``: id -> where)."""
-        waits = {lin: f"at cuda.syncthreads() at {_line_text(where)}" for lin, where in at_barrier.items()}
-        for w, warp in self.warps.items():
-            for lane, a in warp.pending.items():
-                waits[w * WARP + lane] = f"in cuda.{a.name} (mask {a.mask:#010x}) at {_line_text(a.where)}"
-        return _stuck_message(waits)
+    for key in list(warp.calls):  # calls that waited only for this lane go on without it (PTX: exited lanes)
+        ready = warp.ready(key, lanes_here)
+        if ready:
+            warp.answer(ready, lanes_here, w, th.blockIdx)
+            block.warp_waiting -= len(ready)
 
 
 def install() -> None:
@@ -494,12 +354,18 @@ def install() -> None:
     def activemask(self: Any) -> int:
         return _call("activemask", FULL)
 
-    def lanemask_lt(self: Any) -> int:
-        return (1 << threading.current_thread().thread_id % WARP) - 1  # type: ignore[attr-defined]
+    def lanemask_lt(self: Any) -> Any:
+        return np.uint32((1 << threading.current_thread().thread_id % WARP) - 1)  # type: ignore[attr-defined]
+
+    def popc(self: Any, val: Any) -> int:  # numba-cuda's counts the bits of bin(-1): 1; a GPU counts 32 for int32
+        a = np.asarray(val)
+        bits = int(a.view(f"u{a.itemsize}")) if a.dtype.kind == "i" else int(val) & (1 << 64) - 1
+        return bin(bits).count("1")
 
     cls.syncwarp = syncwarp  # type: ignore[attr-defined]
     cls.activemask = activemask  # type: ignore[attr-defined]
     cls.lanemask_lt = lanemask_lt  # type: ignore[attr-defined]
+    cls.popc = popc  # type: ignore[method-assign]
     cls._gpulab_warps = True  # type: ignore[attr-defined]
 
 

@@ -1,0 +1,93 @@
+"""Warp functions for blocks whose threads run in turn (:func:`gpulab.simulator.blocks.in_turn`).
+
+A kernel whose warp calls are written ``cuda.NAME(...)`` in its own body is recompiled as a generator
+(:mod:`gpulab.simulator.in_turn`): each call yields ``(name, mask, value, arg)``. The block runs every thread to
+its next barrier or warp call, then :meth:`InTurn.resolve` answers every group whose lanes are all there, with
+the rules and results of :mod:`gpulab.simulator.warps` (which runs the same calls on Python threads).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .warps import FULL, ON_CALL, WARP, _Arrival, _Warp
+from .warps_text import line_text, stuck_message
+
+__all__ = ["InTurn", "LaneError"]
+
+
+class LaneError(RuntimeError):
+    """An error of thread ``lane`` (linear id in the block) found while its block runs in turn: raised inside
+    that thread's code, at its warp call, so that the traceback and the harness show the kernel's line."""
+
+    def __init__(self, message: str, lane: int) -> None:
+        super().__init__(message)
+        self.lane = lane
+
+
+class InTurn:
+    """Warp functions for a block whose threads run in turn (:func:`gpulab.simulator.blocks.in_turn`): each
+    thread runs to its next barrier or warp call, then :meth:`resolve` answers every group whose lanes have all
+    made the same call. Same rules and messages as the threads' version above."""
+
+    def __init__(self, n_threads: int) -> None:
+        self.n_threads = n_threads
+        self.warps: dict[int, _Warp] = {}
+
+    def _warp(self, lin: int) -> tuple[_Warp, int, int, int]:
+        w, lane = divmod(lin, WARP)
+        return self.warps.setdefault(w, _Warp()), w, lane, min(WARP, self.n_threads - w * WARP)
+
+    def arrive(self, lin: int, op: tuple, where: tuple[str, int], th: Any) -> None:
+        """Thread ``lin`` yielded ``op`` = (name, mask[, value[, arg]]) at ``where``."""
+        for hook in ON_CALL:
+            hook(op[0])
+        name, mask = op[0], int(op[1]) & FULL
+        warp, w, lane, lanes_here = self._warp(lin)
+        if not mask >> lane & 1 and name != "activemask":
+            raise RuntimeError(
+                f"cuda.{name} at {line_text(where)}: the mask {mask:#010x} does not name the calling lane {lane} "
+                f"(thread {tuple(th.threadIdx)}). On a GPU the result is undefined. The mask lists the lanes that "
+                "take part, the caller among them: 0xffffffff for the whole warp."
+            )
+        warp.add(lane, _Arrival(name, mask, op[2] if len(op) > 2 else None, op[3] if len(op) > 3 else None, where))
+
+    def exited(self, lin: int) -> None:
+        warp, _, lane, _ = self._warp(lin)
+        warp.exited.add(lane)
+
+    def waiting(self, lin: int) -> bool:
+        warp, _, lane, _ = self._warp(lin)
+        return lane in warp.pending
+
+    def resolve(self, th: Any) -> dict[int, Any]:
+        """Linear thread id -> result for every group that can be answered now (module docstring's rules), when
+        every thread waits or has returned."""
+        out: dict[int, Any] = {}
+        for w, warp in self.warps.items():
+            before = len(out)
+            lanes_here = min(WARP, self.n_threads - w * WARP)
+            for key in list(warp.calls):
+                ready = warp.ready(key, lanes_here)
+                if ready:
+                    out.update((w * WARP + m, r) for m, r in warp.answer(ready, lanes_here, w, th.blockIdx).items())
+            asking = {m: a for m, a in warp.pending.items() if a.name == "activemask"}
+            if asking and len(out) == before:  # the warp's lanes all wait or have returned: answer activemask
+                by_call: dict[tuple[str, int], list[int]] = {}
+                for m, a in asking.items():
+                    by_call.setdefault(a.where, []).append(m)
+                for lanes in by_call.values():
+                    for m in lanes:
+                        warp.take(m)
+                        out[w * WARP + m] = np.uint32(sum(1 << k for k in lanes))
+        return out
+
+    def stuck_text(self, at_barrier: dict[int, tuple[str, int]]) -> str:
+        """No group can be answered and not every thread waits at the barrier (``at_barrier``: id -> where)."""
+        waits = {lin: f"at cuda.syncthreads() at {line_text(where)}" for lin, where in at_barrier.items()}
+        for w, warp in self.warps.items():
+            for lane, a in warp.pending.items():
+                waits[w * WARP + lane] = f"in cuda.{a.name} (mask {a.mask:#010x}) at {line_text(a.where)}"
+        return stuck_message(waits)
