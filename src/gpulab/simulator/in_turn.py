@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from .warps import NAMES as WARP_NAMES
+
 __all__ = ["WAITS", "independent_threads", "plan"]
 
 # A name containing one of these can make a thread wait for others (syncthreads*, syncwarp, *_sync,
@@ -123,24 +125,9 @@ def independent_threads(fn: Any) -> bool:
 
 
 # Warp functions that wait for the lanes of their mask: a call ``cuda.NAME(args)`` in the kernel's own body becomes
-# ``(yield ("NAME", args...))``, answered by :class:`gpulab.simulator.warps.InTurn`. (``lanemask_lt`` waits for
-# nobody: it stays a call.)
-WARP_CALLS = frozenset(
-    (
-        "shfl_sync",
-        "shfl_up_sync",
-        "shfl_down_sync",
-        "shfl_xor_sync",
-        "all_sync",
-        "any_sync",
-        "eq_sync",
-        "ballot_sync",
-        "match_any_sync",
-        "match_all_sync",
-        "syncwarp",
-        "activemask",
-    )
-)
+# ``(yield ("NAME", args...))``, answered by :class:`gpulab.simulator.warps_in_turn.InTurn`. (``lanemask_lt`` waits
+# for nobody: it stays a call.)
+WARP_CALLS = frozenset(WARP_NAMES) - {"lanemask_lt"}
 _ARGS = {"syncwarp": (1, 1), "activemask": (0, 0)}  # (fewest, most) positional arguments; shuffles 3, votes 2
 
 
