@@ -136,7 +136,7 @@ def test_recorded_timeline_draws_the_reference_with_overlap():
     x = cuda.pinned_array(1000, np.float32)
     x[:] = 1
     with simulator.instrument() as ins:
-        pipelined.pipelined_saxpy(np.float32(2), x, x, 250, 2)
+        pipelined.pipelined_saxpy(np.float32(2), x, x, cuda.pinned_array_like(x), 250, 2)
     tl = recorded_timeline(ins.stream_ops, h2d_gbps=1e-6, d2h_gbps=1e-6, kernel_s=1e-3)
     assert [o.chunk for o in tl.ops if o.kind == "kernel"] == [0, 1, 2, 3]
     assert {o.stream for o in tl.ops} == {1, 2}
@@ -152,8 +152,7 @@ def _launch(n):
     return (n + TPB - 1) // TPB, TPB
 
 
-def no_streams_for_copies(alpha, x_h, y_h, chunk, n_streams):
-    out_h = cuda.pinned_array(x_h.shape, x_h.dtype)
+def no_streams_for_copies(alpha, x_h, y_h, out_h, chunk, n_streams):
     ss = [cuda.stream() for _ in range(n_streams)]
     for k, a in enumerate(range(0, x_h.size, chunk)):
         s, part = ss[k % n_streams], slice(a, min(a + chunk, x_h.size))
@@ -162,13 +161,13 @@ def no_streams_for_copies(alpha, x_h, y_h, chunk, n_streams):
         saxpy_kernel[(*_launch(x_d.size), s)](alpha, x_d, y_d, out_d)
         out_d.copy_to_host(out_h[part], stream=s)
     cuda.synchronize()
-    return out_h
 
 
 def _variant(
     *,
     kernel_stream=True,
-    pinned_out=True,
+    d2h_into_slice=True,
+    rebind_out=False,
     copy_in=True,
     sync=True,
     sync_in_loop=False,
@@ -177,8 +176,9 @@ def _variant(
     host_args=False,
     last=True,
 ):
-    def fn(alpha, x_h, y_h, chunk, n_streams):
-        out_h = cuda.pinned_array(x_h.shape, x_h.dtype) if pinned_out else np.empty_like(x_h)
+    def fn(alpha, x_h, y_h, out_h, chunk, n_streams):
+        if rebind_out:
+            out_h = cuda.pinned_array(x_h.shape, x_h.dtype)
         ss = [cuda.stream() for _ in range(n_streams if streams_ else 1)]
         n = x_h.size if last else x_h.size - x_h.size % chunk
         for k, a in enumerate(range(0, n, chunk)):
@@ -195,12 +195,14 @@ def _variant(
                 out_h[part] = tmp
                 continue
             saxpy_kernel[grid](alpha, x_d, y_d, out_d)
-            out_d.copy_to_host(out_h[part], stream=s)
+            if d2h_into_slice:
+                out_d.copy_to_host(out_h[part], stream=s)
+            else:
+                out_h[part] = out_d.copy_to_host(stream=s)
             if sync_in_loop:
                 cuda.synchronize()
         if sync:
             cuda.synchronize()
-        return out_h
 
     return fn
 
@@ -210,7 +212,8 @@ def _variant(
     [
         (no_streams_for_copies, "copy_without_stream", "without a stream"),
         (_variant(kernel_stream=False), "kernel_default_stream", "launched on the default stream"),
-        (_variant(pinned_out=False), "pageable_out", "pageable host memory"),
+        (_variant(d2h_into_slice=False), "pageable_out", "pageable host memory"),
+        (_variant(rebind_out=True), "out_not_written", "rebinds a local name"),
         (_variant(copy_in=False), "pageable_in", "came from pageable host memory"),
         (_variant(cross=True), "cross_stream", "used a device array copied in on stream"),
         (_variant(streams_=False), "one_stream", "went to the same stream"),
@@ -235,22 +238,19 @@ def test_the_reference_passes_and_one_stream_is_fine_when_asked_for_one():
     assert res.passed, res
 
 
-def test_placeholders_and_wrong_returns_are_told_what_to_do():
-    def todo(alpha, x_h, y_h, chunk, n_streams):
+def test_placeholders_errors_and_wrong_values_are_told_what_to_do():
+    def todo(alpha, x_h, y_h, out_h, chunk, n_streams):
         raise NotImplementedError
 
-    def returns_nothing(alpha, x_h, y_h, chunk, n_streams):
-        pipelined.pipelined_saxpy(alpha, x_h, y_h, chunk, n_streams)
-
-    def returns_device(alpha, x_h, y_h, chunk, n_streams):
-        return cuda.to_device(alpha * x_h + y_h)
-
-    def raises(alpha, x_h, y_h, chunk, n_streams):
+    def raises(alpha, x_h, y_h, out_h, chunk, n_streams):
         return x_h[chunk * 1000]
 
+    def wrong(alpha, x_h, y_h, out_h, chunk, n_streams):
+        pipelined.pipelined_saxpy(alpha, y_h, x_h, out_h, chunk, n_streams)
+
     assert lessons.check("02", "pipelined_saxpy", todo).status == "not implemented"
-    assert "return out_h" in lessons.check("02", "pipelined_saxpy", returns_nothing).hint
-    assert "not a device array" in lessons.check("02", "pipelined_saxpy", returns_device).hint
+    res = lessons.check("02", "pipelined_saxpy", wrong)
+    assert res.status == "failed" and "expected" in res.message and "alpha * x_h[part]" in res.hint
     res = lessons.check("02", "pipelined_saxpy", raises)
     assert res.status == "error" and "IndexError" in res.message
 
@@ -277,3 +277,23 @@ def test_stream_timeline_figure_has_a_row_per_stream_and_units():
     assert sum(len(t.x) for t in fig.data) == 24
     with pytest.raises(ValueError, match="at least one timeline"):
         stream_timeline({})
+
+
+# --- lesson 02's cells ------------------------------------------------------------------------------------
+
+
+def test_lesson02_asks_for_the_prediction_before_the_model_answers_it():
+    """The guess is entered (as None) in a cell of its own before the cell that compares it; the committed
+    (simulator) output shows the model's 11 ms, and the text states the figures the model uses."""
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "02_memory.ipynb").read_text("utf-8"))
+    cells = [("".join(c["source"]), c) for c in nb["cells"]]
+    guess = next(k for k, (s, _) in enumerate(cells) if s.startswith("guess_ms_4_streams = None"))
+    compare = next(k for k, (s, _) in enumerate(cells) if "lessons.compare(guess_ms_4_streams" in s)
+    assert guess < compare and "2 ms" in cells[guess - 1][0] and "4 streams" in cells[guess - 1][0]
+    out = "".join("".join(o.get("text", "")) for o in cells[compare][1]["outputs"])
+    assert "The model's: 11 ms" in out
+    assert lessons.compare(11, pipeline_timeline(4, 2 * MS, 1 * MS, 2 * MS, streams=4).total / MS).count("right")
+    assert "too high" in lessons.compare(20, pipeline_timeline(4, 2 * MS, 1 * MS, 2 * MS, streams=4).total / MS)

@@ -1,9 +1,9 @@
 """Lesson 02's streams exercise: ``pipelined_saxpy``, a host function that feeds a GPU chunk by chunk.
 
-The learner writes ``pipelined_saxpy(alpha, x_h, y_h, chunk, n_streams)``: for each chunk, on stream
-``k % n_streams``, copy its part of the pinned inputs in, launch saxpy, copy the result back into a pinned
-``out_h``; synchronize; return ``out_h``. :func:`check_pipelined` runs it on pinned inputs whose sizes are not
-multiples of ``chunk`` and compares with NumPy. In simulator mode it also reads the calls the function made
+The learner writes ``pipelined_saxpy(alpha, x_h, y_h, out_h, chunk, n_streams)``: for each chunk, on stream
+``k % n_streams``, copy its part of the pinned inputs in, launch saxpy, copy the result back into its slice of
+the pinned ``out_h``; then synchronize. :func:`check_pipelined` runs it on pinned arrays whose sizes are not
+multiples of ``chunk`` and compares ``out_h`` with NumPy. In simulator mode it also reads the calls the function made
 (recorded by :mod:`gpulab.simulator.streams`) and names the first of the :data:`MISTAKES` it finds. In gpu mode
 the calls are not recorded (CUDA runs them for real and keeps no log): only the results are checked, and the
 verdict says so.
@@ -22,7 +22,6 @@ from ..exercises import CheckResult
 from ..kernels._launch import ceil_div
 from ..kernels.elementwise import saxpy_kernel
 from ..streams import recorded_timeline, stream_numbers
-from .exercise import returned_none
 
 __all__ = ["CASES", "MISTAKES", "check_pipelined", "diagnose", "pipelined_saxpy"]
 
@@ -37,9 +36,9 @@ MISTAKES = {
     "kernel_default_stream": "Launch the kernel on the chunk's stream, the third value in the brackets: "
     "saxpy[blocks, threads, s](alpha, x_d, y_d, out_d). Without it the kernel runs on the default stream, which "
     "waits for all other streams.",
-    "pageable_out": "Allocate the result in pinned (page-locked) memory before the loop, out_h = "
-    "cuda.pinned_array(x_h.shape, x_h.dtype), and copy each chunk into its slice: out_d.copy_to_host(out_h[part], "
-    "stream=s). A copy into pageable memory (np.empty, or copy_to_host() without a destination) is synchronous.",
+    "pageable_out": "Copy each chunk straight into its slice of the pinned out_h: out_d.copy_to_host(out_h[part], "
+    "stream=s). copy_to_host() without a destination (or into np.empty) copies into pageable memory, "
+    "synchronously, and the host must then copy it again.",
     "pageable_in": "Copy in from the pinned inputs themselves, cuda.to_device(x_h[part], stream=s): a slice is a "
     "view of pinned memory; a copy of it (np.array, .copy(), np.ascontiguousarray of a strided view) is pageable.",
     "cross_stream": "Keep each chunk's three operations on one stream: copy in, kernel and copy out all with "
@@ -47,15 +46,17 @@ MISTAKES = {
     "one_stream": "Create n_streams streams before the loop, streams = [cuda.stream() for _ in range(n_streams)], "
     "and give chunk k the stream streams[k % n_streams]; one stream runs everything in order.",
     "no_final_sync": "Call cuda.synchronize() (or s.synchronize() for every stream) after the loop, before "
-    "returning out_h: the copies back are asynchronous and may not have landed yet.",
+    "returning: the copies back are asynchronous and may not have landed in out_h yet.",
     "no_overlap": "Synchronize once, after the loop. A synchronize inside the loop waits for each chunk before "
     "the next is issued, so the streams never have work at the same time.",
 }
 
 
-def pipelined_saxpy(alpha: Any, x_h: np.ndarray, y_h: np.ndarray, chunk: int, n_streams: int) -> np.ndarray:
-    """``alpha * x_h + y_h`` computed chunk by chunk on ``n_streams`` CUDA streams (the reference answer)."""
-    out_h = cuda.pinned_array(x_h.shape, x_h.dtype)  # page-locked: copies into it can be asynchronous
+def pipelined_saxpy(
+    alpha: Any, x_h: np.ndarray, y_h: np.ndarray, out_h: np.ndarray, chunk: int, n_streams: int
+) -> None:
+    """``out_h = alpha * x_h + y_h`` chunk by chunk on ``n_streams`` CUDA streams, all host arrays pinned
+    (the reference answer)."""
     streams = [cuda.stream() for _ in range(n_streams)]
     for k, start in enumerate(range(0, x_h.size, chunk)):
         s = streams[k % n_streams]  # chunk k's copy in, kernel and copy out all go to this stream, in order
@@ -66,7 +67,6 @@ def pipelined_saxpy(alpha: Any, x_h: np.ndarray, y_h: np.ndarray, chunk: int, n_
         saxpy_kernel[ceil_div(x_d.size, 128), 128, s](alpha, x_d, y_d, out_d)
         out_d.copy_to_host(out_h[part], stream=s)
     cuda.synchronize()  # wait until every stream's copies back have landed in out_h
-    return out_h
 
 
 def diagnose(records: Sequence[Any], n_streams: int) -> tuple[str, str] | None:
@@ -136,41 +136,38 @@ def _result(status: str, message: str, hint: str = "", mistake: str = "") -> Che
 
 
 def check_pipelined(fn: Any, cases: Sequence[tuple[int, int, int]] = CASES) -> CheckResult:
-    """Run the learner's ``fn(alpha, x_h, y_h, chunk, n_streams)`` on pinned inputs and check its result and, in
+    """Run the learner's ``fn(alpha, x_h, y_h, out_h, chunk, n_streams)`` on pinned arrays and check ``out_h`` and, in
     simulator mode, the calls it made (see the module docstring). Never raises for the learner's mistakes."""
     from .. import simulator
 
     rng = np.random.default_rng(2)
     alpha = np.float32(2.5)
     for n, chunk, n_streams in cases:
-        x_h, y_h = cuda.pinned_array(n, np.float32), cuda.pinned_array(n, np.float32)
-        x_h[:], y_h[:] = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n)
-        call = f"{NAME}(alpha, x_h, y_h, chunk={chunk}, n_streams={n_streams}) with n={n}"
+        x_h, y_h, out_h = (cuda.pinned_array(n, np.float32) for _ in range(3))
+        x_h[:], y_h[:], out_h[:] = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n), np.nan
+        call = f"{NAME}(alpha, x_h, y_h, out_h, chunk={chunk}, n_streams={n_streams}) with n={n}"
+        records: list[Any] = []
         try:
             if runtime.is_simulator():
                 with simulator.instrument() as ins:
-                    got = fn(alpha, x_h, y_h, chunk, n_streams)
+                    fn(alpha, x_h, y_h, out_h, chunk, n_streams)
                 records = ins.stream_ops
             else:
-                got, records = fn(alpha, x_h, y_h, chunk, n_streams), []
+                fn(alpha, x_h, y_h, out_h, chunk, n_streams)
         except NotImplementedError:
             return _result(
                 "not implemented", "not implemented yet: replace `raise NotImplementedError` with your code."
             )
         except Exception as exc:  # noqa: BLE001 - the learner's code: report, never crash the notebook
             return _result("error", f"{call} raised {type(exc).__name__}: {exc}")
-        if got is None:
-            return _result("failed", returned_none(NAME), "return out_h at the end of the function.")
-        if hasattr(got, "copy_to_host") or not hasattr(got, "shape"):
-            return _result(
-                "failed",
-                f"{call} returned a {type(got).__name__}, expected the pinned host array out_h.",
-                "return the host array the chunks were copied back into (out_h), not a device array.",
+        want, got = alpha * x_h + y_h, np.asarray(out_h)
+        if np.isnan(got).all():
+            msg = f"{call}: out_h was not written (it still holds the check's NaN)."
+            hint = (
+                "write the result into the out_h you were given, chunk by chunk: out_d.copy_to_host(out_h[part], "
+                "stream=s); `out_h = ...` inside the function only rebinds a local name."
             )
-        want = alpha * x_h + y_h
-        got = np.asarray(got)
-        if got.shape != want.shape:
-            return _result("failed", f"{call} returned shape {got.shape}, expected {want.shape}.")
+            return _result("failed", msg, hint, "out_not_written")
         bad = np.flatnonzero(~np.isclose(got, want, rtol=1e-6, atol=1e-6))
         if bad.size:
             i = int(bad[0])
