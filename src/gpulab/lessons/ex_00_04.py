@@ -24,7 +24,8 @@ from ..kernels.matmul import matmul_naive_kernel, matmul_tiled_kernel
 from ..kernels.memory import transpose_naive_kernel
 from ..problems import grid_2d, launch_1d
 from . import answers as _ans
-from .exercise import Exercise
+from . import pipelined
+from .exercise import Exercise, as_host
 
 __all__ = ["EXERCISES_LIST"]
 
@@ -89,6 +90,13 @@ def _strip_three_outputs(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     W = 16 * ceil_div(ceil_div(C.shape[1], _ans.STRIP_TN), 16)
     C[:, 3 * W :] = np.nan
     return C
+
+
+def _pipelined(alpha: Any, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The reference pipelined_saxpy as a function that returns its result (for the exercise's Problem)."""
+    out = np.empty_like(x)
+    pipelined.pipelined_saxpy(alpha, x, y, out, 64, 2)
+    return out
 
 
 _ONE_OWNER = "Two threads wrote the same element: each element must be written by exactly one thread. "
@@ -194,6 +202,22 @@ def _problems() -> list[Exercise]:
                 out_names=["out"],
             ),
             saxpy_kernel,
+        ),
+        # a host function that feeds the GPU on streams: checked by lessons.pipelined (named mistakes included)
+        Exercise(
+            "02",
+            "pipelined_saxpy",
+            Problem(
+                pipelined.NAME,
+                lambda al, x, y: al * x + y,
+                lambda n, rng: (alpha, _vec(n, rng), _vec(n, rng)),
+                sizes=[7, 300],
+                host=as_host(lambda al, x, y: _pipelined(al, x, y), 3, pipelined.NAME),
+                out_names=["out"],
+                race_check=False,  # a host function: its streams are checked from the record, not by races
+            ),
+            pipelined.pipelined_saxpy,
+            checker=pipelined.check_pipelined,
         ),
         Exercise(
             "02",

@@ -29,13 +29,15 @@ installed once by :func:`harden` (called at import in simulator mode, and by :fu
    from it are :mod:`gpulab.simulator.ieee_math`'s (:mod:`gpulab.simulator.swap`, with the simulator's ``cuda``);
 9. the simulator's ``cuda`` has the warp functions numba-cuda's lacks (``shfl_down_sync`` and the other shuffles,
    votes, ``syncwarp``, ``activemask``), with CUDA's rules and a clear error where a GPU's result is undefined or
-   it would hang (:mod:`gpulab.simulator.warps`).
+   it would hang (:mod:`gpulab.simulator.warps`);
+10. the host's copies, launches and synchronizes are told with their stream, and ``cuda.pinned_array``'s arrays
+    are known as pinned (:mod:`gpulab.simulator.streams`; what they do is unchanged).
 
 Nothing is recorded unless an :class:`Instruments` is active (``with instrument(...) as ins:``): it
 collects shared-memory sizes per block, every access to shared arrays, each thread's final
-barrier count and the number of calls of each warp function. :class:`Watched` is the one array
-view that logs element accesses (of arguments in :func:`gpulab.trace.trace` and the exercise
-harness, of shared arrays here) as :class:`Access` records. Used by :mod:`gpulab.trace` and
+barrier count, the number of calls of each warp function and the host's stream calls (``stream_ops``).
+:class:`Watched` is the one array view that logs element accesses (of arguments in :func:`gpulab.trace.trace`
+and the exercise harness, of shared arrays here) as :class:`Access` records. Used by :mod:`gpulab.trace` and
 :mod:`gpulab.exercises`; :mod:`gpulab.runtime` only decides the mode.
 """
 
@@ -55,7 +57,7 @@ from .blocks import THREAD_DONE, run_block
 from .memory import DYNAMIC
 from .memory import LOCK as _LOCK
 from .memory import dynamic_shared_array, fast_arrays, filler, filler_hint, shared_array, uninitialised
-from . import warps
+from . import streams, warps
 from .swap import install as install_swap
 
 __all__ = [
@@ -193,6 +195,7 @@ class Instruments:
         self.shared_itemsize: dict[tuple, int] = {}  # (file, line) -> bytes per element
         self.barriers: dict[tuple[Dim, Dim], int] = {}  # (block, thread) -> cuda.syncthreads() passed
         self.warp_ops: Counter[str] = Counter()  # warp function (shfl_down_sync, ...) -> calls, all threads
+        self.stream_ops: list[streams.StreamOp] = []  # copies, launches, synchronizes, in the order called
 
     def __enter__(self) -> Instruments:
         harden()
@@ -255,6 +258,9 @@ def harden() -> None:
     fast_arrays()
     install_swap()  # kernels' `math` -> ieee_math while they run
     warps.install()  # cuda.shfl_down_sync and the other warp functions
+    if not streams.ON_OP:
+        streams.ON_OP.append(_on_stream_op)
+    streams.install()  # copies, launches and synchronizes with their stream
     cls = kernelapi.FakeCUDAShared
     if getattr(cls.array, "_gpulab_locked", False):
         return
@@ -347,6 +353,15 @@ def _on_warp_call(name: str) -> None:
         with _LOCK:
             for ins in _ACTIVE:
                 ins.warp_ops[name] += 1
+
+
+def _on_stream_op(build: Any) -> None:
+    """Active instruments note a host call on a stream (``build()`` makes its :class:`~.streams.StreamOp`)."""
+    if _ACTIVE:
+        op = build()
+        with _LOCK:
+            for ins in _ACTIVE:
+                ins.stream_ops.append(op)
 
 
 def _thread_done(th: Any) -> None:

@@ -72,3 +72,7 @@ from .hardware import (  # noqa: E402
 )
 
 __all__ += ["cost_figure", "power_trace", "roofline_devices", "spec_table", "step_time_figure", "systolic_figure"]
+
+from .streams import stream_timeline  # noqa: E402
+
+__all__ += ["stream_timeline"]

@@ -1,0 +1,193 @@
+"""Lesson 02's streams exercise: ``pipelined_saxpy``, a host function that feeds a GPU chunk by chunk.
+
+The learner writes ``pipelined_saxpy(alpha, x_h, y_h, out_h, chunk, n_streams)``: for each chunk, on stream
+``k % n_streams``, copy its part of the pinned inputs in, launch saxpy, copy the result back into its slice of
+the pinned ``out_h``; then synchronize. :func:`check_pipelined` runs it on pinned arrays whose sizes are not
+multiples of ``chunk`` and compares ``out_h`` with NumPy. In simulator mode it also reads the calls the function made
+(recorded by :mod:`gpulab.simulator.streams`) and names the first of the :data:`MISTAKES` it finds. In gpu mode
+the calls are not recorded (CUDA runs them for real and keeps no log): only the results are checked, and the
+verdict says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numba import cuda
+
+from .. import runtime
+from ..exercises import CheckResult
+from ..kernels._launch import ceil_div
+from ..kernels.elementwise import saxpy_kernel
+from ..streams import recorded_timeline, stream_numbers
+
+__all__ = ["CASES", "MISTAKES", "check_pipelined", "diagnose", "pipelined_saxpy"]
+
+NAME = "pipelined_saxpy"
+CASES = [(1000, 256, 4), (7, 4, 2), (300, 100, 3), (130, 64, 1)]  # (n, chunk, n_streams): n % chunk != 0 mostly
+MISTAKES = {
+    "kernel_host_arrays": "Pass the kernel device arrays (the results of cuda.to_device and cuda.device_array); "
+    "given a NumPy array, numba copies it in and back itself, synchronously, on the default stream.",
+    "copy_without_stream": "Give every copy its chunk's stream: cuda.to_device(x_h[part], stream=s) and "
+    "out_d.copy_to_host(out_h[part], stream=s). Without stream= a copy goes to the default stream, which waits "
+    "for every other stream and makes the host wait too: nothing overlaps.",
+    "kernel_default_stream": "Launch the kernel on the chunk's stream, the third value in the brackets: "
+    "saxpy[blocks, threads, s](alpha, x_d, y_d, out_d). Without it the kernel runs on the default stream, which "
+    "waits for all other streams.",
+    "pageable_out": "Copy each chunk straight into its slice of the pinned out_h: out_d.copy_to_host(out_h[part], "
+    "stream=s). copy_to_host() without a destination (or into np.empty) copies into pageable memory, "
+    "synchronously, and the host must then copy it again.",
+    "pageable_in": "Copy in from the pinned inputs themselves, cuda.to_device(x_h[part], stream=s): a slice is a "
+    "view of pinned memory; a copy of it (np.array, .copy(), np.ascontiguousarray of a strided view) is pageable.",
+    "cross_stream": "Keep each chunk's three operations on one stream: copy in, kernel and copy out all with "
+    "the same s = streams[k % n_streams]. Operations on different streams may run in any order.",
+    "one_stream": "Create n_streams streams before the loop, streams = [cuda.stream() for _ in range(n_streams)], "
+    "and give chunk k the stream streams[k % n_streams]; one stream runs everything in order.",
+    "no_final_sync": "Call cuda.synchronize() (or s.synchronize() for every stream) after the loop, before "
+    "returning: the copies back are asynchronous and may not have landed in out_h yet.",
+    "no_overlap": "Synchronize once, after the loop. A synchronize inside the loop waits for each chunk before "
+    "the next is issued, so the streams never have work at the same time.",
+}
+
+
+def pipelined_saxpy(
+    alpha: Any, x_h: np.ndarray, y_h: np.ndarray, out_h: np.ndarray, chunk: int, n_streams: int
+) -> None:
+    """``out_h = alpha * x_h + y_h`` chunk by chunk on ``n_streams`` CUDA streams, all host arrays pinned
+    (the reference answer)."""
+    streams = [cuda.stream() for _ in range(n_streams)]
+    for k, start in enumerate(range(0, x_h.size, chunk)):
+        s = streams[k % n_streams]  # chunk k's copy in, kernel and copy out all go to this stream, in order
+        part = slice(start, min(start + chunk, x_h.size))
+        x_d = cuda.to_device(x_h[part], stream=s)
+        y_d = cuda.to_device(y_h[part], stream=s)
+        out_d = cuda.device_array(x_d.shape, x_d.dtype, stream=s)
+        saxpy_kernel[ceil_div(x_d.size, 128), 128, s](alpha, x_d, y_d, out_d)
+        out_d.copy_to_host(out_h[part], stream=s)
+    cuda.synchronize()  # wait until every stream's copies back have landed in out_h
+
+
+def diagnose(records: Sequence[Any], n_streams: int) -> tuple[str, str] | None:
+    """``(mistake, what was given)`` for the first of :data:`MISTAKES` in the recorded calls, else None."""
+    numbers = stream_numbers(records)
+
+    def num(r: Any) -> int:
+        return numbers[id(r.stream)]
+
+    work = [r for r in records if r.kind != "sync"]
+    for r in work:
+        if r.kind == "kernel" and r.host_args:
+            return "kernel_host_arrays", f"{r.name} was launched with a NumPy (host) array among its arguments."
+    for r in work:
+        if r.kind != "kernel" and num(r) == 0:
+            call = "cuda.to_device" if r.kind == "h2d" else "copy_to_host"
+            return "copy_without_stream", f"a {call} of {r.nbytes} bytes was made without a stream (stream=0)."
+    for r in work:
+        if r.kind == "kernel" and num(r) == 0:
+            return "kernel_default_stream", f"{r.name} was launched on the default stream: [blocks, threads] only."
+    for r in work:
+        if r.kind == "d2h" and not r.pinned:
+            return "pageable_out", f"a copy_to_host of {r.nbytes} bytes went into pageable host memory."
+    for r in work:
+        if r.kind == "h2d" and not r.pinned:
+            return "pageable_in", f"a cuda.to_device of {r.nbytes} bytes came from pageable host memory."
+    last: dict[int, tuple[int, str]] = {}  # id(device allocation) -> (stream, kind) of the last op on it
+    for r in records:
+        if r.kind == "sync":
+            everything = r.stream is None
+            last = {b: v for b, v in last.items() if not everything and v[0] != num(r)}
+            continue
+        for b in r.buffers:
+            before = last.get(id(b))
+            if before is not None and before[0] != num(r):
+                what = {"h2d": "copied in", "kernel": "written by the kernel", "d2h": "copied out"}[before[1]]
+                return "cross_stream", (
+                    f"a {r.kind} on stream {num(r)} used a device array {what} on stream {before[0]}, "
+                    "with no synchronize in between."
+                )
+            last[id(b)] = (num(r), r.kind)
+    used = {num(r) for r in work}
+    kernels = sum(r.kind == "kernel" for r in work)
+    if n_streams >= 2 and kernels >= 2 and len(used) < 2:
+        return "one_stream", f"n_streams={n_streams}, but all {kernels} chunks went to the same stream."
+    pending: set[int] = set()
+    for r in records:
+        if r.kind == "sync":
+            pending = set() if r.stream is None else pending - {num(r)}
+        else:
+            pending.add(num(r))
+    if pending:
+        return "no_final_sync", f"the function returned with work still queued on stream(s) {sorted(pending)}."
+    if n_streams >= 2 and kernels >= 2:
+        tl = recorded_timeline(records, h2d_gbps=1.0, d2h_gbps=1.0, kernel_s=1e-9)
+        if tl.total >= sum(o.end - o.start for o in tl.ops) * (1 - 1e-9):
+            return "no_overlap", "no two operations could run at the same time: the host waited after every chunk."
+    return None
+
+
+def _result(status: str, message: str, hint: str = "", mistake: str = "") -> CheckResult:
+    score = 1.0 if status == "passed" else 0.0
+    res = CheckResult(NAME, status, score, 1.0, message, hint)
+    if mistake:
+        res.details["mistake"] = mistake
+    return res
+
+
+def check_pipelined(fn: Any, cases: Sequence[tuple[int, int, int]] = CASES) -> CheckResult:
+    """Run the learner's ``fn(alpha, x_h, y_h, out_h, chunk, n_streams)`` on pinned arrays and check ``out_h`` and, in
+    simulator mode, the calls it made (see the module docstring). Never raises for the learner's mistakes."""
+    from .. import simulator
+
+    rng = np.random.default_rng(2)
+    alpha = np.float32(2.5)
+    for n, chunk, n_streams in cases:
+        x_h, y_h, out_h = (cuda.pinned_array(n, np.float32) for _ in range(3))
+        x_h[:], y_h[:], out_h[:] = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n), np.nan
+        call = f"{NAME}(alpha, x_h, y_h, out_h, chunk={chunk}, n_streams={n_streams}) with n={n}"
+        records: list[Any] = []
+        try:
+            if runtime.is_simulator():
+                with simulator.instrument() as ins:
+                    fn(alpha, x_h, y_h, out_h, chunk, n_streams)
+                records = ins.stream_ops
+            else:
+                fn(alpha, x_h, y_h, out_h, chunk, n_streams)
+        except NotImplementedError:
+            return _result(
+                "not implemented", "not implemented yet: replace `raise NotImplementedError` with your code."
+            )
+        except Exception as exc:  # noqa: BLE001 - the learner's code: report, never crash the notebook
+            return _result("error", f"{call} raised {type(exc).__name__}: {exc}")
+        want, got = alpha * x_h + y_h, np.asarray(out_h)
+        if np.isnan(got).all():
+            msg = f"{call}: out_h was not written (it still holds the check's NaN)."
+            hint = (
+                "write the result into the out_h you were given, chunk by chunk: out_d.copy_to_host(out_h[part], "
+                "stream=s); `out_h = ...` inside the function only rebinds a local name."
+            )
+            return _result("failed", msg, hint, "out_not_written")
+        bad = np.flatnonzero(~np.isclose(got, want, rtol=1e-6, atol=1e-6))
+        if bad.size:
+            i = int(bad[0])
+            msg = f"{call}: out_h[{i}] = {got[i]!r}, expected {want[i]!r} ({bad.size} of {n} wrong)."
+            tail = n - n % chunk
+            if n % chunk and bad.min() >= tail:
+                hint = (
+                    f"only the last, shorter chunk is wrong (from {tail} on): {n} is not a multiple of chunk={chunk}; "
+                    "end each chunk at min(start + chunk, n) and loop over range(0, n, chunk)."
+                )
+                return _result("failed", msg, hint, "last_chunk")
+            return _result("failed", msg, "each chunk: out_h[part] = alpha * x_h[part] + y_h[part].")
+        found = diagnose(records, n_streams)
+        if found is not None:
+            name, given = found
+            return _result("failed", f"{call}: the result is right, but {given}", MISTAKES[name], name)
+    note = (
+        "Results and the calls (streams, pinned memory, synchronize) checked, from the simulator's record."
+        if runtime.is_simulator()
+        else "Results checked. In gpu mode CUDA runs the calls and keeps no log: the stream order, pinned memory "
+        "and the final synchronize are checked in simulator mode only; the timing below shows the overlap."
+    )
+    return _result("passed", f"{len(cases)} case(s) correct. {note}")

@@ -1,0 +1,299 @@
+"""gpulab.streams (the timeline model), gpulab.simulator.streams (recording the host's stream calls),
+lesson 02's pipelined_saxpy check with its named mistakes, and the Gantt chart."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from gpulab import lessons, simulator, streams
+from gpulab.kernels import saxpy_kernel
+from gpulab.lessons import pipelined
+from gpulab.simulator.streams import is_pinned
+from gpulab.streams import ALL_STREAMS, Step, pipeline_timeline, recorded_timeline, schedule
+from gpulab.viz import stream_timeline
+
+MS = 1e-3
+
+# --- the model --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "streams_, engines, pinned, total_ms",
+    [(1, 2, True, 20), (4, 2, True, 11), (4, 1, True, 16), (4, 2, False, 20), (2, 2, True, 12)],
+)
+def test_pipeline_totals(streams_, engines, pinned, total_ms):
+    """4 chunks of 2 ms in, 1 ms kernel, 2 ms out (the lesson's prediction): 1 stream is the sum; 4 streams with
+    2 copy engines overlap a copy in, a kernel and a copy out; 1 engine serialises the 16 ms of copies;
+    pageable memory overlaps nothing."""
+    tl = pipeline_timeline(4, 2 * MS, 1 * MS, 2 * MS, streams=streams_, copy_engines=engines, pinned=pinned)
+    assert tl.total == pytest.approx(total_ms * MS)
+    assert len(tl.ops) == 12 and {o.kind for o in tl.ops} == {"h2d", "kernel", "d2h"}
+
+
+def test_model_rules_hold_on_every_timeline():
+    for engines in (1, 2):
+        tl = pipeline_timeline(5, 1.5 * MS, 0.7 * MS, 1.1 * MS, streams=3, copy_engines=engines)
+        for s in {o.stream for o in tl.ops}:  # rule 1: in order within a stream
+            mine = [o for o in tl.ops if o.stream == s]
+            assert all(a.end <= b.start + 1e-15 for a, b in zip(mine, mine[1:]))
+        groups = [("kernel",), ("h2d",), ("d2h",)] if engines == 2 else [("kernel",), ("h2d", "d2h")]
+        for kinds in groups:  # rules 3 and 4: one op at a time per engine
+            spans = sorted((o.start, o.end) for o in tl.ops if o.kind in kinds)
+            assert all(a[1] <= b[0] + 1e-15 for a, b in zip(spans, spans[1:]))
+        assert tl.busy("kernel") == pytest.approx(5 * 0.7 * MS)
+
+
+def test_default_stream_waits_for_everything_and_everything_waits_for_it():
+    steps = [Step(0, 1, "h2d", 2.0), Step(1, 0, "kernel", 1.0), Step(2, 2, "h2d", 1.0), Step(-1, ALL_STREAMS, "sync")]
+    ops = schedule(steps).ops
+    assert ops[1].start == 2.0 and ops[2].start == 3.0
+
+
+def test_a_pageable_copy_blocks_the_host():
+    steps = [Step(0, 1, "h2d", 2.0, blocking=True), Step(1, 2, "kernel", 1.0)]
+    tl = schedule(steps)
+    assert tl.ops[1].start == 2.0 and tl.total == 3.0
+
+
+@pytest.mark.parametrize(
+    "kwargs, says",
+    [
+        ({"chunks": 0}, "chunks must be a whole number >= 1"),
+        ({"chunks": 2.5}, "chunks must be a whole number"),
+        ({"streams": 0}, "streams must be a whole number >= 1"),
+        ({"copy_engines": 3}, "copy_engines must be a whole number 1 or 2"),
+        ({"h2d_s": -1.0}, "h2d_s must be a finite duration >= 0"),
+        ({"kernel_s": "fast"}, "kernel_s must be a duration in seconds"),
+        ({"d2h_s": float("nan")}, "d2h_s must be a finite duration"),
+    ],
+)
+def test_bad_inputs_raise_value_errors_that_say_what_is_expected(kwargs, says):
+    args = {"chunks": 4, "h2d_s": 1.0, "kernel_s": 1.0, "d2h_s": 1.0} | kwargs
+    with pytest.raises(ValueError, match=says):
+        pipeline_timeline(**args)
+
+
+def test_bad_steps_and_bandwidths_raise():
+    with pytest.raises(ValueError, match="kind must be one of"):
+        schedule([Step(0, 1, "copy", 1.0)])
+    with pytest.raises(ValueError, match="stream must be 0"):
+        schedule([Step(0, -3, "h2d", 1.0)])
+    with pytest.raises(ValueError, match="h2d_gbps must be a bandwidth > 0"):
+        recorded_timeline([], h2d_gbps=0, d2h_gbps=1, kernel_s=1)
+
+
+# --- the recording ----------------------------------------------------------------------------------------
+
+
+def test_the_simulator_records_copies_launches_and_syncs_with_their_stream():
+    x = cuda.pinned_array(10, np.float32)
+    x[:] = np.arange(10)
+    plain = np.ones(10, np.float32)
+    with simulator.instrument() as ins:
+        s = cuda.stream()
+        x_d = cuda.to_device(x[:6], stream=s)
+        y_d = cuda.to_device(plain[:6])
+        out_d = cuda.device_array(6, np.float32)
+        saxpy_kernel[1, 32, s](np.float32(2), x_d, y_d, out_d)
+        back = out_d.copy_to_host()
+        out_d.copy_to_device(x[4:], stream=s)
+        cuda.to_device(plain[:6], to=y_d)  # recorded once, as a copy into y_d
+        s.synchronize()
+        cuda.synchronize()
+    assert np.array_equal(back, 2 * np.arange(6) + 1)  # behaviour unchanged
+    ops = ins.stream_ops
+    assert [o.kind for o in ops] == ["h2d", "h2d", "kernel", "d2h", "h2d", "h2d", "sync", "sync"]
+    assert [o.stream is s for o in ops] == [True, False, True, False, True, False, True, False]
+    assert [o.pinned for o in ops[:6]] == [True, False, False, False, True, False]
+    assert ops[0].nbytes == 24 and ops[3].nbytes == 24 and ops[2].name == "saxpy_kernel"
+    assert ops[-1].stream is None and not ops[2].host_args
+    kernel_bufs = {id(b) for b in ops[2].buffers}
+    assert id(ops[0].buffers[0]) in kernel_bufs and id(ops[3].buffers[0]) in kernel_bufs
+
+
+def test_pinned_marks_follow_views_not_copies():
+    p = cuda.pinned_array((4, 5), np.float32)
+    like = cuda.pinned_array_like(np.zeros(3))
+    assert is_pinned(p) and is_pinned(p[1:3]) and is_pinned(p[:, 2]) and is_pinned(like)
+    assert not is_pinned(p[1:3].copy()) and not is_pinned(np.zeros(3)) and not is_pinned(np.array(p))
+    assert type(p) is np.ndarray  # still a plain array
+
+
+def test_nothing_is_recorded_without_an_instrument_and_default_stream_is_one_object():
+    with simulator.instrument() as ins:
+        pass
+    cuda.to_device(np.zeros(3))
+    assert ins.stream_ops == []
+    assert cuda.default_stream() is cuda.default_stream()
+    with simulator.instrument() as ins:
+        cuda.to_device(np.zeros(3), stream=cuda.default_stream())
+    assert streams.stream_numbers(ins.stream_ops)[id(ins.stream_ops[0].stream)] == 0
+
+
+def test_recorded_timeline_draws_the_reference_with_overlap():
+    x = cuda.pinned_array(1000, np.float32)
+    x[:] = 1
+    with simulator.instrument() as ins:
+        pipelined.pipelined_saxpy(np.float32(2), x, x, cuda.pinned_array_like(x), 250, 2)
+    tl = recorded_timeline(ins.stream_ops, h2d_gbps=1e-6, d2h_gbps=1e-6, kernel_s=1e-3)
+    assert [o.chunk for o in tl.ops if o.kind == "kernel"] == [0, 1, 2, 3]
+    assert {o.stream for o in tl.ops} == {1, 2}
+    assert tl.total < sum(o.end - o.start for o in tl.ops)  # something overlapped
+
+
+# --- the exercise: every named mistake --------------------------------------------------------------------
+
+TPB = 128
+
+
+def _launch(n):
+    return (n + TPB - 1) // TPB, TPB
+
+
+def no_streams_for_copies(alpha, x_h, y_h, out_h, chunk, n_streams):
+    ss = [cuda.stream() for _ in range(n_streams)]
+    for k, a in enumerate(range(0, x_h.size, chunk)):
+        s, part = ss[k % n_streams], slice(a, min(a + chunk, x_h.size))
+        x_d, y_d = cuda.to_device(x_h[part]), cuda.to_device(y_h[part])
+        out_d = cuda.device_array_like(x_d)
+        saxpy_kernel[(*_launch(x_d.size), s)](alpha, x_d, y_d, out_d)
+        out_d.copy_to_host(out_h[part], stream=s)
+    cuda.synchronize()
+
+
+def _variant(
+    *,
+    kernel_stream=True,
+    d2h_into_slice=True,
+    rebind_out=False,
+    copy_in=True,
+    sync=True,
+    sync_in_loop=False,
+    cross=False,
+    streams_=True,
+    host_args=False,
+    last=True,
+):
+    def fn(alpha, x_h, y_h, out_h, chunk, n_streams):
+        if rebind_out:
+            out_h = cuda.pinned_array(x_h.shape, x_h.dtype)
+        ss = [cuda.stream() for _ in range(n_streams if streams_ else 1)]
+        n = x_h.size if last else x_h.size - x_h.size % chunk
+        for k, a in enumerate(range(0, n, chunk)):
+            s = ss[k % len(ss)]
+            other = ss[(k + 1) % len(ss)] if cross else s
+            part = slice(a, min(a + chunk, n))
+            xs, ys = (x_h[part], y_h[part]) if copy_in else (x_h[part].copy(), y_h[part].copy())
+            x_d, y_d = cuda.to_device(xs, stream=s), cuda.to_device(ys, stream=s)
+            out_d = cuda.device_array(x_d.shape, x_d.dtype, stream=s)
+            grid = _launch(x_d.size) + ((other,) if kernel_stream else ())
+            if host_args:
+                tmp = np.empty(x_d.shape, x_d.dtype)
+                saxpy_kernel[grid](alpha, x_d, y_d, tmp)
+                out_h[part] = tmp
+                continue
+            saxpy_kernel[grid](alpha, x_d, y_d, out_d)
+            if d2h_into_slice:
+                out_d.copy_to_host(out_h[part], stream=s)
+            else:
+                out_h[part] = out_d.copy_to_host(stream=s)
+            if sync_in_loop:
+                cuda.synchronize()
+        if sync:
+            cuda.synchronize()
+
+    return fn
+
+
+@pytest.mark.parametrize(
+    "fn, mistake, says",
+    [
+        (no_streams_for_copies, "copy_without_stream", "without a stream"),
+        (_variant(kernel_stream=False), "kernel_default_stream", "launched on the default stream"),
+        (_variant(d2h_into_slice=False), "pageable_out", "pageable host memory"),
+        (_variant(rebind_out=True), "out_not_written", "rebinds a local name"),
+        (_variant(copy_in=False), "pageable_in", "came from pageable host memory"),
+        (_variant(cross=True), "cross_stream", "used a device array copied in on stream"),
+        (_variant(streams_=False), "one_stream", "went to the same stream"),
+        (_variant(sync=False), "no_final_sync", "still queued on stream(s)"),
+        (_variant(sync=False, sync_in_loop=True), "no_overlap", "no two operations could run at the same time"),
+        (_variant(host_args=True), "kernel_host_arrays", "a NumPy (host) array"),
+        (_variant(last=False), "last_chunk", "only the last, shorter chunk is wrong"),
+    ],
+)
+def test_each_mistake_gets_its_named_hint(fn, mistake, says):
+    res = lessons.check("02", "pipelined_saxpy", fn)
+    assert res.status == "failed" and not res.passed
+    assert res.details["mistake"] == mistake, res
+    assert says in res.message + res.hint
+    if mistake in pipelined.MISTAKES:
+        assert res.hint == pipelined.MISTAKES[mistake] and "n=" in res.message  # what was given, what to do
+
+
+def test_the_reference_passes_and_one_stream_is_fine_when_asked_for_one():
+    assert lessons.check("02", "pipelined_saxpy", pipelined.pipelined_saxpy).passed
+    res = pipelined.check_pipelined(_variant(streams_=False), cases=[(130, 64, 1)])
+    assert res.passed, res
+
+
+def test_placeholders_errors_and_wrong_values_are_told_what_to_do():
+    def todo(alpha, x_h, y_h, out_h, chunk, n_streams):
+        raise NotImplementedError
+
+    def raises(alpha, x_h, y_h, out_h, chunk, n_streams):
+        return x_h[chunk * 1000]
+
+    def wrong(alpha, x_h, y_h, out_h, chunk, n_streams):
+        pipelined.pipelined_saxpy(alpha, y_h, x_h, out_h, chunk, n_streams)
+
+    assert lessons.check("02", "pipelined_saxpy", todo).status == "not implemented"
+    res = lessons.check("02", "pipelined_saxpy", wrong)
+    assert res.status == "failed" and "expected" in res.message and "alpha * x_h[part]" in res.hint
+    res = lessons.check("02", "pipelined_saxpy", raises)
+    assert res.status == "error" and "IndexError" in res.message
+
+
+def test_the_reference_kernel_is_compiled_to_ptx_with_the_elementwise_family():
+    """The exercise's kernel is the library's saxpy_kernel, which tests/test_ptx.py compiles for sm_75 and
+    sm_90 through kernels.elementwise.PTX_SIGNATURES."""
+    from gpulab.kernels import elementwise
+
+    assert saxpy_kernel in [k for k, _ in elementwise.PTX_SIGNATURES]
+    assert "saxpy_kernel[" in lessons.reveal("02", "pipelined_saxpy", display=False)
+
+
+# --- the figure -------------------------------------------------------------------------------------------
+
+
+def test_stream_timeline_figure_has_a_row_per_stream_and_units():
+    one = pipeline_timeline(4, 2 * MS, 1 * MS, 2 * MS)
+    four = pipeline_timeline(4, 2 * MS, 1 * MS, 2 * MS, streams=4)
+    fig = stream_timeline({"1 stream": one, "4 streams": four}, note="a model, not a measurement")
+    assert fig.layout.xaxis.title.text == "time (ms)" and "a model" in fig.layout.title.text
+    assert "1 stream: 20 ms" in fig.layout.title.text and "4 streams: 11 ms" in fig.layout.title.text
+    assert len(fig.layout.yaxis.categoryarray) == 5
+    assert sum(len(t.x) for t in fig.data) == 24
+    with pytest.raises(ValueError, match="at least one timeline"):
+        stream_timeline({})
+
+
+# --- lesson 02's cells ------------------------------------------------------------------------------------
+
+
+def test_lesson02_asks_for_the_prediction_before_the_model_answers_it():
+    """The guess is entered (as None) in a cell of its own before the cell that compares it; the committed
+    (simulator) output shows the model's 11 ms, and the text states the figures the model uses."""
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "02_memory.ipynb").read_text("utf-8"))
+    cells = [("".join(c["source"]), c) for c in nb["cells"]]
+    guess = next(k for k, (s, _) in enumerate(cells) if s.startswith("guess_ms_4_streams = None"))
+    compare = next(k for k, (s, _) in enumerate(cells) if "lessons.compare(guess_ms_4_streams" in s)
+    assert guess < compare and "2 ms" in cells[guess - 1][0] and "4 streams" in cells[guess - 1][0]
+    out = "".join("".join(o.get("text", "")) for o in cells[compare][1]["outputs"])
+    assert "The model's: 11 ms" in out
+    assert lessons.compare(11, pipeline_timeline(4, 2 * MS, 1 * MS, 2 * MS, streams=4).total / MS).count("right")
+    assert "too high" in lessons.compare(20, pipeline_timeline(4, 2 * MS, 1 * MS, 2 * MS, streams=4).total / MS)
