@@ -38,7 +38,10 @@ class Budget:
     * ``shared_bytes=``: shared memory of one block in bytes. Allow the padded tiles that avoid bank
       conflicts: two TILE x TILE float32 tiles padded by one column are
       ``shared_bytes=2 * TILE * (TILE + 1) * 4`` (see :func:`tile_bytes`);
-    * ``size=``: which case is traced (default: the largest).
+    * ``size=``: which case is traced (default: the largest);
+    * ``hint=``: the advice for a kernel over any of these limits, in place of the generic one (which says to
+      stage data in shared memory, or to allocate less of it): for an exercise whose fix is another, e.g. warp
+      shuffles in place of shared memory.
     """
 
     reads_per_element: dict[str, Any] = field(default_factory=dict)
@@ -47,6 +50,7 @@ class Budget:
     sectors: Any = field(default_factory=dict)
     shared_bytes: Any = None
     size: Size = None
+    hint: str = ""
 
 
 def tile_bytes(tile: int, tiles: int = 2, itemsize: int = 4, pad: int = 1) -> int:

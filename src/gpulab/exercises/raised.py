@@ -96,6 +96,9 @@ def exception_verdict(exc: BaseException, launch: str, case: Case, inside: bool 
             + ". For softmax subtract the row's maximum before exp: exp(x - max(x)) / sum(exp(x - max(x)))."
         )
         return "failed", msg, hint
+    if isinstance(exc, RuntimeError) and "returned before the call" in text:  # simulator.warps: a guarded shuffle
+        # the simulator's text names the call and quotes its line already
+        return "failed", f"{where or 'a thread'}: {text}\ninput: {case.describe()}\nlaunch: {launch}", WARP_EXITED_HINT
     hint = ""
     if isinstance(exc, TypeError) and not where and not line and "'function' object is not subscriptable" in text:
         hint = NOT_A_KERNEL_HINT
@@ -216,6 +219,12 @@ NUMBER_INDEXED_HINT = (
     "a single number was indexed as if it were an array (`alpha[i]`, or an argument in the wrong place). "
     "Index only arrays, and list the kernel's parameters in the order the exercise gives them: the harness "
     "passes the inputs in the order shown on the `input:` line, then the outputs."
+)
+WARP_EXITED_HINT = (
+    "every lane that a warp function's mask names must make that call: keep a bounds guard (`if col < cols:`, "
+    "`if i < n:`) around the loads and stores, not around the shuffles. A lane with nothing to contribute takes "
+    "part with a neutral value: -inf for a maximum (`float32(-math.inf)`; 0 would be wrong for rows of negative "
+    "values), 0 for a sum. A lane whose stride loop runs zero times keeps exactly those."
 )
 WHOLE_ARRAY_HINT = (
     "a kernel cannot compute with whole arrays (`a + b`, `out[:] = ...`): each thread computes one element, "
