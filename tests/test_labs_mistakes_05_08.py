@@ -6,18 +6,22 @@ compile for a GPU, and a batched convolution with its window shifted by one, its
 flipped or its bias missing got "expected ..., got ..." with no hint; lab 08's max-pool backward called its
 output `out` (the kernel's is dx) and named none of: assigning instead of adding overlapping windows' gradients,
 giving the whole window the gradient, decoding arg swapped or as a 2x2 window's; a linear backward that
-averaged over the batch got no hint.
+averaged over the batch got no hint. Lab 05's softmax with one warp per row names shuffling down, no maximum, one
+column per lane, a shuffle behind a guard and a kernel without shuffles.
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
+import nbformat
 import pytest
 from numba import cuda, float32
 
 from gpulab import ptx
 from gpulab.problems import lab05, lab07, lab08
+from gpulab.problems import lab05_softmax as softmax_hints
 from gpulab.source import define
 
 BLOCK_SUM_RUNTIME_SHARED = """
@@ -226,3 +230,153 @@ def test_softmax_that_reuses_buf_too_early_is_told_about_the_barrier_not_the_max
     res = lab05.SOFTMAX.check(define(SOFTMAX_NO_BARRIER_BEFORE_REUSE, "softmax_kernel", ns))
     assert not res.passed
     assert "cuda.syncthreads()" in res.hint and "subtract the row's maximum" not in res.hint, res
+
+
+# ---------------------------------------------------------------------------------------------------
+# Lab 05, exercise 4: softmax with one warp per row. The mistakes are made in the lab's own solution kernel.
+
+LAB05 = Path(__file__).resolve().parents[1] / "labs" / "solutions" / "lab05_reductions.ipynb"
+WARP_NS = {"cuda": cuda, "float32": float32, "math": math, "FULL": 0xFFFFFFFF, "ROWS_PER_BLOCK": lab05.ROWS_PER_BLOCK}
+
+
+def _warp_solution() -> str:
+    nb = nbformat.read(str(LAB05), as_version=4)
+    return next(c.source for c in nb.cells if c.source.startswith("@cuda.jit\ndef softmax_warp_kernel"))
+
+
+def _changed(src: str, old: str, new: str) -> str:
+    assert old in src, f"the lab's solution no longer has {old!r}: update this mistake"
+    return src.replace(old, new)
+
+
+ONE_COLUMN_PER_LANE = """
+@cuda.jit
+def softmax_warp_kernel(x, out):
+    warp = cuda.threadIdx.x // 32
+    lane = cuda.laneid
+    row = cuda.blockIdx.x * ROWS_PER_BLOCK + warp
+    if row >= x.shape[0]:
+        return
+    col = lane  # one column per lane: no stride loop
+    v = x[row, col] if col < x.shape[1] else float32(-math.inf)
+    m = v
+    k = 16
+    while k > 0:
+        m = max(m, cuda.shfl_xor_sync(FULL, m, k))
+        k //= 2
+    e = math.exp(v - m)
+    s = e
+    k = 16
+    while k > 0:
+        s += cuda.shfl_xor_sync(FULL, s, k)
+        k //= 2
+    WRITE
+"""
+WRITE_ONE = "if col < x.shape[1]:\n        out[row, col] = e / s"
+WRITE_ALL = "for j in range(lane, x.shape[1], 32):\n        out[row, j] = math.exp(x[row, j] - m) / s"
+
+GUARDED_SHUFFLES = """
+@cuda.jit
+def softmax_warp_kernel(x, out):
+    warp = cuda.threadIdx.x // 32
+    lane = cuda.laneid
+    row = cuda.blockIdx.x * ROWS_PER_BLOCK + warp
+    col = lane
+    if row < x.shape[0] and col < x.shape[1]:
+        m = x[row, col]
+        k = 16
+        while k > 0:
+            m = max(m, cuda.shfl_xor_sync(FULL, m, k))
+            k //= 2
+        e = math.exp(x[row, col] - m)
+        s = e
+        k = 16
+        while k > 0:
+            s += cuda.shfl_xor_sync(FULL, s, k)
+            k //= 2
+        out[row, col] = e / s
+"""
+
+LANE_ALONE = """
+@cuda.jit
+def softmax_warp_kernel(x, out):
+    row = cuda.blockIdx.x * ROWS_PER_BLOCK + cuda.threadIdx.x // 32
+    if row < x.shape[0]:
+        m = float32(-math.inf)
+        for j in range(x.shape[1]):  # every lane the whole row: correct, 32 times the reads, no shuffle
+            m = max(m, x[row, j])
+        s = float32(0.0)
+        for j in range(x.shape[1]):
+            s += math.exp(x[row, j] - m)
+        for j in range(cuda.laneid, x.shape[1], 32):
+            out[row, j] = math.exp(x[row, j] - m) / s
+"""
+
+
+def _warp_mistake(name: str) -> str:
+    src = _warp_solution()
+    if name == "down":
+        return _changed(src, "cuda.shfl_xor_sync", "cuda.shfl_down_sync")
+    if name == "no-max":
+        return _changed(src, "math.exp(x[row, col] - m)", "math.exp(x[row, col])")
+    if name == "one-column":
+        return ONE_COLUMN_PER_LANE.replace("WRITE", WRITE_ONE)
+    if name == "one-column-strided-writes":
+        return ONE_COLUMN_PER_LANE.replace("WRITE", WRITE_ALL)
+    return src
+
+
+@pytest.mark.parametrize(
+    ("mistake", "hint"),
+    [
+        ("down", "only lane 0 ended with the row's maximum and sum"),
+        ("no-max", softmax_hints.NO_MAX_HINT),
+        ("one-column", "this is the softmax of each row's first 32 columns"),
+        ("one-column-strided-writes", "this is the softmax of each row's first 32 columns"),
+        ("right", None),
+    ],
+    ids=["down", "no-max", "one-column", "one-column-strided-writes", "right"],
+)
+def test_lab05_warp_softmax_mistakes_are_named(mistake, hint):
+    kernel = define(_warp_mistake(mistake), "softmax_warp_kernel", dict(WARP_NS))
+    res = lab05.SOFTMAX_WARP.check(kernel, ptx=None)
+    if hint is None:
+        assert res.passed and res.score == 3, res
+    else:
+        assert not res.passed and res.score == 0 and res.hint.startswith(hint), res
+    if mistake == "down":  # and the fixes: xor, or lane 0's value broadcast
+        assert "cuda.shfl_xor_sync(FULL, v, k)" in res.hint and "cuda.shfl_sync(FULL, v, 0)" in res.hint
+
+
+def test_lab05_warp_softmax_the_no_max_hint_is_the_block_softmaxs():
+    assert lab05.SOFTMAX.mistakes[softmax_hints.NO_MAX_HINT] is lab05.SOFTMAX_WARP.mistakes[softmax_hints.NO_MAX_HINT]
+
+
+def test_lab05_a_guarded_shuffle_costs_the_points_with_the_line_and_the_fix():
+    """Lanes that returned are not waited for (PTX), and what the others read from them is undefined: the
+    learner reads a verdict (the read, its line, a neutral value for a maximum and a sum), not a traceback."""
+    kernel = define(GUARDED_SHUFFLES, "softmax_warp_kernel", dict(WARP_NS))
+    res = lab05.SOFTMAX_WARP.check(kernel)
+    text = str(res)
+    assert res.status == "failed" and res.score == 0, res
+    assert "a shuffle read a lane that took no part" in res.hint and "which had returned" in res.hint, res
+    assert "cuda.shfl_xor_sync(FULL, m, k)" in res.hint, res
+    assert "not around the shuffles" in res.hint and "-inf for a maximum" in res.hint and "0 for a sum" in res.hint
+    assert "Traceback" not in text and 'File "' not in text, text
+
+
+def test_lab05_a_warp_softmax_without_shuffles_is_over_budget_with_the_shuffle_hint():
+    kernel = define(LANE_ALONE, "softmax_warp_kernel", dict(WARP_NS))
+    res = lab05.SOFTMAX_WARP.check(kernel, ptx=None)
+    assert res.status == "over budget" and res.score == 1.5, res
+    assert "reads of x" in res.message and res.hint == softmax_hints.SHUFFLE_BUDGET_HINT, res
+
+
+@pytest.mark.ptx
+def test_lab05_the_warp_softmax_solution_compiles_to_ptx():
+    if not _nvvm_available():
+        pytest.skip("NVVM (numba-cuda[cu12]) is not installed: the PTX check cannot run")
+    header = "import math\nfrom numba import cuda, float32\n\nFULL = 0xFFFFFFFF\nROWS_PER_BLOCK = 4\n\n"
+    source = header + _warp_solution()
+    res = ptx.compile_source(source, "softmax_warp_kernel", lab05.SOFTMAX_WARP.ptx, ccs=[(7, 5), (9, 0)])
+    assert res == {"7.5": "ok", "9.0": "ok"}, res

@@ -81,9 +81,11 @@ def undefined_hint(notes: tuple[str, ...]) -> str:
     more = f" (and {len(notes) - 1} more such reads)" if len(notes) > 1 else ""
     return (
         f"a shuffle read a lane that took no part, whose value is undefined on a GPU (the simulator gives NaN or "
-        f"0xBAADF00D): {notes[0]}{more}. Every lane the mask names must reach the shuffle: instead of returning early "
-        "or guarding the shuffle with `if i < n:`, let the lanes past the end take part with a value that changes "
-        "nothing (`v = x[i] if i < n else float32(0)` for a sum), and guard only the final store."
+        f"0xBAADF00D): {notes[0]}{more}. Every lane that a warp function's mask names must make that call: keep a "
+        "bounds guard (`if i < n:`, `if col < cols:`) around the loads and stores, not around the shuffles, and do "
+        "not return before them. A lane with nothing to contribute takes part with a neutral value: 0 for a sum "
+        "(`v = x[i] if i < n else float32(0)`), -inf for a maximum (`float32(-math.inf)`; 0 would be wrong for rows "
+        "of negative values). A lane whose stride loop runs zero times keeps exactly those."
     )
 
 

@@ -40,7 +40,10 @@ class Budget:
       ``shared_bytes=2 * TILE * (TILE + 1) * 4`` (see :func:`tile_bytes`);
     * ``barriers_per_thread=``: the most ``cuda.syncthreads()`` one thread may pass (a block sum with warp
       shuffles needs 1, a shared-memory tree of 128 threads 8);
-    * ``size=``: which case is traced (default: the largest).
+    * ``size=``: which case is traced (default: the largest);
+    * ``hint=``: the advice for a kernel over any of these limits, in place of the generic one (which says to
+      stage data in shared memory, or to allocate less of it): for an exercise whose fix is another, e.g. warp
+      shuffles in place of shared memory.
     """
 
     reads_per_element: dict[str, Any] = field(default_factory=dict)
@@ -50,6 +53,7 @@ class Budget:
     shared_bytes: Any = None
     barriers_per_thread: Any = None
     size: Size = None
+    hint: str = ""
 
 
 def tile_bytes(tile: int, tiles: int = 2, itemsize: int = 4, pad: int = 1) -> int:
