@@ -215,7 +215,7 @@ def _variant(
         (_variant(d2h_into_slice=False), "pageable_out", "pageable host memory"),
         (_variant(rebind_out=True), "out_not_written", "rebinds a local name"),
         (_variant(copy_in=False), "pageable_in", "came from pageable host memory"),
-        (_variant(cross=True), "cross_stream", "used a device array copied in on stream"),
+        (_variant(cross=True), "cross_stream", "device memory that a copy in wrote on stream"),
         (_variant(streams_=False), "one_stream", "went to the same stream"),
         (_variant(sync=False), "no_final_sync", "still queued on stream(s)"),
         (_variant(sync=False, sync_in_loop=True), "no_overlap", "no two operations could run at the same time"),
@@ -236,6 +236,51 @@ def test_the_reference_passes_and_one_stream_is_fine_when_asked_for_one():
     assert lessons.check("02", "pipelined_saxpy", pipelined.pipelined_saxpy).passed
     res = pipelined.check_pipelined(_variant(streams_=False), cases=[(130, 64, 1)])
     assert res.passed, res
+
+
+def _one_allocation(alpha, x_h, y_h, out_h, chunk, n_streams, *, overlap=0):
+    """Each array allocated once on the device; chunk k uses its own slice on stream k % n_streams (the pattern of
+    NVIDIA's overlap example). With ``overlap`` > 0 each chunk's kernel also reads ``overlap`` elements of the
+    next chunk's slice, which another stream copies in: a race."""
+    ss = [cuda.stream() for _ in range(n_streams)]
+    n = x_h.size
+    x_d, y_d, out_d = (cuda.device_array(n, np.float32) for _ in range(3))
+    for k, a in enumerate(range(0, n, chunk)):
+        s, part = ss[k % n_streams], slice(a, min(a + chunk, n))
+        x_d[part].copy_to_device(x_h[part], stream=s)
+        y_d[part].copy_to_device(y_h[part], stream=s)
+        wide = slice(a, min(a + chunk + overlap, n))
+        saxpy_kernel[(*_launch(part.stop - a), s)](alpha, x_d[wide], y_d[part], out_d[part])
+        out_d[part].copy_to_host(out_h[part], stream=s)
+    cuda.synchronize()
+
+
+def test_disjoint_slices_of_one_allocation_on_different_streams_pass_and_overlapping_ones_do_not():
+    assert lessons.check("02", "pipelined_saxpy", _one_allocation).passed
+
+    def overlapping(*args):
+        _one_allocation(*args, overlap=8)
+
+    res = pipelined.check_pipelined(overlapping, cases=[(1000, 256, 4)])
+    assert (
+        res.details["mistake"] == "cross_stream"
+        and "a copy in on stream 2 touched device memory that a kernel used on stream 1" in res.message
+    )
+
+
+def test_auto_synchronize_counts_as_a_synchronize_of_its_stream():
+    def per_chunk(alpha, x_h, y_h, out_h, chunk, n_streams):
+        ss = [cuda.stream() for _ in range(n_streams)]
+        for k, a in enumerate(range(0, x_h.size, chunk)):
+            s, part = ss[k % n_streams], slice(a, min(a + chunk, x_h.size))
+            with s.auto_synchronize():  # waits for the chunk before the next is issued
+                x_d, y_d = cuda.to_device(x_h[part], stream=s), cuda.to_device(y_h[part], stream=s)
+                out_d = cuda.device_array(x_d.shape, x_d.dtype, stream=s)
+                saxpy_kernel[(*_launch(x_d.size), s)](alpha, x_d, y_d, out_d)
+                out_d.copy_to_host(out_h[part], stream=s)
+
+    res = lessons.check("02", "pipelined_saxpy", per_chunk)
+    assert res.details["mistake"] == "no_overlap", res  # not "no_final_sync": every stream was synchronized
 
 
 def test_placeholders_errors_and_wrong_values_are_told_what_to_do():

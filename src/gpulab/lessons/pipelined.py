@@ -93,21 +93,25 @@ def diagnose(records: Sequence[Any], n_streams: int) -> tuple[str, str] | None:
     for r in work:
         if r.kind == "h2d" and not r.pinned:
             return "pageable_in", f"a cuda.to_device of {r.nbytes} bytes came from pageable host memory."
-    last: dict[int, tuple[int, str]] = {}  # id(device allocation) -> (stream, kind) of the last op on it
+    # the device bytes each stream used since its last synchronize: (low, high) address -> (stream, kind); only
+    # overlapping bytes are shared (chunks in disjoint slices of one allocation, x_d[part], are independent)
+    last: dict[tuple[int, int], tuple[int, str]] = {}
     for r in records:
         if r.kind == "sync":
             everything = r.stream is None
             last = {b: v for b, v in last.items() if not everything and v[0] != num(r)}
             continue
-        for b in r.buffers:
-            before = last.get(id(b))
-            if before is not None and before[0] != num(r):
-                what = {"h2d": "copied in", "kernel": "written by the kernel", "d2h": "copied out"}[before[1]]
-                return "cross_stream", (
-                    f"a {r.kind} on stream {num(r)} used a device array {what} on stream {before[0]}, "
-                    "with no synchronize in between."
-                )
-            last[id(b)] = (num(r), r.kind)
+        for lo, hi in r.spans:
+            for (lo2, hi2), before in last.items():
+                if before[0] != num(r) and lo < hi2 and lo2 < hi:
+                    op = {"h2d": "copy in", "kernel": "kernel", "d2h": "copy out"}
+                    what = {"h2d": "a copy in wrote", "kernel": "a kernel used", "d2h": "a copy out read"}[before[1]]
+                    return "cross_stream", (
+                        f"a {op[r.kind]} on stream {num(r)} touched device memory that {what} on stream "
+                        f"{before[0]}, with no synchronize in between."
+                    )
+        for span in r.spans:
+            last[span] = (num(r), r.kind)
     used = {num(r) for r in work}
     kernels = sum(r.kind == "kernel" for r in work)
     if n_streams >= 2 and kernels >= 2 and len(used) < 2:
@@ -176,7 +180,7 @@ def check_pipelined(fn: Any, cases: Sequence[tuple[int, int, int]] = CASES) -> C
             if n % chunk and bad.min() >= tail:
                 hint = (
                     f"only the last, shorter chunk is wrong (from {tail} on): {n} is not a multiple of chunk={chunk}; "
-                    "end each chunk at min(start + chunk, n) and loop over range(0, n, chunk)."
+                    "with n = x_h.size, end each chunk at min(start + chunk, n) and loop over range(0, n, chunk)."
                 )
                 return _result("failed", msg, hint, "last_chunk")
             return _result("failed", msg, "each chunk: out_h[part] = alpha * x_h[part] + y_h[part].")

@@ -8,7 +8,8 @@ what they do:
 * ``cuda.to_device(host, stream=s)`` and ``device_array.copy_to_device(host, stream=s)``: an ``"h2d"`` copy;
 * ``device_array.copy_to_host(host, stream=s)``: a ``"d2h"`` copy;
 * ``kernel[blocks, threads, s](...)``: a ``"kernel"`` launch on stream ``s`` (0 without one);
-* ``s.synchronize()`` and ``cuda.synchronize()``: a ``"sync"`` (stream ``None``: all of them);
+* ``s.synchronize()``, the end of ``with s.auto_synchronize():`` and ``cuda.synchronize()``: a ``"sync"``
+  (stream ``None``: all of them);
 * ``cuda.pinned_array`` / ``pinned_array_like``: the array is noted as pinned (by id, weakly: it stays a
   plain ndarray), so a copy from or into it or a view of it (``out[a:b]``) counts as pinned; a copy of it
   (``x[a:b].copy()``) is pageable, as on a GPU. ``cuda.default_stream()`` is one stream object, the default
@@ -21,6 +22,7 @@ Each call is told to the functions in ``ON_OP`` as a :class:`StreamOp` (built on
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from collections.abc import Callable
@@ -35,7 +37,9 @@ class StreamOp(NamedTuple):
     """One recorded call. ``stream``: the stream object, ``0`` for the default stream, ``None`` for a
     ``cuda.synchronize()``; ``pinned``: the host array of a copy came from ``cuda.pinned_array``;
     ``buffers``: the device allocations it used (a kernel: every device array argument; the arrays themselves,
-    so that while the record lives no other allocation can take their id);
+    so that while the record lives no other allocation can take their id or addresses); ``spans``: for each,
+    the ``(low, high)`` host addresses of the part used (a slice ``x_d[a:b]`` is only its own bytes), so that
+    two chunks in disjoint slices of one allocation do not count as sharing it;
     ``host_args``: a kernel was given a host (NumPy) array, which numba copies in and out synchronously."""
 
     kind: str  # "h2d", "d2h", "kernel" or "sync"
@@ -45,6 +49,7 @@ class StreamOp(NamedTuple):
     buffers: tuple[Any, ...] = ()
     name: str = ""
     host_args: bool = False
+    spans: tuple[tuple[int, int], ...] = ()
 
 
 ON_OP: list[Callable[[Callable[[], StreamOp]], None]] = []
@@ -85,6 +90,15 @@ def _owner(array: Any) -> Any:
     return obj
 
 
+def _span(array: Any) -> tuple[int, int]:
+    """The ``(low, high)`` addresses of the bytes a (device) array view covers."""
+    try:
+        from numpy.lib.array_utils import byte_bounds  # NumPy 2
+    except ImportError:  # NumPy 1.26
+        byte_bounds = np.byte_bounds  # type: ignore[attr-defined]
+    return byte_bounds(np.asarray(getattr(array, "_ary", array)))
+
+
 def _emit(build: Callable[[], StreamOp]) -> None:
     if threading.current_thread().__class__.__name__ == "BlockThread":
         return  # inside a simulated kernel: not a host call
@@ -116,7 +130,11 @@ def install() -> None:
         if to is not None:  # copy_to_device records it
             return orig_to_device(ary, stream, copy, to)
         out = orig_to_device(ary, stream, copy, to)
-        _emit(lambda: StreamOp("h2d", stream, int(np.asarray(ary).nbytes), is_pinned(ary), (_owner(out),)))
+        _emit(
+            lambda: StreamOp(
+                "h2d", stream, int(np.asarray(ary).nbytes), is_pinned(ary), (_owner(out),), spans=(_span(out),)
+            )
+        )
         return out
 
     def pinned_array(shape: Any, dtype: Any = np.float64, strides: Any = None, order: str = "C") -> Any:
@@ -129,13 +147,15 @@ def install() -> None:
 
     def copy_to_host(self: Any, ary: Any = None, stream: Any = 0) -> Any:
         out = orig_d2h(self, ary, stream)
-        _emit(lambda: StreamOp("d2h", stream, int(self.nbytes), ary is not None and is_pinned(ary), (_owner(self),)))
+        pinned = ary is not None and is_pinned(ary)
+        _emit(lambda: StreamOp("d2h", stream, int(self.nbytes), pinned, (_owner(self),), spans=(_span(self),)))
         return out
 
     def copy_to_device(self: Any, ary: Any, stream: Any = 0) -> Any:
         out = orig_h2d(self, ary, stream)
         host = not isinstance(ary, arr_cls)
-        _emit(lambda: StreamOp("h2d", stream, int(self.nbytes), host and is_pinned(ary), (_owner(self),)))
+        pinned = host and is_pinned(ary)
+        _emit(lambda: StreamOp("h2d", stream, int(self.nbytes), pinned, (_owner(self),), spans=(_span(self),)))
         return out
 
     arr_cls.copy_to_host = copy_to_host  # type: ignore[method-assign]
@@ -154,10 +174,11 @@ def install() -> None:
         if not self._device:
 
             def build() -> StreamOp:
-                devs = tuple(_owner(a) for a in args if isinstance(a, arr_cls))
+                arrays = [a for a in args if isinstance(a, arr_cls)]
+                devs, spans = tuple(_owner(a) for a in arrays), tuple(_span(a) for a in arrays)
                 host = any(isinstance(a, np.ndarray) and a.ndim > 0 for a in args)
                 name = getattr(self.fn, "__name__", "kernel")
-                return StreamOp("kernel", getattr(self, "_gpulab_stream", 0), 0, False, devs, name, host)
+                return StreamOp("kernel", getattr(self, "_gpulab_stream", 0), 0, False, devs, name, host, spans)
 
             _emit(build)
         return out
@@ -182,7 +203,16 @@ def install() -> None:
             _DEFAULT.append(s)
         return _DEFAULT[0]
 
+    orig_auto = api.stream.auto_synchronize
+
+    @contextlib.contextmanager
+    def auto_synchronize(self: Any) -> Any:  # a GPU synchronizes the stream when the block ends: so does the record
+        with orig_auto(self):
+            yield self
+        stream_synchronize(self)
+
     api.stream.synchronize = stream_synchronize  # type: ignore[method-assign]
+    api.stream.auto_synchronize = auto_synchronize  # type: ignore[method-assign]
     replace("synchronize", synchronize)
     replace("default_stream", default_stream)
     replace("legacy_default_stream", default_stream)
