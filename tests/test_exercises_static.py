@@ -166,7 +166,7 @@ def test_correct_kernels_that_compile_are_not_flagged():
     "shape,words",
     [
         ("(TPB, TPB + 1)", "`TPB + 1` is arithmetic that Numba does not work out"),
-        ("2 * TPB", "write `TILE_PAD = 2 * TPB` at module level"),
+        ("2 * TPB", "e.g. `SIZE = 2 * TPB`, and use that name"),
         ("TPB64", "`TPB64` is a NumPy int64; write a plain Python int"),
     ],
 )

@@ -690,11 +690,12 @@ def test_a_guard_that_keeps_lanes_from_the_shuffles_gets_the_simulators_error(so
 
 
 def test_returning_before_the_shuffles_is_named():
-    """Lanes that returned are not waited for (PTX), so the kernel runs; its block passes cuda.syncthreads() with
-    some threads gone, which the verdict names (the barrier check sees it before the undefined shuffle reads)."""
+    """Lanes that returned are not waited for (PTX), so the kernel runs, and what the others read from them is
+    undefined: the verdict names that read (seen, not guessed) and says not to return before the shuffles."""
     res = lessons.check("05", "warp_sum", define(WARP_SUM_RETURNS_EARLY, "warp_sum_kernel", dict(NAMESPACE)))
     assert res.status == "failed" and "Traceback" not in str(res), res
-    assert "do not `return` before a barrier" in res.hint, res
+    assert "a shuffle read a lane that took no part" in res.hint and "do not return before them" in res.hint, res
+    assert "v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)" in res.hint, res
 
 
 WARP_SUM_AS_A_TREE = """
@@ -819,3 +820,15 @@ def block_max_kernel(x, partial):
     assert not res.passed and "non-integer index" in res.message
     assert "use `//`" in res.hint.lower() or "Use `//`" in res.hint, res.hint
     assert "bounds guard" not in res.hint
+
+
+WARP_SUM_EVERY_LANE_STORES = WARP_SUM_RETURNS_EARLY.replace(
+    "    if i >= x.size:\n        return\n    v = x[i]\n", "    v = x[i] if i < x.size else float32(0.0)\n"
+).replace("        if lane == 0:\n            partial[cuda.blockIdx.x] = v\n", "        partial[cuda.blockIdx.x] = v\n")
+
+
+def test_every_lane_of_warp_0_storing_the_block_sum_is_told_to_let_lane_0_write():
+    assert "if lane == 0:\n            partial" not in WARP_SUM_EVERY_LANE_STORES
+    res = lessons.check("05", "warp_sum", define(WARP_SUM_EVERY_LANE_STORES, "warp_sum_kernel", dict(NAMESPACE)))
+    assert not res.passed and "let only that one write" in res.hint, res
+    assert "PyTorch" not in res.hint.split("For a flag")[0], res

@@ -217,7 +217,8 @@ def test_lanes_that_returned_are_not_waited_for_and_what_is_read_from_them_is_un
     np.testing.assert_array_equal(out[:4], x[:4] + x[16:20])  # lanes 0-3 read lanes 16-19
     assert np.isnan(out[4:16]).all()  # lanes 4-15 read lanes 20-31, which had returned
     np.testing.assert_array_equal(out[16:], 2 * x[16:])  # past lane 31: their own value
-    assert len(notes) == 8 and "lane 4 of warp 0 of block (0, 0, 0) read lane 20, which had returned" in notes[0]
+    assert len(notes) == 8
+    assert "lane 4 of warp 0 of block (0, 0, 0) read lane 20, which did not make the call" in notes[0]
     assert "v += cuda.shfl_down_sync(FULL, v, 16)" in notes[0]
 
 
@@ -454,5 +455,5 @@ def test_the_harness_names_a_read_from_a_lane_that_returned():
     )
     res = problem.check(warp_totals_kernel)
     assert res.status == "failed", res
-    assert "a shuffle read a lane that took no part" in res.hint and "which had returned" in res.hint, res
+    assert "a shuffle read a lane that took no part" in res.hint and "which did not make the call" in res.hint, res
     assert "`v = x[i] if i < n else float32(0)`" in res.hint and "-inf for a maximum" in res.hint, res

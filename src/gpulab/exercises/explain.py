@@ -65,8 +65,9 @@ def explain(st: State, fail: Failure) -> tuple[str, str, str]:
                 f"{reduction_len(st.p.reduction, case.inputs):,} terms, up to {float(np.max(tol)):.3g} here)"
             )
         msg += f"\ninput: {case.describe()}\nlaunch: {fail.desc}"
-        hint, raced = race_hint(st, fail, hint, missing)
-        kind = kind or ("race" if raced else "")
+        if kind != "undefined":  # a shuffle's undefined read was seen: it explains the values
+            hint, raced = race_hint(st, fail, hint, missing)
+            kind = kind or ("race" if raced else "")
     # a race seen in the access log explains the values; "correct on square inputs" would only be a guess then
     # (a square probe small enough for one tile never reaches the barrier that is missing)
     if fail.status == "failed" and fail.swappable and kind not in SPECIFIC and kind != "race":

@@ -57,10 +57,12 @@ DUPLICATE_STORE_HINT = (
     "cuda.grid() and step a grid-stride loop by cuda.gridsize()."
 )
 FLAG_STORE_HINT = (
-    "Many threads store into one element (a flag or a counter) with plain stores: a data race in CUDA's memory "
-    "model. When every thread writes the same value it works in practice on today's GPUs (PyTorch's unscale kernel "
-    "relies on it), but the check counts it as a race: set a flag with an atomic, e.g. cuda.atomic.max(flag, 0, 1), "
-    "and count with cuda.atomic.add (plain stores lose counts)."
+    "Many threads store into one element with plain stores: a data race in CUDA's memory model, and the last "
+    "store wins. If one thread holds the answer (lane 0 after a warp sum, thread 0 after a tree), let only that "
+    "one write: `if cuda.threadIdx.x == 0:`. For a flag or a counter: when every thread writes the same value it "
+    "works in practice on today's GPUs (PyTorch's unscale kernel relies on it), but the check counts it as a race: "
+    "set a flag with an atomic, e.g. cuda.atomic.max(flag, 0, 1), and count with cuda.atomic.add (plain stores "
+    "lose counts)."
 )
 SAME_INDEX_HINT = (
     "Two threads computed the same output index while other elements were never written: the "

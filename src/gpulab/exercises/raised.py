@@ -210,10 +210,12 @@ GPULAB_RAISED_HINT = (
     "is right, the fault is gpulab's: report it with this message."
 )
 SHUFFLE_GUARD_HINT = (
-    "a lane read past the end of an array, but this kernel shuffles values between lanes, so a guard around the "
-    "shuffles is not the fix: every lane named in the mask must reach each shuffle. Give the lanes past the end a "
-    "value that changes nothing and let them shuffle it, e.g. `v = x[i] if i < x.size else float32(0.0)` for a "
-    "sum (`warp_sums[lane] if lane < TPB // 32 else float32(0.0)` for the warps' sums), and guard only the final "
+    "a lane indexed past the end of an array. First check the index itself (an output indexed by the thread, "
+    "`partial[i]`, where one element per block is meant, `partial[cuda.blockIdx.x]`). If the index is right and "
+    "only the lanes past the end go too far: this kernel shuffles values between lanes, so a guard around the "
+    "shuffles is not the fix, since every lane named in the mask must reach each shuffle. Give the lanes past the "
+    "end a value that changes nothing and let them shuffle it, e.g. `v = x[i] if i < x.size else float32(0.0)` for "
+    "a sum (`warp_sums[lane] if lane < TPB // 32 else float32(0.0)` for the warps' sums), and guard only the final "
     "store."
 )
 FLOAT_INDEX_HINT = (

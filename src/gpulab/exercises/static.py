@@ -79,7 +79,8 @@ class _Shapes:
                 return reason  # (32 + 1) * 4 is folded by Python; TILE + 1 is not, and Numba does not work it out
             return (
                 f"`{ast.unparse(expr)}` is arithmetic that Numba does not work out when it compiles the kernel "
-                f"(write `TILE_PAD = {ast.unparse(expr)}` at module level and use TILE_PAD)"
+                f"(give it a name at module level, e.g. `SIZE = {ast.unparse(expr)}`, and use that name, or write "
+                "the number)"
             )
         if isinstance(expr, ast.UnaryOp):
             return self.why_not_constant(expr.operand, depth + 1)

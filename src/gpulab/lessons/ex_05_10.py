@@ -200,8 +200,7 @@ def _lesson05() -> list[Exercise]:
                 "warp_sum_kernel",
                 block_sums_spec,
                 lambda n, rng: random_arrays(rng, n),
-                # every lane of a kernel with shuffles is a Python thread in the simulator (about 0.3 ms each): the
-                # sizes stay small. 300: the last block has a partial warp and two warps with no element at all.
+                # 300: the last block has a partial warp and two warps with no element at all.
                 sizes=[1, 200, 300],
                 launch=lambda x, partial: (partial.size, TPB),
                 out_names=["partial"],

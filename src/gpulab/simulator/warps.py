@@ -199,7 +199,7 @@ def _results(
                 out[lane] = _undefined(a.value)
                 if _READS:
                     why = (
-                        "which had returned"
+                        "which did not make the call (it had returned, or a branch kept it away)"
                         if src in exited
                         else "which does not exist (the block's last warp is partial)"
                         if src >= lanes_here
