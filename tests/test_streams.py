@@ -309,6 +309,42 @@ def test_the_reference_kernel_is_compiled_to_ptx_with_the_elementwise_family():
     assert "saxpy_kernel[" in lessons.reveal("02", "pipelined_saxpy", display=False)
 
 
+def test_in_gpu_mode_the_recording_leaves_numba_cudas_own_calls_alone():
+    """gpu mode (compile-only stands in for a GPU) imports numba-cuda's device API; trace's simulated() calls
+    harden(), which wraps the simulator's copies, launches and synchronizes: numba.cuda's own functions and the
+    methods of its device arrays, streams and kernels (what lesson 02's gpu-mode cells call) must stay as they were."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import gpulab
+        from numba import cuda
+        from numba.cuda import dispatcher
+        from numba.cuda.cudadrv import devicearray, driver
+        names = ("to_device", "device_array", "pinned_array", "pinned_array_like", "stream", "synchronize",
+                 "default_stream", "legacy_default_stream", "defer_cleanup")
+        methods = [(devicearray.DeviceNDArray, "copy_to_host"), (devicearray.DeviceNDArray, "copy_to_device"),
+                   (driver.Stream, "synchronize"), (dispatcher.CUDADispatcher, "__getitem__")]
+        before = [getattr(cuda, n) for n in names] + [getattr(c, m) for c, m in methods]
+        from gpulab import simulator
+        simulator.harden()
+        after = [getattr(cuda, n) for n in names] + [getattr(c, m) for c, m in methods]
+        from numba.cuda.simulator import api
+        print(gpulab.mode(), cuda.to_device.__module__, sum(a is not b for a, b in zip(before, after)),
+              api.synchronize.__qualname__)
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("GPULAB_DEVICE", "NUMBA_ENABLE_CUDASIM")}
+    env |= {"GPULAB_DEVICE": "gpu", "GPULAB_COMPILE_ONLY": "1"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    # nothing of numba.cuda's changed; the simulator's own synchronize is the one wrapped
+    assert r.stdout.split() == ["gpu", "numba.cuda.api", "0", "install.<locals>.synchronize"], r.stdout
+
+
 # --- the figure -------------------------------------------------------------------------------------------
 
 

@@ -16,11 +16,13 @@ function actually made (recorded by :mod:`gpulab.simulator.streams`) under the s
 5. An engine that comes free takes, among the operations ready to run, the one issued first.
 6. A copy from or to *pageable* host memory (a plain NumPy array) is synchronous: the driver stages it
    through a pinned buffer and the host waits until it is done, so nothing after it is issued before it ends.
+   (CUDA's documentation says such a copy *might* be synchronous with respect to the host; the model assumes it is.)
    Copies from pinned (page-locked) memory, ``cuda.pinned_array``, are asynchronous.
 7. A synchronize makes the host wait until the operations it covers (one stream's, or all) have ended.
 
-The model has no launch overhead, no bus contention between the two directions and no kernel concurrency:
-it shows how overlap arises, not how long a real GPU takes. Only a measurement says that.
+The model has no launch overhead, no bus contention between the two directions, no kernel concurrency and no
+cost for allocations (CUDA lists a device memory allocation among the calls that may keep two streams' work from
+overlapping): it shows how overlap arises, not how long a real GPU takes. Only a measurement says that.
 """
 
 from __future__ import annotations

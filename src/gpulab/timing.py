@@ -104,7 +104,8 @@ def no_interface_sync() -> Iterator[None]:
     the CUDA-event window, so short kernels would look slower than they are, and a comparison with
     CuPy/cuBLAS (which do not sync) would be skewed. :func:`benchmark` synchronizes the whole device
     just before the window, so there is nothing pending to wait for, and these syncs only add host
-    time. Everything gpulab launches runs on the default stream, in order, so correctness holds.
+    time. Everything gpulab launches on CuPy arrays runs on the default stream, in order, so correctness holds
+    (lesson 02's streams carry numba device arrays, which these syncs never concern).
     """
     configs = _numba_configs()
     saved = [getattr(c, _SYNC_FLAG) for c in configs]
@@ -143,7 +144,10 @@ def benchmark(
     In gpu mode each call is bracketed by CUDA events and the device is synchronized, so the
     time covers the GPU work, not just the launch; numba's per-argument stream syncs for CuPy arrays
     are switched off inside the window (:func:`no_interface_sync`), so host round trips are not
-    counted. Returns a :class:`BenchResult` in seconds.
+    counted. The events go on the default stream (numba's legacy one), so a host function that queues work on
+    streams of its own (``cuda.stream()``: blocking streams) is timed until that work is done, whether or not it
+    synchronizes itself (lesson 02's ``pipelined_saxpy`` does: then the window is its host time, launches and
+    waits included). Returns a :class:`BenchResult` in seconds.
     """
     if repeat < 1:
         raise ValueError(f"repeat must be at least 1 (got {repeat}); use repeat=5 for a stable median.")

@@ -28,8 +28,9 @@ __all__ = ["CASES", "MISTAKES", "check_pipelined", "diagnose", "pipelined_saxpy"
 NAME = "pipelined_saxpy"
 CASES = [(1000, 256, 4), (7, 4, 2), (300, 100, 3), (130, 64, 1)]  # (n, chunk, n_streams): n % chunk != 0 mostly
 MISTAKES = {
-    "kernel_host_arrays": "Pass the kernel device arrays (the results of cuda.to_device and cuda.device_array); "
-    "given a NumPy array, numba copies it in and back itself, synchronously, on the default stream.",
+    "kernel_host_arrays": "Pass the kernel device arrays (the results of cuda.to_device and cuda.device_array). "
+    "Given a NumPy array, numba itself copies it to the device before the launch and back after it (on the "
+    "kernel's stream), every such argument both ways; a copy into pageable memory makes the host wait for it.",
     "copy_without_stream": "Give every copy its chunk's stream: cuda.to_device(x_h[part], stream=s) and "
     "out_d.copy_to_host(out_h[part], stream=s). Without stream= a copy goes to the default stream, which waits "
     "for every other stream and makes the host wait too: nothing overlaps.",
