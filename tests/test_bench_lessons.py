@@ -110,3 +110,19 @@ def test_a_write_cut_off_leaves_the_previous_complete_file(tmp_path, monkeypatch
     assert lessons.main(["--only", "conv", "attention", "--json", str(out)]) != 0  # "interrupted"
     assert all(p != out for p in calls), "written in place"
     assert list(json.loads(out.read_text())["sections"]) == ["conv"]
+
+
+def test_streams_is_skipped_in_simulator_mode_with_the_reason(monkeypatch):
+    """Lesson 02's copies and streams need a GPU: in simulator mode the section is skipped, never measured."""
+    from gpulab.bench import streams
+
+    def must_not_run(*a, **k):
+        raise AssertionError("streams_rows ran in simulator mode")
+
+    monkeypatch.setattr(streams, "streams_rows", must_not_run)
+    said: list[str] = []
+    assert lessons.measure(["streams"], log=said.append) == {}
+    assert said == [
+        "  streams           skipped: the simulator runs every copy and kernel at once and times nothing; "
+        "pinned copies and streams need gpu mode"
+    ]

@@ -219,3 +219,75 @@ def test_record_goes_to_the_user_data_folder_not_the_package(tmp_path, monkeypat
     assert results.latest("reduce").device == "Test GPU" and results.latest("conv").device == "Shipped GPU"
     monkeypatch.setenv("GPULAB_RESULTS_DIR", str(tmp_path / "explicit"))
     assert results.user_results_dir() == tmp_path / "explicit"
+
+
+# ------------------------------------------------------------ lesson 02: copies and streams
+
+
+def test_streams_rows_feed_lesson_02(tmp_path):
+    # The row builder runs in the simulator too (never recorded there: bench lessons skips the section), so the rows
+    # the lesson reads are built by the real code path at a tiny size: copies, pipelines (results checked), model.
+    from gpulab.bench.streams import streams_rows
+
+    rows = streams_rows(1024, 256, repeat=1)
+    assert [r["kind"] for r in rows] == ["copy"] * 3 + ["pipeline"] * 3 + ["model"] * 2
+    assert all(r["label"].startswith("simulator mode: ") for r in rows)
+    assert [r["streams"] for r in rows[3:]] == [1, 4, 4, 1, 4] and rows[3]["bytes"] == 3 * 1024 * 4
+    results.record("streams", rows, "Test GPU", directory=tmp_path, date="2026-01-09", source="test")
+    rec = results.latest("streams", directory=tmp_path)
+    # what lesson 02 draws in simulator mode: the copies as bars, the other rows as lines
+    copies = [r for r in rec.sections["streams"] if r["kind"] == "copy"]
+    fig = speed_bars([r["label"] for r in copies], [r["gbps"] for r in copies], "GB/s", "copies", rec.label)
+    assert (
+        len(fig.data[0].x) == 3 and all(v > 0 for v in fig.data[0].y) and "Test GPU" in fig.layout.annotations[0].text
+    )
+    assert _note_keys("streams") == {"kind", "label", "gbps", "bytes", "seconds"}
+
+
+def _fake_benchmark(times: dict[str, float]):
+    """timing.benchmark's stand-in: calls ``fn`` once (so the results are still checked) and reports the time
+    given for its label (0.05 s for the others)."""
+    from gpulab import timing
+
+    def fake(fn, *args, warmup=1, repeat=5, label="", **kwargs):
+        fn(*args, **kwargs)
+        return timing.BenchResult((times.get(label, 0.05),), "gpu", "fake", label)
+
+    return fake
+
+
+@pytest.mark.parametrize("engines, four_ms", [(None, 11), (2, 11), (4, 11), (1, 16)])
+def test_streams_model_rows_come_from_the_chunk_times(monkeypatch, engines, four_ms):
+    # The lesson's numbers as fake chunk times (2 ms in, 1 ms kernel, 2 ms out, 4 chunks): 20 ms on one stream,
+    # 11 ms on four with two copy engines, 16 with one (gpulab.streams' rules).
+    from gpulab import timing
+    from gpulab.bench import streams as bench_streams
+
+    fake = {"pageable -> device": 4e-6, "pinned -> device": 1e-6, "device -> pinned": 2e-6}
+    fake |= {"chunk copy in": 2e-3, "chunk kernel": 1e-3, "chunk copy out": 2e-3}
+    monkeypatch.setattr(timing, "benchmark", _fake_benchmark(fake))
+    monkeypatch.setattr(bench_streams, "_copy_engines", lambda: engines)
+    rows = bench_streams.streams_rows(1024, 256, repeat=1)
+    results.check_rows("streams", rows)
+    gbps = {r["label"].removeprefix("simulator mode: "): r["gbps"] for r in rows if r["kind"] == "copy"}
+    assert gbps == {
+        "pageable -> device": 4096 / 4e-6 / 1e9,
+        "pinned -> device": 4096 / 1e-6 / 1e9,
+        "device -> pinned": 4096 / 2e-6 / 1e9,
+    }
+    model = [r for r in rows if r["kind"] == "model"]
+    assert [round(r["seconds"] * 1e3, 9) for r in model] == [20, four_ms]
+    assert model[1]["copy_engines"] == (1 if engines == 1 else 2) and model[1]["async_engine_count"] == engines
+    assert model[0]["chunk_h2d_seconds"] == 2e-3 and model[0]["chunks"] == 4
+    assert [r["seconds"] for r in rows if r["kind"] == "pipeline"] == [0.05] * 3
+
+
+def test_streams_without_copy_engines_has_no_model_rows_and_chunks_must_be_equal(monkeypatch):
+    from gpulab import timing
+    from gpulab.bench import streams as bench_streams
+
+    monkeypatch.setattr(timing, "benchmark", _fake_benchmark({}))
+    monkeypatch.setattr(bench_streams, "_copy_engines", lambda: 0)  # no copy can overlap a kernel: no model
+    assert [r["kind"] for r in bench_streams.streams_rows(512, 256, repeat=1)] == ["copy"] * 3 + ["pipeline"] * 3
+    with pytest.raises(ValueError, match="n a multiple of chunk"):
+        bench_streams.streams_rows(1000, 256)

@@ -76,6 +76,14 @@ SECTIONS: dict[str, Section] = {
         ("label", "gflops"),
         ("notebooks/00_why_gpus.ipynb",),
     ),
+    # lesson 02's copies and streams (gpulab.bench.streams): kind "copy" (GB/s of one array), "pipeline" (pipelined
+    # saxpy, seconds for the 3 arrays moved) or "model" (gpulab.streams' prediction from measured chunk times).
+    "streams": Section(
+        "python -m gpulab bench lessons --record",
+        "gpulab.bench.streams:streams_rows",
+        ("label", "kind", "seconds", "bytes", "gbps"),
+        ("notebooks/02_memory.ipynb",),
+    ),
     "memory": Section(
         "python -m gpulab bench kernels --record",
         "gpulab.bench.sections:memory_rows",

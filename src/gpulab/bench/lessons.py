@@ -1,7 +1,7 @@
-"""``python -m gpulab bench lessons``: the GPU figures lessons 00, 06, 07, 09, 11 and 12 show from a recording.
+"""``python -m gpulab bench lessons``: the GPU figures lessons 00, 02, 06, 07, 09, 11 and 12 show from a recording.
 
-In simulator mode those lessons cannot measure a GPU, so they read ``gpulab.results.latest(section)``
-for the sections ``why_gpus``, ``matmul_precision``, ``conv``, ``cnn_training``, ``energy`` and ``attention``.
+In simulator mode those lessons cannot measure a GPU, so they read ``gpulab.results.latest(section)`` for the
+sections ``why_gpus``, ``streams``, ``matmul_precision``, ``conv``, ``cnn_training``, ``energy`` and ``attention``.
 This suite measures each one with the same code paths the lessons use in gpu mode and, with ``--record``
 (gpu mode only), stores the rows in the schema :data:`gpulab.results.SECTIONS` declares. ``make gpu-check`` runs it.
 """
@@ -285,6 +285,16 @@ def measure(
         from ..interop import precision_benchmark
 
         section("matmul_precision", lambda: precision_benchmark(sz["precision_n"]))
+    if "streams" in want and not gpu:
+        log(
+            "  streams           skipped: the simulator runs every copy and kernel at once and times nothing; "
+            "pinned copies and streams need gpu mode"
+        )
+    elif "streams" in want:  # lesson 02: pageable vs pinned copies, 1 vs 4 streams (gpulab.bench.streams)
+        from .streams import SIZES as STREAM_SIZES
+        from .streams import streams_rows
+
+        section("streams", lambda: streams_rows(**STREAM_SIZES["gpu"]))
     if "conv" in want:
         section("conv", lambda: conv_rows(sz["conv"], repeat=sz["repeat"]))
     dataset, why = _dataset(log) if "cnn_training" in want else (None, "")
@@ -315,7 +325,7 @@ def measure(
     return out
 
 
-SECTIONS = ("why_gpus", "matmul_precision", "conv", "cnn_training", "energy", "attention")
+SECTIONS = ("why_gpus", "matmul_precision", "streams", "conv", "cnn_training", "energy", "attention")
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -324,7 +334,7 @@ def configure(p: argparse.ArgumentParser) -> None:
         "--only",
         nargs="+",
         choices=SECTIONS,
-        help="only these sections (default: all; why_gpus and matmul_precision need gpu mode)",
+        help="only these sections (default: all; why_gpus, matmul_precision and streams need gpu mode)",
     )
     p.add_argument("--json", type=Path, help="write {section: rows} as JSON to this file")
     p.add_argument(

@@ -1,0 +1,147 @@
+"""Section ``streams`` of ``python -m gpulab bench lessons`` (lesson 02, "Feeding the GPU"): copies and streams.
+
+In gpu mode :func:`streams_rows` measures what lesson 02's measure cell measures: host-to-device bandwidth from a
+pageable and from a pinned array, device-to-host into a pinned array, and the reference
+:func:`gpulab.lessons.pipelined.pipelined_saxpy` on pinned arrays with 1 and with 4 streams (inside
+``cuda.defer_cleanup()``, as the lesson does), plus the same pipeline with each stream's device buffers allocated
+once before the loop (the reference allocates per chunk: ``cuMemAlloc`` between chunks may keep streams from
+overlapping, CUDA's "implicit synchronization"; the two rows side by side show whether it does). It also times one
+chunk's copy in, kernel and copy out and gives what the model (:func:`gpulab.streams.pipeline_timeline`) predicts
+from those times: rows of kind ``"model"``, predictions, never measurements. ``--record`` stores the rows; lesson 02
+shows them in simulator mode. ``bench lessons`` skips the section in simulator mode (the simulator runs every call
+at once and times nothing); :func:`streams_rows` still runs there (the tests), its labels saying so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import runtime, timing
+
+__all__ = ["SIZES", "streams_rows"]
+
+# float32 elements: 64 MB per array and 8 chunks of 8 MB on a GPU (a few seconds in all, most of it the kernel's
+# compilation and the pinned allocations); the simulator sizes only exercise the code.
+SIZES: dict[str, dict[str, int]] = {
+    "gpu": {"n": 1 << 24, "chunk": 1 << 21, "streams": 4, "repeat": 5},
+    "simulator": {"n": 1024, "chunk": 256, "streams": 4, "repeat": 1},
+}
+TPB = 128  # threads per block, as pipelined_saxpy launches saxpy
+
+
+def _copy_engines() -> int | None:
+    """The GPU's copy engines (``ASYNC_ENGINE_COUNT``), None in simulator mode."""
+    if not runtime.is_gpu():
+        return None
+    from numba import cuda
+
+    return int(cuda.get_current_device().ASYNC_ENGINE_COUNT)
+
+
+def _preallocated(alpha: Any, x_h: np.ndarray, y_h: np.ndarray, out_h: np.ndarray, chunk: int, n_streams: int) -> None:
+    """``pipelined_saxpy`` with each stream's three device buffers allocated once, before the loop, and reused
+    by its chunks in stream order (``x_h.size`` a multiple of ``chunk``): no allocation between the chunks."""
+    from numba import cuda
+
+    from ..kernels._launch import ceil_div
+    from ..kernels.elementwise import saxpy_kernel
+
+    streams = [cuda.stream() for _ in range(n_streams)]
+    bufs = [[cuda.device_array(chunk, x_h.dtype, stream=s) for _ in range(3)] for s in streams]
+    for k, start in enumerate(range(0, x_h.size, chunk)):
+        s, (x_d, y_d, out_d) = streams[k % n_streams], bufs[k % n_streams]
+        part = slice(start, start + chunk)
+        x_d.copy_to_device(x_h[part], stream=s)
+        y_d.copy_to_device(y_h[part], stream=s)
+        saxpy_kernel[ceil_div(chunk, TPB), TPB, s](alpha, x_d, y_d, out_d)
+        out_d.copy_to_host(out_h[part], stream=s)
+    cuda.synchronize()
+
+
+def _row(label: str, kind: str, seconds: float, nbytes: int, **more: Any) -> dict[str, Any]:
+    return {
+        "label": label,
+        "kind": kind,
+        "seconds": seconds,
+        "bytes": nbytes,
+        "gbps": timing.gbps(nbytes, seconds),
+        **more,
+    }
+
+
+def streams_rows(n: int, chunk: int, *, streams: int = 4, repeat: int = 5) -> list[dict[str, Any]]:
+    """Section ``streams``: rows ``{"label", "kind", "seconds", "bytes", "gbps", ...}``, ``kind`` one of ``"copy"``
+    (``n`` float32 between host and device), ``"pipeline"`` (saxpy over ``n`` elements in chunks of ``chunk``:
+    ``bytes`` is the 3 arrays moved) or ``"model"`` (the model's prediction from the measured chunk times).
+
+    Times are medians of ``repeat`` calls by :func:`gpulab.timing.benchmark`; every result is checked first.
+    Raises ValueError unless ``chunk`` divides ``n`` (the model assumes equal chunks)."""
+    from numba import cuda
+
+    from ..kernels._launch import ceil_div
+    from ..kernels.elementwise import saxpy_kernel
+    from ..lessons.pipelined import pipelined_saxpy
+    from ..streams import pipeline_timeline
+
+    if chunk < 1 or n < chunk or n % chunk:
+        raise ValueError(f"streams_rows needs n a multiple of chunk (equal chunks), got n={n}, chunk={chunk}.")
+    pre = "" if runtime.is_gpu() else "simulator mode: "
+    bench = timing.benchmark
+    alpha, chunks = np.float32(3), n // chunk
+    x_h, y_h, out_h = (cuda.pinned_array(n, np.float32) for _ in range(3))
+    rng = np.random.default_rng(0)
+    x_h[:], y_h[:] = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n)
+    x_page = np.array(x_h)  # the same values in ordinary (pageable) memory
+    x_d = cuda.device_array(n, np.float32)
+    page = bench(x_d.copy_to_device, x_page, repeat=repeat, label="pageable -> device")
+    pin = bench(x_d.copy_to_device, x_h, repeat=repeat, label="pinned -> device")
+    back = bench(x_d.copy_to_host, out_h, repeat=repeat, label="device -> pinned")
+    if not np.array_equal(out_h, x_h):
+        raise AssertionError("streams: the copy there and back changed the data")
+    nbytes = int(x_h.nbytes)
+    rows = [
+        _row(f"{pre}pageable -> device", "copy", page.median, nbytes),
+        _row(f"{pre}pinned -> device", "copy", pin.median, nbytes),
+        _row(f"{pre}device -> pinned", "copy", back.median, nbytes),
+    ]
+
+    cx, cy, cout = (cuda.device_array(chunk, np.float32) for _ in range(3))
+    blocks = ceil_div(chunk, TPB)
+
+    def copy_in() -> None:
+        cx.copy_to_device(x_h[:chunk])
+        cy.copy_to_device(y_h[:chunk])
+
+    h2d = bench(copy_in, repeat=repeat, label="chunk copy in")
+    kern = bench(saxpy_kernel[blocks, TPB], alpha, cx, cy, cout, repeat=repeat, label="chunk kernel")
+    d2h = bench(cout.copy_to_host, out_h[:chunk], repeat=repeat, label="chunk copy out")
+    if not np.allclose(out_h[:chunk], alpha * x_h[:chunk] + y_h[:chunk], rtol=1e-6, atol=1e-6):
+        raise AssertionError("streams: saxpy on one chunk is wrong")
+
+    moved = 3 * nbytes
+    cases = [
+        ("pipelined saxpy, 1 stream", pipelined_saxpy, 1),
+        (f"pipelined saxpy, {streams} streams", pipelined_saxpy, streams),
+        (f"pipelined saxpy, {streams} streams, device buffers allocated once", _preallocated, streams),
+    ]
+    for label, fn, k in cases:
+        out_h[:] = np.nan
+        with cuda.defer_cleanup():  # no free (which waits for the whole GPU) inside the timed calls
+            res = bench(fn, alpha, x_h, y_h, out_h, chunk, k, repeat=repeat, label=label)
+        if not np.allclose(out_h, alpha * x_h + y_h, rtol=1e-6, atol=1e-6):
+            raise AssertionError(f"streams: {label} computed a wrong result")
+        rows.append(_row(pre + label, "pipeline", res.median, moved, streams=k, chunks=chunks, chunk_bytes=chunk * 4))
+
+    engines = _copy_engines()
+    if engines == 0:  # copies cannot overlap kernels at all on this GPU: the model does not apply
+        return rows
+    per_chunk = {"chunk_h2d_seconds": h2d.median, "chunk_kernel_seconds": kern.median, "chunk_d2h_seconds": d2h.median}
+    used = 2 if engines is None or engines >= 2 else 1  # the model knows 1 or 2 copy engines
+    for k in (1, streams):
+        tl = pipeline_timeline(chunks, h2d.median, kern.median, d2h.median, streams=k, copy_engines=used)
+        label = f"{pre}model (gpulab.streams) from the measured chunk times: {k} stream{'s' if k > 1 else ''}"
+        more = {"streams": k, "chunks": chunks, "copy_engines": used, "async_engine_count": engines, **per_chunk}
+        rows.append(_row(label, "model", tl.total, moved, **more))
+    return rows
