@@ -298,6 +298,64 @@ def test_placeholders_errors_and_wrong_values_are_told_what_to_do():
     assert res.status == "failed" and "expected" in res.message and "alpha * x_h[part]" in res.hint
     res = lessons.check("02", "pipelined_saxpy", raises)
     assert res.status == "error" and "IndexError" in res.message
+    assert "at line" in res.message and "`return x_h[chunk * 1000]`" in res.message, res  # the learner's line
+
+
+N_OF_THE_NOTEBOOK = 4096  # the lesson notebook's own global n, which a learner may take for the array's size
+
+
+def uses_the_notebooks_n(alpha, x_h, y_h, out_h, chunk, n_streams):
+    streams = [cuda.stream() for _ in range(n_streams)]
+    for k, start in enumerate(range(0, N_OF_THE_NOTEBOOK, chunk)):
+        s = streams[k % n_streams]
+        part = slice(start, min(start + chunk, N_OF_THE_NOTEBOOK))
+        x_d = cuda.to_device(x_h[part], stream=s)
+        y_d = cuda.to_device(y_h[part], stream=s)
+        out_d = cuda.device_array(x_d.shape, x_d.dtype, stream=s)
+        saxpy_kernel[(*_launch(x_d.size), s)](alpha, x_d, y_d, out_d)
+        out_d.copy_to_host(out_h[part], stream=s)
+    cuda.synchronize()
+
+
+def one_block_per_chunk(alpha, x_h, y_h, out_h, chunk, n_streams):
+    streams = [cuda.stream() for _ in range(n_streams)]
+    for k, start in enumerate(range(0, x_h.size, chunk)):
+        s = streams[k % n_streams]
+        part = slice(start, min(start + chunk, x_h.size))
+        x_d = cuda.to_device(x_h[part], stream=s)
+        y_d = cuda.to_device(y_h[part], stream=s)
+        out_d = cuda.device_array(x_d.shape, x_d.dtype, stream=s)
+        saxpy_kernel[1, x_d.size, s](alpha, x_d, y_d, out_d)
+        out_d.copy_to_host(out_h[part], stream=s)
+    cuda.synchronize()
+
+
+def streams_without_modulo(alpha, x_h, y_h, out_h, chunk, n_streams):
+    streams = [cuda.stream() for _ in range(n_streams)]
+    for k, start in enumerate(range(0, x_h.size, chunk)):
+        s = streams[k]
+        part = slice(start, min(start + chunk, x_h.size))
+        x_d = cuda.to_device(x_h[part], stream=s)
+        y_d = cuda.to_device(y_h[part], stream=s)
+        out_d = cuda.device_array(x_d.shape, x_d.dtype, stream=s)
+        saxpy_kernel[(*_launch(x_d.size), s)](alpha, x_d, y_d, out_d)
+        out_d.copy_to_host(out_h[part], stream=s)
+    cuda.synchronize()
+
+
+@pytest.mark.parametrize(
+    ("fn", "says", "hint"),
+    [
+        (uses_the_notebooks_n, "the grid must have at least 1 block", "a chunk came out empty"),
+        (one_block_per_chunk, "a block can hold at most 1024 threads", "threads = 128, blocks = "),
+        (streams_without_modulo, "s = streams[k]", "streams[k % n_streams]"),
+    ],
+    ids=["the_notebooks_n", "one_block_per_chunk", "no_modulo"],
+)
+def test_an_error_names_the_learners_line_and_why(fn, says, hint):
+    res = lessons.check("02", "pipelined_saxpy", fn)
+    assert res.status == "error" and says in res.message and hint in res.hint, res
+    assert "Traceback" not in str(res), res
 
 
 def test_the_reference_kernel_is_compiled_to_ptx_with_the_elementwise_family():
@@ -306,7 +364,9 @@ def test_the_reference_kernel_is_compiled_to_ptx_with_the_elementwise_family():
     from gpulab.kernels import elementwise
 
     assert saxpy_kernel in [k for k, _ in elementwise.PTX_SIGNATURES]
-    assert "saxpy_kernel[" in lessons.reveal("02", "pipelined_saxpy", display=False)
+    shown = lessons.reveal("02", "pipelined_saxpy", display=False)
+    assert "saxpy[" in shown and "saxpy_kernel" not in shown and "ceil_div" not in shown, shown  # the notebook's names
+    assert pipelined.saxpy is saxpy_kernel
 
 
 def test_in_gpu_mode_the_recording_leaves_numba_cudas_own_calls_alone():

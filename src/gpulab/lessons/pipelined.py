@@ -19,14 +19,17 @@ from numba import cuda
 
 from .. import runtime
 from ..exercises import CheckResult
-from ..kernels._launch import ceil_div
 from ..kernels.elementwise import saxpy_kernel
 from ..streams import recorded_timeline, stream_numbers
 
 __all__ = ["CASES", "MISTAKES", "check_pipelined", "diagnose", "pipelined_saxpy"]
 
 NAME = "pipelined_saxpy"
-CASES = [(1000, 256, 4), (7, 4, 2), (300, 100, 3), (130, 64, 1)]  # (n, chunk, n_streams): n % chunk != 0 mostly
+# (n, chunk, n_streams): n % chunk != 0 mostly; a chunk over 1024 elements, so that `saxpy[1, chunk, s]` (one block
+# of chunk threads) meets the limit a GPU meets at the lesson's 2**23-element chunks
+CASES = [(1000, 256, 4), (7, 4, 2), (300, 100, 3), (130, 64, 1), (3000, 1500, 2)]
+saxpy = saxpy_kernel  # the name the lesson's notebook gives it (its learner's kernel, or this one)
+THREADS = 128
 MISTAKES = {
     "kernel_host_arrays": "Pass the kernel device arrays (the results of cuda.to_device and cuda.device_array). "
     "Given a NumPy array, numba itself copies it to the device before the launch and back after it (on the "
@@ -65,7 +68,7 @@ def pipelined_saxpy(
         x_d = cuda.to_device(x_h[part], stream=s)
         y_d = cuda.to_device(y_h[part], stream=s)
         out_d = cuda.device_array(x_d.shape, x_d.dtype, stream=s)
-        saxpy_kernel[ceil_div(x_d.size, 128), 128, s](alpha, x_d, y_d, out_d)
+        saxpy[(x_d.size + THREADS - 1) // THREADS, THREADS, s](alpha, x_d, y_d, out_d)  # enough blocks of 128
         out_d.copy_to_host(out_h[part], stream=s)
     cuda.synchronize()  # wait until every stream's copies back have landed in out_h
 
@@ -140,6 +143,36 @@ def _result(status: str, message: str, hint: str = "", mistake: str = "") -> Che
     return res
 
 
+def _error(call: str, exc: BaseException) -> CheckResult:
+    """The verdict for an exception from the learner's function: which line of theirs, and why where it is known."""
+    from ..exercises.frames import origin
+    from ..kernels._launch import LaunchError
+
+    line = origin(exc).line
+    at = f" at line {line[0]}: `{line[1]}`" if line else ""
+    text = str(exc)
+    hint = ""
+    if isinstance(exc, LaunchError) and "at least 1 block" in text:
+        hint = (
+            "a chunk came out empty: the loop ran past the end of the arrays. Loop over range(0, n, chunk) with "
+            "n = x_h.size (the notebook's own n is another array's size)."
+        )
+    elif isinstance(exc, LaunchError):
+        hint = (
+            "launch enough blocks of a fixed size instead of one block per chunk: threads = 128, blocks = "
+            "(size + threads - 1) // threads, where size is the chunk's length (the last chunk is shorter)."
+        )
+    elif "strides" in text or "shape" in text:
+        hint = (
+            "a host slice and its device array differ in length: take every chunk's part of the arrays you were "
+            "given, part = slice(start, min(start + chunk, n)) with n = x_h.size (the notebook's own n is another "
+            "array's size), and copy back into out_h[part]."
+        )
+    elif isinstance(exc, IndexError) and "list index" in text:
+        hint = "there are n_streams streams: chunk k goes to streams[k % n_streams]."
+    return _result("error", f"{call} raised {type(exc).__name__}{at}: {text}", hint)
+
+
 def check_pipelined(fn: Any, cases: Sequence[tuple[int, int, int]] = CASES) -> CheckResult:
     """Run the learner's ``fn(alpha, x_h, y_h, out_h, chunk, n_streams)`` on pinned arrays and check ``out_h`` and, in
     simulator mode, the calls it made (see the module docstring). Never raises for the learner's mistakes."""
@@ -164,7 +197,7 @@ def check_pipelined(fn: Any, cases: Sequence[tuple[int, int, int]] = CASES) -> C
                 "not implemented", "not implemented yet: replace `raise NotImplementedError` with your code."
             )
         except Exception as exc:  # noqa: BLE001 - the learner's code: report, never crash the notebook
-            return _result("error", f"{call} raised {type(exc).__name__}: {exc}")
+            return _error(call, exc)
         want, got = alpha * x_h + y_h, np.asarray(out_h)
         if np.isnan(got).all():
             msg = f"{call}: out_h was not written (it still holds the check's NaN)."
