@@ -832,3 +832,15 @@ def test_every_lane_of_warp_0_storing_the_block_sum_is_told_to_let_lane_0_write(
     res = lessons.check("05", "warp_sum", define(WARP_SUM_EVERY_LANE_STORES, "warp_sum_kernel", dict(NAMESPACE)))
     assert not res.passed and "let only that one write" in res.hint, res
     assert "PyTorch" not in res.hint.split("For a flag")[0], res
+
+
+WARP_SUM_READS_EVERY_SLOT = WARP_SUM_EVERY_LANE_STORES.replace(
+    "        partial[cuda.blockIdx.x] = v\n", "        if lane == 0:\n            partial[cuda.blockIdx.x] = v\n"
+).replace("v = warp_sums[lane] if lane < TPB // 32 else float32(0.0)", "v = warp_sums[lane]")
+
+
+def test_warp_0_reading_slots_no_warp_wrote_is_told_which_element_and_line():
+    assert "v = warp_sums[lane]\n" in WARP_SUM_READS_EVERY_SLOT
+    res = lessons.check("05", "warp_sum", define(WARP_SUM_READS_EVERY_SLOT, "warp_sum_kernel", dict(NAMESPACE)))
+    assert not res.passed and "read warp_sums[4]" in res.hint and "which no thread of its block wrote" in res.hint
+    assert "`v = warp_sums[lane]`" in res.hint and "if lane < TPB // 32 else float32(0.0)" in res.hint, res

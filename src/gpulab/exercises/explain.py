@@ -95,7 +95,7 @@ def _race_in_log(st: State, fail: Failure) -> tuple[str, str] | None:
     if not st.p.race_check or st.p.host is not None or not runtime.is_simulator():
         return None
     try:
-        return race_verdict(st.runner, st.cases[fail.case], fail.launch)
+        return race_verdict(st.runner, st.cases[fail.case], fail.launch, unset=True)
     except Exception:  # noqa: BLE001 - the watched run failed as well: the first verdict stands
         return None
 

@@ -14,6 +14,7 @@ thread schedule and block shape, then :func:`race_verdict` on the largest case.
 
 from __future__ import annotations
 
+import linecache
 from typing import Any
 
 import numpy as np
@@ -101,9 +102,10 @@ def _elem(index: int, shape: tuple) -> str:
     return ", ".join(str(int(v)) for v in np.unravel_index(index, shape))
 
 
-def race_verdict(runner: Runner, case: Case, launch: Launch) -> tuple[str, str] | None:
+def race_verdict(runner: Runner, case: Case, launch: Launch, unset: bool = False) -> tuple[str, str] | None:
     """Run ``case`` once with every shared access and output write logged; ``(message, hint)`` for
-    the first race or barrier inside a branch, None when there is none."""
+    the first race or barrier inside a branch, None when there is none. ``unset`` (for a wrong result only: a
+    correct kernel may read elements it then ignores): also a read of a shared element nobody wrote."""
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
     outs, call = runner.host_call(case)
@@ -151,6 +153,10 @@ def race_verdict(runner: Runner, case: Case, launch: Launch) -> tuple[str, str] 
         )
         return msg, (WAR_HINT if war else RAW_HINT)
 
+    found = _read_never_written(ins, launch_s) if unset else None
+    if found:
+        return found
+
     hit = _first_conflict(out_log, same_block_only=False, writes_only=True)
     if hit:
         pos, o = hit
@@ -179,6 +185,29 @@ def race_verdict(runner: Runner, case: Case, launch: Launch) -> tuple[str, str] 
         if not updated:  # both stored (`=`) without reading: one element with two owners, not lost updates
             return f"{both} ({launch_s})", DUPLICATE_STORE_HINT
         return f"{both} without cuda.atomic and without a cuda.syncthreads() between them ({launch_s})", WRITE_RACE_HINT
+    return None
+
+
+UNSET_SHARED_HINT = (
+    "Shared memory starts as whatever was in it (on a GPU; NaN or 0xBAADF00D in the simulator): read only the "
+    "elements some thread of the block wrote, e.g. `warp_sums[lane] if lane < TPB // 32 else float32(0.0)` when "
+    "only TPB // 32 of them hold a warp's sum, or write every element you will read first (0 for a sum)."
+)
+
+
+def _read_never_written(ins: Any, launch_s: str) -> tuple[str, str] | None:
+    """The first read of a shared-array element that no thread of its block wrote during the launch."""
+    for (path, _), (label, log, shape) in ins.shared_logs.items():
+        written = {(a.block, a.index) for a in log if a.kind == "w"}
+        read = next((a for a in log if a.kind == "r" and (a.block, a.index) not in written), None)
+        if read is not None:
+            code = linecache.getline(path, read.line).strip() if read.line else ""
+            at = f" at line {read.line}" + (f" (`{code}`)" if code else "") if read.line else ""
+            return (
+                f"thread {read.thread} of block {read.block} read {label}[{_elem(read.index, shape)}]{at}, which no "
+                f"thread of its block wrote ({launch_s})",
+                UNSET_SHARED_HINT,
+            )
     return None
 
 
