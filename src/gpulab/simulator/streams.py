@@ -119,7 +119,9 @@ def install() -> None:
     modules = (cuda, sim, da, api)  # numba.cuda is the simulator's only in simulator mode
 
     def replace(name: str, new: Any) -> None:
-        old = getattr(da, name, None) or getattr(api, name)
+        old = getattr(da, name, None) or getattr(api, name, None)
+        if old is None:  # an older simulator without it (numba's own numba.cuda, before numba-cuda): nothing to wrap
+            return
         for m in modules:
             if getattr(m, name, None) is old:  # in gpu mode (trace), numba.cuda's own functions stay
                 setattr(m, name, new)
