@@ -333,4 +333,5 @@ def test_an_unwritten_shared_read_gets_the_hint_that_names_it():
 
     res = check_block_sum(_block_sum_unpadded)
     assert not res.passed and "nan" in res.message
-    assert "start as nan" in res.hint, res
+    assert "read buf[16]" in res.hint and "which no thread of its block wrote" in res.hint, res  # located
+    assert "floats start as nan" in res.hint and "past the end of the data" in res.hint, res

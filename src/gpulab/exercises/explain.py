@@ -66,7 +66,8 @@ def explain(st: State, fail: Failure) -> tuple[str, str, str]:
             )
         msg += f"\ninput: {case.describe()}\nlaunch: {fail.desc}"
         if kind != "undefined":  # a shuffle's undefined read was seen: it explains the values
-            hint, raced = race_hint(st, fail, hint, missing)
+            # a shared element nobody wrote is named, unless the diagnosis already named the filler in the result
+            hint, raced = race_hint(st, fail, hint, missing, unset=kind != "_unset_memory")
             kind = kind or ("race" if raced else "")
     # a race seen in the access log explains the values; "correct on square inputs" would only be a guess then
     # (a square probe small enough for one tile never reaches the barrier that is missing)
@@ -90,24 +91,24 @@ def undefined_hint(notes: tuple[str, ...]) -> str:
     )
 
 
-def _race_in_log(st: State, fail: Failure) -> tuple[str, str] | None:
+def _race_in_log(st: State, fail: Failure, unset: bool = False) -> tuple[str, str] | None:
     """A race or a barrier in a branch seen in the access log of the failing case (simulator, kernels only)."""
     if not st.p.race_check or st.p.host is not None or not runtime.is_simulator():
         return None
     try:
-        return race_verdict(st.runner, st.cases[fail.case], fail.launch, unset=True)
+        return race_verdict(st.runner, st.cases[fail.case], fail.launch, unset=unset)
     except Exception:  # noqa: BLE001 - the watched run failed as well: the first verdict stands
         return None
 
 
-def race_hint(st: State, fail: Failure, hint: str, missing: np.ndarray | None) -> tuple[str, bool]:
+def race_hint(st: State, fail: Failure, hint: str, missing: np.ndarray | None, unset: bool = False) -> tuple[str, bool]:
     """A race explains wrong values best: look for one directly, then try a second schedule. Returns the hint
     and whether a race was found, in the access log or as results that change with the schedule (a finding, not a
     guess: the square-input probe is then left out)."""
     p, case = st.p, st.cases[fail.case]
     if not p.race_check:
         return hint, False
-    found = _race_in_log(st, fail)
+    found = _race_in_log(st, fail, unset)
     if found:
         return f"{found[0].rstrip('.')}. {found[1]}", True
     if case.expected[0].size > 1 and not (missing is not None and missing.any()):

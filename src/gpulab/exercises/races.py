@@ -189,9 +189,10 @@ def race_verdict(runner: Runner, case: Case, launch: Launch, unset: bool = False
 
 
 UNSET_SHARED_HINT = (
-    "Shared memory starts as whatever was in it (on a GPU; NaN or 0xBAADF00D in the simulator): read only the "
-    "elements some thread of the block wrote, e.g. `warp_sums[lane] if lane < TPB // 32 else float32(0.0)` when "
-    "only TPB // 32 of them hold a warp's sum, or write every element you will read first (0 for a sum)."
+    "Shared memory starts as whatever was in it (on a GPU; in the simulator floats start as nan, integers as "
+    "0xBAADF00D, which is what your result shows): write every element before any thread reads it, e.g. 0 into "
+    "the slots past the end of the data (`buf[tx] = x[i] if i < n else float32(0)`) or into a histogram's bins, "
+    "or read only the elements that were written (`warp_sums[lane] if lane < TPB // 32 else float32(0.0)`)."
 )
 
 
