@@ -438,3 +438,41 @@ def test_lesson02_asks_for_the_prediction_before_the_model_answers_it():
     assert "The model's: 11 ms" in out
     assert lessons.compare(11, pipeline_timeline(4, 2 * MS, 1 * MS, 2 * MS, streams=4).total / MS).count("right")
     assert "too high" in lessons.compare(20, pipeline_timeline(4, 2 * MS, 1 * MS, 2 * MS, streams=4).total / MS)
+
+
+def test_gpu_mode_names_a_missing_final_sync_from_the_result(monkeypatch):
+    """In gpu mode no call is recorded: copies back still in flight when the function returns leave out_h NaN or
+    partly written, and the check must name the missing synchronize (not 'out_h was not written'). Stand-ins: a
+    'GPU' whose copies back land at the next cuda.synchronize()."""
+    from types import SimpleNamespace
+
+    pending: list = []
+
+    def synchronize():
+        while pending:
+            pending.pop()()
+
+    fake_cuda = SimpleNamespace(pinned_array=lambda n, dtype: np.empty(n, dtype), synchronize=synchronize)
+    monkeypatch.setattr(pipelined, "cuda", fake_cuda)
+    monkeypatch.setattr(pipelined, "runtime", SimpleNamespace(is_simulator=lambda: False))
+
+    def no_sync(alpha, x_h, y_h, out_h, chunk, n_streams):  # every chunk's copy back is still queued
+        for start in range(0, x_h.size, chunk):
+            part = slice(start, min(start + chunk, x_h.size))
+            pending.append(lambda part=part: out_h.__setitem__(part, alpha * x_h[part] + y_h[part]))
+
+    def synced(alpha, x_h, y_h, out_h, chunk, n_streams):
+        no_sync(alpha, x_h, y_h, out_h, chunk, n_streams)
+        synchronize()
+
+    res = pipelined.check_pipelined(no_sync, cases=[(1000, 256, 4)])
+    assert res.status == "failed" and res.details["mistake"] == "no_final_sync", res
+    assert res.hint == pipelined.MISTAKES["no_final_sync"] and "still being copied back" in res.message
+    ok = pipelined.check_pipelined(synced, cases=[(1000, 256, 4), (7, 4, 2)])
+    assert ok.passed and "gpu mode" in ok.message, ok
+
+    def wrong(alpha, x_h, y_h, out_h, chunk, n_streams):  # wrong also after a synchronize: not a missing sync
+        out_h[:] = alpha * y_h + x_h
+
+    res = pipelined.check_pipelined(wrong, cases=[(1000, 256, 4)])
+    assert res.status == "failed" and res.details.get("mistake") != "no_final_sync", res

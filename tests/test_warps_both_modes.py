@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 from numba import cuda, float32
 
+from gpulab import runtime
+
 FULL = 0xFFFFFFFF
 
 
@@ -106,7 +108,14 @@ def test_match_all_when_every_lane_agrees_gives_the_whole_mask_as_int32():
 def test_activemask_in_a_branch_names_the_lanes_that_took_it():
     out = np.zeros(32, np.int64)
     active_kernel[1, 32](20, out)
-    assert (out[:20] == (1 << 20) - 1).all() and not out[20:].any()
+    lanes = np.arange(20)
+    assert not out[20:].any()  # lanes that skipped the branch wrote nothing
+    # What CUDA guarantees: each lane in the branch sees its own bit, and no lane that skipped the branch.
+    assert ((out[:20] >> lanes) & 1 == 1).all() and not (out[:20] >> 20).any()
+    if runtime.is_simulator():
+        # The simulator's rule: every lane of the branch. A GPU usually agrees, but CUDA does not promise that the
+        # lanes of a branch run __activemask() together (independent thread scheduling, Volta and later).
+        assert (out[:20] == (1 << 20) - 1).all()
 
 
 def test_a_two_stage_block_sum_with_shuffles():

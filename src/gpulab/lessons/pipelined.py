@@ -199,6 +199,15 @@ def check_pipelined(fn: Any, cases: Sequence[tuple[int, int, int]] = CASES) -> C
         except Exception as exc:  # noqa: BLE001 - the learner's code: report, never crash the notebook
             return _error(call, exc)
         want, got = alpha * x_h + y_h, np.asarray(out_h)
+        if not runtime.is_simulator() and not np.allclose(got, want, rtol=1e-6, atol=1e-6):
+            # In gpu mode nothing is recorded: a result that is wrong now but right once the GPU is idle was still
+            # being copied back when the function returned (no synchronize), not a wrong or unwritten out_h.
+            cuda.synchronize()
+            if np.allclose(out_h, want, rtol=1e-6, atol=1e-6):
+                msg = f"{call}: out_h was still being copied back when the function returned (right only after a "
+                msg += "cuda.synchronize() made by the check)."
+                return _result("failed", msg, MISTAKES["no_final_sync"], "no_final_sync")
+            got = np.asarray(out_h)
         if np.isnan(got).all():
             msg = f"{call}: out_h was not written (it still holds the check's NaN)."
             hint = (
