@@ -1,6 +1,5 @@
 """Reductions and the row softmax (lesson 05) against NumPy: in the simulator, or on the GPU on CuPy arrays (gpu
-mode); the traffic counts come from gpulab.trace (the simulator, in either mode). Each CUDA thread of the
-warp-shuffle sum runs as a Python thread in the simulator (about 0.3 ms each): its sizes stay near 1000."""
+mode); the traffic counts come from gpulab.trace (the simulator, in either mode)."""
 
 import numpy as np
 import pytest

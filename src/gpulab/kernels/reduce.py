@@ -185,8 +185,7 @@ def sum_tree(x: Any) -> float:
 
 def sum_warp(x: Any) -> float:
     """Sum a 1-D float32 array with warp shuffles (:func:`sum_warp_kernel`): one partial per block of ``TPB``,
-    then the same kernel again on the partials until a single value is left. In the simulator each CUDA thread
-    of a kernel with warp calls runs as a Python thread: keep ``x`` to a few thousand elements there."""
+    then the same kernel again on the partials until a single value is left."""
     return _sum_in_passes(sum_warp_kernel, x)
 
 
