@@ -7,22 +7,26 @@ multiples of ``chunk`` and compares ``out_h`` with NumPy. In simulator mode it a
 (recorded by :mod:`gpulab.simulator.streams`) and names the first of the :data:`MISTAKES` it finds. In gpu mode
 the calls are not recorded (CUDA runs them for real and keeps no log): only the results are checked, and the
 verdict says so.
+
+The check is written once for any such function of two input arrays (:class:`Pipelined`: its name, its scalar
+arguments, what it computes, the words of its hints): :data:`SAXPY` is the lesson's, lab 02's graded
+``pipelined_add`` (:data:`ADD`, scored by :mod:`gpulab.problems.lab02_streams`) is another.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import cuda
 
 from .. import runtime
-from ..exercises import CheckResult
+from ..exercises import Check, CheckResult
 from ..kernels.elementwise import saxpy_kernel
 from ..streams import recorded_timeline, stream_numbers
 
-__all__ = ["CASES", "MISTAKES", "check_pipelined", "diagnose", "pipelined_saxpy"]
+__all__ = ["ADD", "CASES", "MISTAKES", "SAXPY", "Pipelined", "check_pipelined", "diagnose", "hint", "pipelined_saxpy"]
 
 NAME = "pipelined_saxpy"
 # (n, chunk, n_streams): n % chunk != 0 mostly; a chunk over 1024 elements, so that `saxpy[1, chunk, s]` (one block
@@ -38,8 +42,7 @@ MISTAKES = {
     "out_d.copy_to_host(out_h[part], stream=s). Without stream= a copy goes to the default stream, which waits "
     "for every other stream and makes the host wait too: nothing overlaps.",
     "kernel_default_stream": "Launch the kernel on the chunk's stream, the third value in the brackets: "
-    "saxpy[blocks, threads, s](alpha, x_d, y_d, out_d). Without it the kernel runs on the default stream, which "
-    "waits for all other streams.",
+    "{launch}. Without it the kernel runs on the default stream, which waits for all other streams.",
     "pageable_out": "Copy each chunk straight into its slice of the pinned out_h: out_d.copy_to_host(out_h[part], "
     "stream=s). copy_to_host() without a destination (or into np.empty) copies into pageable memory, "
     "synchronously, and the host must then copy it again.",
@@ -54,6 +57,42 @@ MISTAKES = {
     "no_overlap": "Synchronize once, after the loop. A synchronize inside the loop waits for each chunk before "
     "the next is issued, so the streams never have work at the same time.",
 }
+
+
+class Pipelined(NamedTuple):
+    """A pipelined host function ``fn(*scalars, x_h, y_h, out_h, chunk, n_streams)`` as the check sees it."""
+
+    name: str  # the function's name, in verdicts
+    params: str  # its arguments before chunk and n_streams, in verdicts: "alpha, x_h, y_h, out_h"
+    scalars: tuple  # the scalar arguments the check passes before x_h
+    spec: Callable[..., np.ndarray]  # (*scalars, x, y) -> the expected out_h
+    launch: str  # the kernel launch on the chunk's stream, in hints
+    each_chunk: str  # what each chunk computes, the hint for wrong values
+    gpu_note: str = "the timing below shows the overlap."  # the end of a gpu-mode pass's verdict
+
+
+SAXPY = Pipelined(
+    NAME,
+    "alpha, x_h, y_h, out_h",
+    (np.float32(2.5),),
+    lambda alpha, x, y: alpha * x + y,
+    "saxpy[blocks, threads, s](alpha, x_d, y_d, out_d)",
+    "each chunk: out_h[part] = alpha * x_h[part] + y_h[part].",
+)
+ADD = Pipelined(  # lab 02's graded exercise (gpulab.problems.lab02_streams): another operation, no scalar
+    "pipelined_add",
+    "x_h, y_h, out_h",
+    (),
+    lambda x, y: x + y,
+    "add_kernel[blocks, threads, s](x_d, y_d, out_d)",
+    "each chunk: out_h[part] = x_h[part] + y_h[part], with add_kernel on the chunk's device arrays.",
+    "here the results alone decide the points (labs grade runs in simulator mode and grades the calls too).",
+)
+
+
+def hint(mistake: str, op: Pipelined = SAXPY) -> str:
+    """What to do about one of :data:`MISTAKES`, in the words of ``op``."""
+    return MISTAKES[mistake].format(launch=op.launch)
 
 
 def pipelined_saxpy(
@@ -135,15 +174,34 @@ def diagnose(records: Sequence[Any], n_streams: int) -> tuple[str, str] | None:
     return None
 
 
-def _result(status: str, message: str, hint: str = "", mistake: str = "") -> CheckResult:
+def _unfinished(records: Sequence[Any]) -> bool:
+    """Whether an asynchronous copy into pinned host memory (on a stream of its own) was still queued when the
+    function returned: on a GPU ``out_h`` may then be read before it is written, whatever :func:`diagnose` named."""
+    numbers = stream_numbers(records)
+    pending: set[int] = set()
+    for r in records:
+        if r.kind == "sync":
+            pending = set() if r.stream is None else pending - {numbers[id(r.stream)]}
+        elif r.kind == "d2h" and r.pinned and numbers[id(r.stream)] != 0:
+            pending.add(numbers[id(r.stream)])
+    return bool(pending)
+
+
+def _done(checks: list[Check], res: CheckResult) -> CheckResult:
+    """``res`` with one line per case checked before it (each a pass)."""
+    res.checks = list(checks)
+    return res
+
+
+def _result(name: str, status: str, message: str, hint: str = "", mistake: str = "") -> CheckResult:
     score = 1.0 if status == "passed" else 0.0
-    res = CheckResult(NAME, status, score, 1.0, message, hint)
+    res = CheckResult(name, status, score, 1.0, message, hint)
     if mistake:
         res.details["mistake"] = mistake
     return res
 
 
-def _error(call: str, exc: BaseException) -> CheckResult:
+def _error(name: str, call: str, exc: BaseException) -> CheckResult:
     """The verdict for an exception from the learner's function: which line of theirs, and why where it is known."""
     from ..exercises.frames import origin
     from ..kernels._launch import LaunchError
@@ -170,35 +228,40 @@ def _error(call: str, exc: BaseException) -> CheckResult:
         )
     elif isinstance(exc, IndexError) and "list index" in text:
         hint = "there are n_streams streams: chunk k goes to streams[k % n_streams]."
-    return _result("error", f"{call} raised {type(exc).__name__}{at}: {text}", hint)
+    return _result(name, "error", f"{call} raised {type(exc).__name__}{at}: {text}", hint)
 
 
-def check_pipelined(fn: Any, cases: Sequence[tuple[int, int, int]] = CASES) -> CheckResult:
-    """Run the learner's ``fn(alpha, x_h, y_h, out_h, chunk, n_streams)`` on pinned arrays and check ``out_h`` and, in
-    simulator mode, the calls it made (see the module docstring). Never raises for the learner's mistakes."""
+def check_pipelined(
+    fn: Any, cases: Sequence[tuple[int, int, int]] = CASES, *, op: Pipelined = SAXPY, seed: int = 2
+) -> CheckResult:
+    """Run the learner's ``fn(*op.scalars, x_h, y_h, out_h, chunk, n_streams)`` on pinned arrays (``cases``: ``(n,
+    chunk, n_streams)``, inputs drawn from ``seed``) and check ``out_h`` and, in simulator mode, the calls it made (see
+    the module docstring). A right result whose calls could return before ``out_h`` is written has
+    ``details["unfinished"]``. Never raises for the learner's mistakes."""
     from .. import simulator
 
-    rng = np.random.default_rng(2)
-    alpha = np.float32(2.5)
+    rng = np.random.default_rng(seed)
+    name = op.name
+    checks: list[Check] = []
     for n, chunk, n_streams in cases:
         x_h, y_h, out_h = (cuda.pinned_array(n, np.float32) for _ in range(3))
         x_h[:], y_h[:], out_h[:] = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n), np.nan
-        call = f"{NAME}(alpha, x_h, y_h, out_h, chunk={chunk}, n_streams={n_streams}) with n={n}"
+        call = f"{name}({op.params}, chunk={chunk}, n_streams={n_streams}) with n={n}"
         records: list[Any] = []
         try:
             if runtime.is_simulator():
                 with simulator.instrument() as ins:
-                    fn(alpha, x_h, y_h, out_h, chunk, n_streams)
+                    fn(*op.scalars, x_h, y_h, out_h, chunk, n_streams)
                 records = ins.stream_ops
             else:
-                fn(alpha, x_h, y_h, out_h, chunk, n_streams)
+                fn(*op.scalars, x_h, y_h, out_h, chunk, n_streams)
         except NotImplementedError:
             return _result(
-                "not implemented", "not implemented yet: replace `raise NotImplementedError` with your code."
+                name, "not implemented", "not implemented yet: replace `raise NotImplementedError` with your code."
             )
         except Exception as exc:  # noqa: BLE001 - the learner's code: report, never crash the notebook
-            return _error(call, exc)
-        want, got = alpha * x_h + y_h, np.asarray(out_h)
+            return _done(checks, _error(name, call, exc))
+        want, got = op.spec(*op.scalars, x_h, y_h), np.asarray(out_h)
         if not runtime.is_simulator() and not np.allclose(got, want, rtol=1e-6, atol=1e-6):
             # In gpu mode nothing is recorded: a result that is wrong now but right once the GPU is idle was still
             # being copied back when the function returned (no synchronize), not a wrong or unwritten out_h.
@@ -206,35 +269,40 @@ def check_pipelined(fn: Any, cases: Sequence[tuple[int, int, int]] = CASES) -> C
             if np.allclose(out_h, want, rtol=1e-6, atol=1e-6):
                 msg = f"{call}: out_h was still being copied back when the function returned (right only after a "
                 msg += "cuda.synchronize() made by the check)."
-                return _result("failed", msg, MISTAKES["no_final_sync"], "no_final_sync")
+                return _done(checks, _result(name, "failed", msg, hint("no_final_sync", op), "no_final_sync"))
             got = np.asarray(out_h)
         if np.isnan(got).all():
             msg = f"{call}: out_h was not written (it still holds the check's NaN)."
-            hint = (
+            tip = (
                 "write the result into the out_h you were given, chunk by chunk: out_d.copy_to_host(out_h[part], "
                 "stream=s); `out_h = ...` inside the function only rebinds a local name."
             )
-            return _result("failed", msg, hint, "out_not_written")
+            return _done(checks, _result(name, "failed", msg, tip, "out_not_written"))
         bad = np.flatnonzero(~np.isclose(got, want, rtol=1e-6, atol=1e-6))
         if bad.size:
             i = int(bad[0])
             msg = f"{call}: out_h[{i}] = {got[i]!r}, expected {want[i]!r} ({bad.size} of {n} wrong)."
             tail = n - n % chunk
             if n % chunk and bad.min() >= tail:
-                hint = (
+                tip = (
                     f"only the last, shorter chunk is wrong (from {tail} on): {n} is not a multiple of chunk={chunk}; "
                     "with n = x_h.size, end each chunk at min(start + chunk, n) and loop over range(0, n, chunk)."
                 )
-                return _result("failed", msg, hint, "last_chunk")
-            return _result("failed", msg, "each chunk: out_h[part] = alpha * x_h[part] + y_h[part].")
+                return _done(checks, _result(name, "failed", msg, tip, "last_chunk"))
+            return _done(checks, _result(name, "failed", msg, op.each_chunk))
         found = diagnose(records, n_streams)
         if found is not None:
-            name, given = found
-            return _result("failed", f"{call}: the result is right, but {given}", MISTAKES[name], name)
+            mistake, given = found
+            res = _result(name, "failed", f"{call}: the result is right, but {given}", hint(mistake, op), mistake)
+            if _unfinished(records):
+                res.details["unfinished"] = True
+            return _done(checks, res)
+        what = "right, and the calls pipeline" if runtime.is_simulator() else "right"
+        checks.append(Check(f"n={n}, chunk={chunk}, n_streams={n_streams}", True, f"out_h {what}"))
     note = (
         "Results and the calls (streams, pinned memory, synchronize) checked, from the simulator's record."
         if runtime.is_simulator()
         else "Results checked. In gpu mode CUDA runs the calls and keeps no log: the stream order, pinned memory "
-        "and the final synchronize are checked in simulator mode only; the timing below shows the overlap."
+        f"and the final synchronize are checked in simulator mode only; {op.gpu_note}"
     )
-    return _result("passed", f"{len(cases)} case(s) correct. {note}")
+    return _done(checks, _result(name, "passed", f"{len(cases)} case(s) correct. {note}"))

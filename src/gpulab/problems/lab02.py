@@ -1,6 +1,7 @@
-"""Lab 02 · memory: a coalesced copy, a naive transpose, a transpose through a shared-memory tile.
+"""Lab 02 · memory: a coalesced copy, a naive transpose, a transpose through a shared-memory tile, and a host
+function that feeds the GPU on streams (``PIPELINED_ADD``, in :mod:`gpulab.problems.lab02_streams`).
 
-Every check here carries a coalescing budget: 32-byte sectors per warp access of an array at most
+Every kernel check here carries a coalescing budget: 32-byte sectors per warp access of an array at most
 twice the ideal. A correct kernel whose neighbouring threads touch addresses a row apart gets half
 the points and says which array is uncoalesced.
 """
@@ -11,8 +12,9 @@ import numpy as np
 
 from ..exercises import Budget, Problem, random_arrays
 from ._common import launch_2d
+from .lab02_streams import PIPELINED_ADD
 
-__all__ = ["COPY2D", "COPY_BLOCK", "TILE", "TILE_PAD", "TRANSPOSE", "TRANSPOSE_TILED"]
+__all__ = ["COPY2D", "COPY_BLOCK", "PIPELINED_ADD", "TILE", "TILE_PAD", "TRANSPOSE", "TRANSPOSE_TILED"]
 
 COPY_BLOCK = (32, 8)  # a warp is one run of 32 neighbouring elements of a row
 TILE = 16
