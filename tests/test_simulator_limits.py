@@ -40,3 +40,22 @@ def test_the_largest_launches_a_gpu_takes_still_run():
     y = np.zeros(64)
     ones_kernel[1, (1, 1, 64)](y)  # threadIdx.x is 0 everywhere: only y[0] is written
     assert y[0] == 1
+
+
+def test_forall_with_no_tasks_launches_nothing_as_numba_does_on_a_gpu():
+    x = np.zeros(4)
+    ones_kernel.forall(0)(x)
+    assert not x.any()
+    ones_kernel.forall(4)(x)
+    assert x.all()
+
+
+def test_the_check_is_installed_once_however_often_harden_runs():
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    from gpulab import simulator
+
+    before = FakeCUDAKernel.__getitem__
+    simulator.harden()
+    simulator.harden()
+    assert FakeCUDAKernel.__getitem__ is before

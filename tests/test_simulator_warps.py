@@ -457,3 +457,35 @@ def test_the_harness_names_a_read_from_a_lane_that_returned():
     assert res.status == "failed", res
     assert "a shuffle read a lane that took no part" in res.hint and "which did not make the call" in res.hint, res
     assert "`v = x[i] if i < n else float32(0)`" in res.hint and "-inf for a maximum" in res.hint, res
+
+
+@cuda.jit(device=True)
+def _down_sum(v):
+    for off in (16, 8, 4, 2, 1):
+        v += cuda.shfl_down_sync(FULL, v, off)
+    return v
+
+
+@cuda.jit
+def first_lane_leaves_kernel(x, out):  # lane 0 returns before any lane has made a warp call
+    i = cuda.grid(1)
+    if i == 0:
+        return
+    v = _down_sum(x[i])
+    if i == 1:
+        out[0] = v
+
+
+def test_a_lane_that_returns_before_any_warp_call_is_not_waited_for():
+    """(review finding) On threads, a lane that returned before the block's first warp call was never noted as
+    exited, and the others waited for it until the simulator said none could go on."""
+    for _ in range(5):  # which lane runs first is up to the Python threads
+        out = np.zeros(1, np.float32)
+        first_lane_leaves_kernel[1, 32](np.ones(32, np.float32), out)
+        assert out[0] == 32  # lanes 1-31 hold 1; past lane 31 a lane reads its own value (lane 17 at offset 16)
+
+
+def test_a_stuck_message_names_only_threads_that_wait():
+    with pytest.raises(RuntimeError, match="none can go on") as err:
+        shuffle_or_barrier_kernel[1, 64](np.ones(64, np.float32), np.zeros(64, np.float32))
+    assert "line 0" not in str(err.value), err.value

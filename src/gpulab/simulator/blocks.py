@@ -154,9 +154,28 @@ def in_turn(fn: Any, generator: bool, points: list, block_dim: tuple, args: tupl
     def barrier_by_barrier() -> None:
         th: Any = threading.current_thread()
         alive = [(idx, lane, fn(*args)) for idx, lane in threads]  # generators: nothing runs before next()
+        epoch = 0  # every thread still alive has passed this many barriers: one per round
+        while alive:  # one round: every live thread up to its next barrier, or its end
+            waiting = []
+            th._gpulab_epoch = epoch
+            for idx, lane, gen in alive:
+                th.threadIdx, th.thread_id = idx, lane
+                try:
+                    next(gen)
+                except StopIteration:
+                    for done in THREAD_DONE:
+                        done(th)
+                    continue
+                waiting.append((idx, lane, gen))
+            alive = waiting
+            epoch += 1
+
+    def barriers_and_warp_calls() -> None:
+        th: Any = threading.current_thread()
+        alive = [(idx, lane, fn(*args)) for idx, lane in threads]  # generators: nothing runs before next()
         warp = InTurn(len(threads))  # warp calls yield (name, mask, ...): answered by groups
         sends: dict[int, Any] = {}  # linear id -> the result its warp call returns when it goes on
-        at_barrier: dict[int, tuple[str, int]] = {}  # linear id -> where it waits at cuda.syncthreads()
+        at_barrier: dict[int, Any] = {}  # linear id -> its generator, waiting at cuda.syncthreads()
         epoch = 0  # every thread still alive has passed this many barriers
         while alive:  # one round: every thread that can go on runs up to its next barrier or warp call, or its end
             waiting = []
@@ -173,12 +192,11 @@ def in_turn(fn: Any, generator: bool, points: list, block_dim: tuple, args: tupl
                     for done in THREAD_DONE:
                         done(th)
                     continue
-                where = (gen.gi_code.co_filename, gen.gi_frame.f_lineno)
                 if op is None:
-                    at_barrier[lane] = where
+                    at_barrier[lane] = gen
                 else:
                     try:
-                        warp.arrive(lane, op, where, th)
+                        warp.arrive(lane, op, (gen.gi_code.co_filename, gen.gi_frame.f_lineno), th)
                     except RuntimeError as exc:
                         gen.throw(RuntimeError(str(exc)))  # raised at the thread's warp call: its line shows
                 waiting.append((idx, lane, gen))
@@ -188,7 +206,8 @@ def in_turn(fn: Any, generator: bool, points: list, block_dim: tuple, args: tupl
                 if sends or not alive:
                     continue
                 if len(at_barrier) < len(alive):  # some wait in warp calls that lanes at the barrier never make
-                    raise LaneError(warp.stuck_text(at_barrier), next(k for _, k, _ in alive if k not in at_barrier))
+                    where = {k: (g.gi_code.co_filename, g.gi_frame.f_lineno) for k, g in at_barrier.items()}
+                    raise LaneError(warp.stuck_text(where), next(k for _, k, _ in alive if k not in at_barrier))
             except LaneError as exc:
                 idx, lane, gen = next(t for t in alive if t[1] == exc.lane)
                 th.threadIdx, th.thread_id = idx, lane
@@ -196,7 +215,10 @@ def in_turn(fn: Any, generator: bool, points: list, block_dim: tuple, args: tupl
             at_barrier.clear()  # every thread still alive is at the barrier: it opens
             epoch += 1
 
-    return barrier_by_barrier if generator else one_after_another
+    if not generator:
+        return one_after_another
+    # only a kernel whose warp calls became yields needs the warp groups (in_turn.plan says; unknown: assume so)
+    return barriers_and_warp_calls if getattr(fn, "_gpulab_warp_yields", True) else barrier_by_barrier
 
 
 def run_block(manager: Any, grid_point: Any, *args: Any) -> None:

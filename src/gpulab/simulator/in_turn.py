@@ -45,6 +45,7 @@ _IEEE_MATH = "gpulab.simulator.ieee_math"  # math's stand-in while a kernel runs
 # Values a kernel can read that call nothing.
 _PLAIN = (int, float, complex, bool, str, bytes, type(None), np.ndarray, np.generic, np.dtype)
 _NAMES: dict[types.CodeType, frozenset[str]] = {}
+_WARP_YIELDS: dict[types.CodeType, bool] = {}  # kernel code -> whether its generator yields warp calls too
 _GENERATORS: dict[types.CodeType, Any] = {}  # kernel code -> its generator's code, or None when there is none
 
 
@@ -214,6 +215,7 @@ def _generator_code(fn: types.FunctionType) -> types.CodeType | None:
     n_barriers = sum(_is_barrier(n) for n in ast.walk(func))
     n_calls = sum(isinstance(n, ast.Attribute) and n.attr == "syncthreads" for n in ast.walk(func))
     n_warp = sum(_is_warp_call(n) for n in ast.walk(func))
+    _WARP_YIELDS[code] = n_warp > 0
     n_warp_names = sum(isinstance(n, ast.Attribute) and n.attr in WARP_CALLS for n in ast.walk(func))
     if inner or n_barriers != n_calls or n_warp != n_warp_names:
         return None  # a barrier or warp function used otherwise than as a plain call (passed around, keywords)
@@ -252,5 +254,6 @@ def plan(fn: Any) -> tuple[Any, bool] | None:
     if gen_code is None:
         return None
     gen = types.FunctionType(gen_code, fn.__globals__, fn.__name__, fn.__defaults__)
+    gen._gpulab_warp_yields = _WARP_YIELDS.get(code, True)  # type: ignore[attr-defined]  # read by blocks.in_turn
     gen.__kwdefaults__ = fn.__kwdefaults__
     return gen, True

@@ -20,9 +20,9 @@ def install() -> None:
     """Check every simulated launch configuration against CUDA's limits (idempotent)."""
     from numba.cuda.simulator.kernel import FakeCUDAKernel
 
-    if getattr(FakeCUDAKernel.__getitem__, "_gpulab_limits", False):
+    if getattr(FakeCUDAKernel, "_gpulab_limits", False):  # on the class: other wrappers may go on top
         return
-    original = FakeCUDAKernel.__getitem__
+    original, original_forall = FakeCUDAKernel.__getitem__, FakeCUDAKernel.forall
 
     def configure(self: Any, configuration: Any) -> Any:
         from ..kernels._launch import check_launch
@@ -31,5 +31,11 @@ def install() -> None:
         check_launch(tuple(self.grid_dim), tuple(self.block_dim))
         return out
 
-    configure._gpulab_limits = True  # type: ignore[attr-defined]
+    def forall(self: Any, ntasks: int, tpb: int = 0, stream: Any = 0, sharedmem: int = 0) -> Any:
+        if ntasks == 0:  # numba's ForAll launches nothing for no tasks (a grid of 0 blocks would be refused)
+            return lambda *args: None
+        return original_forall(self, ntasks, tpb, stream, sharedmem)
+
     FakeCUDAKernel.__getitem__ = configure  # type: ignore[method-assign]
+    FakeCUDAKernel.forall = forall  # type: ignore[method-assign]
+    FakeCUDAKernel._gpulab_limits = True  # type: ignore[attr-defined]

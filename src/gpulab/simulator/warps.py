@@ -310,9 +310,9 @@ def settle(block: Any) -> bool:
 
 def lane_exited(block: Any, th: Any) -> None:
     """Note that thread ``th`` of ``block`` returned (called with the block's lock held)."""
-    if block.__dict__.get("warps") is None or block.serial:
+    if block.serial:
         return
-    warp, w, lane, lanes_here = _warp_of(block, th)
+    warp, w, lane, lanes_here = _warp_of(block, th)  # also before any warp call: later calls must not wait for it
     warp.exited.add(lane)
     for key in list(warp.calls):  # calls that waited only for this lane go on without it (PTX: exited lanes)
         ready = warp.ready(key, lanes_here)

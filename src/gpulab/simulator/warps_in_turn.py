@@ -38,7 +38,10 @@ class InTurn:
 
     def _warp(self, lin: int) -> tuple[_Warp, int, int, int]:
         w, lane = divmod(lin, WARP)
-        return self.warps.setdefault(w, _Warp()), w, lane, min(WARP, self.n_threads - w * WARP)
+        warp = self.warps.get(w)
+        if warp is None:
+            warp = self.warps[w] = _Warp()
+        return warp, w, lane, min(WARP, self.n_threads - w * WARP)
 
     def arrive(self, lin: int, op: tuple, where: tuple[str, int], th: Any) -> None:
         """Thread ``lin`` yielded ``op`` = (name, mask[, value[, arg]]) at ``where``."""
@@ -59,8 +62,8 @@ class InTurn:
         warp.exited.add(lane)
 
     def waiting(self, lin: int) -> bool:
-        warp, _, lane, _ = self._warp(lin)
-        return lane in warp.pending
+        warp = self.warps.get(lin // WARP)
+        return warp is not None and lin % WARP in warp.pending
 
     def resolve(self, th: Any) -> dict[int, Any]:
         """Linear thread id -> result for every group that can be answered now (module docstring's rules), when

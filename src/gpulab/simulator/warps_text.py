@@ -61,7 +61,7 @@ def describe_waits(block: Any) -> dict[int, str]:
         a = pending.get(t.thread_id)
         if a is not None:
             waits[t.thread_id] = f"in cuda.{a.name} (mask {a.mask:#010x}) at {line_text(a.where)}"
-        elif (frame := frames.get(t.ident)) is not None:
+        elif t.thread_id in block.at_barrier and (frame := frames.get(t.ident)) is not None:
             waits[t.thread_id] = f"at cuda.syncthreads() at {line_text(user_line(frame))}"
     return waits
 
