@@ -20,3 +20,11 @@ class SlicedClient(NotebookClient):
     def __init__(self, nb: Any, km: Any = None, **kw: Any) -> None:
         kw.setdefault("kernel_manager_class", SlicedKernelManager)
         super().__init__(nb, km=km, **kw)
+
+
+def stdout_text(cell: Any) -> str:
+    """Everything a cell printed to stdout: the kernel may send one print in several stream messages (its output
+    is flushed on a timer), which nbclient keeps as separate outputs."""
+    return "".join(
+        o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream" and o.get("name") == "stdout"
+    )

@@ -208,7 +208,7 @@ def test_in_a_jupyter_kernel_the_cell_shows_the_verdict_and_printing_works_after
 
     nbformat = pytest.importorskip("nbformat")
     pytest.importorskip("nbclient")
-    from nbrun import SlicedClient
+    from nbrun import SlicedClient, stdout_text
 
     monkeypatch.setenv("GPULAB_DEVICE", "simulator")
     cells = [
@@ -226,7 +226,7 @@ def test_in_a_jupyter_kernel_the_cell_shows_the_verdict_and_printing_works_after
     text = "".join(o.get("text", "") for o in nb.cells[2].outputs)
     assert "[PASS] add_kernel" in text and "more lines printed by the kernel" in text, text
     assert text.count("| thread ") == SHOWN and len(text.splitlines()) < 20, text
-    assert nb.cells[3].outputs[0]["text"] == "after 42\n"
+    assert stdout_text(nb.cells[3]) == "after 42\n"
 
 
 def test_capstone_training_on_the_gpu_path_does_not_synchronise_every_op(monkeypatch):

@@ -15,6 +15,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from gpulab import nbexec
+from nbrun import stdout_text
 from procs import live_with
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,11 +55,11 @@ def test_ok_failed_and_timeout_rows_and_the_saved_outputs(tmp_path):
     assert rows["slow.ipynb"]["status"] == "timeout" and rows["slow.ipynb"]["cell"] == 1
     # what each printed is kept, up to where it stopped (the killed one too: it was saved after each cell)
     bad_nb = nbformat.read(str(out / "bad.ipynb"), as_version=4)
-    assert bad_nb.cells[0].outputs[0]["text"] == "before\n" and bad_nb.cells[2].outputs == []
+    assert stdout_text(bad_nb.cells[0]) == "before\n" and bad_nb.cells[2].outputs == []
     good_nb = nbformat.read(str(out / "good.ipynb"), as_version=4)
-    assert good_nb.cells[1].outputs[0]["text"] == "42\n"
+    assert stdout_text(good_nb.cells[1]) == "42\n"
     slow_nb = nbformat.read(str(out / "slow.ipynb"), as_version=4)
-    assert slow_nb.cells[0].outputs[0]["text"] == "going to sleep\n"
+    assert stdout_text(slow_nb.cells[0]) == "going to sleep\n"
     assert "1 of 3 notebooks ran without an error" in r.stdout
 
 

@@ -11,7 +11,7 @@ from gpulab.notebook_hints import install_name_hint, name_hint
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
-from nbrun import SlicedClient  # noqa: E402  (after the importorskip)
+from nbrun import SlicedClient, stdout_text  # noqa: E402  (after the importorskip)
 
 BROKEN_KERNEL_CELL = "from numba import cuda\n\n@cuda.jit\ndef matvec_kernel(A, x, out:\n    pass\n"
 
@@ -79,7 +79,7 @@ def test_notebook_name_error_keeps_failing_and_gains_the_hint(monkeypatch) -> No
     (other,) = _errors(nb.cells[3])
     assert other["ename"] == "UnboundLocalError" and "gpulab:" not in "".join(other["traceback"])
     assert "has not run yet" in _errors(nb.cells[4])[0]["traceback"][-1]
-    assert nb.cells[5].outputs[0]["text"] == "still works 42\n"
+    assert stdout_text(nb.cells[5]) == "still works 42\n"
     nbgrader_utils = pytest.importorskip("nbgrader.utils")
     nb.cells[2].metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "check", "points": 2}
     assert nbgrader_utils.determine_grade(nb.cells[2]) == (0, 2.0)  # nbgrader still scores the cell 0

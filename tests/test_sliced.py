@@ -15,6 +15,7 @@ pytest.importorskip("nbclient")
 from nbclient import NotebookClient  # noqa: E402
 
 from gpulab.grading.sliced import SlicedChannel, SlicedKernelClient, SlicedKernelManager  # noqa: E402
+from nbrun import stdout_text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,7 +74,7 @@ def test_notebook_client_with_the_manager_uses_sliced_channels() -> None:
             for ch in (client.kc.shell_channel, client.kc.iopub_channel, client.kc.control_channel)
         )
         client.execute_cell(nb.cells[0], 0)
-    assert nb.cells[0].outputs[0]["text"] == "42\n"
+    assert stdout_text(nb.cells[0]) == "42\n"
 
 
 def test_the_course_nbgrader_configuration_uses_the_sliced_client(monkeypatch) -> None:
