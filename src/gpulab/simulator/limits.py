@@ -20,7 +20,8 @@ def install() -> None:
     """Check every simulated launch configuration against CUDA's limits (idempotent)."""
     from numba.cuda.simulator.kernel import FakeCUDAKernel
 
-    if getattr(FakeCUDAKernel, "_gpulab_limits", False):  # on the class: other wrappers may go on top
+    cls: Any = FakeCUDAKernel  # gpulab's mark goes on the class (other wrappers may go on top of ours)
+    if getattr(cls, "_gpulab_limits", False):
         return
     original, original_forall = FakeCUDAKernel.__getitem__, FakeCUDAKernel.forall
 
@@ -38,4 +39,4 @@ def install() -> None:
 
     FakeCUDAKernel.__getitem__ = configure  # type: ignore[method-assign]
     FakeCUDAKernel.forall = forall  # type: ignore[method-assign]
-    FakeCUDAKernel._gpulab_limits = True  # type: ignore[attr-defined]
+    cls._gpulab_limits = True
