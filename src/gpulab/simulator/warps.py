@@ -31,24 +31,25 @@ CUDA thread, and the state lives in the block's :class:`~.blocks.Block`, under i
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .memory import filler
-from .warps_text import describe_waits, lanes_text, line_text, stuck_text, user_line
+from .warps_text import WARP, lanes_text, line_text, stuck_text, user_line
 
 __all__ = [
     "FULL",
     "NAMES",
     "ON_CALL",
-    "describe_waits",
     "install",
     "lane_exited",
+    "mask_error",
     "lanes_text",
     "settle",
     "stuck_text",
@@ -56,7 +57,6 @@ __all__ = [
 ]
 
 FULL = 0xFFFFFFFF
-WARP = 32
 ON_CALL: list[Callable[[str], None]] = []
 
 
@@ -107,6 +107,23 @@ class _Warp:
             return lanes
         return []
 
+    def answer_activemask(self) -> dict[int, Any]:
+        """Answer every lane waiting at ``cuda.activemask()`` (when each lane of the warp waits or has returned):
+        the lanes at the same call are the ones a GPU would run there together. Lane -> its mask (uint32, as numba
+        types it)."""
+        by_call: dict[tuple[str, int], list[int]] = {}
+        for m, a in self.pending.items():
+            if a.name == "activemask":
+                by_call.setdefault(a.where, []).append(m)
+        out: dict[int, Any] = {}
+        for lanes in by_call.values():
+            bits = np.uint32(sum(1 << m for m in lanes))
+            for m in lanes:
+                a = self.take(m)
+                a.result, a.done = bits, True
+                out[m] = bits
+        return out
+
     def answer(self, lanes: list[int], lanes_here: int, w: int, block: Any) -> dict[int, Any]:
         """Take the lanes of one call out of ``pending`` and give each its result (lane -> result)."""
         group = {m: self.take(m) for m in lanes}
@@ -145,23 +162,18 @@ _READS_LOCK = threading.Lock()
 _MAX_NOTES = 8
 
 
-def undefined_reads() -> Any:
+@contextlib.contextmanager
+def undefined_reads() -> Iterator[list[str]]:
     """``with undefined_reads() as notes:`` collects a description of each shuffle that read a lane taking no part
     (returned, outside the mask, missing from a partial warp): on a GPU that value is undefined, here the filler."""
-    import contextlib
-
-    @contextlib.contextmanager
-    def recording() -> Any:
-        notes: list[str] = []
+    notes: list[str] = []
+    with _READS_LOCK:
+        _READS.append(notes)
+    try:
+        yield notes
+    finally:
         with _READS_LOCK:
-            _READS.append(notes)
-        try:
-            yield notes
-        finally:
-            with _READS_LOCK:
-                _READS.remove(notes)
-
-    return recording()
+            _READS.remove(notes)
 
 
 def _note_read(a: _Arrival, lane: int, src: int, why: str, w: int, block: Any) -> None:
@@ -234,6 +246,15 @@ def _key(v: Any) -> Any:
     return np.asarray(v, np.float64 if a.dtype.kind == "f" else np.int64).tobytes()  # numba unifies the lanes' types
 
 
+def mask_error(name: str, mask: int, where: tuple[str, int], lane: int, th: Any) -> RuntimeError:
+    """The error for a warp call whose mask leaves out the calling lane (CUDA: undefined)."""
+    return RuntimeError(
+        f"cuda.{name} at {line_text(where)}: the mask {mask:#010x} does not name the calling lane {lane} "
+        f"(thread {tuple(th.threadIdx)}). On a GPU the result is undefined. The mask lists the lanes that "
+        "take part, the caller among them: 0xffffffff for the whole warp."
+    )
+
+
 def _warp_of(block: Any, th: Any) -> tuple[_Warp, int, int, int]:
     """(state, warp number, lane, lanes in this warp) for thread ``th`` of ``block``."""
     warps = block.__dict__.setdefault("warps", {})
@@ -259,11 +280,7 @@ def _call(name: str, mask: Any, value: Any = None, arg: Any = None) -> Any:
     with block.cv:
         warp, w, lane, lanes_here = _warp_of(block, th)
         if not mask >> lane & 1 and name != "activemask":
-            raise RuntimeError(
-                f"cuda.{name} at {line_text(where)}: the mask {mask:#010x} does not name the calling lane {lane} "
-                f"(thread {tuple(th.threadIdx)}). On a GPU the result is undefined. The mask lists the lanes that "
-                "take part, the caller among them: 0xffffffff for the whole warp."
-            )
+            raise mask_error(name, mask, where, lane, th)
         me = _Arrival(name, mask, value, arg, where)
         warp.add(lane, me)
         ready = warp.ready(me.key, lanes_here) if name != "activemask" else []
@@ -286,22 +303,13 @@ def settle(block: Any) -> bool:
     call are the ones a GPU would run there together. True if some lanes were let go."""
     released = False
     for w, warp in block.__dict__.get("warps", {}).items():
-        asking = {m: a for m, a in warp.pending.items() if a.name == "activemask"}
-        if not asking:
+        if not any(a.name == "activemask" for a in warp.pending.values()):
             continue
         lanes_here = min(WARP, len(block.threads) - w * WARP)
         waiting = set(warp.pending) | warp.exited | {t % WARP for t in block.at_barrier if t // WARP == w}
         if not all(m in waiting for m in range(lanes_here)):
             continue
-        by_call: dict[tuple[str, int], list[int]] = {}
-        for m, a in asking.items():
-            by_call.setdefault(a.where, []).append(m)
-        for lanes in by_call.values():
-            bits = np.uint32(sum(1 << m for m in lanes))  # numba types activemask() uint32
-            for m in lanes:
-                a = warp.take(m)
-                a.result, a.done = bits, True
-            block.warp_waiting -= len(lanes)
+        block.warp_waiting -= len(warp.answer_activemask())
         released = True
     if released:
         block.cv.notify_all()

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 
-from .warps import FULL, ON_CALL, WARP, _Arrival, _Warp
-from .warps_text import line_text, stuck_message
+from .warps import FULL, ON_CALL, _Arrival, _Warp, mask_error
+from .warps_text import WARP, line_text, stuck_message
 
 __all__ = ["InTurn", "LaneError"]
 
@@ -50,11 +49,7 @@ class InTurn:
         name, mask = op[0], int(op[1]) & FULL
         warp, w, lane, lanes_here = self._warp(lin)
         if not mask >> lane & 1 and name != "activemask":
-            raise RuntimeError(
-                f"cuda.{name} at {line_text(where)}: the mask {mask:#010x} does not name the calling lane {lane} "
-                f"(thread {tuple(th.threadIdx)}). On a GPU the result is undefined. The mask lists the lanes that "
-                "take part, the caller among them: 0xffffffff for the whole warp."
-            )
+            raise mask_error(name, mask, where, lane, th)
         warp.add(lane, _Arrival(name, mask, op[2] if len(op) > 2 else None, op[3] if len(op) > 3 else None, where))
 
     def exited(self, lin: int) -> None:
@@ -76,15 +71,8 @@ class InTurn:
                 ready = warp.ready(key, lanes_here)
                 if ready:
                     out.update((w * WARP + m, r) for m, r in warp.answer(ready, lanes_here, w, th.blockIdx).items())
-            asking = {m: a for m, a in warp.pending.items() if a.name == "activemask"}
-            if asking and len(out) == before:  # the warp's lanes all wait or have returned: answer activemask
-                by_call: dict[tuple[str, int], list[int]] = {}
-                for m, a in asking.items():
-                    by_call.setdefault(a.where, []).append(m)
-                for lanes in by_call.values():
-                    for m in lanes:
-                        warp.take(m)
-                        out[w * WARP + m] = np.uint32(sum(1 << k for k in lanes))
+            if len(out) == before:  # the warp's lanes all wait or have returned: answer its activemask calls
+                out.update((w * WARP + m, r) for m, r in warp.answer_activemask().items())
         return out
 
     def stuck_text(self, at_barrier: dict[int, tuple[str, int]]) -> str:

@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["describe_waits", "lanes_text", "line_text", "stuck_message", "stuck_text", "user_line"]
+__all__ = ["WARP", "describe_waits", "lanes_text", "line_text", "stuck_message", "stuck_text", "user_line"]
 
 WARP = 32
 _HERE = os.path.dirname(os.path.abspath(__file__))
