@@ -6,7 +6,8 @@ refuses the launch (``CUDA_ERROR_INVALID_VALUE``): a learner's code that passed 
 the first GPU they tried. :func:`install` (called by :func:`gpulab.simulator.harden`) makes the simulator's
 ``kernel[grid, block]`` check the configuration with :func:`gpulab.kernels._launch.check_launch`, the check
 gpulab's own launchers make, and raise its :class:`~gpulab.kernels._launch.LaunchError` (a ``ValueError``) with
-the limits and what to do.
+the limits and what to do. The same wrapper keeps the launch's stream (``kernel[grid, block, stream]``), which
+numba's simulator drops, for :mod:`gpulab.simulator.streams`: one wrapper of the launch configuration.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def install() -> None:
 
         out = original(self, configuration)
         check_launch(tuple(self.grid_dim), tuple(self.block_dim))
+        # numba's simulator drops the stream; gpulab.simulator.streams records the launch on it
+        self._gpulab_stream = configuration[2] if len(configuration) > 2 else 0
         return out
 
     def forall(self: Any, ntasks: int, tpb: int = 0, stream: Any = 0, sharedmem: int = 0) -> Any:

@@ -7,7 +7,8 @@ what they do:
 
 * ``cuda.to_device(host, stream=s)`` and ``device_array.copy_to_device(host, stream=s)``: an ``"h2d"`` copy;
 * ``device_array.copy_to_host(host, stream=s)``: a ``"d2h"`` copy;
-* ``kernel[blocks, threads, s](...)``: a ``"kernel"`` launch on stream ``s`` (0 without one);
+* ``kernel[blocks, threads, s](...)``: a ``"kernel"`` launch on stream ``s`` (0 without one; the stream is kept
+  by :mod:`gpulab.simulator.limits`, which wraps the launch configuration);
 * ``s.synchronize()``, the end of ``with s.auto_synchronize():`` and ``cuda.synchronize()``: a ``"sync"``
   (stream ``None``: all of them);
 * ``cuda.pinned_array`` / ``pinned_array_like``: the array is noted as pinned (by id, weakly: it stays a
@@ -164,14 +165,9 @@ def install() -> None:
     arr_cls.copy_to_device = copy_to_device  # type: ignore[method-assign]
 
     kcls = kernel.FakeCUDAKernel
-    orig_getitem, orig_call = kcls.__getitem__, kcls.__call__
+    orig_call = kcls.__call__
 
-    def getitem(self: Any, configuration: Any) -> Any:
-        out = orig_getitem(self, configuration)
-        self._gpulab_stream = configuration[2] if len(configuration) > 2 else 0
-        return out
-
-    def call(self: Any, *args: Any) -> Any:
+    def call(self: Any, *args: Any) -> Any:  # the launch's stream was kept by gpulab.simulator.limits
         out = orig_call(self, *args)
         if not self._device:
 
@@ -185,7 +181,6 @@ def install() -> None:
             _emit(build)
         return out
 
-    kcls.__getitem__ = getitem  # type: ignore[method-assign]
     kcls.__call__ = call  # type: ignore[method-assign]
 
     orig_stream_sync, orig_sync = api.stream.synchronize, api.synchronize
