@@ -15,7 +15,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterable
-from typing import overload
+from typing import Any, overload
 
 __all__ = ["DEFAULT_CCS", "compile_library", "compile_source", "compile_sources"]
 
@@ -94,7 +94,7 @@ for key, item in payload["items"].items():
     out[key] = {}
     for cc in payload["ccs"]:
         try:
-            cuda.compile_ptx(fn, item["signature"], cc=tuple(cc))
+            cuda.compile_ptx(fn, item["signature"], cc=tuple(cc), device=bool(item.get("device")))
             out[key]["%d.%d" % tuple(cc)] = "ok"
         except Exception as exc:
             out[key]["%d.%d" % tuple(cc)] = (type(exc).__name__ + ": " + str(exc))[:2000]
@@ -119,25 +119,26 @@ def compile_source(
 
 @overload
 def compile_sources(
-    items: dict[str, dict[str, str]], cc: tuple[int, int] = (7, 5), timeout: float = 300, *, ccs: None = None
+    items: dict[str, dict[str, Any]], cc: tuple[int, int] = (7, 5), timeout: float = 300, *, ccs: None = None
 ) -> dict[str, str]: ...
 
 
 @overload
 def compile_sources(
-    items: dict[str, dict[str, str]], *, timeout: float = 300, ccs: Iterable[tuple[int, int]]
+    items: dict[str, dict[str, Any]], *, timeout: float = 300, ccs: Iterable[tuple[int, int]]
 ) -> dict[tuple[int, int], dict[str, str]]: ...
 
 
 def compile_sources(
-    items: dict[str, dict[str, str]],
+    items: dict[str, dict[str, Any]],
     cc: tuple[int, int] | None = None,
     timeout: float = 300,
     *,
     ccs: Iterable[tuple[int, int]] | None = None,
 ) -> dict[str, str] | dict[tuple[int, int], dict[str, str]]:
     """Compile several kernels in one child process (NVVM's start-up is paid once): ``items`` maps a key to
-    ``{"source": module text, "name": kernel name, "signature": ...}``. Returns key -> ``"ok"`` or the error for
+    ``{"source": module text, "name": kernel name, "signature": ...}`` (and ``"device": True`` for a device
+    function, such as the scalar function of a GPU ufunc: ``"float32(float32)"``). Returns key -> ``"ok"`` or the error for
     one target ``cc`` (default sm_75); with ``ccs=[(7, 5), (9, 0)]`` every target in the same process, and
     cc -> {key -> ``"ok"`` or the error}. Raises when the compiler itself cannot run (NVVM missing, the child
     crashed)."""

@@ -31,6 +31,7 @@ __all__ = [
     "maxpool2x2_kernel",
     "relu_backward_kernel",
     "scan_block_kernel",
+    "softplus",
     "squared_diff_kernel",
     "sum_two_per_thread_kernel",
     "unscale_kernel",
@@ -165,6 +166,11 @@ def axpy_elementwise_spec() -> dict[str, str]:
         "operation": "z = a * x + y",
         "name": "axpy",
     }
+
+
+# the scalar function of a GPU ufunc, @vectorize(["float32(float32)"], target="cuda"), made on first use
+def softplus(x):
+    return max(x, 0.0) + math.log1p(math.exp(-abs(x)))  # exp sees only values <= 0: it cannot overflow
 
 
 # --- 07 · convolution ---------------------------------------------------------------------------

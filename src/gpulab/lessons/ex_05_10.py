@@ -17,6 +17,7 @@ import numpy as np
 from ..exercises import Budget, Problem, random_arrays
 from ..problems import launch_1d, pad_to_blocks
 from . import answers_05_10 as _a
+from . import gpu_ufunc
 from .conv_backprop import (
     BLOCK as BLOCK,
     EXERCISES_07_08,
@@ -299,6 +300,21 @@ def _lesson06() -> list[Exercise]:
             ),
             _a.axpy_elementwise_spec,
             adapt=_elementwise_host,
+        ),
+        Exercise(
+            "06",
+            "softplus",
+            Problem(
+                "softplus",
+                gpu_ufunc.softplus_spec,
+                gpu_ufunc.softplus_inputs,
+                sizes=[12, 300],
+                host=gpu_ufunc.ufunc_host(gpu_ufunc.GPUUfunc(_a.softplus)),
+                out_names=["out"],
+                mistakes=gpu_ufunc.MISTAKES,
+            ),
+            gpu_ufunc.GPUUfunc(_a.softplus),
+            adapt=gpu_ufunc.ufunc_host,
         ),
         Exercise(
             "06",

@@ -6,7 +6,8 @@ refuses the launch (``CUDA_ERROR_INVALID_VALUE``): a learner's code that passed 
 the first GPU they tried. :func:`install` (called by :func:`gpulab.simulator.harden`) makes the simulator's
 ``kernel[grid, block]`` check the configuration with :func:`gpulab.kernels._launch.check_launch`, the check
 gpulab's own launchers make, and raise its :class:`~gpulab.kernels._launch.LaunchError` (a ``ValueError``) with
-the limits and what to do. The same wrapper keeps the launch's stream (``kernel[grid, block, stream]``), which
+the limits and what to do. ``kernel.forall(n)`` launches blocks of threads, as numba-cuda's ``ForAll`` does (the
+simulator's launched ``n`` blocks of one thread; GPU ufuncs launch this way). The same wrapper keeps the launch's stream (``kernel[grid, block, stream]``), which
 numba's simulator drops, for :mod:`gpulab.simulator.streams`: one wrapper of the launch configuration.
 """
 
@@ -14,7 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["install"]
+__all__ = ["FORALL_THREADS", "install"]
+
+FORALL_THREADS = 1024  # threads per block of kernel.forall(n) without tpb (a GPU's usual pick for a light kernel)
 
 
 def install() -> None:
@@ -38,7 +41,12 @@ def install() -> None:
     def forall(self: Any, ntasks: int, tpb: int = 0, stream: Any = 0, sharedmem: int = 0) -> Any:
         if ntasks == 0:  # numba's ForAll launches nothing for no tasks (a grid of 0 blocks would be refused)
             return lambda *args: None
-        return original_forall(self, ntasks, tpb, stream, sharedmem)
+        if ntasks < 0:  # numba's error
+            return original_forall(self, ntasks, tpb, stream, sharedmem)
+        # numba's ForAll on a GPU: blocks of tpb threads (given, or the occupancy API's pick: 1024 for a light
+        # kernel), ceil(ntasks / tpb) of them. The simulator's ran ntasks blocks of one thread, 200 us each.
+        tpb = tpb or FORALL_THREADS
+        return self[(ntasks + tpb - 1) // tpb, tpb, stream, sharedmem]
 
     FakeCUDAKernel.__getitem__ = configure  # type: ignore[method-assign]
     FakeCUDAKernel.forall = forall  # type: ignore[method-assign]

@@ -100,6 +100,14 @@ def _span(array: Any) -> tuple[int, int]:
     return byte_bounds(np.asarray(getattr(array, "_ary", array)))
 
 
+def _copied_bytes(ary: Any) -> int:
+    """Bytes a copy of host ``ary`` to the device moves: a broadcast array (a stride of 0, as a GPU ufunc makes of a
+    scalar) only its repeated core, as numba-cuda copies it."""
+    from numba.cuda.simulator.cudadrv.devicearray import array_core
+
+    return int(array_core(np.asarray(ary)).nbytes)
+
+
 def _emit(build: Callable[[], StreamOp]) -> None:
     if threading.current_thread().__class__.__name__ == "BlockThread":
         return  # inside a simulated kernel: not a host call
@@ -135,7 +143,7 @@ def install() -> None:
         out = orig_to_device(ary, stream, copy, to)
         _emit(
             lambda: StreamOp(
-                "h2d", stream, int(np.asarray(ary).nbytes), is_pinned(ary), (_owner(out),), spans=(_span(out),)
+                "h2d", stream, _copied_bytes(ary), is_pinned(ary), (_owner(out),), spans=(_span(out),)
             )
         )
         return out
