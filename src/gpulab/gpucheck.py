@@ -94,6 +94,7 @@ GPU_TESTS = (
     "tests/test_exercises_reduce.py",
     "tests/test_check_output_fd.py",  # CUDA printf kept aside during a check (fd 1): only a GPU shows it
     "tests/test_warps_both_modes.py",  # the simulator's warp-function rules, checked by the hardware
+    "tests/test_simulator_ufuncs.py",  # GPU ufuncs: numba-cuda's dispatch, which the simulator runs, on a GPU
 )
 
 

@@ -138,8 +138,8 @@ def compile_sources(
 ) -> dict[str, str] | dict[tuple[int, int], dict[str, str]]:
     """Compile several kernels in one child process (NVVM's start-up is paid once): ``items`` maps a key to
     ``{"source": module text, "name": kernel name, "signature": ...}`` (and ``"device": True`` for a device
-    function, such as the scalar function of a GPU ufunc: ``"float32(float32)"``). Returns key -> ``"ok"`` or the error for
-    one target ``cc`` (default sm_75); with ``ccs=[(7, 5), (9, 0)]`` every target in the same process, and
+    function, such as the scalar function of a GPU ufunc). Returns key -> ``"ok"`` or the error for one target
+    ``cc`` (default sm_75); with ``ccs=[(7, 5), (9, 0)]`` every target in the same process, and
     cc -> {key -> ``"ok"`` or the error}. Raises when the compiler itself cannot run (NVVM missing, the child
     crashed)."""
     if ccs is not None and cc is not None:

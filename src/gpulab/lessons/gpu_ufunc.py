@@ -83,7 +83,9 @@ MISTAKES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
         lambda x: np.log1p(np.exp(x))
     ),
     "softplus is wrong for negative x (x = -20 gives 20, x = -100 gives inf): exp(-x) grows there, and overflows "
-    f"below x = -88.7. Take exp of -abs(x), which is never positive: {_STABLE}.": _float32(lambda x: np.maximum(x, 0) + np.log1p(np.exp(-x))),
+    f"below x = -88.7. Take exp of -abs(x), which is never positive: {_STABLE}.": _float32(
+        lambda x: np.maximum(x, 0) + np.log1p(np.exp(-x))
+    ),
     "you returned max(x, 0), the ReLU: the smooth part log1p(exp(-abs(x))) is missing (log 2 = 0.69 at x = 0).": (
         _float32(lambda x: np.maximum(x, 0))
     ),

@@ -7,8 +7,9 @@ the first GPU they tried. :func:`install` (called by :func:`gpulab.simulator.har
 ``kernel[grid, block]`` check the configuration with :func:`gpulab.kernels._launch.check_launch`, the check
 gpulab's own launchers make, and raise its :class:`~gpulab.kernels._launch.LaunchError` (a ``ValueError``) with
 the limits and what to do. ``kernel.forall(n)`` launches blocks of threads, as numba-cuda's ``ForAll`` does (the
-simulator's launched ``n`` blocks of one thread; GPU ufuncs launch this way). The same wrapper keeps the launch's stream (``kernel[grid, block, stream]``), which
-numba's simulator drops, for :mod:`gpulab.simulator.streams`: one wrapper of the launch configuration.
+simulator's launched ``n`` blocks of one thread; GPU ufuncs launch this way). The same wrapper keeps the launch's
+stream (``kernel[grid, block, stream]``), which numba's simulator drops, for :mod:`gpulab.simulator.streams`: one
+wrapper of the launch configuration.
 """
 
 from __future__ import annotations

@@ -141,11 +141,7 @@ def install() -> None:
         if to is not None:  # copy_to_device records it
             return orig_to_device(ary, stream, copy, to)
         out = orig_to_device(ary, stream, copy, to)
-        _emit(
-            lambda: StreamOp(
-                "h2d", stream, _copied_bytes(ary), is_pinned(ary), (_owner(out),), spans=(_span(out),)
-            )
-        )
+        _emit(lambda: StreamOp("h2d", stream, _copied_bytes(ary), is_pinned(ary), (_owner(out),), spans=(_span(out),)))
         return out
 
     def pinned_array(shape: Any, dtype: Any = np.float64, strides: Any = None, order: str = "C") -> Any:

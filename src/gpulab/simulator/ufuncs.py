@@ -30,6 +30,7 @@ unify) still runs here: compile the scalar function with ``cuda.compile_ptx(fn, 
 
 from __future__ import annotations
 
+import inspect
 import types
 from typing import Any
 
@@ -47,15 +48,16 @@ def python_only_ufunc(fn: Any) -> list[str]:
     found = [f"line {line}: {what}" for line, what, _ in objects]
     if objects:
         found[-1] += f" ({objects[0][2]})"
-    code = getattr(fn, "__code__", None)
-    if code is not None:
-        for name in sorted(set(code.co_names)):
-            obj = fn.__globals__.get(name)
-            if isinstance(obj, types.FunctionType) and obj.__module__ not in ("math", "cmath"):
-                found.append(
-                    f"it calls `{name}`, a plain Python function: a GPU calls only device functions (decorate "
-                    f"`{name}` with @cuda.jit(device=True), or write its code inline)"
-                )
+    try:
+        names = inspect.getclosurevars(fn)
+    except (TypeError, ValueError):
+        return found
+    for name, obj in sorted({**names.globals, **names.nonlocals}.items()):
+        if isinstance(obj, types.FunctionType):
+            found.append(
+                f"it calls `{name}`, a plain Python function: a GPU calls only device functions (decorate "
+                f"`{name}` with @cuda.jit(device=True), or write its code inline)"
+            )
     return found
 
 
@@ -105,7 +107,7 @@ def install() -> None:
             """Whether ``obj`` is a device array (numba-cuda: it has ``__cuda_array_interface__``)."""
             return bool(da.is_cuda_ndarray(obj)) or hasattr(obj, "__cuda_array_interface__")
 
-        cuda.is_cuda_array = is_cuda_array  # type: ignore[attr-defined]
+        cuda.is_cuda_array = is_cuda_array
 
     fake: Any = da.FakeCUDAArray
     if not hasattr(fake, "gpu_data"):
@@ -113,7 +115,7 @@ def install() -> None:
 
     if not hasattr(da, "DeviceNDArray"):
 
-        class DeviceNDArray(fake):  # type: ignore[misc, valid-type]
+        class DeviceNDArray(fake):
             """A view of a simulated device array with the given shape and strides (numba-cuda builds its
             broadcast views this way: ``DeviceNDArray(shape, strides, dtype, gpu_data=ary.gpu_data)``)."""
 
