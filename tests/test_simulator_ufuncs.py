@@ -252,3 +252,23 @@ def test_the_scalar_functions_compile_to_ptx_as_device_functions():
         item["device"] = True
     compiled = ptx.compile_sources(items, ccs=((7, 5),))[(7, 5)]
     assert compiled == dict.fromkeys(items, "ok"), compiled
+
+
+def test_copies_counts_what_a_chain_of_ufunc_calls_moves_in_both_modes():
+    """gpulab.copies.count: the lesson's count of bytes between host and device (on a GPU it wraps numba-cuda's
+    copies, so this checks that wrapper too)."""
+    from gpulab import copies
+
+    n = 100
+    x = np.linspace(-5, 5, n).astype(np.float32)
+    with copies.count() as host_chain:
+        softplus(softplus(x))
+    assert (host_chain.h2d, host_chain.d2h, host_chain.calls) == (8 * n, 8 * n, 4)
+    with copies.count() as device_chain:
+        x_d = cuda.to_device(x)
+        back = softplus(softplus(x_d)).copy_to_host()
+    assert (device_chain.h2d, device_chain.d2h, device_chain.calls) == (4 * n, 4 * n, 2)
+    np.testing.assert_allclose(back, np.logaddexp(0, np.logaddexp(0, x.astype(np.float64))), rtol=1e-6)
+    with copies.count() as scalar:
+        mul_add(x, 2.0)  # the scalar is copied as one element, broadcast on the device with stride 0
+    assert (scalar.h2d, scalar.d2h) == (4 * n + 4, 4 * n)
