@@ -61,7 +61,8 @@ def count() -> Iterator[Copies]:
     to_device, to_host = DeviceNDArray.copy_to_device, DeviceNDArray.copy_to_host
 
     def copy_to_device(self: Any, ary: Any, stream: Any = 0) -> Any:
-        if not cuda.is_cuda_array(ary) and getattr(ary, "size", 1):  # device to device, or nothing: not counted
+        device_to_device = cuda.is_cuda_array(ary)
+        if not device_to_device and int(getattr(ary, "size", 1)) > 0:  # numba-cuda copies nothing for size 0
             found.add("h2d", self.alloc_size)
         return to_device(self, ary, stream=stream)
 
