@@ -113,7 +113,8 @@ def install() -> None:
     if not hasattr(fake, "gpu_data"):
         fake.gpu_data = property(lambda self: self._ary, doc="The NumPy array that stands for the device memory.")
 
-    if not hasattr(da, "DeviceNDArray"):
+    module: Any = da  # the simulator's devicearray module gets a name it lacks (an alias: not a numba name we call)
+    if not hasattr(module, "DeviceNDArray"):
 
         class DeviceNDArray(fake):
             """A view of a simulated device array with the given shape and strides (numba-cuda builds its
@@ -128,5 +129,5 @@ def install() -> None:
                 view = np.lib.stride_tricks.as_strided(base, shape=shape, strides=strides)
                 super().__init__(view, stream=stream)
 
-        da.DeviceNDArray = DeviceNDArray  # type: ignore[attr-defined]
+        module.DeviceNDArray = DeviceNDArray  # type: ignore[attr-defined]
     cls._gpulab_ufuncs = True
