@@ -129,5 +129,5 @@ def install() -> None:
                 view = np.lib.stride_tricks.as_strided(base, shape=shape, strides=strides)
                 super().__init__(view, stream=stream)
 
-        module.DeviceNDArray = DeviceNDArray  # type: ignore[attr-defined]
+        module.DeviceNDArray = DeviceNDArray
     cls._gpulab_ufuncs = True
