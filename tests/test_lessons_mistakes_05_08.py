@@ -867,3 +867,13 @@ def test_atomic_adds_into_an_output_nobody_zeroed_are_named_not_called_unwritten
     res = lessons.check("05", "warp_sum", define(WARP_SUM_ATOMIC_INTO_PARTIAL, "warp_sum_kernel", dict(NAMESPACE)))
     assert not res.passed and "partial[0] was only changed by cuda.atomic.*" in res.hint, res
     assert "not zeroed for you" in res.hint and "nothing was written" not in res.hint, res
+
+
+@pytest.mark.parametrize("pad", ["x[0]", "x[x.size - 1]"])
+def test_padding_with_a_real_element_is_named(pad):
+    src = WARP_SUM_EVERY_LANE_STORES.replace(
+        "        partial[cuda.blockIdx.x] = v\n", "        if lane == 0:\n            partial[cuda.blockIdx.x] = v\n"
+    ).replace("v = x[i] if i < x.size else float32(0.0)", f"v = x[i] if i < x.size else {pad}")
+    assert f"else {pad}" in src
+    res = lessons.check("05", "warp_sum", define(src, "warp_sum_kernel", dict(NAMESPACE)))
+    assert not res.passed and "loaded a real element" in res.hint, res
