@@ -161,7 +161,6 @@ PROBLEM = Problem(
     dropout_reference,
     _inputs,
     sizes=[(1, 0.5), (50, 0.25), (250, 0.5), (1000, 0.1)],  # (elements, p): fewer, then more elements than threads
-    gpu_sizes=[(1, 0.5), (50, 0.25), (250, 0.5), (1000, 0.1), (100_003, 0.3)],
     launch=launch,
     args=_args,
     out_names=["y", "mask"],
