@@ -844,3 +844,36 @@ def test_warp_0_reading_slots_no_warp_wrote_is_told_which_element_and_line():
     res = lessons.check("05", "warp_sum", define(WARP_SUM_READS_EVERY_SLOT, "warp_sum_kernel", dict(NAMESPACE)))
     assert not res.passed and "read warp_sums[4]" in res.hint and "which no thread of its block wrote" in res.hint
     assert "`v = warp_sums[lane]`" in res.hint and "if lane < TPB // 32 else float32(0.0)" in res.hint, res
+
+
+WARP_SUM_ATOMIC_INTO_PARTIAL = """
+@cuda.jit
+def warp_sum_kernel(x, partial):
+    lane = cuda.threadIdx.x % 32
+    i = cuda.grid(1)
+    v = x[i] if i < x.size else float32(0.0)
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if lane == 0:
+        cuda.atomic.add(partial, cuda.blockIdx.x, v)
+"""
+
+
+def test_atomic_adds_into_an_output_nobody_zeroed_are_named_not_called_unwritten():
+    # each warp's lane 0 adds its sum into partial[b]: right if partial started at 0, but the check fills outputs
+    # (NaN, a huge value), as a GPU leaves leftovers; "nothing was written" would send the learner the wrong way
+    res = lessons.check("05", "warp_sum", define(WARP_SUM_ATOMIC_INTO_PARTIAL, "warp_sum_kernel", dict(NAMESPACE)))
+    assert not res.passed and "partial[0] was only changed by cuda.atomic.*" in res.hint, res
+    assert "not zeroed for you" in res.hint and "nothing was written" not in res.hint, res
+
+
+@pytest.mark.parametrize("pad", ["x[0]", "x[x.size - 1]"])
+def test_padding_with_a_real_element_is_named(pad):
+    src = WARP_SUM_EVERY_LANE_STORES.replace(
+        "        partial[cuda.blockIdx.x] = v\n", "        if lane == 0:\n            partial[cuda.blockIdx.x] = v\n"
+    ).replace("v = x[i] if i < x.size else float32(0.0)", f"v = x[i] if i < x.size else {pad}")
+    assert f"else {pad}" in src
+    res = lessons.check("05", "warp_sum", define(src, "warp_sum_kernel", dict(NAMESPACE)))
+    assert not res.passed and "loaded a real element" in res.hint, res

@@ -42,6 +42,7 @@ EXPECTED = {
     "predicted_x_loads_per_output": ("07", 9 / 8, 1),  # K² / F with F = 8
     "predicted_nonzero_grads": ("08", 2 * 3 * (6 // 2) * (10 // 2), 91),  # one winner per 2x2 window
     "predicted_corner_copies": ("08", 4, 9),
+    "predicted_state_mib": ("08", 64 * 4096 * 16 / 2**20, 1),  # 16-byte states, not 4-byte floats
     "predicted_mixed_saving": ("10", _wide_mixed_saving(64), 50),
     "predicted_ring_sent": ("10", 2 * 7 / 8, 2),
     "predicted_latency_bound_devices": ("10", _latency_bound_devices(), 20),

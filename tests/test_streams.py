@@ -121,6 +121,18 @@ def test_pinned_marks_follow_views_not_copies():
     assert type(p) is np.ndarray  # still a plain array
 
 
+def test_cuda_pinned_pins_several_arrays_for_its_block_only():
+    a, b = np.zeros(8, np.float32), np.ones(8, np.float32)
+    already = cuda.pinned_array(8, np.float32)
+    with simulator.instrument() as ins:
+        with cuda.pinned(a, b, already):  # numba's signature: any number of host arrays
+            assert is_pinned(a) and is_pinned(b[2:]) and is_pinned(already)
+            a_d = cuda.to_device(a)
+        cuda.to_device(b)
+    assert [o.pinned for o in ins.stream_ops] == [True, False] and a_d.shape == (8,)
+    assert not is_pinned(a) and not is_pinned(b) and is_pinned(already)  # pinned_array's memory stays pinned
+
+
 def test_nothing_is_recorded_without_an_instrument_and_default_stream_is_one_object():
     with simulator.instrument() as ins:
         pass
@@ -384,7 +396,7 @@ def test_in_gpu_mode_the_recording_leaves_numba_cudas_own_calls_alone():
         from numba import cuda
         from numba.cuda import dispatcher
         from numba.cuda.cudadrv import devicearray, driver
-        names = ("to_device", "device_array", "pinned_array", "pinned_array_like", "stream", "synchronize",
+        names = ("to_device", "device_array", "pinned_array", "pinned_array_like", "pinned", "stream", "synchronize",
                  "default_stream", "legacy_default_stream", "defer_cleanup")
         methods = [(devicearray.DeviceNDArray, "copy_to_host"), (devicearray.DeviceNDArray, "copy_to_device"),
                    (driver.Stream, "synchronize"), (dispatcher.CUDADispatcher, "__getitem__")]

@@ -82,6 +82,12 @@ import json, sys
 payload = json.load(sys.stdin)
 from numba import cuda
 from gpulab.source import py_func
+# No driver here: numba-cuda asks the current device for its compute capability when a kernel calls a CPU @jit
+# function as a device function (numba.cuda.random's draws); answer with the target being compiled for.
+import types
+import numba.cuda.dispatcher as _dispatcher
+def _target(cc):
+    _dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=tuple(cc))
 out = {}
 for key, item in payload["items"].items():
     ns = {}
@@ -94,6 +100,7 @@ for key, item in payload["items"].items():
     out[key] = {}
     for cc in payload["ccs"]:
         try:
+            _target(cc)
             cuda.compile_ptx(fn, item["signature"], cc=tuple(cc), device=bool(item.get("device")))
             out[key]["%d.%d" % tuple(cc)] = "ok"
         except Exception as exc:

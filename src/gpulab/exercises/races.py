@@ -156,6 +156,9 @@ def race_verdict(runner: Runner, case: Case, launch: Launch, unset: bool = False
     found = _read_never_written(ins, launch_s) if unset else None
     if found:
         return found
+    found = _atomic_into_unset(out_log, runner, case, launch_s) if unset else None
+    if found:
+        return found
 
     hit = _first_conflict(out_log, same_block_only=False, writes_only=True)
     if hit:
@@ -210,6 +213,39 @@ def _read_never_written(ins: Any, launch_s: str) -> tuple[str, str] | None:
                 UNSET_SHARED_HINT,
             )
     return None
+
+
+ATOMIC_UNSET_HINT = (
+    "cuda.atomic.add adds to what the element already holds, and nothing set it first: a kernel's output is not "
+    "zeroed for you (the check fills outputs with NaN or a huge value to show this; on a GPU they hold whatever "
+    "was left in that memory). Set the element with `=` from one thread once its value is complete (e.g. lane 0 "
+    "of warp 0 after the block's last step), or, where the caller may prepare the output, zero it before the "
+    "launch (`cuda.to_device(np.zeros(n, np.float32))`)."
+)
+
+
+def _atomic_into_unset(out_log: list, runner: Any, case: Case, launch_s: str) -> tuple[str, str] | None:
+    """An output element changed only by atomics while outputs are not zeroed for the kernel: the atomics added
+    to the fill (a wrong result only; ``out_init`` would have zeroed it)."""
+    if runner.p.out_init is not None:
+        return None
+    stored = {(a.array, a.index) for a in out_log if a.kind == "w" and not a.atomic}
+    atomics: dict[tuple[str, int], set[tuple[Any, Any]]] = {}
+    for a in out_log:
+        if a.kind == "w" and a.atomic and (a.array, a.index) not in stored:
+            atomics.setdefault((a.array, a.index), set()).add((a.thread, a.block))
+    if not atomics:
+        return None
+    (name, index), threads = next(iter(atomics.items()))
+    k = runner.names.index(name)
+    n = len(threads)
+    more = f" (and {len(atomics) - 1} more elements like it)" if len(atomics) > 1 else ""
+    return (
+        f"{name}[{_elem(index, case.expected[k].shape)}] was only changed by cuda.atomic.* ({n} thread"
+        f"{'s' if n != 1 else ''}), never set with `=`{more}, and {name} is not zeroed before the launch "
+        f"({launch_s})",
+        ATOMIC_UNSET_HINT,
+    )
 
 
 def race_stage(st: State, launch: Launch) -> tuple[str, str] | None:

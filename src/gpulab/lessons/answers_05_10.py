@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from numba import cuda, float32
+from numba.cuda.random import xoroshiro128p_uniform_float32
 
 __all__ = [
     "K",
@@ -24,6 +25,7 @@ __all__ = [
     "conv2d_all_filters_kernel",
     "conv2d_single_kernel",
     "dot_atomic_kernel",
+    "dropout_forward_kernel",
     "im2col_single_kernel",
     "leaky_relu_kernel",
     "linear_weight_grad_kernel",
@@ -248,6 +250,19 @@ def linear_weight_grad_kernel(dout, x, dw):
 
 
 @cuda.jit
+def dropout_forward_kernel(x, states, p, y, mask):
+    tid = cuda.grid(1)  # this thread's generator is states[tid]: one state per thread of the grid
+    for i in range(tid, x.size, cuda.gridsize(1)):  # a fixed grid: each thread takes every gridsize-th element
+        u = xoroshiro128p_uniform_float32(states, tid)  # the next number of this thread's own stream
+        if u >= p:  # kept with probability 1 - p
+            y[i] = x[i] / (float32(1.0) - p)  # inverted dropout: the expected value of y[i] is x[i]
+            mask[i] = 1
+        else:
+            y[i] = float32(0.0)
+            mask[i] = 0
+
+
+@cuda.jit
 def relu_backward_kernel(dout, y, dx):
     i = cuda.grid(1)
     if i < dx.size:
@@ -295,6 +310,7 @@ def unscale_kernel(grads, inv_scale, out, found_inf):
 
 F1 = "float32[:]"
 F2 = "float32[:, :]"
+STATES = "Record.make_c_struct([('s0', uint64), ('s1', uint64)])[:]"  # numba.cuda.random's states
 PTX_SIGNATURES = [
     (dot_atomic_kernel, f"void({F1}, {F1}, {F1})"),
     (block_max_kernel, f"void({F1}, {F1})"),
@@ -310,6 +326,7 @@ PTX_SIGNATURES = [
     (bias_grad_kernel, f"void({F2}, {F1})"),
     (linear_weight_grad_kernel, f"void({F2}, {F2}, {F2})"),
     (relu_backward_kernel, f"void({F1}, {F1}, {F1})"),
+    (dropout_forward_kernel, f"void({F1}, {STATES}, float32, {F1}, uint8[:])"),
     (maxpool2x2_backward_kernel, f"void({F2}, int32[:, :], {F2})"),
     (confusion_kernel, f"void({F2}, int64[:], int32[:, :])"),
     (unscale_kernel, f"void({F1}, float32, {F1}, int32[:])"),

@@ -106,6 +106,16 @@ def _padded_with_minus_inf(x: np.ndarray) -> np.ndarray:  # lanes past the end l
     return out
 
 
+def _padded_with_an_element(x: np.ndarray) -> list[np.ndarray]:  # lanes past the end loaded x[0] or x[n - 1]
+    pad = -x.size % TPB
+    made = []
+    for value in (x[0], x[-1]):
+        out = block_sums_spec(x)
+        out[-1] = np.float32(out[-1] + np.float64(pad) * np.float64(value))
+        made.append(out)
+    return made if pad else []
+
+
 def _exclusive_scan(x: np.ndarray) -> np.ndarray:  # a known mistake: out[i] without x[i]
     return block_scan_spec(x)[0] - x
 
@@ -220,6 +230,10 @@ def _lesson05() -> list[Exercise]:
                     "partial is -inf for the blocks that run past the end of x: the lanes past the end loaded "
                     "-inf (as for the block maximum). For a sum they load 0, which adds nothing: "
                     "`v = x[i] if i < x.size else float32(0.0)`.": _padded_with_minus_inf,
+                    "the last block's sum is off by copies of one element: the lanes past the end of x loaded a "
+                    "real element (x[0], or x[n - 1] through a clamped index) and added it once each. A lane with "
+                    "nothing to contribute still takes part in the shuffles, with a value that adds nothing: "
+                    "`v = x[i] if i < x.size else float32(0.0)`.": _padded_with_an_element,
                 },
                 budget=Budget(reads_per_element={"x": 1}, barriers_per_thread=1),
             ),

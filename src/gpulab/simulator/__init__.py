@@ -34,7 +34,9 @@ installed once by :func:`harden` (called at import in simulator mode, and by :fu
     are known as pinned (:mod:`gpulab.simulator.streams`; what they do is unchanged);
 11. a launch a GPU refuses (more than 1024 threads in a block, too many along one axis) is refused with gpulab's
     launch error (:mod:`gpulab.simulator.limits`);
-12. ``numba.vectorize([...], target="cuda")`` and ``guvectorize`` work, through numba-cuda's own dispatch
+12. ``numba.cuda.random``'s generator gives the same states and draws without object mode's warnings, and creates
+    states about 100x faster (:mod:`gpulab.simulator.xoroshiro`);
+13. ``numba.vectorize([...], target="cuda")`` and ``guvectorize`` work, through numba-cuda's own dispatch
     (:mod:`gpulab.simulator.ufuncs`).
 
 Nothing is recorded unless an :class:`Instruments` is active (``with instrument(...) as ins:``): it
@@ -62,7 +64,7 @@ from .blocks import THREAD_DONE, run_block
 from .memory import DYNAMIC, Dim
 from .memory import LOCK as _LOCK
 from .memory import dynamic_shared_array, fast_arrays, filler, filler_hint, shared_array, uninitialised
-from . import limits, streams, ufuncs, warps
+from . import limits, streams, ufuncs, warps, xoroshiro
 from .swap import install as install_swap
 from .watched import Access, Watched, flat_indices, watch
 
@@ -178,6 +180,7 @@ def harden() -> None:
     install_swap()  # kernels' `math` -> ieee_math while they run
     warps.install()  # cuda.shfl_down_sync and the other warp functions
     limits.install()  # kernel[1, 2048] refused, as a GPU refuses it
+    xoroshiro.install()  # numba.cuda.random: silent, fast, the same numbers
     if not streams.ON_OP:
         streams.ON_OP.append(_on_stream_op)
     streams.install()  # copies, launches and synchronizes with their stream

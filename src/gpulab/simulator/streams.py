@@ -12,7 +12,8 @@ what they do:
 * ``s.synchronize()``, the end of ``with s.auto_synchronize():`` and ``cuda.synchronize()``: a ``"sync"``
   (stream ``None``: all of them);
 * ``cuda.pinned_array`` / ``pinned_array_like``: the array is noted as pinned (by id, weakly: it stays a
-  plain ndarray), so a copy from or into it or a view of it (``out[a:b]``) counts as pinned; a copy of it
+  plain ndarray), so a copy from or into it or a view of it (``out[a:b]``) counts as pinned (so does an array
+  inside a ``with cuda.pinned(a, b):`` block, which takes several arrays as numba's does); a copy of it
   (``x[a:b].copy()``) is pageable, as on a GPU. ``cuda.default_stream()`` is one stream object, the default
   stream, as on a GPU (the simulator made a new one per call).
 
@@ -26,12 +27,12 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["ON_OP", "StreamOp", "install", "is_pinned", "mark_pinned"]
+__all__ = ["ON_OP", "StreamOp", "install", "is_pinned", "mark_pinned", "unmark_pinned"]
 
 
 class StreamOp(NamedTuple):
@@ -70,6 +71,14 @@ def mark_pinned(array: np.ndarray) -> np.ndarray:
     with _LOCK:
         _PINNED[key] = weakref.ref(array, forget)
     return array
+
+
+def unmark_pinned(array: np.ndarray) -> None:
+    """Forget that ``array`` is page-locked (the end of a ``cuda.pinned`` block)."""
+    with _LOCK:
+        ref = _PINNED.get(id(array))
+        if ref is not None and ref() is array:
+            del _PINNED[id(array)]
 
 
 def is_pinned(array: Any) -> bool:
@@ -147,8 +156,20 @@ def install() -> None:
     def pinned_array(shape: Any, dtype: Any = np.float64, strides: Any = None, order: str = "C") -> Any:
         return mark_pinned(orig_pinned(shape, dtype, strides, order))
 
+    @contextlib.contextmanager
+    def pinned(*arylist: Any) -> Iterator[None]:  # numba's signature; the simulator's own takes one array only
+        newly = [a for a in arylist if isinstance(a, np.ndarray) and not is_pinned(a)]
+        for a in newly:
+            mark_pinned(a)
+        try:
+            yield
+        finally:
+            for a in newly:
+                unmark_pinned(a)
+
     replace("to_device", to_device)
     replace("pinned_array", pinned_array)  # pinned_array_like calls the module's pinned_array
+    replace("pinned", pinned)
 
     orig_d2h, orig_h2d = arr_cls.copy_to_host, arr_cls.copy_to_device
 

@@ -1,0 +1,162 @@
+"""Random numbers on the GPU: gpulab's simulator generator (gpulab.simulator.xoroshiro) against numba-cuda's own,
+and lesson 08's dropout exercise (gpulab.lessons.dropout): the exact check, each named mistake, PTX."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+import gpulab
+from gpulab import lessons
+from gpulab.lessons import dropout
+from gpulab.lessons.answers_05_10 import dropout_forward_kernel
+from gpulab.simulator import xoroshiro
+from gpulab.source import define
+
+sim_only = pytest.mark.skipif(not gpulab.is_simulator(), reason="compares with numba's simulator-mode originals")
+
+
+def _numba(name):
+    """numba-cuda's own function ``name`` of numba.cuda.random (object mode in the simulator: warnings off)."""
+    import numba.cuda.random as ncr
+
+    return getattr(ncr, "_gpulab_originals", {}).get(name, getattr(ncr, name))
+
+
+def _quiet(fn, *args):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args)
+
+
+@sim_only
+@pytest.mark.parametrize("n,seed,start", [(1, 0, 0), (2, 1, 0), (33, 12345, 0), (17, 2**64 - 1, 1), (9, 7, 5)])
+def test_states_equal_numba_cudas_cpu_init(n, seed, start):
+    ours, theirs = np.empty(n, xoroshiro.DTYPE), np.empty(n, xoroshiro.DTYPE)
+    xoroshiro.init_states_cpu(ours, seed, start)
+    _quiet(_numba("init_xoroshiro128p_states_cpu"), theirs, seed, start)
+    assert np.array_equal(ours, theirs)
+
+
+def test_create_states_is_silent_fast_and_the_same_numbers():
+    from numba.cuda.random import create_xoroshiro128p_states
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any NumbaWarning or overflow RuntimeWarning fails
+        states = create_xoroshiro128p_states(1024, seed=1)
+    host = np.asarray(states.copy_to_host())
+    assert np.array_equal(host.view(np.uint64), dropout.new_states(1024, seed=1))
+
+
+@sim_only
+def test_draws_equal_numba_cudas_and_the_vectorised_replay():
+    a = np.empty(8, xoroshiro.DTYPE)
+    xoroshiro.init_states_cpu(a, 3)
+    b, c = a.copy(), a.copy()
+    theirs32 = [_quiet(_numba("xoroshiro128p_uniform_float32"), a, i % 8) for i in range(40)]
+    theirs64 = [_quiet(_numba("xoroshiro128p_uniform_float64"), a, i % 8) for i in range(8)]
+    ours32 = [xoroshiro.uniform_float32(b, i % 8) for i in range(40)]
+    ours64 = [xoroshiro.uniform_float64(b, i % 8) for i in range(8)]
+    assert ours32 == theirs32 and ours64 == theirs64 and np.array_equal(a, b)
+    assert np.array_equal(xoroshiro.uniform_float32_streams(c, 5).ravel(), np.array(ours32, np.float32))
+
+
+@sim_only
+def test_draws_in_a_simulated_kernel_are_silent_and_replayed_exactly():
+    from numba.cuda.random import xoroshiro128p_normal_float32, xoroshiro128p_uniform_float32
+
+    @cuda.jit
+    def draw(states, out, normal):
+        t = cuda.grid(1)
+        for i in range(t, out.size, cuda.gridsize(1)):
+            out[i] = xoroshiro128p_uniform_float32(states, t)
+        normal[t] = xoroshiro128p_normal_float32(states, t)
+
+    words = dropout.new_states(64, seed=5)
+    out, normal = np.zeros(300, np.float32), np.zeros(64, np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        draw[2, 32](dropout.as_states(words.copy()), out, normal)
+    replay = xoroshiro.uniform_float32_streams(words.view(xoroshiro.DTYPE).copy(), 5).ravel()[:300]
+    assert np.array_equal(out, replay) and np.isfinite(normal).all()
+
+
+def test_the_reference_kernel_passes_and_the_reference_replays_the_grid_stride_order():
+    result = lessons.check("08", "dropout_forward", dropout_forward_kernel)
+    assert result.passed, result
+    x = np.ones(200, np.float32)
+    words = dropout.new_states(dropout.THREADS, seed=0)
+    y, mask = dropout.dropout_reference(x, words, np.float32(0.5))
+    u = xoroshiro.uniform_float32_streams(words.view(xoroshiro.DTYPE).copy(), 3)
+    assert mask[dropout.THREADS + 7] == (u[1, 7] >= 0.5) and set(np.unique(y)) <= {0.0, 2.0}
+
+
+HEADER = "@cuda.jit\ndef dropout_forward_kernel(x, states, p, y, mask):\n"
+CORRECT_LOOP = "    tid = cuda.grid(1)\n    for i in range(tid, x.size, cuda.gridsize(1)):\n"
+DRAW = "        u = xoroshiro128p_uniform_float32(states, tid)\n"
+KEEP = (
+    "        if {cond}:\n"
+    "            y[i] = {kept}\n"
+    "            mask[i] = 1\n"
+    "        else:\n"
+    "            y[i] = float32(0.0)\n"
+    "            mask[i] = 0\n"
+)
+GOOD_KEEP = KEEP.format(cond="u >= p", kept="x[i] / (float32(1.0) - p)")
+
+MISTAKES = [
+    ("no_scaling", CORRECT_LOOP + DRAW + KEEP.format(cond="u >= p", kept="x[i]"), "1 / (1 - p)"),
+    ("inverted", CORRECT_LOOP + DRAW + KEEP.format(cond="u < p", kept="x[i] / (float32(1.0) - p)"), "swapped"),
+    (
+        "thread_idx",
+        "    tid = cuda.grid(1)\n    for i in range(tid, x.size, cuda.gridsize(1)):\n"
+        "        u = xoroshiro128p_uniform_float32(states, cuda.threadIdx.x)\n" + GOOD_KEEP,
+        "cuda.threadIdx.x",
+    ),
+    (
+        "one_draw",
+        "    tid = cuda.grid(1)\n    u = xoroshiro128p_uniform_float32(states, tid)\n"
+        "    for i in range(tid, x.size, cuda.gridsize(1)):\n" + GOOD_KEEP,
+        "repeats every cuda.gridsize(1)",
+    ),
+    (
+        "no_grid_stride",
+        "    tid = cuda.grid(1)\n    if tid < x.size:\n        i = tid\n" + DRAW + GOOD_KEEP,
+        "must loop",
+    ),
+]
+
+
+@pytest.mark.parametrize("label,body,words", MISTAKES, ids=[m[0] for m in MISTAKES])
+def test_each_named_mistake_gets_its_hint(label, body, words):
+    from numba.cuda.random import xoroshiro128p_uniform_float32
+
+    ns = {"cuda": cuda, "float32": float32, "xoroshiro128p_uniform_float32": xoroshiro128p_uniform_float32}
+    kernel = define(HEADER + body, "dropout_forward_kernel", ns)
+    result = lessons.check("08", "dropout_forward", kernel)
+    assert not result.passed and words in result.hint, (label, result)
+
+
+def test_the_keep_bound_holds_for_the_reference_and_refuses_an_inverted_mask():
+    x = np.ones(20_000, np.float32)
+    words = dropout.new_states(dropout.THREADS, seed=11)
+    for p in (0.1, 0.5):
+        kept = dropout.dropout_reference(x, words, np.float32(p))[1].mean()
+        assert abs(kept - (1 - p)) <= dropout.keep_bound(x.size, p)
+    assert abs(0.1 - 0.9) > dropout.keep_bound(x.size, 0.1)
+    assert dropout.state_bytes(64 * 4096) == 4 * 2**20
+
+
+@pytest.mark.ptx
+def test_the_reference_kernel_compiles_to_ptx_without_a_driver():
+    import inspect
+
+    from gpulab import ptx
+    from gpulab.lessons import answers_05_10
+
+    sig = dict((k, s) for k, s in answers_05_10.PTX_SIGNATURES)[dropout_forward_kernel]
+    res = ptx.compile_source(inspect.getsource(answers_05_10), "dropout_forward_kernel", sig, ccs=[(7, 5), (9, 0)])
+    assert res == {"7.5": "ok", "9.0": "ok"}, res
