@@ -33,7 +33,9 @@ installed once by :func:`harden` (called at import in simulator mode, and by :fu
 10. the host's copies, launches and synchronizes are told with their stream, and ``cuda.pinned_array``'s arrays
     are known as pinned (:mod:`gpulab.simulator.streams`; what they do is unchanged);
 11. a launch a GPU refuses (more than 1024 threads in a block, too many along one axis) is refused with gpulab's
-    launch error (:mod:`gpulab.simulator.limits`).
+    launch error (:mod:`gpulab.simulator.limits`);
+12. launching a device function, launching a kernel inside a kernel and calling a device function from the host
+    are refused with numba-cuda's error on a GPU and what to do (:mod:`gpulab.simulator.device_calls`).
 
 Nothing is recorded unless an :class:`Instruments` is active (``with instrument(...) as ins:``): it
 collects shared-memory sizes per block, every access to shared arrays, each thread's final
@@ -60,7 +62,7 @@ from .blocks import THREAD_DONE, run_block
 from .memory import DYNAMIC, Dim
 from .memory import LOCK as _LOCK
 from .memory import dynamic_shared_array, fast_arrays, filler, filler_hint, shared_array, uninitialised
-from . import limits, streams, warps
+from . import device_calls, limits, streams, warps
 from .swap import install as install_swap
 from .watched import Access, Watched, flat_indices, watch
 
@@ -179,6 +181,7 @@ def harden() -> None:
     if not streams.ON_OP:
         streams.ON_OP.append(_on_stream_op)
     streams.install()  # copies, launches and synchronizes with their stream
+    device_calls.install()  # dev[1, 32](...), kernel[...] in a kernel, dev(x) on the host: refused as on a GPU
     cls = kernelapi.FakeCUDAShared
     if getattr(cls.array, "_gpulab_locked", False):
         return
