@@ -75,6 +75,8 @@ def standalone_source(kernel: Any) -> str:
                 header.append(f"{name} = {value!r}")
             elif hasattr(value, "py_func") or type(value).__name__ in ("FakeCUDAKernel", "CUDADispatcher"):
                 visit(py_func(value))
+                if py_func(value).__name__ != name:  # known by another name here (`at = my_at`): that name too
+                    bodies.append(f"{name} = {py_func(value).__name__}")
             else:
                 import numba
 
