@@ -2,6 +2,8 @@
 neighbours4_kernel, each typical mistake gets its named hint, and a kernel that calls a device function compiles to
 PTX without a GPU, with the device function inlined (no call left)."""
 
+import inspect
+
 import numpy as np
 import pytest
 from numba import cuda
@@ -9,7 +11,7 @@ from numba import cuda
 from gpulab import lessons, ptx
 from gpulab.lessons import device_fns
 from gpulab.lessons.device_fns import HINTS
-from gpulab.source import standalone_source
+from gpulab.source import define, global_names, py_func, standalone_source
 
 
 @cuda.jit(device=True)
@@ -139,3 +141,15 @@ def test_neighbours4_kernel_sums_the_four_neighbours_with_zero_padding():
     device_fns.neighbours4_kernel[(1, 1), (16, 16)](a, out)
     assert out[0, 0] == a[1, 0] + a[0, 1] and out[1, 1] == a[0, 1] + a[2, 1] + a[1, 0] + a[1, 2]
     assert np.array_equal(out, device_fns.problem().spec(a))
+
+
+def test_standalone_source_takes_globals_not_attribute_names():
+    namespace = {"grid": (3, 2), "shape": 7}  # a notebook's globals named like cuda.grid and a.shape
+    kernel = define(
+        inspect.getsource(py_func(device_fns.neighbours4_kernel)),
+        "neighbours4_kernel",
+        {**namespace, "cuda": cuda, "at": device_fns.at},
+    )
+    src = standalone_source(kernel)
+    assert "grid =" not in src and "shape =" not in src and "def at(a, i, j):" in src
+    assert global_names(py_func(device_fns.neighbours4_kernel).__code__) == {"at", "cuda"}
