@@ -86,16 +86,16 @@ def install() -> None:
     cls: Any = FakeCUDAKernel  # gpulab's mark goes on the class (other wrappers may go on top of ours)
     if getattr(cls, "_gpulab_device_calls", False):
         return
-    configure, call = FakeCUDAKernel.__getitem__, FakeCUDAKernel.__call__
+    configure, launch = FakeCUDAKernel.__getitem__, FakeCUDAKernel.__call__
 
-    def getitem(self: Any, configuration: Any) -> Any:
+    def __getitem__(self: Any, configuration: Any) -> Any:  # a launch's name, as exercises.frames knows it
         if _in_kernel():  # before the configuration is stored: `other` keeps its own
             raise _launch_in_kernel_error(self, configuration)
         if self._device:
             return _RefusedLaunch(self)
         return configure(self, configuration)
 
-    def called(self: Any, *args: Any) -> Any:
+    def call(self: Any, *args: Any) -> Any:  # named like streams' wrapper: exercises.frames knows it
         if self._device and not _in_kernel():
             name = _name(self)
             raise ValueError(
@@ -103,8 +103,8 @@ def install() -> None:
                 "(@cuda.jit(device=True)), which only kernels and other device functions can call. Call it from a "
                 f"kernel; to try its Python code on the host, call `{name}.py_func(...)`."
             )
-        return call(self, *args)
+        return launch(self, *args)
 
-    FakeCUDAKernel.__getitem__ = getitem  # type: ignore[method-assign]
-    FakeCUDAKernel.__call__ = called  # type: ignore[method-assign]
+    FakeCUDAKernel.__getitem__ = __getitem__  # type: ignore[method-assign]
+    FakeCUDAKernel.__call__ = call  # type: ignore[method-assign]
     cls._gpulab_device_calls = True
