@@ -5,6 +5,13 @@ arithmetic). Compiling to PTX with :func:`numba.cuda.compile_ptx` is the proof t
 CUDA. Because a process that imported numba in simulator mode cannot compile, the work runs in a
 child process started with ``GPULAB_DEVICE=gpu GPULAB_COMPILE_ONLY=1 NUMBA_ENABLE_CUDASIM=0``.
 It needs the NVVM wheels that ``numba-cuda[cu12]`` installs; no driver is used.
+
+A kernel that calls a ``@cuda.jit(device=True)`` function needs one more step: numba-cuda (0.22 to 0.30) compiles
+a device function for ``get_current_device().compute_capability``, which asks the driver even inside
+``cuda.compile_ptx`` (``CudaSupportError: CUDA driver library cannot be found`` without a GPU). The children
+answer that question with the target being compiled (:data:`_TARGET_STUB`), so device functions compile for the
+same target as their kernel, with or without a GPU; the sources child defines each kernel again for every target.
+:func:`kernel_ptx` returns the PTX text itself, to read (lesson 01 shows that a device function is inlined).
 """
 
 from __future__ import annotations
@@ -17,9 +24,19 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any, overload
 
-__all__ = ["DEFAULT_CCS", "compile_library", "compile_source", "compile_sources"]
+__all__ = ["DEFAULT_CCS", "compile_library", "compile_source", "compile_sources", "kernel_ptx"]
 
 DEFAULT_CCS: tuple[tuple[int, int], ...] = ((7, 5), (9, 0))
+
+
+# Run first in each child: device functions compile for TARGET[0], the target being compiled, not the driver's GPU.
+_TARGET_STUB = """
+import types as _types
+import numba.cuda.dispatcher as _dispatcher
+TARGET = [(7, 5)]
+if hasattr(_dispatcher, "get_current_device"):
+    _dispatcher.get_current_device = lambda: _types.SimpleNamespace(compute_capability=TARGET[0])
+"""
 
 
 def _child_env() -> dict[str, str]:
@@ -52,6 +69,7 @@ _LIBRARY_CHILD = textwrap.dedent(
     payload = json.load(sys.stdin)
     from numba import cuda
     import gpulab
+    {stub}
     from gpulab import kernels
     from gpulab.source import py_func
     out = {}
@@ -59,6 +77,7 @@ _LIBRARY_CHILD = textwrap.dedent(
         fn = py_func(kernel)
         out[name] = {}
         for cc in payload["ccs"]:
+            TARGET[0] = tuple(cc)
             try:
                 ptx, _ = cuda.compile_ptx(fn, sig, cc=tuple(cc))
                 out[name][f"{cc[0]}.{cc[1]}"] = "ok" if ".entry" in ptx else "no .entry in PTX"
@@ -66,7 +85,7 @@ _LIBRARY_CHILD = textwrap.dedent(
                 out[name][f"{cc[0]}.{cc[1]}"] = f"{type(exc).__name__}: {exc}"[:2000]
     print(json.dumps(out))
     """
-)
+).replace("{stub}\n", _TARGET_STUB.lstrip("\n"))
 
 
 def compile_library(ccs: Iterable[tuple[int, int]] = DEFAULT_CCS, timeout: float = 900) -> dict[str, dict[str, str]]:
@@ -77,36 +96,35 @@ def compile_library(ccs: Iterable[tuple[int, int]] = DEFAULT_CCS, timeout: float
     return _run_child(_LIBRARY_CHILD, {"ccs": [list(c) for c in ccs]}, timeout)
 
 
-_SOURCES_CHILD = """
+_SOURCES_CHILD = (
+    """
 import json, sys
 payload = json.load(sys.stdin)
 from numba import cuda
 from gpulab.source import py_func
-# No driver here: numba-cuda asks the current device for its compute capability when a kernel calls a CPU @jit
-# function as a device function (numba.cuda.random's draws); answer with the target being compiled for.
-import types
-import numba.cuda.dispatcher as _dispatcher
-def _target(cc):
-    _dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=tuple(cc))
+"""
+    + _TARGET_STUB
+    + """
 out = {}
 for key, item in payload["items"].items():
-    ns = {}
-    try:
-        exec(compile(item["source"], "<your " + key + " kernel>", "exec"), ns)
-        fn = py_func(ns[item["name"]])
-    except Exception as exc:
-        out[key] = {"error": (type(exc).__name__ + ": " + str(exc))[:2000]}
-        continue
     out[key] = {}
     for cc in payload["ccs"]:
+        TARGET[0] = tuple(cc)
+        ns = {}  # defined again for each target: its device functions then compile for that target
         try:
-            _target(cc)
-            cuda.compile_ptx(fn, item["signature"], cc=tuple(cc), device=bool(item.get("device")))
-            out[key]["%d.%d" % tuple(cc)] = "ok"
+            exec(compile(item["source"], "<your " + key + " kernel>", "exec"), ns)
+            fn = py_func(ns[item["name"]])
+        except Exception as exc:
+            out[key] = {"error": (type(exc).__name__ + ": " + str(exc))[:2000]}
+            break
+        try:
+            ptx, _ = cuda.compile_ptx(fn, item["signature"], cc=tuple(cc), device=bool(item.get("device")))
+            out[key]["%d.%d" % tuple(cc)] = ptx if payload.get("text") else "ok"
         except Exception as exc:
             out[key]["%d.%d" % tuple(cc)] = (type(exc).__name__ + ": " + str(exc))[:2000]
 print(json.dumps(out))
 """
+)
 
 
 def compile_source(
@@ -155,3 +173,18 @@ def compile_sources(
     res = _run_child(_SOURCES_CHILD, {"items": items, "ccs": [list(c) for c in targets]}, timeout)
     by_cc = {(t[0], t[1]): {key: r.get("error") or r[f"{t[0]}.{t[1]}"] for key, r in res.items()} for t in targets}
     return by_cc if ccs is not None else by_cc[(targets[0][0], targets[0][1])]
+
+
+def kernel_ptx(kernel: object, signature: str, cc: tuple[int, int] = (7, 5), timeout: float = 300) -> str:
+    """The PTX that NVVM makes of ``kernel`` (a ``@cuda.jit`` kernel, with the device functions it calls) as
+    ``signature`` for target ``cc``: text to read, e.g. to see that a device function left no ``call`` behind.
+    Needs no GPU. Raises ``RuntimeError`` with the compiler's error when the kernel does not compile."""
+    from .source import py_func, standalone_source
+
+    name = py_func(kernel).__name__
+    items = {name: {"source": standalone_source(kernel), "name": name, "signature": signature}}
+    res = _run_child(_SOURCES_CHILD, {"items": items, "ccs": [list(cc)], "text": True}, timeout)[name]
+    text = res.get("error") or res[f"{cc[0]}.{cc[1]}"]
+    if ".entry" not in text:
+        raise RuntimeError(f"{name} does not compile to PTX for sm_{cc[0]}{cc[1]} as {signature}: {text}")
+    return text

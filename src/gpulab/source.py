@@ -42,6 +42,18 @@ def code_names(code: types.CodeType) -> set[str]:
     return names
 
 
+def global_names(code: types.CodeType) -> set[str]:
+    """The global names a function's code (and its nested code) loads: ``LOAD_GLOBAL`` / ``LOAD_NAME``, not the
+    attribute names :func:`code_names` also holds (``cuda.grid`` is no use of a notebook's global ``grid``)."""
+    import dis
+
+    names = {ins.argval for ins in dis.get_instructions(code) if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= global_names(const)
+    return {n for n in names if isinstance(n, str)}
+
+
 def kernel_source(obj: Any) -> str:
     """The source text of a kernel, device function, launcher, class or module."""
     target = py_func(obj)
@@ -64,7 +76,7 @@ def standalone_source(kernel: Any) -> str:
 
     def visit(f: Callable) -> None:
         src = textwrap.dedent(inspect.getsource(f))
-        for name in sorted(code_names(f.__code__)):
+        for name in sorted(global_names(f.__code__)):
             if name in seen or name == "cuda" or name not in f.__globals__:
                 continue
             seen.add(name)
@@ -75,6 +87,8 @@ def standalone_source(kernel: Any) -> str:
                 header.append(f"{name} = {value!r}")
             elif hasattr(value, "py_func") or type(value).__name__ in ("FakeCUDAKernel", "CUDADispatcher"):
                 visit(py_func(value))
+                if py_func(value).__name__ != name:  # known by another name here (`at = my_at`): that name too
+                    bodies.append(f"{name} = {py_func(value).__name__}")
             else:
                 import numba
 

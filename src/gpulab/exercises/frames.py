@@ -78,8 +78,14 @@ def _line(code: CodeType, lineno: int) -> tuple[int, str]:
 # recognised by the frame it called (Numba's dispatcher or the simulator's kernel); a transfer or a
 # synchronisation by that frame's name, else by the name gpulab's line called (Numba's API functions are
 # wrapped: an error raised while making the CUDA context current names only the wrapper).
-# gpulab.simulator.streams wraps the simulator's launch (its `call` records the stream, then launches)
-_LAUNCH_FILES = ("/cuda/dispatcher.py", "/cuda/simulator/kernel.py", "/gpulab/simulator/streams.py")
+# gpulab.simulator.streams wraps the simulator's launch (its `call` records the stream, then launches), and
+# gpulab.simulator.device_calls wraps that (its `call` refuses a device function called on the host, then launches)
+_LAUNCH_FILES = (
+    "/cuda/dispatcher.py",
+    "/cuda/simulator/kernel.py",
+    "/gpulab/simulator/streams.py",
+    "/gpulab/simulator/device_calls.py",
+)
 _LAUNCH_NAMES = frozenset({"__call__", "__getitem__", "call", "forall", "configure"})
 _TRANSFERS = frozenset(
     "to_device copy_to_host copy_to_device to_host asnumpy asarray get device_array device_array_like".split()

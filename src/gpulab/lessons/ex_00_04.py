@@ -24,7 +24,7 @@ from ..kernels.matmul import matmul_naive_kernel, matmul_tiled_kernel
 from ..kernels.memory import transpose_naive_kernel
 from ..problems import grid_2d, launch_1d
 from . import answers as _ans
-from . import pipelined
+from . import device_fns, pipelined
 from .exercise import Exercise, as_host
 
 __all__ = ["EXERCISES_LIST"]
@@ -189,6 +189,8 @@ def _problems() -> list[Exercise]:
                 "`for k in range(cuda.grid(1), out.size, cuda.gridsize(1)):`",
             ),
         ),
+        # a device function, checked inside a given kernel (lessons.device_fns names its mistakes)
+        Exercise("01", "at", device_fns.problem(), device_fns.at, checker=device_fns.check_at),
         # 02 · memory
         Exercise(
             "02",

@@ -37,7 +37,9 @@ installed once by :func:`harden` (called at import in simulator mode, and by :fu
 12. ``numba.cuda.random``'s generator gives the same states and draws without object mode's warnings, and creates
     states about 100x faster (:mod:`gpulab.simulator.xoroshiro`);
 13. ``numba.vectorize([...], target="cuda")`` and ``guvectorize`` work, through numba-cuda's own dispatch
-    (:mod:`gpulab.simulator.ufuncs`).
+    (:mod:`gpulab.simulator.ufuncs`);
+14. launching a device function, launching a kernel inside a kernel and calling a device function from the host
+    are refused with numba-cuda's error on a GPU and what to do (:mod:`gpulab.simulator.device_calls`).
 
 Nothing is recorded unless an :class:`Instruments` is active (``with instrument(...) as ins:``): it
 collects shared-memory sizes per block, every access to shared arrays, each thread's final
@@ -64,7 +66,7 @@ from .blocks import THREAD_DONE, run_block
 from .memory import DYNAMIC, Dim
 from .memory import LOCK as _LOCK
 from .memory import dynamic_shared_array, fast_arrays, filler, filler_hint, shared_array, uninitialised
-from . import limits, streams, ufuncs, warps, xoroshiro
+from . import device_calls, limits, streams, ufuncs, warps, xoroshiro
 from .swap import install as install_swap
 from .watched import Access, Watched, flat_indices, watch
 
@@ -185,6 +187,7 @@ def harden() -> None:
         streams.ON_OP.append(_on_stream_op)
     streams.install()  # copies, launches and synchronizes with their stream
     ufuncs.install()  # vectorize(target="cuda") and guvectorize run numba-cuda's own dispatch
+    device_calls.install()  # dev[1, 32](...), kernel[...] in a kernel, dev(x) on the host: refused as on a GPU
     cls = kernelapi.FakeCUDAShared
     if getattr(cls.array, "_gpulab_locked", False):
         return

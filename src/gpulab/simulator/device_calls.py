@@ -1,0 +1,110 @@
+"""The simulator refuses the calls of device functions and kernels that a GPU refuses.
+
+numba-cuda's simulator (0.22 to 0.30) wraps every ``@cuda.jit`` function in one class, ``FakeCUDAKernel``, and
+calls the Python function whenever it is called inside a kernel, whatever it is. So it runs three things that
+numba-cuda refuses on a GPU (checked against numba-cuda 0.22.2 and 0.30.4, whose code paths are the same):
+
+* **launching a device function**, ``dev[blocks, threads](...)``: the simulator calls ``dev`` once, in no
+  thread, and returns its value; numba-cuda raises ``RuntimeError: Cannot compile a device function as a
+  kernel`` (``_Kernel.__init__``), or an ``AttributeError`` if ``dev`` was already compiled for those types;
+* **launching a kernel inside a kernel**, ``other[blocks, threads](...)`` in a kernel's body: the simulator
+  runs ``other`` once in the calling thread (and leaves ``other``'s launch configuration changed); numba-cuda
+  cannot compile the outer kernel (``TypingError: No implementation of function Function(<built-in function
+  getitem>) found for signature: getitem(type(CUDADispatcher(...)), ...)``): it has no dynamic parallelism;
+* **calling a device function from the host**, ``dev(x)`` outside any kernel: the simulator returns its
+  value; numba-cuda raises ``ValueError: Kernel launch configuration was not specified`` (its message for an
+  unconfigured launch, although ``dev`` is no kernel).
+
+:func:`install` (called by :func:`gpulab.simulator.harden`) raises the GPU's exception type in all three, with
+the GPU's words and what to do instead. Left as they are, because a GPU does the same: a device function called
+in a kernel or device function, and a kernel called like a function *inside* a kernel, ``other(x)``, which
+numba-cuda compiles as a call of a device function (no launch, no new threads).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["HOST_CALL", "LAUNCHED_DEVICE_FUNCTION", "LAUNCH_IN_KERNEL", "install"]
+
+LAUNCHED_DEVICE_FUNCTION = "Cannot compile a device function as a kernel"
+"""numba-cuda's own words (a ``RuntimeError``) when a device function is launched."""
+LAUNCH_IN_KERNEL = "No implementation of function Function(<built-in function getitem>)"
+"""The start of numba-cuda's ``TypingError`` for ``kernel[...]`` inside a kernel."""
+HOST_CALL = "Kernel launch configuration was not specified"
+"""The start of numba-cuda's ``ValueError`` for a device function called from the host."""
+
+
+def _name(kernel: Any) -> str:
+    return getattr(kernel.fn, "__name__", "the function")
+
+
+def _in_kernel() -> bool:
+    from numba.cuda.simulator.kernel import _get_kernel_context
+
+    return _get_kernel_context() is not None
+
+
+def _launch_in_kernel_error(kernel: Any, configuration: Any) -> Exception:
+    from numba.core.errors import TypingError
+
+    name = _name(kernel)
+    what = "device function" if kernel._device else "kernel"
+    return TypingError(
+        f"{LAUNCH_IN_KERNEL} found for signature: getitem(type(CUDADispatcher({name})), {configuration!r}). "
+        f"That is numba-cuda's error on a GPU for `{name}[...]` inside a kernel: a kernel cannot launch a {what} "
+        "(numba-cuda has no dynamic parallelism), so the outer kernel does not compile. "
+        + (
+            f"Call the device function instead, `{name}(...)`, for this thread's element."
+            if kernel._device
+            else f"Launch `{name}` from the host after this kernel, or turn the work into a device function "
+            "(@cuda.jit(device=True)) that this kernel calls for its own element."
+        )
+    )
+
+
+class _RefusedLaunch:
+    """``dev[blocks, threads]`` for a device function ``dev``: configuring works on a GPU too; calling raises."""
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+
+    def __call__(self, *args: Any) -> Any:
+        name = _name(self.kernel)
+        raise RuntimeError(
+            f"{LAUNCHED_DEVICE_FUNCTION} (numba-cuda's error on a GPU): `{name}` is a device function "
+            "(@cuda.jit(device=True)), which kernels call, and cannot be launched with [blocks, threads]. Launch a "
+            f"kernel (@cuda.jit) that calls `{name}(...)` for its element, or drop device=True if `{name}` is "
+            "meant to be a kernel (a kernel returns nothing: it writes its results into arrays)."
+        )
+
+
+def install() -> None:
+    """Refuse, in the simulator, the launches and calls a GPU refuses (idempotent; see the module docstring)."""
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    cls: Any = FakeCUDAKernel  # gpulab's mark goes on the class (other wrappers may go on top of ours)
+    if getattr(cls, "_gpulab_device_calls", False):
+        return
+    configure, launch = FakeCUDAKernel.__getitem__, FakeCUDAKernel.__call__
+
+    def __getitem__(self: Any, configuration: Any) -> Any:  # a launch's name, as exercises.frames knows it
+        if _in_kernel():  # before the configuration is stored: `other` keeps its own
+            raise _launch_in_kernel_error(self, configuration)
+        if self._device:
+            return _RefusedLaunch(self)
+        return configure(self, configuration)
+
+    def call(self: Any, *args: Any) -> Any:  # named like streams' wrapper: exercises.frames knows it
+        if self._device and not _in_kernel():
+            name = _name(self)
+            raise ValueError(
+                f"{HOST_CALL} (numba-cuda's error on a GPU): `{name}` is a device function "
+                "(@cuda.jit(device=True)), which only kernels and other device functions can call. Call it from a "
+                f"kernel; to try its Python code on the host, call `{name}.py_func(...)`."
+            )
+        return launch(self, *args)
+
+    FakeCUDAKernel.__getitem__ = __getitem__  # type: ignore[method-assign]
+    FakeCUDAKernel.__call__ = call  # type: ignore[method-assign]
+    cls._gpulab_device_calls = True
