@@ -93,6 +93,17 @@ def test_a_kernel_called_like_a_function_in_a_kernel_runs_in_the_calling_thread(
     assert np.array_equal(out, np.ones(4, np.float32))
 
 
+def test_a_launch_leaves_the_kernel_unconfigured_as_on_a_gpu():
+    out = np.zeros(4, np.float32)
+    ones_kernel[1, 4](out)  # numba-cuda: kernel[...] is a launch object; the kernel itself stays unconfigured
+    assert np.array_equal(out, np.ones(4, np.float32))
+    with pytest.raises(ValueError, match="Kernel launch configuration was not specified"):
+        ones_kernel(out)
+    stream = cuda.stream()
+    ones_kernel[2, 2, stream](out)  # configurations with a stream still launch
+    stream.synchronize()
+
+
 def test_install_is_idempotent():
     from numba.cuda.simulator.kernel import FakeCUDAKernel
 

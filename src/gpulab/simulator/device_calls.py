@@ -18,11 +18,15 @@ numba-cuda refuses on a GPU (checked against numba-cuda 0.22.2 and 0.30.4, whose
 :func:`install` (called by :func:`gpulab.simulator.harden`) raises the GPU's exception type in all three, with
 the GPU's words and what to do instead. Left as they are, because a GPU does the same: a device function called
 in a kernel or device function, and a kernel called like a function *inside* a kernel, ``other(x)``, which
-numba-cuda compiles as a call of a device function (no launch, no new threads).
+numba-cuda compiles as a call of a device function (no launch, no new threads). And ``kernel[grid, block]``
+configures a copy of the kernel, as numba-cuda returns a launch object: the simulator stored the configuration on
+the kernel itself, so a later ``kernel(x)`` without brackets ran on the host where a GPU raises ``ValueError:
+Kernel launch configuration was not specified``.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 __all__ = ["HOST_CALL", "LAUNCHED_DEVICE_FUNCTION", "LAUNCH_IN_KERNEL", "install"]
@@ -93,7 +97,9 @@ def install() -> None:
             raise _launch_in_kernel_error(self, configuration)
         if self._device:
             return _RefusedLaunch(self)
-        return configure(self, configuration)
+        # configure a copy, as numba-cuda's kernel[...] makes a launch object and leaves the kernel unconfigured:
+        # the simulator stored the configuration on the kernel, so a later plain `kernel(x)` ran where a GPU raises
+        return configure(copy.copy(self), configuration)
 
     def call(self: Any, *args: Any) -> Any:  # named like streams' wrapper: exercises.frames knows it
         if self._device and not _in_kernel():
