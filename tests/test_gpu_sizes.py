@@ -262,6 +262,27 @@ def _maxpool_backward(dout, arg, k, stride, dx):  # the kernel's gather: acc += 
     dx[...] = problems.lab08.maxpool_backward_spec(np.empty(dx.shape, F32), dout, arg, k, stride)
 
 
+def _dropout_kernel(
+    x, states, p, out
+):  # the grid-stride loop a row of the grid at a time: row k, draw k of each thread
+    from gpulab.simulator import xoroshiro
+
+    threads = states.size
+    for start in range(0, x.size, threads):  # the elements i = start + tid, each thread's next draw
+        u = xoroshiro.uniform_float32_streams(states, 1)[0]  # advances every state by one draw, as the kernel does
+        part = slice(start, min(start + threads, x.size))
+        width = part.stop - part.start
+        kept = u[:width] >= p
+        out[part] = np.where(kept, x[part] / (F32(1) - p), F32(0))
+    # (in a last, partial row the threads past the end advance here and not in the kernel: nothing reads them after)
+
+
+def _dropout_step(x, dy, words, p, y, dx):  # lab08's dropout_step: forward on words, backward on a copy from before
+    saved = words.copy()
+    _dropout_kernel(x, problems.lab08.as_states(words), p, y)
+    _dropout_kernel(dy, problems.lab08.as_states(saved), p, dx)
+
+
 @memo(3)
 def _linear_backward(x, W, dout, dx, dW, db):  # cuBLAS/CUB order unknown: sequential, the worst usual case
     dx[...] = seq_matmul(dout, W)
@@ -407,6 +428,8 @@ EMULATIONS = {
     "lab08.MAXPOOL_BACKWARD": _maxpool_backward,
     "lab08.LINEAR_BACKWARD": _linear_backward,
     "lab08.CONV2D_BACKWARD": _conv2d_backward,
+    "lab08.DROPOUT_BACKWARD": _dropout_kernel,
+    "lab08.DROPOUT_STEP": _dropout_step,
     "lab12.SCALE_MASK": _scale_mask,
     "lab12.SOFTMAX_BACKWARD": _softmax_backward,
     "lab12.COMBINE": _combine,

@@ -67,6 +67,14 @@ def kernel_source(obj: Any) -> str:
         ) from None
 
 
+def _from_cuda_random(name: str, value: Any) -> bool:
+    """``value`` is ``numba.cuda.random``'s function ``name`` (in simulator mode, gpulab's stand-in installed there)."""
+    import sys
+
+    module = sys.modules.get("numba.cuda.random")
+    return module is not None and getattr(module, name, None) is value
+
+
 def standalone_source(kernel: Any) -> str:
     """A self-contained module that defines ``kernel``: its source (from the notebook cell or file)
     preceded by the imports, constants and device functions it uses from its globals."""
@@ -85,6 +93,8 @@ def standalone_source(kernel: Any) -> str:
                 header.append(f"import {value.__name__} as {name}" if value.__name__ != name else f"import {name}")
             elif isinstance(value, (bool, int, float, np.integer, np.floating)):
                 header.append(f"{name} = {value!r}")
+            elif _from_cuda_random(name, value):  # xoroshiro128p_uniform_float32, ...: numba-cuda's own
+                header.append(f"from numba.cuda.random import {name}")
             elif hasattr(value, "py_func") or type(value).__name__ in ("FakeCUDAKernel", "CUDADispatcher"):
                 visit(py_func(value))
                 if py_func(value).__name__ != name:  # known by another name here (`at = my_at`): that name too

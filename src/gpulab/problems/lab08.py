@@ -1,5 +1,6 @@
 """Lab 08 · backpropagation: ReLU backward, max-pool backward (kernels), linear and convolution
-backward (array code).
+backward (array code), and a dropout backward that regenerates its mask (a kernel and a host function:
+:mod:`.lab08_dropout`, re-exported here).
 
 Gradients are sums (over the batch, over the windows that share a pixel), judged against a float64
 reference computed here from the definitions, within the float32 rounding bound of the longest sum.
@@ -13,18 +14,25 @@ from ..exercises import Problem, random_arrays
 from ..kernels._launch import ceil_div, conv_out_size
 from ..nn.ops import windows
 from ._common import launch_1d
+from .lab08_dropout import DROPOUT_BACKWARD, DROPOUT_BLOCKS, DROPOUT_STEP, DROPOUT_TPB, as_states, new_states
 
 __all__ = [
     "CONV2D_BACKWARD",
+    "DROPOUT_BACKWARD",
+    "DROPOUT_BLOCKS",
+    "DROPOUT_STEP",
+    "DROPOUT_TPB",
     "LINEAR_BACKWARD",
     "MAXPOOL_BACKWARD",
     "RELU_BACKWARD",
     "TPB",
+    "as_states",
     "conv2d_backward_spec",
     "conv_backward_inputs",
     "linear_backward_spec",
     "maxpool_backward_spec",
     "maxpool_with_arg",
+    "new_states",
     "pool_inputs",
     "relu_inputs",
 ]
