@@ -137,6 +137,9 @@ def test_each_named_mistake_gets_its_hint(label, body, words):
     ns = {"cuda": cuda, "float32": float32, "xoroshiro128p_uniform_float32": xoroshiro128p_uniform_float32}
     kernel = define(HEADER + body, "dropout_forward_kernel", ns)
     result = lessons.check("08", "dropout_forward", kernel)
+    if label == "thread_idx" and not gpulab.is_simulator():  # on a GPU the blocks race for the shared states:
+        assert not result.passed, result  # a mix of draws, which no replay names
+        return
     assert not result.passed and words in result.hint, (label, result)
 
 

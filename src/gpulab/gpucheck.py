@@ -95,6 +95,9 @@ GPU_TESTS = (
     "tests/test_check_output_fd.py",  # CUDA printf kept aside during a check (fd 1): only a GPU shows it
     "tests/test_warps_both_modes.py",  # the simulator's warp-function rules, checked by the hardware
     "tests/test_simulator_ufuncs.py",  # GPU ufuncs: numba-cuda's dispatch, which the simulator runs, on a GPU
+    "tests/test_dropout.py",  # numba.cuda.random in a kernel, states passed as CuPy uint64 words viewed as records
+    "tests/test_lab08_dropout.py",  # the lab's forward/backward replay and the states copy, on CuPy arrays
+    "tests/test_lessons_device_fns.py",  # a learner's device function inside a real kernel, and its PTX
 )
 
 
