@@ -127,3 +127,12 @@ def test_probe_reports_values_and_the_index_read():
 def test_a_read_past_the_end_is_a_failure_with_the_hint_not_a_traceback():
     res = lab01.BLUR3.check(_blur(_at(DEVICE_MISTAKES["off by one"])), ptx=None)
     assert res.status == "failed" and "Traceback" not in str(res), res
+
+
+@pytest.mark.ptx
+def test_a_device_function_only_the_simulator_runs_gets_half_the_points():
+    """Correct values, but a Python list in at_clamped: NVVM rejects the kernel that calls it (the harness's PTX
+    check compiles the kernel with its device functions), so half the points, as for any kernel."""
+    listed = _at(CLAMP + "    ij = [i, j]\n    return a[ij[0], ij[1]]")
+    res = lab01.BLUR3.check(_blur(listed))
+    assert res.status == "failed" and res.score == 1.5 and "PTX" in res.message, res
