@@ -279,7 +279,7 @@ def segfault(nb) -> None:
     cells[1].source += "\n\nimport ctypes\nctypes.string_at(0)\n"
 
 
-# name -> (builder, what the real work earns out of 9)
+# name -> (builder, what the real work earns out of 12)
 ATTACKS = {
     "tests replaced by pass": (blank_pass_tests, 0),
     "fake check_kernel": (fake_check_kernel, 0),

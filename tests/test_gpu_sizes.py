@@ -124,6 +124,17 @@ def _stencil3(x, out):  # acc = x[i]; acc += x[i-1]; acc += x[i+1]
     out[...] = acc
 
 
+def _blur3(a, out):  # acc = 0.0 (float64); acc += at_clamped(a, i + di, j + dj) for di, dj in -1..1; acc / 9.0
+    n, m = a.shape
+    rows, cols = np.clip(np.arange(-1, n + 1), 0, n - 1), np.clip(np.arange(-1, m + 1), 0, m - 1)
+    p = a.astype(np.float64)[np.ix_(rows, cols)]
+    acc = np.zeros((n, m))
+    for di in range(3):
+        for dj in range(3):
+            acc += p[di : di + n, dj : dj + m]
+    out[...] = acc / 9.0
+
+
 def _stencil_shared(x, out):  # buf[tx] + buf[tx+1] + buf[tx+2] = (x[i-1] + x[i]) + x[i+1]
     p = np.concatenate([[F32(0)], x, [F32(0)]]).astype(F32)
     out[...] = (p[:-2] + p[1:-1]) + p[2:]
@@ -403,6 +414,7 @@ EMULATIONS = {
     "lab01.AFFINE": _affine,
     "lab01.SAXPY": _saxpy,
     "lab01.STENCIL3": _stencil3,
+    "lab01.BLUR3": _blur3,
     "lab02.COPY2D": _copy,
     "lab02.TRANSPOSE": _transpose,
     "lab02.TRANSPOSE_TILED": _transpose,

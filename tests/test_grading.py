@@ -166,15 +166,15 @@ def test_a_class_at_a_time(tmp_path):
     )
     rows = list(csv.DictReader(open(out / "gradebook.csv")))
     assert [(r["student"], float(r["score"]), float(r["max_score"])) for r in rows] == [
-        ("alice", 9.0, 9.0),
-        ("bob", 0.0, 9.0),
+        ("alice", 12.0, 12.0),
+        ("bob", 0.0, 12.0),
     ]
     assert float(rows[0]["lab01-stencil-check"]) == 3
     book = json.loads((out / "gradebook.json").read_text())
     assert {e["student"] for e in book} == {"alice", "bob"}
     bob = (out / "feedback" / "bob__lab01_threads.html").read_text()
-    assert "lab01-add-check" in bob and "not implemented" in bob and "0 / 9" in bob
-    assert "9 / 9" in (out / "feedback" / "alice__lab01_threads.html").read_text()
+    assert "lab01-add-check" in bob and "not implemented" in bob and "0 / 12" in bob
+    assert "12 / 12" in (out / "feedback" / "alice__lab01_threads.html").read_text()
 
 
 def test_hidden_tests_are_put_back(tmp_path):

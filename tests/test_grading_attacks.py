@@ -67,8 +67,9 @@ def test_structural_attacks_score_zero(tmp_path, guarded):
         "lab01-affine-check",
         "lab01-saxpy-check",
         "lab01-stencil-check",
+        "lab01-blur-check",
     ]
-    assert [r.points for r in g.rows] == [2, 2, 2, 3] and g.max_score == 9
+    assert [r.points for r in g.rows] == [2, 2, 2, 3, 3] and g.max_score == 12
     assert g.score == 0 and all(r.status == "not implemented" for r in g.rows), g.rows
     assert any("lab01-bonus" in n for n in g.notes)
 
@@ -88,7 +89,7 @@ def test_in_process_attacks_score_zero(tmp_path, guarded):
             attacks.patch_problem_objects,
         )
     )
-    assert g.score == 0 and g.max_score == 9, g.rows
+    assert g.score == 0 and g.max_score == 12, g.rows
     assert all(r.status == "failed" for r in g.rows), g.rows  # the real checks ran on the empty kernels
 
 

@@ -164,12 +164,18 @@ def test_grade_a_student_version_with_one_wrong_answer(tmp_path, capsys):
     table = capsys.readouterr().out
     data = json.loads(report.read_text())
     rows = {r["grade_id"]: r for r in data["exercises"]}
-    assert set(rows) == {"lab01-add-check", "lab01-affine-check", "lab01-saxpy-check", "lab01-stencil-check"}
+    assert set(rows) == {
+        "lab01-add-check",
+        "lab01-affine-check",
+        "lab01-saxpy-check",
+        "lab01-stencil-check",
+        "lab01-blur-check",
+    }
     add = rows.pop("lab01-add-check")
     assert add["status"] == "failed" and add["score"] == 0 and add["points"] == 2
     assert "indexed past the end" in add["message"] and "missing bounds guard" in add["hint"]
     assert all(r["status"] == "not implemented" and r["score"] == 0 for r in rows.values())
-    assert data["score"] == 0 and data["max_score"] == 9 and data["mode"] == "simulator"
+    assert data["score"] == 0 and data["max_score"] == 12 and data["mode"] == "simulator"
     assert "lab01-add-check" in table and "not implemented" in table and "total" in table
 
 

@@ -7,9 +7,7 @@ array instead of returning, ``<=`` for ``<``, no ``0 <=`` (Python wraps ``a[-1]`
 
 from __future__ import annotations
 
-import ast
 import inspect
-import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +15,7 @@ import numpy as np
 from numba import cuda, float32
 
 from ..exercises import CheckResult, Problem
+from ..exercises.device_probe import NONE, OOB, Read, probe, sample_matrix
 from ..problems import grid_2d
 from ..source import define, py_func
 
@@ -119,65 +118,41 @@ def kernel_with(at_fn: Any) -> Any:
     return define(src, "neighbours4_kernel", {"cuda": cuda, "at": at_fn})
 
 
-_OOB, _NONE, _ERROR = "index error", "None", "error"
-
-
-def _looks_swapped(a: np.ndarray, i: int, j: int, got: Any) -> bool:
+def _looks_swapped(a: np.ndarray, i: int, j: int, got: Read) -> bool:
     """What ``at(a, i, j)`` (inside ``a``) returns with i and j swapped in the index, the bounds, or both: an index
     error or 0 where ``j`` is not a valid row, ``a[j, i]`` where it is."""
-    if got == _OOB:
+    if got.value == OOB:
         return True
     if j >= a.shape[0]:
-        return isinstance(got, (int, float, np.number)) and got == 0
-    return i < a.shape[1] and isinstance(got, (int, float, np.number)) and got == a[j, i]
-
-
-def _stores(fn: Any) -> bool:
-    """Whether ``fn``'s code stores into an element of an array (``a[i, j] = ...``, ``a[i, j] += ...``)."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError):
-        return False
-    targets = [t for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets]
-    targets += [n.target for n in ast.walk(tree) if isinstance(n, ast.AugAssign)]
-    return any(isinstance(t, ast.Subscript) for t in targets)
+        return got.equals(0)
+    return i < a.shape[1] and got.equals(a[j, i])
 
 
 def diagnose(at_fn: Any) -> str | None:
     """The named hint for a wrong ``at``, found by calling its Python code on a 3 x 5 matrix, inside and around
-    it (plain Python, so in both modes); None when none of the typical mistakes fits."""
-    fn = py_func(at_fn)
-    a = np.arange(1, 16, dtype=np.float32).reshape(3, 5)  # all different, none 0; a[j, i] differs from a[i, j]
-    before = a.copy()
+    it (plain Python, so in both modes: :mod:`gpulab.exercises.device_probe`); None when none of the typical
+    mistakes fits."""
+    a = sample_matrix(3, 5)
     rows, cols = a.shape
-
-    def read(i: int, j: int) -> Any:
-        try:
-            v = fn(a, i, j)
-        except IndexError:
-            return _OOB
-        except Exception:  # noqa: BLE001 - the learner's code: any other failure names no known mistake
-            return _ERROR
-        return _NONE if v is None else v
-
-    inside = {(i, j): read(i, j) for i in range(rows) for j in range(cols)}
-    edge = {(i, j): read(i, j) for i, j in [(rows, 0), (0, cols), (rows, cols - 1), (rows - 1, cols)]}
-    below = {(i, j): read(i, j) for i, j in [(-1, 0), (0, -1), (-1, 2), (1, -1)]}
-    if not np.array_equal(a, before) or _stores(fn):
+    inside = [(i, j) for i in range(rows) for j in range(cols)]
+    edge = [(rows, 0), (0, cols), (rows, cols - 1), (rows - 1, cols)]
+    below = [(-1, 0), (0, -1), (-1, 2), (1, -1)]
+    p = probe(at_fn, a, inside + edge + below)
+    if p.wrote:
         return HINTS["writes"]
-    if all(v == _NONE for v in inside.values()):
+    if all(r.value == NONE for r in p.at(inside).values()):
         return HINTS["no return"]
-    wrong = {(i, j): v for (i, j), v in inside.items() if v != a[i, j]}
+    wrong = {(i, j): r for (i, j), r in p.at(inside).items() if not r.equals(p.before[i, j])}
     if wrong:
-        return HINTS["swapped"] if any(_looks_swapped(a, i, j, v) for (i, j), v in wrong.items()) else None
-    outside = {**edge, **below}
-    if _OOB in edge.values():
+        return HINTS["swapped"] if any(_looks_swapped(p.before, i, j, r) for (i, j), r in wrong.items()) else None
+    outside = p.at(edge + below)
+    if any(r.value == OOB for r in p.at(edge).values()):
         return HINTS["bound"]
-    if _NONE in outside.values():
+    if any(r.value == NONE for r in outside.values()):
         return HINTS["none outside"]
-    if any(v == a[i, j] for (i, j), v in below.items()):
+    if any(r.equals(p.before[i, j]) for (i, j), r in p.at(below).items()):
         return HINTS["wraps"]
-    if any(v != 0 for v in outside.values()):
+    if any(not r.equals(0) for r in outside.values()):
         return HINTS["not zero"]
     return None
 

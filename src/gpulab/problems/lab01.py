@@ -1,4 +1,5 @@
-"""Lab 01 · threads, blocks and grids: vector add, a 2-D map, a grid-stride loop, a 3-point stencil."""
+"""Lab 01 · threads, blocks and grids: vector add, a 2-D map, a grid-stride loop, a 3-point stencil, and a 3 x 3
+blur through a device function (:mod:`.lab01_blur`, re-exported here)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,23 @@ import numpy as np
 
 from ..exercises import Problem, random_arrays
 from ._common import launch_2d
+from .lab01_blur import BLUR3, BLUR_BLOCK, BLUR_HINTS, blur3_spec, diagnose_at_clamped
 
-__all__ = ["ADD", "AFFINE", "AFFINE_BLOCK", "SAXPY", "STENCIL3", "STENCIL_WRAP_HINT", "stencil3_spec", "stencil3_wraps"]
+__all__ = [
+    "ADD",
+    "AFFINE",
+    "AFFINE_BLOCK",
+    "BLUR3",
+    "BLUR_BLOCK",
+    "BLUR_HINTS",
+    "SAXPY",
+    "STENCIL3",
+    "STENCIL_WRAP_HINT",
+    "blur3_spec",
+    "diagnose_at_clamped",
+    "stencil3_spec",
+    "stencil3_wraps",
+]
 
 AFFINE_BLOCK = (16, 8)  # x: columns, y: rows
 
