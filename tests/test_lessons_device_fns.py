@@ -69,6 +69,27 @@ def at_ones(a, i, j):
 
 
 @cuda.jit(device=True)
+def at_last_row_refused(a, i, j):
+    if 0 <= i < a.shape[0] - 1 and 0 <= j < a.shape[1]:
+        return a[i, j]
+    return 0.0
+
+
+@cuda.jit(device=True)
+def at_first_row_refused(a, i, j):
+    if 0 < i < a.shape[0] and 0 <= j < a.shape[1]:
+        return a[i, j]
+    return 0.0
+
+
+@cuda.jit(device=True)
+def at_or(a, i, j):
+    if 0 <= i < a.shape[0] or 0 <= j < a.shape[1]:
+        return a[i, j]
+    return 0.0
+
+
+@cuda.jit(device=True)
 def at_placeholder(a, i, j):
     raise NotImplementedError
 
@@ -84,6 +105,9 @@ def at_placeholder(a, i, j):
         (at_no_zero, "none outside"),
         (at_stores, "writes"),
         (at_ones, "not zero"),
+        (at_last_row_refused, "too strict"),  # zeros on an edge row: not "swapped" (review finding)
+        (at_first_row_refused, "too strict"),
+        (at_or, "bound"),  # `or` lets a row past the end through: the hint names `and`
     ],
 )
 def test_each_typical_mistake_gets_its_named_hint(answer, hint):

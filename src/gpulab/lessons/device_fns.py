@@ -60,12 +60,16 @@ HINTS = {
     "(against a.shape[1]): the kernel calls it with `j, i = cuda.grid(2)`, so i and j are swapped in your "
     "index or in your bounds.",
     "bound": "at read one element past the end: rows are 0 .. a.shape[0] - 1, so i == a.shape[0] is already "
-    "outside. Use `i < a.shape[0]` and `j < a.shape[1]`, not `<=`. (On a GPU nothing checks: the read returns "
-    "whatever lies past the array.)",
+    "outside. Use `i < a.shape[0]` and `j < a.shape[1]`, not `<=`, and join the tests with `and`: the row and the "
+    "column must both be inside (with `or`, a row past the end gets through when its column is fine). (On a GPU "
+    "nothing checks: the read returns whatever lies past the array.)",
+    "too strict": "at returned 0 for elements inside the array, on its first or last row or column: the bounds "
+    "test refuses valid indices. Rows are 0 .. a.shape[0] - 1 and columns 0 .. a.shape[1] - 1: "
+    "`0 <= i < a.shape[0] and 0 <= j < a.shape[1]` (not `< a.shape[0] - 1`, not `0 < i`).",
     "none outside": "at returned None outside the array: every path of a device function must return a value. "
     "End it with `return 0.0` for the indices outside a.",
-    "wraps": "at(a, -1, j) returned the LAST row of a: Python (and so the simulator) wraps a negative index around "
-    "to the end; on a GPU it reads memory before the array. Check the lower bound too: `0 <= i < a.shape[0]` "
+    "wraps": "at(a, -1, j) returned the LAST row of a: a negative index counts from the end, in Python and "
+    "in numba on a GPU alike (numba wraps signed indices). Check the lower bound too: `0 <= i < a.shape[0]` "
     "(and the same for j).",
     "not zero": "outside the array at must return 0 (the zero padding lesson 07 uses), `return 0.0`.",
 }
@@ -128,6 +132,21 @@ def _looks_swapped(a: np.ndarray, i: int, j: int, got: Read) -> bool:
     return i < a.shape[1] and got.equals(a[j, i])
 
 
+def _edges_refused(wrong: dict[tuple[int, int], Read], rows: int, cols: int) -> bool:
+    """Whether the wrong reads inside the array are zeros filling whole edge rows or columns (a bound one too
+    strict: `< a.shape[0] - 1`, `0 < i`); swapped bounds also give zeros, but in the columns past a.shape[0]."""
+    if not all(r.equals(0) for r in wrong.values()):
+        return False
+    edges = [
+        {(0, j) for j in range(cols)},
+        {(rows - 1, j) for j in range(cols)},
+        {(i, 0) for i in range(rows)},
+        {(i, cols - 1) for i in range(rows)},
+    ]
+    covered = set().union(*(e for e in edges if e <= wrong.keys()))
+    return covered == set(wrong)
+
+
 def diagnose(at_fn: Any) -> str | None:
     """The named hint for a wrong ``at``, found by calling its Python code on a 3 x 5 matrix, inside and around
     it (plain Python, so in both modes: :mod:`gpulab.exercises.device_probe`); None when none of the typical
@@ -143,6 +162,8 @@ def diagnose(at_fn: Any) -> str | None:
     if all(r.value == NONE for r in p.at(inside).values()):
         return HINTS["no return"]
     wrong = {(i, j): r for (i, j), r in p.at(inside).items() if not r.equals(p.before[i, j])}
+    if wrong and _edges_refused(wrong, rows, cols):
+        return HINTS["too strict"]
     if wrong:
         return HINTS["swapped"] if any(_looks_swapped(p.before, i, j, r) for (i, j), r in wrong.items()) else None
     outside = p.at(edge + below)

@@ -331,8 +331,8 @@ def _problems() -> list[Exercise]:
                 budget=Budget(reads_per_element={"x": 2}),
                 mistakes={
                     "out[0] used the LAST element of x as its left neighbour: at i = 0, x[i - 1] is x[-1], which "
-                    "Python (and so the simulator) wraps around to the end of the array; on a GPU it reads memory "
-                    "before the array. Take 0 there: `x[i - 1] if i > 0 else 0.0`.": _blur_wraps,
+                    "counts from the end of the array, in Python and in numba on a GPU alike (numba wraps a "
+                    "negative index). Take 0 there: `x[i - 1] if i > 0 else 0.0`.": _blur_wraps,
                     "wrong only where a block of 32 threads begins and ends: the halo is missing. Thread 0 must "
                     "also load x[i - 1] into buf[0], and the block's last thread x[i + 1] into buf[tx + 2] "
                     "(0.0 outside the array).": lambda x: _blur_halo(x, keep_left=False, keep_right=False),

@@ -35,15 +35,15 @@ def stencil3_spec(x: np.ndarray) -> np.ndarray:
 
 
 def stencil3_wraps(x: np.ndarray) -> np.ndarray:
-    """The stencil with ``x[i - 1]`` unguarded at i = 0: Python (and the simulator) read ``x[-1]``, the last
-    element, where a GPU reads memory before the array."""
+    """The stencil with ``x[i - 1]`` unguarded at i = 0: Python, the simulator and numba on a GPU all read
+    ``x[-1]``, the last element (numba wraps a negative index as Python does)."""
     right = np.concatenate([x[1:], [0]]).astype(np.float32)
     return (np.roll(x, 1) + x + right).astype(np.float32)
 
 
 STENCIL_WRAP_HINT = (
-    "out[0] used the LAST element of x as its left neighbour: at i = 0, x[i - 1] is x[-1], which Python (and "
-    "so the simulator) wraps around to the end of the array; on a GPU it reads memory before the array. Take "
+    "out[0] used the LAST element of x as its left neighbour: at i = 0, x[i - 1] is x[-1], which counts from "
+    "the end of the array, in Python and in numba on a GPU alike (numba wraps a negative index). Take "
     "0 there: `x[i - 1] if i > 0 else 0.0`."
 )
 

@@ -31,8 +31,8 @@ BLUR_HINTS = {
     "blurred border. Replicate padding reads the nearest edge element instead: clamp each index into the array, "
     "`i = min(max(i, 0), a.shape[0] - 1)` (and j with a.shape[1]), then `return a[i, j]`.",
     "wraps": "at_clamped(a, -1, j) read a[-1, j], the LAST row: the index is not clamped on its lower side, and "
-    "Python (so the simulator) wraps a negative index around to the end; on a GPU it reads memory before the "
-    "array. Clamp both sides: `min(max(i, 0), a.shape[0] - 1)` (and the same for j with a.shape[1]).",
+    "a negative index counts from the end, in Python and in numba on a GPU alike (numba wraps it). "
+    "Clamp both sides: `min(max(i, 0), a.shape[0] - 1)` (and the same for j with a.shape[1]).",
     "past end": "at_clamped(a, a.shape[0] + 1, j) read past the end of a: the index is not clamped on its upper "
     "side. Clamp both sides: `min(max(i, 0), a.shape[0] - 1)` (and the same for j with a.shape[1]). (On a GPU "
     "nothing checks: the read returns whatever lies after the array.)",
