@@ -154,7 +154,7 @@ def test_release_and_check_in_a_fresh_repository(tmp_path):
     learner = nbformat.read(str(written[0]), as_version=4)
     text = "".join(c.source for c in learner.cells)
     assert BEGIN not in text and BEGIN_HIDDEN not in text and "assert result.passed" not in text
-    assert text.count(CODE_STUB) == 3
+    assert text.count(CODE_STUB) == 4  # exercises 1-4 of lesson 01
     assert "blob/main/notebooks/learner/01_x.ipynb" in learner.cells[0].source
     assert all(not c.get("outputs") for c in learner.cells if c.cell_type == "code")
     # a leaked answer line, then a stale file, then an orphan are all reported
