@@ -110,6 +110,14 @@ GOOD_KEEP = KEEP.format(cond="u >= p", kept="x[i] / (float32(1.0) - p)")
 MISTAKES = [
     ("no_scaling", CORRECT_LOOP + DRAW + KEEP.format(cond="u >= p", kept="x[i]"), "1 / (1 - p)"),
     ("inverted", CORRECT_LOOP + DRAW + KEEP.format(cond="u < p", kept="x[i] / (float32(1.0) - p)"), "swapped"),
+    ("times_keep", CORRECT_LOOP + DRAW + KEEP.format(cond="u >= p", kept="x[i] * (float32(1.0) - p)"), "x * (1 - p)"),
+    (
+        "no_else",
+        CORRECT_LOOP
+        + DRAW
+        + "        if u >= p:\n            y[i] = x[i] / (float32(1.0) - p)\n            mask[i] = 1\n",
+        "never written",
+    ),
     (
         "thread_idx",
         "    tid = cuda.grid(1)\n    for i in range(tid, x.size, cuda.gridsize(1)):\n"

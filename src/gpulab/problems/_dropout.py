@@ -111,6 +111,15 @@ def _no_scaling(x: np.ndarray, words: np.ndarray, p: Any) -> np.ndarray:
     return outputs(x, p, draws(words, x.size), scale=False)[0]
 
 
+def _times_keep(x: np.ndarray, words: np.ndarray, p: Any) -> np.ndarray:  # x * (1 - p): scaled the wrong way
+    keep = draws(words, x.size) >= p
+    return np.where(keep, x * (np.float32(1) - np.float32(p)), np.float32(0)).astype(np.float32)
+
+
+def _dropped_unwritten(x: np.ndarray, words: np.ndarray, p: Any) -> np.ndarray:  # no `else`: NaN, the harness's fill
+    return np.where(draws(words, x.size) >= p, apply(x, words, p), np.float32(np.nan)).astype(np.float32)
+
+
 def _inverted(x: np.ndarray, words: np.ndarray, p: Any) -> np.ndarray:
     return outputs(x, p, draws(words, x.size), keep_if="u < p")[0]
 
@@ -134,6 +143,10 @@ def named_mistakes(inp: str, scaling: str) -> dict[str, Callable[..., Any]]:
     kernel that does not scale by 1 / (1 - p) (the reason differs between forward and backward)."""
     return {
         scaling: _no_scaling,
+        f"the kept values are {inp} * (1 - p): inverted dropout divides by the keep probability, {inp}[i] / (1 - p), "
+        "so kept values grow and their expected value stays the same.": _times_keep,
+        "the dropped elements were never written (they still hold the check's fill): an output is not zeroed for "
+        "you, so write 0 where the element is dropped (an `else:` branch), and the mask too.": _dropped_unwritten,
         "keep and drop are swapped: the element is kept where u < p, so a fraction p survives instead of 1 - p. Keep "
         "it where u >= p (u is uniform in [0, 1), so that happens with probability 1 - p).": _inverted,
         "threads of different blocks drew from the same stream: the state index is cuda.threadIdx.x, which repeats in "
