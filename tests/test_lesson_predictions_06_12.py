@@ -16,7 +16,12 @@ from gpulab.transformer import formats
 ROOT = Path(__file__).resolve().parents[1]
 # {notebook: {prediction variable: the tolerance its lessons.compare call must pass}}
 NEW = {
-    "06_cupy_interop.ipynb": {"predicted_mixed_bytes": 0, "predicted_stride_bytes": 0, "predicted_acc16_factor": 0.5},
+    "06_cupy_interop.ipynb": {
+        "predicted_mixed_bytes": 0,
+        "predicted_stride_bytes": 0,
+        "predicted_acc16_factor": 0.5,
+        "predicted_naive_softplus": 0.25,  # a word answer ("inf"): compared word for word, no tolerance passed
+    },
     "12_transformers.ipynb": {"predicted_scores_gb": 0.25, "predicted_e4m3_max": 0},
 }
 ANSWERS = {"predicted_mixed_bytes": 20, "predicted_stride_bytes": 160, "predicted_e4m3_max": 448}
@@ -87,3 +92,14 @@ def test_e4m3_decodes_to_448_at_most_with_two_nan_patterns():
     assert int(np.isnan(values).sum()) == 2 and finite[-1] == 448 and finite[-2] == 416
     assert finite[-1] == formats.format("e4m3").max and finite[0] == -448
     assert formats.decode(0b0_1111_110, "e4m3") == 448  # S.1111.110: exponent 15 is a number's exponent
+
+
+def test_the_naive_softplus_at_100_is_inf_in_float32_and_the_word_answer_compares():
+    """Lesson 06's Exercise 2 prediction: log(1 + exp(100)) in float32 is inf (exp(100) = 2.7e43 > 3.4e38), and
+    lessons.compare takes the answer as the word "inf", so a number is not right and "inf" or float("inf") is."""
+    with np.errstate(over="ignore"):
+        naive = np.log1p(np.exp(np.float32(100)))
+    assert str(naive) == "inf"
+    assert lessons.compare(float("inf"), str(naive)).split("\n")[0].endswith("right.")
+    assert lessons.compare("inf", str(naive)).split("\n")[0].endswith("right.")
+    assert lessons.compare(3.4e38, str(naive)).split("\n")[0].endswith("not quite.")

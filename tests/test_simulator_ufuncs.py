@@ -220,7 +220,61 @@ def test_what_a_gpu_compile_refuses_is_refused_when_the_ufunc_is_made():
     np.testing.assert_array_equal(calls_device_function(np.float32([1, 2])), [2, 3])
 
 
+def softplus_with_numpy(x):  # the stable formula with NumPy's ufuncs: right values, no GPU compile
+    return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+
+
+def softplus_logaddexp(x):
+    return np.logaddexp(0, x)
+
+
+def softplus_with_supported_numpy(x):  # np.maximum is in numba-cuda's CUDA ufunc table: it compiles
+    return np.maximum(x, 0.0) + math.log1p(math.exp(-abs(x)))
+
+
+@simulator_only
+def test_numpy_ufuncs_a_gpu_lacks_on_scalars_are_refused_when_the_ufunc_is_made():
+    from numba.core.errors import TypingError
+
+    with pytest.raises(TypingError) as raised:
+        vectorize(["float32(float32)"], target="cuda")(softplus_with_numpy)
+    for call, fix in (("np.abs", "abs(x)"), ("np.exp", "math.exp(x)"), ("np.log1p", "math.log1p(x)")):
+        assert f"`{call}(...)` on a scalar" in str(raised.value) and f"use {fix}" in str(raised.value)
+    with pytest.raises(TypingError, match=r"`np\.logaddexp\(\.\.\.\)` on a scalar.*math\.log1p") as raised:
+        vectorize(["float32(float32)"], target="cuda")(softplus_logaddexp)
+    assert "plain Python function" not in str(raised.value)  # `np.logaddexp` is no call of this module's logaddexp
+    ok = vectorize(["float32(float32)"], target="cuda")(softplus_with_supported_numpy)
+    np.testing.assert_allclose(ok(np.float32([-100, 0, 100])), [0, math.log(2), 100], rtol=1e-6, atol=1e-30)
+
+
 # --- PTX: the scalar functions compile as device functions --------------------------------------------------
+
+
+@simulator_only  # on a GPU numba-cuda refuses these answers itself, when the ufunc is made
+@pytest.mark.ptx
+@pytest.mark.parametrize(
+    "answer, calls, fixes",
+    [
+        (softplus_with_numpy, ["np.abs", "np.exp", "np.log1p"], ["abs(x)", "math.exp(x)", "math.log1p(x)"]),
+        (softplus_logaddexp, ["np.logaddexp"], ["max(x, 0.0) + math.log1p(math.exp(-abs(x)))"]),
+    ],
+)
+def test_the_softplus_checks_ptx_stage_names_the_numpy_call_a_gpu_cannot_compile(monkeypatch, answer, calls, fixes):
+    """The exercise's PTX stage compiles the scalar function as numba-cuda does (``device=True``); the simulator's
+    source check is turned off here so that the values are right and only that stage can refuse it."""
+    from gpulab.lessons import gpu_ufunc
+    from gpulab.lessons.ex_05_10 import EXERCISES_LIST
+    from gpulab.simulator import ufuncs
+
+    monkeypatch.setattr(ufuncs, "python_only_ufunc", lambda fn: [])
+    (exercise,) = [e for e in EXERCISES_LIST if e.name == "softplus"]
+    res = exercise.check(gpu_ufunc.GPUUfunc(answer))
+    assert res.status == "failed" and res.score == res.max_score / 2, res.message
+    assert res.message.startswith("correct on all") and "PTX" in res.message
+    assert f"`{calls[0]}(...)` on a scalar does not compile for a GPU" in res.message
+    for call, fix in zip(calls, fixes):
+        assert f"`{call}`" in res.hint and fix in res.hint, res.hint
+    assert exercise.check(exercise.reference).status == "passed"  # the reference compiles: the stage passes it
 
 
 @pytest.mark.ptx
@@ -240,6 +294,11 @@ def test_the_scalar_functions_compile_to_ptx_as_device_functions():
         "answer": {
             "source": inspect.getsource(answers_05_10),
             "name": "softplus",
+            "signature": "float32(float32)",
+        },
+        "supported_numpy": {  # np.maximum is in numba-cuda's CUDA ufunc table (gpulab's CUDA_UFUNCS)
+            "source": "import math\nimport numpy as np\n\n" + inspect.getsource(softplus_with_supported_numpy),
+            "name": "softplus_with_supported_numpy",
             "signature": "float32(float32)",
         },
         "placeholder": {  # the learner version's body, before it is filled in

@@ -8,6 +8,7 @@ harness compiles to PTX); :func:`define` makes a function from source text whose
 
 from __future__ import annotations
 
+import ast
 import inspect
 import itertools
 import linecache
@@ -75,15 +76,20 @@ def _from_cuda_random(name: str, value: Any) -> bool:
     return module is not None and getattr(module, name, None) is value
 
 
-def standalone_source(kernel: Any) -> str:
+def standalone_source(kernel: Any, *, decorated: bool = True) -> str:
     """A self-contained module that defines ``kernel``: its source (from the notebook cell or file)
-    preceded by the imports, constants and device functions it uses from its globals."""
+    preceded by the imports, constants and device functions it uses from its globals. ``decorated=False``
+    leaves out ``kernel``'s own decorators (a GPU ufunc's scalar function, compiled as a device function)."""
     header: list[str] = []
     bodies: list[str] = []
     seen: set[str] = set()
 
-    def visit(f: Callable) -> None:
+    def visit(f: Callable, bare: bool = False) -> None:
         src = textwrap.dedent(inspect.getsource(f))
+        if bare:  # from the `def` line on: ast gives the def's own line, after its decorators
+            defs = [n for n in ast.parse(src).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            if defs:
+                src = "".join(src.splitlines(keepends=True)[defs[0].lineno - 1 :])
         for name in sorted(global_names(f.__code__)):
             if name in seen or name == "cuda" or name not in f.__globals__:
                 continue
@@ -114,7 +120,7 @@ def standalone_source(kernel: Any) -> str:
                     )
         bodies.append(src)
 
-    visit(py_func(kernel))
+    visit(py_func(kernel), bare=not decorated)
     lines = ["from numba import cuda"] + sorted(set(header), key=lambda s: (not s.startswith(("import", "from")), s))
     return "\n".join(lines) + "\n\n\n" + "\n\n".join(bodies)
 

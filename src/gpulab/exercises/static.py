@@ -23,7 +23,15 @@ import numpy as np
 from ..source import py_func
 from .result import Check
 
-__all__ = ["array_shape_check", "python_only", "runtime_shapes", "static_check"]
+__all__ = [
+    "CUDA_UFUNCS",
+    "array_shape_check",
+    "numpy_ufunc_fix",
+    "python_only",
+    "runtime_shapes",
+    "scalar_ufuncs_off_gpu",
+    "static_check",
+]
 
 _ARRAYS = ("shared", "local")
 _RUNTIME_ATTRS = {"blockDim", "gridDim", "threadIdx", "blockIdx", "shape", "size", "ndim", "gridsize", "grid"}
@@ -263,3 +271,62 @@ def static_check(kernel: Any) -> Check | None:
             fix + ".",
         )
     return array_shape_check(kernel)
+
+
+# The NumPy ufuncs numba-cuda's CUDA target can call on scalars in device code (numba_cuda/numba/cuda/ufuncs.py,
+# ``ufunc_db``, numba-cuda 0.22 to 0.30): any other, ``np.exp(x)`` or ``np.abs(x)`` on a float, fails to compile
+# with ``KeyError: <ufunc 'exp'>``. Python's operators, ``abs``, ``min``, ``max`` and the ``math`` module compile.
+CUDA_UFUNCS = frozenset(
+    "sin cos tan arcsin arccos arctan arctan2 hypot sinh cosh tanh arcsinh arccosh arctanh deg2rad radians rad2deg "
+    "degrees greater greater_equal less less_equal not_equal equal logical_and logical_or logical_xor logical_not "
+    "maximum minimum fmax fmin bitwise_and bitwise_or bitwise_xor invert left_shift right_shift log log2 log10 "
+    "isnan conjugate divide".split()
+)
+_UFUNC_FIXES = {  # ufunc.__name__ -> what to write instead in device code
+    "absolute": "abs(x)",
+    "fabs": "abs(x)",
+    "exp": "math.exp(x)",
+    "exp2": "2.0 ** x",
+    "expm1": "math.expm1(x)",
+    "log1p": "math.log1p(x)",
+    "sqrt": "math.sqrt(x)",
+    "power": "x ** y",
+    "float_power": "x ** y",
+    "square": "x * x",
+    "negative": "-x",
+    "add": "a + b",
+    "subtract": "a - b",
+    "multiply": "a * b",
+    "floor": "math.floor(x)",
+    "ceil": "math.ceil(x)",
+    "trunc": "math.trunc(x)",
+    "isinf": "math.isinf(x)",
+    "isfinite": "math.isfinite(x)",
+    "copysign": "math.copysign(x, y)",
+    "logaddexp": "max(a, b) + math.log1p(math.exp(-abs(a - b))), e.g. max(x, 0.0) + math.log1p(math.exp(-abs(x)))",
+}
+
+
+def numpy_ufunc_fix(ufunc_name: str) -> str:
+    """What to write in device code in place of the NumPy ufunc ``ufunc_name`` (its ``__name__``: ``absolute``
+    for ``np.abs``)."""
+    return _UFUNC_FIXES.get(ufunc_name, f"math.{ufunc_name}(x) if the math module has it, or Python's operators")
+
+
+def scalar_ufuncs_off_gpu(fn: Any) -> list[tuple[int, str, str]]:
+    """``(line, "np.abs", "absolute")``: each call in ``fn``'s own body of a NumPy ufunc that numba-cuda cannot
+    compile on scalars (not in :data:`CUDA_UFUNCS`), as written, with the ufunc's name (see :func:`numpy_ufunc_fix`)."""
+    parsed = _parse(fn)
+    if parsed is None:
+        return []
+    _, first, tree = parsed
+    found = []
+    for node in _own_nodes(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("np", "numpy"):
+            ufunc = getattr(np, f.attr, None)
+            if isinstance(ufunc, np.ufunc) and ufunc.__name__ not in CUDA_UFUNCS:
+                found.append((first + node.lineno - 1, f"{f.value.id}.{f.attr}", str(ufunc.__name__)))
+    return sorted(found)

@@ -326,6 +326,7 @@ def _lesson06() -> list[Exercise]:
                 host=gpu_ufunc.ufunc_host(gpu_ufunc.GPUUfunc(_a.softplus)),
                 out_names=["out"],
                 mistakes=gpu_ufunc.MISTAKES,
+                ptx="float32(float32)",  # the scalar function, compiled as numba-cuda compiles it: a device function
             ),
             gpu_ufunc.GPUUfunc(_a.softplus),
             adapt=gpu_ufunc.ufunc_host,

@@ -22,10 +22,11 @@ match raises its ``TypeError: No matching version``), inputs broadcast as numba-
 of it). The scalar function runs as Python, per element, like any device function (its ``math`` is
 :mod:`gpulab.simulator.ieee_math`'s). What a GPU compile refuses and can be read cheaply from the source is
 refused when the ufunc is made, as the compile would refuse it: Python objects and array-building NumPy calls
-(:func:`gpulab.exercises.static.python_only`) and calls of plain Python functions (a GPU calls only device
-functions). Anything else the compiler would reject (an unsupported NumPy function on scalars, a type it cannot
-unify) still runs here: compile the scalar function with ``cuda.compile_ptx(fn, sig, device=True)``
-(:mod:`gpulab.ptx`) to be sure.
+(:func:`gpulab.exercises.static.python_only`), NumPy ufuncs that numba-cuda's CUDA target lacks for scalars
+(``np.exp``, ``np.abs``, ``np.log1p``, ``np.logaddexp``: :func:`gpulab.exercises.static.scalar_ufuncs_off_gpu`)
+and calls of plain Python functions (a GPU calls only device functions). Anything else the compiler would reject
+(a type it cannot unify, a ufunc called under another name) still runs here: compile the scalar function with
+``cuda.compile_ptx(fn, sig, device=True)`` (:mod:`gpulab.ptx`, the exercise's PTX stage) to be sure.
 """
 
 from __future__ import annotations
@@ -42,17 +43,25 @@ __all__ = ["install", "python_only_ufunc"]
 def python_only_ufunc(fn: Any) -> list[str]:
     """What in the scalar function ``fn`` a GPU compile refuses, read from its source and code (empty: nothing
     found). ``return value`` is what a ufunc's function does, so only a kernel's rule about it is left out."""
-    from ..exercises.static import python_only
+    from ..exercises.static import numpy_ufunc_fix, python_only, scalar_ufuncs_off_gpu
+    from ..source import global_names
 
     objects = [(line, what, fix) for line, what, fix in python_only(fn) if not what.startswith("`return")]
     found = [f"line {line}: {what}" for line, what, _ in objects]
     if objects:
         found[-1] += f" ({objects[0][2]})"
+    for line, call, ufunc in scalar_ufuncs_off_gpu(fn):
+        found.append(
+            f"line {line}: `{call}(...)` on a scalar, a NumPy ufunc numba-cuda has no GPU version of "
+            f"(use {numpy_ufunc_fix(ufunc)})"
+        )
     try:
-        names = inspect.getclosurevars(fn)
+        nonlocals = inspect.getclosurevars(fn).nonlocals
     except (TypeError, ValueError):
         return found
-    for name, obj in sorted({**names.globals, **names.nonlocals}.items()):
+    fn_globals = getattr(fn, "__globals__", {})
+    loaded = {n: fn_globals[n] for n in global_names(fn.__code__) if n in fn_globals}  # not `np.name`'s name
+    for name, obj in sorted({**loaded, **nonlocals}.items()):
         if isinstance(obj, types.FunctionType):
             found.append(
                 f"it calls `{name}`, a plain Python function: a GPU calls only device functions (decorate "
