@@ -41,6 +41,15 @@ def thread_inside(exc: BaseException, shape: tuple[int, ...], swapped: bool) -> 
     return all(pos[d] < axes[d] for d in range(len(axes))) and all(pos[d] == 0 for d in range(len(axes), 3))
 
 
+RNG_STATE_HINT = (
+    "the index given to the random-number generator runs past its states: numba.cuda.random keeps one state per "
+    "thread of the grid (create_xoroshiro128p_states(n_threads, seed)), not one per element. Index the states with "
+    "the thread's own number, `tid = cuda.grid(1)`, and let a grid-stride loop draw again from that state for each "
+    "of the thread's elements. (On a GPU nothing checks: a thread past the states reads and advances memory that "
+    "is not a state.)"
+)
+
+
 def exception_verdict(
     exc: BaseException, launch: str, case: Case, inside: bool | None = None, shuffles: bool = False
 ) -> tuple[str, str, str]:
@@ -72,7 +81,9 @@ def exception_verdict(
             f"{where or 'a thread'} indexed past the end of an array{at}: {text}\n"
             f"input: {case.describe()}\nlaunch: {launch}"
         )
-        if shuffles and not inside:
+        if line and "xoroshiro128p_" in line[1]:  # numba.cuda.random: the states array is what ran out
+            hint = RNG_STATE_HINT
+        elif shuffles and not inside:
             hint = SHUFFLE_GUARD_HINT
         elif inside:
             hint = (
