@@ -1,5 +1,6 @@
-"""Random numbers on the GPU: gpulab's simulator generator (gpulab.simulator.xoroshiro) against numba-cuda's own,
-and lesson 08's dropout exercise (gpulab.lessons.dropout): the exact check, each named mistake, PTX."""
+"""Random numbers on the GPU: gpulab's host generator (gpulab.xoroshiro, installed in the simulator by
+gpulab.simulator.xoroshiro) against numba-cuda's own, and lesson 08's dropout exercise (gpulab.lessons.dropout):
+the exact check, each named mistake, PTX."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import gpulab
 from gpulab import lessons
 from gpulab.lessons import dropout
 from gpulab.lessons.answers_05_10 import dropout_forward_kernel
-from gpulab.simulator import xoroshiro
+from gpulab import xoroshiro
 from gpulab.source import define
 
 sim_only = pytest.mark.skipif(not gpulab.is_simulator(), reason="compares with numba's simulator-mode originals")

@@ -276,7 +276,7 @@ def _maxpool_backward(dout, arg, k, stride, dx):  # the kernel's gather: acc += 
 def _dropout_kernel(
     x, states, p, out
 ):  # the grid-stride loop a row of the grid at a time: row k, draw k of each thread
-    from gpulab.simulator import xoroshiro
+    from gpulab import xoroshiro
 
     threads = states.size
     for start in range(0, x.size, threads):  # the elements i = start + tid, each thread's next draw

@@ -21,6 +21,7 @@ __all__ = ["Origin", "origin", "source_line"]
 
 _GPULAB = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../gpulab
 _SIMULATOR = os.path.join(_GPULAB, "simulator") + os.sep
+_XOROSHIRO = os.path.join(_GPULAB, "xoroshiro.py")  # numba.cuda.random's draws in the simulator: numba's, in effect
 _HARNESS = os.path.join(_GPULAB, "exercises", "run.py")  # the check's own launch
 _RUNTIME = os.path.join(_GPULAB, "runtime.py")  # gpulab's synchronize, to_host: called by the check too
 _STDLIB = os.path.dirname(threading.__file__)
@@ -32,7 +33,7 @@ _CYTHON = (".pyx", ".pxd", ".pxi")  # CuPy's compiled modules name their source 
 
 def _kind(filename: str) -> str:
     """ "yours", "gpulab" or "other" (Numba, installed packages, the standard library, gpulab's simulator)."""
-    if filename.startswith(_SIMULATOR):
+    if filename.startswith(_SIMULATOR) or filename == _XOROSHIRO:
         return "other"
     if filename.startswith(_GPULAB + os.sep):
         return "gpulab"

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..exercises import Problem
 from ..problems._dropout import BLOCKS, THREADS, TPB, as_states, draws, launch, named_mistakes, new_states, outputs
-from ..simulator import xoroshiro
+from .. import xoroshiro
 from . import answers_05_10 as _a
 from .exercise import Exercise
 

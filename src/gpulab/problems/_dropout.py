@@ -4,7 +4,7 @@
 A dropout kernel here runs a fixed grid of :data:`THREADS` threads, one xoroshiro128+ generator state per thread, in
 a grid-stride loop: thread ``t`` takes elements ``t, t + T, t + 2T, ...`` (``T = cuda.gridsize(1)``) and draws
 ``u = xoroshiro128p_uniform_float32(states, t)`` for each, so element ``i`` gets draw number ``i // T`` of stream
-``i % T``. :func:`draws` replays exactly that on the host (:func:`gpulab.simulator.xoroshiro.uniform_float32_streams`,
+``i % T``. :func:`draws` replays exactly that on the host (:func:`gpulab.xoroshiro.uniform_float32_streams`,
 bit-identical to numba-cuda's draws), and the known mistakes the same way (:func:`named_mistakes`), so a check
 compares masks exactly, in both modes. The element is kept where ``u >= p``, and a kept value is scaled by
 ``1 / (1 - p)`` (inverted dropout); the backward applies the same mask and scale to ``dy``, so the forward's ``y``
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..simulator import xoroshiro
+from .. import xoroshiro
 
 __all__ = [
     "BLOCKS",
