@@ -157,3 +157,26 @@ def test_hints_for_other_answers():
     assert "too many blocks" in mistake_hint((256, 102, 8192, T4), 7)
     assert lessons.check_function(lambda *a: 1 / 0, [((256, 32, 0, T4), 4)], hint=mistake_hint).status == "error"
     assert repr(T4) == "<sm_75 limits (T4, RTX 20xx)>"
+
+
+def _lesson_04_cells(folder: str) -> list[str]:
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / folder / "04_shared_memory_tiling.ipynb"
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+@pytest.mark.parametrize("folder", ["notebooks", "notebooks/learner"])
+def test_lesson_04_prediction_is_blank_exact_and_its_cases_are_these(folder):
+    cells = _lesson_04_cells(folder)
+    guess = [k for k, src in enumerate(cells) if src.startswith("guess_blocks = None")]
+    compared = [k for k, src in enumerate(cells) if "lessons.compare(guess_blocks, fit.blocks" in src]
+    assert len(guess) == 1 and len(compared) == 1 and compared[0] > guess[0]
+    assert "tolerance=0" in cells[compared[0]]  # a count: 3 blocks is not "about right" for 2
+    check = next(src for src in cells if "check_function(blocks_per_sm" in src)
+    env = {"T4": T4, "H100": H100}
+    start = check.index("cases = [")
+    exec(check[start : check.index("]\n", start) + 2], env)  # noqa: S102 - the lesson's own case list
+    assert env["cases"] == CASES_04 and "hint=occupancy.mistake_hint" in check
