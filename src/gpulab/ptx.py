@@ -12,6 +12,12 @@ a device function for ``get_current_device().compute_capability``, which asks th
 answer that question with the target being compiled (:data:`_TARGET_STUB`), so device functions compile for the
 same target as their kernel, with or without a GPU; the sources child defines each kernel again for every target.
 :func:`kernel_ptx` returns the PTX text itself, to read (lesson 01 shows that a device function is inlined).
+
+:func:`resource_usage` goes one step further: NVIDIA's assembler ``ptxas -v`` turns that PTX into machine code for
+the target and reports what a thread and a block use (registers, static shared memory, spills, stack): the
+figures occupancy depends on (:mod:`gpulab.occupancy`). ``ptxas`` comes with ``numba-cuda[cu12]`` (the
+``nvidia-cuda-nvcc-cu12`` wheel) or a CUDA toolkit (:func:`find_ptxas`). In gpu mode, for the GPU in use, the
+figures numba-cuda reports for the loaded kernel (``get_regs_per_thread``) are used instead.
 """
 
 from __future__ import annotations
@@ -24,7 +30,19 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any, overload
 
-__all__ = ["DEFAULT_CCS", "compile_library", "compile_source", "compile_sources", "kernel_ptx"]
+from .ptxas import ResourceUsage, find_ptxas, numba_resource_usage, ptxas_usage, variant_source
+
+__all__ = [
+    "DEFAULT_CCS",
+    "ResourceUsage",
+    "compile_library",
+    "compile_source",
+    "compile_sources",
+    "find_ptxas",
+    "kernel_ptx",
+    "resource_usage",
+    "resource_usages",
+]
 
 DEFAULT_CCS: tuple[tuple[int, int], ...] = ((7, 5), (9, 0))
 
@@ -188,3 +206,74 @@ def kernel_ptx(kernel: object, signature: str, cc: tuple[int, int] = (7, 5), tim
     if ".entry" not in text:
         raise RuntimeError(f"{name} does not compile to PTX for sm_{cc[0]}{cc[1]} as {signature}: {text}")
     return text
+
+
+def resource_usages(
+    items: dict[str, tuple[Any, ...]],
+    ccs: Iterable[tuple[int, int]] = DEFAULT_CCS,
+    *,
+    timeout: float = 300,
+    prefer_numba: bool = True,
+) -> dict[str, dict[tuple[int, int], ResourceUsage]]:
+    """What each kernel uses per thread and per block on each target: ``items`` maps a key to ``(kernel,
+    signature)`` or ``(kernel, signature, {"TILE": 8})`` (module constants set for that version of the kernel).
+    All kernels compile to PTX in one child process; ``ptxas -v`` then assembles each for its target (about
+    0.1 s each). In gpu mode, for the GPU in use (``prefer_numba``), numba-cuda's own figures for the loaded kernel
+    are used. Returns key -> {cc -> :class:`ResourceUsage`}. Needs no GPU; raises ``RuntimeError`` when a kernel
+    does not compile and ``FileNotFoundError`` when no ptxas is found."""
+    from .source import py_func
+
+    targets = [(int(c[0]), int(c[1])) for c in ccs]
+    here = _current_cc() if prefer_numba else None
+    out: dict[str, dict[tuple[int, int], ResourceUsage]] = {key: {} for key in items}
+    payload: dict[str, dict[str, Any]] = {}
+    for key, (kernel, signature, *rest) in items.items():
+        constants = rest[0] if rest else None
+        for cc in targets:
+            if cc == here:
+                out[key][cc] = numba_resource_usage(kernel, signature, constants)
+        if any(cc != here for cc in targets):
+            name = py_func(kernel).__name__
+            payload[key] = {"source": variant_source(kernel, constants), "name": name, "signature": signature}
+    if not payload:
+        return out
+    ptxas = find_ptxas()
+    rest_ccs = [list(cc) for cc in targets if cc != here]
+    res = _run_child(_SOURCES_CHILD, {"items": payload, "ccs": rest_ccs, "text": True}, timeout)
+    for key, by_cc in res.items():
+        for cc_list in rest_ccs:
+            cc = (cc_list[0], cc_list[1])
+            text = by_cc.get("error") or by_cc[f"{cc[0]}.{cc[1]}"]
+            if ".entry" not in text:
+                raise RuntimeError(f"{key} does not compile to PTX for sm_{cc[0]}{cc[1]}: {text}")
+            out[key][cc] = ptxas_usage(text, cc, payload[key]["name"], ptxas=ptxas)
+    return out
+
+
+def resource_usage(
+    kernel: Any,
+    signature: str,
+    cc: tuple[int, int] = (7, 5),
+    *,
+    constants: dict[str, Any] | None = None,
+    timeout: float = 300,
+    prefer_numba: bool = True,
+) -> ResourceUsage:
+    """Registers per thread, static shared memory per block, spills and stack of ``kernel`` compiled as
+    ``signature`` for target ``cc``, from ``ptxas -v`` (no GPU needed); in gpu mode, for the GPU in use, from
+    numba-cuda (``get_regs_per_thread``, ``get_shared_mem_per_block``). ``constants`` sets module constants of
+    the kernel's source for this compile, e.g. ``{"TILE": 8}``. See :func:`resource_usages` for several at once."""
+    items: dict[str, tuple[Any, ...]] = {"kernel": (kernel, signature, constants)}
+    return resource_usages(items, [cc], timeout=timeout, prefer_numba=prefer_numba)["kernel"][(cc[0], cc[1])]
+
+
+def _current_cc() -> tuple[int, int] | None:
+    """The compute capability of the GPU in use, in gpu mode; None in simulator (or compile-only) mode."""
+    from . import runtime
+
+    if not runtime.is_gpu() or os.environ.get("GPULAB_COMPILE_ONLY") == "1":
+        return None
+    from numba import cuda
+
+    cc = cuda.get_current_device().compute_capability
+    return (int(cc[0]), int(cc[1]))

@@ -132,11 +132,12 @@ def check_function(
     *,
     name: str | None = None,
     rtol: float = 1e-9,
-    hint: str = FLOP_HINT,
+    hint: str | Callable[[tuple, Any], str | None] = FLOP_HINT,
 ) -> CheckResult:
     """Check a plain Python function (a napkin-math formula) on ``cases = [(args, expected), ...]``.
     ``raise NotImplementedError`` gives "not implemented yet"; nothing raises. ``hint`` is shown with a wrong
-    answer (the default is about counting FLOPs)."""
+    answer (the default is about counting FLOPs); a callable ``hint(args, got)`` names the mistake that case's
+    answer shows, or returns None for no hint."""
     fname: str = name or getattr(fn, "__name__", None) or "function"
     for args, expected in cases:
         try:
@@ -162,9 +163,18 @@ def check_function(
                 0.0,
                 1.0,
                 f"{fname}{args} returned {got!r}, expected {expected!r}.",
-                hint,
+                _hint_for(hint, args, got),
             )
     return CheckResult(fname, "passed", 1.0, 1.0, f"{len(cases)} case(s) correct.")
+
+
+def _hint_for(hint: str | Callable[[tuple, Any], str | None], args: tuple, got: Any) -> str:
+    if not callable(hint):
+        return hint
+    try:
+        return hint(args, got) or ""
+    except Exception:  # noqa: BLE001 - a hint that cannot read this answer gives none, never a traceback
+        return ""
 
 
 def prediction_number(prediction: Any, unit: str = "") -> float:

@@ -1,0 +1,77 @@
+"""ptxas -v figures: parsing, finding ptxas, and the real registers and shared memory of lesson 04's matmul kernels
+(compiled to PTX in a child, assembled by ptxas; no GPU)."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from gpulab import ptx, ptxas
+
+MM = importlib.import_module("gpulab.kernels.matmul")
+
+SAMPLE = """ptxas info    : 8 bytes gmem, 8 bytes cmem[4]
+ptxas info    : Compiling entry function '_Z6helperv' for 'sm_75'
+ptxas info    : Function properties for _Z6helperv
+    16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers, 4096 bytes smem, 40 bytes lmem, 568 bytes cmem[0]
+ptxas info    : Compiling entry function '_Z5otherv' for 'sm_75'
+ptxas info    : Used 8 registers, 568 bytes cmem[0]
+"""
+
+
+def test_parse_reads_the_first_kernel():
+    assert ptxas.parse_ptxas(SAMPLE) == {
+        "registers": 255,
+        "shared_bytes": 4096,
+        "spill_stores": 8,
+        "spill_loads": 12,
+        "stack_bytes": 16,
+        "local_bytes": 40,
+    }
+    with pytest.raises(ValueError, match="no 'Compiling entry function'"):
+        ptxas.parse_ptxas("ptxas info    : 0 bytes gmem")
+
+
+def test_no_ptxas_is_explained(monkeypatch, tmp_path):
+    monkeypatch.setattr(ptxas, "_candidates", lambda: [tmp_path / "bin" / "ptxas"])
+    with pytest.raises(FileNotFoundError, match=r"no ptxas.*numba-cuda\[cu12\]"):
+        ptxas.find_ptxas()
+
+
+def test_constants_must_exist_in_the_source():
+    with pytest.raises(ValueError, match="no module constant 'TILES'"):
+        ptxas.variant_source(MM.matmul_tiled_kernel, {"TILES": 8})
+    assert ptxas.variant_source(MM.matmul_tiled_kernel, {"TILE": 8}).endswith("\nTILE = 8\n")
+
+
+def _have_ptxas() -> bool:
+    try:
+        ptxas.find_ptxas()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+@pytest.mark.ptx
+@pytest.mark.skipif(
+    not _have_ptxas(), reason="no ptxas: numba-cuda[cu12]'s nvidia-cuda-nvcc-cu12 wheel is not installed"
+)
+def test_matmul_kernels_resources_and_occupancy():
+    """ptxas 12.9 gave (sm_75 / sm_90): tiled TILE 8, 16, 32: 40 / 32, 45 / 32, 49 / 32 registers; register-tiled
+    102 / 96. Register counts move with compiler versions, so only their order and bounds are held here; shared
+    memory is the kernels' own arithmetic."""
+    items = {f"tiled{t}": (MM.matmul_tiled_kernel, MM._SIG, {"TILE": t}) for t in (8, 16, 32)}
+    items["regtiled"] = (MM.matmul_regtiled_kernel, MM._SIG)
+    usage = ptx.resource_usages(items, [(7, 5), (9, 0)], prefer_numba=False)
+    for cc in ((7, 5), (9, 0)):
+        for t in (8, 16, 32):
+            u = usage[f"tiled{t}"][cc]
+            assert u.shared_bytes == 2 * t * t * 4 and u.spill_stores == 0 and 16 <= u.registers <= 80, u
+            assert u.source == "ptxas -v" and u.arch == f"sm_{cc[0]}{cc[1]}"
+        rt = usage["regtiled"][cc]
+        assert rt.shared_bytes == (MM.BM * MM.BK + MM.BK * MM.BN) * 4 and rt.spill_stores == 0
+        assert rt.registers > max(usage[f"tiled{t}"][cc].registers for t in (8, 16, 32))  # 16 accumulators
+    one = ptx.resource_usage(MM.matmul_tiled_kernel, MM._SIG, (7, 5), constants={"TILE": 8}, prefer_numba=False)
+    assert one == usage["tiled8"][(7, 5)]
