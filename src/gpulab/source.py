@@ -69,11 +69,13 @@ def kernel_source(obj: Any) -> str:
 
 
 def _from_cuda_random(name: str, value: Any) -> bool:
-    """``value`` is ``numba.cuda.random``'s function ``name`` (in simulator mode, gpulab's stand-in installed there)."""
+    """``value`` is ``numba.cuda.random``'s function ``name`` (in simulator mode, gpulab's stand-in installed there).
+    Only the generator's own names (``xoroshiro128p_*``, ``create_/init_xoroshiro128p_states``): the module also
+    imports ``float32``, ``cuda``, ... from numba, which keep their own import line."""
     import sys
 
     module = sys.modules.get("numba.cuda.random")
-    return module is not None and getattr(module, name, None) is value
+    return "xoroshiro128p" in name and module is not None and getattr(module, name, None) is value
 
 
 def standalone_source(kernel: Any, *, decorated: bool = True) -> str:
