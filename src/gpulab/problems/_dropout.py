@@ -52,9 +52,12 @@ def new_states(n: int, seed: int, subsequence_start: int = 0) -> np.ndarray:
 
 def as_states(words: Any) -> Any:
     """uint64 words (NumPy or CuPy) viewed as an array of ``xoroshiro128p_dtype`` states (no copy), the kernel's
-    ``states`` argument."""
+    ``states`` argument. Neither view has ``.copy()`` (numba's device array has none; the NumPy one,
+    :class:`._stand_ins.HostStates`, refuses it likewise): copy the words."""
     if isinstance(words, np.ndarray):
-        return words.view(xoroshiro.DTYPE)
+        from ._stand_ins import HostStates
+
+        return words.view(xoroshiro.DTYPE).view(HostStates)
     from numba import cuda
 
     return cuda.as_cuda_array(words).view(xoroshiro.DTYPE)
