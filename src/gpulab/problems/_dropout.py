@@ -97,8 +97,9 @@ def draws(words: np.ndarray, n: int, order: str = "grid") -> np.ndarray:
 
 
 def outputs(x: np.ndarray, p: Any, u: np.ndarray, keep_if: str = "u >= p", scale: bool = True) -> tuple:
-    """(``x / (1 - p)`` where kept, else 0; the mask as uint8) for the draws ``u``, computed in float32 as a kernel
-    does (so the check is exact)."""
+    """(``x / (1 - p)`` where kept, else 0; the mask as uint8) for the draws ``u``, computed as a kernel
+    does in float32 (a kernel that computes the division in float64 and rounds it may differ by 1 ulp: the checks
+    allow float32 rounding)."""
     keep = u >= p if keep_if == "u >= p" else u < p
     kept = x / (np.float32(1) - np.float32(p)) if scale else x
     return np.where(keep, kept, np.float32(0)).astype(np.float32), keep.astype(np.uint8)
