@@ -41,6 +41,8 @@ PLACEHOLDER = '    raise NotImplementedError("replace this line with your code")
 DEVICE_MISTAKES = {
     "zero": "    if 0 <= i < a.shape[0] and 0 <= j < a.shape[1]:\n        return a[i, j]\n    return 0.0",
     "wraps": "    i = min(i, a.shape[0] - 1)\n    j = min(j, a.shape[1] - 1)\n    return a[i, j]",  # upper side only
+    "wraps row": "    i = min(i, a.shape[0] - 1)\n    j = min(max(j, 0), a.shape[1] - 1)\n    return a[i, j]",
+    "wraps column": "    i = min(max(i, 0), a.shape[0] - 1)\n    j = min(j, a.shape[1] - 1)\n    return a[i, j]",
     "past end": "    i = max(i, 0)\n    j = max(j, 0)\n    return a[i, j]",  # lower side only
     "off by one": "    i = min(max(i, 0), a.shape[0])\n    j = min(max(j, 0), a.shape[1])\n    return a[i, j]",
     "swapped": CLAMP + "    return a[j, i]",
@@ -161,3 +163,23 @@ def test_a_clamp_in_device_functions_of_its_own_is_probed_through_them():
     assert lab01.BLUR3.check(_blur(right), ptx=None).passed
     assert "clamp" in right.py_func.__globals__ and host_function(right) is not py_func(right)  # not changed
     assert py_func(right.py_func.__globals__["inner"]).__globals__["clamp"] is right.py_func.__globals__["clamp"]
+
+
+@pytest.mark.skipif(gpulab.is_gpu(), reason="on a GPU the kernel calling a plain Python function does not compile")
+def test_at_clamped_without_its_decorator_is_told_to_decorate_it():
+    plain = define("def at_clamped(a, i, j):\n" + CLAMP + "    return a[i, j]\n", "at_clamped", {"cuda": cuda})
+    res = lab01.BLUR3.check(_blur(plain))
+    assert res.status == "failed" and res.score == 1.5, res
+    assert "a plain Python function" in res.message and "@cuda.jit(device=True)" in res.hint, res
+    assert "cannot rebuild" not in res.message, res  # not the check's limitation: the learner's function
+
+
+@pytest.mark.ptx
+def test_np_clip_in_at_clamped_is_named_with_min_and_max():
+    clipped = _at("    return a[np.clip(i, 0, a.shape[0] - 1), np.clip(j, 0, a.shape[1] - 1)]")
+    py_func(clipped).__globals__["np"] = np
+    res = lab01.BLUR3.check(_blur(clipped))
+    if any(c.name == "PTX" and "not checked" in c.message for c in res.checks):
+        pytest.skip("NVVM is not installed: the PTX check cannot run")
+    assert res.status == "failed" and res.score == 1.5, res
+    assert "np.clip" in res.hint and "min(max(i, 0), a.shape[0] - 1)" in res.hint, res
