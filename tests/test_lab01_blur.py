@@ -183,3 +183,12 @@ def test_np_clip_in_at_clamped_is_named_with_min_and_max():
         pytest.skip("NVVM is not installed: the PTX check cannot run")
     assert res.status == "failed" and res.score == 1.5, res
     assert "np.clip" in res.hint and "min(max(i, 0), a.shape[0] - 1)" in res.hint, res
+
+
+@pytest.mark.skipif(gpulab.is_gpu(), reason="the re-run on copies that finds the write is the simulator's")
+def test_a_kernel_writing_its_input_is_told_so_not_a_shared_memory_race():
+    inplace = BLUR_SRC.replace("out[i, j] = acc / 9.0", "a[i, j] = acc / 9.0\n        out[i, j] = a[i, j]")
+    assert inplace != BLUR_SRC
+    res = lab01.BLUR3.check(_blur(SOLUTION_AT, inplace), ptx=None)
+    assert not res.passed and res.hint.startswith("the kernel writes into its input a,"), res
+    assert "cuda.local.array" not in res.hint, res
