@@ -121,6 +121,7 @@ DROPOUT_BACKWARD = Problem(
     points=2,
 )
 
+
 def with_lab_backward(step: Any) -> Any:
     """``step`` (the learner's ``dropout_step``) run with the lab's kernel as its ``dropout_backward_kernel``: the
     same code with a copy of its globals where that name is :func:`._stand_ins.dropout_kernel`, so a wrong
