@@ -14,10 +14,10 @@ from numba import cuda
 
 import gpulab
 from gpulab import ptx
-from gpulab.exercises.device_probe import OOB, device_function, probe, sample_matrix
+from gpulab.exercises.device_probe import OOB, device_function, host_function, probe, sample_matrix
 from gpulab.problems import lab01
 from gpulab.problems.lab01_blur import BLUR_HINTS
-from gpulab.source import define
+from gpulab.source import define, py_func
 
 LAB01 = Path(__file__).resolve().parents[1] / "labs" / "solutions" / "lab01_threads.ipynb"
 _CELLS = nbformat.read(str(LAB01), as_version=4).cells
@@ -41,6 +41,8 @@ PLACEHOLDER = '    raise NotImplementedError("replace this line with your code")
 DEVICE_MISTAKES = {
     "zero": "    if 0 <= i < a.shape[0] and 0 <= j < a.shape[1]:\n        return a[i, j]\n    return 0.0",
     "wraps": "    i = min(i, a.shape[0] - 1)\n    j = min(j, a.shape[1] - 1)\n    return a[i, j]",  # upper side only
+    "wraps row": "    i = min(i, a.shape[0] - 1)\n    j = min(max(j, 0), a.shape[1] - 1)\n    return a[i, j]",
+    "wraps column": "    i = min(max(i, 0), a.shape[0] - 1)\n    j = min(j, a.shape[1] - 1)\n    return a[i, j]",
     "past end": "    i = max(i, 0)\n    j = max(j, 0)\n    return a[i, j]",  # lower side only
     "off by one": "    i = min(max(i, 0), a.shape[0])\n    j = min(max(j, 0), a.shape[1])\n    return a[i, j]",
     "swapped": CLAMP + "    return a[j, i]",
@@ -136,3 +138,57 @@ def test_a_device_function_only_the_simulator_runs_gets_half_the_points():
     listed = _at(CLAMP + "    ij = [i, j]\n    return a[ij[0], ij[1]]")
     res = lab01.BLUR3.check(_blur(listed))
     assert res.status == "failed" and res.score == 1.5 and "PTX" in res.message, res
+
+
+def _nested_at(clamp_body: str):
+    """at_clamped that clamps through two device functions of its own (inner calls clamp), as a learner may."""
+    ns = {"cuda": cuda}
+    define(f"@cuda.jit(device=True)\ndef clamp(k, n):\n    return {clamp_body}\n", "clamp", ns)
+    define("@cuda.jit(device=True)\ndef inner(k, n):\n    return clamp(k, n)\n", "inner", ns)
+    src = "@cuda.jit(device=True)\ndef at_clamped(a, i, j):\n    return a[inner(i, a.shape[0]), clamp(j, a.shape[1])]\n"
+    return define(src, "at_clamped", ns)
+
+
+def test_a_clamp_in_device_functions_of_its_own_is_probed_through_them():
+    # the probe calls at_clamped's Python code; the device functions it calls refuse a call from the host, so it
+    # runs with their Python code in their place (recursively): the reviewer's N1 (right) and N2 (clamped to n)
+    right, wrong = _nested_at("min(max(k, 0), n - 1)"), _nested_at("min(max(k, 0), n)")
+    a = sample_matrix(3, 5)
+    p = probe(right, a, [(1, 2), (-1, 2), (4, 7)])
+    assert p.reads[(1, 2)].equals(a[1, 2]) and p.reads[(-1, 2)].equals(a[0, 2]) and p.reads[(4, 7)].equals(a[2, 4])
+    assert lab01.diagnose_at_clamped(right) is None
+    assert lab01.diagnose_at_clamped(wrong) == BLUR_HINTS["off by one"]
+    res = lab01.BLUR3.check(_blur(wrong), ptx=None)
+    assert not res.passed and res.hint == BLUR_HINTS["off by one"], res
+    assert lab01.BLUR3.check(_blur(right), ptx=None).passed
+    assert "clamp" in right.py_func.__globals__ and host_function(right) is not py_func(right)  # not changed
+    assert py_func(right.py_func.__globals__["inner"]).__globals__["clamp"] is right.py_func.__globals__["clamp"]
+
+
+@pytest.mark.skipif(gpulab.is_gpu(), reason="on a GPU the kernel calling a plain Python function does not compile")
+def test_at_clamped_without_its_decorator_is_told_to_decorate_it():
+    plain = define("def at_clamped(a, i, j):\n" + CLAMP + "    return a[i, j]\n", "at_clamped", {"cuda": cuda})
+    res = lab01.BLUR3.check(_blur(plain))
+    assert res.status == "failed" and res.score == 1.5, res
+    assert "a plain Python function" in res.message and "@cuda.jit(device=True)" in res.hint, res
+    assert "cannot rebuild" not in res.message, res  # not the check's limitation: the learner's function
+
+
+@pytest.mark.ptx
+def test_np_clip_in_at_clamped_is_named_with_min_and_max():
+    clipped = _at("    return a[np.clip(i, 0, a.shape[0] - 1), np.clip(j, 0, a.shape[1] - 1)]")
+    py_func(clipped).__globals__["np"] = np
+    res = lab01.BLUR3.check(_blur(clipped))
+    if any(c.name == "PTX" and "not checked" in c.message for c in res.checks):
+        pytest.skip("NVVM is not installed: the PTX check cannot run")
+    assert res.status == "failed" and res.score == 1.5, res
+    assert "np.clip" in res.hint and "min(max(i, 0), a.shape[0] - 1)" in res.hint, res
+
+
+@pytest.mark.skipif(gpulab.is_gpu(), reason="the re-run on copies that finds the write is the simulator's")
+def test_a_kernel_writing_its_input_is_told_so_not_a_shared_memory_race():
+    inplace = BLUR_SRC.replace("out[i, j] = acc / 9.0", "a[i, j] = acc / 9.0\n        out[i, j] = a[i, j]")
+    assert inplace != BLUR_SRC
+    res = lab01.BLUR3.check(_blur(SOLUTION_AT, inplace), ptx=None)
+    assert not res.passed and res.hint.startswith("the kernel writes into its input a,"), res
+    assert "cuda.local.array" not in res.hint, res

@@ -17,7 +17,8 @@ import gpulab
 from gpulab import ptx
 from gpulab.grading import report
 from gpulab.lessons import dropout as lesson
-from gpulab.problems import _dropout, lab08
+from gpulab.exercises.raised import RNG_WORDS_HINT, STATES_COPY_HINT
+from gpulab.problems import _dropout, _stand_ins, lab08, lab08_dropout
 from gpulab.problems.lab08_dropout import ADVANCED_HINT, REVERSED_HINT
 from gpulab.source import define, standalone_source
 
@@ -176,3 +177,71 @@ def test_the_step_emulation_of_the_gpu_size_tier_is_the_solutions_arithmetic():
     _step(_cell("def dropout_step"))(x, dy, words.copy(), p, *got)
     _dropout_step(x, dy, words.copy(), p, *emulated)
     assert all(np.array_equal(a, b) for a, b in zip(got, emulated))
+
+
+def _step_with(step_src: str, backward_src: str):
+    """``dropout_step`` from ``step_src`` whose notebook's backward is ``backward_src``."""
+    ns = dict(NS)
+    given = _cell("from numba import float32")
+    ns["dropout_forward_kernel"] = define(given[given.index("@cuda.jit") :], "dropout_forward_kernel", dict(NS))
+    ns["dropout_backward_kernel"] = _kernel(backward_src)
+    return define(step_src, "dropout_step", ns)
+
+
+def test_a_wrong_backward_does_not_cost_the_steps_point():
+    # the step runs with the lab's backward in place of the learner's: its point measures the states alone
+    wrong = _changed(_backward_solution(), "dy[i] / (float32(1.0) - p)", "dy[i]")
+    right_step = _step_with(_cell("def dropout_step"), wrong)
+    results = [lab08.DROPOUT_BACKWARD.check(_kernel(wrong), ptx=None), lab08.DROPOUT_STEP.check(host=right_step)]
+    assert not results[0].passed and results[1].passed, results
+    assert report(*results, points=3) == 1
+    wrong_step = _step_with(_step_mistake("advanced"), wrong)  # and the states mistake is still named
+    res = lab08.DROPOUT_STEP.check(host=wrong_step)
+    assert not res.passed and res.hint == ADVANCED_HINT, res
+
+
+def test_with_lab_backward_swaps_only_the_steps_own_name():
+    step = _step_with(_cell("def dropout_step"), _backward_solution())
+    swapped = lab08_dropout.with_lab_backward(step)
+    assert swapped.__code__ is step.__code__ and swapped.__globals__ is not step.__globals__
+    assert swapped.__globals__["dropout_backward_kernel"] is _stand_ins.dropout_kernel
+    assert step.__globals__["dropout_backward_kernel"] is not _stand_ins.dropout_kernel  # not changed
+
+    def emulated(x, dy, words, p, y, dx):  # names no backward kernel: run as it is
+        return None
+
+    assert lab08_dropout.with_lab_backward(emulated) is emulated
+
+
+def test_copying_the_states_view_is_refused_as_on_a_gpu():
+    # on a GPU as_states(words) is numba's DeviceNDArray, which has no .copy(); the simulator's view refuses it too
+    src = _changed(_cell("def dropout_step"), "saved = words.copy()", "saved = as_states(words).copy()")
+    src = src.replace("as_states(saved), p, dx)", "saved, p, dx)")
+    res = lab08.DROPOUT_STEP.check(host=_step(src))
+    assert not res.passed and res.score == 0 and res.hint == STATES_COPY_HINT, res
+    assert "line 3" in res.message and "gpulab's" not in res.message, res
+
+
+def test_a_slice_of_the_words_is_told_it_is_a_view():
+    src = _changed(_cell("def dropout_step"), "saved = words.copy()", "saved = words[:]")
+    res = lab08.DROPOUT_STEP.check(host=_step(src))
+    assert not res.passed and res.hint == ADVANCED_HINT and "is a view" in res.hint, res
+
+
+@pytest.mark.skipif(not gpulab.is_simulator(), reason="on a GPU numba refuses the uint64 words when it compiles")
+def test_raw_words_given_to_the_backward_are_named():
+    src = _changed(_cell("def dropout_step"), "as_states(saved), p, dx)", "saved, p, dx)")
+    res = lab08.DROPOUT_STEP.check(host=_step(src))
+    assert not res.passed and res.hint == RNG_WORDS_HINT, res
+    assert "dropout_backward_kernel[DROPOUT_BLOCKS, DROPOUT_TPB](dy, saved, p, dx)" in res.message, res
+    assert "gpulab's" not in res.message, res
+
+
+@pytest.mark.ptx
+def test_the_stand_in_backward_compiles_to_ptx():
+    import inspect
+
+    res = ptx.compile_source(
+        inspect.getsource(_stand_ins), "dropout_kernel", _stand_ins.DROPOUT_PTX, ccs=[(7, 5), (9, 0)]
+    )
+    assert res == {"7.5": "ok", "9.0": "ok"}, res

@@ -19,7 +19,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["code_names", "define", "kernel_source", "py_func", "show_source", "standalone_source"]
+__all__ = [
+    "NotADeviceFunction",
+    "code_names",
+    "define",
+    "kernel_source",
+    "py_func",
+    "show_source",
+    "standalone_source",
+]
 
 _DEFINED = itertools.count(1)
 
@@ -78,6 +86,18 @@ def _from_cuda_random(name: str, value: Any) -> bool:
     return "xoroshiro128p" in name and module is not None and getattr(module, name, None) is value
 
 
+class NotADeviceFunction(ValueError):
+    """A kernel calls a plain Python function (no ``@cuda.jit(device=True)``): the simulator runs it as Python, a
+    GPU cannot call it. ``name`` is the name the kernel calls it by."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"the kernel calls {name!r}, a plain Python function (no @cuda.jit(device=True) above its def): the "
+            "simulator ran it as Python, but a GPU kernel can call only device functions."
+        )
+
+
 def standalone_source(kernel: Any, *, decorated: bool = True) -> str:
     """A self-contained module that defines ``kernel``: its source (from the notebook cell or file)
     preceded by the imports, constants and device functions it uses from its globals. ``decorated=False``
@@ -114,6 +134,8 @@ def standalone_source(kernel: Any, *, decorated: bool = True) -> str:
                     header.append(f"from numba import {name}")
                 elif isinstance(value, type) and issubclass(value, BaseException):
                     continue  # builtins-like exception names are resolved by Python itself
+                elif isinstance(value, types.FunctionType):
+                    raise NotADeviceFunction(name)
                 else:
                     raise ValueError(
                         f"the kernel uses the global {name!r} ({type(value).__name__}), which the PTX "

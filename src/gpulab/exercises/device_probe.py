@@ -4,7 +4,9 @@ A kernel's wrong output says little about which line of a helper it calls is wro
 code (``py_func``, so in both modes) on a small matrix whose elements are all different and none 0, at indices
 inside and around it, says what it returns there and which element it asked for: :func:`probe`. Lesson 01's
 ``at`` (:mod:`gpulab.lessons.device_fns`) and lab 01's ``at_clamped`` (:mod:`gpulab.problems.lab01_blur`) read
-their verdicts from it; :func:`device_function` finds the helper a learner's kernel calls.
+their verdicts from it; :func:`device_function` finds the helper a learner's kernel calls. The helper may call
+device functions of its own (a ``clamp``): they refuse a call from the host in both modes, so the probe runs the
+helper's Python code with theirs in their place (:func:`host_function`).
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..source import py_func
+from ..source import code_names, py_func
 from .problem import Problem
 from .result import CheckResult, log_result
 
@@ -30,6 +33,7 @@ __all__ = [
     "Probe",
     "Read",
     "device_function",
+    "host_function",
     "probe",
     "stores",
     "sample_matrix",
@@ -85,9 +89,45 @@ class Probe:
         return {p: self.reads[p] for p in points}
 
 
-def probe(fn: Any, a: np.ndarray, points: Iterable[tuple[int, int]]) -> Probe:
-    """Call ``fn(a, i, j)`` (its Python code) at every ``(i, j)`` of ``points``."""
+def _is_device_function(obj: Any) -> bool:
+    """A ``@cuda.jit(device=True)`` function: the simulator's FakeCUDAKernel or numba-cuda's CUDADispatcher."""
+    if getattr(obj, "_device", None) is True:
+        return True
+    options = getattr(obj, "targetoptions", None)
+    return isinstance(options, dict) and bool(options.get("device"))
+
+
+def host_function(fn: Any, _done: dict[int, Any] | None = None) -> Any:
+    """``fn``'s Python code, with every device function it names (a global of its module or notebook) replaced by
+    that function's own Python code, recursively (a helper's helpers too): a device function refuses a call from
+    the host (numba-cuda raises, and so does the simulator), so its Python code is what the host can run."""
     f = py_func(fn)
+    if not isinstance(f, types.FunctionType):
+        return f
+    done = {} if _done is None else _done
+    if id(f) in done:  # already converted (or being converted: a recursive helper)
+        return done[id(f)]
+    helpers = {
+        n: f.__globals__[n]
+        for n in sorted(code_names(f.__code__))
+        if n in f.__globals__ and _is_device_function(f.__globals__[n])
+    }
+    if not helpers:
+        done[id(f)] = f
+        return f
+    names = dict(f.__globals__)
+    host = types.FunctionType(f.__code__, names, f.__name__, f.__defaults__, f.__closure__)
+    host.__kwdefaults__ = f.__kwdefaults__
+    done[id(f)] = host
+    for n, helper in helpers.items():
+        names[n] = host_function(helper, done)
+    return host
+
+
+def probe(fn: Any, a: np.ndarray, points: Iterable[tuple[int, int]]) -> Probe:
+    """Call ``fn(a, i, j)`` (its Python code, with the device functions it calls as Python: :func:`host_function`)
+    at every ``(i, j)`` of ``points``."""
+    f = host_function(fn)
     before = a.copy()
     rec = a.view(_Recording)
     reads: dict[tuple[int, int], Read] = {}

@@ -3,15 +3,18 @@ second schedule, "correct on square inputs", and the note for the other launch o
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from .. import runtime
+from ..source import py_func
 from .cases import Failure, State, build_cases, run_case, tol_for
 from .compare import fills, reduction_len, same, unwritten
 from .diagnose import SPECIFIC, diagnose, diagnose_kind
 from .problem import Case
 from .races import SCHEDULES, SCHEDULE_HINT, race_verdict
-from .run import Launch, SetupError
+from .run import Launch, SetupError, run_with_deadline
 
 __all__ = ["explain", "orientation_note"]
 
@@ -22,6 +25,33 @@ UNINITIALISED_NOTE = (
     "set every element you read (e.g. `acc[t] = 0.0` before the loop, or 0.0 into a tile where it hangs over the "
     "edge of the matrix)."
 )
+
+INPUT_WRITE_HINT = (
+    "the kernel writes into its input {name}, which the neighbouring threads read too: on a GPU (and here, from "
+    "run to run) a thread may read a value another thread has already overwritten. Read only the inputs and store "
+    "only into the output(s)."
+)
+
+
+def input_written(st: State, fail: Failure) -> str | None:
+    """The name of an input array the kernel wrote into (simulator, kernels only: one more run on copies of the
+    failing case's arguments), or None."""
+    if st.p.host is not None or not runtime.is_simulator():
+        return None
+    case = st.cases[fail.case]
+    try:
+        outs, call = st.runner.host_call(case)
+        out_ids = {id(o) for o in outs}
+        before = [np.array(a, copy=True) if isinstance(a, np.ndarray) and id(a) not in out_ids else None for a in call]
+        griddim, blockdim = st.runner.config(case, call, fail.launch)
+        run_with_deadline(lambda: st.runner.kernel[griddim, blockdim](*call), 60.0)
+        params = list(inspect.signature(py_func(st.runner.kernel)).parameters)
+    except Exception:  # noqa: BLE001 - no verdict from this run: the others stand
+        return None
+    for k, (old, arg) in enumerate(zip(before, call)):
+        if old is not None and not np.array_equal(np.asarray(arg), old, equal_nan=True):
+            return params[k] if k < len(params) else f"argument {k + 1}"
+    return None
 
 
 def never_written(st: State, fail: Failure) -> np.ndarray | None:
@@ -115,6 +145,9 @@ def race_hint(st: State, fail: Failure, hint: str, missing: np.ndarray | None, u
         try:
             again, _ = st.runner.run(case, fail.launch, SCHEDULES[0])
             if not all(same(a, b, p.rtol, p.atol) for a, b in zip(again, fail.runs[0])):
+                written = input_written(st, fail)
+                if written is not None:
+                    return INPUT_WRITE_HINT.format(name=written), True
                 return SCHEDULE_HINT + UNINITIALISED_NOTE + (" " + hint if hint else ""), True
         except Exception:  # noqa: BLE001 - the first verdict stands
             pass

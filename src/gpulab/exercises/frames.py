@@ -4,7 +4,8 @@ launch of the learner's kernel itself (its parameters do not match the arguments
 
 Each frame is the learner's unless its file is gpulab's, Numba's, another installed package's or the standard
 library's. gpulab's simulator instrumentation (:mod:`gpulab.simulator`) stands in for the kernel's own reads and
-writes, so an error raised there belongs to the kernel line that called it.
+writes, so an error raised there belongs to the kernel line that called it; so does a kernel a check runs in place
+of the learner's (``_STAND_INS``), to the learner's line that launched it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ __all__ = ["Origin", "origin", "source_line"]
 _GPULAB = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../gpulab
 _SIMULATOR = os.path.join(_GPULAB, "simulator") + os.sep
 _XOROSHIRO = os.path.join(_GPULAB, "xoroshiro.py")  # numba.cuda.random's draws in the simulator: numba's, in effect
+# what a check runs in place of the learner's code or a GPU's objects (lab 08's step is graded with the lab's
+# backward; the simulator's states view refuses .copy() as numba's device array does): an error raised there
+# belongs to the learner's line that called it
+_STAND_INS = (os.path.join(_GPULAB, "problems", "_stand_ins.py"),)
 _HARNESS = os.path.join(_GPULAB, "exercises", "run.py")  # the check's own launch
 _RUNTIME = os.path.join(_GPULAB, "runtime.py")  # gpulab's synchronize, to_host: called by the check too
 _STDLIB = os.path.dirname(threading.__file__)
@@ -33,7 +38,7 @@ _CYTHON = (".pyx", ".pxd", ".pxi")  # CuPy's compiled modules name their source 
 
 def _kind(filename: str) -> str:
     """ "yours", "gpulab" or "other" (Numba, installed packages, the standard library, gpulab's simulator)."""
-    if filename.startswith(_SIMULATOR) or filename == _XOROSHIRO:
+    if filename.startswith(_SIMULATOR) or filename == _XOROSHIRO or filename in _STAND_INS:
         return "other"
     if filename.startswith(_GPULAB + os.sep):
         return "gpulab"

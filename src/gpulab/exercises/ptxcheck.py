@@ -10,13 +10,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..source import py_func, standalone_source
+from ..source import NotADeviceFunction, py_func, standalone_source
 from .result import Check
 from .static import numpy_ufunc_fix
 
 __all__ = ["ptx_check"]
 
 _NO_UFUNC = re.compile(r"KeyError: <ufunc '(\w+)'>")
+_NP_CLIP = re.compile(r"No implementation of function Function\(<function clip at")
+CLIP_HINT = (
+    "np.clip does not compile on numbers in a GPU kernel (numba-cuda's np.clip takes arrays; the simulator ran "
+    "NumPy): clamp with min and max, e.g. `i = min(max(i, 0), a.shape[0] - 1)`."
+)
 
 
 def ptx_check(kernel: Any, signature: str) -> Check:
@@ -28,6 +33,14 @@ def ptx_check(kernel: Any, signature: str) -> Check:
     what = "function" if device else "kernel"
     try:
         source = standalone_source(kernel, decorated=not device)
+    except NotADeviceFunction as exc:
+        return Check(
+            "PTX",
+            False,
+            f"{exc}",
+            f"decorate {exc.name} with @cuda.jit(device=True) (on the line above its `def`), run its cell, then "
+            "the kernel's cell and this check again.",
+        )
     except (OSError, TypeError, ValueError) as exc:
         return Check("PTX", False, f"could not collect the {what}'s source: {exc}")
     name = py_func(kernel).__name__
@@ -47,6 +60,8 @@ def ptx_check(kernel: Any, signature: str) -> Check:
     missing = _NO_UFUNC.search(err)
     if missing is not None:
         return _no_gpu_ufunc(kernel, missing.group(1), err)
+    if _NP_CLIP.search(err):
+        return Check("PTX", False, f"NVVM rejected the {what} ({signature}): {err[:800]}", CLIP_HINT)
     return Check(
         "PTX",
         False,

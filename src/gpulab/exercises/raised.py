@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import GpulabError
 from .problem import Case
+from .frames import _XOROSHIRO as _XOROSHIRO_FILE
 from .run import KernelTimeout
 
 __all__ = ["EXP_LIMIT", "exception_verdict", "largest_input", "thread_inside"]
@@ -48,6 +49,33 @@ RNG_STATE_HINT = (
     "of the thread's elements. (On a GPU nothing checks: a thread past the states reads and advances memory that "
     "is not a state.)"
 )
+RNG_WORDS_HINT = (
+    "the states argument of numba.cuda.random's draw is not a states array: each of its elements must be a "
+    "generator state (s0, s1), numba's states array from `create_xoroshiro128p_states(n_threads, seed)`, or in "
+    "the lab `as_states(words)`, the uint64 words viewed as states. Raw uint64 words (`words`, or a copy of "
+    "them) are numbers: pass as_states(...) of them to the kernel."
+)
+
+# numba's device array (the states view on a GPU) has no .copy(); the simulator's view refuses it with this text
+_STATES_COPY_RE = re.compile(r"DeviceNDArray' object has no attribute 'copy'|as_states\(\.\.\.\) has no \.copy\(\)")
+STATES_COPY_HINT = (
+    "copy the states' uint64 words, not their view: `saved = words.copy()` before the forward (NumPy and CuPy "
+    "arrays have .copy(); numba's device array, which as_states gives on a GPU, has none), then launch with "
+    "as_states(saved)."
+)
+
+
+def _in_rng(exc: BaseException, line: tuple[int, str] | None) -> bool:
+    """The exception was raised by a numba.cuda.random draw: on the learner's line that calls one, or inside the
+    draw (the simulator's gpulab.xoroshiro, e.g. in a kernel a check runs in place of the learner's)."""
+    if line and "xoroshiro128p_" in line[1]:
+        return True
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == _XOROSHIRO_FILE:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def exception_verdict(
@@ -74,6 +102,10 @@ def exception_verdict(
     if isinstance(exc, (IndexError, TypeError)) and re.search(r"only integers|indices must be integers", text):
         msg = f"{where or 'your code'} used a non-integer index{at}: {text}\ninput: {case.describe()}\nlaunch: {launch}"
         return "failed", msg, FLOAT_INDEX_HINT
+    rng = isinstance(exc, (IndexError, TypeError)) and _in_rng(exc, line)
+    if rng and "out of bounds" not in text:  # a draw given numbers (raw uint64 words), not states
+        msg = f"{where or 'a thread'} drew from something that is not a states array{at}: {text}\n"
+        return "failed", msg + f"input: {case.describe()}\nlaunch: {launch}", RNG_WORDS_HINT
     if isinstance(exc, (IndexError, TypeError)) and _indexed_a_number(text):
         return "failed", _number_indexed_msg(where, at, text, case, launch), NUMBER_INDEXED_HINT
     if isinstance(exc, IndexError):
@@ -81,7 +113,7 @@ def exception_verdict(
             f"{where or 'a thread'} indexed past the end of an array{at}: {text}\n"
             f"input: {case.describe()}\nlaunch: {launch}"
         )
-        if line and "xoroshiro128p_" in line[1]:  # numba.cuda.random: the states array is what ran out
+        if rng:  # numba.cuda.random: the states array is what ran out
             hint = RNG_STATE_HINT
         elif shuffles and not inside:
             hint = SHUFFLE_GUARD_HINT
@@ -126,6 +158,8 @@ def exception_verdict(
             "a function returned None where values were expected: is its `return` statement missing (or inside an "
             "`if` that was not taken)?"
         )
+    elif isinstance(exc, AttributeError) and _STATES_COPY_RE.search(text):
+        hint = STATES_COPY_HINT
     elif isinstance(exc, (TypeError, AttributeError)) and not where:  # not in a kernel's thread: host code
         hint = (
             "your function failed as Python: check the order of its arguments and the types it uses and returns "

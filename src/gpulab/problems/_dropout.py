@@ -52,9 +52,12 @@ def new_states(n: int, seed: int, subsequence_start: int = 0) -> np.ndarray:
 
 def as_states(words: Any) -> Any:
     """uint64 words (NumPy or CuPy) viewed as an array of ``xoroshiro128p_dtype`` states (no copy), the kernel's
-    ``states`` argument."""
+    ``states`` argument. Neither view has ``.copy()`` (numba's device array has none; the NumPy one,
+    :class:`._stand_ins.HostStates`, refuses it likewise): copy the words."""
     if isinstance(words, np.ndarray):
-        return words.view(xoroshiro.DTYPE)
+        from ._stand_ins import HostStates
+
+        return words.view(xoroshiro.DTYPE).view(HostStates)
     from numba import cuda
 
     return cuda.as_cuda_array(words).view(xoroshiro.DTYPE)
@@ -94,8 +97,9 @@ def draws(words: np.ndarray, n: int, order: str = "grid") -> np.ndarray:
 
 
 def outputs(x: np.ndarray, p: Any, u: np.ndarray, keep_if: str = "u >= p", scale: bool = True) -> tuple:
-    """(``x / (1 - p)`` where kept, else 0; the mask as uint8) for the draws ``u``, computed in float32 as a kernel
-    does (so the check is exact)."""
+    """(``x / (1 - p)`` where kept, else 0; the mask as uint8) for the draws ``u``, computed as a kernel
+    does in float32 (a kernel that computes the division in float64 and rounds it may differ by 1 ulp: the checks
+    allow float32 rounding)."""
     keep = u >= p if keep_if == "u >= p" else u < p
     kept = x / (np.float32(1) - np.float32(p)) if scale else x
     return np.where(keep, kept, np.float32(0)).astype(np.float32), keep.astype(np.uint8)

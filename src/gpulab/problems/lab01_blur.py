@@ -30,9 +30,16 @@ BLUR_HINTS = {
     "zero": "at_clamped returned 0 outside the image: that is zero padding (lesson 01's `at`), which darkens the "
     "blurred border. Replicate padding reads the nearest edge element instead: clamp each index into the array, "
     "`i = min(max(i, 0), a.shape[0] - 1)` (and j with a.shape[1]), then `return a[i, j]`.",
-    "wraps": "at_clamped(a, -1, j) read a[-1, j], the LAST row: the index is not clamped on its lower side, and "
-    "a negative index counts from the end, in Python and in numba on a GPU alike (numba wraps it). "
-    "Clamp both sides: `min(max(i, 0), a.shape[0] - 1)` (and the same for j with a.shape[1]).",
+    "wraps": "at_clamped(a, -1, j) read a[-1, j], the LAST row, and at_clamped(a, i, -1) read a[i, -1], the last "
+    "column: the indices are not clamped on their lower side, and a negative index counts from the end, in Python "
+    "and in numba on a GPU alike (numba wraps it). Clamp both sides: `min(max(i, 0), a.shape[0] - 1)` (and the "
+    "same for j with a.shape[1]).",
+    "wraps row": "at_clamped(a, -1, j) read a[-1, j], the LAST row: i is not clamped on its lower side, and a "
+    "negative index counts from the end, in Python and in numba on a GPU alike (numba wraps it). Clamp both sides: "
+    "`i = min(max(i, 0), a.shape[0] - 1)`.",
+    "wraps column": "at_clamped(a, i, -1) read a[i, -1], the LAST column: j is not clamped on its lower side, and "
+    "a negative index counts from the end, in Python and in numba on a GPU alike (numba wraps it). Clamp both "
+    "sides: `j = min(max(j, 0), a.shape[1] - 1)`.",
     "past end": "at_clamped(a, a.shape[0] + 1, j) read past the end of a: the index is not clamped on its upper "
     "side. Clamp both sides: `min(max(i, 0), a.shape[0] - 1)` (and the same for j with a.shape[1]). (On a GPU "
     "nothing checks: the read returns whatever lies after the array.)",
@@ -144,10 +151,13 @@ def diagnose_at_clamped(fn: Any) -> str | None:
                 return BLUR_HINTS["off by one"]
     if any(r.value == OOB for r in p.at(high).values()):
         return BLUR_HINTS["past end"]
+    wraps = set()  # a[-1] read: Python's last row (or column)
     for (i, j), r in p.at(low).items():
         negative = r.index is not None and any(isinstance(k, int) and k < 0 for k in r.index)
         if negative or (r.equals(a[i, j]) and a[i, j] != a[_clamp(i, rows), _clamp(j, cols)]):
-            return BLUR_HINTS["wraps"]  # a[-1] read: Python's last row (or column)
+            wraps |= {"row"} if j >= 0 else {"column"} if i >= 0 else set()
+    if wraps:
+        return BLUR_HINTS["wraps" if len(wraps) == 2 else f"wraps {wraps.pop()}"]
     return None
 
 

@@ -8,14 +8,21 @@ function that runs the lab's forward kernel and then that backward, giving the b
 before the forward** (a draw advances its state, so after the forward each stream has moved on).
 
 Two problems, graded in one cell (3 points, as lab 10's loss scaling does): :data:`DROPOUT_BACKWARD` (2 points) checks
-the kernel alone on fresh states, exactly, against :func:`gpulab.problems._dropout.apply` (the replay lesson 08's
-check uses), with lesson 08's named mistakes in the backward's words; :data:`DROPOUT_STEP` (1 point) checks the host
-function's ``y`` and ``dx`` and names the state mistakes: the backward given the states the forward advanced (its
-mask is a different one), or the forward run after the backward on the same states. Both are exact: float32
-``dy / (1 - p)`` is computed the same way on the host, so there is no rounding order to allow for.
+the kernel alone on fresh states against :func:`gpulab.problems._dropout.apply` (the replay lesson 08's check uses),
+with lesson 08's named mistakes in the backward's words; :data:`DROPOUT_STEP` (1 point) checks the host function's
+``y`` and ``dx`` and names the state mistakes: the backward given the states the forward advanced (its mask is a
+different one), or the forward run after the backward on the same states. The step runs with the lab's backward in
+place of the learner's (:func:`with_lab_backward`), so its point measures only the states handling: a wrong backward
+costs the backward's 2 points, not the step's too. The masks are compared exactly (the same draws, bit for bit); the
+values to float32 rounding (the default rtol 1e-5): ``dy / (1 - p)`` is float32 on the host, but a kernel may compute
+it otherwise (numba types ``dy[i] / (1 - p)`` as float64 on a GPU, then rounds it to float32: 1 ulp apart at times).
 """
 
 from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Any
 
 import numpy as np
 
@@ -34,6 +41,7 @@ __all__ = [
     "dropout_backward_spec",
     "dropout_step_spec",
     "new_states",
+    "with_lab_backward",
 ]
 
 DROPOUT_BLOCKS, DROPOUT_TPB = BLOCKS, TPB  # a fixed grid of 3 blocks of 32 threads: one generator state per thread
@@ -45,8 +53,9 @@ SCALING_HINT = (
 ADVANCED_HINT = (
     "y is right but dx used another mask: the backward drew from the states the forward had already advanced (each "
     "draw moves its thread's state on, so the backward got each stream's next numbers, not the forward's). Keep a "
-    "copy of the states as they were before the forward, `saved = words.copy()`, and give that copy to the "
-    "backward: dropout_backward_kernel[DROPOUT_BLOCKS, DROPOUT_TPB](dy, as_states(saved), p, dx)."
+    "copy of the states as they were before the forward, `saved = words.copy()` (an alias, `saved = words`, or a "
+    "slice, `words[:]`, is a view of the same memory, not a copy: the forward advances it too), and give that copy "
+    "to the backward: dropout_backward_kernel[DROPOUT_BLOCKS, DROPOUT_TPB](dy, as_states(saved), p, dx)."
 )
 REVERSED_HINT = (
     "y was dropped with the numbers that follow the backward's: the backward ran first on the same states and "
@@ -112,7 +121,35 @@ DROPOUT_BACKWARD = Problem(
     points=2,
 )
 
-DROPOUT_STEP = Problem(
+
+def with_lab_backward(step: Any) -> Any:
+    """``step`` (the learner's ``dropout_step``) run with the lab's kernel as its ``dropout_backward_kernel``: the
+    same code with a copy of its globals where that name is :func:`._stand_ins.dropout_kernel`, so a wrong
+    backward, graded by :data:`DROPOUT_BACKWARD`, does not also cost the step's point. ``step`` is returned as it
+    is when it is not a plain function or does not name ``dropout_backward_kernel`` itself (a helper launches it)."""
+    if not isinstance(step, types.FunctionType) or "dropout_backward_kernel" not in step.__code__.co_names:
+        return step
+    from ._stand_ins import dropout_kernel
+
+    names = dict(step.__globals__)
+    names["dropout_backward_kernel"] = dropout_kernel
+    swapped = types.FunctionType(step.__code__, names, step.__name__, step.__defaults__, step.__closure__)
+    swapped.__kwdefaults__ = step.__kwdefaults__
+    swapped.__qualname__, swapped.__module__ = step.__qualname__, step.__module__
+    return swapped
+
+
+@dataclasses.dataclass
+class StepProblem(Problem):
+    """A Problem whose ``check(host=step)`` runs ``step`` with the lab's backward (:func:`with_lab_backward`)."""
+
+    def check(self, kernel: Any = None, *, scale: str | None = None, **overrides: Any) -> Any:
+        if overrides.get("host") is not None:
+            overrides["host"] = with_lab_backward(overrides["host"])
+        return super().check(kernel, scale=scale, **overrides)
+
+
+DROPOUT_STEP = StepProblem(
     "lab08.dropout_step",
     spec=dropout_step_spec,
     inputs=_step_inputs,
