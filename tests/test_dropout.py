@@ -190,3 +190,27 @@ def test_states_indexed_by_the_element_are_told_one_state_per_thread():
     result = lessons.check("08", "dropout_forward", define(HEADER + body, "dropout_forward_kernel", ns))
     assert not result.passed and "one state per thread of the grid" in result.hint, result
     assert "bounds guard" not in result.hint, result
+
+
+@sim_only
+def test_an_ordinary_bounds_error_on_a_line_that_draws_is_not_blamed_on_the_states():
+    from numba.cuda.random import xoroshiro128p_uniform_float32
+
+    ns = {"cuda": cuda, "float32": float32, "xoroshiro128p_uniform_float32": xoroshiro128p_uniform_float32}
+    body = (
+        "    tid = cuda.grid(1)\n    for i in range(tid, x.size + 1, cuda.gridsize(1)):\n"  # one element too far
+        "        y[i] = x[i] * xoroshiro128p_uniform_float32(states, tid)\n"  # x[i] past its end, on a drawing line
+        "        mask[i] = 1\n"
+    )
+    result = lessons.check("08", "dropout_forward", define(HEADER + body, "dropout_forward_kernel", ns))
+    assert not result.passed and "runs past its states" not in result.hint, result
+
+
+@sim_only  # a race: the simulator's schedules show it; on a GPU the outcome is timing
+def test_threads_sharing_one_state_are_told_so():
+    from numba.cuda.random import xoroshiro128p_uniform_float32
+
+    ns = {"cuda": cuda, "float32": float32, "xoroshiro128p_uniform_float32": xoroshiro128p_uniform_float32}
+    body = CORRECT_LOOP + "        u = xoroshiro128p_uniform_float32(states, 0)\n" + GOOD_KEEP
+    result = lessons.check("08", "dropout_forward", define(HEADER + body, "dropout_forward_kernel", ns))
+    assert not result.passed and "same generator state" in result.hint, result

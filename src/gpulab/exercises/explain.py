@@ -33,6 +33,28 @@ INPUT_WRITE_HINT = (
 )
 
 
+SHARED_STATE_HINT = (
+    "the result changes from run to run (a race), and the kernel draws random numbers: several threads drew from "
+    "the same generator state (each draw reads and advances its state, so threads sharing one take each other's "
+    "numbers, in whatever order they run). Each thread of the grid owns one state: "
+    "`xoroshiro128p_uniform_float32(states, tid)` with `tid = cuda.grid(1)`, and no other thread uses states[tid]."
+)
+
+
+def _generator_states(a: object) -> bool:
+    """``a`` is an array of numba.cuda.random's xoroshiro128+ states (fields s0, s1), or its uint64 words."""
+    names = getattr(getattr(a, "dtype", None), "names", None)
+    return bool(names) and set(names) == {"s0", "s1"}
+
+
+def _draws_random(st: State) -> bool:
+    """The kernel's source calls numba.cuda.random's draws (its states may arrive as uint64 words)."""
+    try:
+        return "xoroshiro128p_" in inspect.getsource(py_func(st.runner.kernel))
+    except (OSError, TypeError):
+        return False
+
+
 def input_written(st: State, fail: Failure) -> str | None:
     """The name of an input array the kernel wrote into (simulator, kernels only: one more run on copies of the
     failing case's arguments), or None."""
@@ -42,15 +64,21 @@ def input_written(st: State, fail: Failure) -> str | None:
     try:
         outs, call = st.runner.host_call(case)
         out_ids = {id(o) for o in outs}
-        before = [np.array(a, copy=True) if isinstance(a, np.ndarray) and id(a) not in out_ids else None for a in call]
+        # numbers only: a structured input (numba.cuda.random's generator states) is written by design
+        before = [
+            np.array(a, copy=True)
+            if isinstance(a, np.ndarray) and id(a) not in out_ids and a.dtype.kind in "biufc"
+            else None
+            for a in call
+        ]
         griddim, blockdim = st.runner.config(case, call, fail.launch)
         run_with_deadline(lambda: st.runner.kernel[griddim, blockdim](*call), 60.0)
         params = list(inspect.signature(py_func(st.runner.kernel)).parameters)
+        for k, (old, arg) in enumerate(zip(before, call)):
+            if old is not None and not np.array_equal(np.asarray(arg), old, equal_nan=old.dtype.kind in "fc"):
+                return params[k] if k < len(params) else f"argument {k + 1}"
     except Exception:  # noqa: BLE001 - no verdict from this run: the others stand
         return None
-    for k, (old, arg) in enumerate(zip(before, call)):
-        if old is not None and not np.array_equal(np.asarray(arg), old, equal_nan=True):
-            return params[k] if k < len(params) else f"argument {k + 1}"
     return None
 
 
@@ -148,6 +176,8 @@ def race_hint(st: State, fail: Failure, hint: str, missing: np.ndarray | None, u
                 written = input_written(st, fail)
                 if written is not None:
                     return INPUT_WRITE_HINT.format(name=written), True
+                if any(_generator_states(a) for a in case.inputs) or _draws_random(st):
+                    return SHARED_STATE_HINT, True
                 return SCHEDULE_HINT + UNINITIALISED_NOTE + (" " + hint if hint else ""), True
         except Exception:  # noqa: BLE001 - the first verdict stands
             pass

@@ -66,10 +66,8 @@ STATES_COPY_HINT = (
 
 
 def _in_rng(exc: BaseException, line: tuple[int, str] | None) -> bool:
-    """The exception was raised by a numba.cuda.random draw: on the learner's line that calls one, or inside the
-    draw (the simulator's gpulab.xoroshiro, e.g. in a kernel a check runs in place of the learner's)."""
-    if line and "xoroshiro128p_" in line[1]:
-        return True
+    """The exception was raised inside a numba.cuda.random draw (the simulator's gpulab.xoroshiro), not merely on a
+    line that also draws (``x[k]`` past its end there is an ordinary bounds error)."""
     tb = exc.__traceback__
     while tb is not None:
         if tb.tb_frame.f_code.co_filename == _XOROSHIRO_FILE:
