@@ -25,13 +25,23 @@ from ..errors import UsageError
 from ..exercises import Budget, Problem
 from ..kernels._launch import blocks_for
 from ._common import launch_2d
-from .lab06_gelu import GELU, GELU_GRAD, GELU_LAYER, gelu_grad_spec, gelu_inputs, gelu_layer_spec, gelu_spec
+from .lab06_gelu import (
+    EXTREMES,
+    GELU,
+    GELU_GRAD,
+    GELU_LAYER,
+    gelu_grad_spec,
+    gelu_inputs,
+    gelu_layer_spec,
+    gelu_spec,
+)
 from .lab06_specs import SpecProblem, check_order, check_types, cupy_errors, spec_of
 
 __all__ = [
     "ADAM",
     "ADAM_SIGNATURE",
     "BIAS_RELU_VIEW",
+    "EXTREMES",
     "GELU",
     "GELU_GRAD",
     "GELU_LAYER",
