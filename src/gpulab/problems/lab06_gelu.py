@@ -213,15 +213,21 @@ def with_lab_ufuncs(layer: Any) -> Any:
     """``layer`` (the learner's ``gelu_layer``) run with the lab's GELU ufuncs (:mod:`._stand_ins`) as its ``gelu``
     and ``gelu_grad``: the same code with a copy of its globals, so a wrong ufunc, graded by :data:`GELU` and
     :data:`GELU_GRAD`, does not cost the layer's point too. ``layer`` is returned as it is when it is not a plain
-    function or names neither itself."""
-    names = {"gelu", "gelu_grad"} & set(getattr(getattr(layer, "__code__", None), "co_names", ()))
+    function or names neither itself (a global or a closure's name)."""
+    code = getattr(layer, "__code__", None)
+    names = {"gelu", "gelu_grad"} & set(getattr(code, "co_names", ()) + getattr(code, "co_freevars", ()))
     if not isinstance(layer, types.FunctionType) or not names:
         return layer
     from ._stand_ins import gelu_grad_scalar, gelu_scalar
 
+    lab = {"gelu": GPUUfunc(gelu_scalar), "gelu_grad": GPUUfunc(gelu_grad_scalar)}
     globs = dict(layer.__globals__)
-    globs.update({"gelu": GPUUfunc(gelu_scalar), "gelu_grad": GPUUfunc(gelu_grad_scalar)})
-    swapped = types.FunctionType(layer.__code__, globs, layer.__name__, layer.__defaults__, layer.__closure__)
+    globs.update(lab)
+    cells = tuple(  # a layer defined inside a function reads them from its closure
+        types.CellType(lab[n]) if n in lab else cell
+        for n, cell in zip(layer.__code__.co_freevars, layer.__closure__ or ())
+    )
+    swapped = types.FunctionType(layer.__code__, globs, layer.__name__, layer.__defaults__, cells or None)
     swapped.__kwdefaults__ = layer.__kwdefaults__
     swapped.__qualname__, swapped.__module__ = layer.__qualname__, layer.__module__
     return swapped
