@@ -3,7 +3,8 @@ tests/test_gpu_sizes.py, for lab06; no GPU needed).
 
 Each emulation computes what a correct kernel computes on a GPU, in float32 and in the kernel's order: the
 matmul adds exact float32 products of float16 inputs one k after another (the naive kernel's loop), Adam uses
-another algebraic form than the spec (Chainer's ``m += (1 - beta1) * (g - m)``), the norm sums the squares in
+another algebraic form than the spec (Chainer's ``m += (1 - beta1) * (g - m)``), GELU and its derivative are float32
+with the cube of a clamped x (a NumPy tanh in place of the GPU's tanhf), the norm sums the squares in
 float32 strided per thread and then in a tree (a reduction kernel's order) or one after another (the least
 favourable usual order). The tier has teeth: a float16 accumulator fails the matmul's bound at K = 4096.
 
@@ -68,11 +69,36 @@ def _grad_norm_sequential(g, norm):
     norm[...] = np.sqrt(total)
 
 
+def _gelu32(x, grad: bool = False):
+    """The float32 GELU (or its derivative) with the cube of x clamped to [-10, 10], as the lab's solution."""
+    c, a, h, one = F32(0.7978845608), F32(0.044715), F32(0.5), F32(1)
+    xc = np.clip(x, F32(-10), F32(10))
+    t = np.tanh(c * (xc + a * xc * xc * xc))
+    if not grad:
+        return h * x * (one + t)
+    return h * (one + t) + h * xc * (one - t * t) * c * (one + F32(0.134145) * xc * xc)
+
+
+def _gelu(x, out):
+    out[...] = _gelu32(x)
+
+
+def _gelu_grad(x, out):
+    out[...] = _gelu32(x, grad=True)
+
+
+def _gelu_layer(x, y, dydx):
+    y[...], dydx[...] = _gelu32(x), _gelu32(x, grad=True)
+
+
 EMULATIONS = {
     "lab06.BIAS_RELU_VIEW": _bias_relu,
     "lab06.MATMUL_FP16": _matmul_fp16,
     "lab06.ADAM": _adam,
     "lab06.GRAD_NORM": _grad_norm_tree,
+    "lab06.GELU": _gelu,
+    "lab06.GELU_GRAD": _gelu_grad,
+    "lab06.GELU_LAYER": _gelu_layer,
 }
 ALL = problems.all_problems()
 

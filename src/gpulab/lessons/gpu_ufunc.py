@@ -2,57 +2,26 @@
 
 The learner's answer is a GPU ufunc (numba-cuda's ``CUDAUFuncDispatcher``), called on a host array like any
 NumPy ufunc; :func:`ufunc_host` turns it into the ``host=`` function the exercise's Problem runs, and tells a plain
-function or a ufunc without a float32 version apart from a wrong result. The reference answer is a plain scalar
-function (importing gpulab compiles nothing); :class:`GPUUfunc` makes it a GPU ufunc on first call, so the cells
-after the exercise can use it as they would the learner's.
+function or a ufunc without a float32 version apart from a wrong result (that plumbing is
+:mod:`gpulab.problems._ufunc`, shared with lab 06). The reference answer is a plain scalar function (importing gpulab
+compiles nothing); :class:`GPUUfunc` makes it a GPU ufunc on first call, so the cells after the exercise can use it
+as they would the learner's.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..errors import UsageError
-from ..source import py_func
+from ..problems._ufunc import SIGNATURES, GPUUfunc, scalar_function
+from ..problems._ufunc import ufunc_host as _ufunc_host
 
 __all__ = ["EXTREMES", "GPUUfunc", "MISTAKES", "SIGNATURES", "scalar_function", "softplus_inputs", "softplus_spec"]
 
-SIGNATURES = ["float32(float32)"]
-DECORATOR = '@vectorize(["float32(float32)"], target="cuda")'
 # Inputs every size starts with: 0, both sides of float32's exp overflow (exp(88.8) > 3.4e38) and beyond.
 EXTREMES = np.array([0.0, 20.0, -20.0, 88.0, 89.0, -89.0, 100.0, -100.0, 1000.0, -1000.0, 3e38, -3e38], np.float32)
-
-
-class GPUUfunc:
-    """``numba.vectorize(signatures, target="cuda")(fn)``, made on the first call (``show_source`` shows ``fn``)."""
-
-    def __init__(self, fn: Callable[..., Any], signatures: Sequence[str] = tuple(SIGNATURES)) -> None:
-        functools.update_wrapper(self, fn)
-        self.signatures = list(signatures)
-        self._ufunc: Any = None
-
-    def __call__(self, *args: Any, **kws: Any) -> Any:
-        if self._ufunc is None:
-            from numba import vectorize
-
-            self._ufunc = vectorize(self.signatures, target="cuda")(self.__wrapped__)  # type: ignore[attr-defined]
-        return self._ufunc(*args, **kws)
-
-
-def scalar_function(ufunc: Any) -> Any:
-    """The scalar Python function a GPU ufunc was made from; None for anything else (a plain function, a ufunc
-    with no signature)."""
-    if isinstance(ufunc, GPUUfunc):
-        return ufunc.__wrapped__  # type: ignore[attr-defined]
-    functions = getattr(ufunc, "functions", None)
-    if type(ufunc).__name__ != "CUDAUFuncDispatcher" or not functions:
-        return None
-    _, kernel = next(iter(functions.values()))  # numba-cuda's kernel around it calls it as __core__
-    core = getattr(py_func(kernel), "__globals__", {}).get("__core__")
-    return None if core is None else py_func(core)
 
 
 def softplus_spec(x: np.ndarray) -> np.ndarray:
@@ -94,35 +63,5 @@ MISTAKES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 
 def ufunc_host(answer: Any) -> Callable[..., None]:
     """The ``host=`` function that calls the learner's GPU ufunc ``answer`` on the host array ``x`` (numba-cuda
-    copies it in and the result out) and writes the result into ``out``."""
-    from .. import runtime
-
-    scalar = scalar_function(answer)
-    name = getattr(scalar or answer, "__name__", None) or "softplus"
-
-    def softplus(x: Any, out: Any) -> None:
-        if scalar is None:
-            if type(answer).__name__ == "CUDAUFuncDispatcher":
-                raise UsageError(
-                    f"{name} is a GPU ufunc with no signature: numba-cuda compiles one only for the signatures "
-                    f"listed (it does not compile on first call as on a CPU). Decorate it with {DECORATOR}."
-                )
-            raise UsageError(
-                f"{name} is a {type(answer).__name__}, not a GPU ufunc: put {DECORATOR} on the line above "
-                f"`def {name}(x):` and run that cell again."
-            )
-        try:
-            got = answer(np.asarray(runtime.to_host(x)))
-        except TypeError as e:
-            if "No matching version" not in str(e):
-                raise
-            raise UsageError(
-                f"{name} has no float32 version, and a GPU ufunc does not convert arrays (numba-cuda: {e}). Declare "
-                f"the signature for float32 arrays: {DECORATOR}."
-            ) from e
-        got = np.asarray(runtime.to_host(got))
-        out[...] = runtime.array_module(out).asarray(got.astype(out.dtype).reshape(out.shape))
-
-    softplus.__name__ = name
-    softplus.__wrapped__ = scalar or answer  # type: ignore[attr-defined]  # the placeholder check reads it
-    return softplus
+    copies it in and the result out) and writes the result into ``out`` (:func:`gpulab.problems._ufunc.ufunc_host`)."""
+    return _ufunc_host(answer, "softplus")

@@ -6,6 +6,9 @@ learner's line that called it (:mod:`gpulab.exercises.frames` counts this file a
   (``dx = dy / (1 - p)`` where kept, else 0: the same function of the same draws), so the step's check
   (:data:`gpulab.problems.lab08.DROPOUT_STEP`) runs the learner's ``dropout_step`` with it as the backward and
   judges only which states the step hands over.
+- :func:`gelu_scalar`, :func:`gelu_grad_scalar`: lab 06's GELU and its derivative as scalar functions (float32,
+  the cube taken of x clamped to [-10, 10]); the layer's check (:data:`gpulab.problems.lab06.GELU_LAYER`) runs the
+  learner's ``gelu_layer`` with them as GPU ufuncs in place of the learner's, and judges only its copies.
 - :class:`HostStates`: the states view of NumPy words (:func:`gpulab.problems._dropout.as_states`, simulator mode),
   which refuses ``.copy()`` as numba's device array (the view on a GPU) has none.
 """
@@ -14,11 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import math
+
 import numpy as np
 from numba import cuda, float32
 from numba.cuda.random import xoroshiro128p_uniform_float32
 
-__all__ = ["DROPOUT_PTX", "STATES_COPY_MESSAGE", "HostStates", "dropout_kernel"]
+__all__ = ["DROPOUT_PTX", "STATES_COPY_MESSAGE", "HostStates", "dropout_kernel", "gelu_grad_scalar", "gelu_scalar"]
 
 DROPOUT_PTX = "void(float32[:], Record.make_c_struct([('s0', uint64), ('s1', uint64)])[:], float32, float32[:])"
 
@@ -32,6 +37,19 @@ def dropout_kernel(x, states, p, y):
             y[i] = x[i] / (float32(1.0) - p)  # kept, scaled by 1 / (1 - p)
         else:
             y[i] = float32(0.0)
+
+
+def gelu_scalar(x):
+    xc = min(max(x, float32(-10.0)), float32(10.0))  # past |x| = 10, tanh is +-1 in float32: the cube stays finite
+    t = math.tanh(float32(0.7978845608) * (xc + float32(0.044715) * xc * xc * xc))
+    return float32(0.5) * x * (float32(1.0) + t)
+
+
+def gelu_grad_scalar(x):
+    xc = min(max(x, float32(-10.0)), float32(10.0))
+    t = math.tanh(float32(0.7978845608) * (xc + float32(0.044715) * xc * xc * xc))
+    du = float32(0.7978845608) * (float32(1.0) + float32(0.134145) * xc * xc)
+    return float32(0.5) * (float32(1.0) + t) + float32(0.5) * xc * (float32(1.0) - t * t) * du
 
 
 STATES_COPY_MESSAGE = (

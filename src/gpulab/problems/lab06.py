@@ -1,6 +1,7 @@
 """Lab 06 · CuPy and interop: a kernel on another library's strided views, a mixed-precision matmul (float16
 in, float32 accumulation, as tensor cores do), a fused Adam update as an ``ElementwiseKernel`` with several
-outputs, and the gradient norm of float16 gradients as a ``ReductionKernel``.
+outputs, the gradient norm of float16 gradients as a ``ReductionKernel``, and the tanh GELU and its derivative as float32 GPU
+ufuncs with a layer that keeps them on the device (:mod:`.lab06_gelu`).
 
 Exercises 3 and 4 answer with a function that returns the strings CuPy's kernel takes (a dict); on a GPU the
 check compiles it with CuPy, in the simulator :mod:`gpulab.lessons.elementwise` evaluates the same spec with a
@@ -24,12 +25,26 @@ from ..errors import UsageError
 from ..exercises import Budget, Problem
 from ..kernels._launch import blocks_for
 from ._common import launch_2d
+from .lab06_gelu import (
+    EXTREMES,
+    GELU,
+    GELU_GRAD,
+    GELU_LAYER,
+    gelu_grad_spec,
+    gelu_inputs,
+    gelu_layer_spec,
+    gelu_spec,
+)
 from .lab06_specs import SpecProblem, check_order, check_types, cupy_errors, spec_of
 
 __all__ = [
     "ADAM",
     "ADAM_SIGNATURE",
     "BIAS_RELU_VIEW",
+    "EXTREMES",
+    "GELU",
+    "GELU_GRAD",
+    "GELU_LAYER",
     "GRAD_NORM",
     "MATMUL_BLOCK",
     "MATMUL_FP16",
@@ -39,6 +54,10 @@ __all__ = [
     "adam_inputs",
     "adam_spec",
     "elementwise_host",
+    "gelu_grad_spec",
+    "gelu_inputs",
+    "gelu_layer_spec",
+    "gelu_spec",
     "grad_norm_inputs",
     "grad_norm_spec",
     "matmul_fp16_inputs",
