@@ -52,6 +52,12 @@ def _candidates() -> list[Path]:
         spec = None
     for loc in (spec.submodule_search_locations or []) if spec else []:  # the nvidia-cuda-nvcc-cu12 wheel
         found.append(Path(loc) / "bin" / "ptxas")
+    try:  # the CUDA 13 wheels (numba-cuda[cu13], gpulab's gpu-cu13 extra) install under nvidia/cu13/
+        nvidia = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        nvidia = None
+    for loc in (nvidia.submodule_search_locations or []) if nvidia else []:
+        found.append(Path(loc) / "cu13" / "bin" / "ptxas")
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var):
             found.append(Path(os.environ[var]) / "bin" / "ptxas")
@@ -64,7 +70,7 @@ def _candidates() -> list[Path]:
 
 def find_ptxas() -> str:
     """The path of a ``ptxas`` that runs: from the ``nvidia-cuda-nvcc-cu12`` wheel (``numba-cuda[cu12]`` installs
-    it, and its version matches NVVM's PTX), ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``, ``/usr/local/cuda/bin``
+    it, and its version matches NVVM's PTX), the CUDA 13 wheels' ``nvidia/cu13/bin``, ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``, ``/usr/local/cuda/bin``
     or ``PATH``. Raises ``FileNotFoundError`` saying where it looked and what to install."""
     tried = _candidates()
     for path in tried:
