@@ -70,8 +70,9 @@ def _candidates() -> list[Path]:
 
 def find_ptxas() -> str:
     """The path of a ``ptxas`` that runs: from the ``nvidia-cuda-nvcc-cu12`` wheel (``numba-cuda[cu12]`` installs
-    it, and its version matches NVVM's PTX), the CUDA 13 wheels' ``nvidia/cu13/bin``, ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``, ``/usr/local/cuda/bin``
-    or ``PATH``. Raises ``FileNotFoundError`` saying where it looked and what to install."""
+    it, and its version matches NVVM's PTX), the CUDA 13 wheels' ``nvidia/cu13/bin``, ``$CUDA_HOME/bin``,
+    ``$CUDA_PATH/bin``, ``/usr/local/cuda/bin`` or ``PATH``. Raises ``FileNotFoundError`` saying where it looked
+    and what to install."""
     tried = _candidates()
     for path in tried:
         if path.is_file() and os.access(path, os.X_OK):
