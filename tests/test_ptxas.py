@@ -7,6 +7,7 @@ import importlib
 
 import pytest
 
+import gpulab
 from gpulab import ptx, ptxas
 
 MM = importlib.import_module("gpulab.kernels.matmul")
@@ -75,3 +76,21 @@ def test_matmul_kernels_resources_and_occupancy():
         assert rt.registers > max(usage[f"tiled{t}"][cc].registers for t in (8, 16, 32))  # 16 accumulators
     one = ptx.resource_usage(MM.matmul_tiled_kernel, MM._SIG, (7, 5), constants={"TILE": 8}, prefer_numba=False)
     assert one == usage["tiled8"][(7, 5)]
+
+
+@pytest.mark.skipif(not gpulab.is_gpu(), reason="numba-cuda's own figures need the GPU in use")
+def test_numba_figures_on_this_gpu_agree_with_ptxas():
+    """On a GPU, lesson 04 takes the GPU in use's figures from numba-cuda (the loaded kernel); other targets from
+    ptxas. The two must tell the same story: the same static shared memory, registers within a band (the driver's
+    or nvJitLink's assembler may be a different version from the wheel's ptxas)."""
+    from numba import cuda
+
+    here = cuda.get_current_device().compute_capability
+    sig = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
+    numba = ptx.resource_usage(MM.matmul_tiled_kernel, sig, here, constants={"TILE": 16})
+    if not _have_ptxas():
+        pytest.skip("no ptxas to compare with")
+    assembled = ptx.resource_usage(MM.matmul_tiled_kernel, sig, here, constants={"TILE": 16}, prefer_numba=False)
+    assert numba.source != assembled.source == "ptxas -v", (numba, assembled)
+    assert numba.shared_bytes == assembled.shared_bytes == 2 * 16 * 16 * 4, (numba, assembled)
+    assert abs(numba.registers - assembled.registers) <= 16, (numba, assembled)

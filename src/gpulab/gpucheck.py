@@ -98,6 +98,7 @@ GPU_TESTS = (
     "tests/test_dropout.py",  # numba.cuda.random in a kernel, states passed as CuPy uint64 words viewed as records
     "tests/test_lab08_dropout.py",  # the lab's forward/backward replay and the states copy, on CuPy arrays
     "tests/test_lessons_device_fns.py",  # a learner's device function inside a real kernel, and its PTX
+    "tests/test_ptxas.py",  # lesson 04's register counts: numba-cuda's on this GPU against the wheel's ptxas
 )
 
 
