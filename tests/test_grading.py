@@ -292,3 +292,28 @@ def test_an_earlier_gradebook_is_kept(tmp_path, monkeypatch):
     assert (out / kept[0]).read_text() == "my manual grades\n"
     assert "alice" in (out / "gradebook.csv").read_text()
     assert "the previous gradebook was kept as " + kept[0] in book.summary()
+
+
+def test_quiet_warnings_silences_numba_cudas_own_performance_warning():
+    """numba-cuda 0.30 (the pinned version) warns of low occupancy with numba.cuda.core.errors' own
+    NumbaPerformanceWarning, not a subclass of numba.core.errors' (0.22, Colab's, uses that one): silencing only
+    numba's let the warning reach a grade cell's stderr on a GPU, which nbgrader scores 0."""
+    import importlib
+    import warnings
+
+    from gpulab.grading import quiet_warnings
+
+    categories = []
+    for module in ("numba.core.errors", "numba.cuda.core.errors"):
+        try:
+            categories.append(importlib.import_module(module).NumbaPerformanceWarning)
+        except (ImportError, AttributeError):
+            pass
+    assert categories
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        quiet_warnings()
+        for category in categories:
+            warnings.warn(category("Grid size 3 will likely result in GPU under-utilization due to low occupancy."))
+        warnings.warn(UserWarning("other warnings still show"))
+    assert [type(w.message) for w in caught] == [UserWarning]

@@ -222,3 +222,35 @@ def test_the_layer_is_graded_with_the_lab_ufuncs():
 
     assert L.GELU_LAYER.check(gelu_layer).passed
     assert problems.lab06_gelu.with_lab_ufuncs(print) is print  # not a plain function: run as it is
+
+
+class _CupyResult:
+    """A stand-in for a CuPy array a layer may return (``cupy.asarray(gelu(x_d))``): a device array (it has the
+    CUDA array interface) with ``.get()``, and no ``copy_to_host``, as CuPy's."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        self._a = np.asarray(a)
+        self.__cuda_array_interface__ = {"shape": self._a.shape, "typestr": self._a.dtype.str, "version": 3}
+
+    def get(self) -> np.ndarray:
+        return self._a.copy()
+
+
+def test_a_layer_returning_cupy_arrays_is_read_back_with_get(monkeypatch, solution):
+    """On a GPU the check read a returned device array with ``.copy_to_host()``, which CuPy's arrays lack: a layer
+    returning CuPy arrays (device arrays too, no copy) failed with an AttributeError instead of passing."""
+    is_cuda_array = cuda.is_cuda_array
+    monkeypatch.setattr(cuda, "is_cuda_array", lambda a: isinstance(a, _CupyResult) or is_cuda_array(a))
+    gelu, gelu_grad = solution["gelu"], solution["gelu_grad"]
+
+    def as_cupy(x_d):
+        return _CupyResult(gelu(x_d).copy_to_host()), _CupyResult(gelu_grad(x_d).copy_to_host())
+
+    log: list = []
+    host = problems.lab06_gelu.layer_host(as_cupy, log)
+    x = np.float32([-3, 0, 1, 5.4])
+    y, dydx = np.zeros_like(x), np.zeros_like(x)
+    host(x, y, dydx)
+    np.testing.assert_allclose(y, L.gelu_spec(x), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(dydx, L.gelu_grad_spec(x), rtol=1e-5, atol=5e-6)
+    assert log and log[-1][2] is False  # device arrays: not counted as host arrays returned

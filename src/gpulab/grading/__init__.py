@@ -29,11 +29,16 @@ def quiet_warnings() -> None:
     nbgrader scores a grade cell that writes anything to stderr as 0, and these warnings say nothing
     about correctness. Call it once, in a lab's import cell; the grader calls it too.
     """
-    try:
-        from numba.core.errors import NumbaPerformanceWarning
-    except ImportError:  # pragma: no cover - numba always there with gpulab
-        return
-    warnings.filterwarnings("ignore", category=NumbaPerformanceWarning)
+    import importlib
+
+    # numba-cuda up to 0.22 warns with numba.core.errors' class; later versions (0.30: the pinned one) with a class
+    # of their own, numba.cuda.core.errors.NumbaPerformanceWarning, which is not a subclass of it: silence both.
+    for module in ("numba.core.errors", "numba.cuda.core.errors"):
+        try:
+            category = importlib.import_module(module).NumbaPerformanceWarning
+        except (ImportError, AttributeError):
+            continue
+        warnings.filterwarnings("ignore", category=category)
 
 
 def report(*results: Any, points: float | None = None) -> float:

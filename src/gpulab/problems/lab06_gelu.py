@@ -277,7 +277,7 @@ def layer_host(layer: Any, log: list) -> Callable[..., None]:
             )
         on_host = [not cuda.is_cuda_array(a) for a in got]
         for out, value in zip((y, dydx), got):
-            h = np.asarray(runtime.to_host(value) if not cuda.is_cuda_array(value) else value.copy_to_host())
+            h = np.asarray(runtime.to_host(value))  # a NumPy, CuPy or numba device array (CuPy's has no copy_to_host)
             out[...] = runtime.array_module(out).asarray(h.astype(out.dtype).reshape(out.shape))
         log.append((int(np.size(x)), counted, any(on_host)))
 
