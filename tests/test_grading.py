@@ -314,6 +314,8 @@ def test_quiet_warnings_silences_numba_cudas_own_performance_warning():
         warnings.simplefilter("always")
         quiet_warnings()
         for category in categories:
-            warnings.warn(category("Grid size 3 will likely result in GPU under-utilization due to low occupancy."))
-        warnings.warn(UserWarning("other warnings still show"))
+            warnings.warn(
+                category("Grid size 3 will likely result in GPU under-utilization due to low occupancy."), stacklevel=1
+            )
+        warnings.warn(UserWarning("other warnings still show"), stacklevel=1)
     assert [type(w.message) for w in caught] == [UserWarning]
