@@ -25,6 +25,7 @@ __all__ = [
     "define",
     "kernel_source",
     "py_func",
+    "rebound",
     "show_source",
     "standalone_source",
 ]
@@ -40,6 +41,20 @@ def py_func(obj: Any) -> Any:
         if callable(inner) and inner is not obj:
             return py_func(inner)
     return obj
+
+
+def rebound(fn: types.FunctionType, names: dict[str, Any]) -> types.FunctionType:
+    """``fn``'s code run with ``names`` bound in place of its own: a copy of its globals with ``names`` set (and a
+    closure cell of the same name replaced), its defaults, keyword defaults, qualified name and module kept. The
+    copy's globals are its own dict (``rebound(f, {}).__globals__[n] = ...`` binds ``n`` for it alone)."""
+    cells = tuple(
+        types.CellType(names[n]) if n in names else cell
+        for n, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ())
+    )
+    new = types.FunctionType(fn.__code__, {**fn.__globals__, **names}, fn.__name__, fn.__defaults__, cells or None)
+    new.__kwdefaults__ = fn.__kwdefaults__
+    new.__qualname__, new.__module__ = fn.__qualname__, fn.__module__
+    return new
 
 
 def code_names(code: types.CodeType) -> set[str]:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..source import code_names, py_func
+from ..source import code_names, py_func, rebound
 from .problem import Problem
 from .result import CheckResult, log_result
 
@@ -115,12 +115,10 @@ def host_function(fn: Any, _done: dict[int, Any] | None = None) -> Any:
     if not helpers:
         done[id(f)] = f
         return f
-    names = dict(f.__globals__)
-    host = types.FunctionType(f.__code__, names, f.__name__, f.__defaults__, f.__closure__)
-    host.__kwdefaults__ = f.__kwdefaults__
+    host = rebound(f, {})  # its own globals, filled below: a recursive helper finds this one in `done` first
     done[id(f)] = host
     for n, helper in helpers.items():
-        names[n] = host_function(helper, done)
+        host.__globals__[n] = host_function(helper, done)
     return host
 
 

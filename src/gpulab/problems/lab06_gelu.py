@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import UsageError
 from ..exercises import Check, CheckResult, Problem
+from ..source import rebound
 from ._ufunc import GPUUfunc, ufunc_host
 from .lab06_specs import SpecProblem
 
@@ -220,17 +221,8 @@ def with_lab_ufuncs(layer: Any) -> Any:
         return layer
     from ._stand_ins import gelu_grad_scalar, gelu_scalar
 
-    lab = {"gelu": GPUUfunc(gelu_scalar), "gelu_grad": GPUUfunc(gelu_grad_scalar)}
-    globs = dict(layer.__globals__)
-    globs.update(lab)
-    cells = tuple(  # a layer defined inside a function reads them from its closure
-        types.CellType(lab[n]) if n in lab else cell
-        for n, cell in zip(layer.__code__.co_freevars, layer.__closure__ or ())
-    )
-    swapped = types.FunctionType(layer.__code__, globs, layer.__name__, layer.__defaults__, cells or None)
-    swapped.__kwdefaults__ = layer.__kwdefaults__
-    swapped.__qualname__, swapped.__module__ = layer.__qualname__, layer.__module__
-    return swapped
+    # a global, or a closure's name for a layer defined inside a function: rebound replaces both
+    return rebound(layer, {"gelu": GPUUfunc(gelu_scalar), "gelu_grad": GPUUfunc(gelu_grad_scalar)})
 
 
 def _copies_hint(h2d: int, d2h: int, nbytes: int) -> str:
