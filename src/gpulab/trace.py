@@ -17,6 +17,10 @@ kernel's variable)::
 
     log = trace(sum_tree_kernel, 2, 256, x, partials, shared=True)
     log.max_barriers(), log.shared_writes("cache"), log.warp_ops["shfl_down_sync"]
+
+Atomics are marked in the log (``Access.atomic``): ``log.atomics("hist")`` counts the updates of a global array made
+with ``cuda.atomic.*``, and ``log.atomic_conflicts("hist")`` the most lanes of one warp whose atomic hit the same
+element at once, which a GPU serialises (``shared=True`` for both: the same on shared arrays).
 """
 
 from __future__ import annotations
@@ -86,6 +90,37 @@ class AccessLog:
     def shared_writes(self, array: str | None = None) -> int:
         """Element writes of shared arrays (of the one the kernel names ``array``, or of all); needs ``shared=True``."""
         return self._shared(array, "w")
+
+    def _atomic_writes(self, array: str | None, shared: bool) -> list[Access]:
+        if shared and not self.shared_traced:
+            self._shared(array, "w")  # raises: say how to trace shared memory
+        pool = self.shared if shared else self.accesses
+        return [a for a in pool if a.atomic and a.kind == "w" and (array is None or a.array == array)]
+
+    def atomics(self, array: str | None = None, shared: bool = False) -> int:
+        """Number of ``cuda.atomic.*`` updates (one per element updated) of a global array argument, or of all;
+        ``shared=True``: of the shared arrays instead (needs ``trace(..., shared=True)``)."""
+        return len(self._atomic_writes(array, shared))
+
+    def max_atomics_per_thread(self, array: str | None = None) -> int:
+        """The most global ``cuda.atomic.*`` updates (of ``array``, or of any) one thread made."""
+        counts: Counter = Counter((a.block, a.thread) for a in self._atomic_writes(array, False))
+        return max(counts.values(), default=0)
+
+    def atomic_conflicts(self, array: str | None = None, shared: bool = False, warp_size: int = 32) -> int:
+        """The worst same-address conflict of one warp's atomics: the most lanes of one warp whose k-th atomic
+        update (of ``array``, or of any array) hit the same element. 1 when no two lanes collide, 32 when a
+        whole warp adds into one bin (the hardware then serves those 32 updates one after another); 0 when there
+        were no atomics. ``shared=True`` counts the atomics on shared arrays (``trace(..., shared=True)``)."""
+        bx, by, _ = self.block
+        seen: Counter = Counter()
+        targets: Counter = Counter()
+        for a in self._atomic_writes(array, shared):
+            tid = a.thread[0] + a.thread[1] * bx + a.thread[2] * bx * by
+            k = seen[(a.block, tid)]  # the lane's k-th atomic: one warp instruction with the others' k-th
+            seen[(a.block, tid)] += 1
+            targets[(a.block, tid // warp_size, k, a.array, a.index)] += 1
+        return max(targets.values(), default=0)
 
     def max_barriers(self) -> int:
         """The most ``cuda.syncthreads()`` one thread passed (0 for a kernel without a barrier)."""

@@ -106,8 +106,53 @@ def budget_checks(runner: Runner, budget: Budget, cases: list[Case], largest: in
         )
     if budget.barriers_per_thread is not None:
         checks.append(_barriers(log.max_barriers(), _limit(budget.barriers_per_thread, case.size), where))
+    checks += _atomics(log, budget, case.size, where)
     if budget.hint:  # the exercise's own advice for a kernel over a limit
         checks = [c if c.passed else dataclasses.replace(c, hint=budget.hint) for c in checks]
+    return checks
+
+
+ATOMICS_HINT = (
+    "every value went to global memory with its own cuda.atomic.add, so the atomics grow with the data and the "
+    "lanes that hit one bin wait for each other. Privatize: each block counts into its own bins in shared memory "
+    "(`cuda.shared.array`, zeroed first, then cuda.syncthreads()), adds there with cuda.atomic.add, and after a "
+    "second cuda.syncthreads() adds each non-zero bin to global memory once."
+)
+ATOMICS_PER_THREAD_HINT = (
+    "one thread made many of the block's global atomics: the merge is sequential (e.g. `if tx == 0:` looping over "
+    "every bin) while the other threads wait. Let all threads of the block share it, each its own bins: "
+    "`for b in range(tx, nbins, cuda.blockDim.x):`, one cuda.atomic.add per non-zero bin."
+)
+
+
+def _atomics(log: Any, budget: Budget, size: Size, where: str) -> list[Any]:
+    """The checks of ``budget.atomics`` (global atomic updates per array) and ``budget.atomics_per_thread``."""
+    from .result import Check
+
+    checks = []
+    for arr, lim in budget.atomics.items():
+        limit, used = _limit(lim, size), log.atomics(arr)
+        ok = used <= limit
+        checks.append(
+            Check(
+                f"budget: global atomics on {arr}",
+                ok,
+                f"{used} cuda.atomic updates of {arr} in global memory (limit {limit:g}; {where})",
+                "" if ok else ATOMICS_HINT,
+            )
+        )
+    if budget.atomics_per_thread is not None:
+        limit = _limit(budget.atomics_per_thread, size)
+        worst = log.max_atomics_per_thread()
+        ok = worst <= limit
+        checks.append(
+            Check(
+                "budget: global atomics per thread",
+                ok,
+                f"at most {worst} global atomic updates by one thread (limit {limit:g}; {where})",
+                "" if ok else ATOMICS_PER_THREAD_HINT,
+            )
+        )
     return checks
 
 

@@ -124,8 +124,9 @@ def explain(st: State, fail: Failure) -> tuple[str, str, str]:
             )
         msg += f"\ninput: {case.describe()}\nlaunch: {fail.desc}"
         if kind != "undefined":  # a shuffle's undefined read was seen: it explains the values
-            # a shared element nobody wrote is named, unless the diagnosis already named the filler in the result
-            hint, raced = race_hint(st, fail, hint, missing, unset=kind != "_unset_memory")
+            # a shared element nobody wrote is named, unless the diagnosis already named the filler in the result or
+            # the exercise's own named mistake explains it (a histogram's bins never zeroed, or only bins[tx])
+            hint, raced = race_hint(st, fail, hint, missing, unset=kind not in ("_unset_memory", "_named_mistake"))
             kind = kind or ("race" if raced else "")
     # a race seen in the access log explains the values; "correct on square inputs" would only be a guess then
     # (a square probe small enough for one tile never reaches the barrier that is missing)

@@ -40,6 +40,10 @@ class Budget:
       ``shared_bytes=2 * TILE * (TILE + 1) * 4`` (see :func:`tile_bytes`);
     * ``barriers_per_thread=``: the most ``cuda.syncthreads()`` one thread may pass (a block sum with warp
       shuffles needs 1, a shared-memory tree of 128 threads 8);
+    * ``atomics={"hist": 1024}``: ``cuda.atomic.*`` updates of a global array in the whole launch (a privatized
+      histogram makes at most one per bin per block; one per value means the values went straight to global
+      memory); ``atomics_per_thread=``: global atomic updates by one thread (one thread merging every bin of
+      its block goes over it);
     * ``size=``: which case is traced (default: the largest);
     * ``hint=``: the advice for a kernel over any of these limits, in place of the generic one (which says to
       stage data in shared memory, or to allocate less of it): for an exercise whose fix is another, e.g. warp
@@ -52,6 +56,8 @@ class Budget:
     sectors: Any = field(default_factory=dict)
     shared_bytes: Any = None
     barriers_per_thread: Any = None
+    atomics: dict[str, Any] = field(default_factory=dict)
+    atomics_per_thread: Any = None
     size: Size = None
     hint: str = ""
 

@@ -5,7 +5,9 @@ Every shared-memory access and output write is logged with its thread and *barri
 in the same epoch, one of them writing, is a race; whether the writer had already read that array
 in the epoch tells which barrier is missing (after the load, or before the next overwrite). Two
 threads writing one output element without ``cuda.atomic`` is a race too, unless elements were
-also left unwritten (then two threads computed the same index). Threads of one block that passed
+also left unwritten (then two threads computed the same index). A plain read of a shared element that
+another thread of the block updates with ``cuda.atomic`` in the same epoch is one too (a histogram's bins merged
+before every thread has added to them). Threads of one block that passed
 different numbers of barriers called ``cuda.syncthreads()`` inside a branch.
 
 :func:`race_stage` is the pipeline's race step after every case passed: a re-run with another
@@ -70,6 +72,18 @@ SAME_INDEX_HINT = (
     "index is wrong. Each thread needs its own element: check how the "
     "index is built from cuda.grid() / blockIdx / blockDim / threadIdx."
 )
+ZERO_BEFORE_ATOMICS_HINT = (
+    "The missing barrier is the one between setting the shared elements and the atomics: a thread stored into an "
+    "element (zeroing a histogram's bins, say) while another thread was already adding to it with cuda.atomic.add, "
+    "so that addition was wiped out. Put cuda.syncthreads() after the loop that zeroes the bins and before the "
+    "first cuda.atomic.add."
+)
+READ_DURING_ATOMICS_HINT = (
+    "The missing barrier is the one after the atomics: a thread read a shared element (to merge a block's bins "
+    "into global memory, say) while other threads of its block were still adding to it with cuda.atomic.add, so "
+    "their additions came too late to be read. Put cuda.syncthreads() after the loop of atomics and before any "
+    "thread reads the bins."
+)
 BRANCH_HINT = (
     "Every thread of a block must reach every cuda.syncthreads(): move it out of the `if` (and do not "
     "`return` before a barrier); guard only the loads and stores with the condition."
@@ -95,6 +109,22 @@ def _first_conflict(log: list, same_block_only: bool, writes_only: bool) -> tupl
                     continue
                 if o.block != w.block or o.epoch == w.epoch:
                     return pos, o
+    return None
+
+
+def _read_during_atomics(log: list) -> tuple[Any, Any] | None:
+    """(a plain read of a shared element, an atomic update of it by another thread of the block in the same
+    barrier epoch): the read may come before or after that update, so what it gets depends on the schedule."""
+    updated: dict[tuple, Any] = {}
+    for a in log:
+        if a.kind == "w" and a.atomic:
+            updated.setdefault((a.index, a.block, a.epoch), []).append(a)
+    for r in log:
+        if r.kind != "r" or r.atomic:
+            continue
+        for o in updated.get((r.index, r.block, r.epoch), ()):
+            if o.thread != r.thread:
+                return r, o
     return None
 
 
@@ -145,13 +175,24 @@ def race_verdict(runner: Runner, case: Case, launch: Launch, unset: bool = False
         war = any(
             a.kind == "r" and a.thread == w.thread and a.block == w.block and a.epoch == w.epoch for a in log[:pos]
         )
-        verb = "read" if o.kind == "r" else "wrote"
+        verb = "added to" if o.atomic else "read" if o.kind == "r" else "wrote"
         msg = (
             f"shared memory race in block {w.block}: thread {w.thread} wrote {label}[{_elem(w.index, shape)}] and "
-            f"thread {o.thread} {verb} it with no cuda.syncthreads() in between (lines {w.line} and {o.line}; "
-            f"{launch_s})"
+            f"thread {o.thread} {verb} it{' with cuda.atomic.add' if o.atomic else ''} with no cuda.syncthreads() "
+            f"in between (lines {w.line} and {o.line}; {launch_s})"
         )
-        return msg, (WAR_HINT if war else RAW_HINT)
+        return msg, (ZERO_BEFORE_ATOMICS_HINT if o.atomic else WAR_HINT if war else RAW_HINT)
+
+    for label, log, shape in ins.shared_logs.values():
+        pair = _read_during_atomics(log)
+        if pair:
+            r, o = pair
+            return (
+                f"shared memory race in block {r.block}: thread {r.thread} read {label}[{_elem(r.index, shape)}] "
+                f"while thread {o.thread} was adding to it with cuda.atomic.add, with no cuda.syncthreads() in "
+                f"between (lines {r.line} and {o.line}; {launch_s})",
+                READ_DURING_ATOMICS_HINT,
+            )
 
     found = _read_never_written(ins, launch_s) if unset else None
     if found:

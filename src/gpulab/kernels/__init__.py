@@ -40,6 +40,8 @@ from . import nn_ops  # noqa: E402  (the CNN engine's kernels: im2col, pooling, 
 from . import conv  # noqa: E402  (direct convolution, lesson 07)
 
 from . import scan  # noqa: E402  (prefix sums, lesson 05)
+from . import histogram as histogram_family  # noqa: E402  (histograms: atomics under contention, lesson 05)
+from .histogram import histogram, histogram_global_kernel, histogram_shared_kernel  # noqa: E402
 
 FAMILIES: tuple[ModuleType, ...] = (
     elementwise,
@@ -49,6 +51,7 @@ FAMILIES: tuple[ModuleType, ...] = (
     nn_ops,
     conv,
     scan,
+    histogram_family,
 )
 
 __all__ = [
@@ -65,6 +68,10 @@ __all__ = [
     "conv_out_size",
     "copy",
     "copy_kernel",
+    "histogram",
+    "histogram_family",
+    "histogram_global_kernel",
+    "histogram_shared_kernel",
     "matmul",
     "matmul_family",
     "matmul_naive_kernel",

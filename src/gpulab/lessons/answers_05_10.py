@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 
-from numba import cuda, float32
+from numba import cuda, float32, int32
 from numba.cuda.random import xoroshiro128p_uniform_float32
 
 __all__ = [
+    "BINS",
     "K",
     "PTX_SIGNATURES",
     "TPB",
@@ -26,6 +27,7 @@ __all__ = [
     "conv2d_single_kernel",
     "dot_atomic_kernel",
     "dropout_forward_kernel",
+    "histogram_privatized_kernel",
     "im2col_single_kernel",
     "leaky_relu_kernel",
     "linear_weight_grad_kernel",
@@ -41,6 +43,7 @@ __all__ = [
 ]
 
 TPB = 128  # threads per block in the 1-D exercises of lessons 05 and 06 (a constant: shared.array needs one)
+BINS = 256  # bins of lesson 05's histogram (a constant: its shared copy needs one); more than TPB
 K = 3  # window size (K x K) in lesson 07's exercises
 
 
@@ -143,6 +146,21 @@ def scan_block_kernel(x, out, block_sums):
 
 
 # --- 06 · CuPy and interop -----------------------------------------------------------------------
+
+
+@cuda.jit
+def histogram_privatized_kernel(values, hist):
+    bins = cuda.shared.array(BINS, int32)  # this block's own histogram, on chip
+    tx = cuda.threadIdx.x
+    for b in range(tx, BINS, TPB):  # 256 bins, 128 threads: each thread zeroes two
+        bins[b] = 0
+    cuda.syncthreads()  # wait until every bin is zeroed before any thread adds to one
+    for i in range(cuda.grid(1), values.size, cuda.gridsize(1)):  # grid stride over the values
+        cuda.atomic.add(bins, values[i], 1)  # contended only by this block's threads
+    cuda.syncthreads()  # wait until all of the block's values are counted before reading the bins
+    for b in range(tx, BINS, TPB):
+        if bins[b] != 0:
+            cuda.atomic.add(hist, b, bins[b])  # one global atomic per non-zero bin per block
 
 
 @cuda.jit
@@ -317,6 +335,7 @@ PTX_SIGNATURES = [
     (sum_two_per_thread_kernel, f"void({F1}, {F1})"),
     (warp_sum_kernel, f"void({F1}, {F1})"),
     (scan_block_kernel, f"void({F1}, {F1}, {F1})"),
+    (histogram_privatized_kernel, "void(int32[:], int32[:])"),
     (squared_diff_kernel, f"void({F1}, {F1}, {F1})"),
     (leaky_relu_kernel, f"void({F1}, {F1})"),
     (conv2d_single_kernel, f"void({F2}, {F2}, {F2})"),

@@ -8,6 +8,7 @@ elements an index touches. Re-exported by :mod:`gpulab.simulator`.
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 from typing import Any, NamedTuple
@@ -17,6 +18,8 @@ import numpy as np
 from .memory import Dim
 
 __all__ = ["Access", "Watched", "flat_indices", "watch"]
+
+_SIMULATOR_CODE = re.compile(r"[/\\](numba|numba_cuda|gpulab[/\\]simulator)[/\\]")  # frames an atomic passes through
 
 
 class Access(NamedTuple):
@@ -82,11 +85,22 @@ class Watched(np.ndarray):
         epoch, atomic = getattr(th, "_gpulab_epoch", 0), getattr(th, "_gpulab_atomic", False)
         self._log.extend(Access(self._name, kind, b, tt, f, epoch, atomic, line) for f in flat_indices(idx, self.shape))
 
+    def _line(self) -> int:
+        """The kernel's source line of this access (0 unless lines are logged): the caller's, or for an access made
+        inside ``cuda.atomic.*`` the first caller outside numba's and gpulab's simulator (the atomic's own line)."""
+        if not self._lines:
+            return 0
+        frame = sys._getframe(2)
+        if getattr(threading.current_thread(), "_gpulab_atomic", False):
+            while frame.f_back is not None and _SIMULATOR_CODE.search(frame.f_code.co_filename):
+                frame = frame.f_back
+        return frame.f_lineno
+
     def __getitem__(self, idx: Any) -> Any:
         out = np.ndarray.__getitem__(self, idx)
         if self._log is not None and getattr(threading.current_thread(), "blockIdx", None) is not None:
             if self._reads:
-                self._record("r", idx, sys._getframe(1).f_lineno if self._lines else 0)
+                self._record("r", idx, self._line())
             if isinstance(out, Watched):  # a slice taken inside a kernel: plain data from here on
                 return out.view(np.ndarray)
         return out
@@ -94,7 +108,7 @@ class Watched(np.ndarray):
     def __setitem__(self, idx: Any, value: Any) -> None:
         np.ndarray.__setitem__(self, idx, value)  # an invalid index raises before anything is logged
         if self._log is not None:
-            self._record("w", idx, sys._getframe(1).f_lineno if self._lines else 0)
+            self._record("w", idx, self._line())
 
 
 def watch(array: np.ndarray, name: str, log: list, reads: bool = True, lines: bool = False) -> Watched:
