@@ -1,5 +1,6 @@
-"""Lab 05 · reductions: an atomic sum, a histogram, a block tree reduction, a row softmax (one block per row) and
-a row softmax with one warp per row (warp shuffles).
+"""Lab 05 · reductions: an atomic sum, a histogram, a block tree reduction, a row softmax (one block per row), a
+row softmax with one warp per row (warp shuffles) and a confusion matrix counted in shared memory per block
+(:mod:`.lab05_confusion`, re-exported here).
 
 Sums are judged against a float64 reference within the float32 rounding bound of n terms (atomics add
 in any order, so no order is assumed). The two softmax problems live in :mod:`.lab05_softmax` (re-exported
@@ -13,11 +14,16 @@ import numpy as np
 
 from ..exercises import Budget, Problem, random_arrays
 from ._common import launch_1d, pad_to_blocks
+from .lab05_confusion import CM_BLOCKS, CONFUSION, MAX_CELLS, MAX_CLASSES, confusion_inputs, confusion_spec
 from .lab05_softmax import ROWS_PER_BLOCK, SOFTMAX, SOFTMAX_WARP, TPB, WARP_TPB, softmax_inputs, softmax_spec
 
 __all__ = [
     "BLOCK_SUM",
+    "CM_BLOCKS",
+    "CONFUSION",
     "HISTOGRAM",
+    "MAX_CELLS",
+    "MAX_CLASSES",
     "ROWS_PER_BLOCK",
     "SOFTMAX",
     "SOFTMAX_WARP",
@@ -25,6 +31,8 @@ __all__ = [
     "TPB",
     "WARP_TPB",
     "block_sum_spec",
+    "confusion_inputs",
+    "confusion_spec",
     "softmax_inputs",
     "softmax_spec",
 ]
