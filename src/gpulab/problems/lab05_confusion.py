@@ -24,7 +24,15 @@ import numpy as np
 from ..exercises import Budget, Problem
 from ._histogram import edge_values, plus_filler
 
-__all__ = ["CM_BLOCKS", "CONFUSION", "CONFUSION_HINTS", "MAX_CELLS", "MAX_CLASSES", "confusion_inputs", "confusion_spec"]
+__all__ = [
+    "CM_BLOCKS",
+    "CONFUSION",
+    "CONFUSION_HINTS",
+    "MAX_CELLS",
+    "MAX_CLASSES",
+    "confusion_inputs",
+    "confusion_spec",
+]
 
 TPB = 64  # threads per block (lab 05's)
 CM_BLOCKS = 4  # the fixed grid: 256 threads
