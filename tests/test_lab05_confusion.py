@@ -31,7 +31,10 @@ NAMESPACE = {"cuda": cuda, "int32": int32, "TPB": lab05.TPB, "MAX_CELLS": lab05.
 PLACEHOLDER = '    raise NotImplementedError("replace this line with your code")'
 simulator_only = pytest.mark.skipif(gpulab.is_gpu(), reason="the filler, races and budgets are the simulator's")
 
-ZERO = "    for c in range(tx, cells, TPB):  # more cells than threads: each thread zeroes several\n        counts[c] = 0\n"
+ZERO = (
+    "    for c in range(tx, cells, TPB):  # more cells than threads: each thread zeroes several\n"
+    "        counts[c] = 0\n"
+)
 SYNC_ZERO = "    cuda.syncthreads()  # wait until every cell is zeroed before any thread adds to one\n"
 SYNC_MERGE = "    cuda.syncthreads()  # wait until the block's pairs are all counted before reading the cells\n"
 MERGE_LOOP = "    for c in range(tx, cells, TPB):\n        if"

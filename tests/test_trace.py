@@ -148,3 +148,53 @@ def test_shared_counts_need_shared_true():
     assert log.max_barriers() == 0 and not log.warp_ops
     with pytest.raises(UsageError, match="shared=True"):
         log.shared_reads()
+
+
+# --- atomics: how many, and how many lanes of a warp hit one address at once ------------------------------
+
+
+@cuda.jit
+def _two_atomics_per_lane(hist, where):
+    tx = cuda.threadIdx.x
+    cuda.atomic.add(hist, where[tx], 1)  # first instruction: the lanes' targets from `where`
+    cuda.atomic.add(hist, 0, 1)  # second instruction: every lane on element 0
+
+
+def test_atomics_and_the_worst_same_address_conflict_per_warp():
+    from gpulab.kernels import histogram_global_kernel
+
+    values = np.full(96, 3, np.int32)  # 3 warps of one block, every value in bin 3
+    hist = np.zeros(8, np.int32)
+    log = trace(histogram_global_kernel, 1, 96, values, hist)
+    assert hist[3] == 96 and log.atomics("hist") == 96 and log.atomics() == 96
+    assert log.atomic_conflicts("hist") == 32  # a whole warp on one address
+    assert log.max_atomics_per_thread() == 1 and log.writes("hist") == 96  # atomics are writes as well
+    spread = np.arange(96, dtype=np.int32) % 8
+    log = trace(histogram_global_kernel, 1, 96, spread, np.zeros(8, np.int32))
+    assert log.atomic_conflicts("hist") == 4  # 32 lanes over 8 bins
+    assert trace(add_kernel, 1, 8, *[np.ones(8, np.float32)] * 3).atomic_conflicts() == 0  # no atomics at all
+
+
+def test_conflicts_group_each_lanes_kth_atomic_and_blocks_apart():
+    hist = np.zeros(64, np.int32)
+    where = np.arange(32, dtype=np.int32) + 32  # first atomic: 32 different elements
+    log = trace(_two_atomics_per_lane, 2, 32, hist, where)
+    assert log.atomics("hist") == 128 and log.max_atomics_per_thread("hist") == 2
+    assert log.atomic_conflicts("hist") == 32  # the second instruction, within one block (not 64 over both)
+    hist[:] = 0
+    log = trace(_two_atomics_per_lane, 1, 16, hist, where)  # a partial warp: 16 lanes
+    assert log.atomic_conflicts() == 16
+
+
+def test_shared_atomics_are_counted_on_request_only():
+    from gpulab.kernels import histogram_shared_kernel
+
+    values = np.full(200, 5, np.int32)
+    hist = np.zeros(16, np.int32)
+    log = trace(histogram_shared_kernel, 2, 64, values, hist, shared=True)
+    assert hist[5] == 200 and hist.sum() == 200
+    assert log.atomics("hist") == 2 and log.atomic_conflicts("hist") == 1  # one merge per block
+    assert log.atomics(shared=True) == 200 and log.atomic_conflicts("bins", shared=True) == 32
+    plain = trace(histogram_shared_kernel, 2, 64, values, np.zeros(16, np.int32))
+    with pytest.raises(UsageError, match="shared=True"):
+        plain.atomics(shared=True)

@@ -86,6 +86,7 @@ GPU_TESTS = (
     "tests/test_kernels_memory.py",
     "tests/test_kernels_reduce.py",
     "tests/test_kernels_scan.py",
+    "tests/test_kernels_histogram.py",  # global and shared-memory integer atomics, uniform and one-bin data
     "tests/test_nn_ops.py",
     "tests/test_conv.py",
     "tests/test_attention.py",
@@ -96,6 +97,8 @@ GPU_TESTS = (
     "tests/test_warps_both_modes.py",  # the simulator's warp-function rules, checked by the hardware
     "tests/test_simulator_ufuncs.py",  # GPU ufuncs: numba-cuda's dispatch, which the simulator runs, on a GPU
     "tests/test_dropout.py",  # numba.cuda.random in a kernel, states passed as CuPy uint64 words viewed as records
+    "tests/test_lesson05_histogram.py",  # the privatized histogram's reference through the harness on a GPU
+    "tests/test_lab05_confusion.py",  # lab 05's confusion matrix (shared atomics, 2-D global atomics) and its PTX
     "tests/test_lab08_dropout.py",  # the lab's forward/backward replay and the states copy, on CuPy arrays
     "tests/test_lessons_device_fns.py",  # a learner's device function inside a real kernel, and its PTX
     "tests/test_ptxas.py",  # lesson 04's register counts: numba-cuda's on this GPU against the wheel's ptxas
