@@ -13,7 +13,8 @@ Most blocks do not need a Python thread per CUDA thread (:mod:`gpulab.simulator.
 kernel to decide): their CUDA threads run in turn in a single ``BlockThread`` (its ``threadIdx`` set
 before each), in the order ``np.ndindex`` gives, or the reverse of it inside :func:`reversed_order`
 (the exercise harness's re-run "with another thread schedule"). A kernel with ``cuda.syncthreads()``
-statements advances every thread to its next barrier before any goes past it. Both are schedules a
+statements (or warp calls, in its body or its device functions) advances every thread to its next barrier (or
+warp call) before any goes past it. Both are schedules a
 GPU may pick, the same every run; each thread's barrier count is kept for the instruments. The block
 stops at the first thread that raises, as a block of Python threads reports its first failure.
 """

@@ -6,12 +6,16 @@ cost per thread. :func:`plan` says whether a kernel can do without:
 * a kernel whose threads never wait for each other (no ``cuda.syncthreads()``, no warp vote or
   shuffle, no grid sync, in any code it reaches) runs each thread to its end, one after another:
   that order is one of the schedules a GPU may pick;
-* a kernel whose only waits are ``cuda.syncthreads()`` statements in its own body is recompiled from
-  its source as a generator that yields at each of them; every thread of the block is advanced to
-  its next barrier before any goes past it, which is exactly what the barrier promises (and a thread
-  that returned early does not hold the others back, as in Numba's simulator);
-* anything else (a barrier in a device function, ``syncthreads_count``, a closure with a barrier, a
-  kernel whose source is not available or no longer matches its code) keeps Numba's threads.
+* a kernel whose only waits are ``cuda.syncthreads()`` statements and warp calls ``cuda.NAME(...)`` in its
+  own body or in the device functions it calls by name (transitively) is recompiled from its source as a
+  generator that yields at each of them, and so is each of those device functions, its calls becoming
+  ``yield from`` (:mod:`gpulab.simulator.in_turn_source`); every thread of the block is advanced to its next
+  barrier before any goes past it, which is exactly what the barrier promises (and a thread that returned
+  early does not hold the others back, as in Numba's simulator), and warp calls are answered by group;
+* anything else keeps Numba's threads: ``syncthreads_count`` and other waits, a barrier in a closure or
+  reached through a module attribute, a device function that waits and calls itself (recursion, directly
+  or through others), is passed around or called with keywords, a kernel or device function whose source is
+  not available or no longer matches its code.
 
 The reading must never call a kernel that can wait "independent": its threads would pass a barrier
 alone. So it is conservative. It reads the names in the kernel's code and in every function it can
