@@ -591,3 +591,43 @@ def test_the_harness_gives_the_same_verdict_for_warp_calls_in_a_device_function(
 
     assert same(in_device.hint) == same(in_body.hint), (in_body.hint, in_device.hint)
     assert same(in_device.message) == same(in_body.message)
+
+
+def test_a_device_function_of_another_module_runs_in_turn_with_the_simulators_cuda_and_math(tmp_path, monkeypatch):
+    """Its module's ``cuda`` and ``math`` are the simulator's while the block runs (as numba-cuda's device call sets
+    them), and the real ones again after the launch, also after a launch that failed."""
+    import importlib
+    import math
+
+    (tmp_path / "warp_helpers.py").write_text(
+        "import math\n"
+        "from numba import cuda\n\n\n"
+        "@cuda.jit(device=True)\n"
+        "def warp_max_exp(v, mask):\n"
+        "    for m in (16, 8, 4, 2, 1):\n"
+        "        v = max(v, cuda.shfl_xor_sync(mask, v, m))\n"
+        "    return math.exp(v) if cuda.laneid >= 0 else v  # exp(1000.0) is inf in CUDA, an error in Python\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    helpers = importlib.import_module("warp_helpers")
+    monkeypatch.setitem(globals(), "helpers_max_exp", helpers.warp_max_exp)
+    how = in_turn.plan(py_func(other_module_kernel))
+    assert how[1] is True and how[0]._gpulab_swaps == [helpers.warp_max_exp.fn]
+    x = np.zeros(32, np.float32)
+    x[3] = 1000.0
+    out = np.zeros(32, np.float32)
+    other_module_kernel[1, 32](x, out, FULL)
+    assert np.isinf(out).all()
+    assert helpers.math is math and helpers.cuda is cuda  # restored
+    with pytest.raises(RuntimeError, match="does not name the calling lane 16"):
+        other_module_kernel[1, 32](x, out, 0x0000FFFF)
+    assert helpers.math is math and helpers.cuda is cuda
+
+
+helpers_max_exp = None
+
+
+@cuda.jit
+def other_module_kernel(x, out, mask):
+    i = cuda.grid(1)
+    out[i] = helpers_max_exp(x[i], mask)

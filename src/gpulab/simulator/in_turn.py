@@ -47,6 +47,7 @@ _IEEE_MATH = "gpulab.simulator.ieee_math"  # math's stand-in while a kernel runs
 # Values a kernel can read that call nothing.
 _PLAIN = (int, float, complex, bool, str, bytes, type(None), np.ndarray, np.generic, np.dtype)
 _NAMES: dict[types.CodeType, frozenset[str]] = {}
+_GLOBALS: dict[types.CodeType, frozenset[str]] = {}  # code -> the global names it loads
 
 
 def _library(obj: Any) -> bool:
@@ -143,12 +144,16 @@ class _Reading:
 
 
 def _waiting_device_functions(fn: types.FunctionType) -> dict[str, Any]:
-    """Global name -> ``@cuda.jit`` function (a device function, or a kernel called like one) that ``fn`` calls by
-    that name and that can wait, as far as :func:`_function` reads it."""
+    """Global name -> device function (``@cuda.jit(device=True)``) that ``fn`` names and that can wait, as far as
+    :func:`_function` reads it. (A kernel called like a device function is left to Numba's threads.)"""
+    code = fn.__code__
+    names = _GLOBALS.get(code)
+    if names is None:
+        names = _GLOBALS[code] = frozenset(global_names(code))
     out = {}
-    for n in global_names(fn.__code__):
+    for n in names:
         obj: Any = fn.__globals__.get(n)
-        dev = getattr(obj, "fn", None) if type(obj).__name__ == "FakeCUDAKernel" else None
+        dev = getattr(obj, "fn", None) if type(obj).__name__ == "FakeCUDAKernel" and obj._device else None
         if isinstance(dev, types.FunctionType) and not _library(dev) and not _function(dev, set()):
             out[n] = obj
     return out
