@@ -4,6 +4,7 @@ gpulab.simulator.blocks runs it)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import traceback
@@ -46,6 +47,17 @@ def _calls_waits(out):
 
 def _fn(kernel):
     return py_func(kernel)
+
+
+@contextlib.contextmanager
+def numba_threads():
+    """Blocks run on Numba's threads, a Python thread per CUDA thread (how kernels gpulab cannot read run)."""
+    saved = blocks.plan
+    blocks.plan = lambda fn: None
+    try:
+        yield
+    finally:
+        blocks.plan = saved
 
 
 def test_kernels_that_cannot_wait_are_independent_and_those_that_can_are_not():
@@ -140,28 +152,32 @@ def _indices_barrier_by_barrier(out):
 
 
 @cuda.jit
-def _indices_threads(out):
+def _indices_device_barrier(out):
     _indices(out)
-    _sync()  # a barrier in a device function: Numba's threads
+    _sync()  # a barrier in a device function: a generator too
 
 
 @pytest.mark.parametrize("block", [(8,), (4, 3), (2, 3, 4), (40,)])
 def test_threads_in_turn_see_the_same_indices_as_numba_threads(block):
     """Every index the kernel can read (laneid too), for 1-, 2- and 3-D blocks and grids, both ways of running
-    in turn, equals the threaded run's."""
+    in turn (a barrier in the kernel or in a device function), equals the threaded run's."""
     assert plan(_fn(_indices_in_turn))[1] is False
     assert plan(_fn(_indices_barrier_by_barrier))[1] is True
-    assert plan(_fn(_indices_threads)) is None
+    assert plan(_fn(_indices_device_barrier))[1] is True
     grid = (2,) * len(block)
     rows = int(np.prod(grid) * np.prod(block))
     runs = []
-    for k in (_indices_in_turn, _indices_barrier_by_barrier, _indices_threads):
+    for k in (_indices_in_turn, _indices_barrier_by_barrier, _indices_device_barrier, _indices_in_turn):
         out = np.full((rows, 7), -1, np.int64)
-        k[grid, block](out)
+        if len(runs) == 3:
+            with numba_threads():
+                k[grid, block](out)
+        else:
+            k[grid, block](out)
         runs.append(out)
     assert (runs[0] >= 0).all()
-    np.testing.assert_array_equal(runs[0], runs[2])
-    np.testing.assert_array_equal(runs[1], runs[2])
+    for run in runs[:3]:
+        np.testing.assert_array_equal(run, runs[3])
 
 
 def test_instruments_count_every_thread_and_errors_name_the_failing_thread():
@@ -223,14 +239,6 @@ def test_threads_in_turn_cost_a_fraction_of_a_python_thread_each():
         if i < y.size:
             y[i] = max(x[i], 0.0)
 
-    @cuda.jit
-    def relu_threaded(x, y):
-        i = cuda.grid(1)
-        if i < y.size:
-            y[i] = max(x[i], 0.0)
-        if y.size < 0:
-            _sync()  # a barrier in a device function: Numba's threads
-
     x = np.random.default_rng(0).standard_normal(1024).astype(np.float32)
     y = np.empty_like(x)
 
@@ -242,8 +250,10 @@ def test_threads_in_turn_cost_a_fraction_of_a_python_thread_each():
             best = min(best, time.process_time() - t0)
         return best
 
-    assert plan(_fn(relu)) is not None and plan(_fn(relu_threaded)) is None
-    turn, threaded = cpu(relu), cpu(relu_threaded)
+    assert plan(_fn(relu)) is not None
+    turn = cpu(relu)
+    with numba_threads():
+        threaded = cpu(relu)
     np.testing.assert_array_equal(y, np.maximum(x, 0))
     assert turn * 4 < threaded, (turn, threaded)  # measured 2026-12-01 on 2 cores: 6.6 us against 0.3 ms
 
@@ -270,7 +280,7 @@ def _sync():
 
 
 @cuda.jit
-def _tiled_sum_threads(x, out):  # the same, its barriers in a device function: Numba's threads
+def _tiled_sum_device(x, out):  # the same, its barriers in a device function: in turn too
     buf = cuda.shared.array(8, float32)
     t = cuda.threadIdx.x
     acc = float32(0.0)
@@ -285,17 +295,20 @@ def _tiled_sum_threads(x, out):  # the same, its barriers in a device function: 
 def test_barrier_statements_run_barrier_by_barrier_with_the_same_results_and_counts():
     gen, is_gen = plan(_fn(_tiled_sum))
     assert is_gen and gen is not _fn(_tiled_sum)
-    assert plan(_fn(_tiled_sum_threads)) is None
+    assert plan(_fn(_tiled_sum_device))[1] is True
     x = np.random.default_rng(1).standard_normal(48).astype(np.float32)
-    a, b = np.zeros(16, np.float32), np.zeros(16, np.float32)
+    a, b, c = np.zeros(16, np.float32), np.zeros(16, np.float32), np.zeros(16, np.float32)
     with simulator.instrument(watch_shared=True) as ins:
         _tiled_sum[2, 8](x, a)
-    with simulator.instrument(watch_shared=True) as ins_threads:
-        _tiled_sum_threads[2, 8](x, b)
-    np.testing.assert_array_equal(a, b)
+    with simulator.instrument(watch_shared=True) as ins_device:
+        _tiled_sum_device[2, 8](x, b)
+    with numba_threads(), simulator.instrument(watch_shared=True) as ins_threads:
+        _tiled_sum_device[2, 8](x, c)
+    np.testing.assert_array_equal(a, c)
+    np.testing.assert_array_equal(b, c)
     want = x.reshape(2, 3, 8)[:, :, [1, 2, 3, 4, 5, 6, 7, 0]].sum(axis=1, dtype=np.float32).ravel()
     np.testing.assert_allclose(a, want, rtol=1e-6)
-    assert ins.barriers == ins_threads.barriers and set(ins.barriers.values()) == {6}
+    assert ins.barriers == ins_device.barriers == ins_threads.barriers and set(ins.barriers.values()) == {6}
     assert ins.unequal_barriers() is None
 
     # Each access carries the epoch it was made in: the same records, whatever the order they came in.
@@ -303,7 +316,7 @@ def test_barrier_statements_run_barrier_by_barrier_with_the_same_results_and_cou
         ((_, log, _),) = instruments.shared_logs.values()
         return sorted((a.kind, a.block, a.thread, a.index, a.epoch) for a in log)
 
-    assert accesses(ins) == accesses(ins_threads) and len(accesses(ins)) == 2 * 16 * 3
+    assert accesses(ins) == accesses(ins_device) == accesses(ins_threads) and len(accesses(ins)) == 2 * 16 * 3
 
 
 def test_a_barrier_inside_a_branch_is_still_counted():

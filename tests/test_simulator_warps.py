@@ -272,7 +272,7 @@ def _warp_total(v):
 
 
 @cuda.jit
-def device_function_kernel(x, out):  # the warp calls in a device function: run on threads
+def device_function_kernel(x, out):  # the warp calls in a device function: in turn too
     i = cuda.grid(1)
     out[i] = _warp_total(x[i])
 
@@ -284,12 +284,11 @@ def keyword_kernel(x, out):  # a warp call with a keyword: run on threads
     out[i] = x[i]
 
 
-def test_warp_calls_in_the_kernel_body_run_in_turn_others_on_threads():
-    for k in (warp_sums_kernel, votes_kernel, halves_kernel, shuffle_or_barrier_kernel):
+def test_warp_calls_in_the_kernel_body_or_device_functions_run_in_turn_others_on_threads():
+    for k in (warp_sums_kernel, votes_kernel, halves_kernel, shuffle_or_barrier_kernel, device_function_kernel):
         how = in_turn.plan(py_func(k))
         assert how is not None and how[1], f"{py_func(k).__name__} should run in turn as a generator"
-    for k in (device_function_kernel, keyword_kernel):
-        assert in_turn.plan(py_func(k)) is None
+    assert in_turn.plan(py_func(keyword_kernel)) is None
     x = np.arange(64, dtype=np.float32)
     out = np.zeros(64, np.float32)
     device_function_kernel[2, 32](x, out)

@@ -9,8 +9,8 @@ the same schedule: no thread per block, no per-launch simulator set-up, array vi
 stored, and Numba scalar types (``float32(0.0)``) mapped to NumPy's. :func:`per_thread_seconds`
 measures a block with a barrier both ways in this process.
 
-A kernel the reading cannot run in turn (a barrier inside a device function, a closure with a
-barrier, a kernel whose source is not available) runs on the simulator unchanged. The result does not
+A kernel the reading cannot run in turn (a closure with a barrier, a kernel or device function with
+a barrier whose source is not available) runs on the simulator unchanged. The result does not
 depend on the schedule for a kernel the exercise harness passed ("same result with different thread
 schedules"), which the capstone requires before it registers one.
 """
@@ -57,8 +57,9 @@ def _numpy_scalar_types(fn: Any) -> dict[str, Any]:
 
 def _no_barrier() -> None:
     raise RuntimeError(
-        "cuda.syncthreads() was called from a device function: gpulab's cooperative launch "
-        "supports barriers only as statements in the kernel itself."
+        "a cuda.syncthreads() that gpulab's reading of the kernel could not see was called (reached through "
+        "getattr or the like): gpulab's cooperative launch supports barriers written as cuda.syncthreads() "
+        "statements in the kernel or a device function it calls."
     )
 
 
@@ -110,19 +111,21 @@ def _reverse_in_block_kernel(x, y):  # one barrier: every thread reads what anot
     y[i] = s[cuda.blockDim.x - 1 - t]
 
 
-@cuda.jit(device=True)
-def _barrier() -> None:
-    cuda.syncthreads()
+def _threaded_kernel() -> Any:
+    """The same kernel, as a closure (over its shared array's size): gpulab's reading leaves a closure with a
+    barrier to Numba's threads, a Python thread per CUDA thread."""
+    size = 128
 
+    @cuda.jit
+    def _reverse_in_block_threaded_kernel(x, y):
+        s = cuda.shared.array(size, float32)
+        t = cuda.threadIdx.x
+        i = cuda.grid(1)
+        s[t] = x[i]
+        cuda.syncthreads()  # every thread's element is in s
+        y[i] = s[cuda.blockDim.x - 1 - t]
 
-@cuda.jit
-def _reverse_in_block_threaded_kernel(x, y):  # the same; its barrier in a device function keeps Numba's threads
-    s = cuda.shared.array(128, float32)
-    t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    s[t] = x[i]
-    _barrier()
-    y[i] = s[cuda.blockDim.x - 1 - t]
+    return _reverse_in_block_threaded_kernel
 
 
 def per_thread_seconds(threads: int = 2048) -> dict[str, float]:
@@ -146,7 +149,7 @@ def per_thread_seconds(threads: int = 2048) -> dict[str, float]:
                 raise RuntimeError("a simulated block reversed its chunk wrongly: a bug in gpulab, please report it")
         return best / threads
 
-    k, threaded = _reverse_in_block_kernel, _reverse_in_block_threaded_kernel
+    k, threaded = _reverse_in_block_kernel, _threaded_kernel()
     return {
         "threads": cpu(lambda: threaded[blocks, 128](x, y)),
         "simulator": cpu(lambda: k[blocks, 128](x, y)),

@@ -16,9 +16,10 @@ installed once by :func:`harden` (called at import in simulator mode, and by :fu
    polling loop (:mod:`gpulab.simulator.blocks`; same semantics), when they run as Python threads;
 6. most blocks run their CUDA threads in turn in one Python thread instead: one after another when they
    cannot wait for each other, barrier by barrier when their waits are ``cuda.syncthreads()``
-   statements (:mod:`gpulab.simulator.in_turn` reads the kernel; schedules a GPU may pick, the same
-   every run, reversed in the harness's re-run). Measured on 2 cores: 6.6 us per thread of an ``add``
-   kernel and 9.4 us with a barrier, against 0.3 and 0.6 ms as Python threads;
+   statements and warp calls, in the kernel or the device functions it calls (:mod:`gpulab.simulator.in_turn`
+   reads them; schedules a GPU may pick, the same every run, reversed in the harness's re-run). Measured on
+   2 cores: 6.6 us per thread of an ``add`` kernel and 9.4 us with a barrier, against 0.3 and 0.6 ms as
+   Python threads;
 7. every new ``cuda.shared.array`` and ``cuda.local.array`` starts with a filler instead of leftovers or zeros
    (NaN for floating point, ``0xBAADF00D`` for integers), so a value read before it was written shows in the
    result; each block gets its own shared arrays, dynamic shared memory (``cuda.shared.array(0, ...)``)

@@ -13,7 +13,8 @@ Most blocks do not need a Python thread per CUDA thread (:mod:`gpulab.simulator.
 kernel to decide): their CUDA threads run in turn in a single ``BlockThread`` (its ``threadIdx`` set
 before each), in the order ``np.ndindex`` gives, or the reverse of it inside :func:`reversed_order`
 (the exercise harness's re-run "with another thread schedule"). A kernel with ``cuda.syncthreads()``
-statements advances every thread to its next barrier before any goes past it. Both are schedules a
+statements (or warp calls, in its body or its device functions) advances every thread to its next barrier (or
+warp call) before any goes past it. Both are schedules a
 GPU may pick, the same every run; each thread's barrier count is kept for the instruments. The block
 stops at the first thread that raises, as a block of Python threads reports its first failure.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,6 +32,7 @@ import numpy as np
 from . import warps
 from .warps_in_turn import InTurn, LaneError
 from .in_turn import plan
+from .swap import swapped_modules
 
 __all__ = ["Block", "in_turn", "run_block", "reversed_order", "THREAD_DONE"]
 
@@ -196,7 +199,7 @@ def in_turn(fn: Any, generator: bool, points: list, block_dim: tuple, args: tupl
                     at_barrier[lane] = gen
                 else:
                     try:
-                        warp.arrive(lane, op, (gen.gi_code.co_filename, gen.gi_frame.f_lineno), th)
+                        warp.arrive(lane, op, _where(gen), th)
                     except RuntimeError as exc:
                         gen.throw(RuntimeError(str(exc)))  # raised at the thread's warp call: its line shows
                 waiting.append((idx, lane, gen))
@@ -206,7 +209,7 @@ def in_turn(fn: Any, generator: bool, points: list, block_dim: tuple, args: tupl
                 if sends or not alive:
                     continue
                 if len(at_barrier) < len(alive):  # some wait in warp calls that lanes at the barrier never make
-                    where = {k: (g.gi_code.co_filename, g.gi_frame.f_lineno) for k, g in at_barrier.items()}
+                    where = {k: _where(g) for k, g in at_barrier.items()}
                     raise LaneError(warp.stuck_text(where), next(k for _, k, _ in alive if k not in at_barrier))
             except LaneError as exc:
                 idx, lane, gen = next(t for t in alive if t[1] == exc.lane)
@@ -218,7 +221,28 @@ def in_turn(fn: Any, generator: bool, points: list, block_dim: tuple, args: tupl
     if not generator:
         return one_after_another
     # only a kernel whose warp calls became yields needs the warp groups (in_turn.plan says; unknown: assume so)
-    return barriers_and_warp_calls if getattr(fn, "_gpulab_warp_yields", True) else barrier_by_barrier
+    run = barriers_and_warp_calls if getattr(fn, "_gpulab_warp_yields", True) else barrier_by_barrier
+    swaps = getattr(fn, "_gpulab_swaps", ())
+    if not swaps:
+        return run
+
+    def with_swaps() -> None:  # device functions of other modules run in turn: their `cuda` is the simulator's
+        from numba.cuda.simulator.kernel import _get_kernel_context
+
+        with contextlib.ExitStack() as stack:
+            for dev in swaps:
+                stack.enter_context(swapped_modules(dev, _get_kernel_context()))
+            run()
+
+    return with_swaps
+
+
+def _where(gen: Any) -> tuple[str, int]:
+    """(file, line) where the generator of a thread waits: in the innermost device function it has entered (the
+    line a warp call on threads names too, :func:`gpulab.simulator.warps_text.user_line`)."""
+    while isinstance(gen.gi_yieldfrom, types.GeneratorType):
+        gen = gen.gi_yieldfrom
+    return gen.gi_code.co_filename, gen.gi_frame.f_lineno
 
 
 def run_block(manager: Any, grid_point: Any, *args: Any) -> None:

@@ -6,12 +6,16 @@ cost per thread. :func:`plan` says whether a kernel can do without:
 * a kernel whose threads never wait for each other (no ``cuda.syncthreads()``, no warp vote or
   shuffle, no grid sync, in any code it reaches) runs each thread to its end, one after another:
   that order is one of the schedules a GPU may pick;
-* a kernel whose only waits are ``cuda.syncthreads()`` statements in its own body is recompiled from
-  its source as a generator that yields at each of them; every thread of the block is advanced to
-  its next barrier before any goes past it, which is exactly what the barrier promises (and a thread
-  that returned early does not hold the others back, as in Numba's simulator);
-* anything else (a barrier in a device function, ``syncthreads_count``, a closure with a barrier, a
-  kernel whose source is not available or no longer matches its code) keeps Numba's threads.
+* a kernel whose only waits are ``cuda.syncthreads()`` statements and warp calls ``cuda.NAME(...)`` in its
+  own body or in the device functions it calls by name (transitively) is recompiled from its source as a
+  generator that yields at each of them, and so is each of those device functions, its calls becoming
+  ``yield from`` (:mod:`gpulab.simulator.in_turn_source`); every thread of the block is advanced to its next
+  barrier before any goes past it, which is exactly what the barrier promises (and a thread that returned
+  early does not hold the others back, as in Numba's simulator), and warp calls are answered by group;
+* anything else keeps Numba's threads: ``syncthreads_count`` and other waits, a barrier in a closure or
+  reached through a module attribute, a device function that waits and calls itself (recursion, directly
+  or through others), is passed around or called with keywords, a kernel or device function whose source is
+  not available or no longer matches its code.
 
 The reading must never call a kernel that can wait "independent": its threads would pass a barrier
 alone. So it is conservative. It reads the names in the kernel's code and in every function it can
@@ -22,16 +26,14 @@ callable object), keeps the block on Numba's threads.
 
 from __future__ import annotations
 
-import ast
-import dis
-import inspect
-import textwrap
 import types
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .warps import NAMES as WARP_NAMES
+from ..source import global_names
+from .in_turn_source import CALL, WARP_CALLS, call_in_turn, generator_code, warp_yields
 
 __all__ = ["WAITS", "independent_threads", "plan"]
 
@@ -45,8 +47,7 @@ _IEEE_MATH = "gpulab.simulator.ieee_math"  # math's stand-in while a kernel runs
 # Values a kernel can read that call nothing.
 _PLAIN = (int, float, complex, bool, str, bytes, type(None), np.ndarray, np.generic, np.dtype)
 _NAMES: dict[types.CodeType, frozenset[str]] = {}
-_WARP_YIELDS: dict[types.CodeType, bool] = {}  # kernel code -> whether its generator yields warp calls too
-_GENERATORS: dict[types.CodeType, Any] = {}  # kernel code -> its generator's code, or None when there is none
+_GLOBALS: dict[types.CodeType, frozenset[str]] = {}  # code -> the global names it loads
 
 
 def _library(obj: Any) -> bool:
@@ -99,8 +100,11 @@ def _waits(names: frozenset[str]) -> set[str]:
     return {n for n in names if n in _WAIT_NAMES or any(w in n for w in WAITS)}
 
 
-def _function(fn: types.FunctionType, seen: set[Any], allowed: frozenset[str] = frozenset()) -> bool:
-    """True when ``fn`` (and all it reaches) names nothing that can wait, apart from ``allowed`` in ``fn`` itself."""
+def _function(
+    fn: types.FunctionType, seen: set[Any], allowed: frozenset[str] = frozenset(), skip: frozenset[str] = frozenset()
+) -> bool:
+    """True when ``fn`` (and all it reaches) names nothing that can wait, apart from ``allowed`` in ``fn`` itself;
+    the globals named in ``skip`` (device functions read on their own, :mod:`.in_turn_calls`) are not followed."""
     code = fn.__code__
     if code in seen:
         return True
@@ -108,7 +112,7 @@ def _function(fn: types.FunctionType, seen: set[Any], allowed: frozenset[str] = 
     names = _names(code)
     if _waits(names) - allowed:
         return False
-    found = [fn.__globals__[n] for n in names if n in fn.__globals__]
+    found = [fn.__globals__[n] for n in names if n in fn.__globals__ and n not in skip]
     for cell in fn.__closure__ or ():
         try:
             found.append(cell.cell_contents)
@@ -125,135 +129,97 @@ def independent_threads(fn: Any) -> bool:
     return isinstance(fn, types.FunctionType) and _function(fn, set())
 
 
-# Warp functions that wait for the lanes of their mask: a call ``cuda.NAME(args)`` in the kernel's own body becomes
-# ``(yield ("NAME", args...))``, answered by :class:`gpulab.simulator.warps_in_turn.InTurn`. (``lanemask_lt`` waits
-# for nobody: it stays a call.)
-WARP_CALLS = frozenset(WARP_NAMES) - {"lanemask_lt"}
-_ARGS = {"syncwarp": (1, 1), "activemask": (0, 0)}  # (fewest, most) positional arguments; shuffles 3, votes 2
+class _Unreadable(Exception):
+    """Some function the kernel reaches cannot run as a generator: the block keeps Numba's threads."""
 
 
-def _is_warp_call(node: ast.AST) -> bool:
-    """``cuda.NAME(args)`` for a warp function NAME, with positional arguments only, as many as it takes."""
-    if not (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr in WARP_CALLS
-        and isinstance(node.func.value, ast.Name)
-        and node.func.value.id == "cuda"
-        and not node.keywords
-        and not any(isinstance(a, ast.Starred) for a in node.args)
-    ):
-        return False
-    name = node.func.attr
-    low, high = _ARGS.get(name, (3, 3) if name.startswith("shfl") else (2, 2))
-    return low <= len(node.args) <= high or (name == "syncwarp" and not node.args)
+@dataclass
+class _Reading:
+    """What :func:`_read` found, over the kernel and the device functions it calls (transitively)."""
+
+    generators: dict[types.CodeType, types.CodeType] = field(default_factory=dict)  # code -> its generator's code
+    devices: list[Any] = field(default_factory=list)  # the FakeCUDAKernels whose calls became ``yield from``
+    done: dict[types.CodeType, bool] = field(default_factory=dict)  # code -> must it run as a generator
+    reading: set[types.CodeType] = field(default_factory=set)  # on the way down: a device function met again recurses
 
 
-def _is_barrier(node: ast.AST) -> bool:
-    return (
-        isinstance(node, ast.Expr)
-        and isinstance(node.value, ast.Call)
-        and not node.value.args
-        and not node.value.keywords
-        and isinstance(node.value.func, ast.Attribute)
-        and node.value.func.attr == "syncthreads"
-        and isinstance(node.value.func.value, ast.Name)
-        and node.value.func.value.id == "cuda"
-    )
-
-
-class _Yield(ast.NodeTransformer):
-    def visit_Expr(self, node: ast.Expr) -> Any:
-        if _is_barrier(node):
-            return ast.copy_location(ast.Expr(ast.Yield(None)), node)
-        return self.generic_visit(node)
-
-    def visit_Call(self, node: ast.Call) -> Any:
-        node = self.generic_visit(node)  # type: ignore[assignment]
-        if not _is_warp_call(node):
-            return node
-        name = node.func.attr  # type: ignore[attr-defined]
-        args = node.args or ([ast.Constant(0xFFFFFFFF)] if name in ("syncwarp", "activemask") else [])
-        op = ast.Tuple([ast.Constant(name), *args], ast.Load())
-        return ast.copy_location(ast.Yield(op), node)
-
-
-def _shape(code: types.CodeType) -> tuple[list, list]:
-    """``code``'s instructions and arguments, and its lines, the same for the same source whichever way it was
-    compiled (a method call on a global compiles as LOAD_METHOD or LOAD_ATTR; jump offsets move with it)."""
-    jumps = set(dis.hasjrel) | set(dis.hasjabs)
-    out: list = []
-    for ins in dis.get_instructions(code):
-        arg = ins.argval
-        if isinstance(arg, types.CodeType):
-            arg = _shape(arg)
-        elif ins.opcode in jumps:
-            arg = None
-        out.append(("LOAD_ATTR" if ins.opname == "LOAD_METHOD" else ins.opname, arg))
-    lines: list = []
-    for _, _, line in code.co_lines():
-        if line is not None and (not lines or lines[-1] != line):
-            lines.append(line)
-    return out, lines
-
-
-def _generator_code(fn: types.FunctionType) -> types.CodeType | None:
-    """The code of ``fn`` recompiled from its source with each ``cuda.syncthreads()`` statement a ``yield``;
-    None when that cannot be done faithfully (see the module docstring)."""
+def _waiting_device_functions(fn: types.FunctionType) -> dict[str, Any]:
+    """Global name -> device function (``@cuda.jit(device=True)``) that ``fn`` names and that can wait, as far as
+    :func:`_function` reads it. (A kernel called like a device function is left to Numba's threads.)"""
     code = fn.__code__
-    if code.co_freevars or code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE):
-        return None
-    try:
-        lines, first = inspect.getsourcelines(fn)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError, IndentationError):
-        return None
-    if first != code.co_firstlineno or len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
-        return None  # the file moved under the kernel, or this is not one function
-    func = tree.body[0]
-    inner = [n for n in ast.walk(func) if n is not func and isinstance(n, (ast.FunctionDef, ast.Lambda, ast.ClassDef))]
-    n_barriers = sum(_is_barrier(n) for n in ast.walk(func))
-    n_calls = sum(isinstance(n, ast.Attribute) and n.attr == "syncthreads" for n in ast.walk(func))
-    n_warp = sum(_is_warp_call(n) for n in ast.walk(func))
-    _WARP_YIELDS[code] = n_warp > 0
-    n_warp_names = sum(isinstance(n, ast.Attribute) and n.attr in WARP_CALLS for n in ast.walk(func))
-    if inner or n_barriers != n_calls or n_warp != n_warp_names:
-        return None  # a barrier or warp function used otherwise than as a plain call (passed around, keywords)
-    if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(func)):
-        return None
-    ast.increment_lineno(tree, code.co_firstlineno - 1)  # decorators stay: compiled, never run, they set the lines
+    names = _GLOBALS.get(code)
+    if names is None:
+        names = _GLOBALS[code] = frozenset(global_names(code))
+    out = {}
+    for n in names:
+        obj: Any = fn.__globals__.get(n)
+        dev = getattr(obj, "fn", None) if type(obj).__name__ == "FakeCUDAKernel" and obj._device else None
+        if isinstance(dev, types.FunctionType) and not _library(dev) and not _function(dev, set()):
+            out[n] = obj
+    return out
 
-    def function_code(module: types.CodeType) -> types.CodeType | None:
-        return next((c for c in module.co_consts if isinstance(c, types.CodeType) and c.co_name == code.co_name), None)
 
-    original = function_code(compile(tree, code.co_filename, "exec"))  # the source as it is now: still this code?
-    if original is None or _shape(original) != _shape(code):
-        return None  # the file changed since the kernel was defined
-    return function_code(compile(ast.fix_missing_locations(_Yield().visit(tree)), code.co_filename, "exec"))
+def _read(fn: types.FunctionType, found: _Reading) -> bool:
+    """True when ``fn`` must run as a generator (it waits, or calls a device function that does), False when it
+    cannot wait; raises :class:`_Unreadable` when neither can be made sure of (module docstring)."""
+    code = fn.__code__
+    if code in found.done:
+        return found.done[code]
+    if code in found.reading:
+        raise _Unreadable("a device function that waits calls itself (recursion)")
+    found.reading.add(code)
+    devices = _waiting_device_functions(fn)
+    own = frozenset(_waits(_names(code)) - set(devices))  # a device function named `block_sync` is not a wait
+    if own - {"syncthreads", "lanemask_lt"} - WARP_CALLS:
+        raise _Unreadable("other waits")
+    if not _function(fn, set(), own | frozenset(devices), frozenset(devices)):
+        raise _Unreadable("a wait somewhere the generator cannot reach")
+    for dev in devices.values():
+        _read(dev.fn, found)  # True, or it raises
+        found.devices.append(dev)
+    needs = bool(devices or own - {"lanemask_lt"})
+    if needs:
+        gen_code = generator_code(fn, frozenset(devices))
+        if gen_code is None:
+            raise _Unreadable("no generator")
+        found.generators[code] = gen_code
+    found.reading.discard(code)
+    found.done[code] = needs
+    return needs
+
+
+def _generator(fn: types.FunctionType, found: _Reading) -> Any:
+    gen = types.FunctionType(found.generators[fn.__code__], fn.__globals__, fn.__name__, fn.__defaults__)
+    gen.__kwdefaults__ = fn.__kwdefaults__
+    return gen
 
 
 def plan(fn: Any) -> tuple[Any, bool] | None:
     """``(function to call per CUDA thread, is it a generator)`` when a block of kernel ``fn`` can run its
     threads in turn, else None (Numba's threads). See the module docstring. Anything unexpected while
-    reading the kernel also means Numba's threads."""
+    reading the kernel also means Numba's threads.
+
+    A generator carries what :func:`gpulab.simulator.blocks.in_turn` needs: ``_gpulab_warp_yields`` (whether any
+    of its code yields warp calls) and ``_gpulab_swaps`` (device functions of other modules, whose ``cuda`` and
+    ``math`` are swapped while the block runs). Each device function it calls in turn gets its generator for this
+    launch (``_gpulab_gen``, called by :func:`gpulab.simulator.in_turn_source.call_in_turn`)."""
     if not isinstance(fn, types.FunctionType):
         return None
-    code = fn.__code__
+    found = _Reading()
     try:
-        # the kernel's own: none, or only syncthreads statements and warp calls (read below)
-        waits = frozenset(_waits(_names(code)))
-        if waits - {"syncthreads", "lanemask_lt"} - WARP_CALLS or not _function(fn, set(), waits):
-            return None  # other waits, or one somewhere the generator cannot reach
-        if not waits - {"lanemask_lt"}:
+        if not _read(fn, found):
             return fn, False
-        if code not in _GENERATORS:
-            _GENERATORS[code] = _generator_code(fn)
-    except Exception:  # noqa: BLE001 - a module attribute that raises, an odd source file: Numba's threads
+    except Exception:  # noqa: BLE001 - _Unreadable, a module attribute that raises, an odd source file: threads
         return None
-    gen_code = _GENERATORS[code]
-    if gen_code is None:
-        return None
-    gen = types.FunctionType(gen_code, fn.__globals__, fn.__name__, fn.__defaults__)
-    gen._gpulab_warp_yields = _WARP_YIELDS.get(code, True)  # type: ignore[attr-defined]  # read by blocks.in_turn
-    gen.__kwdefaults__ = fn.__kwdefaults__
+    cls = type(found.devices[0]) if found.devices else None
+    if cls is not None and not hasattr(cls, CALL):
+        setattr(cls, CALL, call_in_turn)
+    swaps: dict[int, Any] = {}
+    for dev in found.devices:
+        dev._gpulab_gen = _generator(dev.fn, found)
+        if dev.fn.__globals__ is not fn.__globals__:
+            swaps.setdefault(id(dev.fn.__globals__), dev.fn)
+    gen = _generator(fn, found)
+    gen._gpulab_warp_yields = any(warp_yields(c) for c in found.generators)  # read by blocks.in_turn
+    gen._gpulab_swaps = list(swaps.values())
     return gen, True

@@ -24,9 +24,9 @@ lane gets its result:
   go on (some lanes at a shuffle, the others at ``cuda.syncthreads()`` or at another warp call).
 
 Blocks whose threads run in turn (:mod:`gpulab.simulator.in_turn`: warp calls written ``cuda.NAME(...)`` in the
-kernel's own body) answer the calls with :class:`InTurn`, round by round; other blocks run a Python thread per
-CUDA thread, and the state lives in the block's :class:`~.blocks.Block`, under its lock. ``ON_CALL`` (set by
-:func:`gpulab.simulator.harden`) is told the name of each call (the instruments count them).
+kernel's body or in device functions it calls) answer the calls with :class:`InTurn`, round by round; other blocks
+run a Python thread per CUDA thread, and the state lives in the block's :class:`~.blocks.Block`, under its lock.
+``ON_CALL`` (set by :func:`gpulab.simulator.harden`) is told the name of each call (the instruments count them).
 """
 
 from __future__ import annotations

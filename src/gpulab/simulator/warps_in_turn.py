@@ -1,7 +1,8 @@
 """Warp functions for blocks whose threads run in turn (:func:`gpulab.simulator.blocks.in_turn`).
 
-A kernel whose warp calls are written ``cuda.NAME(...)`` in its own body is recompiled as a generator
-(:mod:`gpulab.simulator.in_turn`): each call yields ``(name, mask, value, arg)``. The block runs every thread to
+A kernel whose warp calls are written ``cuda.NAME(...)`` in its body or in the device functions it calls is
+recompiled as a generator (:mod:`gpulab.simulator.in_turn_source`): each call yields ``(name, mask, value, arg)``,
+from the device function's generator through the kernel's (``yield from``). The block runs every thread to
 its next barrier or warp call, then :meth:`InTurn.resolve` answers every group whose lanes are all there, with
 the rules and results of :mod:`gpulab.simulator.warps` (which runs the same calls on Python threads).
 """
