@@ -135,7 +135,9 @@ def test_data_parallel_replicas_draw_from_their_own_subsequence():
     try:
         words = [r.layers[9].buffers["states"].copy() for r in dp.replicas]
         assert len({w.tobytes() for w in words}) == 3  # no two workers share a stream
-        jumped = new_states(model.layers[9].streams, model.layers[9].seed, subsequence_start=2001 * 1024)
+        jumped = new_states(
+            model.layers[9].streams, model.layers[9].seed, subsequence_start=2001 * model.layers[9].streams
+        )
         assert np.array_equal(words[1], jumped)
         x, y = np.random.default_rng(0).random((6, 1, 8, 8), dtype=np.float32), np.arange(6)
         dp.step(x, y)  # each worker's share advanced its own states only
