@@ -357,9 +357,9 @@ class LearnerOps(KernelOps):
                 raise CapstoneError(
                     f"op {op!r} failed the training check '{out}[i] is 0 (dropped) or {inp}[i] / (1 - p) (kept)' "
                     f"on {inp} {_shape(x)}, p = {float(p):g}: your kernel's {out}{list(where)} is {g[where]:.6g}, "
-                    f"where {inp} / (1 - p) is {e[where]:.6g} ({int(bad.sum())} of {bad.size} elements wrong; nan: never "
-                    f"written or computed from nothing). Write every element, 0 where u < p, and scale the kept ones "
-                    f"by 1 / (1 - p); re-run Capstone.register({op!r}, ...)."
+                    f"where {inp} / (1 - p) is {e[where]:.6g} ({int(bad.sum())} of {bad.size} elements wrong; "
+                    "nan: never written or computed from nothing). Write every element, 0 where u < p, and scale the "
+                    f"kept ones by 1 / (1 - p); re-run Capstone.register({op!r}, ...)."
                 )
         if before is not None:
             self._same(
