@@ -1,5 +1,7 @@
 """The capstone registry: a learner kernel takes part only after its check passes; wrong ones are named."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from numba import cuda
@@ -124,3 +126,50 @@ def test_grid_stride_is_read_from_the_kernels_code():
     cap = capstone.Capstone()
     assert cap.register("relu", relu_stride_by_grid_dim).passed
     assert cap.register("relu", relu_via_device_function).passed
+
+
+@cuda.jit
+def dropout_unscaled(x, states, p, y):  # keeps the right elements but forgets 1 / (1 - p)
+    from numba.cuda.random import xoroshiro128p_uniform_float32
+
+    tid = cuda.grid(1)
+    for i in range(tid, x.size, cuda.gridsize(1)):
+        u = xoroshiro128p_uniform_float32(states, tid)
+        y[i] = x[i] if u >= p else 0.0
+
+
+def test_dropout_ops_take_lab_08s_kernel_and_train_like_numpy():
+    from gpulab.problems._stand_ins import dropout_kernel  # lab 08's forward: given dy, its backward
+
+    cap = capstone.Capstone()
+    for op, kern in LIBRARY.items():
+        cap.register(op, kern)
+    for op in capstone.OPTIONAL_OPS:
+        res = cap.register(op, dropout_kernel)
+        assert res.passed, (op, str(res))
+    assert "yours" in dict((r[0], r[1]) for r in cap.rows())["dropout_backward"]
+    assert "9 of 9" in str(cap.report())  # the optional ops do not count towards (or beyond) the learner ops
+    rng = np.random.default_rng(0)
+    x, y = rng.random((4, 1, 8, 8), dtype=np.float32), np.array([1, 2, 3, 4])
+    weights = {}
+    for name in ("numpy", "learner"):
+        model = nn.mnist_cnn(image_size=8, channels=(2, 3), hidden=8, dropout=0.5, backend="numpy")
+        if name == "learner":
+            ops = cap.ops(verify=True)
+            model.to("kernels").use_ops(ops)
+        nn.train_step(model, nn.SoftmaxCrossEntropy(), nn.Adam(model, lr=1e-2), x, y)
+        weights[name] = np.concatenate([np.asarray(p).ravel() for _, p, _ in model.parameters()])
+    assert ops.calls["dropout_forward"] == 1 and ops.calls["dropout_backward"] >= 1
+    np.testing.assert_allclose(weights["learner"], weights["numpy"], rtol=1e-4, atol=1e-5)
+
+
+def test_a_wrong_dropout_kernel_fails_its_check_and_stops_training_naming_the_check():
+    cap = capstone.Capstone()
+    res = cap.register("dropout_forward", dropout_unscaled)
+    assert not res.passed and "1 / (1 - p)" in str(res), res
+    cap.accept("dropout_forward", dropout_unscaled, dataclasses.replace(res, status="passed"))  # as if it had passed
+    model = nn.mnist_cnn(image_size=8, channels=(2, 3), hidden=8, dropout=0.5, backend="kernels")
+    model.use_ops(cap.ops(require_all=False))
+    x, y = np.random.default_rng(0).random((4, 1, 8, 8), dtype=np.float32), np.arange(4)
+    with pytest.raises(capstone.CapstoneError, match=r"op 'dropout_forward' failed the training check 'y\[i\] is 0"):
+        nn.train_step(model, nn.SoftmaxCrossEntropy(), nn.Adam(model), x, y)

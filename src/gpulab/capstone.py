@@ -38,6 +38,7 @@ from .exercises import CheckResult
 
 __all__ = [
     "LEARNER_OPS",
+    "OPTIONAL_OPS",
     "PROBLEMS",
     "Capstone",
     "CapstoneError",
@@ -88,11 +89,19 @@ def not_grid_stride(op: str, kernel: Any) -> str:
     )
 
 
+# Ops a learner's kernel may fill that full marks do not require: lab 08's dropout kernel (its exercise 4 wrote the
+# backward, lesson 08's exercise 5 the forward with a mask); both ops launch it, one thread per generator state.
+OPTIONAL_OPS = ("dropout_forward", "dropout_backward")
 # The launcher of gpulab.kernels.nn_ops that training calls for each op (the checks launch as it does).
-LAUNCHERS = {op: ("gemm" if op == "matmul" else op) for op in LEARNER_OPS}
+LAUNCHERS = {
+    op: {"matmul": "gemm"}.get(op, "dropout" if op in OPTIONAL_OPS else op) for op in LEARNER_OPS + OPTIONAL_OPS
+}
 # The course's kernel for each op, whose parameters training's launcher passes (gpulab.kernels.nn_ops).
 COURSE_KERNELS = {
-    op: {"matmul": "gemm_kernel", "adam_update": "adam_kernel"}.get(op, f"{op}_kernel") for op in LEARNER_OPS
+    op: {"matmul": "gemm_kernel", "adam_update": "adam_kernel"}.get(
+        op, "dropout_kernel" if op in OPTIONAL_OPS else f"{op}_kernel"
+    )
+    for op in LEARNER_OPS + OPTIONAL_OPS
 }
 
 
@@ -140,7 +149,10 @@ class Capstone:
         ``block=(TILE, TILE)`` (matmul only): the kernel computes one element of c per thread, as lab 03's
         and lab 04's matmuls do, launched in blocks of that shape (a grid-stride kernel needs none)."""
         if op not in PROBLEMS:
-            raise CapstoneError(f"unknown op {op!r}; the learner ops are: {', '.join(LEARNER_OPS)}.")
+            raise CapstoneError(
+                f"unknown op {op!r}; the learner ops are: {', '.join(LEARNER_OPS)} (and, optional: "
+                f"{', '.join(OPTIONAL_OPS)})."
+            )
         if block is not None and op != "matmul":
             raise CapstoneError(
                 f"block= is for the matmul op (one thread per output); {op!r} takes a grid-stride kernel and no block."
@@ -274,6 +286,9 @@ class Capstone:
             elif op in LEARNER_OPS:
                 res = self.results.get(op)  # a failed CheckResult is falsy: compare with None
                 out.append((op, "course kernel (yours missing)", res.status if res is not None else "not registered"))
+            elif op in OPTIONAL_OPS:
+                res = self.results.get(op)
+                out.append((op, "course kernel (yours optional)", res.status if res is not None else "not registered"))
             elif op in ("conv_input_grad", "conv_weight_grad"):
                 uses = "matmul + col2im" if op == "conv_input_grad" else "matmul"
                 mine = all(o in self.kernels for o in uses.split(" + "))
@@ -284,7 +299,7 @@ class Capstone:
 
     def report(self) -> _Report:
         """A table of which op ran on whose kernel (HTML in Jupyter, text in a terminal)."""
-        return _Report(self.rows(), len(self.kernels), len(LEARNER_OPS))
+        return _Report(self.rows(), len(set(self.kernels) & set(LEARNER_OPS)), len(LEARNER_OPS))
 
 
 def _ptx_errors(kernels: dict[str, Any]) -> dict[str, str] | None:
@@ -294,7 +309,7 @@ def _ptx_errors(kernels: dict[str, Any]) -> dict[str, str] | None:
     from .kernels import nn_kernels
     from .source import py_func, standalone_source
 
-    library = {"matmul": "gemm_kernel", "adam_update": "adam_kernel"}
+    library = COURSE_KERNELS
     signatures = {py_func(k).__name__: sig for k, sig in nn_kernels.PTX_SIGNATURES}
     items = {}
     for op, kern in kernels.items():
@@ -305,7 +320,7 @@ def _ptx_errors(kernels: dict[str, Any]) -> dict[str, str] | None:
         items[op] = {
             "source": source,
             "name": py_func(kern).__name__,
-            "signature": signatures[library.get(op, f"{op}_kernel")],
+            "signature": signatures[library[op]],
         }
     try:
         res = ptx.compile_sources(items)  # one process for all: about 4 s of CPU

@@ -79,6 +79,8 @@ WORK: dict[str, Callable[..., int]] = {
     "maxpool_backward": lambda d, c, xs, k, s: _n(xs) * k * k,
     "softmax_xent": lambda z, y: int(z.size),
     "adam_update": lambda p, *_: int(p.size),
+    "dropout_forward": lambda x, p, st: int(x.size) + int(st.size),  # every thread runs, with or without elements
+    "dropout_backward": lambda d, p, st: int(d.size) + int(st.size),
 }
 
 # op -> the ``sizes=`` entry of its check (gpulab.capstone_problems) for the op's training arguments.
@@ -92,6 +94,8 @@ CHECK_SIZES: dict[str, Callable[..., Any]] = {
     "maxpool_backward": lambda d, c, xs, k, s: (*(int(v) for v in xs), int(k), int(s)),
     "softmax_xent": lambda z, y: _shape(z),
     "adam_update": lambda p, *_: int(p.size),
+    "dropout_forward": lambda x, p, st: (int(x.size), float(p), int(st.size) // 2),
+    "dropout_backward": lambda d, p, st: (int(d.size), float(p), int(st.size) // 2),
 }
 
 

@@ -334,6 +334,43 @@ class LearnerOps(KernelOps):
             args = (p0, g, m0, v0, np.float32(lr_t), np.float32(b1), np.float32(b2), np.float32(eps_t))
             self._same("adam_update", f"p {_shape(p)}", args, tuple((a.shape, a.dtype) for a in before), course)
 
+    @_quiet("dropout_forward")
+    def dropout_forward(self, x: Any, p: float, states: Any) -> Any:
+        return self._dropout("dropout_forward", "y", "x", x, p, states, super().dropout_forward)
+
+    @_quiet("dropout_backward")
+    def dropout_backward(self, dout: Any, p: float, states: Any) -> Any:
+        return self._dropout("dropout_backward", "dx", "dout", dout, p, states, super().dropout_backward)
+
+    def _dropout(self, op: str, out: str, inp: str, x: Any, p: float, states: Any, run: Callable[..., Any]) -> Any:
+        """A dropout op: every output must be 0 or ``inp / (1 - p)`` (the training check: catches NaN, unwritten
+        elements and a wrong scale at once); with ``verify`` the same draws as the course kernel's."""
+        before = states.copy() if self.verify and op in self.kernels else None
+        y = run(x, p, states)
+        if self.guard and op in self.kernels:
+            xp = runtime.array_module(y)
+            scaled = x.reshape(y.shape) / (np.float32(1) - np.float32(p))
+            bad = ~((y == 0) | xp.isclose(y, scaled, rtol=1e-6, atol=0))
+            if bool(bad.any()):
+                g, e = np.asarray(runtime.to_host(y)), np.asarray(runtime.to_host(scaled))
+                where = tuple(int(i) for i in np.argwhere(np.asarray(runtime.to_host(bad)))[0])
+                raise CapstoneError(
+                    f"op {op!r} failed the training check '{out}[i] is 0 (dropped) or {inp}[i] / (1 - p) (kept)' "
+                    f"on {inp} {_shape(x)}, p = {float(p):g}: your kernel's {out}{list(where)} is {g[where]:.6g}, "
+                    f"where {inp} / (1 - p) is {e[where]:.6g} ({int(bad.sum())} of {bad.size} elements wrong; "
+                    "nan: never written or computed from nothing). Write every element, 0 where u < p, and scale the "
+                    f"kept ones by 1 / (1 - p); re-run Capstone.register({op!r}, ...)."
+                )
+        if before is not None:
+            self._same(
+                op,
+                f"{inp} {_shape(x)}, p {float(p):g}, {int(states.shape[0]) // 2} streams",
+                (_contig(x), before, np.float32(p)),
+                ((y.shape, y.dtype),),
+                lambda: getattr(self.course(), op)(x, p, before.copy()),
+            )
+        return y
+
 
 def _contig(a: Any) -> Any:
     return runtime.array_module(a).ascontiguousarray(a)

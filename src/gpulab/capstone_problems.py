@@ -149,10 +149,51 @@ def _adam_inputs(size: Any, rng: np.random.Generator) -> tuple:
     return p, g, m, v, 1e-2, 0.9, 0.999, 1e-8
 
 
+def _dropout_inputs(size: tuple, rng: np.random.Generator) -> tuple:
+    """``(elements, p, streams)`` -> x (never 0, so a dropped element shows), the states' words, p (float32)."""
+    from .nn.dropout import new_states
+
+    n, p, streams = size
+    x = rng.uniform(0.5, 1.5, n).astype(np.float32) * rng.choice(np.array([-1, 1], np.float32), n)
+    return x, new_states(streams, int(rng.integers(1 << 62))), np.float32(p)
+
+
+def _dropout_spec(x: np.ndarray, words: np.ndarray, p: Any) -> np.ndarray:
+    from .problems._dropout import apply
+
+    return apply(x, words, p)  # the host replay of lesson 08's check: grid-stride order, one stream per thread
+
+
+def _dropout_host(kern: Any, x: Any, words: Any, p: Any, y: Any) -> None:
+    """Training's launch (:func:`gpulab.kernels.nn_ops.dropout`: one thread per state, blocks of 32) on a copy of
+    the states, into the check's buffer; in the simulator on Numba's simulator (the checks' schedules and races)."""
+    from .nn.dropout import TPB, check_dropout
+    from .problems._dropout import as_states
+
+    check_dropout(p, words)
+    if x.size:
+        kern[int(words.shape[0]) // 2 // TPB, TPB](_flat(x), as_states(words.copy()), np.float32(p), y.reshape(-1))
+
+
 def _adam_spec(p, g, m, v, lr_t, b1, b2, eps_t) -> tuple:
     m2 = b1 * m + (1 - b1) * g
     v2 = b2 * v + (1 - b2) * g * g
     return (p - lr_t * m2 / (np.sqrt(v2) + eps_t)).astype(p.dtype), m2.astype(p.dtype), v2.astype(p.dtype)
+
+
+def _dropout_problem(op: str, inp: str, scaling: str) -> Problem:
+    from .problems._dropout import named_mistakes
+
+    return _problem(
+        op,
+        _dropout_spec,
+        _dropout_inputs,
+        # (elements, p, streams): fewer, then more elements than threads, not multiples of the block or the grid
+        [(1, 0.5, 32), (50, 0.25, 96), (250, 0.5, 96), (1001, 0.1, 96)],
+        [(50, 0.25, 96), (1001, 0.1, 96), ((1 << 20) + 3, 0.5, 2048)],
+        out_names=["y" if inp == "x" else "dx"],
+        mistakes=named_mistakes(inp, scaling),
+    )
 
 
 # Deadlines of one launch in a check, in seconds. The checks' grid-stride launches are small (8 threads in the
@@ -246,6 +287,8 @@ HOSTS: dict[str, Callable[..., None]] = {
     "maxpool_backward": lambda kern, d, arg, xs, k, s, dx: _launch_1d(kern, dx.size, d, arg, dx, k, s),
     "softmax_xent": _xent_host,
     "adam_update": _adam_host,
+    "dropout_forward": _dropout_host,
+    "dropout_backward": _dropout_host,
 }
 
 
@@ -350,5 +393,17 @@ PROBLEMS: dict[str, Problem] = {
             "v is unchanged: store the new moment back (v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i]); the next step "
             "reads it, so a local copy is not enough.": lambda p, g, m, v, *_: v,
         },
+    ),
+    "dropout_forward": _dropout_problem(
+        "dropout_forward",
+        "x",
+        "y is x where kept, not x / (1 - p): inverted dropout scales the kept values by 1 / (1 - p), so that the "
+        "expected value of y[i] is x[i] and nothing changes at test time (where dropout is off).",
+    ),
+    "dropout_backward": _dropout_problem(
+        "dropout_backward",
+        "dy",
+        "dx is dy where kept, not dy / (1 - p): the forward scaled the kept values, y = x / (1 - p), so its "
+        "derivative there is 1 / (1 - p): dx = dy / (1 - p) where kept, 0 where dropped.",
     ),
 }

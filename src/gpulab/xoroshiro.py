@@ -16,7 +16,9 @@ simulator mode) replaces the module's functions with these, which give bit-ident
   the Gaussian draws and the single jump are numba's own Python code calling them.
 
 :func:`uniform_float32_streams` draws every state's next numbers at once (vectorised): the exact host replay
-that a check compares a kernel with.
+that a check compares a kernel with. :func:`keep_mask` is the replay the CNN engine's NumPy backend trains with
+(dropout): the same draws, compared with ``p`` as integers, in place, with each stream advanced exactly as a
+grid-stride kernel leaves it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ __all__ = [
     "DTYPE",
     "init_state",
     "init_states_cpu",
+    "keep_mask",
+    "keep_threshold",
     "next_u64",
     "uniform_float32",
     "uniform_float32_streams",
@@ -161,3 +165,52 @@ def uniform_float32_streams(states: np.ndarray, draws: int) -> np.ndarray:
         s1 = s1 << r36 | s1 >> r28
     states["s0"], states["s1"] = s0, s1
     return out
+
+
+@cache
+def keep_threshold(p: float) -> int:
+    """The smallest 64-bit output ``r`` whose uniform float32 draw ``float32((r >> 11) * 2**-53)`` is ``>= p``
+    (``p`` as float32, which is what a kernel compares with). Rounding to float32 never decreases, so a draw
+    is ``>= p`` exactly when its ``r`` is ``>=`` this: a dropout mask needs no floats. ``p`` in [0, 1)."""
+    p32 = np.float32(p)
+    lo, hi = 0, 1 << 53  # the smallest m = r >> 11 in [0, 2**53) with float32(m * 2**-53) >= p32
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if np.float32(mid * _F53) >= p32:
+            hi = mid
+        else:
+            lo = mid + 1
+    if lo >= 1 << 53:
+        raise ValueError(f"keep_threshold: p must be below 1 as float32, got {p!r}")
+    return lo << 11
+
+
+def keep_mask(states: np.ndarray, n: int, p: float) -> np.ndarray:
+    """bool (n,): element ``i`` is kept where its draw ``u >= p``, drawn as a dropout kernel with one thread per
+    state draws it (``T = len(states)`` threads, a grid-stride loop: element ``i`` gets draw ``i // T`` of stream
+    ``i % T``). ``states`` (``DTYPE``, NumPy) is advanced in place as the kernel leaves it: stream ``t`` by the
+    ``ceil((n - t) / T)`` draws its thread made. Vectorised over the streams, in place, on uint64 (which wraps
+    silently): 12 NumPy calls per round of ``T`` draws, ``ceil(n / T)`` rounds."""
+    t = states.shape[0]
+    rounds = -(-n // t)
+    s0, s1 = states["s0"].astype(np.uint64), states["s1"].astype(np.uint64)  # copies, written back at the end
+    keep = np.empty((rounds, t), dtype=bool)
+    k, tmp = np.uint64(keep_threshold(p)), np.empty_like(s0)
+    r55, r9, r14, r36, r28 = (np.uint64(v) for v in (55, 9, 14, 36, 28))
+    for r in range(rounds):
+        m = min(t, n - r * t)  # the last round: only the first n - r*T threads still have an element
+        a, b, w = (s0, s1, tmp) if m == t else (s0[:m], s1[:m], tmp[:m])  # views: updated in place
+        np.add(a, b, out=w)  # the 64-bit output of this draw (the state before the step)
+        np.greater_equal(w, k, out=keep[r, :m])
+        b ^= a  # xoroshiro128+'s step, as numba.cuda.random's xoroshiro128p_next
+        np.left_shift(a, r55, out=w)
+        a >>= r9
+        a |= w  # rotl(s0, 55)
+        a ^= b
+        np.left_shift(b, r14, out=w)
+        a ^= w
+        np.left_shift(b, r36, out=w)
+        b >>= r28
+        b |= w  # rotl(s1, 36)
+    states["s0"], states["s1"] = s0, s1
+    return keep.reshape(-1)[:n]

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import math
 
-from numba import cuda
+from numba import cuda, float32
+from numba.cuda.random import xoroshiro128p_uniform_float32
 
 __all__ = [
     "PTX_SIGNATURES",
     "adam_kernel",
     "add_bias_kernel",
     "col2im_kernel",
+    "dropout_kernel",
     "gemm_kernel",
     "im2col_kernel",
     "maxpool_backward_kernel",
@@ -193,6 +195,17 @@ def sgd_kernel(p, g, v, lr, momentum, weight_decay):
         p[i] -= lr * v[i]
 
 
+@cuda.jit
+def dropout_kernel(x, states, p, y):  # lab 08's dropout: the forward (x -> y) and, given dy -> dx, the backward
+    tid = cuda.grid(1)  # one generator state per thread: launched with exactly len(states) threads
+    for i in range(tid, x.size, cuda.gridsize(1)):  # grid-stride: element i gets draw i // T of stream i % T
+        u = xoroshiro128p_uniform_float32(states, tid)  # the next number of this thread's stream (advances it)
+        if u >= p:
+            y[i] = x[i] / (float32(1.0) - p)  # kept, scaled by 1 / (1 - p) (inverted dropout)
+        else:
+            y[i] = float32(0.0)
+
+
 F4, F2, F1 = "float32[:, :, :, ::1]", "float32[:, ::1]", "float32[::1]"
 PTX_SIGNATURES = [
     (gemm_kernel, f"void({F2}, {F2}, {F2})"),
@@ -207,4 +220,5 @@ PTX_SIGNATURES = [
     (softmax_xent_kernel, f"void({F2}, int64[::1], {F2}, float32[::1])"),
     (adam_kernel, f"void({F1}, {F1}, {F1}, {F1}, float32, float32, float32, float32)"),
     (sgd_kernel, f"void({F1}, {F1}, {F1}, float32, float32, float32)"),
+    (dropout_kernel, f"void({F1}, Record.make_c_struct([('s0', uint64), ('s1', uint64)])[:], float32, {F1})"),
 ]

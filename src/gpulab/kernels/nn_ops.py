@@ -20,6 +20,8 @@ the library's (:mod:`gpulab.capstone`). NumPy meaning of each launcher:
 * :func:`maxpool_backward`  each window's gradient to its maximum (``arg``)
 * :func:`softmax_xent`   mean cross-entropy of softmax(logits) and its gradient ``(softmax - onehot) / N``
 * :func:`adam_update`, :func:`sgd_update`  the optimizer steps, in place
+* :func:`dropout`        ``x / (1 - p)`` where the draw ``u >= p``, else 0: one thread per generator state, exactly
+  (the mask depends on the launch shape, :mod:`gpulab.nn.dropout`), not a grid-stride launch over the elements
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from .nn_kernels import (
     adam_kernel,
     add_bias_kernel,
     col2im_kernel,
+    dropout_kernel,
     gemm_kernel,
     im2col_kernel,
     maxpool_backward_kernel,
@@ -66,6 +69,8 @@ __all__ = [
     "col2im",
     "col2im_kernel",
     "device_args",
+    "dropout",
+    "dropout_kernel",
     "fast_simulator_arrays",
     "gemm",
     "gemm_kernel",
@@ -300,3 +305,36 @@ def sgd_update(p: Any, g: Any, v: Any, lr: float, momentum: float, weight_decay:
         np.float32(momentum),
         np.float32(weight_decay),
     )
+
+
+def dropout(x: Any, p: Any, states: Any, *, kernel: Any = None, out: Any = None) -> Any:
+    """Inverted dropout of ``x`` (any shape, float32) with lab 08's kernel ``kernel(x, states, p, y)``: ``T =
+    states.size // 2`` threads, one generator state each (blocks of :data:`gpulab.nn.dropout.TPB`), a grid-stride
+    loop over the elements; ``states`` (uint64 words, NumPy or CuPy as ``x``) advanced in place. In the
+    simulator the threads run in turn (:mod:`gpulab.kernels.cooperative`). The backward is the same launch on
+    ``dout`` with the states as they were before the forward. ``out``: write y there (a check's pre-filled buffer)."""
+    from ..nn.dropout import TPB as DROPOUT_TPB
+    from ..nn.dropout import check_dropout
+    from ..xoroshiro import DTYPE
+
+    check_array("x", x, dtype=np.float32)
+    check_dropout(p, states)
+    xp = _xp(x)
+    x = xp.ascontiguousarray(x)
+    y = xp.empty_like(x) if out is None else out
+    if x.size == 0:
+        return y
+    grid, block = int(states.shape[0]) // 2 // DROPOUT_TPB, DROPOUT_TPB  # exactly one thread per state
+    check_launch(grid, block)
+    kern = kernel or dropout_kernel
+    if runtime.is_simulator():
+        from .cooperative import launch
+
+        fast_simulator_arrays()
+        launch(kern, grid, block, x.reshape(-1), states.view(DTYPE), np.float32(p), y.reshape(-1))
+        return y
+    from numba import cuda
+
+    view = cuda.as_cuda_array(states, sync=False).view(DTYPE)  # CuPy words as numba.cuda.random's records
+    kern[grid, block](*device_args(x.reshape(-1), view, np.float32(p), y.reshape(-1)))
+    return y

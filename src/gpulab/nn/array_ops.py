@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..runtime import array_module
+from .dropout import host_dropout
 from .ops import Ops, check_labels, conv_out_hw, windows
 
 __all__ = ["ArrayOps", "CupyOps", "NumpyOps"]
@@ -185,6 +186,20 @@ class ArrayOps(Ops):
         if weight_decay:
             v += weight_decay * p
         p -= lr * v
+
+    def dropout_forward(self, x: Any, p: float, states: Any) -> Any:
+        """NumPy: the host replay of the kernel's draws (:func:`gpulab.nn.dropout.host_dropout`); CuPy: the
+        kernel itself on the CuPy arrays, so the states never leave the GPU and the mask is the kernels'."""
+        if array_module(x).__name__ == "numpy":
+            return host_dropout(x, p, states)
+        from ..kernels import nn_ops  # numba.cuda: only for CuPy arrays (gpu mode)
+
+        return nn_ops.dropout(x, p, states)
+
+    def dropout_backward(self, dout: Any, p: float, states: Any) -> Any:
+        """The forward's function of ``dout``: the same draws from the forward's saved states, the same scale
+        (NumPy finds the forward's mask among the ones it drew last instead of replaying it)."""
+        return self.dropout_forward(dout, p, states)
 
 
 class NumpyOps(ArrayOps):

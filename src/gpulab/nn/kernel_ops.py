@@ -5,7 +5,8 @@ Each op calls a launcher of :mod:`gpulab.kernels.nn_ops` with a kernel taken fro
 thread per output and in what blocks (a tiled matmul's TILE x TILE); in the simulator those run
 through :mod:`gpulab.kernels.cooperative`. :class:`gpulab.capstone.LearnerOps` fills that
 mapping with a learner's checked kernels, op by op. Composite ops use the kernels of the ops they
-are made of: ``conv_input_grad`` = matmul + col2im, ``conv_weight_grad`` = matmul.
+are made of: ``conv_input_grad`` = matmul + col2im, ``conv_weight_grad`` = matmul. Both dropout ops launch lab
+08's kernel (the backward on ``dout`` with the forward's saved states), each under its own op name.
 """
 
 from __future__ import annotations
@@ -84,3 +85,9 @@ class KernelOps(Ops):
 
     def sgd_update(self, p: Any, g: Any, v: Any, lr: float, momentum: float, weight_decay: float) -> None:
         self.k.sgd_update(p, g, v, lr, momentum, weight_decay, kernel=self._kernel("sgd_update"))
+
+    def dropout_forward(self, x: Any, p: float, states: Any) -> Any:
+        return self.k.dropout(x, p, states, kernel=self._kernel("dropout_forward"))
+
+    def dropout_backward(self, dout: Any, p: float, states: Any) -> Any:
+        return self.k.dropout(dout, p, states, kernel=self._kernel("dropout_backward"))

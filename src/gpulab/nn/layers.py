@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ..runtime import array_module
+from .dropout import STREAMS, new_states
 from .init import he_normal
 from .module import Module
 from .ops import check_float_array
@@ -101,27 +101,37 @@ class Linear(Module):
 
 
 class Dropout(Module):
-    """Zero each activation with probability ``p`` while training and scale the rest by 1/(1-p)."""
+    """Zero each activation with probability ``p`` while training and scale the rest by 1/(1-p).
 
-    def __init__(self, p: float = 0.5, *, rng: np.random.Generator | None = None) -> None:
+    The mask comes from the layer's own generator states, ``buffers["states"]`` (``streams`` xoroshiro128+ states
+    made from ``seed``, moved with the layer to where its backend computes: no host-to-device copy per step).
+    Forward keeps a copy of the states and draws with them, advancing them for the next step; backward draws the
+    same numbers again from the copy (lab 08). Every backend draws the same mask from the same states
+    (:mod:`gpulab.nn.dropout`). ``eval()`` and ``p = 0`` pass the input through and draw nothing.
+    """
+
+    def __init__(self, p: float = 0.5, *, seed: int = 0, streams: int = STREAMS) -> None:
         super().__init__()
         if not 0.0 <= p < 1.0:
             raise ValueError(f"Dropout probability must be in [0, 1), got {p}.")
-        self.p = p
-        self.rng = rng if rng is not None else np.random.default_rng(0)
-        self.mask = None
+        self.p, self.seed, self.streams = p, seed, streams
+        self.buffers = {"states": new_states(streams, seed)}  # (2 * streams,) uint64
+        self.saved = None  # the states before the last forward: the backward regenerates its mask from them
 
     def forward(self, x: Any) -> Any:
         if not self.training or self.p == 0.0:
-            self.mask = None
+            self.saved = None
             return x
-        xp = array_module(x)
-        keep = self.rng.random(x.shape, dtype=np.float32) >= self.p  # (same shape as x), seeded on the host
-        self.mask = xp.asarray(keep.astype(x.dtype) / np.asarray(1.0 - self.p, dtype=x.dtype))
-        return x * self.mask
+        states = self.buffers["states"]
+        self.saved = states.copy()  # a copy, on the device where the states are: the forward advances `states`
+        return self.ops.dropout_forward(x, self.p, states)  # same shape as x
 
     def backward(self, dout: Any) -> Any:
-        return dout if self.mask is None else dout * self.mask
+        if self.saved is None:
+            return dout
+        dx = self.ops.dropout_backward(dout, self.p, self.saved)  # the forward's mask, drawn again
+        self.saved = None
+        return dx
 
     def __repr__(self) -> str:
         return f"Dropout(p={self.p})"

@@ -40,7 +40,7 @@ def mnist_cnn(
         Flatten(),  # -> (N, c2*S*S/16)
         Linear(c2 * s * s, hidden, rng=rng),  # -> (N, hidden)
         ReLU(),
-        Dropout(dropout, rng=rng),
+        Dropout(dropout, seed=seed),  # its own generator states (drawing nothing from rng)
         Linear(hidden, classes, rng=rng),  # -> (N, classes)
         backend=backend,
     )

@@ -25,11 +25,13 @@ def _numpy_ops() -> _ops.Ops:
 
 
 class Module:
-    """A layer. ``params[name]`` and ``grads[name]`` are arrays of the same shape (empty if none)."""
+    """A layer. ``params[name]`` and ``grads[name]`` are arrays of the same shape (empty if none); ``buffers``
+    holds other arrays that move with the layer but are not trained (Dropout's generator states)."""
 
     def __init__(self) -> None:
         self.params: dict[str, Any] = {}
         self.grads: dict[str, Any] = {}
+        self.buffers: dict[str, Any] = {}
         self.training = True
         self.ops: _ops.Ops = _numpy_ops()
         # The first layer of a network does not need the gradient of its input (the images).

@@ -16,6 +16,10 @@ the array code, written once over ``xp``, and the kernels:
 Where arrays live is one rule, :func:`device_for` / :func:`to_backend`: ``cupy``, and ``kernels``
 in gpu mode, compute on CuPy arrays on the GPU; everything else on NumPy arrays on the host.
 
+Dropout: the ops take the layer's generator states (uint64 words, :mod:`gpulab.nn.dropout`) and regenerate the
+mask in the backward from a copy of them made before the forward, as lab 08 teaches (16 bytes per stream instead
+of a mask, what a GPU does best); every backend draws the same mask from the same states.
+
 The max-pool cache: every backend's ``maxpool_backward`` also accepts ``(arg,)``, with ``arg`` the
 int32 position ``a*k + b`` of each window's first maximum (what the kernels compute).
 """
@@ -147,6 +151,22 @@ class Ops(abc.ABC):
         """SGD with momentum, in place (PyTorch's convention; v starts at 0)::
 
         for i: v[i] = momentum v[i] + g[i] + weight_decay p[i]; p[i] -= lr v[i]
+        """
+
+    @abc.abstractmethod
+    def dropout_forward(self, x: Any, p: float, states: Any) -> Any:
+        """Inverted dropout of x (any shape) with the mask drawn from ``states`` (``2 T`` uint64 words: ``T``
+        xoroshiro128+ generators, one per thread), which the draws advance in place::
+
+            for i (C order): u = draw number i // T of stream i % T;  y[i] = x[i] / (1 - p) if u >= p else 0
+        """
+
+    @abc.abstractmethod
+    def dropout_backward(self, dout: Any, p: float, states: Any) -> Any:
+        """dL/dx of dropout, the mask regenerated from ``states`` as they were *before* the forward (a copy: the
+        forward advanced its own), which these draws advance in turn::
+
+            for i: u = the forward's draw for element i;  dx[i] = dout[i] / (1 - p) if u >= p else 0
         """
 
     def __repr__(self) -> str:

@@ -5,6 +5,14 @@ a *replica* of the model that shares the weights but keeps its own activations a
 backward the gradients are averaged (weighted by each share's size) into the main model, and one
 optimizer step updates the shared weights. NumPy releases the GIL inside its array operations, so
 the workers really run at the same time; BLAS is kept to one thread per worker.
+
+Dropout: each replica's Dropout layer draws from its own generator states, the layer's seed jumped to another
+subsequence (numba's ``create_xoroshiro128p_states(streams, seed, subsequence_start)``: worker ``i`` of a
+``DataParallel(..., seed=s)`` starts ``(1000 s + i) * streams`` states in, each state 2**64 draws from the next), so
+no two workers share a stream and no worker's draws depend on another's share. The model itself is worker 0 and
+keeps its own states (subsequence 0). A run with several
+workers therefore drops other elements than a run with one (each share is masked from its own streams, not cut
+out of one batch-wide mask), equally at random; with the same ``workers`` and seed it is the same every time.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..runtime import array_module
+from .dropout import new_states
 from .layers import Dropout
 from .loss import SoftmaxCrossEntropy
 from .sequential import Sequential
@@ -24,15 +33,17 @@ from .step import forward_backward
 __all__ = ["DataParallel"]
 
 
-def _replica(model: Sequential, seed: int) -> Sequential:
-    """A model that shares ``model``'s weights but has its own gradients, caches and dropout stream."""
+def _replica(model: Sequential, index: int) -> Sequential:
+    """A model that shares ``model``'s weights but has its own gradients, caches and dropout streams (worker
+    from subsequence ``index * streams`` of each Dropout layer's generator: module docstring)."""
     rep = copy.copy(model)
     rep.layers = []
     for layer in model.layers:
         new = copy.copy(layer)  # shares the params dict (same weight arrays)
         new.grads = {k: array_module(g).zeros_like(g) for k, g in layer.grads.items()}
+        new.buffers = dict(layer.buffers)
         if isinstance(new, Dropout):
-            new.rng = np.random.default_rng([seed, len(rep.layers)])
+            new.buffers["states"] = new_states(new.streams, new.seed, subsequence_start=index * new.streams)
         rep.layers.append(new)
     return rep
 

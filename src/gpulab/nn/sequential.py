@@ -39,7 +39,7 @@ class Sequential(Module):
         return self
 
     def to(self, backend: str) -> Sequential:
-        """Move the parameters to where ``backend`` computes and route the layers' ops through it.
+        """Move the parameters (and buffers) to where ``backend`` computes and route the layers' ops through it.
 
         ``numpy`` keeps them on the host; ``cupy`` and ``kernels`` in gpu mode put them on the device as
         CuPy arrays (in simulator mode ``kernels`` works on NumPy arrays).
@@ -55,7 +55,7 @@ class Sequential(Module):
         on_device = _ops.device_for(backend) == "gpu"
         for layer in self.layers:
             layer.ops = ops
-            for d in (layer.params, layer.grads):
+            for d in (layer.params, layer.grads, layer.buffers):
                 for k, v in d.items():
                     d[k] = runtime.to_device(v) if on_device else runtime.to_host(v)
         self.ops, self.backend = ops, backend
