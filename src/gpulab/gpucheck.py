@@ -39,17 +39,20 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 try:
     from . import gpucheck_files as files
-    from .nbexec import die_with_parent, recording_signals
+    from .gpucheck_proc import fit as _fit
+    from .gpucheck_proc import run_one
+    from .nbexec import recording_signals
 except ImportError:  # run as a script: python3 src/gpulab/gpucheck.py (its folder is on sys.path)
     import gpucheck_files as files  # type: ignore[no-redef,import-not-found]
-    from nbexec import die_with_parent, recording_signals  # type: ignore[no-redef,import-not-found]
+    from gpucheck_proc import fit as _fit  # type: ignore[no-redef,import-not-found]
+    from gpucheck_proc import run_one  # type: ignore[no-redef]
+    from nbexec import recording_signals  # type: ignore[no-redef,import-not-found]
 
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[2]
@@ -71,7 +74,7 @@ BUDGET: dict[str, float] = {
 }
 DEADLINE = 7 * 60
 # Seconds kept free at the end of --deadline: a stage cut off there gets SIGTERM, then SIGKILL 5 s later
-# (_stop: at most 10 s), its output pump 2 s to finish, and the summary and the bundle are written last.
+# (gpucheck_proc.stop: at most 10 s), its output pump 2 s to finish, and the summary and the bundle are written last.
 # Without this margin a stage that ran to its limit made the whole run end 5-15 s after the deadline.
 RESERVE = 20.0
 # A stage is not started with less than this many seconds left (it could do nothing useful).
@@ -182,76 +185,6 @@ def stages(
     return todo
 
 
-def _stop(proc: subprocess.Popen[str]) -> None:
-    """SIGTERM to the stage's process group (nbexec then stops its notebooks), SIGKILL 5 s later."""
-    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            proc.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def _run_one(cmd: list[str], env: dict[str, str], timeout: float, logfile: Path, log: Any) -> int:
-    """Run ``cmd``, its output both to ``log`` and to ``logfile``; 124 when it ran past ``timeout``,
-    128 + the signal when one came (:data:`SIGNALLED`). It dies with this process, even by SIGKILL."""
-    with open(logfile, "w") as f:
-        proc = subprocess.Popen(
-            cmd,
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-            preexec_fn=die_with_parent,
-        )
-
-        def pump() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                f.write(line)
-                f.flush()
-                log(line.rstrip("\n"))
-
-        t = threading.Thread(target=pump, daemon=True)
-        t.start()
-        end = time.monotonic() + timeout
-        while True:
-            try:  # in short waits, to see a signal soon
-                rc = proc.wait(max(min(end - time.monotonic(), 0.5), 0.0))
-                break
-            except subprocess.TimeoutExpired:
-                if SIGNALLED or time.monotonic() >= end:
-                    _stop(proc)
-                    rc = 128 + SIGNALLED[0] if SIGNALLED else 124
-                    break
-        t.join(2)
-    return rc
-
-
-def _fit(cmd: list[str], limit: float) -> list[str]:
-    """``cmd`` with nbexec's own ``--timeout`` / ``--cell-timeout`` cut to 10 s under the stage's ``limit``.
-
-    They are set from the stage's budget when the commands are made; when the deadline leaves the stage less
-    than that, nbexec must still stop its notebooks (and write their report) before the stage is stopped."""
-    if "gpulab.nbexec" not in cmd:
-        return cmd
-    out = list(cmd)
-    for flag in ("--timeout", "--cell-timeout"):
-        if flag in out[:-1]:
-            k = out.index(flag) + 1
-            try:
-                out[k] = str(max(1, min(int(float(out[k])), int(limit) - 10)))
-            except ValueError:
-                continue
-    return out
-
-
 def run_stages(
     todo: list[tuple[str, list[str]]],
     env: dict[str, str],
@@ -283,7 +216,7 @@ def run_stages(
             log(f"\n== gpu-check: {name} (at most {limit:.0f} s): {shown[:300]}")
             t0 = time.monotonic()
             try:
-                rc = _run_one(cmd, env, limit, out / f"{name}.log", log)
+                rc = run_one(cmd, env, limit, out / f"{name}.log", log, cwd=REPO, signalled=SIGNALLED)
             except Exception as exc:  # noqa: BLE001 - a stage that cannot start is a failed row, not a lost run
                 log(f"gpu-check: {name} could not run: {type(exc).__name__}: {exc}")
                 rc = 127
