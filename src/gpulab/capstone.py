@@ -42,6 +42,7 @@ __all__ = [
     "PROBLEMS",
     "Capstone",
     "CapstoneError",
+    "DROPOUT_OPS",
     "LearnerOps",
     "not_grid_stride",
     "signature_mismatch",
@@ -56,6 +57,8 @@ LEARNER_OPS = (
     "relu_backward",
     "maxpool",
     "maxpool_backward",
+    "dropout_forward",
+    "dropout_backward",
     "softmax_xent",
     "adam_update",
 )
@@ -89,17 +92,19 @@ def not_grid_stride(op: str, kernel: Any) -> str:
     )
 
 
-# Ops a learner's kernel may fill that full marks do not require: lab 08's dropout kernel (its exercise 4 wrote the
-# backward, lesson 08's exercise 5 the forward with a mask); both ops launch it, one thread per generator state.
-OPTIONAL_OPS = ("dropout_forward", "dropout_backward")
+# Lab 08's dropout kernel serves both dropout ops (its exercise 4 wrote the backward, lesson 08's exercise 5 the
+# forward): both launch it, one thread per generator state, the backward on the states as they were before the forward.
+DROPOUT_OPS = ("dropout_forward", "dropout_backward")
+# Ops a learner's kernel may fill that full marks do not require (none since dropout joined LEARNER_OPS).
+OPTIONAL_OPS: tuple[str, ...] = ()
 # The launcher of gpulab.kernels.nn_ops that training calls for each op (the checks launch as it does).
 LAUNCHERS = {
-    op: {"matmul": "gemm"}.get(op, "dropout" if op in OPTIONAL_OPS else op) for op in LEARNER_OPS + OPTIONAL_OPS
+    op: {"matmul": "gemm"}.get(op, "dropout" if op in DROPOUT_OPS else op) for op in LEARNER_OPS + OPTIONAL_OPS
 }
 # The course's kernel for each op, whose parameters training's launcher passes (gpulab.kernels.nn_ops).
 COURSE_KERNELS = {
     op: {"matmul": "gemm_kernel", "adam_update": "adam_kernel"}.get(
-        op, "dropout_kernel" if op in OPTIONAL_OPS else f"{op}_kernel"
+        op, "dropout_kernel" if op in DROPOUT_OPS else f"{op}_kernel"
     )
     for op in LEARNER_OPS + OPTIONAL_OPS
 }
@@ -149,10 +154,8 @@ class Capstone:
         ``block=(TILE, TILE)`` (matmul only): the kernel computes one element of c per thread, as lab 03's
         and lab 04's matmuls do, launched in blocks of that shape (a grid-stride kernel needs none)."""
         if op not in PROBLEMS:
-            raise CapstoneError(
-                f"unknown op {op!r}; the learner ops are: {', '.join(LEARNER_OPS)} (and, optional: "
-                f"{', '.join(OPTIONAL_OPS)})."
-            )
+            optional = f" (and, optional: {', '.join(OPTIONAL_OPS)})" if OPTIONAL_OPS else ""
+            raise CapstoneError(f"unknown op {op!r}; the learner ops are: {', '.join(LEARNER_OPS)}{optional}.")
         if block is not None and op != "matmul":
             raise CapstoneError(
                 f"block= is for the matmul op (one thread per output); {op!r} takes a grid-stride kernel and no block."
