@@ -4,10 +4,11 @@ import dataclasses
 
 import numpy as np
 import pytest
-from numba import cuda
+from numba import cuda, float32
 
 from gpulab import capstone, nn
 from gpulab.kernels import nn_ops as k
+from gpulab.problems._stand_ins import dropout_kernel  # lab 08's forward: given dy, its backward
 
 LIBRARY = {
     "matmul": k.gemm_kernel,
@@ -17,6 +18,8 @@ LIBRARY = {
     "relu_backward": k.relu_backward_kernel,
     "maxpool": k.maxpool_kernel,
     "maxpool_backward": k.maxpool_backward_kernel,
+    "dropout_forward": dropout_kernel,  # one kernel serves both dropout ops
+    "dropout_backward": dropout_kernel,
     "softmax_xent": k.softmax_xent_kernel,
     "adam_update": k.adam_kernel,
 }
@@ -41,7 +44,7 @@ def test_every_problem_accepts_the_library_kernel():
         assert res.passed, (op, str(res))
     assert cap.full_marks and cap.missing() == []
     text = str(cap.report())
-    assert "9 of 9" in text and "conv_input_grad" in text
+    assert "11 of 11" in text and "conv_input_grad" in text
 
 
 def test_a_wrong_kernel_is_not_registered_and_training_says_which_op():
@@ -88,8 +91,8 @@ def test_learner_ops_train_like_numpy_and_report_calls():
     weights, _calls = {}, None
     for name in ("numpy", "learner"):
         model = nn.mnist_cnn(
-            image_size=8, channels=(2, 3), hidden=8, dropout=0.0, backend="numpy" if name == "numpy" else "kernels"
-        )
+            image_size=8, channels=(2, 3), hidden=8, dropout=0.25, backend="numpy" if name == "numpy" else "kernels"
+        )  # dropout > 0: every backend draws the same mask from the layer's states
         if name == "learner":
             ops = cap.ops()
             model.use_ops(ops)
@@ -139,16 +142,16 @@ def dropout_unscaled(x, states, p, y):  # keeps the right elements but forgets 1
 
 
 def test_dropout_ops_take_lab_08s_kernel_and_train_like_numpy():
-    from gpulab.problems._stand_ins import dropout_kernel  # lab 08's forward: given dy, its backward
-
     cap = capstone.Capstone()
     for op, kern in LIBRARY.items():
-        cap.register(op, kern)
-    for op in capstone.OPTIONAL_OPS:
+        if op not in capstone.DROPOUT_OPS:
+            cap.register(op, kern)
+    assert cap.missing() == list(capstone.DROPOUT_OPS) and "9 of 11" in str(cap.report())  # full marks need dropout
+    for op in capstone.DROPOUT_OPS:
         res = cap.register(op, dropout_kernel)
         assert res.passed, (op, str(res))
     assert "yours" in dict((r[0], r[1]) for r in cap.rows())["dropout_backward"]
-    assert "9 of 9" in str(cap.report())  # the optional ops do not count towards (or beyond) the learner ops
+    assert cap.full_marks and "11 of 11" in str(cap.report())
     rng = np.random.default_rng(0)
     x, y = rng.random((4, 1, 8, 8), dtype=np.float32), np.array([1, 2, 3, 4])
     weights = {}
@@ -173,3 +176,37 @@ def test_a_wrong_dropout_kernel_fails_its_check_and_stops_training_naming_the_ch
     x, y = np.random.default_rng(0).random((4, 1, 8, 8), dtype=np.float32), np.arange(4)
     with pytest.raises(capstone.CapstoneError, match=r"op 'dropout_forward' failed the training check 'y\[i\] is 0"):
         nn.train_step(model, nn.SoftmaxCrossEntropy(), nn.Adam(model), x, y)
+
+
+@cuda.jit
+def dropout_swapped(x, states, p, y):  # scaled right, but keeps where u < p: a fraction p survives
+    from numba.cuda.random import xoroshiro128p_uniform_float32
+
+    tid = cuda.grid(1)
+    for i in range(tid, x.size, cuda.gridsize(1)):
+        u = xoroshiro128p_uniform_float32(states, tid)
+        y[i] = x[i] / (float32(1.0) - p) if u < p else float32(0.0)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "op", "why"),
+    [
+        (dropout_swapped, "dropout_forward", "kept where the draw dropped"),
+        (dropout_swapped, "dropout_backward", "kept where the draw dropped"),
+        (dropout_unscaled, "dropout_forward", "scale them by 1 / (1 - p)"),
+    ],
+)
+def test_a_wrong_dropout_kernel_stops_training_naming_the_op(kernel, op, why):
+    """Every output of a swapped kernel is 0 or x / (1 - p), as a right one's: the training check compares the mask
+    with the draws of the states the op was given, so the swap stops training too, at its op."""
+    cap = capstone.Capstone()
+    for name, kern in LIBRARY.items():
+        cap.register(name, kern)
+    res = cap.register(op, kernel)
+    assert not res.passed and op not in cap.kernels, res  # its check names the mistake first
+    cap.accept(op, kernel, dataclasses.replace(res, status="passed"))  # as if it had passed
+    model = nn.mnist_cnn(image_size=8, channels=(2, 3), hidden=8, dropout=0.25, backend="kernels").use_ops(cap.ops())
+    x, y = np.random.default_rng(0).random((4, 1, 8, 8), dtype=np.float32), np.arange(4)
+    with pytest.raises(capstone.CapstoneError, match=f"op '{op}' failed the training check") as err:
+        nn.train_step(model, nn.SoftmaxCrossEntropy(), nn.Adam(model), x, y)
+    assert why in str(err.value), err.value

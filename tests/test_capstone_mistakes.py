@@ -120,6 +120,8 @@ LIBRARY = {
     "relu_backward": k.relu_backward_kernel,
     "maxpool": k.maxpool_kernel,
     "maxpool_backward": k.maxpool_backward_kernel,
+    "dropout_forward": k.dropout_kernel,
+    "dropout_backward": k.dropout_kernel,
     "softmax_xent": k.softmax_xent_kernel,
     "adam_update": k.adam_kernel,
 }
@@ -173,7 +175,7 @@ def test_a_step_that_differs_names_the_op_with_verify():
     x, y = np.random.default_rng(0).random((5, 1, 8, 8), dtype=np.float32), np.arange(5)
 
     def step(ops):
-        model = nn.mnist_cnn(seed=0, image_size=8, channels=(2, 3), hidden=8, dropout=0.0, backend="kernels")
+        model = nn.mnist_cnn(seed=0, image_size=8, channels=(2, 3), hidden=8, dropout=0.25, backend="kernels")
         nn.train_step(model.use_ops(ops), nn.SoftmaxCrossEntropy(), nn.Adam(model, lr=1e-2), x, y)
 
     step(cap.ops())  # no NaN: the wrong columns are other images' pixels, so only the weights tell

@@ -38,10 +38,10 @@ from .exercises import CheckResult
 
 __all__ = [
     "LEARNER_OPS",
-    "OPTIONAL_OPS",
     "PROBLEMS",
     "Capstone",
     "CapstoneError",
+    "DROPOUT_OPS",
     "LearnerOps",
     "not_grid_stride",
     "signature_mismatch",
@@ -56,6 +56,8 @@ LEARNER_OPS = (
     "relu_backward",
     "maxpool",
     "maxpool_backward",
+    "dropout_forward",
+    "dropout_backward",
     "softmax_xent",
     "adam_update",
 )
@@ -82,26 +84,29 @@ def not_grid_stride(op: str, kernel: Any) -> str:
         if op in ("im2col", "col2im")  # the 2-D launches
         else "`for i in range(cuda.grid(1), n, cuda.gridsize(1)):`"
     )
+    launch = (
+        "exactly one thread per generator state, whatever the number of elements"
+        if op in ("dropout_forward", "dropout_backward")  # lab 08's fixed grid
+        else "one block of 8 threads in the simulator; on a GPU the grid is capped at CUDA's limits for big batches"
+    )
     return (
-        f"{op}'s kernel must be a grid-stride loop: training launches it with fewer threads than elements (one "
-        "block of 8 threads in the simulator; on a GPU the grid is capped at CUDA's limits for big batches), so each "
-        f"thread must step over the elements: {loop}. Without the loop only the first threads' elements are computed."
+        f"{op}'s kernel must be a grid-stride loop: training launches it with fewer threads than elements ({launch}), "
+        f"so each thread must step over the elements: {loop}. Without the loop only the first threads' elements are "
+        "computed."
     )
 
 
-# Ops a learner's kernel may fill that full marks do not require: lab 08's dropout kernel (its exercise 4 wrote the
-# backward, lesson 08's exercise 5 the forward with a mask); both ops launch it, one thread per generator state.
-OPTIONAL_OPS = ("dropout_forward", "dropout_backward")
+# Lab 08's dropout kernel serves both dropout ops (its exercise 4 wrote the backward, lesson 08's exercise 5 the
+# forward): both launch it, one thread per generator state, the backward on the states as they were before the forward.
+DROPOUT_OPS = ("dropout_forward", "dropout_backward")
 # The launcher of gpulab.kernels.nn_ops that training calls for each op (the checks launch as it does).
-LAUNCHERS = {
-    op: {"matmul": "gemm"}.get(op, "dropout" if op in OPTIONAL_OPS else op) for op in LEARNER_OPS + OPTIONAL_OPS
-}
+LAUNCHERS = {op: {"matmul": "gemm"}.get(op, "dropout" if op in DROPOUT_OPS else op) for op in LEARNER_OPS}
 # The course's kernel for each op, whose parameters training's launcher passes (gpulab.kernels.nn_ops).
 COURSE_KERNELS = {
     op: {"matmul": "gemm_kernel", "adam_update": "adam_kernel"}.get(
-        op, "dropout_kernel" if op in OPTIONAL_OPS else f"{op}_kernel"
+        op, "dropout_kernel" if op in DROPOUT_OPS else f"{op}_kernel"
     )
-    for op in LEARNER_OPS + OPTIONAL_OPS
+    for op in LEARNER_OPS
 }
 
 
@@ -149,10 +154,7 @@ class Capstone:
         ``block=(TILE, TILE)`` (matmul only): the kernel computes one element of c per thread, as lab 03's
         and lab 04's matmuls do, launched in blocks of that shape (a grid-stride kernel needs none)."""
         if op not in PROBLEMS:
-            raise CapstoneError(
-                f"unknown op {op!r}; the learner ops are: {', '.join(LEARNER_OPS)} (and, optional: "
-                f"{', '.join(OPTIONAL_OPS)})."
-            )
+            raise CapstoneError(f"unknown op {op!r}; the learner ops are: {', '.join(LEARNER_OPS)}.")
         if block is not None and op != "matmul":
             raise CapstoneError(
                 f"block= is for the matmul op (one thread per output); {op!r} takes a grid-stride kernel and no block."
@@ -286,9 +288,6 @@ class Capstone:
             elif op in LEARNER_OPS:
                 res = self.results.get(op)  # a failed CheckResult is falsy: compare with None
                 out.append((op, "course kernel (yours missing)", res.status if res is not None else "not registered"))
-            elif op in OPTIONAL_OPS:
-                res = self.results.get(op)
-                out.append((op, "course kernel (yours optional)", res.status if res is not None else "not registered"))
             elif op in ("conv_input_grad", "conv_weight_grad"):
                 uses = "matmul + col2im" if op == "conv_input_grad" else "matmul"
                 mine = all(o in self.kernels for o in uses.split(" + "))

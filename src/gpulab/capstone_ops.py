@@ -343,25 +343,15 @@ class LearnerOps(KernelOps):
         return self._dropout("dropout_backward", "dx", "dout", dout, p, states, super().dropout_backward)
 
     def _dropout(self, op: str, out: str, inp: str, x: Any, p: float, states: Any, run: Callable[..., Any]) -> Any:
-        """A dropout op: every output must be 0 or ``inp / (1 - p)`` (the training check: catches NaN, unwritten
-        elements and a wrong scale at once); with ``verify`` the same draws as the course kernel's."""
-        before = states.copy() if self.verify and op in self.kernels else None
+        """A dropout op, checked against the draws of the states it was given (the training check: the mask is a
+        function of the states, ``p`` and ``x.size`` only, so a swapped keep/drop, a missing 1 / (1 - p), NaN or an
+        unwritten element is caught at once); with ``verify`` also run again as its check does."""
+        mine = op in self.kernels
+        before = states.copy() if mine and (self.guard or self.verify) else None
         y = run(x, p, states)
-        if self.guard and op in self.kernels:
-            xp = runtime.array_module(y)
-            scaled = x.reshape(y.shape) / (np.float32(1) - np.float32(p))
-            bad = ~((y == 0) | xp.isclose(y, scaled, rtol=1e-6, atol=0))
-            if bool(bad.any()):
-                g, e = np.asarray(runtime.to_host(y)), np.asarray(runtime.to_host(scaled))
-                where = tuple(int(i) for i in np.argwhere(np.asarray(runtime.to_host(bad)))[0])
-                raise CapstoneError(
-                    f"op {op!r} failed the training check '{out}[i] is 0 (dropped) or {inp}[i] / (1 - p) (kept)' "
-                    f"on {inp} {_shape(x)}, p = {float(p):g}: your kernel's {out}{list(where)} is {g[where]:.6g}, "
-                    f"where {inp} / (1 - p) is {e[where]:.6g} ({int(bad.sum())} of {bad.size} elements wrong; "
-                    "nan: never written or computed from nothing). Write every element, 0 where u < p, and scale the "
-                    f"kept ones by 1 / (1 - p); re-run Capstone.register({op!r}, ...)."
-                )
-        if before is not None:
+        if self.guard and before is not None:
+            self._dropout_check(op, out, inp, x, p, before, y)
+        if self.verify and before is not None:
             self._same(
                 op,
                 f"{inp} {_shape(x)}, p {float(p):g}, {int(states.shape[0]) // 2} streams",
@@ -370,6 +360,43 @@ class LearnerOps(KernelOps):
                 lambda: getattr(self.course(), op)(x, p, before.copy()),
             )
         return y
+
+    def _dropout_check(self, op: str, out: str, inp: str, x: Any, p: float, before: Any, y: Any) -> None:
+        """Raise naming ``op`` unless ``y`` is the inverted dropout of ``x`` with the mask of the states ``before``
+        (the host replay on NumPy arrays, the course kernel on CuPy ones), to float32 rounding."""
+        xp = runtime.array_module(y)
+        if isinstance(y, np.ndarray):
+            from .nn.dropout import host_dropout
+
+            ref = host_dropout(np.asarray(x), p, before.copy())
+        else:
+            ref = getattr(self.course(), op)(x, p, before.copy())
+        ref = ref.reshape(y.shape)
+        bad = ~xp.isclose(y, ref, rtol=1e-6, atol=0, equal_nan=True)  # a NaN x is an upstream op's, named there
+        if not bool(bad.any()):
+            return
+        g, e = np.asarray(runtime.to_host(y)), np.asarray(runtime.to_host(ref))
+        wrong = np.asarray(runtime.to_host(bad))
+        where = tuple(int(i) for i in np.argwhere(wrong)[0])
+        finite = np.isfinite(g)
+        flipped = int((((g == 0) != (e == 0)) & finite)[wrong].sum())  # kept where the draw dropped it, or swapped
+        if not finite[wrong].all():
+            why = "write every element: 0 where dropped, not nothing (nan: never written, or computed from nothing)"
+        elif flipped:
+            why = (
+                f"{flipped} of them kept where the draw dropped the element, or dropped where it kept it: keep where "
+                "u >= p (u = xoroshiro128p_uniform_float32(states, tid), one draw per element in grid-stride order, "
+                "tid = cuda.grid(1)), write 0 where u < p"
+            )
+        else:
+            why = f"the mask is right but the kept values are not {inp} / (1 - p): scale them by 1 / (1 - p)"
+        raise CapstoneError(
+            f"op {op!r} failed the training check '{out}[i] is 0 where the draw u < p (dropped), else {inp}[i] / "
+            f"(1 - p) (kept)' on {inp} {_shape(x)}, p = {float(p):g}: your kernel's {out}{list(where)} is "
+            f"{g[where]:.6g}, the draws give {e[where]:.6g} ({int(wrong.sum())} of {wrong.size} elements "
+            f"wrong); {why}. Fix the kernel, then re-run Capstone.register({op!r}, "
+            "...) (its check names the mistake)."
+        )
 
 
 def _contig(a: Any) -> Any:
