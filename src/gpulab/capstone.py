@@ -43,6 +43,7 @@ __all__ = [
     "CapstoneError",
     "DROPOUT_OPS",
     "LearnerOps",
+    "NotReadyToTrain",
     "not_grid_stride",
     "signature_mismatch",
 ]
@@ -136,6 +137,15 @@ def signature_mismatch(op: str, kernel: Any) -> str:
     )
 
 
+class NotReadyToTrain(NotImplementedError):
+    """Training waits for ops that are not the learner's yet. Nothing the learner wrote is wrong, so a notebook
+    shows the message alone, with no traceback (IPython's ``_render_traceback_``); the cell still fails, so the
+    graders score it "not implemented"."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {str(self).splitlines()[0]}", *str(self).splitlines()[1:]]
+
+
 class Capstone:
     """Which op runs on whose kernel: register a learner kernel per op once its check passes."""
 
@@ -215,6 +225,12 @@ class Capstone:
     def missing(self) -> list[str]:
         """Learner ops not (or not yet correctly) registered."""
         return [op for op in LEARNER_OPS if op not in self.kernels]
+
+    def require_all(self) -> None:
+        """Print the report and raise :class:`NotReadyToTrain` while any learner op is missing."""
+        if self.missing():
+            print(self.report())
+            raise NotReadyToTrain(f"training starts once every op is yours; not yet:\n{self.missing_summary()}")
 
     def missing_summary(self) -> str:
         """One line per missing op saying why it is not yours yet ("" when none is missing)."""

@@ -211,7 +211,9 @@ def _error(result: Any) -> list[str] | None:
     exc = result.error_in_exec or result.error_before_exec
     if exc is None:
         return None
-    return [type(exc).__name__, str(exc)[:4000]]
+    # a subclass (the capstone's NotReadyToTrain) is still "not implemented" to the grader
+    name = "NotImplementedError" if isinstance(exc, NotImplementedError) else type(exc).__name__
+    return [name, str(exc)[:4000]]
 
 
 def _results_of(ns: dict, before: Any) -> list[dict]:
