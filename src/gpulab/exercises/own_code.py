@@ -156,7 +156,7 @@ class _Walk:
         self.seen.add(id(fn))
         if module is not None:  # gpulab's helper; at the root, the exercise's wrapper(s) around the learner's code
             return self.contents(fn, via, names=False) if root else None
-        return self.contents(fn, via + [str(name)], names=True)
+        return self.contents(fn, via + [str(getattr(fn, "__name__", name))], names=True)
 
     def visit_class(self, cls: type, via: list[str]) -> Found | None:
         if id(cls) in self.seen or module_of_class(cls) is not None:
