@@ -176,7 +176,7 @@ class _Walk:
                 return found
         if not names:
             return None
-        skip = getattr(fn, REBOUND_ATTR, frozenset())  # the exercise's stand-ins, bound by the check
+        skip: frozenset[str] = getattr(fn, REBOUND_ATTR, frozenset())  # the exercise's stand-ins, bound by the check
         scope = {**fn.__globals__, **cells}
         for chain in _chains(fn.__code__):
             if chain[0] in skip or chain[0] not in scope:
