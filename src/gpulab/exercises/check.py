@@ -17,6 +17,7 @@ from .diagnose import Judge
 from .explain import explain, orientation_note
 from .problem import Budget, Problem, Size
 from .output import captured
+from .own_code import own_code_check
 from .ptxcheck import ptx_check
 from .races import race_stage
 from .static import static_check
@@ -49,6 +50,7 @@ def check_kernel(
     ptx: str | None = None,
     race_check: bool = True,
     timeout: float = 30.0,
+    given: Sequence[Any] = (),
 ) -> CheckResult:
     """Run ``kernel`` on ``inputs(size, rng)`` for every size and compare with ``spec(*inputs)``.
 
@@ -61,6 +63,9 @@ def check_kernel(
     sum of n products in float32, instead of a constant tolerance a correct kernel can miss at
     large n. The spec must be a sum of products of its inputs (matmul, convolution, their
     gradients, optionally followed by ReLU).
+
+    ``given=[fn, ...]``: gpulab kernels or functions the learner's code may call (:mod:`.own_code`: code that is,
+    or calls, any other of gpulab's reference implementations gets 0 points and says so).
     """
     problem = Problem(
         name or "",
@@ -83,6 +88,7 @@ def check_kernel(
         ptx=ptx,
         race_check=race_check,
         timeout=timeout,
+        given=given,
     )
     return run_problem(problem, kernel, name)
 
@@ -123,6 +129,11 @@ def _run_problem(p: Problem, kernel: Any, name: str | None = None) -> CheckResul
 
     if is_placeholder(kernel) or (p.host is not None and is_placeholder(p.host)):
         return finish("not implemented", "not implemented yet: replace `raise NotImplementedError` with your code.")
+    refused = own_code_check(fn_name, (kernel, p.host), given=p.given, spec=p.spec)
+    if refused is not None:
+        res = finish("failed", *refused, checks=[Check("own code", False, refused[0], refused[1])])
+        res.details["own_code"] = False
+        return res
     try:
         cases = build_cases(p)
         out_names, in_names = param_names(p, kernel, cases[0])

@@ -122,6 +122,7 @@ _OPTIONS = (
     "ptx",
     "race_check",
     "timeout",
+    "given",
 )
 
 
@@ -157,6 +158,9 @@ class Problem:
     ptx: str | None = None
     race_check: bool = True
     timeout: float = 30.0
+    given: Sequence[Any] = ()
+    """What the exercise hands the learner to build on (a gpulab kernel or function their code may call, e.g.
+    lab 07's ``matmul``): :mod:`.own_code` refuses code that is or calls any other reference implementation."""
 
     def sizes_for(self, scale: str | None = None) -> Sequence[Size]:
         """The sizes for ``scale`` ("gpu" or "simulator"; default: the current mode)."""
