@@ -1,7 +1,10 @@
 """The checks a notebook's cells make, without running them: each solution notebook's setup and answer cells are
 run (imports, definitions, constants: cheap), then each check cell with the harness's ``run_problem`` replaced by
 one that records ``(problem, kernel)`` and passes. Used by tests/test_exercises_own_code.py to ask
-:mod:`gpulab.exercises.own_code` about every answer a lesson or lab ships."""
+:mod:`gpulab.exercises.own_code` about every answer a lesson or lab ships. The pipelined host functions (lesson 02,
+lab 02) are checked by :func:`gpulab.lessons.pipelined.check_pipelined`, whose own-code stage runs for real: only
+what runs after it is replaced, so an answer it refused is not recorded (the entry's "problem" is then the
+:class:`~gpulab.lessons.pipelined.Pipelined` operation)."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from typing import Any
 import nbformat
 
 from gpulab.exercises import check as check_module
+from gpulab.lessons import pipelined
 from gpulab.exercises.result import CheckResult
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,12 +63,17 @@ def recorded_checks(path: Path) -> list[tuple[str, Any, Any]]:
     ns: dict[str, Any] = {"__name__": "__main__"}
     label = ""
 
-    def record(problem: Any, kernel: Any, name: str | None = None) -> CheckResult:
+    def record(problem: Any, kernel: Any, name: str | None = None, *, trusted: bool = False) -> CheckResult:
+        assert not trusted, f"{label}: a notebook's check passed trusted=True"
         seen.append((label, problem, kernel))
         return CheckResult(name or problem.name, "passed", float(problem.points), float(problem.points), "recorded")
 
-    real = check_module.run_problem
-    check_module.run_problem = record
+    def record_pipelined(fn: Any, cases: Any, op: pipelined.Pipelined, seed: int) -> CheckResult:
+        seen.append((label, op, fn))
+        return CheckResult(op.name, "passed", 1.0, 1.0, "recorded")
+
+    real, real_pipelined = check_module.run_problem, pipelined._check
+    check_module.run_problem, pipelined._check = record, record_pipelined
     try:
         for i, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
@@ -82,5 +91,5 @@ def recorded_checks(path: Path) -> list[tuple[str, Any, Any]]:
                     if answer:
                         raise
     finally:
-        check_module.run_problem = real
+        check_module.run_problem, pipelined._check = real, real_pipelined
     return seen

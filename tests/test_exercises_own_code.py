@@ -5,6 +5,7 @@ lessons and labs ship passes unchanged (their cells run as a notebook runs them:
 from __future__ import annotations
 
 import glob
+import inspect
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +15,9 @@ from numba import cuda, vectorize
 import gpulab.kernels.reduce
 from gpulab.exercises import check_kernel
 from gpulab.exercises.own_code import module_of, own_code_check, reference_used
-from gpulab.kernels.cooperative import _barrier
 from gpulab.kernels.matmul import matmul, matmul_naive_kernel
+from gpulab.lessons import pipelined
+from gpulab.lessons.device_fns import at as gpulab_at  # lesson 01's device function
 from gpulab.problems._stand_ins import dropout_kernel
 from gpulab.source import rebound
 from own_code_cells import ROOT, recorded_checks
@@ -62,11 +64,10 @@ def test_a_wrapper_calling_a_reference_through_a_module_attribute():
 def test_a_kernel_calling_a_gpulab_device_function():
     @cuda.jit
     def kernel(x, out):
-        _barrier()
-        out[0] = x[0]
+        out[0] = gpulab_at(x, 0, 0)
 
     found = reference_used(kernel)
-    assert found is not None and found.reference == "gpulab.kernels.cooperative._barrier"
+    assert found is not None and found.reference == "gpulab.lessons.device_fns.at"
 
 
 def test_a_nested_helper_is_followed_and_named_in_the_message():
@@ -97,11 +98,10 @@ def test_a_closure_cell_and_a_default_argument_are_followed():
 def test_a_gpu_ufunc_whose_scalar_function_calls_a_gpulab_device_function():
     @vectorize(["float32(float32)"], target="cuda")
     def relu(x):
-        _barrier()
-        return max(x, 0.0)
+        return max(gpulab_at(x, 0, 0), 0.0)
 
     found = reference_used(relu)
-    assert found is not None and found.reference == "gpulab.kernels.cooperative._barrier"
+    assert found is not None and found.reference == "gpulab.lessons.device_fns.at"
     assert found.via == ["relu"]
 
 
@@ -160,10 +160,11 @@ def test_every_shipped_answer_is_its_own_code(path):
     checks = recorded_checks(Path(path))
     for label, problem, kernel in checks:
         name = str(getattr(kernel, "__name__", problem.name))
-        assert own_code_check(name, (kernel, problem.host), given=problem.given, spec=problem.spec) is None, label
+        host = getattr(problem, "host", None)  # a Pipelined operation (lesson 02, lab 02) has none
+        assert own_code_check(name, (kernel, host), given=problem.given, spec=problem.spec) is None, label
 
 
-def test_every_lesson_exercise_but_the_pipelined_one_is_checked_in_its_notebook():
+def test_every_lesson_exercise_is_checked_in_its_notebook():
     from gpulab import lessons
 
     seen = {
@@ -171,6 +172,77 @@ def test_every_lesson_exercise_but_the_pipelined_one_is_checked_in_its_notebook(
         for path in glob.glob(str(ROOT / "notebooks" / "[0-9]*.ipynb"))
         for _, p, _ in recorded_checks(Path(path))
     }
-    assert sorted(e.problem.name for e in lessons.EXERCISES.values() if e.problem.name not in seen) == [
-        "pipelined_saxpy"
-    ]
+    assert sorted(e.problem.name for e in lessons.EXERCISES.values() if e.problem.name not in seen) == []
+
+
+# --- the pipelined host functions (lesson 02, lab 02) and lab 06's dict specs -----------------------
+
+
+def _pipelined_by_reference(alpha, x_h, y_h, out_h, chunk, n_streams):
+    pipelined.pipelined_saxpy(alpha, x_h, y_h, out_h, chunk, n_streams)
+
+
+def test_the_pipelined_check_refuses_gpulabs_answer_and_a_wrapper_of_it():
+    for fn, said in [
+        (pipelined.pipelined_saxpy, "your pipelined_saxpy is gpulab.lessons.pipelined.pipelined_saxpy"),
+        (_pipelined_by_reference, "your pipelined_saxpy calls gpulab.lessons.pipelined.pipelined_saxpy"),
+    ]:
+        res = pipelined.check_pipelined(fn, cases=[(300, 100, 3)])
+        assert res.status == "failed" and res.score == 0 and res.details["own_code"] is False, res
+        assert res.message.startswith(said) and "nothing was run" in res.message, res.message
+        assert [c.name for c in res.checks] == ["own code"]
+    trusted = pipelined.check_pipelined(pipelined.pipelined_saxpy, cases=[(300, 100, 3)], trusted=True)
+    assert trusted.passed and trusted.details["trusted"] is True
+
+
+def test_lab02s_pipelined_add_may_launch_the_given_add_kernel_but_not_call_an_answer():
+    from gpulab import problems
+    from gpulab.kernels.elementwise import add_kernel
+
+    def pipelined_add(x_h, y_h, out_h, chunk, n_streams):  # launches gpulab's add_kernel, as the lab says
+        streams = [cuda.stream() for _ in range(n_streams)]
+        for k, start in enumerate(range(0, x_h.size, chunk)):
+            s, part = streams[k % n_streams], slice(start, min(start + chunk, x_h.size))
+            x_d, y_d = cuda.to_device(x_h[part], stream=s), cuda.to_device(y_h[part], stream=s)
+            out_d = cuda.device_array(x_d.size, np.float32, stream=s)
+            add_kernel[(x_d.size + 127) // 128, 128, s](x_d, y_d, out_d)
+            out_d.copy_to_host(out_h[part], stream=s)
+        cuda.synchronize()
+
+    def by_saxpy(x_h, y_h, out_h, chunk, n_streams):
+        _pipelined_by_reference(np.float32(1), x_h, y_h, out_h, chunk, n_streams)
+
+    sizes = [(300, 100, 3)]
+    assert problems.lab02.PIPELINED_ADD.check(pipelined_add, sizes=sizes).score == 3
+    res = problems.lab02.PIPELINED_ADD.check(by_saxpy, sizes=sizes)
+    assert res.score == 0 and res.details["own_code"] is False, res
+    assert "calls gpulab.lessons.pipelined.pipelined_saxpy (through by_saxpy -> _pipelined_by_reference)" in (
+        res.message
+    )
+
+
+def test_lab06s_dict_spec_answers_go_through_the_own_code_stage():
+    from gpulab import problems
+    from gpulab.lessons import answers_05_10
+
+    def adam_elementwise_spec():
+        return answers_05_10.axpy_elementwise_spec()
+
+    def grad_norm_spec():
+        return dict(answers_05_10.axpy_elementwise_spec())
+
+    for problem, fn in [(problems.lab06.ADAM, adam_elementwise_spec), (problems.lab06.GRAD_NORM, grad_norm_spec)]:
+        res = problem.check(fn)
+        assert res.score == 0 and res.details["own_code"] is False, res
+        assert res.message.startswith(f"your {fn.__name__} calls gpulab.lessons.answers_05_10.axpy_elementwise_spec")
+
+
+def test_a_trusted_check_skips_the_stage_and_earns_nothing_in_a_lab_report():
+    from gpulab import grading, lessons
+
+    ex = lessons.exercise("01", "add")
+    assert ex.check(ex.reference).details["own_code"] is False
+    res = ex.check(ex.reference, trusted=True)
+    assert res.passed and res.details["trusted"] is True and "own_code" not in res.details
+    assert grading.report(res) == 0.0
+    assert "trusted" not in inspect.signature(lessons.check).parameters  # the learners' call

@@ -42,6 +42,8 @@ REFERENCE_MODULES = (
     "gpulab.lessons.answers",
     "gpulab.lessons.answers_05_10",
     "gpulab.lessons.answers_12",
+    "gpulab.lessons.device_fns",
+    "gpulab.lessons.pipelined",
     "gpulab.problems._stand_ins",
     "gpulab.nn",
     "gpulab.capstone_ops",

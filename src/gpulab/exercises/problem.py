@@ -169,8 +169,10 @@ class Problem:
             raise UsageError(f"Problem {self.name}: scale must be 'gpu' or 'simulator', got {scale!r}")
         return list(self.gpu_sizes or self.sizes) if scale == "gpu" else list(self.sizes)
 
-    def check(self, kernel: Any = None, *, scale: str | None = None, **overrides: Any) -> Any:
-        """Run the checks on ``kernel`` (see :func:`check_kernel`); returns a CheckResult."""
+    def check(self, kernel: Any = None, *, scale: str | None = None, trusted: bool = False, **overrides: Any) -> Any:
+        """Run the checks on ``kernel`` (see :func:`check_kernel`); returns a CheckResult. ``trusted=True``:
+        ``kernel`` is gpulab's own reference, run by gpulab's tests (no own-code stage, see
+        :func:`gpulab.exercises.check.run_problem`)."""
         from .check import run_problem
 
         unknown = set(overrides) - set(_OPTIONS) - {"sizes", "name"}
@@ -183,4 +185,4 @@ class Problem:
         kw.setdefault("sizes", self.sizes_for(scale))
         problem = dataclasses.replace(self, **{k: v for k, v in kw.items() if k != "name"})
         name = kw.get("name") or (None if kernel is not None else self.name)
-        return run_problem(problem, kernel if kernel is not None else problem.host, name)
+        return run_problem(problem, kernel if kernel is not None else problem.host, name, trusted=trusted)
