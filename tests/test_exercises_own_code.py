@@ -246,3 +246,27 @@ def test_a_trusted_check_skips_the_stage_and_earns_nothing_in_a_lab_report():
     assert res.passed and res.details["trusted"] is True and "own_code" not in res.details
     assert grading.report(res) == 0.0
     assert "trusted" not in inspect.signature(lessons.check).parameters  # the learners' call
+
+
+@pytest.mark.parametrize(
+    "check, reference",
+    [
+        ("lesson 05 histogram", "gpulab.kernels.histogram.histogram_shared_kernel"),
+        ("lesson 05 histogram", "gpulab.lessons.answers_05_10.histogram_privatized_kernel"),
+        ("capstone dropout_forward", "gpulab.kernels.nn_kernels.dropout_kernel"),
+        ("capstone dropout_backward", "gpulab.problems._stand_ins.dropout_kernel"),
+    ],
+)
+def test_the_newer_exercises_refuse_gpulabs_kernels(check, reference):
+    import importlib
+
+    from gpulab import capstone, lessons
+
+    module, name = reference.rsplit(".", 1)
+    kernel = getattr(importlib.import_module(module), name)
+    if check.startswith("lesson"):
+        res = lessons.check("05", "histogram_privatized", kernel)
+    else:
+        res = capstone.Capstone().register(check.split()[1], kernel)
+    assert res.score == 0 and res.details["own_code"] is False, res
+    assert res.message.startswith(f"your {res.name} is {reference}, gpulab's own reference"), res.message
