@@ -18,6 +18,12 @@ What an exercise hands the learner to build on is ``given`` (a Problem's ``given
 gpulab's ``add_kernel``, lab 07's convolution calls gpulab's ``matmul``. Names a check binds itself (the stand-ins
 of :func:`gpulab.source.rebound`) are the exercise's too.
 
+Where it runs: every Problem check (:func:`gpulab.exercises.check.run_problem`: kernels, ``host=`` functions, lab
+06's dict specs through their host wrapper, the capstone's ops) and lesson 02 / lab 02's pipelined host functions
+(:func:`gpulab.lessons.pipelined.check_pipelined`). gpulab's own tests pass ``trusted=True`` to check its references
+(see ``run_problem``: an argument of one call, never passed by the learners' ``lessons.check`` nor by a lab's test
+cells, and a trusted verdict scores 0 in :func:`gpulab.grading.report`).
+
 Not caught: reference source text copied into a cell, and names reached only at run time (``getattr`` with a
 string, ``importlib``, a module kept in a local variable first).
 """
