@@ -212,12 +212,12 @@ def test_attention_backward_matches_pytorch():
 @pytest.mark.parametrize("name", ["scores", "online_softmax"])
 def test_lesson_references_pass(name):
     ex = lessons.exercise("12", name)
-    res = ex.check(ex.reference)
+    res = ex.check(ex.reference, trusted=True)  # gpulab's own: no own-code stage
     assert res.passed and res.score == res.max_score, res
 
 
 def test_lesson_fused_reference_passes_with_its_budget():
-    res = lessons.check("12", "flash", flash.flash_attention_kernel)
+    res = lessons.exercise("12", "flash").check(flash.flash_attention_kernel, trusted=True)
     assert res.passed and res.score == res.max_score, res
 
 

@@ -57,5 +57,5 @@ def test_the_course_kernels_finish_far_inside_the_deadline(monkeypatch):
     cap = capstone.Capstone()
     for op, kern in LIBRARY.items():
         times.clear()
-        assert cap.register(op, kern).passed, op
+        assert cap.register(op, kern, trusted=True).passed, op
         assert times and max(times) < GRID_STRIDE_TIMEOUT / 5, (op, times)

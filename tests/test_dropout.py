@@ -92,7 +92,7 @@ def test_draws_in_a_simulated_kernel_are_silent_and_replayed_exactly():
 
 
 def test_the_reference_kernel_passes_and_the_reference_replays_the_grid_stride_order():
-    result = lessons.check("08", "dropout_forward", dropout_forward_kernel)
+    result = lessons.exercise("08", "dropout_forward").check(dropout_forward_kernel, trusted=True)
     assert result.passed, result
     x = np.ones(200, np.float32)
     words = dropout.new_states(dropout.THREADS, seed=0)

@@ -173,7 +173,7 @@ def test_gpu_mode_grades_the_results_only_and_says_so(monkeypatch):
 
 
 def test_the_lessons_check_keeps_its_own_words():
-    res = pipelined.check_pipelined(pipelined.pipelined_saxpy, cases=[(300, 100, 3)])
+    res = pipelined.check_pipelined(pipelined.pipelined_saxpy, cases=[(300, 100, 3)], trusted=True)
     assert res.passed and res.name == "pipelined_saxpy" and res.score == res.max_score == 1
     assert "saxpy[blocks, threads, s](alpha, x_d, y_d, out_d)" in pipelined.hint("kernel_default_stream")
 

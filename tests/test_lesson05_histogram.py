@@ -43,7 +43,7 @@ STRIDE = "for i in range(cuda.grid(1), values.size, cuda.gridsize(1)):"
 
 
 def test_the_reference_passes_with_its_budgets():
-    res = EX.check(EX.reference)
+    res = EX.check(EX.reference, trusted=True)
     assert res.passed and res.score == EX.problem.points, res
     if not gpulab.is_gpu():
         assert any(c.name == "budget: global atomics on hist" and c.passed for c in res.checks), res.checks

@@ -127,7 +127,7 @@ def test_a_right_answer_names_no_mistake():
 
 @pytest.mark.ptx
 def test_the_reference_passes_with_its_ptx():
-    res = lessons.check("01", "at", device_fns.at)
+    res = lessons.exercise("01", "at").check(device_fns.at, trusted=True)  # gpulab's own: no own-code stage
     assert res.passed, res
     assert any(c.name == "PTX" and c.passed and "compiles" in c.message for c in res.checks)
 

@@ -93,7 +93,7 @@ def test_or_reference_falls_back_to_the_reference(capsys):
     ref = lessons.exercise("08", "relu_backward").reference
     assert lessons.or_reference(result, relu_backward_kernel, "08", "relu_backward") is ref
     assert "reference kernel" in capsys.readouterr().out
-    passed = lessons.check("08", "relu_backward", ref)
+    passed = lessons.exercise("08", "relu_backward").check(ref, trusted=True)  # gpulab's own: no own-code stage
     assert lessons.or_reference(passed, relu_backward_kernel, "08", "relu_backward") is relu_backward_kernel
 
 
@@ -232,7 +232,7 @@ def test_lesson09_counting_mistakes_are_named():
         return image_size**2 * c1 * 9 + (image_size // 2) ** 2 * c2 * c1 * 9
 
     for fn, words in [(flops, "counts FLOPs"), (_macs_without_padding, "padding=1"), (convs_only, "two linear")]:
-        res = lessons.check("09", "cnn_forward_macs", fn)
+        res = lessons.exercise("09", "cnn_forward_macs").check(fn, trusted=True)  # variants of gpulab's answer
         assert not res.passed and words in res.hint, res
     assert lessons.check("09", "cnn_forward_macs", lambda *a: None).status == "error"
 
@@ -313,7 +313,7 @@ def test_lesson10_ring_mistakes_are_named():
         (_reduce_scatter_only, "only the reduce-scatter"),
     ]
     for fn, words in cases:
-        res = lessons.check("10", "ring_allreduce", fn)
+        res = lessons.exercise("10", "ring_allreduce").check(fn, trusted=True)  # variants of gpulab's answer
         assert not res.passed and words in res.hint, (fn.__name__, res)
     res = lessons.check("10", "ring_allreduce", lambda buffers: buffers)
     assert res.status == "error" and "must return a pair" in str(res) and "returned a list of" in str(res), res

@@ -354,8 +354,8 @@ def test_the_course_library_kernels_score_full_marks_in_labs_03_and_04():
     import importlib
 
     mm = importlib.import_module("gpulab.kernels.matmul")  # the module (gpulab.kernels.matmul is the launcher)
-    naive = problems.lab03.MATMUL.check(mm.matmul_naive_kernel)
+    naive = problems.lab03.MATMUL.check(mm.matmul_naive_kernel, trusted=True)  # gpulab's own: no own-code stage
     assert naive.passed and naive.score == 3, naive
     assert mm.TILE == TILE  # the lab's tile is the library's
-    tiled = problems.lab04.MATMUL_TILED.check(mm.matmul_tiled_kernel, ptx=None)
+    tiled = problems.lab04.MATMUL_TILED.check(mm.matmul_tiled_kernel, ptx=None, trusted=True)
     assert tiled.passed and tiled.score == 4, tiled

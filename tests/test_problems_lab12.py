@@ -111,7 +111,8 @@ def test_fused_challenge_names_a_log_sum_exp_without_the_maximum():
             )
         out[...], lse[...] = o, l_ - s.max(axis=1)
 
-    res = L.FLASH_LSE.check(host=lse_without_max, race_check=False, budget=None, ptx=None)
+    # built on the check's own spec: trusted (no own-code stage), a test of the mistake's hint
+    res = L.FLASH_LSE.check(host=lse_without_max, race_check=False, budget=None, ptx=None, trusted=True)
     assert not res.passed and "row_max + log(row_sum)" in res.hint, res
 
 
@@ -132,7 +133,7 @@ def test_fused_challenge_names_the_lessons_attention_mistakes(mistake, hint):
         out[...] = wrong(q, k, v, scale, causal)
         lse[...] = L.flash_lse_spec(q, k, v, scale, causal)[1]
 
-    res = L.FLASH_LSE.check(host=kernel_with_the_mistake, race_check=False, budget=None, ptx=None)
+    res = L.FLASH_LSE.check(host=kernel_with_the_mistake, race_check=False, budget=None, ptx=None, trusted=True)
     assert not res.passed and hint in res.hint, res
 
 

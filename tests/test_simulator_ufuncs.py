@@ -274,7 +274,9 @@ def test_the_softplus_checks_ptx_stage_names_the_numpy_call_a_gpu_cannot_compile
     assert f"`{calls[0]}(...)` on a scalar does not compile for a GPU" in res.message
     for call, fix in zip(calls, fixes):
         assert f"`{call}`" in res.hint and fix in res.hint, res.hint
-    assert exercise.check(exercise.reference).status == "passed"  # the reference compiles: the stage passes it
+    assert (
+        exercise.check(exercise.reference, trusted=True).status == "passed"
+    )  # the reference compiles: the stage passes it
 
 
 @pytest.mark.ptx

@@ -214,13 +214,23 @@ class Capstone:
         return result
 
     def register(
-        self, op: str, kernel: Any, *, scale: str | None = None, points: float = 1, block: tuple[int, int] | None = None
+        self,
+        op: str,
+        kernel: Any,
+        *,
+        scale: str | None = None,
+        points: float = 1,
+        block: tuple[int, int] | None = None,
+        trusted: bool = False,
     ) -> CheckResult:
-        """Check ``kernel`` for ``op`` (:data:`PROBLEMS`) and register it only if the check passes."""
+        """Check ``kernel`` for ``op`` (:data:`PROBLEMS`) and register it only if the check passes. ``trusted``:
+        ``kernel`` is gpulab's own (its tests register the library's kernels; see
+        :func:`gpulab.exercises.check.run_problem`)."""
         from .exercises import check_kernel
 
         problem = self.problem(op, kernel, scale=scale, block=block)
-        return self.accept(op, kernel, check_kernel(kernel, points=points, **problem), block=block)
+        res = check_kernel(kernel, points=points, trusted=trusted, **problem)
+        return self.accept(op, kernel, res, block=block)
 
     def missing(self) -> list[str]:
         """Learner ops not (or not yet correctly) registered."""

@@ -26,6 +26,7 @@ __all__ = [
     "kernel_source",
     "py_func",
     "rebound",
+    "scalar_function",
     "show_source",
     "standalone_source",
 ]
@@ -43,6 +44,9 @@ def py_func(obj: Any) -> Any:
     return obj
 
 
+REBOUND_ATTR = "__gpulab_rebound__"  # the names a check bound in a rebound copy (its stand-ins, not the learner's)
+
+
 def rebound(fn: types.FunctionType, names: dict[str, Any]) -> types.FunctionType:
     """``fn``'s code run with ``names`` bound in place of its own: a copy of its globals with ``names`` set (and a
     closure cell of the same name replaced), its defaults, keyword defaults, qualified name and module kept. The
@@ -54,7 +58,19 @@ def rebound(fn: types.FunctionType, names: dict[str, Any]) -> types.FunctionType
     new = types.FunctionType(fn.__code__, {**fn.__globals__, **names}, fn.__name__, fn.__defaults__, cells or None)
     new.__kwdefaults__ = fn.__kwdefaults__
     new.__qualname__, new.__module__ = fn.__qualname__, fn.__module__
+    setattr(new, REBOUND_ATTR, frozenset(names) | getattr(fn, REBOUND_ATTR, frozenset()))
     return new
+
+
+def scalar_function(ufunc: Any) -> Any:
+    """The scalar Python function a GPU ufunc (numba-cuda's ``CUDAUFuncDispatcher``) was made from; None for anything
+    else (a plain function, a ufunc with no signature)."""
+    functions = getattr(ufunc, "functions", None) if type(ufunc).__name__ == "CUDAUFuncDispatcher" else None
+    if not functions:
+        return None
+    _, kernel = next(iter(functions.values()))  # numba-cuda's kernel around it calls it as __core__
+    core = getattr(py_func(kernel), "__globals__", {}).get("__core__")
+    return None if core is None else py_func(core)
 
 
 def code_names(code: types.CodeType) -> set[str]:

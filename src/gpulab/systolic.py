@@ -136,10 +136,13 @@ def _step_inputs(shape: tuple[int, int], rng: np.random.Generator) -> tuple[np.n
     return f(r, c), f(r, c), f(r, c), f(r), f(c)
 
 
-def check_step(step: Step, *, points: float = 1, sizes: list[tuple[int, int]] | None = None) -> Any:
+def check_step(
+    step: Step, *, points: float = 1, sizes: list[tuple[int, int]] | None = None, trusted: bool = False
+) -> Any:
     """Check a learner's one-clock ``step`` (same contract as :func:`pe_step`) with :mod:`gpulab.exercises`.
 
-    Sizes include 1 x 1, a single row, a single column and non-square arrays.
+    Sizes include 1 x 1, a single row, a single column and non-square arrays. ``trusted``: ``step`` is
+    gpulab's own :func:`pe_step` (see :func:`gpulab.exercises.check.run_problem`).
     """
     from .exercises import check_kernel
 
@@ -172,6 +175,7 @@ def check_step(step: Step, *, points: float = 1, sizes: list[tuple[int, int]] | 
         rtol=1e-6,
         atol=1e-6,
         points=points,
+        trusted=trusted,
         mistakes={
             "the accumulator used last clock's latched a and b: multiply the values that arrive this clock "
             "(from the left neighbour / the edge and from above).": old_acc,

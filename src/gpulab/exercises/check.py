@@ -17,6 +17,7 @@ from .diagnose import Judge
 from .explain import explain, orientation_note
 from .problem import Budget, Problem, Size
 from .output import captured
+from .own_code import own_code_check
 from .ptxcheck import ptx_check
 from .races import race_stage
 from .static import static_check
@@ -49,6 +50,8 @@ def check_kernel(
     ptx: str | None = None,
     race_check: bool = True,
     timeout: float = 30.0,
+    given: Sequence[Any] = (),
+    trusted: bool = False,
 ) -> CheckResult:
     """Run ``kernel`` on ``inputs(size, rng)`` for every size and compare with ``spec(*inputs)``.
 
@@ -61,6 +64,12 @@ def check_kernel(
     sum of n products in float32, instead of a constant tolerance a correct kernel can miss at
     large n. The spec must be a sum of products of its inputs (matmul, convolution, their
     gradients, optionally followed by ReLU).
+
+    ``given=[fn, ...]``: gpulab kernels or functions the learner's code may call (:mod:`.own_code`: code that is,
+    or calls, any other of gpulab's reference implementations gets 0 points and says so).
+
+    ``trusted=True``: ``kernel`` is gpulab's own (a test of the check itself, on the reference it compares
+    against): the own-code stage is skipped. See :func:`run_problem`.
     """
     problem = Problem(
         name or "",
@@ -83,8 +92,9 @@ def check_kernel(
         ptx=ptx,
         race_check=race_check,
         timeout=timeout,
+        given=given,
     )
-    return run_problem(problem, kernel, name)
+    return run_problem(problem, kernel, name, trusted=trusted)
 
 
 def is_placeholder(fn: Any) -> bool:
@@ -93,16 +103,23 @@ def is_placeholder(fn: Any) -> bool:
     return code is not None and "NotImplementedError" in code_names(code)
 
 
-def run_problem(p: Problem, kernel: Any, name: str | None = None) -> CheckResult:
+def run_problem(p: Problem, kernel: Any, name: str | None = None, *, trusted: bool = False) -> CheckResult:
     """Check ``kernel`` against ``p``: the pipeline behind :func:`check_kernel` and ``Problem.check``. What the
-    kernel prints meanwhile is kept aside: the verdict shows its first lines and how many more there were."""
+    kernel prints meanwhile is kept aside: the verdict shows its first lines and how many more there were.
+
+    ``trusted=True`` skips the own-code stage (:mod:`.own_code`) for this one call: it is how gpulab's tests run
+    gpulab's references through the learners' checks. It is an argument, not a setting, so an answer cell cannot
+    switch it on for a later check. In a graded lab the check calls are the test cells of the lab's source (the
+    grader takes only the answer cells' code from a submission) and never pass it; a learner who passes it in an
+    ungraded lesson gets no more than :func:`gpulab.lessons.reveal` shows. A trusted verdict carries
+    ``details["trusted"]``, and :func:`gpulab.grading.report` scores it 0."""
     with captured() as printed:
-        res = _run_problem(p, kernel, name)
+        res = _run_problem(p, kernel, name, trusted)
     res.printed = printed.note("the kernel" if p.host is None else "your code")
     return res
 
 
-def _run_problem(p: Problem, kernel: Any, name: str | None = None) -> CheckResult:
+def _run_problem(p: Problem, kernel: Any, name: str | None, trusted: bool) -> CheckResult:
     fn_name = str(name or getattr(py_func(kernel), "__name__", None) or getattr(p.host, "__name__", "kernel"))
     n_modes = sum(x is not None for x in (p.threads, p.launch, p.host))
     if n_modes != 1:
@@ -118,11 +135,18 @@ def _run_problem(p: Problem, kernel: Any, name: str | None = None) -> CheckResul
         status: str, message: str, hint: str = "", checks: Sequence[Check] = (), score: float = 0.0
     ) -> CheckResult:
         res = CheckResult(fn_name, status, score, float(p.points), message, hint, list(checks))
+        if trusted:
+            res.details["trusted"] = True
         log_result(res)
         return res
 
     if is_placeholder(kernel) or (p.host is not None and is_placeholder(p.host)):
         return finish("not implemented", "not implemented yet: replace `raise NotImplementedError` with your code.")
+    refused = None if trusted else own_code_check(fn_name, (kernel, p.host), given=p.given, spec=p.spec)
+    if refused is not None:
+        res = finish("failed", *refused, checks=[Check("own code", False, refused[0], refused[1])])
+        res.details["own_code"] = False
+        return res
     try:
         cases = build_cases(p)
         out_names, in_names = param_names(p, kernel, cases[0])

@@ -186,7 +186,12 @@ class DeviceFnProblem(Problem):
             log_result(res)
             return res
         res = super().check(kernel, scale=scale, **overrides)
-        if fn is not None and self.diagnose is not None and res.status in ("failed", "error"):
+        if (
+            fn is not None
+            and self.diagnose is not None
+            and res.status in ("failed", "error")
+            and "own_code" not in res.details
+        ):
             hint = self.diagnose(fn)
             if hint:
                 res.hint = hint

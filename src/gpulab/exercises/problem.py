@@ -122,6 +122,7 @@ _OPTIONS = (
     "ptx",
     "race_check",
     "timeout",
+    "given",
 )
 
 
@@ -157,6 +158,9 @@ class Problem:
     ptx: str | None = None
     race_check: bool = True
     timeout: float = 30.0
+    given: Sequence[Any] = ()
+    """What the exercise hands the learner to build on (a gpulab kernel or function their code may call, e.g.
+    lab 07's ``matmul``): :mod:`.own_code` refuses code that is or calls any other reference implementation."""
 
     def sizes_for(self, scale: str | None = None) -> Sequence[Size]:
         """The sizes for ``scale`` ("gpu" or "simulator"; default: the current mode)."""
@@ -165,8 +169,10 @@ class Problem:
             raise UsageError(f"Problem {self.name}: scale must be 'gpu' or 'simulator', got {scale!r}")
         return list(self.gpu_sizes or self.sizes) if scale == "gpu" else list(self.sizes)
 
-    def check(self, kernel: Any = None, *, scale: str | None = None, **overrides: Any) -> Any:
-        """Run the checks on ``kernel`` (see :func:`check_kernel`); returns a CheckResult."""
+    def check(self, kernel: Any = None, *, scale: str | None = None, trusted: bool = False, **overrides: Any) -> Any:
+        """Run the checks on ``kernel`` (see :func:`check_kernel`); returns a CheckResult. ``trusted=True``:
+        ``kernel`` is gpulab's own reference, run by gpulab's tests (no own-code stage, see
+        :func:`gpulab.exercises.check.run_problem`)."""
         from .check import run_problem
 
         unknown = set(overrides) - set(_OPTIONS) - {"sizes", "name"}
@@ -179,4 +185,4 @@ class Problem:
         kw.setdefault("sizes", self.sizes_for(scale))
         problem = dataclasses.replace(self, **{k: v for k, v in kw.items() if k != "name"})
         name = kw.get("name") or (None if kernel is not None else self.name)
-        return run_problem(problem, kernel if kernel is not None else problem.host, name)
+        return run_problem(problem, kernel if kernel is not None else problem.host, name, trusted=trusted)

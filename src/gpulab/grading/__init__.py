@@ -41,6 +41,11 @@ def quiet_warnings() -> None:
         warnings.filterwarnings("ignore", category=category)
 
 
+def _trusted(result: Any) -> bool:
+    details = getattr(result, "details", None)
+    return isinstance(details, dict) and bool(details.get("trusted"))
+
+
 def report(*results: Any, points: float | None = None) -> float:
     """Show the verdict of one or more checks and return the points earned.
 
@@ -49,13 +54,15 @@ def report(*results: Any, points: float | None = None) -> float:
     ``[0, points]``, where ``points`` defaults to the first (visible) check's ``max_score``, so the
     cell is worth the same with or without its hidden tests. Returning the number makes it the
     cell's value, which nbgrader's autograder reads as partial credit; nothing is raised, so a cell
-    that calls ``report`` last never scores 0 for an exception of the checker's own.
+    that calls ``report`` last never scores 0 for an exception of the checker's own. A verdict of a check
+    run with ``trusted=True`` (gpulab's tests of their own references, which skip the own-code stage; see
+    :func:`gpulab.exercises.check.run_problem`) earns nothing here.
     """
     if not results:
         from gpulab.errors import UsageError
 
         raise UsageError("report() needs at least one check result, got none; pass what check_kernel returned")
-    earned = sum(float(getattr(r, "score", 0.0)) for r in results)
+    earned = sum(0.0 if _trusted(r) else float(getattr(r, "score", 0.0)) for r in results)
     maximum = sum(float(getattr(r, "max_score", 0.0)) for r in results)
     total = float(getattr(results[0], "max_score", 0.0)) if points is None else float(points)
     score = 0.0 if maximum <= 0 else total * earned / maximum

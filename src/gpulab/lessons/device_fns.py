@@ -178,8 +178,9 @@ def diagnose(at_fn: Any) -> str | None:
     return None
 
 
-def check_at(at_fn: Any) -> CheckResult:
-    """Check the learner's device function ``at`` inside neighbours4_kernel, with a named hint for its mistake."""
+def check_at(at_fn: Any, *, trusted: bool = False) -> CheckResult:
+    """Check the learner's device function ``at`` inside neighbours4_kernel, with a named hint for its mistake
+    (``trusted``: gpulab's own ``at``, see :meth:`gpulab.lessons.Exercise.check`)."""
     p = problem()
     if not hasattr(at_fn, "py_func"):
         return p.check(at_fn)  # not a @cuda.jit function: the harness says what it expected
@@ -187,7 +188,7 @@ def check_at(at_fn: Any) -> CheckResult:
 
     if is_placeholder(at_fn):
         return p.check(at_fn)  # "not implemented yet"
-    res = p.check(kernel_with(at_fn), name="at")
+    res = p.check(kernel_with(at_fn), name="at", trusted=trusted)
     if not res.passed and res.status != "over budget":
         hint = diagnose(at_fn)
         if hint:

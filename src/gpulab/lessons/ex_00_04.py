@@ -72,8 +72,8 @@ def _with_duplicate_write_hint(
     ``over_budget``: ``{budget check name: hint}`` for a correct kernel over that limit of the problem's budget,
     in place of the harness's hint (which speaks of shared memory where the exercise's point is another)."""
 
-    def checker(kernel: Any) -> CheckResult:
-        res = problem.check(kernel)
+    def checker(kernel: Any, *, trusted: bool = False) -> CheckResult:
+        res = problem.check(kernel, trusted=trusted)
         if res.hint in (WRITE_RACE_HINT, DUPLICATE_STORE_HINT):
             res.hint = hint
         elif res.status == "over budget":

@@ -29,17 +29,21 @@ class Exercise:
     adapt: Callable[[Any], Callable[..., Any]] | None = None
     """For an exercise whose answer is a plain function, not a kernel: turns the learner's function into the
     ``host=`` function the Problem runs (e.g. with :func:`as_host`)."""
-    checker: Callable[[Any], CheckResult] | None = None
+    checker: Callable[..., CheckResult] | None = None
     """For an exercise that a library module checks itself (``systolic.check_step``): runs the check,
-    with that module's named mistakes, in place of ``problem``."""
+    with that module's named mistakes, in place of ``problem``. Called ``checker(answer)``, and
+    ``checker(answer, trusted=True)`` for gpulab's own reference (see :meth:`check`)."""
 
-    def check(self, answer: Any) -> CheckResult:
-        """Run the Problem on ``answer`` (a kernel, or a function through ``adapt``)."""
+    def check(self, answer: Any, *, trusted: bool = False) -> CheckResult:
+        """Run the Problem on ``answer`` (a kernel, or a function through ``adapt``). ``trusted=True``: ``answer``
+        is gpulab's own (``ex.check(ex.reference, trusted=True)`` in gpulab's tests), so the check skips its
+        own-code stage (see :func:`gpulab.exercises.check.run_problem`); :func:`gpulab.lessons.check`, the
+        learners' call, never passes it."""
         if self.checker is not None:
-            return self.checker(answer)
+            return self.checker(answer, trusted=True) if trusted else self.checker(answer)
         if self.adapt is None:
-            return self.problem.check(answer)
-        return self.problem.check(host=self.adapt(answer), name=self.problem.name)
+            return self.problem.check(answer, trusted=trusted)
+        return self.problem.check(host=self.adapt(answer), name=self.problem.name, trusted=trusted)
 
 
 def returned_none(name: str) -> str:

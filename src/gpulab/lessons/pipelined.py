@@ -23,7 +23,7 @@ from numba import cuda
 
 from .. import runtime
 from ..exercises import Check, CheckResult
-from ..kernels.elementwise import saxpy_kernel
+from ..kernels.elementwise import add_kernel, saxpy_kernel
 from ..streams import recorded_timeline, stream_numbers
 
 __all__ = ["ADD", "CASES", "MISTAKES", "SAXPY", "Pipelined", "check_pipelined", "diagnose", "hint", "pipelined_saxpy"]
@@ -69,6 +69,7 @@ class Pipelined(NamedTuple):
     launch: str  # the kernel launch on the chunk's stream, in hints
     each_chunk: str  # what each chunk computes, the hint for wrong values
     gpu_note: str = "the timing below shows the overlap."  # the end of a gpu-mode pass's verdict
+    given: tuple = ()  # the kernels gpulab hands over for the launches (:mod:`gpulab.exercises.own_code`)
 
 
 SAXPY = Pipelined(
@@ -78,6 +79,7 @@ SAXPY = Pipelined(
     lambda alpha, x, y: alpha * x + y,
     "saxpy[blocks, threads, s](alpha, x_d, y_d, out_d)",
     "each chunk: out_h[part] = alpha * x_h[part] + y_h[part].",
+    given=(saxpy_kernel,),  # `saxpy` in the lesson: the learner's kernel, or this one (lessons.or_reference)
 )
 ADD = Pipelined(  # lab 02's graded exercise (gpulab.problems.lab02_streams): another operation, no scalar
     "pipelined_add",
@@ -87,6 +89,7 @@ ADD = Pipelined(  # lab 02's graded exercise (gpulab.problems.lab02_streams): an
     "add_kernel[blocks, threads, s](x_d, y_d, out_d)",
     "each chunk: out_h[part] = x_h[part] + y_h[part], with add_kernel on the chunk's device arrays.",
     "here the results alone decide the points (labs grade runs in simulator mode and grades the calls too).",
+    given=(add_kernel,),  # the lab hands over gpulab's add_kernel
 )
 
 
@@ -232,12 +235,37 @@ def _error(name: str, call: str, exc: BaseException) -> CheckResult:
 
 
 def check_pipelined(
-    fn: Any, cases: Sequence[tuple[int, int, int]] = CASES, *, op: Pipelined = SAXPY, seed: int = 2
+    fn: Any,
+    cases: Sequence[tuple[int, int, int]] = CASES,
+    *,
+    op: Pipelined = SAXPY,
+    seed: int = 2,
+    trusted: bool = False,
 ) -> CheckResult:
     """Run the learner's ``fn(*op.scalars, x_h, y_h, out_h, chunk, n_streams)`` on pinned arrays (``cases``: ``(n,
     chunk, n_streams)``, inputs drawn from ``seed``) and check ``out_h`` and, in simulator mode, the calls it made (see
     the module docstring). A right result whose calls could return before ``out_h`` is written has
-    ``details["unfinished"]``. Never raises for the learner's mistakes."""
+    ``details["unfinished"]``. Never raises for the learner's mistakes.
+
+    A function that is, or calls, one of gpulab's reference implementations (:mod:`gpulab.exercises.own_code`;
+    ``op.given``, the kernel it launches, excepted) gets 0 points and is not run. ``trusted=True``: ``fn`` is
+    gpulab's own (its tests), no such check (see :func:`gpulab.exercises.check.run_problem`)."""
+    from ..exercises.check import is_placeholder
+    from ..exercises.own_code import own_code_check
+
+    refused = None if trusted or is_placeholder(fn) else own_code_check(op.name, (fn,), given=op.given, spec=op.spec)
+    if refused is not None:
+        res = _result(op.name, "failed", *refused)
+        res.checks = [Check("own code", False, *refused)]
+        res.details["own_code"] = False
+        return res
+    res = _check(fn, cases, op, seed)
+    if trusted:
+        res.details["trusted"] = True
+    return res
+
+
+def _check(fn: Any, cases: Sequence[tuple[int, int, int]], op: Pipelined, seed: int) -> CheckResult:
     from .. import simulator
 
     rng = np.random.default_rng(seed)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UsageError
-from ..source import py_func
+from ..source import scalar_function as source_scalar_function
 
 __all__ = ["DECORATOR", "GPUUfunc", "SIGNATURES", "scalar_function", "ufunc_host"]
 
@@ -48,12 +48,7 @@ def scalar_function(ufunc: Any) -> Any:
     with no signature)."""
     if isinstance(ufunc, GPUUfunc):
         return ufunc.__wrapped__  # type: ignore[attr-defined]
-    functions = getattr(ufunc, "functions", None)
-    if type(ufunc).__name__ != "CUDAUFuncDispatcher" or not functions:
-        return None
-    _, kernel = next(iter(functions.values()))  # numba-cuda's kernel around it calls it as __core__
-    core = getattr(py_func(kernel), "__globals__", {}).get("__core__")
-    return None if core is None else py_func(core)
+    return source_scalar_function(ufunc)
 
 
 def refuse_non_ufunc(answer: Any, name: str) -> None:

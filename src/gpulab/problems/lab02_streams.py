@@ -32,7 +32,7 @@ __all__ = ["PIPELINED_ADD", "UNSAFE", "PipelineProblem", "credit", "is_slow"]
 
 # gpulab.lessons.pipelined is imported where it is used: gpulab.lessons imports gpulab.problems
 UNSAFE = frozenset({"cross_stream", "no_final_sync"})  # right in the simulator, a race on a GPU: no points
-_OPTIONS = {"sizes", "seed", "host", "name", "race_check", "ptx"}  # what Problem.check's callers may pass
+_OPTIONS = {"sizes", "seed", "host", "name", "race_check", "ptx", "trusted"}  # what Problem.check's callers may pass
 
 
 def is_slow(mistake: str) -> bool:
@@ -86,7 +86,9 @@ class PipelineProblem(Problem):
         from ..lessons.pipelined import ADD, check_pipelined
 
         cases = overrides.get("sizes") or self.sizes_for(scale)
-        res = check_pipelined(fn, cases, op=ADD, seed=overrides.get("seed", self.seed))
+        res = check_pipelined(
+            fn, cases, op=ADD, seed=overrides.get("seed", self.seed), trusted=bool(overrides.get("trusted"))
+        )
         return credit(res, self.points)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..exercises import Problem, random_arrays
 from ..kernels._launch import ceil_div, conv_out_size
+from ..nn.array_ops import ArrayOps
 from ..nn.ops import windows
 from ._common import launch_1d
 from .lab08_dropout import DROPOUT_BACKWARD, DROPOUT_BLOCKS, DROPOUT_STEP, DROPOUT_TPB, as_states, new_states
@@ -214,4 +215,5 @@ CONV2D_BACKWARD = Problem(
     reduction=_conv_backward_terms,
     out_names=["dx", "dw", "db"],
     points=4,
+    given=[ArrayOps.im2col, ArrayOps.col2im],  # the lab's NumPy ops build the columns and fold them back
 )
