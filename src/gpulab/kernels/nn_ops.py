@@ -335,6 +335,9 @@ def dropout(x: Any, p: Any, states: Any, *, kernel: Any = None, out: Any = None)
         return y
     from numba import cuda
 
-    view = cuda.as_cuda_array(states, sync=False).view(DTYPE)  # CuPy words as numba.cuda.random's records
+    if isinstance(states, np.ndarray):  # host words (a Dropout not moved with Sequential.to): Numba copies them
+        view = states.view(DTYPE)  # to the device and back after the launch, so they still advance in place
+    else:
+        view = cuda.as_cuda_array(states, sync=False).view(DTYPE)  # CuPy words as numba.cuda.random's records
     kern[grid, block](*device_args(x.reshape(-1), view, np.float32(p), y.reshape(-1)))
     return y
