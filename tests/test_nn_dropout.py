@@ -109,6 +109,17 @@ def test_the_layer_owns_its_states_advances_them_and_passes_through_in_eval():
     assert nn.Dropout(0.0).forward(x) is x
 
 
+@pytest.mark.skipif(not gpulab.is_gpu(), reason="CuPy input to a layer whose states stayed on the host: gpu mode only")
+def test_a_layer_left_on_the_host_drops_cupy_input_and_still_advances_its_states():
+    d = nn.Dropout(0.5, seed=3, streams=64)  # not in a Sequential: its states are NumPy, its ops the numpy backend's
+    x = np.ones((6, 50), np.float32)
+    start = d.buffers["states"].copy()
+    y = _host(d.forward(gpulab.runtime.to_device(x)))  # the kernel on CuPy x, the states copied in and back
+    assert np.array_equal(y, contract.get("numpy").dropout_forward(x, 0.5, start.copy()))
+    assert not np.array_equal(d.buffers["states"], start)  # advanced in place for the next step
+    assert np.array_equal(_host(d.backward(gpulab.runtime.to_device(x))), y)  # the forward's mask again
+
+
 def test_a_smaller_batch_keeps_the_first_elements_draws():
     big, small = (nn.Dropout(0.5, seed=1, streams=32) for _ in range(2))
     x = np.ones((10, 7), np.float32)
