@@ -167,12 +167,16 @@ def test_an_interrupt_during_the_swap_is_raised_after_it(gpu_path, capfd):
         signal.raise_signal(signal.SIGINT)  # lands here, inside stop()'s swap
         return real_dup2(fd, fd2, *args)
 
+    # Python's own Ctrl-C handler, as in Jupyter: a shell's background job (`make test &`) starts with SIGINT
+    # ignored, and Python then installs none
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
     os.dup2 = dup2_interrupted
     try:
         with pytest.raises(KeyboardInterrupt):
             cap.stop()
     finally:
         os.dup2 = real_dup2
+        signal.signal(signal.SIGINT, outer)
     assert _fd1() == before and output._STACK == []
     cap.read_into(output.Printed())
     os.write(1, b"after\n")

@@ -43,7 +43,8 @@ def _check_through_gpulab(kernel):
     def host(x, y):
         y[...] = nn_ops.relu(x, kernel=kernel)  # the learner's line that leads into gpulab's code
 
-    return check_kernel(kernel, lambda x: np.maximum(x, 0), inputs=_relu_inputs, sizes=[5], host=host)
+    # trusted: the host calls gpulab's launcher, which the own-code check would refuse before anything ran
+    return check_kernel(kernel, lambda x: np.maximum(x, 0), inputs=_relu_inputs, sizes=[5], host=host, trusted=True)
 
 
 def test_a_launch_by_gpulab_that_fails_on_the_kernels_parameters_says_so():

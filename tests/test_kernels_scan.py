@@ -79,6 +79,7 @@ def test_block_kernel_passes_the_harness_with_no_race():
         rtol=1e-5,
         atol=1e-5,
         out_names=["out", "block_sums"],
+        trusted=True,  # gpulab's own kernel, which a learner's check refuses
     )
     assert res.passed, res
 

@@ -40,7 +40,9 @@ def test_memory_reads_and_errors():
 
 
 def test_check_step_verdicts():
-    assert systolic.check_step(systolic.pe_step, points=2).score == 2
+    assert systolic.check_step(systolic.pe_step, points=2, trusted=True).score == 2  # gpulab's own step
+    refused = systolic.check_step(systolic.pe_step, points=2)  # as a learner's answer: refused, nothing run
+    assert refused.score == 0 and "gpulab's own reference implementation" in refused.message
 
     def todo(a_reg, b_reg, acc, a_in, b_in):
         raise NotImplementedError
@@ -51,7 +53,7 @@ def test_check_step_verdicts():
         a_new, b_new, _ = systolic.pe_step(a_reg, b_reg, acc, a_in, b_in)
         return a_new, b_new, acc + a_reg * b_reg
 
-    res = systolic.check_step(stale)
+    res = systolic.check_step(stale, trusted=True)  # built on gpulab's step: trusted, to reach its named mistake
     assert not res.passed and "last clock" in res.hint
 
     def swapped(a_reg, b_reg, acc, a_in, b_in):
