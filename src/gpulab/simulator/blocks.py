@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import types
 from collections.abc import Iterator
 from typing import Any
@@ -245,6 +246,14 @@ def _where(gen: Any) -> tuple[str, int]:
     return gen.gi_code.co_filename, gen.gi_frame.f_lineno
 
 
+def _join_leaving(threads: list, limit: float = 1.0) -> None:
+    """After a block failed: wait (at most ``limit`` s in all) for its other threads, which the failure woke at
+    their barrier or warp call, so that none still notes accesses into the next launch's recording."""
+    end = time.monotonic() + limit
+    for t in threads:
+        t.join(max(0.0, end - time.monotonic()))
+
+
 def run_block(manager: Any, grid_point: Any, *args: Any) -> None:
     """``BlockManager.run`` with :class:`Block` (see there); the threads are numba-cuda's own.
 
@@ -283,6 +292,7 @@ def run_block(manager: Any, grid_point: Any, *args: Any) -> None:
         block.abort()
         raise
     if block.failed is not None:
+        _join_leaving(threads)
         exc = block.failed.exception
         raise exc[0].with_traceback(exc[1])
     for t in threads:  # as numba-cuda: an exception set just before a thread ended
