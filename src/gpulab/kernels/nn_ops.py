@@ -307,12 +307,12 @@ def sgd_update(p: Any, g: Any, v: Any, lr: float, momentum: float, weight_decay:
     )
 
 
-def dropout(x: Any, p: Any, states: Any, *, kernel: Any = None, out: Any = None) -> Any:
+def dropout(x: Any, p: Any, states: Any, *, kernel: Any = None) -> Any:
     """Inverted dropout of ``x`` (any shape, float32) with lab 08's kernel ``kernel(x, states, p, y)``: ``T =
     states.size // 2`` threads, one generator state each (blocks of :data:`gpulab.nn.dropout.TPB`), a grid-stride
     loop over the elements; ``states`` (uint64 words, NumPy or CuPy as ``x``) advanced in place. In the
     simulator the threads run in turn (:mod:`gpulab.kernels.cooperative`). The backward is the same launch on
-    ``dout`` with the states as they were before the forward. ``out``: write y there (a check's pre-filled buffer)."""
+    ``dout`` with the states as they were before the forward."""
     from ..nn.dropout import TPB as DROPOUT_TPB
     from ..nn.dropout import check_dropout
     from ..xoroshiro import DTYPE
@@ -321,7 +321,7 @@ def dropout(x: Any, p: Any, states: Any, *, kernel: Any = None, out: Any = None)
     check_dropout(p, states)
     xp = _xp(x)
     x = xp.ascontiguousarray(x)
-    y = xp.empty_like(x) if out is None else out
+    y = xp.empty_like(x)
     if x.size == 0:
         return y
     grid, block = int(states.shape[0]) // 2 // DROPOUT_TPB, DROPOUT_TPB  # exactly one thread per state
