@@ -91,6 +91,21 @@ class AccessLog:
         """Element writes of shared arrays (of the one the kernel names ``array``, or of all); needs ``shared=True``."""
         return self._shared(array, "w")
 
+    def _lane(self, a: Access) -> int:
+        """The linear thread id of ``a``'s thread in its block, ``x + y*bx + z*bx*by``, as the GPU numbers lanes."""
+        bx, by, _ = self.block
+        return a.thread[0] + a.thread[1] * bx + a.thread[2] * bx * by
+
+    def _requests(self, accesses: Iterable[Access], warp_size: int) -> Iterable[tuple[tuple, Access]]:
+        """Each access with its warp request ``(block, warp, k)``: a lane's k-th access is issued as one warp
+        instruction with the other lanes' k-th."""
+        seen: Counter = Counter()
+        for a in accesses:
+            tid = self._lane(a)
+            k = seen[(a.block, tid)]
+            seen[(a.block, tid)] += 1
+            yield (a.block, tid // warp_size, k), a
+
     def _atomic_writes(self, array: str | None, shared: bool) -> list[Access]:
         if shared and not self.shared_traced:
             self._shared(array, "w")  # raises: say how to trace shared memory
@@ -112,14 +127,9 @@ class AccessLog:
         update (of ``array``, or of any array) hit the same element. 1 when no two lanes collide, 32 when a
         whole warp adds into one bin (the hardware then serves those 32 updates one after another); 0 when there
         were no atomics. ``shared=True`` counts the atomics on shared arrays (``trace(..., shared=True)``)."""
-        bx, by, _ = self.block
-        seen: Counter = Counter()
-        targets: Counter = Counter()
-        for a in self._atomic_writes(array, shared):
-            tid = a.thread[0] + a.thread[1] * bx + a.thread[2] * bx * by
-            k = seen[(a.block, tid)]  # the lane's k-th atomic: one warp instruction with the others' k-th
-            seen[(a.block, tid)] += 1
-            targets[(a.block, tid // warp_size, k, a.array, a.index)] += 1
+        targets: Counter = Counter(
+            (*request, a.array, a.index) for request, a in self._requests(self._atomic_writes(array, shared), warp_size)
+        )
         return max(targets.values(), default=0)
 
     def max_barriers(self) -> int:
@@ -158,12 +168,11 @@ class AccessLog:
         Lanes are numbered as on the GPU: linear thread id ``x + y*bx + z*bx*by`` divided into warps.
         """
         blk = tuple(block) + (0,) * (3 - len(block))
-        bx, by, _ = self.block
         lanes: dict[int, list[int]] = defaultdict(list)
         for a in self._select(array, kind):
             if a.block != blk:
                 continue
-            tid = a.thread[0] + a.thread[1] * bx + a.thread[2] * bx * by
+            tid = self._lane(a)
             if tid // warp_size == warp:
                 lanes[tid % warp_size].append(a.index)
         return dict(sorted(lanes.items()))
@@ -191,16 +200,10 @@ class AccessLog:
         A coalesced warp reading 32 consecutive float32 needs 4 sectors; a warp reading with a stride of
         32 floats needs 32.
         """
-        bx, by, _ = self.block
         groups: dict[tuple, set] = defaultdict(set)
-        seen: Counter = Counter()
         sector = self._sector(array, segment_bytes)
-        for a in self._select(array, kind):
-            tid = a.thread[0] + a.thread[1] * bx + a.thread[2] * bx * by
-            key = (a.block, tid // warp_size, tid)
-            k = seen[key]
-            seen[key] += 1
-            groups[(a.block, tid // warp_size, k)].add(sector(a.index))
+        for request, a in self._requests(self._select(array, kind), warp_size):
+            groups[request].add(sector(a.index))
         return sum(len(s) for s in groups.values())
 
     def coalescing(
@@ -217,14 +220,9 @@ class AccessLog:
         lanes read one element). A ratio of 1 is coalesced; 8 means eight times the memory traffic.
         ``(0, 0)`` when there were none.
         """
-        bx, by, _ = self.block
         groups: dict[tuple, dict[tuple, set]] = defaultdict(lambda: defaultdict(set))
-        seen: Counter = Counter()
-        for a in self._select(array, kind):
-            tid = a.thread[0] + a.thread[1] * bx + a.thread[2] * bx * by
-            key = (a.block, tid // warp_size, tid)
-            groups[(a.block, tid // warp_size, seen[key])][a.thread[1:]].add(a.index)
-            seen[key] += 1
+        for request, a in self._requests(self._select(array, kind), warp_size):
+            groups[request][a.thread[1:]].add(a.index)
         if not groups:
             return 0.0, 0.0
         size, sector = self.itemsize[array], self._sector(array, segment_bytes)
