@@ -157,14 +157,31 @@ def uniform_float32_streams(states: np.ndarray, draws: int) -> np.ndarray:
     s0 = np.array(states["s0"], dtype=np.uint64)
     s1 = np.array(states["s1"], dtype=np.uint64)
     out = np.empty((draws, s0.size), np.float32)
-    r55, r9, r14, r36, r28, r11 = (np.uint64(v) for v in (55, 9, 14, 36, 28, 11))
+    w, r11 = np.empty_like(s0), np.uint64(11)
     for k in range(draws):  # NumPy arrays of uint64 wrap silently (only NumPy scalars warn)
-        out[k] = ((s0 + s1) >> r11).astype(np.float64) * _F53
-        s1 ^= s0
-        s0 = (s0 << r55 | s0 >> r9) ^ s1 ^ (s1 << r14)
-        s1 = s1 << r36 | s1 >> r28
+        np.add(s0, s1, out=w)  # the 64-bit output of this draw
+        out[k] = (w >> r11).astype(np.float64) * _F53
+        _advance(s0, s1, w)
     states["s0"], states["s1"] = s0, s1
     return out
+
+
+_R55, _R9, _R14, _R36, _R28 = (np.uint64(v) for v in (55, 9, 14, 36, 28))
+
+
+def _advance(s0: np.ndarray, s1: np.ndarray, tmp: np.ndarray) -> None:
+    """xoroshiro128+'s step (numba.cuda.random's ``xoroshiro128p_next``) of every stream, in place on uint64 arrays
+    (which wrap silently); ``tmp``, of their shape, is overwritten."""
+    s1 ^= s0
+    np.left_shift(s0, _R55, out=tmp)
+    s0 >>= _R9
+    s0 |= tmp  # rotl(s0, 55)
+    s0 ^= s1
+    np.left_shift(s1, _R14, out=tmp)
+    s0 ^= tmp
+    np.left_shift(s1, _R36, out=tmp)
+    s1 >>= _R28
+    s1 |= tmp  # rotl(s1, 36)
 
 
 @cache
@@ -196,21 +213,11 @@ def keep_mask(states: np.ndarray, n: int, p: float) -> np.ndarray:
     s0, s1 = states["s0"].astype(np.uint64), states["s1"].astype(np.uint64)  # copies, written back at the end
     keep = np.empty((rounds, t), dtype=bool)
     k, tmp = np.uint64(keep_threshold(p)), np.empty_like(s0)
-    r55, r9, r14, r36, r28 = (np.uint64(v) for v in (55, 9, 14, 36, 28))
     for r in range(rounds):
         m = min(t, n - r * t)  # the last round: only the first n - r*T threads still have an element
         a, b, w = (s0, s1, tmp) if m == t else (s0[:m], s1[:m], tmp[:m])  # views: updated in place
         np.add(a, b, out=w)  # the 64-bit output of this draw (the state before the step)
         np.greater_equal(w, k, out=keep[r, :m])
-        b ^= a  # xoroshiro128+'s step, as numba.cuda.random's xoroshiro128p_next
-        np.left_shift(a, r55, out=w)
-        a >>= r9
-        a |= w  # rotl(s0, 55)
-        a ^= b
-        np.left_shift(b, r14, out=w)
-        a ^= w
-        np.left_shift(b, r36, out=w)
-        b >>= r28
-        b |= w  # rotl(s1, 36)
+        _advance(a, b, w)
     states["s0"], states["s1"] = s0, s1
     return keep.reshape(-1)[:n]
