@@ -197,8 +197,7 @@ class ArrayOps(Ops):
         return nn_ops.dropout(x, p, states)
 
     def dropout_backward(self, dout: Any, p: float, states: Any) -> Any:
-        """The forward's function of ``dout``: the same draws from the forward's saved states, the same scale
-        (NumPy finds the forward's mask among the ones it drew last instead of replaying it)."""
+        """The forward's function of ``dout``: the same draws from the forward's saved states, the same scale."""
         return self.dropout_forward(dout, p, states)
 
 

@@ -22,16 +22,13 @@ draw does not depend on how many follow it); the mask changes with the batch onl
 
 **Why regenerate rather than keep a mask.** The op contract's backward takes the states *as they were before the
 forward* (the layer keeps a copy: 16 bytes per stream, lab 08's lesson) and draws the same numbers again, which is
-what a GPU does best: no mask is written or read, one byte per element. On the host a replay costs ``ceil(n / T)``
-rounds of NumPy calls, so the ``numpy`` backend also remembers the masks it drew last (:class:`_Masks`, keyed by
-the states' bytes): its backward finds the forward's mask and multiplies, as cheap as the old stored mask, and the
-result is the replay's by construction.
+what a GPU does best: no mask is written or read, one byte per element. On the host the replay costs ``ceil(n / T)``
+rounds of NumPy calls, about 0.12 ms for a 128 x 128 step with 2048 streams, so the ``numpy`` backend replays in the
+backward too.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -84,37 +81,6 @@ def check_dropout(p: Any, states: Any) -> None:
         raise UsageError("dropout: states must be C-contiguous (the draws advance them in place).")
 
 
-class _Masks:
-    """The last few masks the host replay drew, with the states before and after the draws: a backward given the
-    forward's saved states finds its mask here instead of replaying it. Looked up by the first state and (n, p),
-    then compared whole (a dict key of every state's bytes would hash 32 KB per call). Thread-safe
-    (:class:`~gpulab.nn.parallel.DataParallel`'s replicas share a backend)."""
-
-    def __init__(self, size: int = 8) -> None:
-        self.size = size
-        self.lock = threading.Lock()
-        self.items: OrderedDict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
-
-    def draw(self, words: np.ndarray, n: int, p: float) -> np.ndarray:
-        """The keep mask (bool, n) of ``words``; ``words`` advanced as the draws leave them."""
-        key = (words[:2].tobytes(), n, float(np.float32(p)))
-        with self.lock:
-            hit = self.items.get(key)
-        if hit is not None and np.array_equal(hit[0], words):
-            words[...] = hit[2]
-            return hit[1]
-        before = words.copy()
-        keep = xoroshiro.keep_mask(words.view(xoroshiro.DTYPE), n, p)  # advances words in place
-        with self.lock:
-            self.items[key] = (before, keep, words.copy())
-            while len(self.items) > self.size:
-                self.items.popitem(last=False)
-        return keep
-
-
-_MASKS = _Masks()
-
-
 def host_dropout(x: np.ndarray, p: Any, states: np.ndarray) -> np.ndarray:
     """The ``numpy`` backend's dropout: ``x / (1 - p)`` where the replayed draw ``u >= p``, else 0, in ``x``'s
     dtype (float32: the kernel's arithmetic, bit for bit); ``states`` advanced as the kernel advances them."""
@@ -122,7 +88,7 @@ def host_dropout(x: np.ndarray, p: Any, states: np.ndarray) -> np.ndarray:
     xc = np.ascontiguousarray(x)
     if xc.size == 0:
         return xc.copy()
-    keep = _MASKS.draw(states, xc.size, p).reshape(xc.shape)
+    keep = xoroshiro.keep_mask(states.view(xoroshiro.DTYPE), xc.size, p).reshape(xc.shape)  # advances states
     one = xc.dtype.type(1)
     kept = xc / (one - xc.dtype.type(np.float32(p)))  # float32: float32(1.0) - p, then the division, as the kernel
     return np.where(keep, kept, xc.dtype.type(0))  # +0 where dropped, as the kernel writes
