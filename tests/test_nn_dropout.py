@@ -13,15 +13,8 @@ from gpulab.errors import UsageError
 from gpulab.nn import ops as contract
 from gpulab.nn.dropout import new_states
 from gpulab.problems._dropout import draws
+from test_nn_ops import BACKENDS  # every backend, cupy only on a GPU
 
-BACKENDS = [
-    "numpy",
-    "kernels",
-    pytest.param(
-        "cupy",
-        marks=pytest.mark.skipif(not gpulab.is_gpu(), reason="the cupy backend needs a CUDA GPU (simulator mode here)"),
-    ),
-]
 SHAPES = [(1,), (5, 7), (37, 29), (2, 3, 5, 7)]  # odd sizes: fewer and more elements than streams, partial rounds
 
 
