@@ -263,7 +263,7 @@ def run(ns: argparse.Namespace) -> int:
     wall = time.perf_counter() - t0
     acc = history.test_accuracy[-1]
     if ns.save:
-        print(f"saved parameters to {nn.save(model, ns.save)}")
+        print(f"saved parameters and buffers to {nn.save(model, ns.save)}")
     if ns.json:
         with open(ns.json, "w") as f:
             json.dump(

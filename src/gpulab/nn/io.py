@@ -1,8 +1,10 @@
-"""Save and load a model's parameters as a plain ``.npz`` file (no pickle)."""
+"""Save and load a model's state (parameters and buffers: :meth:`Sequential.state_dict`) as a plain ``.npz``
+file (no pickle)."""
 
 from __future__ import annotations
 
 import os
+import secrets
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -15,18 +17,26 @@ __all__ = ["load", "save"]
 
 
 def save(model: Any, path: str | os.PathLike) -> Path:
-    """Write every parameter of ``model`` to ``path`` (``.npz``), atomically (temp file, then rename)."""
+    """Write ``model.state_dict()`` (every parameter and buffer) to ``path`` (``.npz``), atomically: into a temp
+    file of its own next to ``path``, then renamed over it, so ``path`` is the old file or the whole new one."""
     path = Path(path)
     if path.suffix != ".npz":
         path = path.with_suffix(path.suffix + ".npz")
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, **model.state_dict())
-    os.replace(tmp, path)
+    state = model.state_dict()
+    tmp = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")  # a name no other save uses
+    try:
+        with open(tmp, "xb") as f:  # a file object: np.savez adds no ".npz" to the temp name
+            np.savez(f, **state)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 
 def load(model: Any, path: str | os.PathLike) -> Any:
-    """Load parameters saved by :func:`save` into ``model`` (names and shapes must match)."""
+    """Load a state saved by :func:`save` into ``model`` (names, shapes and dtypes must match; a file saved
+    before buffers were saved loads its parameters, with a warning: :meth:`Sequential.load_state_dict`)."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no saved model at {path}; save one with gpulab.nn.save(model, {str(path)!r}).")

@@ -104,7 +104,8 @@ class Dropout(Module):
     """Zero each activation with probability ``p`` while training and scale the rest by 1/(1-p).
 
     The mask comes from the layer's own generator states, ``buffers["states"]`` (``streams`` xoroshiro128+ states
-    made from ``seed``, moved with the layer to where its backend computes: no host-to-device copy per step).
+    made from ``seed``, moved with the layer to where its backend computes: no host-to-device copy per step; saved
+    with the model's parameters, so a loaded model draws the masks the saved one would have drawn next).
     Forward keeps a copy of the states and draws with them, advancing them for the next step; backward draws the
     same numbers again from the copy (lab 08). Every backend draws the same mask from the same states
     (:mod:`gpulab.nn.dropout`). ``eval()`` and ``p = 0`` pass the input through and draw nothing.

@@ -26,7 +26,7 @@ def _numpy_ops() -> _ops.Ops:
 
 class Module:
     """A layer. ``params[name]`` and ``grads[name]`` are arrays of the same shape (empty if none); ``buffers``
-    holds other arrays that move with the layer but are not trained (Dropout's generator states)."""
+    holds other arrays that move and are saved with the layer but are not trained (Dropout's generator states)."""
 
     def __init__(self) -> None:
         self.params: dict[str, Any] = {}

@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 from collections.abc import Iterator
 
 import numpy as np
 
 from .. import runtime
+from ..errors import UsageError
 from . import ops as _ops
 from .layers import MaxPool2d, ReLU
 from .module import Module
 
-__all__ = ["Sequential"]
+__all__ = ["BUFFER_PREFIX", "Sequential"]
+
+# A buffer's key in a state dict: ``"buffers.<layer index>.<name>"``. A parameter's key starts with its layer
+# index (a digit), so no parameter key can be a buffer key, whatever the parameters and buffers are called.
+BUFFER_PREFIX = "buffers."
+
+
+def _host_copy(a: Any) -> np.ndarray:
+    """``a`` as a host NumPy array that later in-place updates of ``a`` do not change (one copy either way)."""
+    h = runtime.to_host(a)
+    return h.copy() if h is a else h
 
 
 class Sequential(Module):
@@ -43,6 +55,7 @@ class Sequential(Module):
 
         ``numpy`` keeps them on the host; ``cupy`` and ``kernels`` in gpu mode put them on the device as
         CuPy arrays (in simulator mode ``kernels`` works on NumPy arrays).
+
         """
         if backend not in _ops.BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose one of: {', '.join(_ops.BACKENDS)}.")
@@ -108,23 +121,74 @@ class Sequential(Module):
     def num_parameters(self) -> int:
         return int(sum(np.prod(p.shape) for _, p, _ in self.parameters()))
 
+    def named_buffers(self) -> list[tuple[str, Any]]:
+        """``(name, buffer)`` for every buffer (arrays that are not trained, such as Dropout's generator states),
+        named ``"<layer index>.<name>"`` like the parameters."""
+        return [(f"{i}.{k}", b) for i, layer in enumerate(self.layers) for k, b in layer.buffers.items()]
+
     def state_dict(self) -> dict[str, np.ndarray]:
-        """Every parameter as a host NumPy array, keyed ``"<layer index>.<name>"``."""
-        return {name: runtime.to_host(p) for name, p, _ in self.parameters()}
+        """Everything that makes the model continue as it would: host NumPy copies (a snapshot that later steps
+        do not change) of every parameter, keyed ``"<layer index>.<name>"``, and of every buffer, keyed
+        ``"buffers.<layer index>.<name>"`` (:data:`BUFFER_PREFIX`), in their own dtypes (Dropout's states:
+        uint64 generator words, which ``np.savez`` and ``np.load`` keep bit for bit)."""
+        state = {name: _host_copy(p) for name, p, _ in self.parameters()}
+        state.update({BUFFER_PREFIX + name: _host_copy(b) for name, b in self.named_buffers()})
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Copy arrays into the parameters, checking that names and shapes match."""
-        mine = {name: p for name, p, _ in self.parameters()}
-        missing, extra = sorted(set(mine) - set(state)), sorted(set(state) - set(mine))
+        """Copy a :meth:`state_dict` into the parameters and buffers, where they are now (host or device).
+
+        Names, shapes and dtypes are checked for every array before any is copied, so a state that does not fit
+        leaves the model as it was. A state without any buffers (saved before buffers were saved) loads with
+        one warning, and the model keeps its own buffers.
+        """
+        params = {name: p for name, p, _ in self.parameters()}
+        buffers = {BUFFER_PREFIX + name: b for name, b in self.named_buffers()}
+        keys = set(state)
+        old_format = not any(k.startswith(BUFFER_PREFIX) for k in keys)  # parameters only: an older save
+        missing = sorted(set(params) - keys) + ([] if old_format else sorted(set(buffers) - keys))
+        extra = sorted(keys - set(params) - set(buffers))
         if missing or extra:
-            raise ValueError(f"state does not match the model: missing {missing}, unexpected {extra}.")
-        for name, p in mine.items():
+            raise UsageError(
+                f"state does not match the model: missing {missing}, unexpected {extra}. Load a state saved from "
+                "a model built the same way (same layers, same arguments)."
+            )
+        copies = []
+        for name, p in params.items():
             v = np.asarray(runtime.to_host(state[name]))
             if tuple(v.shape) != tuple(p.shape):
-                raise ValueError(
+                raise UsageError(
                     f"parameter {name}: the model has shape {tuple(p.shape)}, the state has {tuple(v.shape)}."
                 )
-            p[...] = runtime.array_module(p).asarray(v.astype(np.float32))
+            if not np.issubdtype(v.dtype, np.floating):
+                raise UsageError(
+                    f"parameter {name}: the model holds floating-point numbers ({np.dtype(p.dtype).name}), the "
+                    f"state has dtype {v.dtype.name}."
+                )
+            copies.append((p, v.astype(np.float32)))
+        for key, b in buffers.items():
+            if key not in state:
+                continue
+            v = np.asarray(runtime.to_host(state[key]))
+            want, got = (np.dtype(b.dtype), tuple(b.shape)), (v.dtype, tuple(v.shape))
+            if want != got:
+                raise UsageError(
+                    f"buffer {key[len(BUFFER_PREFIX) :]} (key {key!r}): the model has {want[0].name} of shape "
+                    f"{want[1]}, the state has {got[0].name} of shape {got[1]}. Buffers are copied exactly (a "
+                    "Dropout's generator states: 2 uint64 words per stream), so load a state saved from a model "
+                    "built the same way (same streams)."
+                )
+            copies.append((b, v))
+        if old_format and buffers:
+            warnings.warn(
+                f"the state has parameters but no buffers (saved before gpulab saved them): missing "
+                f"{sorted(buffers)}. The model keeps its own buffers, so its Dropout layers do not continue the "
+                "saving run's random streams (other masks from here on). Save the model again to keep them.",
+                UserWarning,
+                stacklevel=2,
+            )
+        for dst, v in copies:  # every check passed: copy, in place, where each array lives (NumPy or CuPy)
+            dst[...] = runtime.array_module(dst).asarray(v)
 
     def __repr__(self) -> str:
         inner = "\n".join(f"  ({i}) {layer!r}" for i, layer in enumerate(self.layers))
