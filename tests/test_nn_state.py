@@ -1,6 +1,7 @@
 """A model's whole state: parameters and buffers (Dropout's generator states) saved and loaded bit for bit, so
 training continues after a round trip through a file exactly as without it; files from before buffers were saved
-still load (one warning); states that do not fit get errors that say what was expected and found."""
+still load (one warning); states that do not fit get errors that say what was expected and found; backward after
+a move between forward and backward is refused."""
 
 from __future__ import annotations
 
@@ -154,6 +155,41 @@ def test_a_failed_save_leaves_the_old_file_and_no_temp_file(tmp_path, monkeypatc
         nn.save(model, path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.npz"]
     nn.load(_mlp(), path)  # still the whole first file
+
+
+def test_backward_after_a_move_is_refused_and_backward_where_the_forward_ran_is_right():
+    (x, y), loss_fn = _batches(1, (4, 1, 8, 8), 10)[0], nn.SoftmaxCrossEntropy()
+    ref, model = _cnn(), _cnn()
+    loss_fn(ref.forward(x), y)
+    ref.backward(loss_fn.backward())
+    loss_fn(model.forward(x), y)
+    dout = loss_fn.backward()
+    saved = model[9].saved.copy()
+    model.to("kernels")  # in gpu mode a real move: the forward's caches and dout stay on the host
+    moved = r"forward ran on backend 'numpy'.*moved the model to 'kernels'.*run forward again"
+    with pytest.raises(UsageError, match=moved):
+        model.backward(dout)
+    with pytest.raises(UsageError, match="backward after a move"):
+        model.backward(dout)  # asked again without moving back: still refused
+    assert np.array_equal(model[9].saved, saved)  # nothing ran
+    model.to("numpy")  # back where the forward ran: the step is the unmoved one
+    model.backward(dout)
+    for (name, _, g), (_, _, g_ref) in zip(model.parameters(), ref.parameters()):
+        assert np.array_equal(g, g_ref), name
+    _assert_same_state(model.state_dict(), ref.state_dict())
+
+
+def test_a_forward_after_a_move_makes_its_backward_fine():
+    (x, y), loss_fn = _batches(1, (4, 1, 8, 8), 10)[0], nn.SoftmaxCrossEntropy()
+    ref, model = _cnn(), _cnn()
+    ref.forward(x)  # a forward without a backward (an evaluation), then a whole step
+    nn.forward_backward(ref, loss_fn, x, y)
+    model.forward(x)
+    model.to("kernels")
+    nn.forward_backward(model, loss_fn, x, y)  # forward after the move: nothing stale
+    assert np.array_equal(model[9].buffers["states"], ref[9].buffers["states"])  # the same draws on every backend
+    for (name, _, g), (_, _, g_ref) in zip(model.parameters(), ref.parameters()):
+        np.testing.assert_allclose(gpulab.runtime.to_host(g), g_ref, rtol=1e-4, atol=1e-6, err_msg=name)
 
 
 @pytest.mark.skipif(not gpulab.is_gpu(), reason="loading onto CuPy arrays: gpu mode only")

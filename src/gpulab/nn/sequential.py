@@ -39,6 +39,7 @@ class Sequential(Module):
         if self.layers:
             self.layers[0].needs_input_grad = False  # nobody needs d(loss)/d(images)
         self.backend = "numpy"
+        self._forward_backend: str | None = None  # where the pending forward ran: backward checks it (to)
         self.to(backend)
 
     def use_ops(self, ops: _ops.Ops) -> Sequential:
@@ -56,6 +57,13 @@ class Sequential(Module):
         ``numpy`` keeps them on the host; ``cupy`` and ``kernels`` in gpu mode put them on the device as
         CuPy arrays (in simulator mode ``kernels`` works on NumPy arrays).
 
+        Move between training steps, not between a forward and its backward: what each layer keeps for its
+        backward (its input or output, the im2col columns, Dropout's states before the draws) stays where the
+        forward ran, in the form that backend made it (the kernels' max-pool keeps argmax positions, NumPy's fast
+        path another cache), and so does the gradient the loss hands to ``backward``. Moving those too would need
+        every layer to list and convert its caches, and would copy the step's largest arrays across the bus to
+        save one forward, so :meth:`backward` refuses to run after a move instead, with a message (in simulator
+        mode too, where no array is copied, so that code which passes there does not break on a GPU).
         """
         if backend not in _ops.BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose one of: {', '.join(_ops.BACKENDS)}.")
@@ -97,11 +105,22 @@ class Sequential(Module):
         return order
 
     def forward(self, x: Any) -> Any:
+        self._forward_backend = self.backend
         for layer in self.run_order():
             x = layer.forward(x)
         return x
 
     def backward(self, dout: Any) -> Any:
+        """The gradient through every layer in reverse; refused after a :meth:`to` since the forward."""
+        ran = self._forward_backend
+        if ran is not None and ran != self.backend:
+            raise UsageError(
+                f"backward after a move: the forward ran on backend {ran!r}, then Sequential.to moved the model "
+                f"to {self.backend!r}. What the forward kept for the backward (each layer's activations, Dropout's "
+                f"generator states before its draws) and the gradient from the loss are still where the forward "
+                f"ran. Move the model between steps: after .to({self.backend!r}) run forward again, then backward."
+            )
+        self._forward_backend = None
         for layer in reversed(self.run_order()):
             dout = layer.backward(dout)
         return dout
