@@ -48,14 +48,20 @@ def speed_bars(
     *,
     log: bool = True,
     colors: Sequence[str] | None = None,
+    bounds: Sequence[bool] | None = None,
 ) -> go.Figure:
     """One bar per measurement, value printed on the bar.
 
     ``unit`` names the y axis unit (``"GFLOP/s"``, ``"GB/s"``); ``note`` is printed under the chart
-    (say there where the numbers come from: this run, a recording, or a spec sheet).
+    (say there where the numbers come from: this run, a recording, or a spec sheet). ``bounds[k]`` True marks
+    bar k as an upper bound (a spec-sheet peak or an estimated peak, not a measurement): it is drawn hatched
+    and its value label says "peak", so a measured bar is never read as the same kind of figure.
     """
     if len(labels) != len(values):
         raise ValueError(f"speed_bars needs one value per label, got {len(labels)} labels and {len(values)} values.")
+    peaks = [False] * len(labels) if bounds is None else [bool(b) for b in bounds]
+    if len(peaks) != len(labels):
+        raise ValueError(f"speed_bars needs one bounds flag per label, got {len(labels)} labels, {len(peaks)} flags.")
     if log and any(v <= 0 for v in values):
         raise ValueError("a log-scale chart cannot show zero or negative values; pass log=False or drop them.")
     colors = list(colors) if colors else [_PALETTE[i % len(_PALETTE)] for i in range(len(labels))]
@@ -64,7 +70,10 @@ def speed_bars(
             x=list(labels),
             y=list(values),
             marker_color=colors,
-            text=[f"{_fmt(v)} {unit}" for v in values],
+            marker_pattern_shape=["/" if b else "" for b in peaks],
+            marker_line_color=colors,
+            marker_line_width=[1.5 if b else 0 for b in peaks],
+            text=[f"{_fmt(v)} {unit}" + (" (peak)" if b else "") for v, b in zip(values, peaks)],
             textposition="outside",
             hovertemplate="%{x}: %{y:.4g} " + unit + "<extra></extra>",
         )
@@ -80,6 +89,8 @@ def speed_bars(
         fig.update_yaxes(type="log")
         # one gridline per factor of 10; headroom above the tallest bar for its label
         fig.update_yaxes(dtick=1, range=[math.log10(min(values)) - 0.5, math.log10(max(values)) + 1.0])
+    if any(peaks):
+        note = "Hatched bars are upper bounds (peaks), not measurements. " + note
     _add_note(fig, note)
     return fig
 
