@@ -40,11 +40,20 @@ def test_an_alias_of_a_reference_kernel_gets_no_points_and_says_what_it_is():
     res = _matmul_check(matmul_kernel, name="matmul_kernel")
     assert res.status == "failed" and res.score == 0 and res.details["own_code"] is False
     assert res.message.startswith(
-        "your matmul_kernel is gpulab.kernels.matmul.matmul_naive_kernel, gpulab's own reference implementation. "
-        "This check grades code you wrote, so it gives no points for gpulab's"
+        "the matmul_kernel you handed in is gpulab.kernels.matmul.matmul_naive_kernel, gpulab's own reference "
+        "implementation. This check grades code you wrote, so it gives no points for gpulab's"
     )
     assert "write matmul_kernel yourself" in res.hint and "after you finish" in res.hint
     assert "Traceback" not in str(res)
+
+
+def test_without_the_name_the_exercise_asks_for_the_verdict_names_the_kernel_itself():
+    from gpulab import problems
+
+    for res in [_matmul_check(matmul_naive_kernel), problems.lab03.MATMUL.check(matmul_naive_kernel)]:  # lab03.matmul
+        assert res.details["own_code"] is False, res
+        assert res.message.startswith("your matmul_naive_kernel is gpulab.kernels.matmul.matmul_naive_kernel, "), res
+        assert "write matmul_naive_kernel yourself" in res.hint, res
 
 
 def test_the_same_kernel_given_by_the_exercise_passes():
@@ -184,8 +193,8 @@ def _pipelined_by_reference(alpha, x_h, y_h, out_h, chunk, n_streams):
 
 def test_the_pipelined_check_refuses_gpulabs_answer_and_a_wrapper_of_it():
     for fn, said in [
-        (pipelined.pipelined_saxpy, "your pipelined_saxpy is gpulab.lessons.pipelined.pipelined_saxpy"),
-        (_pipelined_by_reference, "your pipelined_saxpy calls gpulab.lessons.pipelined.pipelined_saxpy"),
+        (pipelined.pipelined_saxpy, "the pipelined_saxpy you handed in is gpulab.lessons.pipelined.pipelined_saxpy"),
+        (_pipelined_by_reference, "the pipelined_saxpy you handed in calls gpulab.lessons.pipelined.pipelined_saxpy"),
     ]:
         res = pipelined.check_pipelined(fn, cases=[(300, 100, 3)])
         assert res.status == "failed" and res.score == 0 and res.details["own_code"] is False, res
@@ -249,15 +258,21 @@ def test_a_trusted_check_skips_the_stage_and_earns_nothing_in_a_lab_report():
 
 
 @pytest.mark.parametrize(
-    "check, reference",
+    "check, reference, expected",
     [
-        ("lesson 05 histogram", "gpulab.kernels.histogram.histogram_shared_kernel"),
-        ("lesson 05 histogram", "gpulab.lessons.answers_05_10.histogram_privatized_kernel"),
-        ("capstone dropout_forward", "gpulab.kernels.nn_kernels.dropout_kernel"),
-        ("capstone dropout_backward", "gpulab.problems._stand_ins.dropout_kernel"),
+        ("lesson 05 histogram", "gpulab.kernels.histogram.histogram_shared_kernel", "histogram_privatized_kernel"),
+        (
+            "lesson 05 histogram",
+            "gpulab.lessons.answers_05_10.histogram_privatized_kernel",
+            "histogram_privatized_kernel",
+        ),
+        ("capstone dropout_forward", "gpulab.kernels.nn_kernels.dropout_kernel", "dropout_forward"),
+        ("capstone dropout_backward", "gpulab.problems._stand_ins.dropout_kernel", "dropout_backward"),
     ],
 )
-def test_the_newer_exercises_refuse_gpulabs_kernels(check, reference):
+def test_the_newer_exercises_refuse_gpulabs_kernels(check, reference, expected):
+    """Named by what the exercise asks for (the lesson's kernel, the capstone's op), not by gpulab's kernel's own
+    name, which is not one the learner wrote."""
     import importlib
 
     from gpulab import capstone, lessons
@@ -269,4 +284,6 @@ def test_the_newer_exercises_refuse_gpulabs_kernels(check, reference):
     else:
         res = capstone.Capstone().register(check.split()[1], kernel)
     assert res.score == 0 and res.details["own_code"] is False, res
-    assert res.message.startswith(f"your {res.name} is {reference}, gpulab's own reference"), res.message
+    said = f"the {expected} you handed in is {reference}, gpulab's own reference"
+    assert res.message.startswith(said), res.message
+    assert f"write {expected} yourself" in res.hint, res.hint
