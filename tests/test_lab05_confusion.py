@@ -20,6 +20,7 @@ from gpulab.exercises.races import READ_DURING_ATOMICS_HINT, WRITE_RACE_HINT, ZE
 from gpulab.problems import lab05
 from gpulab.problems.lab05_confusion import CONFUSION_HINTS
 from gpulab.source import define
+from kernel_edits import edited_kernel
 
 LAB05 = Path(__file__).resolve().parents[1] / "labs" / "solutions" / "lab05_reductions.ipynb"
 SRC = next(
@@ -44,11 +45,7 @@ STRIDE = "for i in range(cuda.grid(1), labels.size, cuda.gridsize(1)):"
 
 
 def _kernel(*edits: tuple[str, str]):
-    src = SRC
-    for old, new in edits:
-        assert old in src, old
-        src = src.replace(old, new)
-    return define(src, "confusion_kernel", dict(NAMESPACE))
+    return edited_kernel(SRC, "confusion_kernel", NAMESPACE, *edits)
 
 
 @pytest.mark.ptx

@@ -21,6 +21,7 @@ from gpulab.exercises.raised import RNG_WORDS_HINT, STATES_COPY_HINT
 from gpulab.problems import _dropout, _stand_ins, lab08, lab08_dropout
 from gpulab.problems.lab08_dropout import ADVANCED_HINT, REVERSED_HINT
 from gpulab.source import define, standalone_source
+from kernel_edits import edited
 
 LAB08 = Path(__file__).resolve().parents[1] / "labs" / "solutions" / "lab08_backprop.ipynb"
 NS = {
@@ -36,11 +37,6 @@ NS = {
 def _cell(start: str) -> str:
     nb = nbformat.read(str(LAB08), as_version=4)
     return next(c.source for c in nb.cells if c.source.startswith(start))
-
-
-def _changed(src: str, old: str, new: str) -> str:
-    assert old in src, f"the lab's solution no longer has {old!r}: update this mistake"
-    return src.replace(old, new)
 
 
 def _kernel(src: str):
@@ -75,7 +71,7 @@ BACKWARD_MISTAKES = {
 @pytest.mark.parametrize("label", sorted(BACKWARD_MISTAKES))
 def test_backward_mistakes_are_named_and_score_zero(label):
     (old, new), hint = BACKWARD_MISTAKES[label]
-    res = lab08.DROPOUT_BACKWARD.check(_kernel(_changed(_backward_solution(), old, new)), ptx=None)
+    res = lab08.DROPOUT_BACKWARD.check(_kernel(edited(_backward_solution(), (old, new))), ptx=None)
     if label == "thread_idx" and not gpulab.is_simulator():  # on a GPU the blocks race for the shared states:
         assert not res.passed and res.score == 0, res  # a mix of draws, which no replay names
         return
@@ -83,7 +79,7 @@ def test_backward_mistakes_are_named_and_score_zero(label):
 
 
 def test_one_draw_per_thread_is_named():
-    src = _changed(_backward_solution(), f"    {LOOP}\n        {DRAW}", f"    {DRAW}\n    {LOOP}")
+    src = edited(_backward_solution(), (f"    {LOOP}\n        {DRAW}", f"    {DRAW}\n    {LOOP}"))
     res = lab08.DROPOUT_BACKWARD.check(_kernel(src), ptx=None)
     assert not res.passed and "repeats every cuda.gridsize(1)" in res.hint, res
 
@@ -91,7 +87,7 @@ def test_one_draw_per_thread_is_named():
 def test_the_solution_kernel_gets_full_points_and_a_kernel_that_is_not_cuda_half():
     res = lab08.DROPOUT_BACKWARD.check(_kernel(_backward_solution()))
     assert res.passed and res.score == 2, res
-    listed = _changed(_backward_solution(), "dx[i] = float32(0.0)", "dx[i] = [float32(0.0)][0]")  # a list
+    listed = edited(_backward_solution(), ("dx[i] = float32(0.0)", "dx[i] = [float32(0.0)][0]"))  # a list
     half = lab08.DROPOUT_BACKWARD.check(_kernel(listed))
     if any(c.name == "PTX" and "not checked" in c.message for c in half.checks):
         pytest.skip("NVVM is not installed: the PTX check cannot run")
@@ -110,7 +106,7 @@ def _step_mistake(label: str) -> str:
     lines = src.splitlines()
     copy, fwd, bwd = (next(k for k, line in enumerate(lines) if s in line) for s in ("copy()", "forward", "backward"))
     if label == "advanced":
-        return _changed(src, "as_states(saved), p, dx)", "as_states(words), p, dx)")
+        return edited(src, ("as_states(saved), p, dx)", "as_states(words), p, dx)"))
     if label == "copy_after_forward":  # the copy is taken once the forward has advanced the states
         lines[copy], lines[fwd] = lines[fwd], lines[copy]
     if label == "reversed":  # backward first, then the forward on the same (now advanced) states
@@ -190,7 +186,7 @@ def _step_with(step_src: str, backward_src: str):
 
 def test_a_wrong_backward_does_not_cost_the_steps_point():
     # the step runs with the lab's backward in place of the learner's: its point measures the states alone
-    wrong = _changed(_backward_solution(), "dy[i] / (float32(1.0) - p)", "dy[i]")
+    wrong = edited(_backward_solution(), ("dy[i] / (float32(1.0) - p)", "dy[i]"))
     right_step = _step_with(_cell("def dropout_step"), wrong)
     results = [lab08.DROPOUT_BACKWARD.check(_kernel(wrong), ptx=None), lab08.DROPOUT_STEP.check(host=right_step)]
     assert not results[0].passed and results[1].passed, results
@@ -215,7 +211,7 @@ def test_with_lab_backward_swaps_only_the_steps_own_name():
 
 def test_copying_the_states_view_is_refused_as_on_a_gpu():
     # on a GPU as_states(words) is numba's DeviceNDArray, which has no .copy(); the simulator's view refuses it too
-    src = _changed(_cell("def dropout_step"), "saved = words.copy()", "saved = as_states(words).copy()")
+    src = edited(_cell("def dropout_step"), ("saved = words.copy()", "saved = as_states(words).copy()"))
     src = src.replace("as_states(saved), p, dx)", "saved, p, dx)")
     res = lab08.DROPOUT_STEP.check(host=_step(src))
     assert not res.passed and res.score == 0 and res.hint == STATES_COPY_HINT, res
@@ -223,14 +219,14 @@ def test_copying_the_states_view_is_refused_as_on_a_gpu():
 
 
 def test_a_slice_of_the_words_is_told_it_is_a_view():
-    src = _changed(_cell("def dropout_step"), "saved = words.copy()", "saved = words[:]")
+    src = edited(_cell("def dropout_step"), ("saved = words.copy()", "saved = words[:]"))
     res = lab08.DROPOUT_STEP.check(host=_step(src))
     assert not res.passed and res.hint == ADVANCED_HINT and "is a view" in res.hint, res
 
 
 @pytest.mark.skipif(not gpulab.is_simulator(), reason="on a GPU numba refuses the uint64 words when it compiles")
 def test_raw_words_given_to_the_backward_are_named():
-    src = _changed(_cell("def dropout_step"), "as_states(saved), p, dx)", "saved, p, dx)")
+    src = edited(_cell("def dropout_step"), ("as_states(saved), p, dx)", "saved, p, dx)"))
     res = lab08.DROPOUT_STEP.check(host=_step(src))
     assert not res.passed and res.hint == RNG_WORDS_HINT, res
     assert "dropout_backward_kernel[DROPOUT_BLOCKS, DROPOUT_TPB](dy, saved, p, dx)" in res.message, res

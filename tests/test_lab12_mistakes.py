@@ -25,7 +25,7 @@ from numba import cuda, float32
 
 from gpulab import lessons, problems
 from gpulab.lessons import ex_12
-from gpulab.source import define
+from kernel_edits import edited_kernel
 from gpulab.transformer import flash
 
 # the mistaken kernels' float32 overflow (alpha above 1) warns in the simulator, as a learner's would
@@ -85,16 +85,9 @@ OTHERS = {
 }
 
 
-def _edited(src: str, edits: list[tuple[str, str]]) -> str:
-    for old, new in edits:
-        assert old in src, old
-        src = src.replace(old, new, 1)
-    return src
-
-
 def _lesson_kernel(edits: list[tuple[str, str]]):
     src = textwrap.dedent(inspect.getsource(flash.flash_attention_kernel.py_func))
-    return define(_edited(src, edits), "flash_attention_kernel", dict(flash.__dict__))
+    return edited_kernel(src, "flash_attention_kernel", flash.__dict__, *edits, count=1)
 
 
 def _lab_kernel(edits: list[tuple[str, str]]):
@@ -102,7 +95,7 @@ def _lab_kernel(edits: list[tuple[str, str]]):
     (cell,) = [c.source for c in nb.cells if "def flash_lse_kernel" in c.source]
     src = "".join(line + "\n" for line in cell.splitlines() if "SOLUTION" not in line)
     ns = {"math": math, "cuda": cuda, "float32": float32, "BQ": L.BQ, "BK": L.BK, "ACC": L.DMAX // L.BK}
-    return define(_edited(src, edits), "flash_lse_kernel", {**ns, "PAD": L.DMAX + 1})
+    return edited_kernel(src, "flash_lse_kernel", {**ns, "PAD": L.DMAX + 1}, *edits, count=1)
 
 
 def _only(hint: str, verdict_hint: str) -> None:

@@ -23,6 +23,7 @@ from gpulab import ptx
 from gpulab.problems import lab05, lab07, lab08
 from gpulab.problems import lab05_softmax as softmax_hints
 from gpulab.source import define
+from kernel_edits import edited
 
 BLOCK_SUM_RUNTIME_SHARED = """
 @cuda.jit
@@ -244,11 +245,6 @@ def _warp_solution() -> str:
     return next(c.source for c in nb.cells if c.source.startswith("@cuda.jit\ndef softmax_warp_kernel"))
 
 
-def _changed(src: str, old: str, new: str) -> str:
-    assert old in src, f"the lab's solution no longer has {old!r}: update this mistake"
-    return src.replace(old, new)
-
-
 ONE_COLUMN_PER_LANE = """
 @cuda.jit
 def softmax_warp_kernel(x, out):
@@ -316,9 +312,9 @@ def softmax_warp_kernel(x, out):
 def _warp_mistake(name: str) -> str:
     src = _warp_solution()
     if name == "down":
-        return _changed(src, "cuda.shfl_xor_sync", "cuda.shfl_down_sync")
+        return edited(src, ("cuda.shfl_xor_sync", "cuda.shfl_down_sync"))
     if name == "no-max":
-        return _changed(src, "math.exp(x[row, col] - m)", "math.exp(x[row, col])")
+        return edited(src, ("math.exp(x[row, col] - m)", "math.exp(x[row, col])"))
     if name == "one-column":
         return ONE_COLUMN_PER_LANE.replace("WRITE", WRITE_ONE)
     if name == "one-column-strided-writes":

@@ -19,6 +19,7 @@ from gpulab.exercises.budgets import ATOMICS_HINT, ATOMICS_PER_THREAD_HINT
 from gpulab.exercises.races import READ_DURING_ATOMICS_HINT, WRITE_RACE_HINT, ZERO_BEFORE_ATOMICS_HINT
 from gpulab.lessons import answers_05_10, ex_05_histogram
 from gpulab.source import define
+from kernel_edits import edited_kernel
 
 EX = lessons.exercise("05", "histogram_privatized")
 SRC = textwrap.dedent(inspect.getsource(answers_05_10.histogram_privatized_kernel.py_func))
@@ -28,11 +29,7 @@ simulator_only = pytest.mark.skipif(gpulab.is_gpu(), reason="the filler, races a
 
 
 def _edited(*edits: tuple[str, str]):
-    src = SRC
-    for old, new in edits:
-        assert old in src, old
-        src = src.replace(old, new)
-    return define(src, "histogram_privatized_kernel", dict(NAMESPACE))
+    return edited_kernel(SRC, "histogram_privatized_kernel", NAMESPACE, *edits)
 
 
 ZERO = "    for b in range(tx, BINS, TPB):  # 256 bins, 128 threads: each thread zeroes two\n        bins[b] = 0\n"

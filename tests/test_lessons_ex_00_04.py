@@ -22,6 +22,7 @@ import gpulab
 from gpulab import lessons
 from gpulab.exercises.races import WRITE_RACE_HINT
 from gpulab.source import define
+from kernel_edits import edited_kernel
 
 pytestmark = pytest.mark.skipif(
     gpulab.is_gpu(), reason="the verdicts come from the simulator's IndexError and access log"
@@ -326,12 +327,11 @@ def matmul_with_np_dot(A, B, C):
 def test_kernels_only_the_simulator_runs_lose_half_the_points():
     res = lessons.check("03", "matmul_naive", matmul_with_np_dot)
     assert res.status == "failed" and res.score == 0.5 and "uses `np.dot(...)`" in res.message, res
-    src = _strip_src().replace(  # the strip kernel with its 4 accumulators in a Python list
+    listed = (  # the strip kernel with its 4 accumulators in a Python list
         "    acc = cuda.local.array(4, float32)\n    for t in range(4):\n        acc[t] = 0.0\n",
         "    acc = [0.0, 0.0, 0.0, 0.0]\n",
     )
-    assert "[0.0, 0.0, 0.0, 0.0]" in src
-    res = lessons.check("04", "matmul_strip", cuda.jit(define(src, "matmul_strip_kernel", dict(_NS))))
+    res = lessons.check("04", "matmul_strip", cuda.jit(edited_kernel(_strip_src(), "matmul_strip_kernel", _NS, listed)))
     assert res.status == "failed" and res.score == 0.5 and "a Python list (`[0.0, 0.0, 0.0, 0.0]`)" in res.message
 
 
@@ -379,11 +379,11 @@ def test_a_correct_kernel_without_the_exercises_shared_memory_is_over_budget(les
 
 
 def test_strip_that_reloads_a_or_packs_its_columns_is_told_why():
-    src_reload = _strip_src().replace("acc[t] += a * B", "acc[t] += A[i, k] * B")
-    res = lessons.check("04", "matmul_strip", cuda.jit(define(src_reload, "matmul_strip_kernel", dict(_NS))))
+    reload = edited_kernel(_strip_src(), "matmul_strip_kernel", _NS, ("acc[t] += a * B", "acc[t] += A[i, k] * B"))
+    res = lessons.check("04", "matmul_strip", cuda.jit(reload))
     assert res.status == "over budget" and "`a = A[i, k]`" in res.hint, res
-    src_packed = _strip_src().replace("j0 + t * W", "4 * j0 + t")
-    res = lessons.check("04", "matmul_strip", cuda.jit(define(src_packed, "matmul_strip_kernel", dict(_NS))))
+    packed = edited_kernel(_strip_src(), "matmul_strip_kernel", _NS, ("j0 + t * W", "4 * j0 + t"))
+    res = lessons.check("04", "matmul_strip", cuda.jit(packed))
     assert res.status == "over budget" and "W apart" in res.hint, res
 
 

@@ -19,9 +19,10 @@ ops ran on whose kernels::
 Training with a learner op whose output turns NaN or inf stops at once with
 :class:`CapstoneError` naming the op, never a silent NaN.
 
-The ops' checks (:data:`PROBLEMS`: specs, inputs, launchers) live in :mod:`gpulab.capstone_problems`;
-the guarded backend (:class:`LearnerOps`) in :mod:`gpulab.capstone_ops`;
-this module holds the registry (:class:`Capstone`) and the report.
+The ops' checks (:data:`PROBLEMS`: specs, inputs, mistakes) live in :mod:`gpulab.capstone_problems`, the host
+functions that launch a learner's kernel as training does (:data:`HOSTS`) in :mod:`gpulab.capstone_hosts`;
+the guarded backend (:class:`LearnerOps`) in :mod:`gpulab.capstone_ops`, what it holds each output to in
+:mod:`gpulab.capstone_guard`; this module holds the registry (:class:`Capstone`) and the report.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from typing import Any
 
 from . import runtime
 from .capstone_ops import CapstoneError as CapstoneError, LearnerOps as LearnerOps
-from .capstone_problems import BLOCK_TIMEOUT, HOSTS as HOSTS, PROBLEMS as PROBLEMS
+from .capstone_hosts import HOSTS as HOSTS
+from .capstone_problems import BLOCK_TIMEOUT, PROBLEMS as PROBLEMS
 from .errors import UsageError
 from .exercises import CheckResult
 

@@ -4,8 +4,9 @@
 ``verify`` it also runs each learner op again as its check does (into outputs pre-filled with NaN) and compares
 it with the course kernel, so a kernel that passed its check but is wrong at training's shapes is named. In
 simulator mode each learner op runs under a deadline (:mod:`gpulab.capstone_deadline`), so a kernel that hangs
-or crawls at training's sizes stops training with a message instead of stalling it.
-:class:`gpulab.capstone.Capstone` builds it (``cap.ops()``).
+or crawls at training's sizes stops training with a message instead of stalling it. What an output is held to
+(and the messages) is :mod:`gpulab.capstone_guard`; this module runs the ops and the course kernels it compares
+them with. :class:`gpulab.capstone.Capstone` builds it (``cap.ops()``).
 """
 
 from __future__ import annotations
@@ -17,22 +18,16 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from . import runtime
-from . import capstone_deadline
+from . import capstone_deadline, capstone_guard, runtime
 from .capstone_deadline import WORK, Recorder, copies, hang_message
-from .capstone_problems import HOSTS, PROBLEMS
-from .errors import GpulabError
+from .capstone_guard import CapstoneError as CapstoneError, shape as _shape
+from .capstone_hosts import HOSTS
+from .capstone_problems import PROBLEMS
 from .exercises.output import Printed, captured
 from .nn.kernel_ops import KernelOps
 
 __all__ = ["CapstoneError", "LearnerOps"]
 
-
-class CapstoneError(GpulabError):
-    """A learner op is missing, failed its check, or produced NaN/inf during training."""
-
-
-# ---------------------------------------------------------------------------------------- registry
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -160,15 +155,8 @@ class LearnerOps(KernelOps):
         return self._course
 
     def _finite(self, op: str, *arrays: Any) -> None:
-        if not self.guard or op not in self.kernels:
-            return
-        for a in arrays:
-            if not bool(runtime.array_module(a).isfinite(a).all()):
-                raise CapstoneError(
-                    f"op {op!r}: your kernel produced NaN or inf during training (its check passed on small "
-                    "random inputs). Look for a read past the end of an array, a missing bounds check in the "
-                    f"grid-stride loop, or an accumulator that is not reset; re-run Capstone.register({op!r}, ...)."
-                )
+        if self.guard and op in self.kernels:
+            capstone_guard.finite(op, *arrays)
 
     def _same(self, op: str, inputs: str, args: tuple, mine: tuple, course: Any) -> None:
         """With ``verify``: run your ``op`` kernel again, as its check does, into outputs pre-filled with NaN
@@ -182,21 +170,7 @@ class LearnerOps(KernelOps):
         HOSTS[op](self.kernels[op], *args, *outs, **extra)
         ref = course()
         ref = ref if isinstance(ref, tuple) else (ref,)
-        names = PROBLEMS[op].out_names or ["out"]
-        for name, got, exp in zip(names, outs, ref):
-            g = np.asarray(runtime.to_host(got))
-            e = np.asarray(runtime.to_host(exp)).reshape(g.shape)
-            bad = ~np.isclose(g, e, rtol=1e-4, atol=1e-5)
-            if bad.any():
-                where = tuple(int(i) for i in np.argwhere(bad)[0])
-                unwritten = "; nan: never written" if np.isnan(g[bad]).any() else ""
-                raise CapstoneError(
-                    f"op {op!r} on {inputs} (a step of the tiny CNN): your kernel's {name}{list(where)} is "
-                    f"{g[where]:.6g} where the course kernel gives {e[where]:.6g} ({int(bad.sum())} of {bad.size} "
-                    f"elements differ{unwritten}). Its check passed on other shapes, so look for what "
-                    "depends on the shape: a hard-coded size, a loop that stops early, an index that mixes up the "
-                    f"batch, channel or spatial dimensions. Fix {op}'s kernel and re-run its check cell."
-                )
+        capstone_guard.same_as_course(op, inputs, PROBLEMS[op].out_names or ["out"], outs, ref)
 
     @_quiet("matmul")
     def matmul(self, a: Any, b: Any) -> Any:
@@ -364,44 +338,14 @@ class LearnerOps(KernelOps):
     def _dropout_check(self, op: str, out: str, inp: str, x: Any, p: float, before: Any, y: Any) -> None:
         """Raise naming ``op`` unless ``y`` is the inverted dropout of ``x`` with the mask of the states ``before``
         (the host replay on NumPy arrays, the course kernel on CuPy ones), to float32 rounding."""
-        xp = runtime.array_module(y)
         if isinstance(y, np.ndarray):
             from .nn.dropout import host_dropout
 
             ref = host_dropout(np.asarray(x), p, before.copy())
         else:
             ref = getattr(self.course(), op)(x, p, before.copy())
-        ref = ref.reshape(y.shape)
-        bad = ~xp.isclose(y, ref, rtol=1e-6, atol=0, equal_nan=True)  # a NaN x is an upstream op's, named there
-        if not bool(bad.any()):
-            return
-        g, e = np.asarray(runtime.to_host(y)), np.asarray(runtime.to_host(ref))
-        wrong = np.asarray(runtime.to_host(bad))
-        where = tuple(int(i) for i in np.argwhere(wrong)[0])
-        finite = np.isfinite(g)
-        flipped = int((((g == 0) != (e == 0)) & finite)[wrong].sum())  # kept where the draw dropped it, or swapped
-        if not finite[wrong].all():
-            why = "write every element: 0 where dropped, not nothing (nan: never written, or computed from nothing)"
-        elif flipped:
-            why = (
-                f"{flipped} of them kept where the draw dropped the element, or dropped where it kept it: keep where "
-                "u >= p (u = xoroshiro128p_uniform_float32(states, tid), one draw per element in grid-stride order, "
-                "tid = cuda.grid(1)), write 0 where u < p"
-            )
-        else:
-            why = f"the mask is right but the kept values are not {inp} / (1 - p): scale them by 1 / (1 - p)"
-        raise CapstoneError(
-            f"op {op!r} failed the training check '{out}[i] is 0 where the draw u < p (dropped), else {inp}[i] / "
-            f"(1 - p) (kept)' on {inp} {_shape(x)}, p = {float(p):g}: your kernel's {out}{list(where)} is "
-            f"{g[where]:.6g}, the draws give {e[where]:.6g} ({int(wrong.sum())} of {wrong.size} elements "
-            f"wrong); {why}. Fix the kernel, then re-run Capstone.register({op!r}, "
-            "...) (its check names the mistake)."
-        )
+        capstone_guard.dropout_draws(op, out, inp, x, p, y, ref)
 
 
 def _contig(a: Any) -> Any:
     return runtime.array_module(a).ascontiguousarray(a)
-
-
-def _shape(a: Any) -> tuple[int, ...]:
-    return tuple(int(s) for s in a.shape)

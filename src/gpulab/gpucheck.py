@@ -106,6 +106,7 @@ GPU_TESTS = (
     "tests/test_nn_dropout.py",  # the nn engine's dropout ops on the cupy and kernels backends: CuPy states as records
     "tests/test_lessons_device_fns.py",  # a learner's device function inside a real kernel, and its PTX
     "tests/test_ptxas.py",  # lesson 04's register counts: numba-cuda's on this GPU against the wheel's ptxas
+    "tests/test_exercises_own_code.py",  # the own-code walk over numba-cuda's dispatchers and the shipped answers
 )
 
 

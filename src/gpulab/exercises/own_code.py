@@ -224,28 +224,37 @@ def reference_used(submission: Any, *, given: Iterable[Any] = (), spec: Any = No
 
 
 def own_code_check(
-    name: str, submissions: Iterable[Any], *, given: Iterable[Any] = (), spec: Any = None
+    name: str,
+    submissions: Iterable[Any],
+    *,
+    given: Iterable[Any] = (),
+    spec: Any = None,
+    expected: str | None = None,
 ) -> tuple[str, str] | None:
     """``(message, hint)`` refusing the submission ``name`` when one of ``submissions`` (the kernel, the exercise's
-    host function around the learner's code) is or calls a reference implementation; None when it is its own."""
+    host function around the learner's code) is or calls a reference implementation; None when it is its own.
+    ``expected``: the name the exercise asks for (see :func:`message`), where the check knows it."""
     walk = _Walk(given, spec)
     for sub in submissions:
         found = walk.visit(sub, [], root=True)
         if found is not None:
-            return message(name, found)
+            return message(name, found, expected)
     return None
 
 
-def message(name: str, found: Found) -> tuple[str, str]:
-    """The verdict's message and hint for ``found``: what was found, why it earns nothing, what to do."""
+def message(name: str, found: Found, expected: str | None = None) -> tuple[str, str]:
+    """The verdict's message and hint for ``found``: what was found, why it earns nothing, what to do. With
+    ``expected`` (the name the exercise asks for) it says "the <expected> you handed in": the learner may have
+    bound gpulab's function to that name, and ``name`` (its own ``__name__``, then) is not one they wrote."""
     what = "the reference this check compares against" if found.spec else "gpulab's own reference implementation"
+    subject = f"the {expected} you handed in" if expected else f"your {name}"
     if not found.via:
-        said = f"your {name} is {found.reference}, {what}"
+        said = f"{subject} is {found.reference}, {what}"
     else:
         through = f" (through {' -> '.join(found.via)})" if len(found.via) > 1 else ""
-        said = f"your {name} calls {found.reference}{through}, {what}"
+        said = f"{subject} calls {found.reference}{through}, {what}"
     return (
         f"{said}. This check grades code you wrote, so it gives no points for gpulab's; nothing was run.",
-        f"write {name} yourself, without calling {found.reference}. You may read gpulab's version "
+        f"write {expected or name} yourself, without calling {found.reference}. You may read gpulab's version "
         "(gpulab.show_source) after you finish yours.",
     )

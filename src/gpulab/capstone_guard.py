@@ -1,0 +1,92 @@
+"""The capstone's training checks (lab 09): what each output of a learner op is held to while the CNN trains.
+
+:class:`gpulab.capstone_ops.LearnerOps` calls these after each op that runs a learner's kernel: :func:`finite`
+(no NaN or inf; its ``guard``), :func:`dropout_draws` (a dropout op's output is the inverted dropout of its input
+with the mask the states it was given draw; ``guard``) and :func:`same_as_course` (with ``verify``: the op, run
+again as its check runs it into outputs pre-filled with NaN, gives the course kernel's result). Each raises
+:class:`CapstoneError` naming the op, what was expected, what the kernel gave, and what to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import runtime
+from .errors import GpulabError
+
+__all__ = ["CapstoneError", "dropout_draws", "finite", "same_as_course", "shape"]
+
+
+class CapstoneError(GpulabError):
+    """A learner op is missing, failed its check, or produced NaN/inf during training."""
+
+
+def shape(a: Any) -> tuple[int, ...]:
+    """``a.shape`` as plain ints, for messages."""
+    return tuple(int(s) for s in a.shape)
+
+
+def finite(op: str, *arrays: Any) -> None:
+    """Raise naming ``op`` when one of ``arrays`` (its outputs) holds NaN or inf."""
+    for a in arrays:
+        if not bool(runtime.array_module(a).isfinite(a).all()):
+            raise CapstoneError(
+                f"op {op!r}: your kernel produced NaN or inf during training (its check passed on small "
+                "random inputs). Look for a read past the end of an array, a missing bounds check in the "
+                f"grid-stride loop, or an accumulator that is not reset; re-run Capstone.register({op!r}, ...)."
+            )
+
+
+def same_as_course(op: str, inputs: str, names: Sequence[str], outs: Sequence[Any], course: Sequence[Any]) -> None:
+    """Raise naming ``op`` where one of ``outs`` (your kernel's outputs, called ``names``, written into buffers
+    pre-filled with NaN) differs from the course kernel's (``course``) on ``inputs`` (described in words)."""
+    for name, got, exp in zip(names, outs, course):
+        g = np.asarray(runtime.to_host(got))
+        e = np.asarray(runtime.to_host(exp)).reshape(g.shape)
+        bad = ~np.isclose(g, e, rtol=1e-4, atol=1e-5)
+        if bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            unwritten = "; nan: never written" if np.isnan(g[bad]).any() else ""
+            raise CapstoneError(
+                f"op {op!r} on {inputs} (a step of the tiny CNN): your kernel's {name}{list(where)} is "
+                f"{g[where]:.6g} where the course kernel gives {e[where]:.6g} ({int(bad.sum())} of {bad.size} "
+                f"elements differ{unwritten}). Its check passed on other shapes, so look for what "
+                "depends on the shape: a hard-coded size, a loop that stops early, an index that mixes up the "
+                f"batch, channel or spatial dimensions. Fix {op}'s kernel and re-run its check cell."
+            )
+
+
+def dropout_draws(op: str, out: str, inp: str, x: Any, p: float, y: Any, ref: Any) -> None:
+    """Raise naming ``op`` unless ``y`` (output ``out`` of input ``inp``, here ``x``) is ``ref``, the inverted
+    dropout of ``x`` with the mask of the states it was given (the host replay, or the course kernel), to float32
+    rounding; the message says whether the mask, the scaling or unwritten elements are wrong."""
+    xp = runtime.array_module(y)
+    ref = ref.reshape(y.shape)
+    bad = ~xp.isclose(y, ref, rtol=1e-6, atol=0, equal_nan=True)  # a NaN x is an upstream op's, named there
+    if not bool(bad.any()):
+        return
+    g, e = np.asarray(runtime.to_host(y)), np.asarray(runtime.to_host(ref))
+    wrong = np.asarray(runtime.to_host(bad))
+    where = tuple(int(i) for i in np.argwhere(wrong)[0])
+    fin = np.isfinite(g)
+    flipped = int((((g == 0) != (e == 0)) & fin)[wrong].sum())  # kept where the draw dropped it, or swapped
+    if not fin[wrong].all():
+        why = "write every element: 0 where dropped, not nothing (nan: never written, or computed from nothing)"
+    elif flipped:
+        why = (
+            f"{flipped} of them kept where the draw dropped the element, or dropped where it kept it: keep where "
+            "u >= p (u = xoroshiro128p_uniform_float32(states, tid), one draw per element in grid-stride order, "
+            "tid = cuda.grid(1)), write 0 where u < p"
+        )
+    else:
+        why = f"the mask is right but the kept values are not {inp} / (1 - p): scale them by 1 / (1 - p)"
+    raise CapstoneError(
+        f"op {op!r} failed the training check '{out}[i] is 0 where the draw u < p (dropped), else {inp}[i] / "
+        f"(1 - p) (kept)' on {inp} {shape(x)}, p = {float(p):g}: your kernel's {out}{list(where)} is "
+        f"{g[where]:.6g}, the draws give {e[where]:.6g} ({int(wrong.sum())} of {wrong.size} elements "
+        f"wrong); {why}. Fix the kernel, then re-run Capstone.register({op!r}, "
+        "...) (its check names the mistake)."
+    )
