@@ -5,8 +5,17 @@ import numpy as np
 import pytest
 
 from gpulab import to_device, to_host
-from gpulab.kernels import LaunchError, softmax_rows, sum_atomic, sum_reduce, sum_tree, sum_warp
-from gpulab.kernels.reduce import sum_atomic_kernel, sum_tree_kernel
+from gpulab.kernels import (
+    LaunchError,
+    count_above,
+    max_tree,
+    softmax_rows,
+    sum_atomic,
+    sum_reduce,
+    sum_tree,
+    sum_warp,
+)
+from gpulab.kernels.reduce import count_above_kernel, sum_atomic_kernel, sum_tree_kernel
 from gpulab.trace import trace
 
 RNG = np.random.default_rng(3)
@@ -24,6 +33,31 @@ def test_sums_match_float64_reference(fn, n):
 def test_tree_and_warp_sums_need_a_second_pass_beyond_one_block(fn):
     x = np.ones(256 * 2 + 1, np.float32)  # 3 partials, then a second pass over 1 block
     assert fn(to_device(x)) == 256 * 2 + 1
+
+
+@pytest.mark.parametrize("n", [0, 1, 255, 700])
+def test_count_above_matches_numpy(n):
+    x = RNG.standard_normal(n).astype(np.float32)
+    x[: n // 3] = 0.25  # values equal to the threshold do not count
+    assert count_above(to_device(x), 0.25) == int((x > 0.25).sum())
+
+
+def test_count_above_writes_only_for_the_elements_that_count():
+    x = np.array([0.1, 0.9, 0.5, 0.7, 0.2], np.float32)
+    count = np.zeros(1, np.int32)
+    log = trace(count_above_kernel, 1, 8, x, np.float32(0.5), count, names=("x", "threshold", "count"))
+    assert count[0] == 2 and log.writes("count") == 2 and log.reads("x") == x.size
+
+
+@pytest.mark.parametrize("n", [1, 255, 256, 700, 256 * 2 + 3])
+def test_max_tree_matches_numpy(n):
+    x = (RNG.standard_normal(n) - 50.0).astype(np.float32)  # all negative: a 0 loaded past the end would win
+    assert max_tree(to_device(x)) == float(x.max())
+
+
+def test_max_tree_of_an_empty_array_says_what_to_do():
+    with pytest.raises(LaunchError, match="at least one element"):
+        max_tree(to_device(np.zeros(0, np.float32)))
 
 
 @pytest.mark.parametrize("n", [33, 100])

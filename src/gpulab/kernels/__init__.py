@@ -25,6 +25,10 @@ from . import memory, reduce
 from .elementwise import saxpy, saxpy_kernel, scale2d, scale2d_kernel
 from .memory import copy, copy_kernel, strided_copy_kernel, transpose, transpose_naive_kernel, transpose_tiled_kernel
 from .reduce import (
+    count_above,
+    count_above_kernel,
+    max_tree,
+    max_tree_kernel,
     softmax_rows,
     softmax_rows_kernel,
     sum_atomic,
@@ -68,6 +72,8 @@ __all__ = [
     "conv_out_size",
     "copy",
     "copy_kernel",
+    "count_above",
+    "count_above_kernel",
     "histogram",
     "histogram_family",
     "histogram_global_kernel",
@@ -76,6 +82,8 @@ __all__ = [
     "matmul_family",
     "matmul_naive_kernel",
     "matmul_reference",
+    "max_tree",
+    "max_tree_kernel",
     "matmul_regtiled_kernel",
     "matmul_tiled_kernel",
     "memory",

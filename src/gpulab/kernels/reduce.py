@@ -13,6 +13,10 @@ NumPy references: ``x.sum()`` and ``softmax(x, axis=1)``. Three ways to sum on a
   those the same way. :func:`sum_warp` repeats it on the partials, as :func:`sum_tree` does.
 - :func:`sum_reduce`: Numba's ready-made ``cuda.reduce``.
 
+Lesson 05 reads :func:`count_above_kernel` (an integer atomic count: ``(x > threshold).sum()``) and
+:func:`max_tree_kernel` (the tree with ``max``: ``x.max()``) rather than the atomic and tree sums, which lab 05
+asks learners to write.
+
 They add the numbers in different orders, so their float32 results may differ in the last bits.
 """
 
@@ -22,7 +26,7 @@ import math
 from typing import Any
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, int32
 
 from .. import runtime
 from ._launch import LaunchError, allocate_like, blocks_for, check_array, check_launch, check_out, is_numba_device_array
@@ -31,6 +35,10 @@ __all__ = [
     "PTX_SIGNATURES",
     "SOFTMAX_TPB",
     "TPB",
+    "count_above",
+    "count_above_kernel",
+    "max_tree",
+    "max_tree_kernel",
     "softmax_rows",
     "softmax_rows_kernel",
     "sum_atomic",
@@ -71,6 +79,30 @@ def sum_tree_kernel(x, partials):
         s //= 2
     if tx == 0:
         partials[cuda.blockIdx.x] = cache[0]  # one partial sum per block
+
+
+@cuda.jit
+def count_above_kernel(x, threshold, count):
+    i = cuda.grid(1)
+    if i < x.size and x[i] > threshold:  # bounds guard, then only the elements that count
+        cuda.atomic.add(count, 0, int32(1))  # integer atomics: exact in any order
+
+
+@cuda.jit
+def max_tree_kernel(x, partials):
+    cache = cuda.shared.array(TPB, float32)
+    tx = cuda.threadIdx.x
+    i = cuda.grid(1)
+    cache[tx] = x[i] if i < x.size else float32(-math.inf)  # threads past the end load a value that cannot win
+    cuda.syncthreads()  # wait until all TPB values of this block are in shared memory
+    s = TPB // 2
+    while s > 0:
+        if tx < s:
+            cache[tx] = max(cache[tx], cache[tx + s])  # the lower half keeps the larger of each pair
+        cuda.syncthreads()  # wait until this level of the tree is complete before the next one
+        s //= 2
+    if tx == 0:
+        partials[cuda.blockIdx.x] = cache[0]  # one partial maximum per block
 
 
 @cuda.jit
@@ -161,9 +193,24 @@ def sum_atomic(x: Any, *, threads_per_block: int = 256) -> float:
     return float(total[0])
 
 
-def _sum_in_passes(kernel: Any, x: Any) -> float:
-    """Launch a block-sum ``kernel`` (``TPB`` threads, one partial per block) on ``x``, then on its partials,
-    until a single value is left."""
+def count_above(x: Any, threshold: float, *, threads_per_block: int = 256) -> int:
+    """How many elements of a 1-D float32 array exceed ``threshold`` (``(x > threshold).sum()``), counted with
+    one integer ``cuda.atomic.add`` per such element."""
+    blocks = blocks_for(x.shape[0], threads_per_block)
+    if not _check_vector(x):
+        return 0
+    if is_numba_device_array(x):
+        count = cuda.to_device(np.zeros(1, dtype=np.int32))
+    else:
+        count = runtime.array_module(x).zeros(1, dtype=np.int32)
+    check_launch(blocks, threads_per_block)
+    count_above_kernel[blocks, threads_per_block](x, np.float32(threshold), count)
+    return int(count[0])
+
+
+def _reduce_in_passes(kernel: Any, x: Any) -> float:
+    """Launch a block-reduction ``kernel`` (``TPB`` threads, one partial per block) on ``x``, then on its
+    partials, until a single value is left."""
     if not _check_vector(x):
         return 0.0
     current = x
@@ -180,13 +227,22 @@ def _sum_in_passes(kernel: Any, x: Any) -> float:
 def sum_tree(x: Any) -> float:
     """Sum a 1-D float32 array with shared-memory tree reductions: one partial per block, then
     the same kernel again on the partials until a single value is left."""
-    return _sum_in_passes(sum_tree_kernel, x)
+    return _reduce_in_passes(sum_tree_kernel, x)
+
+
+def max_tree(x: Any) -> float:
+    """The maximum of a non-empty 1-D float32 array with shared-memory tree reductions (:func:`max_tree_kernel`),
+    again on the partials until a single value is left."""
+    check_array("x", x, ndim=1, dtype="float32")
+    if x.shape[0] == 0:
+        raise LaunchError("x is empty: an empty array has no maximum; pass at least one element.")
+    return _reduce_in_passes(max_tree_kernel, x)
 
 
 def sum_warp(x: Any) -> float:
     """Sum a 1-D float32 array with warp shuffles (:func:`sum_warp_kernel`): one partial per block of ``TPB``,
     then the same kernel again on the partials until a single value is left."""
-    return _sum_in_passes(sum_warp_kernel, x)
+    return _reduce_in_passes(sum_warp_kernel, x)
 
 
 _sum_reducer = None
@@ -224,6 +280,8 @@ def softmax_rows(x: Any, out: Any = None) -> Any:
 PTX_SIGNATURES = [
     (sum_atomic_kernel, "void(float32[:], float32[:])"),
     (sum_tree_kernel, "void(float32[:], float32[:])"),
+    (count_above_kernel, "void(float32[:], float32, int32[:])"),
+    (max_tree_kernel, "void(float32[:], float32[:])"),
     (sum_warp_kernel, "void(float32[:], float32[:])"),
     (softmax_rows_kernel, "void(float32[:, :], float32[:, :])"),
 ]
