@@ -1,8 +1,17 @@
-"""Lessons: exercises inside the lessons (check, reveal, predictions) and their learner versions.
+"""Lessons: exercises inside the lessons (check, hint, reveal, progress, predictions) and their learner versions.
 
+Working through a lesson's exercise::
+
+    result = lessons.check("05", "dot_atomic", dot_atomic_kernel)  # a verdict: what is wrong, where, and a hint
+    lessons.hint("05", "dot_atomic")      # stuck? 1st call: the idea, 2nd: an outline of the code,
+                                          # then: a pointer to reveal (lessons.hint(..., 1) shows tier 1 again)
+    lessons.reveal("05", "dot_atomic")    # the reference answer
+    lessons.progress("05")                # this session's table: passed / failed (status) / not tried, N of M done
+
+Hints (:mod:`.hints`) and the verdicts ``progress`` tallies (:mod:`.tally`) are kept per Python session.
 ``python -m gpulab lessons release|check`` (see :mod:`gpulab.lessons.learner`) writes and verifies
 ``notebooks/learner/``; :mod:`gpulab.lessons.problems` holds the exercises and the helpers lesson
-cells call.
+cells call; the hint texts are in the ``hints_*.py`` modules.
 """
 
 from .learner import (
@@ -16,8 +25,10 @@ from .learner import (
     sources,
 )
 from .learner import check as check_learner
+from .hints import hint
 from .problems import (
     EXERCISES,
+    FUNCTION_EXERCISES,
     Exercise,
     as_host,
     check,
@@ -27,9 +38,11 @@ from .problems import (
     or_reference,
     reveal,
 )
+from .tally import Progress, progress
 
 __all__ = [
     "EXERCISES",
+    "FUNCTION_EXERCISES",
     "LEARNER_DIR",
     "CheckProblem",
     "Exercise",
@@ -40,9 +53,12 @@ __all__ = [
     "compare",
     "configure",
     "exercise",
+    "hint",
     "learner_notebook",
     "main",
     "or_reference",
+    "progress",
+    "Progress",
     "release",
     "reveal",
     "run",

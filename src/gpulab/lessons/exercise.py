@@ -20,7 +20,7 @@ __all__ = ["Exercise", "as_host", "returned_none"]
 
 @dataclass(frozen=True)
 class Exercise:
-    """One lesson exercise: the Problem that checks it and the reference kernel ``reveal`` shows."""
+    """One lesson exercise: the Problem that checks it, the reference kernel ``reveal`` shows and its hints."""
 
     lesson: str
     name: str
@@ -33,6 +33,9 @@ class Exercise:
     """For an exercise that a library module checks itself (``systolic.check_step``): runs the check,
     with that module's named mistakes, in place of ``problem``. Called ``checker(answer)``, and
     ``checker(answer, trusted=True)`` for gpulab's own reference (see :meth:`check`)."""
+    hints: tuple[str, ...] = ()
+    """What :func:`gpulab.lessons.hint` gives, one tier per call: the idea (no code), then an outline of the code.
+    Written in the ``hints_*.py`` modules of this package and attached by :mod:`.problems` when it collects."""
 
     def check(self, answer: Any, *, trusted: bool = False) -> CheckResult:
         """Run the Problem on ``answer`` (a kernel, or a function through ``adapt``). ``trusted=True``: ``answer``

@@ -15,6 +15,9 @@ answer between the labs' markers::
   check cell reports "not implemented yet"), ``### BEGIN/END HIDDEN TESTS`` regions (the source's
   ``assert result.passed``) are removed, outputs and widget state are cleared, and the Colab badge
   points at the learner copy.
+* the learner version ends with two generated cells (:func:`whats_next`): a markdown "What's next" that
+  names the lesson's lab (``labs/student/labNN_*.ipynb``) and how to grade it yourself, and
+  ``gpulab.lessons.progress("NN")``, the table of this session's verdicts.
 * ``lessons check`` fails if a learner version is missing, stale, or contains solution text, a
   marker or an output; the test suite runs it.
 """
@@ -45,6 +48,7 @@ __all__ = [
     "release",
     "run",
     "sources",
+    "whats_next",
 ]
 
 LESSON_GLOB = "[0-9][0-9]_*.ipynb"
@@ -85,7 +89,39 @@ def learner_notebook(source: Path, root: Path) -> Any:
             return src
         return "\n".join(nbtools.badge_line(rel) if nbtools.BADGE_IMAGE in line else line for line in src.split("\n"))
 
-    return _release.derived_notebook(source, badge)
+    nb = _release.derived_notebook(source, badge)
+    nb.cells += whats_next(source, root)
+    return nb
+
+
+WHATS_NEXT = "## What's next"
+
+
+def whats_next(source: Path, root: Path) -> list[Any]:
+    """The two cells that end a learner version: "What's next" (the matching lab, if there is one, how to grade
+    it yourself, the next lesson) and the code cell ``gpulab.lessons.progress("NN")``."""
+    import nbformat
+
+    number = source.name[:2]
+    labs = sorted((root / "labs" / "student").glob(f"lab{number}_*.ipynb"))
+    later = [s for s in sources(root) if s.name > source.name]
+    text = [
+        WHATS_NEXT,
+        "The cell below lists this lesson's exercises and which of them passed their check in this session (a cell "
+        "that fell back on the reference answer does not count). Each one not done yet: write it, run its check "
+        f'cell; stuck? `lessons.hint("{number}", "NAME")`.',
+    ]
+    if labs:
+        lab = labs[0].relative_to(root).as_posix()
+        text.append(
+            f"**Then the lab**: `{lab}` (in a `gpulab course` folder: `labs/{labs[0].name}`), graded exercises on "
+            "this lesson's ideas. Grade it yourself from a terminal in the gpulab repository (it runs the notebook "
+            "headless and prints each exercise's score, status and message, and the total):\n\n"
+            f"```bash\npython -m gpulab labs grade {lab}\n```"
+        )
+    text.append(f"**Next lesson**: `{later[0].stem}`." if later else "This was the last lesson of the course.")
+    code = f'from gpulab import lessons\n\nlessons.progress("{number}")'
+    return [nbformat.v4.new_markdown_cell("\n\n".join(text)), nbformat.v4.new_code_cell(code)]
 
 
 def _versions(root: Path) -> _release.Versions:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -30,40 +31,91 @@ import numpy as np
 from ..errors import UsageError
 from ..exercises import CheckResult
 from ..source import py_func
+from .tally import record as _record
 from .exercise import Exercise as Exercise, as_host as as_host
 
 __all__ = [
     "EXERCISES",
+    "FUNCTION_EXERCISES",
     "Exercise",
     "as_host",
     "check",
     "check_function",
     "compare",
     "exercise",
+    "hints_of",
+    "lesson_exercises",
     "or_reference",
     "reveal",
+    "stub_name",
 ]
 
 
-def _collect() -> dict[tuple[str, str], Exercise]:
-    """Every ``gpulab/lessons/ex_*.py`` module's ``EXERCISES_LIST``, in the order of the module names
-    (so the exercises of each group of lessons live in their own file)."""
+def _modules(prefix: str) -> list[Any]:
+    """This package's modules whose names start with ``prefix``, in the order of their names."""
     import importlib
     import pkgutil
     from pathlib import Path
 
+    names = sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)]) if m.name.startswith(prefix))
+    return [importlib.import_module(f"{__package__}.{name}") for name in names]
+
+
+def _collect() -> tuple[dict[tuple[str, str], Exercise], list[tuple[str, str]], dict[tuple[str, str], tuple[str, ...]]]:
+    """Every ``gpulab/lessons/ex_*.py`` module's ``EXERCISES_LIST``, in the order of the module names (so the
+    exercises of each group of lessons live in their own file), each with its hints from the ``hints_*.py``
+    modules' ``HINTS``; those modules' ``FUNCTION_EXERCISES`` (checked by :func:`check_function`) and the
+    hints of tasks without a check (``HINT_ONLY``)."""
     found: list[Exercise] = []
-    for mod in sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)]) if m.name.startswith("ex_")):
-        found += list(importlib.import_module(f"{__package__}.{mod}").EXERCISES_LIST)
+    for mod in _modules("ex_"):
+        found += list(mod.EXERCISES_LIST)
+    hints: dict[tuple[str, str], tuple[str, ...]] = {}
+    functions: list[tuple[str, str]] = []
+    hint_only: list[tuple[str, str]] = []
+    for mod in _modules("hints_"):
+        hints.update({k: tuple(v) for k, v in mod.HINTS.items()})
+        functions += list(getattr(mod, "FUNCTION_EXERCISES", []))
+        hint_only += list(getattr(mod, "HINT_ONLY", []))
     out: dict[tuple[str, str], Exercise] = {}
     for e in found:
         if (e.lesson, e.name) in out:
             raise RuntimeError(f"exercise {e.lesson}/{e.name} is defined twice")
-        out[(e.lesson, e.name)] = e
-    return out
+        out[(e.lesson, e.name)] = replace(e, hints=hints.get((e.lesson, e.name), e.hints))
+    stray = [k for k in hints if k not in out and k not in functions and k not in hint_only]
+    if stray:
+        raise RuntimeError(f"hints for {stray} name no exercise, FUNCTION_EXERCISES or HINT_ONLY entry")
+    extra = {k: hints[k] for k in (*functions, *hint_only) if k in hints}
+    return out, functions, extra
 
 
-EXERCISES: dict[tuple[str, str], Exercise] = _collect()
+EXERCISES: dict[tuple[str, str], Exercise]
+FUNCTION_EXERCISES: list[tuple[str, str]]
+"""The napkin-math exercises that a lesson checks with :func:`check_function` (lesson, function name)."""
+EXERCISES, FUNCTION_EXERCISES, _OTHER_HINTS = _collect()
+
+
+def lesson_exercises(lesson: str | None = None) -> list[tuple[str, str]]:
+    """The exercises (lesson, name) of ``lesson`` (default: of every lesson): the checked kernels and functions
+    (:data:`EXERCISES`), then the napkin-math functions (:data:`FUNCTION_EXERCISES`)."""
+    keys = [*EXERCISES, *FUNCTION_EXERCISES]
+    return [k for k in keys if lesson is None or k[0] == str(lesson).zfill(2)]
+
+
+def stub_name(lesson: str, name: str) -> str:
+    """The name of the function the learner version's stub defines for an exercise (the checked name)."""
+    ex = EXERCISES.get((lesson, name))
+    return ex.problem.name if ex is not None else name
+
+
+def hints_of(lesson: str, name: str) -> tuple[str, ...]:
+    """The hint tiers of an exercise (or of a task without a check); raises, naming the known ones, if none."""
+    key = (str(lesson).zfill(2), str(name))
+    tiers = EXERCISES[key].hints if key in EXERCISES else _OTHER_HINTS.get(key, ())
+    if not tiers:
+        have = [f"{les}/{n}" for les, n in (*EXERCISES, *_OTHER_HINTS) if les == key[0]]
+        where = f"lesson {key[0]}'s are: {', '.join(have)}" if have else "that lesson has none"
+        raise UsageError(f'no hints for {key[0]}/{key[1]}; {where} (e.g. lessons.hint("05", "dot_atomic")).')
+    return tiers
 
 
 def exercise(lesson: str, name: str) -> Exercise:
@@ -81,6 +133,7 @@ def check(lesson: str, name: str, kernel: Any) -> CheckResult:
     ex = exercise(lesson, name)
     result = ex.check(kernel)
     result.details["exercise"] = (ex.lesson, ex.name)  # or_reference trusts this verdict for this exercise only
+    _record(ex.lesson, ex.name, kernel, result.status)  # for lessons.progress(lesson)
     return result
 
 
@@ -137,7 +190,23 @@ def check_function(
     """Check a plain Python function (a napkin-math formula) on ``cases = [(args, expected), ...]``.
     ``raise NotImplementedError`` gives "not implemented yet"; nothing raises. ``hint`` is shown with a wrong
     answer (the default is about counting FLOPs); a callable ``hint(args, got)`` names the mistake that case's
-    answer shows, or returns None for no hint."""
+    answer shows, or returns None for no hint. The verdict of a lesson's napkin-math exercise
+    (:data:`FUNCTION_EXERCISES`, by the function's name) counts in :func:`gpulab.lessons.progress`."""
+    result = _check_function(fn, cases, name=name, rtol=rtol, hint=hint)
+    for lesson, ex_name in FUNCTION_EXERCISES:  # a lesson's napkin-math exercise: recorded for lessons.progress
+        if ex_name == result.name:
+            _record(lesson, ex_name, fn, result.status)
+    return result
+
+
+def _check_function(
+    fn: Callable[..., Any],
+    cases: Sequence[tuple[tuple, Any]],
+    *,
+    name: str | None,
+    rtol: float,
+    hint: str | Callable[[tuple, Any], str | None],
+) -> CheckResult:
     fname: str = name or getattr(fn, "__name__", None) or "function"
     for args, expected in cases:
         try:

@@ -1,0 +1,127 @@
+"""Hints for the exercises of lessons 05-08, two tiers each: the idea (no code), then an outline of the code
+(the outlines the learner stubs once carried as comments). ``lessons.hint("05", "dot_atomic")`` prints them one
+call at a time (:mod:`.hints`); :mod:`.problems` attaches them to the exercises of :mod:`.ex_05_10` (lessons 07
+and 08 from :mod:`.conv_backprop`), :mod:`.ex_05_histogram` and :mod:`.ex_08_dropout`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["HINTS"]
+
+HINTS: dict[tuple[str, str], tuple[str, ...]] = {
+    # 05 · reductions, atomics, scans
+    ("05", "dot_atomic"): (
+        "Each thread makes one product and adds it into the one total. Many threads add to the same address at "
+        "the same time, so the add must be indivisible (atomic): a plain += loses updates.",
+        "i = cuda.grid(1); guard; cuda.atomic.add(total, 0, a[i] * b[i])",
+    ),
+    ("05", "block_max"): (
+        "A tree in shared memory: each thread loads one value (threads past the end load one that never wins a "
+        "max), then at each step the first half of the still-active threads combine their value with the one s "
+        "places further, halving s, until thread 0 holds the block's maximum. Every step ends at a barrier.",
+        "buf = cuda.shared.array(TPB, float32); load (or -inf); syncthreads; halve s = TPB // 2, ..., 1 with a "
+        "syncthreads after each step; thread 0 writes",
+    ),
+    ("05", "sum_two_per_thread"): (
+        "Half the threads sit idle after the first step of a tree. Give each block 2 * TPB elements instead, and "
+        "let each thread add two of them, TPB apart, while loading; then the same tree, with + in place of max.",
+        "i = cuda.blockIdx.x * (2 * TPB) + tx; add x[i] and x[i + TPB] where they exist, store in shared memory, "
+        "then the tree as in exercise 2 (with +)",
+    ),
+    ("05", "warp_sum"): (
+        "Two stages of shuffles. A warp sums its 32 values in registers: each lane adds the value of the lane "
+        "offset above it, the offset halving from 16 to 1, and lane 0 ends with the warp's sum. The warps' sums "
+        "meet in shared memory, and the first warp sums them the same way. Every lane must reach every shuffle "
+        "(no early return).",
+        "v = x[i] or 0 (no return: every lane shuffles); v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset) for "
+        "offset 16, 8, 4, 2, 1; lane 0 -> warp_sums[warp]; syncthreads; warp 0: warp_sums[lane] or 0, the same "
+        "five shuffles, lane 0 writes partial[cuda.blockIdx.x]",
+    ),
+    ("05", "histogram_privatized"): (
+        "Give each block its own histogram in shared memory: zero it, count the block's values into it with "
+        "atomics (contended only by the block's own threads), then add each non-zero bin into the global "
+        "histogram with one atomic. A barrier between the phases.",
+        "bins = cuda.shared.array(BINS, int32); zero (stride TPB); syncthreads; grid stride: "
+        "cuda.atomic.add(bins, values[i], 1); syncthreads; merge the non-zero bins atomically",
+    ),
+    ("05", "scan_block"): (
+        "A scan in log2(TPB) steps: at offsets 1, 2, 4, ... each thread adds the value offset places to its left, "
+        "if there is one. Reading and writing one buffer in the same step races, so read one buffer and write the "
+        "other, and swap them each step. The block's last value is its total.",
+        "two buffers; at offset 1, 2, 4, ... < TPB: tx >= offset adds buf[src, tx - offset]; syncthreads after "
+        "each step, then swap src and dst",
+    ),
+    # 06 · CuPy, interop
+    ("06", "squared_diff"): (
+        "One thread per element does the whole expression: it reads x[i] and y[i] once each, squares their "
+        "difference in a register and writes once.",
+        "i = cuda.grid(1); guard; d = x[i] - y[i]; out[i] = d * d",
+    ),
+    ("06", "softplus"): (
+        "log(1 + exp(x)) overflows for large x: exp(100) is inf in float32. Split off the large part: for x > 0, "
+        "log(1 + exp(x)) = x + log(1 + exp(-x)), so exp only ever sees values <= 0.",
+        "math has exp, log, log1p: max(x, 0) + log1p(exp(-|x|)); log1p keeps the digits where exp(-|x|) is tiny.",
+    ),
+    ("06", "axpy_elementwise"): (
+        "cupy.ElementwiseKernel takes typed parameter lists as text (inputs, then outputs, comma-separated; a "
+        "scalar is declared like an array element), one line of C that computes one element, and a name.",
+        'return {"in_params": "float32 a, float32 x, float32 y", "out_params": "float32 z", "operation": '
+        '"z = ...;" (one element), "name": "axpy"}',
+    ),
+    ("06", "leaky_relu"): (
+        "One thread per element, guarded: positive values pass unchanged, the others are scaled by 0.01.",
+        "i = cuda.grid(1); guard; x[i] if positive, else 0.01 * x[i]",
+    ),
+    # 07 · convolution
+    ("07", "conv2d_single"): (
+        "One thread per output pixel: its window starts at (i, j) in x (no padding). It sums the K x K products of "
+        "the window and the filter in a float32 accumulator and writes once.",
+        "j, i = cuda.grid(2); guard i < out.shape[0] and j < out.shape[1]; sum x[i + a, j + b] * w[a, b] over the "
+        "taps into a float32 accumulator",
+    ),
+    ("07", "im2col_single"): (
+        "cols has one row per output position and one column per filter tap: entry (r, q) is the value of x that "
+        "tap q sees at output position r. One thread per entry of cols, x (the fastest index) along its columns.",
+        "q, r = cuda.grid(2); guard; i, j from r (Wo = x.shape[1] - K + 1); a, b from q; cols[r, q] = x[i + a, j + b]",
+    ),
+    ("07", "maxpool2x2"): (
+        "One thread per output: output (i, j) is the largest of the four values of the 2 x 2 window whose "
+        "top-left corner is x[2 * i, 2 * j].",
+        "j, i = cuda.grid(2); guard; the max of the four values of window (i, j)",
+    ),
+    ("07", "conv2d_all_filters"): (
+        "The same window serves every filter: load it once into registers (a local array), then loop over the "
+        "filters, each a sum of K x K products with its own weights.",
+        "j, i = cuda.grid(2) over (Ho, Wo); load the window into a local array once; then for each filter f: "
+        "out[f, i, j] = sum of win[a, b] * w[f, a, b]",
+    ),
+    # 08 · backpropagation
+    ("08", "bias_grad"): (
+        "db is the column sum of dout. One thread per output feature walks down its column, over the batch; "
+        "neighbouring threads then read neighbouring elements of each row.",
+        "o = cuda.grid(1); guard; sum dout[n, o] over n",
+    ),
+    ("08", "linear_weight_grad"): (
+        "dw = dout^T x: each dw[i, j] sums dout[n, i] * x[n, j] over the batch. One thread per element of dw, x "
+        "along its columns (the input features).",
+        "j, i = cuda.grid(2); guard both; sum dout[n, i] * x[n, j] over the batch n",
+    ),
+    ("08", "relu_backward"): (
+        "The gradient passes through where the forward's output was positive, and is 0 elsewhere. One thread per "
+        "element.",
+        "i = cuda.grid(1); guard; dout[i] where y[i] > 0, else 0",
+    ),
+    ("08", "maxpool2x2_backward"): (
+        "Gather, do not scatter: one thread per input pixel. The pixel belongs to window (i // 2, j // 2), and "
+        "gets that window's gradient only if it was the window's winner (arg says which of the four won); else 0.",
+        "j, i = cuda.grid(2) over dx; window (i // 2, j // 2) if it exists; dout of the window where arg == "
+        "(i % 2) * 2 + j % 2, else 0",
+    ),
+    ("08", "dropout_forward"): (
+        "Each thread owns one generator state and walks its elements in a grid-stride loop, drawing one number "
+        "per element from its own state. Kept elements are scaled by 1 / (1 - p), so each output's expected "
+        "value is its input.",
+        "tid = cuda.grid(1); grid-stride loop over i; u = xoroshiro128p_uniform_float32(states, tid); kept where "
+        "u >= p: y = x / (1 - p), mask = 1; else y = 0, mask = 0",
+    ),
+}

@@ -1,0 +1,82 @@
+"""Hints for the exercises of lessons 09-12, two tiers each: the idea (no code), then an outline of the code
+(for 09, 10 and 12 the outlines the learner stubs once carried as comments). ``lessons.hint("09", "confusion")``
+prints them one call at a time (:mod:`.hints`); :mod:`.problems` attaches them to the exercises of
+:mod:`.ex_09_10`, :mod:`.ex_11` and :mod:`.ex_12`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["HINTS"]
+
+HINTS: dict[tuple[str, str], tuple[str, ...]] = {
+    # 09 · training a CNN
+    ("09", "cnn_forward_macs"): (
+        "Count each layer as (its outputs) x (the work per output). A convolution output is one pixel of one "
+        "filter over a 3 x 3 window of every input channel; a linear layer is n_in x n_out. Follow the image size "
+        "through the layers: padding 1 keeps it through a convolution, each 2 x 2 pool halves it.",
+        "c1, c2 = channels; each conv: (output pixels x filters) x (input channels x 3 x 3); each linear: n_in x n_out",
+    ),
+    ("09", "confusion"): (
+        "One thread per image: find its prediction (the first largest logit, as np.argmax), then add 1 to the "
+        "cell (true label, prediction). Many images land in one cell, so the add must be atomic.",
+        "r = cuda.grid(1); guard; best = index of the first largest logits[r, k]; atomic add 1 to m[labels[r], best]",
+    ),
+    # 10 · scaling up
+    ("10", "unscale"): (
+        "One thread per element multiplies by 1 / scale. A thread that finds inf or nan counts it into "
+        "found_inf[0]; many threads may find one at the same time, so the count is an atomic add.",
+        "i = cuda.grid(1); guard; out[i] = grads[i] * inv_scale; if inf or nan: atomic add 1",
+    ),
+    ("10", "ring_allreduce"): (
+        "N devices in a ring, each buffer cut into N chunks. First the chunks travel round the ring being added "
+        "to (reduce-scatter, N-1 steps), until each device holds one complete sum; then the complete chunks "
+        "travel round once more, overwriting (all-gather, N-1 steps). All devices send at once: copy every "
+        "message before applying any.",
+        "copy, cut into N chunks; N-1 reduce-scatter steps (add), N-1 all-gather steps (overwrite); count device "
+        "0's bytes",
+    ),
+    # 11 · energy, cost, hardware
+    ("11", "joules_per_image"): (
+        "Energy is power integrated over time. With samples at uneven times, each interval contributes its length "
+        "times the mean of its two end samples (the trapezoid rule); divide the total by the images.",
+        "dt = np.diff(times_s); joules = the sum of dt * (watts[1:] + watts[:-1]) / 2; return joules / images",
+    ),
+    ("11", "attainable"): (
+        "The roofline: a kernel is bound either by compute (the peak, flat) or by memory (bandwidth times "
+        "intensity, rising with it), and attains the lower of the two. Mind the units, and work on whole arrays.",
+        "np.minimum(the peak in GFLOP/s (TFLOP/s x 1e3), bandwidth in GB/s x intensity)",
+    ),
+    ("11", "cost_per_epoch"): (
+        "Time first: an epoch takes images / images_per_second seconds, and the price is per hour.",
+        "seconds = images / images_per_second; hours = seconds / 3600; return hours * usd_per_hour",
+    ),
+    ("11", "pe_step"): (
+        "All PEs move at once, so build new arrays from the old ones: a moves one column right (column 0 takes "
+        "a_in), b moves one row down (row 0 takes b_in), and every PE adds the product of its new a and b.",
+        "a_new[:, 0] = a_in, a_new[:, 1:] = a_reg[:, :-1]; b_new[0, :] = b_in, b_new[1:, :] = b_reg[:-1, :]; return "
+        "a_new, b_new, acc + a_new * b_new",
+    ),
+    # 12 · transformers
+    ("12", "scores"): (
+        "One thread per score: s[i, j] is row i of q dotted with row j of k, times scale. With the causal mask, "
+        "query i sees keys up to i + (m - n); the others get -inf, which the softmax turns into weight 0.",
+        "j, i = cuda.grid(2); guard i < n and j < m; masked -> -inf, else dot(q[i], k[j]) * scale",
+    ),
+    ("12", "online_softmax"): (
+        "One block per row, three phases: each thread keeps a running (max, sum) over its columns, rescaling the "
+        "sum whenever the max grows; the block merges the 32 pairs in a shared-memory tree, rescaling both sums "
+        "to the larger max; then each thread writes exp(x - max) / sum for its columns.",
+        "row = blockIdx.x; each thread: running (max, sum) over columns tx, tx + 32, ...; shared s_max, s_sum; tree "
+        "merge with a syncthreads after each level; then out[row, j] = exp(x[row, j] - max) / sum",
+    ),
+    ("12", "flash"): (
+        "The two gaps are exercise 2's online softmax, one tile of keys at a time: for this row, find the tile's "
+        "largest score, rescale what was summed so far (row_sum and the accumulator) to the new maximum, then add "
+        "each key's exp(score - max) to row_sum and that weight times the key's value row to the accumulator. At "
+        "the end, divide the accumulator by row_sum.",
+        "2c: tile_max = max of sS[ty, j] over j; new_max = max(row_max, tile_max); if new_max != -inf: alpha = "
+        "exp(row_max - new_max); row_sum and every acc[a] *= alpha; for each j: p = exp(sS[ty, j] - new_max); "
+        "row_sum += p; acc[a] += p * sV[j, tx + a * BK] for columns < dv; row_max = new_max. 3: if row < n: "
+        "out[row, tx + a * BK] = acc[a] / row_sum for columns < dv",
+    ),
+}
