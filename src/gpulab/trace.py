@@ -12,11 +12,13 @@ wrapped so that each element read or written is logged with the block and thread
 ``log.accesses`` holds the accesses to the global-memory arrays passed as arguments only, not to shared memory or
 local variables, which is exactly the distinction the tiling lesson is about. What happens on chip is counted
 apart: each thread's ``cuda.syncthreads()`` (``log.barriers``), the warp-level calls, shuffles and votes
-(``log.warp_ops``), and with ``shared=True`` every access to a shared array (``log.shared``, named after the
-kernel's variable)::
+(``log.warp_ops``, summed over the threads; ``log.warp_calls`` per thread), and with ``shared=True`` every access
+to a shared array (``log.shared``, named after the kernel's variable)::
 
     log = trace(sum_tree_kernel, 2, 256, x, partials, shared=True)
     log.max_barriers(), log.shared_writes("cache"), log.warp_ops["shfl_down_sync"]
+    log.max_shared_reads()  # (17, ((0, 0, 0), (0, 0, 0))): the most shared reads by one thread, and which
+    log.max_warp_calls()    # the most shuffles one thread made (0: the kernel has none)
 
 Atomics are marked in the log (``Access.atomic``): ``log.atomics("hist")`` counts the updates of a global array made
 with ``cuda.atomic.*``, and ``log.atomic_conflicts("hist")`` the most lanes of one warp whose atomic hit the same
@@ -61,6 +63,7 @@ class AccessLog:
     # shared array, its ``array`` the name the kernel gives it (``cache = cuda.shared.array(...)``: "cache").
     barriers: dict[tuple[Dim, Dim], int] = field(default_factory=dict)
     warp_ops: Counter = field(default_factory=Counter)
+    warp_calls: Counter = field(default_factory=Counter)  # (block, thread, warp function) -> calls
     shared: list[Access] = field(default_factory=list)
     shared_traced: bool = False
 
@@ -131,6 +134,28 @@ class AccessLog:
             (*request, a.array, a.index) for request, a in self._requests(self._atomic_writes(array, shared), warp_size)
         )
         return max(targets.values(), default=0)
+
+    def max_warp_calls(self, prefix: str = "shfl") -> int:
+        """The most calls of the warp functions whose names start with ``prefix`` one thread made (default: the
+        shuffles, ``shfl_sync``, ``shfl_down_sync``, ...; ``""``: every warp function); 0 when none was called."""
+        counts: Counter = Counter()
+        for (block, thread, name), n in self.warp_calls.items():
+            if name.startswith(prefix):
+                counts[(block, thread)] += n
+        return max(counts.values(), default=0)
+
+    def max_shared_reads(self, array: str | None = None) -> tuple[int, tuple[Dim, Dim] | None]:
+        """``(reads, (block, thread))``: the most shared-memory element reads (of the shared array the kernel
+        names ``array``, or of all) one thread made, and which thread; ``(0, None)`` for none. Needs ``shared=True``."""
+        if not self.shared_traced:
+            self._shared(array, "r")  # raises: say how to trace shared memory
+        counts: Counter = Counter(
+            (a.block, a.thread) for a in self.shared if a.kind == "r" and (array is None or a.array == array)
+        )
+        if not counts:
+            return 0, None
+        who, n = max(counts.items(), key=lambda kv: kv[1])
+        return n, who
 
     def max_barriers(self) -> int:
         """The most ``cuda.syncthreads()`` one thread passed (0 for a kernel without a barrier)."""
@@ -292,6 +317,7 @@ def trace(
     log.accesses = raw
     log.barriers = dict(ins.barriers)
     log.warp_ops = Counter(ins.warp_ops)
+    log.warp_calls = Counter(ins.warp_calls)
     if shared:
         log.shared = [a for _, logged, _ in ins.shared_logs.values() for a in logged]
         log.shared_traced = True

@@ -76,7 +76,9 @@ What is checked (the pipeline in :mod:`.check`), and the verdict a learner gets:
   not all threads of a block take (unequal barrier counts: a deadlock or undefined on a GPU).
   Cases are also re-run with another thread schedule and block shape;
 * budgets (:mod:`.budgets`, simulator): ``budget=Budget(...)``: reads per element, per thread,
-  coalescing (32-byte sectors per warp request vs the ideal), shared memory per block;
+  coalescing (32-byte sectors per warp request vs the ideal), shared memory per block, barriers and atomics,
+  shared-memory reads per thread (a tree reduction's log2 steps, :class:`Tree`, not one thread's loop over the
+  block) and, for exercises about them, a minimum of warp shuffles;
 * PTX (:mod:`.ptxcheck`): ``ptx="void(float32[:], ...)"`` compiles the kernel's source with NVVM in
   a child process (no GPU needed): it is real CUDA, not only Python the simulator accepts.
 
@@ -90,7 +92,7 @@ from __future__ import annotations
 from ..source import kernel_source, standalone_source
 from .check import check_kernel
 from .compare import rounding_bound
-from .problem import Budget, Case, Problem, random_arrays, tile_bytes
+from .problem import Budget, Case, Problem, Tree, random_arrays, tile_bytes
 from .result import Check, CheckResult
 from .run import KernelTimeout, SetupError
 
@@ -102,6 +104,7 @@ __all__ = [
     "KernelTimeout",
     "Problem",
     "SetupError",
+    "Tree",
     "check_kernel",
     "kernel_source",
     "random_arrays",

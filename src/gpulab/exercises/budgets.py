@@ -1,6 +1,7 @@
 """Efficiency budgets (:class:`Budget`) checked on one traced simulator run: global reads per
 element and per thread, coalescing (32-byte sectors per warp request vs the ideal), shared memory
-per block, barriers per thread."""
+per block, barriers per thread, atomics, and the parallel algorithm an exercise is about: shared reads
+per thread (a tree's log2 steps, not one thread's loop) and a minimum of warp shuffles."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 
 from .. import simulator
 from ..source import py_func
-from .problem import Budget, Case, Size
+from .problem import Budget, Case, Size, Tree
 from .run import Launch, Runner
 
 __all__ = ["budget_checks"]
@@ -53,7 +54,8 @@ def budget_checks(runner: Runner, budget: Budget, cases: list[Case], largest: in
     griddim, blockdim = runner.config(case, call, launch)
     arg_names = list(inspect.signature(py_func(runner.kernel)).parameters)
     with simulator.instrument() as ins:
-        log = trace(runner.kernel, griddim, blockdim, *call, names=arg_names)
+        shared = budget.shared_reads_per_thread is not None  # logging every shared access is slower: only if asked
+        log = trace(runner.kernel, griddim, blockdim, *call, names=arg_names, shared=shared)
     checks = []
     where = f"traced at size {case.size!r}, launch [{griddim}, {blockdim}]"
     for arr, lim in budget.reads_per_element.items():
@@ -78,10 +80,8 @@ def budget_checks(runner: Runner, budget: Budget, cases: list[Case], largest: in
             Check(
                 f"budget: global {label} per thread",
                 worst <= limit,
-                f"at most {worst} global {label} by one thread (limit {limit:g}; {where})",
-                ""
-                if worst <= limit
-                else f"keep values in registers (local variables) instead of repeating global-memory {label}.",
+                f"the busiest thread made {worst} global {label} (limit {limit:g}; {where})",
+                "" if worst <= limit else PER_THREAD_HINT.format(label=label),
             )
         )
     sectors = budget.sectors
@@ -107,6 +107,8 @@ def budget_checks(runner: Runner, budget: Budget, cases: list[Case], largest: in
     if budget.barriers_per_thread is not None:
         checks.append(_barriers(log.max_barriers(), _limit(budget.barriers_per_thread, case.size), where))
     checks += _atomics(log, budget, case.size, where)
+    threads = int(np.prod(log.block))  # threads per block of the traced launch: a Tree limit grows with it
+    checks += _parallel(log, budget, case.size, threads, where)
     if budget.hint:  # the exercise's own advice for a kernel over a limit
         checks = [c if c.passed else dataclasses.replace(c, hint=budget.hint) for c in checks]
     return checks
@@ -151,6 +153,62 @@ def _atomics(log: Any, budget: Budget, size: Size, where: str) -> list[Any]:
                 ok,
                 f"at most {worst} global atomic updates by one thread (limit {limit:g}; {where})",
                 "" if ok else ATOMICS_PER_THREAD_HINT,
+            )
+        )
+    return checks
+
+
+PER_THREAD_HINT = (
+    "one thread made more global {label} than its share: give each thread its own elements (`i = cuda.grid(1)`, "
+    "or a stride loop over the row) and combine the threads' values in parallel (a shared-memory tree, warp "
+    "shuffles), not in a loop of one thread; a value needed twice is kept in a local variable, not read again."
+)
+SERIAL_HINT = (
+    "one thread combined the block's values in a loop while the others waited: that takes as many steps as the "
+    "block has threads. Halve instead: `s = TPB // 2`, then `while s > 0:` threads `tx < s` combine buf[tx] with "
+    "buf[tx + s] (add, max, ...), cuda.syncthreads(), `s //= 2`: log2(TPB) steps, each thread reading 2 values "
+    "per step."
+)
+SHUFFLE_HINT = (
+    "this exercise is about warp shuffles, which pass registers between the lanes of a warp: combine the lanes' "
+    "values with `v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)` for offset = 16, 8, 4, 2, 1 (no shared memory, "
+    "no barrier), in place of a loop or a shared-memory tree."
+)
+
+
+def _parallel(log: Any, budget: Budget, size: Size, threads: int, where: str) -> list[Any]:
+    """The checks of ``budget.min_shuffles`` and ``budget.shared_reads_per_thread``: the exercise's parallel
+    algorithm (a warp's shuffles, a tree's log2 steps) rather than a loop of one thread."""
+    from .result import Check
+
+    checks = []
+    if budget.min_shuffles is not None:
+        least, made = _limit(budget.min_shuffles, size), log.max_warp_calls("shfl")
+        ok = made >= least
+        did = f"the most by one thread was {made}" if made else "no thread called one"
+        checks.append(
+            Check(
+                "budget: warp shuffles",
+                ok,
+                f"warp shuffles (cuda.shfl_*_sync): {did}; a warp combines its 32 lanes in log2(32) = 5 shuffle "
+                f"steps (at least {least:g} expected; {where})",
+                "" if ok else SHUFFLE_HINT,
+            )
+        )
+    lim = budget.shared_reads_per_thread
+    if lim is not None:
+        tree = lim if isinstance(lim, Tree) else None
+        limit = tree.limit(threads) if tree else _limit(lim, size)
+        worst, who = log.max_shared_reads()
+        ok = worst <= limit
+        did = f"thread {who[1]} of block {who[0]} read {worst} shared-memory elements" if who else "no shared reads"
+        why = tree.explain(threads) if tree else f"limit {limit:g}"
+        checks.append(
+            Check(
+                "budget: shared reads per thread",
+                ok,
+                f"{did}; {why} ({where})",
+                "" if ok else SERIAL_HINT,
             )
         )
     return checks

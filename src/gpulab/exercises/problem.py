@@ -13,7 +13,7 @@ import numpy as np
 from .. import runtime
 from ..errors import UsageError
 
-__all__ = ["Budget", "Case", "Problem", "random_arrays"]
+__all__ = ["Budget", "Case", "Problem", "Tree", "random_arrays"]
 
 Size = Any  # an int or a shape tuple, passed to the ``inputs`` function
 Dim = tuple[int, ...]
@@ -44,6 +44,13 @@ class Budget:
       histogram makes at most one per bin per block; one per value means the values went straight to global
       memory); ``atomics_per_thread=``: global atomic updates by one thread (one thread merging every bin of
       its block goes over it);
+    * ``shared_reads_per_thread=``: the most shared-memory element reads one thread may make; usually
+      :class:`Tree` (``Tree()``, ``Tree(trees=2)``), a limit that grows with log2 of the traced launch's threads
+      per block: a tree reduction reads a few values per thread and step, a loop of one thread over the block's
+      values reads one per thread of the block;
+    * ``min_shuffles=``: the fewest warp shuffles (``cuda.shfl_*_sync``) the thread that made the most must have
+      made: for exercises whose point is shuffles (a warp combines its 32 lanes in log2(32) = 5 steps, so 5);
+      a kernel that reaches the right result without them gets half the points;
     * ``size=``: which case is traced (default: the largest);
     * ``hint=``: the advice for a kernel over any of these limits, in place of the generic one (which says to
       stage data in shared memory, or to allocate less of it): for an exercise whose fix is another, e.g. warp
@@ -58,8 +65,47 @@ class Budget:
     barriers_per_thread: Any = None
     atomics: dict[str, Any] = field(default_factory=dict)
     atomics_per_thread: Any = None
+    shared_reads_per_thread: Any = None
+    min_shuffles: Any = None
     size: Size = None
     hint: str = ""
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A per-thread limit on shared-memory reads that grows as a tree reduction does: ``trees`` trees over the
+    launch's ``threads`` per block, each ``per_step * log2(threads) + extra`` reads. A halving step reads at most
+    ``per_step`` values in a thread (``buf[tx] += buf[tx + s]``: 2; ``if buf[tx + s] > buf[tx]: buf[tx] =
+    buf[tx + s]``: 3); ``extra`` covers the reads around the tree (the result in ``buf[0]``, a warp's sums). A loop
+    of one thread over the block's values reads ``threads`` values (128 in a block of 128, limit 25). ``what``
+    names the algorithm in the verdict ("a tree", "a scan")."""
+
+    per_step: int = 3
+    extra: int = 4
+    trees: int = 1
+    what: str = "a tree"
+
+    def limit(self, threads: int) -> int:
+        """The most reads one thread may make in a block of ``threads`` threads."""
+        return self.trees * (self.per_step * _log2(threads) + self.extra)
+
+    def explain(self, threads: int) -> str:
+        """The limit as the learner reads it: how it follows from the block size."""
+        steps, limit = _log2(threads), self.limit(threads)
+        if self.trees == 1:
+            return (
+                f"{self.what} over {threads} threads takes log2({threads}) = {steps} steps: at most "
+                f"{self.per_step}*{steps}+{self.extra} = {limit} reads per thread"
+            )
+        return (
+            f"{self.trees} trees over {threads} threads take log2({threads}) = {steps} steps each: at most "
+            f"{self.trees}*({self.per_step}*{steps}+{self.extra}) = {limit} reads per thread"
+        )
+
+
+def _log2(n: int) -> int:
+    """ceil(log2(n)) for n >= 1: the halving steps of a tree over n values."""
+    return max(int(n) - 1, 0).bit_length()
 
 
 def tile_bytes(tile: int, tiles: int = 2, itemsize: int = 4, pad: int = 1) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..exercises import Budget, Problem, random_arrays
+from ..exercises import Budget, Problem, Tree, random_arrays
 from ..problems import launch_1d, pad_to_blocks
 from . import answers_05_10 as _a
 from . import gpu_ufunc
@@ -136,6 +136,11 @@ def _overlapping_pairs(x: np.ndarray) -> np.ndarray:  # a known mistake: i = cud
     return np.array([x[b * TPB : (b + 2) * TPB].sum(dtype=np.float64) for b in range(blocks)], dtype=x.dtype)
 
 
+# A block reduction of lesson 05: each thread reads one element of x, and the block's values are combined by
+# halving (a tree: log2(TPB) steps of 2 reads per thread, 15 at TPB = 128), not by one thread's loop (TPB reads).
+_TREE_BUDGET = Budget(reads_per_element={"x": 1}, reads_per_thread=1, shared_reads_per_thread=Tree())
+
+
 def _lesson05() -> list[Exercise]:
     return [
         Exercise(
@@ -177,7 +182,7 @@ def _lesson05() -> list[Exercise]:
                         _max_of_even_positions
                     ),
                 },
-                budget=Budget(reads_per_element={"x": 1}),
+                budget=_TREE_BUDGET,
             ),
             _a.block_max_kernel,
         ),
@@ -200,7 +205,7 @@ def _lesson05() -> list[Exercise]:
                     "x[b * TPB : b * TPB + 2 * TPB]. Each block covers 2 * TPB elements: start at "
                     "i = cuda.blockIdx.x * (2 * TPB) + cuda.threadIdx.x.": _overlapping_pairs,
                 },
-                budget=Budget(reads_per_element={"x": 1}),
+                budget=Budget(reads_per_element={"x": 1}, reads_per_thread=2, shared_reads_per_thread=Tree()),
             ),
             _a.sum_two_per_thread_kernel,
         ),
@@ -235,7 +240,13 @@ def _lesson05() -> list[Exercise]:
                     "nothing to contribute still takes part in the shuffles, with a value that adds nothing: "
                     "`v = x[i] if i < x.size else float32(0.0)`.": _padded_with_an_element,
                 },
-                budget=Budget(reads_per_element={"x": 1}, barriers_per_thread=1),
+                budget=Budget(
+                    reads_per_element={"x": 1},
+                    reads_per_thread=1,
+                    barriers_per_thread=1,
+                    min_shuffles=5,
+                    shared_reads_per_thread=Tree(),
+                ),
             ),
             _a.warp_sum_kernel,
         ),
@@ -260,6 +271,16 @@ def _lesson05() -> list[Exercise]:
                     "last step's addition survives: after each step's cuda.syncthreads(), swap src and dst "
                     "(src = dst) and read row src in the next step.": _scan_reads_loaded_row,
                 },
+                # log2(TPB) steps: Hillis and Steele read 2 values per thread and step (16 in all at TPB = 128), a
+                # work-efficient scan's two sweeps up to 5; a loop of one thread over the block reads TPB.
+                budget=Budget(
+                    reads_per_element={"x": 1},
+                    reads_per_thread=1,
+                    shared_reads_per_thread=Tree(per_step=6, what="a scan"),
+                    hint="let every thread take part in every step: in step d, thread tx adds the value 2^d places "
+                    "to its left (`buf[dst, tx] = buf[src, tx] + buf[src, tx - offset]` for tx >= offset), then "
+                    "cuda.syncthreads() and swap the rows: log2(TPB) steps, not one thread's loop over the block.",
+                ),
             ),
             _a.scan_block_kernel,
         ),

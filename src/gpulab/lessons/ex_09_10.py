@@ -149,14 +149,35 @@ def _lesson09() -> list[Exercise]:
 
 def _unscale_inputs(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.float32]:
     g = (rng.standard_normal(n) * 1e3).astype(np.float32)
-    if n > 10:  # what an overflowed FP16 backward hands over
-        g[3], g[n // 2] = np.inf, np.nan
+    if n > 10:  # what an overflowed FP16 backward hands over: 3 infs and 2 NaNs, so that the counts of a kernel
+        g[[1, 3, 5]] = np.inf, np.inf, -np.inf  # that misses one kind (3 or 2) or sets a flag (1) tell them apart
+        g[[n - 3, n - 1]] = np.nan
     return g, np.float32(1 / 1024)
 
 
 def _unscale_spec(g: np.ndarray, inv: np.float32) -> tuple[np.ndarray, np.ndarray]:
     out = (g * inv).astype(np.float32)
     return out, np.array([np.count_nonzero(~np.isfinite(out))], np.int32)
+
+
+def _unscale_counting(test: Any) -> Any:
+    """found_inf of a kernel that counts the elements of out for which ``test`` holds (one kind of non-finite)."""
+    return lambda g, inv: np.array([np.count_nonzero(test((g * inv).astype(np.float32)))], np.int32)
+
+
+def _unscale_flag(g: np.ndarray, inv: np.float32) -> np.ndarray:
+    """found_inf of a kernel that sets it to 1 (a flag) in place of counting."""
+    return np.array([min(1, int(_unscale_spec(g, inv)[1][0]))], np.int32)
+
+
+UNSCALE_MISTAKES = {
+    "found_inf counted the infs only: a NaN is not inf (math.isinf(nan) is False), and it poisons the update as "
+    "much. Count NaN too: `if math.isinf(v) or math.isnan(v):`.": _unscale_counting(np.isinf),
+    "found_inf counted the NaNs only: an overflowed gradient is inf, which math.isnan does not see. Count both: "
+    "`if math.isinf(v) or math.isnan(v):`.": _unscale_counting(np.isnan),
+    "found_inf is 1, a flag, where it counts the elements of out that are inf or nan: add 1 for each with "
+    "`cuda.atomic.add(found_inf, 0, 1)` (many threads find one at once).": _unscale_flag,
+}
 
 
 def _ring_inputs(size: tuple[int, int], rng: np.random.Generator) -> tuple[np.ndarray]:
@@ -278,6 +299,7 @@ def _lesson10() -> list[Exercise]:
                 launch=launch_1d(TPB, arg=2),
                 out_init=0,
                 out_names=["out", "found_inf"],
+                mistakes=UNSCALE_MISTAKES,
             ),
             _a.unscale_kernel,
         ),

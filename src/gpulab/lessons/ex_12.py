@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..exercises import Budget, Problem
+from ..exercises import Budget, Problem, Tree
 from ..kernels._launch import ceil_div
 from ..problems import grid_2d, lab12
 from ..transformer import flash
@@ -203,7 +203,13 @@ def _exercises() -> list[Exercise]:
                     "merging two threads' sums: rescale each to the larger maximum, sum1 * exp(m1 - m) + "
                     "sum2 * exp(m2 - m), before adding.": _softmax_no_merge_rescale,
                 },
-                budget=Budget(reads_per_element={"x": 2}),
+                # each thread its columns (2 passes) and the 32 (max, sum) pairs merged by a tree: 4 shared reads
+                # per thread and step (22 in all), not one thread's loop over the pairs (64)
+                budget=Budget(
+                    reads_per_element={"x": 2},
+                    reads_per_thread=lambda s: 2 * ceil_div(s[1], _a.SOFTMAX_TPB),
+                    shared_reads_per_thread=Tree(per_step=6, what="a tree of (max, sum) pairs"),
+                ),
             ),
             _a.online_softmax_kernel,
         ),

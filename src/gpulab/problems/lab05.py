@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..exercises import Budget, Problem, random_arrays
+from ..exercises import Budget, Problem, Tree, random_arrays
 from ._common import launch_1d, pad_to_blocks
 from .lab05_confusion import CM_BLOCKS, CONFUSION, MAX_CELLS, MAX_CLASSES, confusion_inputs, confusion_spec
 from .lab05_softmax import ROWS_PER_BLOCK, SOFTMAX, SOFTMAX_WARP, TPB, WARP_TPB, softmax_inputs, softmax_spec
@@ -74,7 +74,9 @@ BLOCK_SUM = Problem(
     gpu_sizes=[1, 64, 100, 1 << 20],
     launch=lambda x, partial: (partial.shape[0], TPB),  # one block per partial sum
     reduction=TPB,
-    budget=Budget(reads_per_element={"x": 1}, shared_bytes=TPB * 4),
+    # one element read per thread, and the block's values combined by halving: a loop of thread 0 over them reads
+    # TPB shared values (64), a tree 2 per step (2*log2(64)+1 = 13; the Tree limit allows 3*6+4 = 22)
+    budget=Budget(reads_per_element={"x": 1}, reads_per_thread=1, shared_bytes=TPB * 4, shared_reads_per_thread=Tree()),
     ptx="void(float32[:], float32[:])",  # a GPU must accept it: shared.array(cuda.blockDim.x) runs only in the simulator
     points=3,
 )

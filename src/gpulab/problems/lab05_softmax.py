@@ -12,16 +12,18 @@ the row's columns, and the row's maximum and sum of exponentials are combined ac
 named mistakes are what the NumPy functions below compute: shuffling down (only lane 0 ends with the maximum and
 the sum), no maximum subtracted, and a lane that takes only its first column (no stride loop). A shuffle behind a
 guard (`if col < cols:`) stops the simulator, whose verdict names the line (:mod:`gpulab.exercises.raised`). Its
-budget asks for no shared memory and at most 3 reads of each element of x: a correct kernel without shuffles (each
-lane reducing the whole row itself) gets half the points and :data:`SHUFFLE_BUDGET_HINT`.
+budget asks for no shared memory, at most 3 reads of each element of x, at most 3 * ceil(cols / 32) reads by one
+lane and at least 5 shuffles by the busiest lane: a correct kernel without shuffles (each lane reducing the whole
+row itself, or one lane per row looping over it) gets half the points and :data:`SHUFFLE_BUDGET_HINT`. The block
+softmax's budget: at most 3 * ceil(cols / TPB) reads by one thread, and its two trees' shared reads (:class:`Tree`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..exercises import Budget, Problem
-from ..kernels._launch import blocks_for
+from ..exercises import Budget, Problem, Tree
+from ..kernels._launch import blocks_for, ceil_div
 
 __all__ = [
     "NO_MAX_HINT",
@@ -130,8 +132,9 @@ FIRST_COLUMN_HINT = (
 )
 SHUFFLE_BUDGET_HINT = (
     "combine the lanes' values with warp shuffles (`cuda.shfl_xor_sync`), which pass registers between the lanes "
-    "of a warp: no shared memory, and each lane reads only its own columns of the row, so x is read three times "
-    "(for the maximum, the sum and the writes), not once per lane."
+    "of a warp: no shared memory, and each lane reads only its own columns of the row (`for col in range(lane, "
+    "cols, 32):`), so x is read three times (for the maximum, the sum and the writes), not once per lane, and no "
+    "lane loops over the whole row while the other 31 wait."
 )
 
 SOFTMAX = Problem(
@@ -147,6 +150,9 @@ SOFTMAX = Problem(
         NO_MAX_HINT: _softmax_unshifted,
         "this is softmax over each column: reduce along the row (x[row, j] for j in the row).": _softmax_columns,
     },
+    # the row split over the block's threads (each reads its columns in 3 passes: max, sum, writes) and the partial
+    # results combined by two shared-memory trees, not by one thread's loop over the row or over the partials
+    budget=Budget(reads_per_thread=lambda s: 3 * ceil_div(s[1], TPB), shared_reads_per_thread=Tree(trees=2)),
     ptx="void(float32[:, :], float32[:, :])",  # a GPU must accept it, not only the simulator
     points=4,
 )
@@ -167,7 +173,14 @@ SOFTMAX_WARP = Problem(
         NO_MAX_HINT: _softmax_unshifted,
         FIRST_COLUMN_HINT: _first_columns_only,
     },
-    budget=Budget(reads_per_element={"x": 3}, shared_bytes=0, hint=SHUFFLE_BUDGET_HINT),
+    # each lane reads its own columns in 3 passes and the lanes combine by shuffles (the solution makes 10 per lane)
+    budget=Budget(
+        reads_per_element={"x": 3},
+        reads_per_thread=lambda s: 3 * ceil_div(s[1], WARP),
+        shared_bytes=0,
+        min_shuffles=5,
+        hint=SHUFFLE_BUDGET_HINT,
+    ),
     ptx="void(float32[:, :], float32[:, :])",
     points=3,
 )

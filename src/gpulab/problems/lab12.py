@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..exercises import Budget, Problem
+from ..exercises import Budget, Problem, Tree
 from ..kernels._launch import blocks_for, ceil_div
 from ..transformer.attention import attention_reference, causal_mask, default_scale
 from ._common import launch_2d
@@ -144,7 +144,14 @@ SOFTMAX_BACKWARD = Problem(
             p * (dp - p * dp)
         ).astype(p.dtype),
     },
-    budget=Budget(reads_per_element={"p": 2, "dp": 2}, shared_bytes=TPB * 4),
+    # each thread its columns (p and dp read twice: the dot product, then ds) and the dot product's partial sums
+    # combined by a shared-memory tree, not by one thread's loop over the row or over the partials
+    budget=Budget(
+        reads_per_element={"p": 2, "dp": 2},
+        reads_per_thread=lambda s: 4 * ceil_div(s[1], TPB),
+        shared_bytes=TPB * 4,
+        shared_reads_per_thread=Tree(),
+    ),
     points=3,
 )
 

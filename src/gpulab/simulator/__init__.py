@@ -119,6 +119,7 @@ class Instruments:
         self.shared_itemsize: dict[tuple, int] = {}  # (file, line) -> bytes per element
         self.barriers: dict[tuple[Dim, Dim], int] = {}  # (block, thread) -> cuda.syncthreads() passed
         self.warp_ops: Counter[str] = Counter()  # warp function (shfl_down_sync, ...) -> calls, all threads
+        self.warp_calls: Counter[tuple[Dim, Dim, str]] = Counter()  # (block, thread, warp function) -> calls
         self.stream_ops: list[streams.StreamOp] = []  # copies, launches, synchronizes, in the order called
 
     def __enter__(self) -> Instruments:
@@ -276,11 +277,17 @@ def _on_shared(res: np.ndarray, key: tuple, block: Dim, dynamic: int | None) -> 
 
 
 def _on_warp_call(name: str) -> None:
-    """Active instruments count a call of the warp function ``name`` (by one thread)."""
+    """Active instruments count a call of the warp function ``name`` by the simulated CUDA thread that makes it
+    (the current one: a thread's own Python thread, or its block's while the block runs its threads in turn)."""
     if _ACTIVE:
+        th: Any = threading.current_thread()
+        b, t = getattr(th, "blockIdx", None), getattr(th, "threadIdx", None)
+        key = ((b.x, b.y, b.z), (t.x, t.y, t.z), name) if b is not None and t is not None else None
         with _LOCK:
             for ins in _ACTIVE:
                 ins.warp_ops[name] += 1
+                if key is not None:
+                    ins.warp_calls[key] += 1
 
 
 def _on_stream_op(build: Any) -> None:
