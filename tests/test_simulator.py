@@ -232,6 +232,43 @@ def _no_block_threads_within(seconds: float) -> None:
         time.sleep(0.05)
 
 
+def test_a_thread_that_outlives_its_failed_launch_notes_nothing_into_a_later_recording(monkeypatch):
+    """On Numba's threads the launcher waits at most a second for the other threads of a failed block. One still
+    running after that (here held until a recording has begun, then ending with a shuffle) must count nowhere in
+    that recording: not its barrier count, its warp call, nor its read of a lane that had returned."""
+    from gpulab.simulator import blocks, warps
+
+    monkeypatch.setattr(blocks, "plan", lambda fn: None)  # every block on Numba's threads
+    go, got = threading.Event(), []
+
+    @cuda.jit
+    def fails(x):
+        sim = cuda  # the simulator's `cuda`: this module's is the real one again once the launch has raised
+        t = cuda.threadIdx.x
+        if t == 0:
+            x[1000] = 1.0  # IndexError
+        elif t == 1:
+            go.wait(30)
+            got.append(sim.shfl_down_sync(0xFFFFFFFF, 1.0, 1))  # lane 2 has returned: undefined (NaN)
+
+    @cuda.jit
+    def ones(out):
+        out[cuda.threadIdx.x] = 1
+
+    x = np.zeros(4)
+    with pytest.raises(IndexError):
+        fails[1, 4](x)
+    leaving = [th for th in threading.enumerate() if type(th).__name__ == "BlockThread" and th.is_alive()]
+    assert leaving, "thread 1 waits for the event"
+    with instrument() as ins, warps.undefined_reads() as notes:
+        ones[1, 1](np.zeros(1))
+        go.set()
+        for th in leaving:
+            th.join(30)
+    assert np.isnan(got).tolist() == [True], ("thread 1 made its shuffle while the recording was open", leaving)
+    assert (list(ins.barriers), dict(ins.warp_ops), notes) == ([((0, 0, 0), (0, 0, 0))], {}, [])  # `ones` alone
+
+
 def test_no_thread_runs_past_a_barrier_the_failed_thread_never_reached():
     """The failing thread is the last one the barrier waits for: the others must not be let through."""
     passed = []

@@ -67,7 +67,7 @@ from .blocks import THREAD_DONE, run_block
 from .memory import DYNAMIC, Dim
 from .memory import LOCK as _LOCK
 from .memory import dynamic_shared_array, fast_arrays, filler, filler_hint, shared_array, uninitialised
-from . import device_calls, limits, streams, ufuncs, warps, xoroshiro
+from . import device_calls, limits, recordings, streams, ufuncs, warps, xoroshiro
 from .swap import install as install_swap
 from .watched import Access, Watched, flat_indices, watch
 
@@ -121,10 +121,12 @@ class Instruments:
         self.warp_ops: Counter[str] = Counter()  # warp function (shfl_down_sync, ...) -> calls, all threads
         self.warp_calls: Counter[tuple[Dim, Dim, str]] = Counter()  # (block, thread, warp function) -> calls
         self.stream_ops: list[streams.StreamOp] = []  # copies, launches, synchronizes, in the order called
+        self.mark = 0  # its number once entered: it notes only threads of blocks started later (recordings.py)
 
     def __enter__(self) -> Instruments:
         harden()
         with _LOCK:
+            self.mark = recordings.number()
             _ACTIVE.append(self)
         return self
 
@@ -270,21 +272,27 @@ def _integer(array: Any) -> bool:
 
 
 def _on_shared(res: np.ndarray, key: tuple, block: Dim, dynamic: int | None) -> np.ndarray:
-    """Active instruments see each new shared array (called with the lock held; see ``memory.shared_array``)."""
+    """Active instruments see each new shared array (called with the lock held; see ``memory.shared_array``), those
+    begun before its block started aside."""
+    th = threading.current_thread()
     for ins in _ACTIVE:
-        res = ins._on_shared(res, key, block, dynamic)
+        if recordings.belongs(ins.mark, th):
+            res = ins._on_shared(res, key, block, dynamic)
     return res
 
 
 def _on_warp_call(name: str) -> None:
     """Active instruments count a call of the warp function ``name`` by the simulated CUDA thread that makes it
-    (the current one: a thread's own Python thread, or its block's while the block runs its threads in turn)."""
+    (the current one: a thread's own Python thread, or its block's while the block runs its threads in turn),
+    those begun before its block started aside."""
     if _ACTIVE:
         th: Any = threading.current_thread()
         b, t = getattr(th, "blockIdx", None), getattr(th, "threadIdx", None)
         key = ((b.x, b.y, b.z), (t.x, t.y, t.z), name) if b is not None and t is not None else None
         with _LOCK:
             for ins in _ACTIVE:
+                if not recordings.belongs(ins.mark, th):
+                    continue
                 ins.warp_ops[name] += 1
                 if key is not None:
                     ins.warp_calls[key] += 1
@@ -300,12 +308,14 @@ def _on_stream_op(build: Any) -> None:
 
 
 def _thread_done(th: Any) -> None:
-    """Active instruments note how many barriers the simulated CUDA thread ``th`` passed."""
+    """Active instruments note how many barriers the simulated CUDA thread ``th`` passed, those begun before its
+    block started aside (a thread of an earlier launch that is still leaving)."""
     if _ACTIVE:
         b, t = th.blockIdx, th.threadIdx
         key = ((b.x, b.y, b.z), (t.x, t.y, t.z))
         for ins in list(_ACTIVE):
-            ins.barriers[key] = getattr(th, "_gpulab_epoch", 0)
+            if recordings.belongs(ins.mark, th):
+                ins.barriers[key] = getattr(th, "_gpulab_epoch", 0)
 
 
 def stop_threads(exc_type: type[BaseException]) -> list[str]:

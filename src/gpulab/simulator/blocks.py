@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from . import warps
+from . import recordings, warps
 from .warps_in_turn import InTurn, LaneError
 from .in_turn import plan
 from .swap import swapped_modules
@@ -59,6 +59,7 @@ class Block:
     def __init__(self, threads: list, serial: bool = False) -> None:
         self.threads = threads
         self.serial = serial
+        self.number = recordings.number()  # recordings begun before this block ignore its threads' notes
         self.cv = threading.Condition()
         self.alive = len(threads)
         self.blocked = 0
@@ -248,7 +249,8 @@ def _where(gen: Any) -> tuple[str, int]:
 
 def _join_leaving(threads: list, limit: float = 1.0) -> None:
     """After a block failed: wait (at most ``limit`` s in all) for its other threads, which the failure woke at
-    their barrier or warp call, so that none still notes accesses into the next launch's recording."""
+    their barrier or warp call, so that they seldom outlive the launch. One that does (still in a loop, or slow
+    to get the CPU) notes nothing into a later recording (:mod:`gpulab.simulator.recordings`)."""
     end = time.monotonic() + limit
     for t in threads:
         t.join(max(0.0, end - time.monotonic()))

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from . import recordings
 from .memory import filler
 from .warps_text import WARP, lanes_text, line_text, stuck_text, user_line
 
@@ -156,8 +157,8 @@ def _i32(bits: int) -> Any:
     return np.array(bits, np.uint32).view(np.int32)[()]
 
 
-# Open recordings of reads from lanes that took no part (:func:`undefined_reads`); each a list of descriptions.
-_READS: list[list[str]] = []
+# Open recordings of reads from lanes that took no part (:func:`undefined_reads`): (its number, its descriptions).
+_READS: list[tuple[int, list[str]]] = []
 _READS_LOCK = threading.Lock()
 _MAX_NOTES = 8
 
@@ -165,21 +166,24 @@ _MAX_NOTES = 8
 @contextlib.contextmanager
 def undefined_reads() -> Iterator[list[str]]:
     """``with undefined_reads() as notes:`` collects a description of each shuffle that read a lane taking no part
-    (returned, outside the mask, missing from a partial warp): on a GPU that value is undefined, here the filler."""
+    (returned, outside the mask, missing from a partial warp): on a GPU that value is undefined, here the filler.
+    Only blocks started after it began count (:mod:`gpulab.simulator.recordings`)."""
     notes: list[str] = []
     with _READS_LOCK:
-        _READS.append(notes)
+        entry = (recordings.number(), notes)
+        _READS.append(entry)
     try:
         yield notes
     finally:
         with _READS_LOCK:
-            _READS.remove(notes)
+            _READS.remove(entry)
 
 
 def _note_read(a: _Arrival, lane: int, src: int, why: str, w: int, block: Any) -> None:
+    th = threading.current_thread()  # a lane of ``block``: the one whose call or return answered the group
     with _READS_LOCK:
-        for notes in _READS:
-            if len(notes) < _MAX_NOTES:
+        for mark, notes in _READS:
+            if len(notes) < _MAX_NOTES and recordings.belongs(mark, th):
                 where = f" of block {tuple(block)}" if block is not None else ""
                 notes.append(
                     f"cuda.{a.name} at {line_text(a.where)}: lane {lane} of warp {w}{where} read lane {src}, {why}"
