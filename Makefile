@@ -1,13 +1,15 @@
 # gpulab: two commands on a fresh machine.
 #   make lab    set up .venv (if needed) and open JupyterLab on the first notebook
 #   make test   set up .venv (if needed) and run every test in simulator mode
+# `make lab` installs the learner's packages (extras lab, data); test and lint add the developers' (test, lint).
 # Servers: `make lab NO_BROWSER=1` (prints the URL instead of opening a browser).
 
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
-STAMP  := $(VENV)/.gpulab-installed
+STAMP  := $(VENV)/.gpulab-lab
+DEV_STAMP := $(VENV)/.gpulab-dev
 FIRST  ?= $(firstword $(sort $(wildcard notebooks/learner/0*.ipynb)))
 PORT   ?= 8888
 NO_BROWSER ?=
@@ -17,11 +19,11 @@ NO_BROWSER ?=
 JOBS   ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 PYTEST_ARGS ?=
 
-.PHONY: setup lab test test-fast test-network test-notebooks doctor release-labs gpu-check gpu-check-prep bench clean help test-oldest lint
+.PHONY: setup setup-dev lab test test-fast test-network test-notebooks doctor release-labs gpu-check gpu-check-prep bench clean help test-oldest lint
 
 help:
 	@echo "make lab        set up and open JupyterLab (NO_BROWSER=1 for servers, PORT=8888)"
-	@echo "make test       set up, lint, and run unit, PTX, notebook and lab tests (simulator mode)"
+	@echo "make test       set up (adds the test and lint extras), lint, and run unit, PTX, notebook and lab tests (simulator mode)"
 	@echo "make test-network  opt-in, needs PyPI: the GPU extras resolve (pip --dry-run; downloads CUDA wheels)"
 	@echo "make lint       ruff + mypy (calls into CuPy's Python layer checked against the installed CuPy)"
 	@echo "make test-oldest  Colab's versions on Python 3.12 (OLDEST_PYTHON=...), installed --no-deps like Colab;"
@@ -33,15 +35,23 @@ help:
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# Re-install whenever pyproject.toml changes.
+# Re-install whenever pyproject.toml changes. A learner's venv (lab, data): JupyterLab and the notebook stack.
 $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install --upgrade "pip>=24"
-	$(PIP) install -e ".[lab,test,data,lint]"
+	$(PIP) install -e ".[lab,data]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (gpulab)" >/dev/null
 	$(PY) -c "from gpulab.course import quiet_jupyterlab_news as q; q()"  # no 'Jupyter news?' pop-up
 	touch $(STAMP)
 
+# The developers' venv adds test and lint (pytest, nbval, nbgrader, repo2docker, playwright, mypy and CuPy for
+# mypy) to the learner's; after `make lab`, `make test` installs only these.
+$(DEV_STAMP): $(STAMP)
+	$(PIP) install -e ".[lab,test,data,lint]"
+	touch $(DEV_STAMP)
+
 setup: $(STAMP)
+
+setup-dev: $(DEV_STAMP)
 
 lab: setup
 	$(VENV)/bin/jupyter lab --port=$(PORT) $(if $(NO_BROWSER),--no-browser --ServerApp.ip=127.0.0.1,) \
@@ -52,7 +62,7 @@ lab: setup
 SHARED_MNIST := $(abspath $(wildcard ../shared/data/mnist))
 TEST_DATA_DIR := $(or $(GPULAB_DATA_DIR),$(SHARED_MNIST))
 
-lint: setup
+lint: setup-dev
 	$(PY) -m ruff check src tests setup.py
 	$(PY) -m ruff format --check src tests setup.py  # `$(PY) -m ruff format src tests setup.py` fixes it
 	$(PY) -m mypy
@@ -60,16 +70,16 @@ lint: setup
 # nbval runs every lesson and lab solution once; tests/nbval_checks.py adds each notebook's CPU budget and the
 # solutions' full marks.
 # Tests never download: those marked `network` (pip resolving against PyPI) run only in `make test-network`.
-test: setup lint
+test: setup-dev lint
 	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(PY) -m pytest -n $(JOBS) --dist loadfile \
 	  -m "not network" --nbval-lax --nbval-current-env --nbval-cell-timeout=600 -p tests.nbval_checks \
 	  --ignore=notebooks/learner tests notebooks labs/solutions $(PYTEST_ARGS)
 
-test-fast: setup
+test-fast: setup-dev
 	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(PY) -m pytest -n $(JOBS) -m "not network" tests $(PYTEST_ARGS)
 
 # Opt-in, needs PyPI (downloads several hundred MB of CUDA wheels): the GPU extras resolve with pip --dry-run.
-test-network: setup
+test-network: setup-dev
 	$(PY) -m pytest -n 0 -m network tests $(PYTEST_ARGS)
 
 # Colab's versions, the oldest gpulab supports, on Colab's Python (3.12): unit tests (not notebooks) in a

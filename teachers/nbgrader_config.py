@@ -8,6 +8,14 @@ regions. Put each one in ``source/<lab>/<lab>.ipynb`` (``teachers/make_course.py
 
 import os
 import sys
+import sysconfig
+
+# nbgrader creates gradebook.db by running the `alembic` command found on PATH (nbgrader/api.py), so
+# `.venv/bin/nbgrader ...` or `.venv/bin/python -m nbgrader ...` failed with FileNotFoundError: 'alembic'
+# unless the venv was activated. alembic is installed with nbgrader, in this Python's scripts folder: put it first.
+_scripts = sysconfig.get_path("scripts")
+if _scripts and _scripts not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = _scripts + os.pathsep + os.environ.get("PATH", "")
 
 try:  # the lab notebooks import gpulab, and so does the client below: refuse early without it
     import gpulab.grading.sliced  # noqa: F401

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import importlib.util
+import os
 from pathlib import Path
 
 import nbformat
@@ -115,6 +116,7 @@ def test_nbgrader_config_refuses_a_python_without_gpulab(monkeypatch):
     from traitlets.config import Config
 
     config = ROOT / "teachers" / "nbgrader_config.py"
+    monkeypatch.setenv("PATH", os.environ.get("PATH", ""))  # restored after: the config puts scripts on PATH
     got = runpy.run_path(str(config), init_globals={"get_config": Config})
     assert got["c"].AsyncKernelManager.client_class == "gpulab.grading.sliced.SlicedKernelClient"
     monkeypatch.setitem(sys.modules, "gpulab.grading.sliced", None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 from queue import Empty
@@ -84,6 +85,7 @@ def test_the_course_nbgrader_configuration_uses_the_sliced_client(monkeypatch) -
 
     config = Config()
     monkeypatch.setenv("GPULAB_COURSE_DIR", str(ROOT))
+    monkeypatch.setenv("PATH", os.environ.get("PATH", ""))  # restored after: the config puts scripts on PATH
     path = ROOT / "teachers" / "nbgrader_config.py"
     exec(compile(path.read_text(), str(path), "exec"), {"get_config": lambda: config, "__file__": str(path)})
     ex = Execute(config=config)
