@@ -1,5 +1,5 @@
-"""Harness on 2-D map exercises: the index convention (x along the last axis), the other
-orientation accepted with a note, and the usual 2-D mistakes named."""
+"""Harness on 2-D map exercises: the index convention (x along the last axis), the other orientation
+recognised but not passed (half the points, the fix named), and the usual 2-D mistakes named."""
 
 from __future__ import annotations
 
@@ -74,17 +74,23 @@ def test_course_convention_passes_without_a_note():
     assert res.passed and "exchanged" not in res.message, res
 
 
-def test_other_orientation_is_accepted_and_named():
+def test_other_orientation_is_recognised_but_not_passed():
+    """Right only launched with x and y exchanged: every later launch puts x along the columns, so it is not a
+    pass (or_reference would hand it to cells where it is wrong); half the points, the verdict says why and the fix."""
     res = check_scale(scale_rows)
-    assert res.passed and res.score == 1, res
-    assert "Accepted with x and y exchanged" in res.message and "x along the columns" in res.message
+    assert not res.passed and res.status == "failed" and res.score == 0.5, res
+    assert res.details["orientation"] == "exchanged", res
+    assert res.message.startswith("correct on all 4 inputs, but orientation: only when launched with x and y exchanged")
+    assert "Launched the course's way, x along the columns" in res.message and "it is wrong: out[" in res.message
+    assert "write `j, i = cuda.grid(2)`" in res.hint, res
+    assert [c.name for c in res.checks if not c.passed] == ["orientation"], res
 
 
 def test_other_orientation_with_a_launch_function():
     launch = lambda a, out: (((out.shape[1] + 3) // 4, (out.shape[0] + 3) // 4), (4, 4))  # noqa: E731
     assert check_scale(scale_cols, threads=None, launch=launch).passed
     res = check_scale(scale_rows, threads=None, launch=launch)
-    assert res.passed and "x and y exchanged" in res.message, res
+    assert not res.passed and res.score == 0.5 and "x and y exchanged" in res.message, res
 
 
 def test_guard_on_the_wrong_dimensions_is_right_only_on_square_inputs():

@@ -100,10 +100,11 @@ def test_naive_matmul_passes_in_the_course_convention():
     assert "x and y exchanged" not in res.message
 
 
-def test_the_other_orientation_is_accepted_and_the_verdict_says_so():
+def test_the_other_orientation_is_not_passed_and_the_verdict_says_why():
     res = check(mm_naive_rows)
-    assert res.passed and res.score == 1, res
-    assert "x and y exchanged" in res.message and "j, i = cuda.grid(2)" in res.message
+    assert not res.passed and res.status == "failed" and res.score == 0.5, res
+    assert "but orientation: only when launched with x and y exchanged" in res.message, res
+    assert "it is wrong: C[" in res.message and "j, i = cuda.grid(2)" in res.hint, res
 
 
 @pytest.mark.skipif(
@@ -352,12 +353,17 @@ def test_read_budget_separates_naive_from_tiled_matmul():
     reason="budgets count accesses in the simulator; gpu mode reports them as not checked",
 )
 def test_uncoalesced_kernel_loses_half_the_points_and_says_by_how_much():
-    res = check(mm_naive_rows, budget=Budget(sectors={"A": 2.0, "B": 2.0, "C": 2.0}), points=2)
+    budget = Budget(sectors={"A": 2.0, "B": 2.0, "C": 2.0})
+    res = check(mm_naive_rows, sizes=[(16, 9, 16)], budget=budget, points=2)  # square C: right launched either way
     assert res.status == "over budget" and res.score == 1
     assert "uncoalesced: reads of A use 8.0 sectors per warp request, ideal 1.0 (8x the memory traffic)" in res.message
     assert res.hint.startswith("neighbouring threads (threadIdx.x) should touch neighbouring elements of the last axis")
     coalesced = check(mm_naive, budget=Budget(sectors=2.0))  # one limit for every array
     assert coalesced.passed, coalesced
+    # on a non-square C it is right only with x and y exchanged: that is named first, still half the points
+    both = check(mm_naive_rows, budget=budget, points=2)
+    assert both.status == "failed" and both.score == 1 and "but orientation:" in both.message, both
+    assert [c.name for c in both.checks if not c.passed][0] == "orientation", both
 
 
 @pytest.mark.skipif(

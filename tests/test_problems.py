@@ -141,12 +141,13 @@ def test_uncoalesced_but_correct_kernel_gets_half_and_coalesced_full_marks(probl
     assert "threadIdx.x" in half.hint, half  # says what to change
 
 
-def test_row_major_mapping_is_accepted_in_its_own_orientation_but_loses_the_coalescing_points():
+def test_row_major_mapping_is_recognised_in_its_own_orientation_and_earns_half():
     """`i, j = cuda.grid(2)` is correct when x runs along the rows, so the harness tries that launch
-    orientation too (issue 10.3: every legitimate variant); the labs teach `j, i = cuda.grid(2)`, and
-    the row-major mapping's uncoalesced reads of A cost half the points, with the reason named."""
+    orientation too (issue 10.3: every legitimate variant is recognised, not scored 0); the labs teach
+    `j, i = cuda.grid(2)` and every later launch puts x along the columns, so it is not a pass: half the
+    points, the orientation named first, its uncoalesced reads of A listed too."""
     res = problems.lab03.MATMUL.check(matmul_uncoalesced)
-    assert res.status == "over budget" and res.score == 1.5, res
+    assert res.status == "failed" and res.score == 1.5 and "but orientation:" in res.message, res
     assert "uncoalesced" in str(res) and "coalescing of A" in str(res), res
 
 

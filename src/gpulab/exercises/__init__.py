@@ -34,8 +34,10 @@ How a kernel is launched (exactly one of):
   ``j, i = cuda.grid(2)`` with ``out[i, j]`` (i the row). A list means "any of these block shapes
   must work"; the cases cycle through them. A kernel written the other way (``i, j =
   cuda.grid(2)``, x along rows) that fails because of it (elements never written, an index past
-  the end, a transposed result) is tried with x and y exchanged; if it is correct that way it is
-  accepted, and the verdict says so and restates the convention.
+  the end, a transposed result) is tried with x and y exchanged; if it is correct that way the verdict
+  says so, shows what the course's launch gives and names the fix (``j, i = cuda.grid(2)``), but it is
+  not a pass: every later launch (a lesson's next cells, gpulab's launchers, the capstone) puts x along
+  the columns. It earns half the points, and ``details["orientation"] == "exchanged"``.
 * ``launch=fn``: ``fn(*args) -> (griddim, blockdim)`` is called with the kernel's arguments, for
   kernels whose grid is not one thread per element (grid-stride loops, one block per row, ...).
   2-D launches are tried with x and y exchanged too.
@@ -82,7 +84,8 @@ What is checked (the pipeline in :mod:`.check`), and the verdict a learner gets:
 * PTX (:mod:`.ptxcheck`): ``ptx="void(float32[:], ...)"`` compiles the kernel's source with NVVM in
   a child process (no GPU needed): it is real CUDA, not only Python the simulator accepts.
 
-Scoring: all checks pass -> ``points``; correct but over budget or not compilable -> half; else 0.
+Scoring: all checks pass -> ``points``; correct but over budget, not compilable, or correct only with x and y
+exchanged -> half; else 0.
 A mistake in the exercise itself (zero threads, a spec returning a scalar, an ``inputs`` function
 returning the wrong type) is status "setup error", addressed to the exercise's author.
 """

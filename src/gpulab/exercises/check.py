@@ -14,7 +14,7 @@ from ..source import code_names, py_func
 from .budgets import budget_checks
 from .cases import State, build_cases, largest, param_names, run_cases
 from .diagnose import Judge
-from .explain import explain, orientation_note
+from .explain import explain, orientation_check
 from .problem import Budget, Problem, Size
 from .output import captured
 from .own_code import own_code_check
@@ -160,25 +160,26 @@ def _run_problem(p: Problem, kernel: Any, name: str | None, trusted: bool) -> Ch
             p, Runner(p, kernel, fn_name, out_names), cases, Judge(p.spec, p.rtol, in_names, dict(p.mistakes or {}))
         )
         fail = run_cases(st, Launch())
-        note = ""
+        exchanged = None  # the course's launch failed and the one with x and y exchanged is right: its failure
         if fail is not None and fail.swappable and st.runner.can_swap(cases[fail.case]):
             try:
                 other = run_cases(State(p, st.runner, cases, st.judge), Launch(swapped=True), quick=True)
             except SetupError:  # the exchanged launch is not a valid one (e.g. too many blocks along y)
                 other = fail
             if other is None:
-                fail, note = None, orientation_note(st, cases[-1])
-                st.checks = [Check(f"size {c.size!r}", True, "correct (x and y exchanged)") for c in cases]
+                fail, exchanged = None, fail
+                st.checks = [Check(f"size {c.size!r}", True, "correct launched with x and y exchanged") for c in cases]
         if fail is not None:
             status, message, hint = explain(st, fail)
             if p.host is None and (shape := static_check(kernel)) is not None:
                 message += f" Also, {shape.message}"  # e.g. buf = cuda.shared.array(x.size, ...) too small
             return finish(status, message, hint, st.checks)
-        launch = Launch(swapped=bool(note))
+        launch = Launch(swapped=exchanged is not None)
         race = race_stage(st, launch)
         if race is not None:
             return finish("failed", race[0], race[1], st.checks)
-        penalties = []
+        # right only launched the other way: not a pass (every later launch puts x along the columns), half points
+        penalties = [] if exchanged is None else [orientation_check(st, exchanged)]
         if p.host is None and (shape := static_check(kernel)) is not None:
             penalties.append(shape)
         if p.budget is not None and p.host is None and runtime.is_simulator():
@@ -206,13 +207,10 @@ def _run_problem(p: Problem, kernel: Any, name: str | None, trusted: bool) -> Ch
     if failed:
         c = failed[0]
         status = "over budget" if c.name.startswith("budget") else "failed"
-        return finish(
-            status,
-            f"correct on all {n}, but {c.name}: {c.message}" + note,
-            c.hint,
-            st.checks,
-            score=float(p.points) / 2,
-        )
+        res = finish(status, f"correct on all {n}, but {c.name}: {c.message}", c.hint, st.checks, float(p.points) / 2)
+        if exchanged is not None:
+            res.details["orientation"] = "exchanged"  # or_reference says why it hands back the reference
+        return res
     tol_note = (
         " Tolerance: the float32 rounding bound for sums of n terms, expected values in float64."
         if p.reduction is not None
@@ -220,7 +218,7 @@ def _run_problem(p: Problem, kernel: Any, name: str | None, trusted: bool) -> Ch
     )
     return finish(
         "passed",
-        f"correct on all {n} ({', '.join(repr(c.size) for c in cases)})." + tol_note + note,
+        f"correct on all {n} ({', '.join(repr(c.size) for c in cases)})." + tol_note,
         "",
         st.checks,
         score=float(p.points),

@@ -1,5 +1,5 @@
 """Explaining a failure: the diagnosis of the wrong output, a race seen directly or through a
-second schedule, "correct on square inputs", and the note for the other launch orientation."""
+second schedule, "correct on square inputs", and the verdict for a kernel right only in the other orientation."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from ..source import py_func
 from .cases import Failure, State, build_cases, run_case, tol_for
 from .compare import fills, reduction_len, same, unwritten
 from .diagnose import SPECIFIC, diagnose, diagnose_kind
-from .problem import Case
+from .result import Check
 from .races import SCHEDULES, SCHEDULE_HINT, race_verdict
 from .run import Launch, SetupError, run_with_deadline
 
-__all__ = ["explain", "orientation_note"]
+__all__ = ["ORIENTATION_HINT", "explain", "orientation_check"]
 
 # A result that changes between runs without a race in the access log: often an array read before it was written
 UNINITIALISED_NOTE = (
@@ -218,12 +218,29 @@ def square_only(st: State, fail: Failure) -> str:
     return ""
 
 
-def orientation_note(st: State, case: Case) -> str:
+ORIENTATION_HINT = (
+    "your kernel takes the row from x, the fastest-varying thread index (e.g. `i, j = cuda.grid(2)`). In this "
+    "course x gives the column j, the last and contiguous axis, so that neighbouring threads touch neighbouring "
+    "elements: write `j, i = cuda.grid(2)` (j the column, i the row), keep the guard on both and the indexing "
+    "[i, j], and check again."
+)
+
+
+def orientation_check(st: State, fail: Failure) -> Check:
+    """The verdict line for a kernel that is wrong launched the course's way (``fail``, x along the last axis) and
+    correct with x and y exchanged: not a pass, since every later launch (the lesson's next cells, gpulab's
+    launchers, the capstone) puts x along the columns. Half the points, like a correct kernel over its budget."""
+    case = st.cases[fail.case]
     _, call = st.runner.host_call(case)
-    grid, block = st.runner.config(case, call, Launch(swapped=True))
-    return (
-        f"\nAccepted with x and y exchanged (e.g. [{grid}, {block}]): your kernel maps threadIdx.x to the first "
-        "axis (the rows), and is correct launched that way. The course's convention is x along the columns, "
-        "the last axis (`j, i = cuda.grid(2)`, grid (ceil(cols / bx), ceil(rows / by))), so that neighbouring "
-        "threads touch neighbouring elements."
+    grid, block = st.runner.config(case, call, Launch(fail.launch.option, swapped=True))
+    ours, ours_block = st.runner.config(case, call, Launch(fail.launch.option))
+    _, msg, _ = explain(st, fail)
+    wrong = msg.splitlines()[0] if msg else fail.status
+    return Check(
+        "orientation",
+        False,
+        f"only when launched with x and y exchanged ([{grid}, {block}] for size {case.size!r}). Launched the "
+        f"course's way, x along the columns ([{ours}, {ours_block}]), which is how the code after this check and "
+        f"gpulab's launchers run it, it is wrong: {wrong}",
+        ORIENTATION_HINT,
     )

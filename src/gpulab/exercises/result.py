@@ -27,8 +27,9 @@ class CheckResult:
     """What :func:`check_kernel` found. ``bool(result)`` is ``result.passed``.
 
     ``status`` is one of "passed", "failed", "not implemented", "error" (the kernel raised),
-    "timeout", "over budget" (correct, but a :class:`Budget` limit or the PTX check failed: half
-    the points) or "setup error" (the exercise itself is wrong, not the learner's code).
+    "timeout", "over budget" (correct, but a :class:`Budget` limit failed: half the points) or "setup error"
+    (the exercise itself is wrong, not the learner's code). "failed" with half the points: correct, but the PTX
+    check failed or the kernel is right only launched with x and y exchanged (``details["orientation"]``).
     """
 
     name: str

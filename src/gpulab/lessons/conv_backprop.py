@@ -109,7 +109,8 @@ def _lesson07() -> list[Exercise]:
                 "conv2d_single_kernel",
                 conv_single_spec,
                 lambda s, rng: random_arrays(rng, s, (K, K)),
-                sizes=[(3, 3), (5, 7), (12, 9), (20, 19)],
+                # (5, 40): outputs 38 wide on 8 rows of threads, so a kernel with x along the rows is told so
+                sizes=[(3, 3), (5, 7), (12, 9), (20, 19), (5, 40)],
                 launch=launch,
                 reduction=K * K,  # each output is a sum of K*K products
                 mistakes={
@@ -179,7 +180,7 @@ def _lesson07() -> list[Exercise]:
                 "conv2d_all_filters_kernel",
                 all_filters_spec,
                 lambda s, rng: random_arrays(rng, s[1:], (s[0], K, K)),
-                sizes=[(1, 3, 3), (4, 6, 9), (5, 11, 8)],  # (F, H, W)
+                sizes=[(1, 3, 3), (4, 6, 9), (5, 11, 8), (3, 5, 40)],  # (F, H, W); 40 wide: x along the rows is seen
                 launch=launch,
                 reduction=K * K,
                 budget=Budget(reads_per_element={"x": K * K}),

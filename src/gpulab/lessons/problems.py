@@ -145,8 +145,9 @@ def reveal(lesson: str, name: str, *, display: bool = True) -> str:
 
 
 def or_reference(result: CheckResult, kernel: Any, lesson: str | None = None, name: str | None = None) -> Any:
-    """``kernel`` if its check passed, else the exercise's reference kernel (printing which one is used),
-    so the cells after an exercise run whether or not the learner has solved it yet."""
+    """``kernel`` if its check passed, else the exercise's reference kernel (printing which one is used and why),
+    so the cells after an exercise run whether or not the learner has solved it yet. A kernel right only with x
+    and y exchanged has not passed (the cells below launch it with x along the columns): the reference is used."""
     if lesson is None or name is None:
         if result.passed:
             return kernel
@@ -169,10 +170,15 @@ def or_reference(result: CheckResult, kernel: Any, lesson: str | None = None, na
     ref = ex.reference
     ref_name = getattr(py_func(ref), "__name__", "reference")
     kind = "reference kernel" if hasattr(ref, "py_func") else "reference function"
-    print(
-        f"Your {result.name} has not passed its check yet ({result.status}): the cells below use the "
-        f"{kind} ({ref.__module__ if hasattr(ref, '__module__') else 'gpulab'}.{ref_name}) instead."
-    )
+    used = f"the {kind} ({ref.__module__ if hasattr(ref, '__module__') else 'gpulab'}.{ref_name})"
+    if result.details.get("orientation") == "exchanged":
+        print(
+            f"Your {result.name} is correct only when launched with x and y exchanged, and the cells below launch "
+            f"it the course's way, x along the columns, where it is wrong: they use {used} instead. Write "
+            "`j, i = cuda.grid(2)` (j the column, i the row) and run its check again."
+        )
+    else:
+        print(f"Your {result.name} has not passed its check yet ({result.status}): the cells below use {used} instead.")
     return ref
 
 
