@@ -229,7 +229,7 @@ def _lesson05() -> list[Exercise]:
                     "partial holds the sum of the block's first 32 elements, warp 0's: the other warps' sums were "
                     "never added. Lane 0 of each warp writes its sum to a shared array; after cuda.syncthreads(), "
                     "warp 0 reads those and shuffles once more.": _first_warp_only,
-                    "lane 0 ended with its own value doubled, not a sum: cuda.shfl_up_sync reads lane - offset, "
+                    "lane 0 ended with its own value doubled at every step, not a sum: cuda.shfl_up_sync reads lane - offset, "
                     "which is below lane 0, so lane 0 gets its own value back. Use cuda.shfl_down_sync, which "
                     "moves the sums down to lane 0.": _shuffled_up,
                     "partial is -inf for the blocks that run past the end of x: the lanes past the end loaded "

@@ -23,7 +23,7 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
         "syncthreads after each step; thread 0 writes",
     ),
     ("05", "sum_two_per_thread"): (
-        "Half the threads sit idle after the first step of a tree. Give each block 2 * TPB elements instead, and "
+        "Half the threads sit idle from the first step of a tree on. Give each block 2 * TPB elements instead, and "
         "let each thread add two of them, TPB apart, while loading; then the same tree, with + in place of max.",
         "i = cuda.blockIdx.x * (2 * TPB) + tx; add x[i] and x[i + TPB] where they exist, store in shared memory, "
         "then the tree as in exercise 2 (with +)",
