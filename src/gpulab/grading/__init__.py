@@ -69,19 +69,21 @@ def _penalised(results: tuple) -> dict[str, float]:
 def report(*results: Any, points: float | None = None) -> float:
     """Show the verdict of one or more checks and return the points earned.
 
-    ``results`` are :class:`gpulab.exercises.CheckResult` objects (the visible check first, then
-    hidden ones); ``points`` defaults to the first (visible) check's ``max_score``, so the cell is worth
-    the same with or without its hidden tests. Each check earns the share of its points its verdict gives
-    (1, or 0 for a wrong answer, an error, not implemented), except that a penalty counts once: when a check of a
-    function is correct but short of full points (half: over a budget, not compilable to PTX, right only with x
-    and y exchanged), every check of that function (same verdict ``name``) earns at most that share, also the
-    checks that did not judge it (hidden tests with ``budget=None``, ``ptx=None``). The cell earns
-    ``points * sum(share * max_score) / sum(max_score)``, clipped to ``[0, points]``: correctness averaged over
-    the checks, times the quality factor, so a correct kernel over its budget earns half the cell, as its
-    verdict says. Returning the number makes it the cell's value, which nbgrader's autograder reads as partial
-    credit; nothing is raised, so a cell that calls ``report`` last never scores 0 for an exception of the
-    checker's own. A verdict of a check run with ``trusted=True`` (gpulab's tests of their own references, which
-    skip the own-code stage; see :func:`gpulab.exercises.check.run_problem`) earns nothing here.
+    ``results`` are :class:`gpulab.exercises.CheckResult` objects (the visible check first, then hidden
+    ones); ``points`` defaults to the first (visible) check's ``max_score``, so the cell is worth the same
+    with or without its hidden tests. Each check earns the share of its points its verdict gives (all, half,
+    or none for a wrong answer, an error, not implemented), except that a penalty counts once: when a check
+    of a function is correct but short of full points (half: over a budget, not compilable to PTX, right only
+    with x and y exchanged), every check of that function (same verdict ``name``) earns at most that share,
+    also the checks that did not judge it (hidden tests with ``budget=None``, ``ptx=None``). The cell earns
+    ``points * sum(share * max_score) / sum(max_score)``, clipped to ``[0, points]``: correctness averaged
+    over the checks, times the quality factor, so a correct kernel over its budget earns half the cell, as
+    its verdict says.
+
+    Returning the number makes it the cell's value, which nbgrader's autograder reads as partial credit;
+    nothing is raised, so a cell that calls ``report`` last never scores 0 for an exception of the checker's
+    own. A verdict of a check run with ``trusted=True`` (gpulab's tests of their own references, which skip
+    the own-code stage; see :func:`gpulab.exercises.check.run_problem`) earns nothing here.
     """
     if not results:
         from gpulab.errors import UsageError
@@ -96,6 +98,7 @@ def report(*results: Any, points: float | None = None) -> float:
     score = 0.0 if maximum <= 0 else total * earned / maximum
     score = round(min(max(score, 0.0), total), 3)
     capped = sorted({str(getattr(r, "name", "")) for r, f in zip(results, shares) if f < _fraction(r)})
+    why = sorted({str(r.status) for r in results if str(getattr(r, "name", "")) in capped and 0 < _fraction(r) < 1})
     _reported.extend(results)
     try:
         from IPython.display import display
@@ -107,8 +110,8 @@ def report(*results: Any, points: float | None = None) -> float:
             print(r)
     if capped:  # say why the hidden checks' full points did not count in full
         print(
-            f"This cell: {score:g}/{total:g} points. {', '.join(capped)}: correct, but short of full points in a "
-            "verdict above, and that penalty counts once for every check of it (those that did not judge it too)."
+            f"This cell: {score:g}/{total:g} points. {', '.join(capped)}: part of the points in a verdict above "
+            f"({', '.join(why)}); that counts for every check of it, also those that skip budgets and PTX."
         )
     return score
 
