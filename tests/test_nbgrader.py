@@ -149,7 +149,8 @@ def test_nbgrader_and_labs_grade_agree(tmp_path, monkeypatch):
         assert maximum and all(s > 0 for s in ours[("alice", lab)].values())
         assert sum(ours[("bob", lab)].values()) == 0
     carol = ours[("carol", "lab01_threads")]
-    assert carol["lab01-add-check"] == 2 and 0 < carol["lab01-stencil-check"] < 3, carol  # partial credit
+    # partial credit: the stencil is right but refused by NVVM (half), its hidden check skips PTX: half the cell
+    assert carol["lab01-add-check"] == 2 and carol["lab01-stencil-check"] == 1.5, carol
     # hidden tests: in the autograded notebook when the source has them
     for lab in LABS:
         src = (sources / f"{lab}.ipynb").read_text()

@@ -85,7 +85,8 @@ What is checked (the pipeline in :mod:`.check`), and the verdict a learner gets:
   a child process (no GPU needed): it is real CUDA, not only Python the simulator accepts.
 
 Scoring: all checks pass -> ``points``; correct but over budget, not compilable, or correct only with x and y
-exchanged -> half; else 0.
+exchanged -> half; else 0. In a lab cell, :func:`gpulab.grading.report` counts that half once for every check of
+the function, hidden checks that skip budgets and PTX included.
 A mistake in the exercise itself (zero threads, a spec returning a scalar, an ``inputs`` function
 returning the wrong type) is status "setup error", addressed to the exercise's author.
 """
