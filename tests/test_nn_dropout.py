@@ -4,6 +4,8 @@ dout times that mask exactly; the layer owns its states, moves them with the mod
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -111,6 +113,33 @@ def test_a_layer_left_on_the_host_drops_cupy_input_and_still_advances_its_states
     assert np.array_equal(y, contract.get("numpy").dropout_forward(x, 0.5, start.copy()))
     assert not np.array_equal(d.buffers["states"], start)  # advanced in place for the next step
     assert np.array_equal(_host(d.backward(gpulab.runtime.to_device(x))), y)  # the forward's mask again
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_saved_state_loads_in_place_where_the_model_is(tmp_path, backend):
+    """nn.save / nn.load onto a model on ``backend`` (CuPy arrays for cupy, and for kernels in gpu mode): the
+    parameters and the uint64 generator words are copied into the arrays the model already has, on its device.
+    Here rather than in test_nn_state.py: gpu-check runs this file on the GPU."""
+    rng = np.random.default_rng(0)
+    a = nn.Sequential(nn.Linear(6, 8, rng=rng), nn.Dropout(0.5, seed=1, streams=32), nn.Linear(8, 4, rng=rng))
+    x, y = rng.random((5, 6), dtype=np.float32), rng.integers(0, 4, 5)
+    nn.train_step(a, nn.SoftmaxCrossEntropy(), nn.SGD(a, lr=0.1), x, y)  # states advanced, weights moved
+    path = nn.save(a, tmp_path / "m")
+    b = nn.Sequential(nn.Linear(6, 8, rng=rng), nn.Dropout(0.5, seed=1, streams=32), nn.Linear(8, 4, rng=rng))
+    b.to(backend)
+    arrays = [p for _, p, _ in b.parameters()] + [buf for _, buf in b.named_buffers()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a whole file: no warning
+        nn.load(b, path)
+    after = [p for _, p, _ in b.parameters()] + [buf for _, buf in b.named_buffers()]
+    assert len(after) == len(arrays) == 5 and all(u is v for u, v in zip(arrays, after))  # in place
+    module = gpulab.runtime.array_module(b[1].buffers["states"])
+    assert module.__name__ == ("cupy" if contract.device_for(backend) == "gpu" else "numpy")
+    assert b[1].buffers["states"].dtype == np.uint64
+    state_a, state_b = a.state_dict(), b.state_dict()
+    assert sorted(state_a) == sorted(state_b)
+    for k in state_a:
+        assert state_a[k].dtype == state_b[k].dtype and np.array_equal(state_a[k], state_b[k]), k
 
 
 def test_a_smaller_batch_keeps_the_first_elements_draws():

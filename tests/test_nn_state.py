@@ -190,19 +190,3 @@ def test_a_forward_after_a_move_makes_its_backward_fine():
     assert np.array_equal(model[9].buffers["states"], ref[9].buffers["states"])  # the same draws on every backend
     for (name, _, g), (_, _, g_ref) in zip(model.parameters(), ref.parameters()):
         np.testing.assert_allclose(gpulab.runtime.to_host(g), g_ref, rtol=1e-4, atol=1e-6, err_msg=name)
-
-
-@pytest.mark.skipif(not gpulab.is_gpu(), reason="loading onto CuPy arrays: gpu mode only")
-def test_a_state_loads_onto_the_device_where_the_model_is(tmp_path):
-    import cupy
-
-    a = _mlp()
-    _train(a, _batches(2, (5, 6), 4))
-    path = nn.save(a, tmp_path / "m")
-    b = _mlp().to("cupy")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        nn.load(b, path)
-    assert all(isinstance(buf, cupy.ndarray) and buf.dtype == np.uint64 for _, buf in b.named_buffers())
-    assert all(isinstance(p, cupy.ndarray) for _, p, _ in b.parameters())
-    _assert_same_state(a.state_dict(), b.state_dict())  # state_dict brings them back as NumPy
