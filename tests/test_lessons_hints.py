@@ -157,13 +157,23 @@ def test_progress_counts_passed_failed_and_not_tried():
     table = lessons.progress(1)
     assert dict(table.rows) == {
         "add": "passed",
-        "scale2d": "failed (failed)",
+        "scale2d": "failed",
         "grid_stride": "not tried",
         "at": "not tried",
     }
     text = repr(table)  # what a notebook cell ending in lessons.progress("01") shows
-    assert "1 of 4 done." in text and re.search(r"scale2d\s+failed \(failed\)", text)
+    assert "1 of 4 done." in text and re.search(r"scale2d\s+failed\n", text)
     assert 'lessons.hint("01", "NAME")' in text
+
+
+def test_progress_says_not_passed_with_the_reason_for_a_correct_kernel_that_misses_a_requirement():
+    def block_max_kernel(x, partial):  # stands for a serial kernel: correct, over the per-thread budget
+        pass
+
+    tally.record("05", "block_max", block_max_kernel, "over budget")
+    assert dict(lessons.progress("05").rows)["block_max"] == "not passed (over budget)"
+    tally.record("05", "block_max", block_max_kernel, "passed")
+    assert dict(lessons.progress("05").rows)["block_max"] == "passed"
 
 
 def test_progress_counts_napkin_math_checked_by_check_function():

@@ -48,7 +48,9 @@ def _status(key: tuple[str, str], stub_name: str) -> str:
     if "passed" in per_fn.values():
         return "passed"
     status = per_fn.get(stub_name, list(per_fn.values())[-1])
-    return "not tried" if status == "not implemented" else f"failed ({status})"
+    if status == "not implemented":
+        return "not tried"
+    return "failed" if status == "failed" else f"not passed ({status})"  # e.g. "not passed (over budget)"
 
 
 @dataclass(frozen=True)
