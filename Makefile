@@ -19,7 +19,7 @@ NO_BROWSER ?=
 JOBS   ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-dev lab test test-fast test-network test-notebooks doctor release-labs gpu-check gpu-check-prep bench clean help test-oldest lint
+.PHONY: setup setup-dev lab test test-fast test-network doctor gpu-check gpu-check-prep clean help test-oldest lint
 
 help:
 	@echo "make lab        set up and open JupyterLab (NO_BROWSER=1 for servers, PORT=8888)"
