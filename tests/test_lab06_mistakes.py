@@ -151,6 +151,22 @@ def test_matmul_float16_accumulator_is_named(kernel):
     assert res.hint.startswith("C is what a float16 accumulator gives") and "acc = float32(0.0)" in res.hint
 
 
+@cuda.jit
+def mm_row_from_x(A, B, C):  # i, j = cuda.grid(2): correct where the grid happens to cover C both ways
+    i, j = cuda.grid(2)
+    if i < C.shape[0] and j < C.shape[1]:
+        acc = float32(0.0)
+        for k in range(A.shape[1]):
+            acc += float32(A[i, k]) * float32(B[k, j])
+        C[i, j] = acc
+
+
+def test_matmul_row_from_threadidx_x_is_over_budget_and_the_hint_names_the_grid_order():
+    res = L.MATMUL_FP16.check(mm_row_from_x, ptx=None)
+    assert res.status == "over budget" and 0 < res.score < 3, res
+    assert "`i, j = cuda.grid(2)` takes the row from it" in res.hint, res
+
+
 def test_matmul_float16_products_are_named():
     res = L.MATMUL_FP16.check(mm_fp16_products, ptx=None, budget=None)
     assert res.status == "failed" and "each product was rounded to float16" in res.hint, res

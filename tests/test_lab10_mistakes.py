@@ -106,6 +106,16 @@ def unscale_not_in_place(grads, inv_scale, found_inf):
             cuda.atomic.max(found_inf, 0, 1)
 
 
+@cuda.jit
+def unscale_inf_only(grads, inv_scale, found_inf):  # nan goes unflagged
+    i = cuda.grid(1)
+    if i < grads.size:
+        g = grads[i] * inv_scale
+        grads[i] = g
+        if math.isinf(g):
+            cuda.atomic.max(found_inf, 0, 1)
+
+
 def test_the_right_unscale_kernel_passes_and_compiles():
     res = L.UNSCALE.check(unscale_good)
     assert res.passed and res.score == res.max_score, res
@@ -117,13 +127,14 @@ def test_the_right_unscale_kernel_passes_and_compiles():
         (unscale_counts, "a flag, 0 or 1"),
         (unscale_divides, "multiply by inv_scale"),
         (unscale_not_in_place, "in place"),
+        (unscale_inf_only, "found_inf stayed 0 though a gradient is nan"),
     ],
 )
 def test_unscale_mistakes_are_named(kernel, words):
     _hinted(L.UNSCALE.check(kernel, ptx=None), words)
 
 
-def _scaler(reset_found=True, skip=True, reset_good=True, grow=lambda good, k: good == k, backoff=0.5):
+def _scaler(reset_found=True, skip=True, reset_good=True, grow=lambda good, k: good == k, backoff=0.5, scaled=False):
     def run_with_loss_scaling(batches, scale, growth_interval):
         xp = gpulab.xp()
         steps, n = batches.shape
@@ -138,7 +149,7 @@ def _scaler(reset_found=True, skip=True, reset_good=True, grow=lambda good, k: g
             overflow = int(gpulab.to_host(found)[0]) != 0
             applied.append(not (overflow and skip))
             if applied[-1]:
-                total += grads
+                total += batches[t] if scaled else grads
             if overflow:
                 scale, good = scale * backoff, 0 if reset_good else good
             else:
@@ -164,6 +175,7 @@ def test_the_right_scaler_passes():
         ({"grow": lambda good, k: True}, "not after every clean step"),
         ({"grow": lambda good, k: good == k + 1}, "not growth_interval + 1"),
         ({"backoff": 2.0}, "the scale halves"),
+        ({"scaled": True}, "total holds the scaled gradients"),
     ],
 )
 def test_scaler_mistakes_are_named(kw, words):

@@ -13,6 +13,7 @@ from numba import cuda, float32
 
 from gpulab import problems
 from gpulab.transformer import flash
+from kernel_edits import edited_kernel
 
 L = problems.lab12
 TPB = L.TPB
@@ -218,3 +219,80 @@ def test_a_causal_mask_one_key_short_is_named_not_called_an_overflow():
 
     res = L.SCALE_MASK.check(host=strict, race_check=False, budget=None)
     assert not res.passed and "its own position" in res.hint and "overflow" not in res.hint, res
+
+
+SCALE_MASK_SRC = """
+@cuda.jit
+def scale_mask_kernel(s, scale, causal, out):
+    j, i = cuda.grid(2)
+    n, m = s.shape
+    if i < n and j < m:
+        out[i, j] = -math.inf if (causal != 0 and j > i + (m - n)) else s[i, j] * scale
+"""
+
+COMBINE_SRC = """
+@cuda.jit
+def combine_kernel(mx, sm, o, out):
+    c, i = cuda.grid(2)
+    if i < out.shape[0] and c < out.shape[1]:
+        top = float32(-math.inf)
+        for t in range(mx.shape[0]):
+            top = max(top, mx[t, i])
+        num = float32(0.0)
+        den = float32(0.0)
+        for t in range(mx.shape[0]):
+            w = math.exp(mx[t, i] - top)
+            num += w * o[t, i, c]
+            den += w * sm[t, i]
+        out[i, c] = num / den
+"""
+
+
+@pytest.mark.parametrize(
+    ("problem", "src", "name", "edit", "hint"),
+    [
+        (
+            L.SCALE_MASK,
+            SCALE_MASK_SRC,
+            "scale_mask_kernel",
+            ("i + (m - n)", "i + (n - m)"),
+            "the mask's offset has the wrong sign",
+        ),
+        (
+            L.SCALE_MASK,
+            SCALE_MASK_SRC,
+            "scale_mask_kernel",
+            ("s[i, j] * scale", "s[i, j]"),
+            "the scores are not scaled",
+        ),
+        (
+            L.SCALE_MASK,
+            SCALE_MASK_SRC,
+            "scale_mask_kernel",
+            ("-math.inf", "float32(-1e30)"),
+            "masked scores must be -inf, not a large",
+        ),
+        (
+            L.COMBINE,
+            COMBINE_SRC,
+            "combine_kernel",
+            ("den += w * sm[t, i]", "den += sm[t, i]"),
+            "the denominator must be weighted too",
+        ),
+        (
+            L.COMBINE,
+            COMBINE_SRC,
+            "combine_kernel",
+            ("den += w * sm[t, i]", "den += w"),
+            "the denominator is the sum of the weights",
+        ),
+        (L.COMBINE, COMBINE_SRC, "combine_kernel", ("num / den", "num"), "out is not normalised"),
+    ],
+    ids=["offset-sign", "no-scale", "finite-mask", "den-unweighted", "den-weights", "no-division"],
+)
+def test_one_line_mistakes_in_mask_and_combine_get_their_hint(problem, src, name, edit, hint):
+    ns = {"cuda": cuda, "float32": float32, "math": math}
+    right = problem.check(edited_kernel(src, name, ns))
+    assert right.passed and right.score == problem.points, right
+    res = problem.check(edited_kernel(src, name, ns, edit))
+    assert not res.passed and res.score == 0 and res.hint.startswith(hint), res

@@ -19,9 +19,9 @@ from .run import Launch, Runner
 __all__ = ["budget_checks"]
 
 COALESCE_HINT = (
-    "neighbouring threads (threadIdx.x) should touch neighbouring elements of the last axis: with "
-    "`j, i = cuda.grid(2)` (j the column, from threadIdx.x) read A[i, j], not A[j, i]; stage a "
-    "transposed access through shared memory."
+    "neighbouring threads (threadIdx.x) should touch neighbouring elements of the last axis: write "
+    "`j, i = cuda.grid(2)` (j the column, from threadIdx.x; `i, j = cuda.grid(2)` takes the row from it) and read "
+    "A[i, j], not A[j, i]; stage a transposed access through shared memory."
 )
 
 

@@ -117,6 +117,31 @@ def _conv_stride_ignored(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: in
     return conv2d_spec(x, w, b, 1, pad)[:, :, :ho, :wo]
 
 
+def _conv_low_taps_wrapped(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int, pad: int) -> np.ndarray:
+    """A known mistake: taps above or left of x are not skipped, and a negative index wraps around to the far edge
+    (Python's indexing, which the simulator follows): the padding on the low sides holds x's last rows/columns."""
+    if not pad or pad > min(x.shape[2], x.shape[3]):
+        raise ValueError("no low-side taps outside x, or more than a wrap-around")
+    n, c, h, wd = x.shape
+    k = w.shape[2]
+    ho, wo = conv_out_size(h, k, stride, pad), conv_out_size(wd, k, stride, pad)
+    rows = np.concatenate([x[:, :, h - pad :], x, np.zeros((n, c, pad, wd), x.dtype)], axis=2)
+    xw = np.concatenate([rows[..., wd - pad :], rows, np.zeros((n, c, h + 2 * pad, pad), x.dtype)], axis=3)
+    return conv2d_spec(xw, w, b, stride, 0)[:, :, :ho, :wo]
+
+
+def _maxpool_mistake(x: np.ndarray, k: int, stride: int, taps: int, step: int) -> np.ndarray:
+    """A known mistake of max-pooling: windows of ``taps x taps`` (k - 1: a loop one short) starting at
+    ``(i*step, j*step)`` (step 1: the stride forgotten), in the output shape of the right one."""
+    n, c, h, w = x.shape
+    ho, wo = conv_out_size(h, k, stride), conv_out_size(w, k, stride)
+    out = np.full((n, c, ho, wo), -np.inf, dtype=x.dtype)
+    for a in range(max(taps, 1)):
+        for d in range(max(taps, 1)):
+            out = np.maximum(out, x[:, :, a : a + step * ho : step, d : d + step * wo : step][:, :, :ho, :wo])
+    return out
+
+
 def _conv_terms(x: np.ndarray, w: np.ndarray, *_: Any) -> int:
     return w.shape[1] * w.shape[2] * w.shape[3] + 1  # C * K * K products and the bias
 
@@ -131,7 +156,11 @@ CONV1D = Problem(
     reduction=lambda x, w: w.shape[0],
     mistakes={
         "you flipped the filter (w[K - 1 - k]): in deep learning the filter slides unflipped, "
-        "out[i] = sum_k x[i + k] * w[k].": lambda x, w: np.convolve(x, w, mode="valid").astype(np.float32)
+        "out[i] = sum_k x[i + k] * w[k].": lambda x, w: np.convolve(x, w, mode="valid").astype(np.float32),
+        "the last tap is missing: out[i] sums only w[0] .. w[K - 2]. Loop over all K taps, `for k in range(K)` "
+        "with K = w.shape[0] (range stops before its end, so `range(K - 1)` drops one).": lambda x, w: (
+            conv1d_spec(x, w)[: x.size - w.size + 1] - x[w.size - 1 :] * w[-1]
+        ),
     },
     points=2,
 )
@@ -145,6 +174,16 @@ CONV2D_SINGLE = Problem(
     launch=launch_2d(CONV2D_BLOCK),  # grid (ceil(Wo / 16), ceil(Ho / 8)) over out
     reduction=lambda x, w: w.size,
     budget=Budget(sectors={"x": 2.0, "out": 2.0}),
+    mistakes={
+        "you flipped the filter (w[K-1-a, K-1-b]): in deep learning the filter slides unflipped, "
+        "out[i, j] = sum over a, b of x[i + a, j + b] * w[a, b].": lambda x, w: conv2d_spec(
+            x[None, None], w[None, None, ::-1, ::-1].copy(), np.zeros(1, x.dtype)
+        )[0, 0],
+        "the last row and column of taps are missing: loop over all K of each, `for a in range(K)` and "
+        "`for b in range(K)` with K = w.shape[0] (`range(K - 1)` stops one short).": lambda x, w: conv2d_spec(
+            x[None, None, : x.shape[0] - 1, : x.shape[1] - 1], w[None, None, :-1, :-1].copy(), np.zeros(1, x.dtype)
+        )[0, 0],
+    },
     points=2,
 )
 
@@ -174,6 +213,11 @@ CONV2D = Problem(
         "the bias is missing: start each output's sum from b[f].": lambda x, w, b, stride, pad: conv2d_spec(
             x, w, np.zeros_like(b), stride, pad
         ),
+        "taps above or left of x were read, not skipped: the guard must test both sides, `0 <= r < H and "
+        "0 <= q < W` for input row r = i*stride + a - pad and column q = j*stride + d - pad. (A negative index "
+        "wraps around to x's last rows or columns here, as in Python; on a GPU it reads outside x.)": (
+            _conv_low_taps_wrapped
+        ),
     },
     points=3,
 )
@@ -188,7 +232,21 @@ MAXPOOL = Problem(
     mistakes={
         "the maximum starts at 0: windows with only negative numbers must give a negative maximum.": lambda x, k, stride: (
             np.maximum(maxpool_spec(x, k, stride), 0)
-        )
+        ),
+        "the window is one row and one column short: loop over all k of each, `for a in range(k)` and "
+        "`for b in range(k)` (`range(k - 1)` stops one short).": lambda x, k, stride: _maxpool_mistake(
+            x, k, stride, k - 1, stride
+        ),
+        "the stride is ignored: window (i, j) starts at row i*stride and column j*stride of x, not at (i, j).": (
+            lambda x, k, stride: (
+                [  # the loop's windows at (i, j), the running maximum started there or at (i*stride, j*stride)
+                    _maxpool_mistake(x, k, stride, k, 1),
+                    np.maximum(_maxpool_mistake(x, k, stride, k, 1), _maxpool_mistake(x, k, stride, 1, stride)),
+                ]
+                if stride > 1
+                else np.full(1, np.nan)
+            )
+        ),
     },
     points=2,
 )
@@ -212,7 +270,14 @@ IM2COL = Problem(
                 if x.shape[1] > 1
                 else np.full(1, np.nan)  # one channel: both orders agree
             )
-        )
+        ),
+        "a tap's row and column offsets are swapped: with q = (c*k + a)*k + d, the column offset is d = q % k, "
+        "the row offset a = (q // k) % k and the channel c = q // (k*k).": lambda x, k, stride, pad: (
+            im2col_spec(x, k, stride, pad)
+            .reshape(-1, x.shape[1], k, k)
+            .transpose(0, 1, 3, 2)
+            .reshape(-1, x.shape[1] * k * k)
+        ),
     },
     points=2,
 )

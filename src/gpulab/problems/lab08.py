@@ -140,6 +140,22 @@ def conv2d_backward_spec(x: np.ndarray, w: np.ndarray, dout: np.ndarray, stride:
     return dxpad[:, :, pad : pad + h, pad : pad + wd], dw, dout.sum(axis=(0, 2, 3))
 
 
+def _conv_backward_cols(
+    x: np.ndarray, w: np.ndarray, dout: np.ndarray, stride: int, pad: int, wrong: str
+) -> np.ndarray:
+    """A known mistake of the im2col backward (columns in (a, b, c) order), named by ``wrong``: ``"dw"`` (dW
+    reshaped to (F, C, k, k) without moving C), ``"wmat"`` (the filters flattened in (c, a, b) order for dcols) or
+    ``"d"`` (dout reshaped to (N*Ho*Wo, F) without moving F last). Returns the output that the mistake spoils."""
+    f, c, k, _ = w.shape
+    ops = ArrayOps()
+    cols, _, _ = ops.im2col(x.astype(np.float64), k, k, stride, pad)
+    d = (dout.reshape(-1, f) if wrong == "d" else dout.transpose(0, 2, 3, 1).reshape(-1, f)).astype(np.float64)
+    if wrong == "dw":
+        return (d.T @ cols).reshape(f, c, k, k)
+    wmat = w.reshape(f, c * k * k) if wrong == "wmat" else w.transpose(0, 2, 3, 1).reshape(f, k * k * c)
+    return ops.col2im(d @ wmat.astype(np.float64), x.shape, k, k, stride, pad)
+
+
 def _conv_backward_terms(x: np.ndarray, w: np.ndarray, dout: np.ndarray, stride: int, pad: int) -> int:
     n, f, ho, wo = dout.shape
     per_tap = ceil_div(w.shape[2], stride) ** 2
@@ -154,7 +170,11 @@ RELU_BACKWARD = Problem(
     gpu_sizes=[1, 100, 1 << 20],
     threads=[TPB, 32],
     out_names=["dx"],
-    mistakes={"the gradient was multiplied by y: ReLU's derivative is 1 where y > 0, not y.": lambda dout, y: dout * y},
+    mistakes={
+        "the gradient was multiplied by y: ReLU's derivative is 1 where y > 0, not y.": lambda dout, y: dout * y,
+        "dout passed where y == 0: a ReLU whose output is 0 (x <= 0) blocks the gradient, so the test is "
+        "`y[i] > 0`, not `y[i] >= 0`.": lambda dout, y: np.where(y >= 0, dout, 0).astype(dout.dtype),
+    },
     points=2,
 )
 
@@ -195,8 +215,10 @@ LINEAR_BACKWARD = Problem(
     mistakes={
         "this is the mean over the batch: the gradients of W and b are sums over the batch (dout already "
         "carries the loss's 1/N, if it has one), so do not divide by N.": lambda x, W, dout: (
-            dout.T @ x / x.shape[0] if x.shape[0] > 1 else np.full(1, np.nan)
+            [dout.T @ x / x.shape[0], dout.sum(axis=0) / x.shape[0]] if x.shape[0] > 1 else np.full(1, np.nan)
         ),
+        "db holds the sum of all of dout in every element: sum over the batch only, `dout.sum(axis=0)`, one "
+        "value per output feature.": lambda x, W, dout: np.full(W.shape[0], dout.sum(dtype=np.float64)),
     },
     points=2,
 )
@@ -214,6 +236,25 @@ CONV2D_BACKWARD = Problem(
     ],
     reduction=_conv_backward_terms,
     out_names=["dx", "dw", "db"],
+    mistakes={
+        "dw's elements are in the wrong places: `d.T @ cols` has its columns in the (a, b, c) order of cols, so "
+        "reshape it to (F, k, k, C) first, then move C forward: `.reshape(F, k, k, C).transpose(0, 3, 1, 2)`. A "
+        "plain reshape to (F, C, k, k) mixes channels and taps.": lambda x, w, dout, stride, pad: _conv_backward_cols(
+            x, w, dout, stride, pad, "dw"
+        ),
+        "dx was computed with the filters flattened in (c, a, b) order (`w.reshape(F, C*k*k)`), but the columns of "
+        "cols, and so of dcols, are in (a, b, c) order: use `wmat = w.transpose(0, 2, 3, 1).reshape(F, k*k*C)`, as "
+        "the forward does.": lambda x, w, dout, stride, pad: _conv_backward_cols(x, w, dout, stride, pad, "wmat"),
+        "dout was reshaped to (N*Ho*Wo, F) without moving F last: `dout.reshape(-1, F)` mixes filters and pixels. "
+        "Write `d = dout.transpose(0, 2, 3, 1).reshape(-1, F)` (row r = (n*Ho + i)*Wo + j, as in cols).": (
+            lambda x, w, dout, stride, pad: _conv_backward_cols(x, w, dout, stride, pad, "d")
+        ),
+        "db is a mean: the bias gradient sums dout over the batch and every output pixel, "
+        "`dout.sum(axis=(0, 2, 3))` (or `d.sum(axis=0)`), without dividing.": lambda x, w, dout, stride, pad: [
+            dout.sum(axis=(0, 2, 3), dtype=np.float64) / dout.shape[0],
+            dout.mean(axis=(0, 2, 3), dtype=np.float64),
+        ],
+    },
     points=4,
     given=[ArrayOps.im2col, ArrayOps.col2im],  # the lab's NumPy ops build the columns and fold them back
 )

@@ -180,7 +180,9 @@ BUDGET = Problem(
 
 def _unscale_inputs(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.float32]:
     g = (rng.standard_normal(n) * 1e3).astype(np.float32)
-    if n > 10:  # an overflowed FP16 backward pass: a few inf and nan, one in the last partial block
+    if 10 < n < 100:  # a backward pass that produced a nan and no inf (inf - inf, 0 * inf upstream)
+        g[n // 3] = np.nan
+    elif n >= 100:  # an overflowed FP16 backward pass: a few inf and nan, one in the last partial block
         g[[1, n // 2]] = np.inf, -np.inf
         g[n - 1] = np.nan
     return g, np.float32(2.0**-12)
@@ -201,8 +203,8 @@ UNSCALE = Problem(
     "lab10.unscale",
     spec=unscale_spec,
     inputs=_unscale_inputs,
-    sizes=[1, 100, 300],
-    gpu_sizes=[1, 100, 300, (1 << 22) + 3],
+    sizes=[1, 50, 100, 300],
+    gpu_sizes=[1, 50, 100, 300, (1 << 22) + 3],
     launch=launch_1d(TPB, arg=0),
     args=_in_place,
     out_init=0,
@@ -217,6 +219,10 @@ UNSCALE = Problem(
             g / inv
         ).astype(np.float32),
         "the gradients are unchanged: write grads[i] * inv_scale back into grads[i] (in place).": lambda g, inv: g,
+        "found_inf stayed 0 though a gradient is nan: set the flag for nan as well as inf, `if math.isinf(g) or "
+        "math.isnan(g):` (or `not math.isfinite(g)`). A nan gradient would poison the update as surely as an inf.": (
+            lambda g, inv: np.array([int(np.isinf(g).any())], np.int32)
+        ),
     },
     ptx="void(float32[:], float32, int32[:])",
     points=2,
@@ -244,6 +250,7 @@ def scaler_sim(
     grow_late: bool = False,
     backoff: float = 0.5,
     record_late: bool = False,
+    add_scaled: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Dynamic loss scaling over the steps: the scale each step used, whether its update was applied, and the
     float32 sum of the applied unscaled gradients (the keywords make the usual mistakes)."""
@@ -259,7 +266,7 @@ def scaler_sim(
             used.append(scale)
         applied.append(0 if found and skip else 1)
         if applied[-1]:
-            total += out
+            total += g if add_scaled else out
         if found:
             scale, good = scale * backoff, 0 if reset_good else good
         else:
@@ -329,6 +336,8 @@ SCALER = Problem(
         "on overflow the scale halves (scale / 2): it was too large.": _scaler_mistake(backoff=2.0),
         "scales[t] is the scale step t ran with: record it before the rule changes it (this looks like the scale "
         "after each step's update).": _scaler_mistake(record_late=True),
+        "total holds the scaled gradients (about scale times too large): add the copy your kernel unscaled, not "
+        "batches[t].": _scaler_mistake(add_scaled=True),
     },
     race_check=False,
     points=1,

@@ -88,6 +88,22 @@ def _mask_strict(s: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
     return np.where(keep, out, -np.inf).astype(s.dtype) if int(causal) else out
 
 
+def _mask_offset_reversed(s: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
+    out = s * s.dtype.type(scale)
+    n, m = s.shape
+    keep = np.arange(m)[None, :] <= np.arange(n)[:, None] + (n - m)
+    return np.where(keep, out, -np.inf).astype(s.dtype) if int(causal) and m != n else np.full(1, np.nan)
+
+
+def _mask_finite(s: np.ndarray, scale: Any, causal: Any) -> list[np.ndarray]:
+    """A known mistake: masked scores set to a large negative number (the usual ones) instead of -inf."""
+    out = scale_mask_spec(s, scale, causal)
+    masked = np.isneginf(out)
+    if not masked.any():
+        return []
+    return [np.where(masked, s.dtype.type(big), out) for big in (-1e4, -1e9, -1e10, -1e20, -1e30, -3.4028235e38)]
+
+
 SCALE_MASK = Problem(
     "lab12.scale_mask",
     spec=scale_mask_spec,
@@ -103,6 +119,14 @@ SCALE_MASK = Problem(
         ),
         "with m > n keys, query i sees keys j <= i + (m - n): the mask needs the offset m - n.": _mask_no_offset,
         "query i also sees key i + (m - n), its own position: mask j > i + (m - n), not >=.": _mask_strict,
+        "the mask's offset has the wrong sign: with n queries and m >= n keys, query i sees keys "
+        "j <= i + (m - n) (m - n keys are cached before the first query), not j <= i + (n - m).": (
+            _mask_offset_reversed
+        ),
+        "the scores are not scaled: multiply every score by scale, out[i, j] = s[i, j] * scale (the masked ones "
+        "are -inf either way).": lambda s, sc, c: scale_mask_spec(s, np.float32(1.0), c),
+        "masked scores must be -inf, not a large negative number: the check asks for exactly -inf (`-math.inf`), "
+        "which exp turns into exactly 0 whatever the row's other scores are.": _mask_finite,
     },
     budget=Budget(sectors={"s": 2.0, "out": 2.0}),
     points=2,
@@ -190,6 +214,16 @@ def combine_spec(mx: np.ndarray, sm: np.ndarray, o: np.ndarray) -> np.ndarray:
     return ((w[:, :, None] * o).sum(axis=0) / (w * sm).sum(axis=0)[:, None]).astype(o.dtype)
 
 
+def _combine_weights(mx: np.ndarray) -> np.ndarray:
+    mx64 = mx.astype(np.float64)
+    return np.exp(mx64 - mx64.max(axis=0, keepdims=True))  # (splits, n)
+
+
+def _combine_weighted(mx: np.ndarray, o: np.ndarray) -> np.ndarray:
+    """``sum_t exp(mx_t - M) o_t``: the merged output before the division (float64)."""
+    return (_combine_weights(mx)[:, :, None] * o).sum(axis=0)
+
+
 COMBINE = Problem(
     "lab12.combine",
     spec=combine_spec,
@@ -203,7 +237,17 @@ COMBINE = Problem(
         "the partial sums are relative to different maxima: weight each split by exp(mx_t - M), "
         "M the largest, before adding (sum o_t / sum sm_t mixes scales).": lambda mx, sm, o: (
             o.sum(axis=0) / sm.sum(axis=0)[:, None]
-        ).astype(o.dtype)
+        ).astype(o.dtype),
+        "the denominator must be weighted too: out = sum_t exp(mx_t - M) o_t / sum_t exp(mx_t - M) sm_t (each sm_t "
+        "is relative to its own maximum mx_t, like o_t).": lambda mx, sm, o: (
+            _combine_weighted(mx, o) / sm.astype(np.float64).sum(axis=0)[:, None]
+        ).astype(o.dtype),
+        "the denominator is the sum of the weights exp(mx_t - M): it must be the weighted sum of the chunks' sums, "
+        "sum_t exp(mx_t - M) sm_t (sm_t adds up the chunk's exponentials).": lambda mx, sm, o: (
+            _combine_weighted(mx, o) / _combine_weights(mx).sum(axis=0)[:, None]
+        ).astype(o.dtype),
+        "out is not normalised: divide the weighted sum of the o_t by the weighted sum of the sm_t, "
+        "sum_t exp(mx_t - M) sm_t.": lambda mx, sm, o: _combine_weighted(mx, o).astype(o.dtype),
     },
     budget=Budget(sectors={"o": 2.0, "out": 2.0}),
     points=3,

@@ -1,0 +1,230 @@
+"""Labs 07 and 08, more beginners' mistakes named (each edit is one line a learner gets wrong; the right kernel or
+function still gets full marks).
+
+Before: a 1-D or 2-D convolution one tap short (`range(K - 1)`), a single-channel 2-D convolution with its filter
+flipped, a batched convolution whose guard skips only the taps past the bottom and right edges, a max-pool one
+row and column short or with its stride ignored, an im2col with a tap's row and column offsets swapped, a ReLU
+backward passing dout where y == 0, a linear backward whose db is a mean or the sum of all of dout, and a
+convolution backward with dw reshaped without moving C, wmat or dout flattened in the wrong order, or db a mean,
+all got "expected ..., got ..." with no hint.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+from gpulab import nn
+from gpulab.problems import lab07, lab08
+from kernel_edits import edited_kernel
+
+NS = {"cuda": cuda, "float32": float32}
+reference = nn.ops.get("numpy")  # as the lab's notebook: its im2col and col2im are given
+
+CONV1D = """
+@cuda.jit
+def conv1d_kernel(x, w, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        s = float32(0.0)
+        for k in range(w.size):
+            s += x[i + k] * w[k]
+        out[i] = s
+"""
+
+CONV2D_SINGLE = """
+@cuda.jit
+def conv2d_single_kernel(x, w, out):
+    j, i = cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        s = float32(0.0)
+        for a in range(w.shape[0]):
+            for b in range(w.shape[1]):
+                s += x[i + a, j + b] * w[a, b]
+        out[i, j] = s
+"""
+
+CONV2D = """
+@cuda.jit
+def conv2d_kernel(x, w, b, stride, pad, out):
+    t = cuda.grid(1)
+    if t < out.size:
+        j = t % out.shape[3]
+        i = (t // out.shape[3]) % out.shape[2]
+        f = (t // (out.shape[3] * out.shape[2])) % out.shape[1]
+        n = t // (out.shape[3] * out.shape[2] * out.shape[1])
+        k = w.shape[2]
+        s = b[f]
+        for c in range(x.shape[1]):
+            for a in range(k):
+                for d in range(k):
+                    r = i * stride + a - pad
+                    q = j * stride + d - pad
+                    if 0 <= r < x.shape[2] and 0 <= q < x.shape[3]:
+                        s += x[n, c, r, q] * w[f, c, a, d]
+        out[n, f, i, j] = s
+"""
+
+MAXPOOL = """
+@cuda.jit
+def maxpool_kernel(x, k, stride, out):
+    t = cuda.grid(1)
+    if t < out.size:
+        j = t % out.shape[3]
+        i = (t // out.shape[3]) % out.shape[2]
+        c = (t // (out.shape[3] * out.shape[2])) % out.shape[1]
+        n = t // (out.shape[3] * out.shape[2] * out.shape[1])
+        m = x[n, c, i * stride, j * stride]
+        for a in range(k):
+            for b in range(k):
+                v = x[n, c, i * stride + a, j * stride + b]
+                if v > m:
+                    m = v
+        out[n, c, i, j] = m
+"""
+
+IM2COL = """
+@cuda.jit
+def im2col_kernel(x, k, stride, pad, cols):
+    q, r = cuda.grid(2)
+    ho = (x.shape[2] + 2 * pad - k) // stride + 1
+    wo = (x.shape[3] + 2 * pad - k) // stride + 1
+    if r < cols.shape[0] and q < cols.shape[1]:
+        n = r // (ho * wo)
+        i = (r // wo) % ho
+        j = r % wo
+        c = q // (k * k)
+        a = (q // k) % k
+        d = q % k
+        h = i * stride + a - pad
+        w = j * stride + d - pad
+        v = float32(0.0)
+        if 0 <= h < x.shape[2] and 0 <= w < x.shape[3]:
+            v = x[n, c, h, w]
+        cols[r, q] = v
+"""
+
+RELU_BACKWARD = """
+@cuda.jit
+def relu_backward_kernel(dout, y, dx):
+    i = cuda.grid(1)
+    if i < dx.size:
+        if y[i] > 0:
+            dx[i] = dout[i]
+        else:
+            dx[i] = float32(0.0)
+"""
+
+CASES = [
+    (lab07.CONV1D, CONV1D, "conv1d_kernel", ("range(w.size)", "range(w.size - 1)"), "the last tap is missing"),
+    (
+        lab07.CONV2D_SINGLE,
+        CONV2D_SINGLE,
+        "conv2d_single_kernel",
+        ("w[a, b]", "w[w.shape[0] - 1 - a, w.shape[1] - 1 - b]"),
+        "you flipped the filter",
+    ),
+    (
+        lab07.CONV2D_SINGLE,
+        CONV2D_SINGLE,
+        "conv2d_single_kernel",
+        ("range(w.shape[", "range(-1 + w.shape["),
+        "the last row and column of taps",
+    ),
+    (
+        lab07.CONV2D,
+        CONV2D,
+        "conv2d_kernel",
+        ("0 <= r < x.shape[2] and 0 <= q < x.shape[3]", "r < x.shape[2] and q < x.shape[3]"),
+        "taps above or left of x",
+    ),
+    (
+        lab07.MAXPOOL,
+        MAXPOOL,
+        "maxpool_kernel",
+        ("range(k)", "range(k - 1)"),
+        "the window is one row and one column short",
+    ),
+    (lab07.MAXPOOL, MAXPOOL, "maxpool_kernel", ("* stride", "* 1"), "the stride is ignored"),
+    (
+        lab07.IM2COL,
+        IM2COL,
+        "im2col_kernel",
+        ("a = (q // k) % k\n        d = q % k", "d = (q // k) % k\n        a = q % k"),
+        "a tap's row and column offsets are swapped",
+    ),
+    (lab08.RELU_BACKWARD, RELU_BACKWARD, "relu_backward_kernel", ("y[i] > 0", "y[i] >= 0"), "dout passed where y == 0"),
+]
+
+
+@pytest.mark.parametrize(("problem", "src", "name", "edit", "hint"), CASES, ids=[c[4][:24] for c in CASES])
+def test_kernel_mistake_gets_its_hint_and_the_right_kernel_full_marks(problem, src, name, edit, hint):
+    right = problem.check(edited_kernel(src, name, NS))
+    assert right.passed and right.score == right.max_score, right
+    res = problem.check(edited_kernel(src, name, NS, edit))
+    assert not res.passed and res.score == 0, res
+    assert res.hint.startswith(hint), res
+
+
+LINEAR = {
+    "right": lambda x, W, d: (d @ W, d.T @ x, d.sum(axis=0)),
+    "db mean": lambda x, W, d: (d @ W, d.T @ x, d.mean(axis=0)),
+    "db of all": lambda x, W, d: (d @ W, d.T @ x, d.sum()),
+}
+
+
+@pytest.mark.parametrize(
+    ("which", "hint"),
+    [("right", None), ("db mean", "this is the mean over the batch"), ("db of all", "db holds the sum of all")],
+)
+def test_linear_backward_db_mistakes_are_named(which, hint):
+    def host(x, W, dout, dx, dW, db):
+        dx[...], dW[...], db[...] = LINEAR[which](x, W, dout)
+
+    res = lab08.LINEAR_BACKWARD.check(host=host)
+    if hint is None:
+        assert res.passed and res.score == res.max_score, res
+    else:
+        assert not res.passed and res.hint.startswith(hint) and res.message.startswith("db["), res
+
+
+def conv2d_backward(x, w, dout, stride, pad, wrong=""):
+    """The lab's im2col backward, or one with the mistake ``wrong``."""
+    ops = reference
+    f, c, k, _ = w.shape
+    cols, _, _ = ops.im2col(x, k, k, stride, pad)
+    d = dout.reshape(-1, f) if wrong == "d" else dout.transpose(0, 2, 3, 1).reshape(-1, f)
+    dw = (d.T @ cols).reshape(f, c, k, k) if wrong == "dw" else (d.T @ cols).reshape(f, k, k, c).transpose(0, 3, 1, 2)
+    wmat = w.reshape(f, c * k * k) if wrong == "wmat" else w.transpose(0, 2, 3, 1).reshape(f, k * k * c)
+    db = dout.mean(axis=(0, 2, 3)) if wrong == "db" else d.sum(axis=0)
+    return ops.col2im(d @ wmat, x.shape, k, k, stride, pad), dw, db
+
+
+@pytest.mark.parametrize(
+    ("wrong", "out", "hint"),
+    [
+        ("", None, None),
+        ("dw", "dw", "dw's elements are in the wrong places"),
+        ("wmat", "dx", "dx was computed with the filters flattened in (c, a, b) order"),
+        ("d", "dx", "dout was reshaped to (N*Ho*Wo, F) without moving F last"),
+        ("db", "db", "db is a mean"),
+    ],
+)
+def test_conv2d_backward_mistakes_are_named(wrong, out, hint):
+    def host(x, w, dout, stride, pad, dx, dw, db):
+        dx[...], dw[...], db[...] = conv2d_backward(x, w, dout, stride, pad, wrong)
+
+    res = lab08.CONV2D_BACKWARD.check(host=host)
+    if hint is None:
+        assert res.passed and res.score == res.max_score, res
+    else:
+        assert not res.passed and res.hint.startswith(hint) and res.message.startswith(out + "["), res
+
+
+def test_the_wrapped_low_taps_mistake_is_not_named_without_padding():
+    """Without padding no tap falls above or left of x: the mistake cannot be made, so it names nothing."""
+    rng = np.random.default_rng(0)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((1, 1, 4, 4), (1, 1, 3, 3), (1,)))
+    with pytest.raises(ValueError):
+        lab07._conv_low_taps_wrapped(x, w, b, 1, 0)
