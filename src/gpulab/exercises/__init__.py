@@ -70,7 +70,11 @@ What is checked (the pipeline in :mod:`.check`), and the verdict a learner gets:
   a unit slip (the answer times 1000, 3600, 3.6e6, 2**30 / 1e9, ... in every element: :mod:`.units`),
   "correct on square inputs, wrong on non-square", or the exercise's own
   ``mistakes={hint: wrong_spec}`` (``wrong_spec`` returns the output the mistake gives, or a list of the
-  outputs it can give, e.g. one per loop bound a correct kernel may use);
+  outputs it can give, e.g. one per loop bound a correct kernel may use). A shape error raised in the learner's
+  array code (a matmul, a broadcast, a reshape: :mod:`.shapes`) is shown with the shapes the code was given, by
+  argument name, and those each output must have; its hint is that of the named mistake that raises the same
+  error on the same input (``lambda x, W, dout: dout @ W.T``) or gives a result of the shape that was stored
+  into an output, else one about the operation;
 * races (:mod:`.races`, simulator): an instrumented run logs every shared-memory access and output
   write with its thread and barrier epoch; it names the race and which barrier is missing (after
   the load, or before the next overwrite), two threads writing one output without

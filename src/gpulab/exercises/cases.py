@@ -150,7 +150,9 @@ def run_case(st: State, k: int, launch: Launch, interval: float | None = None) -
             inside = thread_inside(exc, case.expected[0].shape, launch.swapped)
         code = getattr(py_func(runner.kernel), "__code__", None) if st.p.host is None else None
         shuffles = code is not None and any(n.startswith("shfl_") for n in code_names(code))
-        status, msg, hint = exception_verdict(exc, getattr(exc, "gpulab_launch", ""), case, inside, shuffles)
+        names = (st.judge.in_names, runner.names)
+        launched = getattr(exc, "gpulab_launch", "")
+        status, msg, hint = exception_verdict(exc, launched, case, inside, shuffles, names, st.judge.mistakes)
         return Failure(status, k, launch, msg, hint, swappable=isinstance(exc, IndexError))
     for o, exp in enumerate(case.expected):
         if not all(same(r[o], exp, st.p.rtol, tol_for(case, o, st.p.atol)) for r in runs):

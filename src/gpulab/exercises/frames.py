@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass
 from types import CodeType
 
-__all__ = ["Origin", "origin", "source_line"]
+__all__ = ["Origin", "origin", "source_function", "source_line"]
 
 _GPULAB = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../gpulab
 _SIMULATOR = os.path.join(_GPULAB, "simulator") + os.sep
@@ -173,3 +173,19 @@ def source_line(exc: BaseException) -> tuple[int, str] | None:
     Numba's, gpulab's nor the standard library's, when the exception was raised there (None otherwise)."""
     found = origin(exc)
     return found.line if found.kind == "yours" else None
+
+
+def source_function(exc: BaseException) -> str:
+    """The name of the learner's function where ``exc`` was raised, as :func:`source_line` finds its line ("" when
+    it was not raised in the learner's code, or in a lambda or at a cell's top level)."""
+    inner = None
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        kind = _kind(code.co_filename)
+        if kind != "other":
+            inner = (kind, code.co_name)
+        tb = tb.tb_next
+    if inner is None or inner[0] != "yours" or inner[1].startswith("<"):
+        return ""
+    return inner[1]

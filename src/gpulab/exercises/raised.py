@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from ..errors import GpulabError
 from .problem import Case
 from .frames import _XOROSHIRO as _XOROSHIRO_FILE
 from .run import KernelTimeout
+from .shapes import is_shape_error, shape_verdict
 
 __all__ = ["EXP_LIMIT", "exception_verdict", "largest_input", "thread_inside"]
 
@@ -77,11 +79,19 @@ def _in_rng(exc: BaseException, line: tuple[int, str] | None) -> bool:
 
 
 def exception_verdict(
-    exc: BaseException, launch: str, case: Case, inside: bool | None = None, shuffles: bool = False
+    exc: BaseException,
+    launch: str,
+    case: Case,
+    inside: bool | None = None,
+    shuffles: bool = False,
+    names: tuple[Sequence[str], Sequence[str]] = ((), ()),
+    mistakes: dict[str, Callable[..., Any]] | None = None,
 ) -> tuple[str, str, str]:
     """(status, message, hint) for an exception raised by the learner's code. ``inside``: the thread
     that failed has an output element to compute (so a bounds guard would not help); ``shuffles``: the kernel
-    exchanges values between lanes (``cuda.shfl_*_sync``), so a guard must not keep lanes from the shuffles."""
+    exchanges values between lanes (``cuda.shfl_*_sync``), so a guard must not keep lanes from the shuffles.
+    ``names``: (input names, output names), for a shape error's given and expected shapes; ``mistakes``: the
+    exercise's named mistakes, one of which may raise the learner's error (:mod:`.shapes`)."""
     text = str(exc)
     m = _TID_RE.match(text)
     where = ""
@@ -90,6 +100,8 @@ def exception_verdict(
         where = f"thread ({', '.join(tid)}) of block ({', '.join(cta)})"
     line = getattr(exc, "gpulab_line", None)
     at = (f" at line {line[0]}" + (f": `{line[1]}`" if line[1] else "")) if line else ""
+    func = getattr(exc, "gpulab_function", "")
+    yours = f"your function {func}" if func and not where else "your code"
     if isinstance(exc, NotImplementedError):
         return "not implemented", "not implemented yet: replace `raise NotImplementedError` with your code.", ""
     if isinstance(exc, KernelTimeout):
@@ -106,6 +118,10 @@ def exception_verdict(
         return "failed", msg + f"input: {case.describe()}\nlaunch: {launch}", RNG_WORDS_HINT
     if isinstance(exc, (IndexError, TypeError)) and _indexed_a_number(text):
         return "failed", _number_indexed_msg(where, at, text, case, launch), NUMBER_INDEXED_HINT
+    if is_shape_error(exc):  # raised in the learner's code (gpulab's, the launch's, Numba's: above)
+        shapes, hint = shape_verdict(exc, case, names[0], names[1], mistakes, kernel=bool(where))
+        msg = f"{type(exc).__name__} in {where or yours}{at}: {text}\n{shapes}"
+        return "error", f"{msg}\ninput: {case.describe()}\nlaunch: {launch}", hint
     if isinstance(exc, IndexError):
         msg = (
             f"{where or 'a thread'} indexed past the end of an array{at}: {text}\n"
@@ -128,7 +144,7 @@ def exception_verdict(
                 "and check that i/j index the right dimensions."
             )
         return "failed", msg, hint
-    msg = f"{type(exc).__name__} in {where or 'your code'}{at}: {text}\ninput: {case.describe()}\nlaunch: {launch}"
+    msg = f"{type(exc).__name__} in {where or yours}{at}: {text}\ninput: {case.describe()}\nlaunch: {launch}"
     if isinstance(exc, OverflowError):
         big = largest_input(case)
         hint = (

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..errors import UsageError
 from ..exercises import CheckResult
+from ..exercises.frames import source_line
 from ..source import py_func
 from .tally import record as _record
 from .exercise import Exercise as Exercise, as_host as as_host
@@ -226,7 +227,9 @@ def _check_function(
                 "not implemented yet: replace `raise NotImplementedError` with your code.",
             )
         except Exception as exc:  # noqa: BLE001 - the learner's code: report, never crash the notebook
-            return CheckResult(fname, "error", 0.0, 1.0, f"{fname}{args} raised {type(exc).__name__}: {exc}")
+            line = source_line(exc)  # the learner's line that raised, when it is theirs
+            at = f" at line {line[0]}: `{line[1]}`" if line else ""
+            return CheckResult(fname, "error", 0.0, 1.0, f"{fname}{args} raised {type(exc).__name__}{at}: {exc}")
         try:
             ok = math.isclose(float(got), float(expected), rel_tol=rtol, abs_tol=0.0)
         except (TypeError, ValueError):
