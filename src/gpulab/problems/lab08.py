@@ -115,6 +115,13 @@ def linear_backward_spec(x: np.ndarray, W: np.ndarray, dout: np.ndarray) -> tupl
     return dout @ W, dout.T @ x, dout.sum(axis=0)
 
 
+def _linear_mean(x: np.ndarray, W: np.ndarray, dout: np.ndarray) -> list[np.ndarray]:
+    """A known mistake: dW and db divided by the batch size N (the same as the right answer when N == 1)."""
+    if x.shape[0] == 1:
+        raise ValueError("the same as the right answer for a batch of one")
+    return [dout.T @ x / x.shape[0], dout.sum(axis=0) / x.shape[0]]
+
+
 def conv_backward_inputs(size: tuple, rng: np.random.Generator) -> tuple:
     """size = (N, C, H, W, F, k, stride, pad) -> x, w, dout, stride, pad."""
     n, c, h, w, f, k, stride, pad = size
@@ -144,8 +151,9 @@ def _conv_backward_cols(
     x: np.ndarray, w: np.ndarray, dout: np.ndarray, stride: int, pad: int, wrong: str
 ) -> np.ndarray:
     """A known mistake of the im2col backward (columns in (a, b, c) order), named by ``wrong``: ``"dw"`` (dW
-    reshaped to (F, C, k, k) without moving C), ``"wmat"`` (the filters flattened in (c, a, b) order for dcols) or
-    ``"d"`` (dout reshaped to (N*Ho*Wo, F) without moving F last). Returns the output that the mistake spoils."""
+    reshaped to (F, C, k, k) without moving C), ``"wmat"`` (the filters flattened in (c, a, b) order for dcols),
+    ``"d"`` (dout reshaped to (N*Ho*Wo, F) without moving F last) or ``"dcols"`` (dcols = d @ wmat.T, raising
+    unless k*k*C == F). Returns the output that the mistake spoils."""
     f, c, k, _ = w.shape
     ops = ArrayOps()
     cols, _, _ = ops.im2col(x.astype(np.float64), k, k, stride, pad)
@@ -153,7 +161,18 @@ def _conv_backward_cols(
     if wrong == "dw":
         return (d.T @ cols).reshape(f, c, k, k)
     wmat = w.reshape(f, c * k * k) if wrong == "wmat" else w.transpose(0, 2, 3, 1).reshape(f, k * k * c)
-    return ops.col2im(d @ wmat.astype(np.float64), x.shape, k, k, stride, pad)
+    wmat = wmat.astype(np.float64)
+    return ops.col2im(d @ wmat.T if wrong == "dcols" else d @ wmat, x.shape, k, k, stride, pad)
+
+
+def _conv_d_reshaped(x: np.ndarray, w: np.ndarray, dout: np.ndarray, wrong: str) -> np.ndarray:
+    """A known mistake in laying dout out as d, (N*Ho*Wo, F), with sizes written out: ``"c"`` (C, x's channels,
+    in place of F) or ``"hw"`` (the input's H*W in place of Ho*Wo). It raises where the sizes differ; else it
+    returns d, whose shape is no output's."""
+    n, c, h, wd = x.shape
+    _, f, ho, wo = dout.shape
+    rows, cols = (n * h * wd, f) if wrong == "hw" else (n * ho * wo, c)
+    return dout.transpose(0, 2, 3, 1).reshape(rows, cols)
 
 
 def _conv_backward_terms(x: np.ndarray, w: np.ndarray, dout: np.ndarray, stride: int, pad: int) -> int:
@@ -214,11 +233,21 @@ LINEAR_BACKWARD = Problem(
     out_names=["dx", "dW", "db"],
     mistakes={
         "this is the mean over the batch: the gradients of W and b are sums over the batch (dout already "
-        "carries the loss's 1/N, if it has one), so do not divide by N.": lambda x, W, dout: (
-            [dout.T @ x / x.shape[0], dout.sum(axis=0) / x.shape[0]] if x.shape[0] > 1 else np.full(1, np.nan)
-        ),
+        "carries the loss's 1/N, if it has one), so do not divide by N.": _linear_mean,
         "db holds the sum of all of dout in every element: sum over the batch only, `dout.sum(axis=0)`, one "
         "value per output feature.": lambda x, W, dout: np.full(W.shape[0], dout.sum(dtype=np.float64)),
+        # wrong transposes and axes: each raises on most inputs (the verdict then names its shapes, see
+        # gpulab.exercises.shapes) and gives a wrong value of the right shape on the others
+        "dx = dout @ W: dout is (N, out) and W is (out, in), so dout @ W is (N, in), the shape of x. `dout @ W.T` "
+        "would need W as (in, out), as in y = x @ W; here y = x @ W.T.": lambda x, W, dout: dout @ W.T,
+        "dW must have W's shape (out, in): dW = dout.T @ x, (out, N) @ (N, in), the batch axis N summed over. "
+        "x.T @ dout is (in, out), the gradient for y = x @ W with W (in, out), not for this lab's y = x @ W.T.": (
+            lambda x, W, dout: x.T @ dout
+        ),
+        "x @ dout multiplies (N, in) by (N, out): the batch axis N must be the inner one, the one summed over. "
+        "dW = dout.T @ x is (out, N) @ (N, in) = (out, in), the shape of W.": lambda x, W, dout: x @ dout,
+        "db = dout.sum(axis=1) sums over the output features, one value per sample (N,): db has b's shape (out,), "
+        "one value per output feature, so sum over the batch, `dout.sum(axis=0)`.": lambda x, W, dout: dout.sum(axis=1),
     },
     points=2,
 )
@@ -248,6 +277,20 @@ CONV2D_BACKWARD = Problem(
         "dout was reshaped to (N*Ho*Wo, F) without moving F last: `dout.reshape(-1, F)` mixes filters and pixels. "
         "Write `d = dout.transpose(0, 2, 3, 1).reshape(-1, F)` (row r = (n*Ho + i)*Wo + j, as in cols).": (
             lambda x, w, dout, stride, pad: _conv_backward_cols(x, w, dout, stride, pad, "d")
+        ),
+        "dcols = d @ wmat: d is (N*Ho*Wo, F) and wmat is (F, k*k*C), so d @ wmat is (N*Ho*Wo, k*k*C), the shape of "
+        "cols. The forward's `cols @ wmat.T` takes the transpose; its backward does not.": (
+            lambda x, w, dout, stride, pad: _conv_backward_cols(x, w, dout, stride, pad, "dcols")
+        ),
+        "d is dout laid out as (N*Ho*Wo, F): its columns are dout's F channels (F = w.shape[0]), not x's C. "
+        "Reshape to (n * ho * wo, f).": lambda x, w, dout, stride, pad: _conv_d_reshaped(x, w, dout, "c"),
+        "d has one row per output pixel, N*Ho*Wo rows, with Ho and Wo from dout.shape: the output's Ho x Wo is "
+        "not the input's H x W (a k x k window shrinks it unless padded, a stride divides it).": lambda x, w, dout, stride, pad: (
+            _conv_d_reshaped(x, w, dout, "hw")
+        ),
+        "db = d.sum(axis=1) sums over the filters, one value per output pixel: db has one value per filter, (F,), "
+        "so sum d over its rows, `d.sum(axis=0)` (or `dout.sum(axis=(0, 2, 3))`).": lambda x, w, dout, stride, pad: (
+            dout.transpose(0, 2, 3, 1).reshape(-1, w.shape[0]).sum(axis=1)
         ),
         "db is a mean: the bias gradient sums dout over the batch and every output pixel, "
         "`dout.sum(axis=(0, 2, 3))` (or `d.sum(axis=0)`), without dividing.": lambda x, w, dout, stride, pad: [
