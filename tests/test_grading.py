@@ -216,6 +216,8 @@ def test_notes_name_tampered_test_cells_and_other_releases():
     """The scores ignore edited test cells; the notes tell the teacher they were edited."""
     clean = nbformat.read(str(STUDENT), as_version=4)
     assert assemble(SOURCE, clean).notes == []
+    solution = nbformat.read(str(SOURCE), as_version=4)  # the solution itself: its test cells hold the hidden tests
+    assert assemble(SOURCE, solution).notes == []
     sub = nbformat.read(str(STUDENT), as_version=4)
     sub.cells = [c for c in sub.cells if _meta(c).get("grade_id") != "lab01-stencil-check"]
     for c in sub.cells:

@@ -141,7 +141,7 @@ def _test_cell_notes(source: Any, submission: Any) -> list[str]:
         if sub is None:
             missing.append(gid)
             continue
-        if _code(sub).strip() != _stub(_code(cell)).strip():
+        if _code(sub).strip() not in (_stub(_code(cell)).strip(), _code(cell).strip()):  # student or solution form
             edited.append(gid)
         if str(_meta(sub).get("points")) != str(meta.get("points")):
             points.append(f"{gid} ({_meta(sub).get('points')} instead of {meta.get('points')})")
