@@ -120,6 +120,11 @@ def _times_keep(x: np.ndarray, words: np.ndarray, p: Any) -> np.ndarray:  # x * 
     return np.where(keep, x * (np.float32(1) - np.float32(p)), np.float32(0)).astype(np.float32)
 
 
+def _over_p(x: np.ndarray, words: np.ndarray, p: Any) -> np.ndarray:  # x / p: divided by the drop probability
+    keep = draws(words, x.size) >= p
+    return np.where(keep, x / np.float32(p), np.float32(0)).astype(np.float32)
+
+
 def _dropped_unwritten(x: np.ndarray, words: np.ndarray, p: Any) -> np.ndarray:  # no `else`: NaN, the harness's fill
     return np.where(draws(words, x.size) >= p, apply(x, words, p), np.float32(np.nan)).astype(np.float32)
 
@@ -149,6 +154,8 @@ def named_mistakes(inp: str, scaling: str) -> dict[str, Callable[..., Any]]:
         scaling: _no_scaling,
         f"the kept values are {inp} * (1 - p): inverted dropout divides by the keep probability, {inp}[i] / (1 - p), "
         "so kept values grow and their expected value stays the same.": _times_keep,
+        f"the kept values are {inp} / p: p is the probability of dropping, so divide by the keep probability, "
+        f"{inp}[i] / (1 - p).": _over_p,
         "the dropped elements were never written (they still hold the check's fill): an output is not zeroed for "
         "you, so write 0 where the element is dropped (an `else:` branch), and the mask too.": _dropped_unwritten,
         "keep and drop are swapped: the element is kept where u < p, so a fraction p survives instead of 1 - p. Keep "
