@@ -154,8 +154,6 @@ def named_mistakes(inp: str, scaling: str) -> dict[str, Callable[..., Any]]:
         scaling: _no_scaling,
         f"the kept values are {inp} * (1 - p): inverted dropout divides by the keep probability, {inp}[i] / (1 - p), "
         "so kept values grow and their expected value stays the same.": _times_keep,
-        f"the kept values are {inp} / p: p is the probability of dropping, so divide by the keep probability, "
-        f"{inp}[i] / (1 - p).": _over_p,
         "the dropped elements were never written (they still hold the check's fill): an output is not zeroed for "
         "you, so write 0 where the element is dropped (an `else:` branch), and the mask too.": _dropped_unwritten,
         "keep and drop are swapped: the element is kept where u < p, so a fraction p survives instead of 1 - p. Keep "
@@ -169,4 +167,6 @@ def named_mistakes(inp: str, scaling: str) -> dict[str, Callable[..., Any]]:
         f"the elements past the first cuda.gridsize(1) were never written: the grid is fixed (one thread per state, "
         f"fewer threads than elements), so each thread must loop: for i in range(tid, {inp}.size, "
         "cuda.gridsize(1)).": _no_grid_stride,
+        f"the kept values are {inp} / p: p is the probability of dropping, so divide by the keep probability, "
+        f"{inp}[i] / (1 - p).": _over_p,
     }
