@@ -228,3 +228,17 @@ def test_the_wrapped_low_taps_mistake_is_not_named_without_padding():
     x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((1, 1, 4, 4), (1, 1, 3, 3), (1,)))
     with pytest.raises(ValueError):
         lab07._conv_low_taps_wrapped(x, w, b, 1, 0)
+
+
+def test_batched_conv2d_with_the_row_fastest_is_over_its_coalescing_budget():
+    """Exercise 3's 1-D launch, t decoded with i = t % HO: correct values, but a warp's writes land WO elements
+    apart. Before, it got full marks (no budget); exercise 2's 2-D conv with i from threadIdx.x got half."""
+    right = lab07.CONV2D.check(edited_kernel(CONV2D, "conv2d_kernel", NS))
+    assert right.passed and right.score == right.max_score, right
+    row_fastest = (
+        "j = t % out.shape[3]\n        i = (t // out.shape[3]) % out.shape[2]",
+        "i = t % out.shape[2]\n        j = (t // out.shape[2]) % out.shape[3]",
+    )
+    res = lab07.CONV2D.check(edited_kernel(CONV2D, "conv2d_kernel", NS, row_fastest))
+    assert res.status == "over budget" and res.score == res.max_score / 2, res
+    assert "coalescing of out" in res.message and "j = t % WO" in res.hint, res

@@ -165,3 +165,41 @@ def test_a_kernels_own_factors_are_no_unit_slip():
         assert unit_factor_hint(exp * factor, exp, 1e-6, 0.0, "out") == ""
     assert unit_factor_hint(exp * 2**30 / 1e9, exp, 0.05, 0.0, "out") == ""  # a tolerance that cannot tell 1.074
     assert unit_factor_hint(np.zeros(3), np.zeros(3), 1e-6, 0.0, "out") == ""  # no ratio to read
+
+
+# --- the integral and the ring, more mistakes named (before: "expected ..., got ..." with no hint) ---
+
+
+@pytest.mark.parametrize(
+    ("fn", "words"),
+    [
+        (lambda t, w, idle, n: float(np.sum((w - idle)[:-1] * np.diff(t))) / n, "left Riemann sum"),
+        (lambda t, w, idle, n: float(np.sum(w - idle)) / n, "summed without the time"),
+        (lambda t, w, idle, n: _trap(w - idle, np.arange(len(t), dtype=float)) / n, "as if 1 s apart"),
+    ],
+)
+def test_energy_integration_mistakes_are_named(fn, words):
+    res = _check(11, "dynamic_joules_per_image", fn)
+    assert not res.passed and words in res.hint, res
+
+
+def _ring(volume=2.0, latency_steps=True):
+    def step_times(n_gpus, compute_1gpu_s, grad_bytes, link_gbps, latency_s):
+        n = np.asarray(n_gpus, dtype=np.float64)
+        latency = 2 * (n - 1) * latency_s if latency_steps else (n > 1) * latency_s
+        return compute_1gpu_s / n + volume * (n - 1) / n * grad_bytes / (link_gbps * 1e9) + latency
+
+    return step_times
+
+
+@pytest.mark.parametrize(
+    ("fn", "words"),
+    [(_ring(volume=1.0), "not (N-1)/N"), (_ring(latency_steps=False), "not the latency once")],
+)
+def test_ring_mistakes_are_named_and_the_right_one_passes(fn, words):
+    res = _check(19, "step_times", fn)
+    assert not res.passed and words in res.hint, res
+    right = _check(19, "step_times", _ring())
+    assert right.passed and right.score == right.max_score, right
+    energy = _check(11, "dynamic_joules_per_image", lambda t, w, idle, n: _trap(w - idle, t) / n)
+    assert energy.passed and energy.score == energy.max_score, energy

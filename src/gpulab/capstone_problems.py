@@ -65,6 +65,41 @@ def _col2im_spec(d: np.ndarray, x_shape: tuple, k: int, stride: int, pad: int) -
     return dx[:, :, pad : pad + h, pad : pad + w]
 
 
+def _im2col_channel_first(x: np.ndarray, k: int, stride: int, pad: int) -> np.ndarray:
+    """The mistake: columns in PyTorch's order ``q = (c*kh + a)*kw + b``, not ``(a*kw + b)*C + c``."""
+    n, c = x.shape[:2]
+    cols = _im2col_spec(x, k, stride, pad)
+    return cols.reshape(-1, k, k, c).transpose(0, 3, 1, 2).reshape(cols.shape)
+
+
+def _im2col_no_pad_shift(x: np.ndarray, k: int, stride: int, pad: int) -> np.ndarray:
+    """The mistake: ``ih = i*stride + a`` without ``- pad`` (the padding all lands below and right)."""
+    xp = np.pad(x, ((0, 0), (0, 0), (0, 2 * pad), (0, 2 * pad)))
+    return _im2col_spec(xp, k, stride, 0)
+
+
+def _col2im_channel_first(d: np.ndarray, x_shape: tuple, k: int, stride: int, pad: int) -> np.ndarray:
+    """The mistake: ``dcols`` read at ``q = (c*kh + a)*kw + b`` (PyTorch's order), not ``(a*kw + b)*C + c``."""
+    c = x_shape[1]
+    return _col2im_spec(d.reshape(-1, c, k, k).transpose(0, 2, 3, 1).reshape(d.shape), x_shape, k, stride, pad)
+
+
+def _col2im_no_stride_test(d: np.ndarray, x_shape: tuple, k: int, stride: int, pad: int) -> np.ndarray:
+    """The mistake: no ``ii % stride == 0`` test, so ``ii // stride`` rounds taps that hit no window onto one."""
+    n, c, h, w = x_shape
+    ho, wo = conv_out_hw(h, w, k, k, stride, pad)
+    d6 = d.reshape(n, ho, wo, k, k, c).astype(np.float64)
+    dx = np.zeros((n, c, h, w))
+    for y in range(h):
+        for x in range(w):
+            for a in range(k):
+                for b in range(k):
+                    ii, jj = y + pad - a, x + pad - b
+                    if ii >= 0 and jj >= 0 and ii // stride < ho and jj // stride < wo:
+                        dx[:, :, y, x] += d6[:, ii // stride, jj // stride, a, b, :]
+    return dx.astype(d.dtype)
+
+
 def _pool_inputs(size: tuple, rng: np.random.Generator) -> tuple:
     """``(n, c, h, w, k, stride[, ties])``; with ``ties`` the values are ReLU outputs in steps of 0.5, so many
     windows hold their maximum twice (as after a ReLU in training, where whole windows are 0)."""
@@ -94,6 +129,21 @@ def _pool_last_max(x: np.ndarray, k: int, stride: int) -> np.ndarray:
     return (k * k - 1 - win[..., ::-1].argmax(axis=-1)).astype(np.int32)
 
 
+def _pool_from_zero(x: np.ndarray, k: int, stride: int) -> np.ndarray:
+    """The mistake: ``best = 0.0`` before the window's loop, so a window of negative values gives 0."""
+    return np.maximum(_pool_spec(x, k, stride)[0], 0).astype(x.dtype)
+
+
+def _pool_arg_flat(x: np.ndarray, k: int, stride: int) -> np.ndarray:
+    """The mistake: ``arg`` as the input pixel's flat index ``h*W + w``, not the position ``a*k + b`` in the window."""
+    _, arg = _pool_spec(x, k, stride)
+    ho, wo = arg.shape[2:]
+    a, b = arg // k, arg % k
+    h = np.arange(ho)[:, None] * stride + a
+    w = np.arange(wo)[None, :] * stride + b
+    return (h * x.shape[3] + w).astype(np.int32)
+
+
 def _pool_backward_inputs(size: tuple, rng: np.random.Generator) -> tuple:
     x, k, stride = _pool_inputs(size, rng)
     _, arg = _pool_spec(x, k, stride)
@@ -108,6 +158,33 @@ def _pool_backward_spec(dout: np.ndarray, arg: np.ndarray, x_shape: tuple, k: in
         for b in range(k):
             dx[:, :, a : a + stride * ho : stride, b : b + stride * wo : stride] += dout * (arg == a * k + b)
     return dx
+
+
+def _pool_backward_routed(
+    dout: np.ndarray, arg: np.ndarray, x_shape: tuple, k: int, stride: int, how: str
+) -> np.ndarray:
+    """The mistakes: ``how="all"`` routes dout to every pixel of the window (``arg`` ignored); ``"one_window"``
+    looks only at the window ``i = h // stride`` (as if windows never overlapped); ``"last"`` assigns
+    (``acc = dout[...]``) where it should add, so of several windows only the last one the loop meets counts."""
+    n, c, h, w = x_shape
+    ho, wo = dout.shape[2], dout.shape[3]
+    dx = np.zeros(x_shape, dtype=np.float64)
+    for y in range(h):
+        for x in range(w):
+            for a in range(k):
+                for b in range(k):
+                    ii, jj = y - a, x - b
+                    if ii < 0 or jj < 0 or ii % stride or jj % stride or ii // stride >= ho or jj // stride >= wo:
+                        continue
+                    i, j = ii // stride, jj // stride
+                    if how == "one_window" and (i, j) != (y // stride, x // stride):
+                        continue
+                    hit = np.ones((n, c), bool) if how == "all" else arg[:, :, i, j] == a * k + b
+                    if how == "last":
+                        dx[:, :, y, x] = np.where(hit, dout[:, :, i, j], dx[:, :, y, x])
+                    else:
+                        dx[:, :, y, x] += np.where(hit, dout[:, :, i, j], 0)
+    return dx.astype(dout.dtype)
 
 
 def _xent_inputs(size: tuple, rng: np.random.Generator) -> tuple:
@@ -137,6 +214,16 @@ def _xent_losses_mean(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return (_xent_spec(logits, labels)[1] / len(labels)).astype(logits.dtype)
 
 
+def _xent_loss_no_shift(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """The mistake: ``log(s) - logits[r, y]``, the label's logit without ``- m`` (s was summed shifted by m)."""
+    return (_xent_spec(logits, labels)[1] - logits.max(axis=1)).astype(logits.dtype)
+
+
+def _xent_no_onehot(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    z = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return (z / z.sum(axis=1, keepdims=True) / len(labels)).astype(logits.dtype)
+
+
 def _adam_inputs(size: Any, rng: np.random.Generator) -> tuple:
     p, g, m = random_arrays(rng, size, size, size)
     (v,) = random_arrays(rng, size, low=0.0, high=1.0)
@@ -162,6 +249,25 @@ def _adam_spec(p, g, m, v, lr_t, b1, b2, eps_t) -> tuple:
     m2 = b1 * m + (1 - b1) * g
     v2 = b2 * v + (1 - b2) * g * g
     return (p - lr_t * m2 / (np.sqrt(v2) + eps_t)).astype(p.dtype), m2.astype(p.dtype), v2.astype(p.dtype)
+
+
+def _adam_ascent(p, g, m, v, lr_t, b1, b2, eps_t) -> np.ndarray:
+    """The mistake: ``p += ...`` (a step up the gradient)."""
+    p2, m2, v2 = _adam_spec(p, g, m, v, lr_t, b1, b2, eps_t)
+    return (2 * p - p2).astype(p.dtype)
+
+
+def _adam_old_moments(p, g, m, v, lr_t, b1, b2, eps_t) -> np.ndarray:
+    """The mistake: p updated before the moments, with the previous step's m and v."""
+    return (p - lr_t * m / (np.sqrt(v) + eps_t)).astype(p.dtype)
+
+
+def _adam_v_from_g(p, g, m, v, lr_t, b1, b2, eps_t) -> list:
+    """The mistake: ``v = b2 v + (1 - b2) g`` (the gradient, not its square); p then from that v."""
+    m2 = b1 * m + (1 - b1) * g
+    v2 = b2 * v + (1 - b2) * g
+    with np.errstate(invalid="ignore"):
+        return [(p - lr_t * m2 / (np.sqrt(v2) + eps_t)).astype(p.dtype), v2.astype(p.dtype)]
 
 
 def _dropout_problem(op: str, inp: str, scaling: str) -> Problem:
@@ -213,6 +319,14 @@ PROBLEMS: dict[str, Problem] = {
         [(1, 1, 3, 3, 3, 1, 0), (2, 2, 5, 6, 3, 1, 1), (1, 3, 7, 5, 2, 2, 1)],
         [(2, 2, 5, 6, 3, 1, 1), (64, 32, 14, 14, 3, 1, 1)],
         out_names=["cols"],
+        mistakes={
+            "the columns are in channel-first order, q = (c*kh + a)*kw + b (PyTorch's weight layout): here the "
+            "channel is the fastest index, q = (a*kw + b)*C + c, so a = q // (kw*C), b = (q // C) % kw, "
+            "c = q % C.": _im2col_channel_first,
+            "every tap is shifted by pad: the padded image starts pad pixels before x, so the input row is "
+            "ih = i*stride + a - pad (and iw = j*stride + b - pad), 0 where that falls outside "
+            "x.": _im2col_no_pad_shift,
+        },
     ),
     "col2im": _problem(
         "col2im",
@@ -222,6 +336,13 @@ PROBLEMS: dict[str, Problem] = {
         [(2, 2, 5, 6, 3, 1, 1), (64, 32, 14, 14, 3, 1, 1)],
         reduction=9,
         out_names=["dx"],
+        mistakes={
+            "dcols is read in channel-first order, q = (c*kh + a)*kw + b: im2col's columns have the channel "
+            "fastest, q = (a*kw + b)*C + c.": _col2im_channel_first,
+            "with stride > 1 a tap (a, b) reaches pixel (h, w) only when ii = h + pad - a is a multiple of the "
+            "stride (and jj likewise): test ii % stride == 0 before using ii // stride, which otherwise rounds down "
+            "onto a window that does not hold the pixel.": _col2im_no_stride_test,
+        },
     ),
     "relu": _problem(
         "relu",
@@ -238,7 +359,11 @@ PROBLEMS: dict[str, Problem] = {
         [1, 37, 300],
         [1, 37, 1 << 20],
         out_names=["dx"],
-        mistakes={"dx[i] = dout[i] only where y[i] > 0: where y[i] == 0 (a clipped input) dx[i] is 0.": lambda d, y: d},
+        mistakes={
+            "dx[i] = dout[i] only where y[i] > 0: where y[i] == 0 (a clipped input) dx[i] is 0.": lambda d, y: d,
+            "dx is the ReLU's derivative alone (1 or 0): the chain rule multiplies it by the gradient that arrives, "
+            "dx[i] = dout[i] where y[i] > 0, else 0.": lambda d, y: (y > 0).astype(d.dtype),
+        },
     ),
     "maxpool": _problem(
         "maxpool",
@@ -249,7 +374,11 @@ PROBLEMS: dict[str, Problem] = {
         out_names=["out", "arg"],
         mistakes={
             "arg must be the position of the *first* maximum when a window holds its maximum twice (after a ReLU "
-            "whole windows are 0): update best and arg only on v > best, not v >= best.": _pool_last_max
+            "whole windows are 0): update best and arg only on v > best, not v >= best.": _pool_last_max,
+            "a window of negative values gave 0: start best from the window's first element, "
+            "x[n, c, i*stride, j*stride] (with arg 0), not from 0.0.": _pool_from_zero,
+            "arg is the position inside the window, a*k + b (0 to k*k - 1), not the input pixel's index "
+            "h*W + w: the backward finds the pixel from the window and that position.": _pool_arg_flat,
         },
     ),
     "maxpool_backward": _problem(
@@ -260,6 +389,19 @@ PROBLEMS: dict[str, Problem] = {
         [(2, 3, 7, 9, 2, 2), (128, 32, 28, 28, 2, 2)],
         reduction=9,
         out_names=["dx"],
+        mistakes={
+            "dout went to every pixel of the window: only the window's maximum gets it, the pixel whose offset "
+            "(a, b) has arg[n, c, i, j] == a*k + b; the others get 0 from that window.": lambda *c: (
+                _pool_backward_routed(*c, how="all")
+            ),
+            "only one window per pixel was looked at (i = h // stride): with k > stride windows overlap, so a pixel "
+            "lies in several windows; loop over its offsets a, b in range(k), i = (h - a) // stride where "
+            "(h - a) % stride == 0, and sum every window whose maximum it is.": lambda *c: _pool_backward_routed(
+                *c, how="one_window"
+            ),
+            "a pixel that is the maximum of several overlapping windows gets only the last one's dout: add "
+            "(acc += dout[...]) over the windows, do not assign.": lambda *c: _pool_backward_routed(*c, how="last"),
+        },
     ),
     "softmax_xent": _problem(
         "softmax_xent",
@@ -275,6 +417,12 @@ PROBLEMS: dict[str, Problem] = {
             "divide grad by N, the batch size (logits.shape[0]): the loss is the mean over the batch, so each "
             "row's gradient is (softmax - onehot) / N.": _xent_grad_not_mean,
             "losses[r] is row r's own loss, not divided by N (the engine takes the mean of losses).": _xent_losses_mean,
+            "losses[r] has the wrong sign: the loss is -log(softmax[y]) = log(s) - (logits[r, y] - m), which is "
+            "never negative.": lambda lg, lb: (-_xent_spec(lg, lb)[1]).astype(lg.dtype),
+            "losses[r] is off by the row's maximum m: s was summed over exp(logits - m), so the label's logit is "
+            "shifted too: log(s) - (logits[r, y] - m).": _xent_loss_no_shift,
+            "grad is the softmax alone: subtract 1 at the label, grad[r, k] = (softmax[r, k] - [k == y]) / N (the "
+            "cross-entropy's derivative).": _xent_no_onehot,
         },
     ),
     "adam_update": _problem(
@@ -293,6 +441,10 @@ PROBLEMS: dict[str, Problem] = {
             "it, so a local copy is not enough.": lambda p, g, m, v, *_: m,
             "v is unchanged: store the new moment back (v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i]); the next step "
             "reads it, so a local copy is not enough.": lambda p, g, m, v, *_: v,
+            "p was updated with the previous step's moments: update m and v first, then p with the new "
+            "ones.": _adam_old_moments,
+            "p moved up the gradient: the step descends, p[i] -= lr_t * m[i] / (sqrt(v[i]) + eps_t).": _adam_ascent,
+            "v averages the squared gradient: v = b2 * v + (1 - b2) * g[i] * g[i], not g[i].": _adam_v_from_g,
         },
     ),
     "dropout_forward": _dropout_problem(

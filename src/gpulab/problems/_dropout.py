@@ -120,6 +120,11 @@ def _times_keep(x: np.ndarray, words: np.ndarray, p: Any) -> np.ndarray:  # x * 
     return np.where(keep, x * (np.float32(1) - np.float32(p)), np.float32(0)).astype(np.float32)
 
 
+def _over_p(x: np.ndarray, words: np.ndarray, p: Any) -> np.ndarray:  # x / p: divided by the drop probability
+    keep = draws(words, x.size) >= p
+    return np.where(keep, x / np.float32(p), np.float32(0)).astype(np.float32)
+
+
 def _dropped_unwritten(x: np.ndarray, words: np.ndarray, p: Any) -> np.ndarray:  # no `else`: NaN, the harness's fill
     return np.where(draws(words, x.size) >= p, apply(x, words, p), np.float32(np.nan)).astype(np.float32)
 
@@ -162,4 +167,6 @@ def named_mistakes(inp: str, scaling: str) -> dict[str, Callable[..., Any]]:
         f"the elements past the first cuda.gridsize(1) were never written: the grid is fixed (one thread per state, "
         f"fewer threads than elements), so each thread must loop: for i in range(tid, {inp}.size, "
         "cuda.gridsize(1)).": _no_grid_stride,
+        f"the kept values are {inp} / p: p is the probability of dropping, so divide by the keep probability, "
+        f"{inp}[i] / (1 - p).": _over_p,
     }

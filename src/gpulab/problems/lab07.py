@@ -2,7 +2,7 @@
 im2col and a convolution as im2col + matmul.
 
 Every sum is judged against a float64 reference within the float32 rounding bound of its number of
-terms (``C * K * K`` products plus the bias); the 2-D kernels carry a coalescing budget.
+terms (``C * K * K`` products plus the bias); the 2-D kernels and the batched conv2d carry a coalescing budget.
 """
 
 from __future__ import annotations
@@ -97,6 +97,9 @@ def im2col_launch(x: Any, k: int, stride: int, pad: int, cols: Any) -> tuple[Any
 
 _CONV_SIZES = [(1, 1, 3, 3, 1, 3, 1, 0), (2, 3, 7, 6, 4, 3, 1, 1), (1, 2, 9, 8, 3, 3, 2, 1)]
 _CONV_GPU = (64, 16, 32, 32, 32, 3, 1, 1)
+# out (1, 1, 32, 8): 32 rows, so a warp of the 1-D launch spans 4 rows with j fastest (4 sectors per write),
+# but 32 rows, one sector each, with i fastest (8x): the coalescing budget's traced case
+_CONV_TALL = (1, 1, 34, 10, 1, 3, 1, 0)
 
 
 def _conv_window_at(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int, pad: int, first: int) -> np.ndarray:
@@ -191,10 +194,19 @@ CONV2D = Problem(
     "lab07.conv2d",
     spec=conv2d_spec,
     inputs=conv_inputs,
-    sizes=_CONV_SIZES + [(2, 1, 6, 5, 2, 5, 1, 2)],
+    sizes=_CONV_SIZES + [(2, 1, 6, 5, 2, 5, 1, 2), _CONV_TALL],
     gpu_sizes=_CONV_SIZES + [_CONV_GPU],
     launch=launch_1d(TPB),  # one thread per element of out
     reduction=_conv_terms,
+    # out's writes only: x's reads are strided by design when stride > 1 (2.65x the ideal traffic for the solution
+    # at stride 3), and a check with other sizes (the hidden one) traces its largest case instead of _CONV_TALL
+    budget=Budget(
+        sectors={"out": 2.0},
+        size=_CONV_TALL,
+        hint="neighbouring threads (t, t + 1) should write neighbouring elements of out's last axis: decode t in C "
+        "order with j fastest, j = t % WO, i = (t // WO) % HO, f = (t // (HO * WO)) % F, n = t // (F * HO * WO) "
+        "(i = t % HO puts a warp's writes WO elements apart, one memory sector each).",
+    ),
     mistakes={
         "padding ignored: the taps must start at i*stride - pad (and skip rows/columns outside x).": lambda x, w, b, stride, pad: (
             _conv_window_at(x, w, b, stride, pad, 0) if pad else np.full(1, np.nan)  # pad 0: no such mistake
