@@ -301,3 +301,13 @@ def test_the_newer_exercises_refuse_gpulabs_kernels(check, reference, expected):
     said = f"the {expected} you handed in is {reference}, gpulab's own reference"
     assert res.message.startswith(said), res.message
     assert f"write {expected} yourself" in res.hint, res.hint
+
+
+def test_the_capstone_specs_are_reference_code_and_its_launchers_are_not():
+    """capstone_specs holds the NumPy answers of lab 09's ops; capstone_hosts wraps every learner kernel the capstone
+    checks, so refusing it would refuse every learner."""
+    from gpulab import capstone_specs
+    from gpulab.exercises.own_code import is_reference_module
+
+    assert is_reference_module(capstone_specs._xent_spec.__module__)
+    assert not is_reference_module("gpulab.capstone_hosts") and not is_reference_module("gpulab.capstone_problems")

@@ -13,6 +13,23 @@ from collections.abc import Callable
 import numpy as np
 
 from .capstone_hosts import HOSTS as HOSTS
+from .capstone_specs import (  # noqa: F401  (the specs and inputs of every op)
+    _matmul_inputs,
+    _conv_inputs,
+    _im2col_spec,
+    _col2im_inputs,
+    _col2im_spec,
+    _pool_inputs,
+    _pool_spec,
+    _pool_backward_inputs,
+    _pool_backward_spec,
+    _xent_inputs,
+    _xent_spec,
+    _adam_inputs,
+    _dropout_inputs,
+    _dropout_spec,
+    _adam_spec,
+)
 from .exercises import Problem, random_arrays
 from .nn.ops import conv_out_hw
 
@@ -20,49 +37,6 @@ __all__ = ["BLOCK_TIMEOUT", "GRID_STRIDE_TIMEOUT", "HOSTS", "PROBLEMS"]
 
 
 # ----------------------------------------------------------------------------- problems (one per op)
-
-
-def _matmul_inputs(size: tuple, rng: np.random.Generator) -> tuple:
-    m, k, n = size
-    return random_arrays(rng, (m, k), (k, n))
-
-
-def _conv_inputs(size: tuple, rng: np.random.Generator) -> tuple:
-    n, c, h, w, k, stride, pad = size
-    (x,) = random_arrays(rng, (n, c, h, w))
-    return x, k, stride, pad
-
-
-def _im2col_spec(x: np.ndarray, k: int, stride: int, pad: int) -> np.ndarray:
-    n, c, h, w = x.shape
-    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    ho, wo = conv_out_hw(h, w, k, k, stride, pad)
-    cols = np.empty((n, ho, wo, k, k, c), dtype=x.dtype)
-    for a in range(k):
-        for b in range(k):
-            cols[:, :, :, a, b, :] = xp[:, :, a : a + stride * ho : stride, b : b + stride * wo : stride].transpose(
-                0, 2, 3, 1
-            )
-    return cols.reshape(n * ho * wo, k * k * c)
-
-
-def _col2im_inputs(size: tuple, rng: np.random.Generator) -> tuple:
-    x, k, stride, pad = _conv_inputs(size, rng)
-    (d,) = random_arrays(rng, _im2col_spec(x, k, stride, pad).shape)
-    return d, x.shape, k, stride, pad
-
-
-def _col2im_spec(d: np.ndarray, x_shape: tuple, k: int, stride: int, pad: int) -> np.ndarray:
-    n, c, h, w = x_shape
-    ho, wo = conv_out_hw(h, w, k, k, stride, pad)
-    d6 = d.reshape(n, ho, wo, k, k, c)
-    dx = np.zeros((n, c, h + 2 * pad, w + 2 * pad), dtype=d.dtype)
-    for a in range(k):
-        for b in range(k):
-            dx[:, :, a : a + stride * ho : stride, b : b + stride * wo : stride] += d6[:, :, :, a, b, :].transpose(
-                0, 3, 1, 2
-            )
-    return dx[:, :, pad : pad + h, pad : pad + w]
 
 
 def _im2col_channel_first(x: np.ndarray, k: int, stride: int, pad: int) -> np.ndarray:
@@ -100,25 +74,6 @@ def _col2im_no_stride_test(d: np.ndarray, x_shape: tuple, k: int, stride: int, p
     return dx.astype(d.dtype)
 
 
-def _pool_inputs(size: tuple, rng: np.random.Generator) -> tuple:
-    """``(n, c, h, w, k, stride[, ties])``; with ``ties`` the values are ReLU outputs in steps of 0.5, so many
-    windows hold their maximum twice (as after a ReLU in training, where whole windows are 0)."""
-    n, c, h, w, k, stride = size[:6]
-    (x,) = random_arrays(rng, (n, c, h, w))
-    if len(size) > 6 and size[6]:
-        x = np.maximum(np.round(x * 2) / 2, 0).astype(np.float32)
-    return x, k, stride
-
-
-def _pool_spec(x: np.ndarray, k: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
-    n, c, h, w = x.shape
-    ho, wo = conv_out_hw(h, w, k, k, stride, 0)
-    win = np.stack(
-        [x[:, :, a : a + stride * ho : stride, b : b + stride * wo : stride] for a in range(k) for b in range(k)], -1
-    )
-    return win.max(axis=-1), win.argmax(axis=-1).astype(np.int32)
-
-
 def _pool_last_max(x: np.ndarray, k: int, stride: int) -> np.ndarray:
     """The mistake: ``arg`` of the *last* maximum of each window (``>=`` where the spec says ``>``)."""
     n, c, h, w = x.shape
@@ -144,24 +99,8 @@ def _pool_arg_flat(x: np.ndarray, k: int, stride: int) -> np.ndarray:
     return (h * x.shape[3] + w).astype(np.int32)
 
 
-def _pool_backward_inputs(size: tuple, rng: np.random.Generator) -> tuple:
-    x, k, stride = _pool_inputs(size, rng)
-    _, arg = _pool_spec(x, k, stride)
-    (dout,) = random_arrays(rng, arg.shape)
-    return dout, arg, x.shape, k, stride
-
-
-def _pool_backward_spec(dout: np.ndarray, arg: np.ndarray, x_shape: tuple, k: int, stride: int) -> np.ndarray:
-    ho, wo = dout.shape[2], dout.shape[3]
-    dx = np.zeros(x_shape, dtype=dout.dtype)
-    for a in range(k):
-        for b in range(k):
-            dx[:, :, a : a + stride * ho : stride, b : b + stride * wo : stride] += dout * (arg == a * k + b)
-    return dx
-
-
 def _pool_backward_routed(
-    dout: np.ndarray, arg: np.ndarray, x_shape: tuple, k: int, stride: int, how: str
+    dout: np.ndarray, arg: np.ndarray, x_shape: tuple, k: int, stride: int, *, how: str
 ) -> np.ndarray:
     """The mistakes: ``how="all"`` routes dout to every pixel of the window (``arg`` ignored); ``"one_window"``
     looks only at the window ``i = h // stride`` (as if windows never overlapped); ``"last"`` assigns
@@ -187,25 +126,6 @@ def _pool_backward_routed(
     return dx.astype(dout.dtype)
 
 
-def _xent_inputs(size: tuple, rng: np.random.Generator) -> tuple:
-    """``(n, classes[, offset])``: logits in [-4, 4), plus ``offset`` (large: exp overflows unless the row's
-    maximum is subtracted first; the softmax itself does not change)."""
-    n, classes = size[:2]
-    (logits,) = random_arrays(rng, (n, classes), low=-4.0, high=4.0)
-    if len(size) > 2:
-        logits = (logits + np.float32(size[2])).astype(np.float32)
-    return logits, rng.integers(0, classes, n).astype(np.int64)
-
-
-def _xent_spec(logits: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    z = logits - logits.max(axis=1, keepdims=True)
-    p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
-    losses = -np.log(p[np.arange(len(labels)), labels])
-    grad = p.copy()
-    grad[np.arange(len(labels)), labels] -= 1
-    return (grad / len(labels)).astype(logits.dtype), losses.astype(logits.dtype)
-
-
 def _xent_grad_not_mean(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return (_xent_spec(logits, labels)[0] * len(labels)).astype(logits.dtype)
 
@@ -222,33 +142,6 @@ def _xent_loss_no_shift(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
 def _xent_no_onehot(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     z = np.exp(logits - logits.max(axis=1, keepdims=True))
     return (z / z.sum(axis=1, keepdims=True) / len(labels)).astype(logits.dtype)
-
-
-def _adam_inputs(size: Any, rng: np.random.Generator) -> tuple:
-    p, g, m = random_arrays(rng, size, size, size)
-    (v,) = random_arrays(rng, size, low=0.0, high=1.0)
-    return p, g, m, v, 1e-2, 0.9, 0.999, 1e-8
-
-
-def _dropout_inputs(size: tuple, rng: np.random.Generator) -> tuple:
-    """``(elements, p, streams)`` -> x (never 0, so a dropped element shows), the states' words, p (float32)."""
-    from .nn.dropout import new_states
-
-    n, p, streams = size
-    x = rng.uniform(0.5, 1.5, n).astype(np.float32) * rng.choice(np.array([-1, 1], np.float32), n)
-    return x, new_states(streams, int(rng.integers(1 << 62))), np.float32(p)
-
-
-def _dropout_spec(x: np.ndarray, words: np.ndarray, p: Any) -> np.ndarray:
-    from .problems._dropout import apply
-
-    return apply(x, words, p)  # the host replay of lesson 08's check: grid-stride order, one stream per thread
-
-
-def _adam_spec(p, g, m, v, lr_t, b1, b2, eps_t) -> tuple:
-    m2 = b1 * m + (1 - b1) * g
-    v2 = b2 * v + (1 - b2) * g * g
-    return (p - lr_t * m2 / (np.sqrt(v2) + eps_t)).astype(p.dtype), m2.astype(p.dtype), v2.astype(p.dtype)
 
 
 def _adam_ascent(p, g, m, v, lr_t, b1, b2, eps_t) -> np.ndarray:

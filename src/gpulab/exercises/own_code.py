@@ -53,6 +53,7 @@ REFERENCE_MODULES = (
     "gpulab.problems._stand_ins",
     "gpulab.nn",
     "gpulab.capstone_ops",
+    "gpulab.capstone_specs",
     "gpulab.transformer",
     "gpulab.energy",
     "gpulab.hardware",
