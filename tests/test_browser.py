@@ -52,6 +52,11 @@ CHROMIUM_ARGS = [
 ARTIFACTS = ROOT / "artifacts" / "browser"
 PARALLEL = int(os.environ.get("GPULAB_BROWSER_PARALLEL", "3"))
 NOTEBOOK_TIMEOUT_S = 420  # one notebook, run all cells (simulator, shared 2-core machine)
+# A kernel whose status is still "unknown" this long after Run All never started: seen once in CI (2026-12-03), the
+# kernel process died at start with "ZMQError: Address already in use" (jupyter_client picks free TCP ports, and
+# another test's process took one before the kernel bound it), and the notebook waited out NOTEBOOK_TIMEOUT_S. Such a
+# notebook is run once more in a fresh tab (a new session, so a new kernel on new ports); a second failure counts.
+KERNEL_START_S = 120
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 # Console messages that are not errors of the course: resources a sandboxed server cannot fetch.
@@ -276,6 +281,7 @@ class _Tab:
 
     def __init__(self, context, lab: Lab, rel: str) -> None:
         self.page = context.new_page()
+        self.rel = rel
         self.run = Run(Path(rel).stem, self.page)
         self.page.on("console", lambda msg: self.run.console.append(msg.text) if msg.type == "error" else None)
         self.page.on("pageerror", lambda exc: self.run.console.append(f"page error: {exc}"))
@@ -292,6 +298,7 @@ class _Tab:
         self.page.wait_for_function(
             "(path) => window.jupyterapp.shell.currentWidget?.context?.path === path", arg=rel, timeout=120_000
         )
+        self.rel = rel
         self.run = Run(Path(rel).stem, self.page)  # console errors from here on are this notebook's
         _start(self.run, self.run.name)
 
@@ -307,6 +314,7 @@ def _run_notebooks(lab: Lab, rels: list[str]) -> list[Run]:
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
         try:
             queue = list(rels)
+            retried: set[str] = set()
             active: list[_Tab] = []
             while queue and len(active) < PARALLEL:
                 active.append(_Tab(context, lab, queue.pop(0)))
@@ -320,6 +328,12 @@ def _run_notebooks(lab: Lab, rels: list[str]) -> list[Run]:
                         run.seconds = waited
                         run.result = run.page.evaluate(_CHECK_JS, [WIDGET_MIME, PLOTLY_MIME])
                         run.result["run"] = state["run"]
+                    elif state["status"] == "unknown" and waited > KERNEL_START_S and tab.rel not in retried:
+                        retried.add(tab.rel)  # its kernel never started: once more, in a fresh tab
+                        run.page.close()
+                        active.remove(tab)
+                        active.append(_Tab(context, lab, tab.rel))
+                        continue
                     elif waited > NOTEBOOK_TIMEOUT_S:
                         run.seconds = waited
                         run.result = {"timeout": f"still {state} after {waited:.0f} s"}
