@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass
 from types import CodeType
 
-__all__ = ["Origin", "origin", "source_function", "source_line"]
+__all__ = ["Origin", "origin", "source_line"]
 
 _GPULAB = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../gpulab
 _SIMULATOR = os.path.join(_GPULAB, "simulator") + os.sep
@@ -65,6 +65,7 @@ class Origin:
     into gpulab's code (None when the learner's code is not on the stack, e.g. a check the capstone runs).
     ``where``: gpulab's frame that raised, launched or called, "gpulab/kernels/grid_stride.py, line 81, in
     launch_1d"; ``harness``: that call is the check's own (its launch, or its wait for the learner's kernel).
+    ``function``: the name of the learner's function that raised ("yours"; "" in a lambda or at a cell's top level).
     """
 
     kind: str
@@ -74,6 +75,7 @@ class Origin:
     call: str = ""
     callee: str = ""
     package: str = ""
+    function: str = ""
 
 
 def _line(code: CodeType, lineno: int) -> tuple[int, str]:
@@ -148,7 +150,8 @@ def origin(exc: BaseException) -> Origin:
     if inner is None:
         return Origin("unknown")
     if kinds[inner] == "yours":
-        return Origin("yours", _line(*frames[inner][:2]))
+        name = frames[inner][0].co_name
+        return Origin("yours", _line(*frames[inner][:2]), function="" if name.startswith("<") else name)
     callers = [k for k in range(inner) if kinds[k] == "yours"]
     code, lineno, _ = frames[inner]
     rel = os.path.relpath(code.co_filename, os.path.dirname(_GPULAB)).replace(os.sep, "/")
@@ -173,19 +176,3 @@ def source_line(exc: BaseException) -> tuple[int, str] | None:
     Numba's, gpulab's nor the standard library's, when the exception was raised there (None otherwise)."""
     found = origin(exc)
     return found.line if found.kind == "yours" else None
-
-
-def source_function(exc: BaseException) -> str:
-    """The name of the learner's function where ``exc`` was raised, as :func:`source_line` finds its line ("" when
-    it was not raised in the learner's code, or in a lambda or at a cell's top level)."""
-    inner = None
-    tb = exc.__traceback__
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        kind = _kind(code.co_filename)
-        if kind != "other":
-            inner = (kind, code.co_name)
-        tb = tb.tb_next
-    if inner is None or inner[0] != "yours" or inner[1].startswith("<"):
-        return ""
-    return inner[1]

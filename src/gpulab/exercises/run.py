@@ -16,7 +16,7 @@ from ..simulator.blocks import reversed_order
 from ..kernels._launch import ceil_div
 from ..source import py_func
 from .compare import fills, unwritten
-from .frames import origin, source_function, source_line
+from .frames import origin, source_line
 from .problem import Case, Dim, Problem
 
 __all__ = [
@@ -230,9 +230,10 @@ class Runner:
         except Exception as exc:
             exc.gpulab_launch = desc  # type: ignore[attr-defined]
             exc.gpulab_config = config  # type: ignore[attr-defined]
-            exc.gpulab_line = source_line(exc)  # type: ignore[attr-defined]
-            exc.gpulab_function = source_function(exc)  # type: ignore[attr-defined]
-            exc.gpulab_origin = origin(exc)  # type: ignore[attr-defined]
+            found = origin(exc)  # where it was raised: the traceback walked once
+            exc.gpulab_line = found.line if found.kind == "yours" else None  # type: ignore[attr-defined]
+            exc.gpulab_function = found.function  # type: ignore[attr-defined]
+            exc.gpulab_origin = found  # type: ignore[attr-defined]
             exc.gpulab_kernel = getattr(py_func(self.kernel), "__name__", self.fn_name)  # type: ignore[attr-defined]
             raise
         finally:
