@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..source import py_func
+
 __all__ = ["Progress", "forget", "progress", "record"]
 
 # (lesson, exercise) -> {checked function's name: its latest status}; insertion order = order of checks
@@ -24,8 +26,7 @@ _RESULTS: dict[tuple[str, str], dict[str, str]] = {}
 
 
 def _fn_name(fn: Any) -> str:
-    inner = getattr(fn, "py_func", fn)
-    return str(getattr(inner, "__name__", None) or getattr(fn, "__name__", None) or type(fn).__name__)
+    return str(getattr(py_func(fn), "__name__", None) or getattr(fn, "__name__", None) or type(fn).__name__)
 
 
 def record(lesson: str, name: str, fn: Any, status: str) -> None:
