@@ -179,15 +179,20 @@ def _check_vector(x: Any) -> bool:
     return x.shape[0] > 0
 
 
+def _accumulator(x: Any, dtype: Any) -> Any:
+    """One zero of ``dtype`` for atomics to add into, where ``x`` lives: a Numba device array stays on the device
+    (no host allocation copied both ways), else ``x``'s array module (NumPy or CuPy)."""
+    if is_numba_device_array(x):
+        return cuda.to_device(np.zeros(1, dtype=dtype))
+    return runtime.array_module(x).zeros(1, dtype=dtype)
+
+
 def sum_atomic(x: Any, *, threads_per_block: int = 256) -> float:
     """Sum a 1-D float32 array with one ``cuda.atomic.add`` per element."""
     blocks = blocks_for(x.shape[0], threads_per_block)  # checks threads_per_block even for an empty x
     if not _check_vector(x):
         return 0.0
-    if is_numba_device_array(x):  # stay on the device: no host allocation copied both ways
-        total = cuda.to_device(np.zeros(1, dtype=np.float32))
-    else:
-        total = runtime.array_module(x).zeros(1, dtype=np.float32)
+    total = _accumulator(x, np.float32)
     check_launch(blocks, threads_per_block)
     sum_atomic_kernel[blocks, threads_per_block](x, total)
     return float(total[0])
@@ -199,10 +204,7 @@ def count_above(x: Any, threshold: float, *, threads_per_block: int = 256) -> in
     blocks = blocks_for(x.shape[0], threads_per_block)
     if not _check_vector(x):
         return 0
-    if is_numba_device_array(x):
-        count = cuda.to_device(np.zeros(1, dtype=np.int32))
-    else:
-        count = runtime.array_module(x).zeros(1, dtype=np.int32)
+    count = _accumulator(x, np.int32)
     check_launch(blocks, threads_per_block)
     count_above_kernel[blocks, threads_per_block](x, np.float32(threshold), count)
     return int(count[0])
