@@ -8,22 +8,21 @@ regions. Put each one in ``source/<lab>/<lab>.ipynb`` (``teachers/make_course.py
 
 import os
 import sys
-import sysconfig
-
-# nbgrader creates gradebook.db by running the `alembic` command found on PATH (nbgrader/api.py), so
-# `.venv/bin/nbgrader ...` or `.venv/bin/python -m nbgrader ...` failed with FileNotFoundError: 'alembic'
-# unless the venv was activated. alembic is installed with nbgrader, in this Python's scripts folder: put it first.
-_scripts = sysconfig.get_path("scripts")
-if _scripts and _scripts not in os.environ.get("PATH", "").split(os.pathsep):
-    os.environ["PATH"] = _scripts + os.pathsep + os.environ.get("PATH", "")
 
 try:  # the lab notebooks import gpulab, and so does the client below: refuse early without it
     import gpulab.grading.sliced  # noqa: F401
+    from gpulab.grading.nbgrader_path import put_alembic_on_path
 except ImportError as exc:
     sys.exit(
         f"nbgrader_config.py: gpulab cannot be imported by this Python ({sys.executable}: {exc}), so every "
         "lab would score 0. Install it where nbgrader runs: pip install -e 'PATH/TO/gpulab[grade]'"
     )
+
+# nbgrader creates gradebook.db by running the `alembic` command found on PATH (nbgrader/api.py), so
+# `.venv/bin/nbgrader ...` or `.venv/bin/python -m nbgrader ...` failed with FileNotFoundError: 'alembic'
+# unless the venv was activated (or, after `pip install --user`, unless ~/.local/bin was on PATH). alembic is
+# installed with nbgrader in this Python's scripts folder or the user one: put the one that has it first.
+put_alembic_on_path()
 
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
 
