@@ -13,6 +13,7 @@ from numba import cuda
 from gpulab import lessons
 from gpulab.errors import UsageError
 from gpulab.lessons import hints, learner, tally
+from gpulab.lessons.problems import lesson_exercises
 from gpulab.release import CODE_STUB
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -184,6 +185,23 @@ def test_progress_counts_napkin_math_checked_by_check_function():
     assert lessons.check_function(conv_flops, [((56, 56, 256, 3, 256), 3_699_376_128)]).passed
     done = lessons.progress("00")
     assert done.rows == (("conv_flops", "passed"),) and "1 of 1 done." in str(done)
+
+
+@pytest.mark.parametrize("source", learner.sources(ROOT), ids=lambda p: p.name[:2])
+def test_progress_lists_the_exercises_in_the_order_the_lesson_checks_them(source):
+    """lessons.progress reads top to bottom: its rows follow the lesson's first ``check("NN", name, ...)`` or
+    ``check_function(name, ...)`` of each exercise (lesson 05 listed histogram_privatized after scan_block)."""
+    number = source.name[:2]
+    code = "\n".join(c.source for c in nbformat.read(str(source), as_version=4).cells if c.cell_type == "code")
+    pattern = rf"""check\(\s*["']{number}["'],\s*["'](\w+)|check_function\(\s*(\w+)"""
+    met: list[str] = []
+    for m in re.finditer(pattern, code):
+        name = m.group(1) or m.group(2)
+        if name not in met:
+            met.append(name)
+    names = [n for _, n in lesson_exercises(number)]
+    assert [n for n in met if n in names] == [n for n in names if n in met]
+    assert [n for n, _ in lessons.progress(number).rows] == names if names else True
 
 
 def test_progress_of_a_lesson_without_exercises_says_which_have_them():

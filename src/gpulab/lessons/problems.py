@@ -93,13 +93,18 @@ EXERCISES: dict[tuple[str, str], Exercise]
 FUNCTION_EXERCISES: list[tuple[str, str]]
 """The napkin-math exercises that a lesson checks with :func:`check_function` (lesson, function name)."""
 EXERCISES, FUNCTION_EXERCISES, _OTHER_HINTS = _collect()
+_HINT_RANK: dict[tuple[str, str], int] = {
+    k: i for i, k in enumerate(k for mod in _modules("hints_") for k in mod.HINTS)
+}
 
 
 def lesson_exercises(lesson: str | None = None) -> list[tuple[str, str]]:
-    """The exercises (lesson, name) of ``lesson`` (default: of every lesson): the checked kernels and functions
-    (:data:`EXERCISES`), then the napkin-math functions (:data:`FUNCTION_EXERCISES`)."""
-    keys = [*EXERCISES, *FUNCTION_EXERCISES]
-    return [k for k in keys if lesson is None or k[0] == str(lesson).zfill(2)]
+    """The exercises (lesson, name) of ``lesson`` (default: of every lesson), the checked kernels and functions
+    (:data:`EXERCISES`) and the napkin-math functions (:data:`FUNCTION_EXERCISES`), in the order the lesson meets
+    them: the ``hints_*.py`` modules list every exercise's hints in notebook order (tests/test_lessons_hints.py
+    holds them to the notebooks), so :func:`~gpulab.lessons.progress` tables read top to bottom."""
+    keys = [k for k in (*EXERCISES, *FUNCTION_EXERCISES) if lesson is None or k[0] == str(lesson).zfill(2)]
+    return sorted(keys, key=lambda k: (k[0], _HINT_RANK.get(k, len(_HINT_RANK))))
 
 
 def stub_name(lesson: str, name: str) -> str:
