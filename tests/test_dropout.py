@@ -43,6 +43,23 @@ def test_states_equal_numba_cudas_cpu_init(n, seed, start):
     assert np.array_equal(ours, theirs)
 
 
+@sim_only
+def test_jump_equals_numba_cudas_jump_and_a_later_subsequence():
+    a = np.empty(6, xoroshiro.DTYPE)
+    xoroshiro.init_states_cpu(a, 5)
+    xoroshiro.uniform_float32_streams(a, 3)  # states that have drawn: a jump keeps their offset
+    theirs = a.copy()
+    for i in range(theirs.size):
+        for _ in range(3):
+            _quiet(_numba("xoroshiro128p_jump"), theirs, i)
+    assert np.array_equal(xoroshiro.jump(a, 3), theirs)
+    fresh, later = np.empty(6, xoroshiro.DTYPE), np.empty(6, xoroshiro.DTYPE)
+    xoroshiro.init_states_cpu(fresh, 5)
+    xoroshiro.init_states_cpu(later, 5, 2001 * 6)  # DataParallel's worker 1 with seed 2 starts here
+    assert np.array_equal(xoroshiro.jump(fresh, 2001 * 6), later)
+    assert xoroshiro.jump(fresh[:0], 1).shape == (0,)
+
+
 def test_create_states_is_silent_fast_and_the_same_numbers():
     from numba.cuda.random import create_xoroshiro128p_states
 

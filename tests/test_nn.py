@@ -267,7 +267,7 @@ def test_data_parallel_gradient_equals_single_thread():
     loss_fn = nn.SoftmaxCrossEntropy()
     loss = loss_fn(single.forward(x), y)
     single.backward(loss_fn.backward())
-    dp = nn.DataParallel(split, workers=3)  # 10 images: shares of 3, 3 and 4
+    dp = nn.DataParallel(split, workers=3)  # 10 images: shares of 4, 3 and 3 (the model, worker 0, takes a largest)
     loss_dp, logits = dp.step(x, y)
     dp.close()
     assert logits.shape == (10, 10) and abs(loss - loss_dp) < 1e-5

@@ -1,7 +1,12 @@
-"""A model's whole state: parameters and buffers (Dropout's generator states) saved and loaded bit for bit, so
-training continues after a round trip through a file exactly as without it; files from before buffers were saved
-still load (one warning); states that do not fit get errors that say what was expected and found; backward after
-a move between forward and backward is refused."""
+"""A model's whole state: parameters and buffers (Dropout's generator states) saved and loaded bit for bit, and its
+optimizer's state (Adam's moments and step count, SGD's momentum buffers) with it, so training continues after a
+round trip through a file exactly as without it, also with DataParallel; ``Sequential.to`` moves the optimizer's
+state with the parameters; files from before buffers or optimizer state were saved still load (one warning);
+states that do not fit get errors that say what was expected and found; no file is replaced unless asked; backward
+after a move between forward and backward is refused.
+
+Every backend here (cupy and, in gpu mode, kernels work on CuPy arrays: compared through ``_host``); gpu-check runs
+this file on a GPU."""
 
 from __future__ import annotations
 
@@ -14,12 +19,22 @@ import pytest
 import gpulab
 from gpulab import nn
 from gpulab.errors import UsageError
+from gpulab.nn import ops as contract
+from test_nn_ops import BACKENDS  # every backend, cupy only on a GPU
 
-STEPS = {"numpy": (2, 3), "kernels": (1, 2)}  # steps before the save, steps after it (the simulator is slow)
+STEPS = {"numpy": (2, 3), "kernels": (1, 1), "cupy": (2, 3)}  # steps before the save, after it (the simulator is slow)
+OPTIMIZERS = {  # a learning rate that moves the weights visibly in a few steps
+    "adam": lambda m: nn.Adam(m, lr=1e-2),
+    "sgd-momentum": lambda m: nn.SGD(m, lr=0.1, momentum=0.9, weight_decay=1e-3),
+}
 
 
-def _cnn(backend: str = "numpy", seed: int = 1) -> nn.Sequential:
-    return nn.mnist_cnn(image_size=8, channels=(2, 3), hidden=8, dropout=0.5, seed=seed, backend=backend)
+def _host(a):
+    return np.asarray(gpulab.runtime.to_host(a))
+
+
+def _cnn(backend: str = "numpy", seed: int = 1, hidden: int = 8) -> nn.Sequential:
+    return nn.mnist_cnn(image_size=8, channels=(2, 3), hidden=hidden, dropout=0.5, seed=seed, backend=backend)
 
 
 def _mlp(streams: tuple[int, int] = (32, 64)) -> nn.Sequential:
@@ -38,19 +53,23 @@ def _batches(n: int, shape: tuple[int, ...], classes: int) -> list[tuple[np.ndar
     return [(rng.random(shape, dtype=np.float32), rng.integers(0, classes, shape[0])) for _ in range(n)]
 
 
-def _train(model: nn.Sequential, batches: list) -> None:
-    opt = nn.SGD(model, lr=0.1)  # no momentum: the optimizer holds no state the model's file would have to carry
+def _train(model: nn.Sequential, batches: list, opt=None, parallel=None) -> None:
+    """Steps on ``batches``, moved to where ``model`` computes; without ``opt``, plain SGD (no momentum: an optimizer
+    whose state the model's file need not carry)."""
+    opt = opt if opt is not None else nn.SGD(model, lr=0.1)
     for x, y in batches:
-        nn.train_step(model, nn.SoftmaxCrossEntropy(), opt, x, y)
+        xb, yb = contract.to_backend(x, model.backend), contract.to_backend(y, model.backend)
+        nn.train_step(model, nn.SoftmaxCrossEntropy(), opt, xb, yb, parallel)
 
 
 def _assert_same_state(a: dict, b: dict) -> None:
     assert sorted(a) == sorted(b)
     for k in a:
-        assert a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]), k
+        u, v = _host(a[k]), _host(b[k])
+        assert u.dtype == v.dtype and np.array_equal(u, v), k
 
 
-@pytest.mark.parametrize("backend", ["numpy", "kernels"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_training_after_save_and_load_continues_bit_for_bit(tmp_path, backend):
     before, after = STEPS[backend]
     batches = _batches(before + after, (4, 1, 8, 8), 10)
@@ -60,7 +79,7 @@ def test_training_after_save_and_load_continues_bit_for_bit(tmp_path, backend):
     with np.load(path) as f:  # the generator words went through np.savez / np.load exactly
         words = f["buffers.9.states"]
         assert words.dtype == np.uint64 and words.shape == (2 * a[9].streams,)
-        assert np.array_equal(words, a[9].buffers["states"])
+        assert np.array_equal(words, _host(a[9].buffers["states"]))
     snapshot = a.state_dict()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a whole file: no warning
@@ -70,7 +89,112 @@ def test_training_after_save_and_load_continues_bit_for_bit(tmp_path, backend):
     _assert_same_state(a.state_dict(), b.state_dict())  # parameters and buffers, bit for bit
     with np.load(path) as f:
         _assert_same_state(snapshot, {k: f[k] for k in f.files})  # state_dict is a copy: training did not change it
-    assert not np.array_equal(snapshot["buffers.9.states"], a[9].buffers["states"])
+    assert not np.array_equal(snapshot["buffers.9.states"], _host(a[9].buffers["states"]))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", sorted(OPTIMIZERS))
+def test_a_checkpoint_with_the_optimizer_resumes_bit_for_bit(tmp_path, backend, kind):
+    """N steps, save model and optimizer, load both into fresh ones, M steps: the N + M uninterrupted steps, bit for
+    bit (the same ops in the same order on each backend: NumPy, the course's kernels (no atomics), cuBLAS on one
+    stream); without the optimizer's state the same resume goes elsewhere."""
+    before, after = STEPS[backend]
+    batches = _batches(before + after, (4, 1, 8, 8), 10)
+    a = _cnn(backend)
+    opt_a = OPTIMIZERS[kind](a)
+    _train(a, batches[:before], opt_a)
+    path = nn.save(a, tmp_path / "ckpt", optimizer=opt_a)
+    _train(a, batches[before:], opt_a)  # the uninterrupted run
+    b = _cnn(backend)
+    opt_b = OPTIMIZERS[kind](b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a whole checkpoint: no warning
+        nn.load(b, path, optimizer=opt_b)
+    if kind == "adam":
+        assert opt_b.t == before
+    _train(b, batches[before:], opt_b)
+    _assert_same_state(a.state_dict(), b.state_dict())
+    _assert_same_state(opt_a.state_dict(), opt_b.state_dict())
+    if backend != "numpy":
+        return  # what follows shows the test can fail: once is enough (the simulator is slow)
+    c = _cnn(backend)
+    opt_c = OPTIMIZERS[kind](c)
+    nn.load(c, path)  # the model only: its optimizer starts fresh
+    _train(c, batches[before:], opt_c)
+    assert not np.array_equal(_host(c[0].params["W"]), _host(a[0].params["W"]))
+
+
+@pytest.mark.parametrize("backend", BACKENDS[1:])  # kernels (on the device in gpu mode), cupy (gpu mode)
+@pytest.mark.parametrize("kind", sorted(OPTIMIZERS))
+def test_to_moves_the_optimizers_state_with_the_parameters(backend, kind):
+    batches = _batches(4, (4, 1, 8, 8), 10)
+    ref, model = _cnn(), _cnn()
+    opt_ref, opt = OPTIMIZERS[kind](ref), OPTIMIZERS[kind](model)
+    _train(ref, batches, opt_ref)
+    _train(model, batches[:2], opt)
+    model.to(backend)  # in gpu mode the parameters become CuPy arrays, and so must Adam's moments
+    for slot in opt.slots:
+        for name, p, _ in model.parameters():
+            state = getattr(opt, slot)[name]
+            assert gpulab.runtime.array_module(state) is gpulab.runtime.array_module(p), (slot, name)
+            assert state.shape == p.shape and state.dtype == p.dtype
+    _train(model, batches[2:3], opt)  # on the backend moved to
+    model.to("numpy")
+    _train(model, batches[3:], opt)
+    assert all(type(getattr(opt, slot)[name]) is np.ndarray for slot in opt.slots for name, _, _ in model.parameters())
+    for (name, p, _), (_, q, _) in zip(model.parameters(), ref.parameters()):  # one step on another backend
+        np.testing.assert_allclose(p, q, rtol=1e-3, atol=1e-5, err_msg=name)
+
+
+def test_to_replaces_the_optimizers_arrays_as_it_replaces_the_parameters(monkeypatch):
+    """In simulator mode no backend copies an array; here a copying move stands in for the GPU's host<->device copy:
+    every state array is replaced by the moved one, values kept, as the parameters are."""
+    model = _mlp()
+    opt = nn.Adam(model, lr=1e-2)
+    _train(model, _batches(1, (5, 6), 4), opt)
+    before = {(slot, k): a for slot in opt.slots for k, a in getattr(opt, slot).items()}
+    monkeypatch.setattr(gpulab.runtime, "to_host", lambda a: np.array(a, copy=True))
+    model.to("numpy")
+    after = {(slot, k): a for slot in opt.slots for k, a in getattr(opt, slot).items()}
+    assert sorted(after) == sorted(before) and len(after) == 8  # m and v of 2 weights and 2 biases
+    assert all(after[k] is not before[k] and np.array_equal(after[k], before[k]) for k in after)
+
+
+def test_data_parallel_training_resumes_from_the_models_state_bit_for_bit(tmp_path):
+    """DataParallel's workers draw from the model's own dropout states (jumped), so a new DataParallel over a loaded
+    model continues as the old one: 7 images over 3 workers (shares of 3, 2, 2), Adam."""
+    assert nn.parallel._shares(7, 3) == [(0, 3), (3, 5), (5, 7)]  # worker 0's states advance the furthest
+    batches = _batches(5, (7, 1, 8, 8), 10)
+    a = _cnn()
+    opt_a, dp_a = nn.Adam(a, lr=1e-2), nn.DataParallel(a, 3, seed=1)
+    try:
+        _train(a, batches[:2], opt_a, dp_a)
+        path = nn.save(a, tmp_path / "ckpt", optimizer=opt_a)
+        _train(a, batches[2:], opt_a, dp_a)
+    finally:
+        dp_a.close()
+    b = _cnn()
+    opt_b = nn.Adam(b, lr=1e-2)
+    nn.load(b, path, optimizer=opt_b)
+    dp_b = nn.DataParallel(b, 3, seed=1)
+    try:
+        _train(b, batches[2:], opt_b, dp_b)
+    finally:
+        dp_b.close()
+    _assert_same_state(a.state_dict(), b.state_dict())
+    assert not np.array_equal(a.state_dict()["buffers.9.states"], np.load(path)["buffers.9.states"])
+
+
+def test_data_parallel_refuses_a_model_moved_off_numpy():
+    model = _cnn()
+    dp = nn.DataParallel(model, 2)
+    try:
+        model.to("kernels")
+        x, y = _batches(1, (4, 1, 8, 8), 10)[0]
+        with pytest.raises(UsageError, match=r"moved to backend 'kernels'.*model\.to\('numpy'\)"):
+            dp.step(x, y)
+    finally:
+        dp.close()
 
 
 def test_state_dict_keys_cannot_collide_and_keep_dtypes():
@@ -152,9 +276,93 @@ def test_a_failed_save_leaves_the_old_file_and_no_temp_file(tmp_path, monkeypatc
 
     monkeypatch.setattr(nn.io.np, "savez", broken_savez)
     with pytest.raises(OSError, match="disk full"):
-        nn.save(model, path)
+        nn.save(model, path, overwrite=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.npz"]
     nn.load(_mlp(), path)  # still the whole first file
+
+
+def test_save_replaces_a_file_only_when_told(tmp_path):
+    model, other = _mlp(), _mlp()
+    _train(other, _batches(1, (5, 6), 4))
+    path = nn.save(model, tmp_path / "m")
+    first = path.read_bytes()
+    with pytest.raises(UsageError, match=r"m\.npz already exists.*overwrite=True.*another path"):
+        nn.save(other, tmp_path / "m.npz")
+    assert path.read_bytes() == first
+    assert nn.save(other, tmp_path / "m", overwrite=True) == path
+    _assert_same_state(nn.load(_mlp(), path).state_dict(), other.state_dict())
+
+
+def test_an_old_file_without_optimizer_state_loads_and_the_optimizer_starts_fresh_with_one_warning(tmp_path):
+    batches = _batches(3, (5, 6), 4)
+    a = _mlp()
+    _train(a, batches[:1])
+    path = nn.save(a, tmp_path / "old")  # the model only: what every save wrote before optimizers were saved
+    b = _mlp()
+    opt = nn.Adam(b, lr=1e-2)
+    _train(b, batches[1:], opt)  # state to forget
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        nn.load(b, path, optimizer=opt)
+    assert len(caught) == 1, [str(w.message) for w in caught]
+    msg = str(caught[0].message)
+    assert "no optimizer state" in msg and "Adam starts fresh" in msg and "optimizer=opt" in msg
+    assert opt.t == 0 and opt.m == {} and opt.v == {}  # as a new Adam: the next step is a first step
+    _assert_same_state(a.state_dict(), b.state_dict())
+    fresh = _mlp()
+    nn.load(fresh, path)
+    _train(fresh, batches[1:], nn.Adam(fresh, lr=1e-2))
+    _train(b, batches[1:], opt)
+    _assert_same_state(fresh.state_dict(), b.state_dict())
+
+
+def test_optimizer_states_that_do_not_fit_get_clear_errors_and_change_nothing(tmp_path):
+    a = _cnn()
+    opt_a = nn.Adam(a, lr=1e-2)
+    _train(a, _batches(1, (4, 1, 8, 8), 10), opt_a)
+    path = nn.save(a, tmp_path / "ckpt", optimizer=opt_a)
+    state = opt_a.state_dict()
+    cases = [  # (model, optimizer made over it, what the error says)
+        (_cnn(), lambda m: nn.SGD(m, lr=1e-2), r"state is Adam's, the optimizer loading it is SGD.*nn\.Adam\(model"),
+        (_cnn(), lambda m: nn.Adam(m), r"saved with lr=0\.01; this optimizer has lr=0\.001.*optimizer\.lr = "),
+        (_cnn(), lambda m: nn.Adam(m, lr=1e-2, betas=(0.8, 0.999)), r"betas=\[0\.9, 0\.999\].*betas=\[0\.8, 0\.999\]"),
+        (_cnn(hidden=6), lambda m: nn.Adam(m, lr=1e-2), r"parameter 7\.W.*\(6, 12\).*\(8, 12\)"),
+    ]
+    for model, make, match in cases:
+        opt = make(model)
+        _train(model, _batches(1, (4, 1, 8, 8), 10), opt)
+        before, opt_before = model.state_dict(), opt.state_dict()
+        with pytest.raises(UsageError, match=match):
+            nn.load(model, path, optimizer=opt)
+        _assert_same_state(before, model.state_dict())  # neither the model nor the optimizer changed
+        _assert_same_state(opt_before, opt.state_dict())
+    other = _mlp()
+    with pytest.raises(
+        UsageError, match=r"missing \['m\.2\.W', 'm\.2\.b', 'v\.2\.W', 'v\.2\.b'\], unexpected \['m\.10\.W'"
+    ):
+        nn.Adam(other).load_state_dict({**state, "lr": np.array(1e-3)})
+    with pytest.raises(UsageError, match=r"Adam state 't': expected a count >= 0"):
+        nn.Adam(_cnn(), lr=1e-2).load_state_dict({**state, "t": np.array(-1)})
+    model = _cnn()
+    with pytest.raises(UsageError, match=r"nn\.save: the optimizer \(Adam\) was not built over this model"):
+        nn.save(model, tmp_path / "other", optimizer=opt_a)
+    with pytest.raises(UsageError, match=r"nn\.load: the optimizer \(Adam\) was not built over this model"):
+        nn.load(model, path, optimizer=opt_a)
+    assert not (tmp_path / "other.npz").exists()
+
+
+def test_an_optimizer_state_dict_is_a_snapshot_and_loading_copies_it():
+    model = _mlp()
+    opt = nn.SGD(model, lr=0.1, momentum=0.9)
+    fresh = opt.state_dict()  # before any step: the zeros a first step starts from
+    assert sorted(fresh) == ["lr", "momentum", "type", "v.0.W", "v.0.b", "v.2.W", "v.2.b", "weight_decay"]
+    assert str(fresh["type"]) == "SGD" and all(not fresh[f"v.{k}"].any() for k in ("0.W", "0.b", "2.W", "2.b"))
+    _train(model, _batches(1, (5, 6), 4), opt)
+    state = opt.state_dict()
+    assert state["v.0.W"] is not opt.v["0.W"] and np.array_equal(state["v.0.W"], opt.v["0.W"])
+    other = nn.SGD(model, lr=0.1, momentum=0.9)
+    other.load_state_dict(state)
+    assert other.v["0.W"] is not state["v.0.W"]  # its own copy: its steps leave the caller's arrays alone
 
 
 def test_backward_after_a_move_is_refused_and_backward_where_the_forward_ran_is_right():
@@ -186,7 +394,8 @@ def test_a_forward_after_a_move_makes_its_backward_fine():
     nn.forward_backward(ref, loss_fn, x, y)
     model.forward(x)
     model.to("kernels")
-    nn.forward_backward(model, loss_fn, x, y)  # forward after the move: nothing stale
-    assert np.array_equal(model[9].buffers["states"], ref[9].buffers["states"])  # the same draws on every backend
+    xk, yk = contract.to_backend(x, "kernels"), contract.to_backend(y, "kernels")  # CuPy arrays in gpu mode
+    nn.forward_backward(model, loss_fn, xk, yk)  # forward after the move: nothing stale
+    assert np.array_equal(_host(model[9].buffers["states"]), ref[9].buffers["states"])  # the same draws everywhere
     for (name, _, g), (_, _, g_ref) in zip(model.parameters(), ref.parameters()):
-        np.testing.assert_allclose(gpulab.runtime.to_host(g), g_ref, rtol=1e-4, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(_host(g), g_ref, rtol=1e-4, atol=1e-6, err_msg=name)

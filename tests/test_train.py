@@ -73,6 +73,8 @@ def test_cli_prints_epochs_and_accuracy(tmp_path, capsys):
     assert last.startswith("test accuracy: ") and 0.0 <= float(last.split()[-1]) <= 1.0
     result = json.loads(out.read_text())
     assert result["history"]["epoch"] == [1] and (tmp_path / "m.npz").exists()
+    with np.load(tmp_path / "m.npz") as f:  # the model and Adam's state: a checkpoint to resume from
+        assert str(f["optimizer.type"]) == "Adam" and int(f["optimizer.t"]) == 6  # 300 images, batches of 50
 
 
 def test_cli_errors_are_clear(tmp_path, capsys):
@@ -126,6 +128,16 @@ def test_cli_checks_output_folders_before_training(tmp_path, capsys, flag, monke
     assert "does not exist" in capsys.readouterr().err
     assert train.main(["--dataset", "digits", flag, str(tmp_path)]) == 2
     assert "is a folder" in capsys.readouterr().err
+
+
+def test_cli_refuses_to_replace_a_saved_file_before_training(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(train_cli, "fit", lambda *a, **k: pytest.fail("training started"))
+    old = tmp_path / "m.npz"
+    old.write_bytes(b"a learner's checkpoint")
+    for given in ("m.npz", "m"):  # nn.save adds the .npz
+        assert train.main(["--dataset", "digits", "--save", str(tmp_path / given)]) == 2
+        assert "already exists" in capsys.readouterr().err
+    assert old.read_bytes() == b"a learner's checkpoint"
 
 
 def test_cli_workers_need_numpy(capsys):

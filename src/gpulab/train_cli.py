@@ -139,7 +139,9 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="hidden units of the first linear layer (default: %(default)s)",
     )
     p.add_argument("--no-download", action="store_true", help="never download; fail if the files are not found")
-    p.add_argument("--save", default=None, help="save the trained parameters to this .npz file")
+    p.add_argument(
+        "--save", default=None, help="save the trained model and its optimizer's state to this new .npz file"
+    )
     p.add_argument("--json", default=None, help="write history and results to this JSON file")
     p.add_argument("--progress", action="store_true", help="show a tqdm progress bar per epoch")
     p.add_argument(
@@ -207,6 +209,11 @@ def run(ns: argparse.Namespace) -> int:
     for path, what in ((ns.save, "--save"), (ns.json, "--json")):
         if path:
             check_writable_file(path, what)
+    if ns.save and nn.checkpoint_path(ns.save).exists():
+        raise UsageError(
+            f"--save {ns.save}: {nn.checkpoint_path(ns.save)} already exists and would be replaced after training. "
+            "Choose another path, or move the old file away first."
+        )
     if ns.workers is not None and ns.workers > 1 and ns.backend != "numpy":
         raise UsageError(
             f"--workers {ns.workers} splits batches over CPU threads and needs --backend numpy, "
@@ -249,12 +256,13 @@ def run(ns: argparse.Namespace) -> int:
             flush=True,
         )
 
+    optimizer = nn.Adam(model, lr=ns.lr)
     history = fit(
         model,
         ds,
         epochs=ns.epochs,
         batch_size=ns.batch_size,
-        optimizer=nn.Adam(model, lr=ns.lr),
+        optimizer=optimizer,
         seed=ns.seed,
         progress=ns.progress,
         workers=workers,
@@ -263,7 +271,7 @@ def run(ns: argparse.Namespace) -> int:
     wall = time.perf_counter() - t0
     acc = history.test_accuracy[-1]
     if ns.save:
-        print(f"saved parameters and buffers to {nn.save(model, ns.save)}")
+        print(f"saved the model and Adam's state to {nn.save(model, ns.save, optimizer)}")
     if ns.json:
         with open(ns.json, "w") as f:
             json.dump(

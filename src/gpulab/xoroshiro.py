@@ -32,6 +32,7 @@ __all__ = [
     "DTYPE",
     "init_state",
     "init_states_cpu",
+    "jump",
     "keep_mask",
     "keep_threshold",
     "next_u64",
@@ -100,6 +101,30 @@ def _jump_power(k: int) -> np.ndarray:
 def _apply(k: int, v: np.ndarray) -> np.ndarray:
     """Jump each (s0, s1) row of ``v`` by 2**64 * 2**k steps."""
     return _words((_bits(v).astype(np.float32) @ _jump_power(k).T).astype(np.int32) & 1)
+
+
+@cache
+def _jump_matrix(count: int) -> np.ndarray:
+    """``J**count`` as a (128, 128) 0/1 float32 matrix over GF(2): the product of the powers ``J**(2**k)`` of the
+    set bits of ``count`` (powers of one matrix commute)."""
+    m = np.eye(128, dtype=np.float32)
+    for k in range(count.bit_length()):
+        if count >> k & 1:
+            m = ((_jump_power(k) @ m).astype(np.int32) & 1).astype(np.float32)
+    return m
+
+
+def jump(states: np.ndarray, count: int) -> np.ndarray:
+    """A copy of ``states`` (``DTYPE``, NumPy) with every state jumped ``count`` times by 2**64 steps (numba's
+    ``xoroshiro128p_jump`` applied ``count`` times): a state made by :func:`init_states_cpu` with subsequence ``s``
+    becomes the one it makes with ``s + count``, and a state that has drawn ``d`` numbers becomes that one after
+    ``d`` draws. One (m, 128) x (128, 128) product over GF(2), the matrix cached per ``count``."""
+    v = np.stack([states["s0"], states["s1"]], axis=1).astype(np.uint64)  # (m, 2)
+    out = np.empty(states.shape[0], DTYPE)
+    if v.shape[0]:
+        w = _words((_bits(v).astype(np.float32) @ _jump_matrix(int(count) & _M64).T).astype(np.int32) & 1)
+        out["s0"], out["s1"] = w[:, 0], w[:, 1]
+    return out
 
 
 def init_states_cpu(states: Any, seed: Any, subsequence_start: Any = 0) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from .amp import MixedPrecision
 from .conv import Conv2d
 from .init import he_normal
-from .io import load, save
+from .io import checkpoint_path, load, save
 from .layers import Dropout, Flatten, Linear, MaxPool2d, ReLU
 from .loss import SoftmaxCrossEntropy
 from .models import mnist_cnn
@@ -35,6 +35,7 @@ __all__ = [
     "SGD",
     "Sequential",
     "SoftmaxCrossEntropy",
+    "checkpoint_path",
     "forward_backward",
     "he_normal",
     "load",

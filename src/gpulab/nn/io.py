@@ -1,10 +1,12 @@
-"""Save and load a model's state (parameters and buffers: :meth:`Sequential.state_dict`) as a plain ``.npz``
-file (no pickle)."""
+"""Save and load a model's state (parameters and buffers: :meth:`Sequential.state_dict`), and optionally its
+optimizer's (:meth:`Adam.state_dict`, keys prefixed :data:`OPTIMIZER_PREFIX`), as one plain ``.npz`` file (no
+pickle): a checkpoint that training continues from exactly as without the round trip."""
 
 from __future__ import annotations
 
 import os
 import secrets
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -13,16 +15,42 @@ import numpy as np
 
 from ..errors import UsageError
 
-__all__ = ["load", "save"]
+__all__ = ["OPTIMIZER_PREFIX", "checkpoint_path", "load", "save"]
+
+# An optimizer's key in a checkpoint: "optimizer.<its state_dict key>" (a model's keys start with a layer index or
+# "buffers.", so none can collide).
+OPTIMIZER_PREFIX = "optimizer."
 
 
-def save(model: Any, path: str | os.PathLike) -> Path:
-    """Write ``model.state_dict()`` (every parameter and buffer) to ``path`` (``.npz``), atomically: into a temp
-    file of its own next to ``path``, then renamed over it, so ``path`` is the old file or the whole new one."""
+def checkpoint_path(path: str | os.PathLike) -> Path:
+    """The file :func:`save` writes for ``path``: ``path`` itself if it ends in ``.npz``, else ``path`` + ``.npz``."""
     path = Path(path)
-    if path.suffix != ".npz":
-        path = path.with_suffix(path.suffix + ".npz")
+    return path if path.suffix == ".npz" else path.with_suffix(path.suffix + ".npz")
+
+
+def _check_optimizer(model: Any, optimizer: Any, what: str) -> None:
+    if getattr(optimizer, "model", None) is not model:
+        raise UsageError(
+            f"{what}: the optimizer ({type(optimizer).__name__}) was not built over this model, so its state would "
+            "not match the model's parameters. Pass the optimizer made with this model, e.g. opt = nn.Adam(model)."
+        )
+
+
+def save(model: Any, path: str | os.PathLike, optimizer: Any = None, *, overwrite: bool = False) -> Path:
+    """Write ``model.state_dict()`` (every parameter and buffer) and, if given, ``optimizer.state_dict()`` to
+    ``path`` (``.npz``: :func:`checkpoint_path`), atomically: into a temp file of its own next to ``path``, then
+    renamed over it, so ``path`` is the old file or the whole new one. An existing file is replaced only with
+    ``overwrite=True``."""
+    path = checkpoint_path(path)
+    if path.exists() and not overwrite:
+        raise UsageError(
+            f"{path} already exists; nn.save does not replace a file unless told to. Pass overwrite=True to replace "
+            "it, or choose another path."
+        )
     state = model.state_dict()
+    if optimizer is not None:
+        _check_optimizer(model, optimizer, "nn.save")
+        state.update({OPTIMIZER_PREFIX + k: v for k, v in optimizer.state_dict().items()})
     tmp = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")  # a name no other save uses
     try:
         with open(tmp, "xb") as f:  # a file object: np.savez adds no ".npz" to the temp name
@@ -34,9 +62,15 @@ def save(model: Any, path: str | os.PathLike) -> Path:
     return path
 
 
-def load(model: Any, path: str | os.PathLike) -> Any:
-    """Load a state saved by :func:`save` into ``model`` (names, shapes and dtypes must match; a file saved
-    before buffers were saved loads its parameters, with a warning: :meth:`Sequential.load_state_dict`)."""
+def load(model: Any, path: str | os.PathLike, optimizer: Any = None) -> Any:
+    """Load a state saved by :func:`save` into ``model`` and, if given, into ``optimizer`` (built over ``model``).
+
+    Names, shapes and dtypes must match (:meth:`Sequential.load_state_dict`, :meth:`Adam.load_state_dict`), and so
+    must the optimizer's kind and settings; everything is checked before anything is copied. A file saved before
+    buffers were saved loads its parameters, with a warning. A file without optimizer state loads the model, and a
+    given ``optimizer`` starts fresh, with one warning. Without ``optimizer`` a checkpoint's optimizer state is
+    not read (a model to evaluate needs none).
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no saved model at {path}; save one with gpulab.nn.save(model, {str(path)!r}).")
@@ -52,5 +86,24 @@ def load(model: Any, path: str | os.PathLike) -> Any:
             f"{path} is not a model saved by gpulab.nn.save (an .npz archive of arrays): {type(e).__name__}. "
             "Save one with gpulab.nn.save(model, path), or check the path."
         ) from None
-    model.load_state_dict(state)
+    opt_state = {k[len(OPTIMIZER_PREFIX) :]: v for k, v in state.items() if k.startswith(OPTIMIZER_PREFIX)}
+    model_state = {k: v for k, v in state.items() if not k.startswith(OPTIMIZER_PREFIX)}
+    checked = None
+    if optimizer is not None:
+        _check_optimizer(model, optimizer, "nn.load")
+        if opt_state:
+            checked = optimizer._check_state(opt_state)  # before the model changes: a misfit changes nothing
+    model.load_state_dict(model_state)
+    if checked is not None:
+        optimizer._apply_state(checked)
+    elif optimizer is not None:
+        optimizer.reset()
+        warnings.warn(
+            f"{path} holds no optimizer state (saved without optimizer=, or before gpulab saved it): the model "
+            f"loaded, and {type(optimizer).__name__} starts fresh (a first step: no momentum, no step count), so "
+            "training goes on differently from the saving run. Save with nn.save(model, path, optimizer=opt) to "
+            "keep it.",
+            UserWarning,
+            stacklevel=2,
+        )
     return model

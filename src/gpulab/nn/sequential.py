@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+import weakref
 from typing import Any
 from collections.abc import Iterator
 
@@ -40,6 +41,7 @@ class Sequential(Module):
             self.layers[0].needs_input_grad = False  # nobody needs d(loss)/d(images)
         self.backend = "numpy"
         self._forward_backend: str | None = None  # where the pending forward ran: backward checks it (to)
+        self.optimizers: weakref.WeakSet = weakref.WeakSet()  # those built over this model: `to` moves their state
         self.to(backend)
 
     def use_ops(self, ops: _ops.Ops) -> Sequential:
@@ -55,7 +57,8 @@ class Sequential(Module):
         """Move the parameters (and buffers) to where ``backend`` computes and route the layers' ops through it.
 
         ``numpy`` keeps them on the host; ``cupy`` and ``kernels`` in gpu mode put them on the device as
-        CuPy arrays (in simulator mode ``kernels`` works on NumPy arrays).
+        CuPy arrays (in simulator mode ``kernels`` works on NumPy arrays). The state of every optimizer built over
+        this model (Adam's moments, SGD's momentum buffers) moves with the parameters it belongs to.
 
         Move between training steps, not between a forward and its backward: what each layer keeps for its
         backward (its input or output, the im2col columns, Dropout's states before the draws) stays where the
@@ -73,12 +76,14 @@ class Sequential(Module):
                 "CPU, or backend='kernels' to run the lab's CUDA kernels in the simulator (tiny batches)."
             )
         ops = _ops.get(backend)
-        on_device = _ops.device_for(backend) == "gpu"
+        move = runtime.to_device if _ops.device_for(backend) == "gpu" else runtime.to_host
         for layer in self.layers:
             layer.ops = ops
             for d in (layer.params, layer.grads, layer.buffers):
                 for k, v in d.items():
-                    d[k] = runtime.to_device(v) if on_device else runtime.to_host(v)
+                    d[k] = move(v)
+        for optimizer in list(self.optimizers):
+            optimizer.move_state(move)
         self.ops, self.backend = ops, backend
         return self
 
