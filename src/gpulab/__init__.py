@@ -6,7 +6,7 @@ imported, and does no GPU work. Kernels live in :mod:`gpulab.kernels`.
 
 from __future__ import annotations
 
-from . import runtime
+from . import compat, runtime
 from .runtime import ModeError, banner, is_gpu, is_simulator, mode, sizes, to_device, to_host, xp
 
 try:
@@ -16,6 +16,7 @@ except runtime.ModeError:
     # every command that needs the mode reports it. In Python and notebooks the error stands.
     if not runtime.started_from_command_line():
         raise
+compat.keep_numba_cuda_compiling()  # NumPy 2.5 removed np.row_stack, which numba-cuda's CUDA target registers
 if runtime.selected_mode() == "simulator":
     from . import simulator  # noqa: E402
 
