@@ -8,8 +8,9 @@ check traces one launch in the simulator (:class:`gpulab.exercises.Budget`): a g
 :data:`TRACE_BLOCK_2D` or :data:`TRACE_BLOCK_1D` threads (the checks' own launches have 8, too few to fill a
 warp), a one-thread-per-output matmul as its check launched it (blocks of TILE x TILE). The arrays are named as
 the course kernel's parameters (:data:`gpulab.capstone.COURSE_KERNELS`), whatever the learner called them.
-Measured 2026-12-03 in simulator mode: the course's kernels and lab 09's solutions use at most 1.5x the ideal
-sectors, the same kernels with the row fastest 5-8x; the limit is 2x, as in labs 03, 04 and 07.
+Measured 2026-12-03 in simulator mode: the course's kernels and lab 09's solutions use at most 1.17x the ideal
+sectors (lab 03's plain matmul in 16 x 16 blocks 1.29x), the same kernels with the row fastest 6.7-8x (lab 04's
+tiled matmul with x along the rows 3.3x); the limit is 2x, as in labs 03, 04 and 07.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ __all__ = ["BUDGETS", "TRACE_BLOCK_1D", "TRACE_BLOCK_2D", "TALL_COL2IM", "TALL_P
 
 TRACE_BLOCK_2D = (32, 4)  # one warp per row of the block: x walks 32 columns
 TRACE_BLOCK_1D = 32
-# Tall inputs, traced: a warp's 32 neighbouring t cover 32 rows of 40 bytes (80 for col2im) when the row is
-# fastest (32 sectors), 4 or 5 sectors when the column is; the checks' other inputs are so small that a whole
-# image fits in a few sectors either way.
+# Tall inputs, traced: a warp's 32 neighbouring t cover 32 rows (of 40 bytes for maxpool's out, 80 for the dx of
+# col2im and maxpool_backward) when the row is fastest (32 sectors), 4 or 5 sectors when the column is; the checks'
+# other inputs are so small that a whole image fits in a few sectors either way.
 TALL_COL2IM = (1, 1, 34, 20, 3, 1, 1)  # dx (1, 1, 34, 20)
 TALL_POOL = (1, 1, 66, 20, 2, 2)  # out (1, 1, 33, 10); maxpool_backward's dx (1, 1, 66, 20)
 

@@ -138,7 +138,7 @@ def _renamed(budget: Budget, names: dict[str, str]) -> Budget:
 def _trace_host(runner: Runner, budget: Budget, call: tuple, names: list[str], shared: bool, swapped: bool) -> Any:
     """The trace of the kernel's first launch by the ``host=`` function on ``call`` (``swapped``: with x and y
     exchanged, see :meth:`Runner.config`), in one block of ``budget.block`` threads if set (a grid-stride kernel
-    is right for any launch), else as the host launched it."""
+    is right for any launch), else, or if the kernel fails in that block, as the host launched it."""
     from ..simulator.launches import intercepted
     from ..trace import trace
 
@@ -146,8 +146,12 @@ def _trace_host(runner: Runner, budget: Budget, call: tuple, names: list[str], s
 
     def take(grid: tuple, block: tuple, args: tuple) -> None:
         if budget.block is not None:
-            block = tuple(budget.block) if isinstance(budget.block, (tuple, list)) else (int(budget.block),)
-            grid = (1,) * len(block)
+            wide = tuple(budget.block) if isinstance(budget.block, (tuple, list)) else (int(budget.block),)
+            try:
+                box.append(trace(runner.kernel, (1,) * len(wide), wide, *args, names=names, shared=shared))
+                return
+            except Exception:  # noqa: BLE001 - not right in that block (its checks ran the host's): trace the host's
+                pass
         box.append(trace(runner.kernel, grid, block, *args, names=names, shared=shared))
 
     with intercepted(runner.kernel, take):
