@@ -27,13 +27,14 @@ the guarded backend (:class:`LearnerOps`) in :mod:`gpulab.capstone_ops`, what it
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from typing import Any
 
 
 from . import runtime
 from .capstone_ops import CapstoneError as CapstoneError, LearnerOps as LearnerOps
-from .capstone_hosts import HOSTS as HOSTS
+from .capstone_hosts import HOSTS as HOSTS, gemm_block_launch
 from .capstone_problems import BLOCK_TIMEOUT, PROBLEMS as PROBLEMS
 from .errors import UsageError
 from .exercises import CheckResult
@@ -183,10 +184,14 @@ class Capstone:
 
         else:
 
-            def run(*a: Any) -> None:
+            def run(*a: Any, swapped: bool = False) -> None:
                 if wrong_params:
                     raise UsageError(wrong_params)
-                host(kernel, *a, block=block)
+                host(kernel, *a, block=block, swapped=swapped)
+
+            # the check may launch it with x and y exchanged (run(..., swapped=True)): a kernel right only that way
+            # (`i, j = cuda.grid(2)`) gets the orientation verdict, as labs 03 and 04 give it
+            run.launch_config = lambda a, b, c: gemm_block_launch(c, block)  # type: ignore[attr-defined]
 
         run.__name__ = f"nn_ops.{LAUNCHERS[op]}"  # the verdict's "launch: host function nn_ops.gemm(...)"
         return dict(
@@ -200,6 +205,9 @@ class Capstone:
             rtol=pr.rtol,
             atol=pr.atol,
             timeout=pr.timeout if block is None else max(pr.timeout, BLOCK_TIMEOUT),  # 256-thread blocks: slower
+            # coalescing (gpulab.capstone_budgets): a grid-stride kernel is traced in one wide block, a
+            # one-thread-per-output matmul as the check launched it (its TILE x TILE blocks)
+            budget=pr.budget if pr.budget is None or block is None else dataclasses.replace(pr.budget, block=None),
             name=op,
         )
 

@@ -20,7 +20,7 @@ import numpy as np
 from . import runtime
 from .nn.ops import conv_out_hw
 
-__all__ = ["HOSTS"]
+__all__ = ["HOSTS", "gemm_block_launch"]
 
 
 def _k():
@@ -42,20 +42,37 @@ def _flat(a: Any) -> Any:
     return runtime.array_module(a).ascontiguousarray(a).reshape(-1)
 
 
+def gemm_block_launch(c: Any, block: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(grid, block) of a one-thread-per-output matmul over ``c`` in ``block``s: x over the columns of c."""
+    from .kernels._launch import ceil_div
+
+    bx, by = (int(v) for v in block)
+    return (ceil_div(c.shape[1], bx), ceil_div(c.shape[0], by)), (bx, by)
+
+
 def _gemm_host(
-    kern: Any, a: Any, b: Any, c: Any, block: tuple[int, int] | None = None, cooperative: bool = False
+    kern: Any,
+    a: Any,
+    b: Any,
+    c: Any,
+    block: tuple[int, int] | None = None,
+    cooperative: bool = False,
+    swapped: bool = False,
 ) -> None:
     """``gemm``'s launches for small checks: grid-stride over c, or one thread per element of c in ``block``s
-    (``cooperative``: in the simulator, run in turn as training does, :mod:`gpulab.kernels.cooperative`)."""
+    (``cooperative``: in the simulator, run in turn as training does, :mod:`gpulab.kernels.cooperative`;
+    ``swapped``: the grid and the block with x and y exchanged, for the check's test of a kernel that takes the
+    row from x, see :meth:`gpulab.exercises.run.Runner.config`)."""
     if block is None:
         _launch_2d(kern, c.shape[0], c.shape[1], a, b, c)
         return
-    from .kernels._launch import MAX_GRID_DIMS, ceil_div, check_launch
+    from .kernels._launch import MAX_GRID_DIMS, check_launch
     from .kernels.grid_stride import device_args, fast_simulator_arrays
 
-    bx, by = (int(v) for v in block)
-    grid = (ceil_div(c.shape[1], bx), ceil_div(c.shape[0], by))  # x over the columns of c
-    if grid[1] > MAX_GRID_DIMS[1]:
+    grid, (bx, by) = gemm_block_launch(c, block)
+    if swapped:
+        grid, (bx, by) = (grid[1], grid[0]), (by, bx)
+    elif grid[1] > MAX_GRID_DIMS[1]:
         c[...] = _k().gemm(a, b, kernel=kern, block=block)  # gemm slices the rows; no check is this big
         return
     check_launch(grid, (bx, by))

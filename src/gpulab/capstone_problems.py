@@ -1,5 +1,6 @@
 """The capstone's checks (lab 09), one :class:`Problem` per learner op: the NumPy spec, the
-inputs at each size, the named mistakes and the time limits. The host function that runs a learner's
+inputs at each size, the named mistakes (their outputs in :mod:`gpulab.capstone_mistakes`), the coalescing
+budgets (:mod:`gpulab.capstone_budgets`) and the time limits. The host function that runs a learner's
 kernel through the launcher training uses (:mod:`gpulab.kernels.nn_ops`) is the op's entry in
 :data:`gpulab.capstone_hosts.HOSTS` (importable from here too). :class:`gpulab.capstone.Capstone`
 registers a kernel only once its problem here passes.
@@ -12,7 +13,29 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .capstone_budgets import BUDGETS, TALL_COL2IM, TALL_POOL
 from .capstone_hosts import HOSTS as HOSTS
+from .capstone_mistakes import (  # noqa: F401  (the known mistakes of every op)
+    _im2col_channel_first,
+    _im2col_no_pad_shift,
+    _im2col_offsets_swapped,
+    _col2im_channel_first,
+    _col2im_no_stride_test,
+    _col2im_pad_flipped,
+    _pool_last_max,
+    _pool_from_zero,
+    _pool_arg_flat,
+    _pool_backward_routed,
+    _xent_grad_not_mean,
+    _xent_losses_mean,
+    _xent_loss_no_shift,
+    _xent_no_onehot,
+    _adam_ascent,
+    _adam_old_moments,
+    _adam_v_from_g,
+    _adam_m_hat_only,
+    _adam_both_hats,
+)
 from .capstone_specs import (  # noqa: F401  (the specs and inputs of every op)
     _matmul_inputs,
     _conv_inputs,
@@ -31,136 +54,11 @@ from .capstone_specs import (  # noqa: F401  (the specs and inputs of every op)
     _adam_spec,
 )
 from .exercises import Problem, random_arrays
-from .nn.ops import conv_out_hw
 
 __all__ = ["BLOCK_TIMEOUT", "GRID_STRIDE_TIMEOUT", "HOSTS", "PROBLEMS"]
 
 
 # ----------------------------------------------------------------------------- problems (one per op)
-
-
-def _im2col_channel_first(x: np.ndarray, k: int, stride: int, pad: int) -> np.ndarray:
-    """The mistake: columns in PyTorch's order ``q = (c*kh + a)*kw + b``, not ``(a*kw + b)*C + c``."""
-    n, c = x.shape[:2]
-    cols = _im2col_spec(x, k, stride, pad)
-    return cols.reshape(-1, k, k, c).transpose(0, 3, 1, 2).reshape(cols.shape)
-
-
-def _im2col_no_pad_shift(x: np.ndarray, k: int, stride: int, pad: int) -> np.ndarray:
-    """The mistake: ``ih = i*stride + a`` without ``- pad`` (the padding all lands below and right)."""
-    xp = np.pad(x, ((0, 0), (0, 0), (0, 2 * pad), (0, 2 * pad)))
-    return _im2col_spec(xp, k, stride, 0)
-
-
-def _col2im_channel_first(d: np.ndarray, x_shape: tuple, k: int, stride: int, pad: int) -> np.ndarray:
-    """The mistake: ``dcols`` read at ``q = (c*kh + a)*kw + b`` (PyTorch's order), not ``(a*kw + b)*C + c``."""
-    c = x_shape[1]
-    return _col2im_spec(d.reshape(-1, c, k, k).transpose(0, 2, 3, 1).reshape(d.shape), x_shape, k, stride, pad)
-
-
-def _col2im_no_stride_test(d: np.ndarray, x_shape: tuple, k: int, stride: int, pad: int) -> np.ndarray:
-    """The mistake: no ``ii % stride == 0`` test, so ``ii // stride`` rounds taps that hit no window onto one."""
-    n, c, h, w = x_shape
-    ho, wo = conv_out_hw(h, w, k, k, stride, pad)
-    d6 = d.reshape(n, ho, wo, k, k, c).astype(np.float64)
-    dx = np.zeros((n, c, h, w))
-    for y in range(h):
-        for x in range(w):
-            for a in range(k):
-                for b in range(k):
-                    ii, jj = y + pad - a, x + pad - b
-                    if ii >= 0 and jj >= 0 and ii // stride < ho and jj // stride < wo:
-                        dx[:, :, y, x] += d6[:, ii // stride, jj // stride, a, b, :]
-    return dx.astype(d.dtype)
-
-
-def _pool_last_max(x: np.ndarray, k: int, stride: int) -> np.ndarray:
-    """The mistake: ``arg`` of the *last* maximum of each window (``>=`` where the spec says ``>``)."""
-    n, c, h, w = x.shape
-    ho, wo = conv_out_hw(h, w, k, k, stride, 0)
-    win = np.stack(
-        [x[:, :, a : a + stride * ho : stride, b : b + stride * wo : stride] for a in range(k) for b in range(k)], -1
-    )
-    return (k * k - 1 - win[..., ::-1].argmax(axis=-1)).astype(np.int32)
-
-
-def _pool_from_zero(x: np.ndarray, k: int, stride: int) -> np.ndarray:
-    """The mistake: ``best = 0.0`` before the window's loop, so a window of negative values gives 0."""
-    return np.maximum(_pool_spec(x, k, stride)[0], 0).astype(x.dtype)
-
-
-def _pool_arg_flat(x: np.ndarray, k: int, stride: int) -> np.ndarray:
-    """The mistake: ``arg`` as the input pixel's flat index ``h*W + w``, not the position ``a*k + b`` in the window."""
-    _, arg = _pool_spec(x, k, stride)
-    ho, wo = arg.shape[2:]
-    a, b = arg // k, arg % k
-    h = np.arange(ho)[:, None] * stride + a
-    w = np.arange(wo)[None, :] * stride + b
-    return (h * x.shape[3] + w).astype(np.int32)
-
-
-def _pool_backward_routed(
-    dout: np.ndarray, arg: np.ndarray, x_shape: tuple, k: int, stride: int, *, how: str
-) -> np.ndarray:
-    """The mistakes: ``how="all"`` routes dout to every pixel of the window (``arg`` ignored); ``"one_window"``
-    looks only at the window ``i = h // stride`` (as if windows never overlapped); ``"last"`` assigns
-    (``acc = dout[...]``) where it should add, so of several windows only the last one the loop meets counts."""
-    n, c, h, w = x_shape
-    ho, wo = dout.shape[2], dout.shape[3]
-    dx = np.zeros(x_shape, dtype=np.float64)
-    for y in range(h):
-        for x in range(w):
-            for a in range(k):
-                for b in range(k):
-                    ii, jj = y - a, x - b
-                    if ii < 0 or jj < 0 or ii % stride or jj % stride or ii // stride >= ho or jj // stride >= wo:
-                        continue
-                    i, j = ii // stride, jj // stride
-                    if how == "one_window" and (i, j) != (y // stride, x // stride):
-                        continue
-                    hit = np.ones((n, c), bool) if how == "all" else arg[:, :, i, j] == a * k + b
-                    if how == "last":
-                        dx[:, :, y, x] = np.where(hit, dout[:, :, i, j], dx[:, :, y, x])
-                    else:
-                        dx[:, :, y, x] += np.where(hit, dout[:, :, i, j], 0)
-    return dx.astype(dout.dtype)
-
-
-def _xent_grad_not_mean(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    return (_xent_spec(logits, labels)[0] * len(labels)).astype(logits.dtype)
-
-
-def _xent_losses_mean(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    return (_xent_spec(logits, labels)[1] / len(labels)).astype(logits.dtype)
-
-
-def _xent_loss_no_shift(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """The mistake: ``log(s) - logits[r, y]``, the label's logit without ``- m`` (s was summed shifted by m)."""
-    return (_xent_spec(logits, labels)[1] - logits.max(axis=1)).astype(logits.dtype)
-
-
-def _xent_no_onehot(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    z = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return (z / z.sum(axis=1, keepdims=True) / len(labels)).astype(logits.dtype)
-
-
-def _adam_ascent(p, g, m, v, lr_t, b1, b2, eps_t) -> np.ndarray:
-    """The mistake: ``p += ...`` (a step up the gradient)."""
-    p2, m2, v2 = _adam_spec(p, g, m, v, lr_t, b1, b2, eps_t)
-    return (2 * p - p2).astype(p.dtype)
-
-
-def _adam_old_moments(p, g, m, v, lr_t, b1, b2, eps_t) -> np.ndarray:
-    """The mistake: p updated before the moments, with the previous step's m and v."""
-    return (p - lr_t * m / (np.sqrt(v) + eps_t)).astype(p.dtype)
-
-
-def _adam_v_from_g(p, g, m, v, lr_t, b1, b2, eps_t) -> list:
-    """The mistake: ``v = b2 v + (1 - b2) g`` (the gradient, not its square); p then from that v."""
-    m2 = b1 * m + (1 - b1) * g
-    v2 = b2 * v + (1 - b2) * g
-    with np.errstate(invalid="ignore"):
-        return [(p - lr_t * m2 / (np.sqrt(v2) + eps_t)).astype(p.dtype), v2.astype(p.dtype)]
 
 
 def _dropout_problem(op: str, inp: str, scaling: str) -> Problem:
@@ -197,13 +95,24 @@ PROBLEMS: dict[str, Problem] = {
         "matmul",
         lambda a, b: a @ b,
         _matmul_inputs,
-        # the last: K spans three 16-wide tiles (the last ragged), so a tile overwritten while others still
-        # read it (a missing second cuda.syncthreads()) shows as a race; every side is over 16 so that the
-        # harness's square probe (the smallest side) spans two tiles as well and does not pass such a kernel
-        [(1, 1, 1), (5, 7, 3), (20, 40, 17)],
-        [(1, 1, 1), (129, 257, 65), (512, 288, 64)],
+        # (3, 5, 5): B square, so a kernel that reads B[j, k] stays inside B and its result names the mistake
+        # (on the others it reads past B's end). (40, 9, 5): C 40 x 5, whose TILE x TILE grid (1 x 3 blocks) a
+        # kernel with the row from x (`i, j = cuda.grid(2)`) does not cover: it is then right only with x and y
+        # exchanged (its verdict says so). The last: K spans three 16-wide tiles (the last ragged), so a
+        # tile overwritten while others still read it (a missing second cuda.syncthreads()) shows as a race; every
+        # side is over 16 so that the harness's square probe (the smallest side) spans two tiles as well and does
+        # not pass such a kernel
+        [(1, 1, 1), (3, 5, 5), (5, 7, 3), (40, 9, 5), (20, 40, 17)],
+        [(1, 1, 1), (3, 5, 5), (129, 257, 65), (512, 288, 64)],
         reduction=lambda a, b: a.shape[1],
         out_names=["C"],
+        budget=BUDGETS["matmul"],
+        mistakes={
+            "B is read transposed: C[i, j] = sum over k of A[i, k] * B[k, j], row k and column j of B (B[j, k] "
+            "reads B's column as a row; with B (K, N) not square it reads past B's end).": lambda a, b: (
+                a @ b.T if b.shape[0] == b.shape[1] else np.full(1, np.nan)
+            ),
+        },
     ),
     "im2col": _problem(
         "im2col",
@@ -212,6 +121,7 @@ PROBLEMS: dict[str, Problem] = {
         [(1, 1, 3, 3, 3, 1, 0), (2, 2, 5, 6, 3, 1, 1), (1, 3, 7, 5, 2, 2, 1)],
         [(2, 2, 5, 6, 3, 1, 1), (64, 32, 14, 14, 3, 1, 1)],
         out_names=["cols"],
+        budget=BUDGETS["im2col"],
         mistakes={
             "the columns are in channel-first order, q = (c*kh + a)*kw + b (PyTorch's weight layout): here the "
             "channel is the fastest index, q = (a*kw + b)*C + c, so a = q // (kw*C), b = (q // C) % kw, "
@@ -219,22 +129,30 @@ PROBLEMS: dict[str, Problem] = {
             "every tap is shifted by pad: the padded image starts pad pixels before x, so the input row is "
             "ih = i*stride + a - pad (and iw = j*stride + b - pad), 0 where that falls outside "
             "x.": _im2col_no_pad_shift,
+            "the window offsets a and b are swapped: a (the row offset, added to i*stride) is the slower one, "
+            "a = q // (kw*C), and b (the column offset, added to j*stride) the faster, b = (q // C) % kw.": (
+                _im2col_offsets_swapped
+            ),
         },
     ),
     "col2im": _problem(
         "col2im",
         _col2im_spec,
         _col2im_inputs,
-        [(1, 1, 3, 3, 3, 1, 0), (2, 2, 5, 6, 3, 1, 1), (1, 3, 7, 5, 3, 2, 1)],
+        # the last: tall (34 rows of 20), so that a flat index decoded with h fastest shows in the budget
+        [(1, 1, 3, 3, 3, 1, 0), (2, 2, 5, 6, 3, 1, 1), (1, 3, 7, 5, 3, 2, 1), TALL_COL2IM],
         [(2, 2, 5, 6, 3, 1, 1), (64, 32, 14, 14, 3, 1, 1)],
         reduction=9,
         out_names=["dx"],
+        budget=BUDGETS["col2im"],
         mistakes={
             "dcols is read in channel-first order, q = (c*kh + a)*kw + b: im2col's columns have the channel "
             "fastest, q = (a*kw + b)*C + c.": _col2im_channel_first,
             "with stride > 1 a tap (a, b) reaches pixel (h, w) only when ii = h + pad - a is a multiple of the "
             "stride (and jj likewise): test ii % stride == 0 before using ii // stride, which otherwise rounds down "
             "onto a window that does not hold the pixel.": _col2im_no_stride_test,
+            "the padding shifts the wrong way: pixel h sits at h + pad in the padded image, so the window row that "
+            "holds it at tap a is ii = h + pad - a (and jj = w + pad - b), not h - pad - a.": _col2im_pad_flipped,
         },
     ),
     "relu": _problem(
@@ -262,9 +180,10 @@ PROBLEMS: dict[str, Problem] = {
         "maxpool",
         _pool_spec,
         _pool_inputs,
-        [(1, 1, 2, 2, 2, 2), (2, 3, 7, 9, 2, 2), (1, 2, 5, 5, 3, 1, True)],
+        [(1, 1, 2, 2, 2, 2), (2, 3, 7, 9, 2, 2), (1, 2, 5, 5, 3, 1, True), TALL_POOL],
         [(2, 3, 7, 9, 2, 2), (2, 2, 5, 5, 3, 1, True), (128, 32, 28, 28, 2, 2)],
         out_names=["out", "arg"],
+        budget=BUDGETS["maxpool"],
         mistakes={
             "arg must be the position of the *first* maximum when a window holds its maximum twice (after a ReLU "
             "whole windows are 0): update best and arg only on v > best, not v >= best.": _pool_last_max,
@@ -278,10 +197,11 @@ PROBLEMS: dict[str, Problem] = {
         "maxpool_backward",
         _pool_backward_spec,
         _pool_backward_inputs,
-        [(1, 1, 2, 2, 2, 2), (2, 3, 7, 9, 2, 2), (1, 2, 5, 5, 3, 1)],
+        [(1, 1, 2, 2, 2, 2), (2, 3, 7, 9, 2, 2), (1, 2, 5, 5, 3, 1), TALL_POOL],
         [(2, 3, 7, 9, 2, 2), (128, 32, 28, 28, 2, 2)],
         reduction=9,
         out_names=["dx"],
+        budget=BUDGETS["maxpool_backward"],
         mistakes={
             "dout went to every pixel of the window: only the window's maximum gets it, the pixel whose offset "
             "(a, b) has arg[n, c, i, j] == a*k + b; the others get 0 from that window.": lambda *c: (
@@ -338,6 +258,13 @@ PROBLEMS: dict[str, Problem] = {
             "ones.": _adam_old_moments,
             "p moved up the gradient: the step descends, p[i] -= lr_t * m[i] / (sqrt(v[i]) + eps_t).": _adam_ascent,
             "v averages the squared gradient: v = b2 * v + (1 - b2) * g[i] * g[i], not g[i].": _adam_v_from_g,
+            "m was bias-corrected (m / (1 - b1)) but v was not: here both corrections are already folded into lr_t and "
+            "eps_t (lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t), eps_t = eps * sqrt(1 - b2^t), computed by the optimizer, "
+            "which knows the step t), so the kernel uses the new m and v as they are: "
+            "p[i] -= lr_t * m[i] / (sqrt(v[i]) + eps_t).": _adam_m_hat_only,
+            "m and v were bias-corrected in the kernel (m / (1 - b1), v / (1 - b2)): both corrections are already "
+            "folded into lr_t and eps_t (the optimizer computes them from the step t), so the kernel uses the new m "
+            "and v as they are: p[i] -= lr_t * m[i] / (sqrt(v[i]) + eps_t).": _adam_both_hats,
         },
     ),
     "dropout_forward": _dropout_problem(

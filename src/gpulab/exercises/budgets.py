@@ -14,7 +14,7 @@ import numpy as np
 from .. import simulator
 from ..source import py_func
 from .problem import Budget, Case, Size, Tree
-from .run import Launch, Runner
+from .run import Launch, Runner, SetupError
 
 __all__ = ["budget_checks"]
 
@@ -51,11 +51,17 @@ def budget_checks(runner: Runner, budget: Budget, cases: list[Case], largest: in
     if budget.size is not None:
         case = next((c for c in cases if c.size == budget.size), case)
     _, call = runner.host_call(case)
-    griddim, blockdim = runner.config(case, call, launch)
     arg_names = list(inspect.signature(py_func(runner.kernel)).parameters)
+    if budget.names:  # the limits name the arguments by position: say them with the kernel's own names
+        budget = _renamed(budget, dict(zip(budget.names, arg_names)))
+    shared = budget.shared_reads_per_thread is not None  # logging every shared access is slower: only if asked
     with simulator.instrument() as ins:
-        shared = budget.shared_reads_per_thread is not None  # logging every shared access is slower: only if asked
-        log = trace(runner.kernel, griddim, blockdim, *call, names=arg_names, shared=shared)
+        if runner.p.host is not None:
+            log = _trace_host(runner, budget, call, arg_names, shared, launch.swapped)
+            griddim, blockdim = log.grid, log.block
+        else:
+            griddim, blockdim = runner.config(case, call, launch)
+            log = trace(runner.kernel, griddim, blockdim, *call, names=arg_names, shared=shared)
     checks = []
     where = f"traced at size {case.size!r}, launch [{griddim}, {blockdim}]"
     for arr, lim in budget.reads_per_element.items():
@@ -112,6 +118,52 @@ def budget_checks(runner: Runner, budget: Budget, cases: list[Case], largest: in
     if budget.hint:  # the exercise's own advice for a kernel over a limit
         checks = [c if c.passed else dataclasses.replace(c, hint=budget.hint) for c in checks]
     return checks
+
+
+def _renamed(budget: Budget, names: dict[str, str]) -> Budget:
+    """``budget`` with the arrays its limits name translated by ``names`` (its ``names=`` -> the kernel's own)."""
+
+    def keys(d: Any) -> Any:
+        return {names.get(k, k): v for k, v in d.items()} if isinstance(d, dict) else d
+
+    return dataclasses.replace(
+        budget,
+        reads_per_element=keys(budget.reads_per_element),
+        sectors=keys(budget.sectors),
+        atomics=keys(budget.atomics),
+        names=None,
+    )
+
+
+def _trace_host(runner: Runner, budget: Budget, call: tuple, names: list[str], shared: bool, swapped: bool) -> Any:
+    """The trace of the kernel's first launch by the ``host=`` function on ``call`` (``swapped``: with x and y
+    exchanged, see :meth:`Runner.config`), in one block of ``budget.block`` threads if set (a grid-stride kernel
+    is right for any launch), else, or if the kernel fails in that block, as the host launched it."""
+    from ..simulator.launches import intercepted
+    from ..trace import trace
+
+    box: list[Any] = []
+
+    def take(grid: tuple, block: tuple, args: tuple) -> None:
+        if budget.block is not None:
+            wide = tuple(budget.block) if isinstance(budget.block, (tuple, list)) else (int(budget.block),)
+            try:
+                box.append(trace(runner.kernel, (1,) * len(wide), wide, *args, names=names, shared=shared))
+                return
+            except Exception:  # noqa: BLE001 - not right in that block (its checks ran the host's): trace the host's
+                pass
+        box.append(trace(runner.kernel, grid, block, *args, names=names, shared=shared))
+
+    with intercepted(runner.kernel, take):
+        if swapped:
+            runner.p.host(*call, swapped=True)
+        else:
+            runner.p.host(*call)
+    if not box:
+        raise SetupError(
+            f"the exercise's host function never launched {runner.fn_name}, so its budget has no launch to trace"
+        )
+    return box[0]
 
 
 ATOMICS_HINT = (

@@ -87,12 +87,14 @@ def _line(code: CodeType, lineno: int) -> tuple[int, str]:
 # synchronisation by that frame's name, else by the name gpulab's line called (Numba's API functions are
 # wrapped: an error raised while making the CUDA context current names only the wrapper).
 # gpulab.simulator.streams wraps the simulator's launch (its `call` records the stream, then launches), and
-# gpulab.simulator.device_calls wraps that (its `call` refuses a device function called on the host, then launches)
+# gpulab.simulator.device_calls wraps that (its `call` refuses a device function called on the host, then launches);
+# gpulab.simulator.launches wraps the launch once a budget has traced a host's launch (its `call` launches)
 _LAUNCH_FILES = (
     "/cuda/dispatcher.py",
     "/cuda/simulator/kernel.py",
     "/gpulab/simulator/streams.py",
     "/gpulab/simulator/device_calls.py",
+    "/gpulab/simulator/launches.py",
 )
 _LAUNCH_NAMES = frozenset({"__call__", "__getitem__", "call", "forall", "configure"})
 _TRANSFERS = frozenset(

@@ -52,6 +52,11 @@ class Budget:
       made: for exercises whose point is shuffles (a warp combines its 32 lanes in log2(32) = 5 steps, so 5);
       a kernel that reaches the right result without them gets half the points;
     * ``size=``: which case is traced (default: the largest);
+    * ``names=``: the traced kernel's arguments as the limits name them, in order (default: the kernel's own
+      parameter names): for a check whose learners name their parameters freely (the capstone's ops);
+    * ``block=``: for a ``host=`` check of a grid-stride kernel (right for any launch), the one block the traced
+      launch runs in place of the host's launch (the capstone's simulator launches have 8 threads, too few to
+      count a warp's sectors): e.g. ``(32, 4)`` or ``32``. The host's own launch is traced without it;
     * ``hint=``: the advice for a kernel over any of these limits, in place of the generic one (which says to
       stage data in shared memory, or to allocate less of it): for an exercise whose fix is another, e.g. warp
       shuffles in place of shared memory.
@@ -68,6 +73,8 @@ class Budget:
     shared_reads_per_thread: Any = None
     min_shuffles: Any = None
     size: Size = None
+    names: Sequence[str] | None = None
+    block: Any = None
     hint: str = ""
 
 

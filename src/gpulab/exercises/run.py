@@ -154,8 +154,9 @@ class Runner:
                 )
 
     def can_swap(self, case: Case) -> bool:
-        """A 2-D launch the harness chooses (not a host function), so x and y can be exchanged."""
-        if self.p.host is not None:
+        """A 2-D launch the harness chooses, or a host function's that it can exchange (``host.launch_config``,
+        see :meth:`config`), so x and y can be exchanged."""
+        if self.p.host is not None and getattr(self.p.host, "launch_config", None) is None:
             return False
         _, call = self.host_call(case)
         grid, block = self.config(case, call, Launch())
@@ -166,15 +167,19 @@ class Runner:
         return (sg, sb) != (g + (1,) * (len(sg) - len(g)), b + (1,) * (len(sb) - len(b)))  # else: nothing to try
 
     def config(self, case: Case, call: tuple, launch: Launch) -> tuple[Any, Any]:
-        """(griddim, blockdim) for this case; a bad configuration is the exercise's SetupError."""
+        """(griddim, blockdim) for this case; a bad configuration is the exercise's SetupError. A host function
+        that launches the kernel once per call may say how: ``host.launch_config(*call)`` returns its (grid,
+        block), and ``host(*call, swapped=True)`` launches it with x and y exchanged (the capstone's matmul
+        in blocks), so that a kernel right only that way is recognised as with a launch the harness picks."""
         from ..kernels._launch import check_launch
 
         if self.thread_options:
             option = self.thread_options[launch.option % len(self.thread_options)]
             grid, block = grid_for(case.expected[0].shape, option)
         else:
+            how = self.p.launch if self.p.host is None else getattr(self.p.host, "launch_config", None)
             try:
-                grid, block = self.p.launch(*call)  # type: ignore[misc]
+                grid, block = how(*call)  # type: ignore[misc]
             except Exception as exc:  # noqa: BLE001
                 raise SetupError(f"the exercise's launch= function failed: {type(exc).__name__}: {exc}") from exc
         if launch.swapped:
@@ -203,9 +208,11 @@ class Runner:
         call = tuple(p.args(dev_in, tuple(outs))) if p.args else dev_in + tuple(outs)
         if p.host is not None:
             config = None
-        if p.host is not None:
             desc = f"host function {getattr(p.host, '__name__', 'host')}(...)"
             go = lambda: p.host(*call)  # noqa: E731
+            if launch.swapped:  # can_swap said the host can (its launch_config)
+                desc += " with x and y exchanged"
+                go = lambda: p.host(*call, swapped=True)  # noqa: E731
         else:
             griddim, blockdim = config = self.config(case, call, launch)
             desc = f"{self.fn_name}[{griddim}, {blockdim}]"

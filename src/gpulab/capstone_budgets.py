@@ -1,0 +1,82 @@
+"""The capstone's coalescing budgets (lab 09): which arrays of an op's kernel must be accessed along their
+contiguous axis, and the advice for a kernel that is not.
+
+A grid-stride kernel is right for any launch, so a kernel with x (the fastest thread index) along the rows, or a
+flat index decoded with the row fastest, computes the right result; only its memory traffic shows the mistake:
+a warp's 32 lanes touch 32 rows, one 32-byte sector each, where 4 sectors hold 32 neighbouring float32. Each
+check traces one launch in the simulator (:class:`gpulab.exercises.Budget`): a grid-stride kernel in one block of
+:data:`TRACE_BLOCK_2D` or :data:`TRACE_BLOCK_1D` threads (the checks' own launches have 8, too few to fill a
+warp), a one-thread-per-output matmul as its check launched it (blocks of TILE x TILE). The arrays are named as
+the course kernel's parameters (:data:`gpulab.capstone.COURSE_KERNELS`), whatever the learner called them.
+Measured 2026-12-03 in simulator mode: the course's kernels and lab 09's solutions use at most 1.17x the ideal
+sectors (lab 03's plain matmul in 16 x 16 blocks 1.29x), the same kernels with the row fastest 6.7-8x (lab 04's
+tiled matmul with x along the rows 3.3x); the limit is 2x, as in labs 03, 04 and 07.
+"""
+
+from __future__ import annotations
+
+from .exercises import Budget
+
+__all__ = ["BUDGETS", "TRACE_BLOCK_1D", "TRACE_BLOCK_2D", "TALL_COL2IM", "TALL_POOL"]
+
+TRACE_BLOCK_2D = (32, 4)  # one warp per row of the block: x walks 32 columns
+TRACE_BLOCK_1D = 32
+# Tall inputs, traced: a warp's 32 neighbouring t cover 32 rows (of 40 bytes for maxpool's out, 80 for the dx of
+# col2im and maxpool_backward) when the row is fastest (32 sectors), 4 or 5 sectors when the column is; the checks'
+# other inputs are so small that a whole image fits in a few sectors either way.
+TALL_COL2IM = (1, 1, 34, 20, 3, 1, 1)  # dx (1, 1, 34, 20)
+TALL_POOL = (1, 1, 66, 20, 2, 2)  # out (1, 1, 33, 10); maxpool_backward's dx (1, 1, 66, 20)
+
+_LIMIT = 2.0
+
+
+def _flat_hint(out: str, fast: str, rows: str, shape: str) -> str:
+    return (
+        f"neighbouring steps t, t + 1 (neighbouring threads) should write neighbouring elements of {out}'s last axis: "
+        f"decode t in C order with {fast} fastest, {shape}. With {rows} fastest a warp's writes land a whole row "
+        "apart, one memory sector each: the right result at several times the memory traffic."
+    )
+
+
+BUDGETS: dict[str, Budget] = {
+    "matmul": Budget(
+        sectors={"a": _LIMIT, "b": _LIMIT, "c": _LIMIT},
+        names=("a", "b", "c"),
+        block=TRACE_BLOCK_2D,  # a one-thread-per-output matmul (block=) is traced as its check launched it
+        hint="x, the fastest thread index, must give the column j of C (its contiguous axis), so that neighbouring "
+        "threads read neighbouring elements of B's and A's rows and write neighbouring elements of C: "
+        "`j, i = cuda.grid(2)` (grid-stride: `j0, i0 = cuda.grid(2)`, `sj, si = cuda.gridsize(2)`); "
+        "`i, j = cuda.grid(2)` takes the row from x, and a warp's loads and stores land a row apart.",
+    ),
+    "im2col": Budget(
+        sectors={"cols": _LIMIT},  # x's reads are strided by design: cols has the channel fastest
+        names=("x", "cols", "kh", "kw", "stride", "pad", "ho", "wo"),
+        block=TRACE_BLOCK_2D,
+        hint="x, the fastest thread index, must walk the columns q of cols (its contiguous axis): "
+        "`q0, r0 = cuda.grid(2)` and `sq, sr = cuda.gridsize(2)`, the loop over the rows r outside, over q "
+        "inside. `r0, q0 = cuda.grid(2)` puts a warp's 32 writes in 32 rows of cols, one memory sector each.",
+    ),
+    "col2im": Budget(
+        sectors={"dx": _LIMIT},  # dcols's reads are a gather, strided by design
+        names=("dcols", "dx", "kh", "kw", "stride", "pad", "ho", "wo"),
+        block=TRACE_BLOCK_1D,
+        size=TALL_COL2IM,
+        hint=_flat_hint("dx", "w", "h", "w = t % W, h = (t // W) % H, c = (t // (H * W)) % C, n = t // (C * H * W)"),
+    ),
+    "maxpool": Budget(
+        sectors={"out": _LIMIT, "arg": _LIMIT},
+        names=("x", "out", "arg", "k", "stride"),
+        block=TRACE_BLOCK_1D,
+        size=TALL_POOL,
+        hint=_flat_hint(
+            "out", "j", "i", "j = t % WO, i = (t // WO) % HO, c = (t // (HO * WO)) % C, n = t // (C * HO * WO)"
+        ),
+    ),
+    "maxpool_backward": Budget(
+        sectors={"dx": _LIMIT},
+        names=("dout", "arg", "dx", "k", "stride"),
+        block=TRACE_BLOCK_1D,
+        size=TALL_POOL,
+        hint=_flat_hint("dx", "w", "h", "w = t % W, h = (t // W) % H, c = (t // (H * W)) % C, n = t // (C * H * W)"),
+    ),
+}
