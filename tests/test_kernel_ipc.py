@@ -14,29 +14,46 @@ import pytest
 from traitlets.config import Config
 
 from gpulab.grading import ipc
-from gpulab.grading.ipc import MAX_SOCKET_PATH, IpcKernelManager, ipc_prefix
+from gpulab.grading.ipc import ABSTRACT, MAX_SOCKET_PATH, IpcKernelManager, ipc_prefix
 from gpulab.grading.sliced import SlicedKernelManager
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not ipc.IPC_AVAILABLE, reason="no unix sockets here: the managers keep TCP")
 
 
+def _own(prefix: str) -> bool:
+    """An abstract name (Linux) or an absolute path: never jupyter_client's relative, shared "kernel-ipc"."""
+    return prefix.startswith("@gpulab-kernel-") if ABSTRACT else os.path.isabs(prefix)
+
+
+def _sockets(prefix: str) -> list[str]:
+    """The kernel's bound sockets: abstract names listed in /proc/net/unix, or files."""
+    if prefix.startswith("@"):
+        with open("/proc/net/unix") as fh:
+            return sorted(
+                {line.split()[-1] for line in fh if line.rstrip().endswith(tuple(f"{prefix}-{i}" for i in range(1, 6)))}
+            )
+    return sorted(str(p) for p in Path(prefix).parent.glob(Path(prefix).name + "-*"))
+
+
 @pytest.mark.parametrize("cls", [IpcKernelManager, SlicedKernelManager])
 def test_each_manager_has_its_own_absolute_short_socket_path(cls):
     a, b = cls(kernel_name="python3"), cls(kernel_name="python3")
     assert a.transport == b.transport == "ipc"
-    assert os.path.isabs(a.ip) and a.ip != b.ip  # never jupyter_client's relative, shared "kernel-ipc"
+    assert _own(a.ip) and a.ip != b.ip
     assert len(a.ip) + len("-99999") <= MAX_SOCKET_PATH
     assert not a.cache_ports  # jupyter_client's TCP port cache is not involved
 
 
-def test_a_long_temporary_folder_falls_back_to_tmp(monkeypatch, tmp_path):
+def test_socket_files_go_to_tmp_when_the_temporary_folder_is_too_long(monkeypatch, tmp_path):
+    """Without Linux's abstract namespace (macOS) the sockets are files, whose path must fit a unix socket."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    short = ipc_prefix(abstract=False)
+    assert short.startswith(str(tmp_path)) and len(short) + 6 <= MAX_SOCKET_PATH
     deep = tmp_path / ("d" * 90)
     deep.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(deep))
-    assert ipc_prefix().startswith("/tmp/gpulab-kernel-")
-    monkeypatch.setattr(tempfile, "tempdir", "/tmp")
-    assert ipc_prefix().startswith("/tmp/gpulab-kernel-")
+    assert ipc_prefix(abstract=False).startswith("/tmp/gpulab-kernel-")
 
 
 def test_configuration_that_asks_for_tcp_is_kept():
@@ -46,10 +63,11 @@ def test_configuration_that_asks_for_tcp_is_kept():
     assert km.transport == "tcp" and not os.path.isabs(km.ip)
 
 
-def test_a_kernel_in_another_folder_answers_and_its_sockets_go_with_it(tmp_path, monkeypatch):
+@pytest.mark.parametrize("abstract", sorted({ABSTRACT, False}))
+def test_a_kernel_in_another_folder_answers_and_its_sockets_go_with_it(tmp_path, monkeypatch, abstract):
     """The kernel runs in / and the client here: with a relative socket path they would never meet."""
     monkeypatch.chdir(tmp_path)
-    km = IpcKernelManager(kernel_name="python3")
+    km = IpcKernelManager(kernel_name="python3", ip=ipc_prefix(abstract))
     km.start_kernel(cwd="/")
     kc = km.client()
     kc.start_channels()
@@ -57,11 +75,11 @@ def test_a_kernel_in_another_folder_answers_and_its_sockets_go_with_it(tmp_path,
         kc.wait_for_ready(timeout=120)
         reply = kc.execute_interactive("x = 6 * 7", timeout=60)
         assert reply["content"]["status"] == "ok"
-        assert sorted(Path(km.ip).parent.glob(Path(km.ip).name + "-*")) != []
+        assert len(_sockets(km.ip)) == 5
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
-    assert list(Path(km.ip).parent.glob(Path(km.ip).name + "-*")) == []
+    assert _sockets(km.ip) == []
     assert list(tmp_path.iterdir()) == []
 
 
@@ -85,4 +103,4 @@ def test_nbgrader_config_puts_kernels_on_unix_sockets(monkeypatch):
     got = runpy.run_path(str(ROOT / "teachers" / "nbgrader_config.py"), init_globals={"get_config": Config})
     c = got["c"]
     assert c.KernelManager.transport == "ipc"
-    assert os.path.isabs(c.KernelManager.ip) and len(c.KernelManager.ip) + 6 <= MAX_SOCKET_PATH
+    assert _own(c.KernelManager.ip) and len(c.KernelManager.ip) + 6 <= MAX_SOCKET_PATH
