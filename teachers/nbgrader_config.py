@@ -64,3 +64,14 @@ c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE", "/srv/nbgrader/exchange")
 # nbclient (which autograde uses) sometimes waits a whole cell timeout for a reply that has already
 # arrived (jupyter/nbclient#312); this client polls every second instead, so such a stall costs ~1 s.
 c.AsyncKernelManager.client_class = "gpulab.grading.sliced.SlicedKernelClient"
+
+# Kernels on unix sockets where there are (Linux, macOS). Over TCP, jupyter_client chooses a kernel's ports a second
+# before the kernel binds them, and a kernel that another process starts in that second (autograde run for two labs
+# at once, parallel tests) can be given the same ports: one of them dies with "ZMQError: Address already in use"
+# (jupyter/jupyter_client#487) and the student's notebook is not graded. One socket name per nbgrader process, which
+# starts its kernels one after another (gpulab.grading.ipc explains the name).
+if os.name == "posix":
+    from gpulab.grading.ipc import ipc_prefix
+
+    c.KernelManager.transport = "ipc"
+    c.KernelManager.ip = ipc_prefix()

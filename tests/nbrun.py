@@ -4,7 +4,8 @@ nbclient waits for a cell's reply with one ``get_msg(timeout=<cell timeout>)``; 
 call does not wake up when the reply arrives and returns it only when the whole timeout has passed
 (jupyter/nbclient#312). Seen here three times in one day: the cell after a widget explorer started
 600 s late with the kernel idle. ``gpulab.grading.sliced`` (which the course's nbgrader configuration
-uses too) polls every second instead; timeouts and interrupts are nbclient's own.
+uses too) polls every second instead; timeouts and interrupts are nbclient's own. Its kernels talk over unix
+sockets of their own (``gpulab.grading.ipc``): no TCP port for another test worker's kernel to take.
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ check.
   budget, each cell by nbval's ``--nbval-cell-timeout``.
 - **Every lab solution earns every graded cell's points.** A graded cell of a notebook in
   ``labs/solutions`` must end in the value of its nbgrader ``points``.
+- **Kernels on unix sockets.** nbval starts each notebook's kernel with jupyter_client's ``KernelManager`` over
+  TCP, whose ports another test worker's kernel (or `make test-oldest`'s, beside it in CI) can take between
+  their choice and the kernel's bind: the kernel dies with "Address already in use". This plugin has nbval use
+  :class:`gpulab.grading.ipc.IpcKernelManager` instead (``use_ipc_kernels``).
 
 Each notebook executes once in `make test` (nbval). The lessons' learner versions run in JupyterLab
 (tests/test_browser.py) or, where that cannot run, headless through nbclient (tests/test_lessons.py);
@@ -42,6 +46,28 @@ PROBE = (
 )
 PROBE_TIMEOUT_S = 60.0
 WALL_FACTOR = 4.0  # a notebook's wall time, even on a shared 2-core machine, against its CPU budget
+
+
+def use_ipc_kernels() -> None:
+    """nbval's kernels on unix sockets: nbval (0.9 to 0.11) starts them with ``nbval.kernel.KernelManager``."""
+    import nbval.kernel
+
+    from gpulab.grading.ipc import IpcKernelManager
+
+    if not isinstance(getattr(nbval.kernel, "KernelManager", None), type):
+        raise pytest.UsageError(
+            "tests/nbval_checks.py: nbval.kernel has no KernelManager any more, so its kernels cannot be moved to "
+            "unix sockets; see how this nbval starts kernels and update use_ipc_kernels"
+        )
+    nbval.kernel.KernelManager = IpcKernelManager
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        import nbval.kernel  # noqa: F401
+    except ImportError:
+        return
+    use_ipc_kernels()
 
 
 def budget_for(path: Path) -> float:

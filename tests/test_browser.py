@@ -27,6 +27,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -56,6 +57,8 @@ NOTEBOOK_TIMEOUT_S = 420  # one notebook, run all cells (simulator, shared 2-cor
 # kernel process died at start with "ZMQError: Address already in use" (jupyter_client picks free TCP ports, and
 # another test's process took one before the kernel bound it), and the notebook waited out NOTEBOOK_TIMEOUT_S. Such a
 # notebook is run once more in a fresh tab (a new session, so a new kernel on new ports); a second failure counts.
+# The server now starts its kernels on unix sockets (--KernelManager.transport=ipc; gpulab.grading.ipc explains the
+# race), which leaves no ports to take; the retry stays for any other kernel that dies at start.
 KERNEL_START_S = 120
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
@@ -133,7 +136,16 @@ def lab(tmp_path_factory):
     root.mkdir()
     _write_settings(settings)
     port, token = _free_port(), secrets.token_hex(16)
-    env = dict(os.environ, GPULAB_DEVICE="simulator", JUPYTER_CONFIG_DIR=str(base / "config"), PYTHONUNBUFFERED="1")
+    # the kernels' sockets are <runtime dir>/kernel-<uuid>-ipc-N: a short runtime dir keeps them under the 103
+    # characters a unix socket's path may have (pytest's tmp_path can be longer)
+    runtime = Path(tempfile.mkdtemp(prefix="gpulab-rt-"))
+    env = dict(
+        os.environ,
+        GPULAB_DEVICE="simulator",
+        JUPYTER_CONFIG_DIR=str(base / "config"),
+        JUPYTER_RUNTIME_DIR=str(runtime),
+        PYTHONUNBUFFERED="1",
+    )
     env.pop("JUPYTER_TOKEN", None)
     log = base / "jupyter.log"
     cmd = [
@@ -152,6 +164,7 @@ def lab(tmp_path_factory):
         "--LabApp.expose_app_in_browser=True",
         "--LabApp.news_url=",
         "--ServerApp.terminals_enabled=False",
+        "--KernelManager.transport=ipc",  # no TCP ports for another test's kernel to take
     ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:  # containers and CI often run as root
         cmd.append("--allow-root")
@@ -178,6 +191,7 @@ def lab(tmp_path_factory):
             proc.wait(20)
         except subprocess.TimeoutExpired:
             proc.kill()
+        shutil.rmtree(runtime, ignore_errors=True)
 
 
 @dataclass

@@ -141,8 +141,10 @@ def test_fresh_venv_course_and_one_lesson_headless(wheel, tmp_path):
         "from jupyter_client.kernelspec import KernelSpecManager\n"
         "p = sys.argv[1]\n"
         "nb = nbformat.read(p, as_version=4)\n"
+        "from gpulab.grading.sliced import SlicedKernelManager\n"  # unix sockets: no port race with other tests
         "NotebookClient(nb, timeout=120, kernel_name='gpulab-wheel', resources={'metadata': {'path': sys.argv[2]}},"
-        " kernel_spec_manager=KernelSpecManager(kernel_dirs=[sys.argv[3]])).execute()\n"
+        " kernel_spec_manager=KernelSpecManager(kernel_dirs=[sys.argv[3]]),"
+        " kernel_manager_class=SlicedKernelManager).execute()\n"
         "errs = [o for c in nb.cells for o in c.get('outputs', []) if o.get('output_type') == 'error']\n"
         "code = [c.source for c in nb.cells if c.cell_type == 'code']\n"
         "print('errors', len(errs))\n"

@@ -228,7 +228,11 @@ def _run_grade(ns: argparse.Namespace) -> int:
         out = ns.out or ns.path.with_name(ns.path.name + "-graded")
         book = grade_folder(ns.path, solutions, out, lab=ns.lab, workers=ns.workers, limits=_limits(ns))
         print(book.summary())
-        return 0
+        again = [g.notebook for _, g in book.entries if any(r.status == "not graded" for r in g.rows)]
+        if again:
+            print(f"{len(again)} notebook(s) were not graded (the grading process did not start); grade them again:")
+            print("\n".join(f"  {path}" for path in again))
+        return 1 if again else 0
     from gpulab.grading.grader import format_table, grade_notebook
 
     read_submission(ns.path)  # a clear message before any work for what is not a notebook
@@ -256,7 +260,7 @@ def _run_grade(ns: argparse.Namespace) -> int:
 
         ns.out.mkdir(parents=True, exist_ok=True)
         write_feedback(graded, ns.out / f"{ns.path.stem}.html")
-    return 0
+    return 1 if any(r.status == "not graded" for r in graded.rows) else 0
 
 
 def run(ns: argparse.Namespace) -> int:

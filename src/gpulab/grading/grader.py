@@ -9,6 +9,9 @@ When a cell kills the runner (timeout, crash, memory, output) the scores earned 
 kept, that cell is skipped and the submission is run again from the start without it (at most
 :data:`gpulab.grading.session.MAX_RESTARTS` times, within the submission's total time), so one
 runaway cell costs its own exercise only; the table says which cell it was and why.
+
+A grading process that does not start is started once more; when it fails again, every exercise it would
+have run says "not graded" and why (none of the submission's code ran), and the notes hold its last output.
 """
 
 from __future__ import annotations
@@ -19,9 +22,14 @@ from pathlib import Path
 
 from .assemble import Cell, assemble, read_submission
 from .sandbox import Limits, Sandbox, bwrap_path, describe
-from .session import run
+from .session import RunnerDidNotStart, run
 
-__all__ = ["GradeRow", "Graded", "grade", "grade_notebook", "format_table"]
+__all__ = ["NOT_STARTED", "GradeRow", "Graded", "grade", "grade_notebook", "format_table"]
+
+NOT_STARTED = (
+    "not graded: the grading process did not start (it was tried twice) before any of your code ran; "
+    "this is not a score for your work, the notebook needs grading again (the notes say why)"
+)
 
 
 @dataclass
@@ -126,11 +134,15 @@ def grade_notebook(
     assembled = assemble(source, nb)
     bwrap = bwrap_path()
     sandbox = Sandbox(limits, device, data_dir if data_dir is not None else os.environ.get("GPULAB_DATA_DIR"), bwrap)
+    not_started = ""
     try:
-        records, skipped, distrust = run(assembled, sandbox)
+        records, skipped, distrust, run_notes = run(assembled, sandbox)
+    except RunnerDidNotStart as exc:
+        records, skipped, distrust, run_notes = exc.records, exc.skipped, "", []
+        not_started = str(exc)
     finally:
         sandbox.cleanup()
-    notes = list(assembled.notes)
+    notes = ([not_started[0].upper() + not_started[1:]] if not_started else []) + list(assembled.notes) + run_notes
     rows: list[GradeRow] = []
     stopped: list[str] = []
     answer_error = ""
@@ -149,6 +161,9 @@ def grade_notebook(
             continue
         if cell.index in skipped:
             rows.append(GradeRow(cell.grade_id, cell.points, 0.0, "stopped", f"this cell {skipped[cell.index]}"))
+            continue
+        if not_started and cell.index not in records:
+            rows.append(GradeRow(cell.grade_id, cell.points, 0.0, "not graded", NOT_STARTED))
             continue
         row = score_test(cell, records.get(cell.index), distrust or "not run")
         if stopped and row.status != "passed" and cell.index not in skipped:

@@ -6,6 +6,10 @@ the runner (timeout, crash, memory, output) the scores earned before it are kept
 skipped and the submission runs again from the start without it (at most ``MAX_RESTARTS`` times,
 within the submission's total time). A submission that writes into, replaces or closes the channel,
 or inspects the grader's memory, is trusted no further.
+
+A runner that does not get ready (it died at start, or a loaded machine kept it past ``STARTUP_TIMEOUT``) had
+run none of the submission's code: it is started once more (``START_TRIES``), and when that fails too
+:class:`RunnerDidNotStart` says so, with what the earlier sessions recorded.
 """
 
 from __future__ import annotations
@@ -24,10 +28,29 @@ from gpulab.errors import GpulabError
 from .assemble import Assembled, Cell
 from .sandbox import Sandbox
 
-__all__ = ["MAX_RESTARTS", "STARTUP_TIMEOUT", "run"]
+__all__ = ["MAX_RESTARTS", "STARTUP_TIMEOUT", "START_TRIES", "RunnerDidNotStart", "run"]
 
 MAX_RESTARTS = 3
 STARTUP_TIMEOUT = 180.0
+START_TRIES = 2
+
+
+class RunnerDidNotStart(GpulabError):
+    """The runner did not get ready in ``START_TRIES`` tries; no code of the submission ran in those tries.
+
+    ``records`` and ``skipped`` are what the sessions before (when a cell had stopped one) found."""
+
+    def __init__(self, message: str, records: dict[int, dict], skipped: dict[int, str]) -> None:
+        super().__init__(message)
+        self.records, self.skipped = records, skipped
+
+
+class _NotReady(Exception):
+    """One try at starting the runner failed: why, and the runner's last output."""
+
+    def __init__(self, why: str, tail: str) -> None:
+        super().__init__(why)
+        self.why, self.tail = why, tail
 
 
 @dataclass
@@ -75,7 +98,12 @@ def _session(cells: list[Cell], skip: dict[int, str], sandbox: Sandbox, deadline
     ctrl_r, ctrl_w = os.pipe()
     res_r, res_w = os.pipe()
     out_r, out_w = os.pipe()
-    proc = sandbox.start((ctrl_r, res_w), out_w)
+    try:
+        proc = sandbox.start((ctrl_r, res_w), out_w)
+    except OSError as exc:  # the sandbox's command could not be run at all
+        for fd in (ctrl_r, ctrl_w, res_r, res_w, out_r, out_w):
+            os.close(fd)
+        raise _NotReady(f"{type(exc).__name__}: {exc}", "") from None
     for fd in (ctrl_r, res_w, out_w):
         os.close(fd)
     ctrl = os.fdopen(ctrl_w, "w", encoding="utf-8")
@@ -162,11 +190,9 @@ def _session(cells: list[Cell], skip: dict[int, str], sandbox: Sandbox, deadline
     try:
         ready, why = wait_record(None, STARTUP_TIMEOUT)  # type: ignore[arg-type]
         if ready is None or not ready.get("ready"):
-            tail = output["tail"].decode("utf-8", "replace").strip()
-            raise GpulabError(
-                f"the grading process did not start ({why}); its last output:\n{tail}\n"
-                "Check that this Python can import gpulab, numba and IPython, or raise --memory-mb."
-            )
+            if "limit per cell" in why:  # wait_record's words for a cell
+                why = f"it was not ready within {STARTUP_TIMEOUT:g} s"
+            raise _NotReady(why or "it sent no ready record", _tail().strip())
         for cell in cells:
             if cell.index in skip:
                 continue
@@ -213,21 +239,51 @@ def _session(cells: list[Cell], skip: dict[int, str], sandbox: Sandbox, deadline
     return records, stop
 
 
-def run(assembled: Assembled, sandbox: Sandbox) -> tuple[dict[int, dict], dict[int, str], str]:
-    """Records for every cell that ran, the cells skipped (and why), and a reason to stop trusting."""
+def _started_session(
+    cells: list[Cell], skip: dict[int, str], sandbox: Sandbox, deadline: float, earlier: dict[int, dict], notes: list
+) -> tuple[dict, _Stop | None]:
+    """:func:`_session`, started once more when the runner does not get ready."""
+    failed: list[_NotReady] = []
+    for _ in range(START_TRIES):
+        try:
+            result = _session(cells, skip, sandbox, deadline)
+        except _NotReady as exc:
+            failed.append(exc)
+            continue
+        if failed:
+            notes.append(
+                f"the grading process did not start at first ({failed[0].why}); it did on try {len(failed) + 1}"
+            )
+        return result
+    tail = failed[-1].tail
+    raise RunnerDidNotStart(
+        f"the grading process did not start in {START_TRIES} tries ({'; '.join(e.why for e in failed)}), before any "
+        "code of the submission ran"
+        + (f"; its last output:\n{tail}\n" if tail else "; ")
+        + "Grade this notebook again; if it fails again, check that this Python can import gpulab, numba and IPython, "
+        "or raise --memory-mb.",
+        dict(earlier),  # the session before stopped at the cell now skipped: what it recorded stands
+        dict(skip),
+    )
+
+
+def run(assembled: Assembled, sandbox: Sandbox) -> tuple[dict[int, dict], dict[int, str], str, list[str]]:
+    """Records for every cell that ran, the cells skipped (and why), a reason to stop trusting, and notes for the
+    teacher (a runner that started only on its second try). Raises :class:`RunnerDidNotStart`."""
     deadline = time.monotonic() + sandbox.limits.total_timeout
     skip: dict[int, str] = {}
     records: dict[int, dict] = {}
+    notes: list[str] = []
     for _ in range(MAX_RESTARTS + 1):
-        records, stop = _session(assembled.cells, skip, sandbox, deadline)
+        records, stop = _started_session(assembled.cells, skip, sandbox, deadline, records, notes)
         if stop is None:
-            return records, skip, ""
+            return records, skip, "", notes
         if stop.final:
             # scores before the first cell that could have written the channel stand
             cell = next((c for c in assembled.cells if c.index == stop.index), None)
             where = f" (cell {stop.index}" + (f", {cell.grade_id})" if cell and cell.grade_id else ")")
-            return {k: v for k, v in records.items() if k < stop.index}, skip, stop.reason + where
+            return {k: v for k, v in records.items() if k < stop.index}, skip, stop.reason + where, notes
         skip[stop.index] = stop.reason
         if time.monotonic() >= deadline:
             break
-    return records, skip, "stopped: too many cells were stopped or the total time ran out"
+    return records, skip, "stopped: too many cells were stopped or the total time ran out", notes

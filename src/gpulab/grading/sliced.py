@@ -15,6 +15,9 @@ Use it where a ``KernelManager`` class or its client class is configurable::
 
 (nbgrader's ``Execute`` passes its own ``kernel_manager_class``, so its configuration names the client
 class instead; teachers/nbgrader_config.py does, which needs gpulab importable where nbgrader runs.)
+
+:class:`SlicedKernelManager` also talks to its kernel over unix sockets (:mod:`gpulab.grading.ipc`), so that
+kernels started at the same moment by other processes cannot take its TCP ports.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import DottedObjectName, Type
+
+from .ipc import IpcMixin
 
 __all__ = ["SLICE_S", "SlicedChannel", "SlicedKernelClient", "SlicedKernelManager"]
 
@@ -56,8 +61,9 @@ class SlicedKernelClient(AsyncKernelClient):
     control_channel_class = Type(SlicedChannel)
 
 
-class SlicedKernelManager(AsyncKernelManager):
-    """``AsyncKernelManager`` handing out :class:`SlicedKernelClient` clients."""
+class SlicedKernelManager(IpcMixin, AsyncKernelManager):
+    """``AsyncKernelManager`` handing out :class:`SlicedKernelClient` clients, over unix sockets where the
+    platform has them (:class:`gpulab.grading.ipc.IpcMixin`)."""
 
     client_class = DottedObjectName("gpulab.grading.sliced.SlicedKernelClient", config=True)
     client_factory = Type(SlicedKernelClient, klass=AsyncKernelClient, config=True)
