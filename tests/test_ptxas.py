@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib
+import sys
 
 import pytest
 
@@ -94,3 +95,60 @@ def test_numba_figures_on_this_gpu_agree_with_ptxas():
     assert numba.source != assembled.source == "ptxas -v", (numba, assembled)
     assert numba.shared_bytes == assembled.shared_bytes == 2 * 16 * 16 * 4, (numba, assembled)
     assert abs(numba.registers - assembled.registers) <= 16, (numba, assembled)
+
+
+# --- a ptxas older than the NVVM that wrote the PTX ------------------------------------------------------
+
+_FAKE_PTXAS = """#!/bin/sh
+# A stand-in for ptxas {current}: refuses a newer .version as ptxas does, else prints -v figures.
+for a in "$@"; do case "$a" in *.ptx) src="$a";; esac; done
+v=$(sed -n 's/^[[:space:]]*\\.version[[:space:]]*\\([0-9.]*\\).*/\\1/p' "$src")
+echo "$v" >> "{log}"
+if [ "$(printf '%s\\n%s\\n' "$v" "{current}" | sort -V | tail -1)" != "{current}" ]; then
+  echo "ptxas $src, line 9; fatal   : Unsupported .version $v; current version is '{current}'" >&2
+  exit 255
+fi
+echo "ptxas info    : Compiling entry function 'k' for 'sm_75'" >&2
+echo "ptxas info    : Used {regs} registers, 2048 bytes smem, 380 bytes cmem[0]" >&2
+"""
+
+_PTX = "// NVVM\n.version 9.5\n.target sm_75\n.address_size 64\n.visible .entry k()\n{\n\tret;\n}\n"
+
+
+def _fake_ptxas(folder, current, regs):
+    folder.mkdir(parents=True)
+    log = folder / "versions.log"
+    exe = folder / "ptxas"
+    exe.write_text(_FAKE_PTXAS.format(current=current, log=log, regs=regs))
+    exe.chmod(0o755)
+    return exe, log
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a POSIX shell stand-in")
+def test_a_ptxas_too_old_for_the_ptx_gives_way_to_a_newer_one(monkeypatch, tmp_path):
+    old, old_log = _fake_ptxas(tmp_path / "cuda-13.0", "9.0", 40)
+    new, new_log = _fake_ptxas(tmp_path / "cu13-wheel", "9.5", 42)
+    monkeypatch.setattr(ptxas, "_candidates", lambda: [old, new])
+    u = ptxas.ptxas_usage(_PTX, (7, 5), "k")
+    assert (u.registers, u.shared_bytes, u.source) == (42, 2048, "ptxas -v")
+    assert old_log.read_text().split() == ["9.5"] and new_log.read_text().split() == ["9.5"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a POSIX shell stand-in")
+def test_when_every_ptxas_is_too_old_the_ptx_version_is_lowered_to_what_it_accepts(monkeypatch, tmp_path):
+    """Seen rehearsing gpu-check on Python 3.12: numba-cuda[cu13]'s NVVM wrote .version 9.5, and the only ptxas was
+    /usr/local/cuda 13.0's ('current version is 9.0'): lesson 04's register table failed."""
+    old, log = _fake_ptxas(tmp_path / "cuda-13.0", "9.0", 40)
+    monkeypatch.setattr(ptxas, "_candidates", lambda: [old])
+    u = ptxas.ptxas_usage(_PTX, (7, 5), "k")
+    assert u.registers == 40 and log.read_text().split() == ["9.5", "9.0"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a POSIX shell stand-in")
+def test_other_ptxas_errors_are_raised_with_its_message(monkeypatch, tmp_path):
+    bad = tmp_path / "ptxas"
+    bad.write_text("#!/bin/sh\necho \"ptxas fatal   : Unresolved extern function 'foo'\" >&2\nexit 255\n")
+    bad.chmod(0o755)
+    monkeypatch.setattr(ptxas, "_candidates", lambda: [bad])
+    with pytest.raises(RuntimeError, match="could not assemble k for sm_75: .*Unresolved extern function"):
+        ptxas.ptxas_usage(_PTX, (7, 5), "k")

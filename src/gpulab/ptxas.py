@@ -68,21 +68,36 @@ def _candidates() -> list[Path]:
     return found
 
 
+def _runnable() -> list[str]:
+    """Every candidate :func:`_candidates` names that exists and runs, in order, each path once."""
+    out: list[str] = []
+    seen: set[Path] = set()
+    for path in _candidates():
+        if path.is_file() and os.access(path, os.X_OK) and path.resolve() not in seen:
+            seen.add(path.resolve())
+            out.append(str(path))
+    return out
+
+
 def find_ptxas() -> str:
     """The path of a ``ptxas`` that runs: from the ``nvidia-cuda-nvcc-cu12`` wheel (``numba-cuda[cu12]`` installs
     it, and its version matches NVVM's PTX), the CUDA 13 wheels' ``nvidia/cu13/bin``, ``$CUDA_HOME/bin``,
     ``$CUDA_PATH/bin``, ``/usr/local/cuda/bin`` or ``PATH``. Raises ``FileNotFoundError`` saying where it looked
     and what to install."""
-    tried = _candidates()
-    for path in tried:
-        if path.is_file() and os.access(path, os.X_OK):
-            return str(path)
+    found = _runnable()
+    if found:
+        return found[0]
     raise FileNotFoundError(
         "no ptxas (NVIDIA's PTX assembler) found; looked in "
-        + ", ".join(str(p) for p in tried)
+        + ", ".join(str(p) for p in _candidates())
         + ". Install numba-cuda with its CUDA 12 wheels (pip install 'numba-cuda[cu12]', which brings "
         "nvidia-cuda-nvcc-cu12), or a CUDA toolkit and set CUDA_HOME."
     )
+
+
+# ptxas older than the NVVM that wrote the PTX: "Unsupported .version 9.5; current version is '9.0'"
+_TOO_NEW = re.compile(r"Unsupported \.version (\d+\.\d+); current version is '(\d+\.\d+)'")
+_VERSION_LINE = re.compile(r"^(\s*\.version\s+)(\d+\.\d+)", flags=re.M)
 
 
 _ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(sm_\w+)'")
@@ -116,21 +131,44 @@ def parse_ptxas(text: str) -> dict[str, int]:
     }
 
 
-def ptxas_usage(
-    ptx: str, cc: tuple[int, int], name: str, *, ptxas: str | None = None, timeout: float = 120
-) -> ResourceUsage:
-    """Assemble ``ptx`` (one kernel's PTX) for ``sm_XY`` with ``ptxas -v`` and read what it reports."""
-    exe = ptxas or find_ptxas()
-    arch = f"sm_{cc[0]}{cc[1]}"
+def _assemble(exe: str, ptx: str, arch: str, timeout: float) -> subprocess.CompletedProcess[str]:
     with tempfile.TemporaryDirectory(prefix="gpulab-ptxas-") as tmp:
         src = Path(tmp) / "kernel.ptx"
         src.write_text(ptx, encoding="utf-8")
-        proc = subprocess.run(
+        return subprocess.run(
             [exe, "-v", "--gpu-name", arch, str(src), "-o", str(Path(tmp) / "kernel.cubin")],
             capture_output=True,
             text=True,
             timeout=timeout,
         )
+
+
+def ptxas_usage(
+    ptx: str, cc: tuple[int, int], name: str, *, ptxas: str | None = None, timeout: float = 120
+) -> ResourceUsage:
+    """Assemble ``ptx`` (one kernel's PTX) for ``sm_XY`` with ``ptxas -v`` and read what it reports.
+
+    ``ptxas`` (default :func:`find_ptxas`) is tried first. The pip wheels' NVVM can be newer than the CUDA
+    toolkit's ``ptxas`` found beside it (numba-cuda[cu13] brings NVVM 13.2 but no ptxas; an image's
+    /usr/local/cuda has 13.0: "Unsupported .version 9.5; current version is '9.0'"): then every other ptxas found
+    is tried, and if all are older, the first assembles the PTX with its ``.version`` line lowered to the newest it
+    accepts. NVVM writes the same instructions for the course's kernels under either ISA version, so the figures
+    hold; a PTX that really needs the newer ISA still fails, with ptxas's own message."""
+    exe = ptxas or find_ptxas()
+    arch = f"sm_{cc[0]}{cc[1]}"
+    proc = _assemble(exe, ptx, arch, timeout)
+    refused = _TOO_NEW.search(proc.stderr) if proc.returncode != 0 else None
+    if refused:
+        for other in _runnable():
+            if other == exe:
+                continue
+            second = _assemble(other, ptx, arch, timeout)
+            if second.returncode == 0 or not _TOO_NEW.search(second.stderr):
+                exe, proc, refused = other, second, None
+                break
+    if refused:
+        lowered = _VERSION_LINE.sub(lambda m: m.group(1) + refused.group(2), ptx, count=1)
+        proc = _assemble(exe, lowered, arch, timeout)
     if proc.returncode != 0:
         raise RuntimeError(
             f"ptxas ({exe}) could not assemble {name} for {arch}: {proc.stderr.strip()[-2000:]}\n"
