@@ -213,7 +213,16 @@ def test_device_wheels_are_pinned_once_each():
 def test_a_signal_stops_the_stage_skips_the_rest_and_still_writes_the_bundle(tmp_path):
     out, bundle = tmp_path / "out", tmp_path / "gpu-check.tar.gz"
     cmd = [sys.executable, str(ROOT / "src" / "gpulab" / "gpucheck.py"), "--rehearse", "--python", sys.executable]
-    cmd += ["--only", "preflight,notebooks,tests", "--notebooks", "lab09", "--out", str(out), "--bundle", str(bundle)]
+    cmd += [
+        "--only",
+        "preflight,notebooks,bench-kernels",
+        "--notebooks",
+        "lab09",
+        "--out",
+        str(out),
+        "--bundle",
+        str(bundle),
+    ]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 120
@@ -224,10 +233,10 @@ def test_a_signal_stops_the_stage_skips_the_rest_and_still_writes_the_bundle(tmp
     finally:
         proc.kill()
     assert proc.returncode == 128 + signal.SIGTERM, text[-3000:]
-    assert "stopped by SIGTERM" in text and "tests: skipped, gpu-check was stopped" in text
+    assert "stopped by SIGTERM" in text and "bench-kernels: skipped, gpu-check was stopped" in text
     with tarfile.open(bundle) as tar:
         doc = json.loads(tar.extractfile("gpu-check/summary.json").read())  # type: ignore[union-attr]
-    assert [(s["stage"], s["rc"]) for s in doc["stages"]][1:] == [("notebooks", 143), ("tests", None)]
+    assert [(s["stage"], s["rc"]) for s in doc["stages"]][1:] == [("notebooks", 143), ("bench-kernels", None)]
     time.sleep(2)  # a kernel ends within a second of its notebook's process
     assert (
         live_with(str(tmp_path)) == {}

@@ -8,12 +8,12 @@
    see :mod:`gpulab.gpucheck_files`) in a folder on ``PYTHONPATH``, and gpulab comes from ``src/``.
 3. The stages, in gpu mode (``GPULAB_DEVICE=gpu``), each within its own budget and all within
    ``--deadline``: ``preflight`` (every module the stages need, all missing ones named at once);
-   ``gpulab doctor``; every lesson and lab solution through :mod:`gpulab.nbexec` (executed notebooks
-   with their outputs kept); ``bench kernels|lessons|cnn --record`` (with ``--compare torch`` when
-   PyTorch is installed) and the CNN on the ``kernels`` backend; the kernel, layer and exercise tests
-   in gpu mode. Recorded results land in ``src/gpulab/results/`` for the notebooks' simulator mode to
-   show, labelled with device and date: every section in ``gpulab.results.SECTIONS`` comes from one of
-   these commands.
+   ``gpulab doctor``; the kernel, layer and exercise tests in gpu mode (:data:`GPU_TESTS`, early: the stage
+   written to find gpu-mode bugs); every lesson and lab solution through :mod:`gpulab.nbexec` (executed
+   notebooks with their outputs kept); ``bench kernels|lessons|cnn --record`` (with ``--compare torch`` when
+   PyTorch is installed) and the CNN on the ``kernels`` backend. Recorded results land in
+   ``src/gpulab/results/`` for the notebooks' simulator mode to show, labelled with device and date: every
+   section in ``gpulab.results.SECTIONS`` comes from one of these commands.
 4. A summary (printed, and ``summary.json`` in ``--out``), and with ``--bundle FILE`` one archive of
    the reports, the executed notebooks and the new recordings, rewritten after every stage so a run
    that is cut off still brings back what it did. ``--unpack FILE`` puts them into this checkout.
@@ -60,7 +60,9 @@ NO_GPU_EXIT = 3
 summary = files.summary
 # Signals received during run(): the stage running is stopped, the rest skipped, the bundle still written.
 SIGNALLED: list[int] = []
-STAGES = ("preflight", "doctor", "notebooks", "bench-kernels", "bench-lessons", "bench-cnn", "cnn-kernels", "tests")
+# The GPU tests run third: they are the stage written to find gpu-mode bugs, and the stages after them take what is
+# left of --deadline (their budgets add up to more), so a slow first run still brings back the tests' verdicts.
+STAGES = ("preflight", "doctor", "tests", "notebooks", "bench-kernels", "bench-lessons", "bench-cnn", "cnn-kernels")
 # Seconds per stage at most; --deadline (all stages together) cuts the last ones short when it must.
 BUDGET: dict[str, float] = {
     "preflight": 30,
@@ -185,7 +187,7 @@ def stages(
         )
     pytest = [py_s, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(jobs), "--dist", "loadfile"]
     todo.append(("tests", [*pytest, *[t for t in GPU_TESTS if (REPO / t).exists()]]))
-    return todo
+    return sorted(todo, key=lambda stage: STAGES.index(stage[0]))
 
 
 def run_stages(
