@@ -177,7 +177,7 @@ class Capstone:
         if block is None:
             why = wrong_params or not_grid_stride(op, kernel)
 
-            def run(*a: Any) -> None:
+            def run(*a: Any, swapped: bool = False) -> None:  # the other run's signature; a grid-stride op never swaps
                 if why:  # without it the verdict would blame a race: the unwritten elements hold whatever was there
                     raise UsageError(why)
                 host(kernel, *a)

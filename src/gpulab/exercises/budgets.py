@@ -154,11 +154,14 @@ def _trace_host(runner: Runner, budget: Budget, call: tuple, names: list[str], s
                 pass
         box.append(trace(runner.kernel, grid, block, *args, names=names, shared=shared))
 
+    host = runner.p.host
+    if host is None:  # budget_checks calls this only for a problem with a host function
+        raise RuntimeError(f"{runner.fn_name}'s problem has no host function to trace a launch of")
     with intercepted(runner.kernel, take):
         if swapped:
-            runner.p.host(*call, swapped=True)
+            host(*call, swapped=True)
         else:
-            runner.p.host(*call)
+            host(*call)
     if not box:
         raise SetupError(
             f"the exercise's host function never launched {runner.fn_name}, so its budget has no launch to trace"

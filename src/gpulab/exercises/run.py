@@ -209,10 +209,11 @@ class Runner:
         if p.host is not None:
             config = None
             desc = f"host function {getattr(p.host, '__name__', 'host')}(...)"
-            go = lambda: p.host(*call)  # noqa: E731
+            host = p.host
+            go = lambda: host(*call)  # noqa: E731
             if launch.swapped:  # can_swap said the host can (its launch_config)
                 desc += " with x and y exchanged"
-                go = lambda: p.host(*call, swapped=True)  # noqa: E731
+                go = lambda: host(*call, swapped=True)  # noqa: E731
         else:
             griddim, blockdim = config = self.config(case, call, launch)
             desc = f"{self.fn_name}[{griddim}, {blockdim}]"
