@@ -247,7 +247,7 @@ def filler_hint(got: Any, exp: Any, name: str, rtol: float = 1e-5, atol: Any = 1
         (s, holds, wrong & (holds | ((times >= 1) & (times <= most))), times)
         for s, holds, times in _off_by_filler(got, exp)
     ]
-    match = np.logical_or.reduce([m for _, _, m, _ in found]) if found else np.zeros(got.shape, bool)
+    match = np.any(np.stack([m for _, _, m, _ in found]), axis=0) if found else np.zeros(got.shape, bool)
     if not match.any() or 2 * int(match.sum()) < int(wrong.sum()):
         return ""
     first = tuple(int(v) for v in np.argwhere(match)[0])

@@ -171,7 +171,7 @@ def im2col_layout(c: int = 2, h: int = 4, w: int = 4, k: int = 3, *, stride: int
         title=(
             f"im2col of a {c}x{h}x{w} image, {k}x{k} window, stride {stride}, pad {pad}: cols is "
             f"{idx.shape[0]} x {idx.shape[1]} = {idx.size} values for {c * h * w} inputs "
-            f"({idx.size / (c * h * w):.1f}x); each pixel copied up to {copies.max()} times; grey = padding"
+            f"({idx.size / (c * h * w):.1f}x); each pixel copied up to {int(np.max(copies))} times; grey = padding"
         ),
         xaxis_title="column q = (a, b, c): tap row, tap column, channel (fastest)",
         yaxis_title="row r = output position (i, j)",
