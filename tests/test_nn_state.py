@@ -399,3 +399,23 @@ def test_a_forward_after_a_move_makes_its_backward_fine():
     assert np.array_equal(_host(model[9].buffers["states"]), ref[9].buffers["states"])  # the same draws everywhere
     for (name, _, g), (_, _, g_ref) in zip(model.parameters(), ref.parameters()):
         np.testing.assert_allclose(_host(g), g_ref, rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def test_a_copied_or_pickled_model_leaves_the_originals_optimizer_alone():
+    """``copy.deepcopy`` and ``pickle`` worked on a model before optimizers registered with it: they still do, and
+    the copy does not carry the original's optimizers (its ``to`` would move state that updates the original)."""
+    import copy
+    import pickle
+
+    model = _mlp()
+    opt = nn.Adam(model, lr=1e-2)
+    _train(model, _batches(1, (5, 6), 4), opt)
+    for twin in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        assert len(twin.optimizers) == 0 and opt in model.optimizers
+        _assert_same_state(twin.state_dict(), model.state_dict())
+        moved = []
+        opt.move_state = lambda move: moved.append(move)  # noqa: B023 - what the copy's `to` must not call
+        twin.to("numpy")
+        assert moved == []
+        del opt.move_state
+        assert nn.Adam(twin).model is twin and len(twin.optimizers) == 1

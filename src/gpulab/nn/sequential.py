@@ -44,6 +44,17 @@ class Sequential(Module):
         self.optimizers: weakref.WeakSet = weakref.WeakSet()  # those built over this model: `to` moves their state
         self.to(backend)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What a copy or a pickle of the model holds: everything but :attr:`optimizers` (each updates this model's
+        parameters, not the copy's, so the copy's ``to`` must not move their state; a WeakSet cannot be pickled)."""
+        state = self.__dict__.copy()
+        state.pop("optimizers", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.optimizers = weakref.WeakSet()  # no optimizer is built over the copy yet
+
     def use_ops(self, ops: _ops.Ops) -> Sequential:
         """Route every layer's work through ``ops`` (an :class:`gpulab.nn.ops.Ops`) without moving arrays."""
         if not isinstance(ops, _ops.Ops):
