@@ -419,3 +419,14 @@ def test_a_copied_or_pickled_model_leaves_the_originals_optimizer_alone():
         assert moved == []
         del opt.move_state
         assert nn.Adam(twin).model is twin and len(twin.optimizers) == 1
+
+
+def test_load_takes_the_path_that_save_was_given(tmp_path):
+    """``nn.save(model, "m")`` writes m.npz; ``nn.load(model, "m")`` said "no saved model at m; save one with
+    gpulab.nn.save(model, 'm')", the call just made."""
+    model = _mlp()
+    _train(model, _batches(1, (5, 6), 4))
+    assert nn.save(model, tmp_path / "m") == tmp_path / "m.npz"
+    _assert_same_state(nn.load(_mlp(), tmp_path / "m").state_dict(), model.state_dict())
+    with pytest.raises(FileNotFoundError, match="no saved model at"):
+        nn.load(_mlp(), tmp_path / "other")

@@ -69,9 +69,12 @@ def load(model: Any, path: str | os.PathLike, optimizer: Any = None) -> Any:
     must the optimizer's kind and settings; everything is checked before anything is copied. A file saved before
     buffers were saved loads its parameters, with a warning. A file without optimizer state loads the model, and a
     given ``optimizer`` starts fresh, with one warning. Without ``optimizer`` a checkpoint's optimizer state is
-    not read (a model to evaluate needs none).
+    not read (a model to evaluate needs none). ``path`` may be the one given to :func:`save` (``"model"`` loads
+    ``model.npz``, the file that save wrote).
     """
     path = Path(path)
+    if not path.exists() and checkpoint_path(path).exists():
+        path = checkpoint_path(path)
     if not path.exists():
         raise FileNotFoundError(f"no saved model at {path}; save one with gpulab.nn.save(model, {str(path)!r}).")
     try:
