@@ -68,10 +68,9 @@ c.AsyncKernelManager.client_class = "gpulab.grading.sliced.SlicedKernelClient"
 # Kernels on unix sockets where there are (Linux, macOS). Over TCP, jupyter_client chooses a kernel's ports a second
 # before the kernel binds them, and a kernel that another process starts in that second (autograde run for two labs
 # at once, parallel tests) can be given the same ports: one of them dies with "ZMQError: Address already in use"
-# (jupyter/jupyter_client#487) and the student's notebook is not graded. One socket name per nbgrader process, which
-# starts its kernels one after another (gpulab.grading.ipc explains the name).
-if os.name == "posix":
-    from gpulab.grading.ipc import ipc_prefix
+# (jupyter/jupyter_client#487) and the student's notebook is not graded. nbgrader's Execute fixes the kernel manager
+# class, so gpulab's Execute takes its place: each kernel gets socket names of its own (gpulab.grading.ipc) and the
+# client above (gpulab.grading.nbgrader_execute explains why a name set here for all kernels would not do).
+from gpulab.grading.nbgrader_execute import autograde_preprocessors  # noqa: E402
 
-    c.KernelManager.transport = "ipc"
-    c.KernelManager.ip = ipc_prefix()
+c.Autograde.autograde_preprocessors = autograde_preprocessors()

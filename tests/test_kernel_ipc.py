@@ -98,9 +98,34 @@ def test_nbval_starts_its_kernels_on_unix_sockets(monkeypatch):
         km.shutdown_kernel(now=True)
 
 
-def test_nbgrader_config_puts_kernels_on_unix_sockets(monkeypatch):
+def test_nbgrader_config_puts_each_kernel_on_unix_sockets_of_its_own(monkeypatch):
+    """nbgrader's Execute fixes nbclient's kernel manager class; the config puts gpulab's Execute in its place, whose
+    kernels each get their own socket names (one name for every kernel, set in the config, let two kernels alive at
+    once in one nbgrader process bind the same abstract name)."""
+    pytest.importorskip("nbgrader")
+    from nbgrader.preprocessors import Execute
+
+    from gpulab.grading.nbgrader_execute import SlicedExecute
+    from gpulab.grading.sliced import SlicedKernelManager
+
     monkeypatch.setenv("PATH", os.environ.get("PATH", ""))  # the config puts this Python's scripts on PATH
     got = runpy.run_path(str(ROOT / "teachers" / "nbgrader_config.py"), init_globals={"get_config": Config})
-    c = got["c"]
-    assert c.KernelManager.transport == "ipc"
-    assert _own(c.KernelManager.ip) and len(c.KernelManager.ip) + 6 <= MAX_SOCKET_PATH
+    steps = got["c"].Autograde.autograde_preprocessors
+    assert steps[0] is SlicedExecute and Execute not in steps and len(steps) >= 5
+    assert "ip" not in got["c"].KernelManager  # no name shared by every kernel
+    execute = SlicedExecute(config=got["c"])
+    assert execute.kernel_manager_class is SlicedKernelManager and execute.timeout == 300  # c.Execute still applies
+    a, b = SlicedKernelManager(), SlicedKernelManager()
+    assert a.transport == b.transport == "ipc" and a.ip != b.ip and _own(a.ip) and _own(b.ip)
+
+
+def test_an_nbgrader_without_execute_in_its_steps_is_refused_with_what_to_do(monkeypatch):
+    pytest.importorskip("nbgrader")
+    from nbgrader.converters.autograde import Autograde
+
+    from gpulab.grading import nbgrader_execute
+
+    trait = Autograde.class_traits()["autograde_preprocessors"]
+    monkeypatch.setattr(trait, "default", lambda obj=None: [])
+    with pytest.raises(RuntimeError, match="no Execute to replace.*Remove the autograde_preprocessors line"):
+        nbgrader_execute.autograde_preprocessors()
