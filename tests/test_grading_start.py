@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from gpulab import labs
 from gpulab.grading import session
@@ -103,3 +104,31 @@ def test_scores_from_before_a_stopped_cell_stand_when_the_restart_does_not_start
     statuses = [r.status for r in graded.rows]
     assert statuses[0] == "not implemented" and statuses[1:] == ["not graded"] * (len(statuses) - 1), statuses
     assert any("did not start in 2 tries" in n for n in graded.notes)
+
+
+def test_a_restart_that_finds_the_total_time_spent_is_not_a_start_failure(monkeypatch):
+    """After a stopped cell the runner starts again; if the submission's total time runs out while it starts, that
+    is the total time limit (grading again would meet it too), not "did not start, grade again"."""
+    calls: list[float] = []
+
+    def never_ready(cells, skip, sandbox, deadline):
+        calls.append(deadline)
+        raise session._NotReady("ran past the submission's total time limit", "")
+
+    monkeypatch.setattr(session, "_session", never_ready)
+    spent = session.time.monotonic() - 1
+    with pytest.raises(session._OutOfTime):
+        session._started_session([], {}, None, spent, {3: {"index": 3}}, [])  # type: ignore[arg-type]
+    assert len(calls) == 1  # not started a second time
+
+
+def test_run_reports_the_total_time_when_a_restart_runs_out_of_it(monkeypatch):
+    from types import SimpleNamespace
+
+    def out_of_time(*args, **kwargs):
+        raise session._OutOfTime
+
+    monkeypatch.setattr(session, "_started_session", out_of_time)
+    sandbox = SimpleNamespace(limits=Limits(cell_timeout=60))
+    records, skip, reason, notes = session.run(SimpleNamespace(cells=[]), sandbox)  # type: ignore[arg-type]
+    assert records == {} and skip == {} and notes == [] and "the total time ran out" in reason

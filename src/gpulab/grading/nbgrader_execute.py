@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nbgrader.preprocessors import Execute
+from nbgrader.preprocessors import Execute  # type: ignore[import-untyped]
 
 from .sliced import SlicedKernelManager
 
@@ -32,7 +32,7 @@ class SlicedExecute(Execute):
 def autograde_preprocessors() -> list[Any]:
     """nbgrader's default ``Autograde.autograde_preprocessors`` with ``Execute`` replaced by :class:`SlicedExecute`;
     raises ``RuntimeError`` if this nbgrader has no ``Execute`` there to replace (a version gpulab does not know)."""
-    from nbgrader.converters.autograde import Autograde
+    from nbgrader.converters.autograde import Autograde  # type: ignore[import-untyped]
 
     default = list(Autograde.class_traits()["autograde_preprocessors"].default())
     if Execute not in default:

@@ -45,6 +45,10 @@ class RunnerDidNotStart(GpulabError):
         self.records, self.skipped = records, skipped
 
 
+class _OutOfTime(Exception):
+    """The submission's total time ran out while a runner was starting (after a stopped cell)."""
+
+
 class _NotReady(Exception):
     """One try at starting the runner failed: why, and the runner's last output."""
 
@@ -248,6 +252,8 @@ def _started_session(
         try:
             result = _session(cells, skip, sandbox, deadline)
         except _NotReady as exc:
+            if time.monotonic() >= deadline:  # a restart after a stopped cell, with no time left: not a start failure
+                raise _OutOfTime from None
             failed.append(exc)
             continue
         if failed:
@@ -275,7 +281,10 @@ def run(assembled: Assembled, sandbox: Sandbox) -> tuple[dict[int, dict], dict[i
     records: dict[int, dict] = {}
     notes: list[str] = []
     for _ in range(MAX_RESTARTS + 1):
-        records, stop = _started_session(assembled.cells, skip, sandbox, deadline, records, notes)
+        try:
+            records, stop = _started_session(assembled.cells, skip, sandbox, deadline, records, notes)
+        except _OutOfTime:
+            break  # grading again would meet the same limit: the cells not reached are not graded, as below
         if stop is None:
             return records, skip, "", notes
         if stop.final:
