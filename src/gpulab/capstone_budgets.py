@@ -41,6 +41,7 @@ def _flat_hint(out: str, fast: str, rows: str, shape: str) -> str:
 BUDGETS: dict[str, Budget] = {
     "matmul": Budget(
         sectors={"a": _LIMIT, "b": _LIMIT, "c": _LIMIT},
+        host_launch=True,  # the check's host launches the learner's kernel as training does
         names=("a", "b", "c"),
         block=TRACE_BLOCK_2D,  # a one-thread-per-output matmul (block=) is traced as its check launched it
         hint="x, the fastest thread index, must give the column j of C (its contiguous axis), so that neighbouring "
@@ -50,6 +51,7 @@ BUDGETS: dict[str, Budget] = {
     ),
     "im2col": Budget(
         sectors={"cols": _LIMIT},  # x's reads are strided by design: cols has the channel fastest
+        host_launch=True,
         names=("x", "cols", "kh", "kw", "stride", "pad", "ho", "wo"),
         block=TRACE_BLOCK_2D,
         hint="x, the fastest thread index, must walk the columns q of cols (its contiguous axis): "
@@ -58,6 +60,7 @@ BUDGETS: dict[str, Budget] = {
     ),
     "col2im": Budget(
         sectors={"dx": _LIMIT},  # dcols's reads are a gather, strided by design
+        host_launch=True,
         names=("dcols", "dx", "kh", "kw", "stride", "pad", "ho", "wo"),
         block=TRACE_BLOCK_1D,
         size=TALL_COL2IM,
@@ -65,6 +68,7 @@ BUDGETS: dict[str, Budget] = {
     ),
     "maxpool": Budget(
         sectors={"out": _LIMIT, "arg": _LIMIT},
+        host_launch=True,
         names=("x", "out", "arg", "k", "stride"),
         block=TRACE_BLOCK_1D,
         size=TALL_POOL,
@@ -74,6 +78,7 @@ BUDGETS: dict[str, Budget] = {
     ),
     "maxpool_backward": Budget(
         sectors={"dx": _LIMIT},
+        host_launch=True,
         names=("dout", "arg", "dx", "k", "stride"),
         block=TRACE_BLOCK_1D,
         size=TALL_POOL,

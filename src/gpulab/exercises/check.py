@@ -182,7 +182,7 @@ def _run_problem(p: Problem, kernel: Any, name: str | None, trusted: bool) -> Ch
         penalties = [] if exchanged is None else [orientation_check(st, exchanged)]
         if p.host is None and (shape := static_check(kernel)) is not None:
             penalties.append(shape)
-        if p.budget is not None and runtime.is_simulator():  # a host= check: the host's launch is traced
+        if p.budget is not None and (p.host is None or p.budget.host_launch) and runtime.is_simulator():
             penalties += budget_checks(st.runner, p.budget, cases, largest(cases), launch)
         elif p.budget is not None:
             st.checks.append(

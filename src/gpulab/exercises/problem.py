@@ -54,6 +54,9 @@ class Budget:
     * ``size=``: which case is traced (default: the largest);
     * ``names=``: the traced kernel's arguments as the limits name them, in order (default: the kernel's own
       parameter names): for a check whose learners name their parameters freely (the capstone's ops);
+    * ``host_launch=True``: for a ``host=`` check, trace the launch of the kernel the host function makes (the
+      capstone's ops, whose hosts launch the learner's kernel as training does). Without it a ``host=`` check has
+      no budget (a host may compute without launching anything: the emulated gpu-size tier's stand-ins do);
     * ``block=``: for a ``host=`` check of a grid-stride kernel (right for any launch), the one block the traced
       launch runs in place of the host's launch (the capstone's simulator launches have 8 threads, too few to
       count a warp's sectors): e.g. ``(32, 4)`` or ``32``. The host's own launch is traced without it;
@@ -74,6 +77,7 @@ class Budget:
     min_shuffles: Any = None
     size: Size = None
     names: Sequence[str] | None = None
+    host_launch: bool = False
     block: Any = None
     hint: str = ""
 
