@@ -40,4 +40,6 @@ def test_the_gpu_tests_stage_runs_even_when_earlier_stages_use_their_budgets():
 
 def test_stages_builds_the_commands_in_the_order_of_STAGES(tmp_path):
     names = [name for name, _ in gpucheck.stages("python3", tmp_path, record=True)]
-    assert names == list(gpucheck.STAGES)
+    # an installed gpulab (make test-oldest) has no notebooks beside it: that stage is left out
+    assert names == [s for s in gpucheck.STAGES if s in names] and names[:3] == ["preflight", "doctor", "tests"]
+    assert set(gpucheck.STAGES) - set(names) <= {"notebooks"}

@@ -115,6 +115,7 @@ def test_nbgrader_config_refuses_a_python_without_gpulab(monkeypatch):
     import pytest
     from traitlets.config import Config
 
+    pytest.importorskip("nbgrader")  # the config is nbgrader's: it imports nbgrader's Execute to replace it
     config = ROOT / "teachers" / "nbgrader_config.py"
     monkeypatch.setenv("PATH", os.environ.get("PATH", ""))  # restored after: the config puts scripts on PATH
     got = runpy.run_path(str(config), init_globals={"get_config": Config})
