@@ -21,6 +21,7 @@ import numpy as np
 from .. import runtime
 from ..errors import UsageError
 from ..runtime import array_module
+from .sequential import _host_copy
 
 __all__ = ["Adam", "SGD"]
 
@@ -77,9 +78,8 @@ class _Optimizer:
         state.update({k: np.array(v, dtype=np.int64) for k, v in self._scalars().items()})
         for name, p, _ in self.model.parameters():
             for slot in self.slots:
-                a = getattr(self, slot).get(name)
-                h = runtime.to_host(a) if a is not None else np.zeros(p.shape, np.dtype(p.dtype))
-                state[f"{slot}.{name}"] = h.copy() if h is a else h  # a snapshot that later steps do not change
+                a = getattr(self, slot).get(name)  # a snapshot that later steps do not change:
+                state[f"{slot}.{name}"] = _host_copy(a) if a is not None else np.zeros(p.shape, np.dtype(p.dtype))
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
