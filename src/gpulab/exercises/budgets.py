@@ -56,8 +56,8 @@ def budget_checks(runner: Runner, budget: Budget, cases: list[Case], largest: in
         budget = _renamed(budget, dict(zip(budget.names, arg_names)))
     shared = budget.shared_reads_per_thread is not None  # logging every shared access is slower: only if asked
     with simulator.instrument() as ins:
-        if runner.p.host is not None:
-            log = _trace_host(runner, budget, call, arg_names, shared, launch.swapped)
+        if (host := runner.p.host) is not None:
+            log = _trace_host(runner, host, budget, call, arg_names, shared, launch.swapped)
             griddim, blockdim = log.grid, log.block
         else:
             griddim, blockdim = runner.config(case, call, launch)
@@ -135,8 +135,10 @@ def _renamed(budget: Budget, names: dict[str, str]) -> Budget:
     )
 
 
-def _trace_host(runner: Runner, budget: Budget, call: tuple, names: list[str], shared: bool, swapped: bool) -> Any:
-    """The trace of the kernel's first launch by the ``host=`` function on ``call`` (``swapped``: with x and y
+def _trace_host(
+    runner: Runner, host: Any, budget: Budget, call: tuple, names: list[str], shared: bool, swapped: bool
+) -> Any:
+    """The trace of the kernel's first launch by the ``host=`` function ``host`` on ``call`` (``swapped``: with x and y
     exchanged, see :meth:`Runner.config`), in one block of ``budget.block`` threads if set (a grid-stride kernel
     is right for any launch), else, or if the kernel fails in that block, as the host launched it."""
     from ..simulator.launches import intercepted
@@ -154,9 +156,6 @@ def _trace_host(runner: Runner, budget: Budget, call: tuple, names: list[str], s
                 pass
         box.append(trace(runner.kernel, grid, block, *args, names=names, shared=shared))
 
-    host = runner.p.host
-    if host is None:  # budget_checks calls this only for a problem with a host function
-        raise RuntimeError(f"{runner.fn_name}'s problem has no host function to trace a launch of")
     with intercepted(runner.kernel, take):
         if swapped:
             host(*call, swapped=True)
