@@ -62,11 +62,15 @@ def _modules(prefix: str) -> list[Any]:
     return [importlib.import_module(f"{__package__}.{name}") for name in names]
 
 
-def _collect() -> tuple[dict[tuple[str, str], Exercise], list[tuple[str, str]], dict[tuple[str, str], tuple[str, ...]]]:
+_Key = tuple[str, str]
+
+
+def _collect() -> tuple[dict[_Key, Exercise], list[_Key], dict[_Key, tuple[str, ...]], dict[_Key, int]]:
     """Every ``gpulab/lessons/ex_*.py`` module's ``EXERCISES_LIST``, in the order of the module names (so the
     exercises of each group of lessons live in their own file), each with its hints from the ``hints_*.py``
     modules' ``HINTS``; those modules' ``FUNCTION_EXERCISES`` (checked by :func:`check_function`) and the
-    hints of tasks without a check (``HINT_ONLY``)."""
+    hints of tasks without a check (``HINT_ONLY``); and each hinted exercise's rank in the order the ``HINTS``
+    list them (notebook order: :func:`lesson_exercises`)."""
     found: list[Exercise] = []
     for mod in _modules("ex_"):
         found += list(mod.EXERCISES_LIST)
@@ -86,16 +90,13 @@ def _collect() -> tuple[dict[tuple[str, str], Exercise], list[tuple[str, str]], 
     if stray:
         raise RuntimeError(f"hints for {stray} name no exercise, FUNCTION_EXERCISES or HINT_ONLY entry")
     extra = {k: hints[k] for k in (*functions, *hint_only) if k in hints}
-    return out, functions, extra
+    return out, functions, extra, {k: i for i, k in enumerate(hints)}
 
 
 EXERCISES: dict[tuple[str, str], Exercise]
 FUNCTION_EXERCISES: list[tuple[str, str]]
 """The napkin-math exercises that a lesson checks with :func:`check_function` (lesson, function name)."""
-EXERCISES, FUNCTION_EXERCISES, _OTHER_HINTS = _collect()
-_HINT_RANK: dict[tuple[str, str], int] = {
-    k: i for i, k in enumerate(k for mod in _modules("hints_") for k in mod.HINTS)
-}
+EXERCISES, FUNCTION_EXERCISES, _OTHER_HINTS, _HINT_RANK = _collect()
 
 
 def lesson_exercises(lesson: str | None = None) -> list[tuple[str, str]]:
