@@ -62,7 +62,8 @@ c.ClearOutput.enabled = True
 c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE", "/srv/nbgrader/exchange")
 
 # nbclient (which autograde uses) sometimes waits a whole cell timeout for a reply that has already
-# arrived (jupyter/nbclient#312); this client polls every second instead, so such a stall costs ~1 s.
+# arrived (jupyter/nbclient#312); this client polls every second instead, so such a stall costs ~1 s. Autograde's
+# kernels get it from gpulab's Execute (below); this line gives it to nbgrader's other kernels (validate).
 c.AsyncKernelManager.client_class = "gpulab.grading.sliced.SlicedKernelClient"
 
 # Kernels on unix sockets where there are (Linux, macOS). Over TCP, jupyter_client chooses a kernel's ports a second

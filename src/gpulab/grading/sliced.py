@@ -13,8 +13,9 @@ Use it where a ``KernelManager`` class or its client class is configurable::
     NotebookClient(nb, kernel_manager_class=SlicedKernelManager)                   # nbclient
     c.AsyncKernelManager.client_class = "gpulab.grading.sliced.SlicedKernelClient"  # nbgrader_config.py
 
-(nbgrader's ``Execute`` passes its own ``kernel_manager_class``, so its configuration names the client
-class instead; teachers/nbgrader_config.py does, which needs gpulab importable where nbgrader runs.)
+(nbgrader's ``Execute`` passes its own ``kernel_manager_class``: teachers/nbgrader_config.py puts
+:class:`gpulab.grading.nbgrader_execute.SlicedExecute`, which passes this one, in its place for autograde, and
+names the client class for nbgrader's other kernels; it needs gpulab importable where nbgrader runs.)
 
 :class:`SlicedKernelManager` also talks to its kernel over unix sockets (:mod:`gpulab.grading.ipc`), so that
 kernels started at the same moment by other processes cannot take its TCP ports.
