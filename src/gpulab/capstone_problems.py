@@ -15,7 +15,7 @@ import numpy as np
 
 from .capstone_budgets import BUDGETS, TALL_COL2IM, TALL_POOL
 from .capstone_hosts import HOSTS as HOSTS
-from .capstone_mistakes import (  # noqa: F401  (the known mistakes of every op)
+from .capstone_mistakes import (  # the known mistakes of every op
     _im2col_channel_first,
     _im2col_no_pad_shift,
     _im2col_offsets_swapped,
