@@ -228,7 +228,7 @@ def _run_grade(ns: argparse.Namespace) -> int:
         out = ns.out or ns.path.with_name(ns.path.name + "-graded")
         book = grade_folder(ns.path, solutions, out, lab=ns.lab, workers=ns.workers, limits=_limits(ns))
         print(book.summary())
-        again = [g.notebook for _, g in book.entries if any(r.status == "not graded" for r in g.rows)]
+        again = [g.notebook for _, g in book.entries if g.not_graded]
         if again:
             print(f"{len(again)} notebook(s) were not graded (the grading process did not start); grade them again:")
             print("\n".join(f"  {path}" for path in again))
@@ -260,7 +260,7 @@ def _run_grade(ns: argparse.Namespace) -> int:
 
         ns.out.mkdir(parents=True, exist_ok=True)
         write_feedback(graded, ns.out / f"{ns.path.stem}.html")
-    return 1 if any(r.status == "not graded" for r in graded.rows) else 0
+    return 1 if graded.not_graded else 0
 
 
 def run(ns: argparse.Namespace) -> int:

@@ -61,6 +61,11 @@ class Graded:
     def max_score(self) -> float:
         return round(sum(r.points for r in self.rows), 3)
 
+    @property
+    def not_graded(self) -> bool:
+        """Whether an exercise is "not graded" (the grading process did not start): the notebook needs grading again."""
+        return any(r.status == "not graded" for r in self.rows)
+
     def to_dict(self) -> dict:
         return {
             "notebook": self.notebook,
