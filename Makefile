@@ -4,7 +4,12 @@
 # `make lab` installs the learner's packages (extras lab, data); test and lint add the developers' (test, lint).
 # Servers: `make lab NO_BROWSER=1` (prints the URL instead of opening a browser).
 
-PYTHON ?= python3
+# Python 3.12 when there is one: Colab's and the course's GPU image's Python, and the oldest that gets NumPy 2.5
+# (whose removals broke numba-cuda's kernel compiles: gpulab/compat.py), so `make test` checks what a fresh
+# install there gets. Else python3. PYTHON=python3.11 (or any) overrides; an existing .venv is kept as it is.
+PY312  := $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3) \
+            $(shell python3.12 -c "" 2>/dev/null && command -v python3.12))
+PYTHON ?= $(or $(PY312),python3)
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
@@ -89,7 +94,7 @@ test-network: setup-dev
 # solutions use must exist in CuPy 13 and numba-cuda 0.22 (make test checks the newest).
 # Not here: gpu-check's own tests (it runs on a GPU image's Python with the newest wheels, never on Colab).
 OLDEST_VENV ?= .venv-oldest
-OLDEST_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3) $(shell command -v python3.12) $(PYTHON))
+OLDEST_PYTHON ?= $(or $(PY312),$(PYTHON))
 OLDEST_PINS := "numba==0.60.*" "numba-cuda[cu12]==0.22.*" "cupy-cuda12x==13.*" "ipywidgets==7.7.*" "plotly==5.24.*"
 test-oldest:
 	test -x $(OLDEST_VENV)/bin/python || $(OLDEST_PYTHON) -m venv $(OLDEST_VENV)
