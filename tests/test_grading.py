@@ -92,6 +92,22 @@ def test_scores_mirror_nbgrader():
     assert score_test(cell, None, "cell 3 timed out").status == "not run"
 
 
+def test_a_cell_that_checks_two_functions_shows_each_ones_verdict():
+    """Lab 09's convolution cell checks im2col and col2im: a wrong col2im shows even when im2col fails first."""
+    cell = Cell(0, "test", "", "lab09-conv-check", 3.0)
+    base = {"index": 0, "kind": "test", "tampered": "", "stderr": "", "error": None, "value": 0.0}
+    im2col = {"name": "im2col_kernel", "status": "failed", "message": "cols[0, 3] wrong\ndetail", "hint": "a, b"}
+    hidden = {"name": "im2col_kernel", "status": "failed", "message": "hidden size wrong", "hint": "other"}
+    col2im = {"name": "col2im_kernel", "status": "failed", "message": "the pad sign is flipped", "hint": "+ pad"}
+    r = score_test(cell, {**base, "results": [im2col, hidden, col2im]}, "")
+    assert r.message == "im2col_kernel: cols[0, 3] wrong; col2im_kernel: the pad sign is flipped"
+    assert r.hint == "im2col_kernel: a, b | col2im_kernel: + pad"
+    assert r.status == "failed"
+    # one failing function (its hidden check too): its own first verdict, as before
+    r = score_test(cell, {**base, "results": [im2col, hidden, {**col2im, "status": "passed"}]}, "")
+    assert (r.message, r.hint) == ("cols[0, 3] wrong", "a, b")
+
+
 @pytest.mark.parametrize(
     "content, expected",
     [

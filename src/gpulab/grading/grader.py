@@ -84,8 +84,26 @@ class Graded:
 
 
 def _worst(results: list[dict]) -> dict | None:
+    """The verdict a cell's row shows: its first failing check's (or the last check's when all passed).
+
+    A cell that checks two functions (lab 09: im2col and col2im) and finds both wrong shows both: the row's
+    message and hint name each failing function's first verdict, so a teacher sees col2im's mistake even when
+    im2col's comes first. Hidden checks of the same function add nothing (its first verdict stands for it)."""
     failing = [r for r in results if r.get("status") != "passed"]
-    return failing[0] if failing else (results[-1] if results else None)
+    if not failing:
+        return results[-1] if results else None
+    first: dict[str, dict] = {}
+    for r in failing:
+        first.setdefault(str(r.get("name") or ""), r)
+    if len(first) < 2:
+        return failing[0]
+
+    def line(text: str) -> str:
+        return text.strip().splitlines()[0] if text and text.strip() else ""
+
+    messages = [f"{name}: {line(r.get('message') or '') or r.get('status') or 'failed'}" for name, r in first.items()]
+    hints = [f"{name}: {r['hint']}" for name, r in first.items() if r.get("hint")]
+    return {**failing[0], "message": "; ".join(messages), "hint": " | ".join(hints)}
 
 
 def score_test(cell: Cell, rec: dict | None, why_not_run: str) -> GradeRow:
