@@ -230,12 +230,12 @@ def _conv1d(x, w, out):
     out[...] = acc
 
 
-def _conv2d_single(x, w, out):
+def _conv2d_dilated(x, w, dilation, out):
     ho, wo = out.shape
     acc = np.zeros(out.shape, F32)
     for a in range(w.shape[0]):
         for b in range(w.shape[1]):
-            acc += x[a : a + ho, b : b + wo] * w[a, b]
+            acc += x[dilation * a : dilation * a + ho, dilation * b : dilation * b + wo] * w[a, b]
     out[...] = acc
 
 
@@ -270,8 +270,8 @@ def _conv2d_im2col(x, w, b, stride, pad, out):  # cols, then the course's matmul
     out[...] = y.reshape(n, ho, wo, f).transpose(0, 3, 1, 2)
 
 
-def _relu_backward(dout, y, dx):
-    dx[...] = np.where(y > 0, dout, F32(0))
+def _leaky_relu_backward(dout, y, alpha, dx):
+    dx[...] = np.where(y > 0, dout, alpha * dout)
 
 
 def _maxpool_backward(dout, arg, k, stride, dx):  # the kernel's gather: acc += dout over (a, b) in order
@@ -437,12 +437,12 @@ EMULATIONS = {
     "lab05.SOFTMAX_WARP": _softmax_warp,
     "lab05.CONFUSION": _confusion,
     "lab07.CONV1D": _conv1d,
-    "lab07.CONV2D_SINGLE": _conv2d_single,
+    "lab07.CONV2D_SINGLE": _conv2d_dilated,
     "lab07.CONV2D": _conv2d,
     "lab07.MAXPOOL": _maxpool,
     "lab07.IM2COL": _im2col,
     "lab07.CONV2D_IM2COL": _conv2d_im2col,
-    "lab08.RELU_BACKWARD": _relu_backward,
+    "lab08.LEAKY_RELU_BACKWARD": _leaky_relu_backward,
     "lab08.MAXPOOL_BACKWARD": _maxpool_backward,
     "lab08.LINEAR_BACKWARD": _linear_backward,
     "lab08.CONV2D_BACKWARD": _conv2d_backward,

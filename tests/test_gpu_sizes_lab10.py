@@ -20,11 +20,14 @@ L = problems.lab10
 F32 = np.float32
 
 
-def _unscale(grads, inv_scale, found_inf):
-    """One float32 multiply per element, in place; the flag set if any result is inf or nan."""
+def _unscale(grads, inv_scale, clip, found_inf):
+    """One float32 multiply per element, in place, the finite results clipped to [-clip, clip]; the flag set if
+    any result is inf or nan."""
     xp = runtime.array_module(grads)
-    grads[...] = grads * xp.float32(inv_scale)
-    if not bool(xp.isfinite(grads).all()):
+    g = grads * xp.float32(inv_scale)
+    finite = xp.isfinite(g)
+    grads[...] = xp.where(finite, xp.clip(g, -clip, clip), g)
+    if not bool(finite.all()):
         found_inf[0] = 1
 
 
@@ -35,7 +38,7 @@ def _run_with_loss_scaling(batches, scale, growth_interval):
     total, scales, applied, good = xp.zeros(n, F32), [], [], 0
     for t in range(steps):
         grads, found = batches[t].copy(), xp.zeros(1, np.int32)
-        _unscale(grads, F32(1 / scale), found)
+        _unscale(grads, F32(1 / scale), F32(np.inf), found)
         scales.append(scale)
         applied.append(int(runtime.to_host(found)[0]) == 0)
         if not applied[-1]:

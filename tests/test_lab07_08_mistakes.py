@@ -11,11 +11,13 @@ all got "expected ..., got ..." with no hint.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from numba import cuda, float32
 
-from gpulab import nn
+from gpulab import lessons, nn
 from gpulab.problems import lab07, lab08
 from kernel_edits import edited_kernel
 
@@ -33,15 +35,15 @@ def conv1d_kernel(x, w, out):
         out[i] = s
 """
 
-CONV2D_SINGLE = """
+CONV2D_DILATED = """
 @cuda.jit
-def conv2d_single_kernel(x, w, out):
+def conv2d_dilated_kernel(x, w, dilation, out):
     j, i = cuda.grid(2)
     if i < out.shape[0] and j < out.shape[1]:
         s = float32(0.0)
         for a in range(w.shape[0]):
             for b in range(w.shape[1]):
-                s += x[i + a, j + b] * w[a, b]
+                s += x[i + dilation * a, j + dilation * b] * w[a, b]
         out[i, j] = s
 """
 
@@ -105,32 +107,53 @@ def im2col_kernel(x, k, stride, pad, cols):
         cols[r, q] = v
 """
 
-RELU_BACKWARD = """
+LEAKY_RELU_BACKWARD = """
 @cuda.jit
-def relu_backward_kernel(dout, y, dx):
+def leaky_relu_backward_kernel(dout, y, alpha, dx):
     i = cuda.grid(1)
     if i < dx.size:
         if y[i] > 0:
             dx[i] = dout[i]
         else:
-            dx[i] = float32(0.0)
+            dx[i] = alpha * dout[i]
 """
 
 CASES = [
     (lab07.CONV1D, CONV1D, "conv1d_kernel", ("range(w.size)", "range(w.size - 1)"), "the last tap is missing"),
     (
         lab07.CONV2D_SINGLE,
-        CONV2D_SINGLE,
-        "conv2d_single_kernel",
+        CONV2D_DILATED,
+        "conv2d_dilated_kernel",
         ("w[a, b]", "w[w.shape[0] - 1 - a, w.shape[1] - 1 - b]"),
         "you flipped the filter",
     ),
     (
         lab07.CONV2D_SINGLE,
-        CONV2D_SINGLE,
-        "conv2d_single_kernel",
+        CONV2D_DILATED,
+        "conv2d_dilated_kernel",
         ("range(w.shape[", "range(-1 + w.shape["),
         "the last row and column of taps",
+    ),
+    (
+        lab07.CONV2D_SINGLE,
+        CONV2D_DILATED,
+        "conv2d_dilated_kernel",
+        ("x[i + dilation * a, j + dilation * b]", "x[i + a, j + b]"),
+        "this is lesson 07's conv2d_single",
+    ),
+    (
+        lab07.CONV2D_SINGLE,
+        CONV2D_DILATED,
+        "conv2d_dilated_kernel",
+        ("j + dilation * b]", "j + b]"),
+        "the dilation is applied to one axis only",
+    ),
+    (
+        lab07.CONV2D_SINGLE,
+        CONV2D_DILATED,
+        "conv2d_dilated_kernel",
+        ("x[i + dilation * a", "x[i + a"),
+        "the dilation is applied to one axis only",
     ),
     (
         lab07.CONV2D,
@@ -154,7 +177,40 @@ CASES = [
         ("a = (q // k) % k\n        d = q % k", "d = (q // k) % k\n        a = q % k"),
         "a tap's row and column offsets are swapped",
     ),
-    (lab08.RELU_BACKWARD, RELU_BACKWARD, "relu_backward_kernel", ("y[i] > 0", "y[i] >= 0"), "dout passed where y == 0"),
+    (
+        lab08.LEAKY_RELU_BACKWARD,
+        LEAKY_RELU_BACKWARD,
+        "leaky_relu_backward_kernel",
+        ("y[i] > 0", "y[i] >= 0"),
+        "dout passed unchanged where y == 0",
+    ),
+    (
+        lab08.LEAKY_RELU_BACKWARD,
+        LEAKY_RELU_BACKWARD,
+        "leaky_relu_backward_kernel",
+        ("alpha * dout[i]", "float32(0.0)"),
+        "this is lesson 08's relu_backward",
+    ),
+    (
+        lab08.LEAKY_RELU_BACKWARD,
+        LEAKY_RELU_BACKWARD,
+        "leaky_relu_backward_kernel",
+        (
+            "dx[i] = dout[i]\n        else:\n            dx[i] = alpha * dout[i]",
+            "dx[i] = alpha * dout[i]\n        else:\n            dx[i] = dout[i]",
+        ),
+        "the slopes are swapped",
+    ),
+    (
+        lab08.LEAKY_RELU_BACKWARD,
+        LEAKY_RELU_BACKWARD,
+        "leaky_relu_backward_kernel",
+        (
+            "dx[i] = dout[i]\n        else:\n            dx[i] = alpha * dout[i]",
+            "dx[i] = dout[i] * y[i]\n        else:\n            dx[i] = dout[i] * y[i]",
+        ),
+        "the gradient was multiplied by y",
+    ),
 ]
 
 
@@ -172,6 +228,28 @@ LINEAR = {
     "db mean": lambda x, W, d: (d @ W, d.T @ x, d.mean(axis=0)),
     "db of all": lambda x, W, d: (d @ W, d.T @ x, d.sum()),
 }
+
+
+@pytest.mark.parametrize(
+    ("problem", "lesson", "name", "verdict"),
+    [
+        (lab07.CONV2D_SINGLE, "07", "conv2d_single", "this is lesson 07's conv2d_single"),
+        (lab08.LEAKY_RELU_BACKWARD, "08", "relu_backward", "this is lesson 08's relu_backward"),
+    ],
+)
+def test_the_lessons_revealed_answer_fails_the_lab_and_is_named(problem, lesson, name, verdict):
+    """The lab's exercise is a variant of the lesson's: the lesson's answer, from lessons.reveal, fails as it is
+    (it takes one parameter fewer), and with the lab's extra parameter added and ignored it gets the named
+    verdict. Before, it was the lab's answer and earned full marks."""
+    shown = lessons.reveal(lesson, name)  # the lesson's kernel, as a learner can print it
+    kernel = re.search(r"def (\w+)\(", shown).group(1)
+    as_is = problem.check(edited_kernel(shown, kernel, NS), trusted=True)
+    assert not as_is.passed and as_is.score == 0, as_is
+    extra = "dilation" if lesson == "07" else "alpha"
+    out = "out" if lesson == "07" else "dx"
+    adapted = edited_kernel(shown, kernel, NS, (f", {out}):", f", {extra}, {out}):"))
+    res = problem.check(adapted, trusted=True)
+    assert not res.passed and res.score == 0 and res.hint.startswith(verdict), res
 
 
 @pytest.mark.parametrize(

@@ -68,51 +68,108 @@ def test_budget_mistakes_are_named(kw, words):
 
 
 @cuda.jit
-def unscale_good(grads, inv_scale, found_inf):
+def unscale_good(grads, inv_scale, clip, found_inf):
     i = cuda.grid(1)
     if i < grads.size:
         g = grads[i] * inv_scale
-        grads[i] = g
         if math.isinf(g) or math.isnan(g):
             cuda.atomic.max(found_inf, 0, 1)
+        else:
+            g = min(max(g, -clip), clip)
+        grads[i] = g
 
 
 @cuda.jit
-def unscale_counts(grads, inv_scale, found_inf):
+def unscale_counts(grads, inv_scale, clip, found_inf):
     i = cuda.grid(1)
     if i < grads.size:
         g = grads[i] * inv_scale
-        grads[i] = g
         if math.isinf(g) or math.isnan(g):
             cuda.atomic.add(found_inf, 0, 1)
+        else:
+            g = min(max(g, -clip), clip)
+        grads[i] = g
 
 
 @cuda.jit
-def unscale_divides(grads, inv_scale, found_inf):
+def unscale_divides(grads, inv_scale, clip, found_inf):
     i = cuda.grid(1)
     if i < grads.size:
         g = grads[i] / inv_scale
-        grads[i] = g
         if math.isinf(g) or math.isnan(g):
             cuda.atomic.max(found_inf, 0, 1)
+        else:
+            g = min(max(g, -clip), clip)
+        grads[i] = g
 
 
 @cuda.jit
-def unscale_not_in_place(grads, inv_scale, found_inf):
+def unscale_not_in_place(grads, inv_scale, clip, found_inf):
     i = cuda.grid(1)
     if i < grads.size:
         g = grads[i] * inv_scale
         if math.isinf(g) or math.isnan(g):
             cuda.atomic.max(found_inf, 0, 1)
+        else:
+            g = min(max(g, -clip), clip)
+        pass
 
 
 @cuda.jit
-def unscale_inf_only(grads, inv_scale, found_inf):  # nan goes unflagged
+def unscale_inf_only(grads, inv_scale, clip, found_inf):  # nan goes unflagged
     i = cuda.grid(1)
     if i < grads.size:
         g = grads[i] * inv_scale
-        grads[i] = g
         if math.isinf(g):
+            cuda.atomic.max(found_inf, 0, 1)
+        else:
+            g = min(max(g, -clip), clip)
+        grads[i] = g
+
+
+@cuda.jit
+def unscale_not_clipped(grads, inv_scale, clip, found_inf):  # lesson 10's kernel made in place: no clip
+    i = cuda.grid(1)
+    if i < grads.size:
+        g = grads[i] * inv_scale
+        if math.isinf(g) or math.isnan(g):
+            cuda.atomic.max(found_inf, 0, 1)
+        else:
+            g = g
+        grads[i] = g
+
+
+@cuda.jit
+def unscale_upper_only(grads, inv_scale, clip, found_inf):
+    i = cuda.grid(1)
+    if i < grads.size:
+        g = grads[i] * inv_scale
+        if math.isinf(g) or math.isnan(g):
+            cuda.atomic.max(found_inf, 0, 1)
+        else:
+            g = min(g, clip)
+        grads[i] = g
+
+
+@cuda.jit
+def unscale_lower_only(grads, inv_scale, clip, found_inf):
+    i = cuda.grid(1)
+    if i < grads.size:
+        g = grads[i] * inv_scale
+        if math.isinf(g) or math.isnan(g):
+            cuda.atomic.max(found_inf, 0, 1)
+        else:
+            g = max(g, -clip)
+        grads[i] = g
+
+
+@cuda.jit
+def unscale_clips_first(grads, inv_scale, clip, found_inf):  # an inf becomes clip, only nan sets the flag
+    i = cuda.grid(1)
+    if i < grads.size:
+        g = min(max(grads[i] * inv_scale, -clip), clip)
+        grads[i] = g
+        if math.isinf(g) or math.isnan(g):
             cuda.atomic.max(found_inf, 0, 1)
 
 
@@ -128,10 +185,27 @@ def test_the_right_unscale_kernel_passes_and_compiles():
         (unscale_divides, "multiply by inv_scale"),
         (unscale_not_in_place, "in place"),
         (unscale_inf_only, "found_inf stayed 0 though a gradient is nan"),
+        (unscale_not_clipped, "this is lesson 10's unscale, which does not clip"),
+        (unscale_clips_first, "an inf was clipped to +-clip"),
+        (unscale_upper_only, "only the upper bound was applied"),
+        (unscale_lower_only, "only the lower bound was applied"),
     ],
 )
 def test_unscale_mistakes_are_named(kernel, words):
     _hinted(L.UNSCALE.check(kernel, ptx=None), words)
+
+
+def test_lesson_10s_revealed_unscale_fails_the_lab():
+    """Lesson 10's unscale (out of place, a count, no clip), as lessons.reveal prints it, fails the lab's check: its
+    parameters are not the lab's. Made in place with the lab's parameters, it is named (test above). Before, the
+    lab asked for it made in place with a flag, nothing more."""
+    from gpulab import lessons
+
+    from kernel_edits import edited_kernel
+
+    shown = lessons.reveal("10", "unscale")
+    res = L.UNSCALE.check(edited_kernel(shown, "unscale_kernel", {"cuda": cuda, "math": math}), ptx=None, trusted=True)
+    assert not res.passed and res.score == 0, res
 
 
 def _scaler(reset_found=True, skip=True, reset_good=True, grow=lambda good, k: good == k, backoff=0.5, scaled=False):
@@ -144,7 +218,7 @@ def _scaler(reset_found=True, skip=True, reset_good=True, grow=lambda good, k: g
             grads = batches[t].copy()
             if reset_found:
                 found = xp.zeros(1, np.int32)
-            unscale_good[blocks_for(n, 32), 32](grads, np.float32(1 / scale), found)
+            unscale_good[blocks_for(n, 32), 32](grads, np.float32(1 / scale), np.float32(np.inf), found)
             scales.append(scale)
             overflow = int(gpulab.to_host(found)[0]) != 0
             applied.append(not (overflow and skip))
@@ -313,9 +387,9 @@ def test_graded_cells_run_lab10_problems_with_their_points_and_hidden_tests():
 @pytest.mark.ptx
 def test_the_solution_kernel_compiles_to_ptx():
     nb = nbformat.read(LAB, as_version=4)
-    cell = next(c for c in nb.cells if c.source.startswith("@cuda.jit\ndef unscale_kernel"))
+    cell = next(c for c in nb.cells if c.source.startswith("@cuda.jit\ndef unscale_clip_kernel"))
     source = "import math\nfrom numba import cuda\n" + cell.source
-    assert ptx.compile_source(source, "unscale_kernel", L.UNSCALE.ptx, ccs=[(7, 5), (9, 0)]) == {
+    assert ptx.compile_source(source, "unscale_clip_kernel", L.UNSCALE.ptx, ccs=[(7, 5), (9, 0)]) == {
         "7.5": "ok",
         "9.0": "ok",
     }

@@ -97,13 +97,15 @@ def test_budget_a_model_that_does_not_fit_needs_batch_zero():
 
 
 @cuda.jit
-def unscale_plain_store(grads, inv_scale, found_inf):
+def unscale_plain_store(grads, inv_scale, clip, found_inf):
     i = cuda.grid(1)
     if i < grads.size:
         g = grads[i] * inv_scale
-        grads[i] = g
         if math.isinf(g) or math.isnan(g):
             found_inf[0] = 1  # many threads, one flag: a plain store races
+        else:
+            g = min(max(g, -clip), clip)
+        grads[i] = g
 
 
 def test_a_flag_set_by_plain_stores_is_named_as_a_flag_not_a_wrong_index():

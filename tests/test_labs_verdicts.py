@@ -13,7 +13,7 @@ from nbrun import SlicedClient
 
 ROOT = Path(__file__).resolve().parents[1]
 
-RELU_TIMES_Y = "    i = cuda.grid(1)\n    if i < dx.size:\n        dx[i] = dout[i] * y[i]"
+RELU_TIMES_Y = "    i = cuda.grid(1)\n    if i < dx.size:\n        dx[i] = dout[i] * y[i]"  # leaky ReLU backward, wrong
 
 
 def _run_until(nb: nbformat.NotebookNode, marker: str) -> nbformat.NotebookNode:
@@ -42,12 +42,12 @@ def test_lab08_wrong_kernel_shows_the_verdict_not_a_gradcheck_traceback():
     with 'AssertionError: the gradient of x disagrees with finite differences' and the named mistake
     ('multiplied by y') was never shown."""
     nb = nbformat.read(str(ROOT / "labs" / "student" / "lab08_backprop.ipynb"), as_version=4)
-    cell = next(c for c in nb.cells if "def relu_backward_kernel" in c.source)
+    cell = next(c for c in nb.cells if "def leaky_relu_backward_kernel" in c.source)
     cell.source = cell.source.replace(f"    # YOUR CODE HERE\n    {labs.CODE_STUB}", RELU_TIMES_Y)
     assert RELU_TIMES_Y in cell.source
-    text, errors = _text(_run_until(nb, "RELU_BACKWARD.check("))
+    text, errors = _text(_run_until(nb, "LEAKY_RELU_BACKWARD.check("))
     assert not errors, errors
-    assert "[FAIL] relu_backward_kernel" in text and "multiplied by y" in text, text
+    assert "[FAIL] leaky_relu_backward_kernel" in text and "multiplied by y" in text, text
     assert "Finite differences are checked once the verdict below is a pass" in text
 
 

@@ -59,7 +59,7 @@ LAB_ANSWERS: dict[str, tuple[str, ...]] = {
     "lab07.CONV1D": _NONE,
     "lab07.CONV2D": ("kernels.conv.conv2d_direct_kernel",),
     "lab07.CONV2D_IM2COL": _NONE,
-    "lab07.CONV2D_SINGLE": ("lessons.answers_05_10.conv2d_single_kernel",),
+    "lab07.CONV2D_SINGLE": _NONE,  # dilated: lesson 07's conv2d_single is not its answer
     "lab07.IM2COL": ("kernels.nn_ops.im2col_kernel",),
     "lab07.MAXPOOL": ("kernels.nn_ops.maxpool_kernel",),
     "lab08.CONV2D_BACKWARD": _NONE,  # the lab's prompt gives its three steps (nn.Conv2d.backward may be shown)
@@ -67,12 +67,12 @@ LAB_ANSWERS: dict[str, tuple[str, ...]] = {
     "lab08.DROPOUT_STEP": _NONE,
     "lab08.LINEAR_BACKWARD": _NONE,  # the lab's prompt gives the three products (nn.Linear.backward may be shown)
     "lab08.MAXPOOL_BACKWARD": ("kernels.nn_ops.maxpool_backward_kernel",),
-    "lab08.RELU_BACKWARD": ("kernels.nn_ops.relu_backward_kernel", "lessons.answers_05_10.relu_backward_kernel"),
+    "lab08.LEAKY_RELU_BACKWARD": _NONE,  # leaky: lesson 08's relu_backward is its alpha = 0 case only
     "lab10.BUDGET": _NONE,
     "lab10.HIERARCHICAL": _NONE,
     "lab10.RING": _NONE,
     "lab10.SCALER": _NONE,
-    "lab10.UNSCALE": ("lessons.answers_05_10.unscale_kernel",),
+    "lab10.UNSCALE": _NONE,  # unscale and clip: lesson 10's unscale does not clip
     "lab12.COMBINE": _NONE,
     "lab12.FLASH_LSE": ("transformer.flash.flash_attention_kernel",),
     "lab12.SCALE_MASK": ("transformer.attention.scale_mask_kernel",),

@@ -99,24 +99,24 @@ def tiled_uncoalesced(A, B, C):
 
 
 @cuda.jit
-def conv2d_coalesced(x, w, out):
+def conv2d_coalesced(x, w, dilation, out):
     j, i = cuda.grid(2)
     if i < out.shape[0] and j < out.shape[1]:
         acc = 0.0
         for a in range(w.shape[0]):
             for b in range(w.shape[1]):
-                acc += x[i + a, j + b] * w[a, b]
+                acc += x[i + dilation * a, j + dilation * b] * w[a, b]
         out[i, j] = acc
 
 
 @cuda.jit
-def conv2d_uncoalesced(x, w, out):
+def conv2d_uncoalesced(x, w, dilation, out):
     i, j = cuda.grid(2)
     if i < out.shape[0] and j < out.shape[1]:
         acc = 0.0
         for a in range(w.shape[0]):
             for b in range(w.shape[1]):
-                acc += x[i + a, j + b] * w[a, b]
+                acc += x[i + dilation * a, j + dilation * b] * w[a, b]
         out[i, j] = acc
 
 
@@ -125,7 +125,7 @@ COALESCING = [
     (problems.lab02.COPY2D, copy_coalesced, copy_uncoalesced, [(40, 40)], "a"),
     (problems.lab03.MATMUL, matmul_coalesced, matmul_uncoalesced, [(32, 8, 32)], "A"),
     (problems.lab04.MATMUL_TILED, tiled_coalesced, tiled_uncoalesced, None, "A"),
-    (problems.lab07.CONV2D_SINGLE, conv2d_coalesced, conv2d_uncoalesced, [(34, 34, 3)], "x"),
+    (problems.lab07.CONV2D_SINGLE, conv2d_coalesced, conv2d_uncoalesced, [(34, 34, 3, 2)], "x"),
 ]
 
 

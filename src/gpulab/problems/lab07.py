@@ -1,4 +1,4 @@
-"""Lab 07 · convolution: 1-D, 2-D single channel, batched with channels/stride/padding, max-pooling,
+"""Lab 07 · convolution: 1-D, 2-D single channel with a dilated filter, batched with channels/stride/padding, max-pooling,
 im2col and a convolution as im2col + matmul.
 
 Every sum is judged against a float64 reference within the float32 rounding bound of its number of
@@ -29,6 +29,8 @@ __all__ = [
     "conv1d_spec",
     "conv2d_spec",
     "conv_inputs",
+    "dilated_inputs",
+    "dilated_spec",
     "im2col_launch",
     "im2col_spec",
     "maxpool_spec",
@@ -56,6 +58,57 @@ def conv2d_spec(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int = 1, pa
             patch = xp_[:, :, a : a + stride * ho : stride, d : d + stride * wo : stride]  # (N, C, Ho, Wo)
             out += np.einsum("nchw,fc->nfhw", patch, w[:, :, a, d])
     return out
+
+
+def dilated_spec(x: np.ndarray, w: np.ndarray, dilation: int) -> np.ndarray:
+    """A dilated 'valid' cross-correlation of one channel: ``out[i, j] = sum over a, b of
+    x[i + dilation*a, j + dilation*b] * w[a, b]``, out of shape ``(H - dilation*(K-1), W - dilation*(K-1))``."""
+    k = w.shape[0]
+    ho, wo = x.shape[0] - dilation * (k - 1), x.shape[1] - dilation * (k - 1)
+    out = np.zeros((ho, wo), dtype=np.result_type(x, w))
+    for a in range(k):
+        for b in range(k):
+            out += x[dilation * a : dilation * a + ho, dilation * b : dilation * b + wo] * w[a, b]
+    return out
+
+
+def dilated_inputs(size: tuple, rng: np.random.Generator) -> tuple:
+    """size = (H, W, K, dilation) -> x (H, W), w (K, K), dilation."""
+    h, wd, k, dilation = size
+    return (*random_arrays(rng, (h, wd), (k, k)), dilation)
+
+
+def _dilated_as_adjacent(x: np.ndarray, w: np.ndarray, dilation: int) -> np.ndarray:
+    """A known mistake, lesson 07's kernel: the taps adjacent whatever the dilation, in the dilated output's shape."""
+    if dilation == 1 or w.shape[0] == 1:
+        raise ValueError("the same as the right answer without dilation")
+    ho, wo = x.shape[0] - dilation * (w.shape[0] - 1), x.shape[1] - dilation * (w.shape[0] - 1)
+    return dilated_spec(x, w, 1)[:ho, :wo]
+
+
+def _dilated_one_axis(x: np.ndarray, w: np.ndarray, dilation: int) -> list[np.ndarray]:
+    """A known mistake: the rows' offsets dilated and the columns' not, or the other way round."""
+    if dilation == 1 or w.shape[0] == 1:
+        raise ValueError("the same as the right answer without dilation")
+    k = w.shape[0]
+    ho, wo = x.shape[0] - dilation * (k - 1), x.shape[1] - dilation * (k - 1)
+    outs = []
+    for dr, dc in ((dilation, 1), (1, dilation)):
+        out = np.zeros((ho, wo), dtype=np.result_type(x, w))
+        for a in range(k):
+            for b in range(k):
+                out += x[dr * a : dr * a + ho, dc * b : dc * b + wo] * w[a, b]
+        outs.append(out)
+    return outs
+
+
+def _dilated_short_loops(x: np.ndarray, w: np.ndarray, dilation: int) -> np.ndarray:
+    """A known mistake: the loops over the taps stop one short (`range(K - 1)`), in the right output's shape."""
+    k = w.shape[0]
+    ho, wo = x.shape[0] - dilation * (k - 1), x.shape[1] - dilation * (k - 1)
+    if k == 1:
+        return np.zeros((ho, wo), dtype=np.result_type(x, w))
+    return dilated_spec(x, w[:-1, :-1].copy(), dilation)[:ho, :wo]
 
 
 def conv_inputs(size: tuple, rng: np.random.Generator) -> tuple:
@@ -170,22 +223,26 @@ CONV1D = Problem(
 
 CONV2D_SINGLE = Problem(
     "lab07.conv2d_single",
-    spec=lambda x, w: conv2d_spec(x[None, None], w[None, None], np.zeros(1, x.dtype))[0, 0],
-    inputs=lambda size, rng: random_arrays(rng, size[:2], (size[2], size[2])),  # size = (H, W, K)
-    sizes=[(1, 1, 1), (5, 9, 3), (20, 13, 3), (15, 24, 5)],
-    gpu_sizes=[(1, 1, 1), (5, 9, 3), (20, 13, 3), (2000, 3000, 5)],
+    spec=dilated_spec,
+    inputs=dilated_inputs,
+    sizes=[(1, 1, 1, 1), (5, 9, 3, 2), (20, 13, 3, 2), (15, 24, 5, 1), (17, 26, 3, 3)],
+    gpu_sizes=[(1, 1, 1, 1), (5, 9, 3, 2), (20, 13, 3, 2), (17, 26, 3, 3), (2000, 3000, 5, 2)],
     launch=launch_2d(CONV2D_BLOCK),  # grid (ceil(Wo / 16), ceil(Ho / 8)) over out
-    reduction=lambda x, w: w.size,
+    reduction=lambda x, w, dilation: w.size,
     budget=Budget(sectors={"x": 2.0, "out": 2.0}),
     mistakes={
+        "this is lesson 07's conv2d_single, whose taps are neighbours, x[i + a, j + b]. This lab's filter is "
+        "dilated: tap (a, b) reads x[i + dilation*a, j + dilation*b], the taps `dilation` pixels apart.": (
+            _dilated_as_adjacent
+        ),
+        "the dilation is applied to one axis only: tap (a, b) reads x[i + dilation*a, j + dilation*b], both offsets "
+        "multiplied by the dilation.": _dilated_one_axis,
         "you flipped the filter (w[K-1-a, K-1-b]): in deep learning the filter slides unflipped, "
-        "out[i, j] = sum over a, b of x[i + a, j + b] * w[a, b].": lambda x, w: conv2d_spec(
-            x[None, None], w[None, None, ::-1, ::-1].copy(), np.zeros(1, x.dtype)
-        )[0, 0],
+        "out[i, j] = sum over a, b of x[i + dilation*a, j + dilation*b] * w[a, b].": lambda x, w, dilation: (
+            dilated_spec(x, w[::-1, ::-1].copy(), dilation)
+        ),
         "the last row and column of taps are missing: loop over all K of each, `for a in range(K)` and "
-        "`for b in range(K)` with K = w.shape[0] (`range(K - 1)` stops one short).": lambda x, w: conv2d_spec(
-            x[None, None, : x.shape[0] - 1, : x.shape[1] - 1], w[None, None, :-1, :-1].copy(), np.zeros(1, x.dtype)
-        )[0, 0],
+        "`for b in range(K)` with K = w.shape[0] (`range(K - 1)` stops one short).": _dilated_short_loops,
     },
     points=2,
 )

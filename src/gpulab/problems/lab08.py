@@ -1,4 +1,4 @@
-"""Lab 08 · backpropagation: ReLU backward, max-pool backward (kernels), linear and convolution
+"""Lab 08 · backpropagation: leaky ReLU backward, max-pool backward (kernels), linear and convolution
 backward (array code), and a dropout backward that regenerates its mask (a kernel and a host function:
 :mod:`.lab08_dropout`, re-exported here).
 
@@ -24,27 +24,48 @@ __all__ = [
     "DROPOUT_STEP",
     "DROPOUT_TPB",
     "LINEAR_BACKWARD",
+    "LEAKY_RELU_BACKWARD",
     "MAXPOOL_BACKWARD",
-    "RELU_BACKWARD",
     "TPB",
     "as_states",
     "conv2d_backward_spec",
     "conv_backward_inputs",
+    "leaky_relu_backward_spec",
+    "leaky_relu_inputs",
     "linear_backward_spec",
     "maxpool_backward_spec",
     "maxpool_with_arg",
     "new_states",
     "pool_inputs",
-    "relu_inputs",
 ]
 
 TPB = 64  # threads per block
 
 
-def relu_inputs(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """dout and y = relu(x) for n elements."""
+def leaky_relu_inputs(size: tuple[int, float], rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.float32]:
+    """size = (n, alpha) -> dout, y = leaky_relu(x, alpha) (x[2], x[7], ... exactly 0, so y == 0 there), alpha."""
+    n, alpha = size
     dout, x = random_arrays(rng, n, n)
-    return dout, np.maximum(x, 0)
+    x[2::5] = 0
+    a = np.float32(alpha)
+    return dout, np.where(x > 0, x, a * x).astype(np.float32), a
+
+
+def leaky_relu_backward_spec(dout: np.ndarray, y: np.ndarray, alpha: np.float32) -> np.ndarray:
+    """dx = dout where y > 0, alpha * dout elsewhere (y > 0 exactly where x > 0, for alpha >= 0)."""
+    return _leaky_back(dout, y, alpha, alpha)
+
+
+def _leaky_back(dout: np.ndarray, y: np.ndarray, alpha: np.float32, slope: float) -> np.ndarray:
+    """dout where y > 0, ``slope * dout`` elsewhere (``slope = 0``: lesson 08's ReLU backward)."""
+    return np.where(y > 0, dout, slope * dout).astype(np.result_type(dout, alpha))
+
+
+def _lesson_relu_backward(dout: np.ndarray, y: np.ndarray, alpha: np.float32) -> np.ndarray:
+    """A known mistake, lesson 08's kernel pasted: 0 where y <= 0, whatever alpha."""
+    if alpha == 0:
+        raise ValueError("with alpha = 0 the leaky ReLU is the ReLU: the same as the right answer")
+    return _leaky_back(dout, y, alpha, 0.0)
 
 
 def maxpool_with_arg(x: np.ndarray, k: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
@@ -181,18 +202,26 @@ def _conv_backward_terms(x: np.ndarray, w: np.ndarray, dout: np.ndarray, stride:
     return max(n * ho * wo, f * per_tap)  # dw, db: over batch and pixels; dx: over filters and taps
 
 
-RELU_BACKWARD = Problem(
-    "relu_backward_kernel",
-    spec=lambda dout, y: np.where(y > 0, dout, 0).astype(dout.dtype),
-    inputs=relu_inputs,
-    sizes=[1, 100, 500],
-    gpu_sizes=[1, 100, 1 << 20],
+LEAKY_RELU_BACKWARD = Problem(
+    "leaky_relu_backward_kernel",
+    spec=leaky_relu_backward_spec,
+    inputs=leaky_relu_inputs,
+    sizes=[(1, 0.2), (100, 0.01), (77, 0.0), (500, 0.2)],  # alpha = 0: the plain ReLU's backward
+    gpu_sizes=[(1, 0.2), (100, 0.01), (77, 0.0), (1 << 20, 0.1)],
     threads=[TPB, 32],
     out_names=["dx"],
     mistakes={
-        "the gradient was multiplied by y: ReLU's derivative is 1 where y > 0, not y.": lambda dout, y: dout * y,
-        "dout passed where y == 0: a ReLU whose output is 0 (x <= 0) blocks the gradient, so the test is "
-        "`y[i] > 0`, not `y[i] >= 0`.": lambda dout, y: np.where(y >= 0, dout, 0).astype(dout.dtype),
+        "this is lesson 08's relu_backward, which blocks the gradient where y <= 0. This lab's leaky ReLU lets a "
+        "fraction through there: dx[i] = alpha * dout[i] where y[i] <= 0 (and dout[i] where y[i] > 0).": (
+            _lesson_relu_backward
+        ),
+        "the slopes are swapped: the gradient passes unchanged where y > 0 (slope 1) and is multiplied by alpha "
+        "where y <= 0.": lambda dout, y, alpha: np.where(y > 0, alpha * dout, dout).astype(dout.dtype),
+        "the gradient was multiplied by y: leaky ReLU's derivative is 1 where y > 0 and alpha elsewhere, not y.": (
+            lambda dout, y, alpha: dout * y
+        ),
+        "dout passed unchanged where y == 0: the test is `y[i] > 0`, not `y[i] >= 0`; where x <= 0 (so y <= 0) "
+        "the slope is alpha.": lambda dout, y, alpha: np.where(y >= 0, dout, alpha * dout).astype(dout.dtype),
     },
     points=2,
 )

@@ -1,6 +1,6 @@
-"""Lab 10 · scaling up: a memory budget with mixed precision, dynamic loss scaling (a kernel and the scaler's
-rule), a ring all-reduce in two phases over uneven chunks with every device's bytes counted, and a
-hierarchical all-reduce whose bytes over the slow link between machines are counted.
+"""Lab 10 · scaling up: a memory budget with mixed precision, dynamic loss scaling (a kernel that unscales and
+clips the gradients, and the scaler's rule), a ring all-reduce in two phases over uneven chunks with every
+device's bytes counted, and a hierarchical all-reduce whose bytes over the slow link between machines are counted.
 
 Most exercises are plain functions (``host=`` adapters turn them into checks); the unscale kernel is a real
 kernel, compiled to PTX. The references are the course's own models: :func:`gpulab.scaling.memory_budget` and
@@ -178,25 +178,49 @@ BUDGET = Problem(
 # ------------------------------------------------------------------------------------ loss scaling
 
 
-def _unscale_inputs(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.float32]:
+def _unscale_inputs(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.float32, np.float32]:
+    """Scaled gradients (about a third of them beyond the clip once unscaled), inv_scale and clip."""
     g = (rng.standard_normal(n) * 1e3).astype(np.float32)
     if 10 < n < 100:  # a backward pass that produced a nan and no inf (inf - inf, 0 * inf upstream)
         g[n // 3] = np.nan
     elif n >= 100:  # an overflowed FP16 backward pass: a few inf and nan, one in the last partial block
         g[[1, n // 2]] = np.inf, -np.inf
         g[n - 1] = np.nan
-    return g, np.float32(2.0**-12)
+    return g, np.float32(2.0**-12), np.float32(0.25)
 
 
-def unscale_spec(g: np.ndarray, inv: np.float32) -> tuple[np.ndarray, np.ndarray]:
-    """The gradients unscaled (float32) and the flag: 1 if any is inf or nan, else 0."""
+def _unscaled_clipped(g: np.ndarray, inv: np.float32, low: Any, high: Any) -> np.ndarray:
+    """g * inv in float32, its finite values clipped to [low, high]; inf and nan kept as they are."""
     out = (g * inv).astype(np.float32)
+    return np.where(np.isfinite(out), np.clip(out, low, high), out).astype(np.float32)
+
+
+def unscale_spec(g: np.ndarray, inv: np.float32, clip: np.float32) -> tuple[np.ndarray, np.ndarray]:
+    """The gradients unscaled (float32) with each finite one clipped to [-clip, clip], an inf or nan left as it
+    is; and the flag: 1 if any is inf or nan, else 0."""
+    out = _unscaled_clipped(g, inv, -clip, clip)
     return out, np.array([int(not np.isfinite(out).all())], np.int32)
+
+
+def _unscale_not_clipped(g: np.ndarray, inv: np.float32, clip: np.float32) -> np.ndarray:
+    """A known mistake, lesson 10's kernel made in place: unscaled, not clipped."""
+    out = (g * inv).astype(np.float32)
+    if not (np.abs(out[np.isfinite(out)]) > clip).any():
+        raise ValueError("no gradient beyond the clip: the same as the right answer")
+    return out
+
+
+def _unscale_clipped_overflow(g: np.ndarray, inv: np.float32, clip: np.float32) -> np.ndarray:
+    """A known mistake: every value clipped, an inf as well (it becomes +-clip and no longer shows)."""
+    out = (g * inv).astype(np.float32)
+    if not np.isinf(out).any():
+        raise ValueError("no inf to clip: the same as the right answer")
+    return np.clip(out, -clip, clip)
 
 
 def _in_place(ins: tuple, outs: tuple) -> tuple:
     outs[0][...] = ins[0]  # the kernel works on the gradients in place: the output starts as the input
-    return outs[0], ins[1], outs[1]
+    return outs[0], ins[1], ins[2], outs[1]
 
 
 UNSCALE = Problem(
@@ -210,21 +234,33 @@ UNSCALE = Problem(
     out_init=0,
     out_names=["grads", "found_inf"],
     rtol=0,
-    atol=0,  # a multiplication by a power of two is exact
+    atol=0,  # a multiplication by a power of two and a clip are exact
     mistakes={
-        "found_inf is a flag, 0 or 1, not a count: set it with cuda.atomic.max(found_inf, 0, 1).": lambda g, inv: (
-            np.array([np.count_nonzero(~np.isfinite(g))], np.int32)
+        "this is lesson 10's unscale, which does not clip. This lab's kernel also clips each finite gradient, "
+        "once unscaled, to [-clip, clip]: `grads[i] = min(max(g, -clip), clip)`.": _unscale_not_clipped,
+        "an inf was clipped to +-clip, which hides the overflow (the step would look clean): test the unscaled "
+        "value first, and if it is inf or nan set the flag and store it as it is; clip only finite values.": (
+            _unscale_clipped_overflow
         ),
-        "multiply by inv_scale (1 / scale): the gradients come out of the backward pass scaled up.": lambda g, inv: (
-            g / inv
-        ).astype(np.float32),
-        "the gradients are unchanged: write grads[i] * inv_scale back into grads[i] (in place).": lambda g, inv: g,
+        "only the upper bound was applied: clip to [-clip, clip], `min(max(g, -clip), clip)`, so that large "
+        "negative gradients are limited too.": lambda g, inv, clip: _unscaled_clipped(g, inv, None, clip),
+        "only the lower bound was applied: clip to [-clip, clip], `min(max(g, -clip), clip)`, so that large "
+        "positive gradients are limited too.": lambda g, inv, clip: _unscaled_clipped(g, inv, -clip, None),
+        "found_inf is a flag, 0 or 1, not a count: set it with cuda.atomic.max(found_inf, 0, 1).": (
+            lambda g, inv, clip: np.array([np.count_nonzero(~np.isfinite(g))], np.int32)
+        ),
+        "multiply by inv_scale (1 / scale): the gradients come out of the backward pass scaled up.": (
+            lambda g, inv, clip: _unscaled_clipped(g, np.float32(1) / inv, -clip, clip)
+        ),
+        "the gradients are unchanged: write the unscaled, clipped value back into grads[i] (in place).": (
+            lambda g, inv, clip: g
+        ),
         "found_inf stayed 0 though a gradient is nan: set the flag for nan as well as inf, `if math.isinf(g) or "
         "math.isnan(g):` (or `not math.isfinite(g)`). A nan gradient would poison the update as surely as an inf.": (
-            lambda g, inv: np.array([int(np.isinf(g).any())], np.int32)
+            lambda g, inv, clip: np.array([int(np.isinf(g).any())], np.int32)
         ),
     },
-    ptx="void(float32[:], float32, int32[:])",
+    ptx="void(float32[:], float32, float32, int32[:])",
     points=2,
 )
 
