@@ -56,7 +56,7 @@ def leaky_relu_backward_spec(dout: np.ndarray, y: np.ndarray, alpha: np.float32)
     return _leaky_back(dout, y, alpha, alpha)
 
 
-def _leaky_back(dout: np.ndarray, y: np.ndarray, alpha: np.float32, slope: float) -> np.ndarray:
+def _leaky_back(dout: np.ndarray, y: np.ndarray, alpha: np.float32, slope: float | np.floating) -> np.ndarray:
     """dout where y > 0, ``slope * dout`` elsewhere (``slope = 0``: lesson 08's ReLU backward)."""
     return np.where(y > 0, dout, slope * dout).astype(np.result_type(dout, alpha))
 
