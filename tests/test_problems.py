@@ -151,15 +151,96 @@ def test_row_major_mapping_is_recognised_in_its_own_orientation_and_earns_half()
     assert "uncoalesced" in str(res) and "coalescing of A" in str(res), res
 
 
-def test_the_naive_transpose_budget_covers_its_reads_only():
-    @cuda.jit
-    def transpose(a, out):
-        j, i = cuda.grid(2)
-        if i < a.shape[0] and j < a.shape[1]:
-            out[j, i] = a[i, j]
-
-    res = problems.lab02.TRANSPOSE.check(transpose)
+def test_the_rotation_budget_covers_its_reads_only():
+    """A quarter turn writes down the columns of out, as a transpose does: only the reads of a are budgeted."""
+    res = problems.lab02.ROTATE.check(VARIANTS["lab02.ROTATE"][0])
     assert res.passed and res.score == 2, res
+    assert [c.name for c in res.checks if c.name.startswith("budget")] == ["budget: coalescing of a"], res
+
+
+# ---------------------------------------------------------------------------------------------------
+# Labs 02 and 03 ask for variants of lesson exercises: the lesson's answer (lessons.reveal) fails them, named.
+
+ROTATE_SRC = """
+@cuda.jit
+def rotate_kernel(a, out):
+    j, i = cuda.grid(2)
+    if i < a.shape[0] and j < a.shape[1]:
+        out[j, a.shape[0] - 1 - i] = a[i, j]
+"""
+VECMAT_SRC = """
+@cuda.jit
+def vecmat_kernel(A, x, y):
+    j = cuda.grid(1)
+    if j < y.size:
+        acc = float32(0.0)
+        for i in range(A.shape[0]):
+            acc += x[i] * A[i, j]
+        y[j] = acc
+"""
+DENSE_SRC = """
+@cuda.jit
+def dense_relu_kernel(X, W, b, Y):
+    j, i = cuda.grid(2)
+    if i < Y.shape[0] and j < Y.shape[1]:
+        acc = b[j]
+        for k in range(X.shape[1]):
+            acc += X[i, k] * W[j, k]
+        Y[i, j] = max(acc, float32(0.0))
+"""
+
+
+def _kernel(src: str, name: str):
+    from gpulab.source import define
+
+    return define(src, name, {"cuda": cuda, "float32": float32})
+
+
+# problem -> (reference kernel, its source and name, the lesson exercise it varies, what the verdict says)
+VARIANTS = {
+    "lab02.ROTATE": (_kernel(ROTATE_SRC, "rotate_kernel"), ROTATE_SRC, ("02", "transpose_naive"), "transpose_naive"),
+    "lab03.VECMAT": (_kernel(VECMAT_SRC, "vecmat_kernel"), VECMAT_SRC, ("03", "matvec"), "lesson 03's matvec"),
+    "lab03.DENSE_RELU": (_kernel(DENSE_SRC, "dense_relu_kernel"), DENSE_SRC, ("03", "linear_relu"), "linear_relu"),
+}
+
+
+@pytest.mark.parametrize("key", sorted(VARIANTS))
+def test_lab_variant_reference_scores_full_marks(key):
+    problem = problems.all_problems()[key]
+    res = problem.check(VARIANTS[key][0])  # DENSE_RELU's check compiles it to PTX as well
+    assert res.passed and res.score == problem.points, res
+
+
+@pytest.mark.parametrize("key", sorted(VARIANTS))
+def test_the_lessons_answer_pasted_into_the_lab_fails_and_is_named(key):
+    from gpulab.lessons.problems import exercise
+
+    _, _, (lesson, name), named = VARIANTS[key]
+    res = problems.all_problems()[key].check(exercise(lesson, name).reference, trusted=True)
+    assert not res.passed and res.score == 0, res
+    assert named in res.hint and "lab" in res.hint, res
+
+
+@pytest.mark.ptx
+def test_lab_variant_references_compile_to_ptx():
+    """ROTATE and VECMAT have no ptx= of their own (DENSE_RELU's check compiles): their references are real CUDA."""
+    from gpulab import ptx
+
+    head = "from numba import cuda, float32\n"
+    items = {
+        "rotate_kernel": {
+            "source": head + ROTATE_SRC,
+            "name": "rotate_kernel",
+            "signature": "void(float32[:, :], float32[:, :])",
+        },
+        "vecmat_kernel": {
+            "source": head + VECMAT_SRC,
+            "name": "vecmat_kernel",
+            "signature": "void(float32[:, :], float32[:], float32[:])",
+        },
+    }
+    res = ptx.compile_sources(items)
+    assert res == {"rotate_kernel": "ok", "vecmat_kernel": "ok"}, res
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -257,7 +338,7 @@ def test_softmax_overflow_is_named_when_the_outputs_are_nan():
 # The problems as data, and the notebooks that use them.
 
 SUMS = [
-    "lab03.MATVEC",
+    "lab03.VECMAT",
     "lab03.MATMUL",
     "lab03.DENSE_RELU",
     "lab04.MATMUL_TILED",
@@ -285,7 +366,7 @@ def test_every_sum_is_judged_by_the_rounding_bound_not_a_constant_tolerance():
 def test_two_d_kernels_of_labs_02_03_04_07_have_a_coalescing_budget():
     for key in [
         "lab02.COPY2D",
-        "lab02.TRANSPOSE",
+        "lab02.ROTATE",
         "lab02.TRANSPOSE_TILED",
         "lab03.MATMUL",
         "lab03.DENSE_RELU",

@@ -1,6 +1,7 @@
 """The usual beginner mistakes in labs 01-04 get a hint that names them (``mistakes=`` of the lab problems):
-an unguarded ``x[i - 1]`` that Python wraps to the last element, a missing halo, a loop over k one short, the
-dense layer's bias and ReLU in the wrong place, a whole-array reverse. Verdicts from the simulator's runs."""
+an unguarded ``x[i - 1]`` that Python wraps to the last element, a missing halo, a rotation turned the wrong way,
+a loop over the wrong count, the dense layer's weights in lesson 03's layout and its bias and ReLU in the wrong
+place, a whole-array reverse. Verdicts from the simulator's runs."""
 
 from __future__ import annotations
 
@@ -74,36 +75,81 @@ def test_lab04_stencil_halo_mistakes_are_named(left, right, named):
     assert named in _hint(problem, _stencil_shared(left, right))
 
 
-def test_lab03_matvec_loop_one_short_is_named():
+@pytest.mark.parametrize(
+    "store, named",
+    [
+        ("out[a.shape[1] - 1 - j, i] = a[i, j]", "counterclockwise"),
+        ("out[a.shape[1] - 1 - j, a.shape[0] - 1 - i] = a[i, j]", "other diagonal"),
+        ("out[i, a.shape[1] - 1 - j] = a[i, j]", "mirrored left to right"),
+        ("out[i, j] = a[i, j]", "copied instead of rotating"),
+        ("out[j, i] = a[i, j]", "lesson 02's transpose_naive"),
+    ],
+)
+def test_lab02_rotation_index_mistakes_are_named(store, named):
     kernel = _jit(
-        "def matvec_kernel(A, x, y):\n"
-        "    i = cuda.grid(1)\n"
-        "    if i < y.size:\n"
-        "        acc = float32(0.0)\n"
-        "        for k in range(A.shape[1] - 1):\n"
-        "            acc += A[i, k] * x[k]\n"
-        "        y[i] = acc\n",
-        "matvec_kernel",
+        "def rotate_kernel(a, out):\n"
+        "    j, i = cuda.grid(2)\n"
+        "    if i < a.shape[0] and j < a.shape[1]:\n"
+        f"        {store}\n",
+        "rotate_kernel",
     )
-    assert "stops one short" in _hint(problems.lab03.MATVEC, kernel)
+    assert named in _hint(problems.lab02.ROTATE, kernel)
 
 
 @pytest.mark.parametrize(
-    "tail, named",
+    "loop, named",
     [
-        ("\n        Y[i, j] = max(acc + b[i], 0.0)", "b[j] (not b[i])"),
-        ("\n        Y[i, j] = max(acc, 0.0) + b[j]", "the ReLU comes before the bias"),
-        (" + b[j]\n        Y[i, j] = max(acc, 0.0)", "the bias is added n_in times"),
+        ("range(A.shape[0] - 1)", "stops one short"),
+        ("range(A.shape[1])", "only the first N = A.shape[1] rows"),
     ],
 )
-def test_lab03_dense_relu_bias_mistakes_are_named(tail, named):
+def test_lab03_vecmat_loop_bound_mistakes_are_named(loop, named):
+    kernel = _jit(
+        "def vecmat_kernel(A, x, y):\n"
+        "    j = cuda.grid(1)\n"
+        "    if j < y.size:\n"
+        "        acc = float32(0.0)\n"
+        f"        for i in {loop}:\n"
+        "            acc += x[i] * A[i, j]\n"
+        "        y[j] = acc\n",
+        "vecmat_kernel",
+    )
+    assert named in _hint(problems.lab03.VECMAT, kernel)
+
+
+def test_lab03_vecmat_that_sums_a_row_of_a_is_named():
+    kernel = _jit(
+        "def vecmat_kernel(A, x, y):\n"
+        "    j = cuda.grid(1)\n"
+        "    if j < y.size:\n"
+        "        acc = float32(0.0)\n"
+        "        for i in range(A.shape[1]):\n"
+        "            acc += A[j, i] * x[i]\n"
+        "        y[j] = acc\n",
+        "vecmat_kernel",
+    )
+    assert "y = A @ x, each thread summing a row of A" in _hint(problems.lab03.VECMAT, kernel)
+
+
+@pytest.mark.parametrize(
+    "weight, tail, named",
+    [
+        ("W[j, k]", "\n        Y[i, j] = max(acc + b[i], 0.0)", "b[j] (not b[i])"),
+        ("W[j, k]", "\n        Y[i, j] = max(acc, 0.0) + b[j]", "the ReLU comes before the bias"),
+        ("W[j, k]", " + b[j]\n        Y[i, j] = max(acc, 0.0)", "the bias is added n_in times"),
+        ("W[j, k]", "\n        Y[i, j] = acc + b[j]", "without the ReLU"),
+        ("W[j, k]", "\n        Y[i, j] = max(acc, 0.0)", "the bias b[j] is missing"),
+        ("W[k, j]", "\n        Y[i, j] = max(acc + b[j], 0.0)", "linear_relu, whose W has shape (n_in, n_out)"),
+    ],
+)
+def test_lab03_dense_relu_layout_bias_and_relu_mistakes_are_named(weight, tail, named):
     kernel = _jit(
         "def dense_relu_kernel(X, W, b, Y):\n"
         "    j, i = cuda.grid(2)\n"
         "    if i < Y.shape[0] and j < Y.shape[1]:\n"
         "        acc = float32(0.0)\n"
         "        for k in range(X.shape[1]):\n"
-        "            acc += X[i, k] * W[k, j]" + tail + "\n",
+        f"            acc += X[i, k] * {weight}" + tail + "\n",
         "dense_relu_kernel",
     )
     assert named in _hint(problems.lab03.DENSE_RELU, kernel)

@@ -1,5 +1,6 @@
-"""Lab 02 · memory: a coalesced copy, a naive transpose, a transpose through a shared-memory tile, and a host
-function that feeds the GPU on streams (``PIPELINED_ADD``, in :mod:`gpulab.problems.lab02_streams`).
+"""Lab 02 · memory: a coalesced copy, a quarter-turn rotation (a transpose with one index reversed: lesson 02's
+naive transpose does not pass it), a transpose through a shared-memory tile, and a host function that feeds the
+GPU on streams (``PIPELINED_ADD``, in :mod:`gpulab.problems.lab02_streams`).
 
 Every kernel check here carries a coalescing budget: 32-byte sectors per warp access of an array at most
 twice the ideal. A correct kernel whose neighbouring threads touch addresses a row apart gets half
@@ -14,7 +15,7 @@ from ..exercises import Budget, Problem, random_arrays
 from ._common import launch_2d
 from .lab02_streams import PIPELINED_ADD
 
-__all__ = ["COPY2D", "COPY_BLOCK", "PIPELINED_ADD", "TILE", "TILE_PAD", "TRANSPOSE", "TRANSPOSE_TILED"]
+__all__ = ["COPY2D", "COPY_BLOCK", "PIPELINED_ADD", "ROTATE", "TILE", "TILE_PAD", "TRANSPOSE_TILED", "rotate_spec"]
 
 COPY_BLOCK = (32, 8)  # a warp is one run of 32 neighbouring elements of a row
 TILE = 16
@@ -31,15 +32,38 @@ COPY2D = Problem(
     points=2,
 )
 
-TRANSPOSE = Problem(
-    "lab02.transpose",
-    spec=lambda a: np.ascontiguousarray(a.T),
+
+def rotate_spec(a: np.ndarray) -> np.ndarray:
+    """``a`` turned a quarter turn clockwise, ``np.rot90(a, k=-1)``: ``out[j, M - 1 - i] = a[i, j]`` for ``a`` of
+    shape (M, N) and ``out`` of shape (N, M). Row i of ``a`` becomes column M - 1 - i of ``out``."""
+    return np.ascontiguousarray(np.rot90(a, k=-1))
+
+
+# What a learner may write in place of the rotation, each with the out it gives (the last two on a square a only).
+ROTATE_MISTAKES = {
+    "out is a transposed, out[j, i] = a[i, j]: that is lesson 02's transpose_naive, not the rotation this lab "
+    "asks for. A quarter turn clockwise also reverses the order of the columns of out: row i of a becomes "
+    "column M - 1 - i, `out[j, a.shape[0] - 1 - i] = a[i, j]`.": lambda a: a.T,
+    "out is a turned counterclockwise (np.rot90(a), out[N - 1 - j, i] = a[i, j]): the lab asks for clockwise, "
+    "np.rot90(a, k=-1). Reverse the column of out, not its row: `out[j, a.shape[0] - 1 - i] = a[i, j]`, so that "
+    "a's first row becomes out's last column.": lambda a: np.rot90(a),
+    "out is a transposed across the other diagonal: both indices were reversed (out[N - 1 - j, M - 1 - i]). "
+    "Reverse only the column of out: `out[j, a.shape[0] - 1 - i] = a[i, j]`.": lambda a: a[::-1, ::-1].T,
+    "out is a mirrored left to right (out[i, N - 1 - j]): that flips a, it does not turn it. A quarter turn also "
+    "exchanges rows and columns: `out[j, a.shape[0] - 1 - i] = a[i, j]`.": lambda a: a[:, ::-1],
+    "out equals a: the kernel copied instead of rotating (write out[j, M - 1 - i], not out[i, j]).": lambda a: a,
+}
+
+ROTATE = Problem(
+    "lab02.rotate",
+    spec=rotate_spec,
     inputs=lambda shape, rng: random_arrays(rng, shape),
     sizes=[(1, 1), (4, 4), (7, 12), (33, 20)],
     gpu_sizes=[(1, 1), (4, 4), (7, 12), (4096, 4100)],
-    launch=launch_2d(COPY_BLOCK, arg=0),
-    mistakes={"out equals a: the kernel copied instead of transposing (write out[j, i], not out[i, j]).": lambda a: a},
-    budget=Budget(sectors={"a": 2.0}),  # reads coalesced; the writes cannot be too (the challenge fixes that)
+    launch=launch_2d(COPY_BLOCK, arg=0),  # over a: x along its columns, so lanes read along a row
+    mistakes=ROTATE_MISTAKES,
+    # reads coalesced; the writes go down a column of out, as a transpose's do (the challenge's tile fixes that)
+    budget=Budget(sectors={"a": 2.0}),
     points=2,
 )
 
