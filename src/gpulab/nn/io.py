@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import warnings
 import zipfile
 from pathlib import Path
@@ -36,17 +37,48 @@ def _check_optimizer(model: Any, optimizer: Any, what: str) -> None:
         )
 
 
+def _exists_error(path: Path) -> UsageError:
+    return UsageError(
+        f"{path} already exists; nn.save does not replace a file unless told to. Pass overwrite=True to replace "
+        "it, or choose another path."
+    )
+
+
+def _publish(tmp: Path, path: Path, overwrite: bool) -> None:
+    """Give the whole file ``tmp`` the name ``path``: replacing a file there only with ``overwrite``, else in one
+    step that fails if ``path`` exists (a hard link), so no file that appears after the first check is replaced."""
+    if overwrite:
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise _exists_error(path) from None
+    except OSError:  # no hard links here (FAT, some network file systems): create the name exclusively, copy in
+        try:
+            with open(path, "xb") as dst, open(tmp, "rb") as src:
+                try:
+                    shutil.copyfileobj(src, dst)
+                    dst.flush()
+                    os.fsync(dst.fileno())
+                except BaseException:
+                    dst.close()
+                    path.unlink(missing_ok=True)  # the file this call created: never leave half of it
+                    raise
+        except FileExistsError:
+            raise _exists_error(path) from None
+    tmp.unlink()
+
+
 def save(model: Any, path: str | os.PathLike, optimizer: Any = None, *, overwrite: bool = False) -> Path:
     """Write ``model.state_dict()`` (every parameter and buffer) and, if given, ``optimizer.state_dict()`` to
     ``path`` (``.npz``: :func:`checkpoint_path`), atomically: into a temp file of its own next to ``path``, then
-    renamed over it, so ``path`` is the old file or the whole new one. An existing file is replaced only with
-    ``overwrite=True``."""
+    published under ``path`` whole, so ``path`` is the old file or the whole new one, and no temp file is left. An
+    existing file is replaced only with ``overwrite=True``; without it a file that appears at ``path`` while saving
+    is kept too (the save raises :class:`UsageError`)."""
     path = checkpoint_path(path)
     if path.exists() and not overwrite:
-        raise UsageError(
-            f"{path} already exists; nn.save does not replace a file unless told to. Pass overwrite=True to replace "
-            "it, or choose another path."
-        )
+        raise _exists_error(path)  # early, before any work; _publish checks again, in the same step as the write
     state = model.state_dict()
     if optimizer is not None:
         _check_optimizer(model, optimizer, "nn.save")
@@ -55,7 +87,9 @@ def save(model: Any, path: str | os.PathLike, optimizer: Any = None, *, overwrit
     try:
         with open(tmp, "xb") as f:  # a file object: np.savez adds no ".npz" to the temp name
             np.savez(f, **state)
-        os.replace(tmp, path)
+            f.flush()
+            os.fsync(f.fileno())  # on disk before it gets the user's name: a crash leaves no empty file there
+        _publish(tmp, path, overwrite)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
