@@ -30,6 +30,13 @@ def checkpoint_path(path: str | os.PathLike) -> Path:
 
 
 def _check_optimizer(model: Any, optimizer: Any, what: str) -> None:
+    owner = getattr(getattr(optimizer, "model", None), "owner", None)  # a MixedPrecision's master weights
+    if owner is not None and owner.model is model:
+        raise UsageError(
+            f"{what}: this {type(optimizer).__name__} updates the FP32 master weights of a MixedPrecision over this "
+            "model; pass the MixedPrecision itself (optimizer=amp): its state holds the master weights, the loss "
+            f"scale and this {type(optimizer).__name__}'s state."
+        )
     if getattr(optimizer, "model", None) is not model:
         raise UsageError(
             f"{what}: the optimizer ({type(optimizer).__name__}) was not built over this model, so its state would "
@@ -71,11 +78,12 @@ def _publish(tmp: Path, path: Path, overwrite: bool) -> None:
 
 
 def save(model: Any, path: str | os.PathLike, optimizer: Any = None, *, overwrite: bool = False) -> Path:
-    """Write ``model.state_dict()`` (every parameter and buffer) and, if given, ``optimizer.state_dict()`` to
-    ``path`` (``.npz``: :func:`checkpoint_path`), atomically: into a temp file of its own next to ``path``, then
-    published under ``path`` whole, so ``path`` is the old file or the whole new one, and no temp file is left. An
-    existing file is replaced only with ``overwrite=True``; without it a file that appears at ``path`` while saving
-    is kept too (the save raises :class:`UsageError`)."""
+    """Write ``model.state_dict()`` (every parameter and buffer) and, if given, ``optimizer.state_dict()`` (an
+    optimizer, or a :class:`MixedPrecision` with its master weights, loss scale and optimizer) to ``path``
+    (``.npz``: :func:`checkpoint_path`), atomically: into a temp file of its own next to ``path``, then published
+    under ``path`` whole, so ``path`` is the old file or the whole new one, and no temp file is left. An existing
+    file is replaced only with ``overwrite=True``; without it a file that appears at ``path`` while saving is kept
+    too (the save raises :class:`UsageError`)."""
     path = checkpoint_path(path)
     if path.exists() and not overwrite:
         raise _exists_error(path)  # early, before any work; _publish checks again, in the same step as the write
@@ -100,7 +108,8 @@ def load(model: Any, path: str | os.PathLike, optimizer: Any = None) -> Any:
     """Load a state saved by :func:`save` into ``model`` and, if given, into ``optimizer`` (built over ``model``).
 
     Names, shapes and dtypes must match (:meth:`Sequential.load_state_dict`, :meth:`Adam.load_state_dict`), and so
-    must the optimizer's kind and settings; everything is checked before anything is copied. A file saved before
+    must the optimizer's kind and settings; everything is checked before anything is copied. ``optimizer`` may be a
+    :class:`MixedPrecision` over ``model`` (its master weights, loss scale and optimizer). A file saved before
     buffers were saved loads its parameters, with a warning. A file without optimizer state loads the model, and a
     given ``optimizer`` starts fresh, with one warning. Without ``optimizer`` a checkpoint's optimizer state is
     not read (a model to evaluate needs none). ``path`` may be the one given to :func:`save` (``"model"`` loads
@@ -131,6 +140,9 @@ def load(model: Any, path: str | os.PathLike, optimizer: Any = None) -> Any:
         if opt_state:
             checked = optimizer._check_state(opt_state)  # before the model changes: a misfit changes nothing
     model.load_state_dict(model_state)
+    for other in list(getattr(model, "optimizers", ())):  # a MixedPrecision not loaded: its masters were stale
+        if other is not optimizer and hasattr(other, "weights_loaded"):
+            other.weights_loaded()
     if checked is not None:
         optimizer._apply_state(checked)
     elif optimizer is not None:
