@@ -430,3 +430,59 @@ def test_load_takes_the_path_that_save_was_given(tmp_path):
     _assert_same_state(nn.load(_mlp(), tmp_path / "m").state_dict(), model.state_dict())
     with pytest.raises(FileNotFoundError, match="no saved model at"):
         nn.load(_mlp(), tmp_path / "other")
+
+
+def test_save_never_replaces_a_file_that_appears_while_it_writes(tmp_path, monkeypatch):
+    """The first check passes, then another program writes the path before the save publishes its file: without
+    overwrite=True the save refuses (checked in the same step as the publish: a hard link, which fails on an existing
+    name) and keeps that file; no temp file is left."""
+    real_savez = np.savez
+    path = tmp_path / "m.npz"
+
+    def savez_while_another_writes(f, **arrays):
+        real_savez(f, **arrays)
+        path.write_bytes(b"a learner's checkpoint")  # appears after save's first check
+
+    monkeypatch.setattr(nn.io.np, "savez", savez_while_another_writes)
+    with pytest.raises(UsageError, match=r"m\.npz already exists.*overwrite=True.*another path"):
+        nn.save(_mlp(), path)
+    assert path.read_bytes() == b"a learner's checkpoint"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.npz"]
+
+
+@pytest.mark.parametrize("appears", [False, True])
+def test_save_without_hard_links_publishes_exclusively_and_cleans_up(tmp_path, monkeypatch, appears):
+    """Where hard links are not supported (FAT, some network file systems) the file is copied into a name created
+    exclusively (O_EXCL): it still never replaces a file, and a failed copy leaves neither that name nor the temp."""
+    import errno
+
+    def no_links(src, dst):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(nn.io.os, "link", no_links)
+    model, path = _mlp(), tmp_path / "m.npz"
+    if appears:
+        real_savez = np.savez
+
+        def savez_while_another_writes(f, **arrays):
+            real_savez(f, **arrays)
+            path.write_bytes(b"a learner's checkpoint")
+
+        monkeypatch.setattr(nn.io.np, "savez", savez_while_another_writes)
+        with pytest.raises(UsageError, match="already exists"):
+            nn.save(model, path)
+        assert path.read_bytes() == b"a learner's checkpoint"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["m.npz"]
+        return
+    assert nn.save(model, path) == path
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.npz"]
+    _assert_same_state(nn.load(_mlp(), path).state_dict(), model.state_dict())
+
+    def broken_copy(src, dst):
+        dst.write(b"PK\x03\x04 half")
+        raise OSError(errno.ENOSPC, "disk full")
+
+    monkeypatch.setattr(nn.io.shutil, "copyfileobj", broken_copy)
+    with pytest.raises(OSError, match="disk full"):
+        nn.save(model, tmp_path / "other")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.npz"]

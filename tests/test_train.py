@@ -140,6 +140,20 @@ def test_cli_refuses_to_replace_a_saved_file_before_training(tmp_path, capsys, m
     assert old.read_bytes() == b"a learner's checkpoint"
 
 
+def test_cli_refuses_to_replace_a_json_file_before_training(tmp_path, capsys, monkeypatch):
+    """--json is checked as --save is: an existing file stops the run before training, and stays as it was."""
+    monkeypatch.setattr(train_cli, "fit", lambda *a, **k: pytest.fail("training started"))
+    old = tmp_path / "run.json"
+    old.write_text('{"my": "results"}')
+    assert train.main(["--dataset", "digits", "--json", str(old)]) == 2
+    err = capsys.readouterr().err
+    assert f"--json {old}: {old} already exists" in err and "Choose another path" in err
+    assert old.read_text() == '{"my": "results"}'
+    same = tmp_path / "out.npz"  # both outputs at one path: the second write would fail after training
+    assert train.main(["--dataset", "digits", "--save", str(same), "--json", str(same)]) == 2
+    assert "name the same file" in capsys.readouterr().err
+
+
 def test_cli_workers_need_numpy(capsys):
     assert train.main(["--dataset", "digits", "--backend", "kernels", "--workers", "2"]) == 2
     assert "--backend numpy" in capsys.readouterr().err

@@ -107,6 +107,7 @@ GPU_TESTS = (
     "tests/test_lab08_dropout.py",  # the lab's forward/backward replay and the states copy, on CuPy arrays
     "tests/test_nn_dropout.py",  # the nn engine's dropout ops on the cupy and kernels backends: CuPy states as records
     "tests/test_nn_state.py",  # save/load/resume and .to() of model and optimizer state with CuPy arrays, bit for bit
+    "tests/test_nn_amp.py",  # mixed precision's masters and loss scale: resume bit for bit and .to('cupy') on a GPU
     "tests/test_lessons_device_fns.py",  # a learner's device function inside a real kernel, and its PTX
     "tests/test_ptxas.py",  # lesson 04's register counts: numba-cuda's on this GPU against the wheel's ptxas
     "tests/test_exercises_own_code.py",  # the own-code walk over numba-cuda's dispatchers and the shipped answers

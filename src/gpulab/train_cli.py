@@ -28,6 +28,7 @@ __all__ = [
     "configure",
     "estimate_kernel_seconds",
     "main",
+    "refuse_existing_file",
     "run",
 ]
 
@@ -57,6 +58,16 @@ def check_writable_file(path: str | os.PathLike, what: str) -> None:
         )
     if not os.access(folder, os.W_OK):
         raise UsageError(f"{what}: the folder {str(folder)!r} is not writable (given {str(p)!r}); choose another path.")
+
+
+def refuse_existing_file(given: str, target: Path, what: str) -> None:
+    """Raise :class:`UsageError` now, before any long work, if ``target`` (the file ``what`` writes after training,
+    for the argument ``given``) exists: training never ends by replacing a file the user made."""
+    if target.exists():
+        raise UsageError(
+            f"{what} {given}: {target} already exists and would be replaced after training. Choose another path, "
+            "or move the old file away first."
+        )
 
 
 def estimate_kernel_seconds(
@@ -142,7 +153,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--save", default=None, help="save the trained model and its optimizer's state to this new .npz file"
     )
-    p.add_argument("--json", default=None, help="write history and results to this JSON file")
+    p.add_argument("--json", default=None, help="write history and results to this new JSON file")
     p.add_argument("--progress", action="store_true", help="show a tqdm progress bar per epoch")
     p.add_argument(
         "--threads", type=int_at_least(1), default=None, help="cap NumPy's BLAS threads (default: BLAS decides)"
@@ -206,13 +217,13 @@ def _human(seconds: float) -> str:
 
 def run(ns: argparse.Namespace) -> int:
     """Train as ``ns`` says; raises :class:`UsageError` for inputs found bad after parsing."""
-    for path, what in ((ns.save, "--save"), (ns.json, "--json")):
-        if path:
-            check_writable_file(path, what)
-    if ns.save and nn.checkpoint_path(ns.save).exists():
+    for given, what, target in ((ns.save, "--save", nn.checkpoint_path), (ns.json, "--json", Path)):
+        if given:
+            check_writable_file(given, what)
+            refuse_existing_file(given, target(given), what)
+    if ns.save and ns.json and nn.checkpoint_path(ns.save).resolve() == Path(ns.json).resolve():
         raise UsageError(
-            f"--save {ns.save}: {nn.checkpoint_path(ns.save)} already exists and would be replaced after training. "
-            "Choose another path, or move the old file away first."
+            f"--save {ns.save} and --json {ns.json} name the same file, {Path(ns.json)}; give them different paths."
         )
     if ns.workers is not None and ns.workers > 1 and ns.backend != "numpy":
         raise UsageError(
@@ -273,7 +284,14 @@ def run(ns: argparse.Namespace) -> int:
     if ns.save:
         print(f"saved the model and Adam's state to {nn.save(model, ns.save, optimizer)}")
     if ns.json:
-        with open(ns.json, "w") as f:
+        try:
+            f = open(ns.json, "x")  # "x": a file that appeared at that path during training is not replaced either
+        except FileExistsError:
+            raise UsageError(
+                f"--json {ns.json}: the file appeared while training and is kept; the run's results are not written "
+                "(the model is saved if --save was given). Run again with another --json path."
+            ) from None
+        with f:
             json.dump(
                 {
                     "dataset": ds.name,

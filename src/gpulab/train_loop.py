@@ -119,12 +119,19 @@ def fit(
     workers: int = 1,
     on_epoch: Callable[[History], None] | None = None,
 ) -> History:
-    """Train ``model`` on ``dataset`` with Adam (lr 1e-3) unless an optimizer is given.
+    """Train ``model`` on ``dataset`` for ``epochs`` more epochs with ``optimizer``, or with Adam (lr 1e-3).
 
     The data are moved once to where the model's backend computes (CuPy in gpu mode for ``cupy`` /
-    ``kernels``) and indexed per batch there. Shuffling is seeded by ``seed``. ``workers > 1``
-    (numpy backend) splits each batch over that many CPU threads (:class:`gpulab.nn.DataParallel`),
-    with one BLAS thread each.
+    ``kernels``) and indexed per batch there. ``workers > 1`` (numpy backend) splits each batch over that
+    many CPU threads (:class:`gpulab.nn.DataParallel`), with one BLAS thread each.
+
+    A call continues where the last one left off with this model (``model.fit_state``): shuffling is seeded by
+    ``seed`` on the first call, and a later call with the same ``seed`` goes on with the same shuffle generator
+    (another seed starts that seed's order); epochs are numbered on (``History.epoch`` of a second one-epoch call
+    is ``[2]``); without ``optimizer`` the Adam the last call made goes on. So ``fit(epochs=1)`` twice trains as
+    ``fit(epochs=2)`` once. ``nn.save`` / ``nn.load`` carry the data order and epoch count in the file; pass your own
+    optimizer to fit and to ``nn.save(..., optimizer=opt)`` / ``nn.load`` to carry its state too, and a resumed run
+    trains as the uninterrupted one.
     """
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
         raise UsageError(f"epochs must be a whole number >= 1, got {epochs!r}.")
@@ -174,9 +181,14 @@ def _fit(
     on_epoch: Callable[[History], None] | None,
 ) -> History:
     _data.check_images(dataset.x_train, dataset.y_train)
-    optimizer = optimizer or nn.Adam(model, lr=1e-3)
+    progress_state = model.fit_state  # where the last fit with this model left off
+    if optimizer is None:
+        made = progress_state.optimizer
+        if made is None or made.model is not model:
+            made = progress_state.optimizer = nn.Adam(model, lr=1e-3)
+        optimizer = made
     loss_fn = nn.SoftmaxCrossEntropy()
-    rng = np.random.default_rng(seed)
+    rng = progress_state.shuffle_rng(seed)
     xtr, ytr = to_backend(dataset.x_train, model.backend), to_backend(dataset.y_train, model.backend)
     xte, yte = to_backend(dataset.x_test, model.backend), to_backend(dataset.y_test, model.backend)
     history = History()
@@ -194,12 +206,13 @@ def _fit(
     parallel = nn.DataParallel(model, workers, seed=seed) if workers > 1 else None
     n = xtr.shape[0]
     steps = ceil_div(n, batch_size)
-    for epoch in range(1, epochs + 1):
+    first = progress_state.epoch + 1
+    for epoch in range(first, first + epochs):
         model.train()
         t0 = time.perf_counter()
         total_loss = 0.0
         correct = 0
-        bar = _progress(steps, f"epoch {epoch}/{epochs}", progress)
+        bar = _progress(steps, f"epoch {epoch}/{first + epochs - 1}", progress)
         if parallel is not None:
             parallel.train()
         for xb, yb in _data.batches(xtr, ytr, batch_size, shuffle=True, rng=rng):
@@ -211,6 +224,7 @@ def _fit(
                 bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
         runtime.synchronize()
         seconds = time.perf_counter() - t0
+        progress_state.epoch = epoch
         if bar is not None:
             bar.close()
         history.epoch.append(epoch)

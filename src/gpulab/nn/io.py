@@ -1,11 +1,13 @@
-"""Save and load a model's state (parameters and buffers: :meth:`Sequential.state_dict`), and optionally its
-optimizer's (:meth:`Adam.state_dict`, keys prefixed :data:`OPTIMIZER_PREFIX`), as one plain ``.npz`` file (no
-pickle): a checkpoint that training continues from exactly as without the round trip."""
+"""Save and load a model's state (parameters and buffers: :meth:`Sequential.state_dict`), where ``fit`` left off
+with it (:class:`FitState`, keys prefixed :data:`FIT_PREFIX`), and optionally its optimizer's (:meth:`Adam.state_dict`,
+or a :class:`MixedPrecision`'s with its master weights; keys prefixed :data:`OPTIMIZER_PREFIX`), as one plain ``.npz``
+file (no pickle): a checkpoint that training continues from exactly as without the round trip."""
 
 from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import warnings
 import zipfile
 from pathlib import Path
@@ -14,11 +16,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import UsageError
+from .fit_state import FIT_PREFIX, FitState
 
-__all__ = ["OPTIMIZER_PREFIX", "checkpoint_path", "load", "save"]
+__all__ = ["FIT_PREFIX", "OPTIMIZER_PREFIX", "checkpoint_path", "load", "save"]
 
 # An optimizer's key in a checkpoint: "optimizer.<its state_dict key>" (a model's keys start with a layer index or
-# "buffers.", so none can collide).
+# "buffers.", a fit state's with "fit.", so none can collide).
 OPTIMIZER_PREFIX = "optimizer."
 
 
@@ -29,6 +32,13 @@ def checkpoint_path(path: str | os.PathLike) -> Path:
 
 
 def _check_optimizer(model: Any, optimizer: Any, what: str) -> None:
+    owner = getattr(getattr(optimizer, "model", None), "owner", None)  # a MixedPrecision's master weights
+    if owner is not None and owner.model is model:
+        raise UsageError(
+            f"{what}: this {type(optimizer).__name__} updates the FP32 master weights of a MixedPrecision over this "
+            "model; pass the MixedPrecision itself (optimizer=amp): its state holds the master weights, the loss "
+            f"scale and this {type(optimizer).__name__}'s state."
+        )
     if getattr(optimizer, "model", None) is not model:
         raise UsageError(
             f"{what}: the optimizer ({type(optimizer).__name__}) was not built over this model, so its state would "
@@ -36,18 +46,54 @@ def _check_optimizer(model: Any, optimizer: Any, what: str) -> None:
         )
 
 
+def _exists_error(path: Path) -> UsageError:
+    return UsageError(
+        f"{path} already exists; nn.save does not replace a file unless told to. Pass overwrite=True to replace "
+        "it, or choose another path."
+    )
+
+
+def _publish(tmp: Path, path: Path, overwrite: bool) -> None:
+    """Give the whole file ``tmp`` the name ``path``: replacing a file there only with ``overwrite``, else in one
+    step that fails if ``path`` exists (a hard link), so no file that appears after the first check is replaced."""
+    if overwrite:
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise _exists_error(path) from None
+    except OSError:  # no hard links here (FAT, some network file systems): create the name exclusively, copy in
+        try:
+            with open(path, "xb") as dst, open(tmp, "rb") as src:
+                try:
+                    shutil.copyfileobj(src, dst)
+                    dst.flush()
+                    os.fsync(dst.fileno())
+                except BaseException:
+                    dst.close()
+                    path.unlink(missing_ok=True)  # the file this call created: never leave half of it
+                    raise
+        except FileExistsError:
+            raise _exists_error(path) from None
+    tmp.unlink()
+
+
 def save(model: Any, path: str | os.PathLike, optimizer: Any = None, *, overwrite: bool = False) -> Path:
-    """Write ``model.state_dict()`` (every parameter and buffer) and, if given, ``optimizer.state_dict()`` to
-    ``path`` (``.npz``: :func:`checkpoint_path`), atomically: into a temp file of its own next to ``path``, then
-    renamed over it, so ``path`` is the old file or the whole new one. An existing file is replaced only with
-    ``overwrite=True``."""
+    """Write ``model.state_dict()`` (every parameter and buffer), where :func:`gpulab.train.fit` left off (its
+    :class:`FitState`, if the model was trained with it) and, if given, ``optimizer.state_dict()`` (an optimizer,
+    or a :class:`MixedPrecision` with its master weights, loss scale and optimizer) to ``path`` (``.npz``:
+    :func:`checkpoint_path`), atomically: into a temp file of its own next to ``path``, then published under
+    ``path`` whole, so ``path`` is the old file or the whole new one, and no temp file is left. An existing file is
+    replaced only with ``overwrite=True``; without it a file that appears at ``path`` while saving is kept too (the
+    save raises :class:`UsageError`)."""
     path = checkpoint_path(path)
     if path.exists() and not overwrite:
-        raise UsageError(
-            f"{path} already exists; nn.save does not replace a file unless told to. Pass overwrite=True to replace "
-            "it, or choose another path."
-        )
+        raise _exists_error(path)  # early, before any work; _publish checks again, in the same step as the write
     state = model.state_dict()
+    fit_state = getattr(model, "fit_state", None)
+    if fit_state is not None:
+        state.update({FIT_PREFIX + k: v for k, v in fit_state.state_dict().items()})
     if optimizer is not None:
         _check_optimizer(model, optimizer, "nn.save")
         state.update({OPTIMIZER_PREFIX + k: v for k, v in optimizer.state_dict().items()})
@@ -55,7 +101,9 @@ def save(model: Any, path: str | os.PathLike, optimizer: Any = None, *, overwrit
     try:
         with open(tmp, "xb") as f:  # a file object: np.savez adds no ".npz" to the temp name
             np.savez(f, **state)
-        os.replace(tmp, path)
+            f.flush()
+            os.fsync(f.fileno())  # on disk before it gets the user's name: a crash leaves no empty file there
+        _publish(tmp, path, overwrite)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -66,7 +114,10 @@ def load(model: Any, path: str | os.PathLike, optimizer: Any = None) -> Any:
     """Load a state saved by :func:`save` into ``model`` and, if given, into ``optimizer`` (built over ``model``).
 
     Names, shapes and dtypes must match (:meth:`Sequential.load_state_dict`, :meth:`Adam.load_state_dict`), and so
-    must the optimizer's kind and settings; everything is checked before anything is copied. A file saved before
+    must the optimizer's kind and settings; everything is checked before anything is copied. ``optimizer`` may be a
+    :class:`MixedPrecision` over ``model`` (its master weights, loss scale and optimizer). The model's
+    :class:`FitState` becomes the file's (a file without one: a fresh one, as for a model never trained with fit), so a
+    later ``fit`` goes on with the saving run's data order. A file saved before
     buffers were saved loads its parameters, with a warning. A file without optimizer state loads the model, and a
     given ``optimizer`` starts fresh, with one warning. Without ``optimizer`` a checkpoint's optimizer state is
     not read (a model to evaluate needs none). ``path`` may be the one given to :func:`save` (``"model"`` loads
@@ -90,13 +141,21 @@ def load(model: Any, path: str | os.PathLike, optimizer: Any = None) -> Any:
             "Save one with gpulab.nn.save(model, path), or check the path."
         ) from None
     opt_state = {k[len(OPTIMIZER_PREFIX) :]: v for k, v in state.items() if k.startswith(OPTIMIZER_PREFIX)}
-    model_state = {k: v for k, v in state.items() if not k.startswith(OPTIMIZER_PREFIX)}
+    fit = {k[len(FIT_PREFIX) :]: v for k, v in state.items() if k.startswith(FIT_PREFIX)}
+    model_state = {k: v for k, v in state.items() if not k.startswith((OPTIMIZER_PREFIX, FIT_PREFIX))}
     checked = None
     if optimizer is not None:
         _check_optimizer(model, optimizer, "nn.load")
         if opt_state:
             checked = optimizer._check_state(opt_state)  # before the model changes: a misfit changes nothing
+    fit_checked = FitState.check_state(fit)
     model.load_state_dict(model_state)
+    fit_state = getattr(model, "fit_state", None)
+    if fit_state is not None:
+        fit_state.apply(fit_checked, keep_optimizer=optimizer is not None and optimizer is fit_state.optimizer)
+    for other in list(getattr(model, "optimizers", ())):  # a MixedPrecision not loaded: its masters were stale
+        if other is not optimizer and hasattr(other, "weights_loaded"):
+            other.weights_loaded()
     if checked is not None:
         optimizer._apply_state(checked)
     elif optimizer is not None:

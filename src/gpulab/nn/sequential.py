@@ -12,6 +12,7 @@ import numpy as np
 from .. import runtime
 from ..errors import UsageError
 from . import ops as _ops
+from .fit_state import FitState
 from .layers import MaxPool2d, ReLU
 from .module import Module
 
@@ -42,6 +43,7 @@ class Sequential(Module):
         self.backend = "numpy"
         self._forward_backend: str | None = None  # where the pending forward ran: backward checks it (to)
         self.optimizers: weakref.WeakSet = weakref.WeakSet()  # those built over this model: `to` moves their state
+        self.fit_state = FitState()  # where train.fit left off: its next call continues the data order
         self.to(backend)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -53,7 +55,11 @@ class Sequential(Module):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self.optimizers = weakref.WeakSet()  # no optimizer is built over the copy yet
+        self.optimizers = weakref.WeakSet()  # no optimizer is built over the copy yet, but the Adam fit made
+        self.__dict__.setdefault("fit_state", FitState())  # (a pickle from before fit states)
+        made = self.fit_state.optimizer  # copied with the model (its .model is the copy): `to` moves its state
+        if made is not None and getattr(made, "model", None) is self:
+            self.optimizers.add(made)
 
     def use_ops(self, ops: _ops.Ops) -> Sequential:
         """Route every layer's work through ``ops`` (an :class:`gpulab.nn.ops.Ops`) without moving arrays."""
@@ -69,7 +75,8 @@ class Sequential(Module):
 
         ``numpy`` keeps them on the host; ``cupy`` and ``kernels`` in gpu mode put them on the device as
         CuPy arrays (in simulator mode ``kernels`` works on NumPy arrays). The state of every optimizer built over
-        this model (Adam's moments, SGD's momentum buffers) moves with the parameters it belongs to.
+        this model (Adam's moments, SGD's momentum buffers; a MixedPrecision's master weights) moves with the
+        parameters it belongs to.
 
         Move between training steps, not between a forward and its backward: what each layer keeps for its
         backward (its input or output, the im2col columns, Dropout's states before the draws) stays where the

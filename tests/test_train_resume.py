@@ -1,0 +1,106 @@
+"""``train.fit`` continues where the last call left off with a model: two one-epoch calls train as one two-epoch call
+(the same batches, the same optimizer), and so does a run saved and loaded between them (``model.fit_state`` goes
+through ``nn.save`` / ``nn.load``); states that do not fit are refused before anything changes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpulab import data, nn, train
+from gpulab.errors import UsageError
+
+
+def _dataset(n: int = 40) -> data.Dataset:
+    rng = np.random.default_rng(0)
+    x = rng.random((n + 8, 1, 8, 8), dtype=np.float32)
+    y = rng.integers(0, 10, n + 8)
+    return data.Dataset("toy", x[:n], y[:n], x[n:], y[n:], tuple("0123456789"), "test")
+
+
+def _cnn() -> nn.Sequential:
+    return nn.mnist_cnn(image_size=8, channels=(2, 3), hidden=8, dropout=0.5, seed=1)
+
+
+def _fit(model, epochs: int, **kw) -> train.History:
+    return train.fit(model, _dataset(), epochs=epochs, batch_size=16, seed=3, progress=False, **kw)
+
+
+def _assert_same(a: dict, b: dict) -> None:
+    assert sorted(a) == sorted(b)
+    for k in a:
+        assert a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]), k
+
+
+def test_two_fit_calls_train_as_one(tmp_path):
+    """Without an optimizer (fit's own Adam goes on) and with one; the epochs are numbered on."""
+    whole = _cnn()
+    assert _fit(whole, 2).epoch == [1, 2]
+    parts = _cnn()
+    assert _fit(parts, 1).epoch == [1]
+    assert _fit(parts, 1).epoch == [2]
+    _assert_same(whole.state_dict(), parts.state_dict())
+    assert parts.fit_state.epoch == 2 and parts.fit_state.optimizer.t == whole.fit_state.optimizer.t == 6
+    whole, parts = _cnn(), _cnn()
+    opt_whole, opt_parts = nn.Adam(whole, lr=1e-2), nn.Adam(parts, lr=1e-2)
+    _fit(whole, 3, optimizer=opt_whole)
+    _fit(parts, 1, optimizer=opt_parts)
+    _fit(parts, 2, optimizer=opt_parts)
+    _assert_same(whole.state_dict(), parts.state_dict())
+
+
+def test_fit_save_load_fit_trains_as_one_fit(tmp_path):
+    whole = _cnn()
+    _fit(whole, 2, optimizer=nn.Adam(whole, lr=1e-2))
+    first = _cnn()
+    opt = nn.Adam(first, lr=1e-2)
+    _fit(first, 1, optimizer=opt)
+    path = nn.save(first, tmp_path / "ckpt", optimizer=opt)
+    with np.load(path) as f:
+        assert int(f["fit.epoch"]) == 1 and int(f["fit.seed"]) == 3 and f["fit.shuffle"].dtype == np.uint64
+    resumed = _cnn()
+    opt_resumed = nn.Adam(resumed, lr=1e-2)
+    nn.load(resumed, path, optimizer=opt_resumed)
+    assert _fit(resumed, 1, optimizer=opt_resumed).epoch == [2]
+    _assert_same(whole.state_dict(), resumed.state_dict())
+
+
+def test_another_seed_starts_its_own_order_and_loading_a_file_without_fit_state_starts_afresh(tmp_path):
+    model = _cnn()
+    _fit(model, 1)
+    train.fit(model, _dataset(), epochs=1, batch_size=16, seed=5, progress=False)
+    ref = np.random.default_rng(5)
+    ref.permutation(40)  # one epoch of seed 5's order
+    assert model.fit_state.seed == 5 and model.fit_state.rng.bit_generator.state == ref.bit_generator.state
+    path = nn.save(_cnn(), tmp_path / "untrained")  # never fit: no fit state in the file
+    with np.load(path) as f:
+        assert not [k for k in f.files if k.startswith("fit.")]
+    nn.load(model, path)
+    assert (model.fit_state.epoch, model.fit_state.rng, model.fit_state.optimizer) == (0, None, None)
+    fresh = _cnn()
+    _fit(model, 1)
+    _fit(fresh, 1)
+    _assert_same(fresh.state_dict(), model.state_dict())
+
+
+def test_fit_states_that_do_not_fit_are_refused_before_anything_changes(tmp_path):
+    model = _cnn()
+    _fit(model, 1)
+    path = nn.save(model, tmp_path / "ckpt")
+    with np.load(path) as f:
+        state = {k: f[k] for k in f.files}
+    other = _cnn()
+    _fit(other, 1)
+    before = other.state_dict()
+    for key, value, match in [
+        ("fit.shuffle", state["fit.shuffle"].astype(np.float64), r"'shuffle': expected a PCG64 generator state"),
+        ("fit.epoch", np.array(-1), r"'epoch': expected a whole number >= 0"),
+        ("fit.seed", None, r"expected the keys \['fit\.epoch', 'fit\.seed', 'fit\.shuffle'\]"),
+    ]:
+        bad = tmp_path / "bad.npz"
+        np.savez(bad, **{k: v for k, v in state.items() if k != key}, **({} if value is None else {key: value}))
+        with pytest.raises(UsageError, match=match):
+            nn.load(other, bad)
+        bad.unlink()
+        _assert_same(before, other.state_dict())
+        assert other.fit_state.epoch == 1 and other.fit_state.optimizer is not None
