@@ -51,7 +51,8 @@ COMMANDS: dict[str, Command] = {
                 "each reference kernel's GB/s or GFLOP/s, % of peak and of CuPy/cuBLAS", "gpulab.bench.kernels"
             ),
             "lessons": Command(
-                "the GPU figures lessons 00, 06, 07 and 09 show from a recording", "gpulab.bench.lessons"
+                "the GPU figures lessons 00, 02, 06, 07, 09, 11 and 12 show from a recording",
+                "gpulab.bench.lessons",
             ),
             "cnn": Command("CNN training throughput (images/s), optionally against PyTorch", "gpulab.bench.cnn"),
         },
