@@ -196,3 +196,20 @@ def test_gpu_cu13_extra_resolves(wheel):
     names = {item["metadata"]["name"].lower(): item["metadata"]["version"] for item in report["install"]}
     assert "cupy-cuda13x" in names and "nvidia-nccl-cu13" in names
     assert names["cuda-bindings"].startswith("13.")
+
+
+def test_reinstall_advice_points_at_github_not_pypi(tmp_path, monkeypatch):
+    """gpulab is not on PyPI (README): the course folder's README and the broken-install errors say where from."""
+    from gpulab import _meta, cli, course
+    from gpulab.errors import GpulabError, UsageError
+
+    source = f"gpulab @ git+{_meta.REPO_URL}"
+    assert source in course.README and "install --upgrade gpulab" not in course.README
+    monkeypatch.setattr(course, "PACKAGE_COURSE", tmp_path / "none")
+    monkeypatch.setattr(course, "REPO_ROOT", tmp_path)
+    with pytest.raises(UsageError, match="has no course files") as no_course:
+        course.course_source()
+    with pytest.raises(GpulabError, match="has no `nope` command") as no_command:
+        cli._load("nope", "gpulab._no_such_command")
+    for exc in (no_course, no_command):
+        assert source in str(exc.value) and "install --force-reinstall gpulab)" not in str(exc.value)

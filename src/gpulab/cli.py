@@ -108,7 +108,8 @@ def _load(name: str, module: str) -> ModuleType:
             ) from exc
         raise GpulabError(
             f"this gpulab installation has no `{name}` command (module {module} is missing). "
-            "Reinstall gpulab (pip install --upgrade gpulab), or run it from a checkout of the repository."
+            f'Reinstall gpulab (pip install --force-reinstall --no-deps "gpulab @ git+{_meta.REPO_URL}"), '
+            "or run it from a checkout of the repository."
         ) from exc
 
 
