@@ -174,3 +174,12 @@ def test_bench_lessons_help_names_every_lesson_it_records_for():
     }
     named = set(re.findall(r"\b\d\d\b", cli.COMMANDS["bench"].sub["lessons"].help))
     assert named == readers, f"help names lessons {sorted(named)}, the recorded sections are read by {sorted(readers)}"
+
+
+@pytest.mark.parametrize("bench", ["kernels", "lessons", "cnn"])
+def test_bench_record_help_says_where_results_go(bench, capsys):
+    """results.record writes to the user's data folder, never into the package's gpulab/results/."""
+    assert cli.main(["bench", bench, "--help"], prog="gpulab") == 0
+    text = " ".join(capsys.readouterr().out.split())
+    record = text[text.index("--record") :]
+    assert "user's recorded results" in record and "gpulab/results/" not in record

@@ -80,7 +80,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", default=None, help="write the results to this JSON file")
     p.add_argument(
-        "--record", action="store_true", help="store the results as section 'cnn' in gpulab/results/ (gpu mode only)"
+        "--record",
+        action="store_true",
+        help="store the results as section 'cnn' in the user's recorded results (gpu mode only)",
     )
 
 
