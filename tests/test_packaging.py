@@ -213,3 +213,17 @@ def test_reinstall_advice_points_at_github_not_pypi(tmp_path, monkeypatch):
         cli._load("nope", "gpulab._no_such_command")
     for exc in (no_course, no_command):
         assert source in str(exc.value) and "install --force-reinstall gpulab)" not in str(exc.value)
+
+
+def test_no_message_installs_gpulab_from_pypi():
+    """gpulab is not on PyPI: no advice in the package says `pip install gpulab` or `pip install 'gpulab[extra]'`
+    (that would fetch whatever PyPI holds under the name); the GitHub source (`gpulab @ git+...`) is fine."""
+    import re
+
+    pypi = re.compile(r"pip install [^`\n;(),]*?\bgpulab\b(?!\s*@|\[[^\]]*\]\s*@)")
+    found = [
+        f"{path.relative_to(ROOT)}: {m.group(0)}"
+        for path in sorted((ROOT / "src" / "gpulab").rglob("*.py"))
+        for m in pypi.finditer(path.read_text(encoding="utf-8"))
+    ]
+    assert not found, found

@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
 
             torch_ok = True
         except ImportError:
-            print("PyTorch is not installed (pip install 'gpulab[bench]'); timing gpulab only.", file=sys.stderr)
+            print("PyTorch is not installed (pip install torch); timing gpulab only.", file=sys.stderr)
     workers = args.workers or (threads if backend == "numpy" else 1)
     results["workers"] = workers
     ours, theirs = [], []
