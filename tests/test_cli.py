@@ -157,3 +157,29 @@ def test_nested_bench_commands_are_in_the_tree(capsys):
     assert set(cli.COMMANDS["bench"].sub) == {"kernels", "lessons", "cnn"}
     assert cli.main(["bench", "kernels", "--list"], prog="gpulab") == 0
     assert "matmul_tiled" in capsys.readouterr().out
+
+
+def test_bench_lessons_help_names_every_lesson_it_records_for():
+    """The one-line help of `bench lessons` lists the lessons whose sections it records (results.SECTIONS)."""
+    import re
+
+    from gpulab.results import SECTIONS
+
+    readers = {
+        re.match(r"notebooks/(\d\d)_", r).group(1)
+        for s in SECTIONS.values()
+        if s.producer.startswith("python -m gpulab bench lessons")
+        for r in s.readers
+        if r.startswith("notebooks/")
+    }
+    named = set(re.findall(r"\b\d\d\b", cli.COMMANDS["bench"].sub["lessons"].help))
+    assert named == readers, f"help names lessons {sorted(named)}, the recorded sections are read by {sorted(readers)}"
+
+
+@pytest.mark.parametrize("bench", ["kernels", "lessons", "cnn"])
+def test_bench_record_help_says_where_results_go(bench, capsys):
+    """results.record writes to the user's data folder, never into the package's gpulab/results/."""
+    assert cli.main(["bench", bench, "--help"], prog="gpulab") == 0
+    text = " ".join(capsys.readouterr().out.split())
+    record = text[text.index("--record") :]
+    assert "user's recorded results" in record and "gpulab/results/" not in record

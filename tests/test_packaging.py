@@ -196,3 +196,34 @@ def test_gpu_cu13_extra_resolves(wheel):
     names = {item["metadata"]["name"].lower(): item["metadata"]["version"] for item in report["install"]}
     assert "cupy-cuda13x" in names and "nvidia-nccl-cu13" in names
     assert names["cuda-bindings"].startswith("13.")
+
+
+def test_reinstall_advice_points_at_github_not_pypi(tmp_path, monkeypatch):
+    """gpulab is not on PyPI (README): the course folder's README and the broken-install errors say where from."""
+    from gpulab import _meta, cli, course
+    from gpulab.errors import GpulabError, UsageError
+
+    source = f"gpulab @ git+{_meta.REPO_URL}"
+    assert source in course.README and "install --upgrade gpulab" not in course.README
+    monkeypatch.setattr(course, "PACKAGE_COURSE", tmp_path / "none")
+    monkeypatch.setattr(course, "REPO_ROOT", tmp_path)
+    with pytest.raises(UsageError, match="has no course files") as no_course:
+        course.course_source()
+    with pytest.raises(GpulabError, match="has no `nope` command") as no_command:
+        cli._load("nope", "gpulab._no_such_command")
+    for exc in (no_course, no_command):
+        assert source in str(exc.value) and "install --force-reinstall gpulab)" not in str(exc.value)
+
+
+def test_no_message_installs_gpulab_from_pypi():
+    """gpulab is not on PyPI: no advice in the package says `pip install gpulab` or `pip install 'gpulab[extra]'`
+    (that would fetch whatever PyPI holds under the name); the GitHub source (`gpulab @ git+...`) is fine."""
+    import re
+
+    pypi = re.compile(r"pip install [^`\n;(),]*?\bgpulab\b(?!\s*@|\[[^\]]*\]\s*@)")
+    found = [
+        f"{path.relative_to(ROOT)}: {m.group(0)}"
+        for path in sorted((ROOT / "src" / "gpulab").rglob("*.py"))
+        for m in pypi.finditer(path.read_text(encoding="utf-8"))
+    ]
+    assert not found, found

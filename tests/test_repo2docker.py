@@ -69,6 +69,18 @@ def test_lean_environment_without_local_installs_or_test_tools():
     assert {"numba", "numpy", "jupyterlab", "ipywidgets", "plotly", "nbgitpuller"} <= set(names)
 
 
+def test_lean_environment_has_the_data_extra():
+    """Lab 09 trains on scikit-learn's digits in simulator mode (the hub's CPU profile): the image needs what
+    `make lab` installs with the [data] extra, or its training cell stops with 'needs scikit-learn'."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["data"]
+    env = yaml.safe_load((BINDER / "environment.yml").read_text())
+    deps = [d for d in env["dependencies"] if isinstance(d, str)]
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    names = {re.split(r"[<>=\[ ]", d)[0] for d in deps + pip}
+    assert extra and {re.split(r"[<>=\[ ]", d)[0] for d in extra} <= names, (extra, sorted(names))
+
+
 def test_root_environment_installs_after_the_copy_too():
     """conda users' environment.yml: an unquoted local requirement, which repo2docker recognises."""
     # repo2docker is in the test extra; make test-oldest's venv (Colab's pins) does not have it

@@ -51,7 +51,8 @@ COMMANDS: dict[str, Command] = {
                 "each reference kernel's GB/s or GFLOP/s, % of peak and of CuPy/cuBLAS", "gpulab.bench.kernels"
             ),
             "lessons": Command(
-                "the GPU figures lessons 00, 06, 07 and 09 show from a recording", "gpulab.bench.lessons"
+                "the GPU figures lessons 00, 02, 06, 07, 09, 11 and 12 show from a recording",
+                "gpulab.bench.lessons",
             ),
             "cnn": Command("CNN training throughput (images/s), optionally against PyTorch", "gpulab.bench.cnn"),
         },
@@ -107,7 +108,8 @@ def _load(name: str, module: str) -> ModuleType:
             ) from exc
         raise GpulabError(
             f"this gpulab installation has no `{name}` command (module {module} is missing). "
-            "Reinstall gpulab (pip install --upgrade gpulab), or run it from a checkout of the repository."
+            f'Reinstall gpulab (pip install --force-reinstall --no-deps "gpulab @ git+{_meta.REPO_URL}"), '
+            "or run it from a checkout of the repository."
         ) from exc
 
 

@@ -26,6 +26,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import _meta
 from .errors import UsageError
 
 __all__ = ["CoursePlan", "configure", "copy_course", "course_source", "main", "quiet_jupyterlab_news", "run"]
@@ -40,7 +41,7 @@ LAYOUT = (
     ("labs/student", "*.ipynb", "labs"),
 )
 
-README = """# gpulab: your copy of the course
+README = f"""# gpulab: your copy of the course
 
 - `lessons/`: the lessons to work in, in order (00, 01, ...). Exercises say "not implemented yet"
   until you write them; the checks tell you what to fix.
@@ -50,8 +51,10 @@ README = """# gpulab: your copy of the course
 Start with `jupyter lab lessons/00_why_gpus.ipynb`. Without a CUDA GPU, gpulab runs every kernel in
 Numba's CUDA simulator on the CPU (`gpulab doctor` says which mode and why).
 
-`gpulab course` never overwrites your files: run it again after `pip install --upgrade gpulab` to get
-new lessons; edited notebooks are skipped (or kept as `name.bak-DATE.ipynb` with `--backup`).
+`gpulab course` never overwrites your files: run it again after updating gpulab to get new lessons
+(gpulab is not on PyPI: `git pull` in your clone and reinstall it, or
+`pip install --force-reinstall --no-deps "gpulab @ git+{_meta.REPO_URL}"`);
+edited notebooks are skipped (or kept as `name.bak-DATE.ipynb` with `--backup`).
 """
 
 
@@ -63,8 +66,9 @@ def course_source() -> Path:
         return REPO_ROOT
     raise UsageError(
         "this gpulab installation has no course files (no gpulab/_course in the package and no repository "
-        f"next to it at {REPO_ROOT}). Reinstall from a wheel (pip install --force-reinstall gpulab) or run "
-        "from a checkout of the repository."
+        f'next to it at {REPO_ROOT}). Reinstall it from a clone (pip install ".[lab,data]") or from GitHub '
+        f'(pip install --force-reinstall --no-deps "gpulab @ git+{_meta.REPO_URL}"), or run from a checkout of the '
+        "repository."
     )
 
 

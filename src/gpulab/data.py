@@ -173,7 +173,7 @@ def _load_digits(size: int, seed: int) -> Dataset:
         from sklearn.datasets import load_digits
     except ImportError as e:
         raise DatasetError(
-            "dataset='digits' needs scikit-learn (it ships the 1,797 8x8 digits): pip install 'gpulab[data]'."
+            "dataset='digits' needs scikit-learn (it ships the 1,797 8x8 digits): pip install scikit-learn."
         ) from e
     d = load_digits()
     x = (d.images.astype(np.float32) / np.float32(16.0))[:, None]  # (1797, 1, 8, 8) in [0, 1]

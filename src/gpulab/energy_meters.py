@@ -156,7 +156,7 @@ def nvml_status() -> tuple[bool, str]:
     try:
         import pynvml
     except ImportError:
-        return False, "nvidia-ml-py is not installed (pip install nvidia-ml-py, or gpulab[gpu-cu12])"
+        return False, "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
     try:
         pynvml.nvmlInit()
     except Exception as exc:  # NVMLError_LibraryNotFound / DriverNotLoaded: no NVIDIA driver here

@@ -64,8 +64,8 @@ def require_cupy() -> Any:
     except ImportError as exc:
         raise ModuleNotFoundError(
             f"CuPy is not installed ({exc}). Install the wheel matching your CUDA version: "
-            "`pip install 'gpulab[gpu-cu12]'` for CUDA 12 or `pip install 'gpulab[gpu-cu13]'` for CUDA 13 "
-            "(Colab already has CuPy)."
+            "`pip install cupy-cuda12x` for CUDA 12 or `pip install cupy-cuda13x` for CUDA 13 (in a clone of "
+            "gpulab: `pip install -e '.[gpu-cu12]'`, which adds the CUDA wheels; Colab already has CuPy)."
         ) from None
     return cupy
 
@@ -98,8 +98,8 @@ def nccl_status() -> tuple[bool, str]:
     major = _cuda_major()
     return False, (
         f"CuPy found no NCCL library: CuPy's wheels do not include NCCL. Install it with "
-        f"`pip install nvidia-nccl-cu{major}` (or `pip install 'gpulab[gpu-cu{major}]'`), then restart the "
-        "kernel. One GPU needs no NCCL; the single-GPU parts of this lesson run without it."
+        f"`pip install nvidia-nccl-cu{major}` (in a clone of gpulab: `pip install -e '.[gpu-cu{major}]'`), then "
+        "restart the kernel. One GPU needs no NCCL; the single-GPU parts of this lesson run without it."
     )
 
 

@@ -80,7 +80,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", default=None, help="write the results to this JSON file")
     p.add_argument(
-        "--record", action="store_true", help="store the results as section 'cnn' in gpulab/results/ (gpu mode only)"
+        "--record",
+        action="store_true",
+        help="store the results as section 'cnn' in the user's recorded results (gpu mode only)",
     )
 
 
@@ -139,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
 
             torch_ok = True
         except ImportError:
-            print("PyTorch is not installed (pip install 'gpulab[bench]'); timing gpulab only.", file=sys.stderr)
+            print("PyTorch is not installed (pip install torch); timing gpulab only.", file=sys.stderr)
     workers = args.workers or (threads if backend == "numpy" else 1)
     results["workers"] = workers
     ours, theirs = [], []

@@ -233,7 +233,7 @@ def _dataset(log: Callable[[str], None] = print) -> tuple[Any, str]:
                 log("  cnn_training: MNIST not found on disk; trying to download it")
     return None, (
         "no data: " + "; ".join(reasons) + ". Set GPULAB_DATA_DIR to a folder with the MNIST IDX "
-        "files, or install scikit-learn (pip install 'gpulab[data]')."
+        "files, or install scikit-learn (pip install scikit-learn)."
     )
 
 
