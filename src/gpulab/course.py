@@ -77,7 +77,7 @@ class CoursePlan:
     """What :func:`copy_course` did, file by file (paths relative to DEST)."""
 
     dest: Path
-    copied: list[str] = field(default_factory=list)
+    copied: list[str] = field(default_factory=list)  # new files (a replaced one is in backed_up)
     unchanged: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # the learner's edited copy was kept
     backed_up: list[tuple[str, str]] = field(default_factory=list)  # (file, its backup)
@@ -110,6 +110,17 @@ def _check_dest(dest: Path) -> None:
         ) from exc
 
 
+def _backup_name(target: Path, stamp: str) -> Path:
+    """``name.bak-STAMP.ipynb`` beside ``target``, or ``name.bak-STAMP-2.ipynb`` (-3, ...) when that exists (two
+    backups in one second), so that an earlier backup is never replaced."""
+    kept = target.with_name(f"{target.stem}.bak-{stamp}{target.suffix}")
+    n = 2
+    while kept.exists():
+        kept = target.with_name(f"{target.stem}.bak-{stamp}-{n}{target.suffix}")
+        n += 1
+    return kept
+
+
 def copy_course(
     dest: Path, *, backup: bool = False, source: Path | None = None, today: str | None = None
 ) -> CoursePlan:
@@ -130,12 +141,13 @@ def copy_course(
             if not backup:
                 plan.skipped.append(rel)
                 continue
-            kept = target.with_name(f"{target.stem}.bak-{stamp}{target.suffix}")
+            kept = _backup_name(target, stamp)
             target.replace(kept)
             plan.backed_up.append((rel, str(kept.relative_to(dest))))
+        else:
+            plan.copied.append(rel)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(new)
-        plan.copied.append(rel)
     return plan
 
 
