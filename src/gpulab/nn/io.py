@@ -170,13 +170,11 @@ def load(model: Any, path: str | os.PathLike, optimizer: Any = None) -> Any:
         if opt_state:
             checked = optimizer._check_state(opt_state)  # before the model changes: a misfit changes nothing
     fit_checked = FitState.check_state(fit)
-    model.load_state_dict(model_state)
+    model.load_state_dict(model_state)  # a MixedPrecision over the model takes these weights as masters (then
+    # the one given as ``optimizer`` gets its own from the file, or starts fresh from them)
     fit_state = getattr(model, "fit_state", None)
     if fit_state is not None:
         fit_state.apply(fit_checked, keep_optimizer=optimizer is not None and optimizer is fit_state.optimizer)
-    for other in list(getattr(model, "optimizers", ())):  # a MixedPrecision not loaded: its masters were stale
-        if other is not optimizer and hasattr(other, "weights_loaded"):
-            other.weights_loaded()
     if checked is not None:
         optimizer._apply_state(checked)
     elif optimizer is not None:
