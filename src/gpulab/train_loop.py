@@ -139,6 +139,11 @@ def fit(
         raise UsageError(f"batch_size must be a whole number >= 1, got {batch_size!r}.")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise UsageError(f"workers must be a whole number >= 1, got {workers!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
+        raise UsageError(
+            f"seed must be a whole number from 0 to 2**63 - 1 (nn.save keeps it in the checkpoint as a 64-bit "
+            f"integer), got {seed!r}. Pass e.g. seed=0."
+        )
     if workers > 1:
         with limit_threads(1) or _nullcontext():
             return _fit(
