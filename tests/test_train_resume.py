@@ -113,3 +113,17 @@ def test_a_seed_nn_save_cannot_keep_is_refused_before_training(seed, monkeypatch
     monkeypatch.setattr(nn, "train_step", lambda *a, **k: pytest.fail("training started"))
     with pytest.raises(UsageError, match=r"seed must be a whole number from 0 to 2\*\*63 - 1"):
         train.fit(_cnn(), _dataset(), epochs=1, batch_size=16, seed=seed, progress=False)
+
+
+def test_fits_own_adam_is_forgotten_once_another_optimizer_trained_the_model():
+    """Its moments belong to the weights as it left them: after a call with the learner's optimizer, a call without
+    one starts a fresh Adam (as nn.load does), not the one from two calls ago; passing fit's Adam itself keeps it."""
+    model = _cnn()
+    _fit(model, 1)
+    made = model.fit_state.optimizer
+    _fit(model, 1, optimizer=made)  # fit's own Adam, passed back: it goes on
+    assert model.fit_state.optimizer is made and made.t == 6
+    _fit(model, 1, optimizer=nn.SGD(model, lr=0.1))
+    assert model.fit_state.optimizer is None
+    _fit(model, 1)
+    assert model.fit_state.optimizer is not made and model.fit_state.optimizer.t == 3
