@@ -7,8 +7,10 @@
 # Python 3.12 when there is one: Colab's and the course's GPU image's Python, and the oldest that gets NumPy 2.5
 # (whose removals broke numba-cuda's kernel compiles: gpulab/compat.py), so `make test` checks what a fresh
 # install there gets. Else python3. PYTHON=python3.11 (or any) overrides; an existing .venv is kept as it is.
-PY312  := $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3) \
-            $(shell python3.12 -c "" 2>/dev/null && command -v python3.12))
+# A 3.12 counts only if it can make a venv: Debian/Ubuntu ship ensurepip apart (python3.12-venv), and a pyenv shim
+# without 3.12 installed fails.
+PY312  := $(firstword $(foreach p,$(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3) python3.12, \
+            $(shell $(p) -c "import ensurepip" 2>/dev/null && command -v $(p))))
 PYTHON ?= $(or $(PY312),python3)
 VENV   ?= .venv
 PY     := $(VENV)/bin/python

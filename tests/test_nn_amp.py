@@ -176,3 +176,22 @@ def test_a_file_without_mixed_precision_state_starts_it_fresh_with_one_warning(t
     assert (amp_b.scale, amp_b.good_steps, amp_b.skipped, amp_b.optimizer.t) == (2.0**20, 0, 0, 0)
     for (name, p16, _), (_, p32, _) in zip(b.parameters(), amp_b.masters.parameters()):
         assert np.array_equal(p32, p16.astype(np.float32)), name
+
+
+def test_load_state_dict_on_the_model_makes_the_loaded_weights_the_masters():
+    """``model.load_state_dict`` (not only ``nn.load``) replaces the FP16 weights; the masters follow, so the next step
+    updates the loaded weights instead of copying the stale masters back over them."""
+    a, amp_a = _amp()
+    for x, y in _batches(2):
+        amp_a.step(x, y)
+    b, amp_b = _amp(init_scale=2.0**10)
+    b.load_state_dict(a.state_dict())
+    for (name, p16, _), (_, p32, _) in zip(b.parameters(), amp_b.masters.parameters()):
+        assert np.array_equal(p32, p16.astype(np.float32)), name
+    ref = nn.mnist_cnn(image_size=8, channels=(4, 8), hidden=16, classes=2, dropout=0.0)
+    ref.load_state_dict(a.state_dict())  # FP32 now: a MixedPrecision built after the load takes these as masters
+    amp_ref = nn.MixedPrecision(ref, lambda m: nn.Adam(m, lr=3e-3), init_scale=2.0**10, growth_interval=2)
+    x, y = _batches(3)[2]
+    amp_b.step(x, y)  # amp_b made no step before: its Adam is as fresh as amp_ref's
+    amp_ref.step(x, y)
+    _assert_same(b.state_dict(), ref.state_dict())

@@ -10,6 +10,8 @@ this file on a GPU."""
 
 from __future__ import annotations
 
+import os
+import stat
 import warnings
 from pathlib import Path
 
@@ -486,3 +488,29 @@ def test_save_without_hard_links_publishes_exclusively_and_cleans_up(tmp_path, m
     with pytest.raises(OSError, match="disk full"):
         nn.save(model, tmp_path / "other")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.npz"]
+
+
+def test_save_names_a_missing_folder_or_a_folder_path_and_says_what_to_do(tmp_path):
+    """Not the temp file's name in an OSError: the folder the learner gave, and how to make it; no temp file left."""
+    with pytest.raises(FileNotFoundError, match=r"the folder '.*runs' does not exist .*mkdir\(parents=True\)"):
+        nn.save(_mlp(), tmp_path / "runs" / "m")
+    (tmp_path / "d.npz").mkdir()
+    for overwrite in (False, True):  # overwrite=True cannot replace a folder either
+        with pytest.raises(UsageError, match=r"d\.npz is a folder, not a file; give a file name, e\.g\. .*model\.npz"):
+            nn.save(_mlp(), tmp_path / "d.npz", overwrite=overwrite)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.npz"]
+    assert not list((tmp_path / "d.npz").iterdir())
+
+
+@pytest.mark.skipif(os.name != "posix", reason="permission bits")
+def test_overwrite_keeps_the_replaced_files_permissions_and_a_new_file_gets_np_savez_s(tmp_path):
+    """A file replaced with overwrite=True keeps its mode (as np.savez writing over it would); a new one has the mode
+    np.savez gives a new file (0o666 less the umask), not a private temp file's."""
+    old = tmp_path / "shared.npz"
+    np.savez(old, a=np.zeros(1))
+    old.chmod(0o640)
+    nn.save(_mlp(), old, overwrite=True)
+    assert stat.S_IMODE(old.stat().st_mode) == 0o640
+    np.savez(tmp_path / "ref.npz", a=np.zeros(1))
+    new = nn.save(_mlp(), tmp_path / "new")
+    assert stat.S_IMODE(new.stat().st_mode) == stat.S_IMODE((tmp_path / "ref.npz").stat().st_mode)

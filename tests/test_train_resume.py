@@ -104,3 +104,26 @@ def test_fit_states_that_do_not_fit_are_refused_before_anything_changes(tmp_path
         bad.unlink()
         _assert_same(before, other.state_dict())
         assert other.fit_state.epoch == 1 and other.fit_state.optimizer is not None
+
+
+@pytest.mark.parametrize("seed", [-1, 2**63, 1.5, True])
+def test_a_seed_nn_save_cannot_keep_is_refused_before_training(seed, monkeypatch):
+    """The seed goes into the checkpoint as a 64-bit integer: one that does not fit is refused before the first step,
+    not after training by nn.save (an OverflowError that loses the run)."""
+    monkeypatch.setattr(nn, "train_step", lambda *a, **k: pytest.fail("training started"))
+    with pytest.raises(UsageError, match=r"seed must be a whole number from 0 to 2\*\*63 - 1"):
+        train.fit(_cnn(), _dataset(), epochs=1, batch_size=16, seed=seed, progress=False)
+
+
+def test_fits_own_adam_is_forgotten_once_another_optimizer_trained_the_model():
+    """Its moments belong to the weights as it left them: after a call with the learner's optimizer, a call without
+    one starts a fresh Adam (as nn.load does), not the one from two calls ago; passing fit's Adam itself keeps it."""
+    model = _cnn()
+    _fit(model, 1)
+    made = model.fit_state.optimizer
+    _fit(model, 1, optimizer=made)  # fit's own Adam, passed back: it goes on
+    assert model.fit_state.optimizer is made and made.t == 6
+    _fit(model, 1, optimizer=nn.SGD(model, lr=0.1))
+    assert model.fit_state.optimizer is None
+    _fit(model, 1)
+    assert model.fit_state.optimizer is not made and model.fit_state.optimizer.t == 3

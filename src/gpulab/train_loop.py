@@ -128,10 +128,10 @@ def fit(
     A call continues where the last one left off with this model (``model.fit_state``): shuffling is seeded by
     ``seed`` on the first call, and a later call with the same ``seed`` goes on with the same shuffle generator
     (another seed starts that seed's order); epochs are numbered on (``History.epoch`` of a second one-epoch call
-    is ``[2]``); without ``optimizer`` the Adam the last call made goes on. So ``fit(epochs=1)`` twice trains as
-    ``fit(epochs=2)`` once. ``nn.save`` / ``nn.load`` carry the data order and epoch count in the file; pass your own
-    optimizer to fit and to ``nn.save(..., optimizer=opt)`` / ``nn.load`` to carry its state too, and a resumed run
-    trains as the uninterrupted one.
+    is ``[2]``); without ``optimizer`` the Adam the last call made goes on (a fresh one after a call with another
+    optimizer). So ``fit(epochs=1)`` twice trains as ``fit(epochs=2)`` once. ``nn.save`` / ``nn.load`` carry the data
+    order and epoch count in the file; pass your own optimizer to fit and to ``nn.save(..., optimizer=opt)`` /
+    ``nn.load`` to carry its state too, and a resumed run trains as the uninterrupted one.
     """
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
         raise UsageError(f"epochs must be a whole number >= 1, got {epochs!r}.")
@@ -139,6 +139,11 @@ def fit(
         raise UsageError(f"batch_size must be a whole number >= 1, got {batch_size!r}.")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise UsageError(f"workers must be a whole number >= 1, got {workers!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
+        raise UsageError(
+            f"seed must be a whole number from 0 to 2**63 - 1 (nn.save keeps it in the checkpoint as a 64-bit "
+            f"integer), got {seed!r}. Pass e.g. seed=0."
+        )
     if workers > 1:
         with limit_threads(1) or _nullcontext():
             return _fit(
@@ -187,6 +192,8 @@ def _fit(
         if made is None or made.model is not model:
             made = progress_state.optimizer = nn.Adam(model, lr=1e-3)
         optimizer = made
+    elif optimizer is not progress_state.optimizer:  # another optimizer moves the weights: the moments of the Adam
+        progress_state.optimizer = None  # fit made no longer belong to them (a later call without one starts afresh)
     loss_fn = nn.SoftmaxCrossEntropy()
     rng = progress_state.shuffle_rng(seed)
     xtr, ytr = to_backend(dataset.x_train, model.backend), to_backend(dataset.y_train, model.backend)

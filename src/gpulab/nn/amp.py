@@ -213,7 +213,8 @@ class MixedPrecision:
         self.optimizer.reset()
 
     def weights_loaded(self) -> None:
-        """The model's weights were replaced without this state (``nn.load(model, path)`` alone): take them as the
-        masters (as a new MixedPrecision would), so the next step updates the loaded weights, not the old ones."""
+        """The model's weights were replaced (``Sequential.load_state_dict``, so ``nn.load`` too, calls this): take
+        them as the masters (as a new MixedPrecision would), so the next step updates the loaded weights, not the
+        old ones."""
         for (_, p32, _), (_, p16, _) in zip(self.masters.parameters(), self.model.parameters()):
             p32[...] = p16.astype(np.float32)

@@ -46,7 +46,8 @@ def _generator(words: np.ndarray) -> np.random.Generator:
 class FitState:
     """``epoch``: epochs :func:`fit` finished with this model; ``seed`` and ``rng``: the shuffle's seed and its
     generator (None before the first fit); ``optimizer``: the Adam fit made when given none (kept in memory for
-    the next call, not saved: pass your own optimizer to fit and to ``nn.save`` to keep its state in a file)."""
+    the next call, not saved: pass your own optimizer to fit and to ``nn.save`` to keep its state in a file;
+    forgotten when a call trains with another optimizer or ``nn.load`` replaces the weights)."""
 
     def __init__(self) -> None:
         self.epoch = 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import stat
 import warnings
 import zipfile
 from pathlib import Path
@@ -53,10 +54,29 @@ def _exists_error(path: Path) -> UsageError:
     )
 
 
+def _check_target(path: Path) -> None:
+    """Refuse a ``path`` that no file can be written to, naming it (not the temp file next to it) and what to do."""
+    if path.is_dir():
+        raise UsageError(
+            f"nn.save: {path} is a folder, not a file; give a file name, e.g. {str(path / 'model.npz')!r}, or choose "
+            "another path."
+        )
+    folder = path.parent
+    if not folder.is_dir():
+        raise FileNotFoundError(
+            f"nn.save: the folder {str(folder)!r} does not exist (given {str(path)!r}). Create it first "
+            f"(pathlib.Path({str(folder)!r}).mkdir(parents=True)) or choose another path."
+        )
+
+
 def _publish(tmp: Path, path: Path, overwrite: bool) -> None:
     """Give the whole file ``tmp`` the name ``path``: replacing a file there only with ``overwrite``, else in one
     step that fails if ``path`` exists (a hard link), so no file that appears after the first check is replaced."""
     if overwrite:
+        try:  # the replaced file's permission bits, as np.savez writing over it would keep them
+            os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
+        except FileNotFoundError:  # nothing to replace: the new file's bits follow the umask
+            pass
         os.replace(tmp, path)
         return
     try:
@@ -85,9 +105,10 @@ def save(model: Any, path: str | os.PathLike, optimizer: Any = None, *, overwrit
     or a :class:`MixedPrecision` with its master weights, loss scale and optimizer) to ``path`` (``.npz``:
     :func:`checkpoint_path`), atomically: into a temp file of its own next to ``path``, then published under
     ``path`` whole, so ``path`` is the old file or the whole new one, and no temp file is left. An existing file is
-    replaced only with ``overwrite=True``; without it a file that appears at ``path`` while saving is kept too (the
-    save raises :class:`UsageError`)."""
+    replaced only with ``overwrite=True`` (keeping its permission bits); without it a file that appears at ``path``
+    while saving is kept too (the save raises :class:`UsageError`). A missing folder is not created."""
     path = checkpoint_path(path)
+    _check_target(path)
     if path.exists() and not overwrite:
         raise _exists_error(path)  # early, before any work; _publish checks again, in the same step as the write
     state = model.state_dict()
@@ -149,13 +170,11 @@ def load(model: Any, path: str | os.PathLike, optimizer: Any = None) -> Any:
         if opt_state:
             checked = optimizer._check_state(opt_state)  # before the model changes: a misfit changes nothing
     fit_checked = FitState.check_state(fit)
-    model.load_state_dict(model_state)
+    model.load_state_dict(model_state)  # a MixedPrecision over the model takes these weights as masters (then
+    # the one given as ``optimizer`` gets its own from the file, or starts fresh from them)
     fit_state = getattr(model, "fit_state", None)
     if fit_state is not None:
         fit_state.apply(fit_checked, keep_optimizer=optimizer is not None and optimizer is fit_state.optimizer)
-    for other in list(getattr(model, "optimizers", ())):  # a MixedPrecision not loaded: its masters were stale
-        if other is not optimizer and hasattr(other, "weights_loaded"):
-            other.weights_loaded()
     if checked is not None:
         optimizer._apply_state(checked)
     elif optimizer is not None:

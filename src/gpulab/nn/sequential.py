@@ -182,7 +182,8 @@ class Sequential(Module):
 
         Names, shapes and dtypes are checked for every array before any is copied, so a state that does not fit
         leaves the model as it was. A state without any buffers (saved before buffers were saved) loads with
-        one warning, and the model keeps its own buffers.
+        one warning, and the model keeps its own buffers. A :class:`MixedPrecision` over the model takes the loaded
+        weights as its master weights.
         """
         params = {name: p for name, p, _ in self.parameters()}
         buffers = {BUFFER_PREFIX + name: b for name, b in self.named_buffers()}
@@ -231,6 +232,10 @@ class Sequential(Module):
             )
         for dst, v in copies:  # every check passed: copy, in place, where each array lives (NumPy or CuPy)
             dst[...] = runtime.array_module(dst).asarray(v)
+        for optimizer in list(self.optimizers):  # a MixedPrecision's FP32 masters: the weights just loaded, not
+            hook = getattr(optimizer, "weights_loaded", None)  # stale ones its next step would copy back over them
+            if hook is not None:
+                hook()
 
     def __repr__(self) -> str:
         inner = "\n".join(f"  ({i}) {layer!r}" for i, layer in enumerate(self.layers))
