@@ -103,6 +103,10 @@ def test_a_cell_that_checks_two_functions_shows_each_ones_verdict():
     assert r.message == "im2col_kernel: cols[0, 3] wrong; col2im_kernel: the pad sign is flipped"
     assert r.hint == "im2col_kernel: a, b | col2im_kernel: + pad"
     assert r.status == "failed"
+    # im2col over its budget (half), col2im wrong (none): the row's status is the wrong one's
+    over = {**im2col, "status": "over budget", "score": 1.5, "max_score": 3}
+    r = score_test(cell, {**base, "value": 0.75, "results": [over, {**col2im, "score": 0, "max_score": 3}]}, "")
+    assert r.status == "failed" and r.message.startswith("im2col_kernel: cols[0, 3] wrong; col2im_kernel:")
     # one failing function (its hidden check too): its own first verdict, as before
     r = score_test(cell, {**base, "results": [im2col, hidden, {**col2im, "status": "passed"}]}, "")
     assert (r.message, r.hint) == ("cols[0, 3] wrong", "a, b")

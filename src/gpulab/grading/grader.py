@@ -103,7 +103,13 @@ def _worst(results: list[dict]) -> dict | None:
 
     messages = [f"{name}: {line(r.get('message') or '') or r.get('status') or 'failed'}" for name, r in first.items()]
     hints = [f"{name}: {r['hint']}" for name, r in first.items() if r.get("hint")]
-    return {**failing[0], "message": "; ".join(messages), "hint": " | ".join(hints)}
+
+    def share(r: dict) -> float:  # the share of its points a verdict earned: the row's status is the lowest's
+        top = float(r.get("max_score") or 0)
+        return float(r.get("score") or 0) / top if top > 0 else 0.0
+
+    lowest = min(first.values(), key=share)
+    return {**lowest, "message": "; ".join(messages), "hint": " | ".join(hints)}
 
 
 def score_test(cell: Cell, rec: dict | None, why_not_run: str) -> GradeRow:
