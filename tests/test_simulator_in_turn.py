@@ -493,3 +493,23 @@ def test_a_kernel_made_with_source_define_runs_in_turn():
     assert "s[t] = x[t]" in show_source(fn, display=False)
     with pytest.raises(UsageError, match="no function called 'flop'"):
         define(src, "flop", {"cuda": cuda})
+
+
+def test_the_source_check_sees_a_method_call_on_an_imported_module_as_the_same_code():
+    """Python 3.13 compiles ``cuda.grid(1)`` on a module the file imports as an attribute load and a PUSH_NULL, and
+    on a name it cannot see imported (the function's source compiled alone, as the in-turn rewrite does) as a method
+    load. Before gpulab left PUSH_NULL out, every kernel in a file (the lessons' packages, the course's kernels) kept
+    Numba's threads on Python 3.13: 0.24 ms per CUDA thread instead of 7 us (tests/test_cooperative.py there)."""
+    import types
+
+    from gpulab.simulator.in_turn_source import _shape
+
+    body = "def k(x, y):\n    i = cuda.grid(1)\n    cuda.syncthreads()\n    y[i] = math.sqrt(x[i])\n"
+
+    def k_code(source: str) -> types.CodeType:
+        module = compile(source, "<kernels>", "exec")
+        return next(c for c in module.co_consts if isinstance(c, types.CodeType) and c.co_name == "k")
+
+    with_imports = k_code("import math\nfrom numba import cuda\n" + body)
+    alone = k_code("\n\n" + body)  # the same lines, the imports not in sight
+    assert _shape(with_imports) == _shape(alone)

@@ -104,10 +104,14 @@ class _Yield(ast.NodeTransformer):
 
 def _shape(code: types.CodeType) -> tuple[list, list]:
     """``code``'s instructions and arguments, and its lines, the same for the same source whichever way it was
-    compiled (a method call on a global compiles as LOAD_METHOD or LOAD_ATTR; jump offsets move with it)."""
+    compiled (a method call on a global compiles as LOAD_METHOD or LOAD_ATTR; jump offsets move with it). Python
+    3.13 compiles ``cuda.grid(1)`` on a module the file imports as an attribute load and a PUSH_NULL, but on a name
+    it cannot see imported (the function's source compiled alone) as a method load: PUSH_NULL is left out."""
     jumps = set(dis.hasjrel) | set(dis.hasjabs)
     out: list = []
     for ins in dis.get_instructions(code):
+        if ins.opname == "PUSH_NULL":
+            continue
         arg = ins.argval
         if isinstance(arg, types.CodeType):
             arg = _shape(arg)
