@@ -199,7 +199,21 @@ CASES = [
             "dx[i] = dout[i]\n        else:\n            dx[i] = alpha * dout[i]",
             "dx[i] = alpha * dout[i]\n        else:\n            dx[i] = dout[i]",
         ),
-        "the slopes are swapped",
+        "where y[i] <= 0 the kernel passed dout[i] unchanged",  # the first case has one element: see below
+    ),
+    (
+        lab08.LEAKY_RELU_BACKWARD,
+        LEAKY_RELU_BACKWARD,
+        "leaky_relu_backward_kernel",
+        ("if y[i] > 0:", "if dout[i] > 0:"),
+        "where y[i] <= 0 the kernel passed dout[i] unchanged",
+    ),
+    (
+        lab08.LEAKY_RELU_BACKWARD,
+        LEAKY_RELU_BACKWARD,
+        "leaky_relu_backward_kernel",
+        ("            dx[i] = alpha * dout[i]", "            dx[i] = alpha * y[i]"),
+        "where y[i] <= 0 the kernel stored alpha * y[i]",
     ),
     (
         lab08.LEAKY_RELU_BACKWARD,
@@ -221,6 +235,35 @@ def test_kernel_mistake_gets_its_hint_and_the_right_kernel_full_marks(problem, s
     res = problem.check(edited_kernel(src, name, NS, edit))
     assert not res.passed and res.score == 0, res
     assert res.hint.startswith(hint), res
+
+
+@pytest.mark.parametrize(
+    ("edit", "hint"),
+    [
+        (("if y[i] > 0:", "if dout[i] > 0:"), "the slope is chosen by the sign of dout"),
+        (
+            (
+                "if y[i] > 0:\n            dx[i] = dout[i]\n        else:\n            dx[i] = alpha * dout[i]",
+                "dx[i] = max(dout[i], alpha * dout[i])",
+            ),
+            "the slope is chosen by the sign of dout",
+        ),
+        (
+            (
+                "dx[i] = dout[i]\n        else:\n            dx[i] = alpha * dout[i]",
+                "dx[i] = alpha * dout[i]\n        else:\n            dx[i] = dout[i]",
+            ),
+            "the slopes are swapped",
+        ),
+    ],
+)
+def test_leaky_relu_slope_mistakes_are_told_apart_where_the_input_can(edit, hint):
+    """On one element with y <= 0 and dout > 0 (the check's first case) slopes swapped and slopes chosen by dout's
+    sign give the same dx: before, both were told "the slopes are swapped". That input gets a hint true of both;
+    an input that tells them apart names each."""
+    kernel = edited_kernel(LEAKY_RELU_BACKWARD, "leaky_relu_backward_kernel", NS, edit)
+    res = lab08.LEAKY_RELU_BACKWARD.check(kernel, sizes=[(100, 0.2)])
+    assert not res.passed and res.hint.startswith(hint), res
 
 
 LINEAR = {

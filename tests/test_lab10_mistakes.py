@@ -173,6 +173,41 @@ def unscale_clips_first(grads, inv_scale, clip, found_inf):  # an inf becomes cl
             cuda.atomic.max(found_inf, 0, 1)
 
 
+@cuda.jit
+def unscale_clips_nan_to_clip(grads, inv_scale, clip, found_inf):  # clip first, min inside: a nan becomes clip
+    i = cuda.grid(1)
+    if i < grads.size:
+        g = max(-clip, min(clip, grads[i] * inv_scale))
+        if not math.isfinite(g):
+            cuda.atomic.max(found_inf, 0, 1)
+        grads[i] = g
+
+
+@cuda.jit
+def unscale_zeroes_overflow(grads, inv_scale, clip, found_inf):
+    i = cuda.grid(1)
+    if i < grads.size:
+        g = grads[i] * inv_scale
+        if math.isinf(g) or math.isnan(g):
+            cuda.atomic.max(found_inf, 0, 1)
+            g = 0.0
+        else:
+            g = min(max(g, -clip), clip)
+        grads[i] = g
+
+
+@cuda.jit
+def unscale_abs(grads, inv_scale, clip, found_inf):
+    i = cuda.grid(1)
+    if i < grads.size:
+        g = grads[i] * inv_scale
+        if math.isinf(g) or math.isnan(g):
+            cuda.atomic.max(found_inf, 0, 1)
+        else:
+            g = min(abs(g), clip)
+        grads[i] = g
+
+
 def test_the_right_unscale_kernel_passes_and_compiles():
     res = L.UNSCALE.check(unscale_good)
     assert res.passed and res.score == res.max_score, res
@@ -186,7 +221,10 @@ def test_the_right_unscale_kernel_passes_and_compiles():
         (unscale_not_in_place, "in place"),
         (unscale_inf_only, "found_inf stayed 0 though a gradient is nan"),
         (unscale_not_clipped, "this is lesson 10's unscale, which does not clip"),
-        (unscale_clips_first, "an inf was clipped to +-clip"),
+        (unscale_clips_first, "an inf or nan was clipped to +-clip"),
+        (unscale_clips_nan_to_clip, "an inf or nan was clipped to +-clip"),  # before: no hint
+        (unscale_zeroes_overflow, "an inf or nan was replaced"),
+        (unscale_abs, "negative gradients lost their sign"),
         (unscale_upper_only, "only the upper bound was applied"),
         (unscale_lower_only, "only the lower bound was applied"),
     ],
@@ -382,6 +420,21 @@ def test_graded_cells_run_lab10_problems_with_their_points_and_hidden_tests():
         hidden = cell.source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0]
         assert set(_CALL.findall(hidden)) == set(names) and "seed=" in hidden and "sizes=" in hidden
         assert "results.append(hidden)" in hidden
+
+
+def test_the_hidden_unscale_check_fails_a_kernel_that_flags_only_inf():
+    """The graded cell's hidden unscale check holds a size with a nan and no inf: before, its sizes all held an inf
+    as well, so a kernel that flags only inf passed it and earned a third of the cell."""
+    nb = nbformat.read(LAB, as_version=4)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "lab10-scaling-check")
+    hidden = cell.source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0]
+    call = next(line for line in hidden.splitlines() if "L10.UNSCALE.check(" in line)
+    scope = {"L10": L, "problems": problems, "unscale_clip_kernel": unscale_inf_only}
+    res = eval(call.split("=", 1)[1].strip(), scope)  # noqa: S307 - the lab's own hidden check
+    assert not res.passed and res.score == 0, res
+    scope["unscale_clip_kernel"] = unscale_good
+    res = eval(call.split("=", 1)[1].strip(), scope)  # noqa: S307
+    assert res.passed and res.score == res.max_score, res
 
 
 @pytest.mark.ptx

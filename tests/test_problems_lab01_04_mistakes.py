@@ -155,6 +155,24 @@ def test_lab03_dense_relu_layout_bias_and_relu_mistakes_are_named(weight, tail, 
     assert named in _hint(problems.lab03.DENSE_RELU, kernel)
 
 
+def test_lab03_dense_relu_accumulating_in_y_is_told_to_use_a_register():
+    """Over the per-thread budget by adding into Y: the hint says to add into a local variable, not the reductions'
+    advice (a shared-memory tree, warp shuffles) it got before."""
+    kernel = _jit(
+        "def dense_relu_kernel(X, W, b, Y):\n"
+        "    j, i = cuda.grid(2)\n"
+        "    if i < Y.shape[0] and j < Y.shape[1]:\n"
+        "        Y[i, j] = b[j]\n"
+        "        for k in range(X.shape[1]):\n"
+        "            Y[i, j] += X[i, k] * W[j, k]\n"
+        "        Y[i, j] = max(Y[i, j], float32(0.0))\n",
+        "dense_relu_kernel",
+    )
+    res = problems.lab03.DENSE_RELU.check(kernel)
+    assert res.status == "over budget" and res.score == res.max_score / 2, res
+    assert "add into a local variable" in res.hint and "shared-memory tree" not in res.hint, res
+
+
 def test_lab04_block_reverse_of_the_whole_array_is_named():
     kernel = _jit(
         "def block_reverse_kernel(x, out):\n"

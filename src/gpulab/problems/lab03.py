@@ -111,6 +111,10 @@ DENSE_RELU = Problem(
         # X (a broadcast) and Y coalesced. W cannot be with x along the columns of Y: a warp's 16 lanes read W[j, k]
         # for 16 neighbouring j, a row of W apart (lesson 04's shared tiles fix that), so W has no limit here
         sectors={"X": _COALESCED, "Y": _COALESCED},
+        hint="each thread reads its row of X, its row of W and b[j] once (2 * n_in + 1 reads) and writes Y[i, j] "
+        "once: add into a local variable, `acc = b[j]`, `acc += X[i, k] * W[j, k]` in the loop, then "
+        "`Y[i, j] = max(acc, 0)` after it (`Y[i, j] += ...` reads and writes Y on every step). With "
+        "`j, i = cuda.grid(2)` (x along the columns of Y) the reads of X and the writes of Y are coalesced.",
     ),
     ptx="void(float32[:, :], float32[:, :], float32[:], float32[:, :])",  # a GPU must accept it
     points=3,

@@ -68,6 +68,30 @@ def _lesson_relu_backward(dout: np.ndarray, y: np.ndarray, alpha: np.float32) ->
     return _leaky_back(dout, y, alpha, 0.0)
 
 
+def _leaky_swapped(dout: np.ndarray, y: np.ndarray, alpha: np.float32) -> np.ndarray:
+    """A known mistake: alpha on the y > 0 side, dout passed unchanged where y <= 0."""
+    return np.where(y > 0, alpha * dout, dout).astype(np.result_type(dout, alpha))
+
+
+def _leaky_on_dout(dout: np.ndarray, y: np.ndarray, alpha: np.float32) -> np.ndarray:
+    """A known mistake: the slope picked by dout's sign, not y's (as ``max(dout, alpha * dout)`` does too, for
+    0 <= alpha <= 1: the forward's formula applied to the gradient)."""
+    return np.where(dout > 0, dout, alpha * dout).astype(np.result_type(dout, alpha))
+
+
+def _only_if_told_apart(wrong, other):  # noqa: ANN001, ANN202 - two mistakes' outputs
+    """``wrong``, raising (no verdict from it) where ``other`` gives the same output: on one element with y <= 0 and
+    dout > 0 the swapped slopes and dout's sign agree, and the hint must not name one of them by chance."""
+
+    def mistake(dout: np.ndarray, y: np.ndarray, alpha: np.float32) -> np.ndarray:
+        made = wrong(dout, y, alpha)
+        if np.array_equal(made, other(dout, y, alpha)):
+            raise ValueError("this input does not tell the two mistakes apart")
+        return made
+
+    return mistake
+
+
 def maxpool_with_arg(x: np.ndarray, k: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
     """Max-pool forward: (out, arg) where arg = a*k + b of the first maximum in each window."""
     n, c, h, w = x.shape
@@ -216,12 +240,23 @@ LEAKY_RELU_BACKWARD = Problem(
             _lesson_relu_backward
         ),
         "the slopes are swapped: the gradient passes unchanged where y > 0 (slope 1) and is multiplied by alpha "
-        "where y <= 0.": lambda dout, y, alpha: np.where(y > 0, alpha * dout, dout).astype(dout.dtype),
+        "where y <= 0.": _only_if_told_apart(_leaky_swapped, _leaky_on_dout),
+        "the slope is chosen by the sign of dout (or dx = max(dout, alpha * dout), the forward's formula applied to "
+        "the gradient): it depends on the layer's output y, whatever dout's sign: dx[i] = dout[i] where y[i] > 0, "
+        "alpha * dout[i] where y[i] <= 0.": _only_if_told_apart(_leaky_on_dout, _leaky_swapped),
+        "where y[i] <= 0 the kernel passed dout[i] unchanged: the slope there is alpha, and it is chosen by the sign "
+        "of y (the layer's output), not of dout: dx[i] = dout[i] where y[i] > 0, alpha * dout[i] where y[i] <= 0.": (
+            _leaky_swapped
+        ),
         "the gradient was multiplied by y: leaky ReLU's derivative is 1 where y > 0 and alpha elsewhere, not y.": (
             lambda dout, y, alpha: dout * y
         ),
         "dout passed unchanged where y == 0: the test is `y[i] > 0`, not `y[i] >= 0`; where x <= 0 (so y <= 0) "
         "the slope is alpha.": lambda dout, y, alpha: np.where(y >= 0, dout, alpha * dout).astype(dout.dtype),
+        "where y[i] <= 0 the kernel stored alpha * y[i], the forward's value: the backward multiplies the incoming "
+        "gradient by the slope, dx[i] = alpha * dout[i] there (y only tells which side of 0 x was on).": (
+            lambda dout, y, alpha: np.where(y > 0, dout, alpha * y).astype(dout.dtype)
+        ),
     },
     points=2,
 )

@@ -210,12 +210,17 @@ def _unscale_not_clipped(g: np.ndarray, inv: np.float32, clip: np.float32) -> np
     return out
 
 
-def _unscale_clipped_overflow(g: np.ndarray, inv: np.float32, clip: np.float32) -> np.ndarray:
-    """A known mistake: every value clipped, an inf as well (it becomes +-clip and no longer shows)."""
+def _unscale_clipped_overflow(g: np.ndarray, inv: np.float32, clip: np.float32) -> list[np.ndarray]:
+    """A known mistake: every value clipped, an inf as well (it becomes +-clip and no longer shows). A nan stays nan
+    through ``min(max(g, -clip), clip)`` but becomes clip through ``max(-clip, min(clip, g))`` and -clip through
+    ``min(clip, max(-clip, g))`` (Python's min and max, which Numba follows, keep their first argument when a
+    comparison with nan is false): the outputs the mistake can give."""
     out = (g * inv).astype(np.float32)
-    if not np.isinf(out).any():
-        raise ValueError("no inf to clip: the same as the right answer")
-    return np.clip(out, -clip, clip)
+    if np.isfinite(out).all():
+        raise ValueError("no inf or nan to clip: the same as the right answer")
+    clipped = np.clip(out, -clip, clip)  # nan kept
+    made = [np.where(np.isnan(out), v, clipped).astype(np.float32) for v in (clip, -clip)]
+    return made + [clipped] if np.isinf(out).any() else made  # nan kept and no inf: that is the right answer
 
 
 def _in_place(ins: tuple, outs: tuple) -> tuple:
@@ -238,10 +243,15 @@ UNSCALE = Problem(
     mistakes={
         "this is lesson 10's unscale, which does not clip. This lab's kernel also clips each finite gradient, "
         "once unscaled, to [-clip, clip]: `grads[i] = min(max(g, -clip), clip)`.": _unscale_not_clipped,
-        "an inf was clipped to +-clip, which hides the overflow (the step would look clean): test the unscaled "
-        "value first, and if it is inf or nan set the flag and store it as it is; clip only finite values.": (
-            _unscale_clipped_overflow
+        "an inf or nan was clipped to +-clip, which hides the overflow (the step would look clean): test the "
+        "unscaled value first, and if it is inf or nan set the flag and store it as it is; clip only finite "
+        "values.": _unscale_clipped_overflow,
+        "an inf or nan was replaced: store it as it is (the flag makes the scaler skip the step, and the value "
+        "shows the overflow to whoever looks at the gradients); clip only finite values.": (
+            lambda g, inv, clip: np.where(np.isfinite(g), _unscaled_clipped(g, inv, -clip, clip), 0).astype(np.float32)
         ),
+        "negative gradients lost their sign: clipping keeps it, `min(max(g, -clip), clip)` (not `min(abs(g), "
+        "clip)`).": lambda g, inv, clip: np.abs(_unscaled_clipped(g, inv, -clip, clip)),
         "only the upper bound was applied: clip to [-clip, clip], `min(max(g, -clip), clip)`, so that large "
         "negative gradients are limited too.": lambda g, inv, clip: _unscaled_clipped(g, inv, None, clip),
         "only the lower bound was applied: clip to [-clip, clip], `min(max(g, -clip), clip)`, so that large "
