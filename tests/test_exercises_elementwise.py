@@ -120,6 +120,23 @@ def test_output_untouched():
     assert not res.passed and "output untouched" in res.hint
 
 
+@cuda.jit
+def add_into_out(a, b, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] += a[i] + b[i]  # as if out started at 0
+
+
+def test_adding_into_an_output_is_named_not_called_untouched():
+    """nan + x is nan and the most negative float + x rounds back to it, so both fills look never written: a run
+    started at 0 tells a kernel that adds into its output from one that never writes it."""
+    res = check_add(add_into_out, sizes=[7, 100])
+    assert not res.passed and "adds into it (`out[j] += ...`)" in res.hint and "untouched" not in res.hint
+    assert "out[j] = acc" in res.hint
+    nothing = check_add(add_does_nothing, sizes=[7, 100])
+    assert "output untouched" in nothing.hint  # a kernel that never writes keeps its verdict
+
+
 def test_shifted_by_one():
     res = check_add(add_shifted, sizes=[7, 100])
     assert not res.passed and "shifted by one element" in res.hint, res

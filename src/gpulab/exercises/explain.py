@@ -100,6 +100,28 @@ def never_written(st: State, fail: Failure) -> np.ndarray | None:
     return unwritten(first, options[0]) & unwritten(again[o], options[1])
 
 
+ACCUMULATED_HINT = (
+    "{name} looks unwritten, but the kernel adds into it (`{name}[j] += ...`): an output starts with whatever its "
+    "memory held, not 0 (the check fills it with nan, then with the most negative float, and adding to either "
+    "leaves it so; started at 0 it changes). Sum in a local variable (`acc = float32(0.0)`, `acc += ...`) and write "
+    "`{name}[j] = acc` once, after the loop."
+)
+
+
+def adds_into_output(st: State, fail: Failure) -> bool:
+    """Whether the failing output, which looked unwritten in runs filled with nan and the most negative float,
+    changes when it starts at 0: the kernel reads it and adds into it (``y[j] += ...``) instead of writing it."""
+    case, o = st.cases[fail.case], fail.output
+    exp = case.expected[o]
+    if st.p.out_init is not None or not np.issubdtype(exp.dtype, np.floating) or exp.size == 1:
+        return False  # one element: the untouched hint's own (a reduction's write, "not zeroed for you")
+    try:
+        again, _ = st.runner.run(case, fail.launch, fill=0)
+    except Exception:  # noqa: BLE001 - no verdict from this run: the diagnosis stands
+        return False
+    return bool(np.any(again[o] != 0))
+
+
 def explain(st: State, fail: Failure) -> tuple[str, str, str]:
     """(status, message, hint) for a failure: diagnosis, races, square-only."""
     case = st.cases[fail.case]
@@ -115,6 +137,8 @@ def explain(st: State, fail: Failure) -> tuple[str, str, str]:
         exp, tol = case.expected[o], tol_for(case, o, st.p.atol)
         missing = never_written(st, fail)
         msg, hint, kind = diagnose_kind(fail.got[o], exp, tol, case, st.judge, st.runner.names[o], missing)
+        if kind == "_untouched" and adds_into_output(st, fail):
+            hint, kind = ACCUMULATED_HINT.format(name=st.runner.names[o]), "accumulated"
         if fail.undefined and kind != "_named_mistake":  # seen, not guessed: the kernel read an undefined value
             hint, kind = undefined_hint(fail.undefined), "undefined"
         if case.atol is not None and st.p.reduction is not None:
@@ -130,7 +154,7 @@ def explain(st: State, fail: Failure) -> tuple[str, str, str]:
             kind = kind or ("race" if raced else "")
     # a race seen in the access log explains the values; "correct on square inputs" would only be a guess then
     # (a square probe small enough for one tile never reaches the barrier that is missing)
-    if fail.status == "failed" and fail.swappable and kind not in SPECIFIC and kind != "race":
+    if fail.status == "failed" and fail.swappable and kind not in SPECIFIC and kind not in ("race", "accumulated"):
         square = square_only(st, fail)
         if square:  # after an exception, the generic index hint adds nothing to this one
             hint = square if fail.output < 0 else square + (" " + hint if hint else "")

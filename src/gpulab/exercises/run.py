@@ -191,20 +191,26 @@ class Runner:
         return grid, block
 
     def run(
-        self, case: Case, launch: Launch = Launch(), interval: float | None = None, fill_run: int = 0
+        self,
+        case: Case,
+        launch: Launch = Launch(),
+        interval: float | None = None,
+        fill_run: int = 0,
+        fill: Any = None,
     ) -> tuple[tuple[np.ndarray, ...], str]:
-        """Launch once; returns (host outputs, launch description)."""
+        """Launch once; returns (host outputs, launch description). The outputs start filled with ``fills``' value
+        for ``fill_run``, or with ``fill`` when given (the diagnosis's zero-filled run)."""
         p, xp = self.p, runtime.xp()
         # a fresh copy per run: a kernel that writes into its inputs must not change the next run's data
         dev_in = tuple(fresh_input(x) if isinstance(x, np.ndarray) else x for x in case.inputs)
         bufs, outs, used = [], [], []
         for e in case.expected:
             options = fills(e, p.out_init)
-            fill = options[fill_run % len(options)]
-            buf = xp.full(e.size + (GUARD if runtime.is_gpu() else 0), fill, dtype=e.dtype)
+            value = options[fill_run % len(options)] if fill is None else fill
+            buf = xp.full(e.size + (GUARD if runtime.is_gpu() else 0), value, dtype=e.dtype)
             bufs.append(buf)
             outs.append(buf[: e.size].reshape(e.shape))
-            used.append(fill)
+            used.append(value)
         call = tuple(p.args(dev_in, tuple(outs))) if p.args else dev_in + tuple(outs)
         if p.host is not None:
             config = None
