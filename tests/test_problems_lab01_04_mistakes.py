@@ -96,6 +96,19 @@ def test_lab02_rotation_index_mistakes_are_named(store, named):
     assert named in _hint(problems.lab02.ROTATE, kernel)
 
 
+def test_lab02_rotation_one_past_the_end_is_not_told_to_add_a_guard():
+    """Its guard is there: the launch gives one thread per element of `a`, so the index is what is wrong."""
+    kernel = _jit(
+        "def rotate_kernel(a, out):\n"
+        "    j, i = cuda.grid(2)\n"
+        "    if i < a.shape[0] and j < a.shape[1]:\n"
+        "        out[j, a.shape[0] - i] = a[i, j]\n",
+        "rotate_kernel",
+    )
+    hint = _hint(problems.lab02.ROTATE, kernel)
+    assert "a bounds guard is not the fix" in hint and "one too large" in hint and "missing bounds guard" not in hint
+
+
 @pytest.mark.parametrize(
     "loop, named",
     [

@@ -122,6 +122,19 @@ def tol_for(case: Case, o: int, atol: float) -> Any:
     return case.atol[o] if case.atol is not None else atol
 
 
+def covered_shape(st: State, case: Case) -> tuple[int, ...] | None:
+    """The shape whose elements get one thread each, when known: the output's for ``threads=`` or a launch over
+    the output (problems' ``launch_1d``/``launch_2d`` with ``arg=-1``), an input's for a launch over that input
+    (``arg=0``: lab 02's rotation and copy, launched over ``a``). None otherwise."""
+    of = getattr(st.p.launch, "one_thread_per_element_of", None)
+    if st.runner.thread_options or (of == -1 and len(case.expected) == 1):
+        return case.expected[0].shape
+    if isinstance(of, int) and 0 <= of < len(case.inputs) and st.p.args is None:
+        x = case.inputs[of]
+        return x.shape if isinstance(x, np.ndarray) else None
+    return None
+
+
 def run_case(st: State, k: int, launch: Launch, interval: float | None = None) -> Failure | None:
     """Run case ``k`` once (twice for bool outputs); None when every output is right."""
     case, runner = st.cases[k], st.runner
@@ -144,10 +157,9 @@ def run_case(st: State, k: int, launch: Launch, interval: float | None = None) -
         )
     except Exception as exc:  # noqa: BLE001 - the learner's code failed: explain, don't crash
         inside = None
-        # one thread per output element: threads=..., or a launch= that says so (problems' launch_1d/launch_2d)
-        per_output = getattr(st.p.launch, "one_thread_per_element_of", None) == -1 and len(case.expected) == 1
-        if (runner.thread_options or per_output) and isinstance(exc, IndexError):
-            inside = thread_inside(exc, case.expected[0].shape, launch.swapped)
+        covered = covered_shape(st, case)
+        if covered is not None and isinstance(exc, IndexError):
+            inside = thread_inside(exc, covered, launch.swapped)
         code = getattr(py_func(runner.kernel), "__code__", None) if st.p.host is None else None
         shuffles = code is not None and any(n.startswith("shfl_") for n in code_names(code))
         names = (st.judge.in_names, runner.names)

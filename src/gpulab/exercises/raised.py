@@ -88,7 +88,7 @@ def exception_verdict(
     mistakes: dict[str, Callable[..., Any]] | None = None,
 ) -> tuple[str, str, str]:
     """(status, message, hint) for an exception raised by the learner's code. ``inside``: the thread
-    that failed has an output element to compute (so a bounds guard would not help); ``shuffles``: the kernel
+    that failed has an element to compute (so a bounds guard would not help); ``shuffles``: the kernel
     exchanges values between lanes (``cuda.shfl_*_sync``), so a guard must not keep lanes from the shuffles.
     ``names``: (input names, output names), for a shape error's given and expected shapes; ``mistakes``: the
     exercise's named mistakes, one of which may raise the learner's error (:mod:`.shapes`)."""
@@ -133,9 +133,10 @@ def exception_verdict(
             hint = SHUFFLE_GUARD_HINT
         elif inside:
             hint = (
-                "this thread has an output element to compute, so a bounds guard is not the fix: an index runs "
-                "over the wrong dimension (e.g. B[j, k] where B[k, j] is meant, or a loop to A.shape[0] where "
-                "A.shape[1] is meant). Check each index against the shape of the array it indexes."
+                "this thread has an element to compute (the launch gives one thread to each), so a bounds guard is "
+                "not the fix: an index is one too large (`n - i` where `n - 1 - i` is meant) or runs over the wrong "
+                "dimension (e.g. B[j, k] where B[k, j] is meant, or a loop to A.shape[0] where A.shape[1] is meant). "
+                "Check each index against the shape of the array it indexes."
             )
         else:
             hint = (
