@@ -26,7 +26,7 @@ NO_BROWSER ?=
 JOBS   ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-dev lab test test-fast test-network doctor gpu-check gpu-check-prep clean help test-oldest lint
+.PHONY: setup setup-dev lab test test-fast test-network doctor gpu-check gpu-check-prep clean help test-oldest test-py313 lint
 
 help:
 	@echo "make lab        set up and open JupyterLab (NO_BROWSER=1 for servers, PORT=8888)"
@@ -35,6 +35,7 @@ help:
 	@echo "make lint       ruff + mypy (calls into CuPy's Python layer checked against the installed CuPy)"
 	@echo "make test-oldest  Colab's versions on Python 3.12 (OLDEST_PYTHON=...), installed --no-deps like Colab;"
 	@echo "                 gpu-mode CuPy/numba-cuda names checked against CuPy 13 and numba-cuda 0.22"
+	@echo "make test-py313  the simulator and harness tests on Python 3.13 (PY313=...), skipped where there is none"
 	@echo "make doctor     print versions, the mode and known fixes"
 	@echo "make gpu-check  on a CUDA machine: notebooks in gpu mode + benchmarks"
 	@echo "make gpu-check-prep  .device/: wheels and MNIST for a GPU machine without network"
@@ -108,6 +109,25 @@ test-oldest:
 	$(OLDEST_VENV)/bin/python -m pip --disable-pip-version-check install -q --no-deps .  # as Colab: no deps, not editable
 	GPULAB_DEVICE=simulator $(if $(TEST_DATA_DIR),GPULAB_DATA_DIR=$(TEST_DATA_DIR),) $(OLDEST_VENV)/bin/python -m pytest -n $(JOBS) -m "not browser and not slow and not network" \
 	  --ignore=tests/test_gpucheck.py --ignore=tests/test_nbexec.py tests $(PYTEST_ARGS)
+
+# Python 3.13, the newest gpulab supports. CPython's compiler changes from version to version, and the simulator
+# reads kernels' bytecode to run a block's threads in turn (gpulab/simulator/in_turn_source.py): on 3.13 every
+# kernel once fell back to Numba's threads, 30x slower, and nothing else saw it. The simulator, harness and
+# capstone tests in a venv of their own (measured 2026-12-03, 2 cores: install 70 s, tests 90 s). Skipped, with a
+# message, where no Python 3.13 that can make a venv is found (PY313=... names one).
+PY313  ?= $(firstword $(foreach p,$(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3) python3.13, \
+            $(shell $(p) -c "import ensurepip" 2>/dev/null && command -v $(p))))
+PY313_VENV ?= .venv-py313
+PY313_TESTS := tests/test_cooperative.py tests/test_simulator*.py tests/test_exercises_*.py tests/test_trace.py \
+               tests/test_warps_both_modes.py tests/test_capstone.py tests/test_problems.py
+test-py313:
+	@if [ -z "$(PY313)" ]; then echo "test-py313: no Python 3.13 (with venv) found: skipped"; exit 0; fi; \
+	set -e; test -x $(PY313_VENV)/bin/python || $(PY313) -m venv $(PY313_VENV); \
+	$(PY313_VENV)/bin/python -c "import sys; print('test-py313 on Python', sys.version.split()[0])"; \
+	$(PY313_VENV)/bin/python -m pip --disable-pip-version-check install -q ".[data]" "numba-cuda[cu12]" \
+	  "pytest>=8" "pytest-xdist>=3.5" "pytest-timeout>=2.2" "nbformat>=5.9" "rfc3987>=1.3"; \
+	GPULAB_DEVICE=simulator $(PY313_VENV)/bin/python -m pytest -n $(JOBS) -q -p no:cacheprovider \
+	  $(wildcard $(PY313_TESTS)) $(PYTEST_ARGS)
 
 # On a CUDA machine: .venv with the GPU extras, every notebook in gpu mode, benchmarks recorded.
 # Offline: WHEELHOUSE=/path/to/wheels (pip --no-index) and GPULAB_DATA_DIR=/path/to/data.
