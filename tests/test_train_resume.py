@@ -106,6 +106,32 @@ def test_fit_states_that_do_not_fit_are_refused_before_anything_changes(tmp_path
         assert other.fit_state.epoch == 1 and other.fit_state.optimizer is not None
 
 
+@pytest.mark.parametrize(
+    "word, value, match",
+    [
+        (4, 2, r"fit\.shuffle\[4\] \(has_uint32\) must be 0 or 1, got 2"),
+        (5, 2**40, r"fit\.shuffle\[5\] \(uinteger\) must be below 2\*\*32, got 1099511627776"),
+        (3, 2, r"fit\.shuffle\[3\] \(the increment's low 64 bits\) must be odd, got 2"),
+    ],
+)
+def test_a_hand_edited_shuffle_state_is_refused_with_what_to_do(tmp_path, word, value, match):
+    """Words no PCG64 generator has: a UsageError that names the word and what to do, not NumPy's OverflowError (or,
+    for has_uint32, a generator NumPy accepts silently), and nothing changes."""
+    model = _cnn()
+    _fit(model, 1)
+    path = nn.save(model, tmp_path / "ckpt")
+    with np.load(path) as f:
+        state = {k: f[k] for k in f.files}
+    state["fit.shuffle"][word] = value
+    np.savez(tmp_path / "edited.npz", **state)
+    other = _cnn()
+    before = other.state_dict()
+    with pytest.raises(UsageError, match=match + r".*changed after gpulab\.nn\.save wrote it.*'fit\.\*' arrays"):
+        nn.load(other, tmp_path / "edited.npz")
+    _assert_same(before, other.state_dict())
+    assert other.fit_state.epoch == 0 and other.fit_state.rng is None
+
+
 @pytest.mark.parametrize("seed", [-1, 2**63, 1.5, True])
 def test_a_seed_nn_save_cannot_keep_is_refused_before_training(seed, monkeypatch):
     """The seed goes into the checkpoint as a 64-bit integer: one that does not fit is refused before the first step,
