@@ -57,7 +57,8 @@ def _words_problem(words: np.ndarray) -> str:
 
 
 class FitState:
-    """``epoch``: epochs :func:`fit` finished with this model; ``seed`` and ``rng``: the shuffle's seed and its
+    """``epoch``: epochs :func:`fit` finished with this model (one it was interrupted in after drawing its shuffle
+    counts: the weights moved on; see :func:`gpulab.train.fit`); ``seed`` and ``rng``: the shuffle's seed and its
     generator (None before the first fit); ``optimizer``: the Adam fit made when given none (kept in memory for
     the next call, not saved: pass your own optimizer to fit and to ``nn.save`` to keep its state in a file;
     forgotten when a call trains with another optimizer or ``nn.load`` replaces the weights)."""
