@@ -195,3 +195,19 @@ def test_load_state_dict_on_the_model_makes_the_loaded_weights_the_masters():
     amp_b.step(x, y)  # amp_b made no step before: its Adam is as fresh as amp_ref's
     amp_ref.step(x, y)
     _assert_same(b.state_dict(), ref.state_dict())
+
+
+def test_a_whole_float_growth_interval_round_trips_and_others_are_refused(tmp_path):
+    """growth_interval=2000.0 is 2000: its save/load round trip holds (the settings compared on load were '2000.0'
+    against the saved '2000'); a fraction, 0, a negative, a bool or not a number is refused when the
+    MixedPrecision is built, with what to pass."""
+    a, amp_a = _amp(growth_interval=2000.0)
+    assert amp_a.growth_interval == 2000 and type(amp_a.growth_interval) is int
+    amp_a.step(*_batches(1)[0])
+    path = nn.save(a, tmp_path / "amp", optimizer=amp_a)
+    b, amp_b = _amp(growth_interval=np.float64(2000.0))
+    nn.load(b, path, optimizer=amp_b)
+    _assert_same(_state(a, amp_a), _state(b, amp_b))
+    for bad in (2000.5, 0, -3, True, float("nan"), float("inf"), 2.0**63, "2000"):
+        with pytest.raises(UsageError, match=r"growth_interval must be a whole number of steps from 1 .*got .*2000"):
+            _amp(growth_interval=bad)

@@ -154,6 +154,42 @@ def test_cli_refuses_to_replace_a_json_file_before_training(tmp_path, capsys, mo
     assert "name the same file" in capsys.readouterr().err
 
 
+def _fake_fit(*args, **kwargs) -> train.History:
+    """fit's result without training (the CLI's own steps after it are what these tests check)."""
+    return train.History([1], [2.3], [0.1], [2.3], [0.1], [0.01], [1000.0])
+
+
+def test_cli_json_is_written_whole_or_not_at_all(tmp_path, capsys, monkeypatch):
+    """An interrupt (or error) while the results are written leaves neither half a file, which the next run would
+    refuse as existing, nor a temp file; a file that appears at the path while training is kept."""
+    monkeypatch.setattr(train_cli, "fit", _fake_fit)
+    out = tmp_path / "run.json"
+    argv = ["--dataset", "digits", "--digits-size", "8", "--workers", "1", "--json", str(out)]
+    real_dump = json.dump
+
+    def interrupted_dump(obj, f, **kw):
+        f.write('{"dataset": "dig')  # half the results, then the learner presses Ctrl-C
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_cli.json, "dump", interrupted_dump)
+    with pytest.raises(KeyboardInterrupt):
+        train.main(argv)
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(train_cli.json, "dump", real_dump)
+    assert train.main(argv) == 0  # the next run is not refused
+    assert json.loads(out.read_text())["history"]["epoch"] == [1] and list(tmp_path.iterdir()) == [out]
+
+    def fit_while_another_writes(*args, **kwargs):
+        (tmp_path / "late.json").write_text("a learner's results")
+        return _fake_fit()
+
+    monkeypatch.setattr(train_cli, "fit", fit_while_another_writes)
+    assert train.main([*argv[:-1], str(tmp_path / "late.json")]) == 2
+    assert "the file appeared while training and is kept" in capsys.readouterr().err
+    assert (tmp_path / "late.json").read_text() == "a learner's results"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["late.json", "run.json"]
+
+
 def test_cli_workers_need_numpy(capsys):
     assert train.main(["--dataset", "digits", "--backend", "kernels", "--workers", "2"]) == 2
     assert "--backend numpy" in capsys.readouterr().err

@@ -4,6 +4,9 @@ through ``nn.save`` / ``nn.load``); states that do not fit are refused before an
 
 from __future__ import annotations
 
+import sys
+import threading
+
 import numpy as np
 import pytest
 
@@ -106,6 +109,32 @@ def test_fit_states_that_do_not_fit_are_refused_before_anything_changes(tmp_path
         assert other.fit_state.epoch == 1 and other.fit_state.optimizer is not None
 
 
+@pytest.mark.parametrize(
+    "word, value, match",
+    [
+        (4, 2, r"fit\.shuffle\[4\] \(has_uint32\) must be 0 or 1, got 2"),
+        (5, 2**40, r"fit\.shuffle\[5\] \(uinteger\) must be below 2\*\*32, got 1099511627776"),
+        (3, 2, r"fit\.shuffle\[3\] \(the increment's low 64 bits\) must be odd, got 2"),
+    ],
+)
+def test_a_hand_edited_shuffle_state_is_refused_with_what_to_do(tmp_path, word, value, match):
+    """Words no PCG64 generator has: a UsageError that names the word and what to do, not NumPy's OverflowError (or,
+    for has_uint32, a generator NumPy accepts silently), and nothing changes."""
+    model = _cnn()
+    _fit(model, 1)
+    path = nn.save(model, tmp_path / "ckpt")
+    with np.load(path) as f:
+        state = {k: f[k] for k in f.files}
+    state["fit.shuffle"][word] = value
+    np.savez(tmp_path / "edited.npz", **state)
+    other = _cnn()
+    before = other.state_dict()
+    with pytest.raises(UsageError, match=match + r".*changed after gpulab\.nn\.save wrote it.*'fit\.\*' arrays"):
+        nn.load(other, tmp_path / "edited.npz")
+    _assert_same(before, other.state_dict())
+    assert other.fit_state.epoch == 0 and other.fit_state.rng is None
+
+
 @pytest.mark.parametrize("seed", [-1, 2**63, 1.5, True])
 def test_a_seed_nn_save_cannot_keep_is_refused_before_training(seed, monkeypatch):
     """The seed goes into the checkpoint as a 64-bit integer: one that does not fit is refused before the first step,
@@ -127,3 +156,74 @@ def test_fits_own_adam_is_forgotten_once_another_optimizer_trained_the_model():
     assert model.fit_state.optimizer is None
     _fit(model, 1)
     assert model.fit_state.optimizer is not made and model.fit_state.optimizer.t == 3
+
+
+def _record_steps(monkeypatch, interrupt_at: int | None = None) -> list:
+    """Patch fit's step to record each batch's images; the step numbered ``interrupt_at`` (from 0) raises
+    KeyboardInterrupt before it runs (the stop button, in the middle of an epoch)."""
+    seen: list = []
+    real = nn.train_step
+
+    def step(model, loss_fn, optimizer, xb, yb, parallel=None):
+        if len(seen) == interrupt_at:
+            seen.append(None)
+            raise KeyboardInterrupt
+        seen.append(np.array(xb))
+        return real(model, loss_fn, optimizer, xb, yb, parallel)
+
+    monkeypatch.setattr(nn, "train_step", step)
+    return seen
+
+
+def test_an_interrupted_epoch_counts_as_started_and_the_next_call_shuffles_afresh(monkeypatch):
+    """40 images in batches of 16: 3 steps an epoch. Stopped at epoch 2's second batch, the model keeps epoch 2 as
+    started (its weights saw part of it), so re-running fit trains epoch 3 on the batches the uninterrupted run's
+    epoch 3 has: the generator as the interrupted epoch left it, not epoch 2's order again."""
+    seen = _record_steps(monkeypatch)
+    _fit(_cnn(), 3)
+    whole_epoch_3 = seen[6:9]
+    model = _cnn()
+    seen = _record_steps(monkeypatch, interrupt_at=4)
+    with pytest.raises(KeyboardInterrupt) as stopped:
+        _fit(model, 3)
+    assert model.fit_state.epoch == 2
+    if sys.version_info >= (3, 11):
+        assert "stopped in epoch 2 after 1 of 3 batches (epochs finished in this call: 1)" in stopped.value.__notes__[0]
+        assert "the next fit with this model trains epoch 3, with a fresh shuffle" in stopped.value.__notes__[0]
+    seen = _record_steps(monkeypatch)
+    assert _fit(model, 1).epoch == [3]
+    assert len(seen) == 3 and all(np.array_equal(a, b) for a, b in zip(seen, whole_epoch_3))
+
+
+def test_an_interrupt_before_an_epochs_shuffle_leaves_it_not_started(monkeypatch):
+    """Stopped after epoch 1, before epoch 2 drew its shuffle: nothing of epoch 2 happened, so the next call trains
+    epoch 2 and the two calls train as one uninterrupted call."""
+    whole = _cnn()
+    _fit(whole, 2)
+    model = _cnn()
+    real_train, calls = model.train, []
+
+    def train_then_stop(*mode):
+        if not mode:  # fit's model.train() at the start of each epoch (evaluate passes a mode)
+            calls.append(1)
+            if len(calls) == 2:
+                raise KeyboardInterrupt
+        return real_train(*mode)
+
+    monkeypatch.setattr(model, "train", train_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        _fit(model, 2)
+    monkeypatch.undo()
+    assert model.fit_state.epoch == 1
+    assert _fit(model, 1).epoch == [2]
+    _assert_same(whole.state_dict(), model.state_dict())
+
+
+def test_an_interrupted_data_parallel_fit_ends_its_worker_threads(monkeypatch):
+    """workers=2 runs each batch on a thread pool: stopped mid-epoch, fit shuts it down before the interrupt goes
+    on, so no idle worker threads are left behind in the kernel."""
+    before = set(threading.enumerate())
+    _record_steps(monkeypatch, interrupt_at=1)  # the first step ran on the pool's threads
+    with pytest.raises(KeyboardInterrupt):
+        _fit(_cnn(), 1, workers=2)
+    assert [t.name for t in threading.enumerate() if t not in before and t.is_alive()] == []

@@ -19,6 +19,7 @@ from . import data as _data
 from . import nn, runtime
 from .kernels._launch import ceil_div
 from .errors import GpulabError, UsageError, int_at_least, positive_float
+from .nn.io import write_atomically
 from .train_loop import History, fit, limit_threads, tune_allocator
 
 __all__ = [
@@ -284,34 +285,31 @@ def run(ns: argparse.Namespace) -> int:
     if ns.save:
         print(f"saved the model and Adam's state to {nn.save(model, ns.save, optimizer)}")
     if ns.json:
-        try:
-            f = open(ns.json, "x")  # "x": a file that appeared at that path during training is not replaced either
-        except FileExistsError:
+        results = {
+            "dataset": ds.name,
+            "backend": ns.backend,
+            "epochs": ns.epochs,
+            "batch_size": ns.batch_size,
+            "seed": ns.seed,
+            "mode": runtime.mode(),
+            "workers": workers,
+            "threads": ns.threads,
+            "channels": list(ns.channels),
+            "hidden": ns.hidden,
+            "cpu_count": os.cpu_count(),
+            "wall_seconds": wall,
+            "test_accuracy": acc,
+            "history": history.as_dict(),
+        }
+        try:  # whole or not at all (an interrupt or error leaves no half file), never over a file that appeared
+            write_atomically(ns.json, lambda f: json.dump(results, f, indent=2), text=True)
+        except FileExistsError as e:
+            if e.filename != str(Path(ns.json)):
+                raise
             raise UsageError(
                 f"--json {ns.json}: the file appeared while training and is kept; the run's results are not written "
                 "(the model is saved if --save was given). Run again with another --json path."
             ) from None
-        with f:
-            json.dump(
-                {
-                    "dataset": ds.name,
-                    "backend": ns.backend,
-                    "epochs": ns.epochs,
-                    "batch_size": ns.batch_size,
-                    "seed": ns.seed,
-                    "mode": runtime.mode(),
-                    "workers": workers,
-                    "threads": ns.threads,
-                    "channels": list(ns.channels),
-                    "hidden": ns.hidden,
-                    "cpu_count": os.cpu_count(),
-                    "wall_seconds": wall,
-                    "test_accuracy": acc,
-                    "history": history.as_dict(),
-                },
-                f,
-                indent=2,
-            )
     print(f"training time: {wall:.1f} s")
     print(f"test accuracy: {acc:.4f}")
     return 0

@@ -132,6 +132,14 @@ def fit(
     optimizer). So ``fit(epochs=1)`` twice trains as ``fit(epochs=2)`` once. ``nn.save`` / ``nn.load`` carry the data
     order and epoch count in the file; pass your own optimizer to fit and to ``nn.save(..., optimizer=opt)`` /
     ``nn.load`` to carry its state too, and a resumed run trains as the uninterrupted one.
+
+    Interrupted (the stop button in Jupyter: ``KeyboardInterrupt``) or failing in the middle of an epoch, fit raises
+    as it stops, and that epoch counts as started: its shuffle was drawn and some of its batches updated the weights
+    and the optimizer, which no call undoes. So the next call (re-running the cell) trains the next epoch number
+    with a fresh shuffle from the generator as it is, never re-using a data order on weights that saw part of it;
+    the exception carries a note (Python 3.11+) saying which epoch stopped after how many batches. An interrupt
+    before an epoch's shuffle is drawn, or after its last batch (evaluating, in ``on_epoch``), leaves it not
+    started, or done. The worker threads of ``workers > 1`` are shut down however fit ends.
     """
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
         raise UsageError(f"epochs must be a whole number >= 1, got {epochs!r}.")
@@ -211,49 +219,86 @@ def _fit(
         except ImportError:  # pragma: no cover - plain Python: no live figure
             fig = None
     parallel = nn.DataParallel(model, workers, seed=seed) if workers > 1 else None
-    n = xtr.shape[0]
-    steps = ceil_div(n, batch_size)
     first = progress_state.epoch + 1
-    for epoch in range(first, first + epochs):
-        model.train()
-        t0 = time.perf_counter()
-        total_loss = 0.0
-        correct = 0
-        bar = _progress(steps, f"epoch {epoch}/{first + epochs - 1}", progress)
+    try:  # the worker threads end however fit ends (an interrupt too)
+        for epoch in range(first, first + epochs):
+            bar = _progress(ceil_div(xtr.shape[0], batch_size), f"epoch {epoch}/{first + epochs - 1}", progress)
+            try:
+                total_loss, correct, seconds = _train_epoch(
+                    model, xtr, ytr, batch_size, optimizer, loss_fn, parallel, rng, epoch, first, bar
+                )
+            finally:
+                if bar is not None:
+                    bar.close()
+            n = xtr.shape[0]
+            history.epoch.append(epoch)
+            history.train_loss.append(total_loss / n)
+            history.train_accuracy.append(correct / n)
+            history.seconds.append(seconds)
+            history.images_per_second.append(n / seconds)
+            if evaluate_each_epoch:
+                ev = evaluate(model, xte, yte)
+                history.test_loss.append(ev["loss"])
+                history.test_accuracy.append(ev["accuracy"])
+            if fig is not None:
+                from .viz.training import update_training_curves
+
+                update_training_curves(fig, history)
+                if handle is not None:
+                    handle.update(fig)
+            if on_epoch is not None:
+                on_epoch(history)
+    finally:
         if parallel is not None:
-            parallel.train()
+            parallel.close()
+    return history
+
+
+def _train_epoch(
+    model: nn.Sequential,
+    xtr: Any,
+    ytr: Any,
+    batch_size: int,
+    optimizer: Any,
+    loss_fn: Any,
+    parallel: Any,
+    rng: np.random.Generator,
+    epoch: int,
+    first: int,
+    bar: Any,
+) -> tuple[float, int, float]:
+    """One pass over the shuffled training data: (summed loss, correct predictions, seconds). The epoch counts as
+    done with ``model.fit_state`` at its end, and as started once its shuffle is drawn: an interrupt or error after
+    that (the weights and the generator have moved on) leaves it counted, with a note on the exception saying so."""
+    model.train()
+    if parallel is not None:
+        parallel.train()
+    t0 = time.perf_counter()
+    total_loss, correct, done = 0.0, 0, 0
+    before = rng.bit_generator.state
+    try:
         for xb, yb in _data.batches(xtr, ytr, batch_size, shuffle=True, rng=rng):
             loss, logits = nn.train_step(model, loss_fn, optimizer, xb, yb, parallel)  # forward, backward, update
             total_loss += loss * xb.shape[0]
             correct += int((logits.argmax(axis=1) == yb).sum())
+            done += 1
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
         runtime.synchronize()
-        seconds = time.perf_counter() - t0
-        progress_state.epoch = epoch
-        if bar is not None:
-            bar.close()
-        history.epoch.append(epoch)
-        history.train_loss.append(total_loss / n)
-        history.train_accuracy.append(correct / n)
-        history.seconds.append(seconds)
-        history.images_per_second.append(n / seconds)
-        if evaluate_each_epoch:
-            ev = evaluate(model, xte, yte)
-            history.test_loss.append(ev["loss"])
-            history.test_accuracy.append(ev["accuracy"])
-        if fig is not None:
-            from .viz.training import update_training_curves
-
-            update_training_curves(fig, history)
-            if handle is not None:
-                handle.update(fig)
-        if on_epoch is not None:
-            on_epoch(history)
-    if parallel is not None:
-        parallel.close()
-    return history
+    except BaseException as e:
+        if rng.bit_generator.state != before:  # its shuffle was drawn: the epoch has started
+            model.fit_state.epoch = epoch
+            if hasattr(e, "add_note"):  # Python 3.11+: shown under the traceback
+                e.add_note(
+                    f"gpulab.train.fit stopped in epoch {epoch} after {done} of {ceil_div(xtr.shape[0], batch_size)} "
+                    f"batches (epochs finished in this call: {epoch - first}). The weights and the shuffle moved on, "
+                    f"so epoch {epoch} counts as started: the next fit with this model trains epoch {epoch + 1}, "
+                    "with a fresh shuffle."
+                )
+        raise
+    model.fit_state.epoch = epoch
+    return total_loss, correct, time.perf_counter() - t0
 
 
 def _progress(total: int, desc: str, enabled: bool):

@@ -65,6 +65,19 @@ class _Masters:
         self._items = [(name, move(p), move(g)) for name, p, g in self._items]
 
 
+def _whole_number_at_least_1(value: Any, name: str) -> int:
+    """``value`` as an ``int`` if it is a whole number from 1 to 2**63 - 1 (``2000.0`` is ``2000``: the state saved
+    and the one checked on load compare equal); else :class:`UsageError`."""
+    ok = not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer, np.floating))
+    if ok and math.isfinite(value) and value == int(value) and 1 <= value < 2**63:
+        return int(value)
+    raise UsageError(
+        f"MixedPrecision: {name} must be a whole number of steps from 1 to 2**63 - 1 (the loss scale doubles after "
+        f"that many steps without overflow; nn.save keeps it as a 64-bit integer), got {value!r}. Pass e.g. "
+        f"{name}=2000."
+    )
+
+
 class MixedPrecision:
     """Train ``model`` in FP16 with FP32 master weights: ``loss = amp.step(x, y)`` does one update.
 
@@ -77,9 +90,10 @@ class MixedPrecision:
         make_optimizer: Any,
         *,
         init_scale: float = 2.0**15,
-        growth_interval: int = 2000,
+        growth_interval: int | float = 2000,
         dtype: Any = np.float16,
     ) -> None:
+        growth_interval = _whole_number_at_least_1(growth_interval, "growth_interval")
         if model.backend == "kernels":
             raise ValueError(
                 "mixed precision works with the numpy and cupy backends; the lab's kernels are float32-only."

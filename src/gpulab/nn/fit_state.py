@@ -43,8 +43,22 @@ def _generator(words: np.ndarray) -> np.random.Generator:
     return np.random.Generator(bg)
 
 
+def _words_problem(words: np.ndarray) -> str:
+    """What makes :func:`_words` output impossible ('' if nothing): has_uint32 is 0 or 1, uinteger a 32-bit number,
+    and the increment odd (PCG64 makes it ``2 * stream + 1``)."""
+    inc_low, has_uint32, uinteger = (int(w) for w in words[3:])
+    if has_uint32 not in (0, 1):
+        return f"fit.shuffle[4] (has_uint32) must be 0 or 1, got {has_uint32}"
+    if uinteger >= 1 << 32:
+        return f"fit.shuffle[5] (uinteger) must be below 2**32, got {uinteger}"
+    if inc_low % 2 == 0:
+        return f"fit.shuffle[3] (the increment's low 64 bits) must be odd, got {inc_low}"
+    return ""
+
+
 class FitState:
-    """``epoch``: epochs :func:`fit` finished with this model; ``seed`` and ``rng``: the shuffle's seed and its
+    """``epoch``: epochs :func:`fit` finished with this model (one it was interrupted in after drawing its shuffle
+    counts: the weights moved on; see :func:`gpulab.train.fit`); ``seed`` and ``rng``: the shuffle's seed and its
     generator (None before the first fit); ``optimizer``: the Adam fit made when given none (kept in memory for
     the next call, not saved: pass your own optimizer to fit and to ``nn.save`` to keep its state in a file;
     forgotten when a call trains with another optimizer or ``nn.load`` replaces the weights)."""
@@ -91,6 +105,13 @@ class FitState:
             raise UsageError(
                 f"fit state 'shuffle': expected a PCG64 generator state as 6 uint64 words, got {words.dtype.name} of "
                 f"shape {words.shape}. Load a file written by gpulab.nn.save."
+            )
+        problem = _words_problem(words)
+        if problem:
+            raise UsageError(
+                f"fit state 'shuffle': {problem}; no PCG64 generator has that state, so the file was changed after "
+                "gpulab.nn.save wrote it. Load a file as nn.save wrote it, or save one again from the model (or "
+                "delete its 'fit.*' arrays to start fit's shuffle afresh from the seed)."
             )
         checked["rng"] = _generator(words)
         return checked

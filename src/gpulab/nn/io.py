@@ -5,21 +5,23 @@ file (no pickle): a checkpoint that training continues from exactly as without t
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import shutil
 import stat
 import warnings
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
 from ..errors import UsageError
 from .fit_state import FIT_PREFIX, FitState
 
-__all__ = ["FIT_PREFIX", "OPTIMIZER_PREFIX", "checkpoint_path", "load", "save"]
+__all__ = ["FIT_PREFIX", "OPTIMIZER_PREFIX", "checkpoint_path", "load", "save", "write_atomically"]
 
 # An optimizer's key in a checkpoint: "optimizer.<its state_dict key>" (a model's keys start with a layer index or
 # "buffers.", a fit state's with "fit.", so none can collide).
@@ -71,7 +73,8 @@ def _check_target(path: Path) -> None:
 
 def _publish(tmp: Path, path: Path, overwrite: bool) -> None:
     """Give the whole file ``tmp`` the name ``path``: replacing a file there only with ``overwrite``, else in one
-    step that fails if ``path`` exists (a hard link), so no file that appears after the first check is replaced."""
+    step that fails if ``path`` exists (a hard link; :class:`FileExistsError` naming ``path``), so no file that
+    appears after the first check is replaced."""
     if overwrite:
         try:  # the replaced file's permission bits, as np.savez writing over it would keep them
             os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
@@ -82,21 +85,40 @@ def _publish(tmp: Path, path: Path, overwrite: bool) -> None:
     try:
         os.link(tmp, path)
     except FileExistsError:
-        raise _exists_error(path) from None
+        raise FileExistsError(errno.EEXIST, "a file exists at this path", str(path)) from None
     except OSError:  # no hard links here (FAT, some network file systems): create the name exclusively, copy in
-        try:
-            with open(path, "xb") as dst, open(tmp, "rb") as src:
-                try:
-                    shutil.copyfileobj(src, dst)
-                    dst.flush()
-                    os.fsync(dst.fileno())
-                except BaseException:
-                    dst.close()
-                    path.unlink(missing_ok=True)  # the file this call created: never leave half of it
-                    raise
-        except FileExistsError:
-            raise _exists_error(path) from None
+        with open(path, "xb") as dst, open(tmp, "rb") as src:  # "x": FileExistsError naming path
+            try:
+                shutil.copyfileobj(src, dst)
+                dst.flush()
+                os.fsync(dst.fileno())
+            except BaseException:
+                dst.close()
+                path.unlink(missing_ok=True)  # the file this call created: never leave half of it
+                raise
     tmp.unlink()
+
+
+def write_atomically(
+    path: str | os.PathLike, write: Callable[[IO[Any]], object], *, overwrite: bool = False, text: bool = False
+) -> Path:
+    """Let ``write(f)`` fill a temp file of its own in ``path``'s folder (binary, or UTF-8 text with ``text``), put it
+    on disk, then publish it under ``path`` whole: ``path`` is the old file (or none) or the whole new one, and the
+    temp file is removed on any error, an interrupt (``KeyboardInterrupt``) too. An existing file is replaced only
+    with ``overwrite`` (keeping its permission bits); without it a file at ``path``, even one that appeared while
+    ``write`` ran, is kept and :class:`FileExistsError` (naming ``path``) is raised. Returns ``path``."""
+    path = Path(path)
+    tmp = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")  # a name no other write uses
+    try:
+        with open(tmp, "x", encoding="utf-8") if text else open(tmp, "xb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())  # on disk before it gets the user's name: a crash leaves no empty file there
+        _publish(tmp, path, overwrite)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
 
 
 def save(model: Any, path: str | os.PathLike, optimizer: Any = None, *, overwrite: bool = False) -> Path:
@@ -118,16 +140,12 @@ def save(model: Any, path: str | os.PathLike, optimizer: Any = None, *, overwrit
     if optimizer is not None:
         _check_optimizer(model, optimizer, "nn.save")
         state.update({OPTIMIZER_PREFIX + k: v for k, v in optimizer.state_dict().items()})
-    tmp = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")  # a name no other save uses
-    try:
-        with open(tmp, "xb") as f:  # a file object: np.savez adds no ".npz" to the temp name
-            np.savez(f, **state)
-            f.flush()
-            os.fsync(f.fileno())  # on disk before it gets the user's name: a crash leaves no empty file there
-        _publish(tmp, path, overwrite)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    try:  # a file object: np.savez adds no ".npz" to the temp name
+        write_atomically(path, lambda f: np.savez(f, **state), overwrite=overwrite)
+    except FileExistsError as e:
+        if e.filename != str(path):  # not the user's file (the temp file's name was taken): as it is
+            raise
+        raise _exists_error(path) from None  # a file that appeared at path while saving: kept
     return path
 
 

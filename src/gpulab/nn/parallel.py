@@ -115,4 +115,5 @@ class DataParallel:
             r.train(mode)
 
     def close(self) -> None:
-        self.pool.shutdown()
+        """End the worker threads: shares not started are cancelled, running ones finish first."""
+        self.pool.shutdown(wait=True, cancel_futures=True)
