@@ -172,7 +172,19 @@ def test_doctor_prints_mode_line():
     assert "mode: simulator" in r.stdout.splitlines()
     assert "numba.cuda comes from: numba-cuda package" in r.stdout
     assert "known fixes:" in r.stdout
+    assert "simulator blocks: a block's threads run in turn" in r.stdout  # the fast path works on this Python
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_doctor_says_when_this_python_keeps_blocks_on_numbas_threads(monkeypatch):
+    """On a Python whose bytecode the in-turn reading does not follow (3.13 did not, until gpulab left PUSH_NULL out)
+    every kernel with a barrier runs on Numba's threads, about 30x slower: doctor says so and what to do."""
+    from gpulab import doctor
+    from gpulab.simulator import in_turn
+
+    monkeypatch.setattr(in_turn, "plan", lambda fn: None)
+    line = doctor._in_turn_line()
+    assert line.startswith("simulator blocks: NOT in turn on Python") and "30x slower" in line and "3.10-3.13" in line
 
 
 def test_from_numba_import_cuda_is_numba_cuda_package():

@@ -119,6 +119,27 @@ def _mode_lines() -> tuple[str | None, list[str]]:
         ]
 
 
+def _in_turn_line() -> str:
+    """Whether this Python lets the simulator run a block's threads in turn (gpulab reads kernels' bytecode, which
+    CPython changes between versions): when it cannot, kernels with a barrier run on Numba's Python threads."""
+    try:
+        from .kernels.cooperative import _reverse_in_block_kernel
+        from .simulator.in_turn import plan
+
+        found = plan(_reverse_in_block_kernel.py_func)
+    except Exception as exc:  # noqa: BLE001 - printed for the learner
+        found, why = None, f"{type(exc).__name__}: {exc}"
+    else:
+        why = "a kernel with cuda.syncthreads() could not be read as a generator"
+    if found is not None and found[1]:
+        return "simulator blocks: a block's threads run in turn, barrier by barrier (the fast path)"
+    return (
+        f"simulator blocks: NOT in turn on Python {platform.python_version()} ({why}): kernels with a barrier run "
+        "on Numba's Python threads, about 30x slower, so lessons may pass their time limits. Use Python 3.10-3.13, "
+        "or report it with this line"
+    )
+
+
 def report() -> tuple[list[str], bool]:
     """The doctor's report as lines, and whether everything needed works."""
     mode, lines = _mode_lines()
@@ -142,6 +163,7 @@ def report() -> tuple[list[str], bool]:
     if mode == "gpu":
         lines += _gpu_lines()
     elif mode == "simulator":
+        lines.append(_in_turn_line())
         lines += [
             "simulator can: run every kernel (threads, blocks, shared memory, syncthreads, atomics) on the CPU,",
             "  check results, and catch out-of-bounds indexing with a message naming the thread",
