@@ -52,3 +52,16 @@ def test_an_existing_venv_is_kept(tmp_path):
     venv = tmp_path / "venv"
     _fake(venv / "bin", "python", "exit 0")  # made earlier, with another Python
     assert _venv_command(tmp_path, venv) == []
+
+
+def test_test_py313_skips_with_a_message_where_there_is_no_python_3_13(tmp_path):
+    """CI calls it on every machine: without a Python 3.13 it says so and succeeds, making no venv."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home")}  # no ~/.pyenv; python3.13 not on this PATH
+    if shutil.which("python3.13", path=env["PATH"]):
+        pytest.skip("this machine has a python3.13 in /usr/bin")
+    venv = tmp_path / "py313"
+    r = subprocess.run(
+        ["make", "-s", "-C", str(REPO), "test-py313", f"PY313_VENV={venv}"], env=env, capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "test-py313: no Python 3.13 (with venv) found: skipped" in r.stdout and not venv.exists()
