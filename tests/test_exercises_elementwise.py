@@ -293,3 +293,22 @@ def test_two_owners_of_one_element_are_told_about_the_index_not_atomics():
         out_init=0,
     )
     assert not lost.passed and "cuda.atomic.add" in lost.hint, lost
+
+
+@cuda.jit
+def add_into_out_2d(a, b, out):
+    j, i = cuda.grid(2)
+    if j < out.shape[0] and i < out.shape[1]:
+        out[j, i] += a[j, i] + b[j, i]
+
+
+def test_adding_into_a_2d_output_names_both_indices():
+    """A matrix output (matmul's C[j, i] += ...) is written with two indices: the hint says `out[j, i] = acc`."""
+    res = check_kernel(
+        add_into_out_2d,
+        spec=lambda a, b: a + b,
+        inputs=lambda shape, rng: random_arrays(rng, shape, shape),
+        sizes=[(5, 7), (20, 33)],
+        threads=[(16, 8)],
+    )
+    assert not res.passed and "adds into it (`out[j, i] += ...`)" in res.hint and "out[j, i] = acc" in res.hint

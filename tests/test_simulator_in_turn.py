@@ -513,3 +513,27 @@ def test_the_source_check_sees_a_method_call_on_an_imported_module_as_the_same_c
     with_imports = k_code("import math\nfrom numba import cuda\n" + body)
     alone = k_code("\n\n" + body)  # the same lines, the imports not in sight
     assert _shape(with_imports) == _shape(alone)
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("y[0] = (a or b) and c", "y[0] = a or (b and c)"),  # the same instructions, jumps landing elsewhere
+        ("y[0] = x[0] // 2", "y[0] = x[0] // 2.0"),  # 2 == 2.0
+        ("y[0] = -0.0", "y[0] = 0.0"),  # -0.0 == 0.0
+        ("y[0] = x[(0, 1)]", "y[0] = x[(False, True)]"),
+    ],
+)
+def test_the_source_check_tells_apart_codes_that_differ_in_a_jump_target_or_a_constant_type(before, after):
+    """The check refuses a kernel whose file changed: ``_shape`` must tell these apart (it left jump targets out
+    and compared constants with ==, so the edited source would have run in place of the kernel's code)."""
+    import types
+
+    from gpulab.simulator.in_turn_source import _shape
+
+    def k_code(line: str) -> types.CodeType:
+        module = compile(f"def k(a, b, c, x, y):\n    {line}\n", "<kernels>", "exec")
+        return next(c for c in module.co_consts if isinstance(c, types.CodeType))
+
+    assert _shape(k_code(before)) != _shape(k_code(after))
+    assert _shape(k_code(before)) == _shape(k_code(before))

@@ -101,10 +101,10 @@ def never_written(st: State, fail: Failure) -> np.ndarray | None:
 
 
 ACCUMULATED_HINT = (
-    "{name} looks unwritten, but the kernel adds into it (`{name}[j] += ...`): an output starts with whatever its "
-    "memory held, not 0 (the check fills it with nan, then with the most negative float, and adding to either "
+    "{name} looks unwritten, but the kernel adds into it (`{name}[{index}] += ...`): an output starts with whatever "
+    "its memory held, not 0 (the check fills it with nan, then with the most negative float, and adding to either "
     "leaves it so; started at 0 it changes). Sum in a local variable (`acc = float32(0.0)`, `acc += ...`) and write "
-    "`{name}[j] = acc` once, after the loop."
+    "`{name}[{index}] = acc` once, after the loop."
 )
 
 
@@ -138,7 +138,8 @@ def explain(st: State, fail: Failure) -> tuple[str, str, str]:
         missing = never_written(st, fail)
         msg, hint, kind = diagnose_kind(fail.got[o], exp, tol, case, st.judge, st.runner.names[o], missing)
         if kind == "_untouched" and adds_into_output(st, fail):
-            hint, kind = ACCUMULATED_HINT.format(name=st.runner.names[o]), "accumulated"
+            index = "j, i" if exp.ndim == 2 else "j"  # x is the last axis: `j, i = cuda.grid(2)`
+            hint, kind = ACCUMULATED_HINT.format(name=st.runner.names[o], index=index), "accumulated"
         if fail.undefined and kind != "_named_mistake":  # seen, not guessed: the kernel read an undefined value
             hint, kind = undefined_hint(fail.undefined), "undefined"
         if case.atol is not None and st.p.reduction is not None:

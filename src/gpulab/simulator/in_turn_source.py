@@ -21,6 +21,7 @@ used otherwise than as a plain call (assigned, passed, called with keywords or `
 from __future__ import annotations
 
 import ast
+import bisect
 import dis
 import inspect
 import textwrap
@@ -102,21 +103,33 @@ class _Yield(ast.NodeTransformer):
         return ast.copy_location(ast.Yield(op), node)
 
 
+def _constant(value: Any) -> Any:
+    """A constant with its type, so that ``1``, ``1.0`` and ``True`` (or ``0.0`` and ``-0.0``) differ."""
+    if isinstance(value, (tuple, frozenset)):
+        items = [_constant(v) for v in value]
+        return type(value).__name__, items if isinstance(value, tuple) else sorted(map(repr, items))
+    return type(value).__name__, repr(value) if isinstance(value, (float, complex)) else value
+
+
 def _shape(code: types.CodeType) -> tuple[list, list]:
     """``code``'s instructions and arguments, and its lines, the same for the same source whichever way it was
-    compiled (a method call on a global compiles as LOAD_METHOD or LOAD_ATTR; jump offsets move with it). Python
-    3.13 compiles ``cuda.grid(1)`` on a module the file imports as an attribute load and a PUSH_NULL, but on a name
-    it cannot see imported (the function's source compiled alone) as a method load: PUSH_NULL is left out."""
+    compiled (a method call on a global compiles as LOAD_METHOD or LOAD_ATTR). Python 3.13 compiles
+    ``cuda.grid(1)`` on a module the file imports as an attribute load and a PUSH_NULL, but on a name it cannot see
+    imported (the function's source compiled alone) as a method load: PUSH_NULL is left out, and EXTENDED_ARG (its
+    value is in the next instruction's). A jump's target is the index of the instruction it lands on among those
+    kept, so that ``(a or b) and c`` and ``a or (b and c)`` differ though their offsets move with a PUSH_NULL."""
     jumps = set(dis.hasjrel) | set(dis.hasjabs)
+    kept = [ins for ins in dis.get_instructions(code) if ins.opname not in ("PUSH_NULL", "EXTENDED_ARG")]
+    offsets = [ins.offset for ins in kept]
     out: list = []
-    for ins in dis.get_instructions(code):
-        if ins.opname == "PUSH_NULL":
-            continue
+    for ins in kept:
         arg = ins.argval
         if isinstance(arg, types.CodeType):
             arg = _shape(arg)
         elif ins.opcode in jumps:
-            arg = None
+            arg = bisect.bisect_left(offsets, arg)  # a target left out lands on the next instruction kept
+        else:
+            arg = _constant(arg)
         out.append(("LOAD_ATTR" if ins.opname == "LOAD_METHOD" else ins.opname, arg))
     lines: list = []
     for _, _, line in code.co_lines():
