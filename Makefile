@@ -122,6 +122,7 @@ PY313_TESTS := tests/test_cooperative.py tests/test_simulator*.py tests/test_exe
                tests/test_warps_both_modes.py tests/test_capstone.py tests/test_problems.py
 test-py313:
 	@if [ -z "$(PY313)" ]; then echo "test-py313: no Python 3.13 (with venv) found: skipped"; exit 0; fi; \
+	if [ -z "$(wildcard $(PY313_TESTS))" ]; then echo "test-py313: none of PY313_TESTS exists: fix the list"; exit 2; fi; \
 	set -e; test -x $(PY313_VENV)/bin/python || $(PY313) -m venv $(PY313_VENV); \
 	$(PY313_VENV)/bin/python -c "import sys; print('test-py313 on Python', sys.version.split()[0])"; \
 	$(PY313_VENV)/bin/python -m pip --disable-pip-version-check install -q ".[data]" "numba-cuda[cu12]" \

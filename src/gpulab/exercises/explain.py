@@ -102,8 +102,8 @@ def never_written(st: State, fail: Failure) -> np.ndarray | None:
 
 ACCUMULATED_HINT = (
     "{name} looks unwritten, but the kernel adds into it (`{name}[{index}] += ...`): an output starts with whatever "
-    "its memory held, not 0 (the check fills it with nan, then with the most negative float, and adding to either "
-    "leaves it so; started at 0 it changes). Sum in a local variable (`acc = float32(0.0)`, `acc += ...`) and write "
+    "its memory held, not 0 (the check fills it with values a sum cannot move, nan or the float limits, and "
+    "they stayed; started at 0 it changes). Sum in a local variable (`acc = float32(0.0)`, `acc += ...`) and write "
     "`{name}[{index}] = acc` once, after the loop."
 )
 
