@@ -9,8 +9,10 @@
 # install there gets. Else python3. PYTHON=python3.11 (or any) overrides; an existing .venv is kept as it is.
 # A 3.12 counts only if it can make a venv: Debian/Ubuntu ship ensurepip apart (python3.12-venv), and a pyenv shim
 # without 3.12 installed fails.
-PY312  := $(firstword $(foreach p,$(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3) python3.12, \
-            $(shell $(p) -c "import ensurepip" 2>/dev/null && command -v $(p))))
+# $(call find_python,3.12): the first Python 3.12 (pyenv's, then python3.12 on PATH) that can make a venv, or nothing.
+find_python = $(firstword $(foreach p,$(wildcard $(HOME)/.pyenv/versions/$(1)*/bin/python3) python$(1), \
+                $(shell $(p) -c "import ensurepip" 2>/dev/null && command -v $(p))))
+PY312  := $(call find_python,3.12)
 PYTHON ?= $(or $(PY312),python3)
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -115,8 +117,7 @@ test-oldest:
 # kernel once fell back to Numba's threads, 30x slower, and nothing else saw it. The simulator, harness and
 # capstone tests in a venv of their own (measured 2026-12-03, 2 cores: install 70 s, tests 90 s). Skipped, with a
 # message, where no Python 3.13 that can make a venv is found (PY313=... names one).
-PY313  ?= $(firstword $(foreach p,$(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3) python3.13, \
-            $(shell $(p) -c "import ensurepip" 2>/dev/null && command -v $(p))))
+PY313  ?= $(call find_python,3.13)
 PY313_VENV ?= .venv-py313
 PY313_TESTS := tests/test_cooperative.py tests/test_simulator*.py tests/test_exercises_*.py tests/test_trace.py \
                tests/test_warps_both_modes.py tests/test_capstone.py tests/test_problems.py
