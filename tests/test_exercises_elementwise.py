@@ -44,6 +44,14 @@ def add_no_guard(a, b, out):
 
 
 @cuda.jit
+def add_no_guard_line_per_read(a, b, out):
+    i = cuda.grid(1)
+    s = a[i]
+    s += b[i]
+    out[i] = s
+
+
+@cuda.jit
 def add_off_by_one(a, b, out):
     i = cuda.grid(1)
     if i < out.shape[0] - 1:
@@ -102,6 +110,14 @@ def test_missing_bounds_guard_names_thread_block_and_fix():
     assert "size=0" in res.message and "launch: add_no_guard[(1,), (128,)]" in res.message
     later = check_add(add_no_guard, sizes=[128, 7])  # 128 fits 128 threads; 7 with the second block size fails
     assert "launch: add_no_guard[(1,), (32,)]" in later.message
+    assert "`if i < out.shape[0]:`" in res.hint  # the line indexes three arrays: the usual example
+
+
+@pytest.mark.skipif(gpulab.is_gpu(), reason="the line comes from the simulator's IndexError")
+def test_bounds_guard_hint_names_the_array_the_failing_line_indexes():
+    res = check_add(add_no_guard_line_per_read)
+    assert "at line" in res.message and "`s = a[i]`" in res.message
+    assert "guard with `if i < a.shape[0]:` on the array that line indexes" in res.hint
 
 
 def test_off_by_one_guard():

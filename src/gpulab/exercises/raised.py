@@ -141,7 +141,7 @@ def exception_verdict(
         else:
             hint = (
                 "missing bounds guard? The grid has more threads than elements when n is not a multiple "
-                "of the block size; guard with `if i < out.shape[0]:` (and `j < out.shape[1]` in 2-D), "
+                f"of the block size; guard with {_guard_example(line, text)}, "
                 "and check that i/j index the right dimensions."
             )
         return "failed", msg, hint
@@ -320,3 +320,17 @@ def largest_input(case: Case) -> float:
         ),
         default=0.0,
     )
+
+
+def _guard_example(line: tuple[int, str] | None, text: str) -> str:
+    """The guard to suggest for an index past the end: on the array the failing line indexes when it indexes one
+    (``grads[i] * s`` -> ``if i < grads.shape[0]:``), on ``out`` otherwise."""
+    source = (line[1] or "") if line else ""
+    names = {m.group(1) for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\[", source)}
+    names -= {"cuda", "shared", "local"}
+    axis = re.search(r"for axis (\d+) with size", text)
+    if len(names) == 1 and axis and axis.group(1) in ("0", "1"):
+        name = names.pop()
+        index = "i" if axis.group(1) == "0" else "j"
+        return f"`if {index} < {name}.shape[{axis.group(1)}]:` on the array that line indexes"
+    return "`if i < out.shape[0]:` (and `j < out.shape[1]` in 2-D)"
