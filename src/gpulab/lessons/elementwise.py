@@ -195,6 +195,49 @@ def _bind(declared: list[tuple[str, str]], values: list[Any], types: dict[str, n
     return env
 
 
+def _is_array(value: Any) -> bool:
+    """Whether CuPy takes ``value`` as an array argument (its dtype must match), not a scalar (converted)."""
+    return hasattr(value, "dtype") and hasattr(value, "shape") and not np.isscalar(value)
+
+
+def check_array_types(
+    ins: list[tuple[str, str]], in_args: list[Any], outs: list[tuple[str, str]], out_args: list[Any]
+) -> None:
+    """Refuse, as CuPy does, an array argument whose dtype is not its parameter's declared type, and two arrays of
+    different dtypes for one placeholder (``T``). CuPy converts Python and NumPy scalars to the declared type but
+    never an array: its ``_decide_params_type_core`` raises ``TypeError('Type is mismatched. ...')``, outputs first
+    and then inputs. The model checks the same in simulator mode, where it could convert silently."""
+    bound: dict[str, tuple[str, np.dtype]] = {}
+    for (ctype, name), value in [*zip(outs, out_args), *zip(ins, in_args)]:
+        if not _is_array(value):
+            continue
+        got = np.dtype(value.dtype)
+        if len(ctype) > 1:
+            want = np.dtype(ctype)
+            if got != want:
+                fix = (
+                    f"Allocate the output with dtype {want.name!r}"
+                    if (ctype, name) in outs
+                    else f"Convert the array first (`{name}.astype({want.name!r})`, a copy)"
+                )
+                article = "an" if got.name[0] in "aeiou" else "a"
+                raise TypeError(
+                    f"Type is mismatched. {name} {got} {want} (CuPy's words): the argument for `{ctype} {name}` is "
+                    f"{article} {got} array. CuPy converts scalars to a parameter's declared type but refuses an array "
+                    f"of another dtype, on a GPU as here. {fix}, or declare the parameter with a type placeholder "
+                    f"(`T {name}`) to take any dtype."
+                )
+        elif ctype in bound and bound[ctype][1] != got:
+            first, dtype = bound[ctype]
+            raise TypeError(
+                f"Type is mismatched. {name} {got} {dtype} {ctype} (CuPy's words): `{ctype} {first}` and `{ctype} "
+                f"{name}` share the placeholder {ctype}, so their arrays must have one dtype, but {first} is {dtype} "
+                f"and {name} is {got}. Convert one of them (`.astype(...)`), or give the second its own placeholder."
+            )
+        else:
+            bound.setdefault(ctype, (name, got))
+
+
 def _check_name(spec: dict[str, str], default: str) -> str:
     name = str(spec.get("name", default))
     if not re.fullmatch(r"[A-Za-z_]\w*", name):
@@ -240,8 +283,9 @@ def _elementwise_model(spec: dict[str, str], ins: list, outs: list, args: tuple)
                 f"not compile. Declare {m.group(1)!r} in out_params to write it (and pass the array as an output)."
             )
     types: dict[str, np.dtype] = {}
-    env = _bind(ins, list(args[: len(ins)]), types)
     given = list(args[len(ins) :])
+    check_array_types(ins, list(args[: len(ins)]), outs if given else [], given)
+    env = _bind(ins, list(args[: len(ins)]), types)
     if given:
         env.update(_bind(outs, given, types))
     for line in code.splitlines():  # statement by statement: an output is stored in its type after each one
@@ -310,6 +354,7 @@ def run_reduction(spec: dict[str, str], *args: Any) -> Any:
 
 def _reduction_model(spec: dict[str, str], ins: list, outs: list, args: tuple) -> Any:
     types: dict[str, np.dtype] = {}
+    check_array_types(ins, list(args), [], [])
     env = _bind(ins, list(args), types)
     out_type, out = outs[0]
     reduce_type = spec.get("reduce_type")

@@ -1,0 +1,59 @@
+"""gpulab's simulator model of CuPy's ElementwiseKernel and ReductionKernel refuses what CuPy refuses.
+
+CuPy 14 (``cupy/_core/_kernel.pyx``, ``_decide_params_type_core``) converts Python and NumPy scalars to a
+parameter's declared type but raises ``TypeError('Type is mismatched. ...')`` for an array of another dtype, for an
+output of another dtype and for two arrays of different dtypes bound to one placeholder. The model once converted
+them, so a spec given ``cupy.arange(n)`` (float64 or int64) passed in simulator mode and failed on a GPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpulab
+from gpulab.lessons.elementwise import run_elementwise, run_reduction
+
+pytestmark = pytest.mark.skipif(gpulab.is_gpu(), reason="the model runs in simulator mode (CuPy itself on a GPU)")
+
+DOUBLE = dict(in_params="float32 x", out_params="float32 y", operation="y = 2 * x")
+
+
+def test_arrays_of_the_declared_type_and_scalars_of_any_type_run():
+    x = np.arange(3, dtype=np.float32)
+    assert run_elementwise(DOUBLE, x).tolist() == [0.0, 2.0, 4.0]
+    axpy = dict(in_params="float32 a, float32 x", out_params="float32 y", operation="y = a * x")
+    assert run_elementwise(axpy, 2.0, x).dtype == np.float32  # a Python float for float32 a: converted
+    assert run_elementwise(axpy, np.float64(2.0), x).tolist() == [0.0, 2.0, 4.0]  # a NumPy scalar: converted
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64])
+def test_an_array_of_another_dtype_is_refused_with_what_to_do(dtype):
+    with pytest.raises(TypeError) as err:
+        run_elementwise(DOUBLE, np.arange(3).astype(dtype))
+    text = str(err.value)
+    assert text.startswith(f"Type is mismatched. x {np.dtype(dtype)} float32")
+    assert "x.astype('float32')" in text and "`T x`" in text
+
+
+def test_an_output_of_another_dtype_is_refused():
+    with pytest.raises(TypeError, match=r"Type is mismatched\. y float64 float32.*Allocate the output"):
+        run_elementwise(DOUBLE, np.ones(2, np.float32), np.zeros(2))
+
+
+def test_one_placeholder_takes_one_dtype():
+    add = dict(in_params="T x, T z", out_params="T y", operation="y = x + z")
+    assert run_elementwise(add, np.ones(2), np.ones(2)).dtype == np.float64  # T = float64 throughout
+    assert run_elementwise(add, np.ones(2, np.float32), 2.0).dtype == np.float32  # a scalar binds nothing
+    with pytest.raises(TypeError, match=r"Type is mismatched\. z float64 float32 T.*share the placeholder T"):
+        run_elementwise(add, np.ones(2, np.float32), np.ones(2))
+
+
+def test_a_reduction_refuses_an_array_of_another_dtype():
+    spec = dict(
+        in_params="float32 x", out_params="float32 y", map_expr="x * x", reduce_expr="a + b", post_map_expr="y = a",
+        identity="0",
+    )  # fmt: skip
+    assert float(run_reduction(spec, np.ones(5, np.float32))) == 5.0
+    with pytest.raises(TypeError, match=r"Type is mismatched\. x float64 float32"):
+        run_reduction(spec, np.ones(5))
