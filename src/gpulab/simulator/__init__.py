@@ -40,7 +40,10 @@ installed once by :func:`harden` (called at import in simulator mode, and by :fu
 13. ``numba.vectorize([...], target="cuda")`` and ``guvectorize`` work, through numba-cuda's own dispatch
     (:mod:`gpulab.simulator.ufuncs`);
 14. launching a device function, launching a kernel inside a kernel and calling a device function from the host
-    are refused with numba-cuda's error on a GPU and what to do (:mod:`gpulab.simulator.device_calls`).
+    are refused with numba-cuda's error on a GPU and what to do (:mod:`gpulab.simulator.device_calls`);
+15. on the host, a device array (``cuda.to_device``'s) has numba-cuda's attributes only: ``d.sum()``, ``d.copy()``,
+    ``d * 2`` are refused as on a GPU with what to do, and ``==`` compares identities
+    (:mod:`gpulab.simulator.host_arrays`).
 
 Nothing is recorded unless an :class:`Instruments` is active (``with instrument(...) as ins:``): it
 collects shared-memory sizes per block, every access to shared arrays, each thread's final
@@ -67,7 +70,7 @@ from .blocks import THREAD_DONE, run_block
 from .memory import DYNAMIC, Dim
 from .memory import LOCK as _LOCK
 from .memory import dynamic_shared_array, fast_arrays, filler, filler_hint, shared_array, uninitialised
-from . import device_calls, limits, recordings, streams, ufuncs, warps, xoroshiro
+from . import device_calls, host_arrays, limits, recordings, streams, ufuncs, warps, xoroshiro
 from .swap import install as install_swap
 from .watched import Access, Watched, flat_indices, watch
 
@@ -192,6 +195,7 @@ def harden() -> None:
     streams.install()  # copies, launches and synchronizes with their stream
     ufuncs.install()  # vectorize(target="cuda") and guvectorize run numba-cuda's own dispatch
     device_calls.install()  # dev[1, 32](...), kernel[...] in a kernel, dev(x) on the host: refused as on a GPU
+    host_arrays.install()  # d.sum(), d * 2 on the host: refused as on a GPU
     cls = kernelapi.FakeCUDAShared
     if getattr(cls.array, "_gpulab_locked", False):
         return

@@ -1,0 +1,140 @@
+"""The simulator's device arrays offer on the host what numba-cuda's device arrays offer on a GPU, and no more.
+
+``cuda.to_device``, ``cuda.device_array`` and friends return a ``DeviceNDArray`` on a GPU: memory on the device
+with a shape, a dtype, copies to and from the host, slicing and ``reshape``; it has no NumPy methods (``sum``,
+``max``, ``copy``, ``astype``, ``fill``, ``tolist``, ``item``) and no arithmetic (``d_a + 1`` raises
+``TypeError: unsupported operand type(s)``). numba-cuda's simulator stands for it with ``FakeCUDAArray``, which
+forwards every unknown attribute to the NumPy array it wraps and defines ``+``, ``-``, ``*``, ``/``, ``==``, ``<``
+and the like elementwise. So ``d_out.sum()`` or ``d_a * 2`` ran on the CPU in simulator mode and failed on a GPU,
+and ``d_out == expected`` compared elementwise here but compares identities (``False``) there.
+
+:func:`install` (called by :func:`gpulab.simulator.harden`) makes the host side as strict as numba-cuda's class
+(checked against numba-cuda 0.22 and 0.30 ``cudadrv/devicearray.py``): a NumPy-only attribute raises
+:class:`DeviceArrayAttributeError` (an ``AttributeError``, so ``hasattr`` still answers False) naming the
+attribute and what to do; arithmetic and ordering raise ``TypeError`` with Python's words and what to do; ``==``
+and ``!=`` compare identities as on a GPU. Inside kernels nothing changes: a kernel sees its arrays through
+``FakeWithinKernelCUDAArray``, which now reads attributes (``a.shape``, ``a.size``, a record's fields) from the
+NumPy array directly. numba's own simulator code keeps NumPy's attributes (it calls them on the arrays it wraps).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+__all__ = ["DEVICE_ARRAY_NAMES", "DeviceArrayAttributeError", "install"]
+
+# numba-cuda's DeviceNDArray (and its base) on a GPU: its methods and properties, and the attributes its
+# __init__ sets. The simulator's class defines most of them itself; the rest it forwards to NumPy, as before.
+DEVICE_ARRAY_NAMES = frozenset(
+    {
+        "T", "alloc_size", "as_cuda_arg", "bind", "copy_to_device", "copy_to_host", "device_ctypes_pointer",
+        "dtype", "flags", "get_ipc_handle", "getitem", "gpu_data", "is_c_contiguous", "is_f_contiguous", "nbytes",
+        "ndim", "ravel", "reshape", "setitem", "shape", "size", "split", "squeeze", "stream", "strides",
+        "transpose", "view",
+    }
+)  # fmt: skip
+
+_OPERATORS = {
+    "__add__": "+", "__radd__": "+", "__sub__": "-", "__rsub__": "-", "__mul__": "*", "__rmul__": "*",
+    "__truediv__": "/", "__rtruediv__": "/", "__floordiv__": "//", "__rfloordiv__": "//", "__mod__": "%",
+    "__rmod__": "%", "__pow__": "**", "__rpow__": "**", "__matmul__": "@", "__rmatmul__": "@", "__neg__": "-",
+    "__iadd__": "+=", "__isub__": "-=", "__imul__": "*=", "__itruediv__": "/=",
+}  # fmt: skip
+_ORDERING = {"__lt__": "<", "__le__": "<=", "__gt__": ">", "__ge__": ">="}
+
+
+class DeviceArrayAttributeError(AttributeError):
+    """A NumPy attribute asked of a device array on the host: numba-cuda's device arrays do not have it."""
+
+
+def _advice(name: str) -> str:
+    if name == "get":
+        return "`get()` is CuPy's; a Numba device array comes back to the host with `d.copy_to_host()`."
+    if name == "copy":
+        return (
+            "to copy it on the device: `d2 = cuda.device_array_like(d)` then `d2.copy_to_device(d)`; to the host: "
+            "`d.copy_to_host()`."
+        )
+    return (
+        f"copy it to the host first (`d.copy_to_host().{name}`), or, in gpu mode, work on it with CuPy "
+        f"(`cupy.asarray(d).{name}`, no copy)."
+    )
+
+
+def _missing(self: Any, name: str) -> AttributeError:
+    return DeviceArrayAttributeError(
+        f"a Numba device array (from cuda.to_device or cuda.device_array) has no attribute {name!r} on a GPU; the "
+        f"simulator would have used NumPy's, so this line fails on a GPU. {_advice(name)}"
+    )
+
+
+def _from_numba(depth: int = 2) -> bool:
+    """Whether the caller ``depth`` frames up is numba's own code (the simulator reads NumPy attributes)."""
+    name = sys._getframe(depth).f_globals.get("__name__", "")
+    return name == "numba" or name.startswith(("numba.", "numba_cuda."))
+
+
+def install() -> None:
+    """Make the simulator's host-side device arrays as strict as numba-cuda's (idempotent; see the docstring)."""
+    from numba.cuda.simulator.cudadrv import devicearray as da
+
+    fake: Any = da.FakeCUDAArray
+    if getattr(fake, "_gpulab_strict", False):
+        return
+    forward = fake.__getattr__  # the simulator's: NumPy's attribute
+
+    def getattr_(self: Any, name: str) -> Any:
+        if name.startswith("_") or name in DEVICE_ARRAY_NAMES or _from_numba():
+            return forward(self, name)
+        raise _missing(self, name)
+
+    def operator(symbol: str, dunder: str) -> Any:
+        original = fake.__dict__.get(dunder)  # the simulator's elementwise version, kept for numba's own code
+
+        def refuse(self: Any, *other: Any) -> Any:
+            if _from_numba():
+                return original(self, *other) if original is not None else NotImplemented
+            kind = "unary operand" if not other else "operand"
+            raise TypeError(
+                f"unsupported {kind} type(s) for {symbol}: a Numba device array (Python's words on a GPU: "
+                f"numba-cuda's device arrays have no arithmetic). Do the arithmetic in a kernel, on the host after "
+                f"`d.copy_to_host()`, or, in gpu mode, with CuPy (`cupy.asarray(d) {symbol} ...`, no copy)."
+            )
+
+        return refuse
+
+    def ordering(symbol: str) -> Any:
+        def refuse(self: Any, other: Any) -> Any:
+            raise TypeError(
+                f"'{symbol}' not supported for a Numba device array (Python's words on a GPU). Compare on the host "
+                f"after `d.copy_to_host()`, or, in gpu mode, with CuPy (`cupy.asarray(d) {symbol} ...`)."
+            )
+
+        return refuse
+
+    fake.__getattr__ = getattr_
+    for dunder, symbol in _OPERATORS.items():
+        setattr(fake, dunder, operator(symbol, dunder))
+    for dunder, symbol in _ORDERING.items():
+        setattr(fake, dunder, ordering(symbol))
+    fake.__eq__ = lambda self, other: self is other  # identities, as numba-cuda's class (object's ==)
+    fake.__ne__ = lambda self, other: self is not other
+    fake.__hash__ = object.__hash__
+
+    inner: Any = da.FakeWithinKernelCUDAArray
+    wrap = inner._FakeWithinKernelCUDAArray__wrap_if_fake
+
+    def within_getattr(self: Any, name: str) -> Any:
+        """In a kernel: the attribute of the array (NumPy's, as before), else a record's field."""
+        item = self.__dict__["_item"]
+        try:
+            value = object.__getattribute__(item, name)
+        except AttributeError:
+            value = getattr(item._ary, name, None)
+        if value is not None:
+            return wrap(self, value)
+        return wrap(self, item.__getitem__(name))
+
+    inner.__getattr__ = within_getattr
+    fake._gpulab_strict = True
