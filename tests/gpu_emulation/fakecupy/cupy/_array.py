@@ -1,0 +1,338 @@
+"""The emulated ``cupy.ndarray``: NumPy memory behind CuPy's rules (tests only, never shipped).
+
+Each rule cites where CuPy 14 does the same (paths in github.com/cupy/cupy):
+
+* not a ``numpy.ndarray`` subclass, ``type(a).__module__ == "cupy"`` (``cupy/__init__.py``: ``from cupy._core.core
+  import ndarray``; ``ndarray.__module__`` is ``"cupy"``);
+* ``__array__`` raises TypeError (``cupy/_core/core.pyx``, ``_ndarray_base.__array__``: "Implicit conversion to a
+  NumPy array is not allowed. Please use `.get()` to construct a NumPy array explicitly.");
+* operands that are ``numpy.ndarray`` are refused by every elementwise operation and ufunc
+  (``cupy/_core/_kernel.pyx``, ``_preprocess_arg``: "Unsupported type <class 'numpy.ndarray'>"); Python and NumPy
+  scalars are accepted (``_scalar.scalar_to_numpy_scalar``);
+* ``a[...] = numpy_array`` of more than one element raises ValueError (``core.pyx``, ``fill``: "non-scalar
+  numpy.ndarray cannot be used for fill", reached from ``_routines_indexing._scatter_op``);
+* indexing and reductions return 0-d arrays, never NumPy scalars (``core.pyx`` ``__getitem__``, ``_reduction.pyx``);
+* NumPy's ufuncs and functions called on these arrays dispatch to CuPy (``core.pyx`` ``__array_ufunc__``,
+  ``__array_function__``; a NumPy function CuPy lacks returns NotImplemented, so NumPy raises TypeError).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+IMPLICIT = "Implicit conversion to a NumPy array is not allowed. Please use `.get()` to construct a NumPy array explicitly."
+
+
+class NotEmulated(NotImplementedError):
+    """A CuPy feature the emulation cannot run (CUDA C source, ...): reported as NOT EMULATED, never as passed."""
+
+
+def unsupported(obj: Any) -> TypeError:
+    return TypeError(f"Unsupported type {type(obj)}")  # cupy/_core/_kernel.pyx _preprocess_arg
+
+
+def wrap(a: Any) -> Any:
+    """NumPy results as CuPy returns them: arrays and NumPy scalars become (0-d) ``cupy.ndarray``."""
+    if isinstance(a, np.ndarray):
+        out = object.__new__(ndarray)
+        out._a = a
+        return out
+    if isinstance(a, np.generic) and not isinstance(a, (np.str_, np.bytes_, np.void)):
+        return wrap(np.array(a))
+    if isinstance(a, tuple):
+        return tuple(wrap(x) for x in a)
+    if isinstance(a, list):
+        return [wrap(x) for x in a]
+    return a
+
+
+def unwrap(x: Any, *, strict: bool = True) -> Any:
+    """The NumPy memory behind CuPy arguments; a ``numpy.ndarray`` is refused as CuPy refuses it."""
+    if isinstance(x, ndarray):
+        return x._a
+    if isinstance(x, np.ndarray):
+        if strict:
+            raise unsupported(x)
+        return x
+    if isinstance(x, (list, tuple)):
+        return type(x)(unwrap(v, strict=strict) for v in x)
+    return x
+
+
+def _binary(name: str, *, reflected: bool = False) -> Any:
+    op = getattr(operator, name)
+
+    def method(self: ndarray, other: Any) -> Any:
+        if isinstance(other, np.ndarray):
+            raise unsupported(other)
+        if isinstance(other, (list, tuple)):
+            return NotImplemented
+        o = unwrap(other)
+        return wrap(op(o, self._a) if reflected else op(self._a, o))
+
+    return method
+
+
+def _inplace(name: str) -> Any:
+    op = getattr(operator, name)
+
+    def method(self: ndarray, other: Any) -> Any:
+        if isinstance(other, np.ndarray):
+            raise unsupported(other)
+        op(self._a, unwrap(other))
+        return self
+
+    return method
+
+
+class ndarray:  # noqa: N801 - CuPy's name
+    """A CuPy array emulated on NumPy memory (``self._a``)."""
+
+    __slots__ = ("_a",)
+    __array_priority__ = 100
+
+    def __init__(self, shape: Any, dtype: Any = float, memptr: Any = None, strides: Any = None, order: str = "C"):
+        if memptr is not None or strides is not None:
+            raise NotEmulated("cupy.ndarray(shape, memptr=..., strides=...) over raw device memory is not emulated")
+        self._a = np.empty(shape, dtype, order=order)
+
+    # --- what a host program may read -------------------------------------------------------------------------
+    shape = property(lambda s: s._a.shape)
+    dtype = property(lambda s: s._a.dtype)
+    size = property(lambda s: s._a.size)
+    ndim = property(lambda s: s._a.ndim)
+    strides = property(lambda s: s._a.strides)
+    itemsize = property(lambda s: s._a.itemsize)
+    nbytes = property(lambda s: s._a.nbytes)
+    flags = property(lambda s: s._a.flags)
+    T = property(lambda s: wrap(s._a.T))
+    mT = property(lambda s: wrap(np.swapaxes(s._a, -1, -2)))
+    real = property(lambda s: wrap(s._a.real))
+    imag = property(lambda s: wrap(s._a.imag))
+
+    @shape.setter
+    def shape(self, value: Any) -> None:
+        self._a.shape = value
+
+    @property
+    def base(self) -> Any:
+        return None if self._a.base is None else wrap(self._a.base)
+
+    @property
+    def device(self) -> Any:
+        from .cuda import Device
+
+        return Device(0)
+
+    @property
+    def data(self) -> Any:
+        from .cuda import MemoryPointer
+
+        return MemoryPointer(self._a)
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        a = self._a
+        return {
+            "shape": a.shape,
+            "typestr": a.dtype.str,
+            "descr": a.dtype.descr,
+            "data": (a.__array_interface__["data"][0], False),
+            "strides": None if a.flags.c_contiguous else a.strides,
+            "version": 3,
+            "stream": 1,
+        }
+
+    # --- to the host: only explicitly -------------------------------------------------------------------------
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(IMPLICIT)
+
+    def get(self, stream: Any = None, order: str = "C", out: Any = None, blocking: bool = True) -> np.ndarray:
+        if out is not None:
+            if not isinstance(out, np.ndarray):
+                raise TypeError("Only numpy.ndarray can be obtained from cupy.ndarray")
+            np.copyto(out, self._a)
+            return out
+        return np.array(self._a, order=order if order in "CF" else "C", copy=True)
+
+    def set(self, arr: Any, stream: Any = None) -> None:
+        if not isinstance(arr, np.ndarray):
+            raise TypeError(f"Only numpy.ndarray can be set to cupy.ndarray: {type(arr)}")
+        if arr.shape != self._a.shape:
+            raise ValueError("Shape mismatch. Old shape: {}, new shape: {}".format(self._a.shape, arr.shape))
+        if arr.dtype != self._a.dtype:
+            raise TypeError(f"{arr.dtype} array cannot be set to {self._a.dtype} array")
+        self._a[...] = arr
+
+    def tolist(self) -> Any:
+        return self._a.tolist()
+
+    def item(self, *args: Any) -> Any:
+        return self._a.item(*args)
+
+    def tobytes(self, order: str = "C") -> bytes:
+        return self._a.tobytes(order)
+
+    def __float__(self) -> float:
+        return float(self._a)
+
+    def __int__(self) -> int:
+        return int(self._a)
+
+    def __complex__(self) -> complex:
+        return complex(self._a)
+
+    def __bool__(self) -> bool:
+        return bool(self._a)
+
+    def __index__(self) -> int:
+        if self._a.ndim != 0 or self._a.dtype.kind not in "iub":
+            raise TypeError("only integer scalar arrays can be converted to a scalar index")
+        return operator.index(self._a.item())
+
+    def __len__(self) -> int:
+        return len(self._a)
+
+    def __iter__(self) -> Any:
+        if self._a.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(len(self._a)))
+
+    def __repr__(self) -> str:
+        return repr(self._a).replace("array(", "array(", 1)
+
+    def __str__(self) -> str:
+        return str(self._a)
+
+    def __format__(self, spec: str) -> str:  # core.pyx: formats the host copy
+        return format(self._a.item() if self._a.ndim == 0 else self._a, spec)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # --- indexing ----------------------------------------------------------------------------------------------
+    def __getitem__(self, key: Any) -> Any:
+        return wrap(self._a[unwrap(key, strict=False)])
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if isinstance(value, np.ndarray) and value.shape != ():
+            raise ValueError("non-scalar numpy.ndarray cannot be used for fill")  # core.pyx fill
+        self._a[unwrap(key, strict=False)] = unwrap(value, strict=False)
+
+    # --- operators (elementwise kernels: numpy.ndarray operands refused) ---------------------------------------
+    __add__, __radd__ = _binary("add"), _binary("add", reflected=True)
+    __sub__, __rsub__ = _binary("sub"), _binary("sub", reflected=True)
+    __mul__, __rmul__ = _binary("mul"), _binary("mul", reflected=True)
+    __truediv__, __rtruediv__ = _binary("truediv"), _binary("truediv", reflected=True)
+    __floordiv__, __rfloordiv__ = _binary("floordiv"), _binary("floordiv", reflected=True)
+    __mod__, __rmod__ = _binary("mod"), _binary("mod", reflected=True)
+    __pow__, __rpow__ = _binary("pow"), _binary("pow", reflected=True)
+    __matmul__, __rmatmul__ = _binary("matmul"), _binary("matmul", reflected=True)
+    __and__, __rand__ = _binary("and_"), _binary("and_", reflected=True)
+    __or__, __ror__ = _binary("or_"), _binary("or_", reflected=True)
+    __xor__, __rxor__ = _binary("xor"), _binary("xor", reflected=True)
+    __lshift__, __rlshift__ = _binary("lshift"), _binary("lshift", reflected=True)
+    __rshift__, __rrshift__ = _binary("rshift"), _binary("rshift", reflected=True)
+    __lt__, __le__, __gt__, __ge__ = _binary("lt"), _binary("le"), _binary("gt"), _binary("ge")
+    __eq__, __ne__ = _binary("eq"), _binary("ne")  # type: ignore[assignment]
+    __iadd__, __isub__, __imul__ = _inplace("iadd"), _inplace("isub"), _inplace("imul")
+    __itruediv__, __ifloordiv__, __imod__ = _inplace("itruediv"), _inplace("ifloordiv"), _inplace("imod")
+    __ipow__, __iand__, __ior__, __ixor__ = _inplace("ipow"), _inplace("iand"), _inplace("ior"), _inplace("ixor")
+
+    def __divmod__(self, other: Any) -> Any:
+        return (self // other, self % other)
+
+    def __neg__(self) -> Any:
+        return wrap(-self._a)
+
+    def __pos__(self) -> Any:
+        return wrap(+self._a)
+
+    def __abs__(self) -> Any:
+        return wrap(abs(self._a))
+
+    def __invert__(self) -> Any:
+        return wrap(~self._a)
+
+    def __copy__(self) -> Any:
+        return wrap(self._a.copy())
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return wrap(self._a.copy())
+
+    def __reduce__(self) -> Any:  # pickling goes through the host (cupy: core.pyx __reduce__ uses get())
+        from . import array
+
+        return (array, (self._a.copy(),))
+
+    # --- NumPy's protocols: dispatch to the emulated CuPy ------------------------------------------------------
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        from . import _functions
+
+        cupy_ufunc = _functions.lookup("cupy", ufunc.__name__)
+        if cupy_ufunc is None:
+            return NotImplemented
+        if method == "__call__":
+            return cupy_ufunc(*inputs, **kwargs)
+        if method in ("reduce", "accumulate", "reduceat", "outer", "at"):
+            return _functions.call_numpy(getattr(ufunc, method), inputs, kwargs)
+        return NotImplemented
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        from . import _functions
+
+        module = (func.__module__ or "numpy").split(".")
+        cupy_func = _functions.lookup(".".join(["cupy", *module[1:]]), func.__name__)
+        if cupy_func is None:
+            return NotImplemented
+        return cupy_func(*args, **kwargs)
+
+    # --- methods: those CuPy's ndarray has, run by NumPy -------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        from . import _functions
+
+        if name.startswith("_") or name not in _functions.NAMES["cupy.ndarray"]:
+            raise AttributeError(f"'cupy.ndarray' object has no attribute '{name}'")
+        if name in ("mdspan", "cstruct", "reduced_view", "scatter_add", "scatter_max", "scatter_min", "flat"):
+            raise NotEmulated(f"cupy.ndarray.{name} is not emulated")
+        method = getattr(self._a, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return _functions.call_numpy(method, args, kwargs)
+
+        return call
+
+    def fill(self, value: Any) -> None:
+        if isinstance(value, np.ndarray):
+            if value.shape != ():
+                raise ValueError("non-scalar numpy.ndarray cannot be used for fill")  # core.pyx fill
+            value = value.item()
+        self._a.fill(unwrap(value))
+
+    def view(self, dtype: Any = None, *args: Any) -> Any:
+        if dtype is None:
+            return wrap(self._a.view())
+        if isinstance(dtype, type) and issubclass(dtype, np.ndarray):
+            raise TypeError("cupy.ndarray.view(type) with a NumPy type is not supported")
+        return wrap(self._a.view(dtype))
+
+    def astype(self, dtype: Any, order: str = "K", casting: Any = None, subok: Any = None, copy: bool = True):
+        return wrap(self._a.astype(dtype, order=order, copy=copy))
+
+    def copy(self, order: str = "C") -> Any:
+        return wrap(self._a.copy(order=order))
+
+    def toDlpack(self) -> Any:  # noqa: N802 - CuPy's name
+        raise NotEmulated("cupy.ndarray.toDlpack (DLPack capsules) is not emulated")
+
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotEmulated("cupy.ndarray.__dlpack__ is not emulated")
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (2, 0)  # kDLCUDA, device 0
+
+
+ndarray.__module__ = "cupy"
+ndarray.__qualname__ = ndarray.__name__ = "ndarray"
