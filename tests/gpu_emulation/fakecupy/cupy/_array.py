@@ -229,7 +229,17 @@ class ndarray:  # noqa: N801 - CuPy's name
     __floordiv__, __rfloordiv__ = _binary("floordiv"), _binary("floordiv", reflected=True)
     __mod__, __rmod__ = _binary("mod"), _binary("mod", reflected=True)
     __pow__, __rpow__ = _binary("pow"), _binary("pow", reflected=True)
-    __matmul__, __rmatmul__ = _binary("matmul"), _binary("matmul", reflected=True)
+
+    def __matmul__(self, other: Any) -> Any:
+        from ._functions import _matmul
+
+        return _matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Any:
+        from ._functions import _matmul
+
+        return _matmul(other, self)
+
     __and__, __rand__ = _binary("and_"), _binary("and_", reflected=True)
     __or__, __ror__ = _binary("or_"), _binary("or_", reflected=True)
     __xor__, __rxor__ = _binary("xor"), _binary("xor", reflected=True)

@@ -1,0 +1,120 @@
+"""Run a notebook top to bottom in emulated gpu mode (tests/gpu_emulation/emulate.py), in memory.
+
+The committed notebook is read, never written: a first cell that activates the emulation is prepended to a copy
+in memory, which runs in a fresh kernel (tests/nbrun.py's SlicedClient) with errors allowed, so that every
+failing cell is seen. ``python tests/gpu_emulation/nbemul.py NB...`` prints one row per notebook:
+
+* ``ran``: every cell ran without an error;
+* ``failed``: cells that raised (the first one's error, then how many others);
+* ``not emulated``: a cell needed a CuPy feature the emulation cannot run (``cupy.RawKernel``...): not a pass;
+* ``timed out``: the notebook ran past its time (a gpu-mode size hard-coded under ``if is_gpu()`` is the usual
+  cause: the simulator runs it on the CPU).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+TESTS = Path(__file__).resolve().parents[1]
+ROOT = TESTS.parent
+PREAMBLE = (
+    "import sys\n"
+    f"sys.path.insert(0, {str(TESTS)!r})\n"
+    "from gpu_emulation.emulate import activate\n"
+    "activate()\n"
+    "import gpulab\n"
+    "assert gpulab.is_gpu() and gpulab.xp().EMULATED\n"
+)
+
+
+@dataclass
+class NotebookRun:
+    path: str
+    status: str  # ran | failed | not emulated | timed out
+    seconds: float
+    errors: list[tuple[int, str, str]] = field(default_factory=list)  # (cell index in the source, ename, evalue)
+
+    def line(self) -> str:
+        head = f"{Path(self.path).name:36s} {self.status:13s} {self.seconds:6.1f} s"
+        if not self.errors:
+            return head
+        k, ename, evalue = self.errors[0]
+        more = f" (+{len(self.errors) - 1} more cells)" if len(self.errors) > 1 else ""
+        return f"{head}  cell {k}: {ename}: {evalue.splitlines()[0][:160] if evalue else ''}{more}"
+
+
+def _env() -> None:
+    src = str(ROOT / "src")
+    parts = [src, str(TESTS)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
+    os.environ["GPULAB_DEVICE"] = "simulator"
+    shared = ROOT.parent / "shared" / "data" / "mnist"
+    for cand in (shared, Path("/work/shared/data/mnist")):
+        if "GPULAB_DATA_DIR" not in os.environ and cand.is_dir():
+            os.environ["GPULAB_DATA_DIR"] = str(cand)
+
+
+def run(path: Path, *, timeout: float = 300.0, cell_timeout: float = 240.0) -> NotebookRun:
+    """Execute ``path`` in emulated gpu mode within ``timeout`` seconds of wall time (the whole notebook)."""
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    sys.path.insert(0, str(TESTS))
+    from nbrun import SlicedClient
+
+    _env()
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(PREAMBLE))
+    client = SlicedClient(nb, timeout=cell_timeout, allow_errors=True, kernel_name="python3",
+                          resources={"metadata": {"path": str(path.parent)}})
+    t0 = time.monotonic()
+    status = "ran"
+    with client.setup_kernel():
+        for k, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            left = timeout - (time.monotonic() - t0)
+            if left <= 0:
+                status = "timed out"
+                client.on_cell_error = None
+                break
+            client.timeout = min(cell_timeout, max(left, 1.0))
+            try:
+                client.execute_cell(cell, k)
+            except (CellTimeoutError, TimeoutError):
+                return NotebookRun(str(path), "timed out", time.monotonic() - t0, [(k - 1, "timeout", _source(cell))])
+            except DeadKernelError as exc:
+                return NotebookRun(str(path), "failed", time.monotonic() - t0, [(k - 1, "DeadKernelError", str(exc))])
+    errors = []
+    for k, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if out.get("output_type") == "error":
+                errors.append((k - 1, out.get("ename", ""), out.get("evalue", "")))
+    if status == "ran" and errors:
+        status = "not emulated" if any(e[1] == "NotEmulated" for e in errors) else "failed"
+        if any(e[1] != "NotEmulated" for e in errors):
+            status = "failed"
+    return NotebookRun(str(path), status, time.monotonic() - t0, errors)
+
+
+def _source(cell: nbformat.NotebookNode) -> str:
+    return " ".join(cell.source.split())[:160]
+
+
+def main(argv: list[str]) -> int:
+    timeout = float(os.environ.get("NBEMUL_TIMEOUT", "300"))
+    for arg in argv:
+        res = run(Path(arg).resolve(), timeout=timeout)
+        print(res.line(), flush=True)
+        for k, ename, evalue in res.errors[1:6]:
+            print(f"    cell {k}: {ename}: {evalue.splitlines()[0][:200] if evalue else ''}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
