@@ -66,7 +66,7 @@ def _patch_numba() -> None:
 
     from numba.cuda.simulator.cudadrv import devices
 
-    t4 = {"name": b"Tesla T4 (emulated)", "id": 0, "MULTIPROCESSOR_COUNT": 40, "MAX_THREADS_PER_BLOCK": 1024,
+    t4 = {"name": b"Tesla T4", "id": 0, "MULTIPROCESSOR_COUNT": 40, "MAX_THREADS_PER_BLOCK": 1024,
           "ASYNC_ENGINE_COUNT": 3, "WARP_SIZE": 32, "MAX_SHARED_MEMORY_PER_BLOCK": 49152}
     for key, value in t4.items():  # a T4's (Colab's GPU); name is bytes, as older numba-cuda returns it
         if not hasattr(devices.FakeCUDADevice, key):

@@ -98,6 +98,19 @@ def _matmul(a: Any, b: Any, out: Any = None, **kwargs: Any) -> Any:
     return call_numpy(np.matmul, (a, b), dict(kwargs, **({} if out is None else {"out": out})))
 
 
+def _random_with_dtype(name: str) -> Any:
+    """CuPy's random functions take ``dtype=`` (float64 or float32; cupy/random/_sample.py, _distributions.py)."""
+    fn = getattr(np.random, name)
+
+    def sample(*args: Any, dtype: Any = float, **kwargs: Any) -> Any:
+        if np.dtype(dtype).char not in "fd":
+            raise TypeError(f"cupy.random.{name}: dtype must be float32 or float64, not {np.dtype(dtype)}")
+        return wrap(np.asarray(call_numpy(fn, args, kwargs)._a, dtype=dtype))
+
+    sample.__name__ = name
+    return sample
+
+
 def _seed(seed: Any = None) -> None:
     np.random.seed(None if seed is None else int(seed) % (1 << 32))
 
@@ -108,7 +121,8 @@ SPECIAL = {
         "get_array_module": _get_array_module, "ascontiguousarray": _ascontiguousarray, "copyto": _copyto,
         "ndarray": ndarray, "matmul": _matmul,
     },
-    "cupy.random": {"seed": _seed},
+    "cupy.random": {"seed": _seed, **{n: _random_with_dtype(n) for n in (
+        "random_sample", "random", "rand", "randn", "standard_normal", "normal", "uniform", "ranf", "sample")}},
 }
 NUMPY_MODULE = {"cupy": np, "cupy.random": np.random, "cupy.linalg": np.linalg, "cupy.fft": np.fft,
                 "cupy.lib.stride_tricks": np.lib.stride_tricks}

@@ -10,7 +10,7 @@ class CUDARuntimeError(RuntimeError):
 
 
 _T4 = {
-    "name": b"Tesla T4 (emulated)", "totalGlobalMem": 15828320256, "sharedMemPerBlock": 49152,
+    "name": b"Tesla T4", "totalGlobalMem": 15828320256, "sharedMemPerBlock": 49152,
     "regsPerBlock": 65536, "warpSize": 32, "maxThreadsPerBlock": 1024, "maxThreadsDim": (1024, 1024, 64),
     "maxGridSize": (2147483647, 65535, 65535), "clockRate": 1590000, "totalConstMem": 65536, "major": 7, "minor": 5,
     "multiProcessorCount": 40, "memoryClockRate": 5001000, "memoryBusWidth": 256, "l2CacheSize": 4194304,
