@@ -103,6 +103,10 @@ def activate() -> None:
     _patch_numba()
     runtime._MODE, runtime._REASON = "gpu", REASON
     runtime.sizes.__code__ = _simulator_sizes.__code__  # every `from gpulab import sizes` sees it too
+    from gpulab.exercises.problem import Problem
+
+    sizes_for = Problem.sizes_for  # the exercises' checks: the simulator's sizes unless a scale is asked for
+    Problem.sizes_for = lambda self, scale=None: sizes_for(self, scale or "simulator")
     os.environ["GPULAB_EMULATED_GPU"] = "1"  # for the tier's own subprocesses and reports only
     _active = True
 

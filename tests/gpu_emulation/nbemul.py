@@ -60,8 +60,9 @@ def _env() -> None:
             os.environ["GPULAB_DATA_DIR"] = str(cand)
 
 
-def run(path: Path, *, timeout: float = 300.0, cell_timeout: float = 240.0) -> NotebookRun:
-    """Execute ``path`` in emulated gpu mode within ``timeout`` seconds of wall time (the whole notebook)."""
+def run(path: Path, *, timeout: float = 300.0, cell_timeout: float = 60.0) -> NotebookRun:
+    """Execute ``path`` in emulated gpu mode within ``timeout`` seconds of wall time (the whole notebook). A cell
+    that runs past ``cell_timeout`` is interrupted (a ``timeout`` error) and the next cells run."""
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     sys.path.insert(0, str(TESTS))
@@ -71,7 +72,7 @@ def run(path: Path, *, timeout: float = 300.0, cell_timeout: float = 240.0) -> N
     nb = nbformat.read(path, as_version=4)
     nb.cells.insert(0, nbformat.v4.new_code_cell(PREAMBLE))
     client = SlicedClient(nb, timeout=cell_timeout, allow_errors=True, kernel_name="python3",
-                          resources={"metadata": {"path": str(path.parent)}})
+                          interrupt_on_timeout=True, resources={"metadata": {"path": str(path.parent)}})
     t0 = time.monotonic()
     status = "ran"
     with client.setup_kernel():
@@ -81,24 +82,29 @@ def run(path: Path, *, timeout: float = 300.0, cell_timeout: float = 240.0) -> N
             left = timeout - (time.monotonic() - t0)
             if left <= 0:
                 status = "timed out"
-                client.on_cell_error = None
+                cell.outputs = [nbformat.v4.new_output("error", ename="timeout", evalue="not run: the notebook's time ran out", traceback=[])]
                 break
             client.timeout = min(cell_timeout, max(left, 1.0))
             try:
                 client.execute_cell(cell, k)
             except (CellTimeoutError, TimeoutError):
-                return NotebookRun(str(path), "timed out", time.monotonic() - t0, [(k - 1, "timeout", _source(cell))])
+                cell.outputs = [nbformat.v4.new_output("error", ename="KeyboardInterrupt", evalue="", traceback=[])]
             except DeadKernelError as exc:
                 return NotebookRun(str(path), "failed", time.monotonic() - t0, [(k - 1, "DeadKernelError", str(exc))])
     errors = []
     for k, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
             if out.get("output_type") == "error":
-                errors.append((k - 1, out.get("ename", ""), out.get("evalue", "")))
-    if status == "ran" and errors:
-        status = "not emulated" if any(e[1] == "NotEmulated" for e in errors) else "failed"
-        if any(e[1] != "NotEmulated" for e in errors):
-            status = "failed"
+                ename = "timeout" if out.get("ename") == "KeyboardInterrupt" else out.get("ename", "")
+                evalue = _source(cell) if ename == "timeout" else out.get("evalue", "")
+                errors.append((k - 1, ename, evalue))
+    kinds = {e[1] for e in errors}
+    if kinds - {"NotEmulated", "timeout"}:
+        status = "failed"
+    elif "timeout" in kinds:
+        status = "timed out"
+    elif kinds:
+        status = "not emulated"
     return NotebookRun(str(path), status, time.monotonic() - t0, errors)
 
 
@@ -111,7 +117,7 @@ def main(argv: list[str]) -> int:
     for arg in argv:
         res = run(Path(arg).resolve(), timeout=timeout)
         print(res.line(), flush=True)
-        for k, ename, evalue in res.errors[1:6]:
+        for k, ename, evalue in res.errors[1:8]:
             print(f"    cell {k}: {ename}: {evalue.splitlines()[0][:200] if evalue else ''}", flush=True)
     return 0
 
