@@ -32,6 +32,15 @@ PREAMBLE = (
     "assert gpulab.is_gpu() and gpulab.xp().EMULATED\n"
 )
 
+# Cells whose gpu-mode branch depends on what only a GPU does (each checked by hand): their error is reported as
+# not emulated, with the reason, never as passed.
+KNOWN_GAPS = {
+    ("01_threads_blocks_grids.ipynb", 18): "a GPU does not check indices, so an unguarded kernel writes past a view "
+    "into the buffer behind it; the simulator raises IndexError (the cell asserts the GPU's behaviour)",
+    ("06_cupy_interop.ipynb", 25): "gpulab.copies.count() counts a GPU's copies by wrapping numba-cuda's "
+    "DeviceNDArray.copy_to_device/copy_to_host; the simulator's arrays are not DeviceNDArray, so it counts none",
+}
+
 
 @dataclass
 class NotebookRun:
@@ -97,6 +106,9 @@ def run(path: Path, *, timeout: float = 300.0, cell_timeout: float = 60.0) -> No
             if out.get("output_type") == "error":
                 ename = "timeout" if out.get("ename") == "KeyboardInterrupt" else out.get("ename", "")
                 evalue = _source(cell) if ename == "timeout" else out.get("evalue", "")
+                gap = KNOWN_GAPS.get((path.name, k - 1))
+                if gap is not None:
+                    ename, evalue = "NotEmulated", f"{gap} ({ename}: {evalue})"
                 errors.append((k - 1, ename, evalue))
     kinds = {e[1] for e in errors}
     if kinds - {"NotEmulated", "timeout"}:

@@ -188,11 +188,6 @@ class ndarray:  # noqa: N801 - CuPy's name
     def __bool__(self) -> bool:
         return bool(self._a)
 
-    def __index__(self) -> int:
-        if self._a.ndim != 0 or self._a.dtype.kind not in "iub":
-            raise TypeError("only integer scalar arrays can be converted to a scalar index")
-        return operator.index(self._a.item())
-
     def __len__(self) -> int:
         return len(self._a)
 

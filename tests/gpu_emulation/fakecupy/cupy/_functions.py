@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ._array import NotEmulated, ndarray, unwrap, wrap
+from ._array import NotEmulated, ndarray, unsupported, unwrap, wrap
 
 NAMES: dict[str, list[str]] = json.loads((Path(__file__).resolve().parents[2] / "cupy_names.json").read_text())
 
@@ -29,7 +29,9 @@ HOST_RESULTS = {
     "is_available", "get_default_memory_pool", "get_default_pinned_memory_pool", "show_config",
 }
 # Functions CuPy runs on the host or that take NumPy input by design (cupy/_creation/from_data.py and basic.py).
-ACCEPT_NUMPY = {"asnumpy", "asarray", "array", "asanyarray", "get_array_module", "isscalar", "result_type"}
+ACCEPT_NUMPY = {"asnumpy", "asarray", "array", "asanyarray", "get_array_module", "isscalar", "result_type",
+                # cupy/_creation/basic.py: the prototype is read for its dtype and shape only (a NumPy one works)
+                "empty_like", "zeros_like", "ones_like", "full_like"}
 
 
 def call_numpy(fn: Any, args: Any, kwargs: dict, *, strict: bool = True, host: bool = False) -> Any:
@@ -157,8 +159,13 @@ def _from_numpy(module: str, name: str) -> Any:
         return target  # dtypes (cupy.float32 is numpy.float32), constants (cupy.inf, cupy.newaxis)
     host = name in HOST_RESULTS
     strict = name not in ACCEPT_NUMPY
+    ufunc = isinstance(target, np.ufunc)
 
     def cupy_function(*args: Any, **kwargs: Any) -> Any:
+        if ufunc:  # cupy/_core/_kernel.pyx _preprocess_arg: a ufunc's operands are cupy.ndarray or scalars
+            for a in args:
+                if isinstance(a, (list, tuple)):
+                    raise unsupported(a)
         return call_numpy(target, args, kwargs, strict=strict, host=host)
 
     cupy_function.__name__ = cupy_function.__qualname__ = name
