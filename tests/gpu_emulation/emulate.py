@@ -51,11 +51,29 @@ def _patch_numba() -> None:
 
     sim_kernel.FakeCUDAKernel.__call__ = call
 
+    import numpy as np
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    class DeviceView(FakeCUDAArray):
+        """``cuda.as_cuda_array``'s view of CuPy memory, with only the attributes numba-cuda's DeviceNDArray has
+        (the simulator's FakeCUDAArray hands out every NumPy method, ``.copy()`` included)."""
+
+        def __getattr__(self, name: str) -> Any:  # NumPy's methods that DeviceNDArray lacks (.copy(), .sum())
+            if callable(getattr(np.ndarray, name, None)) and not hasattr(DeviceNDArray, name):
+                raise AttributeError(f"'DeviceNDArray' object has no attribute '{name}'")
+            return super().__getattr__(name)
+
+        def view(self, *args: Any, **kwargs: Any) -> Any:
+            return DeviceView(self._ary.view(*args, **kwargs))
+
+        def reshape(self, *args: Any, **kwargs: Any) -> Any:
+            return DeviceView(self._ary.reshape(*args, **kwargs))
+
     def as_cuda_array(obj: Any, sync: bool = True) -> Any:
         import cupy
 
         if isinstance(obj, cupy.ndarray):
-            return FakeCUDAArray(obj._a)
+            return DeviceView(obj._a)
         if isinstance(obj, FakeCUDAArray):
             return obj
         raise TypeError("*obj* doesn't implement the cuda array interface.")  # numba-cuda's words
