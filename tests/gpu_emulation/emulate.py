@@ -63,6 +63,12 @@ def _patch_numba() -> None:
                 raise AttributeError(f"'DeviceNDArray' object has no attribute '{name}'")
             return super().__getattr__(name)
 
+        @property
+        def __cuda_array_interface__(self) -> dict:
+            import cupy
+
+            return cupy.asarray(self).__cuda_array_interface__  # the same memory, described as CuPy does
+
         def view(self, *args: Any, **kwargs: Any) -> Any:
             return DeviceView(self._ary.view(*args, **kwargs))
 

@@ -47,7 +47,7 @@ def call_numpy(fn: Any, args: Any, kwargs: dict, *, strict: bool = True, host: b
 
 
 def _asarray(a: Any, dtype: Any = None, order: Any = None, *, copy: Any = None, blocking: bool = False) -> Any:
-    if type(a).__name__ == "FakeCUDAArray":  # a Numba device array: CuPy views its memory (__cuda_array_interface__)
+    if any(c.__name__ == "FakeCUDAArray" for c in type(a).__mro__):  # a Numba device array: CuPy views its memory (__cuda_array_interface__)
         a = wrap(a._ary)
     if isinstance(a, ndarray):
         res = a._a if dtype is None or np.dtype(dtype) == a.dtype else a._a.astype(dtype)
