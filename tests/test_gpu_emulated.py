@@ -34,8 +34,15 @@ from gpu_emulation import nbemul  # noqa: E402
 
 # Unit tests whose every test holds in both modes and goes through gpu-mode branches (CuPy arrays in nn's ops,
 # the reduction and elementwise launchers, the conv layers, Dropout, mixed precision).
-BOTH_MODES = ["test_nn_ops.py", "test_kernels_reduce.py", "test_kernels_elementwise.py", "test_conv.py",
-              "test_multigpu.py", "test_nn_amp.py", "test_dropout.py"]
+BOTH_MODES = [
+    "test_nn_ops.py",
+    "test_kernels_reduce.py",
+    "test_kernels_elementwise.py",
+    "test_conv.py",
+    "test_multigpu.py",
+    "test_nn_amp.py",
+    "test_dropout.py",
+]
 
 # Notebooks run in CI, chosen for gpu-mode branches (cupy, xp(), is_gpu() in their cells and the checks they call)
 # per CPU second, measured in the full audit (2026-12-03, 2 shared cores): each takes under 12 s. Left to the full
@@ -80,8 +87,18 @@ def _fake_names() -> dict[str, list[str]]:
 
 # Names the stand-in adds for the tier itself, and typing/module plumbing that is not CuPy's API.
 OWN = {"EMULATED", "NotEmulated", "annotations", "Any", "time", "runtime", "nccl"}
-NDARRAY_OWN = {"__slots__", "__module__", "__qualname__", "__annotations__", "__weakref__", "__dict__", "__init__",
-               "__getattr__", "__doc__", "__index__"}
+NDARRAY_OWN = {
+    "__slots__",
+    "__module__",
+    "__qualname__",
+    "__annotations__",
+    "__weakref__",
+    "__dict__",
+    "__init__",
+    "__getattr__",
+    "__doc__",
+    "__index__",
+}
 
 
 def test_the_stand_in_has_only_names_the_installed_cupy_has():
@@ -93,9 +110,16 @@ def test_the_stand_in_has_only_names_the_installed_cupy_has():
         pytest.skip(f"the stand-in emulates CuPy 14; CuPy {real.__version__} is installed (make test-oldest)")
     import cupy.cuda.runtime  # noqa: F401
 
-    objects = {"cupy": real, "cupy.random": real.random, "cupy.cuda": real.cuda, "cupy.cuda.runtime": real.cuda.runtime,
-               "cupy.ndarray": real.ndarray, "cupy.cuda.Event": real.cuda.Event, "cupy.cuda.Stream": real.cuda.Stream,
-               "cupy.cuda.Device": real.cuda.Device}
+    objects = {
+        "cupy": real,
+        "cupy.random": real.random,
+        "cupy.cuda": real.cuda,
+        "cupy.cuda.runtime": real.cuda.runtime,
+        "cupy.ndarray": real.ndarray,
+        "cupy.cuda.Event": real.cuda.Event,
+        "cupy.cuda.Stream": real.cuda.Stream,
+        "cupy.cuda.Device": real.cuda.Device,
+    }
     missing = []
     for where, names in _fake_names().items():
         for name in names:
@@ -119,8 +143,20 @@ def test_the_recorded_names_are_the_installed_cupys():
 
 def test_library_gpu_paths_in_emulated_gpu_mode():
     tests = [str(EMUL / "checks_library.py")] + [str(TESTS / t) for t in BOTH_MODES]
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "gpu_emulation.plugin",
-           "-n", "0", "-x", *tests]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "gpu_emulation.plugin",
+        "-n",
+        "0",
+        "-x",
+        *tests,
+    ]
     proc = subprocess.run(cmd, env=_emulated_env(), capture_output=True, text=True, cwd=TESTS, timeout=600)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
 

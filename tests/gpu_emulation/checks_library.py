@@ -28,8 +28,13 @@ def test_the_mode_is_emulated_gpu():
 def test_the_stand_in_refuses_what_cupy_refuses():
     a = cupy.arange(4, dtype=cupy.float32)
     assert not isinstance(a, np.ndarray) and type(a).__module__ == "cupy"
-    for bad in (lambda: np.asarray(a), lambda: a + np.ones(4), lambda: np.ones(4) * a,
-                lambda: cupy.maximum(a, np.zeros(4)), lambda: np.allclose(a, np.zeros(4))):
+    for bad in (
+        lambda: np.asarray(a),
+        lambda: a + np.ones(4),
+        lambda: np.ones(4) * a,
+        lambda: cupy.maximum(a, np.zeros(4)),
+        lambda: np.allclose(a, np.zeros(4)),
+    ):
         with pytest.raises(TypeError):
             bad()
     with pytest.raises(ValueError, match="cannot be used for fill"):

@@ -7,8 +7,16 @@ import importlib
 import json
 from pathlib import Path
 
-MODULES = ["cupy", "cupy.random", "cupy.linalg", "cupy.fft", "cupy.lib.stride_tricks", "cupy.cuda", "cupy.cuda.runtime",
-           "cupy.testing"]
+MODULES = [
+    "cupy",
+    "cupy.random",
+    "cupy.linalg",
+    "cupy.fft",
+    "cupy.lib.stride_tricks",
+    "cupy.cuda",
+    "cupy.cuda.runtime",
+    "cupy.testing",
+]
 
 
 def names() -> dict:

@@ -6,7 +6,8 @@
   (``fakecupy/cupy/_array.py`` lists its rules and where the real CuPy does the same);
 * imports gpulab in simulator mode (numba's simulator runs the kernels), then sets gpulab's mode to ``gpu``:
   ``is_gpu()`` is True and ``xp()`` is the emulated CuPy, so every ``if is_gpu():`` branch runs;
-* makes ``runtime.sizes(gpu=, simulator=)`` return the simulator value (the gpu one where that is None): this tier checks host/device semantics
+* makes ``runtime.sizes(gpu=, simulator=)`` return the simulator value (the gpu one where that is None): this
+  tier checks host/device semantics
   (which array goes where), not gpu sizes nor float32 tolerances at those sizes (tests/test_gpu_sizes*.py);
 * teaches numba's simulator what numba-cuda does on a GPU with CuPy arrays: a kernel launched on a CuPy array works
   on its memory (``__cuda_array_interface__``), ``cuda.as_cuda_array`` views it; events measure host time and
@@ -90,8 +91,15 @@ def _patch_numba() -> None:
 
     from numba.cuda.simulator.cudadrv import devices
 
-    t4 = {"name": b"Tesla T4", "id": 0, "MULTIPROCESSOR_COUNT": 40, "MAX_THREADS_PER_BLOCK": 1024,
-          "ASYNC_ENGINE_COUNT": 3, "WARP_SIZE": 32, "MAX_SHARED_MEMORY_PER_BLOCK": 49152}
+    t4 = {
+        "name": b"Tesla T4",
+        "id": 0,
+        "MULTIPROCESSOR_COUNT": 40,
+        "MAX_THREADS_PER_BLOCK": 1024,
+        "ASYNC_ENGINE_COUNT": 3,
+        "WARP_SIZE": 32,
+        "MAX_SHARED_MEMORY_PER_BLOCK": 49152,
+    }
     for key, value in t4.items():  # a T4's (Colab's GPU); name is bytes, as older numba-cuda returns it
         if not hasattr(devices.FakeCUDADevice, key):
             setattr(devices.FakeCUDADevice, key, value)

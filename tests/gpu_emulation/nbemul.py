@@ -46,19 +46,26 @@ KNOWN_GAPS = {
 # or speed). Each replacement must still match the cell (a stale one is an error).
 SHRINK = {
     ("02_memory.ipynb", 33): [("1 << 26", "1 << 12")],
-    ("04_shared_memory_tiling.ipynb", 40): [("size = 4096", "size = 32"), ("repeat=10", "repeat=1"),
-                                            ('g["regtiled"] > g["naive"] > 0', 'g["regtiled"] > 0 < g["naive"]')],
+    ("02_memory.ipynb", 49): [("nv = 1 << 26", "nv = 1 << 12"), ("repeat=10", "repeat=1")],
+    ("04_shared_memory_tiling.ipynb", 40): [
+        ("size = 4096", "size = 32"),
+        ("repeat=10", "repeat=1"),
+        ('g["regtiled"] > g["naive"] > 0', 'g["regtiled"] > 0 < g["naive"]'),
+    ],
     ("05_reductions_atomics.ipynb", 43): [("1 << 26", "1 << 12"), ("repeat=10", "repeat=2")],
-    ("09_train_cnn.ipynb", 17): [("train.fit(model, small,", "train.fit(model, small.subset(64, 32),")],
     ("09_train_cnn.ipynb", 18): [("assert max(speeds[1:]) > speeds[0]", "assert min(speeds) > 0")],
-    ("lab09_training.ipynb", 28): [("batch=128, steps=20, warmup=3, size=28, channels=(32, 64), hidden=128",
-                                     "batch=4, steps=1, warmup=0, size=8, channels=(2, 3), hidden=8")],
+    ("lab09_training.ipynb", 28): [
+        (
+            "batch=128, steps=20, warmup=3, size=28, channels=(32, 64), hidden=128",
+            "batch=4, steps=1, warmup=0, size=8, channels=(2, 3), hidden=8",
+        )
+    ],
     ("lab05_reductions.ipynb", 21): [("rows, cols = 16384, 1024", "rows, cols = 64, 256"), ("repeat=10", "repeat=1")],
 }
 
 # Notebooks whose cells take longer in emulated gpu mode than nbemul's default cell time: gpu mode launches the
 # kernels one thread per CUDA thread (simulator mode runs a block's threads in turn, about twice as fast).
-CELL_TIMEOUTS = {"lab09_training.ipynb": 240.0}
+CELL_TIMEOUTS = {"lab09_training.ipynb": 240.0, "09_train_cnn.ipynb": 400.0}
 
 
 def shrink(name: str, nb: nbformat.NotebookNode) -> None:
@@ -112,8 +119,14 @@ def run(path: Path, *, timeout: float = 300.0, cell_timeout: float = 60.0) -> No
     nb = nbformat.read(path, as_version=4)
     shrink(path.name, nb)
     nb.cells.insert(0, nbformat.v4.new_code_cell(PREAMBLE))
-    client = SlicedClient(nb, timeout=cell_timeout, allow_errors=True, kernel_name="python3",
-                          interrupt_on_timeout=True, resources={"metadata": {"path": str(path.parent)}})
+    client = SlicedClient(
+        nb,
+        timeout=cell_timeout,
+        allow_errors=True,
+        kernel_name="python3",
+        interrupt_on_timeout=True,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
     t0 = time.monotonic()
     status = "ran"
     with client.setup_kernel():
@@ -123,7 +136,8 @@ def run(path: Path, *, timeout: float = 300.0, cell_timeout: float = 60.0) -> No
             left = timeout - (time.monotonic() - t0)
             if left <= 0:
                 status = "timed out"
-                cell.outputs = [nbformat.v4.new_output("error", ename="timeout", evalue="not run: the notebook's time ran out", traceback=[])]
+                ran_out = "not run: the notebook's time ran out"
+                cell.outputs = [nbformat.v4.new_output("error", ename="timeout", evalue=ran_out, traceback=[])]
                 break
             client.timeout = min(cell_timeout, max(left, 1.0))
             try:

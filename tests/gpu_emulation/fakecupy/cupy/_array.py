@@ -23,7 +23,9 @@ from typing import Any
 
 import numpy as np
 
-IMPLICIT = "Implicit conversion to a NumPy array is not allowed. Please use `.get()` to construct a NumPy array explicitly."
+IMPLICIT = (
+    "Implicit conversion to a NumPy array is not allowed. Please use `.get()` to construct a NumPy array explicitly."
+)
 
 
 class NotEmulated(NotImplementedError):
@@ -162,7 +164,7 @@ class ndarray:  # noqa: N801 - CuPy's name
         if not isinstance(arr, np.ndarray):
             raise TypeError(f"Only numpy.ndarray can be set to cupy.ndarray: {type(arr)}")
         if arr.shape != self._a.shape:
-            raise ValueError("Shape mismatch. Old shape: {}, new shape: {}".format(self._a.shape, arr.shape))
+            raise ValueError(f"Shape mismatch. Old shape: {self._a.shape}, new shape: {arr.shape}")
         if arr.dtype != self._a.dtype:
             raise TypeError(f"{arr.dtype} array cannot be set to {self._a.dtype} array")
         self._a[...] = arr

@@ -23,15 +23,49 @@ NAMES: dict[str, list[str]] = json.loads((Path(__file__).resolve().parents[2] / 
 
 # Functions whose result is host data in CuPy too (a Python bool, a dtype, a shape): not wrapped.
 HOST_RESULTS = {
-    "shape", "ndim", "size", "isscalar", "result_type", "can_cast", "promote_types", "min_scalar_type",
-    "common_type", "dtype", "finfo", "iinfo", "shares_memory", "may_share_memory", "issubdtype", "broadcast_shapes",
-    "array_repr", "array_str", "base_repr", "binary_repr", "mintypecode", "typename", "obj2sctype",
-    "is_available", "get_default_memory_pool", "get_default_pinned_memory_pool", "show_config",
+    "shape",
+    "ndim",
+    "size",
+    "isscalar",
+    "result_type",
+    "can_cast",
+    "promote_types",
+    "min_scalar_type",
+    "common_type",
+    "dtype",
+    "finfo",
+    "iinfo",
+    "shares_memory",
+    "may_share_memory",
+    "issubdtype",
+    "broadcast_shapes",
+    "array_repr",
+    "array_str",
+    "base_repr",
+    "binary_repr",
+    "mintypecode",
+    "typename",
+    "obj2sctype",
+    "is_available",
+    "get_default_memory_pool",
+    "get_default_pinned_memory_pool",
+    "show_config",
 }
 # Functions CuPy runs on the host or that take NumPy input by design (cupy/_creation/from_data.py and basic.py).
-ACCEPT_NUMPY = {"asnumpy", "asarray", "array", "asanyarray", "get_array_module", "isscalar", "result_type",
-                # cupy/_creation/basic.py: the prototype is read for its dtype and shape only (a NumPy one works)
-                "empty_like", "zeros_like", "ones_like", "full_like"}
+ACCEPT_NUMPY = {
+    "asnumpy",
+    "asarray",
+    "array",
+    "asanyarray",
+    "get_array_module",
+    "isscalar",
+    "result_type",
+    # cupy/_creation/basic.py: the prototype is read for its dtype and shape only (a NumPy one works)
+    "empty_like",
+    "zeros_like",
+    "ones_like",
+    "full_like",
+}
 
 
 def call_numpy(fn: Any, args: Any, kwargs: dict, *, strict: bool = True, host: bool = False) -> Any:
@@ -47,7 +81,8 @@ def call_numpy(fn: Any, args: Any, kwargs: dict, *, strict: bool = True, host: b
 
 
 def _asarray(a: Any, dtype: Any = None, order: Any = None, *, copy: Any = None, blocking: bool = False) -> Any:
-    if any(c.__name__ == "FakeCUDAArray" for c in type(a).__mro__):  # a Numba device array: CuPy views its memory (__cuda_array_interface__)
+    # a Numba device array: CuPy views its memory (__cuda_array_interface__)
+    if any(c.__name__ == "FakeCUDAArray" for c in type(a).__mro__):
         a = wrap(a._ary)
     if isinstance(a, ndarray):
         res = a._a if dtype is None or np.dtype(dtype) == a.dtype else a._a.astype(dtype)
@@ -55,8 +90,16 @@ def _asarray(a: Any, dtype: Any = None, order: Any = None, *, copy: Any = None, 
     return wrap(np.array(unwrap(a, strict=False), dtype=dtype, order=order or "K", copy=True))
 
 
-def _array(obj: Any, dtype: Any = None, copy: bool = True, order: str = "K", subok: bool = False, ndmin: int = 0,
-           *, blocking: bool = False) -> Any:
+def _array(
+    obj: Any,
+    dtype: Any = None,
+    copy: bool = True,
+    order: str = "K",
+    subok: bool = False,
+    ndmin: int = 0,
+    *,
+    blocking: bool = False,
+) -> Any:
     src = obj._a if isinstance(obj, ndarray) else unwrap(obj, strict=False)
     return wrap(np.array(src, dtype=dtype, copy=True if copy else None, order=order, ndmin=ndmin))
 
@@ -121,15 +164,41 @@ def _seed(seed: Any = None) -> None:
 
 SPECIAL = {
     "cupy": {
-        "asarray": _asarray, "asanyarray": _asarray, "array": _array, "asnumpy": _asnumpy,
-        "get_array_module": _get_array_module, "ascontiguousarray": _ascontiguousarray, "copyto": _copyto,
-        "ndarray": ndarray, "matmul": _matmul,
+        "asarray": _asarray,
+        "asanyarray": _asarray,
+        "array": _array,
+        "asnumpy": _asnumpy,
+        "get_array_module": _get_array_module,
+        "ascontiguousarray": _ascontiguousarray,
+        "copyto": _copyto,
+        "ndarray": ndarray,
+        "matmul": _matmul,
     },
-    "cupy.random": {"seed": _seed, **{n: _random_with_dtype(n) for n in (
-        "random_sample", "random", "rand", "randn", "standard_normal", "normal", "uniform", "ranf", "sample")}},
+    "cupy.random": {
+        "seed": _seed,
+        **{
+            n: _random_with_dtype(n)
+            for n in (
+                "random_sample",
+                "random",
+                "rand",
+                "randn",
+                "standard_normal",
+                "normal",
+                "uniform",
+                "ranf",
+                "sample",
+            )
+        },
+    },
 }
-NUMPY_MODULE = {"cupy": np, "cupy.random": np.random, "cupy.linalg": np.linalg, "cupy.fft": np.fft,
-                "cupy.lib.stride_tricks": np.lib.stride_tricks}
+NUMPY_MODULE = {
+    "cupy": np,
+    "cupy.random": np.random,
+    "cupy.linalg": np.linalg,
+    "cupy.fft": np.fft,
+    "cupy.lib.stride_tricks": np.lib.stride_tricks,
+}
 _cache: dict[tuple[str, str], Any] = {}
 
 
@@ -151,6 +220,7 @@ def _from_numpy(module: str, name: str) -> Any:
     np_mod = NUMPY_MODULE.get(module)
     target = getattr(np_mod, name, None) if np_mod is not None else None
     if target is None:
+
         def missing(*args: Any, **kwargs: Any) -> Any:
             raise NotEmulated(f"{module}.{name} is not emulated (NumPy has no {name} to run it)")
 

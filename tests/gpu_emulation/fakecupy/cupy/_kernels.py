@@ -26,9 +26,20 @@ def _device_args(args: tuple) -> list:
 
 
 class ElementwiseKernel:
-    def __init__(self, in_params: str, out_params: str, operation: str, name: str = "kernel", reduce_dims=True,
-                 preamble: str = "", no_return: bool = False, return_tuple: bool = False, loop_prep: str = "",
-                 after_loop: str = "", options: tuple = ()) -> None:
+    def __init__(
+        self,
+        in_params: str,
+        out_params: str,
+        operation: str,
+        name: str = "kernel",
+        reduce_dims=True,
+        preamble: str = "",
+        no_return: bool = False,
+        return_tuple: bool = False,
+        loop_prep: str = "",
+        after_loop: str = "",
+        options: tuple = (),
+    ) -> None:
         if preamble or loop_prep or after_loop:
             raise NotEmulated("cupy.ElementwiseKernel with preamble/loop_prep/after_loop (C code) is not emulated")
         self.spec = {"in_params": in_params, "out_params": out_params, "operation": operation, "name": name}
@@ -41,21 +52,39 @@ class ElementwiseKernel:
         ins, outs = model.params(self.spec["in_params"], "in_params"), model.params(self.spec["out_params"], "out")
         with np.errstate(all="ignore"):
             res = model._elementwise_model(self.spec, ins, outs, tuple(_device_args(args)))
-        given = args[len(ins):]
+        given = args[len(ins) :]
         if given:
             return given[0] if len(given) == 1 else tuple(given)
         return wrap(res)
 
 
 class ReductionKernel:
-    def __init__(self, in_params: str, out_params: str, map_expr: str, reduce_expr: str, post_map_expr: str,
-                 identity: Any, name: str = "reduce_kernel", reduce_type: Any = None, reduce_dims: bool = True,
-                 preamble: str = "", options: tuple = ()) -> None:
+    def __init__(
+        self,
+        in_params: str,
+        out_params: str,
+        map_expr: str,
+        reduce_expr: str,
+        post_map_expr: str,
+        identity: Any,
+        name: str = "reduce_kernel",
+        reduce_type: Any = None,
+        reduce_dims: bool = True,
+        preamble: str = "",
+        options: tuple = (),
+    ) -> None:
         if preamble:
             raise NotEmulated("cupy.ReductionKernel with a preamble (C code) is not emulated")
-        self.spec = {"in_params": in_params, "out_params": out_params, "map_expr": map_expr,
-                     "reduce_expr": reduce_expr, "post_map_expr": post_map_expr, "identity": identity,
-                     "name": name, "reduce_type": reduce_type or ""}
+        self.spec = {
+            "in_params": in_params,
+            "out_params": out_params,
+            "map_expr": map_expr,
+            "reduce_expr": reduce_expr,
+            "post_map_expr": post_map_expr,
+            "identity": identity,
+            "name": name,
+            "reduce_type": reduce_type or "",
+        }
 
     def __call__(self, *args: Any, out: Any = None, axis: Any = None, keepdims: bool = False, stream: Any = None):
         from gpulab.lessons import elementwise as model
@@ -70,8 +99,16 @@ class ReductionKernel:
 
 
 class RawKernel:
-    def __init__(self, code: str, name: str, options: tuple = (), backend: str = "nvrtc", translate_cucomplex=False,
-                 enable_cooperative_groups: bool = False, jitify: bool = False) -> None:
+    def __init__(
+        self,
+        code: str,
+        name: str,
+        options: tuple = (),
+        backend: str = "nvrtc",
+        translate_cucomplex=False,
+        enable_cooperative_groups: bool = False,
+        jitify: bool = False,
+    ) -> None:
         self.code, self.name = code, name
 
     def __call__(self, grid: Any, block: Any, args: Any, *, shared_mem: int = 0, stream: Any = None) -> None:

@@ -22,7 +22,7 @@ class MemoryPointer:
         self.device_id = _current_device[0]
 
     @property
-    def device(self) -> "Device":
+    def device(self) -> Device:
         return Device(self.device_id)
 
 
@@ -33,7 +33,7 @@ class Device:
             raise runtime.CUDARuntimeError("cudaErrorInvalidDevice: invalid device ordinal")
         self._before: list[int] = []
 
-    def __enter__(self) -> "Device":
+    def __enter__(self) -> Device:
         self._before.append(_current_device[0])
         _current_device[0] = self.id
         return self
@@ -70,11 +70,17 @@ class Device:
     def attributes(self) -> dict[str, int]:
         p = runtime.getDeviceProperties(self.id)
         return {
-            "MultiProcessorCount": p["multiProcessorCount"], "MaxThreadsPerBlock": p["maxThreadsPerBlock"],
-            "WarpSize": p["warpSize"], "ClockRate": p["clockRate"], "MemoryClockRate": p["memoryClockRate"],
-            "GlobalMemoryBusWidth": p["memoryBusWidth"], "L2CacheSize": p["l2CacheSize"],
-            "MaxSharedMemoryPerBlock": p["sharedMemPerBlock"], "ComputeCapabilityMajor": p["major"],
-            "ComputeCapabilityMinor": p["minor"], "MaxThreadsPerMultiProcessor": p["maxThreadsPerMultiProcessor"],
+            "MultiProcessorCount": p["multiProcessorCount"],
+            "MaxThreadsPerBlock": p["maxThreadsPerBlock"],
+            "WarpSize": p["warpSize"],
+            "ClockRate": p["clockRate"],
+            "MemoryClockRate": p["memoryClockRate"],
+            "GlobalMemoryBusWidth": p["memoryBusWidth"],
+            "L2CacheSize": p["l2CacheSize"],
+            "MaxSharedMemoryPerBlock": p["sharedMemPerBlock"],
+            "ComputeCapabilityMajor": p["major"],
+            "ComputeCapabilityMinor": p["minor"],
+            "MaxThreadsPerMultiProcessor": p["maxThreadsPerMultiProcessor"],
         }
 
 
@@ -104,14 +110,14 @@ def get_elapsed_time(start_event: Event, end_event: Event) -> float:
 
 
 class Stream:
-    null: "Stream"
+    null: Stream
 
     def __init__(self, null: bool = False, non_blocking: bool = False, ptr: int = 0, priority: int = 0) -> None:
         self.ptr = 0 if null else id(self)
         self.non_blocking = non_blocking
         self._before: list[Stream] = []
 
-    def __enter__(self) -> "Stream":
+    def __enter__(self) -> Stream:
         self._before.append(_current_stream[0])
         _current_stream[0] = self
         return self
@@ -119,7 +125,7 @@ class Stream:
     def __exit__(self, *exc: Any) -> None:
         _current_stream[0] = self._before.pop()
 
-    def use(self) -> "Stream":
+    def use(self) -> Stream:
         _current_stream[0] = self
         return self
 

@@ -1,4 +1,4 @@
-"""Emulated ``cupy.lib.stride_tricks``: NumPy's functions of the same name, only those the real CuPy has (tests only)."""
+"""Emulated ``cupy.lib.stride_tricks``: NumPy's functions of the same name, only those CuPy has (tests only)."""
 
 from cupy._functions import module_getattr as _getattr
 
