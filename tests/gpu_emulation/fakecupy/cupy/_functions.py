@@ -158,6 +158,15 @@ def _random_with_dtype(name: str) -> Any:
     return sample
 
 
+def _not_emulated(what: str) -> Any:
+    """NumPy's object of that name would hand out NumPy arrays where CuPy's hands out CuPy arrays."""
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise NotEmulated(f"{what} is not emulated")
+
+    return refuse
+
+
 def _seed(seed: Any = None) -> None:
     np.random.seed(None if seed is None else int(seed) % (1 << 32))
 
@@ -175,6 +184,7 @@ SPECIAL = {
         "matmul": _matmul,
     },
     "cupy.random": {
+        **{n: _not_emulated("cupy.random." + n) for n in ("default_rng", "Generator", "RandomState")},
         "seed": _seed,
         **{
             n: _random_with_dtype(n)
