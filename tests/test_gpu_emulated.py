@@ -32,16 +32,23 @@ sys.path.insert(0, str(TESTS))
 
 from gpu_emulation import nbemul  # noqa: E402
 
-# Unit tests whose every test holds in both modes and goes through gpu-mode branches (CuPy arrays in nn's ops,
-# the reduction and elementwise launchers, the conv layers, Dropout, mixed precision).
+# Unit tests whose every test holds in both modes and goes through gpu-mode branches (CuPy arrays in nn's ops and
+# the kernels' launchers, the conv layers, Dropout, mixed precision, the exercises' checks with CuPy outputs).
 BOTH_MODES = [
     "test_nn_ops.py",
     "test_kernels_reduce.py",
     "test_kernels_elementwise.py",
+    "test_kernels_matmul.py",
+    "test_kernels_scan.py",
+    "test_kernels_memory.py",
     "test_conv.py",
     "test_multigpu.py",
     "test_nn_amp.py",
     "test_dropout.py",
+    "test_exercises_reduce.py",
+    "test_exercises_matmul.py",
+    "test_llm.py",
+    "test_trace.py",
 ]
 
 # Notebooks run in CI, chosen for gpu-mode branches (cupy, xp(), is_gpu() in their cells and the checks they call)
@@ -139,9 +146,10 @@ def test_the_recorded_names_are_the_installed_cupys():
     recorded = json.loads((EMUL / "cupy_names.json").read_text())
     if real.__version__ != recorded["_version"]:
         pytest.skip(f"names recorded from CuPy {recorded['_version']}, CuPy {real.__version__} installed")
-    from gpu_emulation.cupy_names import names
-
-    assert names() == recorded
+    out = subprocess.run(
+        [sys.executable, str(EMUL / "cupy_names.py"), "--print"], capture_output=True, text=True, check=True
+    )
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == recorded
 
 
 def test_library_gpu_paths_in_emulated_gpu_mode():
