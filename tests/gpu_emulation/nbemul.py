@@ -45,6 +45,7 @@ KNOWN_GAPS = {
 # in-memory copy runs them smaller, and without the speed claim (this tier checks host/device semantics, not sizes
 # or speed). Each replacement must still match the cell (a stale one is an error).
 SHRINK = {
+    ("00_why_gpus.ipynb", 5): [("N_GPU = sizes(gpu=4096, simulator=None)", "N_GPU = sizes(gpu=512, simulator=None)")],
     ("02_memory.ipynb", 33): [("1 << 26", "1 << 12")],
     ("02_memory.ipynb", 49): [("nv = 1 << 26", "nv = 1 << 12"), ("repeat=10", "repeat=1")],
     ("04_shared_memory_tiling.ipynb", 40): [
