@@ -52,11 +52,12 @@ BOTH_MODES = [
 ]
 
 # Notebooks run in CI, chosen for gpu-mode branches (cupy, xp(), is_gpu() in their cells and the checks they call)
-# per CPU second, measured in the full audit (2026-12-03, 2 shared cores): each under 25 s (02, 04 and 05 with
-# their gpu-only cells shrunk: nbemul.SHRINK). Left to the full audit: 00 (60 s: lesson 00's cuBLAS matmul at
-# n=4096), 08 (32 s), 09 and lab09 (minutes: gpu mode trains on the lab's kernels, launched a thread per CUDA
-# thread), 01, 03, 11, lab01-05, lab07, lab12 (few gpu-mode branches; 11's RawKernel is not emulated).
+# per CPU second, measured in the full audit (2026-12-03, 2 shared cores): each under 25 s (00, 02, 04 and 05 with
+# their gpu-only cells shrunk: nbemul.SHRINK). Left to the full audit: 08 (32-50 s), 09 and lab09 (minutes: gpu
+# mode trains on the lab's kernels, launched a thread per CUDA thread), 01, 03, 11, lab01-05, lab07, lab12 (few
+# gpu-mode branches; 01's unguarded kernel and 11's RawKernel are not emulated).
 NOTEBOOKS = [
+    "notebooks/00_why_gpus.ipynb",
     "notebooks/02_memory.ipynb",
     "notebooks/04_shared_memory_tiling.ipynb",
     "notebooks/05_reductions_atomics.ipynb",
