@@ -153,6 +153,17 @@ def test_the_recorded_names_are_the_installed_cupys():
     assert json.loads(out.stdout.strip().splitlines()[-1]) == recorded
 
 
+def _pytest_emulated(*tests: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "gpu_emulation.plugin", "-n", "0"]
+    return subprocess.run([*cmd, *tests], env=_emulated_env(), capture_output=True, text=True, cwd=TESTS, timeout=600)
+
+
+def test_the_stand_in_behaves_as_cupy_14_2():
+    """tests/gpu_emulation/checks_cupy_fidelity.py: what CuPy 14.2's source accepts and refuses, cited line by line."""
+    proc = _pytest_emulated(str(EMUL / "checks_cupy_fidelity.py"))
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+
+
 def test_library_gpu_paths_in_emulated_gpu_mode():
     tests = [str(EMUL / "checks_library.py")] + [str(TESTS / t) for t in BOTH_MODES]
     cmd = [

@@ -10,7 +10,7 @@
   tier checks host/device semantics
   (which array goes where), not gpu sizes nor float32 tolerances at those sizes (tests/test_gpu_sizes*.py);
 * teaches numba's simulator what numba-cuda does on a GPU with CuPy arrays: a kernel launched on a CuPy array works
-  on its memory (``__cuda_array_interface__``), ``cuda.as_cuda_array`` views it; events measure host time and
+  on its memory (``__cuda_array_interface__``), ``cuda.as_cuda_array`` and ``cuda.to_device`` view it; events measure host time and
   ``cuda.event_elapsed_time`` exists (both as in numba-cuda's GPU API).
 
 Nothing here is part of gpulab: the mode switch is a test-only override of ``runtime``'s state.
@@ -86,6 +86,20 @@ def _patch_numba() -> None:
         raise TypeError("*obj* doesn't implement the cuda array interface.")  # numba-cuda's words
 
     cuda.as_cuda_array = as_cuda_array
+    to_device = cuda.to_device
+
+    def to_device_like_numba_cuda(obj: Any, stream: Any = 0, copy: bool = True, to: Any = None) -> Any:
+        """numba-cuda's ``to_device`` (api.py -> cudadrv/devicearray.py ``auto_device``): device memory is returned
+        as it is, an object with ``__cuda_array_interface__`` (a CuPy array) is viewed without a copy."""
+        import cupy
+
+        if to is None and isinstance(obj, FakeCUDAArray):
+            return obj
+        if to is None and isinstance(obj, cupy.ndarray):
+            return DeviceView(obj._a)
+        return to_device(obj, stream=stream, copy=copy, to=to)
+
+    cuda.to_device = to_device_like_numba_cuda
     if not hasattr(cuda, "from_cuda_array_interface"):
         cuda.from_cuda_array_interface = lambda desc, owner=None, sync=True: as_cuda_array(owner, sync)
 

@@ -9,9 +9,18 @@ Each rule cites where CuPy 14 does the same (paths in github.com/cupy/cupy):
 * operands that are ``numpy.ndarray`` are refused by every elementwise operation and ufunc
   (``cupy/_core/_kernel.pyx``, ``_preprocess_arg``: "Unsupported type <class 'numpy.ndarray'>"); Python and NumPy
   scalars are accepted (``_scalar.scalar_to_numpy_scalar``);
-* ``a[...] = numpy_array`` of more than one element raises ValueError (``core.pyx``, ``fill``: "non-scalar
-  numpy.ndarray cannot be used for fill", reached from ``_routines_indexing._scatter_op``);
+* basic-index assignment (ints, slices, ``...``, None) of anything but a CuPy array goes through ``fill``: a
+  NumPy array or a list of more than a 0-d value raises ValueError ("non-scalar numpy.ndarray cannot be used for
+  fill": ``_routines_indexing.pyx`` ``_scatter_op`` refuses CPU arrays and calls ``core.pyx`` ``fill``, which runs
+  ``numpy.asarray(value)``); advanced-index assignment (integer/bool arrays, lists) copies a NumPy or list value to
+  the device (``_scatter_op_single``, ``_scatter_op_mask_single``: ``core.array(value, dtype=a.dtype)``);
 * indexing and reductions return 0-d arrays, never NumPy scalars (``core.pyx`` ``__getitem__``, ``_reduction.pyx``);
+  a basic index that picks one element returns a 0-d VIEW (``_ndarray_getitem`` -> ``_view_getitem``), an advanced
+  one a new array;
+* comparisons (``<``, ``==``, ``numpy.less``, ...) turn a 0-d ``numpy.ndarray`` into its Python scalar
+  (``core.pyx`` ``__richcmp__`` and ``__array_ufunc__``); arithmetic with one is refused;
+* methods have CuPy's signatures: ``item()`` takes no index, ``sum``/``max``/``min``/... take no ``where=`` or
+  ``initial=`` (``core.pyx`` ``cpdef`` methods);
 * NumPy's ufuncs and functions called on these arrays dispatch to CuPy (``core.pyx`` ``__array_ufunc__``,
   ``__array_function__``; a NumPy function CuPy lacks returns NotImplemented, so NumPy raises TypeError).
 """
@@ -64,10 +73,61 @@ def unwrap(x: Any, *, strict: bool = True) -> Any:
     return x
 
 
+COMPARISONS = {"lt", "le", "gt", "ge", "eq", "ne"}
+UFUNC_COMPARISONS = {"greater", "greater_equal", "less", "less_equal", "equal", "not_equal"}
+
+
+def device_array(x: Any) -> Any:
+    """The NumPy memory behind a CuPy array or a Numba device array (CuPy views both), else None."""
+    if isinstance(x, ndarray):
+        return x._a
+    if any(c.__name__ == "FakeCUDAArray" for c in type(x).__mro__):
+        return x._ary
+    return None
+
+
+def is_basic_index(key: Any) -> bool:
+    """``_routines_indexing.pyx`` ``_prepare_slice_list``: None, ``...``, slices and non-bool scalar ints stay basic;
+    anything else (lists, tuples, NumPy or CuPy arrays of any shape, bools) becomes an index array."""
+    for s in key if isinstance(key, tuple) else (key,):
+        if s is None or s is Ellipsis or isinstance(s, slice):
+            continue
+        if isinstance(s, (ndarray, list, tuple, np.ndarray)):
+            return False
+        if np.isscalar(s) and not isinstance(s, (bool, np.bool_)):
+            continue
+        return False
+    return True
+
+
+def fill_scalar(value: Any, dtype: Any) -> Any:
+    """``core.pyx`` ``fill``: a CuPy array must be 0-d; anything else goes through ``numpy.asarray`` and must be 0-d
+    (a list of values too)."""
+    if isinstance(value, ndarray):
+        if value.shape != ():
+            raise ValueError("non-scalar cupy.ndarray cannot be used for fill")
+        return value._a.astype(dtype)
+    v = np.asarray(value, dtype=dtype)
+    if v.shape != ():
+        raise ValueError("non-scalar numpy.ndarray cannot be used for fill")
+    return v[()]
+
+
+def check_shape(shape: Any) -> Any:
+    """``_core/internal.pyx`` ``get_size``: a shape is ints; a CuPy array (0-d or not) in it raises TypeError (CuPy's
+    ndarray has no ``__index__``)."""
+    for s in shape if isinstance(shape, (tuple, list)) else (shape,):
+        if isinstance(s, ndarray):
+            raise TypeError("'cupy.ndarray' object cannot be interpreted as an integer")
+    return shape
+
+
 def _binary(name: str, *, reflected: bool = False) -> Any:
     op = getattr(operator, name)
 
     def method(self: ndarray, other: Any) -> Any:
+        if name in COMPARISONS and isinstance(other, np.ndarray) and other.ndim == 0:
+            other = other.item()  # core.pyx __richcmp__: "Workaround for numpy<1.13"
         if isinstance(other, np.ndarray):
             raise unsupported(other)
         if isinstance(other, (list, tuple)):
@@ -99,7 +159,7 @@ class ndarray:  # noqa: N801 - CuPy's name
     def __init__(self, shape: Any, dtype: Any = float, memptr: Any = None, strides: Any = None, order: str = "C"):
         if memptr is not None or strides is not None:
             raise NotEmulated("cupy.ndarray(shape, memptr=..., strides=...) over raw device memory is not emulated")
-        self._a = np.empty(shape, dtype, order=order)
+        self._a = np.empty(check_shape(shape), dtype, order=order)
 
     # --- what a host program may read -------------------------------------------------------------------------
     shape = property(lambda s: s._a.shape)
@@ -172,8 +232,43 @@ class ndarray:  # noqa: N801 - CuPy's name
     def tolist(self) -> Any:
         return self._a.tolist()
 
-    def item(self, *args: Any) -> Any:
-        return self._a.item(*args)
+    def item(self) -> Any:  # core.pyx: cpdef item(self), no index argument
+        if self._a.size != 1:
+            raise ValueError("can only convert an array of size 1 to a Python scalar")
+        return self._a.item()
+
+    # Reductions with CuPy's signatures (core.pyx cpdef methods): no where=, no initial=.
+    def sum(self, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False) -> Any:
+        return _reduce(np.sum, self, out, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def prod(self, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = None) -> Any:
+        return _reduce(np.prod, self, out, axis=axis, dtype=dtype, keepdims=bool(keepdims))
+
+    def mean(self, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False) -> Any:
+        return _reduce(np.mean, self, out, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def var(self, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False):
+        return _reduce(np.var, self, out, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+
+    def std(self, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False):
+        return _reduce(np.std, self, out, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+
+    def max(self, axis: Any = None, out: Any = None, keepdims: bool = False) -> Any:
+        return _reduce(np.max, self, out, axis=axis, keepdims=keepdims)
+
+    def min(self, axis: Any = None, out: Any = None, keepdims: bool = False) -> Any:
+        return _reduce(np.min, self, out, axis=axis, keepdims=keepdims)
+
+    def ptp(self, axis: Any = None, out: Any = None, keepdims: bool = False) -> Any:
+        return _reduce(np.ptp, self, out, axis=axis, keepdims=keepdims)
+
+    def argmax(self, axis: Any = None, out: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+        res = _reduce(np.argmax, self, out, axis=axis, keepdims=keepdims)
+        return res if dtype is None else res.astype(dtype)
+
+    def argmin(self, axis: Any = None, out: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+        res = _reduce(np.argmin, self, out, axis=axis, keepdims=keepdims)
+        return res if dtype is None else res.astype(dtype)
 
     def tobytes(self, order: str = "C") -> bytes:
         return self._a.tobytes(order)
@@ -211,12 +306,22 @@ class ndarray:  # noqa: N801 - CuPy's name
 
     # --- indexing ----------------------------------------------------------------------------------------------
     def __getitem__(self, key: Any) -> Any:
-        return wrap(self._a[unwrap(key, strict=False)])
+        k = unwrap(key, strict=False)
+        if not is_basic_index(key):
+            return wrap(np.array(self._a[k], copy=True))  # advanced indexing: a new array
+        res = self._a[k]
+        if not isinstance(res, np.ndarray):  # every axis picked by an int: CuPy's _view_getitem gives a 0-d view
+            res = self._a[(*(k if isinstance(k, tuple) else (k,)), Ellipsis)]
+        return wrap(res)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        if isinstance(value, np.ndarray) and value.shape != ():
-            raise ValueError("non-scalar numpy.ndarray cannot be used for fill")  # core.pyx fill
-        self._a[unwrap(key, strict=False)] = unwrap(value, strict=False)
+        k = unwrap(key, strict=False)
+        if not is_basic_index(key):  # _scatter_op_single / _scatter_op_mask_single: core.array(value, dtype=a.dtype)
+            src = device_array(value)
+            self._a[k] = np.asarray(unwrap(value, strict=False) if src is None else src, dtype=self._a.dtype)
+            return
+        src = device_array(value)  # _scatter_op: _convert_from_cupy_like, else fill (refuses CPU arrays, gh-2079)
+        self._a[k] = fill_scalar(value, self._a.dtype) if src is None else src
 
     # --- operators (elementwise kernels: numpy.ndarray operands refused) ---------------------------------------
     __add__, __radd__ = _binary("add"), _binary("add", reflected=True)
@@ -282,6 +387,8 @@ class ndarray:  # noqa: N801 - CuPy's name
         if cupy_ufunc is None:
             return NotImplemented
         if method == "__call__":
+            if ufunc.__name__ in UFUNC_COMPARISONS:  # core.pyx __array_ufunc__: workaround for numpy/numpy#12142
+                inputs = tuple(x.item() if isinstance(x, np.ndarray) and x.ndim == 0 else x for x in inputs)
             return cupy_ufunc(*inputs, **kwargs)
         if method in ("reduce", "accumulate", "reduceat", "outer", "at"):
             return _functions.call_numpy(getattr(ufunc, method), inputs, kwargs)
@@ -307,16 +414,15 @@ class ndarray:  # noqa: N801 - CuPy's name
         method = getattr(self._a, name)
 
         def call(*args: Any, **kwargs: Any) -> Any:
+            if name == "reshape":
+                check_shape(args[0] if len(args) == 1 else args)
             return _functions.call_numpy(method, args, kwargs)
 
         return call
 
     def fill(self, value: Any) -> None:
-        if isinstance(value, np.ndarray):
-            if value.shape != ():
-                raise ValueError("non-scalar numpy.ndarray cannot be used for fill")  # core.pyx fill
-            value = value.item()
-        self._a.fill(unwrap(value))
+        src = device_array(value)
+        self._a.fill(fill_scalar(value if src is None or isinstance(value, ndarray) else wrap(src), self._a.dtype))
 
     def view(self, dtype: Any = None, *args: Any) -> Any:
         if dtype is None:
@@ -339,6 +445,12 @@ class ndarray:  # noqa: N801 - CuPy's name
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return (2, 0)  # kDLCUDA, device 0
+
+
+def _reduce(fn: Any, a: ndarray, out: Any, **kwargs: Any) -> Any:
+    from ._functions import call_numpy
+
+    return call_numpy(fn, (a,), kwargs if out is None else dict(kwargs, out=out))
 
 
 ndarray.__module__ = "cupy"

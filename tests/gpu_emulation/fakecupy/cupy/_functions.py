@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ._array import NotEmulated, ndarray, unsupported, unwrap, wrap
+from ._array import NotEmulated, check_shape, device_array, ndarray, unsupported, unwrap, wrap
 
 NAMES: dict[str, list[str]] = json.loads((Path(__file__).resolve().parents[2] / "cupy_names.json").read_text())
 
@@ -129,16 +129,110 @@ def _ascontiguousarray(a: Any, dtype: Any = None) -> Any:
 
 
 def _copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = None) -> None:
-    if isinstance(src, np.ndarray) and src.shape != ():  # cupy/_manipulation/basic.py copyto
-        raise ValueError("non-scalar numpy.ndarray cannot be used for copyto")
+    """cupy/_manipulation/basic.py copyto: scalars and NumPy arrays of size 1 are values; anything else is read for
+    its ``.dtype`` (a list: AttributeError) and must be a CuPy array."""
+    if type(src) in (bool, int, float, complex) or np.isscalar(src):
+        value = src
+    elif isinstance(src, np.ndarray):
+        if src.size != 1:
+            raise ValueError("non-scalar numpy.ndarray cannot be used for copyto")
+        value = src.squeeze()[()]
+    else:
+        src.dtype  # noqa: B018 - CuPy reads src.dtype: a list raises AttributeError here
+        value = device_array(src)
+        if value is None:
+            raise unsupported(src)
     if not isinstance(dst, ndarray):
         raise TypeError(f"Unsupported type {type(dst)}")
     kw = {} if where is None else {"where": unwrap(where)}
-    np.copyto(dst._a, unwrap(src, strict=False), casting=casting, **kw)
+    np.copyto(dst._a, value, casting=casting, **kw)
+
+
+def _full(shape: Any, fill_value: Any, dtype: Any = None, order: str = "C") -> Any:
+    """cupy/_creation/basic.py full: the dtype of ``numpy.array(fill_value)``, then ``copyto(casting='unsafe')``."""
+    if dtype is None:
+        dtype = fill_value.dtype if isinstance(fill_value, ndarray) else np.array(fill_value).dtype
+    a = ndarray(shape, dtype, order=order)
+    _copyto(a, fill_value, casting="unsafe")
+    return a
+
+
+def _method(name: str, *params: str) -> Any:
+    """CuPy's function that calls the argument's own method (cupy/_math/sumprod.py ``return a.sum(...)``,
+    _statistics/order.py, meanvar.py, _sorting/search.py): a NumPy array gives NumPy's result, a list has no such
+    method (AttributeError)."""
+    method = {"amax": "max", "amin": "min"}.get(name, name)
+
+    def function(a: Any, *args: Any, **kwargs: Any) -> Any:
+        if len(args) > len(params):
+            raise TypeError(f"{name}() takes at most {len(params) + 1} positional arguments")
+        given = dict(zip(params, args))
+        for k in kwargs:
+            if k not in params or k in given:
+                raise TypeError(f"{name}() got an unexpected keyword argument '{k}'")
+        given.update(kwargs)
+        values = [given.get(p, {"keepdims": False, "ddof": 0}.get(p)) for p in params]
+        if name in ("sum", "prod"):  # sumprod.py passes them positionally, the others by keyword
+            return getattr(a, method)(*values)
+        return getattr(a, method)(**dict(zip(params, values)))
+
+    function.__name__ = function.__qualname__ = name
+    return function
+
+
+_REDUCE = ("axis", "dtype", "out", "keepdims")
+_MINMAX = ("axis", "out", "keepdims")
+_VAR = ("axis", "dtype", "out", "ddof", "keepdims")
+
+
+def _isclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Any:
+    """cupy/_logic/comparison.py isclose: ``cupy.asanyarray`` of both (NumPy arrays and lists are copied over)."""
+    a, b = _asarray(a), _asarray(b)
+    return wrap(np.isclose(a._a, b._a, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def _allclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Any:
+    return _isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan).all()  # a 0-d bool array
+
+
+def _array_equal(a1: Any, a2: Any, equal_nan: bool = False) -> Any:
+    """cupy/_logic/comparison.py array_equal: reads ``a1.shape`` (a list: AttributeError), then ``a1 == a2``."""
+    if a1.shape != a2.shape:
+        return wrap(np.array(False))
+    if not equal_nan:
+        return (a1 == a2).all()
+    return call_numpy(np.array_equal, (a1, a2), {"equal_nan": True})
+
+
+def _bincount(x: Any, weights: Any = None, minlength: Any = None) -> Any:
+    """cupy/_statistics/histogram.py bincount: reads ``x.ndim`` first; its kernel refuses NumPy arrays."""
+    if x.ndim != 1:
+        raise ValueError("object too deep for desired array" if x.ndim > 1 else "object of too small depth")
+    return call_numpy(np.bincount, (x,), {"weights": weights, "minlength": minlength or 0})
+
+
+def _norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A002 - CuPy's name
+    """cupy/linalg/_norms.py norm: reads ``x.dtype`` (a list: AttributeError); the default case is
+    ``cupy.sqrt((x * x).sum())``, which a NumPy array passes (its sum is a NumPy scalar)."""
+    if not issubclass(x.dtype.type, np.inexact):
+        x = x.astype(float)
+    if axis is None and (ord is None or (x.ndim == 1 and ord == 2) or (x.ndim == 2 and ord in ("f", "fro"))):
+        sqrt = lookup("cupy", "sqrt")
+        if x.dtype.kind == "c":
+            s = abs(x.ravel())
+            s *= s
+            ret = sqrt(s.sum())
+        else:
+            ret = sqrt((x * x).sum())
+        return ret.reshape((1,) * x.ndim) if keepdims else ret
+    return call_numpy(np.linalg.norm, (x,), {"ord": ord, "axis": axis, "keepdims": keepdims})
 
 
 def _matmul(a: Any, b: Any, out: Any = None, **kwargs: Any) -> Any:
     """cuBLAS multiplies float16 with float32 accumulation; NumPy's float16 matmul has no BLAS (minutes at n=4096)."""
+    for v in (a, b):  # a GUFunc: cupy.ndarray operands only (a list or NumPy array: TypeError)
+        if not isinstance(v, ndarray) and not np.isscalar(v):
+            raise unsupported(v)
     x, y = unwrap(a), unwrap(b)
     if out is None and getattr(x, "dtype", None) == np.float16 and getattr(y, "dtype", None) == np.float16:
         return wrap(np.matmul(x.astype(np.float32), y.astype(np.float32)).astype(np.float16))
@@ -182,7 +276,17 @@ SPECIAL = {
         "copyto": _copyto,
         "ndarray": ndarray,
         "matmul": _matmul,
+        "full": _full,
+        "isclose": _isclose,
+        "allclose": _allclose,
+        "array_equal": _array_equal,
+        "bincount": _bincount,
+        **{n: _method(n, *_REDUCE) for n in ("sum", "prod", "mean")},
+        **{n: _method(n, *_MINMAX) for n in ("amax", "amin", "max", "min", "ptp")},
+        **{n: _method(n, *_VAR) for n in ("var", "std")},
+        **{n: _method(n, "axis", "dtype", "out", "keepdims") for n in ("argmax", "argmin")},
     },
+    "cupy.linalg": {"norm": _norm},
     "cupy.random": {
         **{n: _not_emulated("cupy.random." + n) for n in ("default_rng", "Generator", "RandomState")},
         "seed": _seed,
@@ -242,6 +346,8 @@ def _from_numpy(module: str, name: str) -> Any:
     ufunc = isinstance(target, np.ufunc)
 
     def cupy_function(*args: Any, **kwargs: Any) -> Any:
+        if name in ("zeros", "ones", "empty"):
+            check_shape(args[0] if args else kwargs.get("shape"))
         if ufunc:  # cupy/_core/_kernel.pyx _preprocess_arg: a ufunc's operands are cupy.ndarray or scalars
             for a in args:
                 if isinstance(a, (list, tuple)):
