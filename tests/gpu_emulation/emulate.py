@@ -10,8 +10,8 @@
   tier checks host/device semantics
   (which array goes where), not gpu sizes nor float32 tolerances at those sizes (tests/test_gpu_sizes*.py);
 * teaches numba's simulator what numba-cuda does on a GPU with CuPy arrays: a kernel launched on a CuPy array works
-  on its memory (``__cuda_array_interface__``), ``cuda.as_cuda_array`` and ``cuda.to_device`` view it; events measure host time and
-  ``cuda.event_elapsed_time`` exists (both as in numba-cuda's GPU API).
+  on its memory (``__cuda_array_interface__``), ``cuda.as_cuda_array`` and ``cuda.to_device`` view it; events
+  measure host time and ``cuda.event_elapsed_time`` exists (both as in numba-cuda's GPU API).
 
 Nothing here is part of gpulab: the mode switch is a test-only override of ``runtime``'s state.
 """
