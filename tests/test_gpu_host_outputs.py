@@ -1,8 +1,11 @@
 """Host functions checked by the harness write into its output arrays, which in gpu mode are CuPy arrays.
 
 CuPy refuses a NumPy array there (``cupy_out[...] = numpy_array`` raises ``ValueError: non-scalar
-numpy.ndarray cannot be used for fill``) and refuses NumPy functions on its arrays (``np.allclose(cupy_out, ...)``
-raises ``TypeError``). No GPU is needed to see it: :class:`CupyLike` is a NumPy array with those two rules.
+numpy.ndarray cannot be used for fill``) and in arithmetic (``cupy_out + numpy_array`` raises ``TypeError``).
+``np.allclose(cupy_out, numpy_array)`` is accepted: CuPy 14 dispatches it to ``cupy.allclose`` (``core.pyx``
+``__array_function__``, numpy.ndarray in ``_HANDLED_TYPES``), which copies the NumPy array to the device
+(``_logic/comparison.py`` ``isclose``: ``cupy.asanyarray``) and returns a 0-d CuPy bool array. No GPU is needed to
+see it: :class:`CupyLike` is a NumPy array with those rules.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 class CupyLike(np.ndarray):
-    """A stand-in for a CuPy array: NumPy arrays cannot be assigned into it, NumPy functions refuse it."""
+    """A stand-in for a CuPy array: NumPy arrays cannot be assigned into it; of NumPy's functions only
+    ``allclose``/``isclose`` take it (as CuPy's do), the others refuse it (stricter than CuPy, which dispatches each
+    to its own function of that name)."""
 
     def __setitem__(self, key, value):
         if isinstance(value, np.ndarray) and not isinstance(value, CupyLike) and value.shape != ():
@@ -27,6 +32,8 @@ class CupyLike(np.ndarray):
         super().__setitem__(key, value)
 
     def __array_function__(self, func, types, args, kwargs):
+        if func in (np.allclose, np.isclose):  # cupy.allclose/isclose: cupy.asanyarray of both, a CuPy result
+            return device(func(*(_host(a) for a in args), **kwargs))
         raise TypeError("Implicit conversion to a NumPy array is not allowed. Please use `.get()`")  # CuPy's words
 
 
@@ -38,8 +45,10 @@ def test_the_stand_in_refuses_what_cupy_refuses():
     out = device(np.zeros(3, np.float32))
     with pytest.raises(ValueError, match="cannot be used for fill"):
         out[...] = np.ones(3, np.float32)
-    with pytest.raises(TypeError, match="Implicit conversion"):
-        np.allclose(out, np.ones(3))
+    with pytest.raises(TypeError, match="Unsupported type"):
+        out + np.ones(3, np.float32)  # cupy/_core/_kernel.pyx _preprocess_arg
+    close = np.allclose(out, np.zeros(3))  # accepted by CuPy 14 (cupy/_logic/comparison.py l. 126-127)
+    assert isinstance(close, CupyLike) and close.shape == () and bool(close)
     out[...] = device(np.ones(3, np.float32))  # device into device: accepted
     out[0] = np.float32(2)  # a scalar: accepted
     assert out.view(np.ndarray).tolist() == [2.0, 1.0, 1.0]
@@ -61,7 +70,8 @@ def _function_from_notebook(path: Path, name: str) -> str:
 def test_lab09_training_step_check_writes_a_device_array_into_its_output():
     """Lab 09's graded check of a whole training step on the learner's kernels (``check_kernel(..., host=
     step_on_your_kernels)``) assigned the NumPy weights into the harness's output array and compared that array
-    with np.allclose: on a GPU both raise, so every learner's lab 09 failed there, whatever their kernels."""
+    with np.allclose: on a GPU the assignment raises, so every learner's lab 09 failed there, whatever their
+    kernels (the np.allclose alone is accepted by CuPy 14: cupy.allclose takes a NumPy operand)."""
     src = _function_from_notebook(ROOT / "labs" / "solutions" / "lab09_training.ipynb", "step_on_your_kernels")
     weights_after = np.linspace(-1, 1, 12, dtype=np.float32)
     calls: list[object] = []

@@ -1,0 +1,161 @@
+"""Emulated gpu mode: gpulab's gpu-mode code paths run, without a GPU, on an emulated CuPy and Numba's simulator.
+
+``activate()`` (once per process, before anything imports CuPy or numba):
+
+* puts ``tests/gpu_emulation/fakecupy`` first on ``sys.path``, so ``import cupy`` is the emulated CuPy 14
+  (``fakecupy/cupy/_array.py`` lists its rules and where the real CuPy does the same);
+* imports gpulab in simulator mode (numba's simulator runs the kernels), then sets gpulab's mode to ``gpu``:
+  ``is_gpu()`` is True and ``xp()`` is the emulated CuPy, so every ``if is_gpu():`` branch runs;
+* makes ``runtime.sizes(gpu=, simulator=)`` return the simulator value (the gpu one where that is None): this
+  tier checks host/device semantics
+  (which array goes where), not gpu sizes nor float32 tolerances at those sizes (tests/test_gpu_sizes*.py);
+* teaches numba's simulator what numba-cuda does on a GPU with CuPy arrays: a kernel launched on a CuPy array works
+  on its memory (``__cuda_array_interface__``), ``cuda.as_cuda_array`` and ``cuda.to_device`` view it; events
+  measure host time and ``cuda.event_elapsed_time`` exists (both as in numba-cuda's GPU API).
+
+Nothing here is part of gpulab: the mode switch is a test-only override of ``runtime``'s state.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+FAKECUPY = Path(__file__).resolve().parent / "fakecupy"
+REASON = "emulated gpu mode (tests/gpu_emulation): the emulated CuPy and Numba's simulator"
+_active = False
+
+
+def _unwrap_kernel_args(args: tuple) -> tuple:
+    import cupy
+
+    out = []
+    for a in args:
+        # a CuPy array: the kernel works on its memory (numba-cuda reads __cuda_array_interface__); a NumPy array is
+        # copied to the device and back by numba-cuda on a GPU as by the simulator
+        out.append(a._a if isinstance(a, cupy.ndarray) else a)
+    return tuple(out)
+
+
+def _patch_numba() -> None:
+    from numba import cuda
+    from numba.cuda.simulator import kernel as sim_kernel
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    launch = sim_kernel.FakeCUDAKernel.__call__
+
+    def call(self: Any, *args: Any) -> Any:
+        return launch(self, *_unwrap_kernel_args(args))
+
+    sim_kernel.FakeCUDAKernel.__call__ = call
+
+    import numpy as np
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    class DeviceView(FakeCUDAArray):
+        """``cuda.as_cuda_array``'s view of CuPy memory, with only the attributes numba-cuda's DeviceNDArray has
+        (the simulator's FakeCUDAArray hands out every NumPy method, ``.copy()`` included)."""
+
+        def __getattr__(self, name: str) -> Any:  # NumPy's methods that DeviceNDArray lacks (.copy(), .sum())
+            if callable(getattr(np.ndarray, name, None)) and not hasattr(DeviceNDArray, name):
+                raise AttributeError(f"'DeviceNDArray' object has no attribute '{name}'")
+            return super().__getattr__(name)
+
+        @property
+        def __cuda_array_interface__(self) -> dict:
+            import cupy
+
+            return cupy.asarray(self).__cuda_array_interface__  # the same memory, described as CuPy does
+
+        def view(self, *args: Any, **kwargs: Any) -> Any:
+            return DeviceView(self._ary.view(*args, **kwargs))
+
+        def reshape(self, *args: Any, **kwargs: Any) -> Any:
+            return DeviceView(self._ary.reshape(*args, **kwargs))
+
+    def as_cuda_array(obj: Any, sync: bool = True) -> Any:
+        import cupy
+
+        if isinstance(obj, cupy.ndarray):
+            return DeviceView(obj._a)
+        if isinstance(obj, FakeCUDAArray):
+            return obj
+        raise TypeError("*obj* doesn't implement the cuda array interface.")  # numba-cuda's words
+
+    cuda.as_cuda_array = as_cuda_array
+    to_device = cuda.to_device
+
+    def to_device_like_numba_cuda(obj: Any, stream: Any = 0, copy: bool = True, to: Any = None) -> Any:
+        """numba-cuda's ``to_device`` (api.py -> cudadrv/devicearray.py ``auto_device``): device memory is returned
+        as it is, an object with ``__cuda_array_interface__`` (a CuPy array) is viewed without a copy."""
+        import cupy
+
+        if to is None and isinstance(obj, FakeCUDAArray):
+            return obj
+        if to is None and isinstance(obj, cupy.ndarray):
+            return DeviceView(obj._a)
+        return to_device(obj, stream=stream, copy=copy, to=to)
+
+    cuda.to_device = to_device_like_numba_cuda
+    if not hasattr(cuda, "from_cuda_array_interface"):
+        cuda.from_cuda_array_interface = lambda desc, owner=None, sync=True: as_cuda_array(owner, sync)
+
+    from numba.cuda.simulator.cudadrv import devices
+
+    t4 = {
+        "name": b"Tesla T4",
+        "id": 0,
+        "MULTIPROCESSOR_COUNT": 40,
+        "MAX_THREADS_PER_BLOCK": 1024,
+        "ASYNC_ENGINE_COUNT": 3,
+        "WARP_SIZE": 32,
+        "MAX_SHARED_MEMORY_PER_BLOCK": 49152,
+    }
+    for key, value in t4.items():  # a T4's (Colab's GPU); name is bytes, as older numba-cuda returns it
+        if not hasattr(devices.FakeCUDADevice, key):
+            setattr(devices.FakeCUDADevice, key, value)
+
+    event_cls = cuda.Event
+
+    def record(self: Any, stream: Any = 0) -> None:
+        self._t = time.perf_counter()
+
+    def elapsed_time(self: Any, end: Any) -> float:
+        return (end._t - self._t) * 1e3
+
+    event_cls.record, event_cls.elapsed_time = record, elapsed_time
+    cuda.event_elapsed_time = lambda start, end: start.elapsed_time(end)
+
+
+def activate() -> None:
+    """Enter emulated gpu mode in this process (idempotent); raises if the real CuPy or numba came first."""
+    global _active
+    if _active:
+        return
+    if "cupy" in sys.modules and not getattr(sys.modules["cupy"], "EMULATED", False):
+        raise RuntimeError("the real CuPy was imported before the emulated gpu mode was activated")
+    sys.path.insert(0, str(FAKECUPY))
+    os.environ["GPULAB_DEVICE"] = "simulator"
+    from gpulab import runtime
+
+    if runtime.select_mode() != "simulator":
+        raise RuntimeError("emulated gpu mode needs numba's simulator; this process chose gpu mode")
+    import cupy
+
+    assert getattr(cupy, "EMULATED", False), cupy.__file__
+    _patch_numba()
+    runtime._MODE, runtime._REASON = "gpu", REASON
+    runtime.sizes.__code__ = _simulator_sizes.__code__  # every `from gpulab import sizes` sees it too
+    from gpulab.exercises.problem import Problem
+
+    sizes_for = Problem.sizes_for  # the exercises' checks: the simulator's sizes unless a scale is asked for
+    Problem.sizes_for = lambda self, scale=None: sizes_for(self, scale or "simulator")
+    os.environ["GPULAB_EMULATED_GPU"] = "1"  # for the tier's own subprocesses and reports only
+    _active = True
+
+
+def _simulator_sizes(gpu: Any, simulator: Any) -> Any:
+    return gpu if simulator is None else simulator  # None: a size only gpu mode uses (lesson 00's cuBLAS matmul)

@@ -1,0 +1,3 @@
+"""Emulated ``cupy.lib`` (tests only): only ``stride_tricks`` is emulated."""
+
+from cupy.lib import stride_tricks  # noqa: F401
