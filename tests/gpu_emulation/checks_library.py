@@ -107,6 +107,21 @@ def test_nn_forward_backward_on_the_device(backend):
     model.load_state_dict(state)
 
 
+@pytest.mark.parametrize("backend", ["cupy", "kernels"])
+def test_a_host_batch_for_a_model_on_the_device_is_refused_with_the_move(backend):
+    """Before, CuPy's implicit-conversion TypeError came from deep inside the first op (gemm)."""
+    from gpulab import nn
+    from gpulab.errors import UsageError
+
+    model = nn.mnist_cnn(image_size=8, channels=(2, 3), hidden=8, dropout=0.0, backend=backend)
+    x = RNG.random((4, 1, 8, 8)).astype(np.float32)
+    with pytest.raises(UsageError, match=r"x is a NumPy array .*x = gpulab.to_device\(x\)"):
+        model.forward(x)
+    host = nn.mnist_cnn(image_size=8, channels=(2, 3), hidden=8, dropout=0.0, backend="numpy")
+    with pytest.raises(UsageError, match=r"x is a CuPy array .*gpulab.to_host\(x\)"):
+        host.forward(cupy.asarray(x))
+
+
 def test_fit_and_evaluate_on_the_device():
     from gpulab import data, nn, train
 

@@ -41,6 +41,7 @@ __all__ = [
     "Ops",
     "check_float_array",
     "check_labels",
+    "check_where",
     "conv_out_hw",
     "device_for",
     "get",
@@ -201,6 +202,22 @@ def device_for(backend: str) -> str:
 def to_backend(x: Any, backend: str) -> Any:
     """``x`` moved to where ``backend`` computes (:func:`device_for`); no copy if already there."""
     return runtime.to_device(x) if device_for(backend) == "gpu" else runtime.to_host(x)
+
+
+def check_where(name: str, x: Any, backend: str) -> None:
+    """Refuse an array that lives elsewhere than ``backend`` computes (a NumPy batch for a model on the GPU, a CuPy
+    one for a model on the host), naming the move; CuPy's own error comes from deep inside an op."""
+    gpu = device_for(backend) == "gpu"
+    if gpu and isinstance(x, np.ndarray):
+        raise UsageError(
+            f"{name} is a NumPy array (host memory), but the model computes on the GPU (backend {backend!r}). Move "
+            f"it first: {name} = gpulab.to_device({name}) (train.fit, evaluate and predict move batches themselves)."
+        )
+    if not gpu and runtime.array_module(x).__name__ == "cupy":
+        raise UsageError(
+            f"{name} is a CuPy array (GPU memory), but the model computes on the host (backend {backend!r}). Bring it "
+            f"back first: {name} = gpulab.to_host({name}), or move the model with model.to('cupy')."
+        )
 
 
 def check_float_array(name: str, x: Any, ndim: int, what: str) -> None:

@@ -128,6 +128,7 @@ class Sequential(Module):
         return order
 
     def forward(self, x: Any) -> Any:
+        _ops.check_where("x", x, self.backend)
         self._forward_backend = self.backend
         for layer in self.run_order():
             x = layer.forward(x)
