@@ -140,7 +140,7 @@ def run(path: Path, *, timeout: float = 300.0, cell_timeout: float = 60.0) -> No
                 ran_out = "not run: the notebook's time ran out"
                 cell.outputs = [nbformat.v4.new_output("error", ename="timeout", evalue=ran_out, traceback=[])]
                 break
-            client.timeout = min(cell_timeout, max(left, 1.0))
+            client.timeout = int(min(cell_timeout, max(left, 1.0)))  # nbclient's trait takes whole seconds
             try:
                 client.execute_cell(cell, k)
             except (CellTimeoutError, TimeoutError):
