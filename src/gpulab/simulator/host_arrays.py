@@ -6,15 +6,17 @@ with a shape, a dtype, copies to and from the host, slicing and ``reshape``; it 
 ``TypeError: unsupported operand type(s)``). numba-cuda's simulator stands for it with ``FakeCUDAArray``, which
 forwards every unknown attribute to the NumPy array it wraps and defines ``+``, ``-``, ``*``, ``/``, ``==``, ``<``
 and the like elementwise. So ``d_out.sum()`` or ``d_a * 2`` ran on the CPU in simulator mode and failed on a GPU,
-and ``d_out == expected`` compared elementwise here but compares identities (``False``) there.
+and ``d_out == 1`` compared elementwise here but compares identities (``False``) there.
 
 :func:`install` (called by :func:`gpulab.simulator.harden`) makes the host side as strict as numba-cuda's class
 (checked against numba-cuda 0.22 and 0.30 ``cudadrv/devicearray.py``): a NumPy-only attribute raises
 :class:`DeviceArrayAttributeError` (an ``AttributeError``, so ``hasattr`` still answers False) naming the
-attribute and what to do; arithmetic and ordering raise ``TypeError`` with Python's words and what to do; ``==``
-and ``!=`` compare identities as on a GPU. Inside kernels nothing changes: a kernel sees its arrays through
-``FakeWithinKernelCUDAArray``, which now reads attributes (``a.shape``, ``a.size``, a record's fields) from the
-NumPy array directly. numba's own simulator code keeps NumPy's attributes (it calls them on the arrays it wraps).
+attribute and what to do; arithmetic and ordering raise ``TypeError`` with Python's words and what to do, unless
+the other operand is NumPy's, whose reflected method takes its turn as on a GPU (``d - x`` and ``d == x`` are NumPy
+arrays there, through ``__array__``); ``==`` and ``!=`` are object's, as numba-cuda's class. Inside kernels
+nothing changes: a kernel sees its arrays through ``FakeWithinKernelCUDAArray``, which now reads attributes
+(``a.shape``, ``a.size``, a record's fields) from the NumPy array directly. numba's own simulator code keeps
+NumPy's attributes (it calls them on the arrays it wraps).
 """
 
 from __future__ import annotations
@@ -35,13 +37,20 @@ DEVICE_ARRAY_NAMES = frozenset(
     }
 )  # fmt: skip
 
+# no in-place ones: as on a GPU, `d += x` falls back to `d + x`
 _OPERATORS = {
     "__add__": "+", "__radd__": "+", "__sub__": "-", "__rsub__": "-", "__mul__": "*", "__rmul__": "*",
     "__truediv__": "/", "__rtruediv__": "/", "__floordiv__": "//", "__rfloordiv__": "//", "__mod__": "%",
     "__rmod__": "%", "__pow__": "**", "__rpow__": "**", "__matmul__": "@", "__rmatmul__": "@", "__neg__": "-",
-    "__iadd__": "+=", "__isub__": "-=", "__imul__": "*=", "__itruediv__": "/=",
 }  # fmt: skip
 _ORDERING = {"__lt__": "<", "__le__": "<=", "__gt__": ">", "__ge__": ">="}
+# The other operand's method Python tries when the left one has none (numba-cuda's class has none): NumPy's
+# converts the device array with __array__, so `d - x`, `d < x` give NumPy arrays on a GPU when x is NumPy's.
+_REFLECTED = {
+    "__add__": "__radd__", "__sub__": "__rsub__", "__mul__": "__rmul__", "__truediv__": "__rtruediv__",
+    "__floordiv__": "__rfloordiv__", "__mod__": "__rmod__", "__pow__": "__rpow__", "__matmul__": "__rmatmul__",
+    "__lt__": "__gt__", "__le__": "__ge__", "__gt__": "__lt__", "__ge__": "__le__",
+}  # fmt: skip
 
 
 class DeviceArrayAttributeError(AttributeError):
@@ -67,6 +76,15 @@ def _missing(self: Any, name: str) -> AttributeError:
         f"a Numba device array (from cuda.to_device or cuda.device_array) has no attribute {name!r} on a GPU; the "
         f"simulator would have used NumPy's, so this line fails on a GPU. {_advice(name)}"
     )
+
+
+def _reflected(fake: type, self: Any, other: Any, dunder: str) -> Any:
+    """What Python does on a GPU for ``self <op> other``: the other operand's reflected method (NumPy's converts
+    ``self`` with ``__array__``), else NotImplemented (then :func:`install`'s operators raise with what to do)."""
+    if isinstance(other, fake) or dunder not in _REFLECTED:
+        return NotImplemented
+    method = getattr(type(other), _REFLECTED[dunder], None)
+    return NotImplemented if method is None else method(other, self)
 
 
 def _from_numba(depth: int = 2) -> bool:
@@ -95,6 +113,8 @@ def install() -> None:
         def refuse(self: Any, *other: Any) -> Any:
             if _from_numba():
                 return original(self, *other) if original is not None else NotImplemented
+            if other and (result := _reflected(fake, self, other[0], dunder)) is not NotImplemented:
+                return result
             kind = "unary operand" if not other else "operand"
             raise TypeError(
                 f"unsupported {kind} type(s) for {symbol}: a Numba device array (Python's words on a GPU: "
@@ -104,8 +124,10 @@ def install() -> None:
 
         return refuse
 
-    def ordering(symbol: str) -> Any:
+    def ordering(symbol: str, dunder: str) -> Any:
         def refuse(self: Any, other: Any) -> Any:
+            if (result := _reflected(fake, self, other, dunder)) is not NotImplemented:
+                return result
             raise TypeError(
                 f"'{symbol}' not supported for a Numba device array (Python's words on a GPU). Compare on the host "
                 f"after `d.copy_to_host()`, or, in gpu mode, with CuPy (`cupy.asarray(d) {symbol} ...`)."
@@ -117,9 +139,11 @@ def install() -> None:
     for dunder, symbol in _OPERATORS.items():
         setattr(fake, dunder, operator(symbol, dunder))
     for dunder, symbol in _ORDERING.items():
-        setattr(fake, dunder, ordering(symbol))
-    fake.__eq__ = lambda self, other: self is other  # identities, as numba-cuda's class (object's ==)
-    fake.__ne__ = lambda self, other: self is not other
+        setattr(fake, dunder, ordering(symbol, dunder))
+    # object's == and != as numba-cuda's class: the same array, or the other operand's turn (NumPy's compares
+    # elementwise after __array__), else Python compares identities (`d == 1` is False)
+    fake.__eq__ = object.__eq__
+    fake.__ne__ = object.__ne__
     fake.__hash__ = object.__hash__
 
     inner: Any = da.FakeWithinKernelCUDAArray
