@@ -124,3 +124,23 @@ def test_a_numpy_operand_gets_its_turn_as_on_a_gpu(d):
             exec(expr, {"d": d})
     with pytest.raises(TypeError, match="'<' not supported"):
         d < 1  # noqa: B015
+
+
+def test_a_mapped_array_is_a_numpy_array_on_the_host_as_on_a_gpu():
+    """cuda.mapped_array gives a MappedNDArray on a GPU: a NumPy array (np.ndarray subclass) in host memory that
+    kernels also see, with every NumPy method and operator; the simulator gives its device array class."""
+    m = cuda.mapped_array((2, 3), dtype=np.float32)
+    m[:] = 1
+    m.fill(2)
+    assert m.sum() == 12 and (m * 2).sum() == 24 and (m == 2).all() and m[1:].max() == 2
+    assert m.reshape(6).astype(np.float64).tolist() == [2.0] * 6 and m.copy_to_host().tolist() == [[2.0] * 3] * 2
+
+    @cuda.jit
+    def add_one(a):
+        j, i = cuda.grid(2)
+        if i < a.shape[0] and j < a.shape[1]:
+            a[i, j] += 1
+
+    add_one[(1, 1), (4, 4)](m)
+    assert m.tolist() == [[3.0] * 3] * 2  # the kernel wrote the host's memory
+    assert not hasattr(cuda.device_array(3), "sum")  # device arrays stay strict

@@ -93,6 +93,45 @@ def _from_numba(depth: int = 2) -> bool:
     return name == "numba" or name.startswith(("numba.", "numba_cuda."))
 
 
+_NUMPY_OPERATORS = (
+    *_OPERATORS, *_ORDERING, "__eq__", "__ne__", "__abs__", "__pos__", "__invert__", "__and__", "__or__", "__xor__",
+    "__rand__", "__ror__", "__rxor__", "__lshift__", "__rshift__", "__bool__", "__iter__", "__contains__",
+)  # fmt: skip
+_IN_PLACE = ("__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__")
+_VIEWS = ("__getitem__", "reshape", "ravel", "view", "transpose", "bind")
+
+
+def _mapped_class(fake: type, forward: Any) -> type:
+    """``cuda.mapped_array``'s arrays: on a GPU a ``MappedNDArray``, a NumPy array (an ``np.ndarray`` subclass) in
+    mapped host memory that kernels also take, so every NumPy attribute and operator works on it."""
+
+    def numpy_op(dunder: str) -> Any:
+        return lambda self, *other: getattr(self._ary, dunder)(*other)
+
+    def in_place(dunder: str) -> Any:
+        def op(self: Any, other: Any) -> Any:
+            getattr(self._ary, dunder)(other)  # in the mapped memory, as NumPy's in-place operators
+            return self
+
+        return op
+
+    def same_kind(name: str) -> Any:
+        method = getattr(fake, name)
+
+        def view(self: Any, *args: Any, **kwargs: Any) -> Any:  # NumPy's views of a MappedNDArray are MappedNDArrays
+            out = method(self, *args, **kwargs)
+            return mapped(out._ary, out.stream) if type(out) is fake else out
+
+        return view
+
+    body: dict[str, Any] = {"__doc__": _mapped_class.__doc__, "__hash__": None, "__getattr__": forward}
+    body.update({d: numpy_op(d) for d in _NUMPY_OPERATORS})
+    body.update({d: in_place(d) for d in _IN_PLACE})
+    body.update({n: same_kind(n) for n in _VIEWS})
+    mapped = type("FakeMappedArray", (fake,), body)
+    return mapped
+
+
 def install() -> None:
     """Make the simulator's host-side device arrays as strict as numba-cuda's (idempotent; see the docstring)."""
     from numba.cuda.simulator.cudadrv import devicearray as da
@@ -161,4 +200,19 @@ def install() -> None:
         return wrap(self, item.__getitem__(name))
 
     inner.__getattr__ = within_getattr
+
+    # cuda.mapped_array: the simulator's gives its device array class, a GPU a NumPy array (MappedNDArray)
+    from numba import cuda
+    from numba.cuda import simulator as sim
+
+    orig_mapped = da.mapped_array
+    mapped = _mapped_class(fake, forward)
+
+    def mapped_array(*args: Any, **kwargs: Any) -> Any:
+        out = orig_mapped(*args, **kwargs)
+        return mapped(out._ary, out.stream)
+
+    for module in (cuda, sim, da):
+        if getattr(module, "mapped_array", None) is orig_mapped:  # in gpu mode (trace), numba.cuda's own stays
+            module.mapped_array = mapped_array
     fake._gpulab_strict = True
