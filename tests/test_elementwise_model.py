@@ -57,3 +57,15 @@ def test_a_reduction_refuses_an_array_of_another_dtype():
     assert float(run_reduction(spec, np.ones(5, np.float32))) == 5.0
     with pytest.raises(TypeError, match=r"Type is mismatched\. x float64 float32"):
         run_reduction(spec, np.ones(5))
+
+
+def test_only_arrays_bind_a_placeholder_outputs_first_as_in_cupy():
+    """CuPy's _decide_params_type_core binds ``T`` from output arrays, then input arrays; a scalar never binds it
+    (its dtype is None there) and is converted to the bound type, wherever it stands in the parameter list."""
+    axpy = dict(in_params="T a, T x", out_params="T y", operation="y = a * x")
+    x = np.ones(2, np.float32)
+    assert run_elementwise(axpy, 2.0, x).dtype == np.float32  # a Python float before the array: T = float32
+    assert run_elementwise(axpy, np.float64(0.1), x).tolist() == [np.float32(0.1)] * 2  # converted, then multiplied
+    scale = dict(in_params="T a, float32 x", out_params="T y", operation="y = a * x")
+    out = np.zeros(2, np.float64)
+    assert run_elementwise(scale, 0.1, x, out) is out and out.tolist() == [0.1] * 2  # T = float64 from out

@@ -52,6 +52,13 @@ def add_no_guard_line_per_read(a, b, out):
 
 
 @cuda.jit
+def add_no_guard_named_index(a, b, out):
+    tid = cuda.grid(1)
+    s = a[tid]
+    out[tid] = s + b[tid]
+
+
+@cuda.jit
 def add_off_by_one(a, b, out):
     i = cuda.grid(1)
     if i < out.shape[0] - 1:
@@ -118,6 +125,8 @@ def test_bounds_guard_hint_names_the_array_the_failing_line_indexes():
     res = check_add(add_no_guard_line_per_read)
     assert "at line" in res.message and "`s = a[i]`" in res.message
     assert "guard with `if i < a.shape[0]:` on the array that line indexes" in res.hint
+    named = check_add(add_no_guard_named_index)  # the line's own index, not the i of the usual example
+    assert "guard with `if tid < a.shape[0]:` on the array that line indexes" in named.hint
 
 
 def test_off_by_one_guard():

@@ -194,3 +194,20 @@ def test_notebook_runs_in_emulated_gpu_mode(notebook):
     assert res.status in ("ran", "not emulated"), listed
     if res.status == "not emulated":
         warnings.warn(f"NOT EMULATED in {notebook}: {listed}", stacklevel=1)
+
+
+def test_a_notebook_run_leaves_the_test_process_environment_alone(tmp_path, monkeypatch):
+    """nbemul.run gives its kernel the emulation's environment (PYTHONPATH with src and tests, the simulator, a
+    shared MNIST copy) without setting it in this process: under xdist --dist loadfile the worker goes on to run
+    other test files, which must not inherit GPULAB_DATA_DIR or PYTHONPATH from whichever worker ran this file."""
+    import nbformat
+
+    monkeypatch.delenv("GPULAB_DATA_DIR", raising=False)
+    seen = f"import os\nassert {str(TESTS)!r} in os.environ['PYTHONPATH'].split(os.pathsep)"  # the kernel's
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(seen)])
+    path = tmp_path / "tiny.ipynb"
+    nbformat.write(nb, path)
+    before, path_before = dict(os.environ), list(sys.path)
+    res = nbemul.run(path, timeout=120)
+    assert res.status == "ran", res.line()
+    assert dict(os.environ) == before and sys.path == path_before

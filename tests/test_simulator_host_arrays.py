@@ -103,3 +103,44 @@ def test_the_names_are_numba_cudas_device_array_names():
     if out.returncode != 0:
         pytest.skip(f"numba-cuda's device array class does not import here: {out.stderr.strip()[-200:]}")
     assert set(json.loads(out.stdout.strip().splitlines()[-1])) == set(DEVICE_ARRAY_NAMES)
+
+
+def test_a_numpy_operand_gets_its_turn_as_on_a_gpu(d):
+    """numba-cuda's DeviceNDArray has no operators and object's ==, so Python hands ``d - x``, ``d == x``,
+    ``d < x`` to the NumPy operand's reflected method, which converts ``d`` with ``__array__`` (a copy to the host):
+    on a GPU these give NumPy arrays (checked with the real class, only copy_to_host replaced)."""
+    host = np.arange(6, dtype=np.float32).reshape(2, 3)
+    x = np.ones((2, 3), dtype=np.float32)
+    assert isinstance(d == x, np.ndarray) and (d == x).tolist() == (host == x).tolist()
+    assert (d != x).tolist() == (host != x).tolist() and (d < x).tolist() == (host < x).tolist()
+    assert (d - x).tolist() == (host - x).tolist() and (d * np.float32(2)).tolist() == (host * 2).tolist()
+    assert (d >= x).tolist() == (host >= x).tolist() and (d @ x.T).tolist() == (host @ x.T).tolist()
+    assert (d == 1) is False and (d != 1) is True  # nothing elementwise takes a Python scalar: identities
+    e = d
+    e += x  # no in-place operator on a GPU: Python rebinds e to x's sum, a NumPy array
+    assert isinstance(e, np.ndarray) and e.tolist() == (host + x).tolist()
+    for expr in ("d * 2", "d + d", "d + [1]", "d += 1"):
+        with pytest.raises(TypeError, match="unsupported operand type"):
+            exec(expr, {"d": d})
+    with pytest.raises(TypeError, match="'<' not supported"):
+        d < 1  # noqa: B015
+
+
+def test_a_mapped_array_is_a_numpy_array_on_the_host_as_on_a_gpu():
+    """cuda.mapped_array gives a MappedNDArray on a GPU: a NumPy array (np.ndarray subclass) in host memory that
+    kernels also see, with every NumPy method and operator; the simulator gives its device array class."""
+    m = cuda.mapped_array((2, 3), dtype=np.float32)
+    m[:] = 1
+    m.fill(2)
+    assert m.sum() == 12 and (m * 2).sum() == 24 and (m == 2).all() and m[1:].max() == 2
+    assert m.reshape(6).astype(np.float64).tolist() == [2.0] * 6 and m.copy_to_host().tolist() == [[2.0] * 3] * 2
+
+    @cuda.jit
+    def add_one(a):
+        j, i = cuda.grid(2)
+        if i < a.shape[0] and j < a.shape[1]:
+            a[i, j] += 1
+
+    add_one[(1, 1), (4, 4)](m)
+    assert m.tolist() == [[3.0] * 3] * 2  # the kernel wrote the host's memory
+    assert not hasattr(cuda.device_array(3), "sum")  # device arrays stay strict

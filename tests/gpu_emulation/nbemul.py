@@ -96,15 +96,19 @@ class NotebookRun:
         return f"{head}  cell {k}: {ename}: {evalue.splitlines()[0][:160] if evalue else ''}{more}"
 
 
-def _env() -> None:
+def _env() -> dict[str, str]:
+    """The kernel's environment: this process's, with src and tests on PYTHONPATH, the simulator, a shared MNIST
+    copy where there is one. This process's own is left alone (a pytest worker goes on to other test files)."""
+    env = dict(os.environ)
     src = str(ROOT / "src")
-    parts = [src, str(TESTS)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
-    os.environ["GPULAB_DEVICE"] = "simulator"
+    parts = [src, str(TESTS)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
+    env["GPULAB_DEVICE"] = "simulator"
     shared = ROOT.parent / "shared" / "data" / "mnist"
     for cand in (shared, Path("/work/shared/data/mnist")):
-        if "GPULAB_DATA_DIR" not in os.environ and cand.is_dir():
-            os.environ["GPULAB_DATA_DIR"] = str(cand)
+        if "GPULAB_DATA_DIR" not in env and cand.is_dir():
+            env["GPULAB_DATA_DIR"] = str(cand)
+    return env
 
 
 def run(path: Path, *, timeout: float = 300.0, cell_timeout: float = 60.0) -> NotebookRun:
@@ -112,10 +116,10 @@ def run(path: Path, *, timeout: float = 300.0, cell_timeout: float = 60.0) -> No
     that runs past ``cell_timeout`` is interrupted (a ``timeout`` error) and the next cells run."""
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    sys.path.insert(0, str(TESTS))
+    if str(TESTS) not in sys.path:
+        sys.path.insert(0, str(TESTS))
     from nbrun import SlicedClient
 
-    _env()
     cell_timeout = max(cell_timeout, CELL_TIMEOUTS.get(path.name, 0.0))
     nb = nbformat.read(path, as_version=4)
     shrink(path.name, nb)
@@ -130,7 +134,7 @@ def run(path: Path, *, timeout: float = 300.0, cell_timeout: float = 60.0) -> No
     )
     t0 = time.monotonic()
     status = "ran"
-    with client.setup_kernel():
+    with client.setup_kernel(env=_env()):
         for k, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue

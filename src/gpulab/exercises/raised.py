@@ -326,11 +326,18 @@ def _guard_example(line: tuple[int, str] | None, text: str) -> str:
     """The guard to suggest for an index past the end: on the array the failing line indexes when it indexes one
     (``grads[i] * s`` -> ``if i < grads.shape[0]:``), on ``out`` otherwise."""
     source = (line[1] or "") if line else ""
+    found = list(re.finditer(r"\b([A-Za-z_]\w*)\s*\[([^\[\]]*)\]", source))
     names = {m.group(1) for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\[", source)}
     names -= {"cuda", "shared", "local"}
     axis = re.search(r"for axis (\d+) with size", text)
     if len(names) == 1 and axis and axis.group(1) in ("0", "1"):
         name = names.pop()
-        index = "i" if axis.group(1) == "0" else "j"
-        return f"`if {index} < {name}.shape[{axis.group(1)}]:` on the array that line indexes"
+        k = int(axis.group(1))
+        index = "i" if k == 0 else "j"
+        for m in found:  # the line's own index at that axis when it is a plain name (`a[tid]` -> tid)
+            parts = [p.strip() for p in m.group(2).split(",")]
+            if m.group(1) == name and k < len(parts) and re.fullmatch(r"[A-Za-z_]\w*", parts[k]):
+                index = parts[k]
+                break
+        return f"`if {index} < {name}.shape[{k}]:` on the array that line indexes"
     return "`if i < out.shape[0]:` (and `j < out.shape[1]` in 2-D)"

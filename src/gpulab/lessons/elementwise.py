@@ -184,8 +184,8 @@ def _evaluate(code: str, env: dict[str, Any], types: dict[str, np.dtype], what: 
 
 
 def _bind(declared: list[tuple[str, str]], values: list[Any], types: dict[str, np.dtype]) -> dict[str, Any]:
-    """Parameter name -> host value in its declared dtype (float16 held as float32, see :func:`_store`); binds type
-    placeholders (``T``) from the arguments."""
+    """Parameter name -> host value in its declared dtype (float16 held as float32, see :func:`_store`); a type
+    placeholder (``T``) not yet bound (by :func:`check_array_types`, from the arrays) takes the first value's."""
     env: dict[str, Any] = {}
     for (ctype, name), value in zip(declared, values):
         host = np.asarray(runtime.to_host(value))
@@ -202,11 +202,12 @@ def _is_array(value: Any) -> bool:
 
 def check_array_types(
     ins: list[tuple[str, str]], in_args: list[Any], outs: list[tuple[str, str]], out_args: list[Any]
-) -> None:
+) -> dict[str, np.dtype]:
     """Refuse, as CuPy does, an array argument whose dtype is not its parameter's declared type, and two arrays of
     different dtypes for one placeholder (``T``). CuPy converts Python and NumPy scalars to the declared type but
     never an array: its ``_decide_params_type_core`` raises ``TypeError('Type is mismatched. ...')``, outputs first
-    and then inputs. The model checks the same in simulator mode, where it could convert silently."""
+    and then inputs. The model checks the same in simulator mode, where it could convert silently. Returns the
+    placeholders the arrays bind (CuPy's ``type_dict``: a scalar binds none, it takes the bound type)."""
     bound: dict[str, tuple[str, np.dtype]] = {}
     for (ctype, name), value in [*zip(outs, out_args), *zip(ins, in_args)]:
         if not _is_array(value):
@@ -236,6 +237,7 @@ def check_array_types(
             )
         else:
             bound.setdefault(ctype, (name, got))
+    return {ctype: dtype for ctype, (_, dtype) in bound.items()}
 
 
 def _check_name(spec: dict[str, str], default: str) -> str:
@@ -282,9 +284,8 @@ def _elementwise_model(spec: dict[str, str], ins: list, outs: list, args: tuple)
                 f"the operation assigns {m.group(1)!r}, an input: CuPy declares in_params const, so this does "
                 f"not compile. Declare {m.group(1)!r} in out_params to write it (and pass the array as an output)."
             )
-    types: dict[str, np.dtype] = {}
     given = list(args[len(ins) :])
-    check_array_types(ins, list(args[: len(ins)]), outs if given else [], given)
+    types = check_array_types(ins, list(args[: len(ins)]), outs if given else [], given)  # T from arrays only
     env = _bind(ins, list(args[: len(ins)]), types)
     if given:
         env.update(_bind(outs, given, types))
@@ -353,8 +354,7 @@ def run_reduction(spec: dict[str, str], *args: Any) -> Any:
 
 
 def _reduction_model(spec: dict[str, str], ins: list, outs: list, args: tuple) -> Any:
-    types: dict[str, np.dtype] = {}
-    check_array_types(ins, list(args), [], [])
+    types = check_array_types(ins, list(args), [], [])  # T from arrays only
     env = _bind(ins, list(args), types)
     out_type, out = outs[0]
     reduce_type = spec.get("reduce_type")

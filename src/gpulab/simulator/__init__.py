@@ -42,8 +42,8 @@ installed once by :func:`harden` (called at import in simulator mode, and by :fu
 14. launching a device function, launching a kernel inside a kernel and calling a device function from the host
     are refused with numba-cuda's error on a GPU and what to do (:mod:`gpulab.simulator.device_calls`);
 15. on the host, a device array (``cuda.to_device``'s) has numba-cuda's attributes only: ``d.sum()``, ``d.copy()``,
-    ``d * 2`` are refused as on a GPU with what to do, and ``==`` compares identities
-    (:mod:`gpulab.simulator.host_arrays`).
+    ``d * 2`` are refused as on a GPU with what to do; ``==`` is object's, and a NumPy operand (``d - x``, ``d == x``)
+    takes its turn through ``__array__`` as there (:mod:`gpulab.simulator.host_arrays`).
 
 Nothing is recorded unless an :class:`Instruments` is active (``with instrument(...) as ins:``): it
 collects shared-memory sizes per block, every access to shared arrays, each thread's final

@@ -6,15 +6,17 @@ with a shape, a dtype, copies to and from the host, slicing and ``reshape``; it 
 ``TypeError: unsupported operand type(s)``). numba-cuda's simulator stands for it with ``FakeCUDAArray``, which
 forwards every unknown attribute to the NumPy array it wraps and defines ``+``, ``-``, ``*``, ``/``, ``==``, ``<``
 and the like elementwise. So ``d_out.sum()`` or ``d_a * 2`` ran on the CPU in simulator mode and failed on a GPU,
-and ``d_out == expected`` compared elementwise here but compares identities (``False``) there.
+and ``d_out == 1`` compared elementwise here but compares identities (``False``) there.
 
 :func:`install` (called by :func:`gpulab.simulator.harden`) makes the host side as strict as numba-cuda's class
 (checked against numba-cuda 0.22 and 0.30 ``cudadrv/devicearray.py``): a NumPy-only attribute raises
 :class:`DeviceArrayAttributeError` (an ``AttributeError``, so ``hasattr`` still answers False) naming the
-attribute and what to do; arithmetic and ordering raise ``TypeError`` with Python's words and what to do; ``==``
-and ``!=`` compare identities as on a GPU. Inside kernels nothing changes: a kernel sees its arrays through
-``FakeWithinKernelCUDAArray``, which now reads attributes (``a.shape``, ``a.size``, a record's fields) from the
-NumPy array directly. numba's own simulator code keeps NumPy's attributes (it calls them on the arrays it wraps).
+attribute and what to do; arithmetic and ordering raise ``TypeError`` with Python's words and what to do, unless
+the other operand is NumPy's, whose reflected method takes its turn as on a GPU (``d - x`` and ``d == x`` are NumPy
+arrays there, through ``__array__``); ``==`` and ``!=`` are object's, as numba-cuda's class. Inside kernels
+nothing changes: a kernel sees its arrays through ``FakeWithinKernelCUDAArray``, which now reads attributes
+(``a.shape``, ``a.size``, a record's fields) from the NumPy array directly. numba's own simulator code keeps
+NumPy's attributes (it calls them on the arrays it wraps).
 """
 
 from __future__ import annotations
@@ -35,13 +37,20 @@ DEVICE_ARRAY_NAMES = frozenset(
     }
 )  # fmt: skip
 
+# no in-place ones: as on a GPU, `d += x` falls back to `d + x`
 _OPERATORS = {
     "__add__": "+", "__radd__": "+", "__sub__": "-", "__rsub__": "-", "__mul__": "*", "__rmul__": "*",
     "__truediv__": "/", "__rtruediv__": "/", "__floordiv__": "//", "__rfloordiv__": "//", "__mod__": "%",
     "__rmod__": "%", "__pow__": "**", "__rpow__": "**", "__matmul__": "@", "__rmatmul__": "@", "__neg__": "-",
-    "__iadd__": "+=", "__isub__": "-=", "__imul__": "*=", "__itruediv__": "/=",
 }  # fmt: skip
 _ORDERING = {"__lt__": "<", "__le__": "<=", "__gt__": ">", "__ge__": ">="}
+# The other operand's method Python tries when the left one has none (numba-cuda's class has none): NumPy's
+# converts the device array with __array__, so `d - x`, `d < x` give NumPy arrays on a GPU when x is NumPy's.
+_REFLECTED = {
+    "__add__": "__radd__", "__sub__": "__rsub__", "__mul__": "__rmul__", "__truediv__": "__rtruediv__",
+    "__floordiv__": "__rfloordiv__", "__mod__": "__rmod__", "__pow__": "__rpow__", "__matmul__": "__rmatmul__",
+    "__lt__": "__gt__", "__le__": "__ge__", "__gt__": "__lt__", "__ge__": "__le__",
+}  # fmt: skip
 
 
 class DeviceArrayAttributeError(AttributeError):
@@ -69,10 +78,58 @@ def _missing(self: Any, name: str) -> AttributeError:
     )
 
 
+def _reflected(fake: type, self: Any, other: Any, dunder: str) -> Any:
+    """What Python does on a GPU for ``self <op> other``: the other operand's reflected method (NumPy's converts
+    ``self`` with ``__array__``), else NotImplemented (then :func:`install`'s operators raise with what to do)."""
+    if isinstance(other, fake) or dunder not in _REFLECTED:
+        return NotImplemented
+    method = getattr(type(other), _REFLECTED[dunder], None)
+    return NotImplemented if method is None else method(other, self)
+
+
 def _from_numba(depth: int = 2) -> bool:
     """Whether the caller ``depth`` frames up is numba's own code (the simulator reads NumPy attributes)."""
     name = sys._getframe(depth).f_globals.get("__name__", "")
     return name == "numba" or name.startswith(("numba.", "numba_cuda."))
+
+
+_NUMPY_OPERATORS = (
+    *_OPERATORS, *_ORDERING, "__eq__", "__ne__", "__abs__", "__pos__", "__invert__", "__and__", "__or__", "__xor__",
+    "__rand__", "__ror__", "__rxor__", "__lshift__", "__rshift__", "__bool__", "__iter__", "__contains__",
+)  # fmt: skip
+_IN_PLACE = ("__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__")
+_VIEWS = ("__getitem__", "reshape", "ravel", "view", "transpose", "bind")
+
+
+def _mapped_class(fake: type, forward: Any) -> type:
+    """``cuda.mapped_array``'s arrays: on a GPU a ``MappedNDArray``, a NumPy array (an ``np.ndarray`` subclass) in
+    mapped host memory that kernels also take, so every NumPy attribute and operator works on it."""
+
+    def numpy_op(dunder: str) -> Any:
+        return lambda self, *other: getattr(self._ary, dunder)(*other)
+
+    def in_place(dunder: str) -> Any:
+        def op(self: Any, other: Any) -> Any:
+            getattr(self._ary, dunder)(other)  # in the mapped memory, as NumPy's in-place operators
+            return self
+
+        return op
+
+    def same_kind(name: str) -> Any:
+        method = getattr(fake, name)
+
+        def view(self: Any, *args: Any, **kwargs: Any) -> Any:  # NumPy's views of a MappedNDArray are MappedNDArrays
+            out = method(self, *args, **kwargs)
+            return mapped(out._ary, out.stream) if type(out) is fake else out
+
+        return view
+
+    body: dict[str, Any] = {"__doc__": _mapped_class.__doc__, "__hash__": None, "__getattr__": forward}
+    body.update({d: numpy_op(d) for d in _NUMPY_OPERATORS})
+    body.update({d: in_place(d) for d in _IN_PLACE})
+    body.update({n: same_kind(n) for n in _VIEWS})
+    mapped = type("FakeMappedArray", (fake,), body)
+    return mapped
 
 
 def install() -> None:
@@ -95,6 +152,8 @@ def install() -> None:
         def refuse(self: Any, *other: Any) -> Any:
             if _from_numba():
                 return original(self, *other) if original is not None else NotImplemented
+            if other and (result := _reflected(fake, self, other[0], dunder)) is not NotImplemented:
+                return result
             kind = "unary operand" if not other else "operand"
             raise TypeError(
                 f"unsupported {kind} type(s) for {symbol}: a Numba device array (Python's words on a GPU: "
@@ -104,8 +163,10 @@ def install() -> None:
 
         return refuse
 
-    def ordering(symbol: str) -> Any:
+    def ordering(symbol: str, dunder: str) -> Any:
         def refuse(self: Any, other: Any) -> Any:
+            if (result := _reflected(fake, self, other, dunder)) is not NotImplemented:
+                return result
             raise TypeError(
                 f"'{symbol}' not supported for a Numba device array (Python's words on a GPU). Compare on the host "
                 f"after `d.copy_to_host()`, or, in gpu mode, with CuPy (`cupy.asarray(d) {symbol} ...`)."
@@ -117,9 +178,11 @@ def install() -> None:
     for dunder, symbol in _OPERATORS.items():
         setattr(fake, dunder, operator(symbol, dunder))
     for dunder, symbol in _ORDERING.items():
-        setattr(fake, dunder, ordering(symbol))
-    fake.__eq__ = lambda self, other: self is other  # identities, as numba-cuda's class (object's ==)
-    fake.__ne__ = lambda self, other: self is not other
+        setattr(fake, dunder, ordering(symbol, dunder))
+    # object's == and != as numba-cuda's class: the same array, or the other operand's turn (NumPy's compares
+    # elementwise after __array__), else Python compares identities (`d == 1` is False)
+    fake.__eq__ = object.__eq__
+    fake.__ne__ = object.__ne__
     fake.__hash__ = object.__hash__
 
     inner: Any = da.FakeWithinKernelCUDAArray
@@ -137,4 +200,19 @@ def install() -> None:
         return wrap(self, item.__getitem__(name))
 
     inner.__getattr__ = within_getattr
+
+    # cuda.mapped_array: the simulator's gives its device array class, a GPU a NumPy array (MappedNDArray)
+    from numba import cuda
+    from numba.cuda import simulator as sim
+
+    orig_mapped = da.mapped_array
+    mapped = _mapped_class(fake, forward)
+
+    def mapped_array(*args: Any, **kwargs: Any) -> Any:
+        out = orig_mapped(*args, **kwargs)
+        return mapped(out._ary, out.stream)
+
+    for module in (cuda, sim, da):
+        if getattr(module, "mapped_array", None) is orig_mapped:  # in gpu mode (trace), numba.cuda's own stays
+            module.mapped_array = mapped_array
     fake._gpulab_strict = True
