@@ -101,7 +101,7 @@ _IN_PLACE = ("__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__"
 _VIEWS = ("__getitem__", "reshape", "ravel", "view", "transpose", "bind")
 
 
-def _mapped_class(fake: type, forward: Any) -> type:
+def _mapped_class(fake: Any, forward: Any) -> type:
     """``cuda.mapped_array``'s arrays: on a GPU a ``MappedNDArray``, a NumPy array (an ``np.ndarray`` subclass) in
     mapped host memory that kernels also take, so every NumPy attribute and operator works on it."""
 
@@ -119,7 +119,7 @@ def _mapped_class(fake: type, forward: Any) -> type:
         method = getattr(fake, name)
 
         def view(self: Any, *args: Any, **kwargs: Any) -> Any:  # NumPy's views of a MappedNDArray are MappedNDArrays
-            out = method(self, *args, **kwargs)
+            out: Any = method(self, *args, **kwargs)
             return mapped(out._ary, out.stream) if type(out) is fake else out
 
         return view
@@ -212,7 +212,8 @@ def install() -> None:
         out = orig_mapped(*args, **kwargs)
         return mapped(out._ary, out.stream)
 
-    for module in (cuda, sim, da):
+    modules: tuple[Any, ...] = (cuda, sim, da)
+    for module in modules:
         if getattr(module, "mapped_array", None) is orig_mapped:  # in gpu mode (trace), numba.cuda's own stays
             module.mapped_array = mapped_array
     fake._gpulab_strict = True
