@@ -18,12 +18,15 @@ MODULES = [
     "cupy.testing",
 ]
 
+PYTHON_SLOTS = {"__buffer__", "__release_buffer__"}
+
 
 def names() -> dict:
     import cupy
 
     out: dict = {m: sorted(n for n in dir(importlib.import_module(m)) if not n.startswith("__")) for m in MODULES}
-    out["cupy.ndarray"] = sorted(dir(cupy.ndarray))
+    # Python 3.12+ shows a buffer-exporting type's slots as __buffer__ / __release_buffer__: Python's, not CuPy's
+    out["cupy.ndarray"] = sorted(set(dir(cupy.ndarray)) - PYTHON_SLOTS)
     for cls in ("Event", "Stream", "Device"):
         out[f"cupy.cuda.{cls}"] = sorted(n for n in dir(getattr(cupy.cuda, cls)) if not n.startswith("__"))
     out["_version"] = cupy.__version__
