@@ -52,17 +52,9 @@ def _patch_numba() -> None:
 
     sim_kernel.FakeCUDAKernel.__call__ = call
 
-    import numpy as np
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray
-
     class DeviceView(FakeCUDAArray):
-        """``cuda.as_cuda_array``'s view of CuPy memory, with only the attributes numba-cuda's DeviceNDArray has
-        (the simulator's FakeCUDAArray hands out every NumPy method, ``.copy()`` included)."""
-
-        def __getattr__(self, name: str) -> Any:  # NumPy's methods that DeviceNDArray lacks (.copy(), .sum())
-            if callable(getattr(np.ndarray, name, None)) and not hasattr(DeviceNDArray, name):
-                raise AttributeError(f"'DeviceNDArray' object has no attribute '{name}'")
-            return super().__getattr__(name)
+        """``cuda.as_cuda_array``'s view of CuPy memory. Like every simulator device array it has only the attributes
+        numba-cuda's DeviceNDArray has (``.copy()``, ``.sum()`` refused: gpulab.simulator.host_arrays)."""
 
         @property
         def __cuda_array_interface__(self) -> dict:
