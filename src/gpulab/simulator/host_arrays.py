@@ -146,39 +146,31 @@ def install() -> None:
             return forward(self, name)
         raise _missing(self, name)
 
-    def operator(symbol: str, dunder: str) -> Any:
-        original = fake.__dict__.get(dunder)  # the simulator's elementwise version, kept for numba's own code
+    def refusing(dunder: str, symbol: str, words: str) -> Any:
+        """``dunder`` as on a GPU: the other operand's turn (:func:`_reflected`), else a TypeError in Python's
+        ``words`` and what to do; numba's own code keeps the simulator's elementwise version."""
+        original = fake.__dict__.get(dunder)
 
         def refuse(self: Any, *other: Any) -> Any:
             if _from_numba():
                 return original(self, *other) if original is not None else NotImplemented
             if other and (result := _reflected(fake, self, other[0], dunder)) is not NotImplemented:
                 return result
-            kind = "unary operand" if not other else "operand"
             raise TypeError(
-                f"unsupported {kind} type(s) for {symbol}: a Numba device array (Python's words on a GPU: "
-                f"numba-cuda's device arrays have no arithmetic). Do the arithmetic in a kernel, on the host after "
+                f"{words.format(kind='operand' if other else 'unary operand')} (Python's words on a GPU: numba-cuda's "
+                f"device arrays have no arithmetic and no ordering). Do it in a kernel, on the host after "
                 f"`d.copy_to_host()`, or, in gpu mode, with CuPy (`cupy.asarray(d) {symbol} ...`, no copy)."
             )
 
         return refuse
 
-    def ordering(symbol: str, dunder: str) -> Any:
-        def refuse(self: Any, other: Any) -> Any:
-            if (result := _reflected(fake, self, other, dunder)) is not NotImplemented:
-                return result
-            raise TypeError(
-                f"'{symbol}' not supported for a Numba device array (Python's words on a GPU). Compare on the host "
-                f"after `d.copy_to_host()`, or, in gpu mode, with CuPy (`cupy.asarray(d) {symbol} ...`)."
-            )
-
-        return refuse
-
-    fake.__getattr__ = getattr_
     for dunder, symbol in _OPERATORS.items():
-        setattr(fake, dunder, operator(symbol, dunder))
+        setattr(
+            fake, dunder, refusing(dunder, symbol, f"unsupported {{kind}} type(s) for {symbol}: a Numba device array")
+        )
     for dunder, symbol in _ORDERING.items():
-        setattr(fake, dunder, ordering(symbol, dunder))
+        setattr(fake, dunder, refusing(dunder, symbol, f"'{symbol}' not supported for a Numba device array"))
+    fake.__getattr__ = getattr_
     # object's == and != as numba-cuda's class: the same array, or the other operand's turn (NumPy's compares
     # elementwise after __array__), else Python compares identities (`d == 1` is False)
     fake.__eq__ = object.__eq__
