@@ -187,11 +187,17 @@ def test_an_interrupted_epoch_counts_as_started_and_the_next_call_shuffles_afres
     with pytest.raises(KeyboardInterrupt) as stopped:
         _fit(model, 3)
     assert model.fit_state.epoch == 2
+    kept = model.fit_state.history  # epoch 1 finished before the interrupt: its numbers are not lost
+    assert kept.epoch == [1] and len(kept.train_loss) == len(kept.test_accuracy) == 1
     if sys.version_info >= (3, 11):
+        assert "The numbers of the epochs this call finished are in model.fit_state.history." in (
+            stopped.value.__notes__[0]
+        )
         assert "stopped in epoch 2 after 1 of 3 batches (epochs finished in this call: 1)" in stopped.value.__notes__[0]
         assert "the next fit with this model trains epoch 3, with a fresh shuffle" in stopped.value.__notes__[0]
     seen = _record_steps(monkeypatch)
-    assert _fit(model, 1).epoch == [3]
+    returned = _fit(model, 1)
+    assert returned.epoch == [3] and model.fit_state.history is returned
     assert len(seen) == 3 and all(np.array_equal(a, b) for a, b in zip(seen, whole_epoch_3))
 
 

@@ -139,7 +139,9 @@ def fit(
     with a fresh shuffle from the generator as it is, never re-using a data order on weights that saw part of it;
     the exception carries a note (Python 3.11+) saying which epoch stopped after how many batches. An interrupt
     before an epoch's shuffle is drawn, or after its last batch (evaluating, in ``on_epoch``), leaves it not
-    started, or done. The worker threads of ``workers > 1`` are shut down however fit ends.
+    started, or done. However a call ends, ``model.fit_state.history`` holds the :class:`History` of the epochs it
+    finished (the one it returns, when it returns). The worker threads of ``workers > 1`` are shut down however fit
+    ends.
     """
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
         raise UsageError(f"epochs must be a whole number >= 1, got {epochs!r}.")
@@ -206,7 +208,7 @@ def _fit(
     rng = progress_state.shuffle_rng(seed)
     xtr, ytr = to_backend(dataset.x_train, model.backend), to_backend(dataset.y_train, model.backend)
     xte, yte = to_backend(dataset.x_test, model.backend), to_backend(dataset.y_test, model.backend)
-    history = History()
+    history = progress_state.history = History()  # kept there too: an interrupted call loses no finished epoch
     fig = handle = None
     if live_plot:
         from .viz.training import training_curves
@@ -294,7 +296,8 @@ def _train_epoch(
                     f"gpulab.train.fit stopped in epoch {epoch} after {done} of {ceil_div(xtr.shape[0], batch_size)} "
                     f"batches (epochs finished in this call: {epoch - first}). The weights and the shuffle moved on, "
                     f"so epoch {epoch} counts as started: the next fit with this model trains epoch {epoch + 1}, "
-                    "with a fresh shuffle."
+                    "with a fresh shuffle. The numbers of the epochs this call finished are in "
+                    "model.fit_state.history."
                 )
         raise
     model.fit_state.epoch = epoch

@@ -61,13 +61,16 @@ class FitState:
     counts: the weights moved on; see :func:`gpulab.train.fit`); ``seed`` and ``rng``: the shuffle's seed and its
     generator (None before the first fit); ``optimizer``: the Adam fit made when given none (kept in memory for
     the next call, not saved: pass your own optimizer to fit and to ``nn.save`` to keep its state in a file;
-    forgotten when a call trains with another optimizer or ``nn.load`` replaces the weights)."""
+    forgotten when a call trains with another optimizer or ``nn.load`` replaces the weights); ``history``: the
+    :class:`gpulab.train.History` of the latest fit call, filled in as its epochs finish, so the numbers of the
+    epochs a call finished before it was interrupted or failed are kept (in memory only, not saved)."""
 
     def __init__(self) -> None:
         self.epoch = 0
         self.seed: int | None = None
         self.rng: np.random.Generator | None = None
         self.optimizer: Any = None
+        self.history: Any = None
 
     def shuffle_rng(self, seed: int) -> np.random.Generator:
         """The generator fit shuffles with: the one the last call left, if it had the same ``seed``; else a new one
