@@ -190,9 +190,7 @@ def test_an_interrupted_epoch_counts_as_started_and_the_next_call_shuffles_afres
     kept = model.fit_state.history  # epoch 1 finished before the interrupt: its numbers are not lost
     assert kept.epoch == [1] and len(kept.train_loss) == len(kept.test_accuracy) == 1
     if sys.version_info >= (3, 11):
-        assert "The numbers of the epochs this call finished are in model.fit_state.history." in (
-            stopped.value.__notes__[0]
-        )
+        assert "epochs this call finished are in model.fit_state.history." in stopped.value.__notes__[0]
         assert "stopped in epoch 2 after 1 of 3 batches (epochs finished in this call: 1)" in stopped.value.__notes__[0]
         assert "the next fit with this model trains epoch 3, with a fresh shuffle" in stopped.value.__notes__[0]
     seen = _record_steps(monkeypatch)
