@@ -59,6 +59,18 @@ def test_what_a_device_array_has_still_works(d):
     assert np.asarray(d).sum() == 15  # numba-cuda's __array__ copies to the host
 
 
+def test_squeeze_gives_a_device_array_view_as_on_a_gpu():
+    """numba-cuda's squeeze returns a DeviceNDArray view; the simulator forwarded it to NumPy (a host array)."""
+    d = cuda.to_device(np.arange(3, dtype=np.float32).reshape(1, 3, 1))
+    s = d.squeeze()
+    assert type(s) is type(d) and s.shape == (3,) and not hasattr(s, "sum")
+    assert d.squeeze(axis=0).shape == (3, 1) and d.squeeze(axis=(0, 2)).shape == (3,)
+    s[1] = 7  # a view: the original sees the write, as on a GPU
+    assert d.copy_to_host().ravel().tolist() == [0.0, 7.0, 2.0]
+    with pytest.raises(ValueError):
+        d.squeeze(axis=1)  # an axis of size 3
+
+
 def test_kernels_still_read_shapes_sizes_and_records():
     @cuda.jit
     def k(a, out):
@@ -144,3 +156,4 @@ def test_a_mapped_array_is_a_numpy_array_on_the_host_as_on_a_gpu():
     add_one[(1, 1), (4, 4)](m)
     assert m.tolist() == [[3.0] * 3] * 2  # the kernel wrote the host's memory
     assert not hasattr(cuda.device_array(3), "sum")  # device arrays stay strict
+    assert m[:1].squeeze().sum() == 9  # a mapped view keeps NumPy's methods

@@ -98,7 +98,7 @@ _NUMPY_OPERATORS = (
     "__rand__", "__ror__", "__rxor__", "__lshift__", "__rshift__", "__bool__", "__iter__", "__contains__",
 )  # fmt: skip
 _IN_PLACE = ("__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__")
-_VIEWS = ("__getitem__", "reshape", "ravel", "view", "transpose", "bind")
+_VIEWS = ("__getitem__", "reshape", "ravel", "view", "transpose", "bind", "squeeze")
 
 
 def _mapped_class(fake: Any, forward: Any) -> type:
@@ -171,6 +171,13 @@ def install() -> None:
     for dunder, symbol in _ORDERING.items():
         setattr(fake, dunder, refusing(dunder, symbol, f"'{symbol}' not supported for a Numba device array"))
     fake.__getattr__ = getattr_
+
+    def squeeze(self: Any, axis: Any = None, stream: Any = 0) -> Any:
+        """As numba-cuda's: a device-array view without the size-one axes (the simulator forwarded it to NumPy, so
+        ``d.squeeze()`` was a NumPy array here and a device array on a GPU)."""
+        return fake(self._ary.squeeze(axis=axis), stream=stream or self.stream)
+
+    fake.squeeze = squeeze
     # object's == and != as numba-cuda's class: the same array, or the other operand's turn (NumPy's compares
     # elementwise after __array__), else Python compares identities (`d == 1` is False)
     fake.__eq__ = object.__eq__
