@@ -156,3 +156,23 @@ def test_what_the_model_accepts_since_review_compiles_local_variables_and_half()
         }
     )
     assert res == {"local_variables": "ok", "half_reduce_type": "ok"}, res
+
+
+def test_lesson06_raw_kernels_compile_with_nvrtc():
+    """Lesson 06's RawKernel ReLU (also lesson 11's, as HIP) and the leaky variant its cell 42 builds by replacing
+    one expression: CUDA C that only a GPU compiled so far (the emulated tier cannot run RawKernels)."""
+    from gpulab import interop
+
+    cells = json.loads((ROOT / "notebooks" / "06_cupy_interop.ipynb").read_text())["cells"]
+    leaky_cell = next(
+        "".join(c["source"]) for c in cells if "leaky_src = interop.RELU_RAW_SOURCE" in "".join(c["source"])
+    )
+    old, new = "x[i] > 0.0f ? x[i] : 0.0f", "x[i] > 0.0f ? x[i] : 0.01f * x[i]"
+    assert f'.replace("{old}", "{new}")' in leaky_cell, "lesson 06 builds its leaky RawKernel another way: update"
+    leaky = interop.RELU_RAW_SOURCE.replace(old, new)
+    assert leaky != interop.RELU_RAW_SOURCE
+    res = _nvrtc(
+        {"relu_raw": interop.RELU_RAW_SOURCE, "leaky_relu_raw": leaky, "typo": leaky.replace("0.01f", "0.01f x")}
+    )
+    assert res["relu_raw"] == "ok" and res["leaky_relu_raw"] == "ok", res
+    assert res["typo"] != "ok", res  # NVRTC does refuse broken C here
