@@ -113,8 +113,10 @@ def adds_into_output(st: State, fail: Failure) -> bool:
     changes when it starts at 0: the kernel reads it and adds into it (``y[j] += ...``) instead of writing it."""
     case, o = st.cases[fail.case], fail.output
     exp = case.expected[o]
-    if st.p.out_init is not None or not np.issubdtype(exp.dtype, np.floating) or exp.size == 1:
-        return False  # one element: the untouched hint's own (a reduction's write, "not zeroed for you")
+    if st.p.out_init is not None or not np.issubdtype(exp.dtype, np.floating):
+        return False
+    if exp.size == 1 and max((np.size(x) for x in case.inputs if isinstance(x, np.ndarray)), default=0) > 1:
+        return False  # many inputs, one result: the untouched hint's own (a reduction's write, "not zeroed for you")
     try:
         again, _ = st.runner.run(case, fail.launch, fill=0)
     except Exception:  # noqa: BLE001 - no verdict from this run: the diagnosis stands
