@@ -9,9 +9,10 @@ from numba import cuda, float32
 
 from gpulab import lessons
 from gpulab.lessons.answers_05_10 import K, TPB
+from gpulab.lessons.answers_12 import SOFTMAX_TPB
 from gpulab.source import define
 
-NAMESPACE = {"cuda": cuda, "float32": float32, "math": math, "TPB": TPB, "K": K}
+NAMESPACE = {"cuda": cuda, "float32": float32, "math": math, "TPB": TPB, "K": K, "SOFTMAX_TPB": SOFTMAX_TPB}
 
 
 def _check(lesson: str, name: str, source: str):
@@ -53,3 +54,33 @@ def test_bias_grad_adding_into_db_is_told_db_is_not_zeroed():
     assert not res.passed, res
     assert "adds into it" in res.hint and "local variable" in res.hint, res
     assert "nothing was written" not in res.hint, res
+
+
+def _online_softmax_source() -> str:
+    import inspect
+
+    from gpulab.lessons import answers_12
+
+    return "@cuda.jit\n" + inspect.getsource(answers_12.online_softmax_kernel.py_func)
+
+
+_GUARD = "        if new_max != -math.inf:  # a masked (-inf) entry adds nothing\n            run_sum = run_sum"
+SOFTMAX_NO_GUARD = _online_softmax_source().replace(_GUARD, "        if True:\n            run_sum = run_sum")
+
+
+def test_online_softmax_without_the_minus_inf_guard_is_told_about_minus_inf_minus_minus_inf():
+    # B2: the nan comes from -inf - (-inf) on masked rows; the hint led with exp(x) overflowing above 88.7
+    assert _GUARD in _online_softmax_source()
+    res = _check("12", "online_softmax", SOFTMAX_NO_GUARD)
+    assert not res.passed, res
+    assert "the input holds -inf" in res.hint and "-inf - (-inf) is nan" in res.hint, res
+    assert "if new_max != -math.inf:" in res.hint and not res.hint.split(". ")[0].endswith("88.7"), res
+    assert res.hint.index("-inf - (-inf)") < res.hint.find("88.7") or "88.7" not in res.hint, res
+
+
+# name -> (lesson, exercise, source): the review's kernels, for printing their verdicts by hand
+REVIEW = {
+    "A4 matvec adds into y": ("03", "matvec", MATVEC_ADDS_INTO_Y),
+    "B4 bias_grad adds into db": ("08", "bias_grad", BIAS_GRAD_ADDS_INTO_DB),
+    "B2 online_softmax no -inf guard": ("12", "online_softmax", SOFTMAX_NO_GUARD),
+}

@@ -233,6 +233,17 @@ def _non_finite(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: s
     big = largest_input(case)
     first = tuple(int(v) for v in np.argwhere(computed)[0])
     what = "inf" if np.isinf(got[first]) else "nan"
+    masked = any(
+        isinstance(x, np.ndarray) and np.issubdtype(x.dtype, np.floating) and bool(np.isneginf(x).any())
+        for x in case.inputs
+    )
+    if what == "nan" and masked:  # -inf in the input (a mask): -inf - (-inf) is the likelier source of the nan
+        return (
+            f"{name}[{_index(first)}] is nan where a finite value is expected, and the input holds -inf (masked "
+            "entries): -inf - (-inf) is nan. That happens in exp(m_old - m_new) or exp(x - m) while a running "
+            "maximum is still -inf (a row that starts with masked entries). Skip the update until the maximum is "
+            "finite (`if new_max != -math.inf:`): a masked entry adds nothing to the sum (exp(-inf) = 0)."
+        )
     if big > EXP_LIMIT:
         return (
             f"{name}[{_index(first)}] is {what} where a finite value is expected, and the inputs reach "
