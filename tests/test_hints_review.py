@@ -78,9 +78,36 @@ def test_online_softmax_without_the_minus_inf_guard_is_told_about_minus_inf_minu
     assert res.hint.index("-inf - (-inf)") < res.hint.find("88.7") or "88.7" not in res.hint, res
 
 
+SCORES_MASKS_THE_DIAGONAL = """
+@cuda.jit
+def scores_kernel(q, k, scale, causal, s):
+    j, i = cuda.grid(2)
+    n = q.shape[0]
+    m = k.shape[0]
+    if i < n and j < m:
+        if causal != 0 and j >= i + (m - n):
+            s[i, j] = -math.inf
+        else:
+            acc = float32(0.0)
+            for c in range(q.shape[1]):
+                acc += q[i, c] * k[j, c]
+            s[i, j] = acc * scale
+"""
+
+
+def test_a_causal_mask_failure_states_a_finite_allowed_error():
+    # B7: the bound is inf where the expected score is -inf; the message said "up to inf here"
+    res = _check("12", "scores", SCORES_MASKS_THE_DIAGONAL)
+    assert not res.passed and "allowed error" in res.message, res
+    assert "up to inf" not in res.message, res
+    bound = float(res.message.split("terms, up to ", 1)[1].split(" here", 1)[0])
+    assert 0 < bound < 1e-3, res
+
+
 # name -> (lesson, exercise, source): the review's kernels, for printing their verdicts by hand
 REVIEW = {
     "A4 matvec adds into y": ("03", "matvec", MATVEC_ADDS_INTO_Y),
     "B4 bias_grad adds into db": ("08", "bias_grad", BIAS_GRAD_ADDS_INTO_DB),
     "B2 online_softmax no -inf guard": ("12", "online_softmax", SOFTMAX_NO_GUARD),
+    "B7 scores mask the diagonal": ("12", "scores", SCORES_MASKS_THE_DIAGONAL),
 }

@@ -145,10 +145,14 @@ def explain(st: State, fail: Failure) -> tuple[str, str, str]:
         if fail.undefined and kind != "_named_mistake":  # seen, not guessed: the kernel read an undefined value
             hint, kind = undefined_hint(fail.undefined), "undefined"
         if case.atol is not None and st.p.reduction is not None:
-            msg += (
-                f"\n(allowed error: the float32 rounding bound for sums of "
-                f"{reduction_len(st.p.reduction, case.inputs):,} terms, up to {float(np.max(tol)):.3g} here)"
-            )
+            # the bound is inf where the expected value is inf or -inf (a causal mask's -inf): say the finite ones'
+            bounds = np.asarray(tol, dtype=np.float64)
+            bounds = bounds[np.isfinite(bounds)]
+            if bounds.size:
+                msg += (
+                    f"\n(allowed error: the float32 rounding bound for sums of "
+                    f"{reduction_len(st.p.reduction, case.inputs):,} terms, up to {float(bounds.max()):.3g} here)"
+                )
         msg += f"\ninput: {case.describe()}\nlaunch: {fail.desc}"
         if kind != "undefined":  # a shuffle's undefined read was seen: it explains the values
             # a shared element nobody wrote is named, unless the diagnosis already named the filler in the result or
