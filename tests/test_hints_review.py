@@ -104,10 +104,75 @@ def test_a_causal_mask_failure_states_a_finite_allowed_error():
     assert 0 < bound < 1e-3, res
 
 
+SQUARED_DIFF_READS_TWICE = """
+@cuda.jit
+def squared_diff_kernel(x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = (x[i] - y[i]) * (x[i] - y[i])
+"""
+
+
+def test_squared_diff_reading_x_twice_is_told_to_keep_it_in_a_local_variable():
+    # A1: an elementwise kernel over its read budget was told to stage x in shared memory
+    res = _check("06", "squared_diff", SQUARED_DIFF_READS_TWICE)
+    assert res.status == "over budget", res
+    assert "an element of x was read from global memory 2 times (limit 1" in res.message, res
+    assert "at most 2 times" not in res.message, res
+    assert "one thread read the same element of x 2 times" in res.hint and "local variable" in res.hint, res
+    assert "`d = x[i] - y[i]`" in res.hint and "shared memory" not in res.hint and "window" not in res.hint, res
+
+
+CONV_ALL_FILTERS_REREADS_X = """
+@cuda.jit
+def conv2d_all_filters_kernel(x, w, out):
+    j, i = cuda.grid(2)
+    if i < out.shape[1] and j < out.shape[2]:
+        for f in range(w.shape[0]):
+            s = float32(0.0)
+            for a in range(K):
+                for b in range(K):
+                    s += x[i + a, j + b] * w[f, a, b]
+            out[f, i, j] = s
+"""
+
+
+def test_conv_all_filters_rereading_the_window_per_filter_is_told_to_use_a_local_array():
+    # B6: the exercise asks for the window in registers; the hint said to stage x in shared memory
+    res = _check("07", "conv2d_all_filters", CONV_ALL_FILTERS_REREADS_X)
+    assert res.status == "over budget", res
+    assert "cuda.local.array((K, K), float32)" in res.hint and "once per filter" in res.hint, res
+    assert "read the same 9 elements of x 3 times each" in res.hint, res
+    assert "shared memory" not in res.hint, res
+
+
+BLUR3_FROM_GLOBAL = """
+@cuda.jit
+def blur3_kernel(x, out):
+    i = cuda.grid(1)
+    n = x.size
+    if i < n:
+        left = x[i - 1] if i > 0 else 0.0
+        right = x[i + 1] if i + 1 < n else 0.0
+        out[i] = (left + x[i] + right) / 3.0
+"""
+
+
+def test_blur3_from_global_memory_is_still_told_to_stage_x_in_shared_memory():
+    # the hint that was right: neighbouring threads read the same element, each once
+    res = _check("04", "blur3", BLUR3_FROM_GLOBAL)
+    assert res.status == "over budget", res
+    assert "neighbouring threads read the same elements of x (up to 3 threads" in res.hint, res
+    assert "stage x in shared memory" in res.hint and "local variable" not in res.hint, res
+
+
 # name -> (lesson, exercise, source): the review's kernels, for printing their verdicts by hand
 REVIEW = {
     "A4 matvec adds into y": ("03", "matvec", MATVEC_ADDS_INTO_Y),
     "B4 bias_grad adds into db": ("08", "bias_grad", BIAS_GRAD_ADDS_INTO_DB),
     "B2 online_softmax no -inf guard": ("12", "online_softmax", SOFTMAX_NO_GUARD),
     "B7 scores mask the diagonal": ("12", "scores", SCORES_MASKS_THE_DIAGONAL),
+    "A1 squared_diff reads twice": ("06", "squared_diff", SQUARED_DIFF_READS_TWICE),
+    "B6 conv2d_all_filters rereads x": ("07", "conv2d_all_filters", CONV_ALL_FILTERS_REREADS_X),
+    "blur3 from global memory": ("04", "blur3", BLUR3_FROM_GLOBAL),
 }
