@@ -166,6 +166,23 @@ def test_blur3_from_global_memory_is_still_told_to_stage_x_in_shared_memory():
     assert "stage x in shared memory" in res.hint and "local variable" not in res.hint, res
 
 
+GRID_STRIDE_WITHOUT_THE_LOOP = """
+@cuda.jit
+def add_grid_stride_kernel(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] + b[i]
+"""
+
+
+def test_grid_stride_without_the_loop_is_told_the_grid_has_fewer_threads_than_elements():
+    # A3: 64 threads, 65 elements: it was told "off-by-one in the bounds guard or in the number of blocks"
+    res = _check("01", "grid_stride", GRID_STRIDE_WITHOUT_THE_LOOP)
+    assert not res.passed, res
+    assert "the launch has 64 threads for the 65 elements of out" in res.hint, res
+    assert "cuda.gridsize(1)" in res.hint and "off-by-one" not in res.hint, res
+
+
 # name -> (lesson, exercise, source): the review's kernels, for printing their verdicts by hand
 REVIEW = {
     "A4 matvec adds into y": ("03", "matvec", MATVEC_ADDS_INTO_Y),
@@ -175,4 +192,5 @@ REVIEW = {
     "A1 squared_diff reads twice": ("06", "squared_diff", SQUARED_DIFF_READS_TWICE),
     "B6 conv2d_all_filters rereads x": ("07", "conv2d_all_filters", CONV_ALL_FILTERS_REREADS_X),
     "blur3 from global memory": ("04", "blur3", BLUR3_FROM_GLOBAL),
+    "A3 grid_stride without the loop": ("01", "grid_stride", GRID_STRIDE_WITHOUT_THE_LOOP),
 }

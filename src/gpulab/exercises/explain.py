@@ -124,6 +124,32 @@ def adds_into_output(st: State, fail: Failure) -> bool:
     return bool(np.any(again[o] != 0))
 
 
+FEWER_THREADS_HINT = (
+    "the launch has {threads} threads for the {n} elements of {name}, and the elements from {name}[{threads}] on "
+    "were never written: the grid is fixed (not sized to the data), so each thread must handle several elements. "
+    "Loop with a grid stride: `for i in range(cuda.grid(1), {name}.size, cuda.gridsize(1)):`, so that thread t "
+    "writes elements t, t + {threads}, t + {threads2}, ..."
+)
+
+
+def fewer_threads_hint(st: State, fail: Failure, missing: np.ndarray) -> str:
+    """The grid-stride hint when the exercise's own launch (a kernel check: the harness picks it) has fewer threads
+    than the 1-D output has elements and exactly the elements past the last thread were never written; "" else."""
+    case, o = st.cases[fail.case], fail.output
+    if st.p.host is not None or missing.ndim != 1:
+        return ""
+    try:
+        _, call = st.runner.host_call(case)
+        grid, block = st.runner.config(case, call, fail.launch)
+    except Exception:  # noqa: BLE001 - no launch to compare with: the diagnosis stands
+        return ""
+    threads = int(np.prod(grid)) * int(np.prod(block))
+    n = missing.size
+    if not 0 < threads < n or not (missing[threads:].all() and not missing[:threads].any()):
+        return ""
+    return FEWER_THREADS_HINT.format(threads=threads, threads2=2 * threads, n=n, name=st.runner.names[o])
+
+
 def explain(st: State, fail: Failure) -> tuple[str, str, str]:
     """(status, message, hint) for a failure: diagnosis, races, square-only."""
     case = st.cases[fail.case]
@@ -139,6 +165,10 @@ def explain(st: State, fail: Failure) -> tuple[str, str, str]:
         exp, tol = case.expected[o], tol_for(case, o, st.p.atol)
         missing = never_written(st, fail)
         msg, hint, kind = diagnose_kind(fail.got[o], exp, tol, case, st.judge, st.runner.names[o], missing)
+        if kind == "_never_written" and missing is not None:
+            few = fewer_threads_hint(st, fail, missing)
+            if few:
+                hint, kind = few, "fewer threads"
         if kind == "_untouched" and adds_into_output(st, fail):
             index = "j, i" if exp.ndim == 2 else "j"  # x is the last axis: `j, i = cuda.grid(2)`
             hint, kind = ACCUMULATED_HINT.format(name=st.runner.names[o], index=index), "accumulated"
