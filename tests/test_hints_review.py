@@ -183,6 +183,40 @@ def test_grid_stride_without_the_loop_is_told_the_grid_has_fewer_threads_than_el
     assert "cuda.gridsize(1)" in res.hint and "off-by-one" not in res.hint, res
 
 
+SCAN_BLOCK_SUMS_INSIDE_THE_GUARD = """
+@cuda.jit
+def scan_block_kernel(x, out, block_sums):
+    buf = cuda.shared.array((2, TPB), float32)
+    tx = cuda.threadIdx.x
+    i = cuda.grid(1)
+    buf[0, tx] = x[i] if i < x.size else float32(0.0)
+    cuda.syncthreads()
+    src = 0
+    off = 1
+    while off < TPB:
+        v = buf[src, tx]
+        if tx >= off:
+            v += buf[src, tx - off]
+        buf[1 - src, tx] = v
+        cuda.syncthreads()
+        src = 1 - src
+        off *= 2
+    if i < out.size:
+        out[i] = buf[src, tx]
+        if tx == TPB - 1:
+            block_sums[cuda.blockIdx.x] = buf[src, tx]
+"""
+
+
+def test_scan_writing_block_sums_inside_the_length_guard_is_told_the_last_thread_is_kept_out():
+    # A6: it got the reduction's hint (`if tx == 0:`, "not inside a guard on block_sums's size")
+    res = _check("05", "scan_block", SCAN_BLOCK_SUMS_INSIDE_THE_GUARD)
+    assert not res.passed, res
+    assert "each block's total of the scan" in res.hint and "cuda.blockDim.x - 1" in res.hint, res
+    assert "`if i < x.size:`" in res.hint and "keeps the last thread out" in res.hint, res
+    assert "tx == 0" not in res.hint, res
+
+
 # name -> (lesson, exercise, source): the review's kernels, for printing their verdicts by hand
 REVIEW = {
     "A4 matvec adds into y": ("03", "matvec", MATVEC_ADDS_INTO_Y),
@@ -193,4 +227,5 @@ REVIEW = {
     "B6 conv2d_all_filters rereads x": ("07", "conv2d_all_filters", CONV_ALL_FILTERS_REREADS_X),
     "blur3 from global memory": ("04", "blur3", BLUR3_FROM_GLOBAL),
     "A3 grid_stride without the loop": ("01", "grid_stride", GRID_STRIDE_WITHOUT_THE_LOOP),
+    "A6 scan block_sums inside the guard": ("05", "scan_block", SCAN_BLOCK_SUMS_INSIDE_THE_GUARD),
 }

@@ -106,6 +106,9 @@ def _untouched(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: st
         return ""
     largest_input = max((x.size for x in case.inputs if isinstance(x, np.ndarray)), default=0)
     if exp.size == 1 and largest_input > 1:  # many inputs, one result: a reduction's final write never happened
+        scanned = _scanned_input(case, judge)
+        if scanned:  # a scan's block total: its last thread writes it, and a guard on the length keeps that one out
+            return SCAN_TOTAL_HINT.format(name=name, x=scanned, n=largest_input)
         return (
             f"nothing was written to {name}, whose one element sums up (or reduces) {largest_input:,} input values. "
             "A reduction's result is written once: by one thread after the tree (`if tx == 0:` after the last "
@@ -125,6 +128,30 @@ def _untouched(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: st
             "bounds guard too strict (`i < n - 1`?): thread 0 has work when n == 1."
         )
     return f"output untouched: did the kernel write to {name}?"
+
+
+SCAN_TOTAL_HINT = (
+    "nothing was written to {name}, which holds each block's total of the scan. After the scan's last "
+    "cuda.syncthreads() that total is the block's last scanned value, held by the block's last thread: write it "
+    "from that thread (`if tx == cuda.blockDim.x - 1: {name}[cuda.blockIdx.x] = ...`), outside the guard on the "
+    "length. Here {n} values run in a block with more threads, so `if i < {x}.size:` (or a guard on the scan's "
+    "output) keeps the last thread out; past the end it loaded 0.0, so its scanned value is still the block's "
+    "total. Not after a `return` either."
+)
+
+
+def _scanned_input(case: Case, judge: Judge) -> str:
+    """The name of the input whose running sum another expected output starts with (a scan that also writes each
+    block's total), or ""."""
+    for k, x in enumerate(case.inputs):
+        if not (isinstance(x, np.ndarray) and x.ndim == 1 and x.size > 1 and np.issubdtype(x.dtype, np.floating)):
+            continue
+        head = min(x.size, 16)
+        running = np.cumsum(x[:head], dtype=np.float64)
+        for e in case.expected:
+            if e.ndim == 1 and e.size == x.size and np.allclose(e[:head], running, rtol=1e-4, atol=1e-5):
+                return judge.in_names[k] if k < len(judge.in_names) else f"input {k}"
+    return ""
 
 
 def _named_mistake(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
