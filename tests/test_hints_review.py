@@ -217,6 +217,26 @@ def test_scan_writing_block_sums_inside_the_length_guard_is_told_the_last_thread
     assert "tx == 0" not in res.hint, res
 
 
+MAXPOOL_MISSES_A_CORNER = """
+@cuda.jit
+def maxpool2x2_kernel(x, out):
+    j, i = cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        m = x[2 * i, 2 * j]
+        m = max(m, x[2 * i, 2 * j + 1])
+        m = max(m, x[2 * i + 1, 2 * j])
+        m = max(m, x[2 * i + 1, 2 * j])
+        out[i, j] = m
+"""
+
+
+def test_maxpool_missing_a_window_position_is_not_called_an_off_by_one_at_the_edge():
+    # B9: in a 2x3 output every element is at an edge; the wrong one was the last only by chance
+    res = _check("07", "maxpool2x2", MAXPOOL_MISSES_A_CORNER)
+    assert not res.passed, res
+    assert "off-by-one at the edge" not in res.hint, res
+
+
 # name -> (lesson, exercise, source): the review's kernels, for printing their verdicts by hand
 REVIEW = {
     "A4 matvec adds into y": ("03", "matvec", MATVEC_ADDS_INTO_Y),
@@ -228,4 +248,5 @@ REVIEW = {
     "blur3 from global memory": ("04", "blur3", BLUR3_FROM_GLOBAL),
     "A3 grid_stride without the loop": ("01", "grid_stride", GRID_STRIDE_WITHOUT_THE_LOOP),
     "A6 scan block_sums inside the guard": ("05", "scan_block", SCAN_BLOCK_SUMS_INSIDE_THE_GUARD),
+    "B9 maxpool misses a corner": ("07", "maxpool2x2", MAXPOOL_MISSES_A_CORNER),
 }

@@ -310,8 +310,11 @@ def _never_written(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name
 
 def _edges(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
     flat_ok = close(got, exp, judge.rtol, atol).ravel()
-    # with two elements, either one is at an edge: no evidence of an off-by-one (e.g. a step time for 1 and N GPUs)
-    if flat_ok.size > 2 and int((~flat_ok).sum()) == 1 and (not flat_ok[0] or not flat_ok[-1]):
+    # with two elements, either one is at an edge: no evidence of an off-by-one (e.g. a step time for 1 and N GPUs);
+    # nor in an output with hardly any interior (a 2x3 pool has none: any wrong element is at an edge, and the last
+    # only by chance): at least two interior elements, right, make an edge that alone is wrong a pattern
+    interior = int(np.prod([max(d - 2, 0) for d in exp.shape])) if exp.ndim else 0
+    if flat_ok.size > 2 and interior >= 2 and int((~flat_ok).sum()) == 1 and (not flat_ok[0] or not flat_ok[-1]):
         which = "first" if not flat_ok[0] else "last"
         return f"only the {which} element is wrong: an off-by-one at the edge (a boundary case)."
     return ""
