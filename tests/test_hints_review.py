@@ -237,6 +237,51 @@ def test_maxpool_missing_a_window_position_is_not_called_an_off_by_one_at_the_ed
     assert "off-by-one at the edge" not in res.hint, res
 
 
+SAXPY_X_Y_SWAPPED = """
+@cuda.jit
+def saxpy_kernel(alpha, x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = alpha * y[i] + x[i]
+"""
+
+
+def test_saxpy_with_x_and_y_swapped_is_told_so():
+    # A9: no hint at all
+    res = _check("02", "saxpy", SAXPY_X_Y_SWAPPED)
+    assert not res.passed, res
+    assert res.hint.startswith("out is what you get with x and y exchanged"), res
+
+
+LEAKY_RELU_BRANCHES_SWAPPED = """
+@cuda.jit
+def leaky_relu_kernel(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 0.01 * x[i] if x[i] > 0 else x[i]
+"""
+
+
+def test_leaky_relu_with_its_branches_swapped_is_told_so():
+    # A9: no hint at all
+    res = _check("06", "leaky_relu", LEAKY_RELU_BRANCHES_SWAPPED)
+    assert not res.passed, res  # the first case has one element, x > 0
+    assert "where x > 0 (1 element) it is 0.01 times the expected value" in res.hint, res
+    kernel = define(LEAKY_RELU_BRANCHES_SWAPPED, "leaky_relu_kernel", dict(NAMESPACE))
+    res = lessons.exercise("06", "leaky_relu").problem.check(kernel, sizes=[100])  # both signs: the swap shows
+    assert "where x > 0 (" in res.hint and "it is 0.01 times the expected value" in res.hint, res
+    assert "it is 100 times the expected value" in res.hint and "branches look swapped" in res.hint, res
+
+
+def test_leaky_relu_with_a_wrong_slope_on_one_side_is_told_which_side():
+    src = LEAKY_RELU_BRANCHES_SWAPPED.replace("0.01 * x[i] if x[i] > 0 else x[i]", "x[i] if x[i] > 0 else 0.02 * x[i]")
+    res = lessons.exercise("06", "leaky_relu").problem.check(
+        define(src, "leaky_relu_kernel", dict(NAMESPACE)), sizes=[100]
+    )
+    assert "where x > 0 (" in res.hint and ") it is right" in res.hint and "it is 2 times the expected" in res.hint, res
+    assert "swapped" not in res.hint, res
+
+
 # name -> (lesson, exercise, source): the review's kernels, for printing their verdicts by hand
 REVIEW = {
     "A4 matvec adds into y": ("03", "matvec", MATVEC_ADDS_INTO_Y),
@@ -249,4 +294,6 @@ REVIEW = {
     "A3 grid_stride without the loop": ("01", "grid_stride", GRID_STRIDE_WITHOUT_THE_LOOP),
     "A6 scan block_sums inside the guard": ("05", "scan_block", SCAN_BLOCK_SUMS_INSIDE_THE_GUARD),
     "B9 maxpool misses a corner": ("07", "maxpool2x2", MAXPOOL_MISSES_A_CORNER),
+    "A9 saxpy x and y swapped": ("02", "saxpy", SAXPY_X_Y_SWAPPED),
+    "A9 leaky_relu branches swapped": ("06", "leaky_relu", LEAKY_RELU_BRANCHES_SWAPPED),
 }

@@ -54,6 +54,8 @@ SPECIFIC = (
     "_input_transposed",
     "_partial_tile",
     "_non_finite",
+    "_inputs_swapped",
+    "_factor_by_sign",
 )
 
 
@@ -89,6 +91,8 @@ def diagnose_kind(
         _partial_tile,
         _non_finite,
         _never_written,
+        _inputs_swapped,
+        _factor_by_sign,
         _edges,
         _shifted,
     ):
@@ -326,3 +330,75 @@ def _shifted(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str,
     if e.size > 2 and (same(g[1:], e[:-1], judge.rtol, atol_s) or same(g[:-1], e[1:], judge.rtol, atol_s)):
         return "the output is shifted by one element: an off-by-one in the index (i + 1 or i - 1?)."
     return ""
+
+
+def _inputs_swapped(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
+    """The result is the spec's with two same-shaped inputs exchanged (saxpy's ``alpha * y + x``)."""
+    if unwritten.any():
+        return ""
+    arrays = [k for k, x in enumerate(case.inputs) if isinstance(x, np.ndarray) and x.size]
+    for n, k1 in enumerate(arrays):
+        for k2 in arrays[n + 1 :]:
+            a, b = case.inputs[k1], case.inputs[k2]
+            if a.shape != b.shape or a.dtype != b.dtype:
+                continue
+            ins = list(case.inputs)
+            ins[k1], ins[k2] = b, a
+            try:
+                alt = judge.spec(*ins)
+                alt = np.asarray(alt[0] if isinstance(alt, tuple) else alt)
+            except Exception:  # noqa: BLE001
+                continue
+            if alt.shape != got.shape or same(alt.astype(got.dtype), exp, judge.rtol, atol):
+                continue  # a spec symmetric in the two: exchanging them explains nothing
+            if same(got, alt.astype(got.dtype), judge.rtol, atol):
+                n1, n2 = (judge.in_names[k] if k < len(judge.in_names) else f"input {k}" for k in (k1, k2))
+                return (
+                    f"{name} is what you get with {n1} and {n2} exchanged: each is read where the other belongs. "
+                    f"Check the formula against the exercise's, and that the kernel's parameters come in the order "
+                    f"the check passes them ({', '.join(judge.in_names)}, then the output)."
+                )
+    return ""
+
+
+def _factor_by_sign(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
+    """An elementwise result off by one constant factor where the input is > 0, or where it is <= 0 (a branch on
+    the input's sign with the wrong formula, or the two branches swapped)."""
+    arrays = [x for x in case.inputs if isinstance(x, np.ndarray)]
+    if unwritten.any() or len(arrays) != 1 or arrays[0].shape != exp.shape:
+        return ""
+    x = arrays[0]
+    if not np.issubdtype(x.dtype, np.floating) or not np.issubdtype(exp.dtype, np.floating):
+        return ""
+    k = next(i for i, v in enumerate(case.inputs) if v is x)
+    arg = judge.in_names[k] if k < len(judge.in_names) else "the input"
+    ok = close(got, exp, judge.rtol, atol)
+    said, factors = [], []
+    for part, where in ((x > 0, "> 0"), (x <= 0, "<= 0")):
+        n = int(part.sum())
+        if not n:
+            continue
+        count = f"{n} element{'s' if n > 1 else ''}"
+        if ok[part].all():
+            said.append(f"where {arg} {where} ({count}) it is right")
+            continue
+        sel = part & (np.abs(exp) > 1e-6)
+        if int(sel.sum()) != n:  # a zero expected: no factor to tell
+            return ""
+        ratio = got[sel].astype(np.float64) / exp[sel].astype(np.float64)
+        f = float(np.median(ratio))
+        if not np.allclose(ratio, f, rtol=1e-3) or abs(f - 1.0) < 1e-3:
+            return ""
+        factors.append(f)
+        said.append(f"where {arg} {where} ({count}) it is {f:.4g} times the expected value")
+    if not factors:
+        return ""
+    if len(factors) == 2 and abs(factors[0] / factors[1] - 1.0) < 1e-3:
+        return (
+            f"{name} is {factors[0]:.4g} times the expected value everywhere: a constant factor in the formula is off."
+        )
+    swapped = len(factors) == 2 and abs(factors[0] * factors[1] - 1.0) < 1e-2
+    return (
+        f"{name} is off by a constant factor: {'; '.join(said)}. Check the formula of each branch of your condition "
+        f"on {arg}" + (": the two branches look swapped (each side got the other's formula)." if swapped else ".")
+    )
