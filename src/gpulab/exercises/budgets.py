@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -67,14 +68,15 @@ def budget_checks(runner: Runner, budget: Budget, cases: list[Case], largest: in
     for arr, lim in budget.reads_per_element.items():
         limit = _limit(lim, case.size)
         worst = int(log.per_element(arr, "r").max()) if log.shapes.get(arr) and np.prod(log.shapes[arr]) else 0
+        ok = worst <= limit
         checks.append(
             Check(
                 f"budget: reads of {arr}",
-                worst <= limit,
-                f"each element of {arr} read from global memory at most {worst} times (limit {limit:g}; {where})",
-                ""
-                if worst <= limit
-                else f"stage {arr} in shared memory so that a block loads each element once and its threads reuse it.",
+                ok,
+                f"each element of {arr} read from global memory at most {worst} times (limit {limit:g}; {where})"
+                if ok
+                else f"an element of {arr} was read from global memory {worst} times (limit {limit:g}; {where})",
+                "" if ok else _rereads_hint(log, arr, limit),
             )
         )
     for kind, lim, label in (("r", budget.reads_per_thread, "reads"), ("w", budget.writes_per_thread, "writes")):
@@ -118,6 +120,46 @@ def budget_checks(runner: Runner, budget: Budget, cases: list[Case], largest: in
     if budget.hint:  # the exercise's own advice for a kernel over a limit
         checks = [c if c.passed else dataclasses.replace(c, hint=budget.hint) for c in checks]
     return checks
+
+
+REREAD_HINT = (
+    "one thread read the same element of {arr} {again} times ({who} read {arr}[{index}] {again} times): read it "
+    "from global memory once into a local variable and reuse that (`v = {arr}[i]`, then v wherever {arr}[i] "
+    "appeared; a repeated expression likewise: `d = x[i] - y[i]`, then `d * d`)."
+)
+REREAD_LOOP_HINT = (
+    "one thread read the same {count} elements of {arr} {again} times each ({who} read {arr}[{index}] {again} "
+    "times): it reads them again in a loop (e.g. a window once per filter). Load them into a local array once, "
+    "before that loop (for a K x K window: `win = cuda.local.array((K, K), float32)`, filled from {arr}), then read "
+    "the local array inside the loop."
+)
+SHARED_HINT = (
+    "neighbouring threads read the same elements of {arr} (up to {readers} threads read {arr}[{index}]): stage {arr} "
+    "in shared memory so that a block loads each element once and its threads reuse it."
+)
+
+
+def _rereads_hint(log: Any, arr: str, limit: float) -> str:
+    """The hint for reads of ``arr`` over ``limit`` per element, after who read the element again: the same thread
+    (keep the value in a register: a local variable or array) or several threads (share it: shared memory)."""
+    per: Counter = Counter((a.block, a.thread, a.index) for a in log.accesses if a.array == arr and a.kind == "r")
+    readers: Counter = Counter(index for (_, _, index) in per)
+    shape = log.shapes[arr]
+
+    def at(flat: int) -> str:
+        return ", ".join(str(int(v)) for v in np.unravel_index(flat, shape))
+
+    hints = []
+    (block, thread, flat), again = max(per.items(), key=lambda kv: kv[1])
+    if again > 1:
+        who = f"thread {thread} of block {block}"
+        count = sum(1 for (b, t, _), n in per.items() if (b, t) == (block, thread) and n == again)
+        text = REREAD_LOOP_HINT if count > 1 else REREAD_HINT
+        hints.append(text.format(arr=arr, again=again, who=who, index=at(flat), count=count))
+    busiest, most = max(readers.items(), key=lambda kv: kv[1])
+    if most > limit or not hints:
+        hints.append(SHARED_HINT.format(arr=arr, readers=most, index=at(busiest)))
+    return " ".join(hints) if len(hints) == 1 else f"{hints[0]} And {hints[1][0].lower()}{hints[1][1:]}"
 
 
 def _renamed(budget: Budget, names: dict[str, str]) -> Budget:

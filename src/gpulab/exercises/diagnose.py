@@ -54,6 +54,8 @@ SPECIFIC = (
     "_input_transposed",
     "_partial_tile",
     "_non_finite",
+    "_inputs_swapped",
+    "_factor_by_sign",
 )
 
 
@@ -89,6 +91,8 @@ def diagnose_kind(
         _partial_tile,
         _non_finite,
         _never_written,
+        _inputs_swapped,
+        _factor_by_sign,
         _edges,
         _shifted,
     ):
@@ -106,6 +110,9 @@ def _untouched(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: st
         return ""
     largest_input = max((x.size for x in case.inputs if isinstance(x, np.ndarray)), default=0)
     if exp.size == 1 and largest_input > 1:  # many inputs, one result: a reduction's final write never happened
+        scanned = _scanned_input(case, judge)
+        if scanned:  # a scan's block total: its last thread writes it, and a guard on the length keeps that one out
+            return SCAN_TOTAL_HINT.format(name=name, x=scanned, n=largest_input)
         return (
             f"nothing was written to {name}, whose one element sums up (or reduces) {largest_input:,} input values. "
             "A reduction's result is written once: by one thread after the tree (`if tx == 0:` after the last "
@@ -125,6 +132,30 @@ def _untouched(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: st
             "bounds guard too strict (`i < n - 1`?): thread 0 has work when n == 1."
         )
     return f"output untouched: did the kernel write to {name}?"
+
+
+SCAN_TOTAL_HINT = (
+    "nothing was written to {name}, which holds each block's total of the scan. After the scan's last "
+    "cuda.syncthreads() that total is the block's last scanned value, held by the block's last thread: write it "
+    "from that thread (`if tx == cuda.blockDim.x - 1: {name}[cuda.blockIdx.x] = ...`), outside the guard on the "
+    "length. Here {n} values run in a block with more threads, so `if i < {x}.size:` (or a guard on the scan's "
+    "output) keeps the last thread out; past the end it loaded 0.0, so its scanned value is still the block's "
+    "total. Not after a `return` either."
+)
+
+
+def _scanned_input(case: Case, judge: Judge) -> str:
+    """The name of the input whose running sum another expected output starts with (a scan that also writes each
+    block's total), or ""."""
+    for k, x in enumerate(case.inputs):
+        if not (isinstance(x, np.ndarray) and x.ndim == 1 and x.size > 1 and np.issubdtype(x.dtype, np.floating)):
+            continue
+        head = min(x.size, 16)
+        running = np.cumsum(x[:head], dtype=np.float64)
+        for e in case.expected:
+            if e.ndim == 1 and e.size == x.size and np.allclose(e[:head], running, rtol=1e-4, atol=1e-5):
+                return judge.in_names[k] if k < len(judge.in_names) else f"input {k}"
+    return ""
 
 
 def _named_mistake(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
@@ -233,6 +264,17 @@ def _non_finite(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: s
     big = largest_input(case)
     first = tuple(int(v) for v in np.argwhere(computed)[0])
     what = "inf" if np.isinf(got[first]) else "nan"
+    masked = any(
+        isinstance(x, np.ndarray) and np.issubdtype(x.dtype, np.floating) and bool(np.isneginf(x).any())
+        for x in case.inputs
+    )
+    if what == "nan" and masked:  # -inf in the input (a mask): -inf - (-inf) is the likelier source of the nan
+        return (
+            f"{name}[{_index(first)}] is nan where a finite value is expected, and the input holds -inf (masked "
+            "entries): -inf - (-inf) is nan. That happens in exp(m_old - m_new) or exp(x - m) while a running "
+            "maximum is still -inf (a row that starts with masked entries). Skip the update until the maximum is "
+            "finite (`if new_max != -math.inf:`): a masked entry adds nothing to the sum (exp(-inf) = 0)."
+        )
     if big > EXP_LIMIT:
         return (
             f"{name}[{_index(first)}] is {what} where a finite value is expected, and the inputs reach "
@@ -272,8 +314,11 @@ def _never_written(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name
 
 def _edges(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
     flat_ok = close(got, exp, judge.rtol, atol).ravel()
-    # with two elements, either one is at an edge: no evidence of an off-by-one (e.g. a step time for 1 and N GPUs)
-    if flat_ok.size > 2 and int((~flat_ok).sum()) == 1 and (not flat_ok[0] or not flat_ok[-1]):
+    # with two elements, either one is at an edge: no evidence of an off-by-one (e.g. a step time for 1 and N GPUs);
+    # nor in an output with hardly any interior (a 2x3 pool has none: any wrong element is at an edge, and the last
+    # only by chance): at least two interior elements, right, make an edge that alone is wrong a pattern
+    interior = int(np.prod([max(d - 2, 0) for d in exp.shape])) if exp.ndim else 0
+    if flat_ok.size > 2 and interior >= 2 and int((~flat_ok).sum()) == 1 and (not flat_ok[0] or not flat_ok[-1]):
         which = "first" if not flat_ok[0] else "last"
         return f"only the {which} element is wrong: an off-by-one at the edge (a boundary case)."
     return ""
@@ -285,3 +330,75 @@ def _shifted(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str,
     if e.size > 2 and (same(g[1:], e[:-1], judge.rtol, atol_s) or same(g[:-1], e[1:], judge.rtol, atol_s)):
         return "the output is shifted by one element: an off-by-one in the index (i + 1 or i - 1?)."
     return ""
+
+
+def _inputs_swapped(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
+    """The result is the spec's with two same-shaped inputs exchanged (saxpy's ``alpha * y + x``)."""
+    if unwritten.any():
+        return ""
+    arrays = [k for k, x in enumerate(case.inputs) if isinstance(x, np.ndarray) and x.size]
+    for n, k1 in enumerate(arrays):
+        for k2 in arrays[n + 1 :]:
+            a, b = case.inputs[k1], case.inputs[k2]
+            if a.shape != b.shape or a.dtype != b.dtype:
+                continue
+            ins = list(case.inputs)
+            ins[k1], ins[k2] = b, a
+            try:
+                alt = judge.spec(*ins)
+                alt = np.asarray(alt[0] if isinstance(alt, tuple) else alt)
+            except Exception:  # noqa: BLE001
+                continue
+            if alt.shape != got.shape or same(alt.astype(got.dtype), exp, judge.rtol, atol):
+                continue  # a spec symmetric in the two: exchanging them explains nothing
+            if same(got, alt.astype(got.dtype), judge.rtol, atol):
+                n1, n2 = (judge.in_names[k] if k < len(judge.in_names) else f"input {k}" for k in (k1, k2))
+                return (
+                    f"{name} is what you get with {n1} and {n2} exchanged: each is read where the other belongs. "
+                    f"Check the formula against the exercise's, and that the kernel's parameters come in the order "
+                    f"the check passes them ({', '.join(judge.in_names)}, then the output)."
+                )
+    return ""
+
+
+def _factor_by_sign(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
+    """An elementwise result off by one constant factor where the input is > 0, or where it is <= 0 (a branch on
+    the input's sign with the wrong formula, or the two branches swapped)."""
+    arrays = [x for x in case.inputs if isinstance(x, np.ndarray)]
+    if unwritten.any() or len(arrays) != 1 or arrays[0].shape != exp.shape:
+        return ""
+    x = arrays[0]
+    if not np.issubdtype(x.dtype, np.floating) or not np.issubdtype(exp.dtype, np.floating):
+        return ""
+    k = next(i for i, v in enumerate(case.inputs) if v is x)
+    arg = judge.in_names[k] if k < len(judge.in_names) else "the input"
+    ok = close(got, exp, judge.rtol, atol)
+    said, factors = [], []
+    for part, where in ((x > 0, "> 0"), (x <= 0, "<= 0")):
+        n = int(part.sum())
+        if not n:
+            continue
+        count = f"{n} element{'s' if n > 1 else ''}"
+        if ok[part].all():
+            said.append(f"where {arg} {where} ({count}) it is right")
+            continue
+        sel = part & (np.abs(exp) > 1e-6)
+        if int(sel.sum()) != n:  # a zero expected: no factor to tell
+            return ""
+        ratio = got[sel].astype(np.float64) / exp[sel].astype(np.float64)
+        f = float(np.median(ratio))
+        if not np.allclose(ratio, f, rtol=1e-3) or abs(f - 1.0) < 1e-3:
+            return ""
+        factors.append(f)
+        said.append(f"where {arg} {where} ({count}) it is {f:.4g} times the expected value")
+    if not factors:
+        return ""
+    if len(factors) == 2 and abs(factors[0] / factors[1] - 1.0) < 1e-3:
+        return (
+            f"{name} is {factors[0]:.4g} times the expected value everywhere: a constant factor in the formula is off."
+        )
+    swapped = len(factors) == 2 and abs(factors[0] * factors[1] - 1.0) < 1e-2
+    return (
+        f"{name} is off by a constant factor: {'; '.join(said)}. Check the formula of each branch of your condition "
+        f"on {arg}" + (": the two branches look swapped (each side got the other's formula)." if swapped else ".")
+    )

@@ -113,13 +113,41 @@ def adds_into_output(st: State, fail: Failure) -> bool:
     changes when it starts at 0: the kernel reads it and adds into it (``y[j] += ...``) instead of writing it."""
     case, o = st.cases[fail.case], fail.output
     exp = case.expected[o]
-    if st.p.out_init is not None or not np.issubdtype(exp.dtype, np.floating) or exp.size == 1:
-        return False  # one element: the untouched hint's own (a reduction's write, "not zeroed for you")
+    if st.p.out_init is not None or not np.issubdtype(exp.dtype, np.floating):
+        return False
+    if exp.size == 1 and max((np.size(x) for x in case.inputs if isinstance(x, np.ndarray)), default=0) > 1:
+        return False  # many inputs, one result: the untouched hint's own (a reduction's write, "not zeroed for you")
     try:
         again, _ = st.runner.run(case, fail.launch, fill=0)
     except Exception:  # noqa: BLE001 - no verdict from this run: the diagnosis stands
         return False
     return bool(np.any(again[o] != 0))
+
+
+FEWER_THREADS_HINT = (
+    "the launch has {threads} threads for the {n} elements of {name}, and the elements from {name}[{threads}] on "
+    "were never written: the grid is fixed (not sized to the data), so each thread must handle several elements. "
+    "Loop with a grid stride: `for i in range(cuda.grid(1), {name}.size, cuda.gridsize(1)):`, so that thread t "
+    "writes elements t, t + {threads}, t + {threads2}, ..."
+)
+
+
+def fewer_threads_hint(st: State, fail: Failure, missing: np.ndarray) -> str:
+    """The grid-stride hint when the exercise's own launch (a kernel check: the harness picks it) has fewer threads
+    than the 1-D output has elements and exactly the elements past the last thread were never written; "" else."""
+    case, o = st.cases[fail.case], fail.output
+    if st.p.host is not None or missing.ndim != 1:
+        return ""
+    try:
+        _, call = st.runner.host_call(case)
+        grid, block = st.runner.config(case, call, fail.launch)
+    except Exception:  # noqa: BLE001 - no launch to compare with: the diagnosis stands
+        return ""
+    threads = int(np.prod(grid)) * int(np.prod(block))
+    n = missing.size
+    if not 0 < threads < n or not (missing[threads:].all() and not missing[:threads].any()):
+        return ""
+    return FEWER_THREADS_HINT.format(threads=threads, threads2=2 * threads, n=n, name=st.runner.names[o])
 
 
 def explain(st: State, fail: Failure) -> tuple[str, str, str]:
@@ -137,16 +165,24 @@ def explain(st: State, fail: Failure) -> tuple[str, str, str]:
         exp, tol = case.expected[o], tol_for(case, o, st.p.atol)
         missing = never_written(st, fail)
         msg, hint, kind = diagnose_kind(fail.got[o], exp, tol, case, st.judge, st.runner.names[o], missing)
+        if kind == "_never_written" and missing is not None:
+            few = fewer_threads_hint(st, fail, missing)
+            if few:
+                hint, kind = few, "fewer threads"
         if kind == "_untouched" and adds_into_output(st, fail):
             index = "j, i" if exp.ndim == 2 else "j"  # x is the last axis: `j, i = cuda.grid(2)`
             hint, kind = ACCUMULATED_HINT.format(name=st.runner.names[o], index=index), "accumulated"
         if fail.undefined and kind != "_named_mistake":  # seen, not guessed: the kernel read an undefined value
             hint, kind = undefined_hint(fail.undefined), "undefined"
         if case.atol is not None and st.p.reduction is not None:
-            msg += (
-                f"\n(allowed error: the float32 rounding bound for sums of "
-                f"{reduction_len(st.p.reduction, case.inputs):,} terms, up to {float(np.max(tol)):.3g} here)"
-            )
+            # the bound is inf where the expected value is inf or -inf (a causal mask's -inf): say the finite ones'
+            bounds = np.asarray(tol, dtype=np.float64)
+            bounds = bounds[np.isfinite(bounds)]
+            if bounds.size:
+                msg += (
+                    f"\n(allowed error: the float32 rounding bound for sums of "
+                    f"{reduction_len(st.p.reduction, case.inputs):,} terms, up to {float(bounds.max()):.3g} here)"
+                )
         msg += f"\ninput: {case.describe()}\nlaunch: {fail.desc}"
         if kind != "undefined":  # a shuffle's undefined read was seen: it explains the values
             # a shared element nobody wrote is named, unless the diagnosis already named the filler in the result or
