@@ -1,5 +1,6 @@
 """The pipeline behind :func:`check_kernel`: cases -> run (both orientations) -> compare -> diagnose ->
-races -> budgets -> PTX."""
+races -> budgets -> PTX, and the notes that change no score: an input the kernel changed (:class:`.run.Runner`
+compares them after each case's first run), float64 arithmetic in a float32 kernel (:mod:`.precision`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from .explain import explain, orientation_check
 from .problem import Budget, Problem, Size
 from .output import captured
 from .own_code import own_code_check
+from .precision import FLOAT64_NOTE, float32_arrays, float64_literal_accumulators
 from .ptxcheck import ptx_check
 from .races import race_stage
 from .static import static_check
@@ -130,11 +132,15 @@ def _run_problem(p: Problem, kernel: Any, name: str | None, trusted: bool) -> Ch
         )
     if not p.sizes:
         raise UsageError(f"check_kernel({fn_name}) needs at least one input size in sizes=[...].")
+    st: State | None = None
+    notes: list[str] = []  # float64 accumulators found in the source
 
     def finish(
         status: str, message: str, hint: str = "", checks: Sequence[Check] = (), score: float = 0.0
     ) -> CheckResult:
         res = CheckResult(fn_name, status, score, float(p.points), message, hint, list(checks))
+        if st is not None:
+            res.notes = changed_input_notes(st, p.host is not None) + notes
         if trusted:
             res.details["trusted"] = True
         log_result(res)
@@ -195,6 +201,11 @@ def _run_problem(p: Problem, kernel: Any, name: str | None, trusted: bool) -> Ch
             )
         if p.ptx is not None:
             penalties.append(ptx_check(kernel, p.ptx))
+        if p.host is None and float32_arrays(cases[0].inputs + cases[0].expected):
+            if names := float64_literal_accumulators(kernel):
+                notes.append(
+                    FLOAT64_NOTE.format(where=f" ({names[0]} starts as a float literal and is updated in a loop)")
+                )
     except SetupError as exc:
         return finish(
             "setup error",
@@ -223,3 +234,18 @@ def _run_problem(p: Problem, kernel: Any, name: str | None, trusted: bool) -> Ch
         st.checks,
         score=float(p.points),
     )
+
+
+def changed_input_notes(st: State, host: bool) -> list[str]:
+    """A note for each input array the kernel (or host function) changed during a run."""
+    who = "your code" if host else "your kernel"
+    outs = ", ".join(st.runner.names)
+    notes = []
+    for k, found in sorted(st.runner.changed.items()):
+        name = st.judge.in_names[k] if k < len(st.judge.in_names) else f"input {k}"
+        notes.append(
+            f"{who} changed its input {name} ({found.where(name)}): callers expect their inputs unchanged (on a GPU "
+            f"the caller's data is overwritten, and the next launch on it computes something else); read {name}, "
+            f"write only to {outs}."
+        )
+    return notes

@@ -4,12 +4,23 @@ rounding bound (``reduction=``), and the fill values that show elements never wr
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["close", "fills", "float64_reference", "reduction_len", "rounding_bound", "same", "unwritten"]
+__all__ = [
+    "Changed",
+    "close",
+    "fills",
+    "first_change",
+    "float64_reference",
+    "reduction_len",
+    "rounding_bound",
+    "same",
+    "unwritten",
+]
 
 
 def rounding_bound(n: int, dtype: Any = np.float32) -> float:
@@ -99,3 +110,43 @@ def unwritten(got: np.ndarray, fill: Any) -> np.ndarray:
     if isinstance(fill, float) and math.isnan(fill):
         return np.isnan(got) if np.issubdtype(got.dtype, np.inexact) else np.zeros(got.shape, bool)
     return np.asarray(got == fill)
+
+
+@dataclass(frozen=True)
+class Changed:
+    """An array that a run changed: its first changed element (``index``, value ``was`` and ``now``) and how many
+    elements changed (``count`` of ``size``)."""
+
+    index: tuple[int, ...]
+    was: Any
+    now: Any
+    count: int
+    size: int
+
+    def where(self, name: str) -> str:
+        """``a[3] was 1.0, is now 3.0`` (and how many more changed)."""
+        at = ", ".join(str(i) for i in self.index)
+        more = f"; {self.count} of its {self.size} elements changed" if self.count > 1 else ""
+        return f"{name}[{at}] was {_value(self.was)}, is now {_value(self.now)}{more}"
+
+
+def _value(x: Any) -> str:
+    if isinstance(x, (np.floating, float)):
+        return f"{float(x):.7g}"
+    return repr(x.item() if isinstance(x, np.generic) else x)
+
+
+def first_change(before: np.ndarray, after: np.ndarray) -> Changed | None:
+    """Where ``after`` differs from ``before`` bit for bit (a NaN that stays NaN is unchanged; any dtype, records
+    included), or None. Both arrays have the same shape and dtype (``after`` is a run's copy of ``before``)."""
+    if before.size == 0 or before.shape != after.shape or before.dtype != after.dtype:
+        return None
+    width = before.dtype.itemsize
+    b = np.ascontiguousarray(before).reshape(-1).view(np.uint8).reshape(before.size, width)
+    a = np.ascontiguousarray(after).reshape(-1).view(np.uint8).reshape(after.size, width)
+    diff = np.flatnonzero(np.any(a != b, axis=1))
+    if diff.size == 0:
+        return None
+    k = int(diff[0])
+    index = tuple(int(i) for i in np.unravel_index(k, before.shape))
+    return Changed(index, before.reshape(-1)[k], after.reshape(-1)[k], int(diff.size), int(before.size))

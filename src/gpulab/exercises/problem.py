@@ -215,6 +215,10 @@ class Problem:
     ptx: str | None = None
     race_check: bool = True
     timeout: float = 30.0
+    updated_inputs: Sequence[int] = ()
+    """Inputs (by position) that the kernel or host function updates in place by design, e.g. RNG states it advances
+    or buffers an all-reduce sums in place: not noted as changed (see :meth:`.run.Runner.changed`). An exercise whose
+    kernel updates an array in place more often copies the input into an output (``args=``), which is never noted."""
     given: Sequence[Any] = ()
     """What the exercise hands the learner to build on (a gpulab kernel or function their code may call, e.g.
     lab 07's ``matmul``): :mod:`.own_code` refuses code that is or calls any other reference implementation."""

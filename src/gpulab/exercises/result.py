@@ -41,6 +41,9 @@ class CheckResult:
     checks: list[Check] = field(default_factory=list)
     details: dict = field(default_factory=dict)
     printed: str = ""  # what the kernel printed during the check, summed up (gpulab.exercises.output)
+    notes: list[str] = field(default_factory=list)
+    """What the learner should know although the score does not change: the kernel changed one of its inputs
+    (:mod:`.inputs`), or it computes in float64 where its arrays are float32 (:mod:`.precision`)."""
 
     @property
     def passed(self) -> bool:
@@ -58,6 +61,7 @@ class CheckResult:
             "max_score": self.max_score,
             "message": self.message,
             "hint": self.hint,
+            "notes": list(self.notes),
         }
 
     def __str__(self) -> str:
@@ -66,6 +70,7 @@ class CheckResult:
         lines += ["  " + ln for ln in self.message.splitlines()]
         if self.hint:
             lines.append("  hint: " + self.hint)
+        lines += ["  note: " + n for n in self.notes]
         lines += ["  " + ln for ln in self.printed.splitlines()]
         for c in self.checks:
             lines.append(f"  {'ok ' if c.passed else 'XX '} {c.name}: {c.message.splitlines()[0] if c.message else ''}")
@@ -81,6 +86,7 @@ class CheckResult:
             for c in self.checks
         )
         hint = f"<p><b>Hint:</b> {html.escape(self.hint)}</p>" if self.hint else ""
+        hint += "".join(f"<p><b>Note:</b> {html.escape(n)}</p>" for n in self.notes)
         if self.printed:
             hint += f"<pre style='white-space:pre-wrap;color:#57606a'>{html.escape(self.printed)}</pre>"
         return (

@@ -15,7 +15,7 @@ from .. import runtime, simulator
 from ..simulator.blocks import reversed_order
 from ..kernels._launch import ceil_div
 from ..source import py_func
-from .compare import fills, unwritten
+from .compare import Changed, fills, first_change, unwritten
 from .frames import origin, source_line
 from .problem import Case, Dim, Problem
 
@@ -142,6 +142,10 @@ class Runner:
 
     def __init__(self, problem: Problem, kernel: Any, fn_name: str, names: list[str]) -> None:
         self.p, self.kernel, self.fn_name, self.names = problem, kernel, fn_name, names
+        # input index -> its first element a run changed (the kernel got that array itself, not a view the exercise's
+        # args= made of it: an RNG state it advances, a buffer it updates in place, are the exercise's design)
+        self.changed: dict[int, Changed] = {}
+        self._watched: set[int] = set()  # the cases whose inputs were compared after a run (once per case)
         self.thread_options: list[Dim] = []
         if problem.threads is not None:
             t = problem.threads
@@ -259,7 +263,23 @@ class Runner:
             if tail.size and not np.all(unwritten(tail, fill)):
                 raise OutOfBounds(name, desc)
             got.append(h[: e.size].reshape(e.shape))
+        if id(case) not in self._watched:
+            self._watched.add(id(case))
+            self._compare_inputs(case, dev_in, call)
         return tuple(got), desc
+
+    def _compare_inputs(self, case: Case, dev_in: tuple, call: tuple) -> None:
+        """Record in ``changed`` each input array of ``case`` that the run changed, among those the kernel (or
+        host function) was handed as they are. A copy of the case's input was handed over, so the case's array is
+        the copy from before the launch; in gpu mode this costs one transfer of the input back to the host."""
+        for k, (x, d) in enumerate(zip(case.inputs, dev_in)):
+            if k in self.changed or k in self.p.updated_inputs or not isinstance(x, np.ndarray):
+                continue
+            if not any(a is d for a in call):
+                continue
+            found = first_change(x, np.asarray(runtime.to_host(d)))
+            if found is not None:
+                self.changed[k] = found
 
     def host_call(self, case: Case) -> tuple[tuple[np.ndarray, ...], tuple]:
         """NumPy outputs and the kernel's arguments, for instrumented runs in the simulator."""

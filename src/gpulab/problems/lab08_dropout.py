@@ -152,6 +152,7 @@ DROPOUT_STEP = StepProblem(
     sizes=[(50, 0.25), (250, 0.5)],
     gpu_sizes=[(50, 0.25), (250, 0.5), ((1 << 20) + 3, 0.5)],
     out_names=["y", "dx"],
+    updated_inputs=(2,),  # the forward advances words: the lab's point (the backward replays a copy)
     mistakes={ADVANCED_HINT: _advanced, REVERSED_HINT: _reversed},
     points=1,
 )
