@@ -11,6 +11,9 @@ check.
   budget, each cell by nbval's ``--nbval-cell-timeout``.
 - **Every lab solution earns every graded cell's points.** A graded cell of a notebook in
   ``labs/solutions`` must end in the value of its nbgrader ``points``.
+- **No shipped answer earns a note.** A check's verdict keeps the score but adds a note for a kernel that changed
+  its input or computes in float64 in a float32 kernel (gpulab.exercises.check, .precision); no output of a lesson
+  or lab solution may hold one (``NOTE_PHRASES``).
 - **Kernels on unix sockets.** nbval starts each notebook's kernel with jupyter_client's ``KernelManager`` over
   TCP, whose ports another test worker's kernel (or `make test-oldest`'s, beside it in CI) can take between
   their choice and the kernel's bind: the kernel dies with "Address already in use". This plugin has nbval use
@@ -102,6 +105,25 @@ def kernel_cpu_seconds(kernel) -> float:
     raise AssertionError(f"the CPU-time probe printed nothing usable: {''.join(text)!r}")
 
 
+# the notes' own words (gpulab/exercises/check.py, gpulab/exercises/precision.py)
+NOTE_PHRASES = (
+    "callers expect their inputs unchanged",
+    "computes in float64 in a loop although its arrays are float32",
+)
+
+
+def note_problem(item: pytest.Item) -> str | None:
+    """For a cell of a shipped notebook: the note its output holds (None when it holds none)."""
+    for out in item.test_outputs or []:
+        texts = [out.get("text", "")] + [v for v in (out.get("data") or {}).values() if isinstance(v, str)]
+        for text in texts:
+            for phrase in NOTE_PHRASES:
+                if phrase in text:
+                    start = max(text.find(phrase) - 200, 0)
+                    return f"a shipped answer's verdict holds a note: ...{text[start : text.find(phrase) + 80]}..."
+    return None
+
+
 def graded_points_problem(item: pytest.Item) -> str | None:
     """For a graded cell of a lab solution: why its last value is not its points (None when it is)."""
     meta = item.cell.metadata.get("nbgrader", {})
@@ -129,7 +151,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_call(item: pytest.Item):
     result = yield
     if _is_nbval_cell(item):
-        problem = graded_points_problem(item)
+        problem = graded_points_problem(item) or note_problem(item)
         if problem:
             pytest.fail(problem, pytrace=False)
     return result

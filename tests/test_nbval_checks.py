@@ -45,12 +45,15 @@ def test_budget_and_full_marks(tmp_path):
     short = _notebook(tmp_path / "solutions" / "short.ipynb", ("1.5", _graded(2)))
     silent = _notebook(tmp_path / "solutions" / "silent.ipynb", ("y = 2", _graded(2)))
     lesson = _notebook(tmp_path / "lesson.ipynb", ("1.0", _graded(2)))  # not a lab solution: points not checked
-    proc = _nbval(good, short, silent, lesson)
+    note = "note: your kernel changed its input a (a[0] was 1, is now 2): callers expect their inputs unchanged"
+    noted = _notebook(tmp_path / "noted.ipynb", (f"print({note!r})", {}))  # a verdict's note in a shipped answer
+    proc = _nbval(good, short, silent, lesson, noted)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
     assert "the reference solution scored 1.5 of 2 points in demo-check" in out
     assert "graded cell demo-check showed no value (it must end in its score, 2)" in out
-    assert "2 failed, 3 passed" in out, out
+    assert "a shipped answer's verdict holds a note: ...note: your kernel changed its input a" in out, out
+    assert "3 failed, 3 passed" in out, out
     assert "good.ipynb: " in out and " s wall under nbval (budget 30 s of CPU)" in out
     baseline = float(re.search(r"good\.ipynb: ([\d.]+) s of CPU", out).group(1))  # a kernel's start-up
 
