@@ -305,8 +305,8 @@ class Capstone:
             lines = "\n".join(f"- {op}: {err}" for op, err in errors.items())
             raise CapstoneError(
                 "the simulator ran these kernels, but a GPU would refuse them (NVVM could not compile them to "
-                f"PTX):\n{lines}\nInside a kernel use arrays, numbers, math and cuda.* only: a GPU has no Python lists, "
-                "dicts, strings or objects (`t = [x[i], 0.0]` does not compile: use separate variables, or "
+                f"PTX):\n{lines}\nInside a kernel use arrays, numbers, math and cuda.* only: a GPU has no Python "
+                "lists, dicts, strings or objects (`t = [x[i], 0.0]` does not compile: use separate variables, or "
                 "cuda.local.array for a fixed-size array). Fix the kernel and re-run its check cell."
             )
 
