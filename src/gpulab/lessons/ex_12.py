@@ -181,8 +181,9 @@ def _exercises() -> list[Exercise]:
                 launch=lambda q, k, scale, causal, s: grid_2d(s.shape[0], s.shape[1], BLOCK),
                 reduction=lambda q, k, scale, causal: q.shape[1],
                 out_names=["s"],
-                # the one-key-too-many mask comes before the zero mask: the allowed error is infinite where -inf is
-                # expected, so the zero mask's model (0 there) would also match a kernel that leaves one key unmasked
+                # the one-key-too-many mask before the zero mask: its model demands -inf past the extra key, while
+                # the zero mask's (0 where -inf is expected) matched that kernel too as long as the allowed error
+                # there was infinite (before exercises/explain.py took the largest finite bound)
                 mistakes={
                     "the scores are not scaled: multiply the dot product by scale (1 / sqrt(d)).": _scores_unscaled,
                     "one key too many is visible per row: query i sees keys j <= i + (m - n), so mask "
