@@ -295,6 +295,27 @@ def test_the_report_says_failed_for_a_failed_check_and_the_lab_says_which():
     assert rows["maxpool"] == "failed" and rows["relu"] == "not registered"  # before: "not registered" for both
     summary = cap.missing_summary()
     assert "- maxpool: its check failed" in summary and "- relu: not checked yet" in summary, summary
+    # before: "course kernel (yours missing)" for a kernel that exists but failed its check
+    whose = {op: who for op, who, _ in cap.rows()}
+    assert whose["maxpool"] == "course kernel (yours did not pass its check)", whose
+    assert whose["relu"] == "course kernel (yours missing)", whose
+    assert "maxpool            course kernel (yours did not pass its check) failed" in str(cap.report())
+
+
+@cuda.jit
+def relu_backward_without_a_loop(dout, y, dx):  # no grid-stride loop: the check stops with an error
+    i = cuda.grid(1)
+    if i < dx.size:
+        dx[i] = dout[i] if y[i] > 0.0 else 0.0
+
+
+def test_the_gate_says_how_a_check_that_stopped_with_an_error_ended():
+    cap = capstone.Capstone()
+    assert cap.register("relu_backward", relu_backward_without_a_loop).status == "error"
+    summary = cap.missing_summary()
+    # before: "- relu_backward: its check error: fix it with ..."
+    assert "- relu_backward: its check stopped because the kernel raised an error: fix it with" in summary, summary
+    assert "its check error" not in summary
 
 
 @pytest.mark.parametrize(
@@ -371,6 +392,20 @@ def test_a_kernel_a_gpu_would_refuse_stops_the_challenge_naming_its_op():
     with pytest.raises(capstone.CapstoneError, match=r"- relu_backward: .*cannot allocate memory") as err:
         cap.check_ptx()
     assert "- relu:" not in str(err.value)
+    # before: "no lists, dicts, strings, objects or NumPy functions (np.maximum: use max)", but np.maximum compiles
+    assert "np.maximum" not in str(err.value) and "`t = [x[i], 0.0]` does not compile" in str(err.value)
+
+
+@cuda.jit
+def relu_with_np_maximum(x, y):
+    for i in range(cuda.grid(1), y.size, cuda.gridsize(1)):
+        y[i] = np.maximum(x[i], 0.0)
+
+
+def test_a_kernel_calling_np_maximum_compiles_to_ptx():
+    cap = capstone.Capstone()
+    assert cap.register("relu", relu_with_np_maximum).passed
+    cap.check_ptx()  # NVVM compiles np.maximum: no error
 
 
 @pytest.mark.parametrize(

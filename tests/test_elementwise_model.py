@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import gpulab
+from gpulab.errors import UsageError
 from gpulab.lessons.elementwise import run_elementwise, run_reduction
 
 pytestmark = pytest.mark.skipif(gpulab.is_gpu(), reason="the model runs in simulator mode (CuPy itself on a GPU)")
@@ -69,3 +70,55 @@ def test_only_arrays_bind_a_placeholder_outputs_first_as_in_cupy():
     scale = dict(in_params="T a, float32 x", out_params="T y", operation="y = a * x")
     out = np.zeros(2, np.float64)
     assert run_elementwise(scale, 0.1, x, out) is out and out.tolist() == [0.1] * 2  # T = float64 from out
+
+
+# CuPy 14 (_kernel.pyx, _get_elementwise_kernel_code and carray.cuh's CUPY_FOR) runs the operation in
+# `CUPY_FOR(i, _ind.size())`, with each parameter that is not raw bound to one element
+# (`const float &x = _raw_x[_ind.get()];`): i is the element's index, and `x[i]` on such a parameter does not compile.
+AXPY = dict(in_params="float32 a, float32 x, float32 y", out_params="float32 z", operation="z = a * x + y")
+
+
+def test_i_is_the_elements_index_and_raw_parameters_are_indexed_with_it():
+    x = np.arange(4, dtype=np.float32)
+    spec = dict(in_params="float32 x", out_params="float32 z", operation="z = x + i")
+    assert run_elementwise(spec, x).tolist() == [0.0, 2.0, 4.0, 6.0]
+    raw = dict(in_params="raw float32 w, float32 x", out_params="float32 z", operation="z = w[i] * x")
+    w = np.array([1, 2, 3, 4], dtype=np.float32)
+    assert run_elementwise(raw, w, x).tolist() == [0.0, 2.0, 6.0, 12.0]
+
+
+def test_an_element_indexed_like_an_array_is_told_to_drop_the_index():
+    """Before: "uses 'i', which is neither a parameter (a, x, y) nor a math function ... declare it in in_params"."""
+    x = np.arange(3, dtype=np.float32)
+    with pytest.raises(UsageError) as err:
+        run_elementwise(dict(AXPY, operation="z[i] = a * x[i] + y[i]"), np.float32(2), x, x)
+    text = str(err.value)
+    assert "already is one element" in text and "Write it on elements: 'z = a * x + y'" in text, text
+    assert "declare it in in_params" not in text
+    with pytest.raises(UsageError, match="declared raw but given a scalar"):
+        run_elementwise(dict(AXPY, in_params="raw float32 a, float32 x, float32 y", operation="z = a[i] * x + y"),
+                        np.float32(2), x, x)  # fmt: skip
+
+
+def test_lesson_06_axpy_with_its_parameters_in_another_order_is_told_they_bind_by_position():
+    from gpulab import lessons
+
+    def spec():
+        return dict(AXPY, in_params="float32 x, float32 y, float32 a", name="axpy")
+
+    res = lessons.check("06", "axpy_elementwise", spec)  # before: expected/got and no hint
+    assert not res.passed and res.hint.startswith("in_params bind to the arguments by position"), res
+    assert lessons.check("06", "axpy_elementwise", lambda: dict(AXPY, name="axpy")).passed
+
+
+def test_lesson_06s_exercise_states_the_parameter_order_and_elements_not_indices():
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "notebooks"
+    for path in (root / "06_cupy_interop.ipynb", root / "learner" / "06_cupy_interop.ipynb"):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        text = next(
+            "".join(c["source"]) for c in cells if "### Exercise 3 · An `ElementwiseKernel`" in "".join(c["source"])
+        )
+        assert "declare them in that order: `a, x, y`" in text and "write `x`, not `x[i]`" in text, path

@@ -12,7 +12,9 @@ all got "expected ..., got ..." with no hint.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
+import nbformat
 import numpy as np
 import pytest
 from numba import cuda, float32
@@ -363,3 +365,28 @@ def test_batched_conv2d_with_the_row_fastest_is_over_its_coalescing_budget():
     res = lab07.CONV2D.check(edited_kernel(CONV2D, "conv2d_kernel", NS, row_fastest))
     assert res.status == "over budget" and res.score == res.max_score / 2, res
     assert "coalescing of out" in res.message and "j = t % WO" in res.hint, res
+
+
+LEAKY = """
+@cuda.jit
+def leaky_relu_backward_kernel(dout, y, alpha, dx):
+    i = cuda.grid(1)
+    if i < dx.shape[0]:
+        dx[i] = dout[i] if y[i] > 0 else alpha * dout[i]
+"""
+
+
+def test_lab08s_try_it_names_its_own_kernel_and_the_check_notices_the_edit():
+    """Before: the summary's "Try it" named `relu_backward_kernel` (lesson 08's, not this lab's) and asked for
+    dout "where y >= 0"; it now names the lab's leaky ReLU kernel, and its check notices that edit."""
+    for folder in ("solutions", "student"):
+        nb = nbformat.read(Path(__file__).resolve().parents[1] / "labs" / folder / "lab08_backprop.ipynb", as_version=4)
+        try_it = next(c.source for c in nb.cells if c.cell_type == "markdown" and "**Try it:**" in c.source)
+        assert "relu_backward_kernel" not in try_it.replace("leaky_relu_backward_kernel", ""), folder
+        assert "`leaky_relu_backward_kernel`" in try_it and "(1 + alpha) / 2" in try_it, folder
+    problem = lab08.LEAKY_RELU_BACKWARD
+    assert problem.check(edited_kernel(LEAKY, "leaky_relu_backward_kernel", NS)).passed
+    edit = ("y[i] > 0", "y[i] >= 0")
+    assert not problem.check(edited_kernel(LEAKY, "leaky_relu_backward_kernel", NS, edit)).passed
+    f = lambda x, alpha=0.1: x if x > 0 else alpha * x  # noqa: E731
+    assert all(abs((f(h) - f(-h)) / (2 * h) - 0.55) < 1e-12 for h in (0.1, 1e-3, 1e-6))  # (1 + alpha) / 2 at 0

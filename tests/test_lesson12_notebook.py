@@ -10,12 +10,14 @@ import math
 import textwrap
 from pathlib import Path
 
+import pytest
 from numba import cuda, float32
 
 from gpulab import lessons
 from gpulab.labs import BEGIN, CODE_STUB, END
 from gpulab.lessons import answers_12
 from gpulab.transformer import flash
+from kernel_edits import edited_kernel
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "12_transformers.ipynb"
@@ -83,3 +85,36 @@ def test_scores_with_x_along_the_queries_are_over_the_coalescing_budget():
     # the exercise asks for x along the keys; before the budget, i, j = cuda.grid(2) passed with full marks
     res = lessons.check("12", "scores", scores_rows_along_x_kernel)
     assert res.status == "over budget" and "coalescing of s" in str(res), res
+
+
+SCORES_SRC = """
+@cuda.jit
+def attention_scores_kernel(q, k, scale, causal, s):
+    j, i = cuda.grid(2)
+    n = s.shape[0]
+    m = s.shape[1]
+    if i < n and j < m:
+        if causal != 0 and j > i + (m - n):
+            s[i, j] = -math.inf
+        else:
+            acc = float32(0.0)
+            for c in range(q.shape[1]):
+                acc += q[i, c] * k[j, c]
+            s[i, j] = acc * scale
+"""
+
+
+@pytest.mark.parametrize(
+    ("edit", "hint", "not_hint"),
+    [
+        # before: a mask one key too permissive got "masked scores must be -inf, not 0" though its masked scores
+        # are -inf (the allowed error is infinite where -inf is expected, so the zero mask's model matched it)
+        (("j > i + (m - n)", "j > i + (m - n) + 1"), "one key too many is visible per row", "not 0"),
+        (("s[i, j] = -math.inf", "s[i, j] = 0.0"), "masked scores must be -inf, not 0", "one key too many"),
+    ],
+    ids=["one-future-key", "mask-zero"],
+)
+def test_scores_mask_mistakes_get_their_own_hint(edit, hint, not_hint):
+    ns = {"cuda": cuda, "float32": float32, "math": math}
+    res = lessons.check("12", "scores", edited_kernel(SCORES_SRC, "attention_scores_kernel", ns, edit))
+    assert not res.passed and res.hint.startswith(hint) and not_hint not in res.hint, res

@@ -307,7 +307,7 @@ def test_lesson10_ring_mistakes_are_named():
         return [b / len(buffers) for b in bufs], sent
 
     cases = [
-        (every_device, "not all N"),
+        (every_device, "all N devices"),
         (values, "4 per float32"),
         (mean, "the mean"),
         (_reduce_scatter_only, "only the reduce-scatter"),

@@ -262,6 +262,13 @@ def combine_kernel(mx, sm, o, out):
             L.SCALE_MASK,
             SCALE_MASK_SRC,
             "scale_mask_kernel",
+            ("j > i + (m - n)", "j > i + (m - n) + 1"),
+            "one key too many is visible per row",
+        ),
+        (
+            L.SCALE_MASK,
+            SCALE_MASK_SRC,
+            "scale_mask_kernel",
             ("s[i, j] * scale", "s[i, j]"),
             "the scores are not scaled",
         ),
@@ -288,7 +295,7 @@ def combine_kernel(mx, sm, o, out):
         ),
         (L.COMBINE, COMBINE_SRC, "combine_kernel", ("num / den", "num"), "out is not normalised"),
     ],
-    ids=["offset-sign", "no-scale", "finite-mask", "den-unweighted", "den-weights", "no-division"],
+    ids=["offset-sign", "one-future-key", "no-scale", "finite-mask", "den-unweighted", "den-weights", "no-division"],
 )
 def test_one_line_mistakes_in_mask_and_combine_get_their_hint(problem, src, name, edit, hint):
     ns = {"cuda": cuda, "float32": float32, "math": math}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpulab import systolic
+from gpulab import lessons, systolic
 from gpulab.errors import UsageError
 
 
@@ -65,3 +65,38 @@ def test_check_step_verdicts():
     res = systolic.check_step(swapped, sizes=[(3, 3)])
     assert not res.passed and "a travels down" in res.hint
     assert not systolic.check_step(lambda *x: x[0]).passed  # wrong return type: a verdict, not a crash
+
+
+def _pe_in_place(a_reg, b_reg, acc, a_in, b_in):
+    """The registers overwritten in order: each PE reads its neighbour's value of this clock."""
+    r, c = a_reg.shape
+    for i in range(r):
+        for j in range(c):
+            a_reg[i, j] = a_in[i] if j == 0 else a_reg[i, j - 1]
+    for i in range(r):
+        for j in range(c):
+            b_reg[i, j] = b_in[j] if i == 0 else b_reg[i - 1, j]
+    return a_reg, b_reg, acc + a_reg * b_reg
+
+
+def _pe_swapped(a_reg, b_reg, acc, a_in, b_in):
+    """a sent down the columns and b along the rows (sliced so that it runs on a single row too)."""
+    r, c = a_reg.shape
+    a_new, b_new = np.empty_like(a_reg), np.empty_like(b_reg)
+    a_new[0, :], a_new[1:, :] = a_in[:c], a_reg[:-1, :]
+    b_new[:, 0], b_new[:, 1:] = b_in[:r], b_reg[:, :-1]
+    return a_new, b_new, acc + a_new * b_new
+
+
+@pytest.mark.parametrize(
+    ("step", "hint", "not_hint"),
+    [
+        # before: the in-place step got "a travels down and b right here" (on a single row, its a_reg is the swap's)
+        (_pe_in_place, "the registers were updated in place", "a travels down"),
+        (_pe_swapped, "a travels down and b right here", "in place"),
+    ],
+    ids=["in-place", "swapped"],
+)
+def test_lesson_11_pe_step_tells_registers_updated_in_place_from_a_and_b_swapped(step, hint, not_hint):
+    res = lessons.check("11", "pe_step", step)
+    assert not res.passed and res.hint.startswith(hint) and not_hint not in res.hint, res

@@ -262,7 +262,7 @@ class Capstone:
             elif res.status == "not implemented":
                 why = "not written yet (the cell still raises NotImplementedError)"
             else:
-                why = f"its check {res.status}: fix it with the verdict under its exercise's check cell"
+                why = f"{_check_ended(res.status)}: fix it with the verdict under its exercise's check cell"
             lines.append(f"- {op}: {why}")
         return "\n".join(lines)
 
@@ -305,8 +305,9 @@ class Capstone:
             lines = "\n".join(f"- {op}: {err}" for op, err in errors.items())
             raise CapstoneError(
                 "the simulator ran these kernels, but a GPU would refuse them (NVVM could not compile them to "
-                f"PTX):\n{lines}\nInside a kernel use arrays, numbers, math and cuda.* only: no lists, dicts, "
-                "strings, objects or NumPy functions (np.maximum: use max). Fix the kernel and re-run its check cell."
+                f"PTX):\n{lines}\nInside a kernel use arrays, numbers, math and cuda.* only: a GPU has no Python "
+                "lists, dicts, strings or objects (`t = [x[i], 0.0]` does not compile: use separate variables, or "
+                "cuda.local.array for a fixed-size array). Fix the kernel and re-run its check cell."
             )
 
     @property
@@ -323,7 +324,11 @@ class Capstone:
                 out.append((op, "yours", "passed"))
             elif op in LEARNER_OPS:
                 res = self.results.get(op)  # a failed CheckResult is falsy: compare with None
-                out.append((op, "course kernel (yours missing)", res.status if res is not None else "not registered"))
+                if res is None:
+                    out.append((op, "course kernel (yours missing)", "not registered"))
+                else:
+                    yours = "not written yet" if res.status == "not implemented" else "did not pass its check"
+                    out.append((op, f"course kernel (yours {yours})", res.status))
             elif op in ("conv_input_grad", "conv_weight_grad"):
                 uses = "matmul + col2im" if op == "conv_input_grad" else "matmul"
                 mine = all(o in self.kernels for o in uses.split(" + "))
@@ -335,6 +340,17 @@ class Capstone:
     def report(self) -> _Report:
         """A table of which op ran on whose kernel (HTML in Jupyter, text in a terminal)."""
         return _Report(self.rows(), len(set(self.kernels) & set(LEARNER_OPS)), len(LEARNER_OPS))
+
+
+def _check_ended(status: str) -> str:
+    """How a check that did not pass ended, as a phrase ("its check failed", "its check timed out")."""
+    return {
+        "failed": "its check failed",
+        "error": "its check stopped because the kernel raised an error",
+        "timeout": "its check timed out",
+        "over budget": "its check found it correct but over budget",
+        "setup error": "its check could not run (a setup error)",
+    }.get(status, f"its check ended {status!r}")
 
 
 def _ptx_errors(kernels: dict[str, Any]) -> dict[str, str] | None:
@@ -384,7 +400,8 @@ class _Report:
         self.rows, self.mine, self.total = rows, mine, total
 
     def __str__(self) -> str:
-        lines = [f"{op:<18} {who:<32} {verdict}" for op, who, verdict in self.rows]
+        width = max([32] + [len(who) for _, who, _ in self.rows])
+        lines = [f"{op:<18} {who:<{width}} {verdict}" for op, who, verdict in self.rows]
         return "\n".join(lines + [f"your kernels: {self.mine} of {self.total} learner ops"])
 
     def _repr_html_(self) -> str:

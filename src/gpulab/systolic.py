@@ -136,6 +136,38 @@ def _step_inputs(shape: tuple[int, int], rng: np.random.Generator) -> tuple[np.n
     return f(r, c), f(r, c), f(r, c), f(r), f(c)
 
 
+def _in_place(a_reg: np.ndarray, a_in: np.ndarray, b_in: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(a_reg, b_reg) of a step that overwrites its registers in order (left to right, top to bottom): each PE
+    reads its neighbour's new value, so the edge inputs fill whole rows and columns in one clock."""
+    r, c = a_reg.shape
+    return np.repeat(a_in.reshape(r, 1), c, axis=1), np.repeat(b_in.reshape(1, c), r, axis=0)
+
+
+def _swapped_a(a_reg: np.ndarray, a_in: np.ndarray) -> np.ndarray:
+    """a_reg of a step that sends a down the columns (and b along the rows)."""
+    a_new = np.empty_like(a_reg)
+    a_new[0, :], a_new[1:, :] = a_in, a_reg[:-1, :]
+    return a_new
+
+
+def _probe_step(step: Step) -> str:
+    """Which mistake ``step`` makes on a 3 x 3 probe (on copies: it may write into its arguments): "in place",
+    "swapped", or "" (neither, or it fails)."""
+    a_reg, b_reg, acc, a_in, b_in = _step_inputs((3, 3), np.random.default_rng(11))
+    try:
+        got = step(a_reg.copy(), b_reg.copy(), acc.copy(), a_in.copy(), b_in.copy())
+        a_got, b_got = (np.asarray(x, dtype=np.float32) for x in got[:2])
+    except Exception:  # noqa: BLE001 - the learner's step: a failure here names no mistake
+        return ""
+    a_new, b_new, _ = pe_step(a_reg, b_reg, acc, a_in, b_in)
+    a_ip, b_ip = _in_place(a_reg, a_in, b_in)
+    if (a_got.shape == a_ip.shape and np.allclose(a_got, a_ip)) or (
+        np.allclose(a_got, a_new) and b_got.shape == b_ip.shape and np.allclose(b_got, b_ip)
+    ):
+        return "in place"
+    return "swapped" if a_got.shape == a_new.shape and np.allclose(a_got, _swapped_a(a_reg, a_in)) else ""
+
+
 def check_step(
     step: Step, *, points: float = 1, sizes: list[tuple[int, int]] | None = None, trusted: bool = False
 ) -> Any:
@@ -158,11 +190,23 @@ def check_step(
 
     run_step.__name__ = getattr(step, "__name__", "step")
     old_acc = lambda a_reg, b_reg, acc, a_in, b_in: acc + a_reg * b_reg  # noqa: E731  (mistakes give the first wrong output)
+    seen: list[str] = []  # what the step does on a square probe, found once: "in place", "swapped" or ""
+
+    def probed(kind: str) -> None:
+        """Raises (the named mistake does not apply) unless ``step`` makes mistake ``kind`` on a 3 x 3 probe: on a
+        single row, registers updated in place and a and b swapped give the same a_reg."""
+        if not seen:
+            seen.append(_probe_step(step))
+        if seen[0] != kind:
+            raise ValueError(f"not {kind}")
+
+    def in_place(a_reg, b_reg, acc, a_in, b_in):  # noqa: ANN001  (a_reg or b_reg, whichever goes wrong first)
+        probed("in place")
+        return list(_in_place(a_reg, a_in, b_in))
 
     def swapped(a_reg, b_reg, acc, a_in, b_in):  # noqa: ANN001  (a_reg, the first output that goes wrong)
-        a_new = np.empty_like(a_reg)
-        a_new[0, :], a_new[1:, :] = a_in, a_reg[:-1, :]  # raises unless square: then the hint does not apply
-        return a_new
+        probed("swapped")
+        return _swapped_a(a_reg, a_in)
 
     return check_kernel(
         step,
@@ -181,5 +225,9 @@ def check_step(
             "(from the left neighbour / the edge and from above).": old_acc,
             "a travels down and b right here: a enters at the left edge (column 0) and moves right along "
             "its row; b enters at the top (row 0) and moves down its column.": swapped,
+            "the registers were updated in place: PE (i, j) read a neighbour's value that was already overwritten "
+            "this clock, so one value ran through the whole row (or column) at once. Every PE reads the values "
+            "latched last clock: build new arrays from the old ones (a_new[:, 1:] = a_reg[:, :-1], "
+            "b_new[1:, :] = b_reg[:-1, :]) and return those.": in_place,
         },
     )

@@ -170,14 +170,15 @@ def _evaluate(code: str, env: dict[str, Any], types: dict[str, np.dtype], what: 
     def cast(ctype: str, value: Any) -> Any:
         return _store(value, c_type_dtype(ctype, types, f"the cast ({ctype}) in the {what}"))
 
-    names = ", ".join(k for k in env if not k.startswith("_"))
+    names = ", ".join(k for k in env if not k.startswith("_") and k != "i")
     try:
         exec(compile(code, f"<{what}>", "exec"), {"__builtins__": {}, **_C_MATH, "_cast": cast}, env)  # noqa: S102
     except NameError as exc:
         known = ", ".join(sorted(k for k in _C_MATH if k.islower()))
+        index = " (an ElementwiseKernel's operation also has i, the element's index)" if "i" in env else ""
         raise UsageError(
-            f"the {what} {text!r} uses {exc.name or 'a name'!r}, which is neither a parameter ({names}) nor a "
-            f"math function the NumPy model knows ({known}). Check its spelling, or declare it in in_params."
+            f"the {what} {text!r} uses {exc.name or 'a name'!r}, which is neither a parameter ({names}){index} nor "
+            f"a math function the NumPy model knows ({known}). Check its spelling, or declare it in in_params."
         ) from None
     except SyntaxError as exc:
         raise UsageError(f"the {what} {text!r} is not C the NumPy model can read ({exc.msg}).") from None
@@ -274,7 +275,40 @@ def run_elementwise(spec: dict[str, str], *args: Any) -> Any:
         return _elementwise_model(spec, ins, outs, args)
 
 
+def _raw_names(text: str) -> set[str]:
+    """The parameters of ``text`` declared ``raw`` (``"raw float32 x, float32 y"`` -> ``{"x"}``)."""
+    return {m.group(1) for part in text.split(",") if (m := re.match(r"^\s*raw\s+\w+\s+(\w+)\s*$", part))}
+
+
+def _indexed_elements(spec: dict[str, str], ins: list, outs: list, args: tuple) -> None:
+    """Refuse, as CuPy's compiler would, an operation that indexes a parameter that is not ``raw`` (CuPy binds it to
+    one element, ``const float &x = _raw_x[_ind.get()]``) or a raw one given a scalar: C cannot index a number."""
+    op = spec["operation"]
+    raw = _raw_names(spec["in_params"]) | _raw_names(spec["out_params"])
+    for (_, name), value in zip(ins, args):
+        if name in raw and not _is_array(value) and re.search(rf"\b{re.escape(name)}\s*\[", op):
+            raise UsageError(
+                f"the operation {op!r} indexes {name!r}, declared raw but given a scalar: CuPy passes a scalar as a "
+                f"number, which C cannot index. Write {name} without [...] (a scalar needs no raw: declare it like an "
+                "element, e.g. 'float32 a')."
+            )
+    indexed = [n for _, n in [*ins, *outs] if n not in raw and re.search(rf"\b{re.escape(n)}\s*\[", op)]
+    if not indexed:
+        return
+    names = ", ".join(repr(n) for n in indexed)
+    pattern = rf"\b({'|'.join(re.escape(n) for n in indexed)})\s*\[\s*i\s*\]"
+    plain = re.sub(pattern, r"\1", op)
+    fix = f"Write it on elements: {plain!r}." if not re.search(r"\[", plain) else "Write it on elements (x, not x[i])."
+    raise UsageError(
+        f"the operation {op!r} indexes {names}, but in an ElementwiseKernel a parameter that is not raw already is "
+        f"one element: CuPy runs the operation once per element, with each such name standing for that element "
+        f"(a number, which C cannot index, so this does not compile). {fix} The index i is defined too (the "
+        "element's number), for parameters declared raw (`raw float32 x`, then `x[i]`)."
+    )
+
+
 def _elementwise_model(spec: dict[str, str], ins: list, outs: list, args: tuple) -> Any:
+    _indexed_elements(spec, ins, outs, args)
     code = _python(spec["operation"])
     outputs = {n for _, n in outs}
     for line in code.splitlines():
@@ -289,12 +323,14 @@ def _elementwise_model(spec: dict[str, str], ins: list, outs: list, args: tuple)
     env = _bind(ins, list(args[: len(ins)]), types)
     if given:
         env.update(_bind(outs, given, types))
+    raw = _raw_names(spec["in_params"])
+    shape = np.broadcast_shapes(*(np.shape(env[n]) for _, n in ins if n not in raw))
+    env["i"] = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)  # CuPy's loop index (ptrdiff_t i)
     for line in code.splitlines():  # statement by statement: an output is stored in its type after each one
         _evaluate(line, env, types, "operation", spec["operation"])
         for ctype, out in outs:
             if out in env and (len(ctype) > 1 or ctype in types):
                 env[out] = _store(env[out], ctype_dtype(ctype, types))
-    shape = np.broadcast_shapes(*(np.shape(env[n]) for _, n in ins))
     results = []
     for k, (ctype, out) in enumerate(outs):
         if out not in env:

@@ -332,6 +332,13 @@ def _lesson06() -> list[Exercise]:
                 sizes=[1, 100, 1000],
                 host=_elementwise_host(_a.axpy_elementwise_spec),
                 out_names=["z"],
+                mistakes={  # in_params declared in another order: the arguments bind by position, not by name
+                    "in_params bind to the arguments by position, not by name: the check calls kernel(a, x, y), "
+                    "so declare them in that order, 'float32 a, float32 x, float32 y'.": lambda a, x, y: [
+                        a * y + x,  # declared x, y, a or a, y, x
+                        x * y + a,  # declared y, x, a or y, a, x
+                    ],
+                },
             ),
             _a.axpy_elementwise_spec,
             adapt=_elementwise_host,

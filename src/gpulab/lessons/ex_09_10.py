@@ -266,9 +266,12 @@ def _lesson10() -> list[Exercise]:
                 race_check=False,  # a plain function: no threads whose schedule could matter
                 atol=1e-5,
                 mistakes={  # each names one wrong output: the buffers, or sent
-                    "sent counts the bytes one device sends (device 0), not all N devices together.": lambda x: (
-                        _ring_sent(x, x.shape[0])
-                    ),
+                    # N x the ring's count is 2(N-1) whole buffers, at every N: counting all N devices' messages and
+                    # passing whole buffers (or summing directly and counting that) give the same number, so both
+                    "sent is 2(N-1) whole buffers, N times what device 0 sends in a ring (2(N-1) chunks of 1/N of "
+                    "its buffer). Either sent adds up the messages of all N devices (count device 0's only), or "
+                    "each step passes a whole buffer (or the sum is taken directly): cut each buffer into N chunks "
+                    "and pass one chunk per step.": lambda x: _ring_sent(x, x.shape[0]),
                     "sent is in bytes, 4 per float32 value: count msg.nbytes, not msg.size.": lambda x: _ring_sent(
                         x, 0.25
                     ),

@@ -80,6 +80,13 @@ def _scores_no_offset(q: np.ndarray, k: np.ndarray, scale: Any, causal: Any) -> 
     return np.where(np.arange(m)[None, :] <= np.arange(n)[:, None], s, -np.inf).astype(q.dtype)
 
 
+def _scores_permissive(q: np.ndarray, k: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
+    s = scores_spec(q, k, scale, 0)
+    n, m = s.shape
+    keep = np.arange(m)[None, :] <= np.arange(n)[:, None] + (m - n) + 1
+    return np.where(keep, s, -np.inf).astype(q.dtype) if int(causal) else s
+
+
 def _scores_strict(q: np.ndarray, k: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
     s = scores_spec(q, k, scale, 0)
     n, m = s.shape
@@ -174,8 +181,15 @@ def _exercises() -> list[Exercise]:
                 launch=lambda q, k, scale, causal, s: grid_2d(s.shape[0], s.shape[1], BLOCK),
                 reduction=lambda q, k, scale, causal: q.shape[1],
                 out_names=["s"],
+                # the one-key-too-many mask before the zero mask: its model demands -inf past the extra key, while
+                # the zero mask's (0 where -inf is expected) matched that kernel too as long as the allowed error
+                # there was infinite (before exercises/explain.py took the largest finite bound)
                 mistakes={
                     "the scores are not scaled: multiply the dot product by scale (1 / sqrt(d)).": _scores_unscaled,
+                    "one key too many is visible per row: query i sees keys j <= i + (m - n), so mask "
+                    "j > i + (m - n), not j > i + (m - n) + 1 (key i + (m - n) + 1 is in query i's future).": (
+                        _scores_permissive
+                    ),
                     "masked scores must be -inf, not 0: exp(0) = 1 would still give those keys weight.": _scores_mask_zero,
                     "with more keys than queries (m > n), query i sees keys up to i + (m - n), not i.": _scores_no_offset,
                     "query i also sees key i + (m - n), its own position: mask j > i + (m - n), not >=.": _scores_strict,

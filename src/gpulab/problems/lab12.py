@@ -88,6 +88,13 @@ def _mask_strict(s: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
     return np.where(keep, out, -np.inf).astype(s.dtype) if int(causal) else out
 
 
+def _mask_permissive(s: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
+    out = s * s.dtype.type(scale)
+    n, m = s.shape
+    keep = np.arange(m)[None, :] <= np.arange(n)[:, None] + (m - n) + 1
+    return np.where(keep, out, -np.inf).astype(s.dtype) if int(causal) else out
+
+
 def _mask_offset_reversed(s: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
     out = s * s.dtype.type(scale)
     n, m = s.shape
@@ -119,6 +126,8 @@ SCALE_MASK = Problem(
         ),
         "with m > n keys, query i sees keys j <= i + (m - n): the mask needs the offset m - n.": _mask_no_offset,
         "query i also sees key i + (m - n), its own position: mask j > i + (m - n), not >=.": _mask_strict,
+        "one key too many is visible per row: query i sees keys j <= i + (m - n), so mask j > i + (m - n), "
+        "not j > i + (m - n) + 1 (key i + (m - n) + 1 is in query i's future).": _mask_permissive,
         "the mask's offset has the wrong sign: with n queries and m >= n keys, query i sees keys "
         "j <= i + (m - n) (m - n keys are cached before the first query), not j <= i + (n - m).": (
             _mask_offset_reversed
