@@ -85,7 +85,7 @@ def test_scores_mirror_nbgrader():
         },
         "",
     )
-    assert (r.score, r.status, r.message, r.hint) == (0, "failed", "out[3] wrong", "guard")
+    assert (r.score, r.status, r.message, r.hint) == (0, "failed", "out[3] wrong\nmore", "guard")  # every line
     assert score_test(cell, {**base, "error": ["NotImplementedError", ""]}, "").status == "not implemented"
     assert score_test(cell, {**base, "stderr": "Warning: x"}, "").score == 0  # nbgrader: stderr earns 0
     assert score_test(cell, {**base, "tampered": "numpy.isclose was replaced"}, "").status == "tampered"
@@ -109,7 +109,7 @@ def test_a_cell_that_checks_two_functions_shows_each_ones_verdict():
     assert r.status == "failed" and r.message.startswith("im2col_kernel: cols[0, 3] wrong; col2im_kernel:")
     # one failing function (its hidden check too): its own first verdict, as before
     r = score_test(cell, {**base, "results": [im2col, hidden, {**col2im, "status": "passed"}]}, "")
-    assert (r.message, r.hint) == ("cols[0, 3] wrong", "a, b")
+    assert (r.message, r.hint) == ("cols[0, 3] wrong\ndetail", "a, b")
 
 
 @pytest.mark.parametrize(

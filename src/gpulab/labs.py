@@ -173,7 +173,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--lab", default=None, help="lab to grade against, e.g. lab01_threads (default: from each file's name)"
     )
     p_gr.add_argument("--root", type=Path, default=None, help="repository root (default: found from cwd)")
-    p_gr.add_argument("--json", type=Path, default=None, help="write the scores of one notebook to this JSON file")
+    p_gr.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        help="write the scores to this JSON file (for a folder: the same list as gradebook.json)",
+    )
     p_gr.add_argument(
         "--out",
         type=Path,
@@ -226,8 +231,15 @@ def _run_grade(ns: argparse.Namespace) -> int:
         from gpulab.grading.gradebook import grade_folder
 
         out = ns.out or ns.path.with_name(ns.path.name + "-graded")
+        if ns.json is not None and ns.json.parent.exists() and not os.access(ns.json.parent, os.W_OK):
+            raise UsageError(f"cannot write to {ns.json.parent}; choose a writable place for --json")
+        if ns.json is not None and not ns.json.parent.exists():
+            raise UsageError(f"folder {ns.json.parent} for --json does not exist; create it or choose another path")
         book = grade_folder(ns.path, solutions, out, lab=ns.lab, workers=ns.workers, limits=_limits(ns))
         print(book.summary())
+        if ns.json is not None:  # the same as gradebook.json, where the teacher asked for it
+            ns.json.write_text(json.dumps(book.payload(), indent=2) + "\n", encoding="utf-8")
+            print(f"wrote {ns.json}")
         again = [g.notebook for _, g in book.entries if g.not_graded]
         if again:
             print(f"{len(again)} notebook(s) were not graded (the grading process did not start); grade them again:")

@@ -5,11 +5,20 @@ from the source in ``labs/solutions``; from the submission only the *code* of so
 taken, matched by ``grade_id`` (else by cell id). A solution cell the student deleted gets the
 released stub back, graded cells the student added are ignored, and points a student raised in a
 cell's metadata are the source's again.
+
+A notebook whose cells lost their nbgrader metadata (copied into a new notebook, saved by another
+editor) still has its answers found when it is safe: an answer cell is taken from between the same
+two test cells (found by their code) when exactly one cell there defines the names the lab's answer
+defines; otherwise the exercise's row says the metadata was lost and how to fix it. Code cells the
+student added are never run: a note names each (and the names it defines), and a test row whose
+``NameError`` names one of them says so.
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,12 +38,14 @@ class Cell:
     grade_id: str = ""
     points: float = 0.0
     tags: list[str] = field(default_factory=list)
+    lost: str = ""  # for an answer cell that could not be found because the notebook lost its metadata: why
 
 
 @dataclass
 class Assembled:
     cells: list[Cell]
     notes: list[str]
+    added: dict[str, str] = field(default_factory=dict)  # a name an added (not run) cell defines -> that cell
 
     @property
     def tests(self) -> list[Cell]:
@@ -126,8 +137,10 @@ def _code(cell: Any) -> str:
     return "".join(text) if isinstance(text, list) else str(text)
 
 
-def _test_cell_notes(source: Any, submission: Any) -> list[str]:
-    """What the teacher should know about the submission's test cells (they are never run)."""
+def _test_cell_notes(source: Any, submission: Any, found: set[str] | None = None) -> list[str]:
+    """What the teacher should know about the submission's test cells (they are never run).
+
+    ``found``: test cells found by their code in cells that lost their metadata (not missing)."""
     theirs = {
         str(_meta(c)["grade_id"]): c for c in submission.cells if _meta(c).get("grade") and _meta(c).get("grade_id")
     }
@@ -139,7 +152,8 @@ def _test_cell_notes(source: Any, submission: Any) -> list[str]:
         gid = str(meta["grade_id"])
         sub = theirs.get(gid)
         if sub is None:
-            missing.append(gid)
+            if gid not in (found or set()):
+                missing.append(gid)
             continue
         if _code(sub).strip() not in (_stub(_code(cell)).strip(), _code(cell).strip()):  # student or solution form
             edited.append(gid)
@@ -159,6 +173,90 @@ def _test_cell_notes(source: Any, submission: Any) -> list[str]:
     if points:
         notes.append(f"points changed in the submission's metadata: {', '.join(points)}; the lab's count")
     return notes
+
+
+def defined_names(text: str) -> list[str]:
+    """The top-level names a cell defines (functions, classes, assigned names), in order."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:  # a cell that does not parse: its ``def``/``class`` lines still say what it meant
+        return re.findall(r"^(?:def|class)\s+(\w+)", text, flags=re.M)
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names += [t.id for t in targets if isinstance(t, ast.Name)]
+    return list(dict.fromkeys(names))
+
+
+LOST_METADATA = (
+    "this notebook's cells lost their nbgrader grading metadata (it was copied into a new notebook or saved "
+    "by another editor), so the answer for {gid} could not be found safely and was not graded; to be graded, "
+    "paste your answers into a freshly fetched copy of the lab and hand that in"
+)
+
+
+def _describe(index: int, total: int, text: str, names: list[str]) -> str:
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    first = first if len(first) <= 60 else first[:57] + "..."
+    what = f"cell {index + 1} of {total} (counting from 1, text cells included; first line `{first}`"
+    return what + (f"; defines {', '.join(names)})" if names else ")")
+
+
+def _by_position(source: Any, submission: Any, answers: dict[str, str], by_id: dict[str, str]) -> tuple:
+    """Answer cells found by place and defined names in a submission whose cells lost their metadata.
+
+    Returns (found answers {grade_id: code}, submission indices used, test cells found by code,
+    {grade_id: why an answer could not be found safely})."""
+    sub_code = [(k, c, _code(c)) for k, c in enumerate(submission.cells) if c.get("cell_type") == "code"]
+    tests = [(k, c) for k, c in enumerate(source.cells) if c.cell_type == "code" and _meta(c).get("grade")]
+    pos: dict[int, int] = {}  # source test cell index -> submission cell index
+    found_tests: set[str] = set()
+    for k, c in tests:
+        gid = str(_meta(c).get("grade_id", ""))
+        forms = {_code(c).strip(), _stub(_code(c)).strip()}
+        hit = [j for j, sc, text in sub_code if gid and str(_meta(sc).get("grade_id", "")) == gid]
+        if not hit:
+            hit = [j for j, sc, text in sub_code if not _meta(sc).get("grade_id") and text.strip() in forms]
+            if len(hit) == 1:
+                found_tests.add(gid)
+        if len(hit) == 1:
+            pos[k] = hit[0]
+    found: dict[str, str] = {}
+    used: set[int] = set()
+    unsure: dict[str, str] = {}
+    lost_all = not any(_meta(c).get("grade_id") for c in submission.cells)
+    for k, cell in enumerate(source.cells):
+        gid = str(_meta(cell).get("grade_id", ""))
+        if cell.cell_type != "code" or not _meta(cell).get("solution") or not gid:
+            continue
+        if gid in answers or (cell.get("id") and str(cell["id"]) in by_id):
+            continue
+        before = [t for t, _ in tests if t < k]
+        after = [t for t, _ in tests if t > k]
+        if (before and before[-1] not in pos) or (after and after[0] not in pos):
+            if lost_all:
+                unsure[gid] = LOST_METADATA.format(gid=gid)
+            continue
+        lo = pos[before[-1]] if before else -1
+        hi = pos[after[0]] if after else len(submission.cells)
+        want = set(defined_names(_code(cell)))
+        candidates = [
+            (j, text)
+            for j, sc, text in sub_code
+            if lo < j < hi and j not in used and text.strip() and not _meta(sc).get("grade_id")
+        ]
+        stub = _stub(_code(cell)).strip()
+        fits = [(j, text) for j, text in candidates if text.strip() == stub]  # left as released
+        fits = fits or [(j, text) for j, text in candidates if want and want <= set(defined_names(text))]
+        if len(fits) == 1:
+            found[gid] = fits[0][1]
+            used.add(fits[0][0])
+        elif lost_all:
+            unsure[gid] = LOST_METADATA.format(gid=gid)
+    return found, used, found_tests, unsure
 
 
 def assemble(source_path: Path, submission: Any) -> Assembled:
@@ -187,10 +285,29 @@ def assemble(source_path: Path, submission: Any) -> Assembled:
     )
     if extra:
         notes.append(f"ignored graded cells that are not in the lab: {', '.join(extra)}")
-    notes += _test_cell_notes(source, submission)
+    recovered, used, found_tests, unsure = _by_position(source, submission, answers, by_id)
+    notes += _test_cell_notes(source, submission, found_tests)
+    if recovered:
+        notes.append(
+            "the notebook's cells lost their nbgrader metadata (copied into a new notebook, or saved by another "
+            f"editor): the answers for {', '.join(recovered)} were found by their place and the names they define"
+        )
+    if unsure:
+        notes.append(LOST_METADATA.format(gid=", ".join(unsure)))
+    answers.update(recovered)
     sub_answers = {str(_meta(c).get("grade_id")) for c in submission.cells if _meta(c).get("solution")}
     src_answers = {str(_meta(c).get("grade_id")) for c in source.cells if _meta(c).get("solution")}
-    if sub_answers and not sub_answers & src_answers:
+    other_lab = bool(sub_answers) and not sub_answers & src_answers  # its cells are all "added": noted below
+    added = [] if other_lab else _added_cells(source, submission, used)
+    added_names: dict[str, str] = {}
+    for what, names in added:
+        notes.append(
+            f"{what} is not a cell of the lab and was not run: the grader runs only the lab's own cells and your "
+            "answer cells, so put helpers in the answer cell that uses them"
+        )
+        for name in names:
+            added_names.setdefault(name, what)
+    if other_lab:
         notes.append(
             f"none of the submission's answer cells ({', '.join(sorted(sub_answers))}) is in this release of "
             f"{source_path.stem} ({', '.join(sorted(src_answers))}): another lab, or an older release? "
@@ -216,9 +333,33 @@ def assemble(source_path: Path, submission: Any) -> Assembled:
             if text is None and cell.get("id"):
                 text = by_id.get(str(cell["id"]))
             if text is None:
-                notes.append(f"answer cell {gid or k} missing from the submission: graded as not answered")
+                if gid not in unsure:
+                    notes.append(f"answer cell {gid or k} missing from the submission: graded as not answered")
                 text = _stub(cell.source)
-            cells.append(Cell(k, "answer", text, gid, 0.0, tags))
+            cells.append(Cell(k, "answer", text, gid, 0.0, tags, unsure.get(gid, "")))
         else:
             cells.append(Cell(k, "code", cell.source, gid, 0.0, tags))
-    return Assembled(cells, notes)
+    return Assembled(cells, notes, added_names)
+
+
+def _added_cells(source: Any, submission: Any, used: set[int]) -> list[tuple[str, list[str]]]:
+    """Code cells of the submission that are not the lab's (added by the student): a description and the names
+    each defines. Answer cells, graded cells, the lab's own cells (either form) and empty cells are not."""
+    known = set()
+    answer_ids = {str(c["id"]) for c in source.cells if c.get("id") and _meta(c).get("solution")}
+    for cell in source.cells:
+        if cell.cell_type == "code":
+            known |= {_code(cell).strip(), _stub(_code(cell)).strip()}
+    total = len(submission.cells)
+    out = []
+    for k, cell in enumerate(submission.cells):
+        text = _code(cell)
+        if cell.get("cell_type") != "code" or k in used or not text.strip() or text.strip() in known:
+            continue
+        if cell.get("id") and str(cell["id"]) in answer_ids:  # an answer found by its cell id
+            continue
+        if _meta(cell).get("grade_id") or _meta(cell).get("solution") or _meta(cell).get("grade"):
+            continue
+        names = defined_names(text)
+        out.append((_describe(k, total, text, names), names))
+    return out

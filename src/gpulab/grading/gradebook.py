@@ -9,7 +9,13 @@ a time with a progress bar, and writes into the output folder:
 * ``gradebook.json``: everything, including each exercise's status, message and hint (an earlier
   ``gradebook.csv``/``.json`` in the folder is renamed ``gradebook-<its time>.csv``, not overwritten);
 * ``feedback/<student>__<lab>.html``: what the student sees: each exercise's verdict and hint (with
-  ``__<notebook>`` added when a student handed in several notebooks for one lab).
+  ``__<notebook>`` added when a student handed in several notebooks for one lab); an earlier
+  ``feedback`` folder with pages in it is renamed ``feedback-<its time>``, not overwritten.
+
+An exercise that was "not graded" (the grading process did not start) has an empty cell in the CSV,
+never 0; so has the total of such a submission. In an nbgrader tree the student is the folder above
+the assignment folder (``submitted/bob`` graded alone is still bob), and ``lab`` grades only the
+notebooks of that lab (by their assignment folder, else their file name).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from pathlib import Path
 from gpulab.errors import UsageError
 
 from .assemble import source_for
-from .grader import GradeRow, Graded, grade_notebook
+from .grader import GradeRow, Graded, check_device, grade_notebook, grading_device
 from .sandbox import Limits
 
 __all__ = ["Gradebook", "feedback_name", "grade_folder", "write_feedback"]
@@ -40,6 +46,11 @@ class Gradebook:
     entries: list[tuple[str, Graded]]
     out: Path
     kept: list[Path] = field(default_factory=list)  # earlier gradebooks, renamed rather than overwritten
+    skipped: list[Path] = field(default_factory=list)  # notebooks of other labs than the one asked for
+
+    def payload(self) -> list[dict]:
+        """What gradebook.json holds: each submission's student, scores, verdicts and notes."""
+        return [{"student": s, **g.to_dict()} for s, g in self.entries]
 
     def summary(self) -> str:
         lines = [f"{'student':<24} {'lab':<22} score"]
@@ -55,24 +66,57 @@ class Gradebook:
         )
         if self.kept:
             lines.append("the previous gradebook was kept as " + ", ".join(p.name for p in self.kept))
+        if self.skipped:
+            lines.append(f"skipped {len(self.skipped)} notebook(s) of other labs: " + ", ".join(map(str, self.skipped)))
         return "\n".join(lines)
 
 
 def _keep(path: Path) -> Path:
     """Rename an earlier gradebook (maybe edited by hand, maybe another lab's) to a name with its time."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(path.stat().st_mtime))
-    target = path.with_name(f"{path.stem}-{stamp}{path.suffix}")
+    stem, suffix = (path.name, "") if path.is_dir() else (path.stem, path.suffix)
+    target = path.with_name(f"{stem}-{stamp}{suffix}")
     k = 1
     while target.exists():
-        target = path.with_name(f"{path.stem}-{stamp}-{k}{path.suffix}")
+        target = path.with_name(f"{stem}-{stamp}-{k}{suffix}")
         k += 1
     path.rename(target)
     return target
 
 
-def _student(path: Path, folder: Path) -> str:
+def _lab_folder(name: str, labs: list[str]) -> str | None:
+    """The lab an nbgrader assignment folder is named after ("lab01_threads" or "lab01"), else None."""
+    for lab in labs:
+        if name == lab or name == lab.split("_")[0]:
+            return lab
+    return None
+
+
+def _student(path: Path, folder: Path, labs: list[str] = ()) -> str:
+    """The student a notebook is from: in an nbgrader tree (``<student>/<assignment>/<nb>.ipynb``) the folder
+    above the assignment's, even when ``folder`` is that student's own; else the first folder below ``folder``."""
+    if path.parent != folder and _lab_folder(path.parent.name, list(labs)):
+        return path.parent.parent.name
     rel = path.relative_to(folder)
     return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def _own_lab(path: Path, solutions: Path, labs: list[str]) -> str | None:
+    """The lab a notebook says it is (its nbgrader assignment folder, else its file name), or None."""
+    lab = _lab_folder(path.parent.name, labs)
+    if lab:
+        return lab
+    try:
+        return source_for(path, solutions).stem
+    except UsageError:
+        return None
+
+
+def _keep_feedback(folder: Path) -> Path | None:
+    """Rename an earlier feedback folder that has pages in it to ``feedback-<its time>``."""
+    if not folder.is_dir() or not any(folder.iterdir()):
+        return None
+    return _keep(folder)
 
 
 def write_feedback(graded: Graded, path: Path, student: str = "") -> None:
@@ -81,7 +125,9 @@ def write_feedback(graded: Graded, path: Path, student: str = "") -> None:
     rows = "".join(
         f"<tr><td>{html.escape(r.grade_id)}</td><td>{r.score:g} / {r.points:g}</td>"
         f"<td style='color:{colour.get(r.status, '#cf222e')}'><b>{html.escape(r.status)}</b></td>"
-        f"<td>{html.escape(r.message)}" + (f"<br><i>Hint:</i> {html.escape(r.hint)}" if r.hint else "") + "</td></tr>"
+        f"<td>{html.escape(r.message).replace(chr(10), '<br>')}"
+        + (f"<br><i>Hint:</i> {html.escape(r.hint)}" if r.hint else "")
+        + "</td></tr>"
         for r in graded.rows
     )
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in graded.notes)
@@ -114,9 +160,17 @@ def grade_folder(
         raise UsageError(f"no .ipynb files in {folder}; give the folder that holds the submissions")
     if out.resolve() == folder.resolve() or folder.resolve() in out.resolve().parents:
         raise UsageError(f"--out {out} is inside the submissions folder {folder}; choose another folder")
+    labs = sorted(p.stem for p in Path(solutions).glob("*.ipynb"))
+    skipped: list[Path] = []
+    if lab is not None:  # only that lab's notebooks: a tree may hold several labs
+        wanted = source_for(Path(lab), solutions, lab).stem
+        skipped = [p for p in subs if _own_lab(p, solutions, labs) not in (None, wanted)]
+        subs = [p for p in subs if p not in skipped]
+        if not subs:
+            raise UsageError(f"none of the notebooks in {folder} is {wanted} (by folder or file name); check --lab")
     pairs = [(p, source_for(p, solutions, lab)) for p in subs]  # every lab known before any work
+    check_device(grading_device())  # once, before any work: gpu mode without a driver grades nothing
     out.mkdir(parents=True, exist_ok=True)
-    (out / "feedback").mkdir(exist_ok=True)
     if not os.access(out, os.W_OK):
         raise UsageError(f"cannot write to {out}; choose a writable --out folder")
     limits = limits or Limits()
@@ -155,7 +209,7 @@ def grade_folder(
     if bar is not None:
         bar.close()
 
-    entries = [(_student(p, folder), results[p]) for p in subs]
+    entries = [(_student(p, folder, labs), results[p]) for p in subs]
     pairs_seen = Counter((student, g.lab) for student, g in entries)
     for student, g in entries:
         if pairs_seen[(student, g.lab)] > 1:
@@ -169,28 +223,31 @@ def grade_folder(
             if r.grade_id not in exercises:
                 exercises.append(r.grade_id)
     kept = [_keep(out / name) for name in ("gradebook.csv", "gradebook.json") if (out / name).exists()]
+    kept += [p for p in [_keep_feedback(out / "feedback")] if p is not None]
+    (out / "feedback").mkdir(exist_ok=True)
     with open(out / "gradebook.csv", "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(["student", "lab", "notebook", "score", "max_score", *exercises])
         for student, g in entries:
             by_id: dict[str, GradeRow] = {r.grade_id: r for r in g.rows}
+            ungraded = g.not_graded or not g.rows  # no score to show: an empty cell, never a 0
             w.writerow(
                 [
                     student,
                     g.lab,
                     g.notebook,
-                    g.score,
+                    "" if ungraded else g.score,
                     g.max_score,
-                    *[by_id[e].score if e in by_id else "" for e in exercises],
+                    *[by_id[e].score if e in by_id and by_id[e].status != "not graded" else "" for e in exercises],
                 ]
             )
-    payload = [{"student": s, **g.to_dict()} for s, g in entries]
-    (out / "gradebook.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    book = Gradebook(entries, out, kept, skipped)
+    (out / "gradebook.json").write_text(json.dumps(book.payload(), indent=2) + "\n", encoding="utf-8")
     for (student, g), path in zip(entries, subs):
         write_feedback(
             g, out / "feedback" / feedback_name(student, g.lab, path, pairs_seen[(student, g.lab)] > 1), student
         )
-    return Gradebook(entries, out, kept)
+    return book
 
 
 def feedback_name(student: str, lab: str, path: Path, duplicate: bool = False) -> str:

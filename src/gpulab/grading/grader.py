@@ -17,6 +17,7 @@ have run says "not graded" and why (none of the submission's code ran), and the 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from .assemble import Cell, assemble, read_submission
 from .sandbox import Limits, Sandbox, bwrap_path, describe
 from .session import RunnerDidNotStart, run
 
-__all__ = ["NOT_STARTED", "GradeRow", "Graded", "grade", "grade_notebook", "format_table"]
+__all__ = ["NOT_STARTED", "GradeRow", "Graded", "check_device", "grade", "grade_notebook", "format_table"]
 
 NOT_STARTED = (
     "not graded: the grading process did not start (it was tried twice) before any of your code ran; "
@@ -126,7 +127,7 @@ def score_test(cell: Cell, rec: dict | None, why_not_run: str) -> GradeRow:
             f"the checker was changed while this exercise ran: {rec['tampered']}",
         )
     verdict = _worst(rec.get("results") or [])
-    message = (verdict or {}).get("message", "").splitlines()[0] if (verdict or {}).get("message") else ""
+    message = ((verdict or {}).get("message") or "").strip()  # all its lines: the input and launch too
     hint = (verdict or {}).get("hint", "") or ""
     err = rec.get("error")
     if err:
@@ -136,12 +137,13 @@ def score_test(cell: Cell, rec: dict | None, why_not_run: str) -> GradeRow:
         status = (verdict or {}).get("status") or "failed"
         status = "failed" if status == "passed" else status
         text = message or f"{ename}: {evalue.splitlines()[0] if evalue else ''}"
-        return GradeRow(cell.grade_id, points, 0.0, status, text[:500], hint)
+        return GradeRow(cell.grade_id, points, 0.0, status, text[:1000], hint)
     if rec.get("stderr"):
         first = rec["stderr"].strip().splitlines()[0][:200] if rec["stderr"].strip() else ""
-        return GradeRow(
-            cell.grade_id, points, 0.0, "failed", f"the cell wrote to stderr, which nbgrader scores 0: {first}", hint
-        )
+        said = f"the cell wrote to stderr, which nbgrader scores 0: {first}"
+        status = (verdict or {}).get("status") or "failed"
+        status = "failed" if status == "passed" else status
+        return GradeRow(cell.grade_id, points, 0.0, status, f"{message}\n{said}" if message else said, hint)
     value = rec.get("value")
     score = points if value is None else min(max(float(value), 0.0), points)
     score = round(score, 3)
@@ -151,14 +153,36 @@ def score_test(cell: Cell, rec: dict | None, why_not_run: str) -> GradeRow:
     return GradeRow(cell.grade_id, points, score, "partial" if status == "passed" else status, message, hint)
 
 
+def grading_device(device: str | None = None) -> str:
+    """The mode submissions run in: ``device``, else ``$GPULAB_DEVICE``, else simulator."""
+    device = device or os.environ.get("GPULAB_DEVICE", "simulator")
+    return device if device in ("gpu", "simulator") else "simulator"
+
+
+def check_device(device: str) -> None:
+    """Refuse gpu mode where no CUDA driver can be used, once and before any submission runs (each would
+    otherwise fail to start twice and score "not graded"). Raises UsageError with the reason."""
+    from gpulab import runtime
+    from gpulab.errors import UsageError
+
+    if device != "gpu" or os.environ.get("GPULAB_COMPILE_ONLY") == "1":
+        return
+    probe = runtime.probe_driver()
+    if not probe.found:
+        raise UsageError(
+            f"GPULAB_DEVICE=gpu was requested, but {probe.reason}, so nothing was graded and no feedback was "
+            "written. Grade on the machine with the NVIDIA GPU (`nvidia-smi` must work), or in simulator mode: "
+            "GPULAB_DEVICE=simulator python -m gpulab labs grade ..."
+        )
+
+
 def grade_notebook(
     submission: Path, source: Path, limits: Limits | None = None, device: str | None = None, data_dir: str | None = None
 ) -> Graded:
     """Grade ``submission`` against the lab ``source`` (a notebook in labs/solutions)."""
     limits = limits or Limits()
-    device = device or os.environ.get("GPULAB_DEVICE", "simulator")
-    if device not in ("gpu", "simulator"):
-        device = "simulator"
+    device = grading_device(device)
+    check_device(device)
     nb = read_submission(submission)
     assembled = assemble(source, nb)
     bwrap = bwrap_path()
@@ -173,38 +197,57 @@ def grade_notebook(
         sandbox.cleanup()
     notes = ([not_started[0].upper() + not_started[1:]] if not_started else []) + list(assembled.notes) + run_notes
     rows: list[GradeRow] = []
-    stopped: list[str] = []
-    answer_error = ""
+    stopped: list[str] = []  # every cell that was stopped (for the notes)
+    pending: list[str] = []  # those stopped since the last test cell (for its row)
+    answer_error = lost = ""
     for cell in assembled.cells:
         if cell.index in skipped:
             what = f"cell {cell.index}" + (f" ({cell.grade_id})" if cell.grade_id else "")
             stopped.append(f"{what} {skipped[cell.index]} and was skipped")
+            if cell.kind != "test":
+                pending.append(stopped[-1])
         if cell.kind == "answer":
             err = (records.get(cell.index) or {}).get("error")
-            answer_error = ""
+            answer_error, lost = "", lost or cell.lost
             if err and err[0] != "NotImplementedError":
                 first = err[1].splitlines()[0][:200] if err[1] else ""
+                first = re.sub(r"\(<ipython-input-[^>]*>, (line \d+)\)", r"(\1)", first)
                 answer_error = f"your answer cell {cell.grade_id} raised {err[0]}: {first}".rstrip(": ")
                 notes.append(answer_error)
         if cell.kind != "test":
             continue
         if cell.index in skipped:
             rows.append(GradeRow(cell.grade_id, cell.points, 0.0, "stopped", f"this cell {skipped[cell.index]}"))
-            continue
-        if not_started and cell.index not in records:
+        elif not_started and cell.index not in records:
             rows.append(GradeRow(cell.grade_id, cell.points, 0.0, "not graded", NOT_STARTED))
-            continue
-        row = score_test(cell, records.get(cell.index), distrust or "not run")
-        if stopped and row.status != "passed" and cell.index not in skipped:
-            row.message = f"{'; '.join(stopped)}. {row.message}"
-        elif answer_error and row.status != "passed":
-            row.message = f"{answer_error}. {row.message}"
-        answer_error = ""
-        rows.append(row)
+        else:
+            row = score_test(cell, records.get(cell.index), distrust or "not run")
+            if row.status != "passed":
+                if lost:  # the answer was not found: that, not "not implemented yet", is the row's reason
+                    row.status, row.message, row.hint = "answer not found", lost, ""
+                elif answer_error:
+                    row.message = f"{answer_error}. {row.message}"
+                elif pending:
+                    row.message = f"{'; '.join(pending)}. {row.message}"
+                row.message = _name_in_added_cell(row.message, records.get(cell.index), assembled.added)
+            rows.append(row)
+        answer_error, lost, pending = "", "", []
     notes += [s[0].upper() + s[1:] for s in stopped]
     if distrust:
         notes.append(f"the submission {distrust}: exercises from that cell on score 0")
     return Graded(str(submission), source.stem, device, describe(bwrap), rows, notes)
+
+
+def _name_in_added_cell(message: str, rec: dict | None, added: dict[str, str]) -> str:
+    """Say so when a row's NameError names something only a cell the student added defines."""
+    err = (rec or {}).get("error") or ("", "")
+    for name in re.findall(r"name '(\w+)' is not defined", f"{message}\n{err[1] or ''}"):
+        if name in added:
+            return (
+                f"{name} is defined only in {added[name]}, a cell you added, which the grader does not run: put "
+                f"it in the answer cell that uses it. {message}"
+            )
+    return message
 
 
 def grade(
@@ -233,7 +276,8 @@ def format_table(rows: list[GradeRow], title: str = "") -> str:
     lines = [title] if title else []
     lines.append(f"{'exercise':<{w}}  {'score':>9}  {'status':<16} message")
     for r in rows:
-        msg = r.message if len(r.message) <= 100 else r.message[:97] + "..."
+        msg = " / ".join(ln.strip() for ln in r.message.splitlines() if ln.strip())
+        msg = msg if len(msg) <= 100 else r.message[:97] + "..."
         lines.append(f"{r.grade_id:<{w}}  {r.score:>4g}/{r.points:<4g}  {r.status:<16} {msg}")
     total, maximum = sum(r.score for r in rows), sum(r.points for r in rows)
     lines.append(f"{'total':<{w}}  {total:>4g}/{maximum:<4g}")
