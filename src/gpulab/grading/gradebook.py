@@ -28,6 +28,7 @@ import re
 import time
 import traceback
 from collections import Counter
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,7 +93,7 @@ def _lab_folder(name: str, labs: list[str]) -> str | None:
     return None
 
 
-def _student(path: Path, folder: Path, labs: list[str] = ()) -> str:
+def _student(path: Path, folder: Path, labs: Sequence[str] = ()) -> str:
     """The student a notebook is from: in an nbgrader tree (``<student>/<assignment>/<nb>.ipynb``) the folder
     above the assignment's, even when ``folder`` is that student's own; else the first folder below ``folder``."""
     if path.parent != folder and _lab_folder(path.parent.name, list(labs)):
