@@ -152,6 +152,29 @@ def test_the_same_kernel_without_its_thread_guard_is_still_told_to_guard():
     assert not res.passed and "missing bounds guard" in res.hint, res
 
 
+CONV_GUARDED_BY_THE_INPUT = """
+@cuda.jit
+def conv2d_single_kernel(x, w, out):
+    j, i = cuda.grid(2)
+    if i < x.shape[0] - 1 and j < x.shape[1] - 1:
+        s = 0.0
+        for a in range(w.shape[0]):
+            for b in range(w.shape[1]):
+                s += x[i + a, j + b] * w[a, b]
+        out[i, j] = s
+"""
+
+
+@SIMULATOR
+def test_a_guard_too_wide_for_the_output_is_told_to_guard_with_the_outputs_shape():
+    """The same computed index past the end, in a thread that has no element of out (its guard uses x's shape):
+    there the guard is the fix, and the hint says which store the thread had no element for."""
+    res = _check("07", "conv2d_single", CONV_GUARDED_BY_THE_INPUT)
+    assert not res.passed and "indexed past the end of x" in res.message, res
+    assert "your guard lets this thread through, but it has no element to compute: out[" in res.hint, res.hint
+    assert "`if i < out.shape[0]:`" in res.hint and "is not the fix" not in res.hint, res.hint
+
+
 def _col2im_without_the_output_row_test():
     @cuda.jit
     def col2im(dcols, dx, kh, kw, stride, pad, ho, wo):

@@ -41,6 +41,10 @@ class Overflow:
     ndim: int
     computed: bool
     guarded: bool | None
+    outside: str = ""
+    """A store of the kernel (``out[i, j] = ...``) whose index, with this thread's values, is past the end of its
+    array (``"out[1, 0]"`` for ``out`` of shape (1, 1)): the thread has no element to compute, so its guard is too
+    wide. "" when every store the thread could make is inside."""
 
 
 def overflow(exc: BaseException, line: tuple[int, str] | None) -> Overflow | None:
@@ -66,7 +70,10 @@ def overflow(exc: BaseException, line: tuple[int, str] | None) -> Overflow | Non
         part = parts[axis]
         computed = not (isinstance(part, ast.Name) and part.id in thread)
         guarded = _guarded(fn, line[0] - frame.f_code.co_firstlineno + 1, thread) if fn is not None else None
-        return Overflow(name, ast.unparse(node), ast.unparse(part), value, axis, size, len(shape), computed, guarded)
+        outside = _store_outside(fn, env) if fn is not None else ""
+        return Overflow(
+            name, ast.unparse(node), ast.unparse(part), value, axis, size, len(shape), computed, guarded, outside
+        )
     return None
 
 
@@ -179,3 +186,25 @@ def _guarded(fn: ast.FunctionDef, lineno: int, thread: set[str]) -> bool:
         return None
 
     return bool(visit(fn.body))
+
+
+def _store_outside(fn: ast.FunctionDef, env: dict[str, Any]) -> str:
+    """The first store of ``fn`` (``a[...] = ...``, ``a[...] += ...``) whose index, evaluated with the failing
+    thread's values, is past the end of ``a``: ``"out[1, 0]"``; "" when none is (or none can be evaluated)."""
+    for node in ast.walk(fn):
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
+        )
+        for t in targets:
+            if not (isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)):
+                continue
+            shape = getattr(env.get(t.value.id), "shape", None)
+            parts = list(t.slice.elts) if isinstance(t.slice, ast.Tuple) else [t.slice]
+            if shape is None or len(parts) != len(shape):
+                continue
+            values = [_value(p, env) for p in parts]
+            if None in values:
+                continue
+            if any(not -n <= v < n for v, n in zip(values, shape)):
+                return f"{t.value.id}[{', '.join(str(v) for v in values)}]"
+    return ""

@@ -136,6 +136,12 @@ def exception_verdict(
             hint = RNG_STATE_HINT
         elif shuffles and not inside:
             hint = SHUFFLE_GUARD_HINT
+        elif ov is not None and ov.computed and ov.guarded and ov.outside and not inside:
+            hint = (
+                f"your guard lets this thread through, but it has no element to compute: {ov.outside} is past the end "
+                f"of {ov.outside.split('[')[0]}. Guard with the shape of the array the thread computes, e.g. "
+                f"{_guard_example(None, '')}, not with an input's shape or a size of your own."
+            )
         elif ov is not None and ov.computed and ov.guarded and not inside:
             hint = computed_index_hint(ov)
         elif inside:

@@ -56,7 +56,7 @@ def returned_none(name: str) -> str:
 
 NONE_HINT = (
     "a Python function that ends without a `return` statement gives None: end your function with `return` and the "
-    "value it computed (e.g. `return e`), at the same indentation as its other lines, not inside an `if` that may "
+    "value it computed, at the same indentation as its other lines, not inside an `if` that may "
     "be skipped."
 )
 
