@@ -67,6 +67,12 @@ FLAG_STORE_HINT = (
     "set a flag with an atomic, e.g. cuda.atomic.max(flag, 0, 1), and count with cuda.atomic.add (plain stores "
     "lose counts)."
 )
+ONE_STORE_PER_BLOCK_HINT = (
+    "The index is right (one element per block), but many threads of the block store the block's result into it, "
+    "where only one should: put the store under `if cuda.threadIdx.x == 0:`, after the block's last "
+    "cuda.syncthreads() so the result is complete. With every thread storing, the stores race (the last one wins), "
+    "and a thread that stores before the block has finished its reduction stores a partial value."
+)
 SAME_INDEX_HINT = (
     "Two threads computed the same output index while other elements were never written: the "
     "index is wrong. Each thread needs its own element: check how the "
@@ -110,6 +116,41 @@ def _first_conflict(log: list, same_block_only: bool, writes_only: bool) -> tupl
                 if o.block != w.block or o.epoch == w.epoch:
                     return pos, o
     return None
+
+
+def _same_step(log: list, pos: int, o: Any) -> bool:
+    """Whether the write ``log[pos]`` and the other thread's read ``o`` belong to the same step of the loop: the read
+    is on the write's line or above it, and each thread had written the array as often in that barrier epoch
+    before it (in a step with a missing barrier at its end, the read comes from a later step)."""
+    w = log[pos]
+    if o.kind != "r" or not w.line or not o.line or o.line > w.line:
+        return False
+    at = next(k for k, a in enumerate(log) if a is o)
+
+    def writes_before(a: Any, end: int) -> int:
+        return sum(
+            1 for b in log[:end] if b.kind == "w" and b.thread == a.thread and b.block == a.block and b.epoch == a.epoch
+        )
+
+    return writes_before(w, pos) == writes_before(o, at)
+
+
+def same_step_hint(label: str, w_line: int, r_line: int, code: str) -> str:
+    """The hint for a step of a loop that reads elements of ``label`` that other threads overwrite in the same step
+    (a scan in one buffer): a barrier at the end of each step is not enough."""
+    if w_line == r_line:
+        statement = f"`{code}` on line {w_line}" if code else f"line {w_line}"
+        where = f"{statement} reads {label} and writes it in one statement"
+    else:
+        where = f"line {r_line} reads {label} and line {w_line} overwrites it with no cuda.syncthreads() in between"
+    return (
+        f"A barrier at the end of each step is not enough here: in one step a thread overwrites an element of {label} "
+        f"that another thread reads in that same step ({where}), so what the reader gets depends on which thread "
+        "runs first. Every read of a step must finish before any thread of the step writes: either use two buffers "
+        "(read from one, write into the other, cuda.syncthreads(), then swap their roles), or keep one buffer and "
+        f"read into a local variable first: `v = {label}[tx]`, `if tx >= off: v += {label}[tx - off]`, "
+        f"`cuda.syncthreads()`, `{label}[tx] = v`, `cuda.syncthreads()`."
+    )
 
 
 def _read_during_atomics(log: list) -> tuple[Any, Any] | None:
@@ -166,7 +207,7 @@ def race_verdict(runner: Runner, case: Case, launch: Launch, unset: bool = False
             BRANCH_HINT,
         )
 
-    for label, log, shape in ins.shared_logs.values():
+    for (path, _), (label, log, shape) in ins.shared_logs.items():
         hit = _first_conflict(log, same_block_only=True, writes_only=False)
         if not hit:
             continue
@@ -175,13 +216,17 @@ def race_verdict(runner: Runner, case: Case, launch: Launch, unset: bool = False
         war = any(
             a.kind == "r" and a.thread == w.thread and a.block == w.block and a.epoch == w.epoch for a in log[:pos]
         )
+        if war and not o.atomic and _same_step(log, pos, o):
+            war_hint = same_step_hint(label, w.line, o.line, linecache.getline(path, w.line).strip())
+        else:
+            war_hint = WAR_HINT
         verb = "added to" if o.atomic else "read" if o.kind == "r" else "wrote"
         msg = (
             f"shared memory race in block {w.block}: thread {w.thread} wrote {label}[{_elem(w.index, shape)}] and "
             f"thread {o.thread} {verb} it{' with cuda.atomic.add' if o.atomic else ''} with no cuda.syncthreads() "
             f"in between (lines {w.line} and {o.line}; {launch_s})"
         )
-        return msg, (ZERO_BEFORE_ATOMICS_HINT if o.atomic else WAR_HINT if war else RAW_HINT)
+        return msg, (ZERO_BEFORE_ATOMICS_HINT if o.atomic else war_hint if war else RAW_HINT)
 
     for label, log, shape in ins.shared_logs.values():
         pair = _read_during_atomics(log)
@@ -224,6 +269,14 @@ def race_verdict(runner: Runner, case: Case, launch: Launch, unset: bool = False
             a.kind == "r" and a.array == w.array and a.index == w.index and (a.thread, a.block) in owners
             for a in out_log
         )
+        writers = {
+            (a.thread, a.block)
+            for a in out_log
+            if a.kind == "w" and not a.atomic and a.array == w.array and a.index == w.index
+        }
+        if not updated and case.expected[k].size > 1 and len(writers) > 2 and len({b for _, b in writers}) == 1:
+            n = len(writers)  # one element per block, stored by many threads of that block
+            return f"{both}: {n} threads of block {w.block} stored into it ({launch_s})", ONE_STORE_PER_BLOCK_HINT
         if not updated and case.expected[k].size == 1:  # a flag set by plain stores: no index to get wrong
             return f"{both} ({launch_s})", FLAG_STORE_HINT
         if not updated:  # both stored (`=`) without reading: one element with two owners, not lost updates

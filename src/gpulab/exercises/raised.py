@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import GpulabError
 from .problem import Case
 from .frames import _XOROSHIRO as _XOROSHIRO_FILE
+from .overflow import Overflow, overflow
 from .run import KernelTimeout
 from .shapes import is_shape_error, shape_verdict
 
@@ -106,6 +107,9 @@ def exception_verdict(
         return "not implemented", "not implemented yet: replace `raise NotImplementedError` with your code.", ""
     if isinstance(exc, KernelTimeout):
         return "timeout", f"stopped: {where} ran past the deadline", ""
+    if getattr(exc, "gpulab_answer", False):  # what the learner's plain function returned cannot be used
+        msg = f"your function {text}\ninput: {case.describe()}"
+        return "failed", msg, getattr(exc, "gpulab_answer_hint", "")
     found = getattr(exc, "gpulab_origin", None)
     if found is not None and found.kind in ("gpulab", "launch", "numba"):
         return not_in_your_code(exc, found, text, getattr(exc, "gpulab_kernel", ""), case, launch)
@@ -123,14 +127,23 @@ def exception_verdict(
         msg = f"{type(exc).__name__} in {where or yours}{at}: {text}\n{shapes}"
         return "error", f"{msg}\ninput: {case.describe()}\nlaunch: {launch}", hint
     if isinstance(exc, IndexError):
+        ov = overflow(exc, line) if where else None  # a kernel's thread: its frame's values name the index
         msg = (
-            f"{where or 'a thread'} indexed past the end of an array{at}: {text}\n"
+            f"{where or 'a thread'} indexed past the end of {ov.array if ov else 'an array'}{at}: {text}\n"
             f"input: {case.describe()}\nlaunch: {launch}"
         )
         if rng:  # numba.cuda.random: the states array is what ran out
             hint = RNG_STATE_HINT
         elif shuffles and not inside:
             hint = SHUFFLE_GUARD_HINT
+        elif ov is not None and ov.computed and ov.guarded and ov.outside and not inside:
+            hint = (
+                f"your guard lets this thread through, but it has no element to compute: {ov.outside} is past the end "
+                f"of {ov.outside.split('[')[0]}. Guard with the shape of the array the thread computes, e.g. "
+                f"{_guard_example(None, '')}, not with an input's shape or a size of your own."
+            )
+        elif ov is not None and ov.computed and ov.guarded and not inside:
+            hint = computed_index_hint(ov)
         elif inside:
             hint = (
                 "this thread has an element to compute (the launch gives one thread to each), so a bounds guard is "
@@ -212,6 +225,13 @@ def not_in_your_code(
     )
     if isinstance(exc, GpulabError):  # gpulab's own check on what it was given: its message says what to do
         return "error", f"gpulab's code ({found.where}) refused {yours}{led}: {text}{tail}", ""
+    if isinstance(exc, TypeError) and "'function' object is not subscriptable" in text and found.harness:
+        name = kernel or "your function"  # the check's own launch: nothing of gpulab's failed
+        msg = (
+            f"{name} is a plain Python function, not a kernel: the check launched it as {name}[blocks, threads](...), "
+            f"and only a @cuda.jit kernel can be launched that way (TypeError: {text}){led}{tail}"
+        )
+        return "error", msg, NOT_A_KERNEL_HINT
     if isinstance(exc, TypeError) and "'function' object is not subscriptable" in text:
         return "error", msg, NOT_A_KERNEL_HINT
     return "error", msg, GPULAB_RAISED_HINT
@@ -319,6 +339,30 @@ def largest_input(case: Case) -> float:
             if isinstance(x, np.ndarray) and np.issubdtype(x.dtype, np.floating) and np.isfinite(x).any()
         ),
         default=0.0,
+    )
+
+
+def computed_index_hint(ov: Overflow) -> str:
+    """The hint for a computed index past the end on a line that only threads past their guard run: check how the
+    index is computed (an output size, a window past the input's edge, an element with nothing to read), not the
+    guard."""
+    plain = re.fullmatch(r"[A-Za-z_]\w*", ov.index) is not None
+    skip = (
+        f"e.g. `if {ov.index} < {ov.array}.shape[{ov.axis}]:`"
+        if plain
+        else "testing each position that goes into the index against its own range (e.g. a window's output row "
+        "against the number of output rows) before they are combined"
+    )
+    axis = f" at axis {ov.axis}" if ov.ndim > 1 else ""
+    it = f"`{ov.index}`" if plain else "that index"
+    return (
+        f"`{ov.subscript}` ran past the end of {ov.array}: its index{axis}, `{ov.index}`, is {ov.value}, and "
+        f"{ov.array}.shape[{ov.axis}] is {ov.size}. That line runs only for threads your guard (or grid-stride loop) "
+        f"lets through, and {it} is computed, not the thread's own index from cuda.grid(), so another thread "
+        f"guard (`if i < out.shape[0]:`) is not the fix: check how {it} is computed. Usual causes: "
+        "an output size that forgets the window (`wo = W - K + 1`, not `W`); a window or neighbour that runs past "
+        f"the edge of the input; or an element with nothing to read in {ov.array} (the last row or column of an "
+        f"odd-sized input under 2x2 pooling, a pixel that no window covers): skip the read there, {skip}."
     )
 
 

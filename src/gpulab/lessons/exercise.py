@@ -54,6 +54,21 @@ def returned_none(name: str) -> str:
     return f"{name} returned None: it must return its result; is the `return` statement missing?"
 
 
+NONE_HINT = (
+    "a Python function that ends without a `return` statement gives None: end your function with `return` and the "
+    "value it computed, at the same indentation as its other lines, not inside an `if` that may "
+    "be skipped."
+)
+
+
+def _answer(err: UsageError, hint: str = "") -> UsageError:
+    """``err``, marked as a verdict on what the learner's function returned (not a failure of gpulab's code): the
+    check reports its text as the learner's (``gpulab_answer``), with ``hint`` (``gpulab_answer_hint``)."""
+    err.gpulab_answer = True  # type: ignore[attr-defined]
+    err.gpulab_answer_hint = hint  # type: ignore[attr-defined]
+    return err
+
+
 def as_host(fn: Callable[..., Any], n_inputs: int, name: str | None = None) -> Callable[..., None]:
     """A ``host=`` function for :func:`gpulab.exercises.check_kernel` (or a Problem) that calls the plain
     function ``fn`` on the first ``n_inputs`` arguments (arrays as NumPy arrays, in both modes) and writes
@@ -65,24 +80,30 @@ def as_host(fn: Callable[..., Any], n_inputs: int, name: str | None = None) -> C
         outs = call[n_inputs:]
         got = fn(*ins)
         if got is None:
-            raise UsageError(returned_none(host.__name__))
+            raise _answer(UsageError(returned_none(host.__name__)), NONE_HINT)
         got = got if isinstance(got, tuple) else (got,)
         if len(got) != len(outs):
-            raise UsageError(f"{host.__name__} returned {len(got)} value(s); it must return {len(outs)}.")
+            raise _answer(UsageError(f"{host.__name__} returned {len(got)} value(s); it must return {len(outs)}."))
         for out, value in zip(outs, got):
             if isinstance(value, (str, bytes)):  # NumPy would read "0.000" as 0: the learner meant a number
-                raise UsageError(
-                    f"{host.__name__} returned the text {value!r}; return the number itself, not a formatted string "
-                    "(drop the f-string or str(...) around it)."
+                raise _answer(
+                    UsageError(
+                        f"{host.__name__} returned the text {value!r}; return the number itself, not a formatted "
+                        "string (drop the f-string or str(...) around it)."
+                    )
                 )
             try:
                 arr = np.asarray(value, dtype=out.dtype)
             except (TypeError, ValueError) as e:
-                raise UsageError(f"{host.__name__} returned {type(value).__name__}, not a number or array: {e}") from e
+                raise _answer(
+                    UsageError(f"{host.__name__} returned {type(value).__name__}, not a number or array: {e}")
+                ) from e
             if arr.size != out.size:
-                raise UsageError(
-                    f"{host.__name__} returned {arr.size} value(s) (shape {arr.shape}) where {out.size} are expected "
-                    f"(shape {out.shape})."
+                raise _answer(
+                    UsageError(
+                        f"{host.__name__} returned {arr.size} value(s) (shape {arr.shape}) where {out.size} are "
+                        f"expected (shape {out.shape})."
+                    )
                 )
             out[...] = runtime.array_module(out).asarray(arr.reshape(out.shape))
 

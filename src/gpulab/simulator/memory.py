@@ -222,7 +222,7 @@ def _off_by_filler(got: np.ndarray, exp: np.ndarray) -> list[tuple[int, np.ndarr
     elif got.dtype.kind == "f":
         g, e = got.astype(np.float64), exp.astype(np.float64)
         finite = np.isfinite(g) & np.isfinite(e)
-        d = np.where(finite, g - e, 0.0)
+        d = np.subtract(g, e, out=np.zeros_like(g), where=finite)  # not inf - inf: no RuntimeWarning on stderr
         for s in _fillers(64, True):
             times = np.rint(d / s)
             exact = finite & (np.abs(d - times * s) <= 1e-6 * np.abs(times * s))
