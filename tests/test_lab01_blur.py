@@ -31,7 +31,7 @@ def _at(body: str):
 
 
 def _blur(at_fn, src: str = BLUR_SRC):
-    return define(src, "blur3_kernel", {"cuda": cuda, "at_clamped": at_fn})
+    return define(src, "blur3_kernel", {"cuda": cuda, "np": np, "at_clamped": at_fn})
 
 
 SOLUTION_AT = define(AT_SRC, "at_clamped", {"cuda": cuda})
