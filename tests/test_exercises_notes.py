@@ -231,3 +231,35 @@ def test_a_float64_accumulator_is_noted_where_the_check_compiles_ptx_too():
 # Checked where the answers already run, at no extra cost: every lesson reference in tests/test_lessons.py
 # (test_every_reference_passes_its_check), and every check cell of the lesson notebooks and lab solutions in
 # make test's nbval run (tests/nbval_checks.py fails a cell whose output holds a note).
+
+
+# --- NumPy's floating-point warnings stay out of stderr ---------------------------------------------
+
+
+@cuda.jit
+def square_big(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] * np.float32(1e30) * np.float32(1e30)  # float32 overflow: inf (NumPy warns in the simulator)
+
+
+def test_a_kernels_float_warnings_go_to_the_verdict_not_to_stderr(capfd):
+    """nbgrader scores a graded cell that wrote to stderr 0, and a GPU gives inf silently: the simulator's NumPy
+    warning ("overflow encountered in multiply") is kept out of stderr and named in the failing verdict."""
+    res = check_kernel(square_big, spec=lambda a, b: a + b, inputs=_vectors, sizes=[4], threads=32)
+    assert not res.passed, res
+    assert "NumPy warned while it ran: overflow encountered in" in res.message, res.message
+    assert "a GPU gives the inf or nan without a word" in res.message
+    assert "RuntimeWarning" not in capfd.readouterr().err
+
+
+def test_other_warnings_still_show(recwarn):
+    import warnings
+
+    from gpulab.exercises.check import float_warnings
+
+    with float_warnings() as found:
+        warnings.warn("a deprecation the learner should see", DeprecationWarning, stacklevel=1)
+        np.float32(1e30) * np.float32(1e30)
+    assert found == ["overflow encountered in scalar multiply"]
+    assert [str(w.message) for w in recwarn] == ["a deprecation the learner should see"]

@@ -4,8 +4,10 @@ compares them after each case's first run), float64 arithmetic in a float32 kern
 
 from __future__ import annotations
 
+import warnings
+from contextlib import contextmanager
 from typing import Any
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -115,10 +117,35 @@ def run_problem(p: Problem, kernel: Any, name: str | None = None, *, trusted: bo
     grader takes only the answer cells' code from a submission) and never pass it; a learner who passes it in an
     ungraded lesson gets no more than :func:`gpulab.lessons.reveal` shows. A trusted verdict carries
     ``details["trusted"]``, and :func:`gpulab.grading.report` scores it 0."""
-    with captured() as printed:
+    with captured() as printed, float_warnings() as warned:
         res = _run_problem(p, kernel, name, trusted)
     res.printed = printed.note("the kernel" if p.host is None else "your code")
+    if warned and not res.passed:
+        shown = "; ".join(warned[:3]) + (f" (and {len(warned) - 3} more)" if len(warned) > 3 else "")
+        res.message += f"\nNumPy warned while it ran: {shown} (a GPU gives the inf or nan without a word)."
     return res
+
+
+@contextmanager
+def float_warnings() -> Iterator[list[str]]:
+    """While the block runs, NumPy's floating-point warnings ("overflow encountered in multiply"), from the
+    simulator's threads too, go to the list it yields (each text once) instead of stderr: a GPU computes inf and nan
+    silently, and nbgrader scores a graded cell that wrote to stderr 0, so a kernel's overflow must not cost a
+    partly right answer its points. Other warnings are shown as before when the block ends."""
+    found: list[str] = []
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:  # the filters are global: every thread's warnings
+            warnings.simplefilter("always", RuntimeWarning)
+            yield found
+    finally:
+        for w in caught:
+            text = str(w.message)
+            if issubclass(w.category, RuntimeWarning) and "encountered in" in text:
+                if text not in found:
+                    found.append(text)
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
 def _run_problem(p: Problem, kernel: Any, name: str | None, trusted: bool) -> CheckResult:
