@@ -235,6 +235,7 @@ def test_maxpool_missing_a_window_position_is_not_called_an_off_by_one_at_the_ed
     res = _check("07", "maxpool2x2", MAXPOOL_MISSES_A_CORNER)
     assert not res.passed, res
     assert "off-by-one at the edge" not in res.hint, res
+    assert res.hint.startswith("one of the window's four positions is never read"), res  # the named mistake
 
 
 SAXPY_X_Y_SWAPPED = """

@@ -96,6 +96,14 @@ def _pool_stride_1(x: np.ndarray) -> np.ndarray:  # a known mistake: window (i, 
     return windows(x, 2)[:ho, :wo].max(axis=(2, 3))
 
 
+def _pool_three_of_four(x: np.ndarray) -> list[np.ndarray]:
+    """A known mistake: the max over three of the window's four positions (one read twice or left out); each of
+    the four possible outputs."""
+    ho, wo = x.shape[0] // 2, x.shape[1] // 2
+    win = x[: 2 * ho, : 2 * wo].reshape(ho, 2, wo, 2).transpose(0, 2, 1, 3).reshape(ho, wo, 4)
+    return [np.delete(win, k, axis=2).max(axis=2) for k in range(4)]
+
+
 def _lesson07() -> list[Exercise]:
     def launch(x: Any, *rest: Any) -> tuple[Any, Any]:  # one thread per output element (the last argument)
         out = rest[-1]
@@ -164,6 +172,10 @@ def _lesson07() -> list[Exercise]:
                     "(2 * i, 2 * j), so read x[2 * i + a, 2 * j + b].": _pool_stride_1,
                     "the maximum is 0 where a window is all negative: it started from 0. Start from the "
                     "window's first value, x[2 * i, 2 * j].": lambda x: np.maximum(pool_spec(x), 0),
+                    "one of the window's four positions is never read (another one is read twice): take the max "
+                    "over x[2 * i, 2 * j], x[2 * i, 2 * j + 1], x[2 * i + 1, 2 * j] and x[2 * i + 1, 2 * j + 1].": (
+                        _pool_three_of_four
+                    ),
                     "you averaged the window; a max-pool keeps its largest value.": lambda x: (
                         x[: x.shape[0] // 2 * 2, : x.shape[1] // 2 * 2]
                         .reshape(x.shape[0] // 2, 2, x.shape[1] // 2, 2)
