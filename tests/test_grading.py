@@ -283,6 +283,7 @@ def test_two_notebooks_for_one_lab_keep_both_feedback_pages(tmp_path, monkeypatc
     assert "2 / 2" in (tmp_path / "out" / "feedback" / pages[2]).read_text()
     summary = book.summary()
     assert [ln.startswith("heidi") for ln in summary.splitlines() if "note:" in ln] == [True, True], summary
+    assert summary.splitlines()[0].startswith("graded with mode: simulator; sandbox: "), summary  # as README says
     book_json = json.loads((tmp_path / "out" / "gradebook.json").read_text())
     notes = {(e["student"], Path(e["notebook"]).name): e["notes"] for e in book_json}
     assert notes[("alice", "lab01_threads.ipynb")] == []

@@ -54,7 +54,11 @@ class Gradebook:
         return [{"student": s, **g.to_dict()} for s, g in self.entries]
 
     def summary(self) -> str:
-        lines = [f"{'student':<24} {'lab':<22} score"]
+        """The class table: first how the notebooks ran (mode and sandbox, as a single notebook's title says), then
+        a line per submission, then what was written and kept."""
+        ran = sorted({f"mode: {g.mode}; sandbox: {g.sandbox}" for _, g in self.entries})
+        lines = [f"graded with {' | '.join(ran)}"] if ran else []
+        lines.append(f"{'student':<24} {'lab':<22} score")
         for student, g in self.entries:
             line = f"{student:<24} {g.lab:<22} {g.score:g}/{g.max_score:g}"
             if g.notes:  # a timeout, a crash, edited test cells, several submissions: worth a look
