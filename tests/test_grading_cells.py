@@ -233,3 +233,21 @@ def test_an_nbgrader_tree_names_the_student_and_lab_filters_it(tmp_path, monkeyp
         ("bob", "lab01_threads", "lab01_threads.ipynb")
     ]
     assert [p.name for p in book.skipped] == ["lab05_reductions.ipynb"] and "skipped 1" in book.summary()
+
+
+def test_a_regrade_of_one_notebook_keeps_its_earlier_feedback_page(tmp_path, monkeypatch, capsys):
+    from gpulab.grading import grader
+
+    monkeypatch.setattr(grader, "grade_notebook", _pass)
+    sub, out = _subs(tmp_path) / "alice" / "lab01_threads.ipynb", tmp_path / "graded"
+    args = ["grade", str(sub), "--out", str(out), "--root", str(ROOT)]
+    assert labs.main(args) == 0
+    page = out / "lab01_threads.html"
+    page.write_text("edited by the teacher")
+    assert labs.main(args) == 0
+    kept = [p for p in out.glob("lab01_threads-*.html")]
+    assert len(kept) == 1 and kept[0].read_text() == "edited by the teacher", kept
+    assert (
+        "2 / 2" in page.read_text()
+        and f"the earlier feedback page was kept as {kept[0].name}" in capsys.readouterr().out
+    )

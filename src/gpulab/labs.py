@@ -268,10 +268,14 @@ def _run_grade(ns: argparse.Namespace) -> int:
     if ns.json:
         ns.json.write_text(json.dumps(graded.to_dict(), indent=2) + "\n", encoding="utf-8")
     if ns.out:
-        from gpulab.grading.gradebook import write_feedback
+        from gpulab.grading.gradebook import keep_earlier, write_feedback
 
         ns.out.mkdir(parents=True, exist_ok=True)
-        write_feedback(graded, ns.out / f"{ns.path.stem}.html")
+        page = ns.out / f"{ns.path.stem}.html"
+        if page.exists():  # an earlier grading's page, maybe annotated by hand: renamed, never overwritten
+            print(f"the earlier feedback page was kept as {keep_earlier(page).name}")
+        write_feedback(graded, page)
+        print(f"wrote {page}")
     return 1 if graded.not_graded else 0
 
 

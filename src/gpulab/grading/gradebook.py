@@ -39,7 +39,7 @@ from .assemble import source_for
 from .grader import GradeRow, Graded, check_device, grade_notebook, grading_device
 from .sandbox import Limits
 
-__all__ = ["Gradebook", "feedback_name", "grade_folder", "write_feedback"]
+__all__ = ["Gradebook", "feedback_name", "grade_folder", "keep_earlier", "write_feedback"]
 
 
 @dataclass
@@ -76,7 +76,7 @@ class Gradebook:
         return "\n".join(lines)
 
 
-def _keep(path: Path) -> Path:
+def keep_earlier(path: Path) -> Path:
     """Rename an earlier gradebook (maybe edited by hand, maybe another lab's) to a name with its time."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(path.stat().st_mtime))
     stem, suffix = (path.name, "") if path.is_dir() else (path.stem, path.suffix)
@@ -121,7 +121,7 @@ def _keep_feedback(folder: Path) -> Path | None:
     """Rename an earlier feedback folder that has pages in it to ``feedback-<its time>``."""
     if not folder.is_dir() or not any(folder.iterdir()):
         return None
-    return _keep(folder)
+    return keep_earlier(folder)
 
 
 def write_feedback(graded: Graded, path: Path, student: str = "") -> None:
@@ -227,7 +227,7 @@ def grade_folder(
         for r in g.rows:
             if r.grade_id not in exercises:
                 exercises.append(r.grade_id)
-    kept = [_keep(out / name) for name in ("gradebook.csv", "gradebook.json") if (out / name).exists()]
+    kept = [keep_earlier(out / name) for name in ("gradebook.csv", "gradebook.json") if (out / name).exists()]
     kept += [p for p in [_keep_feedback(out / "feedback")] if p is not None]
     (out / "feedback").mkdir(exist_ok=True)
     with open(out / "gradebook.csv", "w", newline="", encoding="utf-8") as fh:
