@@ -130,6 +130,20 @@ def test_arrays_the_exercise_declares_as_updated_in_place_are_not_inputs():
     )
     assert viewed.passed and viewed.notes == [], viewed
 
+    def updated(**kw):  # the states themselves, not a view: noted unless declared updated in place
+        return check_kernel(
+            advance,
+            spec=lambda words: words + 1,
+            inputs=lambda n, rng: (rng.integers(0, 100, n).astype(np.int32),),
+            sizes=[5],
+            threads=32,
+            **kw,
+        )
+
+    assert updated().passed and len(updated().notes) == 1
+    declared = updated(updated_inputs=[0])  # check_kernel passes it on, as Problem(updated_inputs=) does
+    assert declared.passed and declared.notes == [], declared
+
 
 def test_first_change_is_bitwise_so_nan_stays_unchanged_and_records_compare():
     a = np.array([1.0, np.nan, 3.0], np.float32)
@@ -260,6 +274,27 @@ def test_other_warnings_still_show(recwarn):
 
     with float_warnings() as found:
         warnings.warn("a deprecation the learner should see", DeprecationWarning, stacklevel=1)
-        np.float32(1e30) * np.float32(1e30)
+        for _ in range(3):
+            np.float32(1e30) * np.float32(1e30)
+            warnings.warn("another runtime warning, once per place", RuntimeWarning, stacklevel=1)
     assert found == ["overflow encountered in scalar multiply"]
-    assert [str(w.message) for w in recwarn] == ["a deprecation the learner should see"]
+    assert [str(w.message) for w in recwarn] == [
+        "a deprecation the learner should see",
+        "another runtime warning, once per place",  # its filters as before: shown once, not once per call
+    ]
+
+
+def test_an_error_filter_on_other_warnings_still_raises_where_they_happen():
+    """Under `-W error` (a teacher's or a test's filter) a warning that is not NumPy's floating-point one raises at
+    its own line, as before, not after the block."""
+    import warnings
+
+    from gpulab.exercises.check import float_warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(RuntimeWarning, match="not a float warning"):
+            with float_warnings() as found:
+                np.float32(1e30) * np.float32(1e30)  # diverted, not raised: a GPU says nothing
+                warnings.warn("not a float warning", RuntimeWarning, stacklevel=1)
+        assert found == ["overflow encountered in scalar multiply"]

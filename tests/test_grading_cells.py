@@ -157,6 +157,9 @@ def test_a_row_keeps_the_whole_verdict_and_the_stderr_note():
     assert row.score == 0 and row.message.startswith("out[1, 0]: expected 0.000287, got nan\n"), row.message
     assert "the cell wrote to stderr, which nbgrader scores 0: RuntimeWarning" in row.message
     assert "input: shape" not in grader.format_table([row]).splitlines()[1][:40]  # the table stays one line a row
+    long = GradeRow("ex-check", 2.0, 0.0, "failed", "x" * 80 + "\ninput: shape (33, 17)\nlaunch: grid (2, 3)")
+    table = grader.format_table([long]).splitlines()
+    assert len(table) == 3 and table[1].endswith("...") and table[2].startswith("total"), table  # cut after joining
 
 
 def _subs(tmp_path, names=("alice/lab01_threads.ipynb",)):

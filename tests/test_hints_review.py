@@ -266,8 +266,8 @@ def leaky_relu_kernel(x, out):
 def test_leaky_relu_with_its_branches_swapped_is_told_so():
     # A9: no hint at all
     res = _check("06", "leaky_relu", LEAKY_RELU_BRANCHES_SWAPPED)
-    assert not res.passed, res  # the first case has one element, x > 0
-    assert "where x > 0 (1 element) it is 0.01 times the expected value" in res.hint, res
+    assert not res.passed, res  # the first case has one element: a wrong value there proves no constant factor
+    assert "constant factor" not in res.hint, res
     kernel = define(LEAKY_RELU_BRANCHES_SWAPPED, "leaky_relu_kernel", dict(NAMESPACE))
     res = lessons.exercise("06", "leaky_relu").problem.check(kernel, sizes=[100])  # both signs: the swap shows
     assert "where x > 0 (" in res.hint and "it is 0.01 times the expected value" in res.hint, res
@@ -298,3 +298,29 @@ REVIEW = {
     "A9 saxpy x and y swapped": ("02", "saxpy", SAXPY_X_Y_SWAPPED),
     "A9 leaky_relu branches swapped": ("06", "leaky_relu", LEAKY_RELU_BRANCHES_SWAPPED),
 }
+
+
+ZERO_WHERE_NEGATIVE = LEAKY_RELU_BRANCHES_SWAPPED.replace(
+    "0.01 * x[i] if x[i] > 0 else x[i]", "0.1 * x[i] if x[i] > 0 else 0.0"
+)
+SOFTMAX_ALL_ZERO = """
+@cuda.jit
+def softmax_zero(x, y):
+    r = cuda.blockIdx.x
+    if cuda.threadIdx.x == 0:
+        for j in range(x.shape[1]):
+            y[r, j] = 0.0
+"""
+
+
+def test_a_factor_of_zero_or_of_one_element_is_not_called_a_constant_factor():
+    """Review of the review: a side written as 0 (factor 0) divided by zero in the hint (a traceback instead of a
+    verdict), and a one-element side made any wrong value "a constant factor" (lab 05's softmax writing zeros was
+    told to check the branches of its condition on x)."""
+    from gpulab.problems.lab05_softmax import SOFTMAX
+
+    kernel = define(ZERO_WHERE_NEGATIVE, "leaky_relu_kernel", dict(NAMESPACE))
+    res = lessons.exercise("06", "leaky_relu").problem.check(kernel, sizes=[100])
+    assert res.status == "failed" and "constant factor" not in res.hint, res
+    res = SOFTMAX.check(define(SOFTMAX_ALL_ZERO, "softmax_zero", dict(NAMESPACE)))
+    assert not res.passed and "constant factor" not in res.hint and "branch" not in res.hint, res

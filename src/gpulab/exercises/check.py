@@ -4,6 +4,7 @@ compares them after each case's first run), float64 arithmetic in a float32 kern
 
 from __future__ import annotations
 
+import os
 import warnings
 from contextlib import contextmanager
 from typing import Any
@@ -55,6 +56,7 @@ def check_kernel(
     race_check: bool = True,
     timeout: float = 30.0,
     given: Sequence[Any] = (),
+    updated_inputs: Sequence[int] = (),
     trusted: bool = False,
 ) -> CheckResult:
     """Run ``kernel`` on ``inputs(size, rng)`` for every size and compare with ``spec(*inputs)``.
@@ -71,6 +73,9 @@ def check_kernel(
 
     ``given=[fn, ...]``: gpulab kernels or functions the learner's code may call (:mod:`.own_code`: code that is,
     or calls, any other of gpulab's reference implementations gets 0 points and says so).
+
+    ``updated_inputs=[k, ...]``: the positions of inputs the kernel updates in place by design (an RNG's states);
+    any other input the kernel changes gets a note on the verdict (the score stays).
 
     ``trusted=True``: ``kernel`` is gpulab's own (a test of the check itself, on the reference it compares
     against): the own-code stage is skipped. See :func:`run_problem`.
@@ -97,6 +102,7 @@ def check_kernel(
         race_check=race_check,
         timeout=timeout,
         given=given,
+        updated_inputs=updated_inputs,
     )
     return run_problem(problem, kernel, name, trusted=trusted)
 
@@ -129,23 +135,25 @@ def run_problem(p: Problem, kernel: Any, name: str | None = None, *, trusted: bo
 @contextmanager
 def float_warnings() -> Iterator[list[str]]:
     """While the block runs, NumPy's floating-point warnings ("overflow encountered in multiply"), from the
-    simulator's threads too, go to the list it yields (each text once) instead of stderr: a GPU computes inf and nan
-    silently, and nbgrader scores a graded cell that wrote to stderr 0, so a kernel's overflow must not cost a
-    partly right answer its points. Other warnings are shown as before when the block ends."""
+    simulator's threads too, go to the list it yields instead of stderr: a GPU computes inf and nan silently, and
+    nbgrader scores a graded cell that wrote to stderr 0, so a kernel's overflow must not cost a partly right answer
+    its points. The list holds each text once, from the learner's code only (gpulab's own are dropped). Every other
+    warning goes through the filters and the display it had before, unchanged."""
     found: list[str] = []
-    caught: list[warnings.WarningMessage] = []
-    try:
-        with warnings.catch_warnings(record=True) as caught:  # the filters are global: every thread's warnings
-            warnings.simplefilter("always", RuntimeWarning)
-            yield found
-    finally:
-        for w in caught:
-            text = str(w.message)
-            if issubclass(w.category, RuntimeWarning) and "encountered in" in text:
-                if text not in found:
-                    found.append(text)
-            else:
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    shown = warnings.showwarning
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # gpulab's package folder
+
+    def divert(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        text = str(message)
+        if not (issubclass(category, RuntimeWarning) and "encountered in" in text):
+            shown(message, category, filename, lineno, file, line)
+        elif text not in found and not os.path.abspath(filename).startswith(ours + os.sep):
+            found.append(text)
+
+    with warnings.catch_warnings():  # the filters and showwarning are the process's: every thread's warnings
+        warnings.filterwarnings("always", message=".*encountered in", category=RuntimeWarning)
+        warnings.showwarning = divert
+        yield found
 
 
 def _run_problem(p: Problem, kernel: Any, name: str | None, trusted: bool) -> CheckResult:

@@ -383,12 +383,12 @@ def _factor_by_sign(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, nam
             said.append(f"where {arg} {where} ({count}) it is right")
             continue
         sel = part & (np.abs(exp) > 1e-6)
-        if int(sel.sum()) != n:  # a zero expected: no factor to tell
+        if n < 2 or int(sel.sum()) != n:  # one element: any wrong value is "a factor"; a zero expected: none to tell
             return ""
         ratio = got[sel].astype(np.float64) / exp[sel].astype(np.float64)
         f = float(np.median(ratio))
-        if not np.allclose(ratio, f, rtol=1e-3) or abs(f - 1.0) < 1e-3:
-            return ""
+        if not np.isfinite(f) or abs(f) < 1e-6 or not np.allclose(ratio, f, rtol=1e-3) or abs(f - 1.0) < 1e-3:
+            return ""  # a factor of 0 is "nothing computed", not a formula off by a factor
         factors.append(f)
         said.append(f"where {arg} {where} ({count}) it is {f:.4g} times the expected value")
     if not factors:

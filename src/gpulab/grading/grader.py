@@ -277,7 +277,7 @@ def format_table(rows: list[GradeRow], title: str = "") -> str:
     lines.append(f"{'exercise':<{w}}  {'score':>9}  {'status':<16} message")
     for r in rows:
         msg = " / ".join(ln.strip() for ln in r.message.splitlines() if ln.strip())
-        msg = msg if len(msg) <= 100 else r.message[:97] + "..."
+        msg = msg if len(msg) <= 100 else msg[:97] + "..."
         lines.append(f"{r.grade_id:<{w}}  {r.score:>4g}/{r.points:<4g}  {r.status:<16} {msg}")
     total, maximum = sum(r.score for r in rows), sum(r.points for r in rows)
     lines.append(f"{'total':<{w}}  {total:>4g}/{maximum:<4g}")
