@@ -9,14 +9,13 @@ end in a guarded thread is a wrong formula, not a missing guard.
 from __future__ import annotations
 
 import ast
-import inspect
 import re
-import textwrap
 from dataclasses import dataclass
 from types import CodeType, FrameType
 from typing import Any
 
 from .frames import _kind
+from .static import parse_kernel
 
 __all__ = ["Overflow", "overflow"]
 
@@ -122,11 +121,8 @@ def _value(node: ast.expr, env: dict[str, Any]) -> int | None:
 
 def _function(code: CodeType) -> ast.FunctionDef | None:
     """The kernel's ``def`` as parsed from its source (line 1: the decorator's, as ``co_firstlineno``)."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(code)))
-    except (OSError, TypeError, SyntaxError, IndentationError):
-        return None
-    return next((n for n in tree.body if isinstance(n, ast.FunctionDef)), None)
+    parsed = parse_kernel(code)
+    return parsed[2] if parsed is not None else None
 
 
 def _mentions_thread(node: ast.AST, thread: set[str]) -> bool:

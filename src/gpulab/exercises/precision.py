@@ -20,13 +20,11 @@ exercises with ``ptx=`` (not lesson 03's matvec).
 from __future__ import annotations
 
 import ast
-import inspect
-import textwrap
 from typing import Any
 
 import numpy as np
 
-from ..source import py_func
+from .static import parse_kernel
 
 __all__ = ["FLOAT64_NOTE", "float32_arrays", "float64_literal_accumulators"]
 
@@ -55,13 +53,10 @@ def _float_literal(node: ast.expr) -> bool:
 def float64_literal_accumulators(kernel: Any) -> list[str]:
     """Locals of ``kernel`` set to a float literal and updated in place in a loop (``acc = 0.0`` ... ``for``
     ... ``acc +=``): float64 in Numba. [] when the source cannot be read."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(py_func(kernel))))
-    except (OSError, TypeError, SyntaxError, IndentationError):
+    parsed = parse_kernel(kernel)
+    if parsed is None:
         return []
-    fn = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-    if fn is None:
-        return []
+    fn = parsed[2]
     literal: set[str] = set()
     other: set[str] = set()  # also set to something else: its type is not the literal's alone (left alone)
     updated: list[str] = []  # updated in place inside a loop

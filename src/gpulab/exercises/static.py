@@ -27,6 +27,7 @@ __all__ = [
     "CUDA_UFUNCS",
     "array_shape_check",
     "numpy_ufunc_fix",
+    "parse_kernel",
     "python_only",
     "runtime_shapes",
     "scalar_ufuncs_off_gpu",
@@ -126,8 +127,9 @@ class _Shapes:
         return None
 
 
-def _parse(kernel: Any) -> tuple[Any, int, ast.FunctionDef] | None:
-    """(the Python function, its first line, its parsed ``def``), or None when its source cannot be read."""
+def parse_kernel(kernel: Any) -> tuple[Any, int, ast.FunctionDef] | None:
+    """(the Python function, its first line, its parsed ``def``), or None when its source cannot be read (also for
+    a code object, such as a failing frame's)."""
     fn = py_func(kernel)
     try:
         lines, first = inspect.getsourcelines(fn)
@@ -141,7 +143,7 @@ def _parse(kernel: Any) -> tuple[Any, int, ast.FunctionDef] | None:
 def runtime_shapes(kernel: Any) -> list[tuple[int, str, str, str]]:
     """``(line, 'shared' | 'local', shape text, reason)`` for each array whose shape is not a compile-time
     constant. Empty when the source cannot be read (nothing to say)."""
-    parsed = _parse(kernel)
+    parsed = parse_kernel(kernel)
     if parsed is None:
         return []
     fn, first, tree = parsed
@@ -217,7 +219,7 @@ def _is_none(expr: ast.expr) -> bool:
 
 def python_only(kernel: Any) -> list[tuple[int, str, str]]:
     """``(line, what, what to do)`` for each construct of the kernel's own body that a GPU cannot compile."""
-    parsed = _parse(kernel)
+    parsed = parse_kernel(kernel)
     if parsed is None:
         return []
     _, first, tree = parsed
@@ -316,7 +318,7 @@ def numpy_ufunc_fix(ufunc_name: str) -> str:
 def scalar_ufuncs_off_gpu(fn: Any) -> list[tuple[int, str, str]]:
     """``(line, "np.abs", "absolute")``: each call in ``fn``'s own body of a NumPy ufunc that numba-cuda cannot
     compile on scalars (not in :data:`CUDA_UFUNCS`), as written, with the ufunc's name (see :func:`numpy_ufunc_fix`)."""
-    parsed = _parse(fn)
+    parsed = parse_kernel(fn)
     if parsed is None:
         return []
     _, first, tree = parsed
