@@ -277,7 +277,7 @@ def changed_input_notes(st: State, host: bool) -> list[str]:
     outs = ", ".join(st.runner.names)
     notes = []
     for k, found in sorted(st.runner.changed.items()):
-        name = st.judge.in_names[k] if k < len(st.judge.in_names) else f"input {k}"
+        name = st.judge.input_name(k)
         notes.append(
             f"{who} changed its input {name} ({found.where(name)}): callers expect their inputs unchanged (on a GPU "
             f"the caller's data is overwritten, and the next launch on it computes something else); read {name}, "

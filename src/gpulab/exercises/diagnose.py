@@ -35,6 +35,10 @@ class Judge:
     in_names: list[str]
     mistakes: dict[str, Callable[..., Any]] = field(default_factory=dict)
 
+    def input_name(self, k: int, unnamed: str = "") -> str:
+        """The name of input ``k`` (the kernel's parameter), else ``unnamed`` (default: "input k")."""
+        return self.in_names[k] if k < len(self.in_names) else unnamed or f"input {k}"
+
 
 def _scalar(x: Any) -> str:
     if isinstance(x, (np.floating, float)) and np.isfinite(x):
@@ -154,7 +158,7 @@ def _scanned_input(case: Case, judge: Judge) -> str:
         running = np.cumsum(x[:head], dtype=np.float64)
         for e in case.expected:
             if e.ndim == 1 and e.size == x.size and np.allclose(e[:head], running, rtol=1e-4, atol=1e-5):
-                return judge.in_names[k] if k < len(judge.in_names) else f"input {k}"
+                return judge.input_name(k)
     return ""
 
 
@@ -212,7 +216,7 @@ def _input_transposed(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, n
         except Exception:  # noqa: BLE001
             continue
         if alt.shape == got.shape and same(got, alt.astype(got.dtype), judge.rtol, atol):
-            arg = judge.in_names[k] if k < len(judge.in_names) else f"input {k}"
+            arg = judge.input_name(k)
             return (
                 f"the result is what you get with {arg} transposed: {arg}'s two indices are swapped where "
                 f"it is read (e.g. {arg}[j, k] for {arg}[k, j]). On non-square inputs this reads the wrong "
@@ -352,7 +356,7 @@ def _inputs_swapped(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, nam
             if alt.shape != got.shape or same(alt.astype(got.dtype), exp, judge.rtol, atol):
                 continue  # a spec symmetric in the two: exchanging them explains nothing
             if same(got, alt.astype(got.dtype), judge.rtol, atol):
-                n1, n2 = (judge.in_names[k] if k < len(judge.in_names) else f"input {k}" for k in (k1, k2))
+                n1, n2 = judge.input_name(k1), judge.input_name(k2)
                 return (
                     f"{name} is what you get with {n1} and {n2} exchanged: each is read where the other belongs. "
                     f"Check the formula against the exercise's, and that the kernel's parameters come in the order "
@@ -371,7 +375,7 @@ def _factor_by_sign(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, nam
     if not np.issubdtype(x.dtype, np.floating) or not np.issubdtype(exp.dtype, np.floating):
         return ""
     k = next(i for i, v in enumerate(case.inputs) if v is x)
-    arg = judge.in_names[k] if k < len(judge.in_names) else "the input"
+    arg = judge.input_name(k, "the input")
     ok = close(got, exp, judge.rtol, atol)
     said, factors = [], []
     for part, where in ((x > 0, "> 0"), (x <= 0, "<= 0")):
