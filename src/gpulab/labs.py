@@ -219,6 +219,20 @@ def _limits(ns: argparse.Namespace) -> Any:
     return Limits(cell_timeout=ns.timeout, total_timeout=ns.total_timeout, memory_mb=ns.memory_mb)
 
 
+def _refuse_unwritable(json_file: Path | None, out: Path | None) -> None:
+    """Refuse, before any grading, a --json file whose folder is missing or not writable and an --out folder that
+    exists but is not writable (a missing one is made)."""
+    from gpulab.errors import UsageError
+
+    for flag, folder in (("--json", json_file.parent if json_file else None), ("--out", out)):
+        if folder is None:
+            continue
+        if folder.exists() and not os.access(folder, os.W_OK):
+            raise UsageError(f"cannot write to {folder}; choose a writable place for {flag}")
+        if flag == "--json" and not folder.exists():
+            raise UsageError(f"folder {folder} for --json does not exist; create it or choose another path")
+
+
 def _run_grade(ns: argparse.Namespace) -> int:
     from gpulab.errors import UsageError
     from gpulab.grading.assemble import read_submission, source_for
@@ -231,10 +245,7 @@ def _run_grade(ns: argparse.Namespace) -> int:
         from gpulab.grading.gradebook import grade_folder
 
         out = ns.out or ns.path.with_name(ns.path.name + "-graded")
-        if ns.json is not None and ns.json.parent.exists() and not os.access(ns.json.parent, os.W_OK):
-            raise UsageError(f"cannot write to {ns.json.parent}; choose a writable place for --json")
-        if ns.json is not None and not ns.json.parent.exists():
-            raise UsageError(f"folder {ns.json.parent} for --json does not exist; create it or choose another path")
+        _refuse_unwritable(ns.json, None)  # --out: grade_folder checks it
         book = grade_folder(ns.path, solutions, out, lab=ns.lab, workers=ns.workers, limits=_limits(ns))
         print(book.summary())
         if ns.json is not None:  # the same as gradebook.json, where the teacher asked for it
@@ -249,13 +260,7 @@ def _run_grade(ns: argparse.Namespace) -> int:
 
     read_submission(ns.path)  # a clear message before any work for what is not a notebook
     source = source_for(ns.path, solutions, ns.lab)
-    for target in (ns.json, ns.out):
-        if target is not None:
-            folder = target.parent if target is ns.json else target
-            if folder.exists() and not os.access(folder, os.W_OK):
-                raise UsageError(f"cannot write to {folder}; choose a writable place")
-            if target is ns.json and not folder.exists():
-                raise UsageError(f"folder {folder} for --json does not exist; create it or choose another path")
+    _refuse_unwritable(ns.json, ns.out)
     graded = grade_notebook(ns.path, source, _limits(ns))
     print(
         format_table(
