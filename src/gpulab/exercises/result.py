@@ -43,7 +43,8 @@ class CheckResult:
     printed: str = ""  # what the kernel printed during the check, summed up (gpulab.exercises.output)
     notes: list[str] = field(default_factory=list)
     """What the learner should know although the score does not change: the kernel changed one of its inputs
-    (:mod:`.inputs`), or it computes in float64 where its arrays are float32 (:mod:`.precision`)."""
+    (:meth:`.run.Runner._compare_inputs`), or it computes in float64 where its arrays are float32
+    (:mod:`.precision`)."""
 
     @property
     def passed(self) -> bool:
