@@ -54,6 +54,15 @@ def test_reference_is_a_softmax_of_scaled_scores_with_the_offset_mask():
     assert np.array_equal(attention.causal_mask(3, 5), mask)
 
 
+def test_causal_mask_offset_and_strict_give_the_mistaken_masks():
+    """The known mistakes' masks (lesson 12 and lab 12) come from causal_mask: loop-written here, element by element."""
+    n, m = 3, 5
+    for offset, strict in [(0, False), (m - n + 1, False), (n - m, False), (m - n, True), (None, False)]:
+        limit = m - n if offset is None else offset
+        want = np.array([[(j < i + limit) if strict else (j <= i + limit) for j in range(m)] for i in range(n)])
+        assert np.array_equal(attention.causal_mask(n, m, offset=offset, strict=strict), want), (offset, strict)
+
+
 def test_reference_is_finite_for_logits_past_exps_range():
     q, k, v = qkv(4, 6, 8, 3, big=1e4)
     out = attention.attention_reference(q, k, v, causal=True)

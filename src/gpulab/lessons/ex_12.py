@@ -72,26 +72,24 @@ def _scores_mask_zero(q: np.ndarray, k: np.ndarray, scale: Any, causal: Any) -> 
     return np.where(np.isneginf(s), 0, s).astype(q.dtype)
 
 
-def _scores_no_offset(q: np.ndarray, k: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
+def _scores_mistaken_mask(q: np.ndarray, k: np.ndarray, scale: Any, causal: Any, **mask: Any) -> np.ndarray:
+    """The scores, masked when causal by ``causal_mask(n, m, **mask)``: a mistaken mask's model."""
     s = scores_spec(q, k, scale, 0)
     if not int(causal):
         return s
-    n, m = s.shape
-    return np.where(np.arange(m)[None, :] <= np.arange(n)[:, None], s, -np.inf).astype(q.dtype)
+    return np.where(causal_mask(*s.shape, **mask), s, -np.inf).astype(q.dtype)
+
+
+def _scores_no_offset(q: np.ndarray, k: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
+    return _scores_mistaken_mask(q, k, scale, causal, offset=0)
 
 
 def _scores_permissive(q: np.ndarray, k: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
-    s = scores_spec(q, k, scale, 0)
-    n, m = s.shape
-    keep = np.arange(m)[None, :] <= np.arange(n)[:, None] + (m - n) + 1
-    return np.where(keep, s, -np.inf).astype(q.dtype) if int(causal) else s
+    return _scores_mistaken_mask(q, k, scale, causal, offset=k.shape[0] - q.shape[0] + 1)
 
 
 def _scores_strict(q: np.ndarray, k: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
-    s = scores_spec(q, k, scale, 0)
-    n, m = s.shape
-    keep = np.arange(m)[None, :] < np.arange(n)[:, None] + (m - n)
-    return np.where(keep, s, -np.inf).astype(q.dtype) if int(causal) else s
+    return _scores_mistaken_mask(q, k, scale, causal, strict=True)
 
 
 # --- online softmax -----------------------------------------------------------------------------------

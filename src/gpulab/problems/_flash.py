@@ -26,9 +26,7 @@ def masked_scores(q: np.ndarray, k: np.ndarray, scale: float, causal: bool, offs
     s = (q.astype(np.float64) @ k.astype(np.float64).T) * scale
     if not causal:
         return s
-    n, m = s.shape
-    keep = causal_mask(n, m) if offset else np.arange(m)[None, :] <= np.arange(n)[:, None]
-    return np.where(keep, s, -np.inf)
+    return np.where(causal_mask(*s.shape, offset=None if offset else 0), s, -np.inf)
 
 
 def _float32_range(x: np.ndarray) -> np.ndarray:
@@ -113,9 +111,8 @@ def _flash_key_not_masked_at_own_position(
 ) -> np.ndarray:
     """Causal with ``key >= row + offset`` masked (one key too many): a query does not see its own position."""
     s = masked_scores(q, k, float(scale), False)
-    n, m = s.shape
     if int(causal):
-        s = np.where(np.arange(m)[None, :] < np.arange(n)[:, None] + (m - n), s, -np.inf)
+        s = np.where(causal_mask(*s.shape, strict=True), s, -np.inf)
     with np.errstate(invalid="ignore", divide="ignore"):
         p = np.exp(s - s.max(axis=1, keepdims=True))
         return (p / p.sum(axis=1, keepdims=True) @ v.astype(np.float64)).astype(q.dtype)

@@ -74,32 +74,28 @@ def scale_mask_spec(s: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
     return np.where(causal_mask(*s.shape), out, -np.inf).astype(s.dtype) if int(causal) else out
 
 
-def _mask_no_offset(s: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
+def _mistaken_mask(s: np.ndarray, scale: Any, causal: Any, **mask: Any) -> np.ndarray:
+    """``s`` scaled and, when causal, masked by ``causal_mask(n, m, **mask)``: a mistaken mask's model."""
     out = s * s.dtype.type(scale)
-    n, m = s.shape
-    keep = np.arange(m)[None, :] <= np.arange(n)[:, None]
-    return np.where(keep, out, -np.inf).astype(s.dtype) if int(causal) else out
+    return np.where(causal_mask(*s.shape, **mask), out, -np.inf).astype(s.dtype) if int(causal) else out
+
+
+def _mask_no_offset(s: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
+    return _mistaken_mask(s, scale, causal, offset=0)
 
 
 def _mask_strict(s: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
-    out = s * s.dtype.type(scale)
-    n, m = s.shape
-    keep = np.arange(m)[None, :] < np.arange(n)[:, None] + (m - n)
-    return np.where(keep, out, -np.inf).astype(s.dtype) if int(causal) else out
+    return _mistaken_mask(s, scale, causal, strict=True)
 
 
 def _mask_permissive(s: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
-    out = s * s.dtype.type(scale)
     n, m = s.shape
-    keep = np.arange(m)[None, :] <= np.arange(n)[:, None] + (m - n) + 1
-    return np.where(keep, out, -np.inf).astype(s.dtype) if int(causal) else out
+    return _mistaken_mask(s, scale, causal, offset=m - n + 1)
 
 
 def _mask_offset_reversed(s: np.ndarray, scale: Any, causal: Any) -> np.ndarray:
-    out = s * s.dtype.type(scale)
     n, m = s.shape
-    keep = np.arange(m)[None, :] <= np.arange(n)[:, None] + (n - m)
-    return np.where(keep, out, -np.inf).astype(s.dtype) if int(causal) and m != n else np.full(1, np.nan)
+    return _mistaken_mask(s, scale, causal, offset=n - m) if int(causal) and m != n else np.full(1, np.nan)
 
 
 def _mask_finite(s: np.ndarray, scale: Any, causal: Any) -> list[np.ndarray]:

@@ -80,9 +80,13 @@ def check_qkv(q: Any, k: Any, v: Any, *, causal: bool = False, dtype: Any = None
     return n, m, d, dv
 
 
-def causal_mask(n: int, m: int) -> np.ndarray:
-    """``mask[i, j]`` True where query i may attend key j: ``j <= i + (m - n)`` (bool, (n, m))."""
-    return np.arange(m)[None, :] <= np.arange(n)[:, None] + (m - n)
+def causal_mask(n: int, m: int, *, offset: int | None = None, strict: bool = False) -> np.ndarray:
+    """``mask[i, j]`` True where query i may attend key j: ``j <= i + (m - n)`` (bool, (n, m)), so the last query
+    sees every key. Another ``offset`` than ``m - n``, or ``strict`` (``j < i + offset``), gives the masks of
+    learners' known mistakes (no offset: ``offset=0``; one key too many: ``offset=m - n + 1``)."""
+    keys, queries = np.arange(m)[None, :], np.arange(n)[:, None]
+    limit = queries + (m - n if offset is None else offset)
+    return keys < limit if strict else keys <= limit
 
 
 def attention_reference(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None) -> np.ndarray:
