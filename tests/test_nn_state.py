@@ -492,14 +492,26 @@ def test_save_without_hard_links_publishes_exclusively_and_cleans_up(tmp_path, m
 
 def test_save_names_a_missing_folder_or_a_folder_path_and_says_what_to_do(tmp_path):
     """Not the temp file's name in an OSError: the folder the learner gave, and how to make it; no temp file left."""
-    with pytest.raises(FileNotFoundError, match=r"the folder '.*runs' does not exist .*mkdir\(parents=True\)"):
+    with pytest.raises(FileNotFoundError, match=r"the folder '.*runs' does not exist .*mkdir\(parents=True\)") as e:
         nn.save(_mlp(), tmp_path / "runs" / "m")
+    assert isinstance(e.value, UsageError)  # and a FileNotFoundError, as open() would raise
     (tmp_path / "d.npz").mkdir()
     for overwrite in (False, True):  # overwrite=True cannot replace a folder either
-        with pytest.raises(UsageError, match=r"d\.npz is a folder, not a file; give a file name, e\.g\. .*model\.npz"):
+        with pytest.raises(UsageError, match=r"d\.npz' is a folder, not a file; give a file name, e\.g\. .*model\.npz"):
             nn.save(_mlp(), tmp_path / "d.npz", overwrite=overwrite)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.npz"]
     assert not list((tmp_path / "d.npz").iterdir())
+
+
+def test_save_into_a_folder_that_is_not_writable_names_the_folder_not_a_temp_file(tmp_path, monkeypatch):
+    """The same check as the train command's --save: a PermissionError that is also a UsageError, said before any
+    work (os.access stubbed: as root every folder is writable)."""
+    real = os.access
+    monkeypatch.setattr(nn.io.os, "access", lambda p, mode, **k: False if Path(p) == tmp_path else real(p, mode, **k))
+    with pytest.raises(PermissionError, match=r"nn\.save: the folder '.*' is not writable \(given '.*m\.npz'\)") as e:
+        nn.save(_mlp(), tmp_path / "m")
+    assert isinstance(e.value, UsageError) and ".tmp" not in str(e.value)
+    assert not list(tmp_path.iterdir())
 
 
 @pytest.mark.skipif(os.name != "posix", reason="permission bits")

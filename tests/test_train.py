@@ -125,9 +125,11 @@ def test_cli_checks_output_folders_before_training(tmp_path, capsys, flag, monke
     # the command's run() calls the loop's fit from gpulab.train_cli, so patch it there
     monkeypatch.setattr(train_cli, "fit", lambda *a, **k: pytest.fail("training started"))
     assert train.main(["--dataset", "digits", flag, str(tmp_path / "missing" / "out.x")]) == 2
-    assert "does not exist" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{flag}: the folder" in err and "does not exist" in err and f"mkdir -p {tmp_path / 'missing'}" in err
     assert train.main(["--dataset", "digits", flag, str(tmp_path)]) == 2
-    assert "is a folder" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "is a folder, not a file; give a file name, e.g." in err and "Traceback" not in err
 
 
 def test_cli_refuses_to_replace_a_saved_file_before_training(tmp_path, capsys, monkeypatch):

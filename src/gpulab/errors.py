@@ -11,7 +11,15 @@ import argparse
 import math
 from collections.abc import Callable
 
-__all__ = ["GpulabError", "UsageError", "int_at_least", "positive_float", "finite_float"]
+__all__ = [
+    "FolderMissingError",
+    "FolderNotWritableError",
+    "GpulabError",
+    "UsageError",
+    "int_at_least",
+    "positive_float",
+    "finite_float",
+]
 
 
 class GpulabError(Exception):
@@ -20,6 +28,15 @@ class GpulabError(Exception):
 
 class UsageError(GpulabError, ValueError):
     """A bad argument or input, found before any long work started."""
+
+
+class FolderMissingError(UsageError, FileNotFoundError):
+    """The folder of a file to write does not exist: a :class:`UsageError` for the command line, and a
+    :class:`FileNotFoundError` for code that catches what ``open`` would raise."""
+
+
+class FolderNotWritableError(UsageError, PermissionError):
+    """The folder of a file to write cannot be written: a :class:`UsageError` and a :class:`PermissionError`."""
 
 
 def int_at_least(low: int, what: str = "a whole number") -> Callable[[str], int]:

@@ -19,7 +19,7 @@ from . import data as _data
 from . import nn, runtime
 from .kernels._launch import ceil_div
 from .errors import GpulabError, UsageError, int_at_least, positive_float
-from .nn.io import write_atomically
+from .nn.io import check_writable_file, write_atomically
 from .train_loop import History, fit, limit_threads, tune_allocator
 
 __all__ = [
@@ -44,21 +44,6 @@ def channels_pair(text: str) -> tuple[int, int]:
     if len(values) != 2 or min(values) < 1:
         raise argparse.ArgumentTypeError(f"expected two channel counts >= 1 like 32,64, got {text!r}")
     return values
-
-
-def check_writable_file(path: str | os.PathLike, what: str) -> None:
-    """Raise :class:`UsageError` now, before any long work, if ``path`` cannot be written later."""
-    p = Path(path)
-    folder = p.parent if str(p.parent) else Path(".")
-    if p.is_dir():
-        raise UsageError(f"{what} {str(p)!r} is a folder; give a file name, e.g. {str(p / 'out')!r}.")
-    if not folder.is_dir():
-        raise UsageError(
-            f"{what}: the folder {str(folder)!r} does not exist (given {str(p)!r}). "
-            f"Create it first (mkdir -p {folder}) or choose another path."
-        )
-    if not os.access(folder, os.W_OK):
-        raise UsageError(f"{what}: the folder {str(folder)!r} is not writable (given {str(p)!r}); choose another path.")
 
 
 def refuse_existing_file(given: str, target: Path, what: str) -> None:
@@ -218,9 +203,12 @@ def _human(seconds: float) -> str:
 
 def run(ns: argparse.Namespace) -> int:
     """Train as ``ns`` says; raises :class:`UsageError` for inputs found bad after parsing."""
-    for given, what, target in ((ns.save, "--save", nn.checkpoint_path), (ns.json, "--json", Path)):
+    for given, what, target, example in (
+        (ns.save, "--save", nn.checkpoint_path, "model.npz"),
+        (ns.json, "--json", Path, "history.json"),
+    ):
         if given:
-            check_writable_file(given, what)
+            check_writable_file(given, what, example=example, shell=True)
             refuse_existing_file(given, target(given), what)
     if ns.save and ns.json and nn.checkpoint_path(ns.save).resolve() == Path(ns.json).resolve():
         raise UsageError(

@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         from ..train import check_writable_file
 
-        check_writable_file(args.json, "--json")
+        check_writable_file(args.json, "--json", example="cnn.json", shell=True)
     if args.record and not runtime.is_gpu():
         raise UsageError("--record needs gpu mode; simulator-mode runs are never recorded. Drop --record.")
     backend = args.backend or ("cupy" if runtime.is_gpu() else "numpy")

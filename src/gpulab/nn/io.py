@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import shlex
 import shutil
 import stat
 import warnings
@@ -18,10 +19,18 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..errors import UsageError
+from ..errors import FolderMissingError, FolderNotWritableError, UsageError
 from .fit_state import FIT_PREFIX, FitState
 
-__all__ = ["FIT_PREFIX", "OPTIMIZER_PREFIX", "checkpoint_path", "load", "save", "write_atomically"]
+__all__ = [
+    "FIT_PREFIX",
+    "OPTIMIZER_PREFIX",
+    "check_writable_file",
+    "checkpoint_path",
+    "load",
+    "save",
+    "write_atomically",
+]
 
 # An optimizer's key in a checkpoint: "optimizer.<its state_dict key>" (a model's keys start with a layer index or
 # "buffers.", a fit state's with "fit.", so none can collide).
@@ -56,18 +65,28 @@ def _exists_error(path: Path) -> UsageError:
     )
 
 
-def _check_target(path: Path) -> None:
-    """Refuse a ``path`` that no file can be written to, naming it (not the temp file next to it) and what to do."""
-    if path.is_dir():
+def check_writable_file(path: str | os.PathLike, what: str, *, example: str = "out", shell: bool = False) -> None:
+    """Refuse now, before any long work, a ``path`` that no file can be written to, naming it (not a temp file next
+    to it), who asked (``what``: ``"nn.save"``, ``"--json"``) and what to do: a folder (:class:`UsageError`, with
+    ``example`` as a file name in it), a missing folder (:class:`FolderMissingError`, also a FileNotFoundError; how
+    to make it in a shell with ``shell``, else in Python) or one that is not writable (:class:`FolderNotWritableError`,
+    also a PermissionError). Library code raises; the command line turns these into a message and exit code 2."""
+    p = Path(path)
+    folder = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
         raise UsageError(
-            f"nn.save: {path} is a folder, not a file; give a file name, e.g. {str(path / 'model.npz')!r}, or choose "
+            f"{what}: {str(p)!r} is a folder, not a file; give a file name, e.g. {str(p / example)!r}, or choose "
             "another path."
         )
-    folder = path.parent
     if not folder.is_dir():
-        raise FileNotFoundError(
-            f"nn.save: the folder {str(folder)!r} does not exist (given {str(path)!r}). Create it first "
-            f"(pathlib.Path({str(folder)!r}).mkdir(parents=True)) or choose another path."
+        make = f"mkdir -p {shlex.quote(str(folder))}" if shell else f"pathlib.Path({str(folder)!r}).mkdir(parents=True)"
+        raise FolderMissingError(
+            f"{what}: the folder {str(folder)!r} does not exist (given {str(p)!r}). Create it first ({make}) or "
+            "choose another path."
+        )
+    if not os.access(folder, os.W_OK):
+        raise FolderNotWritableError(
+            f"{what}: the folder {str(folder)!r} is not writable (given {str(p)!r}); choose another path."
         )
 
 
@@ -130,7 +149,7 @@ def save(model: Any, path: str | os.PathLike, optimizer: Any = None, *, overwrit
     replaced only with ``overwrite=True`` (keeping its permission bits); without it a file that appears at ``path``
     while saving is kept too (the save raises :class:`UsageError`). A missing folder is not created."""
     path = checkpoint_path(path)
-    _check_target(path)
+    check_writable_file(path, "nn.save", example="model.npz")
     if path.exists() and not overwrite:
         raise _exists_error(path)  # early, before any work; _publish checks again, in the same step as the write
     state = model.state_dict()
