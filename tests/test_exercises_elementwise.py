@@ -156,10 +156,52 @@ def test_adding_into_an_output_is_named_not_called_untouched():
     """nan + x is nan and the most negative float + x rounds back to it, so both fills look never written: a run
     started at 0 tells a kernel that adds into its output from one that never writes it."""
     res = check_add(add_into_out, sizes=[7, 100])
-    assert not res.passed and "adds into it (`out[j] += ...`)" in res.hint and "untouched" not in res.hint
-    assert "out[j] = acc" in res.hint
+    assert not res.passed and "adds into it (`out[i] += ...`)" in res.hint and "untouched" not in res.hint
+    assert "out[i] = acc" in res.hint
     nothing = check_add(add_does_nothing, sizes=[7, 100])
     assert "output untouched" in nothing.hint  # a kernel that never writes keeps its verdict
+
+
+@cuda.jit
+def copy_adding_into_out(a, out):
+    t = cuda.grid(1)
+    out[t] += a[t]
+
+
+@cuda.jit
+def copy_into_first(a, out):
+    t = cuda.grid(1)
+    out[0] += a[t]
+
+
+@cuda.jit
+def copy_adding_into_res(a, res):
+    t = cuda.grid(1)
+    if t < res.size:
+        res[t] += a[t]
+
+
+def _check_copy(kernel, sizes=(7, 100)):
+    return check_kernel(
+        kernel, spec=lambda a: a.copy(), inputs=lambda n, rng: random_arrays(rng, n), sizes=list(sizes), threads=[32]
+    )
+
+
+def test_adding_into_an_output_hint_writes_the_kernels_own_element():
+    """The hint quotes the `+=` as the kernel writes it (its output's name and index), not a fixed `y[j]`; a kernel
+    whose source cannot be read gets a neutral `out[...]`."""
+    whole = (32, 96)  # whole blocks: no thread past the end, no guard needed
+    out = _check_copy(copy_adding_into_out, sizes=whole)
+    assert not out.passed and "adds into it (`out[t] += ...`)" in out.hint and "`out[t] = acc`" in out.hint
+    first = _check_copy(copy_into_first, sizes=whole)  # every thread adds into out[0]: the race is the verdict
+    assert not first.passed and "both wrote out[0]" in first.hint and "adds into it" not in first.hint
+    res = _check_copy(copy_adding_into_res)
+    assert not res.passed and "res looks unwritten, but the kernel adds into it (`res[t] += ...`)" in res.hint
+    assert "`res[t] = acc` once" in res.hint and "[j]" not in res.hint
+    namespace = {"cuda": cuda}
+    exec("def no_source(a, res):\n    t = cuda.grid(1)\n    if t < res.size:\n        res[t] += a[t]\n", namespace)
+    blind = _check_copy(cuda.jit(namespace["no_source"]))
+    assert not blind.passed and "adds into it (`res[...] += ...`)" in blind.hint and "`res[...] = acc`" in blind.hint
 
 
 def test_shifted_by_one():

@@ -3,7 +3,9 @@ second schedule, "correct on square inputs", and the verdict for a kernel right 
 
 from __future__ import annotations
 
+import ast
 import inspect
+from typing import Any
 
 import numpy as np
 
@@ -15,6 +17,7 @@ from .diagnose import SPECIFIC, diagnose, diagnose_kind
 from .result import Check
 from .races import SCHEDULES, SCHEDULE_HINT, race_verdict
 from .run import Launch, SetupError, run_with_deadline
+from .static import parse_kernel
 
 __all__ = ["ORIENTATION_HINT", "explain", "orientation_check"]
 
@@ -101,16 +104,38 @@ def never_written(st: State, fail: Failure) -> np.ndarray | None:
 
 
 ACCUMULATED_HINT = (
-    "{name} looks unwritten, but the kernel adds into it (`{name}[{index}] += ...`): an output starts with whatever "
+    "{name} looks unwritten, but the kernel adds into it (`{target} += ...`): an output starts with whatever "
     "its memory held, not 0 (the check fills it with values a sum cannot move, nan or the float limits, and "
     "they stayed; started at 0 it changes). Sum in a local variable (`acc = float32(0.0)`, `acc += ...`) and write "
-    "`{name}[{index}] = acc` once, after the loop."
+    "`{target} = acc` once, after the loop."
 )
+
+
+def added_into(kernel: Any, name: str, outputs: int) -> str | None:
+    """The element the kernel adds into, as its source writes it (``out[t]`` for ``out[t] += a[t]``): the first
+    ``+=`` into an element of its parameter ``name`` or, for a kernel with one output, of the one parameter it adds
+    into (the output under the kernel's own name). None when the source cannot be read or shows no such ``+=``."""
+    parsed = parse_kernel(kernel)
+    if parsed is None:
+        return None
+    tree = parsed[2]
+    params = {a.arg for a in tree.args.posonlyargs + tree.args.args}
+    adds = [n for n in ast.walk(tree) if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add)]
+    targets: dict[str, str] = {}
+    for node in sorted(adds, key=lambda n: (n.lineno, n.col_offset)):
+        base = node.target
+        while isinstance(base, ast.Subscript):  # out[j][i]: the array is the innermost name
+            base = base.value
+        if base is not node.target and isinstance(base, ast.Name) and base.id in params:
+            targets.setdefault(base.id, ast.unparse(node.target))
+    if name in targets:
+        return targets[name]
+    return next(iter(targets.values())) if outputs == 1 and len(targets) == 1 else None
 
 
 def adds_into_output(st: State, fail: Failure) -> bool:
     """Whether the failing output, which looked unwritten in runs filled with nan and the most negative float,
-    changes when it starts at 0: the kernel reads it and adds into it (``y[j] += ...``) instead of writing it."""
+    changes when it starts at 0: the kernel reads it and adds into it (``y[i] += ...``) instead of writing it."""
     case, o = st.cases[fail.case], fail.output
     exp = case.expected[o]
     if st.p.out_init is not None or not np.issubdtype(exp.dtype, np.floating):
@@ -170,8 +195,9 @@ def explain(st: State, fail: Failure) -> tuple[str, str, str]:
             if few:
                 hint, kind = few, "fewer threads"
         if kind == "_untouched" and adds_into_output(st, fail):
-            index = "j, i" if exp.ndim == 2 else "j"  # x is the last axis: `j, i = cuda.grid(2)`
-            hint, kind = ACCUMULATED_HINT.format(name=st.runner.names[o], index=index), "accumulated"
+            name = st.runner.names[o]
+            target = added_into(st.runner.kernel, name, len(case.expected)) or f"{name}[...]"
+            hint, kind = ACCUMULATED_HINT.format(name=name, target=target), "accumulated"
         if fail.undefined and kind != "_named_mistake":  # seen, not guessed: the kernel read an undefined value
             hint, kind = undefined_hint(fail.undefined), "undefined"
         if case.atol is not None and st.p.reduction is not None:
