@@ -202,6 +202,49 @@ def test_a_grid_stride_kernel_with_the_row_fastest_is_over_its_coalescing_budget
     assert f"but budget: coalescing of {array}: uncoalesced" in res.message and fix in res.hint, res
 
 
+def _xent(chunked=False, per_element=False):
+    """softmax_xent by grid stride over rows (the course's), over a contiguous chunk of rows per thread, or with one
+    step per element t = r * K + k (each recomputing its row's maximum and sum: right, and its own coalescing)."""
+
+    @cuda.jit
+    def xent(logits, labels, grad, losses):
+        N, K = logits.shape[0], logits.shape[1]
+        per = (N + cuda.gridsize(1) - 1) // cuda.gridsize(1)
+        t0, step = cuda.grid(1), cuda.gridsize(1)
+        start, stop, stride = (t0 * per, min(t0 * per + per, N), 1) if chunked else (t0, N * K, step)
+        if not chunked and not per_element:
+            stop = N
+        for t in range(start, stop, stride):
+            r, k0, k1 = (t // K, t % K, t % K + 1) if per_element else (t, 0, K)
+            m = logits[r, 0]
+            for c in range(1, K):
+                m = max(m, logits[r, c])
+            s = 0.0
+            for c in range(K):
+                s += math.exp(logits[r, c] - m)
+            y = labels[r]
+            for k in range(k0, k1):
+                if k == y:
+                    losses[r] = math.log(s) - (logits[r, y] - m)
+                p = math.exp(logits[r, k] - m) / s
+                grad[r, k] = (p - 1.0 if k == y else p) / N
+
+    return xent
+
+
+def test_softmax_xent_over_a_chunk_of_rows_per_thread_is_over_its_labels_budget():
+    """Budgeted on labels only (gpulab.capstone_budgets): logits and grad are a row apart for the course's own kernel
+    (one row per step), and a right kernel with one step per element writes losses scattered."""
+    res = lab_check("softmax_xent", _xent(chunked=True))  # before: full marks
+    assert res.status == "over budget" and res.score == POINTS / 2, res
+    assert "but budget: coalescing of labels: uncoalesced" in res.message and "4x" in res.message, res
+    assert "`for r in range(cuda.grid(1), N, cuda.gridsize(1)):`" in res.hint, res
+    for right in (_xent(), _xent(per_element=True)):
+        res = lab_check("softmax_xent", right)
+        assert res.passed and res.score == POINTS, res
+        assert any(c.name == "budget: coalescing of labels" and c.passed for c in res.checks), res
+
+
 @pytest.mark.parametrize(
     ("op", "kernel", "block", "words"),
     [

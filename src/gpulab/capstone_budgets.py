@@ -11,13 +11,20 @@ the course kernel's parameters (:data:`gpulab.capstone.COURSE_KERNELS`), whateve
 Measured 2026-12-03 in simulator mode: the course's kernels and lab 09's solutions use at most 1.17x the ideal
 sectors (lab 03's plain matmul in 16 x 16 blocks 1.29x), the same kernels with the row fastest 6.7-8x (lab 04's
 tiled matmul with x along the rows 3.3x); the limit is 2x, as in labs 03, 04 and 07.
+
+softmax_xent takes one row (sample) per step by design (K = 10 classes), so a warp's reads of logits and writes of
+grad land a row apart: 8x the ideal sectors for the course's own kernel (7.98x and 8.00x at 128 x 10), and a
+correct kernel with one step per element (t = r * K + k) writes losses at 3.2x. Only labels has a budget: the
+course's kernel reads it at 1.00x, the one-step-per-element kernel at 1.60x (at most 2x: a warp's few rows may
+straddle one sector boundary), and a kernel that gives each thread a contiguous chunk of rows (r from t * per)
+instead of a grid stride at 4.00x (traced at :data:`TALL_XENT` in one block of 32: 4 rows per thread).
 """
 
 from __future__ import annotations
 
 from .exercises import Budget
 
-__all__ = ["BUDGETS", "TRACE_BLOCK_1D", "TRACE_BLOCK_2D", "TALL_COL2IM", "TALL_POOL"]
+__all__ = ["BUDGETS", "TRACE_BLOCK_1D", "TRACE_BLOCK_2D", "TALL_COL2IM", "TALL_POOL", "TALL_XENT"]
 
 TRACE_BLOCK_2D = (32, 4)  # one warp per row of the block: x walks 32 columns
 TRACE_BLOCK_1D = 32
@@ -26,6 +33,7 @@ TRACE_BLOCK_1D = 32
 # other inputs are so small that a whole image fits in a few sectors either way.
 TALL_COL2IM = (1, 1, 34, 20, 3, 1, 1)  # dx (1, 1, 34, 20)
 TALL_POOL = (1, 1, 66, 20, 2, 2)  # out (1, 1, 33, 10); maxpool_backward's dx (1, 1, 66, 20)
+TALL_XENT = (128, 10)  # 128 rows: in one traced block of 32 threads, a chunk of 4 rows per thread
 
 _LIMIT = 2.0
 
@@ -83,5 +91,15 @@ BUDGETS: dict[str, Budget] = {
         block=TRACE_BLOCK_1D,
         size=TALL_POOL,
         hint=_flat_hint("dx", "w", "h", "w = t % W, h = (t // W) % H, c = (t // (H * W)) % C, n = t // (C * H * W)"),
+    ),
+    "softmax_xent": Budget(
+        sectors={"labels": _LIMIT},  # logits and grad a row apart by design, losses scattered in a correct kernel
+        host_launch=True,
+        names=("logits", "labels", "grad", "losses"),
+        block=TRACE_BLOCK_1D,
+        size=TALL_XENT,
+        hint="neighbouring threads should take neighbouring rows: step with a grid stride, `for r in "
+        "range(cuda.grid(1), N, cuda.gridsize(1)):`, not over a contiguous chunk of rows per thread (r from t * per): "
+        "with chunks a warp's 32 reads of labels (and writes of losses) land `per` rows apart, one memory sector each.",
     ),
 }

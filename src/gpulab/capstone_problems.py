@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .capstone_budgets import BUDGETS, TALL_COL2IM, TALL_POOL
+from .capstone_budgets import BUDGETS, TALL_COL2IM, TALL_POOL, TALL_XENT
 from .capstone_hosts import HOSTS as HOSTS
 from .capstone_mistakes import (  # the known mistakes of every op
     _im2col_channel_first,
@@ -220,10 +220,12 @@ PROBLEMS: dict[str, Problem] = {
         "softmax_xent",
         _xent_spec,
         _xent_inputs,
-        # the last: logits near 1000, where exp overflows unless the row's maximum is subtracted first
-        [(1, 10), (7, 10), (33, 3), (5, 10, 1000.0)],
+        # (5, 10, 1000.0): logits near 1000, where exp overflows unless the row's maximum is subtracted first;
+        # TALL_XENT: the coalescing budget's trace
+        [(1, 10), (7, 10), (33, 3), (5, 10, 1000.0), TALL_XENT],
         [(7, 10), (4096, 10), (5, 10, 1000.0)],
         out_names=["grad", "losses"],
+        budget=BUDGETS["softmax_xent"],
         rtol=1e-4,
         atol=1e-6,
         mistakes={
