@@ -138,8 +138,38 @@ def test_disable_tf32_sets_cupy_env_before_import(monkeypatch):
 
     monkeypatch.delitem(sys.modules, "cupy", raising=False)
     monkeypatch.setenv("CUPY_TF32", "1")
-    monkeypatch.delenv("NVIDIA_TF32_OVERRIDE", raising=False)  # restored after the test
+    monkeypatch.delenv("NVIDIA_TF32_OVERRIDE", raising=False)
     assert disable_tf32() is True
     import os
 
-    assert os.environ["CUPY_TF32"] == "0" and os.environ["NVIDIA_TF32_OVERRIDE"] == "0"
+    assert os.environ["CUPY_TF32"] == "0"
+    # not the process-wide NVIDIA_TF32_OVERRIDE: it would also turn TF32 off for every later measurement of TF32
+    assert "NVIDIA_TF32_OVERRIDE" not in os.environ
+
+
+def test_disable_tf32_after_cupy_was_imported_with_tf32_on():
+    """CuPy reads CUPY_TF32 at its first float32 product; disable_tf32 sets the compute type itself, so that a
+    notebook that imported CuPy with CUPY_TF32=1 (or already ran a TF32 product) need not restart. Real CuPy, no GPU
+    needed: the setting is host-side; run in a subprocess so that this process's CuPy state is left alone."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("cupy._core._routines_linalg", reason="needs the real CuPy (the gpu extra)")
+    code = (
+        "import os; os.environ['CUPY_TF32'] = '1'\n"
+        "import numpy as np, cupy\n"
+        "from cupy._core import _routines_linalg as L\n"
+        "try:\n"
+        "    before = L.get_compute_type(np.float32)  # a GPU of compute capability >= 8.0: TF32\n"
+        "except Exception:\n"
+        "    before = 'asked the GPU'  # no GPU: CUPY_TF32=1 took the TF32 branch, which asks the device\n"
+        "assert before != L.COMPUTE_TYPE_DEFAULT, before\n"
+        "import gpulab\n"
+        "from gpulab.kernels.matmul import disable_tf32\n"
+        "assert disable_tf32() is True\n"
+        "assert L.get_compute_type(np.float32) == L.COMPUTE_TYPE_DEFAULT, L.get_compute_type(np.float32)\n"
+        "assert L.get_compute_type(np.float64) == L.COMPUTE_TYPE_DEFAULT\n"
+        "print('ok')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-2000:]

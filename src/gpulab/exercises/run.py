@@ -27,11 +27,30 @@ __all__ = [
     "Runner",
     "SetupError",
     "grid_for",
+    "guard_elements",
     "run_with_deadline",
     "source_line",
 ]
 
-GUARD = 64  # elements of guard zone after each output (and input) in gpu mode
+GUARD = 64  # fewest elements of guard zone after each output (and input) in gpu mode (see guard_elements)
+GUARD_MAX = 1 << 22  # most elements of one guard zone (16 MB of float32): beyond, a guard is a cost on every run
+BLOCK_REACH = 1023  # how far past an axis a whole-block grid reaches: a block has at most 1024 threads along x or y
+
+
+def guard_elements(shape: tuple[int, ...]) -> int:
+    """Elements of the guard zone after an array of ``shape`` in gpu mode: room for everything a kernel without a
+    bounds guard can touch past the array's end when its grid covers the array with whole blocks (up to
+    ``BLOCK_REACH`` past each axis; with x and y exchanged, the longer of the last two axes' lengths on either).
+    Past the zone such a kernel would write into other arrays of CuPy's pool or off the allocation (an illegal
+    address that breaks the process's CUDA context); inside it, the write is seen and named (:class:`OutOfBounds`).
+    At least ``GUARD``, at most ``GUARD_MAX``."""
+    dims = [int(d) for d in shape] or [1]
+    size = int(np.prod(dims))
+    longest = max(1, *dims[-2:])  # an empty axis still gets one block
+    reach = [max(d, 1) + BLOCK_REACH for d in dims[:-2]] + [longest + BLOCK_REACH] * len(dims[-2:])
+    strides = [int(np.prod(dims[k + 1 :])) for k in range(len(dims))]
+    last = sum((r - 1) * st for r, st in zip(reach, strides))
+    return int(min(GUARD_MAX, max(GUARD, last + 1 - size)))
 
 
 class KernelTimeout(Exception):
@@ -88,7 +107,7 @@ def fresh_input(x: np.ndarray) -> Any:
     reading it is an illegal address that breaks the process's CUDA context (every later launch fails)."""
     if not runtime.is_gpu():
         return np.array(x)
-    buf = runtime.xp().zeros(x.size + GUARD, dtype=x.dtype)
+    buf = runtime.xp().zeros(x.size + guard_elements(x.shape), dtype=x.dtype)
     buf[: x.size] = runtime.to_device(np.ascontiguousarray(x).reshape(-1))
     return buf[: x.size].reshape(x.shape)
 
@@ -211,7 +230,7 @@ class Runner:
         for e in case.expected:
             options = fills(e, p.out_init)
             value = options[fill_run % len(options)] if fill is None else fill
-            buf = xp.full(e.size + (GUARD if runtime.is_gpu() else 0), value, dtype=e.dtype)
+            buf = xp.full(e.size + (guard_elements(e.shape) if runtime.is_gpu() else 0), value, dtype=e.dtype)
             bufs.append(buf)
             outs.append(buf[: e.size].reshape(e.shape))
             used.append(value)

@@ -264,18 +264,25 @@ def matmul_flops(M: int, N: int, K: int) -> int:
 
 
 def disable_tf32() -> bool:
-    """Make cuBLAS compute float32 matmuls in full float32 (no TF32 tensor cores), for a fair race.
+    """Make CuPy's float32 matmuls (cuBLAS) compute in full float32, not on TF32 tensor cores, for a fair race.
 
-    CuPy reads ``CUPY_TF32`` (default ``0``: TF32 off) when it is imported, and NVIDIA's libraries
-    honour ``NVIDIA_TF32_OVERRIDE=0``. This sets both if CuPy has not been imported yet, and returns
-    True when TF32 is off for this process (False if CuPy was already imported with CUPY_TF32=1:
-    restart the kernel then).
+    CuPy decides at its first float32 product, from ``CUPY_TF32`` (default ``0``: TF32 off), unless told before
+    (CuPy 13 and 14: ``cupy/_core/_routines_linalg.pyx``, ``get_compute_type``). Before CuPy is imported this sets
+    ``CUPY_TF32=0``; after, it sets CuPy's float32 compute type to the default (full FP32) directly, so that it
+    holds even when ``CUPY_TF32=1`` was set or a TF32 product already ran. Returns True when CuPy's float32
+    products run in full float32 from now on; False only with a CuPy that has no compute-type setting (it says
+    whether ``CUPY_TF32`` is off then).
     """
     if "cupy" not in sys.modules:
         os.environ["CUPY_TF32"] = "0"
-        os.environ.setdefault("NVIDIA_TF32_OVERRIDE", "0")
         return True
-    return os.environ.get("CUPY_TF32", "0") == "0"
+    try:
+        from cupy._core import _routines_linalg as linalg
+
+        linalg.set_compute_type(np.float32, linalg.COMPUTE_TYPE_DEFAULT)
+    except (ImportError, AttributeError):  # another CuPy (or the emulated tier's stand-in)
+        return os.environ.get("CUPY_TF32", "0") == "0"
+    return True
 
 
 def benchmark_ladder(
