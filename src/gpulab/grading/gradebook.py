@@ -163,6 +163,8 @@ def grade_folder(
     subs = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts and p.is_file())
     if not subs:
         raise UsageError(f"no .ipynb files in {folder}; give the folder that holds the submissions")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file; --out takes a folder for the gradebook and the feedback pages")
     if out.resolve() == folder.resolve() or folder.resolve() in out.resolve().parents:
         raise UsageError(f"--out {out} is inside the submissions folder {folder}; choose another folder")
     labs = sorted(p.stem for p in Path(solutions).glob("*.ipynb"))
