@@ -269,10 +269,12 @@ def _run_grade(ns: argparse.Namespace) -> int:
         if ns.json is not None:  # the same as gradebook.json, where the teacher asked for it
             ns.json.write_text(json.dumps(book.payload(), indent=2) + "\n", encoding="utf-8")
             print(f"wrote {ns.json}")
-        again = [g.notebook for _, g in book.entries if g.not_graded]
-        if again:
-            print(f"{len(again)} notebook(s) were not graded (the grading process did not start); grade them again:")
-            print("\n".join(f"  {path}" for path in again))
+        again = [g for _, g in book.entries if g.not_graded]
+        if again:  # the process did not start (grade them again), or unreadable (ask for them again): the reason each
+            print(f"{len(again)} notebook(s) were not graded; grade them again, or ask for them again, as each says:")
+            for g in again:  # the reason, without "not graded: " and the path it may start with
+                why = g.why_not_graded.removeprefix("not graded: ").removeprefix(f"{Path(g.notebook).name} ")
+                print(f"  {g.notebook}: {why[:200]}")
         return 1 if again else 0
     from gpulab.grading.grader import format_table, grade_notebook
 

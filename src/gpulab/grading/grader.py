@@ -21,7 +21,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .assemble import Cell, assemble, read_submission
+from .assemble import Cell, _code, _meta, assemble, read_submission
 from .sandbox import Limits, Sandbox, bwrap_path, describe
 from .session import RunnerDidNotStart, run
 
@@ -33,6 +33,7 @@ __all__ = [
     "grade",
     "grade_notebook",
     "format_table",
+    "ungraded",
 ]
 
 NOT_STARTED = (
@@ -79,8 +80,14 @@ class Graded:
 
     @property
     def not_graded(self) -> bool:
-        """Whether an exercise is "not graded" (the grading process did not start): the notebook needs grading again."""
+        """Whether an exercise is "not graded" (the grading process did not start, or the notebook could not be read):
+        the notebook needs grading again, or handing in again."""
         return any(r.status == "not graded" for r in self.rows)
+
+    @property
+    def why_not_graded(self) -> str:
+        """The reason the first "not graded" exercise gives ("" when every exercise was graded)."""
+        return next((r.message for r in self.rows if r.status == "not graded"), "")
 
     def to_dict(self) -> dict:
         return {
@@ -91,6 +98,7 @@ class Graded:
             "score": self.score,
             "max_score": self.max_score,
             "notes": self.notes,
+            "not_graded": self.not_graded,
             "exercises": [asdict(r) for r in self.rows],
         }
 
@@ -212,6 +220,13 @@ def grade_notebook(
     device = grading_device(device)
     check_device(device)
     nb = read_submission(submission)
+    if not any(c.get("cell_type") == "code" and _code(c).strip() for c in nb.cells):
+        from gpulab.errors import UsageError
+
+        raise UsageError(
+            f"{submission} has no code in it ({len(nb.cells)} cell(s), none of them code with text), so nothing "
+            "of it can be graded: an empty or wrong notebook? Ask for the submission again"
+        )
     assembled = assemble(source, nb)
     bwrap = bwrap_path()
     sandbox = Sandbox(limits, device, data_dir if data_dir is not None else os.environ.get("GPULAB_DATA_DIR"), bwrap)
@@ -264,6 +279,20 @@ def grade_notebook(
     if distrust:
         notes.append(f"the submission {distrust}: exercises from that cell on score 0")
     return Graded(str(submission), source.stem, device, describe(bwrap), rows, notes)
+
+
+def ungraded(submission: Path, source: Path, reason: str) -> Graded:
+    """A submission that could not be graded (unreadable, nothing in it to grade): each of the lab's exercises is
+    "not graded" with ``reason`` (an empty cell in the CSV, never a 0), and the notes say it too."""
+    import nbformat
+
+    message = "not graded: " + reason.replace(str(submission), Path(submission).name)  # the table has its student
+    rows = [
+        GradeRow(str(meta.get("grade_id") or f"cell-{k}"), float(meta.get("points") or 0), 0.0, "not graded", message)
+        for k, c in enumerate(nbformat.read(str(source), as_version=4).cells)
+        if c.cell_type == "code" and (meta := _meta(c)).get("grade")
+    ]
+    return Graded(str(submission), Path(source).stem, "", "", rows, [message])
 
 
 def _name_in_added_cell(message: str, rec: dict | None, added: dict[str, str]) -> str:
