@@ -93,23 +93,37 @@ def test_scores_mirror_nbgrader():
 
 
 def test_a_cell_that_checks_two_functions_shows_each_ones_verdict():
-    """Lab 09's convolution cell checks im2col and col2im: a wrong col2im shows even when im2col fails first."""
+    """Lab 09's convolution cell checks im2col and col2im: a wrong col2im shows even when im2col fails first, each
+    by name with its verdict's key lines (what is wrong, input, launch); see also tests/test_grading_rows.py."""
     cell = Cell(0, "test", "", "lab09-conv-check", 3.0)
     base = {"index": 0, "kind": "test", "tampered": "", "stderr": "", "error": None, "value": 0.0}
-    im2col = {"name": "im2col_kernel", "status": "failed", "message": "cols[0, 3] wrong\ndetail", "hint": "a, b"}
+    im2col = {
+        "name": "im2col_kernel",
+        "status": "failed",
+        "message": "cols[0, 3] wrong\ndetail\ninput: size (2, 3)\nlaunch: grid (1, 1)",
+        "hint": "a, b",
+    }
     hidden = {"name": "im2col_kernel", "status": "failed", "message": "hidden size wrong", "hint": "other"}
     col2im = {"name": "col2im_kernel", "status": "failed", "message": "the pad sign is flipped", "hint": "+ pad"}
     r = score_test(cell, {**base, "results": [im2col, hidden, col2im]}, "")
-    assert r.message == "im2col_kernel: cols[0, 3] wrong; col2im_kernel: the pad sign is flipped"
+    assert r.message == (
+        "im2col_kernel: cols[0, 3] wrong\n  input: size (2, 3)\n  launch: grid (1, 1)\n"
+        "col2im_kernel: the pad sign is flipped"
+    )
     assert r.hint == "im2col_kernel: a, b | col2im_kernel: + pad"
     assert r.status == "failed"
-    # im2col over its budget (half), col2im wrong (none): the row's status is the wrong one's
+    # im2col over its budget (half), col2im wrong (none): a quarter of the cell, "partial", the wrong one's verdict
     over = {**im2col, "status": "over budget", "score": 1.5, "max_score": 3}
     r = score_test(cell, {**base, "value": 0.75, "results": [over, {**col2im, "score": 0, "max_score": 3}]}, "")
-    assert r.status == "failed" and r.message.startswith("im2col_kernel: cols[0, 3] wrong; col2im_kernel:")
-    # one failing function (its hidden check too): its own first verdict, as before
+    assert (r.status, r.verdict) == ("partial", "failed")
+    assert r.message.startswith("im2col_kernel: cols[0, 3] wrong\n  input: size (2, 3)\n"), r.message
+    # one failing function (its hidden check too): its first verdict, by name, and the other one passed
     r = score_test(cell, {**base, "results": [im2col, hidden, {**col2im, "status": "passed"}]}, "")
-    assert (r.message, r.hint) == ("cols[0, 3] wrong\ndetail", "a, b")
+    assert (
+        r.message
+        == "im2col_kernel: cols[0, 3] wrong\n  input: size (2, 3)\n  launch: grid (1, 1)\ncol2im_kernel: passed"
+    )
+    assert r.hint == "im2col_kernel: a, b"
 
 
 @pytest.mark.parametrize(

@@ -220,17 +220,35 @@ def _limits(ns: argparse.Namespace) -> Any:
 
 
 def _refuse_unwritable(json_file: Path | None, out: Path | None) -> None:
-    """Refuse, before any grading, a --json file whose folder is missing or not writable and an --out folder that
-    exists but is not writable (a missing one is made)."""
+    """Refuse, before any grading, what would fail only once the grading is done: a --json path that is a folder, or
+    whose folder is missing, a file or not writable; an --out path that is a file, lies below a file, or would be (or
+    is) a folder that cannot be written (a missing --out folder is made)."""
     from gpulab.errors import UsageError
 
-    for flag, folder in (("--json", json_file.parent if json_file else None), ("--out", out)):
-        if folder is None:
-            continue
-        if folder.exists() and not os.access(folder, os.W_OK):
-            raise UsageError(f"cannot write to {folder}; choose a writable place for {flag}")
-        if flag == "--json" and not folder.exists():
+    if json_file is not None:
+        folder = json_file.parent
+        if json_file.is_dir():
+            raise UsageError(
+                f"--json {json_file} is a folder; --json takes the name of the file to write the scores to, "
+                f"e.g. --json {json_file / 'scores.json'}"
+            )
+        if not folder.exists():
             raise UsageError(f"folder {folder} for --json does not exist; create it or choose another path")
+        if not folder.is_dir():
+            raise UsageError(f"--json {json_file}: {folder} is a file, not a folder; choose another path for --json")
+        if not os.access(folder, os.W_OK):
+            raise UsageError(f"cannot write to {folder}; choose a writable place for --json")
+    if out is not None:
+        if out.exists() and not out.is_dir():
+            raise UsageError(
+                f"--out {out} is a file; --out takes a folder for the gradebook and the feedback pages (a missing one "
+                f"is made): give another path, e.g. --out {out.with_name(out.stem + '-graded')}"
+            )
+        here = next(p for p in (out, *out.parents) if p.exists())  # out itself, or the folder it will be made in
+        if not here.is_dir():
+            raise UsageError(f"--out {out} is below {here}, a file, not a folder; choose another path for --out")
+        if not os.access(here, os.W_OK):
+            raise UsageError(f"cannot write to {here}; choose a writable place for --out")
 
 
 def _run_grade(ns: argparse.Namespace) -> int:
@@ -245,16 +263,18 @@ def _run_grade(ns: argparse.Namespace) -> int:
         from gpulab.grading.gradebook import grade_folder
 
         out = ns.out or ns.path.with_name(ns.path.name + "-graded")
-        _refuse_unwritable(ns.json, None)  # --out: grade_folder checks it
+        _refuse_unwritable(ns.json, out)
         book = grade_folder(ns.path, solutions, out, lab=ns.lab, workers=ns.workers, limits=_limits(ns))
         print(book.summary())
         if ns.json is not None:  # the same as gradebook.json, where the teacher asked for it
             ns.json.write_text(json.dumps(book.payload(), indent=2) + "\n", encoding="utf-8")
             print(f"wrote {ns.json}")
-        again = [g.notebook for _, g in book.entries if g.not_graded]
-        if again:
-            print(f"{len(again)} notebook(s) were not graded (the grading process did not start); grade them again:")
-            print("\n".join(f"  {path}" for path in again))
+        again = [g for _, g in book.entries if g.not_graded]
+        if again:  # the process did not start (grade them again), or unreadable (ask for them again): the reason each
+            print(f"{len(again)} notebook(s) were not graded; grade them again, or ask for them again, as each says:")
+            for g in again:  # the reason, without "not graded: " and the path it may start with
+                why = g.why_not_graded.removeprefix("not graded: ").removeprefix(f"{Path(g.notebook).name} ")
+                print(f"  {g.notebook}: {why[:200]}")
         return 1 if again else 0
     from gpulab.grading.grader import format_table, grade_notebook
 

@@ -6,14 +6,17 @@ a time with a progress bar, and writes into the output folder:
 
 * ``gradebook.csv``: one row per submission: student, lab, total, maximum, then one column per
   exercise (its points earned);
-* ``gradebook.json``: everything, including each exercise's status, message and hint (an earlier
+* ``gradebook.json``: everything, including each exercise's status ("passed", "partial" for some of its
+  points, "failed", "not implemented", "not graded", ...; see :class:`gpulab.grading.grader.GradeRow`), the
+  check's own status (``verdict``), message and hint, and whether the notebook was ``not_graded`` (an earlier
   ``gradebook.csv``/``.json`` in the folder is renamed ``gradebook-<its time>.csv``, not overwritten);
 * ``feedback/<student>__<lab>.html``: what the student sees: each exercise's verdict and hint (with
   ``__<notebook>`` added when a student handed in several notebooks for one lab); an earlier
   ``feedback`` folder with pages in it is renamed ``feedback-<its time>``, not overwritten.
 
-An exercise that was "not graded" (the grading process did not start) has an empty cell in the CSV,
-never 0; so has the total of such a submission. In an nbgrader tree the student is the folder above
+An exercise that was "not graded" (the grading process did not start, or the notebook could not be read:
+truncated JSON, no code in it) has an empty cell in the CSV, never 0; so has the total of such a submission,
+and the class table says "not graded" with the reason in a note. In an nbgrader tree the student is the folder above
 the assignment folder (``submitted/bob`` graded alone is still bob), and ``lab`` grades only the
 notebooks of that lab (by their assignment folder, else their file name).
 """
@@ -36,7 +39,7 @@ from pathlib import Path
 from gpulab.errors import UsageError
 
 from .assemble import source_for
-from .grader import GradeRow, Graded, check_device, grade_notebook, grading_device
+from .grader import GradeRow, Graded, check_device, grade_notebook, grading_device, ungraded
 from .sandbox import Limits
 
 __all__ = ["Gradebook", "feedback_name", "grade_folder", "keep_earlier", "write_feedback"]
@@ -56,11 +59,11 @@ class Gradebook:
     def summary(self) -> str:
         """The class table: first how the notebooks ran (mode and sandbox, as a single notebook's title says), then
         a line per submission, then what was written and kept."""
-        ran = sorted({f"mode: {g.mode}; sandbox: {g.sandbox}" for _, g in self.entries})
+        ran = sorted({f"mode: {g.mode}; sandbox: {g.sandbox}" for _, g in self.entries if g.mode})  # not: unread
         lines = [f"graded with {' | '.join(ran)}"] if ran else []
         lines.append(f"{'student':<24} {'lab':<22} score")
         for student, g in self.entries:
-            line = f"{student:<24} {g.lab:<22} {g.score:g}/{g.max_score:g}"
+            line = f"{student:<24} {g.lab:<22} {_score_text(g)}"
             if g.notes:  # a timeout, a crash, edited test cells, several submissions: worth a look
                 more = f" (+{len(g.notes) - 1} more in gradebook.json)" if len(g.notes) > 1 else ""
                 line += f"  note: {g.notes[0][:100]}{more}"
@@ -74,6 +77,13 @@ class Gradebook:
         if self.skipped:
             lines.append(f"skipped {len(self.skipped)} notebook(s) of other labs: " + ", ".join(map(str, self.skipped)))
         return "\n".join(lines)
+
+
+def _score_text(g: Graded) -> str:
+    """``score/max``, or "not graded" when no exercise was (a notebook that could not be read or run)."""
+    if g.rows and all(r.status == "not graded" for r in g.rows):
+        return "not graded"
+    return f"{g.score:g}/{g.max_score:g}" + (" (some not graded)" if g.not_graded else "")
 
 
 def keep_earlier(path: Path) -> Path:
@@ -126,24 +136,27 @@ def _keep_feedback(folder: Path) -> Path | None:
 
 def write_feedback(graded: Graded, path: Path, student: str = "") -> None:
     """One HTML page: the total, then each exercise's score, verdict and hint."""
-    colour = {"passed": "#1a7f37", "not implemented": "#9a6700", "partial": "#9a6700"}
-    rows = "".join(
-        f"<tr><td>{html.escape(r.grade_id)}</td><td>{r.score:g} / {r.points:g}</td>"
-        f"<td style='color:{colour.get(r.status, '#cf222e')}'><b>{html.escape(r.status)}</b></td>"
-        f"<td>{html.escape(r.message).replace(chr(10), '<br>')}"
-        + (f"<br><i>Hint:</i> {html.escape(r.hint)}" if r.hint else "")
-        + "</td></tr>"
-        for r in graded.rows
-    )
+    colour = {"passed": "#1a7f37", "not implemented": "#9a6700", "partial": "#9a6700", "not graded": "#57606a"}
+
+    def row(r: GradeRow) -> str:
+        earned = "&ndash;" if r.status == "not graded" else f"{r.score:g}"  # no score, not a 0
+        hint = f"<br><i>Hint:</i> {html.escape(r.hint)}" if r.hint else ""
+        return (
+            f"<tr><td>{html.escape(r.grade_id)}</td><td>{earned} / {r.points:g}</td>"
+            f"<td style='color:{colour.get(r.status, '#cf222e')}'><b>{html.escape(r.status)}</b></td>"
+            f"<td>{html.escape(r.message).replace(chr(10), '<br>')}{hint}</td></tr>"
+        )
+
+    rows = "".join(row(r) for r in graded.rows)
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in graded.notes)
     who = f"{html.escape(student)} &middot; " if student else ""
     page = (
         "<!doctype html><meta charset='utf-8'><title>Feedback: " + html.escape(graded.lab) + "</title>"
         "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}td,th{padding:4px 8px;"
         "border-bottom:1px solid #ddd;text-align:left;vertical-align:top}</style>"
-        f"<h1>{who}{html.escape(graded.lab)}: {graded.score:g} / {graded.max_score:g}</h1>"
-        f"<p>Graded in {html.escape(graded.mode)} mode.</p>"
-        "<table><tr><th>exercise</th><th>points</th><th>verdict</th><th>what the check found</th></tr>"
+        f"<h1>{who}{html.escape(graded.lab)}: {html.escape(_score_text(graded).replace('/', ' / '))}</h1>"
+        + (f"<p>Graded in {html.escape(graded.mode)} mode.</p>" if graded.mode else "")  # "": nothing ran
+        + "<table><tr><th>exercise</th><th>points</th><th>verdict</th><th>what the check found</th></tr>"
         f"{rows}</table>" + (f"<h2>Notes</h2><ul>{notes}</ul>" if notes else "")
     )
     path.write_text(page, encoding="utf-8")
@@ -163,6 +176,8 @@ def grade_folder(
     subs = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts and p.is_file())
     if not subs:
         raise UsageError(f"no .ipynb files in {folder}; give the folder that holds the submissions")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file; --out takes a folder for the gradebook and the feedback pages")
     if out.resolve() == folder.resolve() or folder.resolve() in out.resolve().parents:
         raise UsageError(f"--out {out} is inside the submissions folder {folder}; choose another folder")
     labs = sorted(p.stem for p in Path(solutions).glob("*.ipynb"))
@@ -187,17 +202,10 @@ def grade_folder(
             if sub.name != src.name:  # nbgrader's autograde would skip it: worth telling the student
                 graded.notes.append(f"graded as {src.stem} although the file is named {sub.name!r}")
             return graded
-        except UsageError as exc:
-            return Graded(str(sub), src.stem, "", "", [], [f"not graded: {exc}"])
+        except UsageError as exc:  # not a notebook, truncated, nothing in it to grade: the reason, never a 0
+            return ungraded(sub, src, str(exc))
         except Exception as exc:  # one broken submission must not stop the class
-            return Graded(
-                str(sub),
-                src.stem,
-                "",
-                "",
-                [],
-                [f"not graded ({type(exc).__name__}: {exc}); " + traceback.format_exc(limit=2)[-300:]],
-            )
+            return ungraded(sub, src, f"{type(exc).__name__}: {exc}; " + traceback.format_exc(limit=2)[-300:])
 
     results: dict[Path, Graded] = {}
     bar = None
@@ -235,13 +243,13 @@ def grade_folder(
         w.writerow(["student", "lab", "notebook", "score", "max_score", *exercises])
         for student, g in entries:
             by_id: dict[str, GradeRow] = {r.grade_id: r for r in g.rows}
-            ungraded = g.not_graded or not g.rows  # no score to show: an empty cell, never a 0
+            unscored = g.not_graded or not g.rows  # no score to show: an empty cell, never a 0
             w.writerow(
                 [
                     student,
                     g.lab,
                     g.notebook,
-                    "" if ungraded else g.score,
+                    "" if unscored else g.score,
                     g.max_score,
                     *[by_id[e].score if e in by_id and by_id[e].status != "not graded" else "" for e in exercises],
                 ]

@@ -21,11 +21,20 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .assemble import Cell, assemble, read_submission
+from .assemble import Cell, _code, _meta, assemble, read_submission
 from .sandbox import Limits, Sandbox, bwrap_path, describe
 from .session import RunnerDidNotStart, run
 
-__all__ = ["NOT_STARTED", "GradeRow", "Graded", "check_device", "grade", "grade_notebook", "format_table"]
+__all__ = [
+    "NOT_STARTED",
+    "GradeRow",
+    "Graded",
+    "check_device",
+    "grade",
+    "grade_notebook",
+    "format_table",
+    "ungraded",
+]
 
 NOT_STARTED = (
     "not graded: the grading process did not start (it was tried twice) before any of your code ran; "
@@ -35,12 +44,19 @@ NOT_STARTED = (
 
 @dataclass
 class GradeRow:
+    """One exercise's row. ``status``: "passed", "partial" (some of its points, not all), "failed" and the other
+    statuses of a check's verdict ("not implemented", "over budget", "error", ...; 0 points), or the grader's own:
+    "not run", "stopped", "tampered", "answer not found", "not graded" (no score: an empty cell in the CSV).
+    ``verdict``: the status of the check whose message the row shows ("" when no check reported one), so a
+    "partial" row still says whether the check found it over budget or wrong on some inputs."""
+
     grade_id: str
     points: float
     score: float
     status: str
     message: str
     hint: str = ""
+    verdict: str = ""
 
 
 @dataclass
@@ -64,8 +80,14 @@ class Graded:
 
     @property
     def not_graded(self) -> bool:
-        """Whether an exercise is "not graded" (the grading process did not start): the notebook needs grading again."""
+        """Whether an exercise is "not graded" (the grading process did not start, or the notebook could not be read):
+        the notebook needs grading again, or handing in again."""
         return any(r.status == "not graded" for r in self.rows)
+
+    @property
+    def why_not_graded(self) -> str:
+        """The reason the first "not graded" exercise gives ("" when every exercise was graded)."""
+        return next((r.message for r in self.rows if r.status == "not graded"), "")
 
     def to_dict(self) -> dict:
         return {
@@ -76,6 +98,7 @@ class Graded:
             "score": self.score,
             "max_score": self.max_score,
             "notes": self.notes,
+            "not_graded": self.not_graded,
             "exercises": [asdict(r) for r in self.rows],
         }
 
@@ -84,37 +107,51 @@ class Graded:
 # Scoring
 
 
+def _key_lines(text: str) -> list[str]:
+    """A verdict's message in short: its first line (what is wrong), then its input and launch lines."""
+    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
+    return lines[:1] + [ln for ln in lines[1:] if ln.startswith(("input:", "launch:"))]
+
+
 def _worst(results: list[dict]) -> dict | None:
     """The verdict a cell's row shows: its first failing check's (or the last check's when all passed).
 
-    A cell that checks two functions (lab 09: im2col and col2im) and finds both wrong shows both: the row's
-    message and hint name each failing function's first verdict, so a teacher sees col2im's mistake even when
-    im2col's comes first. Hidden checks of the same function add nothing (its first verdict stands for it)."""
+    A cell that checks several functions (lab 09: relu and relu_backward, im2col and col2im) and finds one of them
+    wrong shows each by name, a line per function: its first failing verdict's key lines (what is wrong, then the input
+    and launch lines) or "passed", and each failing function's hint; so a teacher sees col2im's mistake even when
+    im2col's comes first, and which function a 1/2 is for. Hidden checks of a function add nothing (its first failing
+    verdict stands for it). The row's status is the lowest-scoring failing verdict's."""
+    if not results:
+        return None
     failing = [r for r in results if r.get("status") != "passed"]
     if not failing:
-        return results[-1] if results else None
-    first: dict[str, dict] = {}
-    for r in failing:
-        first.setdefault(str(r.get("name") or ""), r)
-    if len(first) < 2:
+        return results[-1]
+    shown: dict[str, dict] = {}  # each function's verdict: its first failing one, else its first
+    for r in results:
+        name = str(r.get("name") or "")
+        if name not in shown or (shown[name].get("status") == "passed" and r.get("status") != "passed"):
+            shown[name] = r
+    if len(shown) < 2:
         return failing[0]
+    lines: list[str] = []
+    for name, r in shown.items():
+        key = _key_lines(r.get("message") or "") if r.get("status") != "passed" else []
+        lines.append(f"{name}: {key[0] if key else r.get('status') or 'failed'}")
+        lines += [f"  {ln}" for ln in key[1:]]
+    wrong = {name: r for name, r in shown.items() if r.get("status") != "passed"}
+    hints = [f"{name}: {r['hint']}" for name, r in wrong.items() if r.get("hint")]
 
-    def line(text: str) -> str:
-        return text.strip().splitlines()[0] if text and text.strip() else ""
-
-    messages = [f"{name}: {line(r.get('message') or '') or r.get('status') or 'failed'}" for name, r in first.items()]
-    hints = [f"{name}: {r['hint']}" for name, r in first.items() if r.get("hint")]
-
-    def share(r: dict) -> float:  # the share of its points a verdict earned: the row's status is the lowest's
+    def share(r: dict) -> float:  # the share of its points a verdict earned
         top = float(r.get("max_score") or 0)
         return float(r.get("score") or 0) / top if top > 0 else 0.0
 
-    lowest = min(first.values(), key=share)
-    return {**lowest, "message": "; ".join(messages), "hint": " | ".join(hints)}
+    lowest = min(wrong.values(), key=share)
+    return {**lowest, "message": "\n".join(lines), "hint": " | ".join(hints)}
 
 
 def score_test(cell: Cell, rec: dict | None, why_not_run: str) -> GradeRow:
-    """A test cell's row, scored like nbgrader's autograder."""
+    """A test cell's row, scored like nbgrader's autograder: "passed" with all its points, "partial" with some (the
+    check's own status in ``verdict``), else the verdict's status ("failed" when there is none)."""
     points = cell.points
     if rec is None:
         return GradeRow(cell.grade_id, points, 0.0, "not run", why_not_run)
@@ -129,28 +166,27 @@ def score_test(cell: Cell, rec: dict | None, why_not_run: str) -> GradeRow:
     verdict = _worst(rec.get("results") or [])
     message = ((verdict or {}).get("message") or "").strip()  # all its lines: the input and launch too
     hint = (verdict or {}).get("hint", "") or ""
+    checked = str((verdict or {}).get("status") or "")
+    status = "failed" if checked in ("", "passed") else checked  # the status of a row that earns nothing
     err = rec.get("error")
     if err:
         ename, evalue = err
-        if ename == "NotImplementedError" or (verdict or {}).get("status") == "not implemented":
-            return GradeRow(cell.grade_id, points, 0.0, "not implemented", message or "not implemented yet", hint)
-        status = (verdict or {}).get("status") or "failed"
-        status = "failed" if status == "passed" else status
+        if ename == "NotImplementedError" or checked == "not implemented":
+            return GradeRow(
+                cell.grade_id, points, 0.0, "not implemented", message or "not implemented yet", hint, checked
+            )
         text = message or f"{ename}: {evalue.splitlines()[0] if evalue else ''}"
-        return GradeRow(cell.grade_id, points, 0.0, status, text[:1000], hint)
+        return GradeRow(cell.grade_id, points, 0.0, status, text[:1000], hint, checked)
     if rec.get("stderr"):
         first = rec["stderr"].strip().splitlines()[0][:200] if rec["stderr"].strip() else ""
         said = f"the cell wrote to stderr, which nbgrader scores 0: {first}"
-        status = (verdict or {}).get("status") or "failed"
-        status = "failed" if status == "passed" else status
-        return GradeRow(cell.grade_id, points, 0.0, status, f"{message}\n{said}" if message else said, hint)
+        return GradeRow(cell.grade_id, points, 0.0, status, f"{message}\n{said}" if message else said, hint, checked)
     value = rec.get("value")
     score = points if value is None else min(max(float(value), 0.0), points)
     score = round(score, 3)
     if score >= points:
-        return GradeRow(cell.grade_id, points, points, "passed", message or "passed", "")
-    status = (verdict or {}).get("status") or "partial"
-    return GradeRow(cell.grade_id, points, score, "partial" if status == "passed" else status, message, hint)
+        return GradeRow(cell.grade_id, points, points, "passed", message or "passed", "", checked)
+    return GradeRow(cell.grade_id, points, score, "partial" if score > 0 else status, message, hint, checked)
 
 
 def grading_device(device: str | None = None) -> str:
@@ -184,6 +220,13 @@ def grade_notebook(
     device = grading_device(device)
     check_device(device)
     nb = read_submission(submission)
+    if not any(c.get("cell_type") == "code" and _code(c).strip() for c in nb.cells):
+        from gpulab.errors import UsageError
+
+        raise UsageError(
+            f"{submission} has no code in it ({len(nb.cells)} cell(s), none of them code with text), so nothing "
+            "of it can be graded: an empty or wrong notebook? Ask for the submission again"
+        )
     assembled = assemble(source, nb)
     bwrap = bwrap_path()
     sandbox = Sandbox(limits, device, data_dir if data_dir is not None else os.environ.get("GPULAB_DATA_DIR"), bwrap)
@@ -236,6 +279,20 @@ def grade_notebook(
     if distrust:
         notes.append(f"the submission {distrust}: exercises from that cell on score 0")
     return Graded(str(submission), source.stem, device, describe(bwrap), rows, notes)
+
+
+def ungraded(submission: Path, source: Path, reason: str) -> Graded:
+    """A submission that could not be graded (unreadable, nothing in it to grade): each of the lab's exercises is
+    "not graded" with ``reason`` (an empty cell in the CSV, never a 0), and the notes say it too."""
+    import nbformat
+
+    message = "not graded: " + reason.replace(str(submission), Path(submission).name)  # the table has its student
+    rows = [
+        GradeRow(str(meta.get("grade_id") or f"cell-{k}"), float(meta.get("points") or 0), 0.0, "not graded", message)
+        for k, c in enumerate(nbformat.read(str(source), as_version=4).cells)
+        if c.cell_type == "code" and (meta := _meta(c)).get("grade")
+    ]
+    return Graded(str(submission), Path(source).stem, "", "", rows, [message])
 
 
 def _name_in_added_cell(message: str, rec: dict | None, added: dict[str, str]) -> str:

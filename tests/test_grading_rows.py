@@ -1,0 +1,212 @@
+"""What ``labs grade`` says a row is: "partial" for some of a cell's points (the check's own status kept in
+``verdict``), each function of a cell that checks several by name with its verdict's key lines, a notebook that
+could not be graded "not graded" with the reason (an empty cell in the CSV, never 0/0), and --json / --out paths
+that could only fail after grading refused before it."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from gpulab import labs
+from gpulab.grading import gradebook, grader
+from gpulab.grading.assemble import Cell
+from gpulab.grading.grader import Graded, GradeRow, score_test
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = ROOT / "labs" / "solutions"
+SOURCE = SOLUTIONS / "lab01_threads.ipynb"
+STUDENT = ROOT / "labs" / "student" / "lab01_threads.ipynb"
+BASE = {"index": 0, "kind": "test", "tampered": "", "stderr": "", "error": None, "value": None}
+
+# lab 09's relu cell checks two functions; these are the verdicts of a wrong relu and a wrong relu_backward
+# (from grading such a notebook on 2026-12-03)
+RELU = {
+    "name": "relu",
+    "status": "failed",
+    "score": 0.0,
+    "max_score": 2.0,
+    "message": "y[2]: expected 0, got -0.71168077 (18 of 37 elements wrong)\n"
+    "input: size=37, seed=1 (inputs: float32(37,))\nlaunch: host function nn_ops.relu(...)",
+    "hint": "",
+}
+BACKWARD = {
+    "name": "relu_backward",
+    "status": "failed",
+    "score": 0.0,
+    "max_score": 2.0,
+    "message": "dx[0]: expected 0, got 0.27392337 (1 of 1 elements wrong)\n"
+    "input: size=1, seed=0 (inputs: float32(1,), float32(1,))\nlaunch: host function nn_ops.relu_backward(...)",
+    "hint": "dx[i] = dout[i] only where y[i] > 0",
+}
+RELU_CELL = Cell(0, "test", "", "lab09-relu-check", 2.0)
+
+
+def _meta(c):
+    return c.metadata.get("nbgrader", {})
+
+
+def test_some_of_the_points_is_partial_and_keeps_the_checks_status():
+    """A 1/2 row said "failed" (the check's status), as a 0/2 does; now "partial", the check's status in verdict."""
+    cell = Cell(0, "test", "", "lab01-affine-check", 2.0)
+    rows = {"orientation": "failed", "budget": "over budget"}
+    for what, status in rows.items():
+        verdict = {"name": "affine_kernel", "status": status, "score": 1.0, "max_score": 2.0, "message": f"but {what}"}
+        row = score_test(cell, {**BASE, "value": 1.0, "results": [verdict]}, "")
+        assert (row.score, row.status, row.verdict, row.message) == (1.0, "partial", status, f"but {what}")
+    wrong = {"name": "affine_kernel", "status": "failed", "score": 0.0, "max_score": 2.0, "message": "out[0] wrong"}
+    row = score_test(cell, {**BASE, "value": 0.0, "results": [wrong]}, "")
+    assert (row.score, row.status, row.verdict) == (0.0, "failed", "failed")
+    row = score_test(cell, {**BASE, "value": 0.0, "results": [{**wrong, "status": "passed"}]}, "")
+    assert row.status == "failed"  # 0 points is never "partial"
+    row = score_test(cell, {**BASE, "results": [{**wrong, "status": "passed", "message": "correct"}]}, "")
+    assert (row.status, row.verdict) == ("passed", "passed")
+
+
+def test_a_two_function_cell_names_each_function_with_its_key_lines():
+    """Both wrong: the second function kept only its first line (no input, no launch); one wrong: its lines
+    without its name, so a 1/2 did not say which function earned it."""
+    note = {**RELU, "message": RELU["message"] + "\nyour kernel changed its input x"}  # not a key line
+    row = score_test(RELU_CELL, {**BASE, "value": 0.0, "results": [note, BACKWARD]}, "")
+    assert row.message.splitlines() == [
+        "relu: y[2]: expected 0, got -0.71168077 (18 of 37 elements wrong)",
+        "  input: size=37, seed=1 (inputs: float32(37,))",
+        "  launch: host function nn_ops.relu(...)",
+        "relu_backward: dx[0]: expected 0, got 0.27392337 (1 of 1 elements wrong)",
+        "  input: size=1, seed=0 (inputs: float32(1,), float32(1,))",
+        "  launch: host function nn_ops.relu_backward(...)",
+    ], row.message
+    assert (row.status, row.hint) == ("failed", "relu_backward: dx[i] = dout[i] only where y[i] > 0")
+    passed = {**RELU, "status": "passed", "score": 2.0, "message": "correct on all 3 inputs"}
+    row = score_test(RELU_CELL, {**BASE, "value": 1.0, "results": [passed, BACKWARD]}, "")
+    assert row.message.splitlines() == [
+        "relu: passed",
+        "relu_backward: dx[0]: expected 0, got 0.27392337 (1 of 1 elements wrong)",
+        "  input: size=1, seed=0 (inputs: float32(1,), float32(1,))",
+        "  launch: host function nn_ops.relu_backward(...)",
+    ], row.message
+    assert (row.score, row.status, row.verdict) == (1.0, "partial", "failed")
+    table = grader.format_table([row]).splitlines()[1]
+    assert "partial" in table and "relu: passed / relu_backward: dx[0]" in table, table
+
+
+def _answered(**edits: tuple[str, str]) -> nbformat.NotebookNode:
+    """The student version with the lab's solutions pasted in, ``edits[grade_id] = (old, new)`` applied."""
+    sols = {
+        _meta(c)["grade_id"]: re.sub(r"^\s*### (BEGIN|END) SOLUTION[^\n]*(\n|\Z)", "", c.source, flags=re.M)
+        for c in nbformat.read(str(SOURCE), as_version=4).cells
+        if _meta(c).get("solution")
+    }
+    nb = nbformat.read(str(STUDENT), as_version=4)
+    for c in nb.cells:
+        gid = _meta(c).get("grade_id")
+        if gid in sols:
+            old, new = edits.get(gid.replace("-", "_"), ("", ""))
+            c.source = sols[gid].replace(old, new) if old else sols[gid]
+    return nb
+
+
+def test_a_partial_row_reads_partial_in_the_table_json_and_feedback(tmp_path, capsys):
+    """alice's affine kernel takes the row from x: right only with x and y exchanged, half the cell."""
+    nb = _answered(lab01_affine=("j, i = cuda.grid(2)", "i, j = cuda.grid(2)"))
+    path, out, target = tmp_path / "lab01_threads.ipynb", tmp_path / "out", tmp_path / "alice.json"
+    nbformat.write(nb, str(path))
+    assert labs.main(["grade", str(path), "--json", str(target), "--out", str(out), "--root", str(ROOT)]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("lab01-affine-check"))
+    assert re.match(r"lab01-affine-check\s+1/2\s+partial\s+correct on all", line), line
+    row = next(r for r in json.loads(target.read_text())["exercises"] if r["grade_id"] == "lab01-affine-check")
+    assert (row["score"], row["status"], row["verdict"]) == (1.0, "partial", "failed"), row
+    assert "x and y exchanged" in row["message"]
+    page = (out / "lab01_threads.html").read_text()
+    assert "<td>1 / 2</td><td style='color:#9a6700'><b>partial</b>" in page
+
+
+def _broken_class(tmp_path: Path) -> Path:
+    """alice: a notebook (graded by a stand-in); bob: cut in the middle of its JSON; carol: no cells at all."""
+    subs = tmp_path / "submitted"
+    for who in ("alice", "bob", "carol"):
+        (subs / who).mkdir(parents=True)
+    (subs / "alice" / STUDENT.name).write_bytes(STUDENT.read_bytes())
+    raw = STUDENT.read_bytes()
+    (subs / "bob" / STUDENT.name).write_bytes(raw[: len(raw) // 2])
+    empty = nbformat.read(str(STUDENT), as_version=4)
+    empty.cells = []
+    nbformat.write(empty, str(subs / "carol" / STUDENT.name))
+    return subs
+
+
+def test_a_notebook_that_could_not_be_graded_is_not_graded_never_0_of_0(tmp_path, monkeypatch, capsys):
+    """bob's and carol's rows were 0/0 in the table (a score of 0 in gradebook.json, max_score 0 in the CSV),
+    carol's 0/12 with "answer not found" rows, and the command exited 0."""
+    real = gradebook.grade_notebook
+
+    def grade(sub, src, limits):  # the real grader refuses bob's and carol's before any sandbox starts
+        if "alice" in str(sub):
+            return Graded(str(sub), src.stem, "simulator", "t", [GradeRow("lab01-add-check", 2, 2, "passed", "")], [])
+        return real(sub, src, limits)
+
+    monkeypatch.setattr(gradebook, "grade_notebook", grade)
+    subs, out = _broken_class(tmp_path), tmp_path / "out"
+    assert (
+        labs.main(["grade", str(subs), "--out", str(out), "--json", str(tmp_path / "all.json"), "--root", str(ROOT)])
+        == 1
+    )
+    printed = capsys.readouterr().out
+    table = {ln.split()[0]: ln for ln in printed.splitlines() if ln.startswith(("alice", "bob", "carol"))}
+    assert [table[w].split()[2] for w in ("alice", "bob", "carol")] == ["2/2", "not", "not"], table  # no 0/0
+    assert "not graded  note: not graded: " in table["bob"] and "not valid notebook JSON" in table["bob"], table
+    assert "not graded  note: not graded: " in table["carol"] and "has no code in it" in table["carol"], table
+    assert printed.splitlines()[0].startswith("graded with mode: simulator;") and " | " not in printed.splitlines()[0]
+    assert "2 notebook(s) were not graded" in printed and "may be truncated: ask for the submission again" in printed
+    rows = {r["student"]: r for r in csv.DictReader(open(out / "gradebook.csv"))}
+    exercises = [e for e in rows["bob"] if e.endswith("-check")]
+    assert len(exercises) == 5  # lab01's, from the source, although nothing of bob's could be read
+    for who in ("bob", "carol"):
+        assert rows[who]["score"] == "" and float(rows[who]["max_score"]) == 12, rows[who]
+        assert all(rows[who][e] == "" for e in exercises), rows[who]
+    book = {e["student"]: e for e in json.loads((tmp_path / "all.json").read_text())}
+    assert [book[w]["not_graded"] for w in ("alice", "bob", "carol")] == [False, True, True]
+    assert {r["status"] for r in book["carol"]["exercises"]} == {"not graded"}
+    assert all("has no code in it" in r["message"] for r in book["carol"]["exercises"])
+    page = (out / "feedback" / "bob__lab01_threads.html").read_text()
+    assert "lab01_threads: not graded</h1>" in page and "0 / 12" not in page and "Graded in  mode" not in page
+    assert "<td>&ndash; / 2</td>" in page and "may be truncated" in page
+    # one notebook: refused with the reason, as a truncated one is
+    assert labs.main(["grade", str(subs / "carol" / STUDENT.name), "--root", str(ROOT)]) == 2
+    assert "has no code in it" in capsys.readouterr().err
+
+
+@pytest.fixture
+def no_grading(monkeypatch):
+    """Records any grading (none must start); the calls made."""
+    calls: list = []
+    monkeypatch.setattr(gradebook, "grade_notebook", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr(grader, "grade_notebook", lambda *a, **k: calls.append(a))
+    return calls
+
+
+def test_json_folder_and_out_file_are_refused_before_grading(tmp_path, capsys, no_grading):
+    """--json DIR failed with IsADirectoryError after grading the whole class (exit 1); --out FILE with
+    FileExistsError (before grading for a folder, after it for one notebook)."""
+    subs = _broken_class(tmp_path)
+    folder, file = tmp_path / "scores", tmp_path / "graded.txt"
+    folder.mkdir()
+    file.write_text("not a folder")
+    one = subs / "alice" / STUDENT.name
+    cases = [
+        ([str(subs), "--json", str(folder)], f"--json {folder} is a folder; --json takes the name of the file"),
+        ([str(one), "--json", str(folder)], f"--json {folder} is a folder"),
+        ([str(subs), "--out", str(file)], f"--out {file} is a file"),
+        ([str(one), "--out", str(file)], f"--out {file} is a file; --out takes a folder"),
+        ([str(subs), "--out", str(file / "graded")], f"is below {file}, a file, not a folder"),
+    ]
+    for argv, expected in cases:
+        assert labs.main(["grade", *argv, "--root", str(ROOT)]) == 2, argv
+        err = capsys.readouterr().err
+        assert expected in err and "Traceback" not in err, (argv, err)
+    assert no_grading == [] and not (tmp_path / "submitted-graded").exists()
