@@ -193,8 +193,8 @@ def defined_names(text: str) -> list[str]:
 
 LOST_METADATA = (
     "this notebook's cells lost their nbgrader grading metadata (it was copied into a new notebook or saved "
-    "by another editor), so the answer for {gid} could not be found safely and was not graded; to be graded, "
-    "paste your answers into a freshly fetched copy of the lab and hand that in"
+    "by another editor), so the answer for {gid} could not be found safely: it scores 0 until it is handed in "
+    "again; paste your answers into a freshly fetched copy of the lab and hand that in"
 )
 
 
