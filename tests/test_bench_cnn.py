@@ -37,3 +37,20 @@ def test_kernels_backend_in_the_simulator_is_refused(capsys):
         pytest.skip("simulator only")
     assert cnn.main(["--backend", "kernels"]) == 2
     assert "simulator" in capsys.readouterr().err
+
+
+def test_the_pytorch_comparison_runs_full_fp32_with_either_api():
+    """PyTorch's cuDNN convolutions use TF32 by default on Ampere and newer; the race against gpulab's FP32 kernels
+    turns that off, with PyTorch 2.9's fp32_precision where it exists (not mixed with the older flags), else the
+    flags."""
+    from types import SimpleNamespace as NS
+
+    from gpulab.bench.cnn_runs import _full_fp32
+
+    new = NS(backends=NS(cudnn=NS(conv=NS(fp32_precision="tf32")), cuda=NS(matmul=NS(fp32_precision="tf32"))))
+    _full_fp32(new)
+    assert new.backends.cudnn.conv.fp32_precision == "ieee" and new.backends.cuda.matmul.fp32_precision == "ieee"
+    assert not hasattr(new.backends.cudnn, "allow_tf32")
+    old = NS(backends=NS(cudnn=NS(allow_tf32=True), cuda=NS(matmul=NS(allow_tf32=True))))
+    _full_fp32(old)
+    assert old.backends.cudnn.allow_tf32 is False and old.backends.cuda.matmul.allow_tf32 is False

@@ -66,6 +66,20 @@ class _GpulabRun:
             self.parallel.close()
 
 
+def _full_fp32(torch: Any) -> None:
+    """Full FP32 products in PyTorch, as gpulab's kernels and CuPy compute here: PyTorch's cuDNN convolutions
+    default to TF32 tensor cores on Ampere and newer (``torch.backends.cudnn.allow_tf32`` is True by default).
+    PyTorch 2.9 and newer name this ``fp32_precision = "ieee"`` (the ``allow_tf32`` flags are deprecated there, and
+    the two APIs are not to be mixed); older versions have only the flags."""
+    cudnn_conv = getattr(torch.backends.cudnn, "conv", None)
+    if cudnn_conv is not None and hasattr(cudnn_conv, "fp32_precision"):
+        cudnn_conv.fp32_precision = "ieee"
+        torch.backends.cuda.matmul.fp32_precision = "ieee"
+    else:
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+
 class _TorchRun:
     """The same model, batches and optimizer in PyTorch (eager mode), ready to time ``steps(k)``."""
 
@@ -85,6 +99,7 @@ class _TorchRun:
 
         self.torch, self.threads = torch, threads
         torch.set_num_threads(threads)
+        _full_fp32(torch)
         torch.manual_seed(seed)
         c1, c2 = channels
         s = size // 4
