@@ -27,6 +27,7 @@ __all__ = [
     "sgd_kernel",
     "softmax_xent_kernel",
     "sum_rows_kernel",
+    "sum_rows_partials_kernel",
 ]
 
 # ------------------------------------------------------------------------------------- kernels
@@ -101,10 +102,27 @@ def add_bias_kernel(y, b):
 def sum_rows_kernel(d, out):
     j0 = cuda.grid(1)  # one column per step: neighbouring threads read neighbouring addresses of a row
     for j in range(j0, d.shape[1], cuda.gridsize(1)):
-        acc = 0.0
+        acc = float32(0.0)  # float32 (0.0 alone is a float64 in Numba, and so would be every addition)
         for i in range(d.shape[0]):
             acc += d[i, j]
         out[j] = acc
+
+
+@cuda.jit
+def sum_rows_partials_kernel(d, partials):  # pass 1 of sum_rows on a GPU; pass 2 is sum_rows_kernel on partials
+    j0, i0 = cuda.grid(2)  # j: column (fastest: a warp reads consecutive addresses of a row), i: chunk of rows
+    sj, si = cuda.gridsize(2)
+    M, F, P = d.shape[0], d.shape[1], partials.shape[0]
+    rows = (M + P - 1) // P  # chunk i is rows i*rows ... (i+1)*rows - 1 (the last chunks may be short or empty)
+    for i in range(i0, P, si):
+        for j in range(j0, F, sj):
+            # float32, like the course's other accumulators: a chunk adds ~100 rows and pass 2 adds <= 1,024
+            # partials, so rounding grows with ~1,100 additions instead of M's 100,352 in one loop (the
+            # full-size float64 comparison is in tests/test_nn_ops.py).
+            acc = float32(0.0)
+            for r in range(i * rows, min((i + 1) * rows, M)):
+                acc += d[r, j]
+            partials[i, j] = acc
 
 
 @cuda.jit
@@ -213,6 +231,7 @@ PTX_SIGNATURES = [
     (col2im_kernel, f"void({F2}, {F4}, int64, int64, int64, int64, int64, int64)"),
     (add_bias_kernel, f"void({F2}, {F1})"),
     (sum_rows_kernel, f"void({F2}, {F1})"),
+    (sum_rows_partials_kernel, f"void({F2}, {F2})"),
     (maxpool_kernel, f"void({F4}, {F4}, int32[:, :, :, ::1], int64, int64)"),
     (maxpool_backward_kernel, f"void({F4}, int32[:, :, :, ::1], {F4}, int64, int64)"),
     (relu_kernel, f"void({F1}, {F1})"),
