@@ -366,11 +366,16 @@ def dropout(x: Any, p: Any, states: Any, *, kernel: Any = None) -> Any:
     states.size // 2`` threads, one generator state each (blocks of :data:`gpulab.nn.dropout.TPB`), a grid-stride
     loop over the elements; ``states`` (uint64 words, NumPy or CuPy as ``x``) advanced in place. In the
     simulator the threads run in turn (:mod:`gpulab.kernels.cooperative`). The backward is the same launch on
-    ``dout`` with the states as they were before the forward."""
+    ``dout`` with the states as they were before the forward.
+
+    A float16 ``x`` (:class:`gpulab.nn.MixedPrecision`'s activations) runs the float32 kernel on a float32 copy
+    and comes back float16, as the loss's softmax runs in float32 there: same mask, one rounding to float16."""
     from ..nn.dropout import TPB as DROPOUT_TPB
     from ..nn.dropout import check_dropout
     from ..xoroshiro import DTYPE
 
+    if hasattr(x, "dtype") and np.dtype(x.dtype) == np.float16:
+        return dropout(x.astype(np.float32), p, states, kernel=kernel).astype(np.float16)
     check_array("x", x, dtype=np.float32)
     check_dropout(p, states)
     xp = _xp(x)
