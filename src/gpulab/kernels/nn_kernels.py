@@ -3,6 +3,11 @@
 Every kernel is a **grid-stride loop**, correct for any launch (see :mod:`gpulab.kernels.grid_stride`).
 No atomics: where many outputs add into one input (col2im, max-pool backward) each thread *gathers*
 the contributions to its own input pixel, so results are deterministic.
+
+Arithmetic is float32, as the arrays: in Numba a float literal is a float64, and float64 wins (``acc = 0.0`` then
+``acc += a[i, k] * b[k, j]`` adds in float64, at 1/32 or 1/64 of the float32 rate on a T4 or L4), so constants are
+written ``float32(0.0)``. The float64 left in the compiled PTX is numba-cuda's own: ``xoroshiro128p_uniform_float32``
+(dropout) converts its 64-bit draw through float64.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ def gemm_kernel(a, b, c):
     M, K, N = a.shape[0], a.shape[1], b.shape[1]
     for i in range(i0, M, si):
         for j in range(j0, N, sj):
-            acc = 0.0
+            acc = float32(0.0)
             for k in range(K):
                 acc += a[i, k] * b[k, j]
             c[i, j] = acc
@@ -61,7 +66,7 @@ def im2col_kernel(x, cols, kh, kw, stride, pad, ho, wo):
             c = q % C
             ih = i * stride + a - pad  # input row under this tap (may fall in the zero padding)
             iw = j * stride + b - pad
-            v = 0.0
+            v = float32(0.0)
             if ih >= 0 and ih < H and iw >= 0 and iw < W:
                 v = x[n, c, ih, iw]
             cols[r, q] = v
@@ -76,7 +81,7 @@ def col2im_kernel(dcols, dx, kh, kw, stride, pad, ho, wo):
         c = (t // (H * W)) % C
         h = (t // W) % H
         w = t % W
-        acc = 0.0
+        acc = float32(0.0)
         for a in range(kh):  # every tap (a, b) and output (i, j) with i*stride + a - pad == h
             ii = h + pad - a
             if ii >= 0 and ii % stride == 0 and ii // stride < ho:
@@ -128,13 +133,13 @@ def sum_rows_partials_kernel(d, partials):  # pass 1 of sum_rows on a GPU; pass 
 @cuda.jit
 def relu_kernel(x, y):
     for i in range(cuda.grid(1), y.size, cuda.gridsize(1)):
-        y[i] = max(x[i], 0.0)
+        y[i] = max(x[i], float32(0.0))
 
 
 @cuda.jit
 def relu_backward_kernel(dout, y, dx):
     for i in range(cuda.grid(1), dx.size, cuda.gridsize(1)):
-        dx[i] = dout[i] if y[i] > 0.0 else 0.0
+        dx[i] = dout[i] if y[i] > float32(0.0) else float32(0.0)
 
 
 @cuda.jit
@@ -166,7 +171,7 @@ def maxpool_backward_kernel(dout, arg, dx, k, stride):
         c = (t // (H * W)) % C
         h = (t // W) % H
         w = t % W
-        acc = 0.0
+        acc = float32(0.0)
         for a in range(k):  # every window (i, j) whose tap (a, b) is this pixel
             ii = h - a
             if ii >= 0 and ii % stride == 0 and ii // stride < HO:
@@ -185,7 +190,7 @@ def softmax_xent_kernel(logits, labels, grad, losses):
         m = logits[r, 0]
         for k in range(1, K):
             m = max(m, logits[r, k])
-        s = 0.0
+        s = float32(0.0)
         for k in range(K):
             s += math.exp(logits[r, k] - m)
         y = labels[r]
@@ -193,15 +198,15 @@ def softmax_xent_kernel(logits, labels, grad, losses):
         for k in range(K):
             p = math.exp(logits[r, k] - m) / s
             if k == y:
-                p -= 1.0
-            grad[r, k] = p / N
+                p -= float32(1.0)
+            grad[r, k] = p / float32(N)  # float32(N): an int64 divisor would make the division float64
 
 
 @cuda.jit
 def adam_kernel(p, g, m, v, lr_t, b1, b2, eps_t):
     for i in range(cuda.grid(1), p.size, cuda.gridsize(1)):
-        m[i] = b1 * m[i] + (1.0 - b1) * g[i]
-        v[i] = b2 * v[i] + (1.0 - b2) * g[i] * g[i]
+        m[i] = b1 * m[i] + (float32(1.0) - b1) * g[i]  # b1, b2: float32 arguments (the launcher casts them)
+        v[i] = b2 * v[i] + (float32(1.0) - b2) * g[i] * g[i]
         p[i] -= lr_t * m[i] / (math.sqrt(v[i]) + eps_t)
 
 
