@@ -211,3 +211,34 @@ def test_a_whole_float_growth_interval_round_trips_and_others_are_refused(tmp_pa
     for bad in (2000.5, 0, -3, True, float("nan"), float("inf"), 2.0**63, "2000"):
         with pytest.raises(UsageError, match=r"growth_interval must be a whole number of steps from 1 .*got .*2000"):
             _amp(growth_interval=bad)
+
+
+def test_the_dropout_launcher_takes_float16_through_a_float32_copy():
+    """Review 2, finding 6: MixedPrecision's float16 activations reached the dropout launcher, which demanded
+    float32 (``TypeError: x must have dtype float32``: the cupy backend's first step with Dropout(p > 0)). In the
+    simulator the launcher is the one the cupy backend calls: the same mask and states as float32, one rounding."""
+    from gpulab.kernels import nn_ops
+    from gpulab.nn.dropout import host_dropout, new_states
+
+    x = np.random.default_rng(0).standard_normal(300).astype(np.float16)
+    states, states16, host_states = new_states(32, 1), new_states(32, 1), new_states(32, 1)
+    want32 = nn_ops.dropout(x.astype(np.float32), 0.1, states)
+    got = nn_ops.dropout(x, 0.1, states16)  # raised TypeError before
+    assert got.dtype == np.float16 and got.shape == x.shape
+    np.testing.assert_array_equal(got, want32.astype(np.float16))
+    np.testing.assert_array_equal(states16, states)  # advanced as the float32 launch advances them
+    np.testing.assert_array_equal(host_dropout(x, 0.1, host_states), got)  # the numpy backend agrees bit for bit
+    np.testing.assert_array_equal(host_states, states)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mixed_precision_trains_with_dropout(backend):
+    """dropout = 0.25 (every other test here has 0.0): float16 activations through Dropout forward and backward."""
+    model = nn.mnist_cnn(image_size=8, channels=(4, 8), hidden=16, classes=2, dropout=0.25, backend=backend)
+    amp = nn.MixedPrecision(model, lambda m: nn.Adam(m, lr=3e-3), init_scale=2.0**8)
+    dropout = next(layer for layer in model if isinstance(layer, nn.Dropout))
+    before = _host(dropout.buffers["states"]).copy()
+    losses = [amp.step(x, y) for x, y in _batches(3, backend)]
+    assert all(np.isfinite(losses)) and amp.skipped == 0, (losses, amp.skipped)
+    assert not np.array_equal(_host(dropout.buffers["states"]), before)  # the layer drew its masks
+    assert all(_host(p).dtype == np.float16 for _, p, _ in model.parameters())

@@ -40,6 +40,7 @@ __all__ = [
     "compile_sources",
     "find_ptxas",
     "kernel_ptx",
+    "kernels_ptx",
     "resource_usage",
     "resource_usages",
 ]
@@ -197,15 +198,28 @@ def kernel_ptx(kernel: object, signature: str, cc: tuple[int, int] = (7, 5), tim
     """The PTX that NVVM makes of ``kernel`` (a ``@cuda.jit`` kernel, with the device functions it calls) as
     ``signature`` for target ``cc``: text to read, e.g. to see that a device function left no ``call`` behind.
     Needs no GPU. Raises ``RuntimeError`` with the compiler's error when the kernel does not compile."""
+    from .source import py_func
+
+    return kernels_ptx([(kernel, signature)], cc, timeout)[py_func(kernel).__name__]
+
+
+def kernels_ptx(
+    kernels: Iterable[tuple[object, str]], cc: tuple[int, int] = (7, 5), timeout: float = 300
+) -> dict[str, str]:
+    """:func:`kernel_ptx` for several ``(kernel, signature)`` pairs in one compiler process (NVVM starts once):
+    kernel name -> PTX text. Raises ``RuntimeError`` with the compiler's error for the first that fails."""
     from .source import py_func, standalone_source
 
-    name = py_func(kernel).__name__
-    items = {name: {"source": standalone_source(kernel), "name": name, "signature": signature}}
-    res = _run_child(_SOURCES_CHILD, {"items": items, "ccs": [list(cc)], "text": True}, timeout)[name]
-    text = res.get("error") or res[f"{cc[0]}.{cc[1]}"]
-    if ".entry" not in text:
-        raise RuntimeError(f"{name} does not compile to PTX for sm_{cc[0]}{cc[1]} as {signature}: {text}")
-    return text
+    pairs = {py_func(k).__name__: (k, sig) for k, sig in kernels}
+    items = {name: {"source": standalone_source(k), "name": name, "signature": sig} for name, (k, sig) in pairs.items()}
+    res = _run_child(_SOURCES_CHILD, {"items": items, "ccs": [list(cc)], "text": True}, timeout)
+    out = {}
+    for name, (_, signature) in pairs.items():
+        text = res[name].get("error") or res[name][f"{cc[0]}.{cc[1]}"]
+        if ".entry" not in text:
+            raise RuntimeError(f"{name} does not compile to PTX for sm_{cc[0]}{cc[1]} as {signature}: {text}")
+        out[name] = text
+    return out
 
 
 def resource_usages(

@@ -3,6 +3,11 @@
 Every kernel is a **grid-stride loop**, correct for any launch (see :mod:`gpulab.kernels.grid_stride`).
 No atomics: where many outputs add into one input (col2im, max-pool backward) each thread *gathers*
 the contributions to its own input pixel, so results are deterministic.
+
+Arithmetic is float32, as the arrays: in Numba a float literal is a float64, and float64 wins (``acc = 0.0`` then
+``acc += a[i, k] * b[k, j]`` adds in float64, at 1/32 or 1/64 of the float32 rate on a T4 or L4), so constants are
+written ``float32(0.0)``. The float64 left in the compiled PTX is numba-cuda's own: ``xoroshiro128p_uniform_float32``
+(dropout) converts its 64-bit draw through float64.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ __all__ = [
     "sgd_kernel",
     "softmax_xent_kernel",
     "sum_rows_kernel",
+    "sum_rows_partials_kernel",
 ]
 
 # ------------------------------------------------------------------------------------- kernels
@@ -39,7 +45,7 @@ def gemm_kernel(a, b, c):
     M, K, N = a.shape[0], a.shape[1], b.shape[1]
     for i in range(i0, M, si):
         for j in range(j0, N, sj):
-            acc = 0.0
+            acc = float32(0.0)
             for k in range(K):
                 acc += a[i, k] * b[k, j]
             c[i, j] = acc
@@ -60,7 +66,7 @@ def im2col_kernel(x, cols, kh, kw, stride, pad, ho, wo):
             c = q % C
             ih = i * stride + a - pad  # input row under this tap (may fall in the zero padding)
             iw = j * stride + b - pad
-            v = 0.0
+            v = float32(0.0)
             if ih >= 0 and ih < H and iw >= 0 and iw < W:
                 v = x[n, c, ih, iw]
             cols[r, q] = v
@@ -75,7 +81,7 @@ def col2im_kernel(dcols, dx, kh, kw, stride, pad, ho, wo):
         c = (t // (H * W)) % C
         h = (t // W) % H
         w = t % W
-        acc = 0.0
+        acc = float32(0.0)
         for a in range(kh):  # every tap (a, b) and output (i, j) with i*stride + a - pad == h
             ii = h + pad - a
             if ii >= 0 and ii % stride == 0 and ii // stride < ho:
@@ -101,22 +107,39 @@ def add_bias_kernel(y, b):
 def sum_rows_kernel(d, out):
     j0 = cuda.grid(1)  # one column per step: neighbouring threads read neighbouring addresses of a row
     for j in range(j0, d.shape[1], cuda.gridsize(1)):
-        acc = 0.0
+        acc = float32(0.0)  # float32 (0.0 alone is a float64 in Numba, and so would be every addition)
         for i in range(d.shape[0]):
             acc += d[i, j]
         out[j] = acc
 
 
 @cuda.jit
+def sum_rows_partials_kernel(d, partials):  # pass 1 of sum_rows on a GPU; pass 2 is sum_rows_kernel on partials
+    j0, i0 = cuda.grid(2)  # j: column (fastest: a warp reads consecutive addresses of a row), i: chunk of rows
+    sj, si = cuda.gridsize(2)
+    M, F, P = d.shape[0], d.shape[1], partials.shape[0]
+    rows = (M + P - 1) // P  # chunk i is rows i*rows ... (i+1)*rows - 1 (the last chunks may be short or empty)
+    for i in range(i0, P, si):
+        for j in range(j0, F, sj):
+            # float32, like the course's other accumulators: a chunk adds ~100 rows and pass 2 adds <= 1,024
+            # partials, so rounding grows with ~1,100 additions instead of M's 100,352 in one loop (the
+            # full-size float64 comparison is in tests/test_nn_ops.py).
+            acc = float32(0.0)
+            for r in range(i * rows, min((i + 1) * rows, M)):
+                acc += d[r, j]
+            partials[i, j] = acc
+
+
+@cuda.jit
 def relu_kernel(x, y):
     for i in range(cuda.grid(1), y.size, cuda.gridsize(1)):
-        y[i] = max(x[i], 0.0)
+        y[i] = max(x[i], float32(0.0))
 
 
 @cuda.jit
 def relu_backward_kernel(dout, y, dx):
     for i in range(cuda.grid(1), dx.size, cuda.gridsize(1)):
-        dx[i] = dout[i] if y[i] > 0.0 else 0.0
+        dx[i] = dout[i] if y[i] > float32(0.0) else float32(0.0)
 
 
 @cuda.jit
@@ -148,7 +171,7 @@ def maxpool_backward_kernel(dout, arg, dx, k, stride):
         c = (t // (H * W)) % C
         h = (t // W) % H
         w = t % W
-        acc = 0.0
+        acc = float32(0.0)
         for a in range(k):  # every window (i, j) whose tap (a, b) is this pixel
             ii = h - a
             if ii >= 0 and ii % stride == 0 and ii // stride < HO:
@@ -167,7 +190,7 @@ def softmax_xent_kernel(logits, labels, grad, losses):
         m = logits[r, 0]
         for k in range(1, K):
             m = max(m, logits[r, k])
-        s = 0.0
+        s = float32(0.0)
         for k in range(K):
             s += math.exp(logits[r, k] - m)
         y = labels[r]
@@ -175,15 +198,15 @@ def softmax_xent_kernel(logits, labels, grad, losses):
         for k in range(K):
             p = math.exp(logits[r, k] - m) / s
             if k == y:
-                p -= 1.0
-            grad[r, k] = p / N
+                p -= float32(1.0)
+            grad[r, k] = p / float32(N)  # float32(N): an int64 divisor would make the division float64
 
 
 @cuda.jit
 def adam_kernel(p, g, m, v, lr_t, b1, b2, eps_t):
     for i in range(cuda.grid(1), p.size, cuda.gridsize(1)):
-        m[i] = b1 * m[i] + (1.0 - b1) * g[i]
-        v[i] = b2 * v[i] + (1.0 - b2) * g[i] * g[i]
+        m[i] = b1 * m[i] + (float32(1.0) - b1) * g[i]  # b1, b2: float32 arguments (the launcher casts them)
+        v[i] = b2 * v[i] + (float32(1.0) - b2) * g[i] * g[i]
         p[i] -= lr_t * m[i] / (math.sqrt(v[i]) + eps_t)
 
 
@@ -213,6 +236,7 @@ PTX_SIGNATURES = [
     (col2im_kernel, f"void({F2}, {F4}, int64, int64, int64, int64, int64, int64)"),
     (add_bias_kernel, f"void({F2}, {F1})"),
     (sum_rows_kernel, f"void({F2}, {F1})"),
+    (sum_rows_partials_kernel, f"void({F2}, {F2})"),
     (maxpool_kernel, f"void({F4}, {F4}, int32[:, :, :, ::1], int64, int64)"),
     (maxpool_backward_kernel, f"void({F4}, int32[:, :, :, ::1], {F4}, int64, int64)"),
     (relu_kernel, f"void({F1}, {F1})"),

@@ -83,11 +83,14 @@ def check_dropout(p: Any, states: Any) -> None:
 
 def host_dropout(x: np.ndarray, p: Any, states: np.ndarray) -> np.ndarray:
     """The ``numpy`` backend's dropout: ``x / (1 - p)`` where the replayed draw ``u >= p``, else 0, in ``x``'s
-    dtype (float32: the kernel's arithmetic, bit for bit); ``states`` advanced as the kernel advances them."""
+    dtype (float32: the kernel's arithmetic, bit for bit; float16: that, rounded to float16, as
+    :func:`gpulab.kernels.nn_ops.dropout` does); ``states`` advanced as the kernel advances them."""
     check_dropout(p, states)
     xc = np.ascontiguousarray(x)
     if xc.size == 0:
         return xc.copy()
+    if xc.dtype == np.float16:  # as the GPU backends do (MixedPrecision): float32 arithmetic, then float16
+        return host_dropout(xc.astype(np.float32), p, states).astype(np.float16)
     keep = xoroshiro.keep_mask(states.view(xoroshiro.DTYPE), xc.size, p).reshape(xc.shape)  # advances states
     one = xc.dtype.type(1)
     kept = xc / (one - xc.dtype.type(np.float32(p)))  # float32: float32(1.0) - p, then the division, as the kernel
