@@ -4,7 +4,7 @@ Controls in two rows, an ``Output`` for the figure and an ``HTML`` for the summa
 when a control changes. Not ``ipywidgets.interactive``: a function that displays a figure from inside
 ``interactive`` can stall headless runners (nbclient, nbconvert, papermill, nbgrader) for the whole cell
 timeout with the kernel idle (lesson 10's and lesson 11's explorers did, under nbclient). Compatible
-with ipywidgets 7.7 (Colab) and 8, plotly 5 and 6.
+with ipywidgets 7.7 (Colab) and 8, plotly 5 and 6; on Colab the figure is drawn as :mod:`.figure_out` says.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as widgets
+
+from .figure_out import show as figure_out_show
 
 __all__ = ["explorer"]
 
@@ -27,9 +29,7 @@ def explorer(controls: dict[str, Any], view: Callable[[dict[str, Any]], tuple[An
     def render(_change: Any = None) -> None:
         fig, html = view({name: w.value for name, w in controls.items()})
         summary.value = html
-        figure_out.clear_output(wait=True)
-        with figure_out:
-            fig.show()
+        figure_out_show(figure_out, fig, fig.show)
 
     for w in controls.values():
         w.observe(render, names="value")

@@ -13,6 +13,7 @@ import ipywidgets as W
 
 from ..kernels._launch import ceil_div
 from ..viz.threads import launch_summary, thread_map, thread_map_2d
+from . import figure_out
 
 __all__ = ["LaunchExplorer", "LaunchExplorer2D", "launch_explorer", "launch_explorer_2d"]
 
@@ -29,9 +30,7 @@ BLOCK_2D_CHOICES = (
 def _show(out: W.Output, fig: Any) -> None:
     from IPython.display import display
 
-    out.clear_output(wait=True)
-    with out:
-        display(fig)
+    figure_out.show(out, fig, lambda: display(fig))
 
 
 class LaunchExplorer(W.VBox):

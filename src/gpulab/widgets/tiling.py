@@ -11,6 +11,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from ..kernels._launch import ceil_div
+from . import figure_out
 
 __all__ = ["SHARED_MEMORY_LIMIT", "THREADS_LIMIT", "tile_explorer", "tiling_figure", "tiling_stats"]
 
@@ -117,9 +118,8 @@ def tile_explorer(n: int = 1024, tile: int = 16) -> Any:
     def render(*_: Any) -> None:
         s = tiling_stats(n_slider.value, tile_dd.value)
         info.value = _stats_html(s)
-        with out:
-            out.clear_output(wait=True)
-            display(tiling_figure(s))
+        fig = tiling_figure(s)
+        figure_out.show(out, fig, lambda: display(fig))
 
     n_slider.observe(render, names="value")
     tile_dd.observe(render, names="value")
