@@ -260,8 +260,13 @@ def check_labels(labels: Any, n: int, classes: int) -> None:
         raise UsageError(f"labels must have shape ({n},) to match the logits, got {tuple(labels.shape)}.")
     if not np.issubdtype(np.dtype(labels.dtype), np.integer):
         raise UsageError(f"labels must be integers (class indices), got dtype {np.dtype(labels.dtype).name}.")
-    if n and (int(labels.min()) < 0 or int(labels.max()) >= classes):
+    if not n:
+        return
+    xp = array_module(labels)
+    # the least and the greatest in one transfer: on a GPU each read of a device value waits for the GPU
+    lo, hi = (int(v) for v in np.asarray(runtime.to_host(xp.stack((labels.min(), labels.max())))))
+    if lo < 0 or hi >= classes:
         raise UsageError(
-            f"labels must be class indices in [0, {classes}) for {classes} logits per row, got values "
-            f"from {int(labels.min())} to {int(labels.max())}. Check the dataset's labels."
+            f"labels must be in [0, {classes}) (class indices, {classes} logits per row), got values from {lo} to "
+            f"{hi}. Check the dataset's labels."
         )
