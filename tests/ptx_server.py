@@ -14,7 +14,9 @@ of gpulab.ptx's own child machinery) and every call while a test has replaced ``
 so the answer, the exit status and the timeout are a fresh child's.
 
 Notebooks' kernels, the grader and every other process the tests start keep compiling in fresh children: this
-shim lives only in the pytest processes.
+shim lives only in the pytest processes. ``GPULAB_FRESH_PTX=1`` turns it off (every compile in a fresh child, as
+before); ``GPULAB_PTX_SERVER_LOG=<file>`` appends, per test process, the servers started and the calls served by
+test, to see what it saves.
 """
 
 from __future__ import annotations
@@ -73,7 +75,6 @@ class _Server:
             env=env,
             text=True,
         )
-        self.calls = 0
 
     def call(self, code: str, input: str, timeout: float | None) -> dict[str, Any] | None:
         """The child script's result, or None when the server died or ran past ``timeout`` (it is then killed)."""
@@ -93,7 +94,6 @@ class _Server:
         if t.is_alive() or not answer or not answer[0]:
             self.close()
             return None
-        self.calls += 1
         return json.loads(answer[0])
 
     def close(self) -> None:
@@ -109,7 +109,8 @@ class _Shim:
         self.enabled = True
         self._servers: dict[tuple[str, tuple[tuple[str, str], ...]], _Server] = {}
         self._lock = threading.Lock()
-        self.started = self.retired_calls = 0  # servers started, calls served by servers since stopped
+        self.started = 0  # servers started
+        self.served: dict[str, int] = {}  # calls served, by test
 
     def __getattr__(self, name: str) -> Any:
         return getattr(subprocess, name)
@@ -134,16 +135,16 @@ class _Shim:
                 server = self._servers.get(key)
                 if server is None or server.proc.poll() is not None:
                     for other in self._servers.values():  # one server at a time: a test changed the environment
-                        self.retired_calls += other.calls
                         other.close()
                     self._servers.clear()
                     server = self._servers[key] = _Server(args[0], kwargs["env"])
                     self.started += 1
                 res = server.call(args[2], kwargs["input"], kwargs["timeout"])
                 if res is None:
-                    self.retired_calls += server.calls
                     del self._servers[key]
             if res is not None:
+                test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
+                self.served[test] = self.served.get(test, 0) + 1
                 return subprocess.CompletedProcess(args, res["returncode"], res["stdout"], res["stderr"])
         return subprocess.run(args, **kwargs)
 
@@ -173,7 +174,6 @@ def uninstall() -> None:
         mod.subprocess = subprocess  # type: ignore[assignment]
     log = os.environ.get("GPULAB_PTX_SERVER_LOG")
     if log:  # how many compiles the servers took from fresh children (to measure this shim's saving)
-        served = sum(server.calls for server in SHIM._servers.values()) + SHIM.retired_calls
         with open(log, "a") as fh:
-            fh.write(f"{os.getpid()} served={served} started={SHIM.started}\n")
+            fh.write(json.dumps({"pid": os.getpid(), "started": SHIM.started, "served": SHIM.served}) + "\n")
     SHIM.close()
