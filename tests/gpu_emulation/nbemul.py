@@ -54,6 +54,15 @@ SHRINK = {
         ('g["regtiled"] > g["naive"] > 0', 'g["regtiled"] > 0 < g["naive"]'),
     ],
     ("05_reductions_atomics.ipynb", 43): [("1 << 26", "1 << 12"), ("repeat=10", "repeat=2")],
+    # the histograms' timing: 8 blocks per SM of the emulated 40 launched 13 times per kernel and data set took 31 s
+    # of CPU (2026-12-03); one block (the grid-stride loop still covers every value) timed once checks the same lines
+    ("05_reductions_atomics.ipynb", 61): [
+        (
+            "grid = 8 * cuda.get_current_device().MULTIPROCESSOR_COUNT",
+            "grid = cuda.get_current_device().MULTIPROCESSOR_COUNT // 40",
+        ),
+        ("benchmark(fn, repeat=10)", "benchmark(fn, repeat=1)"),
+    ],
     ("09_train_cnn.ipynb", 18): [("assert max(speeds[1:]) > speeds[0]", "assert min(speeds) > 0")],
     ("lab09_training.ipynb", 28): [
         (
