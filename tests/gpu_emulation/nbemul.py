@@ -54,6 +54,10 @@ SHRINK = {
         ('g["regtiled"] > g["naive"] > 0', 'g["regtiled"] > 0 < g["naive"]'),
     ],
     ("05_reductions_atomics.ipynb", 43): [("1 << 26", "1 << 12"), ("repeat=10", "repeat=2")],
+    ("08_backprop.ipynb", 20): [
+        ("nb_, ni, no = 4096, 4096, 4096", "nb_, ni, no = 128, 128, 128"),
+        ("assert 1.25 < measured < 3.5", "assert measured > 0"),
+    ],
     ("09_train_cnn.ipynb", 18): [("assert max(speeds[1:]) > speeds[0]", "assert min(speeds) > 0")],
     ("lab09_training.ipynb", 28): [
         (
