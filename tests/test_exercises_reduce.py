@@ -77,6 +77,26 @@ def block_sum_no_step_sync(x, partial):
 
 
 @cuda.jit
+def block_sum_every_thread_writes_total(x, partial):
+    buf = cuda.shared.array(TPB, float32)
+    total = cuda.shared.array(1, float32)
+    tx = cuda.threadIdx.x
+    i = cuda.grid(1)
+    buf[tx] = x[i] if i < x.shape[0] else float32(0.0)
+    cuda.syncthreads()  # wait until every thread stored its element
+    s = TPB // 2
+    while s > 0:
+        if tx < s:
+            buf[tx] += buf[tx + s]
+        cuda.syncthreads()  # wait until this halving step is complete
+        s //= 2
+    total[0] = buf[0]  # a race: every thread writes total[0] (the same value, so the result is right)
+    cuda.syncthreads()  # wait until total is written
+    if tx == 0:
+        partial[cuda.blockIdx.x] = total[0]
+
+
+@cuda.jit
 def block_sum_no_load_sync(x, partial):
     buf = cuda.shared.array(TPB, float32)
     tx = cuda.threadIdx.x
@@ -115,7 +135,49 @@ def test_tree_reduction_passes():
     if gpulab.is_simulator():  # the barrier check reads the simulator's access log
         assert "every barrier reached by every thread" in str(res)
     else:
-        assert "same result with different thread schedules" in str(res)
+        assert "same result when re-run; not checked on a GPU" in str(res)
+
+
+def _gpu_mode_on_the_simulator(monkeypatch):
+    """The check's gpu-mode path (no access log, no schedule changes), run by the simulator on NumPy arrays."""
+    monkeypatch.setattr(runtime, "is_gpu", lambda: True)
+    monkeypatch.setattr(runtime, "is_simulator", lambda: False)
+    monkeypatch.setattr(runtime, "xp", lambda: np)
+    monkeypatch.setattr(runtime, "to_device", np.asarray)
+    monkeypatch.setattr(runtime, "to_host", np.asarray)
+    monkeypatch.setattr(runtime, "synchronize", lambda: None)
+
+
+@pytest.mark.skipif(gpulab.is_gpu(), reason="runs the gpu-mode path on the simulator")
+@pytest.mark.parametrize("kernel", [block_sum, block_sum_every_thread_writes_total], ids=["no race", "a race"])
+def test_in_gpu_mode_a_passing_verdict_says_races_were_not_checked(kernel, monkeypatch):
+    """On a GPU nothing logs shared-memory accesses: a racy kernel whose values come out right passes, with full
+    points, and the verdict says that races were not checked and how to check them (simulator mode)."""
+    _gpu_mode_on_the_simulator(monkeypatch)
+    res = check_block_sum(kernel)
+    assert res.passed and res.score == res.max_score, res
+    races = [c for c in res.checks if c.name == "races"]
+    assert len(races) == 1 and races[0].passed
+    assert races[0].message.startswith("same result when re-run; not checked on a GPU: unsynchronised accesses")
+    assert "GPULAB_DEVICE=simulator" in str(res) and "GPULAB_DEVICE=simulator" in res._repr_html_()
+
+
+@pytest.mark.skipif(gpulab.is_gpu(), reason="compares with the simulator's verdict")
+def test_in_simulator_mode_the_races_line_is_unchanged():
+    res = check_block_sum(block_sum)
+    (races,) = [c for c in res.checks if c.name == "races"]
+    assert races.message == (
+        "same result with different thread schedules, no unsynchronised accesses to shared memory or outputs, "
+        "every barrier reached by every thread"
+    )
+    assert "not checked" not in str(res)
+
+
+@ACCESS_LOG
+def test_a_race_that_leaves_the_values_right_fails_in_simulator_mode():
+    """The kernel that passes in gpu mode above (with the races line saying it was not checked) fails here."""
+    res = check_block_sum(block_sum_every_thread_writes_total)
+    assert not res.passed and "total[0]" in res.message + res.hint, res
 
 
 @ACCESS_LOG

@@ -102,6 +102,7 @@ def _patch_numba() -> None:
         "id": 0,
         "MULTIPROCESSOR_COUNT": 40,
         "MAX_THREADS_PER_BLOCK": 1024,
+        "MAX_THREADS_PER_MULTI_PROCESSOR": 1024,
         "ASYNC_ENGINE_COUNT": 3,
         "WARP_SIZE": 32,
         "MAX_SHARED_MEMORY_PER_BLOCK": 49152,
