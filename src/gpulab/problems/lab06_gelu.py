@@ -235,9 +235,9 @@ def _copies_hint(h2d: int, d2h: int, nbytes: int) -> str:
         why = f"{d2h:,} bytes came device -> host: a .copy_to_host() (or np.asarray) of x_d or of a result"
     return (
         f"{why}. Call the ufuncs on the device array itself, `return gelu(x_d), gelu_grad(x_d)`: given a device "
-        f"array, a GPU ufunc returns a device array and copies nothing. Each copy crosses PCIe (31.5 GB/s per "
-        f"direction for PCIe 4.0 x16), 10 to 150 times slower than the GPU's memory (320 GB/s on a T4 to 4.8 TB/s "
-        f"on an H200; spec sheets): here {nbytes:,} bytes "
+        f"array, a GPU ufunc returns a device array and copies nothing. Each copy crosses PCIe, about 20 to 80 times "
+        f"slower than the GPU's own memory (spec sheets, per direction: a T4's PCIe 3.0 x16 15.8 GB/s against 320 "
+        f"GB/s, an H200's PCIe 5.0 x16 63 GB/s against 4.8 TB/s): here {nbytes:,} bytes "
         "for an element-wise layer that should move none."
     )
 
