@@ -66,13 +66,14 @@ def _in_fresh_module() -> bool:
 
 
 class _Server:
-    def __init__(self, executable: str, env: dict[str, str]) -> None:
+    def __init__(self, executable: str, env: dict[str, str], cwd: str) -> None:
         self.proc = subprocess.Popen(
             [executable, "-c", _SERVER],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env=env,
+            cwd=cwd,  # a fresh child would start in the test's current folder (and import from it)
             text=True,
         )
 
@@ -107,7 +108,7 @@ class _Shim:
 
     def __init__(self) -> None:
         self.enabled = True
-        self._servers: dict[tuple[str, tuple[tuple[str, str], ...]], _Server] = {}
+        self._servers: dict[tuple[str, str, tuple[tuple[str, str], ...]], _Server] = {}
         self._lock = threading.Lock()
         self.started = 0  # servers started
         self.served: dict[str, int] = {}  # calls served, by test
@@ -130,14 +131,15 @@ class _Shim:
         )
         if ok:
             # pytest sets PYTEST_CURRENT_TEST for each test; the child scripts do not read it
-            key = (args[0], tuple(sorted((k, v) for k, v in kwargs["env"].items() if k != "PYTEST_CURRENT_TEST")))
+            env = tuple(sorted((k, v) for k, v in kwargs["env"].items() if k != "PYTEST_CURRENT_TEST"))
+            key = (args[0], os.getcwd(), env)  # a test that changed folder gets a server started there
             with self._lock:
                 server = self._servers.get(key)
                 if server is None or server.proc.poll() is not None:
                     for other in self._servers.values():  # one server at a time: a test changed the environment
                         other.close()
                     self._servers.clear()
-                    server = self._servers[key] = _Server(args[0], kwargs["env"])
+                    server = self._servers[key] = _Server(args[0], kwargs["env"], key[1])
                     self.started += 1
                 res = server.call(args[2], kwargs["input"], kwargs["timeout"])
                 if res is None:

@@ -59,3 +59,18 @@ def test_the_zone_is_the_old_64_elements_at_least_and_bounded():
     # the old fixed zone was too short for a 256-thread block on 7 elements (lab 01's add at gpu sizes)
     grid, block = grid_for((7,), (256,))
     assert _last_reached((7,), grid, block) >= 7 + 64
+
+
+def test_the_zone_is_checked_where_it_lies():
+    """The zone is compared with its fill by its own array module (on a GPU one value comes back, not 16 MB)."""
+    from gpulab.exercises.run import _guard_untouched
+
+    nan_zone = np.full(2048, np.nan, np.float32)
+    assert _guard_untouched(nan_zone, float("nan"))
+    nan_zone[1500] = 0.0  # a thread past the end wrote a 0
+    assert not _guard_untouched(nan_zone, float("nan"))
+    ints = np.full(1023, -7, np.int32)
+    assert _guard_untouched(ints, -7)
+    ints[-1] = 3
+    assert not _guard_untouched(ints, -7)
+    assert not _guard_untouched(np.zeros(4, np.int32), float("nan"))  # an int zone cannot hold NaN: written

@@ -136,3 +136,16 @@ def test_in_a_browser_plotlys_html_fails_as_on_colab_and_gpulabs_draws():
         page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length == 3", timeout=20_000)
         assert errors == []
         assert page.locator(".gtitle").all_text_contents() == ["one", "two", "three"]
+        # a figure replaced before plotly.js arrived (a slider moved: clear_output) does not stop the next one
+        page.set_content("<html><head></head><body></body></html>")
+        page.evaluate(INSERT_LIKE_A_FRONTEND, figure_out.colab_html(_fig("gone")))
+        page.evaluate("() => document.body.firstElementChild.remove()")
+        page.evaluate(INSERT_LIKE_A_FRONTEND, figure_out.colab_html(_fig("kept")))
+        page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .main-svg').length == 1")
+        assert page.locator(".gtitle").all_text_contents() == ["kept"] and errors == []
+        # no network to plotly's CDN: the figure's place says so instead of staying blank
+        page.unroute("https://cdn.plot.ly/**")
+        page.route("https://cdn.plot.ly/**", lambda route: route.abort())
+        page.set_content("<html><head></head><body></body></html>")
+        page.evaluate(INSERT_LIKE_A_FRONTEND, figure_out.colab_html(_fig("offline")))
+        page.wait_for_function("() => document.body.textContent.includes('plotly.js could not be loaded')")

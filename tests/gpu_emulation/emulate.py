@@ -102,11 +102,12 @@ def _patch_numba() -> None:
         "id": 0,
         "MULTIPROCESSOR_COUNT": 40,
         "MAX_THREADS_PER_BLOCK": 1024,
-        "MAX_THREADS_PER_MULTI_PROCESSOR": 1024,
+        "MAX_THREADS_PER_MULTIPROCESSOR": 1024,
         "ASYNC_ENGINE_COUNT": 3,
         "WARP_SIZE": 32,
         "MAX_SHARED_MEMORY_PER_BLOCK": 49152,
     }
+    _check_attribute_names(t4)
     for key, value in t4.items():  # a T4's (Colab's GPU); name is bytes, as older numba-cuda returns it
         if not hasattr(devices.FakeCUDADevice, key):
             setattr(devices.FakeCUDADevice, key, value)
@@ -121,6 +122,20 @@ def _patch_numba() -> None:
 
     event_cls.record, event_cls.elapsed_time = record, elapsed_time
     cuda.event_elapsed_time = lambda start, end: start.elapsed_time(end)
+
+
+def _check_attribute_names(attrs: dict[str, Any]) -> None:
+    """Every device attribute the emulated T4 answers must be one a real device answers: numba-cuda (0.22 and 0.30)
+    reads ``dev.X`` as ``cuda.bindings.driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_X``, so a misspelt name raises
+    AttributeError on a GPU (lesson 02 once read MAX_THREADS_PER_MULTI_PROCESSOR, which the stand-in answered)."""
+    try:
+        from cuda.bindings import driver
+    except ImportError:  # no CUDA bindings installed: nothing to check against
+        return
+    known = {n.removeprefix("CU_DEVICE_ATTRIBUTE_") for n in dir(driver.CUdevice_attribute)}
+    wrong = sorted(k for k in attrs if k not in ("name", "id") and k not in known)
+    if wrong:
+        raise AssertionError(f"the emulated device answers attributes no real device has: {wrong}")
 
 
 def activate() -> None:

@@ -38,6 +38,7 @@ def colab_html(fig: Any) -> str:
 (function () {{
   var fig = {spec};
   function draw() {{
+    if (!document.getElementById("{div}")) {{ return; }}  // replaced meanwhile (a slider moved): nothing to draw
     Plotly.newPlot("{div}", fig.data, fig.layout || {{}}, {{responsive: true}});
   }}
   if (window.Plotly) {{ draw(); return; }}
@@ -49,7 +50,15 @@ def colab_html(fig: Any) -> str:
   s.onload = function () {{
     var todo = window.__gpulabPlotlyWaiting;
     window.__gpulabPlotlyWaiting = [];
-    todo.forEach(function (f) {{ f(); }});
+    todo.forEach(function (f) {{ try {{ f(); }} catch (e) {{ console.warn("gpulab figure:", e); }} }});
+  }};
+  s.onerror = function () {{
+    window.__gpulabPlotlyWaiting = [];
+    var box = document.getElementById("{div}");
+    if (box) {{
+      box.textContent = "No figure: plotly.js could not be loaded from " + s.src + " (is the internet reachable " +
+        "from this browser?). The numbers above and below do not depend on it.";
+    }}
   }};
   document.head.appendChild(s);
 }})();
