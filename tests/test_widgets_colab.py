@@ -94,6 +94,12 @@ INSERT_LIKE_A_FRONTEND = """(html) => {
   }
 }"""
 
+# the number of figures plotly has drawn (each holds several .main-svg layers)
+DRAWN = (
+    "(n) => Array.from(document.querySelectorAll('.js-plotly-plot')).filter(p => p.querySelector('.main-svg')).length"
+    " == n"
+)
+
 
 @pytest.mark.browser
 def test_in_a_browser_plotlys_html_fails_as_on_colab_and_gpulabs_draws():
@@ -114,38 +120,43 @@ def test_in_a_browser_plotlys_html_fails_as_on_colab_and_gpulabs_draws():
             pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
         ) as browser,
     ):
-        page = browser.new_page()
         errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.route("https://cdn.plot.ly/**", lambda route: route.fulfill(body=js, content_type="text/javascript"))
-        page.set_content("<html><head></head><body></body></html>")
+
+        def fresh(cdn: bool = True):  # a new page (no plotly.js loaded yet); plotly's CDN served from the package
+            page = browser.new_page()
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            if cdn:
+                page.route("https://cdn.plot.ly/**", lambda r: r.fulfill(body=js, content_type="text/javascript"))
+            else:
+                page.route("https://cdn.plot.ly/**", lambda r: r.abort())
+            page.set_content("<html><head></head><body></body></html>")
+            assert page.evaluate("() => typeof window.Plotly") == "undefined"
+            return page
+
         # plotly's own HTML (as its renderers make it, plotly.js from the CDN): the drawing script runs first
+        page = fresh()
         page.evaluate(INSERT_LIKE_A_FRONTEND, _fig().to_html(include_plotlyjs="cdn", full_html=False))
         page.wait_for_function("() => window.Plotly !== undefined", timeout=20_000)
         assert any("Plotly is not defined" in e for e in errors), errors
         assert page.locator(".js-plotly-plot").count() == 0
-        # gpulab's, in a fresh page: two figures inserted while plotly.js loads, then one after; all three drawn
-        page.set_content("<html><head></head><body></body></html>")
+        # gpulab's: two figures inserted while plotly.js loads, then one after it has; all three drawn
         errors.clear()
+        page = fresh()
         page.evaluate(INSERT_LIKE_A_FRONTEND, figure_out.colab_html(_fig("one")))
         page.evaluate(INSERT_LIKE_A_FRONTEND, figure_out.colab_html(_fig("two")))
-        page.wait_for_function(
-            "() => document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2", timeout=20_000
-        )
+        page.wait_for_function(DRAWN, arg=2, timeout=20_000)
         page.evaluate(INSERT_LIKE_A_FRONTEND, figure_out.colab_html(_fig("three")))
-        page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length == 3", timeout=20_000)
+        page.wait_for_function(DRAWN, arg=3, timeout=20_000)
         assert errors == []
         assert page.locator(".gtitle").all_text_contents() == ["one", "two", "three"]
         # a figure replaced before plotly.js arrived (a slider moved: clear_output) does not stop the next one
-        page.set_content("<html><head></head><body></body></html>")
+        page = fresh()
         page.evaluate(INSERT_LIKE_A_FRONTEND, figure_out.colab_html(_fig("gone")))
         page.evaluate("() => document.body.firstElementChild.remove()")
         page.evaluate(INSERT_LIKE_A_FRONTEND, figure_out.colab_html(_fig("kept")))
-        page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .main-svg').length == 1")
+        page.wait_for_function(DRAWN, arg=1, timeout=20_000)
         assert page.locator(".gtitle").all_text_contents() == ["kept"] and errors == []
         # no network to plotly's CDN: the figure's place says so instead of staying blank
-        page.unroute("https://cdn.plot.ly/**")
-        page.route("https://cdn.plot.ly/**", lambda route: route.abort())
-        page.set_content("<html><head></head><body></body></html>")
+        page = fresh(cdn=False)
         page.evaluate(INSERT_LIKE_A_FRONTEND, figure_out.colab_html(_fig("offline")))
         page.wait_for_function("() => document.body.textContent.includes('plotly.js could not be loaded')")
