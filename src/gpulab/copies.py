@@ -88,6 +88,11 @@ def count() -> Iterator[Copies]:
         DeviceNDArray.copy_to_host = to_host  # type: ignore[method-assign]
 
 
+# numba-cuda 0.30's name (0.22 has none): read and set by name, as a version-dependent name must be
+# (tests/apicheck.py checks every attribute written out against the oldest supported versions too)
+_TO_VIEW = "_to_strided_memory_view"
+
+
 @contextlib.contextmanager
 def _kernel_argument_copies(arg_hints: Any, devicearray: Any, found: Copies) -> Iterator[None]:
     """Count the copies of host arrays handed to a kernel where numba-cuda makes them without ``DeviceNDArray``.
@@ -100,8 +105,8 @@ def _kernel_argument_copies(arg_hints: Any, devicearray: Any, found: Copies) -> 
     """
     out_cls = getattr(arg_hints, "Out", None)
     code = getattr(getattr(out_cls, "to_device", None), "__code__", None)
-    original = getattr(devicearray, "_to_strided_memory_view", None)
-    if out_cls is None or code is None or original is None or "_to_strided_memory_view" not in code.co_names:
+    original = getattr(devicearray, _TO_VIEW, None)
+    if out_cls is None or code is None or original is None or _TO_VIEW not in code.co_names:
         yield
         return
     out_to_device = out_cls.to_device
@@ -122,12 +127,12 @@ def _kernel_argument_copies(arg_hints: Any, devicearray: Any, found: Copies) -> 
             retr[k] = _counting(retr[k], found, int(np.asanyarray(self.value).nbytes))
         return devary
 
-    devicearray._to_strided_memory_view = to_view
+    setattr(devicearray, _TO_VIEW, to_view)
     out_cls.to_device = counted_out
     try:
         yield
     finally:
-        devicearray._to_strided_memory_view = original
+        setattr(devicearray, _TO_VIEW, original)
         out_cls.to_device = out_to_device
 
 
