@@ -10,6 +10,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .. import runtime
+
 __all__ = [
     "Changed",
     "close",
@@ -105,11 +107,13 @@ def fills(exp: np.ndarray, out_init: Any) -> tuple[Any, ...]:
     return (0, 1)
 
 
-def unwritten(got: np.ndarray, fill: Any) -> np.ndarray:
-    """Elements of ``got`` still equal to ``fill``."""
+def unwritten(got: Any, fill: Any) -> Any:
+    """Elements of ``got`` still equal to ``fill``, by ``got``'s own array module (NumPy, or CuPy for a guard zone
+    checked on the GPU)."""
+    xp = runtime.array_module(got)
     if isinstance(fill, float) and math.isnan(fill):
-        return np.isnan(got) if np.issubdtype(got.dtype, np.inexact) else np.zeros(got.shape, bool)
-    return np.asarray(got == fill)
+        return xp.isnan(got) if np.issubdtype(got.dtype, np.inexact) else xp.zeros(got.shape, bool)
+    return xp.asarray(got == fill)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@ that unwritten elements show, a deadline, and stopping stuck simulator threads."
 
 from __future__ import annotations
 
-import math
 import sys
 import threading
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from .. import runtime, simulator
 from ..simulator.blocks import reversed_order
 from ..kernels._launch import ceil_div
 from ..source import py_func
-from .compare import Changed, fills, first_change
+from .compare import Changed, fills, first_change, unwritten
 from .frames import origin, source_line
 from .problem import Case, Dim, Problem
 
@@ -116,10 +115,7 @@ def fresh_input(x: np.ndarray) -> Any:
 def _guard_untouched(tail: Any, fill: Any) -> bool:
     """Whether every element of a guard zone still holds ``fill``, computed by the zone's own array module (on the
     GPU in gpu mode: one value comes back, not the zone)."""
-    xp = runtime.array_module(tail)
-    if isinstance(fill, float) and math.isnan(fill):
-        return bool(xp.isnan(tail).all()) if np.issubdtype(tail.dtype, np.inexact) else False
-    return bool((tail == fill).all())
+    return bool(unwritten(tail, fill).all())
 
 
 def run_with_deadline(fn: Callable[[], Any], timeout: float) -> Any:

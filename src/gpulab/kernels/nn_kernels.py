@@ -123,7 +123,7 @@ def sum_rows_partials_kernel(d, partials):  # pass 1 of sum_rows on a GPU; pass 
         for j in range(j0, F, sj):
             # float32, like the course's other accumulators: a chunk adds ~100 rows and pass 2 adds <= 1,024
             # partials, so rounding grows with ~1,100 additions instead of M's 100,352 in one loop (the
-            # full-size float64 comparison is in tests/test_nn_ops.py).
+            # full-size float64 comparison is in tests/test_nn_sum_rows.py).
             acc = float32(0.0)
             for r in range(i * rows, min((i + 1) * rows, M)):
                 acc += d[r, j]
