@@ -65,14 +65,16 @@ def colab_html(fig: Any) -> str:
 </script>"""
 
 
-def show(out: Any, fig: Any, display_fig: Callable[[], None]) -> None:
+def show(out: Any, fig: Any, display_fig: Callable[[], None] | None = None) -> None:
     """Replace what ``out`` (an ``ipywidgets.Output``) shows with ``fig``: by ``display_fig()`` (the caller's own
-    call, e.g. ``fig.show()``), or on Colab as :func:`colab_html`."""
+    call, e.g. ``fig.show()``; default ``display(fig)``), or on Colab as :func:`colab_html`."""
+    from IPython.display import HTML, display
+
     out.clear_output(wait=True)
     with out:
         if on_colab():
-            from IPython.display import HTML, display
-
             display(HTML(colab_html(fig)))
-        else:
+        elif display_fig is not None:
             display_fig()
+        else:
+            display(fig)

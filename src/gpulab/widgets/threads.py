@@ -27,12 +27,6 @@ BLOCK_2D_CHOICES = (
 )
 
 
-def _show(out: W.Output, fig: Any) -> None:
-    from IPython.display import display
-
-    figure_out.show(out, fig, lambda: display(fig))
-
-
 class LaunchExplorer(W.VBox):
     """1-D launch: sliders for ``n`` and threads per block; the summary and thread map follow.
 
@@ -61,7 +55,7 @@ class LaunchExplorer(W.VBox):
             "touching memory past the end."
         )
         self.figure = thread_map(s["n"], s["threads_per_block"])
-        _show(self.out, self.figure)
+        figure_out.show(self.out, self.figure)
 
 
 class LaunchExplorer2D(W.VBox):
@@ -98,7 +92,7 @@ class LaunchExplorer2D(W.VBox):
             f"{threads} threads, <b>{threads - rows * cols} idle</b>."
         )
         self.figure = thread_map_2d((rows, cols), (tx, ty))
-        _show(self.out, self.figure)
+        figure_out.show(self.out, self.figure)
 
 
 def launch_explorer(n: int = 100, threads_per_block: int = 32) -> LaunchExplorer:

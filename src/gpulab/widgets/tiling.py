@@ -105,7 +105,6 @@ def _stats_html(s: dict[str, Any]) -> str:
 def tile_explorer(n: int = 1024, tile: int = 16) -> Any:
     """An explorer: choose the matrix size n and TILE, see loads, shared memory, blocks and limits."""
     import ipywidgets as W
-    from IPython.display import display
 
     if tile not in TILE_CHOICES:
         raise ValueError(f"tile must be one of {TILE_CHOICES}, got {tile}.")
@@ -118,8 +117,7 @@ def tile_explorer(n: int = 1024, tile: int = 16) -> Any:
     def render(*_: Any) -> None:
         s = tiling_stats(n_slider.value, tile_dd.value)
         info.value = _stats_html(s)
-        fig = tiling_figure(s)
-        figure_out.show(out, fig, lambda: display(fig))
+        figure_out.show(out, tiling_figure(s))
 
     n_slider.observe(render, names="value")
     tile_dd.observe(render, names="value")
