@@ -9,7 +9,7 @@ again as its check runs it into outputs pre-filled with NaN, gives the course ke
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,11 +17,48 @@ import numpy as np
 from . import runtime
 from .errors import GpulabError
 
-__all__ = ["CapstoneError", "dropout_draws", "finite", "same_as_course", "shape"]
+__all__ = [
+    "CapstoneError",
+    "Held",
+    "all_finite",
+    "draws_match",
+    "dropout_draws",
+    "dropout_failed",
+    "finite",
+    "not_finite",
+    "same_as_course",
+    "shape",
+]
 
 
 class CapstoneError(GpulabError):
     """A learner op is missing, failed its check, or produced NaN/inf during training."""
+
+
+class Held:
+    """Checks computed on the GPU and not read yet (each a 0-d flag, True where the output passed), read together
+    in one transfer: reading each at once would make the host wait for the GPU after every op."""
+
+    LIMIT = 64  # held at most before they are read anyway (a loop that never updates, e.g. evaluation batches)
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, Any, Callable[[], None]]] = []  # (op, flag, what raises when it is down)
+
+    def add(self, op: str, flag: Any, fail: Callable[[], None]) -> bool:
+        """Hold ``op``'s check; True when the limit is reached (read them now)."""
+        self.items.append((op, flag, fail))
+        return len(self.items) >= self.LIMIT
+
+    def read(self) -> None:
+        """Read every held flag and raise for the first op, in the order they were held, whose output failed."""
+        held, self.items = self.items, []
+        if not held:
+            return
+        xp = runtime.array_module(held[0][1])
+        ok = runtime.to_host(xp.stack([flag for _, flag, _ in held]))
+        for (_, _, fail), good in zip(held, ok.tolist()):
+            if not good:
+                fail()
 
 
 def shape(a: Any) -> tuple[int, ...]:
@@ -29,15 +66,32 @@ def shape(a: Any) -> tuple[int, ...]:
     return tuple(int(s) for s in a.shape)
 
 
+def not_finite(op: str) -> CapstoneError:
+    """The error for ``op`` whose output held NaN or inf."""
+    return CapstoneError(
+        f"op {op!r}: your kernel produced NaN or inf during training (its check passed on small "
+        "random inputs). Look for a read past the end of an array, a missing bounds check in the "
+        f"grid-stride loop, or an accumulator that is not reset; re-run Capstone.register({op!r}, ...)."
+    )
+
+
 def finite(op: str, *arrays: Any) -> None:
     """Raise naming ``op`` when one of ``arrays`` (its outputs) holds NaN or inf."""
-    for a in arrays:
-        if not bool(runtime.array_module(a).isfinite(a).all()):
-            raise CapstoneError(
-                f"op {op!r}: your kernel produced NaN or inf during training (its check passed on small "
-                "random inputs). Look for a read past the end of an array, a missing bounds check in the "
-                f"grid-stride loop, or an accumulator that is not reset; re-run Capstone.register({op!r}, ...)."
-            )
+    if not all(bool(ok) for ok in all_finite(*arrays)):
+        raise not_finite(op)
+
+
+def all_finite(*arrays: Any) -> list[Any]:
+    """Per array, whether every element is finite: a 0-d array of the arrays' own module (on a GPU it stays there,
+    read later with the other checks of the step: :class:`gpulab.capstone_ops.LearnerOps`)."""
+    return [runtime.array_module(a).isfinite(a).all() for a in arrays]
+
+
+def draws_match(y: Any, ref: Any) -> Any:
+    """Whether ``y`` is ``ref`` to float32 rounding (NaN where ``ref`` has NaN): the test of :func:`dropout_draws`,
+    as a 0-d array of their module."""
+    xp = runtime.array_module(y)
+    return xp.isclose(y, ref.reshape(y.shape), rtol=1e-6, atol=0, equal_nan=True).all()
 
 
 def same_as_course(op: str, inputs: str, names: Sequence[str], outs: Sequence[Any], course: Sequence[Any]) -> None:
@@ -89,4 +143,14 @@ def dropout_draws(op: str, out: str, inp: str, x: Any, p: float, y: Any, ref: An
         f"{g[where]:.6g}, the draws give {e[where]:.6g} ({int(wrong.sum())} of {wrong.size} elements "
         f"wrong); {why}. Fix the kernel, then re-run Capstone.register({op!r}, "
         "...) (its check names the mistake)."
+    )
+
+
+def dropout_failed(op: str, out: str, inp: str) -> CapstoneError:
+    """The error for a dropout op whose output failed the training check on a GPU when, read later with the step's
+    other checks, its arrays no longer show the wrong element."""
+    return CapstoneError(
+        f"op {op!r} failed the training check '{out}[i] is 0 where the draw u < p (dropped), else {inp}[i] / "
+        "(1 - p) (kept)' during a training step (its arrays changed before the check was read, so the wrong "
+        f"element cannot be shown). Re-run Capstone.register({op!r}, ...): its check names the mistake."
     )

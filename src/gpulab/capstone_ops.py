@@ -7,6 +7,13 @@ simulator mode each learner op runs under a deadline (:mod:`gpulab.capstone_dead
 or crawls at training's sizes stops training with a message instead of stalling it. What an output is held to
 (and the messages) is :mod:`gpulab.capstone_guard`; this module runs the ops and the course kernels it compares
 them with. :class:`gpulab.capstone.Capstone` builds it (``cap.ops()``).
+
+On a GPU, reading a check's answer makes the host wait for the GPU: one wait per learner op (about 35 a step)
+would cost a large share of a step. So there each output's check is computed on the GPU where the op left it (a
+0-d flag) and the flags are read together, once when the step turns from computing gradients to updating weights
+(before any weight changes: a NaN gradient never reaches them) and once when it turns back (the update's own
+outputs), plus at the end of each epoch (:meth:`LearnerOps.finish`). The first op in launch order whose flag is
+down is the one named, as with checks read at once; NumPy outputs (simulator mode) are still checked at once.
 """
 
 from __future__ import annotations
@@ -32,25 +39,35 @@ __all__ = ["CapstoneError", "LearnerOps"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+# The ops that update weights in place: the checks of the step so far are read before the first of them runs.
+UPDATES = ("adam_update", "sgd_update")
+
+
 def _quiet(op: str) -> Callable[[F], F]:
     """A :class:`LearnerOps` method for ``op`` whose learner kernel's ``print`` output is kept aside: training
     launches it every step, so only the first step that prints shows a few of its lines (``LearnerOps.printed``).
-    In simulator mode it runs under a deadline (:meth:`LearnerOps._deadline`)."""
+    In simulator mode it runs under a deadline (:meth:`LearnerOps._deadline`). Every op, yours or the course's,
+    first reads the flags of the checks that wait on a GPU when the step turns to or from updating weights."""
 
     def wrap(method: F) -> F:
         @functools.wraps(method)
         def run(self: LearnerOps, *args: Any, **kw: Any) -> Any:
-            if op not in self.kernels:
-                return method(self, *args, **kw)
-            out = None
             try:
-                # fd=False: on a GPU, keeping CUDA printf aside means synchronising after every op of every step
-                # (~0.3 ms each, measured with a no-op sync); training stays asynchronous, so a printing kernel's
-                # lines reach the notebook as usual there (its check, before training, kept them aside).
-                with captured(fd=False) as out:
-                    return self._deadline(op, method, args, kw)
-            finally:
-                self._printed(op, out)
+                self._turn(op in UPDATES)
+                if op not in self.kernels:
+                    return method(self, *args, **kw)
+                out = None
+                try:
+                    # fd=False: on a GPU, keeping CUDA printf aside means synchronising after every op of every step
+                    # (~0.3 ms each, measured with a no-op sync); training stays asynchronous, so a printing
+                    # kernel's lines reach the notebook as usual there (its check, before training, kept them aside).
+                    with captured(fd=False) as out:
+                        return self._deadline(op, method, args, kw)
+                finally:
+                    self._printed(op, out)
+            except BaseException:
+                self._held.items.clear()  # the step stopped here: its held checks would name a step nobody finishes
+                raise
 
         return run  # type: ignore[return-value]
 
@@ -86,6 +103,8 @@ class LearnerOps(KernelOps):
         self.calls: dict[str, int] = {}
         self.printed: dict[str, int] = {}  # op -> lines its kernel printed (kept aside) during training
         self._course: KernelOps | None = None
+        self._held = capstone_guard.Held()  # gpu mode: the checks computed on the GPU, not read yet
+        self._updating = False
 
     def _kernel(self, op: str) -> Any:
         kern = super()._kernel(op)
@@ -155,8 +174,34 @@ class LearnerOps(KernelOps):
         return self._course
 
     def _finite(self, op: str, *arrays: Any) -> None:
-        if self.guard and op in self.kernels:
+        if not self.guard or op not in self.kernels:
+            return
+        if all(isinstance(a, np.ndarray) for a in arrays):  # on the host: checked at once, nothing to wait for
             capstone_guard.finite(op, *arrays)
+            return
+
+        def fail() -> None:
+            raise capstone_guard.not_finite(op)
+
+        for flag in capstone_guard.all_finite(*arrays):
+            self._defer(op, flag, fail)
+
+    def _defer(self, op: str, flag: Any, fail: Callable[[], None]) -> None:
+        """Hold ``op``'s check (``flag``: a 0-d device array, True when the output passed) until the next read."""
+        if self._held.add(op, flag, fail):
+            self.finish()
+
+    def _turn(self, updating: bool) -> None:
+        """Read the held checks when the step turns from computing to updating weights, or back."""
+        if updating != self._updating:
+            self._updating = updating
+            self.finish()
+
+    def finish(self) -> None:
+        """Read every check still held on the GPU, in one transfer, and raise for the first op (in launch order)
+        whose output failed; nothing to do where outputs are checked at once (NumPy). The training loop calls it
+        at the end of each epoch (:meth:`gpulab.nn.ops.Ops.finish`)."""
+        self._held.read()
 
     def _same(self, op: str, inputs: str, args: tuple, mine: tuple, course: Any) -> None:
         """With ``verify``: run your ``op`` kernel again, as its check does, into outputs pre-filled with NaN
@@ -308,6 +353,10 @@ class LearnerOps(KernelOps):
             args = (p0, g, m0, v0, np.float32(lr_t), np.float32(b1), np.float32(b2), np.float32(eps_t))
             self._same("adam_update", f"p {_shape(p)}", args, tuple((a.shape, a.dtype) for a in before), course)
 
+    @_quiet("sgd_update")
+    def sgd_update(self, p: Any, g: Any, v: Any, lr: float, momentum: float, weight_decay: float) -> None:
+        super().sgd_update(p, g, v, lr, momentum, weight_decay)  # no learner kernel: only the turn to updating
+
     @_quiet("dropout_forward")
     def dropout_forward(self, x: Any, p: float, states: Any) -> Any:
         return self._dropout("dropout_forward", "y", "x", x, p, states, super().dropout_forward)
@@ -337,14 +386,20 @@ class LearnerOps(KernelOps):
 
     def _dropout_check(self, op: str, out: str, inp: str, x: Any, p: float, before: Any, y: Any) -> None:
         """Raise naming ``op`` unless ``y`` is the inverted dropout of ``x`` with the mask of the states ``before``
-        (the host replay on NumPy arrays, the course kernel on CuPy ones), to float32 rounding."""
+        (the host replay on NumPy arrays, at once; the course kernel on CuPy ones, held with the step's checks)."""
         if isinstance(y, np.ndarray):
             from .nn.dropout import host_dropout
 
             ref = host_dropout(np.asarray(x), p, before.copy())
-        else:
-            ref = getattr(self.course(), op)(x, p, before.copy())
-        capstone_guard.dropout_draws(op, out, inp, x, p, y, ref)
+            capstone_guard.dropout_draws(op, out, inp, x, p, y, ref)
+            return
+        ref = getattr(self.course(), op)(x, p, before.copy())
+
+        def fail() -> None:
+            capstone_guard.dropout_draws(op, out, inp, x, p, y, ref)  # raises, naming the first wrong element
+            raise capstone_guard.dropout_failed(op, out, inp)  # its arrays changed since: no element to show
+
+        self._defer(op, capstone_guard.draws_match(y, ref), fail)
 
 
 def _contig(a: Any) -> Any:

@@ -90,6 +90,7 @@ def predict(model: nn.Sequential, x: Any, *, batch_size: int = 256) -> Any:
         outs = [
             model.forward(to_backend(x[s : s + batch_size], model.backend)) for s in range(0, x.shape[0], batch_size)
         ]
+        model.ops.finish()  # checks a backend held back (the capstone's, on a GPU) are read before logits are used
     finally:
         model.train(was)
     xp = runtime.array_module(*outs) if outs else np
@@ -288,6 +289,7 @@ def _train_epoch(
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
         runtime.synchronize()
+        model.ops.finish()  # checks a backend held back (the capstone's, on a GPU): the epoch's last ones
     except BaseException as e:
         if rng.bit_generator.state != before:  # its shuffle was drawn: the epoch has started
             model.fit_state.epoch = epoch

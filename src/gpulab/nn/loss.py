@@ -29,6 +29,7 @@ class SoftmaxCrossEntropy(Module):
         # the op checks the labels' range (every backend: nn.ops.check_labels, one read from the device)
         loss, self.grad = self.ops.softmax_xent(logits, xp.asarray(labels).astype(np.int64, copy=False))
         if not np.isfinite(loss):
+            self.ops.finish()  # a check a backend held back names the op that made it (the capstone's, on a GPU)
             raise FloatingPointError(
                 f"the loss is {loss}: the logits contain NaN or inf. Check the input data for NaNs and "
                 "lower the learning rate."

@@ -170,6 +170,12 @@ class Ops(abc.ABC):
             for i: u = the forward's draw for element i;  dx[i] = dout[i] / (1 - p) if u >= p else 0
         """
 
+    def finish(self) -> None:
+        """Raise what checks this backend holds back found: the training loop calls it after each epoch and
+        ``predict`` after its batches. The backends here check at once (nothing held); the capstone's
+        :class:`gpulab.capstone_ops.LearnerOps` holds its checks on a GPU and reads them here too."""
+        return None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
 

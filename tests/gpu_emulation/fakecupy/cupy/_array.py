@@ -37,6 +37,15 @@ IMPLICIT = (
 )
 
 
+# Reads of device memory by the host (``get``, ``item``, ``float()``, ``bool()``, ...): each is a wait for the GPU on
+# a real one (CuPy copies device to host on the current stream and synchronises). Tests count them: ``_reads[0]``.
+_reads = [0]
+
+
+def _read() -> None:
+    _reads[0] += 1
+
+
 class NotEmulated(NotImplementedError):
     """A CuPy feature the emulation cannot run (CUDA C source, ...): reported as NOT EMULATED, never as passed."""
 
@@ -213,6 +222,7 @@ class ndarray:  # noqa: N801 - CuPy's name
         raise TypeError(IMPLICIT)
 
     def get(self, stream: Any = None, order: str = "C", out: Any = None, blocking: bool = True) -> np.ndarray:
+        _read()
         if out is not None:
             if not isinstance(out, np.ndarray):
                 raise TypeError("Only numpy.ndarray can be obtained from cupy.ndarray")
@@ -230,9 +240,11 @@ class ndarray:  # noqa: N801 - CuPy's name
         self._a[...] = arr
 
     def tolist(self) -> Any:
+        _read()
         return self._a.tolist()
 
     def item(self) -> Any:  # core.pyx: cpdef item(self), no index argument
+        _read()
         if self._a.size != 1:
             raise ValueError("can only convert an array of size 1 to a Python scalar")
         return self._a.item()
@@ -274,15 +286,19 @@ class ndarray:  # noqa: N801 - CuPy's name
         return self._a.tobytes(order)
 
     def __float__(self) -> float:
+        _read()
         return float(self._a)
 
     def __int__(self) -> int:
+        _read()
         return int(self._a)
 
     def __complex__(self) -> complex:
+        _read()
         return complex(self._a)
 
     def __bool__(self) -> bool:
+        _read()
         return bool(self._a)
 
     def __len__(self) -> int:

@@ -1,0 +1,153 @@
+"""The capstone's guard in gpu mode (emulated: tests/gpu_emulation/emulate.py): checks held on the device.
+
+On a GPU every read of a check's answer is a wait for the GPU. :class:`gpulab.capstone_ops.LearnerOps` holds each
+learner op's check as a 0-d flag on the device and reads them together when the step turns to updating weights and
+back, and at the end of an epoch. Here the emulated CuPy counts the host's reads of device memory
+(``cupy._array._reads``), and wrong kernels show that the op named is still the first one that went wrong, before
+any weight changes. Collected only by tests/test_gpu_emulated.py (emulated gpu mode, in a subprocess).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+import gpulab
+from gpulab import capstone, nn, runtime, train
+from gpulab.capstone_ops import LearnerOps
+from gpulab.kernels import nn_ops as k
+from gpulab.problems._stand_ins import dropout_kernel
+
+cupy = pytest.importorskip("cupy")
+from cupy import _array as fake  # noqa: E402  (the emulation's read counter)
+
+LIBRARY = {
+    "matmul": k.gemm_kernel,
+    "im2col": k.im2col_kernel,
+    "col2im": k.col2im_kernel,
+    "relu": k.relu_kernel,
+    "relu_backward": k.relu_backward_kernel,
+    "maxpool": k.maxpool_kernel,
+    "maxpool_backward": k.maxpool_backward_kernel,
+    "dropout_forward": dropout_kernel,
+    "dropout_backward": dropout_kernel,
+    "softmax_xent": k.softmax_xent_kernel,
+    "adam_update": k.adam_kernel,
+}
+
+
+def _model(ops: LearnerOps | None = None) -> nn.Sequential:
+    model = nn.mnist_cnn(image_size=8, channels=(2, 3), hidden=8, dropout=0.25, backend="kernels")
+    return model.use_ops(ops) if ops is not None else model
+
+
+def _batch(n: int = 4) -> tuple:
+    rng = np.random.default_rng(0)
+    return runtime.to_device(rng.random((n, 1, 8, 8), dtype=np.float32)), runtime.to_device(np.arange(n) % 10)
+
+
+def _weights(model: nn.Sequential) -> dict[str, np.ndarray]:
+    return {name: runtime.to_host(p).copy() for name, p, _ in model.parameters()}
+
+
+def _reads_per_step(guard: bool) -> int:
+    model = _model(LearnerOps(dict(LIBRARY), guard=guard))
+    opt, loss, (x, y) = nn.Adam(model, lr=1e-2), nn.SoftmaxCrossEntropy(), _batch()
+    nn.train_step(model, loss, opt, x, y)  # the first step: states, moments, compiled kernels
+    before = fake._reads[0]
+    nn.train_step(model, loss, opt, x, y)
+    return fake._reads[0] - before
+
+
+def test_the_guard_reads_the_device_twice_a_step_not_once_per_op():
+    assert gpulab.is_gpu() and cupy.EMULATED
+    ops = LearnerOps(dict(LIBRARY))
+    model = _model(ops)
+    nn.train_step(model, nn.SoftmaxCrossEntropy(), nn.Adam(model), *_batch())
+    assert set(ops.calls) >= set(LIBRARY) - {"col2im"}  # every learner op ran (col2im: only below a 2nd conv)
+    off, on = _reads_per_step(False), _reads_per_step(True)
+    # the two turns (to updating, and back at the next step's first op) are the guard's only reads; held checks of
+    # ~30 learner outputs and 2 dropout draws would otherwise be read one by one
+    assert on - off <= 2, (off, on)
+    assert sum(ops.calls.values()) > 20  # so "once per op" would be far more
+
+
+def test_a_nan_in_a_forward_op_is_named_before_any_weight_changes():
+    @cuda.jit
+    def relu_nan_on_big_arrays(x, y):  # right on the check's small inputs, NaN on a training batch
+        for i in range(cuda.grid(1), y.size, cuda.gridsize(1)):
+            y[i] = max(x[i], float32(0.0)) if y.size < 40 else math.nan
+
+    model = _model(LearnerOps({**LIBRARY, "relu": relu_nan_on_big_arrays}))
+    before = _weights(model)
+    with pytest.raises(capstone.CapstoneError, match="op 'relu': your kernel produced NaN or inf"):
+        nn.train_step(model, nn.SoftmaxCrossEntropy(), nn.Adam(model), *_batch())
+    after = _weights(model)
+    assert all(np.array_equal(before[n], after[n]) for n in before), "a weight changed after the NaN"
+
+
+def test_a_nan_from_the_update_is_named_at_the_next_op_and_at_the_end_of_an_epoch():
+    @cuda.jit
+    def adam_nan(p, g, m, v, lr_t, b1, b2, eps_t):
+        for i in range(cuda.grid(1), p.size, cuda.gridsize(1)):
+            p[i] = math.nan
+
+    for end in ("next step", "finish"):
+        ops = LearnerOps({**LIBRARY, "adam_update": adam_nan})
+        model = _model(ops)
+        loss, opt, (x, y) = nn.SoftmaxCrossEntropy(), nn.Adam(model), _batch()
+        nn.train_step(model, loss, opt, x, y)  # the update's checks are held: the step itself returns
+        with pytest.raises(capstone.CapstoneError, match="op 'adam_update'"):
+            if end == "next step":
+                nn.train_step(model, loss, opt, x, y)  # read at its first op, before that op runs on NaN weights
+            else:
+                ops.finish()  # what the end of an epoch does
+        assert ops._held.items == []  # read once: raised once
+    ds = gpulab.data.load("digits", size=8).subset(8, 8)
+    with pytest.raises(capstone.CapstoneError, match="op 'adam_update'"):
+        train.fit(_model(LearnerOps({**LIBRARY, "adam_update": adam_nan})), ds, epochs=1, batch_size=8, seed=0)
+
+
+@cuda.jit
+def dropout_swapped(x, states, p, y):  # scaled right, but keeps where u < p
+    from numba.cuda.random import xoroshiro128p_uniform_float32
+
+    tid = cuda.grid(1)
+    for i in range(tid, x.size, cuda.gridsize(1)):
+        u = xoroshiro128p_uniform_float32(states, tid)
+        y[i] = x[i] / (float32(1.0) - p) if u < p else float32(0.0)
+
+
+def test_a_wrong_dropout_mask_on_the_device_is_named_with_its_element():
+    model = _model(LearnerOps({**LIBRARY, "dropout_forward": dropout_swapped}))
+    before = _weights(model)
+    with pytest.raises(capstone.CapstoneError, match="op 'dropout_forward' failed the training check") as err:
+        nn.train_step(model, nn.SoftmaxCrossEntropy(), nn.Adam(model), *_batch())
+    assert "kept where the draw dropped" in str(err.value), err.value
+    assert all(np.array_equal(before[n], w) for n, w in _weights(model).items())
+
+
+def test_predict_reads_what_its_batches_held():
+    @cuda.jit
+    def matmul_nan(a, b, c):
+        j, i = cuda.grid(2)
+        if i < c.shape[0] and j < c.shape[1]:
+            c[i, j] = math.nan
+
+    model = _model(LearnerOps({**LIBRARY, "matmul": matmul_nan}))
+    with pytest.raises(capstone.CapstoneError, match="op 'matmul'"):
+        train.predict(model, _batch()[0])
+
+
+def test_a_step_stopped_by_an_error_leaves_no_held_check_behind():
+    ops = LearnerOps(dict(LIBRARY))
+    model = _model(ops)
+    x, y = _batch()
+    with pytest.raises(Exception, match="labels"):
+        nn.train_step(model, nn.SoftmaxCrossEntropy(), nn.Adam(model), x, y + 100)  # out of range: refused
+    assert ops._held.items == []
+    nn.train_step(model, nn.SoftmaxCrossEntropy(), nn.Adam(model), x, y)
+    ops.finish()
