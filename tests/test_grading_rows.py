@@ -210,3 +210,76 @@ def test_json_folder_and_out_file_are_refused_before_grading(tmp_path, capsys, n
         err = capsys.readouterr().err
         assert expected in err and "Traceback" not in err, (argv, err)
     assert no_grading == [] and not (tmp_path / "submitted-graded").exists()
+
+
+def _other_labs_class(tmp_path: Path) -> Path:
+    """alice: lab01 (graded by a stand-in); bob: lab03's notebook saved as lab01_threads.ipynb; carol: lab03's
+    notebook under its own name; dave: lab01 from a much older release (none of its answer cells' ids is in any lab);
+    erin: lab03's notebook as submission.ipynb (lab03's by its cells' ids)."""
+    subs = tmp_path / "submitted"
+    for who in ("alice", "bob", "carol", "dave", "erin"):
+        (subs / who).mkdir(parents=True)
+    lab03 = (ROOT / "labs" / "student" / "lab03_matmul.ipynb").read_bytes()
+    (subs / "alice" / STUDENT.name).write_bytes(STUDENT.read_bytes())
+    (subs / "bob" / STUDENT.name).write_bytes(lab03)
+    (subs / "carol" / "lab03_matmul.ipynb").write_bytes(lab03)
+    (subs / "erin" / "submission.ipynb").write_bytes(lab03)
+    old = nbformat.read(str(STUDENT), as_version=4)
+    for c in old.cells:
+        if _meta(c).get("solution"):
+            c.metadata["nbgrader"]["grade_id"] = _meta(c)["grade_id"].replace("lab01-", "lab01-v0-")
+    nbformat.write(old, str(subs / "dave" / STUDENT.name))
+    return subs
+
+
+def test_another_labs_notebook_is_not_graded_and_says_whose_it_is(tmp_path, monkeypatch, capsys):
+    """bob's and dave's rows read 0/12 (every exercise "not implemented") with a note "another lab, or an older
+    release?", and the command exited 0; now "not graded" with what the notebook is, as an unreadable one."""
+    real = gradebook.grade_notebook
+
+    def grade(sub, src, limits):  # the real grader refuses bob's and dave's before any sandbox starts
+        if "alice" in str(sub):
+            return Graded(str(sub), src.stem, "simulator", "t", [GradeRow("lab01-add-check", 2, 2, "passed", "")], [])
+        return real(sub, src, limits)
+
+    monkeypatch.setattr(gradebook, "grade_notebook", grade)
+    subs, out, book_file = _other_labs_class(tmp_path), tmp_path / "out", tmp_path / "all.json"
+    argv = ["grade", str(subs), "--lab", "lab01", "--out", str(out), "--json", str(book_file), "--root", str(ROOT)]
+    assert labs.main(argv) == 1
+    printed = capsys.readouterr().out
+    table = {ln.split()[0]: ln for ln in printed.splitlines() if ln.startswith(("alice", "bob", "carol", "dave", "e"))}
+    assert sorted(table) == ["alice", "bob", "dave"], table  # carol's and erin's are lab03's by name, ids: skipped
+    assert [table[w].split()[2] for w in ("alice", "bob", "dave")] == ["2/2", "not", "not"], table
+    who = "not graded  note: not graded: lab01_threads.ipynb is lab03_matmul's notebook, not lab01_threads's"
+    assert who in table["bob"], table
+    assert "not graded  note: not graded: lab01_threads.ipynb is not lab01_threads's notebook" in table["dave"], table
+    skipped = f"skipped 2 notebook(s) of other labs: {subs / 'carol' / 'lab03_matmul.ipynb'}, {subs / 'erin'}"
+    assert skipped in printed, printed  # as before, and only those: bob and dave are not skipped and not graded
+    again = printed.split("2 notebook(s) were not graded; grade them again, or ask for them again, as each says:\n")
+    listed = again[1].splitlines()
+    assert [ln.split(": ")[0].strip() for ln in listed] == [str(subs / w / STUDENT.name) for w in ("bob", "dave")]
+    assert (
+        ": is lab03_matmul's notebook, not lab01_threads's: its answer cells (lab03-dense, lab03-matmul, lab03-vecmat) "
+        "are lab03_matmul's, and lab01_threads asks for lab01-add, lab01-affine, "
+    ) in listed[0], listed[0]
+    assert "in none of the course's labs (a much older release?): lab01-v0-add, lab01-v0-affine" in listed[1], listed
+    rows = {r["student"]: r for r in csv.DictReader(open(out / "gradebook.csv"))}
+    exercises = [e for e in rows["bob"] if e.endswith("-check")]
+    assert len(exercises) == 5 and "carol" not in rows and "erin" not in rows
+    for w in ("bob", "dave"):
+        assert rows[w]["score"] == "" and float(rows[w]["max_score"]) == 12, rows[w]
+        assert all(rows[w][e] == "" for e in exercises), rows[w]
+    book = {e["student"]: e for e in json.loads(book_file.read_text())}
+    assert [book[w]["not_graded"] for w in ("alice", "bob", "dave")] == [False, True, True]
+    assert {r["status"] for r in book["bob"]["exercises"]} == {"not graded"}
+    assert all("or grade this one alone with --lab lab03_matmul" in r["message"] for r in book["bob"]["exercises"])
+    assert book["dave"]["notes"] == [book["dave"]["exercises"][0]["message"]]  # the reason, no "answer not found"
+    page = (out / "feedback" / "bob__lab01_threads.html").read_text()
+    assert "lab01_threads: not graded</h1>" in page and "0 / 12" not in page
+    assert "<td>&ndash; / 2</td>" in page and "is lab03_matmul&#x27;s notebook, not lab01_threads&#x27;s" in page
+    # one notebook: refused with the reason (exit 2), nothing run and nothing written
+    target = tmp_path / "bob.json"
+    assert labs.main(["grade", str(subs / "bob" / STUDENT.name), "--json", str(target), "--root", str(ROOT)]) == 2
+    err = capsys.readouterr().err
+    assert "lab01_threads.ipynb is lab03_matmul's notebook, not lab01_threads's" in err and "Traceback" not in err
+    assert not target.exists()

@@ -46,6 +46,7 @@ class Assembled:
     cells: list[Cell]
     notes: list[str]
     added: dict[str, str] = field(default_factory=dict)  # a name an added (not run) cell defines -> that cell
+    other_lab: str = ""  # none of the submission's answer cells is this lab's: what the notebook seems to be instead
 
     @property
     def tests(self) -> list[Cell]:
@@ -295,9 +296,11 @@ def assemble(source_path: Path, submission: Any) -> Assembled:
     if unsure:
         notes.append(LOST_METADATA.format(gid=", ".join(unsure)))
     answers.update(recovered)
-    sub_answers = {str(_meta(c).get("grade_id")) for c in submission.cells if _meta(c).get("solution")}
-    src_answers = {str(_meta(c).get("grade_id")) for c in source.cells if _meta(c).get("solution")}
-    other_lab = bool(sub_answers) and not sub_answers & src_answers  # its cells are all "added": noted below
+    sub_answers = {str(g) for c in submission.cells if _meta(c).get("solution") and (g := _meta(c).get("grade_id"))}
+    src_answers = {str(g) for c in source.cells if _meta(c).get("solution") and (g := _meta(c).get("grade_id"))}
+    by_cell_id = any(c.get("id") and str(c["id"]) in by_id for c in source.cells if _meta(c).get("solution"))
+    # none of its answers is this lab's, by grade_id, cell id or place: another lab's notebook (or a much older release)
+    other_lab = bool(sub_answers) and not sub_answers & src_answers and not by_cell_id and not recovered
     added = [] if other_lab else _added_cells(source, submission, used)
     added_names: dict[str, str] = {}
     for what, names in added:
@@ -307,13 +310,8 @@ def assemble(source_path: Path, submission: Any) -> Assembled:
         )
         for name in names:
             added_names.setdefault(name, what)
-    if other_lab:
-        notes.append(
-            f"none of the submission's answer cells ({', '.join(sorted(sub_answers))}) is in this release of "
-            f"{source_path.stem} ({', '.join(sorted(src_answers))}): another lab, or an older release? "
-            "Check --lab, or have the student paste their answers into the current student version"
-        )
-    elif sub_answers - src_answers and src_answers - sub_answers:
+    why_other = _other_lab(source_path, sub_answers, src_answers) if other_lab else ""
+    if not other_lab and sub_answers - src_answers and src_answers - sub_answers:
         notes.append(
             f"answer cells {', '.join(sorted(sub_answers - src_answers))} are not in this release of "
             f"{source_path.stem}, which asks for {', '.join(sorted(src_answers - sub_answers))}: an older "
@@ -339,7 +337,46 @@ def assemble(source_path: Path, submission: Any) -> Assembled:
             cells.append(Cell(k, "answer", text, gid, 0.0, tags, unsure.get(gid, "")))
         else:
             cells.append(Cell(k, "code", cell.source, gid, 0.0, tags))
-    return Assembled(cells, notes, added_names)
+    return Assembled(cells, notes, added_names, why_other)
+
+
+def _answer_ids(path: Path) -> set[str]:
+    """The grade_ids of a lab source's answer (solution) cells; none for a file that cannot be read."""
+    try:
+        cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
+    except (OSError, ValueError, AttributeError):
+        return set()
+    return {
+        str(_meta(c)["grade_id"])
+        for c in cells
+        if isinstance(c, dict) and _meta(c).get("solution") and _meta(c).get("grade_id")
+    }
+
+
+def _other_lab(source_path: Path, theirs: set[str], ours: set[str]) -> str:
+    """Why a submission none of whose answer cells (``theirs``) is in the lab ``source_path`` (asking for ``ours``)
+    cannot be graded as that lab: which of the course's labs (the sources beside it) its answer cells belong to."""
+    lab = Path(source_path).stem
+    owners: dict[str, list[str]] = {}
+    for other in sorted(Path(source_path).parent.glob("*.ipynb")):
+        mine = sorted(theirs & _answer_ids(other))
+        if mine and other.stem != lab:
+            owners[other.stem] = mine
+    unknown = sorted(theirs - {gid for ids in owners.values() for gid in ids})
+    asks = f"{lab} asks for {', '.join(sorted(ours))}"
+    if len(owners) == 1 and not unknown:
+        ((owner, ids),) = owners.items()
+        return (
+            f"is {owner}'s notebook, not {lab}'s: its answer cells ({', '.join(ids)}) are {owner}'s, and {asks}. "
+            f"Ask for the {lab} notebook again, or grade this one alone with --lab {owner}"
+        )
+    parts = [f"{owner}'s: {', '.join(ids)}" for owner, ids in owners.items()]
+    if unknown:
+        parts.append(f"in none of the course's labs (a much older release?): {', '.join(unknown)}")
+    return (
+        f"is not {lab}'s notebook: none of its answer cells is in this release of {lab} ({'; '.join(parts)}), and "
+        f"{asks}. Ask for the {lab} notebook again, the answers pasted into the current student version"
+    )
 
 
 def _added_cells(source: Any, submission: Any, used: set[int]) -> list[tuple[str, list[str]]]:

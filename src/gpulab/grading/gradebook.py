@@ -14,11 +14,13 @@ a time with a progress bar, and writes into the output folder:
   ``__<notebook>`` added when a student handed in several notebooks for one lab); an earlier
   ``feedback`` folder with pages in it is renamed ``feedback-<its time>``, not overwritten.
 
-An exercise that was "not graded" (the grading process did not start, or the notebook could not be read:
-truncated JSON, no code in it) has an empty cell in the CSV, never 0; so has the total of such a submission,
-and the class table says "not graded" with the reason in a note. In an nbgrader tree the student is the folder above
-the assignment folder (``submitted/bob`` graded alone is still bob), and ``lab`` grades only the
-notebooks of that lab (by their assignment folder, else their file name).
+An exercise that was "not graded" (the grading process did not start, or the notebook could not be graded:
+truncated JSON, no code in it, another lab's notebook) has an empty cell in the CSV, never 0; so has the total of
+such a submission, and the class table says "not graded" with the reason in a note. In an nbgrader tree the student
+is the folder above the assignment folder (``submitted/bob`` graded alone is still bob), and ``lab`` grades only the
+notebooks of that lab (by their assignment folder, else their file name, else the lab its graded cells' ids name):
+the others are ``skipped``; one that is that lab's by folder or name but none of whose answer cells is becomes "not
+graded" (another lab's notebook), not skipped too.
 """
 
 from __future__ import annotations

@@ -80,8 +80,8 @@ class Graded:
 
     @property
     def not_graded(self) -> bool:
-        """Whether an exercise is "not graded" (the grading process did not start, or the notebook could not be read):
-        the notebook needs grading again, or handing in again."""
+        """Whether an exercise is "not graded" (the grading process did not start, or the notebook could not be read
+        or is another lab's): the notebook needs grading again, or handing in again."""
         return any(r.status == "not graded" for r in self.rows)
 
     @property
@@ -215,19 +215,23 @@ def check_device(device: str) -> None:
 def grade_notebook(
     submission: Path, source: Path, limits: Limits | None = None, device: str | None = None, data_dir: str | None = None
 ) -> Graded:
-    """Grade ``submission`` against the lab ``source`` (a notebook in labs/solutions)."""
+    """Grade ``submission`` against the lab ``source`` (a notebook in labs/solutions). Raises UsageError, before any
+    of it runs, for a notebook that cannot be graded: not a notebook, no code in it, or another lab's (none of its
+    answer cells is this lab's)."""
     limits = limits or Limits()
     device = grading_device(device)
     check_device(device)
     nb = read_submission(submission)
-    if not any(c.get("cell_type") == "code" and _code(c).strip() for c in nb.cells):
-        from gpulab.errors import UsageError
+    from gpulab.errors import UsageError
 
+    if not any(c.get("cell_type") == "code" and _code(c).strip() for c in nb.cells):
         raise UsageError(
             f"{submission} has no code in it ({len(nb.cells)} cell(s), none of them code with text), so nothing "
             "of it can be graded: an empty or wrong notebook? Ask for the submission again"
         )
     assembled = assemble(source, nb)
+    if assembled.other_lab:  # another lab's notebook (or a much older release): every row would be a 0 that is not
+        raise UsageError(f"{submission} {assembled.other_lab}")
     bwrap = bwrap_path()
     sandbox = Sandbox(limits, device, data_dir if data_dir is not None else os.environ.get("GPULAB_DATA_DIR"), bwrap)
     not_started = ""
@@ -282,8 +286,8 @@ def grade_notebook(
 
 
 def ungraded(submission: Path, source: Path, reason: str) -> Graded:
-    """A submission that could not be graded (unreadable, nothing in it to grade): each of the lab's exercises is
-    "not graded" with ``reason`` (an empty cell in the CSV, never a 0), and the notes say it too."""
+    """A submission that could not be graded (unreadable, nothing in it to grade, another lab's): each of the lab's
+    exercises is "not graded" with ``reason`` (an empty cell in the CSV, never a 0), and the notes say it too."""
     import nbformat
 
     message = "not graded: " + reason.replace(str(submission), Path(submission).name)  # the table has its student
