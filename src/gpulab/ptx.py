@@ -39,6 +39,7 @@ __all__ = [
     "compile_source",
     "compile_sources",
     "find_ptxas",
+    "is_ptx",
     "kernel_ptx",
     "kernels_ptx",
     "resource_usage",
@@ -163,13 +164,18 @@ def compile_source(
 
 @overload
 def compile_sources(
-    items: dict[str, dict[str, Any]], cc: tuple[int, int] = (7, 5), timeout: float = 300, *, ccs: None = None
+    items: dict[str, dict[str, Any]],
+    cc: tuple[int, int] = (7, 5),
+    timeout: float = 300,
+    *,
+    ccs: None = None,
+    text: bool = False,
 ) -> dict[str, str]: ...
 
 
 @overload
 def compile_sources(
-    items: dict[str, dict[str, Any]], *, timeout: float = 300, ccs: Iterable[tuple[int, int]]
+    items: dict[str, dict[str, Any]], *, timeout: float = 300, ccs: Iterable[tuple[int, int]], text: bool = False
 ) -> dict[tuple[int, int], dict[str, str]]: ...
 
 
@@ -179,19 +185,26 @@ def compile_sources(
     timeout: float = 300,
     *,
     ccs: Iterable[tuple[int, int]] | None = None,
+    text: bool = False,
 ) -> dict[str, str] | dict[tuple[int, int], dict[str, str]]:
     """Compile several kernels in one child process (NVVM's start-up is paid once): ``items`` maps a key to
     ``{"source": module text, "name": kernel name, "signature": ...}`` (and ``"device": True`` for a device
     function, such as the scalar function of a GPU ufunc). Returns key -> ``"ok"`` or the error for one target
     ``cc`` (default sm_75); with ``ccs=[(7, 5), (9, 0)]`` every target in the same process, and
-    cc -> {key -> ``"ok"`` or the error}. Raises when the compiler itself cannot run (NVVM missing, the child
-    crashed)."""
+    cc -> {key -> ``"ok"`` or the error}. With ``text`` the PTX itself instead of ``"ok"`` (:func:`is_ptx` tells
+    it from an error). Raises when the compiler itself cannot run (NVVM missing, the child crashed)."""
     if ccs is not None and cc is not None:
         raise TypeError("compile_sources takes cc= (one target) or ccs= (several), not both")
     targets = [tuple(c) for c in ccs] if ccs is not None else [cc or (7, 5)]
-    res = _run_child(_SOURCES_CHILD, {"items": items, "ccs": [list(c) for c in targets]}, timeout)
+    res = _run_child(_SOURCES_CHILD, {"items": items, "ccs": [list(c) for c in targets], "text": text}, timeout)
     by_cc = {(t[0], t[1]): {key: r.get("error") or r[f"{t[0]}.{t[1]}"] for key, r in res.items()} for t in targets}
     return by_cc if ccs is not None else by_cc[(targets[0][0], targets[0][1])]
+
+
+def is_ptx(answer: str) -> bool:
+    """Whether an answer of :func:`compile_sources` (``text=True``) is PTX (NVVM's begins with its ``//``
+    banner), not a compiler error (``"NvvmError: ..."``)."""
+    return answer.startswith("//") and ".version" in answer
 
 
 def kernel_ptx(kernel: object, signature: str, cc: tuple[int, int] = (7, 5), timeout: float = 300) -> str:

@@ -235,7 +235,7 @@ def _run_problem(p: Problem, kernel: Any, name: str | None, trusted: bool) -> Ch
                 )
             )
         if p.ptx is not None:
-            penalties.append(ptx_check(kernel, p.ptx))
+            penalties.append(ptx_check(kernel, p.ptx, st.runner.most_threads(st.cases, launch)))
         if p.host is None and float32_arrays(cases[0].inputs + cases[0].expected):
             if names := float64_literal_accumulators(kernel):
                 notes.append(

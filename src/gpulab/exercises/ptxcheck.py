@@ -8,13 +8,66 @@ ufunc's scalar function is compiled that way (``cuda.compile_ptx(fn, sig, device
 from __future__ import annotations
 
 import re
+import subprocess
 from typing import Any
 
+from ..ptx import is_ptx
 from ..source import NotADeviceFunction, py_func, standalone_source
 from .result import Check
 from .static import numpy_ufunc_fix
 
-__all__ = ["ptx_check"]
+__all__ = ["SHARED_HINT", "ptx_check", "resources_check"]
+
+_TOO_MUCH_SHARED = re.compile(r"uses too much shared data \((0x[0-9a-f]+) bytes, (0x[0-9a-f]+) max\)")
+SHARED_HINT = (
+    "use smaller cuda.shared.array buffers: a block's shared arrays hold what the block works on at one time "
+    "(a tile, one value per thread), never a whole input; compute their size from the block (TPB, TILE x TILE), "
+    "not from the data."
+)
+REGISTERS_HINT = (
+    "launch smaller blocks (256 threads, e.g. 16 x 16, rather than 1024), or make the kernel keep fewer values "
+    "alive at once (fewer locals, no unrolled copies of a loop body)."
+)
+
+
+def resources_check(ptx: str, name: str, compiled: str, threads: int | None) -> Check:
+    """What ``ptxas`` (sm_75) says of kernel ``name``'s PTX: its static shared memory must fit a block, and its
+    registers times ``threads`` (when known) the register file (:func:`gpulab.occupancy.blocks_per_sm`).
+    ``compiled`` starts the message. Not checked (passed, said so) without a working ptxas."""
+    from ..occupancy import blocks_per_sm
+    from ..ptxas import find_ptxas, ptxas_usage
+
+    try:
+        use = ptxas_usage(ptx, (7, 5), name, ptxas=find_ptxas())
+    except FileNotFoundError:
+        return Check("PTX", True, f"{compiled}; registers and shared memory not checked (no ptxas installed here)")
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        big = _TOO_MUCH_SHARED.search(str(exc))
+        if big is None:  # ptxas itself could not run or read this PTX: not the learner's doing
+            return Check("PTX", True, f"{compiled}; ptxas could not check it ({str(exc).splitlines()[0][:160]})")
+        used, most = int(big.group(1), 16), int(big.group(2), 16)
+        return Check(
+            "PTX",
+            False,
+            f"{compiled}, but its shared arrays take {used:,} bytes per block and a GPU allows at most {most:,} "
+            f"({most // 1024} KiB) of static shared memory per block (ptxas, sm_75): a GPU refuses to load it (the "
+            "simulator has no such limit).",
+            SHARED_HINT,
+        )
+    used = f"{use.registers} registers per thread and {use.shared_bytes:,} bytes of shared memory per block"
+    if threads is None:
+        return Check("PTX", True, f"{compiled}; {used} (ptxas, sm_75)")
+    try:
+        blocks_per_sm(threads, use.registers, use.shared_bytes, "sm_75")
+    except ValueError as exc:
+        return Check(
+            "PTX",
+            False,
+            f"{compiled}, but it uses {used} (ptxas, sm_75), and {exc} The simulator has no such limit.",
+            SHARED_HINT if "shared memory" in str(exc) else REGISTERS_HINT,
+        )
+    return Check("PTX", True, f"{compiled}; {used} (ptxas, sm_75): blocks of {threads} threads fit")
+
 
 _NO_UFUNC = re.compile(r"KeyError: <ufunc '(\w+)'>")
 _NP_CLIP = re.compile(r"No implementation of function Function\(<function clip at")
@@ -24,9 +77,12 @@ CLIP_HINT = (
 )
 
 
-def ptx_check(kernel: Any, signature: str) -> Check:
+def ptx_check(kernel: Any, signature: str, threads: int | None = None) -> Check:
     """Compile ``kernel`` for sm_75 as ``signature`` (e.g. ``"void(float32[:], float32[:])"``, or
-    ``"float32(float32)"`` for a device function)."""
+    ``"float32(float32)"`` for a device function). A kernel's PTX is then assembled by ``ptxas`` (when one is
+    installed): its static shared memory must fit a block (48 KiB on every GPU) and, with ``threads`` (the most
+    threads per block the check launched it with), its registers the register file. The simulator has neither
+    limit; a GPU refuses such a kernel at its first launch."""
     from ..ptx import compile_sources
 
     device = not signature.replace(" ", "").startswith("void(")
@@ -46,7 +102,7 @@ def ptx_check(kernel: Any, signature: str) -> Check:
     name = py_func(kernel).__name__
     item = {"source": source, "name": name, "signature": signature, "device": device}
     try:
-        res = compile_sources({name: item}, cc=(7, 5))
+        res = compile_sources({name: item}, cc=(7, 5), text=True)
     except Exception as exc:  # noqa: BLE001 - NVVM missing or the child failed: not the learner's fault
         return Check(
             "PTX",
@@ -55,8 +111,9 @@ def ptx_check(kernel: Any, signature: str) -> Check:
             f"run here ({str(exc).splitlines()[0][:200]})",
         )
     err = res[name]
-    if err == "ok":
-        return Check("PTX", True, f"compiles to PTX for sm_75 as {signature}")
+    if is_ptx(err):
+        compiled = f"compiles to PTX for sm_75 as {signature}"
+        return Check("PTX", True, compiled) if device else resources_check(err, name, compiled, threads)
     missing = _NO_UFUNC.search(err)
     if missing is not None:
         return _no_gpu_ufunc(kernel, missing.group(1), err)

@@ -216,6 +216,8 @@ def not_in_your_code(
     if found.kind == "launch":
         who = "the check" if found.harness else f"gpulab's launcher ({found.where})"
         msg = f"{type(exc).__name__} when {who} launched {yours}, before any line of it ran{led}: {text}{tail}"
+        if _RESOURCES_RE.search(text):
+            return "error", msg, RESOURCES_HINT
         if not _ARGS_RE.search(text):
             return "error", msg, LAUNCH_HINT
         return "error", msg, ARGS_HINT if found.harness else LAUNCHER_ARGS_HINT
@@ -255,6 +257,8 @@ def _in_numba(exc: BaseException, found: Any, text: str, yours: str, led: str, t
         )
     if fault:
         return "error", msg, DEVICE_FAULT_HINT
+    if _RESOURCES_RE.search(text):
+        return "error", msg, RESOURCES_HINT
     return "error", msg, TRANSFER_HINT if found.call == "transfer" else GPULAB_RAISED_HINT
 
 
@@ -263,6 +267,16 @@ DEVICE_FAULT_HINT = (
     "on a GPU a kernel's fault while it runs is reported later, at the next synchronisation or transfer: an illegal "
     "address means a thread read or wrote outside an array (a missing bounds guard, an index over the wrong "
     "dimension). The process's CUDA context is now broken: fix the kernel, then restart the notebook's kernel."
+)
+# A launch a GPU refuses for what the block asks of an SM (numba-cuda: "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" from
+# cuLaunchKernel; the linker's ptxas: "uses too much shared data" when the kernel is loaded). The simulator has
+# neither limit; the PTX check (ptxas) names both before a GPU does.
+_RESOURCES_RE = re.compile(r"OUT_OF_RESOURCES|too many resources requested|too much shared data", re.I)
+RESOURCES_HINT = (
+    "the GPU refused the launch because a block asks for more than an SM can give one block: registers per thread "
+    "x threads per block over the register file (65,536 registers), or shared arrays over 48 KiB per block. "
+    "Launch smaller blocks (256 threads rather than 1024) or use smaller cuda.shared.array buffers; the check's "
+    "PTX line (ptxas) gives your kernel's registers and shared memory. The CUDA context is still usable."
 )
 TRANSFER_HINT = (
     "copying an array between the host and the GPU failed: check what your code passes (NumPy or device arrays, "

@@ -3,6 +3,8 @@ that unwritten elements show, a deadline, and stopping stuck simulator threads."
 
 from __future__ import annotations
 
+import math
+
 import sys
 import threading
 from dataclasses import dataclass
@@ -305,6 +307,18 @@ class Runner:
             found = first_change(x, np.asarray(runtime.to_host(d)))
             if found is not None:
                 self.changed[k] = found
+
+    def most_threads(self, cases: list[Case], launch: Launch) -> int | None:
+        """The most threads per block of any launch the check makes of the kernel on ``cases`` (every ``threads=``
+        option, ``launch``'s orientation); None for a host function that does not say how it launches."""
+        if self.p.host is not None and getattr(self.p.host, "launch_config", None) is None:
+            return None
+        most = 0
+        for case in cases:
+            for option in range(max(1, len(self.thread_options))):
+                _, block = self.config(case, self.host_call(case)[1], Launch(option, launch.swapped))
+                most = max(most, math.prod(as_dim(block)))
+        return most
 
     def host_call(self, case: Case) -> tuple[tuple[np.ndarray, ...], tuple]:
         """NumPy outputs and the kernel's arguments, for instrumented runs in the simulator."""
