@@ -176,14 +176,15 @@ class LearnerOps(KernelOps):
     def _finite(self, op: str, *arrays: Any) -> None:
         if not self.guard or op not in self.kernels:
             return
-        if all(isinstance(a, np.ndarray) for a in arrays):  # on the host: checked at once, nothing to wait for
-            capstone_guard.finite(op, *arrays)
-            return
+        host = [a for a in arrays if isinstance(a, np.ndarray)]  # checked at once: nothing to wait for
+        if not all(bool(ok) for ok in capstone_guard.all_finite(*host)):
+            self.finish()  # an op held before this one may have made the NaN: it is named first
+            raise capstone_guard.not_finite(op)
 
         def fail() -> None:
             raise capstone_guard.not_finite(op)
 
-        for flag in capstone_guard.all_finite(*arrays):
+        for flag in capstone_guard.all_finite(*(a for a in arrays if not isinstance(a, np.ndarray))):
             self._defer(op, flag, fail)
 
     def _defer(self, op: str, flag: Any, fail: Callable[[], None]) -> None:

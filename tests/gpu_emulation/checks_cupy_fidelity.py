@@ -187,3 +187,16 @@ def test_to_device_of_a_cupy_array_is_a_view():
     h = np.zeros(2)
     cuda.to_device(h)[0] = 1.0  # a NumPy array is still copied
     assert h[0] == 0.0
+
+
+# --- A9: joining arrays takes CuPy arrays only -------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["concatenate", "stack", "vstack", "hstack"])
+@pytest.mark.parametrize("other", [np.zeros(1), np.bool_(True), 1.0])
+def test_joins_refuse_anything_but_cupy_arrays(name, other):
+    # _manipulation/join.py l. 165: stack = concatenate([cupy.expand_dims(x, axis) for x in tup]); dims.py l. 150
+    # _expand_dims(_ndarray_base a, ...) takes CuPy arrays only; concatenate -> _core.concatenate_method refuses
+    # anything else ("Only cupy arrays can be concatenated"); vstack/hstack go through concatenate
+    a = cupy.zeros(1) if name != "stack" else cupy.zeros(())
+    with pytest.raises(TypeError):
+        getattr(cupy, name)([a, other])
+    assert getattr(cupy, name)([a, a]).get().size == 2

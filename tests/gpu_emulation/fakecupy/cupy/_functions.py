@@ -261,6 +261,27 @@ def _not_emulated(what: str) -> Any:
     return refuse
 
 
+def _joined(name: str) -> Any:
+    """``cupy.concatenate``/``stack``/``vstack``/``hstack``: every element must be a CuPy array, as in CuPy, where a
+    NumPy array, a NumPy scalar or a Python number is refused (``_manipulation/join.py``: ``stack`` calls
+    ``cupy.expand_dims`` on each, whose ``_expand_dims(_ndarray_base a, ...)`` takes only CuPy arrays;
+    ``concatenate`` -> ``_core.concatenate_method``: "Only cupy arrays can be concatenated")."""
+    fn = getattr(np, name)
+
+    def join(tup: Any, *args: Any, **kwargs: Any) -> Any:
+        for x in tup:
+            if not isinstance(x, ndarray):
+                raise TypeError(
+                    "Only cupy arrays can be concatenated"
+                    if name == "concatenate"
+                    else f"Argument 'a' has incorrect type (expected cupy._core.core._ndarray_base, got "
+                    f"{type(x).__name__})"
+                )
+        return call_numpy(fn, (list(tup), *args), kwargs)
+
+    return join
+
+
 def _seed(seed: Any = None) -> None:
     np.random.seed(None if seed is None else int(seed) % (1 << 32))
 
@@ -281,6 +302,7 @@ SPECIAL = {
         "allclose": _allclose,
         "array_equal": _array_equal,
         "bincount": _bincount,
+        **{n: _joined(n) for n in ("concatenate", "stack", "vstack", "hstack")},
         **{n: _method(n, *_REDUCE) for n in ("sum", "prod", "mean")},
         **{n: _method(n, *_MINMAX) for n in ("amax", "amin", "max", "min", "ptp")},
         **{n: _method(n, *_VAR) for n in ("var", "std")},
