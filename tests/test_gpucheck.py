@@ -405,3 +405,28 @@ def test_summary_names_the_kernels_that_failed_their_check(tmp_path):
     (tmp_path / "kernels.json").write_text(json.dumps(rep))
     text = gpucheck.summary([{"stage": "bench-kernels", "rc": 1, "seconds": 60.0}], tmp_path)
     assert "copy" in text and "sum_atomic       FAILED at n=16777216: AssertionError: not close" in text
+
+
+def test_cuda_home_is_set_only_where_none_is_named_and_a_toolkit_holds_nvvm(tmp_path):
+    """The lent GPU image has NVVM only in its CUDA toolkit (/usr/local/cuda) and no nvidia-nvvm wheel: without
+    CUDA_HOME, numba-cuda 0.30 may not find it (gpucheck_files.toolkit_env says why)."""
+    toolkit, bare = tmp_path / "cuda", tmp_path / "bare"
+    (toolkit / "nvvm" / "lib64").mkdir(parents=True)
+    (toolkit / "nvvm" / "lib64" / "libnvvm.so.4").write_bytes(b"")
+    bare.mkdir()
+    assert files.toolkit_env({}, [bare, toolkit]) == {"CUDA_HOME": str(toolkit)}
+    assert files.toolkit_env({"CUDA_HOME": "/opt/cuda"}, [toolkit]) == {}  # the user's choice stands
+    assert files.toolkit_env({"CUDA_PATH": "/opt/cuda"}, [toolkit]) == {}
+    assert files.toolkit_env({}, [bare]) == {}
+
+
+def test_preflight_compiles_and_runs_a_kernel_in_gpu_mode_and_says_where_nvvm_is():
+    """Run in emulated gpu mode (tests/gpu_emulation: is_gpu() is True, numba's simulator runs the kernel)."""
+    code = "import gpu_emulation.emulate as e; e.activate()\n" + files.preflight_code()
+    env = dict(os.environ, GPULAB_DEVICE="simulator")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    out = proc.stdout
+    assert "gpulab mode      gpu" in out and "CUDA_HOME" in out, out + proc.stderr
+    assert "a kernel         compiled by numba-cuda and ran on the GPU" in out, out + proc.stderr
+    assert "nvvm" in out and "libdevice" in out, out  # the paths, or why they could not be read

@@ -65,7 +65,7 @@ SIGNALLED: list[int] = []
 STAGES = ("preflight", "doctor", "tests", "notebooks", "bench-kernels", "bench-lessons", "bench-cnn", "cnn-kernels")
 # Seconds per stage at most; --deadline (all stages together) cuts the last ones short when it must.
 BUDGET: dict[str, float] = {
-    "preflight": 30,
+    "preflight": 45,  # module imports (PyTorch on the GPU image), then one kernel compiled and run
     "doctor": 40,
     "notebooks": 210,
     "bench-kernels": 80,
@@ -348,6 +348,9 @@ def run(args: argparse.Namespace) -> int:
     results_dir.mkdir(parents=True, exist_ok=True)
     if args.data is not None:
         env["GPULAB_DATA_DIR"] = str(args.data.resolve())
+    if toolkit := files.toolkit_env(env):  # NVVM from the system toolkit when no wheel brings it
+        env.update(toolkit)
+        print(f"gpu-check: CUDA_HOME={toolkit['CUDA_HOME']} (a CUDA toolkit with NVVM; no CUDA_HOME was set)")
     if args.python is not None:
         py = Path(shutil.which(args.python) or args.python)
         path = [str(REPO / "src")]
