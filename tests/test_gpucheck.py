@@ -420,13 +420,32 @@ def test_cuda_home_is_set_only_where_none_is_named_and_a_toolkit_holds_nvvm(tmp_
     assert files.toolkit_env({}, [bare]) == {}
 
 
-def test_preflight_compiles_and_runs_a_kernel_in_gpu_mode_and_says_where_nvvm_is():
-    """Run in emulated gpu mode (tests/gpu_emulation: is_gpu() is True, numba's simulator runs the kernel)."""
-    code = "import gpu_emulation.emulate as e; e.activate()\n" + files.preflight_code()
+def test_doctor_compiles_and_runs_a_kernel_in_gpu_mode_and_says_where_nvvm_is():
+    """gpu-check's doctor stage (and a learner's `gpulab doctor`): run in emulated gpu mode (tests/gpu_emulation:
+    is_gpu() is True, numba's simulator runs the kernel)."""
+    code = (
+        "import gpu_emulation.emulate as e; e.activate()\n"
+        "from gpulab import doctor\n"
+        "lines, ok = doctor.report(); print('\\n'.join(lines)); print('OK' if ok else 'NOT OK')\n"
+    )
     env = dict(os.environ, GPULAB_DEVICE="simulator")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     out = proc.stdout
-    assert "gpulab mode      gpu" in out and "CUDA_HOME" in out, out + proc.stderr
-    assert "a kernel         compiled by numba-cuda and ran on the GPU" in out, out + proc.stderr
+    assert "mode: gpu" in out and "CUDA_HOME: " in out, out + proc.stderr
+    assert "a kernel: compiled by numba-cuda and ran on the GPU" in out and out.rstrip().endswith("OK"), out
     assert "nvvm" in out and "libdevice" in out, out  # the paths, or why they could not be read
+
+
+def test_a_kernel_that_cannot_compile_fails_the_doctor_with_the_error(monkeypatch):
+    from numba import cuda
+
+    from gpulab import doctor
+
+    def no_nvvm(*args, **kwargs):
+        raise RuntimeError("nvvm not found; original nvvm error: ...")
+
+    monkeypatch.setattr(cuda, "jit", no_nvvm)
+    lines, ok = doctor._kernel_lines()
+    assert not ok and lines[-1].startswith("a kernel: FAILED to compile or run: RuntimeError: nvvm not found"), lines
+    assert any("nvvm not found" in symptom for symptom, _ in doctor.FIXES)

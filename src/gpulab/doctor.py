@@ -8,6 +8,7 @@ import importlib.metadata as md
 import os
 import platform
 import sys
+from typing import Any
 
 from . import runtime
 
@@ -37,6 +38,12 @@ FIXES = [
         "mode: simulator on a machine with a GPU",
         "`nvidia-smi` must work in the same environment (container: run with --gpus all); on Colab pick "
         "Runtime > Change runtime type > T4 GPU, then restart the session.",
+    ),
+    (
+        "a kernel: FAILED ... 'nvvm not found' / libNVVM cannot be found / libdevice not found",
+        "numba-cuda compiles kernels with NVVM: pip install 'numba-cuda[cu12]' (or [cu13] to match the driver), "
+        "or point CUDA_HOME at a CUDA toolkit folder that has nvvm/ (e.g. /usr/local/cuda), then restart the "
+        "kernel.",
     ),
     (
         "'gpulab cannot switch mode' after changing GPULAB_DEVICE",
@@ -97,6 +104,36 @@ def _gpu_lines() -> list[str]:
     except Exception as exc:
         lines.append(f"gpu: could not open the device: {exc}")
     return lines
+
+
+def _kernel_lines() -> tuple[list[str], bool]:
+    """Gpu mode: where numba-cuda finds NVVM and libdevice, and whether a one-line kernel compiles and runs (the
+    first thing every lesson does; a missing NVVM fails here rather than in the middle of a lesson)."""
+    lines = [f"CUDA_HOME: {os.environ.get('CUDA_HOME') or os.environ.get('CUDA_PATH') or '(not set)'}"]
+    try:
+        from numba.cuda.cuda_paths import get_cuda_paths
+
+        paths = get_cuda_paths()
+        lines += [f"{lib}: {paths[lib].info} (found by: {paths[lib].by})" for lib in ("nvvm", "libdevice")]
+    except Exception as exc:  # noqa: BLE001 - printed: numba-cuda's lookup differs between versions
+        lines.append(f"nvvm, libdevice: not read ({type(exc).__name__}: {str(exc)[:300]})")
+    try:
+        import numpy as np
+        from numba import cuda
+
+        @cuda.jit
+        def _one(a: Any) -> None:
+            a[0] = 1.0
+
+        d = cuda.device_array(1, dtype=np.float32)
+        _one[1, 1](d)
+        if d.copy_to_host()[0] != 1.0:
+            raise RuntimeError("the kernel ran but did not write its output")
+    except Exception as exc:  # noqa: BLE001 - printed for the learner, with the known fixes below
+        lines.append(f"a kernel: FAILED to compile or run: {type(exc).__name__}: {str(exc)[:800]}")
+        return lines, False
+    lines.append("a kernel: compiled by numba-cuda and ran on the GPU")
+    return lines, True
 
 
 def _cupy_version() -> str:
@@ -162,6 +199,9 @@ def report() -> tuple[list[str], bool]:
         ok = False
     if mode == "gpu":
         lines += _gpu_lines()
+        kernel, works = _kernel_lines()
+        lines += kernel
+        ok = ok and works
     elif mode == "simulator":
         lines.append(_in_turn_line())
         lines += [

@@ -65,8 +65,8 @@ SIGNALLED: list[int] = []
 STAGES = ("preflight", "doctor", "tests", "notebooks", "bench-kernels", "bench-lessons", "bench-cnn", "cnn-kernels")
 # Seconds per stage at most; --deadline (all stages together) cuts the last ones short when it must.
 BUDGET: dict[str, float] = {
-    "preflight": 45,  # module imports (PyTorch on the GPU image), then one kernel compiled and run
-    "doctor": 40,
+    "preflight": 30,
+    "doctor": 40,  # in gpu mode it also compiles and runs a one-line kernel (NVVM found?)
     "notebooks": 210,
     "bench-kernels": 80,
     "bench-lessons": 70,

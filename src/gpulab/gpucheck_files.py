@@ -227,11 +227,11 @@ def toolkit_env(env: Mapping[str, str], roots: Sequence[Path] = (Path("/usr/loca
 
 
 def preflight_code() -> str:
-    """Python source that reports every needed module's version and exits 1 naming all that are missing; in gpu
-    mode it also compiles and runs a one-line kernel, saying where numba-cuda found NVVM and libdevice."""
+    """Python source that reports every needed module's version and exits 1 naming all that are missing (the
+    doctor stage then compiles and runs a kernel: :func:`gpulab.doctor.report`)."""
     return f"""
-import importlib, os, sys
-missing, broken = [], False
+import importlib, sys
+missing = []
 for name in {NEEDED_MODULES!r} + {OPTIONAL_MODULES!r}:
     try:
         mod = importlib.import_module(name)
@@ -243,37 +243,9 @@ for name in {NEEDED_MODULES!r} + {OPTIONAL_MODULES!r}:
 print(f"  python           {{sys.version.split()[0]}}  {{sys.executable}}")
 if "gpulab" in sys.modules:
     print(f"  gpulab mode      {{sys.modules['gpulab'].mode()}}")
-    print(f"  CUDA_HOME        {{os.environ.get('CUDA_HOME', '(not set)')}}")
-if "gpulab" in sys.modules and sys.modules["gpulab"].is_gpu():
-    try:
-        from numba.cuda.cuda_paths import get_cuda_paths
-        paths = get_cuda_paths()
-        for lib in ("nvvm", "libdevice"):
-            print(f"  {{lib:<16}} {{paths[lib].info}}  (found by: {{paths[lib].by}})")
-    except Exception as exc:
-        print(f"  cuda paths       not read ({{type(exc).__name__}}: {{str(exc)[:300]}})")
-    try:
-        from numba import cuda
-        import numpy as np
-        @cuda.jit
-        def _one(a):
-            a[0] = 1.0
-        d = cuda.device_array(1, dtype=np.float32)
-        _one[1, 1](d)
-        assert d.copy_to_host()[0] == 1.0
-        print("  a kernel         compiled by numba-cuda and ran on the GPU")
-    except Exception as exc:
-        print(f"  a kernel         FAILED: {{type(exc).__name__}}: {{str(exc)[:800]}}")
-        broken = True
 if missing:
     print("preflight: missing " + ", ".join(missing) + ": on a machine without network, run "
           "`make gpu-check-prep` where PyPI is reachable and pass --wheels .device/wheels")
-    sys.exit(1)
-if broken:
-    print("preflight: numba-cuda could not compile or run a kernel (above). 'nvvm not found' or a libdevice "
-          "error: set CUDA_HOME to the CUDA toolkit folder that holds nvvm/ (gpu-check sets /usr/local/cuda when "
-          "it has one), or carry the nvidia-nvvm wheel of the driver's CUDA version; UNSUPPORTED_PTX_VERSION: the "
-          "NVVM is newer than the driver (use the toolkit's own, CUDA_HOME)")
     sys.exit(1)
 """
 
