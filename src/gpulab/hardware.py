@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from . import hardware_specs as _specs
 from .errors import UsageError
 from .hardware_specs import (  # re-exported: hardware.<name>
     BOARDS as BOARDS,
@@ -42,23 +43,7 @@ from .hardware_specs import (  # re-exported: hardware.<name>
 from .multigpu import allreduce_seconds, crossover_gpus, step_seconds  # re-exported: hardware.<name>
 
 __all__ = [
-    "BOARDS",
     "BOARD_NAMES",
-    "CHECKED",
-    "CPUS",
-    "CPU_PARTS",
-    "DEVICES",
-    "ESTIMATE",
-    "FIGURES",
-    "GPUS",
-    "INTERCONNECTS",
-    "MEASURED",
-    "SPEC_SHEET",
-    "TPUS",
-    "UNVERIFIED",
-    "Device",
-    "Link",
-    "Source",
     "allreduce_seconds",
     "attainable_gflops",
     "basis",
@@ -72,6 +57,7 @@ __all__ = [
     "spec_rows",
     "step_seconds",
 ]
+__all__ += _specs.__all__  # every name of the tables module, imported above
 
 
 def _lookup(table: dict, key: str, what: str) -> object:

@@ -239,16 +239,9 @@ def _refuse_unwritable(json_file: Path | None, out: Path | None) -> None:
         if not os.access(folder, os.W_OK):
             raise UsageError(f"cannot write to {folder}; choose a writable place for --json")
     if out is not None:
-        if out.exists() and not out.is_dir():
-            raise UsageError(
-                f"--out {out} is a file; --out takes a folder for the gradebook and the feedback pages (a missing one "
-                f"is made): give another path, e.g. --out {out.with_name(out.stem + '-graded')}"
-            )
-        here = next(p for p in (out, *out.parents) if p.exists())  # out itself, or the folder it will be made in
-        if not here.is_dir():
-            raise UsageError(f"--out {out} is below {here}, a file, not a folder; choose another path for --out")
-        if not os.access(here, os.W_OK):
-            raise UsageError(f"cannot write to {here}; choose a writable place for --out")
+        from gpulab.grading.gradebook import check_out_folder
+
+        check_out_folder(out)
 
 
 def _run_grade(ns: argparse.Namespace) -> int:

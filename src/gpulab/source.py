@@ -24,6 +24,7 @@ __all__ = [
     "code_names",
     "define",
     "kernel_source",
+    "parsed_source",
     "py_func",
     "rebound",
     "scalar_function",
@@ -105,6 +106,16 @@ def kernel_source(obj: Any) -> str:
             f"{type(obj).__name__!r} whose source Python cannot find ({exc}). Pass the kernel "
             "itself, e.g. show_source(gpulab.kernels.add_kernel)."
         ) from None
+
+
+def parsed_source(fn: Any) -> tuple[ast.Module, int] | None:
+    """``(the parsed module of fn's dedented source, fn's first line)``, or None when Python cannot read the source
+    (no file, a builtin, a code object of a failing frame) or parse it."""
+    try:
+        lines, first = inspect.getsourcelines(fn)
+        return ast.parse(textwrap.dedent("".join(lines))), first
+    except (OSError, TypeError, SyntaxError):  # SyntaxError includes IndentationError
+        return None
 
 
 def _from_cuda_random(name: str, value: Any) -> bool:

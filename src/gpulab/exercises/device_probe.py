@@ -12,8 +12,6 @@ helper's Python code with theirs in their place (:func:`host_function`).
 from __future__ import annotations
 
 import ast
-import inspect
-import textwrap
 import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -21,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..source import code_names, py_func, rebound
+from ..source import code_names, parsed_source, py_func, rebound
 from .problem import Problem
 from .result import CheckResult, log_result
 
@@ -145,10 +143,10 @@ def probe(fn: Any, a: np.ndarray, points: Iterable[tuple[int, int]]) -> Probe:
 
 def stores(fn: Any) -> bool:
     """Whether ``fn``'s code stores into an element of an array (``a[i, j] = ...``, ``a[i, j] += ...``)."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(py_func(fn))))
-    except (OSError, TypeError, SyntaxError):
+    parsed = parsed_source(py_func(fn))
+    if parsed is None:
         return False
+    tree = parsed[0]
     targets = [t for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets]
     targets += [n.target for n in ast.walk(tree) if isinstance(n, ast.AugAssign)]
     return any(isinstance(t, ast.Subscript) for t in targets)

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import ast
 import inspect
-import textwrap
 from typing import Any
 
 import numpy as np
 
-from ..source import py_func
+from ..source import parsed_source, py_func
 from .result import Check
 
 __all__ = [
@@ -131,11 +130,10 @@ def parse_kernel(kernel: Any) -> tuple[Any, int, ast.FunctionDef] | None:
     """(the Python function, its first line, its parsed ``def``), or None when its source cannot be read (also for
     a code object, such as a failing frame's)."""
     fn = py_func(kernel)
-    try:
-        lines, first = inspect.getsourcelines(fn)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError, IndentationError):
+    parsed = parsed_source(fn)
+    if parsed is None:
         return None
+    tree, first = parsed
     defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     return (fn, first, defs[0]) if defs else None
 

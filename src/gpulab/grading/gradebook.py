@@ -44,7 +44,7 @@ from .assemble import source_for
 from .grader import GradeRow, Graded, check_device, grade_notebook, grading_device, ungraded
 from .sandbox import Limits
 
-__all__ = ["Gradebook", "feedback_name", "grade_folder", "keep_earlier", "write_feedback"]
+__all__ = ["Gradebook", "check_out_folder", "feedback_name", "grade_folder", "keep_earlier", "write_feedback"]
 
 
 @dataclass
@@ -164,6 +164,23 @@ def write_feedback(graded: Graded, path: Path, student: str = "") -> None:
     path.write_text(page, encoding="utf-8")
 
 
+def check_out_folder(out: Path) -> None:
+    """Refuse, before any grading, an ``--out`` that is a file, lies below a file, or would be (or is) a folder that
+    cannot be written (a missing one is made later): the one check behind ``labs grade --out`` and
+    :func:`grade_folder`."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(
+            f"--out {out} is a file; --out takes a folder for the gradebook and the feedback pages (a missing one "
+            f"is made): give another path, e.g. --out {out.with_name(out.stem + '-graded')}"
+        )
+    here = next(p for p in (out, *out.parents) if p.exists())  # out itself, or the folder it will be made in
+    if not here.is_dir():
+        raise UsageError(f"--out {out} is below {here}, a file, not a folder; choose another path for --out")
+    if not os.access(here, os.W_OK):
+        raise UsageError(f"cannot write to {here}; choose a writable place for --out")
+
+
 def grade_folder(
     folder: Path,
     solutions: Path,
@@ -178,8 +195,7 @@ def grade_folder(
     subs = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts and p.is_file())
     if not subs:
         raise UsageError(f"no .ipynb files in {folder}; give the folder that holds the submissions")
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file; --out takes a folder for the gradebook and the feedback pages")
+    check_out_folder(out)
     if out.resolve() == folder.resolve() or folder.resolve() in out.resolve().parents:
         raise UsageError(f"--out {out} is inside the submissions folder {folder}; choose another folder")
     labs = sorted(p.stem for p in Path(solutions).glob("*.ipynb"))
@@ -193,8 +209,6 @@ def grade_folder(
     pairs = [(p, source_for(p, solutions, lab)) for p in subs]  # every lab known before any work
     check_device(grading_device())  # once, before any work: gpu mode without a driver grades nothing
     out.mkdir(parents=True, exist_ok=True)
-    if not os.access(out, os.W_OK):
-        raise UsageError(f"cannot write to {out}; choose a writable --out folder")
     limits = limits or Limits()
 
     def one(pair: tuple[Path, Path]) -> Graded:

@@ -321,14 +321,19 @@ def softmax_xent(logits: Any, labels: Any, *, kernel: Any = None) -> tuple[float
     return float(losses.mean()), grad
 
 
+def _check_in_place(op: str, **arrays: Any) -> None:
+    """Each array float32 and C-contiguous (an optimizer step updates them in place, through flat views)."""
+    for name, a in arrays.items():
+        check_array(name, a, dtype=np.float32)
+        if not a.flags.c_contiguous:
+            raise UsageError(f"{op}: {name} must be C-contiguous (it is updated in place).")
+
+
 def adam_update(
     p: Any, g: Any, m: Any, v: Any, lr_t: float, b1: float, b2: float, eps_t: float, *, kernel: Any = None
 ) -> None:
     """In place: ``m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr_t m / (sqrt(v) + eps_t)``."""
-    for name, a in (("p", p), ("g", g), ("m", m), ("v", v)):
-        check_array(name, a, dtype=np.float32)
-        if not a.flags.c_contiguous:
-            raise UsageError(f"adam_update: {name} must be C-contiguous (it is updated in place).")
+    _check_in_place("adam_update", p=p, g=g, m=m, v=v)
     launch_1d(
         kernel or adam_kernel,
         p.size,
@@ -345,10 +350,7 @@ def adam_update(
 
 def sgd_update(p: Any, g: Any, v: Any, lr: float, momentum: float, weight_decay: float, *, kernel: Any = None) -> None:
     """In place: ``v = momentum v + g + weight_decay p; p -= lr v``."""
-    for name, a in (("p", p), ("g", g), ("v", v)):
-        check_array(name, a, dtype=np.float32)
-        if not a.flags.c_contiguous:
-            raise UsageError(f"sgd_update: {name} must be C-contiguous (it is updated in place).")
+    _check_in_place("sgd_update", p=p, g=g, v=v)
     launch_1d(
         kernel or sgd_kernel,
         p.size,

@@ -24,10 +24,10 @@ import ast
 import bisect
 import dis
 import inspect
-import textwrap
 import types
 from typing import Any
 
+from ..source import parsed_source
 from .warps import NAMES as WARP_NAMES
 
 __all__ = ["CALL", "WARP_CALLS", "call_in_turn", "generator_code", "warp_yields"]
@@ -169,11 +169,10 @@ def _generator_code(fn: types.FunctionType, calls: frozenset[str]) -> types.Code
     code = fn.__code__
     if code.co_freevars or code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE):
         return None
-    try:
-        lines, first = inspect.getsourcelines(fn)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError, IndentationError):
+    parsed = parsed_source(fn)
+    if parsed is None:
         return None
+    tree, first = parsed
     if first != code.co_firstlineno or len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
         return None  # the file moved under the kernel, or this is not one function
     func = tree.body[0]
