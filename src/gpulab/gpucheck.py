@@ -93,6 +93,7 @@ GPU_TESTS = (
     "tests/test_kernels_scan.py",
     "tests/test_kernels_histogram.py",  # global and shared-memory integer atomics, uniform and one-bin data
     "tests/test_nn_ops.py",
+    "tests/gpu_emulation/checks_capstone.py",  # the capstone's guard: checks held on the GPU, read twice a step
     "tests/test_conv.py",
     "tests/test_attention.py",
     "tests/test_exercises_elementwise.py",
