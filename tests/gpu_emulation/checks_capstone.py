@@ -20,26 +20,13 @@ import gpulab
 from gpulab import capstone, nn, runtime, train
 from gpulab.capstone_ops import LearnerOps
 from gpulab.kernels import nn_ops as k
-from gpulab.problems._stand_ins import dropout_kernel
 
 cupy = pytest.importorskip("cupy")
 if not gpulab.is_gpu():
     pytest.skip("the capstone's held checks run in gpu mode (emulated, or on a GPU)", allow_module_level=True)
 EMULATED = bool(getattr(cupy, "EMULATED", False))
 
-LIBRARY = {
-    "matmul": k.gemm_kernel,
-    "im2col": k.im2col_kernel,
-    "col2im": k.col2im_kernel,
-    "relu": k.relu_kernel,
-    "relu_backward": k.relu_backward_kernel,
-    "maxpool": k.maxpool_kernel,
-    "maxpool_backward": k.maxpool_backward_kernel,
-    "dropout_forward": dropout_kernel,
-    "dropout_backward": dropout_kernel,
-    "softmax_xent": k.softmax_xent_kernel,
-    "adam_update": k.adam_kernel,
-}
+LIBRARY = {op: getattr(k, kernel) for op, kernel in capstone.COURSE_KERNELS.items()}  # the course's kernels
 
 
 def _model(ops: LearnerOps | None = None) -> nn.Sequential:
