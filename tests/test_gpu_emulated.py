@@ -210,3 +210,68 @@ def test_a_notebook_run_leaves_the_test_process_environment_alone(tmp_path, monk
     res = nbemul.run(path, timeout=120)
     assert res.status == "ran", res.line()
     assert dict(os.environ) == before and sys.path == path_before
+
+
+# Calls that the installed CuPy answers without a GPU when given a non-CuPy argument (it raises, or runs NumPy's
+# method, before it touches a device): the stand-in must answer them the same way. A call that reaches the device
+# (CUDARuntimeError here) is left out of the comparison.
+_REFUSALS = [
+    "cupy.expand_dims(x, 0)",
+    "cupy.broadcast_to(x, (2,))",
+    "cupy.moveaxis(x, 0, 0)",
+    "cupy.rollaxis(x, 0)",
+    "cupy.all(x)",
+    "cupy.any(x)",
+    "cupy.nonzero(x)",
+    "cupy.where(x)",
+    "cupy.where(x, 1.0, 2.0)",
+    "cupy.stack([x, x])",
+    "cupy.column_stack([x, x])",
+    "cupy.reshape(x, (-1,))",
+    "cupy.ravel(x)",
+    "cupy.transpose(x)",
+    "cupy.squeeze(x)",
+    "cupy.clip(x, 0, 1)",
+    "cupy.take(x, 0)",
+    "cupy.repeat(x, 2)",
+    "cupy.argsort(x)",
+    "cupy.dot(x, x)",
+    "cupy.sum(x)",
+    "cupy.amax(x)",
+    "cupy.empty_like(x)",
+    "cupy.zeros_like(x, dtype='f')",
+    "cupy.full_like(x, 1)",
+    "cupy.shares_memory(x, [0])",
+    "cupy.lib.stride_tricks.as_strided(x, (1,), (8,))",
+]
+_VALUES = ["numpy.arange(4.0)", "numpy.float32(1)", "numpy.bool_(True)", "1.0", "[1.0, 2.0]"]
+_OUTCOMES = (
+    "import json, sys, numpy, cupy, cupy.lib.stride_tricks\n"
+    "def outcome(call, x):\n"
+    "    try:\n"
+    "        r = eval(call)\n"
+    "    except Exception as e:\n"
+    "        return type(e).__name__\n"
+    "    return f'{type(r).__module__}.{type(r).__name__}'\n"
+    "calls, values = json.loads(sys.argv[1])\n"
+    "print(json.dumps({f'{c} with x = {v}': outcome(c, eval(v)) for c in calls for v in values}))\n"
+)
+
+
+def test_the_stand_in_refuses_what_the_installed_cupy_refuses():
+    """What CuPy 14.2 does with NumPy arrays, NumPy and Python scalars and lists, asked of the installed CuPy."""
+    real = pytest.importorskip("cupy")
+    if getattr(real, "EMULATED", False) or real.__version__ != "14.2.0":
+        pytest.skip(f"compares with CuPy 14.2.0; {getattr(real, '__version__', '?')} is installed")
+    arg = json.dumps([_REFUSALS, _VALUES])
+    runs = {}
+    for who, code, env in (
+        ("cupy", _OUTCOMES, None),
+        ("stand-in", "import gpu_emulation.emulate as e; e.activate()\n" + _OUTCOMES, _emulated_env()),
+    ):
+        out = subprocess.run([sys.executable, "-c", code, arg], env=env, capture_output=True, text=True, check=True)
+        runs[who] = json.loads(out.stdout.strip().splitlines()[-1])
+    compared = {k: v for k, v in runs["cupy"].items() if v != "CUDARuntimeError"}
+    assert len(compared) > 100, compared  # most calls are answered before the device is touched
+    differ = {k: (v, runs["stand-in"][k]) for k, v in compared.items() if runs["stand-in"][k] != v}
+    assert not differ, f"(CuPy, stand-in) differ: {differ}"

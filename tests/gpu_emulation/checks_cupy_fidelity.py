@@ -189,14 +189,103 @@ def test_to_device_of_a_cupy_array_is_a_view():
     assert h[0] == 0.0
 
 
-# --- A9: joining arrays takes CuPy arrays only -------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["concatenate", "stack", "vstack", "hstack"])
-@pytest.mark.parametrize("other", [np.zeros(1), np.bool_(True), 1.0])
+# --- A9: joining arrays takes CuPy arrays only; hstack/vstack copy NumPy values over ---------------------------
+@pytest.mark.parametrize("name", ["concatenate", "stack", "column_stack"])
+@pytest.mark.parametrize("other", [np.zeros(1), np.bool_(True), 1.0, [1.0]])
 def test_joins_refuse_anything_but_cupy_arrays(name, other):
     # _manipulation/join.py l. 165: stack = concatenate([cupy.expand_dims(x, axis) for x in tup]); dims.py l. 150
-    # _expand_dims(_ndarray_base a, ...) takes CuPy arrays only; concatenate -> _core.concatenate_method refuses
-    # anything else ("Only cupy arrays can be concatenated"); vstack/hstack go through concatenate
+    # _expand_dims(_ndarray_base a, ...) takes CuPy arrays only; concatenate (l. 64) -> _routines_manipulation.pyx
+    # concatenate_method l. 663-672: _preprocess_args ("Unsupported type" for a NumPy array or a list), then "Only
+    # cupy arrays can be concatenated" (a scalar); column_stack l. 24-25
     a = cupy.zeros(1) if name != "stack" else cupy.zeros(())
     with pytest.raises(TypeError):
         getattr(cupy, name)([a, other])
     assert getattr(cupy, name)([a, a]).get().size == 2
+
+
+def test_concatenate_refuses_0d_arrays_with_type_error():
+    # _routines_manipulation.pyx l. 675-678: TypeError (NumPy raises ValueError)
+    with pytest.raises(TypeError, match="zero-dimensional arrays cannot be concatenated"):
+        cupy.concatenate([cupy.zeros(()), cupy.zeros(())])
+
+
+@pytest.mark.parametrize("name", ["hstack", "vstack", "dstack", "atleast_1d", "atleast_2d"])
+def test_hstack_vstack_and_atleast_nd_take_numpy_values(name):
+    # join.py l. 104 (hstack: cupy.atleast_1d), l. 133 (vstack: atleast_2d), l. 80 (dstack: atleast_3d); dims.py
+    # l. 25: _atleast_nd_helper runs cupy.asarray on each, so NumPy arrays, scalars and lists are copied over
+    a = cupy.zeros(1)
+    parts = [a, np.ones(1), np.float32(2), [3.0]]
+    r = getattr(cupy, name)(parts) if "stack" in name else getattr(cupy, name)(*parts)
+    for x in r if isinstance(r, (list, tuple)) else [r]:
+        assert isinstance(x, cupy.ndarray)
+
+
+# --- A10: functions typed _ndarray_base, or checking with _util.check_array, take CuPy arrays only ----------------
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: cupy.expand_dims(x, 0),  # _manipulation/dims.py l. 150 -> _expand_dims(_ndarray_base a, ...)
+        lambda x: cupy.broadcast_to(x, (2,)),  # dims.py l. 131 -> _routines_manipulation.pyx l. 488
+        lambda x: cupy.moveaxis(x, 0, 0),  # transpose.py l. 65 -> _routines_manipulation.pyx l. 315
+        lambda x: cupy.rollaxis(x, 0),  # transpose.py l. 21 -> _routines_manipulation.pyx l. 335
+        lambda x: cupy.all(x),  # _logic/truth.py l. 50: _util.check_array
+        lambda x: cupy.any(x),  # _logic/truth.py l. 87
+        lambda x: cupy.nonzero(x),  # _sorting/search.py l. 141
+        lambda x: cupy.where(x),  # _sorting/search.py l. 205: nonzero(condition)
+        lambda x: cupy.dot(cupy.ones(1), x),  # linalg/_product.py l. 100 -> core.pyx l. 2080 dot(self, _ndarray_base b)
+        lambda x: cupy.ones(1).dot(x),
+    ],
+)
+@pytest.mark.parametrize("other", [np.ones(1), np.float32(1.0), np.bool_(True), 1.0, [1.0]])
+def test_typed_functions_refuse_anything_but_cupy_arrays(call, other):
+    with pytest.raises(TypeError):
+        call(other)
+    call(cupy.ones(1))
+
+
+# --- A11: functions that call the argument's method: a list or Python scalar has none -----------------------------
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: cupy.reshape(x, (-1,)),  # _manipulation/shape.py l. 61: a.reshape(...)
+        lambda x: cupy.ravel(x),  # shape.py l. 95
+        lambda x: cupy.transpose(x),  # transpose.py l. 84
+        lambda x: cupy.squeeze(x),  # dims.py l. 169
+        lambda x: cupy.clip(x, 0, 1),  # _math/misc.py l. 178
+        lambda x: cupy.take(x, 0),  # _indexing/indexing.py l. 30
+        lambda x: cupy.repeat(x, 2),  # _manipulation/tiling.py l. 73
+        lambda x: cupy.argsort(x),  # _sorting/sort.py l. 114
+        lambda x: cupy.where(x, cupy.ones(1), 0.0),  # _sorting/search.py l. 210: condition.astype('?')
+        lambda x: cupy.empty_like(x),  # _creation/basic.py l. 103: prototype.dtype
+        lambda x: cupy.zeros_like(x, dtype=np.float32),  # basic.py l. 57: a.flags
+        lambda x: cupy.full_like(x, 1.0),  # basic.py l. 368
+        lambda x: cupy.shares_memory(cupy.ones(1), x),  # _misc/memory_ranges.py l. 24: x.dtype
+        lambda x: cupy.lib.stride_tricks.as_strided(x, (1,), (8,)),  # lib/stride_tricks.py l. 41: x.dtype
+    ],
+)
+@pytest.mark.parametrize("other", [1.0, [1.0]])
+def test_method_calling_functions_given_lists_raise_attribute_error(call, other):
+    with pytest.raises(AttributeError):
+        call(other)
+    call(cupy.ones(1))
+
+
+def test_method_calling_functions_give_numpys_result_for_numpy_arrays():
+    # the bodies above run NumPy's own method on a NumPy array (no TypeError, NumPy's result), as in CuPy
+    n = np.arange(4.0)
+    for r in (cupy.reshape(n, (2, 2)), cupy.ravel(n), cupy.transpose(n), cupy.clip(n, 0, 1), cupy.argsort(n)):
+        assert type(r) is np.ndarray
+    assert isinstance(cupy.empty_like(n), cupy.ndarray)  # basic.py: only its dtype and flags are read
+
+
+# --- A12: ufunc operands (where's x and y, ndarray.clip's bounds) are CuPy arrays or scalars ----------------------
+def test_where_and_clip_refuse_list_operands():
+    # _sorting/search.py l. 210: _where_ufunc; core.pyx l. 1356 -> _routines_math.pyx l. 151: the ufunc _clip;
+    # _kernel.pyx _preprocess_arg -> _scalar.pyx l. 344 "Unsupported type"
+    a = cupy.arange(3.0)
+    with pytest.raises(TypeError, match="Unsupported type"):
+        cupy.where(a > 1, a, [0.0, 0.0, 0.0])
+    with pytest.raises(TypeError, match="Unsupported type"):
+        a.clip([0.0, 0.0, 0.0], 1.0)
+    assert cupy.where(a > 1, a, np.float32(0)).get().tolist() == [0.0, 0.0, 2.0]
+    assert a.clip(None, 1.0).get().tolist() == [0.0, 1.0, 1.0]  # None: the dtype's bound (l. 141-150)

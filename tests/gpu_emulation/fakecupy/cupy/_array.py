@@ -453,6 +453,30 @@ class ndarray:  # noqa: N801 - CuPy's name
     def copy(self, order: str = "C") -> Any:
         return wrap(self._a.copy(order=order))
 
+    def dot(self, b: Any, out: Any = None) -> Any:  # core.pyx l. 2080: def dot(self, _ndarray_base b, ...)
+        from ._functions import call_numpy
+        from ._strict import _typed_error
+
+        for arg, x in (("b", b), ("out", out)):
+            if x is not None and not isinstance(x, ndarray):
+                raise _typed_error(arg, x)
+        return call_numpy(np.dot, (self, b), {} if out is None else {"out": out})
+
+    def clip(self, min: Any = None, max: Any = None, out: Any = None) -> Any:  # noqa: A002 - CuPy's names
+        """core.pyx l. 1356 -> _routines_math.pyx l. 139-151: None is the dtype's bound, then the ufunc ``_clip``
+        (a list or a NumPy array bound: TypeError)."""
+        from ._functions import call_numpy
+
+        kind = self._a.dtype.kind
+        if min is None and kind in "fiu":
+            min = self._a.dtype.type("-inf") if kind == "f" else np.iinfo(self._a.dtype).min  # noqa: A001
+        if max is None and kind in "fiu":
+            max = self._a.dtype.type("inf") if kind == "f" else np.iinfo(self._a.dtype).max  # noqa: A001
+        for v in (min, max):
+            if isinstance(v, (np.ndarray, list, tuple)):
+                raise unsupported(v)
+        return call_numpy(np.clip, (self, min, max), {} if out is None else {"out": out})
+
     def toDlpack(self) -> Any:  # noqa: N802 - CuPy's name
         raise NotEmulated("cupy.ndarray.toDlpack (DLPack capsules) is not emulated")
 

@@ -6,7 +6,9 @@ installed CuPy). A name CuPy lacks raises AttributeError, as ``import cupy; cupy
 
 Arguments: a ``numpy.ndarray`` anywhere an array goes is refused with CuPy's TypeError (CuPy's functions take
 ``cupy.ndarray``: typed ``_ndarray_base`` arguments in ``cupy/_core/*.pyx``, ``_preprocess_arg`` for ufuncs and
-elementwise kernels); scalars, dtypes, shapes and Python sequences of shapes pass through.
+elementwise kernels); scalars, dtypes, shapes and Python sequences of shapes pass through. Functions whose CuPy
+code decides otherwise (typed Cython arguments, ``a.method(...)`` bodies, ``cupy.asarray`` first) are in
+``_strict.py``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _strict
 from ._array import NotEmulated, check_shape, device_array, ndarray, unsupported, unwrap, wrap
 
 NAMES: dict[str, list[str]] = json.loads((Path(__file__).resolve().parents[2] / "cupy_names.json").read_text())
@@ -60,11 +63,6 @@ ACCEPT_NUMPY = {
     "get_array_module",
     "isscalar",
     "result_type",
-    # cupy/_creation/basic.py: the prototype is read for its dtype and shape only (a NumPy one works)
-    "empty_like",
-    "zeros_like",
-    "ones_like",
-    "full_like",
 }
 
 
@@ -261,27 +259,6 @@ def _not_emulated(what: str) -> Any:
     return refuse
 
 
-def _joined(name: str) -> Any:
-    """``cupy.concatenate``/``stack``/``vstack``/``hstack``: every element must be a CuPy array, as in CuPy, where a
-    NumPy array, a NumPy scalar or a Python number is refused (``_manipulation/join.py``: ``stack`` calls
-    ``cupy.expand_dims`` on each, whose ``_expand_dims(_ndarray_base a, ...)`` takes only CuPy arrays;
-    ``concatenate`` -> ``_core.concatenate_method``: "Only cupy arrays can be concatenated")."""
-    fn = getattr(np, name)
-
-    def join(tup: Any, *args: Any, **kwargs: Any) -> Any:
-        for x in tup:
-            if not isinstance(x, ndarray):
-                raise TypeError(
-                    "Only cupy arrays can be concatenated"
-                    if name == "concatenate"
-                    else f"Argument 'a' has incorrect type (expected cupy._core.core._ndarray_base, got "
-                    f"{type(x).__name__})"
-                )
-        return call_numpy(fn, (list(tup), *args), kwargs)
-
-    return join
-
-
 def _seed(seed: Any = None) -> None:
     np.random.seed(None if seed is None else int(seed) % (1 << 32))
 
@@ -302,13 +279,14 @@ SPECIAL = {
         "allclose": _allclose,
         "array_equal": _array_equal,
         "bincount": _bincount,
-        **{n: _joined(n) for n in ("concatenate", "stack", "vstack", "hstack")},
+        **_strict.CUPY,
         **{n: _method(n, *_REDUCE) for n in ("sum", "prod", "mean")},
         **{n: _method(n, *_MINMAX) for n in ("amax", "amin", "max", "min", "ptp")},
         **{n: _method(n, *_VAR) for n in ("var", "std")},
         **{n: _method(n, "axis", "dtype", "out", "keepdims") for n in ("argmax", "argmin")},
     },
     "cupy.linalg": {"norm": _norm},
+    "cupy.lib.stride_tricks": _strict.STRIDE_TRICKS,
     "cupy.random": {
         **{n: _not_emulated("cupy.random." + n) for n in ("default_rng", "Generator", "RandomState")},
         "seed": _seed,
