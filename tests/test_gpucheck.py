@@ -449,3 +449,29 @@ def test_a_kernel_that_cannot_compile_fails_the_doctor_with_the_error(monkeypatc
     lines, ok = doctor._kernel_lines()
     assert not ok and lines[-1].startswith("a kernel: FAILED to compile or run: RuntimeError: nvvm not found"), lines
     assert any("nvvm not found" in symptom for symptom, _ in doctor.FIXES)
+
+
+def test_summary_lists_the_figures_the_open_issues_ask_for(tmp_path):
+    """The executed lab 09 / lesson 11 notebooks' figure lines come first in the summary, without the checks'
+    report lines; other notebooks' outputs are left out."""
+
+    def executed(name, *texts):
+        cells = [{"cell_type": "code", "source": "", "outputs": [{"output_type": "stream", "text": t}]} for t in texts]
+        (tmp_path / "notebooks" / f"{name}.ipynb").write_text(json.dumps({"cells": cells}))
+
+    (tmp_path / "notebooks").mkdir()
+    executed(
+        "lab09_training",
+        "mnist: 60,000 training / 10,000 test images, 2 epochs on your kernels: test accuracy 0.985 in 9.1 s\n",
+        ["target reached on mnist: 0.985 >= 0.98\n", "ok  size 2: correct (host function images/s)\n"],
+        "  your kernels:     41,000 images/s (measured in this run)\n",
+    )
+    executed("11_energy_cost_hardware", "GPU counter (NVML): usable: total energy\n", "[PASS] joules: passed\n")
+    executed("03_matmul_naive", "42 GB/s (measured in this run)\n")
+    (tmp_path / "notebooks" / "lab12_transformers.ipynb").write_text("{cut off")
+    text = files.summary([], tmp_path)
+    assert "figures for the open issues" in text, text
+    for line in ("test accuracy 0.985", "target reached on mnist", "41,000 images/s", "GPU counter (NVML): usable"):
+        assert line in text, text
+    assert "ok  size 2" not in text and "[PASS]" not in text and "42 GB/s" not in text, text
+    assert "lab12_transformers: unreadable" in text

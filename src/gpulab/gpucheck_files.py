@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -274,6 +275,43 @@ def _kernel_lines(rep: dict[str, Any]) -> list[str]:
     return lines
 
 
+# The executed notebooks whose outputs hold the figures the open issues ask of a GPU run: lab 09 (and lesson 09)
+# train on MNIST with the learner's kernels (accuracy, images/s next to CuPy and PyTorch), lesson and lab 11 measure
+# energy, lesson and lab 12 time the fused attention kernel against CuPy.
+FIGURE_NOTEBOOKS = ("lab09", "09_", "11_", "lab11", "12_", "lab12")
+FIGURE_RE = re.compile(
+    r"measured in this run|MEASURED|images/s|test accuracy|target reached|per watt|mJ|joules|counter|fused"
+)
+NOT_FIGURE_RE = re.compile(r"^(ok|FAIL|\[[A-Z]+\])\s")  # a check's report lines ("ok  size 2: correct ...")
+
+
+def figure_lines(folder: Path, per_notebook: int = 12) -> list[str]:
+    """The output lines of :data:`FIGURE_NOTEBOOKS` in ``folder`` (executed notebooks) that carry figures
+    (:data:`FIGURE_RE`), each once, at most ``per_notebook`` a notebook: what a session needs to read first."""
+    lines: list[str] = []
+    for path in sorted(folder.glob("*.ipynb")):
+        if not path.stem.startswith(FIGURE_NOTEBOOKS):
+            continue
+        try:
+            cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
+        except (OSError, ValueError, AttributeError):
+            lines.append(f"  {path.stem}: unreadable")
+            continue
+        found: list[str] = []
+        for cell in cells:
+            for o in cell.get("outputs", []) if isinstance(cell, dict) else []:
+                text = o.get("text") or o.get("data", {}).get("text/plain", "")
+                for line in ("".join(text) if isinstance(text, list) else str(text)).splitlines():
+                    if FIGURE_RE.search(line) and not NOT_FIGURE_RE.match(line.strip()) and line.strip() not in found:
+                        found.append(line.strip())
+        if found:
+            lines.append(f"  {path.stem}:")
+            lines += [f"    {line[:220]}" for line in found[:per_notebook]]
+            if len(found) > per_notebook:
+                lines.append(f"    (+{len(found) - per_notebook} more lines in {path.name})")
+    return lines
+
+
 def summary(rows: list[dict[str, Any]], out: Path) -> str:
     """A readable summary of the stages, the notebooks and the benchmarks."""
     lines = ["", "gpu-check summary:"]
@@ -289,6 +327,9 @@ def summary(rows: list[dict[str, Any]], out: Path) -> str:
                 lines += part(json.loads(report.read_text()))
             except (ValueError, KeyError, TypeError, AttributeError) as exc:  # a stage stopped while writing it
                 lines.append(f"  {report.name}: unreadable ({type(exc).__name__}: {exc}); the stage's log says more")
+    figures = figure_lines(out / "notebooks") if (out / "notebooks").is_dir() else []
+    if figures:
+        lines += ["  figures for the open issues (output lines of the executed notebooks):", *figures]
     return "\n".join(lines)
 
 
