@@ -143,3 +143,27 @@ def test_a_step_stopped_by_an_error_leaves_no_held_check_behind():
     assert ops._held.items == []
     nn.train_step(model, nn.SoftmaxCrossEntropy(), nn.Adam(model), x, y)
     ops.finish()
+
+
+def test_op_times_over_the_learner_ops_time_each_op_with_events_and_keep_the_guard():
+    """nn.OpTimes in gpu mode: CUDA events around each op (read once, at the table), the guard still held and
+    read at the turns (a NaN is still named), the same weights as without it."""
+    timed = nn.OpTimes(LearnerOps(dict(LIBRARY)))
+    model = _model(timed)
+    nn.train_step(model, nn.SoftmaxCrossEntropy(), nn.Adam(model), *_batch())
+    rows = timed.table()
+    assert {"matmul", "relu", "adam_update", "softmax_xent"} <= {r["op"] for r in rows}, rows
+    assert timed.report().startswith("time per op (CUDA events on the GPU, measured in this run)")
+    plain = _model(LearnerOps(dict(LIBRARY)))
+    nn.train_step(plain, nn.SoftmaxCrossEntropy(), nn.Adam(plain), *_batch())
+    assert all(np.array_equal(a, b) for a, b in zip(_weights(model).values(), _weights(plain).values()))
+    timed.finish()  # forwarded: nothing held is wrong
+
+    @cuda.jit
+    def relu_nan(x, y):
+        for i in range(cuda.grid(1), y.size, cuda.gridsize(1)):
+            y[i] = math.nan
+
+    bad = _model(nn.OpTimes(LearnerOps({**LIBRARY, "relu": relu_nan})))
+    with pytest.raises(capstone.CapstoneError, match="op 'relu'"):
+        nn.train_step(bad, nn.SoftmaxCrossEntropy(), nn.Adam(bad), *_batch())

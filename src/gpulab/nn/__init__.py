@@ -15,6 +15,7 @@ from .loss import SoftmaxCrossEntropy
 from .models import mnist_cnn
 from .module import Module
 from .ops import BACKENDS
+from .optimes import OpTimes
 from .optim import SGD, Adam
 from .parallel import DataParallel
 from .sequential import Sequential
@@ -31,6 +32,7 @@ __all__ = [
     "MaxPool2d",
     "MixedPrecision",
     "Module",
+    "OpTimes",
     "ReLU",
     "SGD",
     "Sequential",
