@@ -54,3 +54,16 @@ def test_the_pytorch_comparison_runs_full_fp32_with_either_api():
     old = NS(backends=NS(cudnn=NS(allow_tf32=True), cuda=NS(matmul=NS(allow_tf32=True))))
     _full_fp32(old)
     assert old.backends.cudnn.allow_tf32 is False and old.backends.cuda.matmul.allow_tf32 is False
+
+
+def test_per_op_times_every_op_of_a_few_more_steps(tmp_path, capsys):
+    out = tmp_path / "cnn.json"
+    args = ["--backend", "numpy", "--rounds", "1", "--steps", "1", "--warmup", "0", "--batch-size", "8"]
+    assert cnn.main([*args, "--channels", "2,3", "--hidden", "8", "--per-op", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "time per op (wall clock on the CPU, measured in this run)" in text, text
+    import json
+
+    rows = json.loads(out.read_text())["per_op"]
+    assert {"matmul", "adam_update", "softmax_xent", "conv_weight_grad"} <= {r["op"] for r in rows}
+    assert abs(sum(r["share"] for r in rows) - 1) < 1e-6

@@ -33,7 +33,7 @@ def test_a_timed_step_gives_the_same_weights_and_a_table_by_op_and_shapes():
     adam = [r for r in rows if r["op"] == "adam_update"]
     assert sum(r["calls"] for r in adam) == 8  # one call per parameter: 2 convolutions and 2 linear layers
     text = timed.report(top=3)
-    assert text.startswith("time per op (simulator seconds") and "more op and shape pairs" in text, text
+    assert text.startswith("time per op (wall clock on the CPU") and "more op and shape pairs" in text, text
     timed.reset()
     assert timed.table() == [] and "no op was called" in timed.report()
 
@@ -41,3 +41,13 @@ def test_a_timed_step_gives_the_same_weights_and_a_table_by_op_and_shapes():
 def test_only_ops_are_wrapped():
     with pytest.raises(TypeError, match="OpTimes wraps an implementation of gpulab.nn.ops.Ops, got str"):
         nn.OpTimes("numpy")
+
+
+def test_the_kernels_in_the_simulator_are_labelled_simulator_seconds():
+    from gpulab import runtime
+
+    if not runtime.is_simulator():
+        pytest.skip("simulator mode only")
+    timed = nn.OpTimes(get("kernels"))
+    timed.relu(np.arange(-2, 3, dtype=np.float32))
+    assert timed.report().startswith("time per op (simulator seconds (Python runs each CUDA thread"), timed.report()

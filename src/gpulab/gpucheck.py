@@ -185,7 +185,10 @@ def stages(
     # speed in the simulator means nothing, so `bench cnn` refuses it there and a rehearsal leaves it out.
     if record:
         todo.append(
-            ("cnn-kernels", [*cnn, "--backend", "kernels", "--rounds", "1", "--json", str(out / "cnn-kernels.json")])
+            (
+                "cnn-kernels",
+                [*cnn, "--backend", "kernels", "--rounds", "1", "--per-op", "--json", str(out / "cnn-kernels.json")],
+            )
         )
     pytest = [py_s, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(jobs), "--dist", "loadfile"]
     todo.append(("tests", [*pytest, *[t for t in GPU_TESTS if (REPO / t).exists()]]))

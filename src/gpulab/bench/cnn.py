@@ -78,6 +78,11 @@ def configure(p: argparse.ArgumentParser) -> None:
         default=None,
         help="numpy backend: data-parallel CPU threads (default: --threads, each with 1 BLAS thread)",
     )
+    p.add_argument(
+        "--per-op",
+        action="store_true",
+        help="then time every op of a few more steps (nn.OpTimes) and print where a step's time goes",
+    )
     p.add_argument("--json", default=None, help="write the results to this JSON file")
     p.add_argument(
         "--record",
@@ -184,6 +189,11 @@ def run(args: argparse.Namespace) -> int:
             f"ratio gpulab/torch: {results['ratio']:.2f} (median of per-round ratios "
             f"{', '.join(f'{r:.2f}' for r in ratios)})"
         )
+    if args.per_op:
+        timed = nn.OpTimes(nn.ops.get(backend))  # one worker: the data-parallel path splits each op over threads
+        measure_gpulab(backend, ops=timed, **dict(common, steps=3, warmup=0))  # compiled and warm from the rounds
+        print(timed.report(top=10))
+        results["per_op"] = timed.table()
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

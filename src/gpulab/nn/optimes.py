@@ -1,10 +1,11 @@
 """Where a training step's time goes, op by op: :class:`OpTimes` wraps a backend's ops and times every call.
 
-In gpu mode each call is bracketed by two CUDA events on the default stream, where the course's launchers (and so a
-learner's kernels in the capstone) and CuPy's null stream queue their work; the events are read only when the table
-is asked for, so timing adds no wait for the GPU between ops. In simulator mode the wall clock times each call (the
-simulator runs a kernel to its end before the launch returns): those are the simulator's seconds, Python running
-each CUDA thread in turn, and they say nothing about a GPU; the report says so.
+For ops on the GPU (``cupy``, and ``kernels`` in gpu mode) each call is bracketed by two CUDA events on the
+default stream, where the course's launchers (and so a learner's kernels in the capstone) and CuPy's null stream
+queue their work; the events are read only when the table is asked for, so timing adds no wait for the GPU between
+ops. Ops on the host are timed by the wall clock: NumPy's on the CPU, or the ``kernels`` in simulator mode (the
+simulator runs a kernel to its end before the launch returns), whose seconds are Python running each CUDA thread in
+turn and say nothing about a GPU; the report says which clock it was.
 
 Calls are grouped by op and by the shapes of their array arguments, so the same op on different layers shows
 separately: the GEMM of a convolution's weight gradient, ``(32, 100352) @ (100352, 9)`` for the first layer of the
@@ -19,7 +20,7 @@ from typing import Any
 
 from .. import runtime
 from ..timing import _elapsed_s, _events
-from .ops import Ops
+from .ops import Ops, device_for
 
 __all__ = ["OpTimes"]
 
@@ -39,7 +40,11 @@ class OpTimes(Ops):
             raise TypeError(f"OpTimes wraps an implementation of gpulab.nn.ops.Ops, got {type(inner).__name__}.")
         self.inner = inner
         self.name = inner.name
-        self.gpu = runtime.is_gpu()
+        from .kernel_ops import KernelOps  # imported where used: `import gpulab.nn` stays without the kernels
+
+        backend = "kernels" if isinstance(inner, KernelOps) else inner.name  # the capstone's LearnerOps too
+        self.gpu = device_for(backend) == "gpu"  # CUDA events; else the wall clock (the CPU, or the simulator)
+        self.simulated = not self.gpu and backend == "kernels"
         self._calls: list[tuple[str, str, Any, Any]] = []  # (op, shapes, start, end): events, or perf_counter values
 
     def _timed(self, op: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -81,11 +86,12 @@ class OpTimes(Ops):
         rows = self.table()
         if not rows:
             return "no op was called since the last reset: run a training step with these ops first"
-        clock = (
-            "CUDA events on the GPU, measured in this run"
-            if self.gpu
-            else "simulator seconds (Python runs each CUDA thread: says nothing about a GPU)"
-        )
+        if self.gpu:
+            clock = "CUDA events on the GPU, measured in this run"
+        elif self.simulated:
+            clock = "simulator seconds (Python runs each CUDA thread: says nothing about a GPU)"
+        else:
+            clock = "wall clock on the CPU, measured in this run"
         lines = [f"time per op ({clock}):"]
         for r in rows[:top]:
             lines.append(
