@@ -469,7 +469,20 @@ def test_summary_lists_the_figures_the_open_issues_ask_for(tmp_path):
     executed("11_energy_cost_hardware", "GPU counter (NVML): usable: total energy\n", "[PASS] joules: passed\n")
     executed("03_matmul_naive", "42 GB/s (measured in this run)\n")
     (tmp_path / "notebooks" / "lab12_transformers.ipynb").write_text("{cut off")
+    per_op = [
+        {
+            "op": "conv_weight_grad",
+            "shapes": "(100352, 32), (100352, 9)",
+            "calls": 3,
+            "ms_per_call": 2.5,
+            "share": 0.41,
+            "seconds": 0.0075,
+        }
+    ]
+    (tmp_path / "cnn-kernels.json").write_text(json.dumps({"gpulab": {"images_per_second": 31000.0}, "per_op": per_op}))
     text = files.summary([], tmp_path)
+    assert "cnn on the kernels backend: 31,000 images/s; time per op:" in text
+    assert " 41.0%  conv_weight_grad" in text and "(100352, 32), (100352, 9)" in text, text
     assert "figures for the open issues" in text, text
     for line in ("test accuracy 0.985", "target reached on mnist", "41,000 images/s", "GPU counter (NVML): usable"):
         assert line in text, text

@@ -312,6 +312,22 @@ def figure_lines(folder: Path, per_notebook: int = 12) -> list[str]:
     return lines
 
 
+def _per_op_lines(rep: dict[str, Any]) -> list[str]:
+    """``bench cnn --per-op``'s table (the capstone's backend on the GPU): where a training step's time goes."""
+    ips = rep.get("gpulab", {}).get("images_per_second")
+    head = f"  cnn on the kernels backend: {ips:,.0f} images/s; time per op:" if ips else "  time per op:"
+    rows = rep.get("per_op") or []
+    return (
+        [head]
+        + [
+            f"    {r['share']:6.1%}  {r['op']:<17} {r['calls']:>3} x {r['ms_per_call']:8.3f} ms  {r['shapes']}"
+            for r in rows[:6]
+        ]
+        if rows
+        else []
+    )
+
+
 def summary(rows: list[dict[str, Any]], out: Path) -> str:
     """A readable summary of the stages, the notebooks and the benchmarks."""
     lines = ["", "gpu-check summary:"]
@@ -321,6 +337,7 @@ def summary(rows: list[dict[str, Any]], out: Path) -> str:
     for report, part in (
         (out / "notebooks" / "notebooks.json", _notebook_lines),
         (out / "kernels.json", _kernel_lines),
+        (out / "cnn-kernels.json", _per_op_lines),
     ):
         if report.exists():
             try:
