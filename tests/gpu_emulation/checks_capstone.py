@@ -15,6 +15,7 @@ import math
 import numpy as np
 import pytest
 from numba import cuda, float32
+from numba.cuda.random import xoroshiro128p_uniform_float32
 
 import gpulab
 from gpulab import capstone, nn, runtime, train
@@ -81,6 +82,17 @@ def test_a_nan_in_a_forward_op_is_named_before_any_weight_changes():
     assert all(np.array_equal(before[n], after[n]) for n in before), "a weight changed after the NaN"
 
 
+def test_with_verify_a_nan_is_still_named_as_a_nan():
+    @cuda.jit
+    def relu_nan(x, y):
+        for i in range(cuda.grid(1), y.size, cuda.gridsize(1)):
+            y[i] = math.nan
+
+    model = _model(LearnerOps({**LIBRARY, "relu": relu_nan}, verify=True))
+    with pytest.raises(capstone.CapstoneError, match="op 'relu': your kernel produced NaN or inf"):
+        nn.train_step(model, nn.SoftmaxCrossEntropy(), nn.Adam(model), *_batch())
+
+
 def test_a_nan_from_the_update_is_named_at_the_next_op_and_at_the_end_of_an_epoch():
     @cuda.jit
     def adam_nan(p, g, m, v, lr_t, b1, b2, eps_t):
@@ -104,9 +116,7 @@ def test_a_nan_from_the_update_is_named_at_the_next_op_and_at_the_end_of_an_epoc
 
 
 @cuda.jit
-def dropout_swapped(x, states, p, y):  # scaled right, but keeps where u < p
-    from numba.cuda.random import xoroshiro128p_uniform_float32
-
+def dropout_swapped(x, states, p, y):  # scaled right, but keeps where u < p (no import in here: NVVM refuses it)
     tid = cuda.grid(1)
     for i in range(tid, x.size, cuda.gridsize(1)):
         u = xoroshiro128p_uniform_float32(states, tid)
