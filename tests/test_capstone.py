@@ -235,3 +235,22 @@ def test_require_all_passes_once_every_op_is_registered():
     for op, kern in LIBRARY.items():
         assert cap.register(op, kern, trusted=True).passed, op
     cap.require_all()  # no raise
+
+
+def test_a_fault_after_held_checks_names_the_ops_that_ran_since_the_last_wait():
+    """On a GPU a kernel's fault surfaces at the next wait: the error then lists the learner ops that ran since
+    the last one (held checks); other errors, and a step with nothing held, get no such note."""
+    from gpulab.capstone_ops import LearnerOps
+
+    ops = LearnerOps(dict(LIBRARY))
+    for op in ("im2col", "relu", "relu"):
+        ops._held.add(op, np.bool_(True), lambda: None)
+    fault = RuntimeError("[700] Call to cuCtxSynchronize results in CUDA_ERROR_ILLEGAL_ADDRESS")
+    ops._unread(fault)
+    assert ops._held.items == []
+    assert "your ops im2col, relu ran on the GPU since it was last waited for" in "".join(fault.__notes__)
+    assert "cap.ops(verify=True)" in fault.__notes__[0]
+    other = ValueError("labels out of range")
+    ops._held.add("relu", np.bool_(True), lambda: None)
+    ops._unread(other)
+    assert not getattr(other, "__notes__", None) and ops._held.items == []

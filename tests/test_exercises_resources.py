@@ -114,8 +114,10 @@ def test_registers_times_threads_over_the_register_file_fail_only_for_the_big_bl
     heavy = _heavy_module(tmp_path)
     big = _check_heavy(heavy, 1024)
     assert big.status == "failed" and big.score == 0.5, big
-    assert "a block of 1024 threads x" in big.message and "register file" in big.message, big.message
+    assert "the check launches blocks of 1024 threads: 1024 threads x" in big.message, big.message
+    assert "registers as the hardware allocates them, of 65,536" in big.message, big.message
     assert "too many resources requested for launch" in big.message and big.hint == ptxcheck.REGISTERS_HINT
+    assert "max_registers" not in big.message + big.hint  # not an option a learner's check can use
     small = _check_heavy(heavy, 256)
     assert small.passed, small
     assert "blocks of 256 threads fit" in next(c for c in small.checks if c.name == "PTX").message
@@ -124,7 +126,7 @@ def test_registers_times_threads_over_the_register_file_fail_only_for_the_big_bl
 def test_the_largest_block_of_every_threads_option_is_the_one_checked(tmp_path):
     heavy = _heavy_module(tmp_path)
     res = _check_heavy(heavy, [128, 1024])  # threads= cycles its options over the runs
-    assert res.status == "failed" and "a block of 1024 threads" in res.message, res.message
+    assert res.status == "failed" and "blocks of 1024 threads" in res.message, res.message
 
 
 def test_without_ptxas_the_resources_are_not_checked_and_say_so(monkeypatch):
@@ -177,3 +179,16 @@ def test_a_launch_the_gpu_refuses_for_resources_gets_that_hint_not_the_parameter
     status, msg, hint = exception_verdict(exc, "heavy[(1,), (1024,)]", case)
     assert status == "error" and hint == RESOURCES_HINT and hint != LAUNCH_HINT, (msg, hint)
     assert "when the check launched your kernel heavy, before any line of it ran" in msg, msg
+
+
+def test_ptxas_output_it_cannot_read_is_not_checked_rather_than_a_traceback(monkeypatch):
+    from gpulab import ptxas
+
+    def unreadable(*args, **kwargs):
+        raise ValueError("no 'Used N registers' line in ptxas's output")
+
+    monkeypatch.setattr(ptxas, "ptxas_usage", unreadable)
+    res = _check(double_in_shared)
+    assert res.passed, res
+    ptx = next(c for c in res.checks if c.name == "PTX")
+    assert "ptxas could not check it (no 'Used N registers' line" in ptx.message, ptx.message

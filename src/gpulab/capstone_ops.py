@@ -12,7 +12,8 @@ On a GPU, reading a check's answer makes the host wait for the GPU: one wait per
 would cost a large share of a step. So there each output's check is computed on the GPU where the op left it (a
 0-d flag) and the flags are read together, once when the step turns from computing gradients to updating weights
 (before any weight changes: a NaN gradient never reaches them) and once when it turns back (the update's own
-outputs), plus at the end of each epoch (:meth:`LearnerOps.finish`). The first op in launch order whose flag is
+outputs), plus at the end of each epoch and after ``predict`` (:meth:`LearnerOps.finish`; a loop of your own that
+calls ``nn.train_step`` calls ``model.ops.finish()`` after its last step). The first op in launch order whose flag is
 down is the one named, as with checks read at once; NumPy outputs (simulator mode) are still checked at once.
 """
 
@@ -31,6 +32,7 @@ from .capstone_guard import CapstoneError as CapstoneError, shape as _shape
 from .capstone_hosts import HOSTS
 from .capstone_problems import PROBLEMS
 from .exercises.output import Printed, captured
+from .exercises.raised import DEVICE_FAULT_RE
 from .nn.kernel_ops import KernelOps
 
 __all__ = ["CapstoneError", "LearnerOps"]
@@ -65,8 +67,8 @@ def _quiet(op: str) -> Callable[[F], F]:
                         return self._deadline(op, method, args, kw)
                 finally:
                     self._printed(op, out)
-            except BaseException:
-                self._held.items.clear()  # the step stopped here: its held checks would name a step nobody finishes
+            except BaseException as exc:
+                self._unread(exc)
                 raise
 
         return run  # type: ignore[return-value]
@@ -197,6 +199,20 @@ class LearnerOps(KernelOps):
         if updating != self._updating:
             self._updating = updating
             self.finish()
+
+    def _unread(self, exc: BaseException) -> None:
+        """A step stopped by ``exc``: forget its held checks (they would name a step nobody finishes). A GPU reports
+        a kernel's fault (an illegal address) at the next wait, which may come ops later, so when checks were held
+        the error says which of your ops ran since the last wait."""
+        held = list(dict.fromkeys(op for op, _, _ in self._held.items))
+        self._held.items.clear()
+        if held and DEVICE_FAULT_RE.search(str(exc)) and hasattr(exc, "add_note"):
+            exc.add_note(
+                f"gpulab: your ops {', '.join(held)} ran on the GPU since it was last waited for; a kernel's fault is "
+                "reported at the next wait, not in the op that made it, so it may be one of them. Restart the "
+                "notebook's kernel (the CUDA context is broken after a fault), then train one step with "
+                "cap.ops(verify=True): it waits after each op, so the fault is reported by the op that made it."
+            )
 
     def finish(self) -> None:
         """Read every check still held on the GPU, in one transfer, and raise for the first op (in launch order)

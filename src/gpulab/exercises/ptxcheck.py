@@ -24,9 +24,11 @@ SHARED_HINT = (
     "(a tile, one value per thread), never a whole input; compute their size from the block (TPB, TILE x TILE), "
     "not from the data."
 )
+_NEEDS = re.compile(r"needs ([\d,]+) registers, the register file of an SM holds ([\d,]+)")
 REGISTERS_HINT = (
-    "launch smaller blocks (256 threads, e.g. 16 x 16, rather than 1024), or make the kernel keep fewer values "
-    "alive at once (fewer locals, no unrolled copies of a loop body)."
+    "make the kernel keep fewer values alive at the same time: fewer locals that live across the loop, no copies "
+    "of a loop body written out by hand, an index computed once and reused. Where you choose the launch yourself, "
+    "smaller blocks (256 threads rather than 1024) fit too."
 )
 
 
@@ -41,7 +43,7 @@ def resources_check(ptx: str, name: str, compiled: str, threads: int | None) -> 
         use = ptxas_usage(ptx, (7, 5), name, ptxas=find_ptxas())
     except FileNotFoundError:
         return Check("PTX", True, f"{compiled}; registers and shared memory not checked (no ptxas installed here)")
-    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+    except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as exc:  # ValueError: ptxas said nothing
         big = _TOO_MUCH_SHARED.search(str(exc))
         if big is None:  # ptxas itself could not run or read this PTX: not the learner's doing
             return Check("PTX", True, f"{compiled}; ptxas could not check it ({str(exc).splitlines()[0][:160]})")
@@ -59,12 +61,17 @@ def resources_check(ptx: str, name: str, compiled: str, threads: int | None) -> 
         return Check("PTX", True, f"{compiled}; {used} (ptxas, sm_75)")
     try:
         blocks_per_sm(threads, use.registers, use.shared_bytes, "sm_75")
-    except ValueError as exc:
+    except ValueError as exc:  # static shared memory over the limit failed in ptxas above: the registers are left
+        need = _NEEDS.search(str(exc))
+        counted = f": {need.group(1)} registers as the hardware allocates them, of {need.group(2)}" if need else ""
         return Check(
             "PTX",
             False,
-            f"{compiled}, but it uses {used} (ptxas, sm_75), and {exc} The simulator has no such limit.",
-            SHARED_HINT if "shared memory" in str(exc) else REGISTERS_HINT,
+            f"{compiled}, but it uses {used} (ptxas, sm_75), and the check launches blocks of {threads} threads: "
+            f"{threads} threads x {use.registers} registers is more than an SM's register file gives one "
+            f"block{counted}, so a GPU refuses the launch ('too many resources requested for launch'). The "
+            "simulator has no such limit.",
+            REGISTERS_HINT,
         )
     return Check("PTX", True, f"{compiled}; {used} (ptxas, sm_75): blocks of {threads} threads fit")
 

@@ -19,7 +19,7 @@ from .overflow import Overflow, overflow
 from .run import KernelTimeout
 from .shapes import is_shape_error, shape_verdict
 
-__all__ = ["EXP_LIMIT", "exception_verdict", "largest_input", "thread_inside"]
+__all__ = ["DEVICE_FAULT_RE", "EXP_LIMIT", "exception_verdict", "largest_input", "thread_inside"]
 
 _TID_RE = re.compile(r"tid=\[(\d+), (\d+), (\d+)\] ctaid=\[(\d+), (\d+), (\d+)\]:?\s*(.*)", re.S)
 EXP_LIMIT = 88.0  # exp(x) overflows float32 above x = 88.72
@@ -242,7 +242,7 @@ def not_in_your_code(
 def _in_numba(exc: BaseException, found: Any, text: str, yours: str, led: str, tail: str) -> tuple[str, str, str]:
     name = type(exc).__name__
     pkg = "Numba's" if found.package == "numba" else f"{found.package}'s"
-    fault = bool(_DEVICE_FAULT_RE.search(text))
+    fault = bool(DEVICE_FAULT_RE.search(text))
     if found.harness and found.call == "synchronisation":
         msg = f"{name} when the check waited for {yours} to finish (a synchronisation after its launch): {text}{tail}"
     elif found.call:
@@ -262,7 +262,7 @@ def _in_numba(exc: BaseException, found: Any, text: str, yours: str, led: str, t
     return "error", msg, TRANSFER_HINT if found.call == "transfer" else GPULAB_RAISED_HINT
 
 
-_DEVICE_FAULT_RE = re.compile(r"ILLEGAL_ADDRESS|illegal (memory access|address)|LAUNCH_FAILED|unspecified launch", re.I)
+DEVICE_FAULT_RE = re.compile(r"ILLEGAL_ADDRESS|illegal (memory access|address)|LAUNCH_FAILED|unspecified launch", re.I)
 DEVICE_FAULT_HINT = (
     "on a GPU a kernel's fault while it runs is reported later, at the next synchronisation or transfer: an illegal "
     "address means a thread read or wrote outside an array (a missing bounds guard, an index over the wrong "

@@ -310,15 +310,20 @@ class Runner:
 
     def most_threads(self, cases: list[Case], launch: Launch) -> int | None:
         """The most threads per block of any launch the check makes of the kernel on ``cases`` (every ``threads=``
-        option, ``launch``'s orientation); None for a host function that does not say how it launches."""
+        option; else each case's ``launch=`` or ``host.launch_config``); None for a host function that does not say
+        how it launches."""
         if self.p.host is not None and getattr(self.p.host, "launch_config", None) is None:
             return None
+        if self.thread_options:  # cycled over the cases, the race stage's runs take the others: any may launch
+            return max(math.prod(o) for o in self.thread_options)
         most = 0
         for case in cases:
-            for option in range(max(1, len(self.thread_options))):
-                _, block = self.config(case, self.host_call(case)[1], Launch(option, launch.swapped))
-                most = max(most, math.prod(as_dim(block)))
-        return most
+            try:
+                _, block = self.config(case, self.host_call(case)[1], launch)
+            except SetupError:  # not a launch the check made
+                continue
+            most = max(most, math.prod(as_dim(block)))
+        return most or None
 
     def host_call(self, case: Case) -> tuple[tuple[np.ndarray, ...], tuple]:
         """NumPy outputs and the kernel's arguments, for instrumented runs in the simulator."""

@@ -167,6 +167,7 @@ class SGD(_Optimizer):
 
     def step(self) -> None:
         ops = self.ops
+        ops.finish()  # checks a backend holds (the capstone's, on a GPU) before the momentum buffers are made
         for name, p, g in self.model.parameters():
             if name not in self.v:
                 self.v[name] = array_module(p).zeros_like(p)
@@ -195,6 +196,7 @@ class Adam(_Optimizer):
         return {"t": self.t}
 
     def step(self) -> None:
+        self.ops.finish()  # checks a backend holds (the capstone's, on a GPU) before t and the moments move on
         self.t += 1
         c1 = 1.0 - self.b1**self.t  # bias corrections: m and v start at 0
         c2 = 1.0 - self.b2**self.t
