@@ -70,7 +70,8 @@ def clip(a: Any, a_min: Any, a_max: Any, out: Any = None) -> Any:
 
 
 def reshape(a: Any, newshape: Any, order: str = "C", *, copy: Any = None) -> Any:
-    return a.reshape(newshape, order=order, copy=copy)  # _manipulation/shape.py l. 61
+    # _manipulation/shape.py l. 61 passes copy=copy; here only when given: NumPy < 2.1's reshape has no copy=
+    return a.reshape(newshape, order=order, **({} if copy is None else {"copy": copy}))
 
 
 def ravel(a: Any, order: str = "C") -> Any:
