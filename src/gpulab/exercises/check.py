@@ -23,7 +23,7 @@ from .problem import Budget, Problem, Size
 from .output import captured
 from .own_code import own_code_check
 from .precision import FLOAT64_NOTE, float32_arrays, float64_literal_accumulators
-from .ptxcheck import ptx_check
+from .ptxcheck import ptx_check, signature_for
 from .races import race_stage
 from .static import static_check
 from .result import Check, CheckResult, log_result
@@ -235,7 +235,11 @@ def _run_problem(p: Problem, kernel: Any, name: str | None, trusted: bool) -> Ch
                 )
             )
         if p.ptx is not None:
-            penalties.append(ptx_check(kernel, p.ptx, st.runner.most_threads(st.cases, launch)))
+            sig = signature_for(st.runner.host_call(cases[0])[1]) if p.ptx == "auto" else p.ptx
+            if sig is None:
+                st.checks.append(Check("PTX", True, "not checked: an argument's type has no signature of its own"))
+            else:
+                penalties.append(ptx_check(kernel, sig, st.runner.most_threads(st.cases, launch)))
         if p.host is None and float32_arrays(cases[0].inputs + cases[0].expected):
             if names := float64_literal_accumulators(kernel):
                 notes.append(

@@ -213,6 +213,8 @@ class Problem:
     mistakes: dict[str, Callable[..., Any]] | None = None
     budget: Budget | None = None
     ptx: str | None = None
+    """A signature to compile the kernel for (``"void(float32[:], float32[:])"``), ``"auto"`` for the types of the
+    first case's arguments (:func:`.ptxcheck.signature_for`), or None: no PTX check."""
     race_check: bool = True
     timeout: float = 30.0
     updated_inputs: Sequence[int] = ()

@@ -16,7 +16,7 @@ from ..source import NotADeviceFunction, py_func, standalone_source
 from .result import Check
 from .static import numpy_ufunc_fix
 
-__all__ = ["SHARED_HINT", "ptx_check", "resources_check"]
+__all__ = ["SHARED_HINT", "ptx_check", "resources_check", "signature_for"]
 
 _TOO_MUCH_SHARED = re.compile(r"uses too much shared data \((0x[0-9a-f]+) bytes, (0x[0-9a-f]+) max\)")
 SHARED_HINT = (
@@ -82,6 +82,28 @@ CLIP_HINT = (
     "np.clip does not compile on numbers in a GPU kernel (numba-cuda's np.clip takes arrays; the simulator ran "
     "NumPy): clamp with min and max, e.g. `i = min(max(i, 0), a.shape[0] - 1)`."
 )
+
+
+def signature_for(args: tuple) -> str | None:
+    """The signature a launch with ``args`` compiles for (``"void(float32[:, :], float64)"``), from numba's types
+    of the values: arrays of numbers or bools with any layout, numbers and bools as numba types them (a Python float
+    is a float64, as on a GPU). None when an argument is of another kind (a record array, a tuple): name it by
+    hand (``ptx="..."``)."""
+    from numba import typeof, types
+
+    parts = []
+    for a in args:
+        try:
+            t = typeof(a)
+        except ValueError:
+            return None
+        if isinstance(t, types.Array) and isinstance(t.dtype, (types.Number, types.Boolean)):
+            parts.append(f"{t.dtype}[{', '.join([':'] * t.ndim)}]" if t.ndim else "")
+        elif isinstance(t, (types.Number, types.Boolean)):
+            parts.append(str(t))
+        else:
+            return None
+    return None if "" in parts else f"void({', '.join(parts)})"
 
 
 def ptx_check(kernel: Any, signature: str, threads: int | None = None) -> Check:

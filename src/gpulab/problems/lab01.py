@@ -50,6 +50,7 @@ STENCIL_WRAP_HINT = (
 
 ADD = Problem(
     "lab01.add",
+    ptx="auto",  # a GPU must accept it: compiled for the types of the first case's arguments
     spec=lambda a, b: a + b,
     inputs=lambda n, rng: random_arrays(rng, n, n),
     sizes=[0, 1, 7, 100, 300],
@@ -60,6 +61,7 @@ ADD = Problem(
 
 AFFINE = Problem(
     "lab01.affine",
+    ptx="auto",  # a GPU must accept it: compiled for the types of the first case's arguments
     spec=lambda A, alpha, beta: (alpha * A + beta).astype(np.float32),
     inputs=lambda shape, rng: (random_arrays(rng, shape)[0], np.float32(2.5), np.float32(-1.0)),
     sizes=[(1, 1), (5, 5), (17, 9), (9, 33)],
@@ -70,6 +72,7 @@ AFFINE = Problem(
 
 SAXPY = Problem(
     "lab01.saxpy",
+    ptx="auto",  # a GPU must accept it: compiled for the types of the first case's arguments
     spec=lambda alpha, x, y: (alpha * x + y).astype(np.float32),
     inputs=lambda n, rng: (np.float32(3.0), *random_arrays(rng, n, n)),
     sizes=[0, 1, 50, 64, 200, 1000],

@@ -23,6 +23,7 @@ TILE_PAD = TILE + 1  # padded row length of the shared tile
 
 COPY2D = Problem(
     "lab02.copy2d",
+    ptx="auto",  # a GPU must accept it: compiled for the types of the first case's arguments
     spec=lambda a: a.copy(),
     inputs=lambda shape, rng: random_arrays(rng, shape),
     sizes=[(1, 1), (5, 40), (33, 70)],
@@ -56,6 +57,7 @@ ROTATE_MISTAKES = {
 
 ROTATE = Problem(
     "lab02.rotate",
+    ptx="auto",  # a GPU must accept it: compiled for the types of the first case's arguments
     spec=rotate_spec,
     inputs=lambda shape, rng: random_arrays(rng, shape),
     sizes=[(1, 1), (4, 4), (7, 12), (33, 20)],

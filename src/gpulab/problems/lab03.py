@@ -48,6 +48,7 @@ def _matvec_pasted(A: np.ndarray, x: np.ndarray) -> np.ndarray:
 # (coalesced), where lesson 03's matvec (a thread per row) has them read 32 rows apart.
 VECMAT = Problem(
     "lab03.vecmat",
+    ptx="auto",  # a GPU must accept it: compiled for the types of the first case's arguments
     spec=lambda A, x: x @ A,
     inputs=vecmat_inputs,
     # M > N first: lesson 03's matvec pasted stays inside the arrays there and gets its named verdict
@@ -73,6 +74,7 @@ VECMAT = Problem(
 
 MATMUL = Problem(
     "lab03.matmul",
+    ptx="auto",  # a GPU must accept it: compiled for the types of the first case's arguments
     spec=lambda A, B: A @ B,
     inputs=matmul_inputs,
     sizes=[(1, 1, 1), (8, 8, 8), (13, 10, 7), (20, 5, 33)],

@@ -43,6 +43,7 @@ def stencil_no_halo(x: np.ndarray, *, keep_left: bool = False, keep_right: bool 
 
 BLOCK_REVERSE = Problem(
     "lab04.block_reverse",
+    ptx="auto",  # a GPU must accept it: compiled for the types of the first case's arguments
     spec=block_reverse_spec,
     inputs=lambda n, rng: random_arrays(rng, n),
     sizes=[1, 32, 45, 100],

@@ -96,6 +96,7 @@ _launch_elements.one_thread_per_element_of = -1  # type: ignore[attr-defined]  #
 
 BIAS_RELU_VIEW = Problem(
     "lab06.bias_relu_view",
+    ptx="auto",  # a GPU must accept it: compiled for the types of the first case's arguments
     spec=lambda x_buf, b: np.maximum(x_buf + b[:, None], 0),  # in the storage's layout: out.T = relu(x.T + b[:, None])
     inputs=view_inputs,
     sizes=[(1, 1), (5, 3), (3, 37), (40, 33)],

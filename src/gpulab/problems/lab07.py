@@ -204,6 +204,7 @@ def _conv_terms(x: np.ndarray, w: np.ndarray, *_: Any) -> int:
 
 CONV1D = Problem(
     "lab07.conv1d",
+    ptx="auto",  # a GPU must accept it: compiled for the types of the first case's arguments
     spec=conv1d_spec,
     inputs=lambda size, rng: random_arrays(rng, size[0], size[1]),  # size = (n, K)
     sizes=[(1, 1), (9, 3), (100, 5), (250, 7)],
@@ -223,6 +224,7 @@ CONV1D = Problem(
 
 CONV2D_SINGLE = Problem(
     "lab07.conv2d_single",
+    ptx="auto",  # a GPU must accept it: compiled for the types of the first case's arguments
     spec=dilated_spec,
     inputs=dilated_inputs,
     sizes=[(1, 1, 1, 1), (5, 9, 3, 2), (20, 13, 3, 2), (15, 24, 5, 1), (17, 26, 3, 3)],
@@ -249,6 +251,7 @@ CONV2D_SINGLE = Problem(
 
 CONV2D = Problem(
     "lab07.conv2d",
+    ptx="auto",  # a GPU must accept it: compiled for the types of the first case's arguments
     spec=conv2d_spec,
     inputs=conv_inputs,
     sizes=_CONV_SIZES + [(2, 1, 6, 5, 2, 5, 1, 2), _CONV_TALL],
@@ -293,6 +296,7 @@ CONV2D = Problem(
 
 MAXPOOL = Problem(
     "lab07.maxpool",
+    ptx="auto",  # a GPU must accept it: compiled for the types of the first case's arguments
     spec=maxpool_spec,
     inputs=lambda size, rng: (*random_arrays(rng, size[:4]), size[4], size[5]),  # size = (N, C, H, W, k, stride)
     sizes=[(1, 1, 2, 2, 2, 2), (2, 3, 7, 9, 2, 2), (1, 2, 9, 8, 3, 2), (2, 2, 6, 6, 3, 3)],
@@ -322,6 +326,7 @@ MAXPOOL = Problem(
 
 IM2COL = Problem(
     "lab07.im2col",
+    ptx="auto",  # a GPU must accept it: compiled for the types of the first case's arguments
     spec=im2col_spec,
     inputs=lambda size, rng: (*random_arrays(rng, size[:4]), *size[4:]),  # size = (N, C, H, W, k, stride, pad)
     sizes=[(1, 1, 3, 3, 3, 1, 0), (2, 3, 7, 6, 3, 1, 1), (1, 2, 9, 8, 3, 2, 1)],

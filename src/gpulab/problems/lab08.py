@@ -228,6 +228,7 @@ def _conv_backward_terms(x: np.ndarray, w: np.ndarray, dout: np.ndarray, stride:
 
 LEAKY_RELU_BACKWARD = Problem(
     "leaky_relu_backward_kernel",
+    ptx="auto",  # a GPU must accept it: compiled for the types of the first case's arguments
     spec=leaky_relu_backward_spec,
     inputs=leaky_relu_inputs,
     sizes=[(1, 0.2), (100, 0.01), (77, 0.0), (500, 0.2)],  # alpha = 0: the plain ReLU's backward
@@ -263,6 +264,7 @@ LEAKY_RELU_BACKWARD = Problem(
 
 MAXPOOL_BACKWARD = Problem(
     "maxpool_backward_kernel",
+    ptx="auto",  # a GPU must accept it: compiled for the types of the first case's arguments
     spec=maxpool_backward_spec,
     inputs=pool_inputs,
     args=lambda ins, outs: (*ins[1:], *outs),  # the kernel gets (dout, arg, k, stride, dx)

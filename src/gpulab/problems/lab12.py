@@ -109,6 +109,7 @@ def _mask_finite(s: np.ndarray, scale: Any, causal: Any) -> list[np.ndarray]:
 
 SCALE_MASK = Problem(
     "lab12.scale_mask",
+    ptx="auto",  # a GPU must accept it: compiled for the types of the first case's arguments
     spec=scale_mask_spec,
     inputs=scale_mask_inputs,
     sizes=[(1, 1, 0), (5, 9, 1), (20, 33, 1), (17, 17, 0)],
@@ -159,6 +160,7 @@ def softmax_backward_spec(p: np.ndarray, dp: np.ndarray) -> np.ndarray:
 
 SOFTMAX_BACKWARD = Problem(
     "lab12.softmax_backward",
+    ptx="auto",  # a GPU must accept it: compiled for the types of the first case's arguments
     spec=softmax_backward_spec,
     inputs=softmax_backward_inputs,
     sizes=[(1, 1, 0), (3, 5, 0), (4, 70, 1), (6, 33, 1)],
@@ -231,6 +233,7 @@ def _combine_weighted(mx: np.ndarray, o: np.ndarray) -> np.ndarray:
 
 COMBINE = Problem(
     "lab12.combine",
+    ptx="auto",  # a GPU must accept it: compiled for the types of the first case's arguments
     spec=combine_spec,
     inputs=combine_inputs,
     sizes=[(1, 1, 1, 1), (2, 5, 9, 3), (3, 9, 40, 20), (4, 6, 30, 17)],
