@@ -23,7 +23,7 @@ SIG = "void(float32[:], float32[:])"
 
 
 @cuda.jit
-def reverse_in_shared_64k(x, out):  # right, but 16,384 float32 = 64 KiB of static shared memory per block
+def double_in_shared_64k(x, out):  # right, but 16,384 float32 = 64 KiB of static shared memory per block
     buf = cuda.shared.array(16384, float32)
     i = cuda.grid(1)
     t = cuda.threadIdx.x
@@ -96,7 +96,7 @@ def _check_heavy(kernel, threads):
 
 
 def test_shared_arrays_over_48_kib_fail_with_what_a_gpu_allows():
-    res = _check(reverse_in_shared_64k)
+    res = _check(double_in_shared_64k)
     assert res.status == "failed" and res.score == 0.5, res
     assert "65,536 bytes per block" in res.message and "49,152 (48 KiB)" in res.message, res.message
     assert "simulator has no such limit" in res.message and res.hint == ptxcheck.SHARED_HINT
@@ -136,7 +136,7 @@ def test_without_ptxas_the_resources_are_not_checked_and_say_so(monkeypatch):
         raise FileNotFoundError("no ptxas")
 
     monkeypatch.setattr(ptxas, "find_ptxas", none)
-    res = _check(reverse_in_shared_64k)
+    res = _check(double_in_shared_64k)
     assert res.passed, res  # NVVM alone accepts it: only ptxas knows the limit
     ptx = next(c for c in res.checks if c.name == "PTX")
     assert "registers and shared memory not checked (no ptxas installed here)" in ptx.message

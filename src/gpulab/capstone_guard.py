@@ -49,6 +49,11 @@ class Held:
         self.items.append((op, flag, fail))
         return len(self.items) >= self.LIMIT
 
+    def drop(self) -> list[str]:
+        """Forget every held check unread; the ops they were for, each once, in the order they were held."""
+        held, self.items = self.items, []
+        return list(dict.fromkeys(op for op, _, _ in held))
+
     def read(self) -> None:
         """Read every held flag and raise for the first op, in the order they were held, whose output failed."""
         held, self.items = self.items, []

@@ -178,10 +178,11 @@ class LearnerOps(KernelOps):
     def _finite(self, op: str, *arrays: Any) -> None:
         if not self.guard or op not in self.kernels:
             return
-        host = [a for a in arrays if isinstance(a, np.ndarray)]  # checked at once: nothing to wait for
-        if not all(bool(ok) for ok in capstone_guard.all_finite(*host)):
+        try:  # outputs on the host are checked at once: nothing to wait for
+            capstone_guard.finite(op, *(a for a in arrays if isinstance(a, np.ndarray)))
+        except CapstoneError:
             self.finish()  # an op held before this one may have made the NaN: it is named first
-            raise capstone_guard.not_finite(op)
+            raise
 
         def fail() -> None:
             raise capstone_guard.not_finite(op)
@@ -204,8 +205,7 @@ class LearnerOps(KernelOps):
         """A step stopped by ``exc``: forget its held checks (they would name a step nobody finishes). A GPU reports
         a kernel's fault (an illegal address) at the next wait, which may come ops later, so when checks were held
         the error says which of your ops ran since the last wait."""
-        held = list(dict.fromkeys(op for op, _, _ in self._held.items))
-        self._held.items.clear()
+        held = self._held.drop()
         if held and DEVICE_FAULT_RE.search(str(exc)) and hasattr(exc, "add_note"):
             exc.add_note(
                 f"gpulab: your ops {', '.join(held)} ran on the GPU since it was last waited for; a kernel's fault is "
