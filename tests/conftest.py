@@ -8,8 +8,6 @@ import gpulab  # noqa: E402,F401  (fix the mode before any test imports numba)
 
 import pytest  # noqa: E402
 
-import ptx_server  # noqa: E402
-
 BROWSER_RUN = "test_lesson_notebooks_render_in_jupyterlab"  # tests/test_browser.py
 LEARNER_RUN = "test_learner_version_runs_without_a_traceback"  # tests/test_lessons.py
 
@@ -32,11 +30,3 @@ def pytest_collection_modifyitems(config, items):
         if getattr(item, "originalname", "") == LEARNER_RUN:
             item.add_marker(skip)
 
-
-def pytest_configure(config):
-    """gpulab.ptx's compiles go to one long-lived compiler process per test process (tests/ptx_server.py)."""
-    ptx_server.install()
-
-
-def pytest_unconfigure(config):
-    ptx_server.uninstall()

@@ -3,7 +3,8 @@
 The simulator runs any Python, including code no GPU can run (lists, dicts, exceptions, object
 arithmetic). Compiling to PTX with :func:`numba.cuda.compile_ptx` is the proof that a kernel is real
 CUDA. Because a process that imported numba in simulator mode cannot compile, the work runs in a
-child process started with ``GPULAB_DEVICE=gpu GPULAB_COMPILE_ONLY=1 NUMBA_ENABLE_CUDASIM=0``.
+child process started with ``GPULAB_DEVICE=gpu GPULAB_COMPILE_ONLY=1 NUMBA_ENABLE_CUDASIM=0``: one that stays up
+for the next compile (:mod:`gpulab.ptx_child`; numba-cuda's start-up is paid once per session, not per check).
 It needs the NVVM wheels that ``numba-cuda[cu12]`` installs; no driver is used.
 
 A kernel that calls a ``@cuda.jit(device=True)`` function needs one more step: numba-cuda (0.22 to 0.30) compiles
@@ -24,12 +25,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from collections.abc import Iterable
 from typing import Any, overload
 
+from . import ptx_child
 from .ptxas import ResourceUsage, find_ptxas, numba_resource_usage, ptxas_usage, variant_source
 
 __all__ = [
@@ -66,14 +66,7 @@ def _child_env() -> dict[str, str]:
 
 
 def _run_child(code: str, payload: dict, timeout: float) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        env=_child_env(),
-        timeout=timeout,
-    )
+    proc = ptx_child.run(code, json.dumps(payload), _child_env(), timeout)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(
