@@ -29,4 +29,3 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if getattr(item, "originalname", "") == LEARNER_RUN:
             item.add_marker(skip)
-
