@@ -5,7 +5,9 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
+from numba import cuda
 
 from gpulab import ptx, ptx_child
 
@@ -21,6 +23,13 @@ def double(x):
 """
 BAD = GOOD.replace("x[i] *= 2", "x[i] = len([1, 2])")
 SIG = "void(float32[:])"
+
+@cuda.jit
+def double_into(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = 2 * x[i]
+
 
 # The same script as a child of gpulab.ptx would run: request on stdin, answer printed.
 ECHO = "import json, sys\nreq = json.load(sys.stdin)\nprint(json.dumps({'got': req, 'name': __name__}))\n"
@@ -171,3 +180,31 @@ def test_the_server_ends_with_its_parent(tmp_path):
         time.sleep(0.2)
     else:
         raise AssertionError(f"the compiler server {pid} outlived its parent")
+
+
+def test_prestart_starts_the_server_without_waiting_and_the_next_compile_uses_it(own_server, monkeypatch):
+    before = ptx_child.stats()
+    t0 = time.perf_counter()
+    ptx.prestart()
+    assert time.perf_counter() - t0 < 0.5  # numba-cuda's imports go on in the server
+    ptx.prestart()  # already up: nothing more
+    assert _compile() == "ok"
+    after = ptx_child.stats()
+    assert after["started"] == before["started"] + 1 and after["served"] == before["served"] + 1
+    monkeypatch.setenv("GPULAB_FRESH_PTX", "1")
+    ptx_child.close()
+    ptx.prestart()
+    assert not ptx_child._servers and ptx_child.stats()["started"] == after["started"]
+
+
+def test_a_check_with_a_ptx_check_starts_the_compiler_before_running_the_cases(own_server, monkeypatch):
+    from gpulab.exercises import check_kernel
+
+    started = []
+    monkeypatch.setattr(ptx_child, "prestart", lambda env: started.append(ptx_child.stats()["served"]))
+
+    def inputs(n, rng):
+        return (rng.standard_normal(n).astype(np.float32),)
+
+    res = check_kernel(double_into, lambda x: 2 * x, inputs=inputs, sizes=[5], threads=32, ptx="auto")
+    assert res.passed and started == [ptx_child.stats()["served"] - 1]  # before its one compile

@@ -65,6 +65,12 @@ def _child_env() -> dict[str, str]:
     return env
 
 
+def prestart() -> None:
+    """Start the compiler process for the next compile now, without waiting (:func:`gpulab.ptx_child.prestart`):
+    a check calls it before running the learner's kernel, so that numba-cuda's start-up overlaps that run."""
+    ptx_child.prestart(_child_env())
+
+
 def _run_child(code: str, payload: dict, timeout: float) -> dict:
     proc = ptx_child.run(code, json.dumps(payload), _child_env(), timeout)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]

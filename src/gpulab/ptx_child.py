@@ -30,7 +30,7 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["IDLE_SECONDS", "MOST_CALLS", "close", "run", "stats"]
+__all__ = ["IDLE_SECONDS", "MOST_CALLS", "close", "prestart", "run", "stats"]
 
 IDLE_SECONDS = 600  # a server with no request for this long exits (a kernel left open keeps no compiler alive)
 MOST_CALLS = 200  # compiles one server makes before it is replaced (numba keeps what each compile built)
@@ -167,21 +167,51 @@ def _fresh(args: list[str], input: str, env: dict[str, str], timeout: float | No
     return subprocess.run(args, input=input, capture_output=True, text=True, env=env, timeout=timeout)
 
 
+def _key(env: dict[str, str]) -> tuple[str, str, tuple[tuple[str, str], ...]] | None:
+    """The server for ``env``: None where compiles go to fresh children (asked for, or no working folder)."""
+    if os.environ.get("GPULAB_FRESH_PTX") == "1" or env.get("GPULAB_FRESH_PTX") == "1":
+        return None
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the working folder was removed: a fresh child meets what it meets
+        return None
+    return (sys.executable, cwd, tuple(sorted((k, v) for k, v in env.items() if k not in _VOLATILE)))
+
+
+def _server(key: tuple[str, str, tuple[tuple[str, str], ...]], env: dict[str, str]) -> _Server:
+    """The running server for ``key``, started now if there is none (called with the lock held)."""
+    server = _servers.get(key)
+    if server is None or not server.alive():
+        for other in _servers.values():  # one server at a time
+            other.close()
+        _servers.clear()
+        server = _servers[key] = _Server(sys.executable, env, key[1])
+        _stats["started"] += 1
+    return server
+
+
+def prestart(env: dict[str, str]) -> None:
+    """Start the server for ``env`` now without waiting for it, so that its start-up (numba-cuda's imports, about
+    1.5 s of CPU) overlaps the caller's other work, e.g. a check running the learner's kernel in the simulator on
+    one core while the server starts on another. Nothing happens where compiles go to fresh children."""
+    key = _key(env)
+    if key is not None:
+        with _lock:
+            try:
+                _server(key, env)
+            except OSError:  # the compile that follows meets the same and says so
+                pass
+
+
 def run(code: str, input: str, env: dict[str, str], timeout: float | None) -> subprocess.CompletedProcess:
     """``python -c code`` with ``input`` on stdin in environment ``env``, as ``subprocess.run(..., capture_output=True,
     text=True)`` would return it, answered by this process's compiler server (see the module's text)."""
     args = [sys.executable, "-c", code]
-    if os.environ.get("GPULAB_FRESH_PTX") == "1" or env.get("GPULAB_FRESH_PTX") == "1":
+    key = _key(env)
+    if key is None:
         return _fresh(args, input, env, timeout)
-    key = (sys.executable, os.getcwd(), tuple(sorted((k, v) for k, v in env.items() if k not in _VOLATILE)))
     with _lock:
-        server = _servers.get(key)
-        if server is None or not server.alive():
-            for other in _servers.values():  # one server at a time
-                other.close()
-            _servers.clear()
-            server = _servers[key] = _Server(sys.executable, env, key[1])
-            _stats["started"] += 1
+        server = _server(key, env)
         try:
             res = server.call(code, input, timeout)
         except subprocess.TimeoutExpired:

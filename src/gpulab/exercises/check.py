@@ -20,6 +20,7 @@ from .cases import State, build_cases, largest, param_names, run_cases
 from .diagnose import Judge
 from .explain import explain, orientation_check
 from .problem import Budget, Problem, Size
+from ..ptx import prestart
 from .output import captured
 from .own_code import own_code_check
 from .precision import FLOAT64_NOTE, float32_arrays, float64_literal_accumulators
@@ -194,6 +195,8 @@ def _run_problem(p: Problem, kernel: Any, name: str | None, trusted: bool) -> Ch
         res = finish("failed", *refused, checks=[Check("own code", False, refused[0], refused[1])])
         res.details["own_code"] = False
         return res
+    if p.ptx is not None:
+        prestart()  # the PTX compiler starts on another core while the cases run
     try:
         cases = build_cases(p)
         out_names, in_names = param_names(p, kernel, cases[0])
