@@ -2,8 +2,8 @@
 check.
 
 - **A CPU budget per notebook.** After a notebook's last cell, the same kernel prints its CPU time
-  (user + system, its children included, the PTX compiler's server too) and the notebook fails if that is over the budget: 30 s in
-  simulator mode (issues 12 and 13 ask "under 30 s each"), lab09 55 s (``BUDGETS_S``).
+  (user + system, its children included, the PTX compiler's server too) and the notebook fails if that is over
+  the budget: 30 s in simulator mode (issues 12 and 13 ask "under 30 s each"), lab09 55 s (``BUDGETS_S``).
   CPU time, not wall time: it is the work a notebook asks for, and it does not grow when another test
   worker shares a 2-core machine, as wall time does (a CI run measured lesson 01 at 37 s wall for
   about 20 s of CPU). ``GPULAB_NOTEBOOK_BUDGET_S`` changes the default budget (slow machines).

@@ -24,6 +24,7 @@ def double(x):
 BAD = GOOD.replace("x[i] *= 2", "x[i] = len([1, 2])")
 SIG = "void(float32[:])"
 
+
 @cuda.jit
 def double_into(x, out):
     i = cuda.grid(1)

@@ -143,6 +143,9 @@ class Sandbox:
             "GPULAB_DEVICE": self.device,
             "OMP_NUM_THREADS": "1",
             "NUMBA_NUM_THREADS": "1",
+            # a fresh PTX compiler child per check (gpulab.ptx_child): before each check the runner counts the
+            # processes a submission left running, and a compiler process kept up between checks would be one
+            "GPULAB_FRESH_PTX": "1",
         }
         if self.data_dir:
             env["GPULAB_DATA_DIR"] = "/grader/data" if inside else self.data_dir
