@@ -120,6 +120,7 @@ def _lesson07() -> list[Exercise]:
                 # (5, 40): outputs 38 wide on 8 rows of threads, so a kernel with x along the rows is told so
                 sizes=[(3, 3), (5, 7), (12, 9), (20, 19), (5, 40)],
                 launch=launch,
+                ptx="auto",  # a GPU must compile it too (NVVM, ptxas; sm_75), for the first case's argument types
                 reduction=K * K,  # each output is a sum of K*K products
                 mistakes={
                     "the filter is flipped (w[K-1-a, K-1-b]): deep learning's convolution uses "
@@ -147,6 +148,7 @@ def _lesson07() -> list[Exercise]:
                 lambda s, rng: random_arrays(rng, s),
                 sizes=[(3, 3), (4, 6), (9, 7), (13, 10)],
                 launch=launch,
+                ptx="auto",
                 out_names=["cols"],
                 mistakes={
                     "the rows of cols go down the columns of the output (i = r % Ho, j = r // Ho); row r is "
@@ -167,6 +169,7 @@ def _lesson07() -> list[Exercise]:
                 lambda s, rng: random_arrays(rng, s),
                 sizes=[(2, 2), (4, 6), (7, 9), (17, 34)],
                 launch=launch,
+                ptx="auto",
                 mistakes={
                     "the windows overlap: window (i, j) starts at (i, j); with stride 2 it starts at "
                     "(2 * i, 2 * j), so read x[2 * i + a, 2 * j + b].": _pool_stride_1,
@@ -194,6 +197,7 @@ def _lesson07() -> list[Exercise]:
                 lambda s, rng: random_arrays(rng, s[1:], (s[0], K, K)),
                 sizes=[(1, 3, 3), (4, 6, 9), (5, 11, 8), (3, 5, 40)],  # (F, H, W); 40 wide: x along the rows is seen
                 launch=launch,
+                ptx="auto",
                 reduction=K * K,
                 budget=Budget(reads_per_element={"x": K * K}),
             ),
@@ -258,6 +262,7 @@ def _lesson08() -> list[Exercise]:
                 lambda s, rng: random_arrays(rng, s),
                 sizes=[(1, 1), (5, 3), (33, 70), (8, 200)],  # (batch, features)
                 launch=launch_1d(TPB),
+                ptx="auto",
                 out_names=["db"],
                 reduction=lambda dout: dout.shape[0],
                 mistakes={
@@ -285,6 +290,7 @@ def _lesson08() -> list[Exercise]:
                 lambda s, rng: random_arrays(rng, (s[0], s[1]), (s[0], s[2])),
                 sizes=[(1, 1, 1), (4, 3, 5), (7, 10, 19), (16, 9, 33)],  # (batch, out, in)
                 launch=lambda dout, x, dw: grid_2d(*dw.shape, BLOCK),
+                ptx="auto",
                 out_names=["dw"],
                 reduction=lambda dout, x: dout.shape[0],
                 mistakes={
@@ -309,6 +315,7 @@ def _lesson08() -> list[Exercise]:
                 _relu_inputs,
                 sizes=[1, 100, 300, 1000],
                 launch=launch_1d(TPB),
+                ptx="auto",
                 out_names=["dx"],
                 mistakes={
                     "dx equals dout everywhere: ReLU blocks the gradient where y == 0.": lambda dout, y: dout,
@@ -330,6 +337,7 @@ def _lesson08() -> list[Exercise]:
                 sizes=[(2, 2), (4, 6), (7, 9), (17, 34)],
                 args=lambda ins, outs: (ins[0], ins[1], outs[0]),  # the kernel gets (dout, arg, dx)
                 launch=lambda dout, arg, dx: grid_2d(*dx.shape, BLOCK),
+                ptx="auto",
                 out_names=["dx"],
                 mistakes={
                     "the gradient was spread evenly over the window: only the winner (arg) reached the output, "

@@ -79,6 +79,8 @@ PROBLEM = Problem(
     args=_args,
     out_names=["y", "mask"],
     mistakes=MISTAKES,
+    # by hand: the states are a record array, which ptx="auto" cannot name (numba's xoroshiro128p_dtype)
+    ptx="void(float32[:], Record.make_c_struct([('s0', uint64), ('s1', uint64)])[:], float32, float32[:], uint8[:])",
 )
 
 EXERCISES = [Exercise("08", "dropout_forward", PROBLEM, _a.dropout_forward_kernel)]

@@ -110,6 +110,7 @@ def _problems() -> list[Exercise]:
         lambda s, rng: (alpha, _mat(s, rng)),
         sizes=[(1, 1), (5, 37), (20, 33)],
         launch=lambda al, a, out: grid_2d(*out.shape, (16, 16)),
+        ptx="auto",  # a GPU must compile it too (NVVM, ptxas; sm_75), for the first case's argument types
         out_names=["out"],
     )
     grid_stride = Problem(
@@ -118,6 +119,7 @@ def _problems() -> list[Exercise]:
         lambda n, rng: (_vec(n, rng), _vec(n, rng)),
         sizes=[1, 63, 64, 65, 200],
         launch=lambda a, b, out: (2, 32),
+        ptx="auto",
         out_names=["out"],
     )
     transpose_tiled = Problem(
@@ -126,6 +128,7 @@ def _problems() -> list[Exercise]:
         lambda s, rng: (_mat(s, rng),),
         sizes=[(1, 1), (9, 40), (33, 20)],
         launch=lambda a, out: grid_2d(*a.shape, (32, 8)),
+        ptx="auto",
         out_names=["out"],
         budget=Budget(sectors={"a": 2.0, "out": 2.0}),  # the point of the tile: a naive transpose writes strided
     )
@@ -161,6 +164,7 @@ def _problems() -> list[Exercise]:
                 lambda n, rng: (_vec(n, rng), _vec(n, rng)),
                 sizes=[1, 7, 100, 300],
                 threads=[128, 32],
+                ptx="auto",
                 out_names=["out"],
             ),
             add_kernel,
@@ -201,6 +205,7 @@ def _problems() -> list[Exercise]:
                 lambda n, rng: (alpha, _vec(n, rng), _vec(n, rng)),
                 sizes=[1, 31, 300],
                 threads=[128, 32],
+                ptx="auto",
                 out_names=["out"],
             ),
             saxpy_kernel,
@@ -217,6 +222,7 @@ def _problems() -> list[Exercise]:
                 host=as_host(lambda al, x, y: _pipelined(al, x, y), 3, pipelined.NAME),
                 out_names=["out"],
                 race_check=False,  # a host function: its streams are checked from the record, not by races
+                # no PTX check: the learner writes host code (copies, launches, streams); the kernel is saxpy's
             ),
             pipelined.pipelined_saxpy,
             checker=pipelined.check_pipelined,
@@ -230,6 +236,7 @@ def _problems() -> list[Exercise]:
                 lambda s, rng: (_mat(s, rng),),
                 sizes=[(1, 1), (5, 37), (20, 33)],
                 launch=lambda a, out: grid_2d(*a.shape, (16, 16)),
+                ptx="auto",
                 out_names=["out"],
             ),
             transpose_naive_kernel,
@@ -273,6 +280,7 @@ def _problems() -> list[Exercise]:
                 lambda s, rng: (_mat(s, rng), _vec(s[1], rng)),
                 sizes=[(1, 1), (37, 20), (70, 9)],
                 threads=[32, 64],
+                ptx="auto",
                 reduction=lambda A, x: A.shape[1],
                 out_names=["y"],
                 mistakes={
@@ -291,6 +299,7 @@ def _problems() -> list[Exercise]:
                 lambda s, rng: (_mat(s[:2], rng), _mat(s[1:], rng), _vec(s[2], rng)),
                 sizes=[(1, 1, 1), (9, 20, 33), (20, 12, 17)],
                 launch=lambda X, W, b, Y: grid_2d(*Y.shape, (16, 16)),
+                ptx="auto",
                 reduction=lambda X, W, b: X.shape[1] + 1,
                 out_names=["Y"],
                 mistakes={
@@ -326,6 +335,7 @@ def _problems() -> list[Exercise]:
                 rtol=1e-5,
                 atol=1e-6,
                 launch=launch_1d(_ans.BLUR_TPB, arg=0),
+                ptx="auto",
                 out_names=["out"],
                 # from shared memory: x[i] read by its own thread, and once more as a neighbouring block's halo
                 budget=Budget(reads_per_element={"x": 2}),
@@ -356,6 +366,7 @@ def _problems() -> list[Exercise]:
                 lambda s, rng: (_mat(s[:2], rng), _mat(s[1:], rng)),
                 sizes=[(1, 1, 1), (17, 33, 9), (9, 20, 18)],
                 launch=lambda A, B, C: grid_2d(*C.shape, (MATMUL_TILE, MATMUL_TILE)),
+                ptx="auto",
                 reduction=lambda A, B: A.shape[1],
                 out_names=["C"],
                 # through shared tiles: each element of A loaded once per block column, of B once per block row

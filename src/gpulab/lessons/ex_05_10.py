@@ -152,6 +152,7 @@ def _lesson05() -> list[Exercise]:
                 lambda n, rng: random_arrays(rng, n, n),
                 sizes=[0, 1, 100, 300],
                 launch=launch_1d(TPB, arg=0),  # one thread per element of a
+                ptx="auto",  # a GPU must compile it too (NVVM, ptxas; sm_75), for the first case's argument types
                 out_init=0,
                 out_names=["total"],
                 reduction=lambda a, b: a.size,  # a float32 sum of n products: its rounding bound is the tolerance
@@ -173,6 +174,7 @@ def _lesson05() -> list[Exercise]:
                 lambda n, rng: random_arrays(rng, n, low=-2.0, high=-0.5),
                 sizes=[1, 100, 300],
                 launch=lambda x, partial: (partial.size, TPB),  # one block per partial result
+                ptx="auto",
                 out_names=["partial"],
                 mistakes={
                     "the maximum is 0 where every value is negative: threads past the end loaded 0. Load "
@@ -195,6 +197,7 @@ def _lesson05() -> list[Exercise]:
                 lambda n, rng: random_arrays(rng, n),
                 sizes=[1, 200, 300, 700],
                 launch=lambda x, partial: (partial.size, TPB),
+                ptx="auto",
                 out_names=["partial"],
                 reduction=2 * TPB,
                 mistakes={
@@ -219,6 +222,7 @@ def _lesson05() -> list[Exercise]:
                 # 300: the last block has a partial warp and two warps with no element at all.
                 sizes=[1, 200, 300],
                 launch=lambda x, partial: (partial.size, TPB),
+                ptx="auto",
                 out_names=["partial"],
                 reduction=TPB,
                 mistakes={
@@ -261,6 +265,7 @@ def _lesson05() -> list[Exercise]:
                 # named after the other's
                 sizes=[5, 1, 100, 300],
                 launch=lambda x, out, block_sums: (block_sums.size, TPB),
+                ptx="auto",
                 out_names=["out", "block_sums"],
                 rtol=1e-5,
                 atol=1e-5,
@@ -313,6 +318,7 @@ def _lesson06() -> list[Exercise]:
                 lambda n, rng: random_arrays(rng, n, n),
                 sizes=[1, 100, 300, 1000],
                 launch=launch_1d(TPB),
+                ptx="auto",
                 budget=Budget(reads_per_element={"x": 1, "y": 1}),
                 mistakes={
                     "out is x - y**2: ** binds tighter than -, so only y was squared. Compute d = x[i] - y[i] "
@@ -331,6 +337,7 @@ def _lesson06() -> list[Exercise]:
                 lambda n, rng: (np.float32(rng.uniform(-2, 2)), *random_arrays(rng, n, n)),
                 sizes=[1, 100, 1000],
                 host=_elementwise_host(_a.axpy_elementwise_spec),
+                # no PTX check: CuPy composes an ElementwiseKernel on the host from the learner's C strings (no numba)
                 out_names=["z"],
                 mistakes={  # in_params declared in another order: the arguments bind by position, not by name
                     "in_params bind to the arguments by position, not by name: the check calls kernel(a, x, y), "
@@ -368,6 +375,7 @@ def _lesson06() -> list[Exercise]:
                 lambda n, rng: random_arrays(rng, n),
                 sizes=[1, 100, 300],
                 launch=launch_1d(TPB),
+                ptx="auto",
                 mistakes={
                     "negative inputs became 0: that is the plain ReLU; multiply them by 0.01 instead.": lambda x: (
                         np.maximum(x, 0)

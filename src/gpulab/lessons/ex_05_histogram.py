@@ -91,6 +91,7 @@ EXERCISES_LIST = [
             histogram_inputs,
             sizes=[1, 300, 1500],  # 1500: more values than the grid's 512 threads
             launch=lambda values, hist: (HIST_BLOCKS, TPB),
+            ptx="auto",  # a GPU must compile it too (NVVM, ptxas; sm_75), for the first case's argument types
             out_init=0,
             out_names=["hist"],
             mistakes=HIST_MISTAKES,

@@ -97,7 +97,7 @@ def _lesson09() -> list[Exercise]:
                 _macs,
                 lambda n, rng: (_macs_inputs(n, rng),),
                 sizes=[1, 5, 40],
-                host=_macs_host(cnn_forward_macs),
+                host=_macs_host(cnn_forward_macs),  # no PTX check: host arithmetic, no kernel
                 rtol=0,
                 race_check=False,  # a plain function: no threads whose schedule could matter
                 atol=0.5,
@@ -130,6 +130,7 @@ def _lesson09() -> list[Exercise]:
                 _confusion_inputs,
                 sizes=[1, 100, 300],
                 launch=launch_1d(TPB, arg=1),  # one thread per image (per label)
+                ptx="auto",  # a GPU must compile it too (NVVM, ptxas; sm_75), for the first case's argument types
                 out_init=0,
                 out_names=["m"],
                 rtol=0,
@@ -260,7 +261,7 @@ def _lesson10() -> list[Exercise]:
                 _ring_spec,
                 _ring_inputs,
                 sizes=[(1, 8), (2, 10), (3, 12), (4, 64), (8, 64)],
-                host=_ring_host(ring_steps),
+                host=_ring_host(ring_steps),  # no PTX check: host NumPy (the ring's steps), no kernel
                 out_names=["buffers", "sent"],
                 rtol=1e-5,
                 race_check=False,  # a plain function: no threads whose schedule could matter
@@ -300,6 +301,7 @@ def _lesson10() -> list[Exercise]:
                 _unscale_inputs,
                 sizes=[1, 100, 300, 1000],
                 launch=launch_1d(TPB, arg=2),
+                ptx="auto",
                 out_init=0,
                 out_names=["out", "found_inf"],
                 mistakes=UNSCALE_MISTAKES,

@@ -55,7 +55,7 @@ def _exercises() -> list[Exercise]:
                 lambda t, p, images: np.array([_trapezoid(p, t) / images[0]]),
                 _jpi_inputs,
                 sizes=[2, 3, 50, 1000],
-                host=_jpi(energy.joules_per_image),
+                host=_jpi(energy.joules_per_image),  # no PTX check: a host NumPy function, no kernel
                 rtol=1e-9,
                 race_check=False,  # a plain function: no threads whose schedule could matter
                 atol=1e-9,
@@ -97,7 +97,7 @@ def _exercises() -> list[Exercise]:
                 lambda i, p, b: np.minimum(p[0] * 1e3, b[0] * i),
                 lambda n, rng: (np.geomspace(0.01, 5000, n), rng.uniform(5, 1000, 1), rng.uniform(200, 5000, 1)),
                 sizes=[1, 7, 64],
-                host=_attainable(hardware.attainable_gflops),
+                host=_attainable(hardware.attainable_gflops),  # no PTX check: a host NumPy function, no kernel
                 rtol=1e-12,
                 race_check=False,  # a plain function: no threads whose schedule could matter
                 atol=1e-9,
@@ -129,7 +129,7 @@ def _exercises() -> list[Exercise]:
                     ),
                 ),
                 sizes=[1, 5, 40],
-                host=_cost(pricing.cost_per_epoch),
+                host=_cost(pricing.cost_per_epoch),  # no PTX check: a host NumPy function, no kernel
                 rtol=1e-9,
                 race_check=False,  # a plain function: no threads whose schedule could matter
                 atol=1e-9,
@@ -163,7 +163,7 @@ def _exercises() -> list[Exercise]:
                 systolic._step_spec,
                 systolic._step_inputs,
                 sizes=[(1, 1), (1, 5), (4, 1), (3, 3), (4, 6)],
-                host=as_host(systolic.pe_step, 5, "pe_step"),
+                host=as_host(systolic.pe_step, 5, "pe_step"),  # no PTX check: a host NumPy function, no kernel
                 out_names=["a_reg", "b_reg", "acc"],
                 rtol=1e-6,
                 race_check=False,  # a plain function: no threads whose schedule could matter

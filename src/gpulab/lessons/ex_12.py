@@ -177,6 +177,7 @@ def _exercises() -> list[Exercise]:
                 sizes=[(1, 1, 1, 0), (5, 7, 3, 0), (17, 20, 8, 1), (20, 20, 5, 1)],
                 gpu_sizes=[(1, 1, 1, 0), (17, 20, 8, 1), (1024, 1024, 64, 1), (1000, 1500, 64, 1)],
                 launch=lambda q, k, scale, causal, s: grid_2d(s.shape[0], s.shape[1], BLOCK),
+                ptx="auto",  # a GPU must compile it too (NVVM, ptxas; sm_75), for the first case's argument types
                 reduction=lambda q, k, scale, causal: q.shape[1],
                 out_names=["s"],
                 # the one-key-too-many mask before the zero mask: its model demands -inf past the extra key, while
@@ -206,6 +207,7 @@ def _exercises() -> list[Exercise]:
                 sizes=[(1, 1, 0), (3, 5, 0), (4, 70, 1), (6, 33, 1)],
                 gpu_sizes=[(1, 1, 0), (4, 70, 1), (4096, 1000, 0), (1024, 1024, 1)],
                 launch=lambda x, out: (x.shape[0], _a.SOFTMAX_TPB),
+                ptx="auto",
                 rtol=1e-4,
                 atol=1e-6,
                 out_names=["out"],
@@ -241,6 +243,7 @@ def _exercises() -> list[Exercise]:
                     (1000, 1500, 64, 64, 1, 100.0),
                 ],
                 launch=lambda q, k, v, scale, causal, out: flash.launch_config(q.shape[0]),
+                ptx="auto",
                 rtol=1e-4,
                 atol=1e-3,
                 out_names=["out"],  # logits of a few hundred: ~1e-3 rounding

@@ -16,6 +16,12 @@ In a lesson, an exercise is two cells: the learner's kernel (answer between ``##
 Cells that need the kernel afterwards take ``lessons.or_reference(result, add_kernel)``: the
 learner's kernel once it passes, else the library's reference (and they say so). The reference
 answer is shown only on request: ``lessons.reveal("01", "add")``.
+
+Every exercise whose answer is a GPU kernel, device function or GPU ufunc's scalar function is also compiled for a
+GPU (NVVM and ptxas, sm_75: the Problem's ``ptx=``, ``"auto"`` for the types of its first case's arguments), so a
+kernel the simulator runs but no GPU compiles or loads (``math.fsum``, an import, a 64 KiB shared array) gets half
+the points; the exercises whose answer is host code (NumPy functions, streams, a CuPy ElementwiseKernel's strings)
+have none.
 """
 
 from __future__ import annotations
