@@ -140,6 +140,24 @@ class NotADeviceFunction(ValueError):
         )
 
 
+def _literal(value: Any) -> str | None:
+    """Python source that makes ``value`` again in a fresh module, for a number (a NumPy scalar keeps its type:
+    ``numpy.float32(0.5)``) or a tuple of numbers; None for anything else."""
+    if isinstance(value, (np.bool_, np.integer, np.floating)):
+        inner = _literal(value.item())
+        return None if inner is None else f"numpy.{type(value).__name__}({inner})"
+    if isinstance(value, float):
+        return repr(value) if np.isfinite(value) else f"float({str(value)!r})"  # inf and nan have no literal
+    if isinstance(value, (bool, int)):
+        return repr(value)
+    if isinstance(value, tuple):
+        items = [_literal(v) for v in value]
+        if any(i is None for i in items):
+            return None
+        return "(" + ", ".join(str(i) for i in items) + ("," if len(items) == 1 else "") + ")"
+    return None
+
+
 def standalone_source(kernel: Any, *, decorated: bool = True) -> str:
     """A self-contained module that defines ``kernel``: its source (from the notebook cell or file)
     preceded by the imports, constants and device functions it uses from its globals. ``decorated=False``
@@ -161,8 +179,10 @@ def standalone_source(kernel: Any, *, decorated: bool = True) -> str:
             value = f.__globals__[name]
             if isinstance(value, types.ModuleType):
                 header.append(f"import {value.__name__} as {name}" if value.__name__ != name else f"import {name}")
-            elif isinstance(value, (bool, int, float, np.integer, np.floating)):
-                header.append(f"{name} = {value!r}")
+            elif (literal := _literal(value)) is not None:  # a number or a tuple of numbers: TPB, SHAPE = (16, 16)
+                if "numpy." in literal:
+                    header.append("import numpy")
+                header.append(f"{name} = {literal}")
             elif _from_cuda_random(name, value):  # xoroshiro128p_uniform_float32, ...: numba-cuda's own
                 header.append(f"from numba.cuda.random import {name}")
             elif hasattr(value, "py_func") or type(value).__name__ in ("FakeCUDAKernel", "CUDADispatcher"):
@@ -182,7 +202,7 @@ def standalone_source(kernel: Any, *, decorated: bool = True) -> str:
                     raise ValueError(
                         f"the kernel uses the global {name!r} ({type(value).__name__}), which the PTX "
                         "check cannot rebuild outside this notebook. Use module-level int/float "
-                        "constants, `math`, `numba` types or `@cuda.jit(device=True)` functions."
+                        "constants (or tuples of them), `math`, `numba` types or `@cuda.jit(device=True)` functions."
                     )
         bodies.append(src)
 
