@@ -60,7 +60,9 @@ COMMANDS: dict[str, Command] = {
     "labs": Command("release or check the student labs, or grade a submission", "gpulab.labs", needs_mode=False),
     "lessons": Command("release or check the learner versions of the lessons", "gpulab.lessons", needs_mode=False),
     "notebooks": Command(
-        "sync or check every notebook's Colab badge, setup cell and metadata", "gpulab.nbtools", needs_mode=False
+        "sync or check every notebook's Colab badge, setup cell and metadata; execute them again in place",
+        "gpulab.nbtools",
+        needs_mode=False,
     ),
     "gpu-check": Command(
         "on a CUDA machine: notebooks in gpu mode and benchmarks, recorded", "gpulab.gpucheck", needs_mode=False

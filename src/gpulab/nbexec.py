@@ -31,7 +31,16 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterator
 
-__all__ = ["SIGNALS", "die_with_parent", "execute_one", "main", "recording_signals", "run_many", "trim_outputs"]
+__all__ = [
+    "SIGNALS",
+    "die_with_parent",
+    "execute_one",
+    "main",
+    "recording_signals",
+    "run_many",
+    "this_python_kernel_manager",
+    "trim_outputs",
+]
 
 RICH = ("application/vnd.plotly.v1+json", "text/html", "image/png", "image/svg+xml", "application/javascript")
 MAX_OUTPUT = 100_000  # bytes of one rich output kept as it is
@@ -99,21 +108,29 @@ def _error_text(exc: BaseException) -> str:
     return "\n".join([f"{ename}: {evalue}", *tail])
 
 
-def execute_one(nb_path: Path, out: Path, cell_timeout: int, max_output: int = MAX_OUTPUT) -> dict[str, Any]:
-    """Run one notebook in a kernel of this Python, saving it after every cell; its status row."""
+def this_python_kernel_manager() -> Any:
+    """A kernel manager for nbclient whose kernel runs this Python (``sys.executable``, whatever kernelspecs are
+    installed, so ``PYTHONPATH`` and the venv reach it), over unix sockets, polled in slices
+    (:class:`gpulab.grading.sliced.SlicedKernelManager`)."""
     import ipykernel.kernelspec
-    import nbformat
     from jupyter_client.kernelspec import KernelSpecManager
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
     from .grading.sliced import SlicedKernelManager
 
-    class ThisPython(KernelSpecManager):  # the kernel runs sys.executable, whatever kernelspecs say
+    class ThisPython(KernelSpecManager):
         def get_kernel_spec(self, kernel_name: str) -> Any:
             return self.kernel_spec_class(
                 resource_dir=ipykernel.kernelspec.RESOURCES, **ipykernel.kernelspec.get_kernel_dict()
             )
+
+    return SlicedKernelManager(kernel_name="python3", kernel_spec_manager=ThisPython())
+
+
+def execute_one(nb_path: Path, out: Path, cell_timeout: int, max_output: int = MAX_OUTPUT) -> dict[str, Any]:
+    """Run one notebook in a kernel of this Python, saving it after every cell; its status row."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
     out.mkdir(parents=True, exist_ok=True)
     nb = nbformat.read(str(nb_path), as_version=4)
@@ -138,10 +155,9 @@ def execute_one(nb_path: Path, out: Path, cell_timeout: int, max_output: int = M
     def executed(cell: Any, cell_index: int, **_: Any) -> None:
         save(cell_index)
 
-    km = SlicedKernelManager(kernel_name="python3", kernel_spec_manager=ThisPython())
     client = NotebookClient(
         nb,
-        km=km,
+        km=this_python_kernel_manager(),
         timeout=cell_timeout,
         resources={"metadata": {"path": str(nb_path.parent)}},
         on_cell_execute=started,

@@ -1,4 +1,4 @@
-"""``python -m gpulab notebooks sync|check``: Colab badges, install cells and metadata.
+"""``python -m gpulab notebooks sync|check|execute``: Colab badges, install cells and metadata.
 
 Every notebook under ``notebooks/`` and ``labs/`` starts with a title + Open-in-Colab badge (markdown),
 then a code cell tagged ``colab-setup`` that installs gpulab on Colab only. Both are generated from
@@ -7,6 +7,7 @@ then a code cell tagged ``colab-setup`` that installs gpulab on Colab only. Both
 - ``sync`` rewrites the badge line, the setup cell and the Colab metadata in place, idempotently,
   leaving every other cell (and all outputs) as they were.
 - ``check`` lists notebooks whose badge, setup cell or metadata is missing or stale, and exits 1.
+- ``execute`` runs them again in place in simulator mode, as they are committed (:mod:`gpulab.nbrefresh`).
 
 The setup cell installs gpulab with ``pip install --no-deps``: Colab already ships numba-cuda,
 cupy-cuda12x, ipywidgets 7.7 and plotly, and upgrading any of them breaks Colab's GPU stack or its
@@ -274,11 +275,12 @@ def repo_root(start: Path | None = None) -> Path:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """``gpulab notebooks sync|check [PATHS] [--root DIR]``."""
+    """``gpulab notebooks sync|check|execute [PATHS] [--root DIR] [--cell-timeout S]``."""
     parser.add_argument(
         "action",
-        choices=("sync", "check"),
-        help="sync: rewrite them in place; check: list stale notebooks, exit 1 if any",
+        choices=("sync", "check", "execute"),
+        help="sync: rewrite them in place; check: list stale notebooks, exit 1 if any; execute: run them again in "
+        "place in simulator mode (each written back only when every cell ran)",
     )
     parser.add_argument(
         "paths",
@@ -288,6 +290,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--root", type=Path, default=None, help="repository root (default: the repository around the current folder)"
+    )
+    parser.add_argument(
+        "--cell-timeout", type=int, default=600, metavar="S", help="execute: seconds a cell may run (default 600)"
     )
 
 
@@ -317,6 +322,12 @@ def run(ns: argparse.Namespace) -> int:
         )
     for path in paths:
         read_notebook(path)  # every path is checked before any file is rewritten
+    if ns.action == "execute":
+        from .nbrefresh import run_all
+
+        if ns.cell_timeout < 1:
+            raise UsageError(f"--cell-timeout {ns.cell_timeout}: give the seconds a cell may run, e.g. 600.")
+        return run_all(paths, root, ns.cell_timeout)
     report = SyncReport()
     for path in paths:
         changed, problems = sync_path(path, root, write=ns.action == "sync")
