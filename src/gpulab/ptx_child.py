@@ -118,7 +118,11 @@ class _Server:
 
         t = threading.Thread(target=talk, daemon=True)
         t.start()
-        t.join(timeout)
+        try:
+            t.join(timeout)
+        except BaseException:  # interrupted (Kernel > Interrupt): its answer would reach the next call; stop it
+            self.close()
+            raise
         if t.is_alive():
             self.close()
             raise subprocess.TimeoutExpired(self.proc.args, timeout or 0)
