@@ -222,3 +222,15 @@ def test_an_interrupted_call_stops_the_server_so_its_answer_never_reaches_the_ne
         ptx_child.run("import time\ntime.sleep(5)\nprint('late')", "", _env(), 60)
     assert server.proc.poll() is not None
     assert ptx_child.run("print('next')", "", _env(), 60).stdout == "next\n"
+
+
+def test_the_server_ignores_sigint_which_jupyter_sends_to_the_whole_process_group(own_server):
+    import signal
+
+    assert ptx_child.run("print(1)", "", _env(), 60).stdout == "1\n"
+    (server,) = ptx_child._servers.values()
+    os.kill(server.proc.pid, signal.SIGINT)
+    time.sleep(0.5)
+    assert server.proc.poll() is None
+    assert ptx_child.run("print(2)", "", _env(), 60).stdout == "2\n"
+    assert next(iter(ptx_child._servers.values())) is server  # the same server answered

@@ -9,8 +9,10 @@ its stdin to a server process that stays up: it executes each script as ``python
 ``CompletedProcess`` read exactly as a real child's.
 
 What the server keeps between compiles is what it imported before the first (numba, numba-cuda, gpulab's
-``source``); a module a script imports is forgotten after it unless it is installed (under ``sys.prefix``), so a
-helper file next to the notebook that a kernel imports is read again at every compile, as a fresh child would.
+``source``); a module a script imports is forgotten after it unless it is installed (in the venv, site-packages or
+gpulab's own folder), so a helper file next to the notebook that a kernel imports is read again at every compile, as
+a fresh child would. The server ignores SIGINT (Kernel > Interrupt signals the kernel's whole process group): a
+call interrupted in the parent stops the server instead, and each answer carries its request's number.
 A server that dies (a source that crashed NVVM) is replaced, and that call is made again in a fresh child, so the
 answer is a fresh child's; a call that runs past its timeout raises ``subprocess.TimeoutExpired`` as a fresh child
 would, and the server is stopped. A server ends with its parent (its stdin closes), after :data:`IDLE_SECONDS`
@@ -32,14 +34,15 @@ from typing import Any
 
 __all__ = ["IDLE_SECONDS", "MOST_CALLS", "close", "prestart", "run", "stats"]
 
-IDLE_SECONDS = 600  # a server with no request for this long exits (a kernel left open keeps no compiler alive)
+IDLE_SECONDS = 180  # a server with no request for this long exits (a kernel left open keeps no compiler alive)
 MOST_CALLS = 200  # compiles one server makes before it is replaced (numba keeps what each compile built)
 
 # Variables that change between calls without changing what a compile does: not part of a server's key.
 _VOLATILE = frozenset({"PYTEST_CURRENT_TEST"})
 
 _SERVER = r"""
-import builtins, io, json, os, select, sys, traceback
+import builtins, io, json, os, select, signal, site, sys, traceback
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # Kernel > Interrupt reaches the whole process group; the parent decides
 proto_out = os.fdopen(os.dup(1), "w")
 proto_in = os.fdopen(os.dup(0), "r")
 os.dup2(2, 1)  # C-level writes to fd 1 (compiler messages) must not reach the protocol pipe
@@ -47,7 +50,10 @@ idle = float(sys.argv[1])
 import numba
 from numba import cuda
 import gpulab.source
-prefixes = tuple({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+# kept between compiles: modules from the installation (a venv, site-packages, --user, gpulab's own folder)
+roots = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.dirname(gpulab.__file__))]
+roots += site.getsitepackages() + [site.getusersitepackages()]
+prefixes = tuple({os.path.join(os.path.realpath(p), "") for p in roots})
 kept = set(sys.modules)
 proto_out.write("ready\n")
 proto_out.flush()
@@ -76,7 +82,8 @@ while select.select([proto_in], [], [], idle)[0]:
             del sys.modules[name]
         else:
             kept.add(name)
-    proto_out.write(json.dumps({"returncode": code, "stdout": out.getvalue(), "stderr": err.getvalue()}) + "\n")
+    answer = {"id": req["id"], "returncode": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
+    proto_out.write(json.dumps(answer) + "\n")
     proto_out.flush()
 """
 
@@ -110,15 +117,15 @@ class _Server:
                 line = self.proc.stdout.readline() if self.calls == 1 else "ready\n"
                 if line != "ready\n":  # it could not even import numba-cuda: a fresh child says why
                     return
-                self.proc.stdin.write(json.dumps({"code": code, "input": input}) + "\n")
+                self.proc.stdin.write(json.dumps({"id": self.calls, "code": code, "input": input}) + "\n")
                 self.proc.stdin.flush()
                 answer.append(self.proc.stdout.readline())
             except (OSError, ValueError):
                 pass
 
         t = threading.Thread(target=talk, daemon=True)
-        t.start()
         try:
+            t.start()
             t.join(timeout)
         except BaseException:  # interrupted (Kernel > Interrupt): its answer would reach the next call; stop it
             self.close()
@@ -126,10 +133,11 @@ class _Server:
         if t.is_alive():
             self.close()
             raise subprocess.TimeoutExpired(self.proc.args, timeout or 0)
-        if not answer or not answer[0]:
+        res = json.loads(answer[0]) if answer and answer[0] else None
+        if res is None or res.get("id") != self.calls:  # died, or (never seen) an answer to another request
             self.close()
             return None
-        return json.loads(answer[0])
+        return res
 
     def close(self) -> None:
         if self.pid != os.getpid():
