@@ -358,7 +358,7 @@ def _ptx_errors(kernels: dict[str, Any]) -> dict[str, str] | None:
     kernel's, :data:`gpulab.kernels.nn_kernels.PTX_SIGNATURES`); None when the compiler cannot run here."""
     from . import ptx
     from .kernels import nn_kernels
-    from .source import py_func, standalone_source
+    from .source import NotADeviceFunction, NotOnAGpu, py_func, standalone_source
 
     library = COURSE_KERNELS
     signatures = {py_func(k).__name__: sig for k, sig in nn_kernels.PTX_SIGNATURES}
@@ -366,13 +366,18 @@ def _ptx_errors(kernels: dict[str, Any]) -> dict[str, str] | None:
     for op, kern in kernels.items():
         try:
             source = standalone_source(kern)
-        except (OSError, TypeError, ValueError) as exc:
-            return {op: f"could not collect the kernel's source: {exc}"}
+        except (NotADeviceFunction, NotOnAGpu) as exc:  # a GPU refuses it: the simulator ran Python
+            return {op: str(exc)}
+        except (OSError, TypeError, ValueError, RecursionError) as exc:  # the check's limit, not the learner's
+            print(f"PTX not checked for {op}: its kernel's source could not be rebuilt for the compiler ({exc}).")
+            continue
         items[op] = {
             "source": source,
             "name": py_func(kern).__name__,
             "signature": signatures[library[op]],
         }
+    if not items:
+        return {}
     try:
         res = ptx.compile_sources(items)  # one process for all: about 4 s of CPU
     except Exception:  # noqa: BLE001 - NVVM missing or the child failed: not the learner's fault

@@ -140,22 +140,76 @@ class NotADeviceFunction(ValueError):
         )
 
 
+class NotOnAGpu(ValueError):
+    """A kernel uses a global list, dict, set or string: the simulator ran it as Python, no GPU compiles it."""
+
+    def __init__(self, name: str, value: Any) -> None:
+        self.name = name
+        kind = type(value).__name__
+        super().__init__(
+            f"the kernel uses the global {name!r}, a {kind}: the simulator read it as Python, but a GPU kernel cannot "
+            f"use a {kind}."
+        )
+
+
 def _literal(value: Any) -> str | None:
     """Python source that makes ``value`` again in a fresh module, for a number (a NumPy scalar keeps its type:
     ``numpy.float32(0.5)``) or a tuple of numbers; None for anything else."""
     if isinstance(value, (np.bool_, np.integer, np.floating)):
-        inner = _literal(value.item())
+        item = value.item()
+        inner = None if type(item) is type(value) else _literal(item)  # a longdouble stays one: no literal
         return None if inner is None else f"numpy.{type(value).__name__}({inner})"
-    if isinstance(value, float):
+    if type(value) is float:
         return repr(value) if np.isfinite(value) else f"float({str(value)!r})"  # inf and nan have no literal
-    if isinstance(value, (bool, int)):
+    if type(value) in (bool, int):  # not an IntEnum member: its repr is not code
         return repr(value)
-    if isinstance(value, tuple):
+    if isinstance(value, type) and issubclass(value, (np.bool_, np.number)) and hasattr(np, value.__name__):
+        return f"numpy.{value.__name__}"  # DT = np.float32
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf" and value.size <= 4096:
+        return f"numpy.array({value.tolist()!r}, dtype=numpy.{value.dtype.name})"  # a table the kernel reads
+    if type(value) is tuple:  # not a namedtuple: rebuilt as a plain tuple, CFG.n would not compile
         items = [_literal(v) for v in value]
         if any(i is None for i in items):
             return None
         return "(" + ", ".join(str(i) for i in items) + ("," if len(items) == 1 else "") + ")"
     return None
+
+
+_IMPORTABLE = ("math", "cmath", "operator", "numba", "numba.types")
+
+
+def _import_of(value: Any) -> tuple[str, str] | None:
+    """``(module, name)`` when ``value`` is an attribute of one of :data:`_IMPORTABLE` (a function imported from
+    math, a numba type under another name), so that ``from module import name`` makes it again; else None."""
+    import importlib
+
+    if isinstance(value, (bool, int, float, str, tuple)) or value is None:  # constants, equal but not the same
+        return None
+    for module in _IMPORTABLE:
+        mod = importlib.import_module(module)
+        for own in (getattr(value, "__name__", None), str(value)):  # exp; a numba type's own name, float32 (not f4)
+            if isinstance(own, str) and own.isidentifier() and getattr(mod, own, None) is value:
+                return module, own
+        for attr in dir(mod):
+            if not attr.startswith("_") and getattr(mod, attr, None) is value:
+                return module, attr
+    return None
+
+
+def _closure_constants(f: Callable) -> list[str]:
+    """``name = literal`` for each variable ``f`` takes from an enclosing function (a kernel made by a factory,
+    ``make(scale)``); ValueError for one that is not a number or a tuple of numbers."""
+    lines = []
+    for name, cell in zip(f.__code__.co_freevars, f.__closure__ or ()):
+        literal = _literal(cell.cell_contents)
+        if literal is None:
+            raise ValueError(
+                f"the kernel uses {name!r} from the function that made it ({type(cell.cell_contents).__name__}), "
+                "which the PTX check cannot rebuild outside this notebook"
+            )
+        lines += ["import numpy"] if "numpy." in literal else []
+        lines.append(f"{name} = {literal}")
+    return lines
 
 
 def standalone_source(kernel: Any, *, decorated: bool = True) -> str:
@@ -168,6 +222,7 @@ def standalone_source(kernel: Any, *, decorated: bool = True) -> str:
 
     def visit(f: Callable, bare: bool = False) -> None:
         src = textwrap.dedent(inspect.getsource(f))
+        header.extend(_closure_constants(f))
         if bare:  # from the `def` line on: ast gives the def's own line, after its decorators
             defs = [n for n in ast.parse(src).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
             if defs:
@@ -185,6 +240,9 @@ def standalone_source(kernel: Any, *, decorated: bool = True) -> str:
                 header.append(f"{name} = {literal}")
             elif _from_cuda_random(name, value):  # xoroshiro128p_uniform_float32, ...: numba-cuda's own
                 header.append(f"from numba.cuda.random import {name}")
+            elif (imported := _import_of(value)) is not None:  # from math import exp; from numba import float32 as f
+                module, attr = imported
+                header.append(f"from {module} import {attr}" + (f" as {name}" if attr != name else ""))
             elif hasattr(value, "py_func") or type(value).__name__ in ("FakeCUDAKernel", "CUDADispatcher"):
                 visit(py_func(value))
                 if py_func(value).__name__ != name:  # known by another name here (`at = my_at`): that name too
@@ -198,6 +256,8 @@ def standalone_source(kernel: Any, *, decorated: bool = True) -> str:
                     continue  # builtins-like exception names are resolved by Python itself
                 elif isinstance(value, types.FunctionType):
                     raise NotADeviceFunction(name)
+                elif type(value) in (list, dict, set, str, bytes):
+                    raise NotOnAGpu(name, value)
                 else:
                     raise ValueError(
                         f"the kernel uses the global {name!r} ({type(value).__name__}), which the PTX "

@@ -12,7 +12,7 @@ import subprocess
 from typing import Any
 
 from ..ptx import is_ptx
-from ..source import NotADeviceFunction, py_func, standalone_source
+from ..source import NotADeviceFunction, NotOnAGpu, py_func, standalone_source
 from .result import Check
 from .static import numpy_ufunc_fix
 
@@ -126,8 +126,16 @@ def ptx_check(kernel: Any, signature: str, threads: int | None = None) -> Check:
             f"decorate {exc.name} with @cuda.jit(device=True) (on the line above its `def`), run its cell, then "
             "the kernel's cell and this check again.",
         )
-    except (OSError, TypeError, ValueError) as exc:
-        return Check("PTX", False, f"could not collect the {what}'s source: {exc}")
+    except NotOnAGpu as exc:
+        return Check(
+            "PTX",
+            False,
+            f"{exc}",
+            f"put the values in a tuple ({exc.name} = (1.0, 2.0, 3.0)) or pass them to the kernel as an array: a "
+            "kernel reads numbers, tuples of numbers and arrays.",
+        )
+    except (OSError, TypeError, ValueError, RecursionError) as exc:  # not the learner's doing: say so, no penalty
+        return Check("PTX", True, f"not checked: the {what}'s source could not be rebuilt for the compiler ({exc})")
     name = py_func(kernel).__name__
     item = {"source": source, "name": name, "signature": signature, "device": device}
     try:
