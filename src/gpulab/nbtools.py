@@ -314,7 +314,13 @@ def run(ns: argparse.Namespace) -> int:
     root = (ns.root or repo_root()).resolve()
     if ns.root is not None and not root.is_dir():
         raise UsageError(f"--root {ns.root} is not a folder.")
-    paths = _expand(list(ns.paths)) if ns.paths else find_notebooks(root)
+    if ns.action == "execute":
+        from .nbrefresh import refuse_generated, sources
+
+        paths = _expand(list(ns.paths)) if ns.paths else sources(root)
+        refuse_generated(paths, root)
+    else:
+        paths = _expand(list(ns.paths)) if ns.paths else find_notebooks(root)
     if not paths:
         raise UsageError(
             f"no notebooks under {root}/notebooks or {root}/labs: this is not the gpulab repository. "
