@@ -112,3 +112,20 @@ def test_a_notebook_that_cannot_be_written_back_is_left_as_it_was(tmp_path, monk
     monkeypatch.undo()
     assert nbrefresh.execute_in_place(nb_path, cell_timeout=120) == (True, "")
     assert (nb_path.stat().st_mode & 0o777) == 0o640
+
+
+def test_each_kernel_is_stopped_before_the_next_notebook(tmp_path, monkeypatch):
+    from gpulab import nbexec
+
+    managers = []
+    real = nbexec.this_python_kernel_manager
+
+    def recording():
+        managers.append(real())
+        return managers[-1]
+
+    monkeypatch.setattr(nbexec, "this_python_kernel_manager", recording)
+    ok = nbrefresh.execute_in_place(_notebook(tmp_path / "e.ipynb", "print(1)"), cell_timeout=120)
+    failed = nbrefresh.execute_in_place(_notebook(tmp_path / "f.ipynb", "1 / 0"), cell_timeout=120)
+    assert ok[0] and not failed[0] and len(managers) == 2
+    assert not any(km.has_kernel for km in managers)

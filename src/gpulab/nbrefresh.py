@@ -54,6 +54,17 @@ def _failure(exc: BaseException, cell: int | None) -> str:
     return f"{where}: {_error_text(exc)}"
 
 
+def _shutdown(km: Any) -> None:
+    """Stop ``km``'s kernel (and with it the PTX compiler it kept), if it is still running."""
+    from jupyter_core.utils import run_sync
+
+    try:
+        if km.has_kernel:
+            run_sync(km.shutdown_kernel)(now=True)
+    except Exception:  # noqa: BLE001 - a kernel already gone: nothing to stop
+        pass
+
+
 def execute_in_place(path: Path, cell_timeout: int = CELL_TIMEOUT) -> tuple[bool, str]:
     """Run the notebook at ``path`` (see the module's text); ``(True, "")`` when it ran and was written back, else
     ``(False, what failed)`` with the file untouched."""
@@ -71,9 +82,10 @@ def execute_in_place(path: Path, cell_timeout: int = CELL_TIMEOUT) -> tuple[bool
     def started(cell: Any, cell_index: int, **_: Any) -> None:
         at[0] = cell_index
 
+    km = this_python_kernel_manager()
     client = NotebookClient(
         nb,
-        km=this_python_kernel_manager(),
+        km=km,
         timeout=cell_timeout,
         resources={"metadata": {"path": str(path.parent)}},
         store_widget_state=True,
@@ -84,6 +96,8 @@ def execute_in_place(path: Path, cell_timeout: int = CELL_TIMEOUT) -> tuple[bool
             client.execute()
         except Exception as exc:  # a cell's error, a timeout, a kernel that died or never started
             return False, _failure(exc, at[0])
+        finally:  # nbclient leaves a kernel it did not start running: stop it before the next notebook's
+            _shutdown(km)
     if language_info is not None:
         nb.metadata["language_info"] = language_info
     if path.read_bytes() != original:  # changed on disk while it ran (an editor saved it): keep that work
