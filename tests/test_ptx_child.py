@@ -211,15 +211,21 @@ def test_a_check_with_a_ptx_check_starts_the_compiler_before_running_the_cases(o
     assert res.passed and started == [ptx_child.stats()["served"] - 1]  # before its one compile
 
 
-def test_an_interrupted_call_stops_the_server_so_its_answer_never_reaches_the_next_call(own_server):
-    import _thread
+def test_an_interrupted_call_stops_the_server_so_its_answer_never_reaches_the_next_call(own_server, monkeypatch):
     import threading
+    import types
+
+    class Interrupted(threading.Thread):  # Kernel > Interrupt while the call waits for its answer
+        def join(self, timeout=None):
+            time.sleep(0.5)  # the request is written, the compile runs
+            raise KeyboardInterrupt
 
     assert ptx_child.run("print(0)", "", _env(), 60).stdout == "0\n"
     (server,) = ptx_child._servers.values()
-    threading.Timer(1.0, _thread.interrupt_main).start()  # Kernel > Interrupt, while the compile runs
+    monkeypatch.setattr(ptx_child, "threading", types.SimpleNamespace(Thread=Interrupted))
     with pytest.raises(KeyboardInterrupt):
         ptx_child.run("import time\ntime.sleep(5)\nprint('late')", "", _env(), 60)
+    monkeypatch.undo()
     assert server.proc.poll() is not None
     assert ptx_child.run("print('next')", "", _env(), 60).stdout == "next\n"
 

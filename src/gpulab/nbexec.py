@@ -38,6 +38,7 @@ __all__ = [
     "main",
     "recording_signals",
     "run_many",
+    "stop_kernel",
     "this_python_kernel_manager",
     "trim_outputs",
 ]
@@ -126,6 +127,18 @@ def this_python_kernel_manager() -> Any:
     return SlicedKernelManager(kernel_name="python3", kernel_spec_manager=ThisPython())
 
 
+def stop_kernel(km: Any) -> None:
+    """Stop ``km``'s kernel if it is still running: nbclient leaves running a kernel whose manager it was given
+    (and with the kernel, anything it started: a GPU context, gpulab's PTX compiler)."""
+    from jupyter_core.utils import run_sync
+
+    try:
+        if km.has_kernel:
+            run_sync(km.shutdown_kernel)(now=True)
+    except Exception:  # noqa: BLE001 - a kernel already gone: nothing to stop
+        pass
+
+
 def execute_one(nb_path: Path, out: Path, cell_timeout: int, max_output: int = MAX_OUTPUT) -> dict[str, Any]:
     """Run one notebook in a kernel of this Python, saving it after every cell; its status row."""
     import nbformat
@@ -155,9 +168,10 @@ def execute_one(nb_path: Path, out: Path, cell_timeout: int, max_output: int = M
     def executed(cell: Any, cell_index: int, **_: Any) -> None:
         save(cell_index)
 
+    km = this_python_kernel_manager()
     client = NotebookClient(
         nb,
-        km=this_python_kernel_manager(),
+        km=km,
         timeout=cell_timeout,
         resources={"metadata": {"path": str(nb_path.parent)}},
         on_cell_execute=started,
@@ -170,6 +184,8 @@ def execute_one(nb_path: Path, out: Path, cell_timeout: int, max_output: int = M
         row["status"], row["error"] = "failed", _error_text(exc)
     except Exception as exc:  # a kernel that died, could not start, ...: still a row, never a lost run
         row["status"], row["error"] = "failed", f"{type(exc).__name__}: {exc}"
+    finally:  # now, not when it notices this process has gone: on a GPU its memory goes back at once
+        stop_kernel(km)
     save(row["cell"])
     return row
 

@@ -54,24 +54,13 @@ def _failure(exc: BaseException, cell: int | None) -> str:
     return f"{where}: {_error_text(exc)}"
 
 
-def _shutdown(km: Any) -> None:
-    """Stop ``km``'s kernel (and with it the PTX compiler it kept), if it is still running."""
-    from jupyter_core.utils import run_sync
-
-    try:
-        if km.has_kernel:
-            run_sync(km.shutdown_kernel)(now=True)
-    except Exception:  # noqa: BLE001 - a kernel already gone: nothing to stop
-        pass
-
-
 def execute_in_place(path: Path, cell_timeout: int = CELL_TIMEOUT) -> tuple[bool, str]:
     """Run the notebook at ``path`` (see the module's text); ``(True, "")`` when it ran and was written back, else
     ``(False, what failed)`` with the file untouched."""
     import nbformat
     from nbclient import NotebookClient
 
-    from .nbexec import this_python_kernel_manager
+    from .nbexec import stop_kernel, this_python_kernel_manager
 
     path = path.resolve()  # a link's target is the notebook written back
     original = path.read_bytes()
@@ -97,7 +86,7 @@ def execute_in_place(path: Path, cell_timeout: int = CELL_TIMEOUT) -> tuple[bool
         except Exception as exc:  # a cell's error, a timeout, a kernel that died or never started
             return False, _failure(exc, at[0])
         finally:  # nbclient leaves a kernel it did not start running: stop it before the next notebook's
-            _shutdown(km)
+            stop_kernel(km)
     if language_info is not None:
         nb.metadata["language_info"] = language_info
     if path.read_bytes() != original:  # changed on disk while it ran (an editor saved it): keep that work

@@ -12,6 +12,7 @@ import ast
 import inspect
 import itertools
 import linecache
+import sys
 import textwrap
 import types
 from typing import Any
@@ -181,12 +182,12 @@ _IMPORTABLE = ("math", "cmath", "operator", "numba", "numba.types")
 def _import_of(value: Any) -> tuple[str, str] | None:
     """``(module, name)`` when ``value`` is an attribute of one of :data:`_IMPORTABLE` (a function imported from
     math, a numba type under another name), so that ``from module import name`` makes it again; else None."""
-    import importlib
-
     if isinstance(value, (bool, int, float, str, tuple)) or value is None:  # constants, equal but not the same
         return None
     for module in _IMPORTABLE:
-        mod = importlib.import_module(module)
+        mod = sys.modules.get(module)  # loaded already if the value came from it; importing here would change
+        if mod is None:  # numba's state (`import numba.types` rebinds numba.types: labs grade calls that tampering)
+            continue
         for own in (getattr(value, "__name__", None), str(value)):  # exp; a numba type's own name, float32 (not f4)
             if isinstance(own, str) and own.isidentifier() and getattr(mod, own, None) is value:
                 return module, own
