@@ -7,6 +7,7 @@ import math
 
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable
@@ -120,9 +121,38 @@ def _guard_untouched(tail: Any, fill: Any) -> bool:
     return bool(unwritten(tail, fill).all())
 
 
+# Workers that _stop could not end in its 5 s (a loaded machine): the simulator allows one kernel at a time (its
+# kernel context is a module global), so one still running would make the next launch look like a launch inside a
+# kernel. Stopped again, and waited for, before the next run.
+_LEFTOVER: list[threading.Thread] = []
+SETTLE_SECONDS = 60.0
+
+
+def _settle(timeout: float = SETTLE_SECONDS) -> None:
+    """Stop and wait for the workers an earlier deadline left running; RuntimeError if one is still running after
+    ``timeout`` seconds (the simulator cannot launch another kernel beside it)."""
+    deadline = time.monotonic() + timeout
+    while _LEFTOVER and time.monotonic() < deadline:
+        for worker in list(_LEFTOVER):
+            if worker.is_alive():
+                if runtime.is_simulator():
+                    simulator.stop_threads(KernelTimeout)
+                simulator.stop_thread(worker, KernelTimeout)
+                worker.join(0.1)
+            if not worker.is_alive():
+                _LEFTOVER.remove(worker)
+    if _LEFTOVER:
+        raise RuntimeError(
+            f"a kernel that an earlier check stopped at its deadline is still running after {timeout:.0f} more "
+            "seconds, and the simulator runs one kernel at a time: restart the kernel (Kernel > Restart), then run "
+            "the cells again."
+        )
+
+
 def run_with_deadline(fn: Callable[[], Any], timeout: float) -> Any:
     """``fn()`` in a worker thread; :class:`Hang` after ``timeout`` seconds (stuck simulator threads
     are stopped with :class:`KernelTimeout`)."""
+    _settle()
     box: dict[str, Any] = {}
 
     def target() -> None:
@@ -161,6 +191,8 @@ def _stop(worker: threading.Thread) -> list[str]:
         if not simulator.stop_thread(worker, KernelTimeout):
             break
         worker.join(0.1)
+    if worker.is_alive():  # the next run stops it again and waits (_settle)
+        _LEFTOVER.append(worker)
     return stuck
 
 

@@ -1,0 +1,63 @@
+"""A kernel that an earlier check could not stop within its 5 s (a loaded machine) is stopped again and waited for
+before the next check runs: the simulator runs one kernel at a time (its kernel context is a module global), and
+one still running made every later launch fail as "a kernel cannot launch a kernel" (seen once in CI, 9 tests on one
+worker)."""
+
+import threading
+import time
+
+import pytest
+
+from gpulab.exercises import run
+
+
+def _worker(stops_needed, done):
+    """A thread that survives ``stops_needed`` KernelTimeouts (as a busy loop between bytecodes might), then ends;
+    with ``stops_needed`` None it ends only when ``done`` is set."""
+
+    def target():
+        survived = 0
+        while not done.is_set():
+            try:
+                time.sleep(0.01)
+            except run.KernelTimeout:
+                survived += 1
+                if stops_needed is not None and survived >= stops_needed:
+                    return
+
+    th = threading.Thread(target=target, daemon=True)
+    th.start()
+    return th
+
+
+def test_a_leftover_worker_is_stopped_before_the_next_run(monkeypatch):
+    done = threading.Event()
+    leftover = _worker(3, done)
+    monkeypatch.setattr(run, "_LEFTOVER", [leftover])
+    assert run.run_with_deadline(lambda: 42, 10) == 42
+    assert not leftover.is_alive() and run._LEFTOVER == []
+
+
+def test_one_that_never_stops_is_reported_with_what_to_do(monkeypatch):
+    done = threading.Event()
+    stubborn = _worker(None, done)
+    monkeypatch.setattr(run, "_LEFTOVER", [stubborn])
+    try:
+        with pytest.raises(RuntimeError, match=r"restart the kernel \(Kernel > Restart\)"):
+            run._settle(timeout=1.0)
+    finally:
+        done.set()
+        stubborn.join(5)
+    assert not stubborn.is_alive()
+
+
+def test_a_stop_that_runs_out_of_time_leaves_the_worker_for_the_next_run(monkeypatch):
+    done = threading.Event()
+    stubborn = _worker(None, done)
+    monkeypatch.setattr(run, "_LEFTOVER", [])
+    try:
+        run._stop(stubborn)  # 50 tries of 0.1 s, then it gives up on this thread
+        assert run._LEFTOVER == [stubborn]
+    finally:
+        done.set()
+        stubborn.join(5)
