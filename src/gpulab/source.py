@@ -208,9 +208,13 @@ def _closure_constants(f: Callable) -> list[str]:
                 f"the kernel uses {name!r} from the function that made it ({type(cell.cell_contents).__name__}), "
                 "which the PTX check cannot rebuild outside this notebook"
             )
-        lines += ["import numpy"] if "numpy." in literal else []
-        lines.append(f"{name} = {literal}")
+        lines.extend(_assignment(name, literal))
     return lines
+
+
+def _assignment(name: str, literal: str) -> list[str]:
+    """``name = literal`` for a module's header, after ``import numpy`` where the literal needs it."""
+    return (["import numpy"] if "numpy." in literal else []) + [f"{name} = {literal}"]
 
 
 def standalone_source(kernel: Any, *, decorated: bool = True) -> str:
@@ -236,35 +240,28 @@ def standalone_source(kernel: Any, *, decorated: bool = True) -> str:
             if isinstance(value, types.ModuleType):
                 header.append(f"import {value.__name__} as {name}" if value.__name__ != name else f"import {name}")
             elif (literal := _literal(value)) is not None:  # a number or a tuple of numbers: TPB, SHAPE = (16, 16)
-                if "numpy." in literal:
-                    header.append("import numpy")
-                header.append(f"{name} = {literal}")
+                header.extend(_assignment(name, literal))
             elif _from_cuda_random(name, value):  # xoroshiro128p_uniform_float32, ...: numba-cuda's own
                 header.append(f"from numba.cuda.random import {name}")
-            elif (imported := _import_of(value)) is not None:  # from math import exp; from numba import float32 as f
-                module, attr = imported
-                header.append(f"from {module} import {attr}" + (f" as {name}" if attr != name else ""))
             elif hasattr(value, "py_func") or type(value).__name__ in ("FakeCUDAKernel", "CUDADispatcher"):
                 visit(py_func(value))
                 if py_func(value).__name__ != name:  # known by another name here (`at = my_at`): that name too
                     bodies.append(f"{name} = {py_func(value).__name__}")
+            elif (imported := _import_of(value)) is not None:  # from math import exp; from numba import float32
+                module, attr = imported
+                header.append(f"from {module} import {attr}" + (f" as {name}" if attr != name else ""))
+            elif isinstance(value, type) and issubclass(value, BaseException):
+                continue  # builtins-like exception names are resolved by Python itself
+            elif isinstance(value, types.FunctionType):
+                raise NotADeviceFunction(name)
+            elif type(value) in (list, dict, set, str, bytes):
+                raise NotOnAGpu(name, value)
             else:
-                import numba
-
-                if getattr(numba, name, None) is value:
-                    header.append(f"from numba import {name}")
-                elif isinstance(value, type) and issubclass(value, BaseException):
-                    continue  # builtins-like exception names are resolved by Python itself
-                elif isinstance(value, types.FunctionType):
-                    raise NotADeviceFunction(name)
-                elif type(value) in (list, dict, set, str, bytes):
-                    raise NotOnAGpu(name, value)
-                else:
-                    raise ValueError(
-                        f"the kernel uses the global {name!r} ({type(value).__name__}), which the PTX "
-                        "check cannot rebuild outside this notebook. Use module-level int/float "
-                        "constants (or tuples of them), `math`, `numba` types or `@cuda.jit(device=True)` functions."
-                    )
+                raise ValueError(
+                    f"the kernel uses the global {name!r} ({type(value).__name__}), which the PTX "
+                    "check cannot rebuild outside this notebook. Use module-level int/float "
+                    "constants (or tuples of them), `math`, `numba` types or `@cuda.jit(device=True)` functions."
+                )
         bodies.append(src)
 
     visit(py_func(kernel), bare=not decorated)
