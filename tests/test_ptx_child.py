@@ -126,20 +126,22 @@ def test_servers_are_replaced_after_most_calls_after_idling_and_for_another_envi
     monkeypatch.setattr(ptx_child, "IDLE_SECONDS", 1)
     ptx_child.close()
     assert ptx_child.run("print(2)", "", _env(), 60).stdout == "2\n"
-    (server,) = ptx_child._servers.values()
+    server = ptx_child._current
     server.proc.wait(timeout=30)  # it exits by itself
     assert ptx_child.run("print(3)", "", _env(), 60).stdout == "3\n"
+    previous = ptx_child._current
     env = dict(_env(), GPULAB_SOMETHING="else")
     res = ptx_child.run("import os\nprint(os.environ['GPULAB_SOMETHING'])", "", env, 60)
     assert res.stdout == "else\n"
-    assert len(ptx_child._servers) == 1
+    assert ("GPULAB_SOMETHING", "else") in ptx_child._current.key[2]  # the one server is now this environment's
+    assert previous.proc.poll() is not None  # and the other environment's was stopped
 
 
 def test_a_forked_child_does_not_use_its_parents_server(own_server):
     if not hasattr(os, "fork"):
         pytest.skip("no fork here")
     assert ptx_child.run("print(1)", "", _env(), 60).stdout == "1\n"
-    parent_server = next(iter(ptx_child._servers.values()))
+    parent_server = ptx_child._current
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child process
@@ -160,7 +162,7 @@ def test_the_server_ends_with_its_parent(tmp_path):
     script = (
         "import os, sys\nfrom gpulab import ptx, ptx_child\n"
         "ptx_child.run('print(1)', '', ptx._child_env(), 60)\n"
-        "print(next(iter(ptx_child._servers.values())).proc.pid, flush=True)\nos._exit(0)\n"
+        "print(ptx_child._current.proc.pid, flush=True)\nos._exit(0)\n"
     )
     env = dict(os.environ)
     env.pop("GPULAB_FRESH_PTX", None)
@@ -195,7 +197,7 @@ def test_prestart_starts_the_server_without_waiting_and_the_next_compile_uses_it
     monkeypatch.setenv("GPULAB_FRESH_PTX", "1")
     ptx_child.close()
     ptx.prestart()
-    assert not ptx_child._servers and ptx_child.stats()["started"] == after["started"]
+    assert ptx_child._current is None and ptx_child.stats()["started"] == after["started"]
 
 
 def test_a_check_with_a_ptx_check_starts_the_compiler_before_running_the_cases(own_server, monkeypatch):
@@ -221,7 +223,7 @@ def test_an_interrupted_call_stops_the_server_so_its_answer_never_reaches_the_ne
             raise KeyboardInterrupt
 
     assert ptx_child.run("print(0)", "", _env(), 60).stdout == "0\n"
-    (server,) = ptx_child._servers.values()
+    server = ptx_child._current
     monkeypatch.setattr(ptx_child, "threading", types.SimpleNamespace(Thread=Interrupted))
     with pytest.raises(KeyboardInterrupt):
         ptx_child.run("import time\ntime.sleep(5)\nprint('late')", "", _env(), 60)
@@ -234,9 +236,9 @@ def test_the_server_ignores_sigint_which_jupyter_sends_to_the_whole_process_grou
     import signal
 
     assert ptx_child.run("print(1)", "", _env(), 60).stdout == "1\n"
-    (server,) = ptx_child._servers.values()
+    server = ptx_child._current
     os.kill(server.proc.pid, signal.SIGINT)
     time.sleep(0.5)
     assert server.proc.poll() is None
     assert ptx_child.run("print(2)", "", _env(), 60).stdout == "2\n"
-    assert next(iter(ptx_child._servers.values())) is server  # the same server answered
+    assert ptx_child._current is server  # the same server answered

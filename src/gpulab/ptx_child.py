@@ -88,17 +88,21 @@ while select.select([proto_in], [], [], idle)[0]:
 """
 
 
+_Key = tuple[str, str, tuple[tuple[str, str], ...]]  # Python, working folder, environment
+
+
 class _Server:
-    def __init__(self, executable: str, env: dict[str, str], cwd: str) -> None:
+    def __init__(self, key: _Key, env: dict[str, str]) -> None:
+        self.key = key
         self.pid = os.getpid()  # a forked copy of the parent must not talk on these pipes
         self.calls = 0
         self.proc = subprocess.Popen(
-            [executable, "-c", _SERVER, str(IDLE_SECONDS)],
+            [key[0], "-c", _SERVER, str(IDLE_SECONDS)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env=env,
-            cwd=cwd,  # a fresh child would start in the caller's folder (and import from it)
+            cwd=key[1],  # a fresh child would start in the caller's folder (and import from it)
             text=True,
         )
 
@@ -154,7 +158,7 @@ class _Server:
 
 
 _lock = threading.Lock()
-_servers: dict[tuple[str, str, tuple[tuple[str, str], ...]], _Server] = {}
+_current: _Server | None = None  # one server at a time: another environment or folder replaces it
 _stats = {"started": 0, "served": 0, "fresh": 0}
 
 
@@ -165,10 +169,11 @@ def stats() -> dict[str, int]:
 
 def close() -> None:
     """Stop this process's server (a later compile starts another)."""
+    global _current
     with _lock:
-        for server in _servers.values():
-            server.close()
-        _servers.clear()
+        if _current is not None:
+            _current.close()
+        _current = None
 
 
 atexit.register(close)
@@ -179,7 +184,7 @@ def _fresh(args: list[str], input: str, env: dict[str, str], timeout: float | No
     return subprocess.run(args, input=input, capture_output=True, text=True, env=env, timeout=timeout)
 
 
-def _key(env: dict[str, str]) -> tuple[str, str, tuple[tuple[str, str], ...]] | None:
+def _key(env: dict[str, str]) -> _Key | None:
     """The server for ``env``: None where compiles go to fresh children (asked for, or no working folder)."""
     if os.environ.get("GPULAB_FRESH_PTX") == "1" or env.get("GPULAB_FRESH_PTX") == "1":
         return None
@@ -190,16 +195,16 @@ def _key(env: dict[str, str]) -> tuple[str, str, tuple[tuple[str, str], ...]] | 
     return (sys.executable, cwd, tuple(sorted((k, v) for k, v in env.items() if k not in _VOLATILE)))
 
 
-def _server(key: tuple[str, str, tuple[tuple[str, str], ...]], env: dict[str, str]) -> _Server:
-    """The running server for ``key``, started now if there is none (called with the lock held)."""
-    server = _servers.get(key)
-    if server is None or not server.alive():
-        for other in _servers.values():  # one server at a time
-            other.close()
-        _servers.clear()
-        server = _servers[key] = _Server(sys.executable, env, key[1])
+def _server(key: _Key, env: dict[str, str]) -> _Server:
+    """The running server for ``key``, started now if there is none (called with the lock held); a dead one, or
+    one for another key, is stopped first."""
+    global _current
+    if _current is None or _current.key != key or not _current.alive():
+        if _current is not None:
+            _current.close()
+        _current = _Server(key, env)
         _stats["started"] += 1
-    return server
+    return _current
 
 
 def prestart(env: dict[str, str]) -> None:
@@ -225,12 +230,9 @@ def run(code: str, input: str, env: dict[str, str], timeout: float | None) -> su
     with _lock:
         server = _server(key, env)
         try:
-            res = server.call(code, input, timeout)
+            res = server.call(code, input, timeout)  # a server that died or ran late is stopped: the next is new
         except subprocess.TimeoutExpired:
-            _servers.pop(key, None)
             raise subprocess.TimeoutExpired(args, timeout or 0) from None
-        if res is None:
-            _servers.pop(key, None)
     if res is None:  # the server died: a fresh child gives the answer (or the crash) a fresh child gives
         return _fresh(args, input, env, timeout)
     _stats["served"] += 1
