@@ -1,7 +1,8 @@
 """A kernel that an earlier check could not stop within its 5 s (a loaded machine) is stopped again and waited for
 before the next check runs: the simulator runs one kernel at a time (its kernel context is a module global), and
 one still running made every later launch fail as "a kernel cannot launch a kernel" (seen once in CI, 9 tests on one
-worker)."""
+worker). The registry and the wait are gpulab.simulator.stopping's; a learner's own launch after such a check is
+tests/test_simulator_leftover.py."""
 
 import threading
 import time
@@ -9,6 +10,7 @@ import time
 import pytest
 
 from gpulab.exercises import run
+from gpulab.simulator import stopping
 
 
 def _worker(stops_needed, done):
@@ -33,18 +35,18 @@ def _worker(stops_needed, done):
 def test_a_leftover_worker_is_stopped_before_the_next_run(monkeypatch):
     done = threading.Event()
     leftover = _worker(3, done)
-    monkeypatch.setattr(run, "_LEFTOVER", [leftover])
+    monkeypatch.setattr(stopping, "_LEFTOVER", [leftover])
     assert run.run_with_deadline(lambda: 42, 10) == 42
-    assert not leftover.is_alive() and run._LEFTOVER == []
+    assert not leftover.is_alive() and stopping._LEFTOVER == []
 
 
 def test_one_that_never_stops_is_reported_with_what_to_do(monkeypatch):
     done = threading.Event()
     stubborn = _worker(None, done)
-    monkeypatch.setattr(run, "_LEFTOVER", [stubborn])
+    monkeypatch.setattr(stopping, "_LEFTOVER", [stubborn])
     try:
         with pytest.raises(RuntimeError, match=r"restart the kernel \(Kernel > Restart\)"):
-            run._settle(timeout=1.0)
+            stopping.settle(timeout=1.0)
     finally:
         done.set()
         stubborn.join(5)
@@ -54,10 +56,11 @@ def test_one_that_never_stops_is_reported_with_what_to_do(monkeypatch):
 def test_a_stop_that_runs_out_of_time_leaves_the_worker_for_the_next_run(monkeypatch):
     done = threading.Event()
     stubborn = _worker(None, done)
-    monkeypatch.setattr(run, "_LEFTOVER", [])
+    monkeypatch.setattr(stopping, "_LEFTOVER", [])
+    monkeypatch.setattr(run, "STOP_TRIES", 3)
     try:
-        run._stop(stubborn)  # 50 tries of 0.1 s, then it gives up on this thread
-        assert run._LEFTOVER == [stubborn]
+        run._stop(stubborn)  # STOP_TRIES tries of 0.1 s, then it gives up on this thread
+        assert stopping._LEFTOVER == [stubborn]
     finally:
         done.set()
         stubborn.join(5)

@@ -7,7 +7,6 @@ import math
 
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable
@@ -16,6 +15,7 @@ import numpy as np
 
 from .. import runtime, simulator
 from ..simulator.blocks import reversed_order
+from ..simulator.stopping import KernelTimeout
 from ..kernels._launch import ceil_div
 from ..source import py_func
 from .compare import Changed, fills, first_change, unwritten
@@ -38,6 +38,7 @@ __all__ = [
 GUARD = 64  # fewest elements of guard zone after each output (and input) in gpu mode (see guard_elements)
 GUARD_MAX = 1 << 22  # most elements of one guard zone (16 MB of float32): beyond, a guard is a cost on every run
 BLOCK_REACH = 1023  # how far past an axis a whole-block grid reaches: a block has at most 1024 threads along x or y
+STOP_TRIES = 50  # tries of 0.1 s that _stop makes to end a worker's simulator threads, and as many for the worker
 
 
 def guard_elements(shape: tuple[int, ...]) -> int:
@@ -54,10 +55,6 @@ def guard_elements(shape: tuple[int, ...]) -> int:
     strides = [int(np.prod(dims[k + 1 :])) for k in range(len(dims))]
     last = sum((r - 1) * st for r, st in zip(reach, strides))
     return int(min(GUARD_MAX, max(GUARD, last + 1 - size)))
-
-
-class KernelTimeout(Exception):
-    """Raised inside stuck simulator threads to stop a kernel that ran past its deadline."""
 
 
 class SetupError(Exception):
@@ -121,38 +118,11 @@ def _guard_untouched(tail: Any, fill: Any) -> bool:
     return bool(unwritten(tail, fill).all())
 
 
-# Workers that _stop could not end in its 5 s (a loaded machine): the simulator allows one kernel at a time (its
-# kernel context is a module global), so one still running would make the next launch look like a launch inside a
-# kernel. Stopped again, and waited for, before the next run.
-_LEFTOVER: list[threading.Thread] = []
-SETTLE_SECONDS = 60.0
-
-
-def _settle(timeout: float = SETTLE_SECONDS) -> None:
-    """Stop and wait for the workers an earlier deadline left running; RuntimeError if one is still running after
-    ``timeout`` seconds (the simulator cannot launch another kernel beside it)."""
-    deadline = time.monotonic() + timeout
-    while _LEFTOVER and time.monotonic() < deadline:
-        for worker in list(_LEFTOVER):
-            if worker.is_alive():
-                if runtime.is_simulator():
-                    simulator.stop_threads(KernelTimeout)
-                simulator.stop_thread(worker, KernelTimeout)
-                worker.join(0.1)
-            if not worker.is_alive():
-                _LEFTOVER.remove(worker)
-    if _LEFTOVER:
-        raise RuntimeError(
-            f"a kernel that an earlier check stopped at its deadline is still running after {timeout:.0f} more "
-            "seconds, and the simulator runs one kernel at a time: restart the kernel (Kernel > Restart), then run "
-            "the cells again."
-        )
-
-
 def run_with_deadline(fn: Callable[[], Any], timeout: float) -> Any:
     """``fn()`` in a worker thread; :class:`Hang` after ``timeout`` seconds (stuck simulator threads
-    are stopped with :class:`KernelTimeout`)."""
-    _settle()
+    are stopped with :class:`KernelTimeout`). A worker an earlier call could not stop is stopped again and waited for
+    first (:func:`gpulab.simulator.settle`: the simulator runs one kernel at a time)."""
+    simulator.settle()
     box: dict[str, Any] = {}
 
     def target() -> None:
@@ -176,10 +146,12 @@ def run_with_deadline(fn: Callable[[], Any], timeout: float) -> Any:
 
 
 def _stop(worker: threading.Thread) -> list[str]:
-    """Stop a worker of :func:`run_with_deadline` and the simulator threads it started; returns those stopped."""
+    """Stop a worker of :func:`run_with_deadline` and the simulator threads it started; returns those stopped.
+    ``STOP_TRIES`` tries of 0.1 s for its simulator threads, as many for the worker itself; one still running then
+    is left to :func:`gpulab.simulator.settle` (the next check, or the next launch from the host)."""
     stuck: list[str] = []
     if runtime.is_simulator():
-        for _ in range(50):  # a thread may be between bytecodes that ignore the request: retry
+        for _ in range(STOP_TRIES):  # a thread may be between bytecodes that ignore the request: retry
             stopped = simulator.stop_threads(KernelTimeout)
             stuck = stuck or stopped
             worker.join(0.1)
@@ -187,12 +159,12 @@ def _stop(worker: threading.Thread) -> list[str]:
                 break
     # A host= function (plain Python) that never returns: stop the worker itself, so that no thread
     # keeps spinning after the verdict. (A GPU kernel cannot be stopped this way; the verdict says so.)
-    for _ in range(50):
+    for _ in range(STOP_TRIES):
         if not simulator.stop_thread(worker, KernelTimeout):
             break
         worker.join(0.1)
-    if worker.is_alive():  # the next run stops it again and waits (_settle)
-        _LEFTOVER.append(worker)
+    if worker.is_alive():  # the next check, or launch, stops it again and waits
+        simulator.leave_running(worker)
     return stuck
 
 

@@ -43,7 +43,11 @@ installed once by :func:`harden` (called at import in simulator mode, and by :fu
     are refused with numba-cuda's error on a GPU and what to do (:mod:`gpulab.simulator.device_calls`);
 15. on the host, a device array (``cuda.to_device``'s) has numba-cuda's attributes only: ``d.sum()``, ``d.copy()``,
     ``d * 2`` are refused as on a GPU with what to do; ``==`` is object's, and a NumPy operand (``d - x``, ``d == x``)
-    takes its turn through ``__array__`` as there (:mod:`gpulab.simulator.host_arrays`).
+    takes its turn through ``__array__`` as there (:mod:`gpulab.simulator.host_arrays`);
+16. a launch from a thread that is not inside a kernel first stops and waits for a check the harness could not stop
+    at its deadline, which may still hold the simulator's one kernel context (:mod:`gpulab.simulator.stopping`,
+    which also stops stuck threads: :func:`stop_threads`, :func:`stop_thread`); only a thread inside a kernel gets
+    the launch-in-a-kernel error.
 
 Nothing is recorded unless an :class:`Instruments` is active (``with instrument(...) as ins:``): it
 collects shared-memory sizes per block, every access to shared arrays, each thread's final
@@ -56,7 +60,6 @@ and the exercise harness, of shared arrays here) as :class:`Access` records (bot
 
 from __future__ import annotations
 
-import ctypes
 import linecache
 import sys
 import threading
@@ -70,17 +73,21 @@ from .blocks import THREAD_DONE, run_block
 from .memory import DYNAMIC, Dim
 from .memory import LOCK as _LOCK
 from .memory import dynamic_shared_array, fast_arrays, filler, filler_hint, shared_array, uninitialised
-from . import device_calls, host_arrays, limits, recordings, streams, ufuncs, warps, xoroshiro
+from . import device_calls, host_arrays, limits, recordings, stopping, streams, ufuncs, warps, xoroshiro
+from .stopping import KernelTimeout, leave_running, settle, stop_thread, stop_threads
 from .swap import install as install_swap
 from .watched import Access, Watched, flat_indices, watch
 
 __all__ = [
     "Access",
     "Instruments",
+    "KernelTimeout",
     "Watched",
     "flat_indices",
     "harden",
     "instrument",
+    "leave_running",
+    "settle",
     "shared_array",
     "simulated",
     "stop_thread",
@@ -194,6 +201,7 @@ def harden() -> None:
         streams.ON_OP.append(_on_stream_op)
     streams.install()  # copies, launches and synchronizes with their stream
     ufuncs.install()  # vectorize(target="cuda") and guvectorize run numba-cuda's own dispatch
+    stopping.install()  # a launch from the host first stops a check left running (before device_calls' test)
     device_calls.install()  # dev[1, 32](...), kernel[...] in a kernel, dev(x) on the host: refused as on a GPU
     host_arrays.install()  # d.sum(), d * 2 on the host: refused as on a GPU
     cls = kernelapi.FakeCUDAShared
@@ -320,24 +328,6 @@ def _thread_done(th: Any) -> None:
         for ins in list(_ACTIVE):
             if recordings.belongs(ins.mark, th):
                 ins.barriers[key] = getattr(th, "_gpulab_epoch", 0)
-
-
-def stop_threads(exc_type: type[BaseException]) -> list[str]:
-    """Raise ``exc_type`` inside every running simulator thread; returns which ones."""
-    stopped = []
-    for th in threading.enumerate():
-        if type(th).__name__ == "BlockThread" and th.is_alive() and th.ident is not None:
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(th.ident), ctypes.py_object(exc_type))
-            stopped.append(f"thread {tuple(th.threadIdx)} of block {tuple(th.blockIdx)}")  # type: ignore[attr-defined]
-    return stopped
-
-
-def stop_thread(thread: threading.Thread, exc_type: type[BaseException]) -> bool:
-    """Raise ``exc_type`` inside ``thread`` (a Python thread stuck in a loop); True if it was running."""
-    if not thread.is_alive() or thread.ident is None:
-        return False
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(exc_type))
-    return True
 
 
 def simulated(kernel: Any) -> Any:

@@ -22,12 +22,19 @@ numba-cuda compiles as a call of a device function (no launch, no new threads). 
 configures a copy of the kernel, as numba-cuda returns a launch object: the simulator stored the configuration on
 the kernel itself, so a later ``kernel(x)`` without brackets ran on the host where a GPU raises ``ValueError:
 Kernel launch configuration was not specified``.
+
+"Inside a kernel" is :func:`gpulab.simulator.stopping.in_kernel`: this thread runs the kernel (one of its blocks'
+threads, or a cooperative launch's caller), not merely a thread that sees the simulator's one kernel context while
+another thread holds it (a check left running at its deadline): that launch is the host's, and it first waits for
+the other kernel to end (:mod:`gpulab.simulator.stopping`).
 """
 
 from __future__ import annotations
 
 import copy
 from typing import Any
+
+from .stopping import before_launch, in_kernel
 
 __all__ = ["HOST_CALL", "LAUNCHED_DEVICE_FUNCTION", "LAUNCH_IN_KERNEL", "install"]
 
@@ -41,12 +48,6 @@ HOST_CALL = "Kernel launch configuration was not specified"
 
 def _name(kernel: Any) -> str:
     return getattr(kernel.fn, "__name__", "the function")
-
-
-def _in_kernel() -> bool:
-    from numba.cuda.simulator.kernel import _get_kernel_context
-
-    return _get_kernel_context() is not None
 
 
 def _launch_in_kernel_error(kernel: Any, configuration: Any) -> Exception:
@@ -93,7 +94,7 @@ def install() -> None:
     configure, launch = FakeCUDAKernel.__getitem__, FakeCUDAKernel.__call__
 
     def __getitem__(self: Any, configuration: Any) -> Any:  # a launch's name, as exercises.frames knows it
-        if _in_kernel():  # before the configuration is stored: `other` keeps its own
+        if in_kernel():  # before the configuration is stored: `other` keeps its own
             raise _launch_in_kernel_error(self, configuration)
         if self._device:
             return _RefusedLaunch(self)
@@ -102,13 +103,18 @@ def install() -> None:
         return configure(copy.copy(self), configuration)
 
     def call(self: Any, *args: Any) -> Any:  # named like streams' wrapper: exercises.frames knows it
-        if self._device and not _in_kernel():
+        if in_kernel():
+            return launch(self, *args)
+        if self._device:
             name = _name(self)
             raise ValueError(
                 f"{HOST_CALL} (numba-cuda's error on a GPU): `{name}` is a device function "
                 "(@cuda.jit(device=True)), which only kernels and other device functions can call. Call it from a "
                 f"kernel; to try its Python code on the host, call `{name}.py_func(...)`."
             )
+        # a launch from the host: while another thread's kernel context is pushed, numba-cuda would run the kernel
+        # as a function in this thread; a check left running is stopped and waited for first
+        before_launch()
         return launch(self, *args)
 
     FakeCUDAKernel.__getitem__ = __getitem__  # type: ignore[method-assign]
