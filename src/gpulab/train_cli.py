@@ -19,13 +19,12 @@ from . import data as _data
 from . import nn, runtime
 from .kernels._launch import ceil_div
 from .errors import GpulabError, UsageError, int_at_least, positive_float
-from .nn.io import check_writable_file, prepare_output_file, write_atomically
+from .nn.io import prepare_output_file, write_atomically
 from .train_loop import History, fit, limit_threads, tune_allocator
 
 __all__ = [
     "build_parser",
     "channels_pair",
-    "check_writable_file",
     "configure",
     "estimate_kernel_seconds",
     "main",
