@@ -24,12 +24,6 @@ def test_bad_values_are_refused_by_argparse(args, capsys):
     assert e.value.code == 2 and "expected" in capsys.readouterr().err
 
 
-def test_json_to_a_missing_folder_fails_before_timing(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(cnn, "measure_gpulab", lambda *a, **k: pytest.fail("timing started"))
-    assert cnn.main(["--json", str(tmp_path / "no" / "b.json")]) == 2
-    assert "does not exist" in capsys.readouterr().err
-
-
 def test_kernels_backend_in_the_simulator_is_refused(capsys):
     import gpulab
 

@@ -120,18 +120,6 @@ def test_cli_refuses_bad_values_before_any_work(args, capsys):
     assert "expected" in err or "invalid" in err
 
 
-@pytest.mark.parametrize("flag", ["--save", "--json"])
-def test_cli_checks_output_folders_before_training(tmp_path, capsys, flag, monkeypatch):
-    # the command's run() calls the loop's fit from gpulab.train_cli, so patch it there
-    monkeypatch.setattr(train_cli, "fit", lambda *a, **k: pytest.fail("training started"))
-    assert train.main(["--dataset", "digits", flag, str(tmp_path / "missing" / "out.x")]) == 2
-    err = capsys.readouterr().err
-    assert f"{flag}: the folder" in err and "does not exist" in err and f"mkdir -p {tmp_path / 'missing'}" in err
-    assert train.main(["--dataset", "digits", flag, str(tmp_path)]) == 2
-    err = capsys.readouterr().err
-    assert "is a folder, not a file; give a file name, e.g." in err and "Traceback" not in err
-
-
 def test_cli_refuses_to_replace_a_saved_file_before_training(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(train_cli, "fit", lambda *a, **k: pytest.fail("training started"))
     old = tmp_path / "m.npz"

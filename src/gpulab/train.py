@@ -18,7 +18,6 @@ import sys
 from .train_cli import (
     build_parser as build_parser,
     channels_pair as channels_pair,
-    check_writable_file as check_writable_file,
     configure as configure,
     estimate_kernel_seconds as estimate_kernel_seconds,
     main as main,

@@ -19,13 +19,12 @@ from . import data as _data
 from . import nn, runtime
 from .kernels._launch import ceil_div
 from .errors import GpulabError, UsageError, int_at_least, positive_float
-from .nn.io import check_writable_file, write_atomically
+from .nn.io import prepare_output_file, write_atomically
 from .train_loop import History, fit, limit_threads, tune_allocator
 
 __all__ = [
     "build_parser",
     "channels_pair",
-    "check_writable_file",
     "configure",
     "estimate_kernel_seconds",
     "main",
@@ -203,17 +202,17 @@ def _human(seconds: float) -> str:
 
 def run(ns: argparse.Namespace) -> int:
     """Train as ``ns`` says; raises :class:`UsageError` for inputs found bad after parsing."""
+    if ns.save and ns.json and nn.checkpoint_path(ns.save).resolve() == Path(ns.json).resolve():
+        raise UsageError(
+            f"--save {ns.save} and --json {ns.json} name the same file, {Path(ns.json)}; give them different paths."
+        )
     for given, what, target, example in (
         (ns.save, "--save", nn.checkpoint_path, "model.npz"),
         (ns.json, "--json", Path, "history.json"),
     ):
         if given:
-            check_writable_file(given, what, example=example, shell=True)
+            prepare_output_file(given, what, example=example)
             refuse_existing_file(given, target(given), what)
-    if ns.save and ns.json and nn.checkpoint_path(ns.save).resolve() == Path(ns.json).resolve():
-        raise UsageError(
-            f"--save {ns.save} and --json {ns.json} name the same file, {Path(ns.json)}; give them different paths."
-        )
     if ns.workers is not None and ns.workers > 1 and ns.backend != "numpy":
         raise UsageError(
             f"--workers {ns.workers} splits batches over CPU threads and needs --backend numpy, "

@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import nn, runtime
 from ..errors import GpulabError, UsageError, int_at_least
+from ..nn.io import prepare_output_file
 from .cnn_runs import (
     _GpulabRun,
     _TorchRun,
@@ -105,9 +106,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     """Time the CNN as ``args`` says; raises :class:`UsageError` for bad input found after parsing."""
     if args.json:
-        from ..train import check_writable_file
-
-        check_writable_file(args.json, "--json", example="cnn.json", shell=True)
+        prepare_output_file(args.json, "--json", example="cnn.json")
     if args.record and not runtime.is_gpu():
         raise UsageError("--record needs gpu mode; simulator-mode runs are never recorded. Drop --record.")
     backend = args.backend or ("cupy" if runtime.is_gpu() else "numpy")

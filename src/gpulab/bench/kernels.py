@@ -26,8 +26,9 @@ import numpy as np
 
 from .. import runtime, timing
 from ..errors import UsageError, int_at_least
+from ..nn.io import prepare_output_file
 from ..timing import device_name
-from . import check_writable, failure
+from . import failure
 from .cases import CASES, Case, cases
 from .sections import memory_rows, reduce_rows, section_rows, transfer_rows
 
@@ -230,9 +231,9 @@ def run(ns: argparse.Namespace) -> int:
     unknown = sorted(set(ns.kernels or []) - {c.name for c in cases()})
     if unknown:
         raise UsageError(f"unknown kernel(s) {', '.join(unknown)}; choose from {', '.join(c.name for c in cases())}.")
-    for path in (ns.json, ns.html):
+    for path, what, example in ((ns.json, "--json", "kernels.json"), (ns.html, "--html", "kernels.html")):
         if path is not None:
-            check_writable(path)
+            prepare_output_file(path, what, example=example)
     print(
         f"gpulab bench kernels: {device_name()} ({runtime.mode()} mode)"
         + ("" if runtime.is_gpu() else f" - {SIMULATOR_LABEL}")

@@ -20,8 +20,9 @@ import numpy as np
 
 from .. import runtime, timing
 from ..errors import UsageError
+from ..nn.io import prepare_output_file
 from ..timing import device_name
-from . import check_writable, failure
+from . import failure
 from .kernels import SIMULATOR_LABEL
 
 __all__ = ["attention_rows", "cnn_training_rows", "conv_rows", "main", "measure", "why_gpus_rows"]
@@ -350,7 +351,7 @@ def run(ns: argparse.Namespace) -> int:
             "are never recorded. Run on a machine with a CUDA GPU (GPULAB_DEVICE=gpu)."
         )
     if ns.json is not None:
-        check_writable(ns.json)
+        prepare_output_file(ns.json, "--json", example="lessons.json")
     dev = device_name()
     print(
         f"gpulab bench lessons: {dev} ({runtime.mode()} mode)" + ("" if runtime.is_gpu() else f" - {SIMULATOR_LABEL}")

@@ -28,6 +28,7 @@ __all__ = [
     "check_writable_file",
     "checkpoint_path",
     "load",
+    "prepare_output_file",
     "save",
     "write_atomically",
 ]
@@ -70,14 +71,11 @@ def check_writable_file(path: str | os.PathLike, what: str, *, example: str = "o
     to it), who asked (``what``: ``"nn.save"``, ``"--json"``) and what to do: a folder (:class:`UsageError`, with
     ``example`` as a file name in it), a missing folder (:class:`FolderMissingError`, also a FileNotFoundError; how
     to make it in a shell with ``shell``, else in Python) or one that is not writable (:class:`FolderNotWritableError`,
-    also a PermissionError). Library code raises; the command line turns these into a message and exit code 2."""
+    also a PermissionError). Library code raises; the command line turns these into a message and exit code 2.
+    A command's output file creates its missing folders instead: :func:`prepare_output_file`."""
     p = Path(path)
     folder = p.parent if str(p.parent) else Path(".")
-    if p.is_dir():
-        raise UsageError(
-            f"{what}: {str(p)!r} is a folder, not a file; give a file name, e.g. {str(p / example)!r}, or choose "
-            "another path."
-        )
+    _refuse_a_folder(p, what, example)
     if not folder.is_dir():
         make = f"mkdir -p {shlex.quote(str(folder))}" if shell else f"pathlib.Path({str(folder)!r}).mkdir(parents=True)"
         raise FolderMissingError(
@@ -87,6 +85,46 @@ def check_writable_file(path: str | os.PathLike, what: str, *, example: str = "o
     if not os.access(folder, os.W_OK):
         raise FolderNotWritableError(
             f"{what}: the folder {str(folder)!r} is not writable (given {str(p)!r}); choose another path."
+        )
+
+
+def prepare_output_file(path: str | os.PathLike, what: str, *, example: str = "out.json") -> Path:
+    """A command's output file (``--json``, ``--html``, ``--save``), checked before any long work: its missing
+    folders are created (as ``mkdir -p``), then refused with what was given (``what``: ``"--json"``) and what to do:
+    a folder (``example`` is a file name to give in it), a folder that cannot be created (a file in the way, no
+    permission) or written (:class:`FolderNotWritableError`), a file there that cannot be written. Every command
+    that writes a results file calls this; the command line turns the :class:`UsageError` into a message and exit
+    code 2. Returns ``path`` as a :class:`Path`."""
+    p = Path(path)
+    folder = p.parent if str(p.parent) else Path(".")
+    _refuse_a_folder(p, what, example)
+    above = next((f for f in (folder, *folder.parents) if f.exists()), None)
+    if above is not None and not above.is_dir():
+        raise UsageError(
+            f"{what}: {str(above)!r} is a file, not a folder, so {str(p)!r} cannot be created in it; choose another "
+            "path."
+        )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # no permission, a read-only file system, ...
+        raise UsageError(
+            f"{what}: cannot create the folder {str(folder)!r} for {str(p)!r} ({exc.strerror or exc}); choose "
+            "another path."
+        ) from None
+    check_writable_file(p, what, example=example)
+    if p.exists() and not os.access(p, os.W_OK):
+        raise UsageError(
+            f"{what}: the file {str(p)!r} exists and is not writable; choose another path, or make it writable "
+            f"(chmod u+w {shlex.quote(str(p))})."
+        )
+    return p
+
+
+def _refuse_a_folder(p: Path, what: str, example: str) -> None:
+    if p.is_dir():
+        raise UsageError(
+            f"{what}: {str(p)!r} is a folder, not a file; give a file name, e.g. {str(p / example)!r}, or choose "
+            "another path."
         )
 
 

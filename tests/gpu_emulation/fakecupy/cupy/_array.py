@@ -23,14 +23,19 @@ Each rule cites where CuPy 14 does the same (paths in github.com/cupy/cupy):
   ``initial=`` (``core.pyx`` ``cpdef`` methods);
 * NumPy's ufuncs and functions called on these arrays dispatch to CuPy (``core.pyx`` ``__array_ufunc__``,
   ``__array_function__``; a NumPy function CuPy lacks returns NotImplemented, so NumPy raises TypeError).
+
+The conversions these rules go through (``wrap``, ``unwrap``, ``is_basic_index``, ``fill_scalar``, ...) are in
+``_convert.py``; the operators' (``+``, ``<``, ``+=``, ...) in ``_operators.py``.
 """
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 import numpy as np
+
+from ._convert import check_shape, device_array, fill_scalar, is_basic_index, unsupported, unwrap, wrap
+from ._operators import binary, inplace
 
 IMPLICIT = (
     "Implicit conversion to a NumPy array is not allowed. Please use `.get()` to construct a NumPy array explicitly."
@@ -50,113 +55,7 @@ class NotEmulated(NotImplementedError):
     """A CuPy feature the emulation cannot run (CUDA C source, ...): reported as NOT EMULATED, never as passed."""
 
 
-def unsupported(obj: Any) -> TypeError:
-    return TypeError(f"Unsupported type {type(obj)}")  # cupy/_core/_kernel.pyx _preprocess_arg
-
-
-def wrap(a: Any) -> Any:
-    """NumPy results as CuPy returns them: arrays and NumPy scalars become (0-d) ``cupy.ndarray``."""
-    if isinstance(a, np.ndarray):
-        out = object.__new__(ndarray)
-        out._a = a
-        return out
-    if isinstance(a, np.generic) and not isinstance(a, (np.str_, np.bytes_, np.void)):
-        return wrap(np.array(a))
-    if isinstance(a, tuple):
-        return tuple(wrap(x) for x in a)
-    if isinstance(a, list):
-        return [wrap(x) for x in a]
-    return a
-
-
-def unwrap(x: Any, *, strict: bool = True) -> Any:
-    """The NumPy memory behind CuPy arguments; a ``numpy.ndarray`` is refused as CuPy refuses it."""
-    if isinstance(x, ndarray):
-        return x._a
-    if isinstance(x, np.ndarray):
-        if strict:
-            raise unsupported(x)
-        return x
-    if isinstance(x, (list, tuple)):
-        return type(x)(unwrap(v, strict=strict) for v in x)
-    return x
-
-
-COMPARISONS = {"lt", "le", "gt", "ge", "eq", "ne"}
 UFUNC_COMPARISONS = {"greater", "greater_equal", "less", "less_equal", "equal", "not_equal"}
-
-
-def device_array(x: Any) -> Any:
-    """The NumPy memory behind a CuPy array or a Numba device array (CuPy views both), else None."""
-    if isinstance(x, ndarray):
-        return x._a
-    if any(c.__name__ == "FakeCUDAArray" for c in type(x).__mro__):
-        return x._ary
-    return None
-
-
-def is_basic_index(key: Any) -> bool:
-    """``_routines_indexing.pyx`` ``_prepare_slice_list``: None, ``...``, slices and non-bool scalar ints stay basic;
-    anything else (lists, tuples, NumPy or CuPy arrays of any shape, bools) becomes an index array."""
-    for s in key if isinstance(key, tuple) else (key,):
-        if s is None or s is Ellipsis or isinstance(s, slice):
-            continue
-        if isinstance(s, (ndarray, list, tuple, np.ndarray)):
-            return False
-        if np.isscalar(s) and not isinstance(s, (bool, np.bool_)):
-            continue
-        return False
-    return True
-
-
-def fill_scalar(value: Any, dtype: Any) -> Any:
-    """``core.pyx`` ``fill``: a CuPy array must be 0-d; anything else goes through ``numpy.asarray`` and must be 0-d
-    (a list of values too)."""
-    if isinstance(value, ndarray):
-        if value.shape != ():
-            raise ValueError("non-scalar cupy.ndarray cannot be used for fill")
-        return value._a.astype(dtype)
-    v = np.asarray(value, dtype=dtype)
-    if v.shape != ():
-        raise ValueError("non-scalar numpy.ndarray cannot be used for fill")
-    return v[()]
-
-
-def check_shape(shape: Any) -> Any:
-    """``_core/internal.pyx`` ``get_size``: a shape is ints; a CuPy array (0-d or not) in it raises TypeError (CuPy's
-    ndarray has no ``__index__``)."""
-    for s in shape if isinstance(shape, (tuple, list)) else (shape,):
-        if isinstance(s, ndarray):
-            raise TypeError("'cupy.ndarray' object cannot be interpreted as an integer")
-    return shape
-
-
-def _binary(name: str, *, reflected: bool = False) -> Any:
-    op = getattr(operator, name)
-
-    def method(self: ndarray, other: Any) -> Any:
-        if name in COMPARISONS and isinstance(other, np.ndarray) and other.ndim == 0:
-            other = other.item()  # core.pyx __richcmp__: "Workaround for numpy<1.13"
-        if isinstance(other, np.ndarray):
-            raise unsupported(other)
-        if isinstance(other, (list, tuple)):
-            return NotImplemented
-        o = unwrap(other)
-        return wrap(op(o, self._a) if reflected else op(self._a, o))
-
-    return method
-
-
-def _inplace(name: str) -> Any:
-    op = getattr(operator, name)
-
-    def method(self: ndarray, other: Any) -> Any:
-        if isinstance(other, np.ndarray):
-            raise unsupported(other)
-        op(self._a, unwrap(other))
-        return self
-
-    return method
 
 
 class ndarray:  # noqa: N801 - CuPy's name
@@ -340,13 +239,13 @@ class ndarray:  # noqa: N801 - CuPy's name
         self._a[k] = fill_scalar(value, self._a.dtype) if src is None else src
 
     # --- operators (elementwise kernels: numpy.ndarray operands refused) ---------------------------------------
-    __add__, __radd__ = _binary("add"), _binary("add", reflected=True)
-    __sub__, __rsub__ = _binary("sub"), _binary("sub", reflected=True)
-    __mul__, __rmul__ = _binary("mul"), _binary("mul", reflected=True)
-    __truediv__, __rtruediv__ = _binary("truediv"), _binary("truediv", reflected=True)
-    __floordiv__, __rfloordiv__ = _binary("floordiv"), _binary("floordiv", reflected=True)
-    __mod__, __rmod__ = _binary("mod"), _binary("mod", reflected=True)
-    __pow__, __rpow__ = _binary("pow"), _binary("pow", reflected=True)
+    __add__, __radd__ = binary("add"), binary("add", reflected=True)
+    __sub__, __rsub__ = binary("sub"), binary("sub", reflected=True)
+    __mul__, __rmul__ = binary("mul"), binary("mul", reflected=True)
+    __truediv__, __rtruediv__ = binary("truediv"), binary("truediv", reflected=True)
+    __floordiv__, __rfloordiv__ = binary("floordiv"), binary("floordiv", reflected=True)
+    __mod__, __rmod__ = binary("mod"), binary("mod", reflected=True)
+    __pow__, __rpow__ = binary("pow"), binary("pow", reflected=True)
 
     def __matmul__(self, other: Any) -> Any:
         from ._functions import _matmul
@@ -358,16 +257,16 @@ class ndarray:  # noqa: N801 - CuPy's name
 
         return _matmul(other, self)
 
-    __and__, __rand__ = _binary("and_"), _binary("and_", reflected=True)
-    __or__, __ror__ = _binary("or_"), _binary("or_", reflected=True)
-    __xor__, __rxor__ = _binary("xor"), _binary("xor", reflected=True)
-    __lshift__, __rlshift__ = _binary("lshift"), _binary("lshift", reflected=True)
-    __rshift__, __rrshift__ = _binary("rshift"), _binary("rshift", reflected=True)
-    __lt__, __le__, __gt__, __ge__ = _binary("lt"), _binary("le"), _binary("gt"), _binary("ge")
-    __eq__, __ne__ = _binary("eq"), _binary("ne")  # type: ignore[assignment]
-    __iadd__, __isub__, __imul__ = _inplace("iadd"), _inplace("isub"), _inplace("imul")
-    __itruediv__, __ifloordiv__, __imod__ = _inplace("itruediv"), _inplace("ifloordiv"), _inplace("imod")
-    __ipow__, __iand__, __ior__, __ixor__ = _inplace("ipow"), _inplace("iand"), _inplace("ior"), _inplace("ixor")
+    __and__, __rand__ = binary("and_"), binary("and_", reflected=True)
+    __or__, __ror__ = binary("or_"), binary("or_", reflected=True)
+    __xor__, __rxor__ = binary("xor"), binary("xor", reflected=True)
+    __lshift__, __rlshift__ = binary("lshift"), binary("lshift", reflected=True)
+    __rshift__, __rrshift__ = binary("rshift"), binary("rshift", reflected=True)
+    __lt__, __le__, __gt__, __ge__ = binary("lt"), binary("le"), binary("gt"), binary("ge")
+    __eq__, __ne__ = binary("eq"), binary("ne")  # type: ignore[assignment]
+    __iadd__, __isub__, __imul__ = inplace("iadd"), inplace("isub"), inplace("imul")
+    __itruediv__, __ifloordiv__, __imod__ = inplace("itruediv"), inplace("ifloordiv"), inplace("imod")
+    __ipow__, __iand__, __ior__, __ixor__ = inplace("ipow"), inplace("iand"), inplace("ior"), inplace("ixor")
 
     def __divmod__(self, other: Any) -> Any:
         return (self // other, self % other)

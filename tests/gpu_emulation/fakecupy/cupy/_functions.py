@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from . import _strict
-from ._array import NotEmulated, check_shape, device_array, ndarray, unsupported, unwrap, wrap
+from ._array import NotEmulated, ndarray
+from ._convert import check_shape, device_array, unsupported, unwrap, wrap
 
 NAMES: dict[str, list[str]] = json.loads((Path(__file__).resolve().parents[2] / "cupy_names.json").read_text())
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from cupy._array import NotEmulated, ndarray, unsupported, wrap
+from cupy._array import NotEmulated, ndarray
+from cupy._convert import unsupported, wrap
 
 
 def _device_args(args: tuple) -> list:

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ._array import ndarray, unsupported, unwrap, wrap
+from ._array import ndarray
+from ._convert import unsupported, unwrap, wrap
 
 
 def _typed_error(arg: str, x: Any) -> TypeError:
