@@ -38,8 +38,11 @@ def test_colab_like_intel_counts_physical_cores_and_avx512():
     p = this_cpu(COLAB, freq_dir=Path("/nonexistent"), arch="x86_64", logical=2)
     assert (p.cores, p.flop_per_cycle, p.ghz) == (1, 64, 2.2)
     assert p.gflops == pytest.approx(1 * 2.2 * 64)
-    assert p.label.startswith("estimate: 1 core(s) x 2.20 GHz (current clock in /proc/cpuinfo) x 64 FP32")
+    assert p.label.startswith("estimate: 1 core(s) x 2.20 GHz (clock in /proc/cpuinfo: nominal or current, not")
     assert "no vendor publishes this peak" in p.label
+    # a VM's nominal clock: the cores boost above it, so BLAS can beat the estimate, and the label says so
+    assert not p.at_max_clock and "a measured run can exceed this estimate" in p.label
+    assert p.kind == "estimate: measured runs can exceed it (turbo clock)"
 
 
 @pytest.mark.parametrize(
@@ -66,13 +69,26 @@ def test_aarch64_and_unknown_architectures():
     assert fpc is None and "riscv64" in why
 
 
-def test_the_cpufreq_clock_wins_over_the_current_one(tmp_path):
-    (tmp_path / "cpuinfo_max_freq").write_text("3500000\n")
-    p = this_cpu(COLAB, freq_dir=tmp_path, arch="x86_64", logical=2)
-    assert (p.ghz, p.clock_source) == (3.5, "cpufreq maximum clock")
+def test_the_cpufreq_maximum_clock_wins_over_the_base_and_proc_clocks(tmp_path):
     (tmp_path / "base_frequency").write_text("2000000\n")
     p = this_cpu(COLAB, freq_dir=tmp_path, arch="x86_64", logical=2)
-    assert (p.ghz, p.clock_source) == (2.0, "cpufreq base clock")
+    assert (p.ghz, p.clock_source, p.at_max_clock) == (2.0, "cpufreq base clock", False)
+    assert "a measured run can exceed this estimate" in p.label  # the cores boost above the base clock
+    (tmp_path / "cpuinfo_max_freq").write_text("3500000\n")
+    p = this_cpu(COLAB, freq_dir=tmp_path, arch="x86_64", logical=2)
+    assert (p.ghz, p.clock_source, p.at_max_clock) == (3.5, "cpufreq maximum clock", True)
+    assert p.gflops == pytest.approx(1 * 3.5 * 64)
+    assert "can exceed" not in p.label and p.kind == "estimate at the maximum clock the system reports"
+
+
+@pytest.mark.parametrize("unreadable", ["", "unknown\n", "0\n"])
+def test_an_unreadable_maximum_clock_falls_back_to_the_next_source(tmp_path, unreadable):
+    (tmp_path / "cpuinfo_max_freq").write_text(unreadable)
+    p = this_cpu(COLAB, freq_dir=tmp_path, arch="x86_64", logical=2)
+    assert (p.ghz, p.at_max_clock) == (2.2, False) and "/proc/cpuinfo" in p.clock_source
+    (tmp_path / "base_frequency").write_text("2100000")
+    p = this_cpu(COLAB, freq_dir=tmp_path, arch="x86_64", logical=2)
+    assert (p.ghz, p.clock_source, p.at_max_clock) == (2.1, "cpufreq base clock", False)
 
 
 def test_no_estimate_says_why():
@@ -100,3 +116,20 @@ def test_speed_bars_draws_peaks_hatched_and_says_so():
     assert "Hatched bars are upper bounds" in fig.layout.annotations[0].text
     with pytest.raises(ValueError, match="one bounds flag per label"):
         speed_bars(["a", "b"], [1.0, 2.0], "GB/s", "t", bounds=[True])
+
+
+def test_speed_bars_labels_an_estimate_that_a_measurement_can_exceed():
+    # lesson 00: NumPy's measured rate above this CPU's estimate (a nominal clock) next to a GPU's spec-sheet peak
+    labels, values = ["numpy", "cpu peak", "T4 peak"], [195.0, 166.0, 8100.0]
+    fig = speed_bars(labels, values, "GFLOP/s", "t", "note", bounds=[False, "estimate", True])
+    bar = fig.data[0]
+    assert list(bar.marker.pattern.shape) == ["", "/", "/"]
+    assert list(bar.text) == ["195 GFLOP/s", "166 GFLOP/s (estimate)", "8,100 GFLOP/s (peak)"]
+    note = fig.layout.annotations[0].text.replace("<br>", " ")
+    assert note.startswith(
+        "Hatched bars are not measurements: (peak) marks an upper bound; (estimate) marks a computed figure that a "
+        "measurement can exceed. note"
+    )
+    assert "Hatched bars are upper bounds" not in note
+    only = speed_bars(["numpy", "cpu peak"], [195.0, 166.0], "GFLOP/s", "t", bounds=[False, "estimate"])
+    assert "(peak)" not in only.layout.annotations[0].text

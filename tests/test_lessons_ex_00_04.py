@@ -177,6 +177,30 @@ def test_tiled_transpose_with_overlapping_tiles_is_told_where_a_tile_starts():
     assert "atomic" not in res.hint and "cuda.blockIdx.y * 32" in res.hint
 
 
+@cuda.jit
+def transpose_one_element_per_thread(a, out):
+    j, i = cuda.grid(2)
+    if i < a.shape[0] and j < a.shape[1]:
+        out[j, i] = a[i, j]
+
+
+@cuda.jit
+def transpose_tile_corner_one_row_per_thread(a, out):
+    # (with the tile and one row per thread, the read of tile[tx, ty] meets unset shared memory: its own hint)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col0, row0 = cuda.blockIdx.x * 32, cuda.blockIdx.y * 32
+    if row0 + ty < a.shape[0] and col0 + tx < a.shape[1]:
+        out[col0 + tx, row0 + ty] = a[row0 + ty, col0 + tx]
+
+
+@pytest.mark.parametrize("kernel", [transpose_one_element_per_thread, transpose_tile_corner_one_row_per_thread])
+def test_tiled_transpose_with_one_row_per_thread_is_told_each_thread_moves_four(kernel):
+    # the check launches what the lesson says: ceil(rows / 32) blocks along y, a 32 x 32 tile per 32 x 8 threads
+    res = _failed("02", "transpose_tiled", kernel)
+    assert "[(1, 2), (32, 8)]" in str(res) or "[(2, 1), (32, 8)]" in str(res), res
+    assert "never written" in res.hint and "range(ty, 32, 8)" in res.hint, res
+
+
 # --- 03 · loops that stop one short, and the dense layer's bias and ReLU
 
 
@@ -360,9 +384,12 @@ def tiled_without_tiles(A, B, C):
 
 @cuda.jit
 def transpose_tiled_without_a_tile(a, out):
-    j, i = cuda.grid(2)
-    if i < a.shape[0] and j < a.shape[1]:
-        out[j, i] = a[i, j]
+    # the exercise's launch and rows (32 x 8 threads, 4 rows of a 32 x 32 tile each), straight from a to out
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col0, row0 = cuda.blockIdx.x * 32, cuda.blockIdx.y * 32
+    for r in range(ty, 32, 8):
+        if row0 + r < a.shape[0] and col0 + tx < a.shape[1]:
+            out[col0 + tx, row0 + r] = a[row0 + r, col0 + tx]
 
 
 @pytest.mark.parametrize(

@@ -2,11 +2,16 @@
 
 CPU vendors publish no FLOP/s figure, so lesson 00 computes one the way lesson 11's CPU rows are computed
 (:mod:`gpulab.hardware_specs`), from what the operating system reports: the cores this process may use,
-a clock (the cpufreq base or maximum frequency when Linux exposes it, else the current clock in
-``/proc/cpuinfo``), and the FP32 FLOP one core can start per cycle given its vector instructions (two fused
-multiply-add units assumed, the common case since 2013; some parts have one). Every figure it returns is an
-**estimate** and says how it was made: compare it with a GPU's spec-sheet peak (peak against peak), and
-with NumPy's measured rate (the share of the peak BLAS reaches).
+a clock, and the FP32 FLOP one core can start per cycle given its vector instructions (two fused multiply-add
+units assumed, the common case since 2013; some parts have one, some more).
+
+The clock is the highest one the system reports: the cpufreq maximum clock (``cpuinfo_max_freq``, which
+includes boost on most systems) when Linux exposes it, else the cpufreq base clock, else the ``cpu MHz`` of
+``/proc/cpuinfo`` (a nominal clock in most virtual machines, the current one elsewhere). The cores run above
+the last two whenever they boost (turbo), so an estimate made from them says that a measured run, BLAS's for
+one, can exceed it (:attr:`CpuPeak.at_max_clock` is False). Every figure it returns is an **estimate** and says
+how it was made: compare it with a GPU's spec-sheet peak (peak against peak), and with NumPy's measured rate
+(the share of the estimate BLAS reaches).
 """
 
 from __future__ import annotations
@@ -34,16 +39,27 @@ class CpuPeak:
     vector_note: str
     gflops: float | None
     why: str = ""
+    at_max_clock: bool = False  # the clock is the highest the cores run at (cpufreq maximum), not one they boost above
 
     @property
     def label(self) -> str:
         """One line that says what the figure is and how it was computed (always "estimate")."""
         if self.gflops is None:
             return f"this CPU's peak: no estimate ({self.why})"
-        return (
+        line = (
             f"estimate: {self.cores} core(s) x {self.ghz:.2f} GHz ({self.clock_source}) x {self.flop_per_cycle} "
             f"FP32 FLOP/cycle ({self.vector_note}) = {self.gflops:,.0f} GFLOP/s; no vendor publishes this peak"
         )
+        if not self.at_max_clock:
+            line += "; the cores can run above this clock (turbo boost), so a measured run can exceed this estimate"
+        return line
+
+    @property
+    def kind(self) -> str:
+        """A few words for a table row: what kind of figure this is, and whether a measured run can exceed it."""
+        if self.at_max_clock:
+            return "estimate at the maximum clock the system reports"
+        return "estimate: measured runs can exceed it (turbo clock)"
 
 
 def flop_per_cycle(
@@ -95,16 +111,25 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def _clock(info: dict[str, str], freq_dir: Path) -> tuple[float | None, str]:
-    for name, what in (("base_frequency", "cpufreq base clock"), ("cpuinfo_max_freq", "cpufreq maximum clock")):
+# cpufreq files in the order they are tried: (file, what it is, whether it is the highest clock the cores run at)
+_CPUFREQ = (
+    ("cpuinfo_max_freq", "cpufreq maximum clock", True),  # includes boost on most systems (intel_pstate, amd-pstate)
+    ("base_frequency", "cpufreq base clock", False),
+)
+_PROC_CLOCK = "clock in /proc/cpuinfo: nominal or current, not the boost clock"
+
+
+def _clock(info: dict[str, str], freq_dir: Path) -> tuple[float | None, str, bool]:
+    """(GHz, where it came from, whether it is the maximum clock): the highest clock the system reports."""
+    for name, what, highest in _CPUFREQ:
         khz = _read(freq_dir / name)
-        if khz and khz.strip().isdigit():
-            return int(khz) / 1e6, what
+        if khz and khz.strip().isdigit() and int(khz) > 0:
+            return int(khz) / 1e6, what, highest
     mhz = info.get("cpu mhz")
     try:
-        return (float(mhz) / 1e3, "current clock in /proc/cpuinfo") if mhz else (None, "no clock reported")
+        return (float(mhz) / 1e3, _PROC_CLOCK, False) if mhz else (None, "no clock reported", False)
     except ValueError:
-        return None, f"unreadable clock {mhz!r} in /proc/cpuinfo"
+        return None, f"unreadable clock {mhz!r} in /proc/cpuinfo", False
 
 
 def _usable_cpus() -> int:
@@ -143,8 +168,8 @@ def this_cpu(
         return int(v, 0) if v.isdigit() or v.startswith("0x") else None
 
     fpc, note = flop_per_cycle(arch, flags, info.get("vendor_id", ""), num("cpu family"), num("model"))
-    ghz, source = _clock(info, freq_dir)
+    ghz, source, highest = _clock(info, freq_dir)
     model = info.get("model name") or info.get("cpu model") or arch
     if fpc is None or ghz is None:
-        return CpuPeak(model, cores, ghz, source, fpc, note, None, note if fpc is None else source)
-    return CpuPeak(model, cores, ghz, source, fpc, note, cores * ghz * fpc)
+        return CpuPeak(model, cores, ghz, source, fpc, note, None, note if fpc is None else source, highest)
+    return CpuPeak(model, cores, ghz, source, fpc, note, cores * ghz * fpc, at_max_clock=highest)

@@ -92,6 +92,21 @@ def _strip_three_outputs(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     return C
 
 
+def _transpose_one_row_per_thread(a: np.ndarray) -> list[np.ndarray]:
+    """What a tiled transpose gives under the exercise's launch (32 x 8 threads, one block per 32 x 32 tile) when
+    each thread moves one element instead of 4 rows: with ``cuda.grid(2)`` only the first 8 rows per block are
+    covered, with the tile's corner at ``32 * blockIdx.y`` only rows 0-7 of each tile. Unwritten: NaN."""
+    rows = a.shape[0]
+    grid_rows = np.arange(rows) < 8 * ceil_div(rows, 32)  # i = cuda.grid(2)[1] < 8 x the blocks along y
+    tile_rows = np.arange(rows) % 32 < 8  # row0 + ty
+    made = []
+    for covered in (grid_rows, tile_rows):
+        out = np.ascontiguousarray(a.T).astype(np.float32)
+        out[:, ~covered] = np.nan
+        made.append(out)
+    return made
+
+
 def _pipelined(alpha: Any, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The reference pipelined_saxpy as a function that returns its result (for the exercise's Problem)."""
     out = np.empty_like(x)
@@ -127,10 +142,17 @@ def _problems() -> list[Exercise]:
         lambda a: np.ascontiguousarray(a.T),
         lambda s, rng: (_mat(s, rng),),
         sizes=[(1, 1), (9, 40), (33, 20)],
-        launch=lambda a, out: grid_2d(*a.shape, (32, 8)),
+        # one 32 x 32 tile per block of 32 x 8 threads (each thread moves 4 rows of it), as the lesson says
+        launch=lambda a, out: ((ceil_div(a.shape[1], 32), ceil_div(a.shape[0], 32)), (32, 8)),
         ptx="auto",
         out_names=["out"],
         budget=Budget(sectors={"a": 2.0, "out": 2.0}),  # the point of the tile: a naive transpose writes strided
+        mistakes={
+            "columns of out were never written: each block has 32 x 8 threads but moves a whole 32 x 32 tile, so "
+            "each thread handles 4 rows of it, ty, ty + 8, ty + 16 and ty + 24 (`for r in range(ty, 32, 8)`), "
+            "from row cuda.blockIdx.y * 32 of a (one element per thread, with cuda.grid(2), covers a quarter of "
+            "the rows).": _transpose_one_row_per_thread,
+        },
     )
     strip = Problem(
         "matmul_strip_kernel",

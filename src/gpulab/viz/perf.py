@@ -48,20 +48,24 @@ def speed_bars(
     *,
     log: bool = True,
     colors: Sequence[str] | None = None,
-    bounds: Sequence[bool] | None = None,
+    bounds: Sequence[bool | str] | None = None,
 ) -> go.Figure:
     """One bar per measurement, value printed on the bar.
 
     ``unit`` names the y axis unit (``"GFLOP/s"``, ``"GB/s"``); ``note`` is printed under the chart
     (say there where the numbers come from: this run, a recording, or a spec sheet). ``bounds[k]`` True marks
-    bar k as an upper bound (a spec-sheet peak or an estimated peak, not a measurement): it is drawn hatched
-    and its value label says "peak", so a measured bar is never read as the same kind of figure.
+    bar k as an upper bound (a spec-sheet peak, not a measurement): it is drawn hatched and its value label says
+    "peak", so a measured bar is never read as the same kind of figure. A string instead of True marks a
+    computed figure that is not a bound, one a measurement can exceed (``"estimate"``, such as
+    :func:`gpulab.cpu_peak.this_cpu`'s from a clock the cores boost above): hatched too, labelled with that word.
     """
     if len(labels) != len(values):
         raise ValueError(f"speed_bars needs one value per label, got {len(labels)} labels and {len(values)} values.")
-    peaks = [False] * len(labels) if bounds is None else [bool(b) for b in bounds]
-    if len(peaks) != len(labels):
-        raise ValueError(f"speed_bars needs one bounds flag per label, got {len(labels)} labels, {len(peaks)} flags.")
+    flags = [False] * len(labels) if bounds is None else list(bounds)
+    if len(flags) != len(labels):
+        raise ValueError(f"speed_bars needs one bounds flag per label, got {len(labels)} labels, {len(flags)} flags.")
+    # the word each hatched bar's value label ends with; "" for a measured bar
+    words = [b if isinstance(b, str) else ("peak" if b else "") for b in flags]
     if log and any(v <= 0 for v in values):
         raise ValueError("a log-scale chart cannot show zero or negative values; pass log=False or drop them.")
     colors = list(colors) if colors else [_PALETTE[i % len(_PALETTE)] for i in range(len(labels))]
@@ -70,10 +74,10 @@ def speed_bars(
             x=list(labels),
             y=list(values),
             marker_color=colors,
-            marker_pattern_shape=["/" if b else "" for b in peaks],
+            marker_pattern_shape=["/" if w else "" for w in words],
             marker_line_color=colors,
-            marker_line_width=[1.5 if b else 0 for b in peaks],
-            text=[f"{_fmt(v)} {unit}" + (" (peak)" if b else "") for v, b in zip(values, peaks)],
+            marker_line_width=[1.5 if w else 0 for w in words],
+            text=[f"{_fmt(v)} {unit}" + (f" ({w})" if w else "") for v, w in zip(values, words)],
             textposition="outside",
             hovertemplate="%{x}: %{y:.4g} " + unit + "<extra></extra>",
         )
@@ -89,7 +93,14 @@ def speed_bars(
         fig.update_yaxes(type="log")
         # one gridline per factor of 10; headroom above the tallest bar for its label
         fig.update_yaxes(dtick=1, range=[math.log10(min(values)) - 0.5, math.log10(max(values)) + 1.0])
-    if any(peaks):
+    estimates = sorted({w for w, b in zip(words, flags) if w and isinstance(b, str)})
+    if estimates:
+        peaks = any(w and not isinstance(b, str) for w, b in zip(words, flags))
+        kinds = (["(peak) marks an upper bound"] if peaks else []) + [
+            f"({w}) marks a computed figure that a measurement can exceed" for w in estimates
+        ]
+        note = "Hatched bars are not measurements: " + "; ".join(kinds) + ". " + note
+    elif any(words):
         note = "Hatched bars are upper bounds (peaks), not measurements. " + note
     _add_note(fig, note)
     return fig
