@@ -56,6 +56,8 @@ def test_known_bit_patterns_decode_and_encode(key):
 def test_nan_codes_and_limits():
     assert np.isnan(F.decode(0x7F, "e4m3")) and np.isnan(F.decode(0xFF, "e4m3"))
     assert not np.isnan(F.decode(0x7E, "e4m3"))  # E4M3 uses the all-ones exponent for numbers
+    nan_codes = np.flatnonzero(np.isnan(F.decode(np.arange(256), "e4m3")))  # what its note says: these two only
+    assert nan_codes.tolist() == [0x7F, 0xFF] and "two bit patterns, 0x7F and 0xFF" in F.format("e4m3").note
     assert all(np.isnan(F.decode(c, "e5m2")) for c in (0x7D, 0x7E, 0x7F))
     e4, e5, bf = F.format("e4m3"), F.format("e5m2"), F.format("bf16")
     assert (e4.max, e4.min_normal, e4.min_subnormal) == (448.0, 2.0**-6, 2.0**-9)

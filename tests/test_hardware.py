@@ -90,5 +90,15 @@ def test_figures_corrected_against_their_pages():
     g = hardware.GPUS
     assert g["L4"].fp8 == 242.5 and (g["RTX 4090"].bf16, g["RTX 4090"].fp8) == (165.2, 330.3)
     assert (g["H200"].memory_gb, g["H200"].memory_gbps, g["H200"].watts) == (141, 4800, 700)
-    assert g["MI300X"].figure_kind("fp32").startswith("unverified estimate")
+    # 81.7 is AMD's FP64 vector rate; FP32 vector is twice that, and 1/8 of the dense BF16 matrix rate (CDNA 3)
+    assert g["MI300X"].fp32 == 163.4 == round(g["MI300X"].bf16 / 8, 1)
+    assert g["MI300X"].figure_kind("fp32").startswith("estimate: computed, 1307.4 / 8")
     assert hardware.INTERCONNECTS["Ethernet 100 GbE"].gbps_kind.startswith("unverified estimate")
+
+
+def test_bf16_format_says_fp16_where_the_chip_has_no_bf16():
+    every = {**hardware.DEVICES, **hardware.BOARDS, **hardware.CPU_PARTS}
+    fp16 = {k for k, d in every.items() if d.bf16_format == "FP16"}
+    assert fp16 == {"V100", "T4", "V100 SXM2 16GB"}  # Volta and Turing: FP16 tensor cores, no BF16
+    assert all(every[k].bf16 and every[k].tf32 is None for k in fp16)
+    assert {every[k].bf16_format for k in ("A100", "H100", "MI300X", "TPU v5e", "Xeon 8480+")} == {"BF16"}

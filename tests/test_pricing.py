@@ -90,6 +90,16 @@ def test_a_price_only_goes_with_the_hardware_it_prices():
     assert a100["dollars"] == pytest.approx(a100["hours"] * 32.7726 / 8)
 
 
+def test_run_estimate_names_fp16_on_chips_without_bf16():
+    t4 = pricing.run_estimate(1e18, "T4", "T4")  # precision="bf16": the T4's bf16 column is FP16 tensor cores
+    assert "T4's spec-sheet FP16 tensor-core peak (no BF16 on this chip" in t4["label"] and "bf16" not in t4["label"]
+    assert t4["hours"] == pytest.approx(1e18 / (65e12 * 0.4) / 3600)
+    v100 = pricing.run_estimate(1e18, "V100", None)
+    assert "V100 SXM2 32GB's spec-sheet FP16 tensor-core peak" in v100["label"]
+    assert "A100 SXM 40GB's spec-sheet bf16 peak x 1" in pricing.run_estimate(1e18, "A100 SXM 40GB", "A100")["label"]
+    assert "fp32 peak" in pricing.run_estimate(1e18, "T4", "T4", precision="fp32")["label"]
+
+
 def test_every_price_says_what_it_is_and_stale_ones_say_so():
     for key, p in pricing.PRICES.items():
         assert p.kind == pricing.LIST_PRICE or (p.kind.startswith("unverified estimate") and ":" in p.kind), key

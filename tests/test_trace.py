@@ -17,6 +17,13 @@ def _strided_read(a, out, stride):
 
 
 @cuda.jit
+def _copy_2d(x, out):
+    j, i = cuda.grid(2)  # x along the columns: neighbouring lanes, neighbouring elements of a row
+    if i < out.shape[0] and j < out.shape[1]:
+        out[i, j] = x[i, j]
+
+
+@cuda.jit
 def _tiled_matmul(A, B, C):
     sA = cuda.shared.array((TPB, TPB), float32)
     sB = cuda.shared.array((TPB, TPB), float32)
@@ -58,6 +65,37 @@ def test_coalesced_vs_strided_transactions():
     strided = trace(_strided_read, 1, 32, a, out, 32).transactions("a")
     assert coalesced == 4  # 32 floats = 128 bytes = four 32-byte sectors
     assert strided == 32
+
+
+def test_coalescing_ideal_is_per_row_of_the_warp_and_strides_cost():
+    a = np.arange(32 * 32, dtype=np.float32)
+    out = np.zeros(32, np.float32)
+    assert trace(_strided_read, 1, 32, a, out, 1).coalescing("a") == (4.0, 4.0)
+    assert trace(_strided_read, 1, 32, a, out, 32).coalescing("a") == (32.0, 4.0)  # 8x the traffic
+    # 16 x 8 blocks over 80 columns: a warp's two thread rows lie 320 bytes apart, 16 float32 (2 sectors) each
+    x = np.ones((8, 80), np.float32)
+    assert trace(_copy_2d, (5, 1), (16, 8), x, np.zeros_like(x), names=("x", "out")).coalescing("x") == (4.0, 4.0)
+
+
+def test_coalescing_ideal_merges_rows_next_to_each_other_in_memory():
+    # 16 x 8 blocks over 9 columns (lesson 07's im2col of a 3 x 3 window): a warp's two thread rows write
+    # 2 x 9 float32 that follow each other in memory, 72 bytes, 3 sectors. Counted row by row (2 + 2), the ideal
+    # was 4, above the 3 actually touched: "0.75x the memory traffic" of an ideal the kernel beat.
+    x = np.ones((16, 9), np.float32)
+    log = trace(_copy_2d, (1, 2), (16, 8), x, np.zeros_like(x), names=("x", "out"))
+    assert log.coalescing("out", "w") == (3.0, 3.0) and log.coalescing("x") == (3.0, 3.0)
+
+
+@pytest.mark.parametrize("cols", [1, 3, 5, 9, 15, 17, 20, 33])
+def test_coalescing_ideal_never_exceeds_the_sectors_touched(cols):
+    x = np.ones((12, cols), np.float32)
+    log = trace(_copy_2d, (3, 2), (16, 8), x, np.zeros_like(x), names=("x", "out"))
+    t = np.ones((cols, 12), np.float32).T  # a transposed view: a thread row's elements lie a row of t apart
+    view_log = trace(_copy_2d, (3, 2), (16, 8), t, np.zeros((12, cols), np.float32), names=("x", "out"))
+    for lg, arr, kind in ((log, "x", "r"), (log, "out", "w"), (view_log, "x", "r")):
+        actual, ideal = lg.coalescing(arr, kind)
+        assert 0 < ideal <= actual, (cols, arr, kind, actual, ideal)
+    assert view_log.coalescing("x")[0] > log.coalescing("x")[0] or cols == 1  # the view's rows are strided
 
 
 def test_tiled_matmul_reads_each_input_n_over_tile_times():

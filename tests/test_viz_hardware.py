@@ -19,6 +19,8 @@ def test_roofline_devices_one_roof_per_device_with_that_precision():
     assert len(roofs) == 3  # the EPYC has no BF16 unit on its spec sheet: no roof
     h100 = next(t for t in roofs if t.name.startswith("H100"))
     assert max(h100.y) == pytest.approx(989e3)
+    t4 = next(t for t in roofs if t.name.startswith("T4"))  # Turing has no BF16: its roof is FP16's, and says so
+    assert t4.name.startswith("T4 (FP16: no BF16): 320 GB/s") and "no BF16" not in h100.name
     with pytest.raises(ValueError):
         viz.roofline_devices(["T4"], points=[{"label": "x", "intensity": 0}])
 

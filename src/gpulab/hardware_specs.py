@@ -101,6 +101,13 @@ class Device:
         """``{field: kind}`` for every figure the row has (None figures are left out)."""
         return {f: self.figure_kind(f) for f in FIGURES if getattr(self, f) is not None}
 
+    @property
+    def bf16_format(self) -> str:
+        """The 16-bit format the ``bf16`` column counts: "FP16" on chips without BF16 (Volta's V100 and Turing's T4
+        have FP16 tensor cores only; their notes say "bf16 column: FP16 tensor cores"), else "BF16". Print it
+        wherever a ``bf16`` figure is named, so that a T4 is never said to run BF16."""
+        return "FP16" if _FP16_ONLY in self.note else "BF16"
+
 
 @dataclass(frozen=True)
 class Link:
@@ -166,7 +173,15 @@ _AMD_MI300X = (_S("https://raw.githubusercontent.com/alpharomercoma/MI300X-vs-H2
                _S("https://raw.githubusercontent.com/mlcommons/inference_results_v4.1/main/closed/AMD/systems/"
                   "8xMI300X_2xEPYC-9374F.json",
                   "AMD's MLPerf Inference v4.1 system description (MI300X 192GB 750W, HBM3)",
-                  "2024"))
+                  "2024"),
+               _S("https://vengineer.hatenablog.com/entry/2023/12/11/080000",
+                  "AMD's MI300A figures as quoted (228 CUs, 2100 MHz: FP32 122.6, FP64 61.3, BF16 980.6 TFLOPs)",
+                  "2023-12-11"),
+               _S("https://partofstyle.com/next-gen-chips-to-boast-320-cdna-3-compute-units-192-gb-hbm3-memory-with-a-"
+                  "288-gb-hbm3e-boost-on-the-horizon/",
+                  "AMD's MI300X claims as reported: 3.4x the MI250X in vector FP32, 1.7x in vector FP64"),
+               _S("https://gpu.blog/gpus/instinct-mi300x-mi300x",
+                  "hardware database: MI300X (FP32 164.6, FP64 82.3 TFLOPS; 304 CUs)", "2025-01-01"))
 _GCP_TPU = {
     "v4": _S("https://cloud.google.com/tpu/docs/v4", "Google Cloud: TPU v4 (275 TFLOPs bf16, 32 GiB HBM2, 1200 GBps, "
              "measured min/mean/max power 90/170/192 W)"),
@@ -189,16 +204,17 @@ _XEON = (_S("https://servethehome.com/intel-xeon-max-9480-deep-dive-intel-has-64
          _S("https://wikimili.com/en/Advanced_Matrix_Extensions",
             "Advanced Matrix Extensions: 1024 BF16 operations per cycle per core on 4th-gen Xeon"))
 
+_FP16_ONLY = "bf16 column: FP16 tensor cores"  # the words that mark a chip without BF16 (Device.bf16_format)
 _SPARSE = "dense figures; NVIDIA's data sheet lists sparse (2:4) rates, twice these"
 _NV = f"as of {CHECKED}, from NVIDIA's data sheet"
 GPUS: dict[str, Device] = {
     "V100": Device("V100 SXM2 32GB", "GPU", "NVIDIA", 2017, 15.7, None, 125, None, 32, 900, "HBM2", 300,
                    f"{_NV} 'NVIDIA V100 Tensor Core GPU' (nvidia.com/en-us/data-center/v100)",
-                   "bf16 column: FP16 tensor cores (Volta has no BF16, TF32 or FP8); 15.7 = 5120 cores x 2 x 1.53 GHz "
+                   f"{_FP16_ONLY} (Volta has no BF16, TF32 or FP8); 15.7 = 5120 cores x 2 x 1.53 GHz "
                    "(the 2017 announcement said 15 at 1.455 GHz)", _NV_V100),
     "T4": Device("T4", "GPU", "NVIDIA", 2018, 8.1, None, 65, None, 16, 320, "GDDR6", 70,
                  f"{_NV} 'NVIDIA T4 Tensor Core GPU' (nvidia.com/en-us/data-center/tesla-t4)",
-                 "bf16 column: FP16 tensor cores (Turing has no BF16, TF32 or FP8); the 2018 announcement said 75 W, "
+                 f"{_FP16_ONLY} (Turing has no BF16, TF32 or FP8); the 2018 announcement said 75 W, "
                  "the data sheet and databases 70 W", _NV_T4),
     "A100": Device("A100 SXM 80GB", "GPU", "NVIDIA", 2020, 19.5, 156, 312, None, 80, 2039, "HBM2e", 400,
                    f"{_NV} 'NVIDIA A100 Tensor Core GPU' (nvidia.com/en-us/data-center/a100)", _SPARSE, _NV_A100),
@@ -214,13 +230,15 @@ GPUS: dict[str, Device] = {
     "H200": Device("H200 SXM", "GPU", "NVIDIA", 2024, 67, 494, 989, 1979, 141, 4800, "HBM3e", 700,
                    f"{_NV} 'NVIDIA H200 Tensor Core GPU' (nvidia.com/en-us/data-center/h200)",
                    "same compute as H100 SXM (dense; sparse is twice); more and faster memory", _NV_H200),
-    "MI300X": Device("Instinct MI300X", "GPU", "AMD", 2023, 81.7, 653.7, 1307.4, 2614.9, 192, 5300, "HBM3", 750,
+    "MI300X": Device("Instinct MI300X", "GPU", "AMD", 2023, 163.4, 653.7, 1307.4, 2614.9, 192, 5300, "HBM3", 750,
                      f"as of {CHECKED}, from AMD's data sheet 'AMD Instinct MI300X Accelerator' (amd.com/en/products/"
                      "accelerators/instinct/mi300/mi300x.html)",
                      "runs ROCm, not CUDA; dense (AMD's sparse rates: twice)",
                      _AMD_MI300X,
-                     estimates=(("fp32", f"{UNVERIFIED}: AMD's vector FP32 figure, recalled; AMD's page was not among "
-                                 "the stored copies searched"),
+                     estimates=(("fp32", f"{ESTIMATE}: computed, 1307.4 / 8 (this row's dense BF16 rate; a CDNA 3 CU "
+                                 "does 8 BF16 matrix FLOPs per vector FP32 FLOP, as the MI300A's quoted 980.6 and "
+                                 "122.6 show); AMD's MI300X data sheet, as recalled, gives the same 163.4 (81.7 is its "
+                                 "FP64 vector rate), but was not among the stored copies searched"),
                                 ("tf32", f"{UNVERIFIED}: AMD's dense TF32 figure, recalled; AMD's page was not among "
                                  "the stored copies searched"))),
 }
@@ -377,6 +395,8 @@ def _check_tables() -> None:
         assert d.source.startswith("as of ") and d.memory_gbps > 0 and not math.isnan(d.memory_gb), d.name
         assert all(k.startswith(kinds) for k in d.figure_kinds().values()), d.name
         assert d.refs or all(k.startswith(UNVERIFIED) for k in d.figure_kinds().values()), d.name
+        # a GPU with tensor cores but no TF32 predates Ampere, so has no BF16: its note must say what bf16 counts
+        assert d.kind != "GPU" or d.bf16 is None or d.tf32 is not None or d.bf16_format == "FP16", d.name
     for lk in INTERCONNECTS.values():
         assert lk.source.startswith("as of ") and lk.gbps > 0, lk.name
         assert lk.refs or lk.gbps_kind.startswith(UNVERIFIED), lk.name

@@ -260,11 +260,19 @@ def run_estimate(
         "dollars": None if per_chip is None else dollars(seconds, per_chip * chips),
         "kwh": kwh,
         "label": (
-            f"estimate: {utilization:.0%} of {d.name}'s {_kind(d, prec)} {prec} peak x {chips}; "
+            f"estimate: {utilization:.0%} of {d.name}'s {_kind(d, prec)} {_peak_name(d, prec)} x {chips}; "
             f"energy = {_kind(d, 'watts')} {f'{d.watts:g}' if d.watts else '?'} W x time; "
             f"price: {no_list_price(hardware if isinstance(hardware, str) else d.name) if p is None else p.label}"
         ),
     }
+
+
+def _peak_name(d: Device, precision: str) -> str:
+    """The peak a label names: "bf16 peak", or on a chip whose bf16 column counts FP16 tensor cores (V100, T4:
+    :attr:`gpulab.hardware.Device.bf16_format`) what that run would be: FP16, with loss scaling."""
+    if precision == "bf16" and d.bf16_format == "FP16":
+        return "FP16 tensor-core peak (no BF16 on this chip: an FP16 run, with loss scaling)"
+    return f"{precision} peak"
 
 
 def _compute(d: Device) -> tuple[float | None, ...]:

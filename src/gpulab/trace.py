@@ -240,9 +240,11 @@ class AccessLog:
         :meth:`transactions`); it costs the distinct aligned sectors its lanes touch (at the array's real
         addresses: a view's strides count, so a transpose's rows are not contiguous). Its ideal is
         what it would cost if the lanes of each row of the warp (same threadIdx.y and .z, consecutive
-        threadIdx.x) touched consecutive elements: ceil(distinct elements x itemsize / 32) per row,
-        rows that touch the same elements counted once (4 for 32 consecutive float32, 1 when all
-        lanes read one element). A ratio of 1 is coalesced; 8 means eight times the memory traffic.
+        threadIdx.x) touched consecutive elements: ceil(distinct elements x itemsize / 32) per row, where
+        rows whose elements sit next to each other in memory, or share a sector, count as one row (two
+        9-float rows of a 16 x 8 block that follow each other in memory: 72 bytes, 3 sectors, not 2 + 2).
+        So 4 for 32 consecutive float32, 1 when all lanes read one element, and never more than the
+        request's actual sectors. A ratio of 1 is coalesced; 8 means eight times the memory traffic.
         ``(0, 0)`` when there were none.
         """
         groups: dict[tuple, dict[tuple, set]] = defaultdict(lambda: defaultdict(set))
@@ -251,11 +253,36 @@ class AccessLog:
         if not groups:
             return 0.0, 0.0
         size, sector = self.itemsize[array], self._sector(array, segment_bytes)
+        offsets = self.byte_offsets(array)
+        offset = (lambda i: i * size) if offsets is None else (lambda i: int(offsets[i]))
         actual = ideal = 0
         for rows in groups.values():
             actual += len({sector(i) for elems in rows.values() for i in elems})
-            ideal += sum(ceil_div(len(e) * size, segment_bytes) for e in {frozenset(e) for e in rows.values()})
+            ideal += _ideal_sectors([{offset(i) for i in e} for e in rows.values()], size, segment_bytes)
         return actual / len(groups), ideal / len(groups)
+
+
+def _ideal_sectors(rows: list[set[int]], size: int, segment_bytes: int) -> int:
+    """The ideal sectors of one warp request whose thread rows touch the byte offsets ``rows``: each row as if its
+    elements were consecutive, rows that touch each other in memory (adjacent or overlapping elements, or one
+    sector) merged into one run first. Every run needs ceil(its distinct bytes / segment) sectors, and runs share
+    no sector, so the sum is at most the sectors the request touches."""
+    touched = sorted({(o, r) for r, offs in enumerate(rows) for o in offs})
+    parent = list(range(len(rows)))
+
+    def root(r: int) -> int:
+        while parent[r] != r:
+            parent[r] = parent[parent[r]]
+            r = parent[r]
+        return r
+
+    for (o1, r1), (o2, r2) in zip(touched, touched[1:]):
+        if o2 <= o1 + size or (o1 + size - 1) // segment_bytes >= o2 // segment_bytes:  # next to it, or one sector
+            parent[root(r2)] = root(r1)
+    runs: dict[int, set[int]] = defaultdict(set)
+    for r, offs in enumerate(rows):
+        runs[root(r)] |= offs
+    return sum(ceil_div(len(offs) * size, segment_bytes) for offs in runs.values())
 
 
 def _dim3(d: int | Sequence[int]) -> Dim:

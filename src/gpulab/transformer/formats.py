@@ -103,7 +103,8 @@ FORMATS: dict[str, Format] = {
         3,
         7,
         has_inf=False,
-        note="OCP FP8 for weights and activations: no inf, one NaN code, largest 448",
+        note="OCP FP8 for weights and activations: no inf; NaN only at S.1111.111 (two bit patterns, 0x7F and "
+        "0xFF); largest 448",
     ),
     "e5m2": Format("FP8 E5M2", 5, 2, 15, note="OCP FP8 for gradients: FP16's range with 2 mantissa bits"),
 }

@@ -39,6 +39,8 @@ def roofline_devices(
         ridge = top / d.memory_gbps
         kinds = {d.figure_kind(precision).split(":")[0], d.figure_kind("memory_gbps").split(":")[0]} - {"spec sheet"}
         tag = f" [{', '.join(sorted(kinds))}]" if kinds else ""
+        if precision == "bf16" and d.bf16_format != "BF16":  # a T4's bf16 column counts FP16 tensor cores
+            tag += f" ({d.bf16_format}: no BF16)"
         fig.add_trace(
             go.Scatter(
                 x=xs,
