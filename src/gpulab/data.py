@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from . import runtime
-from .errors import UsageError
+from .errors import UsageError, whole_number
 
 # Finding and downloading the files live in gpulab.data_files, IDX reading and verification in
 # gpulab.idx; these names stay importable from gpulab.data.
@@ -104,13 +104,11 @@ class Dataset:
         ``ds.subset(5000, 1000)`` works on the 8x8 digits' 1,437 and 360 images as on MNIST). A count must be a
         whole number >= 1: a negative one would count from the end, and ``0`` leaves nothing to train or test on.
         """
-        from .kernels._launch import count
-
         have = {"n_train": self.x_train.shape[0], "n_test": self.x_test.shape[0]}
         n = {
             name: None
             if value is None
-            else count(
+            else whole_number(
                 name,
                 value,
                 example=f"Dataset.subset(n_train, n_test) keeps the first n_train training and n_test test images "

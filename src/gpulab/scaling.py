@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from . import runtime
-from .errors import UsageError
+from .errors import UsageError, whole_number
 
 __all__ = [
     "BYTES",
@@ -397,7 +397,5 @@ def bubble_fraction(stages: int, microbatches: int) -> float:
 
 def _pipeline_counts(stages: Any, microbatches: Any, call: str) -> tuple[int, int]:
     """``stages`` and ``microbatches`` as whole numbers >= 1 (a pipeline has at least one of each)."""
-    from .kernels._launch import count
-
     example = f"For example, {call}(4, 8) is for 4 pipeline stages (one per device) and 8 micro-batches per batch."
-    return count("stages", stages, example=example), count("microbatches", microbatches, example=example)
+    return whole_number("stages", stages, example=example), whole_number("microbatches", microbatches, example=example)

@@ -16,8 +16,8 @@ import numpy as np
 
 from . import data as _data
 from . import nn, runtime
-from .kernels._launch import ceil_div, count
-from .errors import UsageError
+from .kernels._launch import ceil_div
+from .errors import UsageError, whole_number
 from .nn.ops import to_backend
 from .train_checks import check_dataset, check_image_shape, check_model, check_optimizer, describe
 
@@ -91,7 +91,7 @@ def predict(model: nn.Sequential, x: Any, *, batch_size: int = 256) -> Any:
             f"predict: x must be an array of images (N, C, H, W) such as ds.x_test; it was given {describe(x)}. "
             "Convert it first: np.asarray(x, dtype=np.float32)."
         )
-    batch_size = count("batch_size", batch_size, example="Pass e.g. batch_size=256 (images per forward pass).")
+    batch_size = whole_number("batch_size", batch_size, example="Pass e.g. batch_size=256 (images per forward pass).")
     check_image_shape(model, x, "predict")
     return _logits(model, x, batch_size)
 
@@ -119,7 +119,7 @@ def evaluate(model: nn.Sequential, x: Any, y: Any, *, batch_size: int = 256) -> 
             f"evaluate: there are no images to evaluate on (x has shape {tuple(x.shape)}); pass at least one, e.g. "
             "train.evaluate(model, ds.x_test, ds.y_test)."
         )
-    batch_size = count("batch_size", batch_size, example="Pass e.g. batch_size=256 (images per forward pass).")
+    batch_size = whole_number("batch_size", batch_size, example="Pass e.g. batch_size=256 (images per forward pass).")
     check_image_shape(model, x, "evaluate")
     logits = _logits(model, x, batch_size)
     loss = nn.SoftmaxCrossEntropy()(logits, y)

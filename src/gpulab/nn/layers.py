@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UsageError
+from ..errors import UsageError, whole_number
 
 from .dropout import STREAMS, new_states
 from .init import he_normal
@@ -36,11 +36,9 @@ class MaxPool2d(Module):
 
     def __init__(self, kernel_size: int = 2, stride: int | None = None) -> None:
         super().__init__()
-        from ..kernels._launch import count  # here, not at the top: gpulab.kernels imports gpulab.nn
-
         example = "For example, MaxPool2d(2) takes 2x2 windows and halves the height and width."
-        self.k = count("MaxPool2d's kernel_size", kernel_size, example=example)
-        self.stride = self.k if stride is None else count("MaxPool2d's stride", stride, example=example)
+        self.k = whole_number("MaxPool2d's kernel_size", kernel_size, example=example)
+        self.stride = self.k if stride is None else whole_number("MaxPool2d's stride", stride, example=example)
 
     def forward(self, x: Any) -> Any:
         check_float_array("MaxPool2d", x, 4, "of feature maps (N, C, H, W)")
@@ -77,11 +75,9 @@ class Linear(Module):
 
     def __init__(self, in_features: int, out_features: int, *, rng: np.random.Generator | None = None) -> None:
         super().__init__()
-        from ..kernels._launch import count
-
         example = "For example, Linear(128, 10) maps 128 features to 10."
-        in_features = count("Linear's in_features", in_features, example=example)
-        out_features = count("Linear's out_features", out_features, example=example)
+        in_features = whole_number("Linear's in_features", in_features, example=example)
+        out_features = whole_number("Linear's out_features", out_features, example=example)
         rng = rng if rng is not None else np.random.default_rng(0)
         self.n_in, self.n_out = in_features, out_features
         self.params = {

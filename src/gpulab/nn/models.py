@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UsageError
+from ..errors import UsageError, whole_number
 from .conv import Conv2d
 from .layers import Dropout, Flatten, Linear, MaxPool2d, ReLU
 from .sequential import Sequential
@@ -20,10 +20,10 @@ def check_cnn_arguments(
     """``(image_size, (c1, c2), hidden, classes)`` as whole numbers, or :class:`UsageError` saying which is wrong
     (:func:`mnist_cnn` and :func:`gpulab.scaling.cnn_footprint` take the same arguments). A whole float such as
     ``8.0`` is taken as ``8``; ``2.5``, text and booleans are refused, never rounded."""
-    from ..kernels._launch import count  # here, not at the top: gpulab.kernels imports gpulab.nn
-
     example = f"e.g. {who}(image_size=28, channels=(32, 64), hidden=128)."
-    size = count("image_size", image_size, low=4, example=f"It is the side of the square images in pixels, {example}")
+    size = whole_number(
+        "image_size", image_size, low=4, example=f"It is the side of the square images in pixels, {example}"
+    )
     if size % 4:
         raise UsageError(
             f"image_size must be a multiple of 4 (two 2x2 poolings halve it twice), got {size}. The course's "
@@ -35,9 +35,11 @@ def check_cnn_arguments(
             f"channels must be two whole numbers (c1, c2), the output channels of the two convolutions, e.g. "
             f"channels=(32, 64); got {channels!r}."
         )
-    pair = tuple(count(f"channels[{i}]", c, example=f"channels is (c1, c2), {example}") for i, c in enumerate(channels))
-    width = count("hidden", hidden, example=f"It is the width of the hidden linear layer, {example}")
-    n_classes = count(
+    pair = tuple(
+        whole_number(f"channels[{i}]", c, example=f"channels is (c1, c2), {example}") for i, c in enumerate(channels)
+    )
+    width = whole_number("hidden", hidden, example=f"It is the width of the hidden linear layer, {example}")
+    n_classes = whole_number(
         "classes", classes, low=2, example="A classifier needs at least 2 classes; the course's datasets have 10."
     )
     return size, (pair[0], pair[1]), width, n_classes
@@ -58,10 +60,10 @@ def mnist_cnn(
     (N, 1, S, S) -> (N, classes); every random number comes from ``seed``. The model's ``input_shape`` is
     ``(1, S, S)``: ``train.fit``, ``evaluate`` and ``predict`` compare it with the images they are given.
     """
-    from ..kernels._launch import count
-
     image_size, (c1, c2), hidden, classes = check_cnn_arguments(image_size, channels, hidden, classes)
-    seed = count("seed", seed, low=0, example="Pass e.g. seed=0 (every random number of the model comes from it).")
+    seed = whole_number(
+        "seed", seed, low=0, example="Pass e.g. seed=0 (every random number of the model comes from it)."
+    )
     rng = np.random.default_rng(seed)
     s = image_size // 4
     model = Sequential(
