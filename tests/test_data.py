@@ -323,3 +323,35 @@ def test_orphaned_part_files_from_a_killed_download_are_removed(fake_dataset, tm
     data.download("mnist", fname, dest, fetch=lambda url, p: p.write_bytes(blob), log=said.append)
     assert not orphan.exists() and mine.exists()
     assert any("interrupted download" in s for s in said)
+
+
+def test_subset_counts_are_whole_numbers_at_least_1():
+    """subset(-1, 5) kept all but the last image (Python counts from the end), subset(10.5, 5) gave a slicing
+    TypeError; a count above the split keeps the whole split (notebook 09 asks 5,000 of the digits' 1,437)."""
+    from gpulab.errors import UsageError
+
+    rng = np.random.default_rng(0)
+    ds = data.Dataset(
+        "toy", rng.random((20, 1, 4, 4)), np.arange(20), rng.random((6, 1, 4, 4)), np.arange(6), ("0",), "test"
+    )
+    for args, expected in (
+        ((-1, 5), "n_train must be >= 1, but got -1."),
+        ((0, 5), "n_train must be >= 1, but got 0."),
+        ((10.5, 5), "n_train must be a whole number >= 1, but got 10.5 (float); it is never rounded for you."),
+        ((10, -2), "n_test must be >= 1, but got -2."),
+        (("10", 5), "n_train must be a whole number >= 1, but got '10' (str)"),
+    ):
+        with pytest.raises(UsageError) as e:
+            ds.subset(*args)
+        assert expected in str(e.value) and "(this dataset has 20 and 6; None keeps them all)" in str(e.value)
+    small = ds.subset(np.int64(3), 2.0)  # the good paths: NumPy integers, whole floats, None, more than there are
+    assert (small.x_train.shape[0], small.x_test.shape[0]) == (3, 2) and np.array_equal(small.y_train, [0, 1, 2])
+    assert (len(ds.subset(10**7, None).y_train), len(ds.subset(None, 4).y_test)) == (20, 4)
+
+
+def test_check_images_names_a_list():
+    from gpulab.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"images must be an array \(N, channels, height, width\), got a list") as e:
+        data.check_images([[0.0]], np.zeros(1, np.int64))
+    assert "Convert it first: np.asarray(x, dtype=np.float32)." in str(e.value)

@@ -324,3 +324,71 @@ def test_relu_before_maxpool_runs_after_it_with_the_same_outputs_and_gradients(b
     np.testing.assert_array_equal(out_a, out_b)
     for a, b in zip(g_a, g_b):
         np.testing.assert_array_equal(a, b)
+
+
+def test_mnist_cnn_and_layers_check_their_arguments():
+    """The arguments a careless learner gets wrong reach a gpulab message, not NumPy's random module or a
+    ZeroDivisionError in the weight initialisation; a model that could not run is not built."""
+    from gpulab.errors import UsageError
+
+    cases = {
+        (("channels", 8),): "channels must be two whole numbers (c1, c2), the output channels of the two convolutions",
+        (("channels", (2, 3, 4)),): "e.g. channels=(32, 64); got (2, 3, 4)",
+        (("channels", (2.5, 3)),): "channels[0] must be a whole number >= 1, but got 2.5",
+        (("channels", (2, 0)),): "channels[1] must be >= 1, but got 0",
+        (("image_size", 0),): "image_size must be >= 4, but got 0. It is the side of the square images",
+        (("image_size", -4),): "image_size must be >= 4, but got -4",
+        (("image_size", "28"),): "image_size must be a whole number >= 4, but got '28' (str)",
+        (("image_size", 30),): "image_size must be a multiple of 4 (two 2x2 poolings halve it twice), got 30",
+        (("hidden", 0),): "hidden must be >= 1, but got 0. It is the width of the hidden linear layer",
+        (("classes", 1),): "classes must be >= 2, but got 1. A classifier needs at least 2 classes",
+        (("seed", -1),): "seed must be >= 0, but got -1. Pass e.g. seed=0",
+        (("dropout", 25),): "Dropout probability must be a number in [0, 1)",
+    }
+    for kw, expected in cases.items():
+        args = {"image_size": 8, **dict(kw)}
+        with pytest.raises(UsageError) as e:
+            nn.mnist_cnn(**args)
+        assert expected in str(e.value), (args, str(e.value))
+    with pytest.raises(UsageError, match="got 25. For 25% pass 0.25"):
+        nn.Dropout(25)
+    with pytest.raises(UsageError, match="got 1.5. Pass e.g. 0.25"):
+        nn.Dropout(1.5)
+    with pytest.raises(UsageError, match="Linear's in_features must be a whole number >= 1, but got 3.5"):
+        nn.Linear(3.5, 2)
+    with pytest.raises(UsageError, match="Linear's out_features must be >= 1, but got 0"):
+        nn.Linear(3, 0)
+    with pytest.raises(UsageError, match="MaxPool2d's kernel_size must be >= 1, but got 0"):
+        nn.MaxPool2d(0)
+    with pytest.raises(UsageError, match="MaxPool2d's stride must be >= 1, but got 0"):
+        nn.MaxPool2d(2, stride=0)
+    # the good paths: a whole float is a whole number; the model records the images it was built for
+    model = nn.mnist_cnn(image_size=8.0, channels=[2, 3], hidden=8, classes=2, seed=np.int64(3))
+    assert model.input_shape == (1, 8, 8) and model.forward(np.zeros((2, 1, 8, 8), np.float32)).shape == (2, 2)
+    assert nn.mnist_cnn().input_shape == (1, 28, 28) and nn.Sequential(nn.Linear(3, 2)).input_shape is None
+    assert nn.MaxPool2d(3).stride == 3 and nn.MaxPool2d(3, stride=1).stride == 1 and nn.Linear(3.0, 2).n_in == 3
+
+
+def test_optimizers_take_the_model_itself():
+    """PyTorch's habit, nn.Adam(model.parameters()), failed at the first step ('list' object has no attribute
+    'parameters'); a learning rate in quotes was called not > 0."""
+    from gpulab.errors import UsageError
+
+    model = nn.Sequential(nn.Linear(3, 2))
+    for make in (nn.Adam, nn.SGD):
+        with pytest.raises(UsageError) as e:
+            make(model.parameters(), lr=1e-3)
+        name = make.__name__
+        assert f"nn.{name} takes the model itself, nn.{name}(model, lr=...) (not model.parameters() as in " in str(
+            e.value
+        ) and "given a list" in str(e.value)
+    with pytest.raises(UsageError, match="given None"):
+        nn.Adam(None)
+    with pytest.raises(UsageError, match="got the text '1e-3': write lr=0.001 without quotes"):
+        nn.Adam(model, lr="1e-3")
+    with pytest.raises(UsageError, match="got the text 'fast': pass e.g. lr=1e-3"):
+        nn.SGD(model, lr="fast")
+    for lr in (0, -1, float("nan"), True):
+        with pytest.raises(UsageError, match="finite number > 0"):
+            nn.Adam(model, lr=lr)
+    assert nn.Adam(model, lr=np.float32(0.5)).lr == 0.5 and nn.SGD(model, lr=1).lr == 1.0  # the good path

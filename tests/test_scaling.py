@@ -36,7 +36,7 @@ def test_memory_budget_components():
         scaling.memory_budget(fp, 8, optimizer="lion")
     big = scaling.max_batch_size(fp, 1e6)
     assert sum(scaling.memory_budget(fp, big).values()) <= 1e6 < sum(scaling.memory_budget(fp, big + 1).values())
-    assert scaling.max_batch_size(fp, 100) == 0
+    assert scaling.max_batch_size(fp, 12_000) == 0  # bytes that cannot hold the 16,000 of weights and Adam state
 
 
 def test_fp16_flush_fraction():
@@ -180,3 +180,59 @@ def test_measure_footprint_runs_a_gpu_model_on_device_arrays(monkeypatch):
     fp = scaling.measure_footprint(Model(), (1, 8, 8))
     assert fp.layers == (("input", 64), ("0:Conv2d", 64), ("2:Dense", 10)), fp.layers  # Flatten: a view
     assert (fp.params, fp.activations, fp.workspace) == (640, 138, 576)
+
+
+def test_max_batch_size_refuses_gigabytes_given_as_bytes():
+    """Lesson 10 and lab 10 pass 16e9 or gb * 1e9; max_batch_size(fp, 16) answered 0, as if no batch fitted."""
+    from gpulab.errors import UsageError
+
+    fp = scaling.cnn_footprint()
+    with pytest.raises(UsageError) as e:
+        scaling.max_batch_size(fp, 16)
+    msg = str(e.value)
+    assert "16 bytes cannot hold even the weights, gradients and optimizer state (7,356,232 bytes" in msg, msg
+    assert "memory_bytes is in bytes, not gigabytes: for a 16 GB GPU pass 16e9 (or gb * 1e9)" in msg
+    tiny = scaling.Footprint(params=10, activations=1000, workspace=0)  # fixed 160 bytes, 4,000 per sample
+    with pytest.raises(UsageError, match="0.5 bytes cannot hold even the weights"):
+        scaling.max_batch_size(tiny, 0.5)
+    with pytest.raises(UsageError, match="200 bytes cannot hold one sample's activations"):
+        scaling.max_batch_size(tiny, 200)
+    for bad in (-1, 0, float("nan"), "16e9", None):
+        with pytest.raises(UsageError, match="memory_bytes must be a number of bytes > 0, e.g. 16e9"):
+            scaling.max_batch_size(fp, bad)
+    with pytest.raises(UsageError, match="fp must be a Footprint.*got 16000000000.0 \\(float\\).*swapped"):
+        scaling.max_batch_size(16e9, fp)
+    # the good paths: bytes as the lessons pass them, and a real "does not fit" (0) above the gigabytes range
+    assert scaling.max_batch_size(fp, 16e9) == 26220 and scaling.max_batch_size(fp, 1e5) == 0
+    assert scaling.max_batch_size(tiny, 8160) == 2  # under 10,000 bytes but it fits: an answer, not an error
+
+
+def test_pipeline_counts_are_whole_numbers_at_least_1():
+    from gpulab.errors import UsageError
+
+    for call in (scaling.bubble_fraction, scaling.pipeline_schedule):
+        for args, expected in (
+            ((0, 4), "stages must be >= 1, but got 0."),
+            ((4, 0), "microbatches must be >= 1, but got 0."),
+            ((4.5, 2), "stages must be a whole number >= 1, but got 4.5 (float); it is never rounded for you."),
+            ((4, "8"), "microbatches must be a whole number >= 1, but got '8' (str)"),
+        ):
+            with pytest.raises(UsageError) as e:
+                call(*args)
+            assert expected in str(e.value) and f"{call.__name__}(4, 8) is for 4 pipeline stages" in str(e.value)
+    assert scaling.bubble_fraction(4, 1) == 0.75 and scaling.bubble_fraction(4.0, 8) == 3 / 11  # as lesson 10
+    assert len(scaling.pipeline_schedule(2, 3)) == 12
+
+
+def test_cnn_footprint_checks_its_arguments_as_mnist_cnn_does():
+    from gpulab.errors import UsageError
+
+    with pytest.raises(UsageError, match="channels must be two whole numbers .*got 64"):
+        scaling.cnn_footprint(channels=64)
+    with pytest.raises(UsageError, match="image_size must be >= 4, but got 0.*e.g. cnn_footprint\\(image_size=28"):
+        scaling.cnn_footprint(image_size=0)
+    with pytest.raises(UsageError, match="hidden must be >= 1, but got 0"):
+        scaling.cnn_footprint(hidden=0)
+    with pytest.raises(UsageError, match="multiple of 4"):
+        scaling.cnn_footprint(image_size=30)
+    assert scaling.cnn_footprint(image_size=28.0, channels=[32, 64]) == scaling.cnn_footprint()

@@ -7,6 +7,7 @@ import pytest
 from _paths import SHARED_MNIST
 
 from gpulab import data, nn, train, train_cli
+from gpulab.errors import UsageError
 
 needs_mnist = pytest.mark.skipif(
     not (SHARED_MNIST / "t10k-images-idx3-ubyte.gz").exists(), reason=f"real MNIST files not found at {SHARED_MNIST}"
@@ -405,3 +406,139 @@ def test_predict_and_evaluate_move_host_data_to_a_gpu_model(monkeypatch):
     ev = train.evaluate(model, x, y)
     expected = (x.reshape(300, -1) @ GpuModel.W).argmax(axis=1)
     assert np.array_equal(ev["predictions"], expected) and ev["accuracy"] == float((expected == y).mean())
+
+
+# ---------------------------------------------------------------- what a careless call gets (review of bad input)
+
+
+def _toy(size: int = 8, n_train: int = 32, n_test: int = 8) -> data.Dataset:
+    rng = np.random.default_rng(0)
+    x = rng.random((n_train + n_test, 1, size, size), dtype=np.float32)
+    y = rng.integers(0, 10, n_train + n_test)
+    return data.Dataset("toy", x[:n_train], y[:n_train], x[n_train:], y[n_train:], tuple("0123456789"), "test")
+
+
+def _tiny(seed: int = 0, size: int = 8) -> nn.Sequential:
+    return nn.mnist_cnn(seed=seed, image_size=size, channels=(2, 3), hidden=8)
+
+
+def _weights(model: nn.Sequential) -> list:
+    return [p.copy() for _, p, _ in model.parameters()]
+
+
+def test_fit_refuses_an_optimizer_made_for_another_model():
+    """The model's cell re-run after the optimizer's: the Adam updates the old model, so fit trained nothing (test
+    loss identical in every epoch). Refused before any work, naming both models and the cells' usual order."""
+    old = _tiny(seed=1)
+    opt = nn.Adam(old, lr=1e-2)
+    model = _tiny()  # the model cell, run again
+    before, old_before = _weights(model), _weights(old)
+    with pytest.raises(UsageError) as e:
+        train.fit(model, _toy(), epochs=1, batch_size=16, optimizer=opt, progress=False)
+    msg = str(e.value)
+    assert "made for another model" in msg and "built the same way as this one (271 parameters)" in msg
+    assert "run again after the cell that makes the optimizer" in msg and "optimizer = nn.Adam(model, lr=...)" in msg
+    assert "lr=0.01" in msg and "leave optimizer out" in msg
+    for a, b in zip(before + old_before, _weights(model) + _weights(old)):
+        assert np.array_equal(a, b)  # nothing moved, not even the other model
+    assert model.fit_state.epoch == 0
+
+    other = nn.mnist_cnn(image_size=8, channels=(4, 4), hidden=8)  # another architecture: both sizes named
+    with pytest.raises(UsageError, match="its Sequential has [0-9,]+ parameters, the model being trained 271"):
+        train.fit(model, _toy(), epochs=1, batch_size=16, optimizer=nn.SGD(other, lr=0.1), progress=False)
+
+    mine = nn.Adam(model, lr=1e-2)  # the good path: made for this model, before fit (lab 09's cell)
+    train.fit(model, _toy(), epochs=1, batch_size=16, optimizer=mine, progress=False)
+    assert mine.t == 2 and any(not np.array_equal(a, b) for a, b in zip(before, _weights(model)))
+
+
+def test_fit_refuses_what_is_not_an_optimizer():
+    model, ds = _tiny(), _toy()
+    cases = {
+        "adam": "it was given the text 'adam'",
+        nn.Adam: "it was given the class nn.Adam itself (not called)",
+        object(): "it needs a step() method",
+    }
+    for optimizer, expected in cases.items():
+        with pytest.raises(UsageError, match="optimizer=nn.Adam\\(model, lr=1e-3\\)") as e:
+            train.fit(model, ds, epochs=1, optimizer=optimizer, progress=False)
+        assert expected in str(e.value), str(e.value)
+    amp = nn.MixedPrecision(_tiny(), lambda m: nn.Adam(m, lr=1e-3))
+    with pytest.raises(UsageError, match="fit does not run mixed precision: .*amp.step\\(x, y\\)"):
+        train.fit(amp.model, ds, epochs=1, optimizer=amp, progress=False)
+    with pytest.raises(UsageError, match="master weights of a MixedPrecision over this model"):
+        train.fit(amp.model, ds, epochs=1, optimizer=amp.optimizer, progress=False)
+
+    class OwnSGD:  # a learner's optimizer without a .model: taken as is
+        def __init__(self, model):
+            self.params, self.steps = model.parameters(), 0
+
+        def step(self):
+            self.steps += 1
+            for _, p, g in self.params:
+                p -= 0.01 * g
+
+    own = OwnSGD(model)
+    train.fit(model, ds, epochs=1, batch_size=16, optimizer=own, progress=False)
+    assert own.steps == 2
+
+
+def test_fit_wants_a_model_and_a_dataset():
+    model, ds = _tiny(), _toy()
+    for given, expected in (
+        ((ds.x_train, ds.y_train), "it was given a tuple"),
+        (ds.x_train, "it was given an array of shape (32, 1, 8, 8)"),
+    ):
+        with pytest.raises(UsageError, match="dataset is a gpulab Dataset such as data.load") as e:
+            train.fit(model, given, epochs=1, progress=False)
+        assert expected in str(e.value) and "data.Dataset('mine', x_train, y_train, x_test, y_test" in str(e.value)
+    with pytest.raises(UsageError, match="first argument is the model.*given a Dataset. The arguments look swapped"):
+        train.fit(ds, model, epochs=1, progress=False)
+    empty_train = data.Dataset("e", ds.x_train[:0], ds.y_train[:0], ds.x_test, ds.y_test, ds.classes, "test")
+    with pytest.raises(UsageError, match="the training set is empty .*0 images"):
+        train.fit(model, empty_train, epochs=1, progress=False)
+    no_test = data.Dataset("e", ds.x_train, ds.y_train, ds.x_test[:0], ds.y_test[:0], ds.classes, "test")
+    with pytest.raises(UsageError, match="the test set is empty.*evaluate_each_epoch=False"):
+        train.fit(model, no_test, epochs=1, progress=False)
+    assert model.fit_state.epoch == 0  # refused before the first epoch
+    h = train.fit(model, no_test, epochs=1, batch_size=16, progress=False, evaluate_each_epoch=False)
+    assert h.epoch == [1] and h.test_loss == []
+
+
+def test_a_model_built_for_another_image_size_is_named_with_both_sizes():
+    """Lesson 09 and lab 09 mix 8x8 and 28x28 digits: a Linear's 'expects 147 input features' named neither."""
+    m28, ds = _tiny(size=28), _toy(size=8)
+    assert m28.input_shape == (1, 28, 28)
+    for call in (
+        lambda: train.fit(m28, ds, epochs=1, progress=False),
+        lambda: train.evaluate(m28, ds.x_test, ds.y_test),
+        lambda: train.predict(m28, ds.x_test),
+    ):
+        with pytest.raises(UsageError) as e:
+            call()
+        msg = str(e.value)
+        assert "built for 28x28 images (nn.mnist_cnn(image_size=28)) but these images are 8x8" in msg, msg
+        assert "nn.mnist_cnn(image_size=8, ...)" in msg and "data.load('digits', size=28)" in msg
+    m8 = _tiny()
+    with pytest.raises(UsageError, match=r"one image of shape \(1, 8, 8\).*x\[None\]"):
+        train.predict(m8, ds.x_test[0])
+    with pytest.raises(UsageError, match=r"no channel axis, shape \(8, 8, 8\).*x\[:, None\]"):
+        train.predict(m8, ds.x_test[:, 0])
+    assert train.predict(m8, ds.x_test[:1]).shape == (1, 10)  # the good path
+    assert train.evaluate(m8, ds.x_test, ds.y_test)["predictions"].shape == (8,)
+
+
+def test_predict_and_evaluate_check_their_arguments():
+    model, ds = _tiny(), _toy()
+    with pytest.raises(UsageError, match="x must be an array of images.*given a list.*np.asarray"):
+        train.predict(model, ds.x_test.tolist())
+    with pytest.raises(UsageError, match="batch_size must be >= 1, but got 0"):
+        train.predict(model, ds.x_test, batch_size=0)
+    with pytest.raises(UsageError, match="batch_size must be a whole number >= 1, but got 2.5"):
+        train.evaluate(model, ds.x_test, ds.y_test, batch_size=2.5)
+    with pytest.raises(UsageError, match=r"no images to evaluate on \(x has shape \(0, 1, 8, 8\)\)"):
+        train.evaluate(model, ds.x_test[:0], ds.y_test[:0])
+    with pytest.raises(UsageError, match="images must be an array .*got a list"):
+        train.evaluate(model, ds.x_test.tolist(), ds.y_test)
+    logits = train.predict(model, ds.x_test, batch_size=3)  # the good path: 3 batches, one of 2
+    assert logits.shape == (8, 10) and np.allclose(logits, train.predict(model, ds.x_test))

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from . import runtime
+from .errors import UsageError, whole_number
 
 # Finding and downloading the files live in gpulab.data_files, IDX reading and verification in
 # gpulab.idx; these names stay importable from gpulab.data.
@@ -97,13 +98,31 @@ class Dataset:
     source: str
 
     def subset(self, n_train: int | None = None, n_test: int | None = None) -> Dataset:
-        """The first ``n_train`` training and ``n_test`` test examples (for quick runs)."""
+        """The first ``n_train`` training and ``n_test`` test examples (for quick runs).
+
+        ``None`` keeps the whole split; a count larger than the split keeps the whole split too (so
+        ``ds.subset(5000, 1000)`` works on the 8x8 digits' 1,437 and 360 images as on MNIST). A count must be a
+        whole number >= 1: a negative one would count from the end, and ``0`` leaves nothing to train or test on.
+        """
+        have = {"n_train": self.x_train.shape[0], "n_test": self.x_test.shape[0]}
+        n = {
+            name: None
+            if value is None
+            else whole_number(
+                name,
+                value,
+                example=f"Dataset.subset(n_train, n_test) keeps the first n_train training and n_test test images "
+                f"(this dataset has {have['n_train']:,} and {have['n_test']:,}; None keeps them all), "
+                "e.g. ds.subset(256, 64).",
+            )
+            for name, value in (("n_train", n_train), ("n_test", n_test))
+        }
         return Dataset(
             self.name,
-            self.x_train[:n_train],
-            self.y_train[:n_train],
-            self.x_test[:n_test],
-            self.y_test[:n_test],
+            self.x_train[: n["n_train"]],
+            self.y_train[: n["n_train"]],
+            self.x_test[: n["n_test"]],
+            self.y_test[: n["n_test"]],
             self.classes,
             self.source,
         )
@@ -208,7 +227,12 @@ def load(
 
 def check_images(x: Any, y: Any) -> None:
     """Reject data a CNN cannot learn from: wrong shape or dtype, NaN/inf, labels out of range."""
-    if getattr(x, "ndim", None) != 4:
+    if not hasattr(x, "ndim"):
+        raise UsageError(
+            f"images must be an array (N, channels, height, width), got a {type(x).__name__}. Convert it first: "
+            "np.asarray(x, dtype=np.float32)."
+        )
+    if x.ndim != 4:
         raise ValueError(f"images must be (N, channels, height, width), got shape {getattr(x, 'shape', type(x))}.")
     if not np.issubdtype(np.dtype(x.dtype), np.floating):
         raise TypeError(f"images must be floating point (e.g. float32 in [0, 1]), got {np.dtype(x.dtype).name}.")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import numbers
 from collections.abc import Callable
+from typing import Any
 
 __all__ = [
     "FolderMissingError",
@@ -19,6 +21,7 @@ __all__ = [
     "int_at_least",
     "positive_float",
     "finite_float",
+    "whole_number",
 ]
 
 
@@ -37,6 +40,23 @@ class FolderMissingError(UsageError, FileNotFoundError):
 
 class FolderNotWritableError(UsageError, PermissionError):
     """The folder of a file to write cannot be written: a :class:`UsageError` and a :class:`PermissionError`."""
+
+
+def whole_number(
+    name: str, value: Any, *, low: int = 1, example: str = "", error: type[UsageError] = UsageError
+) -> int:
+    """``value`` as an int >= ``low``; a float (``stride=2.7``), bool or string is refused, not rounded (a whole
+    float such as ``8.0`` is taken as 8). ``error`` is the class raised (a :class:`UsageError`)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if not isinstance(value, bool) and isinstance(value, numbers.Real) and float(value).is_integer():
+            return whole_number(name, int(float(value)), low=low, example=example, error=error)
+        raise error(
+            f"{name} must be a whole number >= {low}, but got {value!r} ({type(value).__name__}); "
+            f"it is never rounded for you.{' ' + example if example else ''}"
+        )
+    if int(value) < low:
+        raise error(f"{name} must be >= {low}, but got {int(value)}.{' ' + example if example else ''}")
+    return int(value)
 
 
 def int_at_least(low: int, what: str = "a whole number") -> Callable[[str], int]:

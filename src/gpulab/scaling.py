@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Callable, Sequence
@@ -22,6 +23,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from . import runtime
+from .errors import UsageError, whole_number
 
 __all__ = [
     "BYTES",
@@ -72,10 +74,11 @@ def cnn_footprint(
     classes: int = 10,
     dropout: float = 0.25,
 ) -> Footprint:
-    """The footprint of ``gpulab.nn.mnist_cnn`` with these arguments, counted by formula."""
-    if image_size % 4:
-        raise ValueError(f"image_size must be a multiple of 4 (two 2x2 poolings), got {image_size}.")
-    s, (c1, c2) = image_size, channels
+    """The footprint of ``gpulab.nn.mnist_cnn`` with these arguments, counted by formula (checked as
+    ``mnist_cnn`` checks them)."""
+    from .nn.models import check_cnn_arguments
+
+    s, (c1, c2), hidden, classes = check_cnn_arguments(image_size, channels, hidden, classes, who="cnn_footprint")
     h, q = s // 2, s // 4
     params = (c1 * 9 + c1) + (c2 * c1 * 9 + c2) + (c2 * q * q * hidden + hidden) + (hidden * classes + classes)
     layers = [
@@ -128,6 +131,7 @@ def memory_budget(
     and workspace for the arithmetic, plus a float32 master copy of the weights for the update (the
     optimizer state stays float32).
     """
+    _check_footprint(fp, "memory_budget(fp, batch_size)")
     if optimizer not in OPTIMIZER_SLOTS:
         raise ValueError(f"optimizer must be one of {tuple(OPTIMIZER_SLOTS)}, got {optimizer!r}.")
     if precision not in TRAINING_PRECISIONS:
@@ -147,14 +151,44 @@ def memory_budget(
     return out
 
 
+def _check_footprint(fp: Any, call: str) -> None:
+    if not isinstance(fp, Footprint):
+        raise UsageError(
+            f"{call}: fp must be a Footprint, e.g. fp = scaling.cnn_footprint(channels=(32, 64)) or "
+            f"scaling.measure_footprint(model, (1, 28, 28)); got {fp!r} ({type(fp).__name__}). Are the arguments "
+            "swapped?"
+        )
+
+
+# A memory size below this many bytes that holds nothing is taken for gigabytes (16 for a 16 GB GPU) given as bytes.
+_LIKELY_GIGABYTES = 1e4
+
+
 def max_batch_size(fp: Footprint, memory_bytes: float, *, optimizer: str = "adam", precision: str = "fp32") -> int:
-    """The largest batch whose budget fits in ``memory_bytes`` (0 if even the weights do not fit)."""
-    fixed = sum(memory_budget(fp, 1, optimizer=optimizer, precision=precision).values())
+    """The largest batch whose budget fits in ``memory_bytes`` bytes (0 if even the weights do not fit).
+
+    ``memory_bytes`` is in bytes: ``16e9`` for a 16 GB GPU. A size too small to train one sample that is also under
+    10,000 (``16``: gigabytes, surely) is refused with a :class:`UsageError`, not answered 0.
+    """
+    _check_footprint(fp, "max_batch_size(fp, memory_bytes)")
+    if isinstance(memory_bytes, bool) or not isinstance(memory_bytes, numbers.Real) or not memory_bytes > 0:
+        raise UsageError(
+            f"memory_bytes must be a number of bytes > 0, e.g. 16e9 for a 16 GB GPU; got {memory_bytes!r}."
+        )
+    budget = memory_budget(fp, 1, optimizer=optimizer, precision=precision)
     per_sample = (fp.activations + fp.workspace) * (BYTES["fp32"] if precision == "fp32" else BYTES["fp16"])
-    fixed -= per_sample
-    if fixed + per_sample > memory_bytes:
-        return 0
-    return int((memory_bytes - fixed) // per_sample)
+    fixed = sum(budget.values()) - per_sample
+    fits = 0 if fixed + per_sample > memory_bytes else int((memory_bytes - fixed) // per_sample)
+    if fits == 0 and memory_bytes < _LIKELY_GIGABYTES:
+        holds = (
+            "even the weights, gradients and optimizer state" if fixed > memory_bytes else "one sample's activations"
+        )
+        raise UsageError(
+            f"max_batch_size: {memory_bytes:g} bytes cannot hold {holds} ({fixed + per_sample:,.0f} bytes for a batch "
+            f"of 1). memory_bytes is in bytes, not gigabytes: for a {memory_bytes:g} GB GPU pass "
+            f"{memory_bytes:g}e9 (or gb * 1e9)."
+        )
+    return fits
 
 
 def fp16_flush_fraction(values: Any, scale: float = 1.0) -> float:
@@ -338,8 +372,7 @@ def pipeline_schedule(stages: int, microbatches: int) -> list[dict[str, Any]]:
     """A GPipe schedule: every micro-batch runs forward through the stages (one per device), then all
     run backward in reverse. One time slot per stage and micro-batch pass (a simplification: a backward
     pass really takes about twice a forward). Returns ``{stage, start, kind, microbatch}`` per slot."""
-    if stages < 1 or microbatches < 1:
-        raise ValueError(f"stages and microbatches must be at least 1, got {stages} and {microbatches}.")
+    stages, microbatches = _pipeline_counts(stages, microbatches, "pipeline_schedule")
     out = []
     t_forward = microbatches + stages - 1  # slots until the last micro-batch leaves the last stage
     for s in range(stages):
@@ -358,4 +391,11 @@ def pipeline_schedule(stages: int, microbatches: int) -> list[dict[str, Any]]:
 
 def bubble_fraction(stages: int, microbatches: int) -> float:
     """Idle share of a GPipe schedule: (p - 1) / (m + p - 1) for p stages and m micro-batches."""
+    stages, microbatches = _pipeline_counts(stages, microbatches, "bubble_fraction")
     return (stages - 1) / (microbatches + stages - 1)
+
+
+def _pipeline_counts(stages: Any, microbatches: Any, call: str) -> tuple[int, int]:
+    """``stages`` and ``microbatches`` as whole numbers >= 1 (a pipeline has at least one of each)."""
+    example = f"For example, {call}(4, 8) is for 4 pipeline stages (one per device) and 8 micro-batches per batch."
+    return whole_number("stages", stages, example=example), whole_number("microbatches", microbatches, example=example)

@@ -17,8 +17,9 @@ import numpy as np
 from . import data as _data
 from . import nn, runtime
 from .kernels._launch import ceil_div
-from .errors import UsageError
+from .errors import UsageError, whole_number
 from .nn.ops import to_backend
+from .train_checks import check_dataset, check_image_shape, check_model, check_optimizer, describe
 
 __all__ = ["History", "evaluate", "fit", "limit_threads", "predict", "tune_allocator"]
 
@@ -84,6 +85,18 @@ def predict(model: nn.Sequential, x: Any, *, batch_size: int = 256) -> Any:
 
     Each batch goes to where the model's backend computes first (``x`` may be NumPy, as a dataset holds it,
     for a model on the GPU: a CuPy-backend layer refuses NumPy input); the logits stay there."""
+    check_model(model, "predict(model, x)")
+    if not hasattr(x, "shape"):
+        raise UsageError(
+            f"predict: x must be an array of images (N, C, H, W) such as ds.x_test; it was given {describe(x)}. "
+            "Convert it first: np.asarray(x, dtype=np.float32)."
+        )
+    batch_size = whole_number("batch_size", batch_size, example="Pass e.g. batch_size=256 (images per forward pass).")
+    check_image_shape(model, x, "predict")
+    return _logits(model, x, batch_size)
+
+
+def _logits(model: nn.Sequential, x: Any, batch_size: int) -> Any:
     was = model.training
     model.eval()
     try:
@@ -99,8 +112,16 @@ def predict(model: nn.Sequential, x: Any, *, batch_size: int = 256) -> Any:
 
 def evaluate(model: nn.Sequential, x: Any, y: Any, *, batch_size: int = 256) -> dict[str, Any]:
     """``{"loss", "accuracy", "predictions"}`` on (x, y); predictions come back as NumPy."""
+    check_model(model, "evaluate(model, x, y)")
     _data.check_images(x, y)
-    logits = predict(model, x, batch_size=batch_size)
+    if x.shape[0] == 0:
+        raise UsageError(
+            f"evaluate: there are no images to evaluate on (x has shape {tuple(x.shape)}); pass at least one, e.g. "
+            "train.evaluate(model, ds.x_test, ds.y_test)."
+        )
+    batch_size = whole_number("batch_size", batch_size, example="Pass e.g. batch_size=256 (images per forward pass).")
+    check_image_shape(model, x, "evaluate")
+    logits = _logits(model, x, batch_size)
     loss = nn.SoftmaxCrossEntropy()(logits, y)
     pred = runtime.to_host(logits.argmax(axis=1))
     return {"loss": loss, "accuracy": float((pred == runtime.to_host(y)).mean()), "predictions": pred}
@@ -132,7 +153,10 @@ def fit(
     is ``[2]``); without ``optimizer`` the Adam the last call made goes on (a fresh one after a call with another
     optimizer). So ``fit(epochs=1)`` twice trains as ``fit(epochs=2)`` once. ``nn.save`` / ``nn.load`` carry the data
     order and epoch count in the file; pass your own optimizer to fit and to ``nn.save(..., optimizer=opt)`` /
-    ``nn.load`` to carry its state too, and a resumed run trains as the uninterrupted one.
+    ``nn.load`` to carry its state too, and a resumed run trains as the uninterrupted one. An optimizer made for
+    another model (the model's cell run again after the optimizer's) is refused: it would update that model's
+    weights, never this one's. So are a dataset that is not a :class:`gpulab.data.Dataset`, an empty training set,
+    and images of another size than the model was built for (:mod:`gpulab.train_checks`).
 
     Interrupted (the stop button in Jupyter: ``KeyboardInterrupt``) or failing in the middle of an epoch, fit raises
     as it stops, and that epoch counts as started: its shuffle was drawn and some of its batches updated the weights
@@ -155,6 +179,9 @@ def fit(
             f"seed must be a whole number from 0 to 2**63 - 1 (nn.save keeps it in the checkpoint as a 64-bit "
             f"integer), got {seed!r}. Pass e.g. seed=0."
         )
+    check_model(model, "fit(model, dataset)")
+    check_dataset(dataset, evaluate=evaluate_each_epoch)
+    check_optimizer(model, optimizer)
     if workers > 1:
         with limit_threads(1) or _nullcontext():
             return _fit(
@@ -197,6 +224,9 @@ def _fit(
     on_epoch: Callable[[History], None] | None,
 ) -> History:
     _data.check_images(dataset.x_train, dataset.y_train)
+    check_image_shape(model, dataset.x_train, "fit")
+    if evaluate_each_epoch:
+        check_image_shape(model, dataset.x_test, "fit (the dataset's test images)")
     progress_state = model.fit_state  # where the last fit with this model left off
     if optimizer is None:
         made = progress_state.optimizer

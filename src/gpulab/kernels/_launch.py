@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 from collections.abc import Sequence
 
-from ..errors import UsageError
+from ..errors import UsageError, whole_number
 
 __all__ = [
     "LaunchError",
@@ -38,17 +37,8 @@ class LaunchError(UsageError):
 
 
 def count(name: str, value: Any, *, low: int = 1, example: str = "") -> int:
-    """``value`` as an int >= ``low``; a float (``stride=2.7``), bool or string is refused, not rounded."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        if not isinstance(value, bool) and isinstance(value, numbers.Real) and float(value).is_integer():
-            return count(name, int(float(value)), low=low, example=example)
-        raise LaunchError(
-            f"{name} must be a whole number >= {low}, but got {value!r} ({type(value).__name__}); "
-            f"it is never rounded for you.{' ' + example if example else ''}"
-        )
-    if int(value) < low:
-        raise LaunchError(f"{name} must be >= {low}, but got {int(value)}.{' ' + example if example else ''}")
-    return int(value)
+    """``value`` as an int >= ``low`` (:func:`gpulab.errors.whole_number`), refused with a :class:`LaunchError`."""
+    return whole_number(name, value, low=low, example=example, error=LaunchError)
 
 
 def ceil_div(n: int, d: int) -> int:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
+
+from ..errors import UsageError, whole_number
 
 from .dropout import STREAMS, new_states
 from .init import he_normal
@@ -33,8 +36,9 @@ class MaxPool2d(Module):
 
     def __init__(self, kernel_size: int = 2, stride: int | None = None) -> None:
         super().__init__()
-        self.k = kernel_size
-        self.stride = stride or kernel_size
+        example = "For example, MaxPool2d(2) takes 2x2 windows and halves the height and width."
+        self.k = whole_number("MaxPool2d's kernel_size", kernel_size, example=example)
+        self.stride = self.k if stride is None else whole_number("MaxPool2d's stride", stride, example=example)
 
     def forward(self, x: Any) -> Any:
         check_float_array("MaxPool2d", x, 4, "of feature maps (N, C, H, W)")
@@ -71,6 +75,9 @@ class Linear(Module):
 
     def __init__(self, in_features: int, out_features: int, *, rng: np.random.Generator | None = None) -> None:
         super().__init__()
+        example = "For example, Linear(128, 10) maps 128 features to 10."
+        in_features = whole_number("Linear's in_features", in_features, example=example)
+        out_features = whole_number("Linear's out_features", out_features, example=example)
         rng = rng if rng is not None else np.random.default_rng(0)
         self.n_in, self.n_out = in_features, out_features
         self.params = {
@@ -113,11 +120,16 @@ class Dropout(Module):
 
     def __init__(self, p: float = 0.5, *, seed: int = 0, streams: int = STREAMS) -> None:
         super().__init__()
-        if not 0.0 <= p < 1.0:
-            raise ValueError(f"Dropout probability must be in [0, 1), got {p}.")
-        self.p, self.seed, self.streams = p, seed, streams
+        if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p < 1.0:
+            percent = isinstance(p, numbers.Real) and not isinstance(p, bool) and 2 <= p < 100 and float(p).is_integer()
+            raise UsageError(
+                f"Dropout probability must be a number in [0, 1) (the share of activations zeroed while training), "
+                f"got {p!r}." + (f" For {p:g}% pass {p / 100:g}." if percent else " Pass e.g. 0.25, or 0 for none.")
+            )
+        self.p: float = p
+        self.seed, self.streams = seed, streams
         self.buffers = {"states": new_states(streams, seed)}  # (2 * streams,) uint64
-        self.saved = None  # the states before the last forward: the backward regenerates its mask from them
+        self.saved: Any = None  # the states before the last forward: the backward regenerates its mask from them
 
     def forward(self, x: Any) -> Any:
         if not self.training or self.p == 0.0:

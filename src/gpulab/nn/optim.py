@@ -13,6 +13,7 @@ its parameters (host or device).
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 from collections.abc import Callable
 
@@ -26,6 +27,14 @@ from .sequential import _host_copy
 __all__ = ["Adam", "SGD"]
 
 
+def _a(value: Any) -> str:
+    """What ``value`` is, for a message: "a list", "a generator", "None"."""
+    if value is None:
+        return "None"
+    kind = type(value).__name__
+    return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}"
+
+
 class _Optimizer:
     """What every optimizer shares: the learning rate, per-parameter state arrays (``slots``, dicts keyed by the
     parameter's name, made on the first step where the parameter lives) and their state dict."""
@@ -33,9 +42,24 @@ class _Optimizer:
     slots: tuple[str, ...] = ()  # the names of the per-parameter state dicts, e.g. ("m", "v")
 
     def __init__(self, model: Any, lr: float) -> None:
-        if not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
-            raise ValueError(f"the learning rate must be a finite number > 0, got {lr}.")
-        self.model, self.lr = model, float(lr)
+        name = type(self).__name__
+        if not callable(getattr(model, "parameters", None)):
+            torch_habit = isinstance(model, (list, tuple)) or hasattr(model, "__next__")
+            raise UsageError(
+                f"nn.{name} takes the model itself, nn.{name}(model, lr=...)"
+                + (" (not model.parameters() as in PyTorch)" if torch_habit else "")
+                + f"; it was given {_a(model)}. It reads the model's parameters and gradients at every step."
+            )
+        if isinstance(lr, str):
+            try:
+                fix = f"write lr={float(lr)!r} without quotes"
+            except ValueError:
+                fix = "pass e.g. lr=1e-3"
+            raise UsageError(f"the learning rate must be a number, got the text {lr!r}: {fix}.")
+        if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not math.isfinite(lr) or lr <= 0:
+            raise UsageError(f"the learning rate must be a finite number > 0, e.g. lr=1e-3; got {lr!r}.")
+        self.model: Any = model
+        self.lr: float = float(lr)
         followers = getattr(model, "optimizers", None)  # Sequential.to moves our state with the parameters
         if followers is not None:
             followers.add(self)

@@ -32,6 +32,10 @@ def _host_copy(a: Any) -> np.ndarray:
 class Sequential(Module):
     """``Sequential(Conv2d(...), ReLU(), ...)``; ``backend`` picks who does the array work."""
 
+    # The shape (C, H, W) of the images the model was built for, when its builder knows it (nn.mnist_cnn sets it):
+    # train.fit, evaluate and predict compare it with the data's. None: not known, nothing is compared.
+    input_shape: tuple[int, ...] | None = None
+
     def __init__(self, *layers: Module, backend: str = "numpy") -> None:
         super().__init__()
         for i, layer in enumerate(layers):
