@@ -14,8 +14,8 @@ Commands (run from the repository, or pass ``--root``):
 * ``labs release``: write ``labs/student/<name>.ipynb`` for every solution: each solution region
   becomes ``# YOUR CODE HERE`` + ``raise NotImplementedError(...)`` (``YOUR ANSWER HERE`` in
   markdown), ``### BEGIN/END HIDDEN TESTS`` regions are removed, outputs are cleared, and the Colab
-  badge points at the student copy. Adding a lab = drop a solution notebook in ``labs/solutions``
-  and run ``labs release``.
+  badge points at the student copy. Adding a lab takes more than its solution notebook: see
+  labs/README.md, "Adding a lab".
 * ``labs check``: fail if a student version is missing, stale (differs from what ``release``
   would write) or contains solution text; used by the test suite.
 * ``labs grade PATH [--lab NAME] [--json FILE] [--out DIR] [--workers N] [--timeout S]``: grade a
