@@ -189,8 +189,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p_gr.add_argument(
         "--workers",
         type=int_at_least(1, "a number of workers"),
-        default=os.cpu_count() or 1,
-        help="submissions graded at once (default: %(default)s, the number of cores)",
+        default=None,
+        help="submissions graded at once (default: the CPUs this process may use, its CPU affinity capped by a "
+        "cgroup CPU quota such as a JupyterHub pod's cpu limit)",
     )
     p_gr.add_argument(
         "--timeout",
