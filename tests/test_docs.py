@@ -1,5 +1,6 @@
 """The documents agree with the code where a teacher acts on them: labs/README.md's table of graded cells and its
-list of the cells without hidden tests, against the solution notebooks."""
+list of the cells without hidden tests (against the solution notebooks), and the `grade` extra that
+teachers/README.md installs (it must bring what grading needs, and nbgrader as the student image pins it)."""
 
 from __future__ import annotations
 
@@ -96,3 +97,38 @@ def test_the_cells_without_hidden_tests_are_the_ones_named():
     count = re.search(r"Every graded cell but (\w+) ", bullet.group(1))
     words = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9}
     assert count and words.get(count.group(1)) == len(without), (count and count.group(1), len(without))
+
+
+def _requirements(extra: list[str]) -> dict[str, str]:
+    out = {}
+    for req in extra:
+        m = re.match(r"([A-Za-z0-9_.-]+)(\[[^\]]*\])?\s*(.*)", req)
+        assert m, req
+        out[m.group(1).lower()] = (m.group(2) or "") + m.group(3)
+    return out
+
+
+def test_the_grade_extra_brings_what_grading_needs():
+    """Lab 09's training cell needs scikit-learn (the data extra) and the PTX checks NVVM (numba-cuda[cu12], in the
+    lab extra): without them a grader gives 0 for a right lab 09 and full marks to a kernel no GPU accepts."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    grade = _requirements(extras["grade"])
+    assert "gpulab" in grade, extras["grade"]
+    brought = set(re.findall(r"[\w-]+", grade["gpulab"].split("]")[0]))
+    assert {"lab", "data"} <= brought, grade["gpulab"]
+    lab = _requirements(extras["lab"])
+    assert "[cu12]" in lab["numba-cuda"] and "scikit-learn" in _requirements(extras["data"])
+
+
+def test_nbgrader_is_pinned_as_in_the_image():
+    tomllib = pytest.importorskip("tomllib")
+    yaml = pytest.importorskip("yaml")
+    from packaging.specifiers import SpecifierSet
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    env = yaml.safe_load((ROOT / "binder" / "environment.yml").read_text(encoding="utf-8"))
+    image = next(d for d in env["dependencies"] if isinstance(d, str) and d.startswith("nbgrader"))
+    pin = SpecifierSet(image.removeprefix("nbgrader").strip())
+    for name in ("grade", "test"):
+        assert SpecifierSet(_requirements(extras[name])["nbgrader"]) == pin, (name, extras[name], image)
