@@ -132,3 +132,40 @@ def test_nbgrader_is_pinned_as_in_the_image():
     pin = SpecifierSet(image.removeprefix("nbgrader").strip())
     for name in ("grade", "test"):
         assert SpecifierSet(_requirements(extras[name])["nbgrader"]) == pin, (name, extras[name], image)
+
+
+TEACHERS = ROOT / "teachers"
+
+
+def _block_after(marker: str, lang: str) -> str:
+    text = (TEACHERS / "README.md").read_text(encoding="utf-8")
+    at = text.find(marker)
+    assert at >= 0, f"teachers/README.md: no {marker}"
+    found = re.search(rf"```{lang}\n(.*?)```", text[at:], re.S)
+    assert found, f"teachers/README.md: no ```{lang} block after {marker}"
+    return "\n".join(line.removeprefix("   ") for line in found.group(1).splitlines())  # inside a numbered list
+
+
+def test_the_exchange_volume_manifest_is_the_one_the_hub_mounts():
+    """teachers/README.md step 2 creates the claim teachers/jupyterhub-config.yaml mounts in every server (no claim:
+    every server Pending) and gives its root to uid 1000, the user every server runs as."""
+    yaml = pytest.importorskip("yaml")
+    docs = list(yaml.safe_load_all(_block_after("<!-- exchange-volume -->", "yaml")))
+    kinds = {d["kind"]: d for d in docs}
+    hub = yaml.safe_load((TEACHERS / "jupyterhub-config.yaml").read_text(encoding="utf-8"))
+    claims = {v["persistentVolumeClaim"]["claimName"] for v in hub["singleuser"]["storage"]["extraVolumes"]}
+    pvc = kinds["PersistentVolumeClaim"]
+    assert pvc["metadata"]["name"] in claims and pvc["spec"]["accessModes"] == ["ReadWriteMany"]
+    pod = kinds["Pod"]["spec"]
+    assert {v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]} == {pvc["metadata"]["name"]}
+    (box,) = pod["containers"]
+    assert "chown 1000 " in box["command"][-1] and box["securityContext"]["runAsUser"] == 0
+
+
+def test_the_helm_commands_agree_with_the_hub_config():
+    readme = (TEACHERS / "README.md").read_text(encoding="utf-8")
+    header = (TEACHERS / "jupyterhub-config.yaml").read_text(encoding="utf-8").split("\nhub:")[0]
+    for text in (readme, header):
+        assert "helm repo add jupyterhub https://hub.jupyter.org/helm-chart/" in text
+        install = re.search(r"helm upgrade --install gpulab jupyterhub/jupyterhub (.*?)--values", text, re.S)
+        assert install and "--version 4.x" in install.group(1) and "--namespace gpulab" in install.group(1)
