@@ -9,7 +9,8 @@ edits) is kept and named; ``--force`` replaces it. Then, in COURSE_DIR::
     nbgrader release_assignment lab01_threads      # to the exchange (JupyterHub)
     nbgrader collect lab01_threads
     nbgrader autograde lab01_threads               # hidden tests and locked cells put back
-    nbgrader generate_feedback lab01_threads
+    nbgrader generate_feedback lab01_threads       # feedback/<student>/lab01_threads/, here only
+    nbgrader release_feedback lab01_threads        # to the exchange: students fetch it (JupyterHub)
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ current ``HEAD`` minus the paths ``binder/.dockerignore`` keeps out of the stude
 the branch's previous commit, so students' nbgitpuller clones update by fast-forward. Your working
 tree, index and current branch are not touched. Then push it where students can read it, e.g.::
 
+    git remote add course-public git@github.com:MY-ORG/gpulab-student.git   # once
     python teachers/student_branch.py && git push course-public student:main
 """
 

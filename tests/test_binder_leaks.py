@@ -64,6 +64,12 @@ def test_a_teachers_checkout_keeps_its_grading_work_out(tmp_path):
         "submissions/alice/lab01_threads.ipynb",  # gpulab labs grade submissions/ --out graded/
         "graded/gradebook.csv",
         "graded/feedback/alice__lab01_threads.html",
+        # `labs grade submissions/` without --out writes submissions-graded/; gradebooks kept anywhere else
+        "submissions-graded/gradebook.csv",
+        "submissions-graded/gradebook.json",
+        "submissions-graded/feedback/alice__lab01_threads.html",
+        "grades-2026/gradebook-20261203-101500.csv",
+        "grades-2026/gradebook.json",
         # the Makefile's virtual environments hold an installed copy of the course, lesson answers included
         ".venv/lib/python3.12/site-packages/gpulab/_course/notebooks/02_memory.ipynb",
         ".venv-oldest/lib/python3.12/site-packages/gpulab/_course/notebooks/02_memory.ipynb",
@@ -110,6 +116,7 @@ def _run_guard(root: Path) -> subprocess.CompletedProcess:
 
 
 def test_postbuild_refuses_answers_and_gradebooks(tmp_path):
+    """nbgrader's gradebook.db and `labs grade`'s gradebook.csv / .json fail the build: every student's scores."""
     lesson = "notebooks/01_threads_blocks_grids.ipynb"
     shutil.copy(ROOT / lesson, tmp_path / "lesson.ipynb")
     assert any(m in (tmp_path / "lesson.ipynb").read_text() for m in MARKERS), "lessons carry answers (the source)"
@@ -125,6 +132,8 @@ def test_postbuild_refuses_answers_and_gradebooks(tmp_path):
         ("my-course/source/lab01_threads/lab01_threads.ipynb", solution),
         ("notebooks/learner/lab01_copy.ipynb", solution),
         ("my-course/gradebook.db", ""),
+        ("lab01-graded/gradebook.csv", "student,lab,total"),  # labs grade's gradebooks, by name
+        ("grades/gradebook.json", "[]"),
     ]:
         _write(tmp_path, leak, text)
         proc = _run_guard(tmp_path)

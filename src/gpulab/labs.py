@@ -14,8 +14,8 @@ Commands (run from the repository, or pass ``--root``):
 * ``labs release``: write ``labs/student/<name>.ipynb`` for every solution: each solution region
   becomes ``# YOUR CODE HERE`` + ``raise NotImplementedError(...)`` (``YOUR ANSWER HERE`` in
   markdown), ``### BEGIN/END HIDDEN TESTS`` regions are removed, outputs are cleared, and the Colab
-  badge points at the student copy. Adding a lab = drop a solution notebook in ``labs/solutions``
-  and run ``labs release``.
+  badge points at the student copy. Adding a lab takes more than its solution notebook: see
+  labs/README.md, "Adding a lab".
 * ``labs check``: fail if a student version is missing, stale (differs from what ``release``
   would write) or contains solution text; used by the test suite.
 * ``labs grade PATH [--lab NAME] [--json FILE] [--out DIR] [--workers N] [--timeout S]``: grade a
@@ -189,8 +189,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p_gr.add_argument(
         "--workers",
         type=int_at_least(1, "a number of workers"),
-        default=os.cpu_count() or 1,
-        help="submissions graded at once (default: %(default)s, the number of cores)",
+        default=None,
+        help="submissions graded at once (default: the CPUs this process may use, its CPU affinity capped by a "
+        "cgroup CPU quota such as a JupyterHub pod's cpu limit)",
     )
     p_gr.add_argument(
         "--timeout",

@@ -42,7 +42,7 @@ from gpulab.errors import UsageError
 
 from .assemble import source_for
 from .grader import GradeRow, Graded, check_device, grade_notebook, grading_device, ungraded
-from .sandbox import Limits
+from .sandbox import Limits, usable_cpus
 
 __all__ = ["Gradebook", "check_out_folder", "feedback_name", "grade_folder", "keep_earlier", "write_feedback"]
 
@@ -229,7 +229,7 @@ def grade_folder(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(pairs), desc="grading", unit="notebook")
-    with ThreadPoolExecutor(max_workers=max(1, workers or os.cpu_count() or 1)) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, workers or usable_cpus())) as pool:
         futures = {pool.submit(one, pair): pair[0] for pair in pairs}
         for fut in as_completed(futures):
             results[futures[fut]] = fut.result()

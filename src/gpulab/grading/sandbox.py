@@ -13,10 +13,14 @@ Limits, whatever the sandbox: wall time per cell and per submission (the whole p
 killed), memory (``RLIMIT_AS`` in simulator mode; CUDA reserves more address space than any sane
 limit, so in gpu mode the grader watches the resident size instead), output (bytes on stdout and
 stderr together) and file size.
+
+How many submissions run at once: :func:`usable_cpus`, the CPUs this process may use (its CPU affinity, capped
+by a cgroup CPU quota: a JupyterHub pod with ``cpu.limit: 2`` on a 64-core node may use 2, not 64).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import resource
 import shutil
@@ -27,7 +31,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Limits", "Sandbox", "describe", "bwrap_path"]
+__all__ = ["Limits", "Sandbox", "bwrap_path", "cgroup_cpu_limit", "describe", "usable_cpus"]
 
 NOBODY = 65534
 
@@ -41,6 +45,77 @@ class Limits:
     memory_mb: int = 4096
     output_bytes: int = 2_000_000
     file_bytes: int = 200_000_000
+
+
+def _quota(text: str, period_text: str | None = None) -> float | None:
+    """CPUs from a cgroup quota: v2 ``cpu.max`` ("200000 100000", or "max 100000" for none) or v1
+    ``cpu.cfs_quota_us`` with ``cpu.cfs_period_us`` (a quota of -1 is none)."""
+    parts = text.split() if period_text is None else [text.strip(), period_text.strip()]
+    if len(parts) != 2 or parts[0] in ("max", "-1"):
+        return None
+    quota, period = float(parts[0]), float(parts[1])
+    return quota / period if quota > 0 and period > 0 else None
+
+
+def _ancestry(mount: Path, path: str) -> list[Path]:
+    """``mount/path`` and each folder above it up to ``mount``: a quota set on a parent cgroup binds its children."""
+    parts = [p for p in path.strip().split("/") if p]
+    return [mount.joinpath(*parts[:n]) for n in range(len(parts), -1, -1)]
+
+
+def cgroup_cpu_limit(
+    root: Path = Path("/sys/fs/cgroup"), self_cgroup: Path = Path("/proc/self/cgroup")
+) -> float | None:
+    """The CPUs a cgroup quota allows this process (quota / period; the smallest along its cgroup and the cgroups
+    above it), or None where no quota is set or none can be read. cgroup v2 (``cpu.max``; the unified tree at
+    ``root`` or, on hybrid hosts, ``root/unified``) and v1 (``cpu.cfs_quota_us`` under the cpu controller's folder).
+    In a container the cgroup folder mounted at ``root`` is the container's own, whatever path
+    ``/proc/self/cgroup`` names, so ``root`` itself is read too."""
+    try:
+        lines = self_cgroup.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        lines = []
+    found: list[float] = []
+
+    def read(folder: Path, v2: bool) -> None:
+        try:
+            if v2:
+                cpus = _quota((folder / "cpu.max").read_text(encoding="utf-8"))
+            else:
+                quota = (folder / "cpu.cfs_quota_us").read_text(encoding="utf-8")
+                cpus = _quota(quota, (folder / "cpu.cfs_period_us").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        if cpus is not None:
+            found.append(cpus)
+
+    for line in lines or ["0::/"]:
+        fields = line.split(":", 2)
+        if len(fields) != 3:
+            continue
+        hierarchy, controllers, path = fields
+        if hierarchy == "0" and not controllers:  # cgroup v2
+            mounts = [root, root / "unified"]
+            v2 = True
+        elif "cpu" in controllers.split(","):  # cgroup v1: the cpu controller, alone or mounted with cpuacct
+            mounts = list(dict.fromkeys([root / controllers, root / "cpu", root / "cpu,cpuacct"]))
+            v2 = False
+        else:
+            continue
+        for mount in mounts:
+            for folder in _ancestry(mount, path):
+                read(folder, v2)
+    return min(found) if found else None
+
+
+def usable_cpus(root: Path = Path("/sys/fs/cgroup"), self_cgroup: Path = Path("/proc/self/cgroup")) -> int:
+    """The CPUs this process may use: those of its CPU affinity (``os.cpu_count()`` counts the machine's), capped by
+    a cgroup CPU quota rounded up (a quota of 1.5 CPUs keeps 2 processes busy), at least 1."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    limit = cgroup_cpu_limit(root, self_cgroup)
+    if limit is not None:
+        cpus = min(cpus, math.ceil(limit))
+    return max(1, cpus)
 
 
 def _drop() -> None:
