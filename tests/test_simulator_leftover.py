@@ -10,6 +10,7 @@ The checks' kernels run through gpulab.kernels.cooperative.launch: its blocks ru
 which holds the kernel context while the kernel ignores the harness's stops (as a loaded machine can keep a worker
 past the harness's tries), instead of in blocks' threads that the worker leaves behind when it is stopped."""
 
+import sys
 import threading
 import time
 
@@ -166,3 +167,53 @@ def test_a_launch_inside_a_cooperative_launch_is_still_refused():
     with pytest.raises(TypingError, match=device_calls.LAUNCH_IN_KERNEL.replace("(", r"\(").replace(")", r"\)")):
         cooperative.launch(launches_add_one, 1, 1, x, out)
     assert not out.any()
+
+
+@cuda.jit
+def waits_twice_kernel(out):
+    """Real block threads (syncthreads_count keeps numba-cuda's threads): one thread arrives late."""
+    t = cuda.threadIdx.x
+    if t == 3:
+        x = 0
+        for j in range(200):
+            x += j
+    cuda.syncthreads_count(1)
+    cuda.syncthreads_count(1)
+    out[t] = 1
+
+
+def test_stops_sent_at_any_moment_never_land_in_a_blocks_bookkeeping(monkeypatch):
+    """The harness stops threads at moments it cannot choose. A stop that landed in a leaving thread's bookkeeping
+    (gpulab.simulator.blocks.Block.finished) or before its kernel started ended that thread unseen, and its block's
+    other threads waited at a barrier for ever (CI run 21: block threads outlived their test; this test hung in 1 of
+    5 runs with only the guard of simulator.stopping.leaving, and failed 2 of 2 before it). Now a stop cannot land
+    there (stopping.started / leaving), and the launcher counts a thread that ended without reporting as failed
+    (Block.reap). Stops sent every 0.2 ms during 40 launches: each launch ends (run or stopped) and no block thread is
+    left. At this rate stops also interrupt numba-cuda's own exception handling (pytest warns of an exception in a
+    thread) and the garbage collector's weakref callbacks ("unraisable": this test's hook drops them)."""
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: None)
+    stop = threading.Event()
+
+    def hammer() -> None:
+        while not stop.is_set():
+            stopping.stop_threads(stopping.KernelTimeout)
+            time.sleep(0.0002)
+
+    h = threading.Thread(target=hammer, daemon=True)
+    h.start()
+    ended = 0
+    try:
+        for _ in range(40):
+            try:
+                waits_twice_kernel[1, 16](np.zeros(16, np.int32))
+            except (stopping.KernelTimeout, RuntimeError):
+                pass
+            ended += 1
+    finally:
+        stop.set()
+        h.join()
+    assert ended == 40
+    deadline = time.monotonic() + 10
+    while [th for th in threading.enumerate() if type(th).__name__ == "BlockThread" and th.is_alive()]:
+        assert time.monotonic() < deadline, "block threads still running after their launches ended"
+        time.sleep(0.05)

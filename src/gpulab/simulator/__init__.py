@@ -256,8 +256,10 @@ def harden() -> None:
 
     def run(th: Any) -> None:
         try:
+            stopping.started(th)  # stoppable from here: inside the try, so a stop always reaches the finally
             orig_run(th)
         finally:
+            stopping.leaving(th)  # no stop may land in the bookkeeping below (the block would wait for ever)
             _thread_done(th)
             block = getattr(th._manager, "_gpulab_block", None)
             if block is not None:
@@ -268,6 +270,7 @@ def harden() -> None:
     sim_kernel.BlockManager.run = run_block  # type: ignore[method-assign]
     thread_cls.syncthreads = syncthreads  # type: ignore[method-assign]
     thread_cls.run = run  # type: ignore[method-assign]
+    thread_cls._gpulab_guarded = True  # type: ignore[attr-defined]  # stop_threads waits for stopping.started
     array._gpulab_locked = True  # type: ignore[attr-defined]
     cls.array = array  # type: ignore[method-assign]
 

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from . import recordings, warps
+from .stopping import KernelTimeout
 from .warps_in_turn import InTurn, LaneError
 from .in_turn import plan
 from .swap import swapped_modules
@@ -61,13 +62,19 @@ class Block:
         self.serial = serial
         self.number = recordings.number()  # recordings begun before this block ignore its threads' notes
         self.cv = threading.Condition()
-        self.alive = len(threads)
+        self.done: set[Any] = set()  # threads whose end was counted (finished, or reaped by the launcher)
         self.blocked = 0
         self.generation = 0
         self.failed: Any = None
         self.warp_waiting = 0  # threads waiting in a warp function for lanes of their group (warps.py)
         self.at_barrier: set[int] = set()  # linear ids of the threads waiting at cuda.syncthreads()
         self.stuck = ""  # why no thread can go on, once that is so (some at a barrier, some in a warp function)
+
+    @property
+    def alive(self) -> int:
+        """Threads still running: derived, so a thread stopped half-way through :meth:`finished` cannot leave a
+        count behind."""
+        return len(self.threads) - len(self.done)
 
     def _open(self) -> None:
         self.blocked = 0
@@ -122,7 +129,9 @@ class Block:
 
     def finished(self, th: Any) -> None:
         with self.cv:
-            self.alive -= 1
+            if th in self.done:
+                return
+            self.done.add(th)
             warps.lane_exited(self, th)
             if th.exception is not None and self.failed is None:
                 self.failed = th
@@ -132,6 +141,21 @@ class Block:
             else:
                 self.check_stuck()
                 self.cv.notify_all()  # warp functions waiting for this lane see that it returned
+
+    def reap(self) -> bool:
+        """With the lock held, in the launching thread: count the threads that ended without reporting (a stop
+        that landed before or inside their bookkeeping, :func:`gpulab.simulator.stopping.leaving`) as failed, and
+        stop the block, so that its other threads never wait at a barrier for a thread that is gone. True if any."""
+        gone = [t for t in self.threads if t not in self.done and t.ident is not None and not t.is_alive()]
+        for t in gone:
+            if not t.exception:
+                t.exception = (KernelTimeout("a simulator thread was stopped (a deadline) before it reported"), None)
+            self.done.add(t)
+            if self.failed is None:
+                self.failed = t
+        if gone:
+            self._stop_all()
+        return bool(gone)
 
     def abort(self) -> None:
         with self.cv:
@@ -288,7 +312,7 @@ def run_block(manager: Any, grid_point: Any, *args: Any) -> None:
             t.start()
         with block.cv:
             while block.alive and block.failed is None:
-                if not block.cv.wait(0.05) and not any(t.is_alive() for t in threads):
+                if not block.cv.wait(0.05) and not block.reap() and not any(t.is_alive() for t in threads):
                     break
     except BaseException:
         block.abort()

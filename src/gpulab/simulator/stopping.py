@@ -54,21 +54,55 @@ class KernelTimeout(Exception):
     """Raised inside stuck simulator threads to stop a kernel that ran past its deadline."""
 
 
+_SET_ASYNC_EXC = ctypes.pythonapi.PyThreadState_SetAsyncExc  # (thread id, exception type or None to withdraw)
+
+
 def stop_threads(exc_type: type[BaseException]) -> list[str]:
-    """Raise ``exc_type`` inside every running simulator thread; returns which ones."""
+    """Raise ``exc_type`` inside every running simulator thread; returns which ones. A thread that has begun to
+    leave (:func:`leaving`) is skipped: a stop landing in its block's bookkeeping would leave the block short of a
+    thread, and its other threads waiting at a barrier for ever."""
     stopped = []
     for th in threading.enumerate():
-        if type(th).__name__ == "BlockThread" and th.is_alive() and th.ident is not None:
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(th.ident), ctypes.py_object(exc_type))
-            stopped.append(f"thread {tuple(th.threadIdx)} of block {tuple(th.blockIdx)}")  # type: ignore[attr-defined]
+        if type(th).__name__ != "BlockThread" or not th.is_alive() or th.ident is None:
+            continue
+        guard = getattr(th, "_gpulab_guard", None)
+        if guard is None and getattr(type(th), "_gpulab_guarded", False):
+            continue  # not yet in its kernel (a stop before run's try would end it unseen): the next round's
+        with guard if guard is not None else contextlib.nullcontext():
+            if getattr(th, "_gpulab_leaving", False):
+                continue
+            _SET_ASYNC_EXC(ctypes.c_ulong(th.ident), ctypes.py_object(exc_type))
+        stopped.append(f"thread {tuple(th.threadIdx)} of block {tuple(th.blockIdx)}")  # type: ignore[attr-defined]
     return stopped
+
+
+def started(th: Any) -> None:
+    """Called inside a simulator thread's ``run``, before its kernel: from here it may be stopped (the lock
+    :func:`stop_threads` and :func:`leaving` share). Threads of a class marked ``_gpulab_guarded`` are not stopped
+    before this."""
+    th._gpulab_guard = threading.Lock()
+
+
+def leaving(th: Any) -> None:
+    """Called by a simulator thread (``th`` is the current thread) before its block's bookkeeping: from here on
+    :func:`stop_threads` leaves it alone, and a stop already sent but not yet raised is withdrawn. A stop raised
+    before the guard is taken (between the kernel's end and here) is caught and the guard taken again."""
+    guard = getattr(th, "_gpulab_guard", None) or threading.Lock()
+    for _ in range(1000):
+        try:
+            with guard:
+                th._gpulab_leaving = True
+                _SET_ASYNC_EXC(ctypes.c_ulong(th.ident), None)  # withdraw a pending stop (NULL clears it)
+            return
+        except BaseException:  # noqa: BLE001 - a stop raised here: this thread is leaving anyway
+            continue
 
 
 def stop_thread(thread: threading.Thread, exc_type: type[BaseException]) -> bool:
     """Raise ``exc_type`` inside ``thread`` (a Python thread stuck in a loop); True if it was running."""
     if not thread.is_alive() or thread.ident is None:
         return False
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(exc_type))
+    _SET_ASYNC_EXC(ctypes.c_ulong(thread.ident), ctypes.py_object(exc_type))
     return True
 
 
