@@ -243,7 +243,7 @@ def test_softmax_xent(backend, shape):
     loss, grad = _ops(backend).softmax_xent(_dev(z, backend), _dev(y, backend))
     z64 = z.astype(np.float64) - z.max(1, keepdims=True)
     p = np.exp(z64) / np.exp(z64).sum(1, keepdims=True)
-    assert loss == pytest.approx(-np.log(p[np.arange(len(y)), y]).mean(), rel=1e-5)
+    assert float(loss) == pytest.approx(-np.log(p[np.arange(len(y)), y]).mean(), rel=1e-5)  # 0-d, where z is
     p[np.arange(len(y)), y] -= 1
     np.testing.assert_allclose(_host(grad), p / len(y), rtol=1e-5, atol=1e-7)
 

@@ -138,10 +138,13 @@ class Ops(abc.ABC):
         """
 
     @abc.abstractmethod
-    def softmax_xent(self, logits: Any, labels: Any) -> tuple[float, Any]:
+    def softmax_xent(self, logits: Any, labels: Any) -> tuple[Any, Any]:
         """Mean cross-entropy of softmax(logits (N, K)) and labels (N,) in [0, K), and d loss / d logits::
 
         for r: p = softmax(logits[r]); loss += -log p[labels[r]] / N; grad[r] = (p - onehot(labels[r])) / N
+
+        The loss comes back as a 0-d value where the logits are, not read: a NumPy float32 on the host, a 0-d CuPy
+        array on the GPU (``float(loss)`` reads it, and on a GPU a read waits for all the work queued before it).
         """
 
     @abc.abstractmethod
