@@ -243,7 +243,7 @@ def test_softmax_xent(backend, shape):
     loss, grad = _ops(backend).softmax_xent(_dev(z, backend), _dev(y, backend))
     z64 = z.astype(np.float64) - z.max(1, keepdims=True)
     p = np.exp(z64) / np.exp(z64).sum(1, keepdims=True)
-    assert loss == pytest.approx(-np.log(p[np.arange(len(y)), y]).mean(), rel=1e-5)
+    assert float(loss) == pytest.approx(-np.log(p[np.arange(len(y)), y]).mean(), rel=1e-5)  # 0-d, where z is
     p[np.arange(len(y)), y] -= 1
     np.testing.assert_allclose(_host(grad), p / len(y), rtol=1e-5, atol=1e-7)
 
@@ -283,6 +283,26 @@ def test_bad_arguments_are_usage_errors(backend):
         ops.softmax_xent(np.zeros((2, 10), np.float32), np.array([3, 10]))
     with pytest.raises(UsageError, match=r"in \[0, 10\)"):
         ops.softmax_xent(np.zeros((2, 10), np.float32), np.array([-1, 0]))
+
+
+def test_labels_within_checks_the_promised_range_without_reading_the_labels():
+    """train.fit and bench cnn read their labels' range once; inside labels_within no batch's labels are read."""
+    check_labels, labels_within = nn_ops_contract.check_labels, nn_ops_contract.labels_within
+
+    class Unreadable:  # labels whose values cannot be read: only their shape and dtype are looked at
+        shape, dtype = (3,), np.dtype(np.int64)
+
+        def min(self):
+            raise AssertionError("read")
+
+        max = min
+
+    with labels_within(0, 9, "the test's labels"):
+        check_labels(Unreadable(), 3, 10)
+        with pytest.raises(UsageError, match=r"from 0 to 9 in the test's labels"):
+            check_labels(Unreadable(), 3, 9)
+    with pytest.raises(AssertionError, match="read"):  # outside the block: read, as before
+        check_labels(Unreadable(), 3, 10)
 
 
 def test_one_rule_for_where_arrays_live():

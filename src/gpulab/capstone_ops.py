@@ -323,9 +323,9 @@ class LearnerOps(KernelOps):
         return dx
 
     @_quiet("softmax_xent")
-    def softmax_xent(self, logits: Any, labels: Any) -> tuple[float, Any]:
+    def softmax_xent(self, logits: Any, labels: Any) -> tuple[Any, Any]:
         loss, grad = super().softmax_xent(logits, labels)
-        self._finite("softmax_xent", grad, np.asarray(loss))
+        self._finite("softmax_xent", grad, runtime.array_module(grad).asarray(loss))  # the 0-d loss where it is
         n = logits.shape[0]
         self._same(
             "softmax_xent",

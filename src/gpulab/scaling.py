@@ -207,10 +207,13 @@ def fp16_flush_fraction(values: Any, scale: float = 1.0) -> float:
 
 def full_batch_gradients(model: Any, loss_fn: Any, x: Any, y: Any) -> tuple[float, dict[str, Any]]:
     """Loss and ``{name: gradient}`` (copies) of one forward + backward on the batch ``(x, y)``."""
+    from .nn.loss import check_loss
     from .nn.step import forward_backward
 
     loss, _ = forward_backward(model, loss_fn, x, y)  # the engine's one training step, without the update
-    return loss, {name: g.copy() for name, _, g in model.parameters()}
+    value = float(loss)  # read (on a GPU: a wait), as the number this returns
+    check_loss(value, model.ops)
+    return value, {name: g.copy() for name, _, g in model.parameters()}
 
 
 def flat_gradients(grads: dict[str, Any]) -> Any:

@@ -18,10 +18,16 @@ from . import data as _data
 from . import nn, runtime
 from .kernels._launch import ceil_div
 from .errors import UsageError, whole_number
-from .nn.ops import to_backend
+from .nn.ops import label_range, labels_within, to_backend
 from .train_checks import check_dataset, check_image_shape, check_model, check_optimizer, describe
 
-__all__ = ["History", "evaluate", "fit", "limit_threads", "predict", "tune_allocator"]
+__all__ = ["History", "READ_EVERY", "evaluate", "fit", "limit_threads", "predict", "tune_allocator"]
+
+# On a GPU, fit reads the epoch's running loss and correct count (one transfer, one wait for the GPU) after the first
+# step, every READ_EVERY steps and at the end of the epoch, not after each step: each read drains the GPU's queue and
+# leaves it idle while Python queues the next step. That is when the progress bar's loss changes and when a NaN or
+# inf loss is noticed. On the host (NumPy) reading costs nothing: every step, as ever.
+READ_EVERY = 50
 
 
 def tune_allocator() -> bool:
@@ -167,6 +173,15 @@ def fit(
     started, or done. However a call ends, ``model.fit_state.history`` holds the :class:`History` of the epochs it
     finished (the one it returns, when it returns). The worker threads of ``workers > 1`` are shut down however fit
     ends.
+
+    On a GPU no step waits for it: the training labels' range is read once per call (``nn.ops.labels_within``), and
+    each step's loss and correct count are summed on the device (:class:`gpulab.nn.StepSums`) and read after the
+    first step, every :data:`READ_EVERY` steps and at the end of each epoch (one explicit synchronization there,
+    which the epoch's time includes). The trade-off: a NaN or inf loss raises FloatingPointError at the next read,
+    naming the steps it came from, so the updates of up to READ_EVERY steps have run with it and the weights may hold
+    NaN by then (rebuild the model, or load a checkpoint). On the host (``numpy``, simulator mode) it raises in the
+    step that made it, before its backward, as before. The capstone's learner ops keep their own guard, which names
+    the op before any weight changes (:mod:`gpulab.capstone_ops`).
     """
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
         raise UsageError(f"epochs must be a whole number >= 1, got {epochs!r}.")
@@ -252,14 +267,19 @@ def _fit(
         except ImportError:  # pragma: no cover - plain Python: no live figure
             fig = None
     parallel = nn.DataParallel(model, workers, seed=seed) if workers > 1 else None
+    # the training labels' range, read once (each batch's labels are among them); labels that are not integers are
+    # refused by the loss at the first step, as ever
+    integers = np.issubdtype(np.dtype(ytr.dtype), np.integer) and ytr.size
+    labels = (*label_range(ytr), "the training labels (dataset.y_train)") if integers else None
     first = progress_state.epoch + 1
     try:  # the worker threads end however fit ends (an interrupt too)
         for epoch in range(first, first + epochs):
             bar = _progress(ceil_div(xtr.shape[0], batch_size), f"epoch {epoch}/{first + epochs - 1}", progress)
             try:
-                total_loss, correct, seconds = _train_epoch(
-                    model, xtr, ytr, batch_size, optimizer, loss_fn, parallel, rng, epoch, first, bar
-                )
+                with labels_within(*labels) if labels else _nullcontext():  # the steps only (not evaluate's labels)
+                    total_loss, correct, seconds = _train_epoch(
+                        model, xtr, ytr, batch_size, optimizer, loss_fn, parallel, rng, epoch, first, bar
+                    )
             finally:
                 if bar is not None:
                     bar.close()
@@ -302,24 +322,35 @@ def _train_epoch(
 ) -> tuple[float, int, float]:
     """One pass over the shuffled training data: (summed loss, correct predictions, seconds). The epoch counts as
     done with ``model.fit_state`` at its end, and as started once its shuffle is drawn: an interrupt or error after
-    that (the weights and the generator have moved on) leaves it counted, with a note on the exception saying so."""
+    that (the weights and the generator have moved on) leaves it counted, with a note on the exception saying so.
+
+    The sums stay where the model computes and are read after the first step, every :data:`READ_EVERY` steps and at
+    the end (on the host: every step, where reading is free); each read updates the progress bar's loss (the last
+    batch's) and raises if the loss has turned NaN or inf."""
     model.train()
     if parallel is not None:
         parallel.train()
     t0 = time.perf_counter()
-    total_loss, correct, done = 0.0, 0, 0
+    sums = nn.StepSums(runtime.array_module(xtr))
+    every = 1 if sums.on_host else READ_EVERY
+    where = f" of epoch {epoch}"
+    done = 0
     before = rng.bit_generator.state
     try:
         for xb, yb in _data.batches(xtr, ytr, batch_size, shuffle=True, rng=rng):
             loss, logits = nn.train_step(model, loss_fn, optimizer, xb, yb, parallel)  # forward, backward, update
-            total_loss += loss * xb.shape[0]
-            correct += int((logits.argmax(axis=1) == yb).sum())
+            sums.add(loss, logits, yb)  # on the device: nothing read
             done += 1
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
-        runtime.synchronize()
+            if done == 1 or done % every == 0:
+                last = sums.read(model.ops, where)[2]  # one transfer (on a GPU: a wait)
+                if bar is not None:
+                    bar.set_postfix(loss=f"{last:.4f}", refresh=False)
+        runtime.synchronize()  # the epoch's time covers its work
         model.ops.finish()  # checks a backend held back (the capstone's, on a GPU): the epoch's last ones
+        seconds = time.perf_counter() - t0
+        total_loss, correct, _ = sums.read(model.ops, where)
     except BaseException as e:
         if rng.bit_generator.state != before:  # its shuffle was drawn: the epoch has started
             model.fit_state.epoch = epoch
@@ -333,7 +364,7 @@ def _train_epoch(
                 )
         raise
     model.fit_state.epoch = epoch
-    return total_loss, correct, time.perf_counter() - t0
+    return total_loss, correct, seconds
 
 
 def _progress(total: int, desc: str, enabled: bool):

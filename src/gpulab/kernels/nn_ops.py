@@ -308,8 +308,9 @@ def maxpool_backward(dout: Any, arg: Any, x_shape: tuple[int, ...], k: int, stri
     return dx
 
 
-def softmax_xent(logits: Any, labels: Any, *, kernel: Any = None) -> tuple[float, Any]:
-    """Mean cross-entropy loss of softmax(logits) and its gradient w.r.t. logits (N, K)."""
+def softmax_xent(logits: Any, labels: Any, *, kernel: Any = None) -> tuple[Any, Any]:
+    """Mean cross-entropy loss of softmax(logits) and its gradient w.r.t. logits (N, K). The loss is a 0-d value
+    where the logits are (a NumPy float32, or a 0-d CuPy array on the GPU, not read: ``float(loss)`` reads it)."""
     check_array("logits", logits, ndim=2, dtype=np.float32)
     n, classes = int(logits.shape[0]), int(logits.shape[1])
     check_labels(labels, n, classes)
@@ -318,7 +319,7 @@ def softmax_xent(logits: Any, labels: Any, *, kernel: Any = None) -> tuple[float
     grad = xp.empty_like(logits)
     losses = xp.empty(n, dtype=np.float32)
     launch_1d(kernel or softmax_xent_kernel, n, logits, xp.ascontiguousarray(labels.astype(np.int64)), grad, losses)
-    return float(losses.mean()), grad
+    return losses.mean(), grad  # 0-d: read by whoever needs the number (on a GPU, a wait)
 
 
 def _check_in_place(op: str, **arrays: Any) -> None:

@@ -19,7 +19,7 @@ from .optimes import OpTimes
 from .optim import SGD, Adam
 from .parallel import DataParallel
 from .sequential import Sequential
-from .step import forward_backward, train_step
+from .step import StepSums, forward_backward, train_step
 
 __all__ = [
     "Adam",
@@ -37,6 +37,7 @@ __all__ = [
     "SGD",
     "Sequential",
     "SoftmaxCrossEntropy",
+    "StepSums",
     "checkpoint_path",
     "forward_backward",
     "he_normal",

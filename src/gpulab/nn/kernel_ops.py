@@ -77,7 +77,7 @@ class KernelOps(Ops):
             )
         return self.k.maxpool_backward(dout, cache[0], x_shape, k, stride, kernel=self._kernel("maxpool_backward"))
 
-    def softmax_xent(self, logits: Any, labels: Any) -> tuple[float, Any]:
+    def softmax_xent(self, logits: Any, labels: Any) -> tuple[Any, Any]:
         return self.k.softmax_xent(logits, labels, kernel=self._kernel("softmax_xent"))
 
     def adam_update(self, p: Any, g: Any, m: Any, v: Any, lr_t: float, b1: float, b2: float, eps_t: float) -> None:

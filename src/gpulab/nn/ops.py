@@ -27,6 +27,9 @@ int32 position ``a*k + b`` of each window's first maximum (what the kernels comp
 from __future__ import annotations
 
 import abc
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -45,6 +48,8 @@ __all__ = [
     "conv_out_hw",
     "device_for",
     "get",
+    "label_range",
+    "labels_within",
     "to_backend",
     "windows",
 ]
@@ -133,10 +138,13 @@ class Ops(abc.ABC):
         """
 
     @abc.abstractmethod
-    def softmax_xent(self, logits: Any, labels: Any) -> tuple[float, Any]:
+    def softmax_xent(self, logits: Any, labels: Any) -> tuple[Any, Any]:
         """Mean cross-entropy of softmax(logits (N, K)) and labels (N,) in [0, K), and d loss / d logits::
 
         for r: p = softmax(logits[r]); loss += -log p[labels[r]] / N; grad[r] = (p - onehot(labels[r])) / N
+
+        The loss comes back as a 0-d value where the logits are, not read: a NumPy float32 on the host, a 0-d CuPy
+        array on the GPU (``float(loss)`` reads it, and on a GPU a read waits for all the work queued before it).
         """
 
     @abc.abstractmethod
@@ -260,19 +268,47 @@ def conv_out_hw(h: int, w: int, kh: int, kw: int, stride: int, pad: int) -> tupl
     return out_len(h, kh, stride, pad), out_len(w, kw, stride, pad)
 
 
+# The range [lo, hi] every labels array in a training loop lies in, read once from the labels the loop draws its
+# batches from (labels_within); None: check_labels reads each array's own range.
+_LABEL_RANGE: contextvars.ContextVar[tuple[int, int, str] | None] = contextvars.ContextVar("label_range", default=None)
+
+
+def label_range(labels: Any) -> tuple[int, int]:
+    """The least and the greatest of ``labels`` (a non-empty integer array), read in one transfer: on a GPU each read
+    of a device value waits for the GPU."""
+    xp = array_module(labels)
+    lo, hi = (int(v) for v in np.asarray(runtime.to_host(xp.stack((labels.min(), labels.max())))))
+    return lo, hi
+
+
+@contextlib.contextmanager
+def labels_within(lo: int, hi: int, source: str) -> Iterator[None]:
+    """Within the block, every labels array :func:`check_labels` sees is taken to lie in [lo, hi] (``source`` names
+    where that range was read, for its message), so it compares that range with the logits' classes without reading
+    the labels. ``train.fit`` and ``bench cnn`` read their training labels' range once (:func:`label_range`) and
+    train inside this block, since every batch's labels are drawn from them: on a GPU, reading each batch's range
+    would make every step wait for the GPU. The promise holds for the calling thread only (a context variable:
+    :class:`gpulab.nn.DataParallel`'s worker threads read their shares' labels, on the host, where that is free)."""
+    token = _LABEL_RANGE.set((int(lo), int(hi), source))
+    try:
+        yield
+    finally:
+        _LABEL_RANGE.reset(token)
+
+
 def check_labels(labels: Any, n: int, classes: int) -> None:
-    """Labels must be n integers in [0, classes)."""
+    """Labels must be n integers in [0, classes): their range is read from them, or taken from the enclosing
+    :func:`labels_within` (nothing read)."""
     if tuple(labels.shape) != (n,):
         raise UsageError(f"labels must have shape ({n},) to match the logits, got {tuple(labels.shape)}.")
     if not np.issubdtype(np.dtype(labels.dtype), np.integer):
         raise UsageError(f"labels must be integers (class indices), got dtype {np.dtype(labels.dtype).name}.")
     if not n:
         return
-    xp = array_module(labels)
-    # the least and the greatest in one transfer: on a GPU each read of a device value waits for the GPU
-    lo, hi = (int(v) for v in np.asarray(runtime.to_host(xp.stack((labels.min(), labels.max())))))
+    known = _LABEL_RANGE.get()
+    lo, hi, where = known if known is not None else (*label_range(labels), "")
     if lo < 0 or hi >= classes:
         raise UsageError(
             f"labels must be in [0, {classes}) (class indices, {classes} logits per row), got values from {lo} to "
-            f"{hi}. Check the dataset's labels."
+            f"{hi}{f' in {where}' if where else ''}. Check the dataset's labels."
         )

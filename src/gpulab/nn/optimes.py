@@ -139,7 +139,7 @@ class OpTimes(Ops):
     def maxpool_backward(self, dout: Any, cache: Any, x_shape: tuple[int, ...], k: int, stride: int) -> Any:
         return self._timed("maxpool_backward", self.inner.maxpool_backward, dout, cache, x_shape, k, stride)
 
-    def softmax_xent(self, logits: Any, labels: Any) -> tuple[float, Any]:
+    def softmax_xent(self, logits: Any, labels: Any) -> tuple[Any, Any]:
         return self._timed("softmax_xent", self.inner.softmax_xent, logits, labels)
 
     def adam_update(self, p: Any, g: Any, m: Any, v: Any, lr_t: float, b1: float, b2: float, eps_t: float) -> None:

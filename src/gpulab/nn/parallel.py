@@ -80,7 +80,7 @@ class DataParallel:
         count = (1000 * self.seed + i) * self.model.layers[j].streams
         return xoroshiro.jump(words.view(xoroshiro.DTYPE), count).view(np.uint64)
 
-    def _work(self, i: int, x: Any, y: Any, words: dict[int, Any]) -> tuple[float, Any]:
+    def _work(self, i: int, x: Any, y: Any, words: dict[int, Any]) -> tuple[Any, Any]:
         rep = self.replicas[i]
         if i:
             for j, w in words.items():  # jumped here, in this worker's thread (NumPy releases the GIL)
@@ -107,7 +107,7 @@ class DataParallel:
             g *= weights[0]
             for w, (_, _, gi) in zip(weights[1:], others):
                 g += w * gi
-        loss = sum(w * r[0] for w, r in zip(weights, results))
+        loss = sum(w * float(r[0]) for w, r in zip(weights, results))  # host numbers (NumPy): read for free
         return loss, np.concatenate([r[1] for r in results])
 
     def train(self, mode: bool = True) -> None:
