@@ -38,9 +38,10 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
         "for i in range(cuda.grid(1), out.size, cuda.gridsize(1)): out[i] = a[i] + b[i]",
     ),
     ("01", "at"): (
-        "A device function returns a value: the element when (i, j) lies inside a, else 0.0. Python (and numba) "
-        "read a negative index as counting from the end, so test the lower bounds too.",
-        "if 0 <= i < a.shape[0] and 0 <= j < a.shape[1]: return a[i, j]; otherwise return 0.0",
+        "A device function returns a value: the element when (i, j) lies inside a, else a float32 zero. Python "
+        "(and numba) read a negative index as counting from the end, so test the lower bounds too.",
+        "if 0 <= i < a.shape[0] and 0 <= j < a.shape[1]: return a[i, j]; otherwise return float32(0.0) (a bare 0.0 "
+        "is a float64 in Numba)",
     ),
     ("01", "block_shape"): (
         "Idle threads appear only where a block hangs over an edge of the matrix: along x the 48 columns must be "
