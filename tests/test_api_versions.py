@@ -111,8 +111,8 @@ def test_the_check_sees_the_installed_versions_not_the_newest(tmp_path):
 # numba's config module in timing.no_interface_sync), which the scan cannot follow, and which the unit
 # tests replace with fakes (tests/test_interop.py, tests/test_timing.py): the fakes must stand for real names.
 # Also the methods called on numba-cuda's objects (the scan sees ``out_d.copy_to_host``, not its class): lesson 02's
-# streams (DeviceNDArray copies with stream=, ``kernel[blocks, threads, stream]``, Stream.synchronize),
-# timing.benchmark's events and bench/streams.py's copy-engine count.
+# streams (DeviceNDArray copies with stream=, a slice of a DeviceNDArray as a view, ``kernel[blocks, threads,
+# stream]``, Stream.synchronize), timing.benchmark's events and bench/streams.py's copy-engine count.
 REACHED_THROUGH_VARIABLES = """
 import cupy
 import numba.cuda.api
@@ -122,6 +122,7 @@ import numba.cuda.core.config
 import numba.cuda.dispatcher
 numba.cuda.cudadrv.devicearray.DeviceNDArray.copy_to_host(None, stream=0)
 numba.cuda.cudadrv.devicearray.DeviceNDArray.copy_to_device(None, stream=0)
+numba.cuda.cudadrv.devicearray.DeviceNDArray.__getitem__(None)
 numba.cuda.cudadrv.driver.Stream.synchronize()
 numba.cuda.cudadrv.driver.Event.record(stream=0)
 numba.cuda.cudadrv.driver.Event.synchronize()
@@ -143,4 +144,4 @@ def test_names_reached_through_variables_exist_in_the_installed_versions(tmp_pat
     py.write_text(REACHED_THROUGH_VARIABLES)
     r = _apicheck(py)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "21 CuPy/numba names" in r.stdout, r.stdout  # every line above was checked
+    assert "22 CuPy/numba names" in r.stdout, r.stdout  # every line above was checked

@@ -36,19 +36,29 @@ def _add(
     host_args=False,
     last=True,
     x_twice=False,
+    alloc_in_loop=False,
+    shared_buffers=False,
 ):
     """pipelined_add as the lab's solution writes it, with one (or more) of the learner's mistakes switched on."""
 
     def pipelined_add(x_h, y_h, out_h, chunk, n_streams):
         n = x_h.size if last else x_h.size - x_h.size % chunk
         streams = [cuda.stream() for _ in range(1 if one_stream else n_streams)]
+        bufs = [[cuda.device_array(chunk, np.float32) for _ in range(3)] for _ in streams]
+        if shared_buffers:  # one set of buffers for every stream: a race between the streams
+            bufs = [bufs[0]] * len(streams)
         for k, start in enumerate(range(0, n, chunk)):
             s = streams[k % len(streams)]
             other = streams[(k + 1) % len(streams)] if cross else s
             part = slice(start, min(start + chunk, n))
             xs, ys = (x_h[part], y_h[part]) if copy_in else (x_h[part].copy(), y_h[part].copy())
-            x_d, y_d = cuda.to_device(xs, stream=s), cuda.to_device(ys, stream=s)
-            out_d = cuda.device_array(x_d.size, np.float32, stream=s)
+            if alloc_in_loop:
+                x_d, y_d = cuda.to_device(xs, stream=s), cuda.to_device(ys, stream=s)
+                out_d = cuda.device_array(x_d.size, np.float32, stream=s)
+            else:
+                x_d, y_d, out_d = (b[: part.stop - start] for b in bufs[k % len(streams)])
+                x_d.copy_to_device(xs, stream=s)
+                y_d.copy_to_device(ys, stream=s)
             launch = ((x_d.size + 127) // 128, 128) + ((other,) if kernel_stream else ())
             if host_args:
                 tmp = np.empty(x_d.size, np.float32)
@@ -72,7 +82,7 @@ def test_the_solution_scores_full_points_on_the_visible_and_the_hidden_cases():
     for res in (P.check(_add()), P.check(_add(), **HIDDEN)):
         assert res.passed and res.score == res.max_score == P.points == 3, res
         assert len(res.checks) == len(HIDDEN["sizes"] if "n=2049" in str(res) else P.sizes)
-        assert "calls (streams, pinned memory, synchronize) checked" in res.message
+        assert "calls (streams, pinned memory, allocations, synchronize) checked" in res.message
 
 
 def test_the_lesson_and_the_lab_share_one_list_of_mistakes_split_into_slow_and_unsafe():
@@ -92,6 +102,7 @@ def test_the_lesson_and_the_lab_share_one_list_of_mistakes_split_into_slow_and_u
         (_add(sync=False, sync_in_loop=True), "no_overlap"),
         (_add(host_args=True), "kernel_host_arrays"),
         (_add(into_slice=False, sync=False), "pageable_out"),  # synchronous copies back: no final sync needed
+        (_add(alloc_in_loop=True), "alloc_in_loop"),
     ],
 )
 def test_right_results_that_cannot_overlap_get_half_the_points_and_the_named_hint(fn, mistake):
@@ -112,6 +123,7 @@ def test_the_kernel_hint_names_the_labs_kernel():
     [
         (_add(sync=False), "no_final_sync", "still queued"),
         (_add(cross=True), "cross_stream", "touched device memory"),
+        (_add(shared_buffers=True), "cross_stream", "touched device memory"),
         (_add(x_twice=True), None, "expected"),
         (_add(last=False), "last_chunk", "only the last, shorter chunk is wrong"),
     ],
@@ -139,10 +151,12 @@ def test_errors_and_the_placeholder_score_zero_with_what_to_do():
 
     def no_modulo(x_h, y_h, out_h, chunk, n_streams):  # right while there are as many chunks as streams
         streams = [cuda.stream() for _ in range(n_streams)]
+        bufs = [[cuda.device_array(chunk, np.float32) for _ in range(3)] for _ in range(n_streams)]
         for k, start in enumerate(range(0, x_h.size, chunk)):
             s, part = streams[k], slice(start, min(start + chunk, x_h.size))
-            x_d, y_d = cuda.to_device(x_h[part], stream=s), cuda.to_device(y_h[part], stream=s)
-            out_d = cuda.device_array(x_d.size, np.float32, stream=s)
+            x_d, y_d, out_d = (b[: part.stop - start] for b in bufs[k % n_streams])
+            x_d.copy_to_device(x_h[part], stream=s)
+            y_d.copy_to_device(y_h[part], stream=s)
             add_kernel[(x_d.size + 127) // 128, 128, s](x_d, y_d, out_d)
             out_d.copy_to_host(out_h[part], stream=s)
         cuda.synchronize()

@@ -141,6 +141,28 @@ def test_compile_only_mode_uses_real_cuda_target_without_gpu():
     assert r.stdout.split()[0] == "gpu"
 
 
+@pytest.mark.parametrize("given, expected", [(None, "0"), ("1", "1"), ("0", "0")])
+def test_low_occupancy_warnings_are_off_unless_the_user_turned_them_on(given, expected):
+    """numba-cuda warns at every launch of fewer than 128 blocks (the lessons' small grids): gpulab turns the warning
+    off when it picks the mode, before numba is imported, but keeps a value the user set. Compile-only gpu mode
+    imports numba-cuda's real config."""
+    env = {"GPULAB_DEVICE": "gpu", "GPULAB_COMPILE_ONLY": "1"}
+    if given is not None:
+        env["NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS"] = given
+    drop = {"NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS"} if given is None else set()
+    code = """
+        import os, gpulab
+        from numba.cuda.core import config
+        print(gpulab.mode(), os.environ["NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS"], config.CUDA_LOW_OCCUPANCY_WARNINGS)
+    """
+    full_env = {k: v for k, v in os.environ.items() if k not in drop | {"GPULAB_DEVICE", "NUMBA_ENABLE_CUDASIM"}}
+    r = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=full_env | env, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["gpu", expected, expected]
+
+
 def test_sizes_and_array_module_follow_mode():
     import numpy as np
 

@@ -113,6 +113,25 @@ def test_the_simulator_records_copies_launches_and_syncs_with_their_stream():
     assert id(ops[0].buffers[0]) in kernel_bufs and id(ops[3].buffers[0]) in kernel_bufs
 
 
+def test_the_simulator_records_allocations_among_the_stream_calls():
+    x = cuda.pinned_array(10, np.float32)
+    with simulator.instrument() as ins:
+        s = cuda.stream()
+        x_d = cuda.to_device(x, stream=s)  # an allocation, then a copy
+        out_d = cuda.device_array_like(x_d)
+        out_d[:4].copy_to_device(x[:4], stream=s)  # a view: no allocation
+        cuda.to_device(x, to=out_d, stream=s)  # a copy into out_d: no allocation
+        cuda.pinned_array_like(x)
+        cuda.device_array((2, 3), np.float32)
+    assert [o.kind for o in ins.stream_ops] == ["h2d", "h2d", "h2d"]
+    assert [(a.call, a.nbytes, a.after) for a in ins.allocations] == [
+        ("cuda.to_device", 40, 0),
+        ("cuda.device_array", 40, 1),
+        ("cuda.pinned_array", 40, 3),
+        ("cuda.device_array", 24, 3),
+    ]
+
+
 def test_pinned_marks_follow_views_not_copies():
     p = cuda.pinned_array((4, 5), np.float32)
     like = cuda.pinned_array_like(np.zeros(3))
@@ -187,19 +206,31 @@ def _variant(
     streams_=True,
     host_args=False,
     last=True,
+    alloc_in_loop=False,
+    shared_buffers=False,
 ):
+    """The lesson's answer (each stream's buffers allocated before the loop) with one or more mistakes switched on."""
+
     def fn(alpha, x_h, y_h, out_h, chunk, n_streams):
         if rebind_out:
             out_h = cuda.pinned_array(x_h.shape, x_h.dtype)
         ss = [cuda.stream() for _ in range(n_streams if streams_ else 1)]
+        bufs = [[cuda.device_array(chunk, np.float32) for _ in range(3)] for _ in ss]
+        if shared_buffers:  # one set of buffers for every stream: a race between the streams
+            bufs = [bufs[0]] * len(ss)
         n = x_h.size if last else x_h.size - x_h.size % chunk
         for k, a in enumerate(range(0, n, chunk)):
             s = ss[k % len(ss)]
             other = ss[(k + 1) % len(ss)] if cross else s
             part = slice(a, min(a + chunk, n))
             xs, ys = (x_h[part], y_h[part]) if copy_in else (x_h[part].copy(), y_h[part].copy())
-            x_d, y_d = cuda.to_device(xs, stream=s), cuda.to_device(ys, stream=s)
-            out_d = cuda.device_array(x_d.shape, x_d.dtype, stream=s)
+            if alloc_in_loop:
+                x_d, y_d = cuda.to_device(xs, stream=s), cuda.to_device(ys, stream=s)
+                out_d = cuda.device_array(x_d.shape, x_d.dtype, stream=s)
+            else:
+                x_d, y_d, out_d = (b[: part.stop - a] for b in bufs[k % len(ss)])
+                x_d.copy_to_device(xs, stream=s)
+                y_d.copy_to_device(ys, stream=s)
             grid = _launch(x_d.size) + ((other,) if kernel_stream else ())
             if host_args:
                 tmp = np.empty(x_d.shape, x_d.dtype)
@@ -233,6 +264,8 @@ def _variant(
         (_variant(sync=False, sync_in_loop=True), "no_overlap", "no two operations could run at the same time"),
         (_variant(host_args=True), "kernel_host_arrays", "a NumPy (host) array"),
         (_variant(last=False), "last_chunk", "only the last, shorter chunk is wrong"),
+        (_variant(alloc_in_loop=True), "alloc_in_loop", "cuda.to_device allocated 1024 bytes while stream 1"),
+        (_variant(shared_buffers=True), "cross_stream", "device memory that a kernel used on stream"),
     ],
 )
 def test_each_mistake_gets_its_named_hint(fn, mistake, says):
@@ -246,7 +279,50 @@ def test_each_mistake_gets_its_named_hint(fn, mistake, says):
 
 def test_the_reference_passes_and_one_stream_is_fine_when_asked_for_one():
     assert lessons.exercise("02", "pipelined_saxpy").check(pipelined.pipelined_saxpy, trusted=True).passed
+    assert lessons.check("02", "pipelined_saxpy", _variant()).passed  # the answer the notebook's text describes
     res = pipelined.check_pipelined(_variant(streams_=False), cases=[(130, 64, 1)])
+    assert res.passed, res
+    # one stream has no other stream to overlap with: an allocation between its commands costs no overlap
+    assert pipelined.check_pipelined(_variant(alloc_in_loop=True), cases=[(130, 64, 1)]).passed
+
+
+def test_an_allocation_between_two_streams_commands_is_named_a_pinned_one_too():
+    def pinned_per_chunk(alpha, x_h, y_h, out_h, chunk, n_streams):
+        ss = [cuda.stream() for _ in range(n_streams)]
+        bufs = [[cuda.device_array(chunk, np.float32) for _ in range(3)] for _ in ss]
+        for k, a in enumerate(range(0, x_h.size, chunk)):
+            s, part = ss[k % n_streams], slice(a, min(a + chunk, x_h.size))
+            staged = cuda.pinned_array(part.stop - a, np.float32)  # cuMemHostAlloc: an implicit synchronization
+            staged[:] = x_h[part]
+            x_d, y_d, out_d = (b[: part.stop - a] for b in bufs[k % n_streams])
+            x_d.copy_to_device(staged, stream=s)
+            y_d.copy_to_device(y_h[part], stream=s)
+            saxpy_kernel[(*_launch(x_d.size), s)](alpha, x_d, y_d, out_d)
+            out_d.copy_to_host(out_h[part], stream=s)
+        cuda.synchronize()
+
+    res = lessons.check("02", "pipelined_saxpy", pinned_per_chunk)
+    assert res.details["mistake"] == "alloc_in_loop", res
+    assert "cuda.pinned_array allocated 1024 bytes while stream 1 had work queued, and stream 2" in res.message
+    assert res.hint == pipelined.hint("alloc_in_loop") and "before the loop" in res.hint
+
+
+def test_allocations_before_the_loop_or_after_a_synchronize_are_not_between_streams():
+    def sync_then_allocate(alpha, x_h, y_h, out_h, chunk, n_streams):
+        ss = [cuda.stream() for _ in range(n_streams)]
+        for k, a in enumerate(range(0, x_h.size, chunk)):
+            s, part = ss[k % n_streams], slice(a, min(a + chunk, x_h.size))
+            if k % n_streams == 0:
+                cuda.synchronize()  # every stream idle: nothing queued for the allocations to hold up
+                bufs = [[cuda.device_array(chunk, np.float32) for _ in range(3)] for _ in ss]
+            x_d, y_d, out_d = (b[: part.stop - a] for b in bufs[k % n_streams])
+            x_d.copy_to_device(x_h[part], stream=s)
+            y_d.copy_to_device(y_h[part], stream=s)
+            saxpy_kernel[(*_launch(x_d.size), s)](alpha, x_d, y_d, out_d)
+            out_d.copy_to_host(out_h[part], stream=s)
+        cuda.synchronize()
+
+    res = pipelined.check_pipelined(sync_then_allocate, cases=[(1000, 125, 4)])  # allocates at chunks 0 and 4
     assert res.passed, res
 
 
@@ -316,13 +392,32 @@ def test_placeholders_errors_and_wrong_values_are_told_what_to_do():
 N_OF_THE_NOTEBOOK = 4096  # the lesson notebook's own global n, which a learner may take for the array's size
 
 
+def _answer(alpha, x_h, y_h, out_h, chunk, n_streams, *, n=None, one_block=False):
+    """The notebook's answer with one learner's error: the notebook's own n, or one block per chunk."""
+    n = x_h.size if n is None else n
+    streams = [cuda.stream() for _ in range(n_streams)]
+    bufs = [[cuda.device_array(chunk, np.float32) for _ in range(3)] for _ in range(n_streams)]
+    for k, start in enumerate(range(0, n, chunk)):
+        s = streams[k % n_streams]
+        part = slice(start, min(start + chunk, n))
+        x_d, y_d, out_d = (b[: part.stop - start] for b in bufs[k % n_streams])
+        x_d.copy_to_device(x_h[part], stream=s)
+        y_d.copy_to_device(y_h[part], stream=s)
+        launch = (1, x_d.size) if one_block else _launch(x_d.size)
+        saxpy_kernel[(*launch, s)](alpha, x_d, y_d, out_d)
+        out_d.copy_to_host(out_h[part], stream=s)
+    cuda.synchronize()
+
+
 def uses_the_notebooks_n(alpha, x_h, y_h, out_h, chunk, n_streams):
+    _answer(alpha, x_h, y_h, out_h, chunk, n_streams, n=N_OF_THE_NOTEBOOK)
+
+
+def the_notebooks_n_allocating(alpha, x_h, y_h, out_h, chunk, n_streams):  # to_device of the empty slices past n
     streams = [cuda.stream() for _ in range(n_streams)]
     for k, start in enumerate(range(0, N_OF_THE_NOTEBOOK, chunk)):
-        s = streams[k % n_streams]
-        part = slice(start, min(start + chunk, N_OF_THE_NOTEBOOK))
-        x_d = cuda.to_device(x_h[part], stream=s)
-        y_d = cuda.to_device(y_h[part], stream=s)
+        s, part = streams[k % n_streams], slice(start, min(start + chunk, N_OF_THE_NOTEBOOK))
+        x_d, y_d = cuda.to_device(x_h[part], stream=s), cuda.to_device(y_h[part], stream=s)
         out_d = cuda.device_array(x_d.shape, x_d.dtype, stream=s)
         saxpy_kernel[(*_launch(x_d.size), s)](alpha, x_d, y_d, out_d)
         out_d.copy_to_host(out_h[part], stream=s)
@@ -330,26 +425,18 @@ def uses_the_notebooks_n(alpha, x_h, y_h, out_h, chunk, n_streams):
 
 
 def one_block_per_chunk(alpha, x_h, y_h, out_h, chunk, n_streams):
-    streams = [cuda.stream() for _ in range(n_streams)]
-    for k, start in enumerate(range(0, x_h.size, chunk)):
-        s = streams[k % n_streams]
-        part = slice(start, min(start + chunk, x_h.size))
-        x_d = cuda.to_device(x_h[part], stream=s)
-        y_d = cuda.to_device(y_h[part], stream=s)
-        out_d = cuda.device_array(x_d.shape, x_d.dtype, stream=s)
-        saxpy_kernel[1, x_d.size, s](alpha, x_d, y_d, out_d)
-        out_d.copy_to_host(out_h[part], stream=s)
-    cuda.synchronize()
+    _answer(alpha, x_h, y_h, out_h, chunk, n_streams, one_block=True)
 
 
 def streams_without_modulo(alpha, x_h, y_h, out_h, chunk, n_streams):
     streams = [cuda.stream() for _ in range(n_streams)]
+    bufs = [[cuda.device_array(chunk, np.float32) for _ in range(3)] for _ in range(n_streams)]
     for k, start in enumerate(range(0, x_h.size, chunk)):
         s = streams[k]
         part = slice(start, min(start + chunk, x_h.size))
-        x_d = cuda.to_device(x_h[part], stream=s)
-        y_d = cuda.to_device(y_h[part], stream=s)
-        out_d = cuda.device_array(x_d.shape, x_d.dtype, stream=s)
+        x_d, y_d, out_d = (b[: part.stop - start] for b in bufs[k % n_streams])
+        x_d.copy_to_device(x_h[part], stream=s)
+        y_d.copy_to_device(y_h[part], stream=s)
         saxpy_kernel[(*_launch(x_d.size), s)](alpha, x_d, y_d, out_d)
         out_d.copy_to_host(out_h[part], stream=s)
     cuda.synchronize()
@@ -358,11 +445,12 @@ def streams_without_modulo(alpha, x_h, y_h, out_h, chunk, n_streams):
 @pytest.mark.parametrize(
     ("fn", "says", "hint"),
     [
-        (uses_the_notebooks_n, "the grid must have at least 1 block", "a chunk came out empty"),
+        (uses_the_notebooks_n, "incompatible shape", "the notebook's own n is another array's size"),
+        (the_notebooks_n_allocating, "the grid must have at least 1 block", "a chunk came out empty"),
         (one_block_per_chunk, "a block can hold at most 1024 threads", "threads = 128, blocks = "),
         (streams_without_modulo, "s = streams[k]", "streams[k % n_streams]"),
     ],
-    ids=["the_notebooks_n", "one_block_per_chunk", "no_modulo"],
+    ids=["the_notebooks_n", "the_notebooks_n_allocating", "one_block_per_chunk", "no_modulo"],
 )
 def test_an_error_names_the_learners_line_and_why(fn, says, hint):
     res = lessons.check("02", "pipelined_saxpy", fn)

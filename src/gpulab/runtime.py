@@ -6,7 +6,8 @@ because numba reads ``NUMBA_ENABLE_CUDASIM`` only when ``numba.cuda`` is first i
 1. ``GPULAB_DEVICE=gpu|simulator|auto`` (default ``auto``) is read from the environment.
 2. In ``auto`` the CUDA driver is probed with :mod:`ctypes` (``libcuda`` + ``cuInit`` +
    ``cuDeviceGetCount``): a few milliseconds, no numba, no CUDA context.
-3. ``NUMBA_ENABLE_CUDASIM`` is set to match the chosen mode.
+3. ``NUMBA_ENABLE_CUDASIM`` is set to match the chosen mode, and ``NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS`` to 0
+   unless it is set already (see :func:`select_mode`).
 
 Everything else in gpulab asks this module (:func:`mode`, :func:`is_gpu`, :func:`sizes`) and never
 decides again.
@@ -182,6 +183,12 @@ def select_mode(choice: str | None = None) -> str:
             "before anything that imports numba, or set GPULAB_DEVICE to match."
         )
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1" if chosen == "simulator" else "0"
+    # numba-cuda warns (NumbaPerformanceWarning, on stderr) at every launch of fewer than 128 blocks, one message per
+    # grid size. The lessons launch 1-3 blocks on purpose to show the indexing, and so do the checks; a warning box
+    # under a correct cell reads as a mistake, and nbgrader scores a test cell that writes to stderr 0. The
+    # simulator never warns, so this changes gpu mode only. setdefault: NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=1 set
+    # before starting Python turns it back on (numba-cuda reads it at import and again at each compile).
+    os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
     if chosen == "simulator":
         sys.setswitchinterval(SIM_SWITCH_INTERVAL)
     _MODE, _REASON = chosen, reason

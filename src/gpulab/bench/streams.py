@@ -1,15 +1,17 @@
 """Section ``streams`` of ``python -m gpulab bench lessons`` (lesson 02, "Feeding the GPU"): copies and streams.
 
 In gpu mode :func:`streams_rows` measures what lesson 02's measure cell measures: host-to-device bandwidth from a
-pageable and from a pinned array, device-to-host into a pinned array, and the reference
-:func:`gpulab.lessons.pipelined.pipelined_saxpy` on pinned arrays with 1 and with 4 streams (inside
-``cuda.defer_cleanup()``, as the lesson does), plus the same pipeline with each stream's device buffers allocated
-once before the loop (the reference allocates per chunk: ``cuMemAlloc`` between chunks may keep streams from
-overlapping, CUDA's "implicit synchronization"; the two rows side by side show whether it does). It also times one
-chunk's copy in, kernel and copy out and gives what the model (:func:`gpulab.streams.pipeline_timeline`) predicts
-from those times: rows of kind ``"model"``, predictions, never measurements. ``--record`` stores the rows; lesson 02
-shows them in simulator mode. ``bench lessons`` skips the section in simulator mode (the simulator runs every call
-at once and times nothing); :func:`streams_rows` still runs there (the tests), its labels saying so.
+pageable and from a pinned array and device-to-host into a pinned array (each copy into an array allocated before the
+timing, so only the copy is timed), and the reference :func:`gpulab.lessons.pipelined.pipelined_saxpy` on pinned
+arrays with 1 and with 4 streams (each stream's device buffers allocated once, before its loop), plus the same
+pipeline allocating its device arrays inside the loop (:func:`_allocating`, the pattern the lesson warns against:
+CUDA's "implicit synchronization" keeps two streams' commands from running concurrently when a device allocation is
+issued between them, and the arrays the loop drops are freed, which waits for the GPU; the rows side by side show
+what that costs on the GPU measured). It also times one chunk's copy in, kernel and copy out and gives what the model
+(:func:`gpulab.streams.pipeline_timeline`) predicts from those times: rows of kind ``"model"``, predictions, never
+measurements. ``--record`` stores the rows; lesson 02 shows them in simulator mode. ``bench lessons`` skips the
+section in simulator mode (the simulator runs every call at once and times nothing); :func:`streams_rows` still runs
+there (the tests), its labels saying so.
 """
 
 from __future__ import annotations
@@ -40,21 +42,22 @@ def _copy_engines() -> int | None:
     return int(cuda.get_current_device().ASYNC_ENGINE_COUNT)
 
 
-def _preallocated(alpha: Any, x_h: np.ndarray, y_h: np.ndarray, out_h: np.ndarray, chunk: int, n_streams: int) -> None:
-    """``pipelined_saxpy`` with each stream's three device buffers allocated once, before the loop, and reused
-    by its chunks in stream order (``x_h.size`` a multiple of ``chunk``): no allocation between the chunks."""
+def _allocating(alpha: Any, x_h: np.ndarray, y_h: np.ndarray, out_h: np.ndarray, chunk: int, n_streams: int) -> None:
+    """``pipelined_saxpy`` as lesson 02 no longer teaches it: every chunk allocates its device arrays inside the
+    loop (``cuda.to_device`` and ``cuda.device_array``: ``cuMemAlloc`` between the streams' commands) and drops them
+    for numba to free (``x_h.size`` a multiple of ``chunk``)."""
     from numba import cuda
 
     from ..kernels._launch import ceil_div
     from ..kernels.elementwise import saxpy_kernel
 
     streams = [cuda.stream() for _ in range(n_streams)]
-    bufs = [[cuda.device_array(chunk, x_h.dtype, stream=s) for _ in range(3)] for s in streams]
     for k, start in enumerate(range(0, x_h.size, chunk)):
-        s, (x_d, y_d, out_d) = streams[k % n_streams], bufs[k % n_streams]
+        s = streams[k % n_streams]
         part = slice(start, start + chunk)
-        x_d.copy_to_device(x_h[part], stream=s)
-        y_d.copy_to_device(y_h[part], stream=s)
+        x_d = cuda.to_device(x_h[part], stream=s)
+        y_d = cuda.to_device(y_h[part], stream=s)
+        out_d = cuda.device_array(chunk, x_h.dtype, stream=s)
         saxpy_kernel[ceil_div(chunk, TPB), TPB, s](alpha, x_d, y_d, out_d)
         out_d.copy_to_host(out_h[part], stream=s)
     cuda.synchronize()
@@ -124,12 +127,11 @@ def streams_rows(n: int, chunk: int, *, streams: int = 4, repeat: int = 5) -> li
     cases = [
         ("pipelined saxpy, 1 stream", pipelined_saxpy, 1),
         (f"pipelined saxpy, {streams} streams", pipelined_saxpy, streams),
-        (f"pipelined saxpy, {streams} streams, device buffers allocated once", _preallocated, streams),
+        (f"pipelined saxpy, {streams} streams, device arrays allocated inside the loop", _allocating, streams),
     ]
     for label, fn, k in cases:
         out_h[:] = np.nan
-        with cuda.defer_cleanup():  # no free (which waits for the whole GPU) inside the timed calls
-            res = bench(fn, alpha, x_h, y_h, out_h, chunk, k, repeat=repeat, label=label)
+        res = bench(fn, alpha, x_h, y_h, out_h, chunk, k, repeat=repeat, label=label)
         if not np.allclose(out_h, alpha * x_h + y_h, rtol=1e-6, atol=1e-6):
             raise AssertionError(f"streams: {label} computed a wrong result")
         rows.append(_row(pre + label, "pipeline", res.median, moved, streams=k, chunks=chunks, chunk_bytes=chunk * 4))

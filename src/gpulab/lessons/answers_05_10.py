@@ -176,7 +176,7 @@ def leaky_relu_kernel(x, out):
     i = cuda.grid(1)
     if i < out.size:
         v = x[i]
-        out[i] = v if v > 0 else 0.01 * v
+        out[i] = v if v > 0 else float32(0.01) * v  # float32(0.01): a bare 0.01 would make it float64
 
 
 def axpy_elementwise_spec() -> dict[str, str]:
@@ -190,7 +190,8 @@ def axpy_elementwise_spec() -> dict[str, str]:
 
 # the scalar function of a GPU ufunc, @vectorize(["float32(float32)"], target="cuda"), made on first use
 def softplus(x):
-    return max(x, 0.0) + math.log1p(math.exp(-abs(x)))  # exp sees only values <= 0: it cannot overflow
+    # exp sees only values <= 0: it cannot overflow; float32(0.0), as a bare 0.0 would make max and + float64
+    return max(x, float32(0.0)) + math.log1p(math.exp(-abs(x)))
 
 
 # --- 07 · convolution ---------------------------------------------------------------------------

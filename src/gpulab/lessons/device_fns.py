@@ -51,7 +51,7 @@ def neighbours4_kernel(a, out):
 PTX_SIGNATURES = [(neighbours4_kernel, SIGNATURE)]
 
 HINTS = {
-    "no return": "at must return the value it reads, `return a[i, j]` (and `return 0.0` outside a): a device "
+    "no return": "at must return the value it reads, `return a[i, j]` (and `return float32(0.0)` outside a): a device "
     "function hands its result back to the kernel that called it. It does not write into an array; only kernels "
     "do that, because a kernel cannot return anything.",
     "writes": "at wrote into the array a: a device function reads and returns its result (`return a[i, j]`), "
@@ -67,11 +67,11 @@ HINTS = {
     "test refuses valid indices. Rows are 0 .. a.shape[0] - 1 and columns 0 .. a.shape[1] - 1: "
     "`0 <= i < a.shape[0] and 0 <= j < a.shape[1]` (not `< a.shape[0] - 1`, not `0 < i`).",
     "none outside": "at returned None outside the array: every path of a device function must return a value. "
-    "End it with `return 0.0` for the indices outside a.",
+    "End it with `return float32(0.0)` for the indices outside a.",
     "wraps": "at(a, -1, j) returned the LAST row of a: a negative index counts from the end, in Python and "
     "in numba on a GPU alike (numba wraps signed indices). Check the lower bound too: `0 <= i < a.shape[0]` "
     "(and the same for j).",
-    "not zero": "outside the array at must return 0 (the zero padding lesson 07 uses), `return 0.0`.",
+    "not zero": "outside the array at must return 0 (the zero padding lesson 07 uses), `return float32(0.0)`.",
 }
 
 

@@ -38,9 +38,10 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
         "for i in range(cuda.grid(1), out.size, cuda.gridsize(1)): out[i] = a[i] + b[i]",
     ),
     ("01", "at"): (
-        "A device function returns a value: the element when (i, j) lies inside a, else 0.0. Python (and numba) "
-        "read a negative index as counting from the end, so test the lower bounds too.",
-        "if 0 <= i < a.shape[0] and 0 <= j < a.shape[1]: return a[i, j]; otherwise return 0.0",
+        "A device function returns a value: the element when (i, j) lies inside a, else a float32 zero. Python "
+        "(and numba) read a negative index as counting from the end, so test the lower bounds too.",
+        "if 0 <= i < a.shape[0] and 0 <= j < a.shape[1]: return a[i, j]; otherwise return float32(0.0) (a bare 0.0 "
+        "is a float64 in Numba)",
     ),
     ("01", "block_shape"): (
         "Idle threads appear only where a block hangs over an edge of the matrix: along x the 48 columns must be "
@@ -55,11 +56,13 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("02", "pipelined_saxpy"): (
         "Cut the arrays into chunks and give chunk k to stream k % n_streams: its copies in, its kernel and its "
         "copy out all go to that one stream, in that order, so one chunk's copies can overlap another chunk's "
-        "kernel. Wait for everything once, after the loop.",
-        "streams = [cuda.stream() for each of n_streams]; for k, start over the chunks: s = streams[k % "
-        "n_streams]; part = slice(start, min(start + chunk, n)); x_d, y_d = cuda.to_device(..., stream=s); out_d = "
-        "cuda.device_array(shape, dtype, stream=s); saxpy[(size + 127) // 128, 128, s](alpha, x_d, y_d, out_d); "
-        "out_d.copy_to_host(out_h[part], stream=s); after the loop: cuda.synchronize()",
+        "kernel. Allocate each stream's device buffers once, before the loop: an allocation issued between two "
+        "streams' commands keeps them from overlapping. Wait for everything once, after the loop.",
+        "streams = [cuda.stream() for each of n_streams]; bufs = [[cuda.device_array(chunk, np.float32) for x, y "
+        "and out] for each stream]; for k, start over the chunks: s = streams[k % n_streams]; part = slice(start, "
+        "min(start + chunk, n)); x_d, y_d, out_d = (b[:size] for b in bufs[k % n_streams]); "
+        "x_d.copy_to_device(x_h[part], stream=s), the same for y; saxpy[(size + 127) // 128, 128, s](alpha, x_d, "
+        "y_d, out_d); out_d.copy_to_host(out_h[part], stream=s); after the loop: cuda.synchronize()",
     ),
     ("02", "transpose_naive"): (
         "One thread per element of a: it reads a[i, j] and writes it to out[j, i]. Let x walk the columns of a, "

@@ -60,7 +60,8 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("06", "softplus"): (
         "log(1 + exp(x)) overflows for large x: exp(100) is inf in float32. Split off the large part: for x > 0, "
         "log(1 + exp(x)) = x + log(1 + exp(-x)), so exp only ever sees values <= 0.",
-        "math has exp, log, log1p: max(x, 0) + log1p(exp(-|x|)); log1p keeps the digits where exp(-|x|) is tiny.",
+        "math has exp, log, log1p: max(x, float32(0.0)) + log1p(exp(-|x|)) (a bare 0.0 is a float64 in Numba); log1p "
+        "keeps the digits where exp(-|x|) is tiny.",
     ),
     ("06", "axpy_elementwise"): (
         "cupy.ElementwiseKernel takes typed parameter lists as text (inputs, then outputs, comma-separated; a "
@@ -70,7 +71,7 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
     ),
     ("06", "leaky_relu"): (
         "One thread per element, guarded: positive values pass unchanged, the others are scaled by 0.01.",
-        "i = cuda.grid(1); guard; x[i] if positive, else 0.01 * x[i]",
+        "i = cuda.grid(1); guard; x[i] if positive, else float32(0.01) * x[i] (a bare 0.01 is a float64 in Numba)",
     ),
     # 07 · convolution
     ("07", "conv2d_single"): (

@@ -1,12 +1,18 @@
 """Lesson 02's streams exercise: ``pipelined_saxpy``, a host function that feeds a GPU chunk by chunk.
 
-The learner writes ``pipelined_saxpy(alpha, x_h, y_h, out_h, chunk, n_streams)``: for each chunk, on stream
-``k % n_streams``, copy its part of the pinned inputs in, launch saxpy, copy the result back into its slice of
-the pinned ``out_h``; then synchronize. :func:`check_pipelined` runs it on pinned arrays whose sizes are not
-multiples of ``chunk`` and compares ``out_h`` with NumPy. In simulator mode it also reads the calls the function made
-(recorded by :mod:`gpulab.simulator.streams`) and names the first of the :data:`MISTAKES` it finds. In gpu mode
-the calls are not recorded (CUDA runs them for real and keeps no log): only the results are checked, and the
-verdict says so.
+The learner writes ``pipelined_saxpy(alpha, x_h, y_h, out_h, chunk, n_streams)``: before the loop, each stream's
+device buffers, one chunk long; then for each chunk, on stream ``k % n_streams``, copy its part of the pinned inputs
+into that stream's buffers, launch saxpy, copy the result back into its slice of the pinned ``out_h``; then
+synchronize. The buffers are allocated once because CUDA's programming guide ("Implicit Synchronization") says two
+commands from different streams cannot run concurrently if a device memory allocation is issued between them
+(``cuda.to_device`` allocates too: numba-cuda's default memory manager calls ``cuMemAlloc`` for every device
+array, with no pool), and the arrays a loop drops are freed with ``cuMemFree``, which waits for the GPU. Two chunks
+of one stream share its buffers safely: a stream runs its operations in order.
+
+:func:`check_pipelined` runs it on pinned arrays whose sizes are not multiples of ``chunk`` and compares ``out_h``
+with NumPy. In simulator mode it also reads the calls and allocations the function made (recorded by
+:mod:`gpulab.simulator.streams`) and names the first of the :data:`MISTAKES` it finds. In gpu mode the calls are not
+recorded (CUDA runs them for real and keeps no log): only the results are checked, and the verdict says so.
 
 The check is written once for any such function of two input arrays (:class:`Pipelined`: its name, its scalar
 arguments, what it computes, the words of its hints): :data:`SAXPY` is the lesson's, lab 02's graded
@@ -35,10 +41,10 @@ CASES = [(1000, 256, 4), (7, 4, 2), (300, 100, 3), (130, 64, 1), (3000, 1500, 2)
 saxpy = saxpy_kernel  # the name the lesson's notebook gives it (its learner's kernel, or this one)
 THREADS = 128
 MISTAKES = {
-    "kernel_host_arrays": "Pass the kernel device arrays (the results of cuda.to_device and cuda.device_array). "
+    "kernel_host_arrays": "Pass the kernel device arrays (views of the buffers made with cuda.device_array). "
     "Given a NumPy array, numba itself copies it to the device before the launch and back after it (on the "
     "kernel's stream), every such argument both ways; a copy into pageable memory makes the host wait for it.",
-    "copy_without_stream": "Give every copy its chunk's stream: cuda.to_device(x_h[part], stream=s) and "
+    "copy_without_stream": "Give every copy its chunk's stream: x_d.copy_to_device(x_h[part], stream=s) and "
     "out_d.copy_to_host(out_h[part], stream=s). Without stream= a copy goes to the default stream, which waits "
     "for every other stream and makes the host wait too: nothing overlaps.",
     "kernel_default_stream": "Launch the kernel on the chunk's stream, the third value in the brackets: "
@@ -46,16 +52,24 @@ MISTAKES = {
     "pageable_out": "Copy each chunk straight into its slice of the pinned out_h: out_d.copy_to_host(out_h[part], "
     "stream=s). copy_to_host() without a destination (or into np.empty) copies into pageable memory, "
     "synchronously, and the host must then copy it again.",
-    "pageable_in": "Copy in from the pinned inputs themselves, cuda.to_device(x_h[part], stream=s): a slice is a "
+    "pageable_in": "Copy in from the pinned inputs themselves, x_d.copy_to_device(x_h[part], stream=s): a slice is a "
     "view of pinned memory; a copy of it (np.array, .copy(), np.ascontiguousarray of a strided view) is pageable.",
     "cross_stream": "Keep each chunk's three operations on one stream: copy in, kernel and copy out all with "
-    "the same s = streams[k % n_streams]. Operations on different streams may run in any order.",
+    "the same s = streams[k % n_streams], on that stream's own buffers, bufs[k % n_streams]. Operations on "
+    "different streams may run in any order, so two streams must not share a device buffer.",
     "one_stream": "Create n_streams streams before the loop, streams = [cuda.stream() for _ in range(n_streams)], "
     "and give chunk k the stream streams[k % n_streams]; one stream runs everything in order.",
     "no_final_sync": "Call cuda.synchronize() (or s.synchronize() for every stream) after the loop, before "
     "returning: the copies back are asynchronous and may not have landed in out_h yet.",
     "no_overlap": "Synchronize once, after the loop. A synchronize inside the loop waits for each chunk before "
     "the next is issued, so the streams never have work at the same time.",
+    "alloc_in_loop": "Allocate each stream's device arrays once, before the loop, one chunk long: bufs = "
+    "[[cuda.device_array(chunk, np.float32) for _ in range(3)] for _ in range(n_streams)]. In the loop take views "
+    "of the chunk's stream's buffers, x_d, y_d, out_d = (b[:size] for b in bufs[k % n_streams]) (a view allocates "
+    "nothing), copy into them with x_d.copy_to_device(x_h[part], stream=s), launch on them and copy back from "
+    "out_d. CUDA does not run two streams' commands at the same time when a memory allocation is issued between "
+    "them (cuda.to_device and cuda.pinned_array allocate too). A stream's next chunk may reuse its buffers: the "
+    "stream runs it after this one.",
 }
 
 
@@ -102,21 +116,28 @@ def pipelined_saxpy(
     alpha: Any, x_h: np.ndarray, y_h: np.ndarray, out_h: np.ndarray, chunk: int, n_streams: int
 ) -> None:
     """``out_h = alpha * x_h + y_h`` chunk by chunk on ``n_streams`` CUDA streams, all host arrays pinned
-    (the reference answer)."""
+    (the reference answer; :mod:`gpulab.bench.streams` times it)."""
+    n = x_h.size
     streams = [cuda.stream() for _ in range(n_streams)]
-    for k, start in enumerate(range(0, x_h.size, chunk)):
+    # each stream's x, y and out on the device, one chunk long, allocated before any copy: an allocation between
+    # two streams' commands keeps them from running at the same time
+    bufs = [[cuda.device_array(chunk, np.float32) for _ in range(3)] for _ in range(n_streams)]
+    for k, start in enumerate(range(0, n, chunk)):
         s = streams[k % n_streams]  # chunk k's copy in, kernel and copy out all go to this stream, in order
-        part = slice(start, min(start + chunk, x_h.size))
-        x_d = cuda.to_device(x_h[part], stream=s)
-        y_d = cuda.to_device(y_h[part], stream=s)
-        out_d = cuda.device_array(x_d.shape, x_d.dtype, stream=s)
-        saxpy[(x_d.size + THREADS - 1) // THREADS, THREADS, s](alpha, x_d, y_d, out_d)  # enough blocks of 128
+        part = slice(start, min(start + chunk, n))
+        size = part.stop - start  # the last chunk may be shorter
+        # views of this stream's buffers (no allocation); the stream runs this chunk after its previous one
+        x_d, y_d, out_d = (buf[:size] for buf in bufs[k % n_streams])
+        x_d.copy_to_device(x_h[part], stream=s)
+        y_d.copy_to_device(y_h[part], stream=s)
+        saxpy[(size + THREADS - 1) // THREADS, THREADS, s](alpha, x_d, y_d, out_d)  # enough blocks of 128
         out_d.copy_to_host(out_h[part], stream=s)
     cuda.synchronize()  # wait until every stream's copies back have landed in out_h
 
 
-def diagnose(records: Sequence[Any], n_streams: int) -> tuple[str, str] | None:
-    """``(mistake, what was given)`` for the first of :data:`MISTAKES` in the recorded calls, else None."""
+def diagnose(records: Sequence[Any], n_streams: int, allocations: Sequence[Any] = ()) -> tuple[str, str] | None:
+    """``(mistake, what was given)`` for the first of :data:`MISTAKES` in the recorded calls (``records``:
+    ``Instruments.stream_ops``; ``allocations``: ``Instruments.allocations``, placed among them), else None."""
     numbers = stream_numbers(records)
 
     def num(r: Any) -> int:
@@ -174,6 +195,33 @@ def diagnose(records: Sequence[Any], n_streams: int) -> tuple[str, str] | None:
         tl = recorded_timeline(records, h2d_gbps=1.0, d2h_gbps=1.0, kernel_s=1e-9)
         if tl.total >= sum(o.end - o.start for o in tl.ops) * (1 - 1e-9):
             return "no_overlap", "no two operations could run at the same time: the host waited after every chunk."
+    between = _allocation_between_streams(records, allocations, num)
+    if between is not None:
+        return "alloc_in_loop", between
+    return None
+
+
+def _allocation_between_streams(records: Sequence[Any], allocations: Sequence[Any], num: Callable) -> str | None:
+    """What was given, for the first allocation made while one stream had work queued (issued, not yet synchronized)
+    and before a later call on another stream: CUDA does not run those two streams' commands at the same time."""
+    queued: list[set[int]] = []  # queued[i]: the streams with work queued before records[i]
+    pending: set[int] = set()
+    for r in records:
+        queued.append(set(pending))
+        if r.kind == "sync":
+            pending = set() if r.stream is None else pending - {num(r)}
+        else:
+            pending.add(num(r))
+    queued.append(pending)
+    for a in allocations:
+        later = [num(r) for r in records[a.after :] if r.kind != "sync"]
+        for before in sorted(queued[a.after]):
+            after = next((s for s in later if s != before), None)
+            if after is not None:
+                return (
+                    f"{a.call} allocated {a.nbytes} bytes while stream {before} had work queued, and stream {after} "
+                    "got more work after it (an allocation inside the loop)."
+                )
     return None
 
 
@@ -278,11 +326,12 @@ def _check(fn: Any, cases: Sequence[tuple[int, int, int]], op: Pipelined, seed: 
         x_h[:], y_h[:], out_h[:] = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n), np.nan
         call = f"{name}({op.params}, chunk={chunk}, n_streams={n_streams}) with n={n}"
         records: list[Any] = []
+        allocations: list[Any] = []
         try:
             if runtime.is_simulator():
                 with simulator.instrument() as ins:
                     fn(*op.scalars, x_h, y_h, out_h, chunk, n_streams)
-                records = ins.stream_ops
+                records, allocations = ins.stream_ops, ins.allocations
             else:
                 fn(*op.scalars, x_h, y_h, out_h, chunk, n_streams)
         except NotImplementedError:
@@ -320,7 +369,7 @@ def _check(fn: Any, cases: Sequence[tuple[int, int, int]], op: Pipelined, seed: 
                 )
                 return _done(checks, _result(name, "failed", msg, tip, "last_chunk"))
             return _done(checks, _result(name, "failed", msg, op.each_chunk))
-        found = diagnose(records, n_streams)
+        found = diagnose(records, n_streams, allocations)
         if found is not None:
             mistake, given = found
             res = _result(name, "failed", f"{call}: the result is right, but {given}", hint(mistake, op), mistake)
@@ -330,9 +379,9 @@ def _check(fn: Any, cases: Sequence[tuple[int, int, int]], op: Pipelined, seed: 
         what = "right, and the calls pipeline" if runtime.is_simulator() else "right"
         checks.append(Check(f"n={n}, chunk={chunk}, n_streams={n_streams}", True, f"out_h {what}"))
     note = (
-        "Results and the calls (streams, pinned memory, synchronize) checked, from the simulator's record."
+        "Results and the calls (streams, pinned memory, allocations, synchronize) checked, from the simulator's record."
         if runtime.is_simulator()
-        else "Results checked. In gpu mode CUDA runs the calls and keeps no log: the stream order, pinned memory "
-        f"and the final synchronize are checked in simulator mode only; {op.gpu_note}"
+        else "Results checked. In gpu mode CUDA runs the calls and keeps no log: the stream order, pinned memory, "
+        f"allocations and the final synchronize are checked in simulator mode only; {op.gpu_note}"
     )
     return _done(checks, _result(name, "passed", f"{len(cases)} case(s) correct. {note}"))

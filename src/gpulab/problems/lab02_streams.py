@@ -1,7 +1,8 @@
 """Lab 02 · exercise 3: ``pipelined_add``, a host function that feeds the GPU chunk by chunk on streams.
 
 The learner writes ``pipelined_add(x_h, y_h, out_h, chunk, n_streams)``: ``out_h = x_h + y_h`` with the library's
-``add_kernel``, chunk ``k`` copied in, computed and copied back on stream ``k % n_streams``, then one synchronize.
+``add_kernel``, each stream's device buffers allocated before the loop, chunk ``k`` copied into stream
+``k % n_streams``'s buffers, computed and copied back on that stream, then one synchronize.
 Lesson 02's check (:func:`gpulab.lessons.pipelined.check_pipelined`, its named mistakes included) judges it; this
 module turns its verdict into points, as a budget does for a kernel:
 
@@ -9,7 +10,7 @@ module turns its verdict into points, as a budget does for a kernel:
   chunk's three operations on its stream, the streams used, one synchronize at the end);
 * **half the points** ("over budget"): ``out_h`` right, but the calls cannot overlap (:func:`is_slow`: a copy or
   the kernel on the default stream, pageable memory, host arrays given to the kernel, one stream for every chunk,
-  a synchronize inside the loop): correct but slow, like an uncoalesced kernel;
+  a synchronize or a device allocation inside the loop): correct but slow, like an uncoalesced kernel;
 * **zero**: a wrong ``out_h``, an error, or right values that only the simulator guarantees (:data:`UNSAFE`: one
   chunk's operations on different streams, or a return before the copies into ``out_h`` have finished; on a GPU
   the function then reads or returns data before it is there).
@@ -38,7 +39,7 @@ _OPTIONS = {"sizes", "seed", "host", "name", "race_check", "ptx", "trusted"}  # 
 def is_slow(mistake: str) -> bool:
     """One of lesson 02's named mistakes that leaves the result right everywhere but stops the overlap (a copy or
     the kernel on the default stream, pageable memory, host arrays given to the kernel, one stream for every chunk,
-    a synchronize inside the loop): half the points."""
+    a synchronize or a device allocation inside the loop): half the points."""
     from ..lessons.pipelined import MISTAKES
 
     return mistake in MISTAKES and mistake not in UNSAFE

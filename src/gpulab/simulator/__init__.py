@@ -31,8 +31,9 @@ installed once by :func:`harden` (called at import in simulator mode, and by :fu
 9. the simulator's ``cuda`` has the warp functions numba-cuda's lacks (``shfl_down_sync`` and the other shuffles,
    votes, ``syncwarp``, ``activemask``), with CUDA's rules and a clear error where a GPU's result is undefined or
    it would hang (:mod:`gpulab.simulator.warps`);
-10. the host's copies, launches and synchronizes are told with their stream, and ``cuda.pinned_array``'s arrays
-    are known as pinned (:mod:`gpulab.simulator.streams`; what they do is unchanged);
+10. the host's copies, launches and synchronizes are told with their stream, its device and pinned allocations
+    are told too, and ``cuda.pinned_array``'s arrays are known as pinned (:mod:`gpulab.simulator.streams`; what
+    they do is unchanged);
 11. a launch a GPU refuses (more than 1024 threads in a block, too many along one axis) is refused with gpulab's
     launch error (:mod:`gpulab.simulator.limits`);
 12. ``numba.cuda.random``'s generator gives the same states and draws without object mode's warnings, and creates
@@ -51,7 +52,8 @@ installed once by :func:`harden` (called at import in simulator mode, and by :fu
 
 Nothing is recorded unless an :class:`Instruments` is active (``with instrument(...) as ins:``): it
 collects shared-memory sizes per block, every access to shared arrays, each thread's final
-barrier count, the number of calls of each warp function and the host's stream calls (``stream_ops``).
+barrier count, the number of calls of each warp function, the host's stream calls (``stream_ops``) and its
+device and pinned allocations among them (``allocations``).
 :class:`Watched` is the one array view that logs element accesses (of arguments in :func:`gpulab.trace.trace`
 and the exercise harness, of shared arrays here) as :class:`Access` records (both in
 :mod:`gpulab.simulator.watched`, re-exported here). Used by :mod:`gpulab.trace` and
@@ -131,6 +133,7 @@ class Instruments:
         self.warp_ops: Counter[str] = Counter()  # warp function (shfl_down_sync, ...) -> calls, all threads
         self.warp_calls: Counter[tuple[Dim, Dim, str]] = Counter()  # (block, thread, warp function) -> calls
         self.stream_ops: list[streams.StreamOp] = []  # copies, launches, synchronizes, in the order called
+        self.allocations: list[streams.Allocation] = []  # device and pinned allocations, each placed among them
         self.mark = 0  # its number once entered: it notes only threads of blocks started later (recordings.py)
 
     def __enter__(self) -> Instruments:
@@ -314,12 +317,16 @@ def _on_warp_call(name: str) -> None:
 
 
 def _on_stream_op(build: Any) -> None:
-    """Active instruments note a host call on a stream (``build()`` makes its :class:`~.streams.StreamOp`)."""
+    """Active instruments note a host call on a stream or an allocation (``build()`` makes its
+    :class:`~.streams.StreamOp` or :class:`~.streams.Allocation`, placed after the stream calls noted so far)."""
     if _ACTIVE:
         op = build()
         with _LOCK:
             for ins in _ACTIVE:
-                ins.stream_ops.append(op)
+                if isinstance(op, streams.Allocation):
+                    ins.allocations.append(op._replace(after=len(ins.stream_ops)))
+                else:
+                    ins.stream_ops.append(op)
 
 
 def _thread_done(th: Any) -> None:

@@ -15,11 +15,17 @@ what they do:
   plain ndarray), so a copy from or into it or a view of it (``out[a:b]``) counts as pinned (so does an array
   inside a ``with cuda.pinned(a, b):`` block, which takes several arrays as numba's does); a copy of it
   (``x[a:b].copy()``) is pageable, as on a GPU. ``cuda.default_stream()`` is one stream object, the default
-  stream, as on a GPU (the simulator made a new one per call).
+  stream, as on a GPU (the simulator made a new one per call);
+* the allocations a GPU makes with ``cuMemAlloc`` / ``cuMemHostAlloc``: ``cuda.device_array`` (and
+  ``device_array_like``, which calls it), ``cuda.to_device`` without ``to=`` and ``cuda.pinned_array`` (and
+  ``pinned_array_like``), each an :class:`Allocation`. CUDA's programming guide ("Implicit Synchronization")
+  says two commands from different streams cannot run concurrently if a device or page-locked host memory
+  allocation is issued between them, which :func:`gpulab.lessons.pipelined.diagnose` checks.
 
-Each call is told to the functions in ``ON_OP`` as a :class:`StreamOp` (built only when one wants it);
-:func:`gpulab.simulator.harden` adds one that appends it to every active ``Instruments.stream_ops``.
-:func:`gpulab.streams.recorded_timeline` draws such a list.
+Each call is told to the functions in ``ON_OP`` as a :class:`StreamOp` or an :class:`Allocation` (built only when
+one wants it); :func:`gpulab.simulator.harden` adds one that appends a StreamOp to every active
+``Instruments.stream_ops`` and an Allocation to ``Instruments.allocations``.
+:func:`gpulab.streams.recorded_timeline` draws a list of StreamOps.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["ON_OP", "StreamOp", "install", "is_pinned", "mark_pinned", "unmark_pinned"]
+__all__ = ["ON_OP", "Allocation", "StreamOp", "install", "is_pinned", "mark_pinned", "unmark_pinned"]
 
 
 class StreamOp(NamedTuple):
@@ -54,7 +60,17 @@ class StreamOp(NamedTuple):
     spans: tuple[tuple[int, int], ...] = ()
 
 
-ON_OP: list[Callable[[Callable[[], StreamOp]], None]] = []
+class Allocation(NamedTuple):
+    """One memory allocation the host made: ``call`` (``"cuda.device_array"``, ``"cuda.to_device"`` or
+    ``"cuda.pinned_array"``), its ``nbytes``, and ``after``: how many stream calls had been recorded before it, so
+    ``stream_ops[:after]`` were issued before the allocation and ``stream_ops[after:]`` after it."""
+
+    call: str
+    nbytes: int
+    after: int = 0
+
+
+ON_OP: list[Callable[[Callable[[], StreamOp | Allocation]], None]] = []
 _PINNED: dict[int, weakref.ref] = {}
 _LOCK = threading.Lock()
 _DEFAULT: list[Any] = []  # the one default stream object
@@ -117,7 +133,7 @@ def _copied_bytes(ary: Any) -> int:
     return int(array_core(np.asarray(ary)).nbytes)
 
 
-def _emit(build: Callable[[], StreamOp]) -> None:
+def _emit(build: Callable[[], StreamOp | Allocation]) -> None:
     if threading.current_thread().__class__.__name__ == "BlockThread":
         return  # inside a simulated kernel: not a host call
     for fn in list(ON_OP):
@@ -144,17 +160,25 @@ def install() -> None:
             if getattr(m, name, None) is old:  # in gpu mode (trace), numba.cuda's own functions stay
                 setattr(m, name, new)
 
-    orig_to_device, orig_pinned = da.to_device, da.pinned_array
+    orig_to_device, orig_pinned, orig_device_array = da.to_device, da.pinned_array, da.device_array
 
     def to_device(ary: Any, stream: Any = 0, copy: bool = True, to: Any = None) -> Any:
         if to is not None:  # copy_to_device records it
             return orig_to_device(ary, stream, copy, to)
         out = orig_to_device(ary, stream, copy, to)
+        _emit(lambda: Allocation("cuda.to_device", int(out.nbytes)))  # a GPU allocates, then copies
         _emit(lambda: StreamOp("h2d", stream, _copied_bytes(ary), is_pinned(ary), (_owner(out),), spans=(_span(out),)))
         return out
 
     def pinned_array(shape: Any, dtype: Any = np.float64, strides: Any = None, order: str = "C") -> Any:
-        return mark_pinned(orig_pinned(shape, dtype, strides, order))
+        out = mark_pinned(orig_pinned(shape, dtype, strides, order))
+        _emit(lambda: Allocation("cuda.pinned_array", int(out.nbytes)))
+        return out
+
+    def device_array(*args: Any, **kwargs: Any) -> Any:  # device_array_like calls the module's device_array
+        out = orig_device_array(*args, **kwargs)
+        _emit(lambda: Allocation("cuda.device_array", int(out.nbytes)))
+        return out
 
     @contextlib.contextmanager
     def pinned(*arylist: Any) -> Iterator[None]:  # numba's signature; the simulator's own takes one array only
@@ -169,6 +193,7 @@ def install() -> None:
 
     replace("to_device", to_device)
     replace("pinned_array", pinned_array)  # pinned_array_like calls the module's pinned_array
+    replace("device_array", device_array)  # so does device_array_like (and mapped_array) device_array
     replace("pinned", pinned)
 
     orig_d2h, orig_h2d = arr_cls.copy_to_host, arr_cls.copy_to_device
