@@ -10,7 +10,6 @@ The checks' kernels run through gpulab.kernels.cooperative.launch: its blocks ru
 which holds the kernel context while the kernel ignores the harness's stops (as a loaded machine can keep a worker
 past the harness's tries), instead of in blocks' threads that the worker leaves behind when it is stopped."""
 
-import sys
 import threading
 import time
 
@@ -182,38 +181,84 @@ def waits_twice_kernel(out):
     out[t] = 1
 
 
-def test_stops_sent_at_any_moment_never_land_in_a_blocks_bookkeeping(monkeypatch):
-    """The harness stops threads at moments it cannot choose. A stop that landed in a leaving thread's bookkeeping
-    (gpulab.simulator.blocks.Block.finished) or before its kernel started ended that thread unseen, and its block's
-    other threads waited at a barrier for ever (CI run 21: block threads outlived their test; this test hung in 1 of
-    5 runs with only the guard of simulator.stopping.leaving, and failed 2 of 2 before it). Now a stop cannot land
-    there (stopping.started / leaving), and the launcher counts a thread that ended without reporting as failed
-    (Block.reap). Stops sent every 0.2 ms during 40 launches: each launch ends (run or stopped) and no block thread is
-    left. At this rate stops also interrupt numba-cuda's own exception handling (pytest warns of an exception in a
-    thread) and the garbage collector's weakref callbacks ("unraisable": this test's hook drops them)."""
-    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: None)
-    stop = threading.Event()
+def test_a_thread_that_ends_without_reporting_fails_the_launch_instead_of_hanging_it(monkeypatch):
+    """A stop that lands in a leaving thread's bookkeeping (Block.finished) ends it unseen (CI run 21: block threads
+    outlived their tests): its block's other threads waited at a barrier for ever and the launch never returned.
+    Now the launcher counts such a thread as failed (Block.reap) and the launch raises the harness's KernelTimeout.
+    Here thread 3's bookkeeping fails as such a stop would make it. With the old blocks.py: the launch still waited
+    after 20 s (measured)."""
+    from gpulab.simulator import blocks
 
-    def hammer() -> None:
-        while not stop.is_set():
-            stopping.stop_threads(stopping.KernelTimeout)
-            time.sleep(0.0002)
+    finished = blocks.Block.finished
 
-    h = threading.Thread(target=hammer, daemon=True)
-    h.start()
-    ended = 0
-    try:
-        for _ in range(40):
-            try:
-                waits_twice_kernel[1, 16](np.zeros(16, np.int32))
-            except (stopping.KernelTimeout, RuntimeError):
-                pass
-            ended += 1
-    finally:
-        stop.set()
-        h.join()
-    assert ended == 40
+    def lost(self, th):
+        if tuple(th.threadIdx) == (3, 0, 0):
+            raise stopping.KernelTimeout()
+        return finished(self, th)
+
+    monkeypatch.setattr(blocks.Block, "finished", lost)
+
+    @cuda.jit
+    def thread3_returns_early(out):
+        t = cuda.threadIdx.x
+        if t == 3:
+            return
+        cuda.syncthreads_count(1)  # the others wait here for thread 3, which has gone
+        out[t] = 1
+
+    box: dict = {}
+
+    def launch():
+        try:
+            thread3_returns_early[1, 8](np.zeros(8, np.int32))
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            box["error"] = exc
+
+    th = threading.Thread(target=launch, daemon=True)
+    th.start()
+    th.join(20)
+    assert not th.is_alive(), "the launch waited for ever for a thread that had ended"
+    assert isinstance(box.get("error"), stopping.KernelTimeout), box
     deadline = time.monotonic() + 10
-    while [th for th in threading.enumerate() if type(th).__name__ == "BlockThread" and th.is_alive()]:
-        assert time.monotonic() < deadline, "block threads still running after their launches ended"
+    while [t for t in threading.enumerate() if type(t).__name__ == "BlockThread" and t.is_alive()]:
+        assert time.monotonic() < deadline, "block threads still running after their launch failed"
         time.sleep(0.05)
+
+
+def test_stop_threads_spares_a_thread_before_its_kernel_and_once_it_is_leaving(monkeypatch):
+    """A stop before ``run``'s try (stopping.started) or inside the bookkeeping (after stopping.leaving) would end a
+    thread unseen: stop_threads skips such a thread, and stops it in between."""
+    sent = []
+    monkeypatch.setattr(
+        stopping, "_SET_ASYNC_EXC", lambda ident, exc: sent.append((ident.value, getattr(exc, "value", exc)))
+    )
+    go = threading.Event()
+
+    class BlockThread(threading.Thread):  # the name stop_threads looks for; guarded as harden marks numba's class
+        _gpulab_guarded = True
+        threadIdx = blockIdx = (0, 0, 0)
+
+        def run(self):
+            go.wait(10)
+
+    th = BlockThread(daemon=True)
+    th.start()
+    try:
+        assert stopping.stop_threads(stopping.KernelTimeout) == [] and sent == []  # not yet in its kernel
+        stopping.started(th)
+        assert len(stopping.stop_threads(stopping.KernelTimeout)) == 1 and sent == [(th.ident, stopping.KernelTimeout)]
+        sent.clear()
+        stopping.leaving(th)  # (called by the thread itself; here only its marks matter)
+        assert sent == [(th.ident, None)]  # a pending stop withdrawn
+        sent.clear()
+        assert stopping.stop_threads(stopping.KernelTimeout) == [] and sent == []  # leaving: spared
+    finally:
+        go.set()
+        th.join(10)
+
+
+def test_launches_with_a_thread_arriving_late_at_barriers_still_run():
+    """The kernel of the two tests above runs as before without stops (real block threads, two barriers)."""
+    out = np.zeros(16, np.int32)
+    waits_twice_kernel[1, 16](out)
+    assert out.tolist() == [1] * 16
