@@ -207,3 +207,20 @@ def test_gemm_row_slices_compute_the_whole_product(monkeypatch):
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((21, 5)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
     np.testing.assert_allclose(nn_ops.gemm(a, b, kernel=one_per_output, block=(4, 4)), a @ b, rtol=1e-5, atol=1e-6)
+
+
+def test_check_launch_refuses_a_float_as_numba_does():
+    """numba-cuda refuses 4.0 too ("griddim must be a sequence of integers"): the message says why and the fix."""
+    with pytest.raises(LaunchError, match=r"Python's / always gives a float, even 512 / 256 = 2.0.*ceil_div"):
+        check_launch(512 / 256, 256)
+    with pytest.raises(LaunchError, match=r"threads per block must be a whole number, but got 256.0 \(a float\)"):
+        check_launch(4, 256.0)
+    check_launch(np.int64(4), (np.int32(16), 16))  # NumPy integers are whole numbers
+
+
+def test_atomic_launchers_check_their_input_before_its_shape():
+    with pytest.raises(TypeError, match=r"x must be an array .* but got list"):
+        reduce.sum_atomic([1.0, 2.0, 3.0])
+    with pytest.raises(TypeError, match=r"x must be an array .* but got list"):
+        reduce.count_above([1.0, 2.0], 0.5)
+    assert reduce.sum_atomic(np.ones(3, np.float32)) == 3.0

@@ -23,6 +23,7 @@ __all__ = [
     "conv_out_size",
     "count",
     "is_numba_device_array",
+    "launch_dim",
     "threads_2d",
 ]
 
@@ -49,6 +50,29 @@ def count(name: str, value: Any, *, low: int = 1, example: str = "") -> int:
     if int(value) < low:
         raise LaunchError(f"{name} must be >= {low}, but got {int(value)}.{' ' + example if example else ''}")
     return int(value)
+
+
+def launch_dim(what: str, value: Any) -> int:
+    """One number of a launch configuration as numba-cuda takes it: a whole number (an int, a NumPy integer),
+    never a float, even 4.0 (numba refuses it: "griddim must be a sequence of integers"). ``what`` is "blocks" or
+    "threads per block"."""
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        if what == "blocks":
+            fix = (
+                "Python's / always gives a float, even 512 / 256 = 2.0. Round up with integer division: "
+                "blocks = (n + threads - 1) // threads, or gpulab.kernels.ceil_div(n, threads)"
+            )
+        else:
+            fix = "write it as an int (256, not 256.0), or int(...) a value you computed"
+        raise LaunchError(
+            f"{what} must be a whole number, but got {value!r} (a float); it is never rounded for you: {fix}."
+        )
+    raise LaunchError(
+        f"{what} must be a whole number (or a tuple of up to 3 for a 2-D or 3-D launch), but got {value!r} "
+        f"({type(value).__name__}), e.g. kernel[blocks, 256] with blocks = (n + 255) // 256."
+    )
 
 
 def ceil_div(n: int, d: int) -> int:
@@ -80,10 +104,9 @@ def check_launch(blocks: int | Sequence[int], threads: int | Sequence[int]) -> N
     if isinstance(blocks, (tuple, list)) and not 1 <= len(blocks) <= 3:
         raise LaunchError(f"the grid must have 1, 2 or 3 dimensions, but got {blocks!r}.")
     t = tuple(
-        count("threads per block", x, low=-(2**31))
-        for x in (threads if isinstance(threads, (tuple, list)) else (threads,))
+        launch_dim("threads per block", x) for x in (threads if isinstance(threads, (tuple, list)) else (threads,))
     )
-    b = tuple(count("blocks", x, low=-(2**31)) for x in (blocks if isinstance(blocks, (tuple, list)) else (blocks,)))
+    b = tuple(launch_dim("blocks", x) for x in (blocks if isinstance(blocks, (tuple, list)) else (blocks,)))
     total = 1
     for n in t:
         total *= n
