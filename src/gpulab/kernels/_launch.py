@@ -221,8 +221,11 @@ def _flag(flags: Any, name: str, default: bool = False) -> bool:
         return default
 
 
-def check_array(name: str, a: Any, *, ndim: int | None = None, dtype: Any = None) -> None:
-    """Check an argument's dimensionality and dtype, explaining what was expected."""
+def check_array(name: str, a: Any, *, ndim: int | None = None, dtype: Any = None, contiguous: bool = False) -> None:
+    """Check an argument's dimensionality and dtype, explaining what was expected. ``contiguous=True``: a NumPy
+    array must be one block of memory (C or Fortran order: ``m.T`` is), not a strided view like ``x[::2]``, which
+    numba-cuda cannot copy to the device ("Array contains non-contiguous buffer"); a device array's strides are
+    the kernel's to follow."""
     if not hasattr(a, "shape") or not hasattr(a, "dtype"):
         raise TypeError(
             f"{name} must be an array (NumPy, CuPy or a Numba device array), but got "
@@ -230,6 +233,15 @@ def check_array(name: str, a: Any, *, ndim: int | None = None, dtype: Any = None
         )
     if ndim is not None and len(a.shape) != ndim:
         raise LaunchError(f"{name} must be {ndim}-D, but has shape {tuple(a.shape)} ({len(a.shape)}-D).")
+    if contiguous:
+        import numpy as np
+
+        if isinstance(a, np.ndarray) and not (a.flags.c_contiguous or a.flags.f_contiguous):
+            raise LaunchError(
+                f"{name} is a strided view of another array (like x[::2]): its elements are not next to each other "
+                f"in memory, and the copy to the device needs them to be. Pass a contiguous copy: "
+                f"np.ascontiguousarray({name})."
+            )
     if dtype is not None:
         import numpy as np
 
