@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from numba import cuda
 
 from gpulab import grading, problems
 from gpulab.exercises import Problem, check_kernel
@@ -206,3 +207,17 @@ def test_a_host_function_with_other_parameters_is_not_blamed_on_gpulab():
     assert res.status == "error" and "gpulab's code" not in res.message and "report it" not in res.hint
     assert res.message.startswith("the check called your function training_bytes with the exercise's arguments")
     assert "pass that wrapper's result as host=" in res.hint
+
+
+@cuda.jit(device=True)
+def _add_device(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] + b[i]
+
+
+def test_a_device_function_in_place_of_the_kernel_is_named_as_such():
+    res = problems.lab01.ADD.check(_add_device)
+    assert res.status == "error" and res.message.startswith("_add_device is a device function, not a kernel:")
+    assert "gpulab's code" not in res.message and "report it" not in res.hint
+    assert res.hint.startswith("a device function (@cuda.jit(device=True)) is called by kernels")

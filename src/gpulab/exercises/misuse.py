@@ -18,11 +18,11 @@ from .result import CheckResult, log_result
 
 __all__ = [
     "bad_option",
-    "host_arguments",
     "not_a_kernel",
     "own_options",
     "refused",
     "reference_host_refused",
+    "wrong_callable",
 ]
 
 
@@ -152,13 +152,27 @@ HOST_ARGS_HINT = (
 )
 
 
-def host_arguments(harness: bool, text: str, name: str, tail: str) -> tuple[str, str, str] | None:
-    """The verdict for a TypeError of the check's own call of the learner's host= function ``name`` (``harness``:
-    raised where the check called it) whose parameters are not the exercise's (``name() missing 1 required
-    positional argument``), e.g. a lab's function passed as host= without the adapter the notebook wraps it in;
-    None for any other error (gpulab's own, then)."""
+DEVICE_FN_HINT = (
+    "a device function (@cuda.jit(device=True)) is called by kernels and cannot be launched: the check launches "
+    "what you pass with [blocks, threads]. Drop device=True if it is meant to be the kernel (a kernel returns "
+    "nothing: it writes its results into its output arrays)."
+)
+
+
+def wrong_callable(exc: BaseException, harness: bool, text: str, name: str, tail: str) -> tuple[str, str, str] | None:
+    """The verdict when the check's own call or launch (``harness``: raised where the check made it) failed because
+    the learner passed the wrong kind of function, or None (gpulab's own failure, then):
+
+    * a host= function ``name`` whose parameters are not the exercise's (``name() missing 1 required positional
+      argument``), e.g. a lab's function passed without the adapter the notebook wraps it in;
+    * a device function launched as a kernel (numba-cuda's "Cannot compile a device function as a kernel", which
+      the simulator raises too, with what to do)."""
+    if not harness:
+        return None
+    if isinstance(exc, RuntimeError) and "Cannot compile a device function as a kernel" in text:
+        return "error", f"{name or 'your function'} is a device function, not a kernel: {text}{tail}", DEVICE_FN_HINT
     called = name and re.match(rf"([\w<>.]+\.)?{re.escape(name)}\(\)", text)  # a nested function's qualified name
-    if not (harness and called and _ARGS.search(text)):
+    if not (isinstance(exc, TypeError) and called and _ARGS.search(text)):
         return None
     return (
         "error",
