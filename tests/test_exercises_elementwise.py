@@ -230,6 +230,23 @@ def test_hang_is_stopped_and_reported():
     assert "did not finish within 1 s" in res.message and "infinite loop" in res.hint
 
 
+@pytest.mark.skipif(gpulab.is_gpu(), reason="the simulator's speed is what makes a big case time out")
+def test_a_case_too_big_for_the_simulator_is_named_as_such_not_as_a_loop(monkeypatch):
+    """A case of millions of threads times out in the simulator by its size alone: the hint says so first. (Shown
+    here with the threshold lowered to 2,048 threads, on a kernel that hangs: stopping a launch of a million
+    threads mid-run takes long and leaves its threads to stop in their own time.)"""
+    from gpulab.simulator import limits
+
+    monkeypatch.setattr(limits, "WARN_THREADS", 2048)
+    res = check_add(add_hangs, sizes=[2048], threads=1024, timeout=0.5)
+    assert res.status == "timeout", res
+    assert res.hint.startswith("this input is large for the simulator: the launch runs 2,048 threads"), res.hint
+    assert "Check with smaller sizes (sizes=[7, 1000])" in res.hint
+    assert "If smaller sizes time out too, look for an infinite loop" in res.hint
+    small = check_add(add_hangs, sizes=[3], timeout=1.0)
+    assert small.hint.startswith("an infinite loop?") and "large" not in small.hint
+
+
 def test_placeholder_is_not_implemented_not_a_crash():
     res = check_add(add_placeholder)
     assert res.status == "not implemented" and res.score == 0 and "not implemented yet" in res.message

@@ -341,7 +341,7 @@ def test_rounding_bound_values():
 
 
 def test_reduction_too_long_for_the_output_precision_is_a_setup_error():
-    res = _matmul_problem(sizes=[(2, 4, 2)], reduction=1 << 30, host=sequential_float32).check()
+    res = _matmul_problem(sizes=[(2, 4, 2)], reduction=1 << 30).check(host=sequential_float32)
     assert res.status == "setup error" and "too long for float32" in res.message, res
 
 

@@ -72,7 +72,8 @@ EMULATIONS = {
     "SCALER": {"host": L.scaler_host(_run_with_loss_scaling)},
     "RING": {"host": L.ring_host(L.reduce_scatter, L.all_gather)},
     "HIERARCHICAL": {"host": L.hierarchical_host(L.hierarchical_allreduce)},
-    "BUDGET": {},  # integer arithmetic on the host: the reference host is what any correct answer gives
+    # integer arithmetic on the host: the reference host is what any correct answer gives (run as gpulab's own)
+    "BUDGET": {"trusted": True},
 }
 
 

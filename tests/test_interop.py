@@ -67,6 +67,12 @@ def test_emulated_precisions_order(n):
         interop.emulate_matmul(np.eye(2), np.eye(2), "bf8")
 
 
+@pytest.mark.parametrize(("n", "says"), [(0, "n must be >= 1, but got 0"), (-5, "n must be >= 1"), (2.5, "whole")])
+def test_precision_errors_needs_a_matrix_size(n, says):
+    with pytest.raises(ValueError, match=says):
+        interop.precision_errors(n)
+
+
 def test_precision_benchmark_is_gpu_only():
     with pytest.raises(ModuleNotFoundError):
         interop.precision_benchmark(64)

@@ -207,3 +207,60 @@ def test_gemm_row_slices_compute_the_whole_product(monkeypatch):
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((21, 5)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
     np.testing.assert_allclose(nn_ops.gemm(a, b, kernel=one_per_output, block=(4, 4)), a @ b, rtol=1e-5, atol=1e-6)
+
+
+def test_check_launch_refuses_a_float_as_numba_does():
+    """numba-cuda refuses 4.0 too ("griddim must be a sequence of integers"): the message says why and the fix."""
+    with pytest.raises(LaunchError, match=r"Python's / always gives a float, even 512 / 256 = 2.0.*ceil_div"):
+        check_launch(512 / 256, 256)
+    with pytest.raises(LaunchError, match=r"threads per block must be a whole number, but got 256.0 \(a float\)"):
+        check_launch(4, 256.0)
+    check_launch(np.int64(4), (np.int32(16), 16))  # NumPy integers are whole numbers
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: kernels.add(A[::2], B[::2]),
+        lambda: elementwise.saxpy(2.0, A[::2], B[::2]),
+        lambda: memory.copy(A[::3]),
+        lambda: elementwise.scale2d(2.0, np.ones((4, 6), np.float32)[:, ::2]),
+    ],
+)
+def test_a_strided_view_is_refused_with_the_copy_to_make(call):
+    with pytest.raises(
+        LaunchError, match=r"is a strided view of another array \(like x\[::2\]\).*np.ascontiguousarray"
+    ):
+        call()
+
+
+def test_contiguous_views_still_launch():
+    assert np.array_equal(kernels.add(A[10:20], B[10:20]), A[10:20] + 1)  # a slice: one block of memory
+    m = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert np.array_equal(kernels.transpose(m.T), m)  # Fortran order is one block of memory too
+
+
+def test_transpose_kernel_by_name_or_kernel_and_a_plain_function_refused():
+    m = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for k in ("naive", "tiled", memory.transpose_naive_kernel):
+        assert np.array_equal(kernels.transpose(m, kernel=k), m.T)
+    with pytest.raises(LaunchError, match=r"unknown transpose kernel 'tile'; expected one of tiled, naive"):
+        kernels.transpose(m, kernel="tile")
+    with pytest.raises(LaunchError, match=r"it was given function '<lambda>', which is not one.*@cuda.jit"):
+        kernels.transpose(m, kernel=lambda a, out: None)
+
+
+def test_saxpy_alpha_must_be_a_number_not_text():
+    with pytest.raises(LaunchError, match=r"alpha must be a number, but got the text '2': write it without quotes"):
+        elementwise.saxpy("2", A, B)
+    with pytest.raises(LaunchError, match="alpha must be one number"):
+        elementwise.scale2d(None, np.ones((2, 2), np.float32))
+    assert np.allclose(elementwise.saxpy(np.float64(2), A, B), 2 * A + B)
+
+
+def test_atomic_launchers_check_their_input_before_its_shape():
+    with pytest.raises(TypeError, match=r"x must be an array .* but got list"):
+        reduce.sum_atomic([1.0, 2.0, 3.0])
+    with pytest.raises(TypeError, match=r"x must be an array .* but got list"):
+        reduce.count_above([1.0, 2.0], 0.5)
+    assert reduce.sum_atomic(np.ones(3, np.float32)) == 3.0

@@ -7,6 +7,7 @@ which tests/test_browser.py runs in JupyterLab, or this file under plain nbclien
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -85,11 +86,14 @@ def test_or_reference_checks_again_when_given_another_exercises_verdict(capsys):
     assert "result is the check of lesson 11's 'attainable': checking your 'cost_per_epoch' again" in out
     assert "has not passed its check yet (failed)" in out
     assert lessons.or_reference(passed, ref, "11", "cost_per_epoch") is ref  # a correct one passes its own check
-    assert lessons.or_reference(passed, "mine", "11", "attainable") == "mine"  # its own verdict: no check again
+    capsys.readouterr()
+    # its own verdict, of this very function: trusted, no check again
+    assert lessons.or_reference(passed, attainable_gflops, "11", "attainable") is attainable_gflops
+    assert capsys.readouterr().out == ""
 
 
 def test_unknown_exercise_names_the_known_ones():
-    with pytest.raises(UsageError, match="01/add"):
+    with pytest.raises(UsageError, match="no exercise 01/nope; lesson 01's exercises: add, scale2d"):
         lessons.exercise("01", "nope")
 
 
@@ -264,3 +268,96 @@ def test_a_negative_prediction_gets_no_negative_ratio():
 def test_a_number_typed_with_commas_is_explained():
     with pytest.raises(UsageError, match=r"several numbers: your guess is \(1, 0\).*guess = 1000 or guess = 1_000"):
         lessons.compare((1, 0), 800)  # what `guess = 1,000` gives
+
+
+@pytest.mark.parametrize("measured", [np.array(4.0), np.array([4.0]), [4], (4.0,), np.float32(4)])
+def test_a_one_number_array_is_compared_as_its_number(measured):
+    """CuPy reductions give 0-d arrays in gpu mode (NumPy scalars in simulator mode): one number either way."""
+    assert "right" in lessons.compare(4, measured)
+
+
+@pytest.mark.parametrize(
+    ("measured", "says"),
+    [
+        (np.array([4.0, 5.0]), "compare needs one measured number; it was given an array of shape (2,)"),
+        ([4, 5], "it was given a list of 2 numbers"),
+        (None, "it was given None: the cell that computes it did not produce a number"),
+        (float("nan"), "it was given nan: the computation behind it did not give a finite number"),
+    ],
+)
+def test_a_measured_value_that_is_not_one_number_is_refused(measured, says):
+    with pytest.raises(UsageError, match=re.escape(says)):
+        lessons.compare(3, measured)
+
+
+def test_compare_tolerance_is_a_fraction():
+    with pytest.raises(UsageError, match=r"tolerance=25 \(for 25% write tolerance=0.25\)"):
+        lessons.compare(1, 100, tolerance=25)
+    with pytest.raises(UsageError, match="a number from 0 to 1"):
+        lessons.compare(4, 4, tolerance=-1)
+    assert "right" in lessons.compare(4, 4, tolerance=0) and "right" in lessons.compare(5, 4, tolerance=0.25)
+
+
+def test_or_reference_checks_again_a_kernel_redefined_after_its_check(capsys):
+    """A check cell run, then the kernel's cell edited and run again, not the check: the verdict is of the old
+    kernel, so the new one is checked before the cells below use it."""
+    ref = lessons.exercise("01", "add").reference
+
+    @cuda.jit
+    def add_kernel(a, b, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = a[i] + b[i]
+
+    first = add_kernel
+    good = lessons.check("01", "add", first)
+    assert good.passed
+
+    @cuda.jit
+    def add_kernel(a, b, out):  # noqa: F811 - the cell run again, now wrong
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = a[i] - b[i]
+
+    capsys.readouterr()
+    assert lessons.or_reference(good, add_kernel, "01", "add") is ref
+    out = capsys.readouterr().out
+    assert "result is the check of another version of add_kernel: its cell ran again after the check" in out
+    assert "has not passed its check yet (failed)" in out
+    assert lessons.or_reference(good, first, "01", "add") is first and capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (lambda r, k: (k, r), "the check's verdict comes first, then the kernel; it was given the kernel first"),
+        (lambda r, k: (None, k), "result must be what lessons.check returned; it was given None. Run the check"),
+        (lambda r, k: (k, k), "it was given FakeCUDAKernel"),
+    ],
+)
+def test_or_reference_refuses_what_is_not_a_verdict(args, says):
+    ref = lessons.exercise("01", "add").reference
+    result = lessons.exercise("01", "add").check(ref, trusted=True)
+    with pytest.raises(UsageError, match=re.escape(says) if "Fake" not in says else "result must be what"):
+        lessons.or_reference(*args(result, ref), "01", "add")
+
+
+def test_check_function_given_a_value_asks_for_the_function():
+    def conv_flops(n):
+        return 2 * n
+
+    res = lessons.check_function(conv_flops(3), [((3,), 6)])
+    assert res.status == "error" and res.score == 0
+    assert "needs your function itself, e.g. lessons.check_function(your_function, cases); it was given an int" in (
+        res.message
+    )
+    assert lessons.check_function(conv_flops, [((3,), 6)]).passed
+
+
+def test_lessons_check_names_the_call_for_none_and_a_name():
+    res = lessons.check("01", "add", None)
+    assert res.status == "error" and 'e.g. lessons.check("01", "add", add_kernel)' in res.message
+    text = lessons.check("01", "add", "add_kernel")
+    assert "given the text 'add_kernel'. Pass the function, not its name" in text.message
+    fn = lessons.check("09", "cnn_forward_macs", None)
+    assert "needs your function itself" in fn.message and "cnn_forward_macs)" in fn.message

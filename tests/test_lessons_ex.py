@@ -79,7 +79,7 @@ def test_lesson11_checks_each_function_exercise():
 def test_reveal_prints_the_source():
     text = lessons.reveal("05", "scan_block", display=False)
     assert "def scan_block_kernel(x, out, block_sums):" in text and "syncthreads" in text
-    with pytest.raises(UsageError, match="05/scan_block"):
+    with pytest.raises(UsageError, match="lesson 05.s exercises: .*scan_block"):
         lessons.reveal("05", "no_such_exercise", display=False)
 
 

@@ -52,10 +52,21 @@ def test_hints_come_in_tiers_then_point_at_reveal(capsys):
 
 
 def test_unknown_exercise_lists_the_valid_names():
-    with pytest.raises(UsageError, match=r"lesson 05's are: 05/dot_atomic, 05/block_max.*histogram_privatized"):
+    with pytest.raises(UsageError, match=r"lesson 05's hints: dot_atomic, block_max.*histogram_privatized"):
         lessons.hint("05", "dot_product")
-    with pytest.raises(UsageError, match="that lesson has none"):
+    with pytest.raises(UsageError, match="lesson '99' has none; the lessons with hints: 00, 01"):
         lessons.hint("99", "add")
+
+
+def test_a_near_miss_name_is_read_or_named():
+    """Spaces, case and the stub's function name find the exercise; a typo gets the closest name of its lesson."""
+    add = lessons.exercise("01", "add")
+    assert lessons.exercise("01 ", " add") is add and lessons.exercise(1, "Add") is add
+    assert lessons.exercise("01", "add_kernel") is add  # the name of the function the learner version defines
+    with pytest.raises(UsageError, match=r'no exercise 01/ad; did you mean "add"\? lesson 01\'s exercises: add, '):
+        lessons.exercise("01", "ad")
+    with pytest.raises(UsageError, match=r'no hints for 05/dot_atomc; did you mean "dot_atomic"\?'):
+        lessons.hint("05", "dot_atomc")
 
 
 def test_a_task_without_a_check_ends_with_its_answer(capsys):

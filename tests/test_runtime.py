@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pytest
 
@@ -177,6 +179,42 @@ def test_sizes_and_array_module_follow_mode():
 
 def gpulab_mode() -> str:
     return runtime.mode()
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (None, "it was given None (what a function without `return` gives"),
+        ("abc", "it was given the text 'abc'"),
+        (print, "it was given the function print, not an array"),
+        ({"a": 1}, "it was given a dict that is not numbers"),
+    ],
+)
+def test_to_device_and_to_host_refuse_what_is_not_numbers(value, says):
+    """NumPy would make a 0-d object array of these (CuPy refuses them): the two modes must not differ."""
+    from gpulab.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"to_device takes an array \(or a list of numbers\)"):
+        runtime.to_device(value)
+    with pytest.raises(UsageError, match=re.escape(says)):
+        runtime.to_host(value)
+
+
+def test_to_device_takes_arrays_lists_and_numbers():
+    import numpy as np
+
+    assert runtime.to_device([1, 2]).tolist() == [1, 2] and float(runtime.to_device(3.0)) == 3.0
+    assert runtime.to_host(np.float32(2)) == 2 and runtime.to_host([[1.0]]).shape == (1, 1)
+
+
+def test_sizes_warns_when_the_simulators_size_is_the_larger():
+    with pytest.warns(UserWarning, match=r"sizes\(gpu=1,024, simulator=16,777,216\).*sizes\(gpu=16_777_216, simulator"):
+        assert runtime.sizes(1 << 10, 1 << 24) == 1 << 24
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        runtime.sizes(gpu=0.98, simulator=0.75)  # rates, and the usual order: no warning
+        runtime.sizes(gpu=(32, 64), simulator=(8, 16))
+        runtime.sizes(gpu=1 << 24, simulator=1 << 10)
 
 
 def test_probe_is_fast_and_reports_reason():

@@ -1,3 +1,4 @@
+import re
 import time
 
 import numpy as np
@@ -32,8 +33,66 @@ def test_benchmark_rejects_bad_repeat():
 def test_rates():
     assert timing.gbps(2e9, 1.0) == pytest.approx(2.0)
     assert timing.gflops(2 * 64**3, 1e-3) == pytest.approx(2 * 64**3 / 1e6)
-    with pytest.raises(ValueError):
+    assert timing.gbps(np.int64(2_000_000_000), np.float64(2.0)) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match=r"seconds must be a time > 0; it was given 0"):
         timing.gbps(1, 0)
+
+
+def test_a_rate_takes_a_benchmark_result_as_its_median():
+    r = timing.BenchResult((1.0, 2.0, 4.0), "simulator", "perf_counter")
+    assert timing.gbps(4e9, r) == pytest.approx(2.0) and timing.gflops(2e9, r) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("call", "says"),
+    [
+        (lambda r, x: timing.gflops(2000, r.times), "seconds must be a number (for a benchmark result pass r.median"),
+        (lambda r, x: timing.gbps(r.median, x.nbytes), "nbytes=0.002 is less than one byte, which looks like a time"),
+        (lambda r, x: timing.gbps(x, r.median), "nbytes is a number; it was given an array of shape (1000,): pass "),
+        (lambda r, x: timing.gbps(r, x.nbytes), "the count comes first, then the time"),
+        (lambda r, x: timing.gflops(-5, r.median), "flops must be >= 0"),
+        (lambda r, x: timing.gbps("4000", r.median), "nbytes must be a number"),
+    ],
+)
+def test_a_rate_refuses_swapped_or_wrong_arguments(call, says):
+    r = timing.BenchResult((0.002,), "simulator", "perf_counter")
+    with pytest.raises(ValueError, match=re.escape(says)):
+        call(r, np.zeros(1000, np.float32))
+
+
+@pytest.mark.parametrize(
+    ("call", "says"),
+    [
+        (lambda x: timing.benchmark(None), "It was given None, the value a launch add_kernel[blocks, threads](...)"),
+        (lambda x: timing.benchmark(kernels.add(x, x)), "It was given an array of shape (4,), the result of a call"),
+        (lambda x: timing.benchmark(kernels.add_kernel, x, x, x), "the kernel add_kernel without its launch"),
+        (lambda x: timing.benchmark(kernels.add, x, x, repeats=3), "repeats= would be passed on to add(), which"),
+        (lambda x: timing.benchmark(kernels.add, x, x, repeat=2.5), "repeat must be a whole number >= 1, but got 2.5"),
+        (lambda x: timing.benchmark(kernels.add, x, x, repeat="5"), "repeat must be a whole number >= 1, but got '5'"),
+        (lambda x: timing.benchmark(kernels.add, x, x, warmup=None), "warmup must be a whole number >= 0"),
+        (lambda x: timing.benchmark(kernels.add, x, x, warmup=-1), "warmup must be 0 or more (got -1)"),
+    ],
+)
+def test_benchmark_refuses_what_it_cannot_time(call, says):
+    with pytest.raises(ValueError, match=re.escape(says)):
+        call(np.ones(4, np.float32))
+
+
+def test_benchmark_says_did_you_mean_for_a_misspelt_option():
+    with pytest.raises(ValueError, match=r"Did you mean repeat=\?"):
+        timing.benchmark(kernels.add, np.ones(2, np.float32), np.ones(2, np.float32), repeats=3)
+
+
+def test_benchmark_passes_keywords_the_function_takes():
+    seen = {}
+
+    def f(x, *, scale=1):
+        seen["scale"] = scale
+
+    timing.benchmark(f, 1, scale=3, repeat=1, warmup=0)
+    assert seen == {"scale": 3}
+    x = np.ones(64, np.float32)
+    assert len(timing.benchmark(kernels.add_kernel[1, 64], x, x, np.empty_like(x), repeat=2).times) == 2
 
 
 @pytest.mark.parametrize(

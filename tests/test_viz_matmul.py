@@ -112,3 +112,17 @@ def test_tile_explorer_updates():
     assert "1,024" in info.value
     with pytest.raises(ValueError):
         tile_explorer(tile=3)
+
+
+def test_tiling_stats_counts_are_whole_numbers():
+    s = tiling_stats(1024, 16.0)  # a whole float is read as the number it is
+    assert s["threads_per_block"] == 256 and isinstance(s["threads_per_block"], int)
+    with pytest.raises(ValueError, match=r"tile must be a whole number >= 1, but got 16.5"):
+        tiling_stats(1024, 16.5)
+
+
+def test_tile_explorer_refuses_an_n_its_slider_cannot_show():
+    with pytest.raises(ValueError, match=r"n must be >= 1, but got 0"):
+        tile_explorer(n=0)
+    with pytest.raises(ValueError, match=r"the explorer's n goes from 16 to 8192"):
+        tile_explorer(n=10_000)

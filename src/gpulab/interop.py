@@ -310,6 +310,9 @@ def matmul_precision(a: Any, b: Any, precision: str) -> Any:
 def precision_errors(n: int, *, seed: int = 0) -> dict[str, float]:
     """Relative error (max |C - C_ref| / max |C_ref|) of an n x n matmul in each precision against a
     float64 reference, with inputs uniform in [-1, 1]. Real cuBLAS in gpu mode, NumPy model otherwise."""
+    from .kernels._launch import count
+
+    n = count("n", n, example="n is the matrix size, e.g. precision_errors(256).")
     rng = np.random.default_rng(seed)
     a = rng.uniform(-1, 1, (n, n)).astype(np.float32)
     b = rng.uniform(-1, 1, (n, n)).astype(np.float32)

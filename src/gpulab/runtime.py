@@ -22,6 +22,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from .errors import UsageError
+
 __all__ = [
     "DriverProbe",
     "ModeError",
@@ -245,7 +247,26 @@ def sizes(gpu: T, simulator: T) -> T:
     """Pick a problem size for the current mode, stating both in the notebook.
 
     >>> N = sizes(gpu=1 << 24, simulator=1 << 10)
+
+    Two whole numbers with the simulator's the larger (``sizes(1 << 10, 1 << 24)``: the two swapped) give a
+    warning: the simulator runs each CUDA thread as Python on the CPU, so its size is the small one.
     """
+    if (
+        isinstance(gpu, int)
+        and isinstance(simulator, int)
+        and not isinstance(gpu, bool)
+        and not isinstance(simulator, bool)
+        and 0 < gpu < simulator
+    ):
+        import warnings
+
+        warnings.warn(
+            f"sizes(gpu={gpu:,}, simulator={simulator:,}): the simulator's size is the larger one. The simulator "
+            "runs each CUDA thread as Python on the CPU, so its size is the small one: are the two swapped? "
+            f"sizes(gpu={simulator:_}, simulator={gpu:_})",
+            UserWarning,
+            stacklevel=2,
+        )
     return gpu if is_gpu() else simulator
 
 
@@ -272,8 +293,27 @@ def array_module(*arrays: Any) -> Any:
     return numpy
 
 
+def _numbers(fn: str, a: Any) -> None:
+    """Refuse what no array of numbers can be made of: None, text, a function or kernel, or objects (NumPy would
+    make a 0-d object array of them in simulator mode, where CuPy refuses them in gpu mode: the modes would differ)."""
+    import numpy
+
+    if a is None:
+        what = "None (what a function without `return` gives, and a launch kernel[blocks, threads](...))"
+    elif isinstance(a, (str, bytes)):
+        what = f"the text {a!r:.40}"
+    elif callable(a) and not hasattr(a, "shape"):
+        what = f"the function {getattr(a, '__name__', type(a).__name__)}, not an array"
+    elif not hasattr(a, "shape") and numpy.asarray(a).dtype == object:
+        what = f"a {type(a).__name__} that is not numbers"
+    else:
+        return
+    raise UsageError(f"{fn} takes an array (or a list of numbers), e.g. {fn}(x); it was given {what}.")
+
+
 def to_device(a: Any) -> Any:
     """Move a host array to the device (CuPy in gpu mode); a no-op in simulator mode."""
+    _numbers("to_device", a)
     if is_gpu():
         import cupy
 
@@ -287,10 +327,11 @@ def to_host(a: Any) -> Any:
     """Bring an array back as NumPy (CuPy, Numba device arrays and NumPy are accepted)."""
     import numpy
 
-    if hasattr(a, "get") and not isinstance(a, numpy.ndarray):
+    if hasattr(a, "get") and hasattr(a, "shape") and not isinstance(a, numpy.ndarray):  # CuPy (not a dict's get)
         return a.get()
     if hasattr(a, "copy_to_host"):
         return a.copy_to_host()
+    _numbers("to_host", a)
     return numpy.asarray(a)
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import math
+import numbers
 import statistics
 import sys
 import time
@@ -18,6 +20,7 @@ from typing import Any
 from collections.abc import Callable, Iterator
 
 from . import runtime
+from .errors import UsageError
 
 __all__ = [
     "BenchResult",
@@ -149,10 +152,9 @@ def benchmark(
     synchronizes itself (lesson 02's ``pipelined_saxpy`` does: then the window is its host time, launches and
     waits included). Returns a :class:`BenchResult` in seconds.
     """
-    if repeat < 1:
-        raise ValueError(f"repeat must be at least 1 (got {repeat}); use repeat=5 for a stable median.")
-    if warmup < 0:
-        raise ValueError(f"warmup must be 0 or more (got {warmup}).")
+    _check_call(fn, kwargs)
+    repeat = _whole("repeat", repeat, 1, "use repeat=5 for a stable median.")
+    warmup = _whole("warmup", warmup, 0, "use warmup=1 (the first call compiles the kernel).")
     for _ in range(warmup):
         fn(*args, **kwargs)
     runtime.synchronize()
@@ -177,6 +179,74 @@ def benchmark(
     return BenchResult(tuple(times), runtime.mode(), clock, label)
 
 
+_OPTIONS = ("warmup", "repeat", "label")
+
+
+def _whole(name: str, value: Any, low: int, fix: str) -> int:
+    """``repeat=`` / ``warmup=`` as a count: a whole number >= ``low`` (not 2.5, "5" or None)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise UsageError(f"{name} must be a whole number >= {low}, but got {value!r} ({type(value).__name__}); {fix}")
+    if value < low:
+        word = "at least 1" if low == 1 else f"{low} or more"
+        raise UsageError(f"{name} must be {word} (got {value}); {fix}")
+    return int(value)
+
+
+def _check_call(fn: Any, kwargs: dict[str, Any]) -> None:
+    """Refuse what benchmark cannot time: a value (what a launch or a call returned) instead of the function, a
+    kernel without its launch configuration, or a keyword that ``fn`` does not take (a misspelt ``repeat=``)."""
+    from .source import py_func
+
+    example = "benchmark(add_kernel[blocks, threads], a, b, out) or benchmark(kernels.add, x, y)"
+    if not callable(fn):
+        if fn is None:
+            what = "None, the value a launch add_kernel[blocks, threads](...) (or a function without return) returns"
+        elif hasattr(fn, "shape"):
+            what = f"an array of shape {tuple(fn.shape)}, the result of a call"
+        else:
+            what = f"a {type(fn).__name__} ({fn!r:.40})"
+        raise UsageError(
+            f"benchmark times a call it makes itself: pass the function and its arguments separately, {example}. "
+            f"It was given {what}."
+        )
+    if _unlaunched(fn):
+        name = getattr(py_func(fn), "__name__", "kernel")
+        raise UsageError(
+            f"benchmark was given the kernel {name} without its launch configuration: pass the launch, "
+            f"benchmark({name}[blocks, threads], ...), then its arguments (the brackets, without calling it)."
+        )
+    import inspect
+
+    try:
+        params = inspect.signature(py_func(fn)).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a builtin): let the call say
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return
+    names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    for key in kwargs:
+        if key not in names:
+            import difflib
+
+            close = difflib.get_close_matches(key, _OPTIONS, n=1, cutoff=0.6)
+            guess = f" Did you mean {close[0]}=?" if close else ""
+            fn_name = getattr(py_func(fn), "__name__", "the function")
+            raise UsageError(
+                f"benchmark's own options are warmup=, repeat= and label=; {key}= would be passed on to "
+                f"{fn_name}(), which does not take it.{guess}"
+            )
+
+
+def _unlaunched(fn: Any) -> bool:
+    """A ``@cuda.jit`` kernel itself rather than its launch ``kernel[blocks, threads]``: numba-cuda's dispatcher
+    (which has ``configure``), or the simulator's kernel before any launch configured it."""
+    if getattr(fn, "_device", False) or getattr(getattr(fn, "targetoptions", None), "get", lambda k: False)("device"):
+        return False
+    if type(fn).__name__ == "FakeCUDAKernel":
+        return getattr(fn, "grid_dim", None) is None
+    return callable(getattr(fn, "configure", None)) and hasattr(fn, "py_func")
+
+
 def device_name() -> str:
     """The GPU's name in gpu mode (``"Tesla T4"``, ``"NVIDIA H100 80GB HBM3"``); in simulator mode
     ``"CUDA simulator (CPU)"``. The one place that reads it (numba returns bytes or str by version)."""
@@ -188,18 +258,49 @@ def device_name() -> str:
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
-def gbps(nbytes: float, seconds: float) -> float:
-    """Achieved bandwidth in GB/s (10^9 bytes per second) for ``nbytes`` moved in ``seconds``."""
-    if seconds <= 0:
-        raise ValueError(f"seconds must be positive (got {seconds}).")
-    return nbytes / seconds / 1e9
+def gbps(nbytes: float, seconds: float | BenchResult) -> float:
+    """Achieved bandwidth in GB/s (10^9 bytes per second) for ``nbytes`` moved in ``seconds`` (a number, or a
+    :class:`BenchResult`, whose median is used)."""
+    return _rate("gbps", "nbytes", nbytes, seconds)
 
 
-def gflops(flops: float, seconds: float) -> float:
-    """Achieved throughput in GFLOP/s for ``flops`` floating-point operations in ``seconds``."""
-    if seconds <= 0:
-        raise ValueError(f"seconds must be positive (got {seconds}).")
-    return flops / seconds / 1e9
+def gflops(flops: float, seconds: float | BenchResult) -> float:
+    """Achieved throughput in GFLOP/s for ``flops`` floating-point operations in ``seconds`` (a number, or a
+    :class:`BenchResult`, whose median is used)."""
+    return _rate("gflops", "flops", flops, seconds)
+
+
+def _rate(fn: str, name: str, amount: Any, seconds: Any) -> float:
+    """``amount / seconds / 1e9``, with the arguments checked: ``seconds`` a number > 0 (a BenchResult gives its
+    median), ``amount`` a number (not an array, not a BenchResult: the arguments swapped)."""
+    call = f"{fn}({name}, seconds)"
+    if isinstance(seconds, BenchResult):
+        seconds = seconds.median
+    if isinstance(amount, BenchResult):
+        raise UsageError(f"{call}: the count comes first, then the time; it was given the benchmark result first.")
+    amount, seconds = (float(v) if tuple(getattr(v, "shape", (0,))) == () else v for v in (amount, seconds))  # 0-d
+    if hasattr(amount, "nbytes") and hasattr(amount, "shape"):
+        fix = "x.nbytes, the byte count" if fn == "gbps" else "the number of operations (e.g. 2 * n)"
+        raise UsageError(
+            f"{call}: {name} is a number; it was given an array of shape {tuple(amount.shape)}: pass {fix}."
+        )
+    for what, value in ((name, amount), ("seconds", seconds)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            hint = " (for a benchmark result pass r.median, or r itself)" if what == "seconds" else ""
+            raise UsageError(
+                f"{call}: {what} must be a number{hint}; it was given {type(value).__name__} {value!r:.40}."
+            )
+    if not seconds > 0 or not math.isfinite(seconds):
+        raise UsageError(f"{call}: seconds must be a time > 0; it was given {seconds}.")
+    if amount < 0:
+        raise UsageError(f"{call}: {name} must be >= 0; it was given {amount:g}.")
+    if 0 < amount < 1:  # less than one byte or operation: a time, the arguments swapped
+        unit = "byte" if fn == "gbps" else "operation"
+        raise UsageError(
+            f"{call}: {name}={amount:g} is less than one {unit}, which looks like a time: are the arguments swapped? "
+            f"The count comes first, then the seconds: {fn}(x.nbytes, r.median)."
+        )
+    return float(amount) / float(seconds) / 1e9
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from .diagnose import Judge
 from .raised import exception_verdict, thread_inside
 from .problem import Case, Problem, Size
 from .result import Check
-from .run import Hang, Launch, OutOfBounds, Runner, SetupError
+from .run import Hang, Launch, OutOfBounds, Runner, SetupError, as_dim
 
-__all__ = ["Failure", "State", "build_cases", "largest", "param_names", "run_case", "run_cases"]
+__all__ = ["Failure", "State", "build_cases", "largest", "param_names", "run_case", "run_cases", "size_hint"]
 
 
 @dataclass
@@ -184,6 +184,29 @@ def run_case(st: State, k: int, launch: Launch, interval: float | None = None) -
     return None
 
 
+def size_hint(st: State, k: int, launch: Launch) -> str | None:
+    """Why case ``k`` may have run out of time in the simulator by its size alone (a launch of millions of threads,
+    each run as Python on the CPU), or None: gpu mode, a launch of fewer than ``WARN_THREADS`` threads, or one the
+    check cannot tell (a host function that does not say how it launches)."""
+    from ..simulator.limits import SIM_THREADS_PER_S, WARN_THREADS
+
+    if not runtime.is_simulator():
+        return None
+    try:
+        grid, block = st.runner.config(st.cases[k], st.runner.host_call(st.cases[k])[1], Launch(k, launch.swapped))
+    except Exception:  # noqa: BLE001 - no launch the check can name
+        return None
+    threads = int(np.prod(as_dim(grid))) * int(np.prod(as_dim(block)))
+    if threads < WARN_THREADS:
+        return None
+    return (
+        f"this input is large for the simulator: the launch runs {threads:,} threads, each as Python on the CPU "
+        f"(about {SIM_THREADS_PER_S:,} a second for a short kernel, so at least {threads / SIM_THREADS_PER_S:.0f} s "
+        f"before any loop), which is likely why it did not finish within {st.p.timeout:g} s. Check with smaller "
+        "sizes (sizes=[7, 1000]); gpu-sized inputs belong to gpu mode."
+    )
+
+
 def run_cases(st: State, launch: Launch, quick: bool = False) -> Failure | None:
     """Every case in turn (cycling through the block shapes); the first failure, or None."""
     for k in range(len(st.cases)):
@@ -198,11 +221,15 @@ def run_cases(st: State, launch: Launch, quick: bool = False) -> Failure | None:
                 if stuck
                 else ""
             )
-            hint = (
-                "an infinite loop? Check that every loop variable advances (a grid-stride loop adds "
-                "cuda.gridsize(1); a tree reduction halves the stride) and that the loop ends for every thread."
+            loops = (
+                "every loop variable advances (a grid-stride loop adds cuda.gridsize(1); a tree reduction halves the "
+                "stride) and that the loop ends for every thread."
             )
-            if runtime.is_gpu():
+            hint = f"an infinite loop? Check that {loops}"
+            big = size_hint(st, k, launch)
+            if big is not None:
+                hint = f"{big} If smaller sizes time out too, look for an infinite loop: check that {loops}"
+            elif runtime.is_gpu():
                 hint += " On the GPU a stuck kernel cannot be stopped: restart the Jupyter kernel."
             elif st.p.host is None and in_turn.plan(py_func(st.runner.kernel)) is not None:
                 hint += (

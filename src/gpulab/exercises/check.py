@@ -23,6 +23,7 @@ from .problem import Budget, Problem, Size
 from ..ptx import prestart
 from .output import captured
 from .own_code import own_code_check
+from .misuse import not_a_kernel
 from .precision import FLOAT64_NOTE, float32_arrays, float64_literal_accumulators
 from .ptxcheck import ptx_check, signature_for
 from .races import race_stage
@@ -182,6 +183,8 @@ def _run_problem(p: Problem, kernel: Any, name: str | None, trusted: bool) -> Ch
         log_result(res)
         return res
 
+    if p.host is None and (why := not_a_kernel(kernel, _example(p))) is not None:
+        return finish("error", why)
     if is_placeholder(kernel) or (p.host is not None and is_placeholder(p.host)):
         return finish("not implemented", "not implemented yet: replace `raise NotImplementedError` with your code.")
     refused = None
@@ -276,6 +279,13 @@ def _run_problem(p: Problem, kernel: Any, name: str | None, trusted: bool) -> Ch
         st.checks,
         score=float(p.points),
     )
+
+
+def _example(p: Problem) -> str:
+    """A check call with the kernel's name, for a verdict on a call given something else: the name the exercise asks
+    for (lessons: ``add_kernel``), else the usual one (a lab's ``lab01.add``: ``add_kernel``)."""
+    name = p.name if p.name.isidentifier() else f"{p.name.rpartition('.')[2]}_kernel"
+    return f"check({name})" if name.isidentifier() else "check(my_kernel)"
 
 
 def changed_input_notes(st: State, host: bool) -> list[str]:

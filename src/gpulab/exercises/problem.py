@@ -224,6 +224,11 @@ class Problem:
     given: Sequence[Any] = ()
     """What the exercise hands the learner to build on (a gpulab kernel or function their code may call, e.g.
     lab 07's ``matmul``): :mod:`.own_code` refuses code that is or calls any other reference implementation."""
+    usage: str = ""
+    """For a Problem whose answer goes in through ``host=`` (defined with a reference stand-in, or with no launch at
+    all): the call a learner writes, e.g.
+    ``"L10.BUDGET.check(host=L10.budget_host(training_bytes, largest_batch))"``, quoted when a check is called without
+    ``host=`` (see :meth:`check`)."""
 
     def sizes_for(self, scale: str | None = None) -> Sequence[Size]:
         """The sizes for ``scale`` ("gpu" or "simulator"; default: the current mode)."""
@@ -235,17 +240,33 @@ class Problem:
     def check(self, kernel: Any = None, *, scale: str | None = None, trusted: bool = False, **overrides: Any) -> Any:
         """Run the checks on ``kernel`` (see :func:`check_kernel`); returns a CheckResult. ``trusted=True``:
         ``kernel`` is gpulab's own reference, run by gpulab's tests (no own-code stage, see
-        :func:`gpulab.exercises.check.run_problem`)."""
+        :func:`gpulab.exercises.check.run_problem`).
+
+        A Problem defined with ``host=`` (gpulab's reference stand-in), or with none of ``threads=``, ``launch=``
+        and ``host=``, checks the learner's function only when it comes through ``host=``: called without one
+        (``check()``, or the function passed positionally) it refuses with a verdict naming :attr:`usage`; it runs
+        its own ``host`` only for ``trusted=True``."""
         from .check import run_problem
+        from .misuse import bad_option, own_options, reference_host_refused, refused
 
         unknown = set(overrides) - set(_OPTIONS) - {"sizes", "name"}
         if unknown:
             raise TypeError(f"Problem.check: unknown option(s) {sorted(unknown)}; valid: {sorted(_OPTIONS)}")
+        for key, value in overrides.items():
+            if (why := bad_option(key, value)) is not None:
+                return refused(self.name, overrides.get("points", self.points), f"{self.name}.check: {why}")
         kw = dict(overrides)
+        modes = ("threads", "launch", "host")
+        if not trusted and all(kw.get(k) is None for k in modes):
+            # a host here is gpulab's reference, which would pass whatever the learner wrote (or nothing); without
+            # one the learner's function is the host, and only host= says so
+            if self.host is not None or all(getattr(self, k) is None for k in modes):
+                return reference_host_refused(self.name, self.usage, kernel, kw.get("points", self.points))
         if any(k in overrides for k in ("threads", "launch", "host")):
             for k in ("threads", "launch", "host"):
                 kw.setdefault(k, None)
         kw.setdefault("sizes", self.sizes_for(scale))
         problem = dataclasses.replace(self, **{k: v for k, v in kw.items() if k != "name"})
         name = kw.get("name") or (None if kernel is not None else self.name)
-        return run_problem(problem, kernel if kernel is not None else problem.host, name, trusted=trusted)
+        res = run_problem(problem, kernel if kernel is not None else problem.host, name, trusted=trusted)
+        return own_options(overrides, res)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from .. import runtime, simulator
-from .cases import State, largest, run_case
+from .cases import State, largest, run_case, size_hint
 from .compare import fills, unwritten
 from .problem import Case
 from .result import Check
@@ -360,10 +360,12 @@ def race_stage(st: State, launch: Launch) -> tuple[str, str] | None:
         try:
             fail = run_case(State(p, st.runner, st.cases, st.judge), big, Launch(big + 1 + j, launch.swapped), interval)
         except Hang:
+            slow = size_hint(st, big, launch)
             return (
                 f"correct once, but did not finish within {p.timeout:g} s when re-run with another thread "
                 f"schedule.\ninput: {case.describe()}",
-                "a thread waits for something only another thread's "
+                slow
+                or "a thread waits for something only another thread's "
                 "timing provides: look for loops that spin on shared or global memory.",
             )
         if fail is not None and fail.output < 0:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..errors import GpulabError
+from .misuse import wrong_callable
 from .problem import Case
 from .frames import _XOROSHIRO as _XOROSHIRO_FILE
 from .overflow import Overflow, overflow
@@ -225,6 +226,8 @@ def not_in_your_code(
         f"{type(exc).__name__} raised in gpulab's code ({found.where}), not in a line of yours: gpulab's "
         f"function was called with {yours}{led}: {text}{tail}"
     )
+    if (verdict := wrong_callable(exc, found.harness, text, kernel, tail)) is not None:
+        return verdict  # the check called what it was given, which is not what the check takes
     if isinstance(exc, GpulabError):  # gpulab's own check on what it was given: its message says what to do
         return "error", f"gpulab's code ({found.where}) refused {yours}{led}: {text}{tail}", ""
     if isinstance(exc, TypeError) and "'function' object is not subscriptable" in text and found.harness:

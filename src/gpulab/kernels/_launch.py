@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 from collections.abc import Sequence
 
@@ -22,6 +23,7 @@ __all__ = [
     "conv_out_size",
     "count",
     "is_numba_device_array",
+    "launch_dim",
     "threads_2d",
 ]
 
@@ -39,6 +41,29 @@ class LaunchError(UsageError):
 def count(name: str, value: Any, *, low: int = 1, example: str = "") -> int:
     """``value`` as an int >= ``low`` (:func:`gpulab.errors.whole_number`), refused with a :class:`LaunchError`."""
     return whole_number(name, value, low=low, example=example, error=LaunchError)
+
+
+def launch_dim(what: str, value: Any) -> int:
+    """One number of a launch configuration as numba-cuda takes it: a whole number (an int, a NumPy integer),
+    never a float, even 4.0 (numba refuses it: "griddim must be a sequence of integers"). ``what`` is "blocks" or
+    "threads per block"."""
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        if what == "blocks":
+            fix = (
+                "Python's / always gives a float, even 512 / 256 = 2.0. Round up with integer division: "
+                "blocks = (n + threads - 1) // threads, or gpulab.kernels.ceil_div(n, threads)"
+            )
+        else:
+            fix = "write it as an int (256, not 256.0), or int(...) a value you computed"
+        raise LaunchError(
+            f"{what} must be a whole number, but got {value!r} (a float); it is never rounded for you: {fix}."
+        )
+    raise LaunchError(
+        f"{what} must be a whole number (or a tuple of up to 3 for a 2-D or 3-D launch), but got {value!r} "
+        f"({type(value).__name__}), e.g. kernel[blocks, 256] with blocks = (n + 255) // 256."
+    )
 
 
 def ceil_div(n: int, d: int) -> int:
@@ -70,10 +95,9 @@ def check_launch(blocks: int | Sequence[int], threads: int | Sequence[int]) -> N
     if isinstance(blocks, (tuple, list)) and not 1 <= len(blocks) <= 3:
         raise LaunchError(f"the grid must have 1, 2 or 3 dimensions, but got {blocks!r}.")
     t = tuple(
-        count("threads per block", x, low=-(2**31))
-        for x in (threads if isinstance(threads, (tuple, list)) else (threads,))
+        launch_dim("threads per block", x) for x in (threads if isinstance(threads, (tuple, list)) else (threads,))
     )
-    b = tuple(count("blocks", x, low=-(2**31)) for x in (blocks if isinstance(blocks, (tuple, list)) else (blocks,)))
+    b = tuple(launch_dim("blocks", x) for x in (blocks if isinstance(blocks, (tuple, list)) else (blocks,)))
     total = 1
     for n in t:
         total *= n
@@ -188,8 +212,11 @@ def _flag(flags: Any, name: str, default: bool = False) -> bool:
         return default
 
 
-def check_array(name: str, a: Any, *, ndim: int | None = None, dtype: Any = None) -> None:
-    """Check an argument's dimensionality and dtype, explaining what was expected."""
+def check_array(name: str, a: Any, *, ndim: int | None = None, dtype: Any = None, contiguous: bool = False) -> None:
+    """Check an argument's dimensionality and dtype, explaining what was expected. ``contiguous=True``: a NumPy
+    array must be one block of memory (C or Fortran order: ``m.T`` is), not a strided view like ``x[::2]``, which
+    numba-cuda cannot copy to the device ("Array contains non-contiguous buffer"); a device array's strides are
+    the kernel's to follow."""
     if not hasattr(a, "shape") or not hasattr(a, "dtype"):
         raise TypeError(
             f"{name} must be an array (NumPy, CuPy or a Numba device array), but got "
@@ -197,6 +224,15 @@ def check_array(name: str, a: Any, *, ndim: int | None = None, dtype: Any = None
         )
     if ndim is not None and len(a.shape) != ndim:
         raise LaunchError(f"{name} must be {ndim}-D, but has shape {tuple(a.shape)} ({len(a.shape)}-D).")
+    if contiguous:
+        import numpy as np
+
+        if isinstance(a, np.ndarray) and not (a.flags.c_contiguous or a.flags.f_contiguous):
+            raise LaunchError(
+                f"{name} is a strided view of another array (like x[::2]): its elements are not next to each other "
+                f"in memory, and the copy to the device needs them to be. Pass a contiguous copy: "
+                f"np.ascontiguousarray({name})."
+            )
     if dtype is not None:
         import numpy as np
 

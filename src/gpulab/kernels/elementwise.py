@@ -64,8 +64,8 @@ def add(
     """
     import numpy as np
 
-    check_array("a", a, ndim=1)
-    check_array("b", b, ndim=1)
+    check_array("a", a, ndim=1, contiguous=True)
+    check_array("b", b, ndim=1, contiguous=True)
     if a.shape != b.shape:
         raise LaunchError(f"a and b must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}.")
     dtype = np.result_type(np.dtype(a.dtype), np.dtype(b.dtype))
@@ -97,6 +97,18 @@ def scale2d_kernel(alpha, a, out):
         out[i, j] = alpha * a[i, j]
 
 
+def _scalar(name: str, value: Any) -> Any:
+    """A number argument of a kernel: refused as text (``np.float32("2")`` would read ``"2"`` as 2 without a word)
+    or as anything else that is not one number."""
+    if isinstance(value, (str, bytes)):
+        raise LaunchError(f"{name} must be a number, but got the text {value!r}: write it without quotes, e.g. 2.0.")
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        raise LaunchError(f"{name} must be one number, but got {type(value).__name__} {value!r:.40}.") from None
+    return value
+
+
 def _same_shape(a: Any, b: Any, names: str) -> None:
     if tuple(a.shape) != tuple(b.shape):
         raise LaunchError(f"{names} must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}.")
@@ -104,8 +116,9 @@ def _same_shape(a: Any, b: Any, names: str) -> None:
 
 def saxpy(alpha: float, x: Any, y: Any, out: Any = None, *, threads_per_block: int = 256) -> Any:
     """``out = alpha * x + y`` for float32 vectors (the BLAS "saxpy"), one thread per element."""
-    check_array("x", x, ndim=1, dtype="float32")
-    check_array("y", y, ndim=1, dtype="float32")
+    alpha = _scalar("alpha", alpha)
+    check_array("x", x, ndim=1, dtype="float32", contiguous=True)
+    check_array("y", y, ndim=1, dtype="float32", contiguous=True)
     _same_shape(x, y, "x and y")
     if out is None:
         out = allocate_like(x, x.shape, x.dtype)
@@ -124,7 +137,8 @@ def scale2d(alpha: float, a: Any, out: Any = None, *, threads_per_block: tuple[i
 
     ``threads_per_block`` is ``(x, y)``: x threads along a row (columns), y along a column (rows).
     """
-    check_array("a", a, ndim=2, dtype="float32")
+    alpha = _scalar("alpha", alpha)
+    check_array("a", a, ndim=2, dtype="float32", contiguous=True)
     tx, ty = threads_2d(threads_per_block)
     if out is None:
         out = allocate_like(a, a.shape, a.dtype)

@@ -18,7 +18,7 @@ from typing import Any
 
 from numba import cuda, float32
 
-from ._launch import allocate_like, blocks_for, ceil_div, check_array, check_launch, check_out, count
+from ._launch import LaunchError, allocate_like, blocks_for, ceil_div, check_array, check_launch, check_out, count
 
 __all__ = [
     "PTX_SIGNATURES",
@@ -83,7 +83,7 @@ def copy(src: Any, out: Any = None, *, stride: int = 1, threads_per_block: int =
     ``stride=1`` launches :func:`copy_kernel`, larger strides :func:`strided_copy_kernel`.
     ``out`` (optional) must have ``ceil(src.size / stride)`` float32 elements.
     """
-    check_array("src", src, ndim=1, dtype="float32")
+    check_array("src", src, ndim=1, dtype="float32", contiguous=True)
     stride = count("stride", stride, example="1 copies every element, 2 every other one.")
     n_out = ceil_div(src.shape[0], stride)
     if out is None:
@@ -109,7 +109,8 @@ def copy(src: Any, out: Any = None, *, stride: int = 1, threads_per_block: int =
 def transpose(a: Any, out: Any = None, *, kernel: Any = None) -> Any:
     """``out = a.T`` for a float32 matrix, with ``TILE x TILE`` blocks.
 
-    ``kernel`` is :func:`transpose_tiled_kernel` (default) or :func:`transpose_naive_kernel`.
+    ``kernel`` is :func:`transpose_tiled_kernel` (default) or :func:`transpose_naive_kernel`, by itself or by name
+    (``"tiled"``, ``"naive"``), or a ``@cuda.jit`` kernel of yours with the same parameters ``(a, out)``.
     """
     check_array("a", a, ndim=2, dtype="float32")
     rows, cols = a.shape
@@ -118,11 +119,31 @@ def transpose(a: Any, out: Any = None, *, kernel: Any = None) -> Any:
     check_out(out, (cols, rows), a.dtype, fix=f"out is a.T: shape {(cols, rows)}, a's shape {(rows, cols)} reversed.")
     if rows == 0 or cols == 0:
         return out
-    kernel = kernel or transpose_tiled_kernel
+    kernel = _transpose_kernel(kernel)
     blocks = (blocks_for(cols, TILE), blocks_for(rows, TILE))
     check_launch(blocks, (TILE, TILE))
     kernel[blocks, (TILE, TILE)](a, out)
     return out
+
+
+def _transpose_kernel(kernel: Any) -> Any:
+    """``transpose``'s ``kernel=``: None (the tiled one), a name, or a ``@cuda.jit`` kernel (one with ``py_func``,
+    not a plain Python function, which cannot be launched)."""
+    names = {"tiled": transpose_tiled_kernel, "naive": transpose_naive_kernel}
+    if kernel is None:
+        return transpose_tiled_kernel
+    if isinstance(kernel, str):
+        if kernel not in names:
+            raise LaunchError(f"unknown transpose kernel {kernel!r}; expected one of {', '.join(names)}, or a kernel.")
+        return names[kernel]
+    if not hasattr(kernel, "py_func"):
+        raise LaunchError(
+            f"transpose(kernel=...) launches a @cuda.jit kernel with the parameters (a, out) on {TILE} x {TILE} "
+            f"blocks; it was given {type(kernel).__name__} {getattr(kernel, '__name__', kernel)!r}, which is not "
+            "one. Pass kernels.transpose_tiled_kernel, kernels.transpose_naive_kernel (or 'tiled', 'naive'), or "
+            "decorate yours with @cuda.jit."
+        )
+    return kernel
 
 
 # (kernel, signature) pairs compiled to PTX by the tests: proof that each kernel is real CUDA.

@@ -189,8 +189,9 @@ def _accumulator(x: Any, dtype: Any) -> Any:
 
 def sum_atomic(x: Any, *, threads_per_block: int = 256) -> float:
     """Sum a 1-D float32 array with one ``cuda.atomic.add`` per element."""
+    nonempty = _check_vector(x)  # x first: a list has no shape to count blocks by
     blocks = blocks_for(x.shape[0], threads_per_block)  # checks threads_per_block even for an empty x
-    if not _check_vector(x):
+    if not nonempty:
         return 0.0
     total = _accumulator(x, np.float32)
     check_launch(blocks, threads_per_block)
@@ -201,8 +202,9 @@ def sum_atomic(x: Any, *, threads_per_block: int = 256) -> float:
 def count_above(x: Any, threshold: float, *, threads_per_block: int = 256) -> int:
     """How many elements of a 1-D float32 array exceed ``threshold`` (``(x > threshold).sum()``), counted with
     one integer ``cuda.atomic.add`` per such element."""
+    nonempty = _check_vector(x)
     blocks = blocks_for(x.shape[0], threads_per_block)
-    if not _check_vector(x):
+    if not nonempty:
         return 0
     count = _accumulator(x, np.int32)
     check_launch(blocks, threads_per_block)

@@ -24,9 +24,9 @@ def forget() -> None:
 def hint(lesson: str | int, name: str, tier: int | None = None) -> None:
     """Print the next hint for exercise ``name`` of ``lesson`` (``tier``: that tier again, counted from 1)."""
     from ..errors import UsageError
-    from .problems import EXERCISES, FUNCTION_EXERCISES, hints_of
+    from .problems import EXERCISES, FUNCTION_EXERCISES, exercise_key, hints_of
 
-    les, key_name = str(lesson).zfill(2), str(name)
+    les, key_name = exercise_key(lesson, name)
     tiers = hints_of(les, key_name)  # raises, naming the valid names, for an unknown exercise
     key = (les, key_name)
     if key in EXERCISES:

@@ -27,19 +27,19 @@ have none.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
 
 from ..errors import UsageError
 from ..exercises import CheckResult
 from ..exercises.frames import source_line
+from ..exercises.misuse import not_a_kernel, refused
 from ..source import py_func
 from .tally import record as _record
 from .exercise import Exercise as Exercise, as_host as as_host
+from .predict import compare as compare, prediction_number as prediction_number
 
 __all__ = [
     "EXERCISES",
@@ -50,6 +50,7 @@ __all__ = [
     "check_function",
     "compare",
     "exercise",
+    "exercise_key",
     "hints_of",
     "lesson_exercises",
     "or_reference",
@@ -120,23 +121,51 @@ def stub_name(lesson: str, name: str) -> str:
     return ex.problem.name if ex is not None else name
 
 
+def exercise_key(lesson: Any, name: Any) -> _Key:
+    """``(lesson, name)`` as the tables key it, read the way people type it: spaces around either dropped, the
+    lesson as two digits (``1`` is ``"01"``), the name in any case, or the name of the function the exercise asks for
+    (``"add_kernel"`` is ``"add"``). A key that names nothing is returned as typed (the caller says what exists)."""
+    key = (str(lesson).strip().zfill(2), str(name).strip())
+    known = [k for k in (*EXERCISES, *FUNCTION_EXERCISES, *_OTHER_HINTS) if k[0] == key[0]]
+    if key in known:
+        return key
+    for k in known:
+        stub = EXERCISES[k].problem.name if k in EXERCISES else k[1]
+        if key[1].lower() in (k[1].lower(), stub.lower()):
+            return k
+    return key
+
+
+def _unknown(key: _Key, names: list[_Key], head: str, noun: str, example: str) -> UsageError:
+    """``head`` ("no exercise") for ``key``: the closest name of its lesson, and the lesson's ``noun``."""
+    import difflib
+
+    mine = [n for les, n in names if les == key[0]]
+    if not mine:
+        lessons = ", ".join(sorted({les for les, _ in names}))
+        return UsageError(
+            f"{head} {key[0]}/{key[1]}: lesson {key[0]!r} has none; the lessons with {noun}: {lessons} "
+            f"(e.g. {example})."
+        )
+    close = difflib.get_close_matches(key[1].lower(), mine, n=1, cutoff=0.5)
+    guess = f' did you mean "{close[0]}"?' if close else ""
+    return UsageError(f"{head} {key[0]}/{key[1]};{guess} lesson {key[0]}'s {noun}: {', '.join(mine)} (e.g. {example}).")
+
+
 def hints_of(lesson: str, name: str) -> tuple[str, ...]:
     """The hint tiers of an exercise (or of a task without a check); raises, naming the known ones, if none."""
-    key = (str(lesson).zfill(2), str(name))
+    key = exercise_key(lesson, name)
     tiers = EXERCISES[key].hints if key in EXERCISES else _OTHER_HINTS.get(key, ())
     if not tiers:
-        have = [f"{les}/{n}" for les, n in (*EXERCISES, *_OTHER_HINTS) if les == key[0]]
-        where = f"lesson {key[0]}'s are: {', '.join(have)}" if have else "that lesson has none"
-        raise UsageError(f'no hints for {key[0]}/{key[1]}; {where} (e.g. lessons.hint("05", "dot_atomic")).')
+        raise _unknown(key, [*EXERCISES, *_OTHER_HINTS], "no hints for", "hints", 'lessons.hint("05", "dot_atomic")')
     return tiers
 
 
 def exercise(lesson: str, name: str) -> Exercise:
-    """The exercise ``name`` of lesson ``lesson`` (e.g. ``"01", "add"``)."""
-    key = (str(lesson).zfill(2), str(name))
+    """The exercise ``name`` of lesson ``lesson`` (e.g. ``"01", "add"``; read by :func:`exercise_key`)."""
+    key = exercise_key(lesson, name)
     if key not in EXERCISES:
-        known = ", ".join(f"{les}/{n}" for les, n in EXERCISES)
-        raise UsageError(f"no exercise {key[0]}/{key[1]}; the exercises are: {known}.")
+        raise _unknown(key, list(EXERCISES), "no exercise", "exercises", 'lessons.check("01", "add", add_kernel)')
     return EXERCISES[key]
 
 
@@ -144,8 +173,13 @@ def check(lesson: str, name: str, kernel: Any) -> CheckResult:
     """Check the learner's ``kernel`` for exercise ``name`` of ``lesson``; returns the verdict
     (renders as a table in Jupyter; never raises for the learner's mistake)."""
     ex = exercise(lesson, name)
+    call = f'lessons.check("{ex.lesson}", "{ex.name}", {stub_name(ex.lesson, ex.name)})'
+    why = not_a_kernel(kernel, call, "kernel" if ex.adapt is None and ex.problem.host is None else "function")
+    if why is not None:
+        return refused(ex.problem.name, ex.problem.points, why)  # not recorded: nothing of the learner's was checked
     result = ex.check(kernel)
-    result.details["exercise"] = (ex.lesson, ex.name)  # or_reference trusts this verdict for this exercise only
+    result.details["exercise"] = (ex.lesson, ex.name)  # or_reference trusts this verdict for this exercise only,
+    result.details["kernel"] = kernel  # and for this kernel only (not one its cell defined again since)
     _record(ex.lesson, ex.name, kernel, result.status)  # for lessons.progress(lesson)
     return result
 
@@ -160,26 +194,40 @@ def reveal(lesson: str, name: str, *, display: bool = True) -> str:
 def or_reference(result: CheckResult, kernel: Any, lesson: str | None = None, name: str | None = None) -> Any:
     """``kernel`` if its check passed, else the exercise's reference kernel (printing which one is used and why),
     so the cells after an exercise run whether or not the learner has solved it yet. A kernel right only with x
-    and y exchanged has not passed (the cells below launch it with x along the columns): the reference is used."""
+    and y exchanged has not passed (the cells below launch it with x along the columns): the reference is used.
+    A verdict of another exercise, or of another version of the kernel (its cell ran again after the check), is not
+    trusted: the kernel is checked again."""
+    _result_arg(result, kernel)
+    checked = result.details.get("exercise")
     if lesson is None or name is None:
-        if result.passed:
+        if checked:
+            ex = exercise(*checked)
+        elif result.passed:
             return kernel
-        matches = [e for e in EXERCISES.values() if e.problem.name == result.name]
-        if len(matches) != 1:
-            raise UsageError(
-                f"or_reference: say which exercise {result.name!r} is, e.g. or_reference(result, kernel, '01', 'add')."
-            )
-        ex = matches[0]
+        else:
+            matches = [e for e in EXERCISES.values() if e.problem.name == result.name]
+            if len(matches) != 1:
+                raise UsageError(
+                    f"or_reference: say which exercise {result.name!r} is, e.g. or_reference(result, kernel, '01', "
+                    "'add')."
+                )
+            ex = matches[0]
     else:
         ex = exercise(lesson, name)
-        checked = result.details.get("exercise")
-        if checked and tuple(checked) != (ex.lesson, ex.name):
-            # `result` now holds another exercise's verdict (its check cell ran later): that pass must not let
-            # this kernel through unchecked, so check it again
-            print(f"(result is the check of lesson {checked[0]}'s {checked[1]!r}: checking your {ex.name!r} again)")
-            result = check(ex.lesson, ex.name, kernel)
-        if result.passed:
-            return kernel
+    if checked and tuple(checked) != (ex.lesson, ex.name):
+        # `result` now holds another exercise's verdict (its check cell ran later): that pass must not let
+        # this kernel through unchecked, so check it again
+        print(f"(result is the check of lesson {checked[0]}'s {checked[1]!r}: checking your {ex.name!r} again)")
+        result = check(ex.lesson, ex.name, kernel)
+    elif "kernel" in result.details and py_func(result.details["kernel"]) is not py_func(kernel):
+        # the kernel's cell ran again after its check (edited, or not): the verdict is of the version before
+        print(
+            f"(result is the check of another version of {ex.problem.name}: its cell ran again after the check, "
+            "so checking this one again)"
+        )
+        result = check(ex.lesson, ex.name, kernel)
+    if result.passed:
+        return kernel
     ref = ex.reference
     ref_name = getattr(py_func(ref), "__name__", "reference")
     kind = "reference kernel" if hasattr(ref, "py_func") else "reference function"
@@ -193,6 +241,27 @@ def or_reference(result: CheckResult, kernel: Any, lesson: str | None = None, na
     else:
         print(f"Your {result.name} has not passed its check yet ({result.status}): the cells below use {used} instead.")
     return ref
+
+
+def _result_arg(result: Any, kernel: Any) -> None:
+    """Refuse a ``result`` that is not a check's verdict, saying what :func:`or_reference` takes."""
+    if isinstance(result, CheckResult):
+        return
+    call = 'or_reference(result, kernel, "01", "add")'
+    if isinstance(kernel, CheckResult):
+        raise UsageError(
+            f"{call}: the check's verdict comes first, then the kernel; it was given the kernel first. Swap the "
+            "first two arguments: lessons.or_reference(result, add_kernel, ...)."
+        )
+    if result is None:
+        raise UsageError(
+            f"{call}: result must be what lessons.check returned; it was given None. Run the check cell first "
+            '(result = lessons.check("01", "add", add_kernel)), then this one.'
+        )
+    raise UsageError(
+        f"{call}: result must be what lessons.check returned; it was given {type(result).__name__} {result!r:.60}."
+        " Did you swap the first two arguments?"
+    )
 
 
 FLOP_HINT = "count multiplies and adds separately: a dot product of length L is 2L FLOPs."
@@ -227,6 +296,12 @@ def _check_function(
     hint: str | Callable[[tuple, Any], str | None],
 ) -> CheckResult:
     fname: str = name or getattr(fn, "__name__", None) or "function"
+    if not callable(fn):
+        shown = fname if fname != "function" else "your_function"
+        why = not_a_kernel(fn, f"lessons.check_function({shown}, cases)", "function")
+        return refused(
+            fname, 1.0, str(why).replace("A function that ends", "A call of it gives its value; one that ends")
+        )
     for args, expected in cases:
         try:
             got = fn(*args)
@@ -265,83 +340,3 @@ def _hint_for(hint: str | Callable[[tuple, Any], str | None], args: tuple, got: 
         return hint(args, got) or ""
     except Exception:  # noqa: BLE001 - a hint that cannot read this answer gives none, never a traceback
         return ""
-
-
-def prediction_number(prediction: Any, unit: str = "") -> float:
-    """A learner's prediction as a number: ints and floats as they are, and text the way people write numbers
-    (``"4,000,000"``, ``"1e6"``, ``"1/2"``, ``"10x"``, ``"50%"``: 0.5, or 50 when ``unit`` is ``"%"``).
-    Raises :class:`UsageError` saying what to type for anything else: words, ``True``, NaN or infinity, a list."""
-    example = "e.g. guess = 4, guess = 2.5e6 or guess = 1 / 8"
-    if isinstance(prediction, (bool, np.bool_)):
-        raise UsageError(f"a prediction must be a number, got {prediction!r} (a yes/no value); {example}")
-    if isinstance(prediction, str):
-        text = prediction.strip().replace("_", "").replace(" ", "")
-        if "," in text:  # thousands separators only (4,000,000); 0,5 is a decimal comma, which Python does not read
-            if not re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?([eE][+-]?\d+)?[%xX×]?", text):
-                raise UsageError(
-                    f"a prediction must be a number, got the text {prediction!r}: write decimals with a point "
-                    f"(0.5, not 0,5) and thousands without commas or with them in threes (4000000 or 4,000,000)."
-                )
-            text = text.replace(",", "")
-        scale = 1.0
-        if text.endswith("%"):
-            text, scale = text[:-1], (1.0 if unit.strip() == "%" else 0.01)
-        elif text[-1:] in ("x", "X", "×"):
-            text = text[:-1]
-        num, _, den = text.partition("/")
-        try:
-            value = float(num) / float(den) * scale if den else float(num) * scale
-        except (ValueError, ZeroDivisionError):
-            raise UsageError(f"a prediction must be a number, got the text {prediction!r}; {example}") from None
-    elif isinstance(prediction, tuple) and len(prediction) > 1 and all(isinstance(v, int) for v in prediction):
-        raise UsageError(
-            f"Python reads a number written with commas as several numbers: your guess is {prediction!r}. "
-            "Write one number without commas: guess = 1000 or guess = 1_000 (and 12.5, not 12,5)."
-        )
-    else:
-        try:
-            value = float(prediction)
-        except (TypeError, ValueError):
-            kind = type(prediction).__name__
-            raise UsageError(f"a prediction must be one number, got a {kind}: {prediction!r}; {example}") from None
-    if not math.isfinite(value):
-        raise UsageError(f"a prediction must be a finite number, got {prediction!r}; {example}")
-    return value
-
-
-def compare(
-    prediction: Any, measured: Any, *, unit: str = "", why: str = "", what: str = "measured", tolerance: float = 0.25
-) -> str:
-    """Print (and return) how a learner's ``prediction`` compares with a ``measured`` figure, then ``why``.
-
-    ``prediction=None`` (nothing entered yet) prints the value and the explanation anyway. Within
-    ``tolerance`` (relative) counts as right. ``what`` says where the figure comes from ("measured",
-    "spec sheet", "simulated", "a model"). A non-numeric ``measured`` (``"pairwise"``, ``"no"``) is an answer
-    compared word for word, ignoring case.
-    """
-    unit_s = f" {unit}" if unit else ""
-    if not isinstance(measured, (int, float, np.integer, np.floating)):
-        answer = str(measured)
-        if prediction is None:
-            head = f"The answer: {answer}. (Enter a prediction above and rerun to compare.)"
-        else:
-            right = str(prediction).strip().lower() == answer.strip().lower()
-            head = f"You predicted {prediction!r}; the answer is {answer!r}: {'right' if right else 'not quite'}."
-        text = head + (f"\n{why}" if why else "")
-        print(text)
-        return text
-    m = float(measured)
-    if prediction is None:
-        head = f"{what[:1].upper()}{what[1:]}: {m:,.4g}{unit_s}. (Enter a prediction above and rerun to compare.)"
-    else:
-        p = prediction_number(prediction, unit)
-        if m == 0:
-            close = p == 0
-        else:
-            close = abs(p - m) <= tolerance * abs(m)
-        ratio = f", {p / m:,.3g}x the {what} value" if m and p and (p > 0) == (m > 0) else ""
-        verdict = "right" if close else ("too high" if p > m else "too low")
-        head = f"You predicted {p:,.4g}{unit_s}; {what} {m:,.4g}{unit_s}: {verdict}{'' if close else ratio}."
-    text = head + (f"\n{why}" if why else "")
-    print(text)
-    return text

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 from collections.abc import Callable
 
 import numpy as np
 
 from ..exercises import Problem
-from ..kernels._launch import blocks_for
+from ..kernels._launch import LaunchError, blocks_for, check_launch, count, threads_2d
 
 __all__ = ["LABS", "all_problems", "grid_2d", "launch_2d", "launch_1d", "pad_to_blocks"]
 
@@ -24,7 +25,10 @@ def grid_2d(rows: int, cols: int, block: tuple[int, int]) -> tuple[tuple[int, in
 
 def launch_2d(block: tuple[int, int], arg: int = -1) -> Callable[..., tuple[Any, Any]]:
     """A ``launch=`` function: one thread per element of the kernel's argument number ``arg``
-    (default: the last, the output), x along its columns."""
+    (default: the last, the output), x along its columns. ``block`` is a pair of whole numbers, e.g. ``(32, 4)``."""
+    block = threads_2d(block)
+    check_launch(1, block)
+    arg = _arg_index(arg)
 
     def launch(*args: Any) -> tuple[Any, Any]:
         a = args[arg]
@@ -37,6 +41,9 @@ def launch_2d(block: tuple[int, int], arg: int = -1) -> Callable[..., tuple[Any,
 
 def launch_1d(tpb: int, arg: int = -1) -> Callable[..., tuple[Any, Any]]:
     """A ``launch=`` function: ``ceil(size / tpb)`` blocks of ``tpb`` threads over argument ``arg``."""
+    tpb = count("threads per block (tpb)", tpb, example="e.g. problems.launch_1d(32).")
+    check_launch(1, tpb)
+    arg = _arg_index(arg)
 
     def launch(*args: Any) -> tuple[Any, Any]:
         return blocks_for(args[arg].size, tpb), tpb
@@ -44,6 +51,16 @@ def launch_1d(tpb: int, arg: int = -1) -> Callable[..., tuple[Any, Any]]:
     launch.__name__ = f"launch_1d_{tpb}"
     launch.one_thread_per_element_of = arg  # type: ignore[attr-defined]
     return launch
+
+
+def _arg_index(arg: Any) -> int:
+    """``arg=`` of a launch function: which of the kernel's arguments (0 the first, -1 the last) it covers."""
+    if isinstance(arg, bool) or not isinstance(arg, numbers.Integral):
+        raise LaunchError(
+            f"arg= is the position of the kernel argument the launch covers (0 the first, -1 the last, the "
+            f"output); got {arg!r}."
+        )
+    return int(arg)
 
 
 def pad_to_blocks(x: np.ndarray, per_block: int, fill: float = 0, dtype: Any = None) -> np.ndarray:

@@ -265,6 +265,7 @@ def elementwise_host(spec_fn: Callable[[], dict]) -> Callable[..., None]:
 
 ADAM = SpecProblem(
     "lab06.adam",
+    usage="problems.lab06.ADAM.check(adam_elementwise_spec)",
     spec=adam_spec,
     inputs=adam_inputs,
     sizes=[(1, 20), (100, 1), (1000, 20)],  # (n, t): the first case mid-training, so m, v and p all differ
@@ -339,6 +340,7 @@ def reduction_host(spec_fn: Callable[[], dict]) -> Callable[..., None]:
 
 GRAD_NORM = SpecProblem(
     "lab06.grad_norm",
+    usage="problems.lab06.GRAD_NORM.check(grad_norm_spec)",
     spec=grad_norm_spec,
     inputs=grad_norm_inputs,
     sizes=[1, 100, 1000, 4097],

@@ -176,6 +176,7 @@ def _ufunc_host(default: str) -> Callable[[Any], Callable[..., None]]:
 
 GELU = SpecProblem(
     "lab06.gelu",
+    usage="problems.lab06.GELU.check(gelu)",
     spec=gelu_spec,
     inputs=gelu_inputs,
     sizes=[EXTREMES.size, 300],
@@ -192,6 +193,7 @@ GELU = SpecProblem(
 
 GELU_GRAD = SpecProblem(
     "lab06.gelu_grad",
+    usage="problems.lab06.GELU_GRAD.check(gelu_grad)",
     spec=gelu_grad_spec,
     inputs=gelu_inputs,
     sizes=[EXTREMES.size, 300],
@@ -322,6 +324,7 @@ class LayerProblem(Problem):
 
 GELU_LAYER = LayerProblem(
     "lab06.gelu_layer",
+    usage="problems.lab06.GELU_LAYER.check(gelu_layer)",
     spec=gelu_layer_spec,
     inputs=gelu_inputs,
     sizes=[EXTREMES.size, 300],

@@ -358,6 +358,7 @@ IM2COL = Problem(
 
 CONV2D_IM2COL = Problem(
     "conv2d_im2col",
+    usage="problems.lab07.CONV2D_IM2COL.check(host=conv2d_im2col)",
     spec=conv2d_spec,
     inputs=conv_inputs,
     sizes=_CONV_SIZES,

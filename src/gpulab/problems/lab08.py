@@ -290,6 +290,7 @@ MAXPOOL_BACKWARD = Problem(
 
 LINEAR_BACKWARD = Problem(
     "linear_backward",
+    usage="problems.lab08.LINEAR_BACKWARD.check(host=linear_host)",
     spec=linear_backward_spec,
     # size = (N, in, out)
     inputs=lambda size, rng: random_arrays(rng, (size[0], size[1]), (size[2], size[1]), (size[0], size[2])),
@@ -320,6 +321,7 @@ LINEAR_BACKWARD = Problem(
 
 CONV2D_BACKWARD = Problem(
     "conv2d_backward",
+    usage="problems.lab08.CONV2D_BACKWARD.check(host=conv_backward_host)",
     spec=conv2d_backward_spec,
     inputs=conv_backward_inputs,
     sizes=[(1, 1, 3, 3, 1, 3, 1, 0), (2, 3, 7, 6, 4, 3, 1, 1), (1, 2, 9, 8, 3, 3, 2, 1)],

@@ -147,6 +147,7 @@ class StepProblem(Problem):
 
 DROPOUT_STEP = StepProblem(
     "lab08.dropout_step",
+    usage="problems.lab08.DROPOUT_STEP.check(host=dropout_step)",
     spec=dropout_step_spec,
     inputs=_step_inputs,
     sizes=[(50, 0.25), (250, 0.5)],

@@ -32,6 +32,7 @@ from .lab10_ring import (
     hierarchical_allreduce,
     hierarchical_host,
     hierarchical_spec,
+    needs_functions,
     reduce_scatter,
     returned_none,
     ring_host,
@@ -138,6 +139,9 @@ def _negative_batch(x: np.ndarray) -> np.ndarray:
 
 def budget_host(training_bytes: Callable[..., Any], largest_batch: Callable[..., Any]) -> Callable[..., None]:
     """The check's ``host=``: the learner's two functions called on every row of the inputs."""
+    needs_functions(
+        "budget_host(training_bytes, largest_batch)", training_bytes=training_bytes, largest_batch=largest_batch
+    )
 
     def call(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         parts, best = [], []
@@ -159,6 +163,7 @@ def budget_host(training_bytes: Callable[..., Any], largest_batch: Callable[...,
 
 BUDGET = Problem(
     "lab10.budget",
+    usage="L10.BUDGET.check(host=L10.budget_host(training_bytes, largest_batch))",
     spec=budget_spec,
     inputs=_budget_inputs,
     sizes=[1, 2, 40],
@@ -334,6 +339,7 @@ def _scaler_mistake(**kw: Any) -> Callable[..., Any]:
 
 def scaler_host(run: Callable[..., Any]) -> Callable[..., None]:
     """The check's ``host=``: ``run(batches, scale, growth_interval)`` with the batches on the device."""
+    needs_functions("scaler_host(run_with_loss_scaling)", run_with_loss_scaling=run)
 
     def call(batches: np.ndarray, params: np.ndarray) -> tuple[np.ndarray, ...]:
         got = run(runtime.to_device(batches), float(params[0]), int(params[1]))
@@ -359,6 +365,7 @@ def scaler_host(run: Callable[..., Any]) -> Callable[..., None]:
 
 SCALER = Problem(
     "lab10.scaler",
+    usage="L10.SCALER.check(host=L10.scaler_host(run_with_loss_scaling))",
     spec=scaler_spec,
     inputs=_scaler_inputs,
     sizes=[(1, 10), (5, 37), (12, 130)],

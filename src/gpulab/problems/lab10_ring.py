@@ -27,6 +27,7 @@ __all__ = [
     "hierarchical_allreduce",
     "hierarchical_host",
     "hierarchical_spec",
+    "needs_functions",
     "reduce_scatter",
     "returned_none",
     "ring_host",
@@ -60,6 +61,18 @@ def as_host_later(call: Callable[..., tuple], n_inputs: int, name: str) -> Calla
 
     host.__name__ = name
     return host
+
+
+def needs_functions(call: str, **functions: Any) -> None:
+    """Refuse an adapter's argument that is not a function (None, a number, what the function returned): the check
+    would fail inside the adapter instead. ``call`` is how the notebook writes the adapter's call."""
+    for name, fn in functions.items():
+        if not callable(fn):
+            what = "None" if fn is None else f"a {type(fn).__name__}"
+            raise UsageError(
+                f"{call} takes your functions themselves; {name} is {what}. Pass the function by its name, without "
+                f"parentheses ({name}, not {name}(...)), after running the cell that defines it."
+            )
 
 
 def returned_none(name: str) -> UsageError:
@@ -169,6 +182,7 @@ def _bytes(sent: Any, p: int, name: str) -> np.ndarray:
 
 def ring_host(rs: Callable[[list], Any], ag: Callable[[list], Any]) -> Callable[..., None]:
     """The check's ``host=``: the learner's reduce_scatter, then all_gather, on device buffers."""
+    needs_functions("ring_host(reduce_scatter, all_gather)", reduce_scatter=rs, all_gather=ag)
 
     def call(x: np.ndarray) -> tuple[np.ndarray, ...]:
         p, n = x.shape
@@ -208,6 +222,7 @@ def _floor_chunks(x: np.ndarray) -> tuple:
 
 RING = Problem(
     "lab10.ring",
+    usage="L10.RING.check(host=L10.ring_host(reduce_scatter, all_gather))",
     spec=ring_spec,
     inputs=_ring_inputs,
     sizes=[(1, 5), (2, 7), (3, 10), (4, 30), (5, 3), (8, 203)],
@@ -308,6 +323,7 @@ def _hier_swapped(x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray,
 def hierarchical_host(fn: Callable[..., Any], rs: Callable = reduce_scatter, ag: Callable = all_gather) -> Callable:
     """The check's ``host=``: ``fn(buffers, gpus_per_node, reduce_scatter, all_gather)`` on device buffers, given
     the reference phases (so this check does not depend on Exercise 3)."""
+    needs_functions("hierarchical_host(hierarchical_allreduce)", hierarchical_allreduce=fn)
 
     def call(x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, ...]:
         bufs = _device_buffers(x)
@@ -329,6 +345,7 @@ def hierarchical_host(fn: Callable[..., Any], rs: Callable = reduce_scatter, ag:
 
 HIERARCHICAL = Problem(
     "lab10.hierarchical",
+    usage="L10.HIERARCHICAL.check(host=L10.hierarchical_host(hierarchical_allreduce))",
     spec=hierarchical_spec,
     inputs=_hier_inputs,
     # the first case tells the mistakes apart (with one node, a flat ring looks like fast and slow swapped)

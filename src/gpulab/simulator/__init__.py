@@ -34,8 +34,10 @@ installed once by :func:`harden` (called at import in simulator mode, and by :fu
 10. the host's copies, launches and synchronizes are told with their stream, its device and pinned allocations
     are told too, and ``cuda.pinned_array``'s arrays are known as pinned (:mod:`gpulab.simulator.streams`; what
     they do is unchanged);
-11. a launch a GPU refuses (more than 1024 threads in a block, too many along one axis) is refused with gpulab's
-    launch error (:mod:`gpulab.simulator.limits`);
+11. a launch a GPU refuses (more than 1024 threads in a block, too many along one axis, a float grid) is refused
+    with gpulab's launch error, and one of millions of threads is warned about, or refused, with the time it would
+    take (:mod:`gpulab.simulator.limits`); a list or a string passed as a kernel argument is refused at the launch
+    (:mod:`gpulab.simulator.launches`);
 12. ``numba.cuda.random``'s generator gives the same states and draws without object mode's warnings, and creates
     states about 100x faster (:mod:`gpulab.simulator.xoroshiro`);
 13. ``numba.vectorize([...], target="cuda")`` and ``guvectorize`` work, through numba-cuda's own dispatch
@@ -75,7 +77,7 @@ from .blocks import THREAD_DONE, run_block
 from .memory import DYNAMIC, Dim
 from .memory import LOCK as _LOCK
 from .memory import dynamic_shared_array, fast_arrays, filler, filler_hint, shared_array, uninitialised
-from . import device_calls, host_arrays, limits, recordings, stopping, streams, ufuncs, warps, xoroshiro
+from . import device_calls, host_arrays, launches, limits, recordings, stopping, streams, ufuncs, warps, xoroshiro
 from .stopping import KernelTimeout, leave_running, settle, stop_thread, stop_threads
 from .swap import install as install_swap
 from .watched import Access, Watched, flat_indices, watch
@@ -199,6 +201,7 @@ def harden() -> None:
     install_swap()  # kernels' `math` -> ieee_math while they run
     warps.install()  # cuda.shfl_down_sync and the other warp functions
     limits.install()  # kernel[1, 2048] refused, as a GPU refuses it
+    launches.install()  # kernel[4, 256]([1.0, 2.0], ...) refused at the launch, as numba-cuda's typing refuses it
     xoroshiro.install()  # numba.cuda.random: silent, fast, the same numbers
     if not streams.ON_OP:
         streams.ON_OP.append(_on_stream_op)

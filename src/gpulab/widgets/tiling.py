@@ -10,7 +10,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from ..kernels._launch import ceil_div
+from ..kernels._launch import ceil_div, count
 from . import figure_out
 
 __all__ = ["SHARED_MEMORY_LIMIT", "THREADS_LIMIT", "tile_explorer", "tiling_figure", "tiling_stats"]
@@ -26,8 +26,9 @@ def tiling_stats(n: int, tile: int, itemsize: int = 4) -> dict[str, Any]:
     Loads count elements fetched from global memory; the naive kernel needs 2n per output element,
     the tiled one 2 per tile it walks through, i.e. 2 * ceil(n / tile).
     """
-    if n < 1 or tile < 1:
-        raise ValueError(f"n and tile must be at least 1, got n={n}, tile={tile}.")
+    n = count("n", n, example="n is the matrix size, e.g. tiling_stats(1024, 16).")
+    tile = count("tile", tile, example="TILE is a whole number of threads per side, e.g. 16.")
+    itemsize = count("itemsize", itemsize, example="4 bytes for float32.")
     tiles_along_k = blocks_per_side = ceil_div(n, tile)
     threads = tile * tile
     shared = 2 * tile * tile * itemsize  # one tile of A and one of B
@@ -108,7 +109,9 @@ def tile_explorer(n: int = 1024, tile: int = 16) -> Any:
 
     if tile not in TILE_CHOICES:
         raise ValueError(f"tile must be one of {TILE_CHOICES}, got {tile}.")
-    n = min(max(int(n), 16), 8192)
+    n = count("n", n, example="n is the matrix size, from 16 to 8192.")
+    if not 16 <= n <= 8192:
+        raise ValueError(f"the explorer's n goes from 16 to 8192 (its slider's range), got n={n}.")
     n_slider = W.IntSlider(value=n, min=16, max=8192, step=16, description="n", continuous_update=False)
     tile_dd = W.Dropdown(options=list(TILE_CHOICES), value=tile, description="TILE")
     info = W.HTML()
