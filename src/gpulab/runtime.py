@@ -22,7 +22,6 @@ import sys
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .errors import UsageError
 
 __all__ = [
     "DriverProbe",
@@ -308,6 +307,8 @@ def _numbers(fn: str, a: Any) -> None:
         what = f"a {type(a).__name__} that is not numbers"
     else:
         return
+    from .errors import UsageError  # here: gpucheck loads this file alone, outside the package, to probe the driver
+
     raise UsageError(f"{fn} takes an array (or a list of numbers), e.g. {fn}(x); it was given {what}.")
 
 
@@ -327,7 +328,9 @@ def to_host(a: Any) -> Any:
     """Bring an array back as NumPy (CuPy, Numba device arrays and NumPy are accepted)."""
     import numpy
 
-    if hasattr(a, "get") and hasattr(a, "shape") and not isinstance(a, numpy.ndarray):  # CuPy (not a dict's get)
+    if (hasattr(a, "get") and (hasattr(a, "shape") or hasattr(a, "__cuda_array_interface__"))) and not isinstance(
+        a, numpy.ndarray
+    ):  # CuPy, or another device array with .get() (not a dict's get)
         return a.get()
     if hasattr(a, "copy_to_host"):
         return a.copy_to_host()
