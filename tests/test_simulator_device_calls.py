@@ -104,6 +104,76 @@ def test_a_launch_leaves_the_kernel_unconfigured_as_on_a_gpu():
     stream.synchronize()
 
 
+@cuda.jit
+def launch_size_kernel(out):  # writes the launch's size, one element per thread
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = cuda.gridDim.x * cuda.blockDim.x
+
+
+@pytest.mark.parametrize("launched_before", [True, False])
+def test_a_kernel_called_without_brackets_is_refused_with_the_launch_it_needs(launched_before):
+    from gpulab.kernels import LaunchError
+
+    out = np.zeros(8, np.float32)
+    if launched_before:
+        launch_size_kernel[2, 4](out)  # the simulator kept (2, 4) on the kernel and ran a later bare call with it
+        out[:] = 0
+    with pytest.raises(LaunchError) as err:
+        launch_size_kernel(out)
+    text = str(err.value)
+    assert isinstance(err.value, ValueError) and text.startswith(device_calls.HOST_CALL), "numba-cuda's on a GPU"
+    assert "launch_size_kernel(...) needs its launch configuration: launch_size_kernel[blocks, threads](...)" in text
+    assert "called without the brackets" in text
+    assert not out.any(), "nothing ran"
+
+
+def test_a_configured_launch_runs_again_and_apart_from_other_configurations():
+    out = np.zeros(16, np.float32)
+    small, large = launch_size_kernel[1, 4], launch_size_kernel[2, 8]  # numba-cuda: two launch objects
+    for _ in range(2):
+        small(out)
+        assert out[:4].tolist() == [4.0] * 4 and not out[4:].any()
+        out[:] = 0
+        large(out)
+        assert out.tolist() == [16.0] * 16
+        out[:] = 0
+    with pytest.raises(ValueError, match="needs its launch configuration"):
+        launch_size_kernel(out)  # neither configuration stuck to the kernel
+
+
+def test_a_bare_call_under_the_harness_interception_is_refused_before_it():
+    from gpulab.kernels import LaunchError
+    from gpulab.simulator.launches import intercepted
+
+    out, taken = np.zeros(8, np.float32), []
+    launch_size_kernel[1, 8](out)
+    with intercepted(launch_size_kernel, lambda grid, block, args: taken.append((grid, block))):
+        with pytest.raises(LaunchError, match="launch_size_kernel\\[blocks, threads\\]"):
+            launch_size_kernel(out)  # read the last launch's configuration (or None) before
+        assert taken == []
+        launch_size_kernel[2, 4](out)  # a launch still goes to the handler
+    assert taken == [((2, 1, 1), (4, 1, 1))]
+
+
+def test_benchmark_refuses_the_kernel_after_a_launch_and_takes_the_launch():
+    from gpulab import timing
+
+    x = np.ones(8, np.float32)
+    launch_size_kernel[1, 8](x)
+    with pytest.raises(ValueError, match="without its launch configuration"):
+        timing.benchmark(launch_size_kernel, x, repeat=1, warmup=0)
+    assert len(timing.benchmark(launch_size_kernel[1, 8], x, repeat=2, warmup=0).times) == 2
+
+
+def test_forall_launches_without_configuring_the_kernel():
+    out = np.zeros(10, np.float32)
+    launch_size_kernel.forall(10)(out)  # blocks of 1024 threads, as numba-cuda's ForAll
+    assert out.tolist() == [1024.0] * 10
+    with pytest.raises(ValueError, match="needs its launch configuration"):
+        launch_size_kernel(out)
+
+
 def test_install_is_idempotent():
     from numba.cuda.simulator.kernel import FakeCUDAKernel
 
