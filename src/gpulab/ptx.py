@@ -34,6 +34,7 @@ from .ptxas import ResourceUsage, find_ptxas, numba_resource_usage, ptxas_usage,
 
 __all__ = [
     "DEFAULT_CCS",
+    "CompilerMissing",
     "ResourceUsage",
     "compile_library",
     "compile_source",
@@ -57,6 +58,14 @@ TARGET = [(7, 5)]
 if hasattr(_dispatcher, "get_current_device"):
     _dispatcher.get_current_device = lambda: _types.SimpleNamespace(compute_capability=TARGET[0])
 """
+
+
+class CompilerMissing(RuntimeError):
+    """NVVM, the PTX compiler, cannot run on this machine: numba-cuda raised ``NvvmSupportError`` (0.22: libNVVM
+    cannot be found; 0.30: libNVVM is not available) for a kernel, which says nothing about the kernel."""
+
+
+_NO_NVVM = "NvvmSupportError"  # the start of the child's answer when numba-cuda finds no NVVM (0.22 to 0.30)
 
 
 def _child_env() -> dict[str, str]:
@@ -191,12 +200,17 @@ def compile_sources(
     function, such as the scalar function of a GPU ufunc). Returns key -> ``"ok"`` or the error for one target
     ``cc`` (default sm_75); with ``ccs=[(7, 5), (9, 0)]`` every target in the same process, and
     cc -> {key -> ``"ok"`` or the error}. With ``text`` the PTX itself instead of ``"ok"`` (:func:`is_ptx` tells
-    it from an error). Raises when the compiler itself cannot run (NVVM missing, the child crashed)."""
+    it from an error). Raises when the compiler itself cannot run: :class:`CompilerMissing` when numba-cuda finds no
+    NVVM (its ``NvvmSupportError``, which the child answers for each kernel), ``RuntimeError`` when the child
+    crashed."""
     if ccs is not None and cc is not None:
         raise TypeError("compile_sources takes cc= (one target) or ccs= (several), not both")
     targets = [tuple(c) for c in ccs] if ccs is not None else [cc or (7, 5)]
     res = _run_child(_SOURCES_CHILD, {"items": items, "ccs": [list(c) for c in targets], "text": text}, timeout)
     by_cc = {(t[0], t[1]): {key: r.get("error") or r[f"{t[0]}.{t[1]}"] for key, r in res.items()} for t in targets}
+    missing = [a for answers in by_cc.values() for a in answers.values() if a.startswith(_NO_NVVM)]
+    if missing:  # no kernel was compiled: not an error of any of them
+        raise CompilerMissing(missing[0].splitlines()[0][:300])
     return by_cc if ccs is not None else by_cc[(targets[0][0], targets[0][1])]
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..ptx import is_ptx
 from ..source import NotADeviceFunction, NotOnAGpu, py_func, standalone_source
-from .result import Check
+from .result import PTX_NOT_RUN, Check
 from .static import numpy_ufunc_fix
 
 __all__ = ["SHARED_HINT", "ptx_check", "resources_check", "signature_for"]
@@ -140,13 +140,8 @@ def ptx_check(kernel: Any, signature: str, threads: int | None = None) -> Check:
     item = {"source": source, "name": name, "signature": signature, "device": device}
     try:
         res = compile_sources({name: item}, cc=(7, 5), text=True)
-    except Exception as exc:  # noqa: BLE001 - NVVM missing or the child failed: not the learner's fault
-        return Check(
-            "PTX",
-            True,
-            "not checked: the PTX compiler (NVVM, from numba-cuda[cu12]) could not "
-            f"run here ({str(exc).splitlines()[0][:200]})",
-        )
+    except Exception as exc:  # noqa: BLE001 - NVVM missing (ptx.CompilerMissing) or the child failed: not the learner's
+        return Check("PTX", True, f"{PTX_NOT_RUN} ({(str(exc).splitlines() or [type(exc).__name__])[0][:200]})")
     err = res[name]
     if is_ptx(err):
         compiled = f"compiles to PTX for sm_75 as {signature}"

@@ -7,9 +7,14 @@ import json
 import os
 from dataclasses import dataclass, field
 
-__all__ = ["Check", "CheckResult", "log_result"]
+__all__ = ["Check", "CheckResult", "PTX_NOT_RUN", "log_result"]
 
 STATUSES = ("passed", "failed", "not implemented", "error", "timeout", "over budget", "setup error")
+
+
+PTX_NOT_RUN = "not checked: the PTX compiler (NVVM, from numba-cuda[cu12]) could not run here"
+"""How the PTX check's line starts when the compiler could not run on this machine (no NVVM): the check passes,
+as it is no fault of the learner's, and :attr:`CheckResult.ptx_not_checked` tells a grader so."""
 
 
 @dataclass
@@ -53,6 +58,12 @@ class CheckResult:
     def __bool__(self) -> bool:
         return self.passed
 
+    @property
+    def ptx_not_checked(self) -> bool:
+        """Whether the check's PTX step did not run for want of the compiler (:data:`PTX_NOT_RUN`): its points were
+        given without knowing that the kernel compiles for a GPU."""
+        return any(c.name == "PTX" and c.message.startswith(PTX_NOT_RUN) for c in self.checks)
+
     def to_dict(self) -> dict:
         return {
             "name": self.name,
@@ -63,6 +74,7 @@ class CheckResult:
             "message": self.message,
             "hint": self.hint,
             "notes": list(self.notes),
+            "ptx_not_checked": self.ptx_not_checked,
         }
 
     def __str__(self) -> str:

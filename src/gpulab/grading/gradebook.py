@@ -5,10 +5,12 @@
 a time with a progress bar, and writes into the output folder:
 
 * ``gradebook.csv``: one row per submission: student, lab, total, maximum, then one column per
-  exercise (its points earned);
+  exercise (its points earned), then ``ptx_not_checked``: the exercises whose PTX check could not run (no NVVM
+  where they were graded: their points were given without it), "" when every PTX check ran;
 * ``gradebook.json``: everything, including each exercise's status ("passed", "partial" for some of its
   points, "failed", "not implemented", "not graded", ...; see :class:`gpulab.grading.grader.GradeRow`), the
-  check's own status (``verdict``), message and hint, and whether the notebook was ``not_graded`` (an earlier
+  check's own status (``verdict``), message and hint, whether its PTX check did not run (``ptx_not_checked``, per
+  exercise and per submission), and whether the notebook was ``not_graded`` (an earlier
   ``gradebook.csv``/``.json`` in the folder is renamed ``gradebook-<its time>.csv``, not overwritten);
 * ``feedback/<student>__<lab>.html``: what the student sees: each exercise's verdict and hint (with
   ``__<notebook>`` added when a student handed in several notebooks for one lab); an earlier
@@ -41,7 +43,7 @@ from pathlib import Path
 from gpulab.errors import UsageError
 
 from .assemble import source_for
-from .grader import GradeRow, Graded, check_device, grade_notebook, grading_device, ungraded
+from .grader import GradeRow, Graded, check_device, grade_notebook, grading_device, ptx_footnote, ungraded
 from .sandbox import Limits, usable_cpus
 
 __all__ = ["Gradebook", "check_out_folder", "feedback_name", "grade_folder", "keep_earlier", "write_feedback"]
@@ -66,6 +68,8 @@ class Gradebook:
         lines.append(f"{'student':<24} {'lab':<22} score")
         for student, g in self.entries:
             line = f"{student:<24} {g.lab:<22} {_score_text(g)}"
+            if g.ptx_not_checked:  # points given without the PTX check: the footnote below says why
+                line += f"  PTX not checked *: {', '.join(g.ptx_not_checked)}"
             if g.notes:  # a timeout, a crash, edited test cells, several submissions: worth a look
                 more = f" (+{len(g.notes) - 1} more in gradebook.json)" if len(g.notes) > 1 else ""
                 line += f"  note: {g.notes[0][:100]}{more}"
@@ -78,6 +82,9 @@ class Gradebook:
             lines.append("the previous gradebook was kept as " + ", ".join(p.name for p in self.kept))
         if self.skipped:
             lines.append(f"skipped {len(self.skipped)} notebook(s) of other labs: " + ", ".join(map(str, self.skipped)))
+        unchecked = [len(g.ptx_not_checked) for _, g in self.entries if g.ptx_not_checked]
+        if unchecked:
+            lines.append(f"* {ptx_footnote(sum(unchecked), len(unchecked))}.")
         return "\n".join(lines)
 
 
@@ -256,7 +263,7 @@ def grade_folder(
     (out / "feedback").mkdir(exist_ok=True)
     with open(out / "gradebook.csv", "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
-        w.writerow(["student", "lab", "notebook", "score", "max_score", *exercises])
+        w.writerow(["student", "lab", "notebook", "score", "max_score", *exercises, "ptx_not_checked"])
         for student, g in entries:
             by_id: dict[str, GradeRow] = {r.grade_id: r for r in g.rows}
             unscored = g.not_graded or not g.rows  # no score to show: an empty cell, never a 0
@@ -268,6 +275,7 @@ def grade_folder(
                     "" if unscored else g.score,
                     g.max_score,
                     *[by_id[e].score if e in by_id and by_id[e].status != "not graded" else "" for e in exercises],
+                    " ".join(g.ptx_not_checked),
                 ]
             )
     book = Gradebook(entries, out, kept, skipped)

@@ -27,12 +27,14 @@ from .session import RunnerDidNotStart, run
 
 __all__ = [
     "NOT_STARTED",
+    "PTX_NOT_CHECKED",
     "GradeRow",
     "Graded",
     "check_device",
     "grade",
     "grade_notebook",
     "format_table",
+    "ptx_footnote",
     "ungraded",
 ]
 
@@ -41,6 +43,20 @@ NOT_STARTED = (
     "this is not a score for your work, the notebook needs grading again (the notes say why)"
 )
 
+PTX_NOT_CHECKED = (
+    "PTX not checked: no NVVM on this machine (the PTX compiler could not run), so {what} got {their} points without "
+    "the check that the kernel compiles for a GPU; install gpulab[grade] (numba-cuda[cu12] brings NVVM) and grade again"
+)
+"""The grade table's footnote (and the class table's last line) when some exercise's PTX check did not run."""
+
+
+def ptx_footnote(exercises: int, submissions: int = 0) -> str:
+    """:data:`PTX_NOT_CHECKED` for ``exercises`` marked exercises (of ``submissions`` notebooks, when given)."""
+    what = f"{exercises} exercise{'s' if exercises != 1 else ''} marked *"
+    if submissions:
+        what += f" (in {submissions} submission{'s' if submissions != 1 else ''})"
+    return PTX_NOT_CHECKED.format(what=what, their="its" if exercises == 1 else "their")
+
 
 @dataclass
 class GradeRow:
@@ -48,7 +64,8 @@ class GradeRow:
     statuses of a check's verdict ("not implemented", "over budget", "error", ...; 0 points), or the grader's own:
     "not run", "stopped", "tampered", "answer not found", "not graded" (no score: an empty cell in the CSV).
     ``verdict``: the status of the check whose message the row shows ("" when no check reported one), so a
-    "partial" row still says whether the check found it over budget or wrong on some inputs."""
+    "partial" row still says whether the check found it over budget or wrong on some inputs. ``ptx_not_checked``:
+    a check of the cell skipped its PTX step because the compiler (NVVM) could not run where it was graded."""
 
     grade_id: str
     points: float
@@ -57,6 +74,7 @@ class GradeRow:
     message: str
     hint: str = ""
     verdict: str = ""
+    ptx_not_checked: bool = False
 
 
 @dataclass
@@ -89,6 +107,11 @@ class Graded:
         """The reason the first "not graded" exercise gives ("" when every exercise was graded)."""
         return next((r.message for r in self.rows if r.status == "not graded"), "")
 
+    @property
+    def ptx_not_checked(self) -> list[str]:
+        """The exercises whose PTX check did not run (no NVVM where they were graded)."""
+        return [r.grade_id for r in self.rows if r.ptx_not_checked]
+
     def to_dict(self) -> dict:
         return {
             "notebook": self.notebook,
@@ -99,6 +122,7 @@ class Graded:
             "max_score": self.max_score,
             "notes": self.notes,
             "not_graded": self.not_graded,
+            "ptx_not_checked": self.ptx_not_checked,
             "exercises": [asdict(r) for r in self.rows],
         }
 
@@ -151,7 +175,15 @@ def _worst(results: list[dict]) -> dict | None:
 
 def score_test(cell: Cell, rec: dict | None, why_not_run: str) -> GradeRow:
     """A test cell's row, scored like nbgrader's autograder: "passed" with all its points, "partial" with some (the
-    check's own status in ``verdict``), else the verdict's status ("failed" when there is none)."""
+    check's own status in ``verdict``), else the verdict's status ("failed" when there is none); marked
+    ``ptx_not_checked`` when one of its checks could not run the PTX compiler (its points are the same)."""
+    row = _scored(cell, rec, why_not_run)
+    results = (rec or {}).get("results") or []
+    row.ptx_not_checked = any(isinstance(r, dict) and r.get("ptx_not_checked") is True for r in results)
+    return row
+
+
+def _scored(cell: Cell, rec: dict | None, why_not_run: str) -> GradeRow:
     points = cell.points
     if rec is None:
         return GradeRow(cell.grade_id, points, 0.0, "not run", why_not_run)
@@ -339,7 +371,11 @@ def format_table(rows: list[GradeRow], title: str = "") -> str:
     for r in rows:
         msg = " / ".join(ln.strip() for ln in r.message.splitlines() if ln.strip())
         msg = msg if len(msg) <= 100 else msg[:97] + "..."
-        lines.append(f"{r.grade_id:<{w}}  {r.score:>4g}/{r.points:<4g}  {r.status:<16} {msg}")
+        status = f"{r.status} *" if r.ptx_not_checked else r.status
+        lines.append(f"{r.grade_id:<{w}}  {r.score:>4g}/{r.points:<4g}  {status:<16} {msg}")
     total, maximum = sum(r.score for r in rows), sum(r.points for r in rows)
     lines.append(f"{'total':<{w}}  {total:>4g}/{maximum:<4g}")
+    unchecked = sum(r.ptx_not_checked for r in rows)
+    if unchecked:
+        lines.append(f"* {ptx_footnote(unchecked)}.")
     return "\n".join(lines)
