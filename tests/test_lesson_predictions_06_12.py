@@ -1,5 +1,6 @@
-"""The predictions added to lessons 06 and 12: each has a blank guess cell before the cell that answers it,
-the exact ones are compared exactly, and the facts their answers rest on hold in the library and in NumPy."""
+"""The predictions added to lessons 00, 02, 04, 06, 11 and 12: each has a blank guess cell before the cell that
+answers it, the exact ones are compared exactly, and the facts their answers rest on hold in the library
+and in NumPy."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from gpulab.transformer import formats
 ROOT = Path(__file__).resolve().parents[1]
 # {notebook: {prediction variable: the tolerance its lessons.compare call must pass}}
 NEW = {
+    "00_why_gpus.ipynb": {"guess_rate_ratio": 0.5, "guess_numpy_years": 0.25},
     "06_cupy_interop.ipynb": {
         "predicted_mixed_bytes": 0,
         "predicted_stride_bytes": 0,
