@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NEW = {
     "00_why_gpus.ipynb": {"guess_rate_ratio": 0.5, "guess_numpy_years": 0.25},
     "02_memory.ipynb": {"guess_warps_per_sm": 0.25},
+    "04_shared_memory_tiling.ipynb": {"guess_regtiled_loads": 0.25},
     "06_cupy_interop.ipynb": {
         "predicted_mixed_bytes": 0,
         "predicted_stride_bytes": 0,
