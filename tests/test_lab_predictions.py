@@ -52,3 +52,17 @@ def test_each_lab_prediction_is_blank_before_the_work_and_compared_after_its_che
         assert "why" in {kw.arg for kw in call.keywords}, f"{lab}: the compare of {var} does not say why"
         for k in (guess[0], found[0]):
             assert "nbgrader" not in cells[k]["metadata"], f"{lab}: cell {k} ({var}) carries nbgrader metadata"
+
+
+@pytest.mark.parametrize("lab", sorted(GUESSES))
+def test_a_guess_typed_into_its_cell_is_not_noted_as_a_cell_the_grader_skipped(lab):
+    import nbformat
+
+    from gpulab.grading.assemble import assemble
+
+    nb = nbformat.read(str(ROOT / "labs" / "student" / f"{lab}.ipynb"), as_version=4)
+    for cell in nb.cells:
+        for var in GUESSES[lab]:
+            cell.source = cell.source.replace(f"{var} = None  # not graded", f"{var} = 7  # not graded")
+    notes = assemble(ROOT / "labs" / "solutions" / f"{lab}.ipynb", nb).notes
+    assert not [n for n in notes if "not a cell of the lab" in n], notes
