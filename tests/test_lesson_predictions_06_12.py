@@ -1,5 +1,6 @@
-"""The predictions added to lessons 06 and 12: each has a blank guess cell before the cell that answers it,
-the exact ones are compared exactly, and the facts their answers rest on hold in the library and in NumPy."""
+"""The predictions added to lessons 00, 02, 04, 06, 11 and 12: each has a blank guess cell before the cell that
+answers it, the exact ones are compared exactly, and the facts their answers rest on hold in the library
+and in NumPy."""
 
 from __future__ import annotations
 
@@ -16,12 +17,16 @@ from gpulab.transformer import formats
 ROOT = Path(__file__).resolve().parents[1]
 # {notebook: {prediction variable: the tolerance its lessons.compare call must pass}}
 NEW = {
+    "00_why_gpus.ipynb": {"guess_rate_ratio": 0.5, "guess_numpy_years": 0.25},
+    "02_memory.ipynb": {"guess_warps_per_sm": 0.25},
+    "04_shared_memory_tiling.ipynb": {"guess_regtiled_loads": 0.25},
     "06_cupy_interop.ipynb": {
         "predicted_mixed_bytes": 0,
         "predicted_stride_bytes": 0,
         "predicted_acc16_factor": 0.5,
         "predicted_naive_softplus": 0.25,  # a word answer ("inf"): compared word for word, no tolerance passed
     },
+    "11_energy_cost_hardware.ipynb": {"my_guess_h100_hours": 0.25},
     "12_transformers.ipynb": {"predicted_scores_gb": 0.25, "predicted_e4m3_max": 0},
 }
 ANSWERS = {"predicted_mixed_bytes": 20, "predicted_stride_bytes": 160, "predicted_e4m3_max": 448}
@@ -103,3 +108,17 @@ def test_the_naive_softplus_at_100_is_inf_in_float32_and_the_word_answer_compare
     assert lessons.compare(float("inf"), str(naive)).split("\n")[0].endswith("right.")
     assert lessons.compare("inf", str(naive)).split("\n")[0].endswith("right.")
     assert lessons.compare(3.4e38, str(naive)).split("\n")[0].endswith("not quite.")
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.name[:2])
+def test_every_compare_in_a_lesson_says_why(path):
+    """A compare that only says right / too high / too low teaches nothing: each lessons.compare passes why=."""
+    silent = []
+    for k, src in enumerate(_code_cells(path)):
+        if "lessons.compare(" not in src:
+            continue
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "compare":
+                if "why" not in {kw.arg for kw in node.keywords}:
+                    silent.append(f"code cell {k}: compare({ast.unparse(node.args[0])}, ...)")
+    assert not silent, f"{path.name}: compares without why=: {silent}"

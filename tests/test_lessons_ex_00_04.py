@@ -21,6 +21,7 @@ from numba import cuda, float32
 import gpulab
 from gpulab import lessons
 from gpulab.exercises.races import WRITE_RACE_HINT
+from gpulab.lessons.problems import hints_of
 from gpulab.source import define
 from kernel_edits import edited_kernel
 
@@ -481,6 +482,21 @@ def test_lesson00_text_matches_its_code_and_asks_for_numbers_without_commas():
     assert "1,000?" not in _cell_with("00", "How many times") and "without\ncommas" in _cell_with(
         "00", "How many times"
     )
+
+
+def test_lesson02_exercise2_states_the_rules_and_leaves_the_code_outline_to_the_hint():
+    text = _cell_with("02", "**Exercise 2.** Write the host function `pipelined_saxpy")
+    assert "Allocate nothing inside the loop" in text and "Synchronize once, after the loop" in text
+    outline = hints_of("02", "pipelined_saxpy")[1]
+    for fragment in ("bufs = [[", "for b in bufs[k % n_streams]", "(size + 127) // 128"):
+        assert fragment not in text and fragment in outline, fragment
+
+
+def test_lesson03_states_the_shapes_of_linear_relu_and_lesson04_numbers_its_exercises_in_order():
+    text = _cell_with("03", "`linear_relu_kernel(X, W, b, Y)`")
+    assert all(shape in text for shape in ("`X` is\n`(M, K)`", "`W` is `(K, N)`", "`b` is `(N,)`", "`Y` is `(M, N)`"))
+    numbers = [int(src.split("**Exercise ")[1][0]) for kind, src in _cells("04") if "**Exercise " in src]
+    assert numbers == sorted(numbers) == list(range(1, len(numbers) + 1)), numbers
 
 
 def test_lesson01_and_02_paragraphs_sit_next_to_what_they_explain():

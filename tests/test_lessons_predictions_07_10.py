@@ -35,6 +35,12 @@ def _latency_bound_devices() -> int:
     return int(s / (25e9 * 5e-6)) + 1
 
 
+def _sgd_extra_images() -> int:
+    """Lesson 10: how many more images the largest SGD batch holds than the largest Adam batch on 16 GB."""
+    wide = scaling.cnn_footprint(channels=(256, 512), hidden=1024)
+    return scaling.max_batch_size(wide, 16e9, optimizer="sgd") - scaling.max_batch_size(wide, 16e9, optimizer="adam")
+
+
 # {prediction variable: (lesson, the figure the simulator run shows, an answer that must not count as right)}
 EXPECTED = {
     "predicted_cols_ratio": ("07", 3 * 3, 8),  # k² for stride 1, padding 1
@@ -46,8 +52,15 @@ EXPECTED = {
     "predicted_mixed_saving": ("10", _wide_mixed_saving(64), 50),
     "predicted_ring_sent": ("10", 2 * 7 / 8, 2),
     "predicted_latency_bound_devices": ("10", _latency_bound_devices(), 20),
+    "predicted_sgd_extra_images": ("10", _sgd_extra_images(), 30),  # Adam's 8 bytes per parameter, in images
 }
-NEW = [*EXPECTED, "predicted_error_growth"]  # the float32 rounding experiment: a factor near 100, not a count
+# {word prediction: (lesson, the answer the simulator run shows, a wrong answer)}
+WORDS = {
+    "predicted_changes_with_f": ("07", "im2col", "both"),
+    "predicted_big_scale": ("10", "overflow", "underflow"),
+    "predicted_uneven_split": ("10", "error", "approximate"),
+}
+NEW = [*EXPECTED, "predicted_error_growth", *WORDS]  # error growth: a factor near 100, not a count
 
 
 def _cells(lesson: str, folder: str = "notebooks") -> list[dict]:
@@ -69,7 +82,7 @@ def _compare_call(lesson: str, name: str) -> tuple[int, ast.Call]:
 
 
 def _lesson_of(name: str) -> str:
-    return EXPECTED[name][0] if name in EXPECTED else "08"
+    return EXPECTED[name][0] if name in EXPECTED else WORDS[name][0] if name in WORDS else "08"
 
 
 @pytest.mark.parametrize("name", NEW)
@@ -89,6 +102,9 @@ def test_the_committed_run_shows_the_figure_the_text_explains(name):
     lesson = _lesson_of(name)
     k, _ = _compare_call(lesson, name)
     out = "".join("".join(o.get("text", "")) for o in _cells(lesson)[k]["outputs"])
+    if name in WORDS:
+        assert f"The answer: {WORDS[name][1]}." in out, out
+        return
     found = re.search(r"^(?:Measured|Counted|Modelled[^:]*): ([\d,.]+)", out, re.MULTILINE)
     assert found, out
     shown = float(found.group(1).replace(",", "").rstrip("."))
@@ -105,6 +121,13 @@ def test_the_answer_is_right_and_a_near_miss_is_not(name):
     tol = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords if kw.arg == "tolerance"}.get("tolerance", 0.25)
     assert lessons.compare(answer, answer, tolerance=tol).split("\n")[0].endswith("right.")
     assert "right" not in lessons.compare(near_miss, answer, tolerance=tol).split("\n")[0].split(":")[-1], name
+
+
+@pytest.mark.parametrize("name", list(WORDS))
+def test_a_word_answer_is_right_in_any_case_and_the_other_word_is_not(name):
+    _, answer, wrong = WORDS[name]
+    assert "right." in lessons.compare(answer.upper(), answer).split("\n")[0]
+    assert "not quite" in lessons.compare(wrong, answer).split("\n")[0]
 
 
 def test_col2im_of_ones_counts_the_copies_of_each_pixel():

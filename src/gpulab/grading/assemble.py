@@ -379,11 +379,21 @@ def _other_lab(source_path: Path, theirs: set[str], ours: set[str]) -> str:
     )
 
 
+def _blank_guess(text: str) -> bool:
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    return bool(lines) and all(re.match(r"\w+ = None\s+# not graded", ln) for ln in lines)
+
+
 def _added_cells(source: Any, submission: Any, used: set[int]) -> list[tuple[str, list[str]]]:
     """Code cells of the submission that are not the lab's (added by the student): a description and the names
     each defines. Answer cells, graded cells, the lab's own cells (either form) and empty cells are not."""
     known = set()
     answer_ids = {str(c["id"]) for c in source.cells if c.get("id") and _meta(c).get("solution")}
+    # the lab's blank guesses (`guess = None  # not graded`) are there to be typed into; the grader runs their blank
+    # version (the lab's compare cells are ungraded), so a cell setting only those names is no "added" cell
+    guesses = {
+        n for c in source.cells if c.cell_type == "code" and _blank_guess(_code(c)) for n in defined_names(_code(c))
+    }
     for cell in source.cells:
         if cell.cell_type == "code":
             known |= {_code(cell).strip(), _stub(_code(cell)).strip()}
@@ -398,5 +408,7 @@ def _added_cells(source: Any, submission: Any, used: set[int]) -> list[tuple[str
         if _meta(cell).get("grade_id") or _meta(cell).get("solution") or _meta(cell).get("grade"):
             continue
         names = defined_names(text)
+        if names and set(names) <= guesses:
+            continue
         out.append((_describe(k, total, text, names), names))
     return out
