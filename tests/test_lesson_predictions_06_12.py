@@ -1,4 +1,4 @@
-"""The predictions added to lessons 00, 02, 04, 06, 11 and 12: each has a blank guess cell before the cell that
+"""The predictions added to lessons 00, 02, 04, 06, 09, 11 and 12: each has a blank guess cell before the cell that
 answers it, the exact ones are compared exactly, and the facts their answers rest on hold in the library
 and in NumPy."""
 
@@ -25,6 +25,12 @@ NEW = {
         "predicted_stride_bytes": 0,
         "predicted_acc16_factor": 0.5,
         "predicted_naive_softplus": 0.25,  # a word answer ("inf"): compared word for word, no tolerance passed
+    },
+    "09_train_cnn.ipynb": {
+        "predicted_biggest_layer": 0.25,  # a word answer ("conv2"): compared word for word, no tolerance passed
+        "predicted_first_loss": 0.35,  # ln 10 = 2.30 for equal logits; an untrained CNN starts somewhat above
+        "predicted_cpu_gflops": 0.25,  # MFLOP per image x images/s of the run's last epoch
+        "predicted_test_accuracy": 0.25,
     },
     "11_energy_cost_hardware.ipynb": {"my_guess_h100_hours": 0.25},
     "12_transformers.ipynb": {"predicted_scores_gb": 0.25, "predicted_e4m3_max": 0},

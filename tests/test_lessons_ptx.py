@@ -23,6 +23,7 @@ HOST_CODE = {
     ("02", "pipelined_saxpy"),
     ("06", "axpy_elementwise"),
     ("09", "cnn_forward_macs"),
+    ("09", "train_step"),
     ("10", "ring_allreduce"),
     ("11", "joules_per_image"),
     ("11", "attainable"),

@@ -146,8 +146,12 @@ def fit(
     evaluate_each_epoch: bool = True,
     workers: int = 1,
     on_epoch: Callable[[History], None] | None = None,
+    step: Callable[..., Any] | None = None,
 ) -> History:
     """Train ``model`` on ``dataset`` for ``epochs`` more epochs with ``optimizer``, or with Adam (lr 1e-3).
+
+    Each batch is one call of ``step(model, loss_fn, optimizer, xb, yb)``, which returns ``(loss, logits)``:
+    :func:`gpulab.nn.train_step` unless you pass your own (lesson 09's exercise), with ``workers=1``.
 
     The data are moved once to where the model's backend computes (CuPy in gpu mode for ``cupy`` /
     ``kernels``) and indexed per batch there. ``workers > 1`` (numpy backend) splits each batch over that
@@ -197,6 +201,11 @@ def fit(
     check_model(model, "fit(model, dataset)")
     check_dataset(dataset, evaluate=evaluate_each_epoch)
     check_optimizer(model, optimizer)
+    if step is not None and (workers > 1 or not callable(step)):
+        raise UsageError(
+            f"fit: step must be a function step(model, loss_fn, optimizer, xb, yb) -> (loss, logits), run with "
+            f"workers=1; it was given {describe(step)} with workers={workers}. Pass step=train_step, or no step."
+        )
     if workers > 1:
         with limit_threads(1) or _nullcontext():
             return _fit(
@@ -213,7 +222,18 @@ def fit(
                 on_epoch,
             )
     return _fit(
-        model, dataset, epochs, batch_size, optimizer, seed, progress, live_plot, evaluate_each_epoch, workers, on_epoch
+        model,
+        dataset,
+        epochs,
+        batch_size,
+        optimizer,
+        seed,
+        progress,
+        live_plot,
+        evaluate_each_epoch,
+        workers,
+        on_epoch,
+        step,
     )
 
 
@@ -237,6 +257,7 @@ def _fit(
     evaluate_each_epoch: bool,
     workers: int,
     on_epoch: Callable[[History], None] | None,
+    step: Callable[..., Any] | None = None,
 ) -> History:
     _data.check_images(dataset.x_train, dataset.y_train)
     check_image_shape(model, dataset.x_train, "fit")
@@ -278,7 +299,7 @@ def _fit(
             try:
                 with labels_within(*labels) if labels else _nullcontext():  # the steps only (not evaluate's labels)
                     total_loss, correct, seconds = _train_epoch(
-                        model, xtr, ytr, batch_size, optimizer, loss_fn, parallel, rng, epoch, first, bar
+                        model, xtr, ytr, batch_size, optimizer, loss_fn, parallel, rng, epoch, first, bar, step
                     )
             finally:
                 if bar is not None:
@@ -319,6 +340,7 @@ def _train_epoch(
     epoch: int,
     first: int,
     bar: Any,
+    step: Callable[..., Any] | None = None,
 ) -> tuple[float, int, float]:
     """One pass over the shuffled training data: (summed loss, correct predictions, seconds). The epoch counts as
     done with ``model.fit_state`` at its end, and as started once its shuffle is drawn: an interrupt or error after
@@ -338,7 +360,11 @@ def _train_epoch(
     before = rng.bit_generator.state
     try:
         for xb, yb in _data.batches(xtr, ytr, batch_size, shuffle=True, rng=rng):
-            loss, logits = nn.train_step(model, loss_fn, optimizer, xb, yb, parallel)  # forward, backward, update
+            if step is None:
+                loss, logits = nn.train_step(model, loss_fn, optimizer, xb, yb, parallel)  # forward, backward, update
+            else:  # the learner's own step (lesson 09); its loss runs where the model computes
+                loss_fn.ops = model.ops
+                loss, logits = step(model, loss_fn, optimizer, xb, yb)
             sums.add(loss, logits, yb)  # on the device: nothing read
             done += 1
             if bar is not None:

@@ -38,6 +38,7 @@ __all__ = [
     "softplus",
     "squared_diff_kernel",
     "sum_two_per_thread_kernel",
+    "train_step",
     "unscale_kernel",
     "warp_sum_kernel",
 ]
@@ -300,7 +301,16 @@ def maxpool2x2_backward_kernel(dout, arg, dx):
         dx[i, j] = g
 
 
-# --- 09 · training: the test set's confusion matrix, counted on the GPU ---------------------------------
+# --- 09 · training: one step of the training loop, and the test set's confusion matrix on the GPU ---------
+
+
+def train_step(model, loss_fn, optimizer, xb, yb):
+    """One training step on a batch (images ``xb``, labels ``yb``); returns (the batch's mean loss, the logits)."""
+    logits = model.forward(xb)  # (B, classes)
+    loss = loss_fn(logits, yb)  # the batch's mean loss; keeps d loss / d logits for its backward
+    model.backward(loss_fn.backward())  # every layer's gradients, last layer first (each overwrites its own)
+    optimizer.step()  # moves every weight along its gradient
+    return loss, logits
 
 
 @cuda.jit

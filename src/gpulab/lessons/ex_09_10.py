@@ -1,4 +1,4 @@
-"""The exercises of lessons 09 (training: the network's multiply-adds, a confusion-matrix kernel) and 10
+"""The exercises of lessons 09 (training: the network's multiply-adds, one training step, a confusion-matrix kernel) and 10
 (scaling up: the ring all-reduce, unscaling mixed-precision gradients) as data, collected with the other
 ``ex_*`` modules by :mod:`.problems`. Reference kernels: :mod:`.answers_05_10`; the function
 exercises' references are the library's own (:func:`gpulab.nn.cost.cnn_forward_macs`,
@@ -18,6 +18,7 @@ from ..nn.cost import cnn_forward_macs
 from ..problems import launch_1d
 from ..scaling import ring_steps
 from . import answers_05_10 as _a
+from . import step_check
 from .exercise import Exercise, as_host, returned_none
 
 __all__ = ["EXERCISES_LIST", "confusion_spec"]
@@ -120,6 +121,24 @@ def _lesson09() -> list[Exercise]:
             ),
             cnn_forward_macs,
             adapt=_macs_host,
+        ),
+        Exercise(
+            "09",
+            "train_step",
+            Problem(
+                "train_step",
+                step_check.step_spec,
+                step_check.step_inputs,
+                sizes=step_check.SIZES,
+                host=step_check.step_host(_a.train_step),  # no PTX check: host code (the nn engine), no kernel
+                out_names=["weights", "losses"],
+                rtol=1e-5,
+                atol=1e-6,
+                race_check=False,  # a plain function: no threads whose schedule could matter
+                mistakes=step_check.MISTAKES,
+            ),
+            _a.train_step,
+            adapt=step_check.step_host,
         ),
         Exercise(
             "09",

@@ -16,6 +16,13 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
         "through the layers: padding 1 keeps it through a convolution, each 2 x 2 pool halves it.",
         "c1, c2 = channels; each conv: (output pixels x filters) x (input channels x 3 x 3); each linear: n_in x n_out",
     ),
+    ("09", "train_step"): (
+        "A step is what you did by hand in lesson 08, in the order the gradients need: the forward pass gives the "
+        "logits, the loss compares them with the labels, the backward pass sends d loss / d logits back through "
+        "every layer, and only then can the optimizer move the weights along those gradients.",
+        "logits = model.forward(xb); loss = loss_fn(logits, yb); model.backward(loss_fn.backward()); "
+        "optimizer.step(); return loss, logits",
+    ),
     ("09", "confusion"): (
         "One thread per image: find its prediction (the first largest logit, as np.argmax), then add 1 to the "
         "cell (true label, prediction). Many images land in one cell, so the add must be atomic.",
