@@ -17,13 +17,13 @@ import pytest
 
 from gpulab import problems
 from gpulab.exercises.cases import build_cases
-from test_gpu_sizes import seq_matmul, tree_sum
+from test_gpu_sizes import seq_matmul, strided_partials, tree_sum
 
 F32 = np.float32
 P = problems.all_problems()
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=8)
 def gpu_case(key: str, size):
     """The case the check builds for ``size`` at scale="gpu" (same seed: its index among the gpu sizes)."""
     p = P[key]
@@ -225,3 +225,164 @@ def test_every_float32_order_of_a_sum_of_products_uses_little_of_its_tolerance(k
             got = order(A, B)
         margins[name] = float(ratio(got.reshape(exp.shape), exp, p.rtol, tol).max())
     assert max(margins.values()) < 0.2, margins
+
+
+def _conv_operands(case):
+    """lab08.CONV2D_BACKWARD's GEMM operands: d (N*Ho*Wo, F), cols (N*Ho*Wo, k*k*C), wmat (F, k*k*C)."""
+    from gpulab.nn.ops import get
+
+    x, w, dout, stride, pad = case.inputs
+    n, f, ho, wo = dout.shape
+    k = w.shape[2]
+    cols, _, _ = get("numpy").im2col(x, k, k, stride, pad)
+    d = np.ascontiguousarray(dout.transpose(0, 2, 3, 1).reshape(n * ho * wo, f))
+    return d, np.ascontiguousarray(cols), np.ascontiguousarray(w.transpose(0, 2, 3, 1).reshape(f, -1))
+
+
+CONV_GPU = (64, 32, 14, 14, 64, 3, 1, 1)
+
+
+def test_conv2d_backward_every_float32_order_uses_little_of_its_tolerance():
+    """dw, db: 12,544-term sums (filters 0..15 of dw); dx: 64 filters x 9 taps = 576 terms (the worst case allowed
+    dx the 12,544-term tolerance)."""
+    from gpulab.nn.ops import get
+
+    p, case = P["lab08.CONV2D_BACKWARD"], gpu_case("lab08.CONV2D_BACKWARD", CONV_GPU)
+    x, w, _, stride, pad = case.inputs
+    (edx, edw, edb), (tdx, tdw, tdb) = case.expected, case.atol
+    d, cols, wmat = _conv_operands(case)
+    f, c, k, _ = w.shape
+    dT = np.ascontiguousarray(d[:, :16].T)
+    margins = {}
+    for name, order in MATMUL_ORDERS.items():
+        dw = order(dT, cols).reshape(16, k, k, c).transpose(0, 3, 1, 2)
+        margins[f"dw {name}"] = float(ratio(dw, edw[:16], p.rtol, tdw[:16]).max())
+    margins["db one thread"] = float(ratio(seq_matmul(np.ones((1, d.shape[0]), F32), d)[0], edb, p.rtol, tdb).max())
+    margins["db atomics"] = max(
+        float(ratio([atomics(d[:, j], j)], edb[j : j + 1], p.rtol, tdb[j : j + 1]).max()) for j in range(f)
+    )
+    dx = get("numpy").col2im(seq_matmul(d, wmat), x.shape, k, k, stride, pad)
+    margins["dx gemm + col2im"] = float(ratio(dx, edx, p.rtol, tdx).max())
+    # measured: dw 0.0022 (sequential, fma), db 0.0012, dx 0.0040
+    assert max(margins.values()) < 0.05, margins
+
+
+def _vecmat_bugs(case):
+    A, x = (a.astype(np.float64) for a in case.inputs)
+    y, k = x @ A, A.shape[0] // 2
+    return {
+        "last product dropped": (0, y - x[-1] * A[-1]),
+        "x[k - 1] read for x[k] (a stale operand)": (0, y + (x[k - 1] - x[k]) * A[k]),
+    }
+
+
+def _linear_bugs(case):
+    x, W, dout = (a.astype(np.float64) for a in case.inputs)
+    return {
+        "dx: last of 512 products dropped": (0, dout[:, :-1] @ W[:-1]),
+        "dW: dout[k - 1] read for dout[k] (a stale operand)": (
+            1,
+            dout.T @ x + np.outer(dout[2047] - dout[2048], x[2048]),
+        ),
+        "db: last sample dropped": (2, dout[:-1].sum(axis=0)),
+    }
+
+
+def _conv_bugs(case):
+    d, cols, wmat = (a.astype(np.float64) for a in _conv_operands(case))
+    x, w, _, stride, pad = case.inputs
+    f, c, k, _ = w.shape
+    per = d.shape[0] // x.shape[0]
+    lost = np.s_[6000:6016]  # one 16-term tile of the GEMM over the batch
+    d_lost, cols_lost = np.delete(d, lost, 0), np.delete(cols, lost, 0)
+
+    def dw(dd, cc):
+        return (dd.T @ cc).reshape(f, k, k, c).transpose(0, 3, 1, 2)
+
+    from gpulab.nn.ops import get
+
+    return {
+        "dw: last image left out": (1, dw(d[:-per], cols[:-per])),
+        "db: last image left out": (2, d[:-per].sum(axis=0)),
+        "dw: a 16-term tile lost": (1, dw(d_lost, cols_lost)),
+        "db: a 16-term tile lost": (2, d_lost.sum(axis=0)),
+        "dx: last filter left out": (0, get("numpy").col2im(d[:, :-1] @ wmat[:-1], x.shape, k, k, stride, pad)),
+    }
+
+
+# (check, size, bugs, bug): the largest fraction of elements in which the bug may go unseen (measured, and with the
+# worst-case tolerance before). A bug that a race puts in a handful of elements is caught with 1 minus that chance.
+BUGS = {
+    ("lab03.VECMAT", (8192, 4096), "last product dropped"): 0.3,  # 19 % (100 %: the check passed)
+    ("lab03.VECMAT", (8192, 4096), "x[k - 1] read for x[k] (a stale operand)"): 0.85,  # 77 % (100 %: passed)
+    ("lab08.LINEAR_BACKWARD", (4096, 1024, 512), "dx: last of 512 products dropped"): 0.03,  # 1.3 % (13 %)
+    (
+        "lab08.LINEAR_BACKWARD",
+        (4096, 1024, 512),
+        "dW: dout[k - 1] read for dout[k] (a stale operand)",
+    ): 0.25,  # 15 % (56 %)
+    ("lab08.LINEAR_BACKWARD", (4096, 1024, 512), "db: last sample dropped"): 0.15,  # 8 % (48 %)
+    ("lab08.CONV2D_BACKWARD", CONV_GPU, "dw: last image left out"): 0.06,  # 3.4 % (37 %)
+    ("lab08.CONV2D_BACKWARD", CONV_GPU, "db: last image left out"): 0.06,  # 3.1 % (50 %)
+    ("lab08.CONV2D_BACKWARD", CONV_GPU, "dw: a 16-term tile lost"): 0.2,  # 12 % (90 %)
+    ("lab08.CONV2D_BACKWARD", CONV_GPU, "db: a 16-term tile lost"): 0.25,  # 16 % (100 %: the check passed)
+    ("lab08.CONV2D_BACKWARD", CONV_GPU, "dx: last filter left out"): 0.01,  # 0.2 % (8 %)
+}
+BUG_MODELS = {"lab03.VECMAT": _vecmat_bugs, "lab08.LINEAR_BACKWARD": _linear_bugs, "lab08.CONV2D_BACKWARD": _conv_bugs}
+
+
+@pytest.mark.parametrize("key,size,bug", sorted(BUGS, key=str), ids=str)
+def test_a_wrong_sum_of_products_fails_in_most_elements_at_gpu_size(key, size, bug):
+    p, case = P[key], gpu_case(key, size)
+    o, got = BUG_MODELS[key](case)[bug]
+    r = ratio(got, case.expected[o], p.rtol, case.atol[o])
+    assert (r > 1).any(), f"{key} {bug}: the check passes"
+    assert np.mean(r <= 1) <= BUGS[key, size, bug], f"{key} {bug}: unseen in {np.mean(r <= 1):.1%} of the elements"
+
+
+# ---------------------------------------------------------------------------------------------------
+# lab12.SOFTMAX_BACKWARD: ds = p * (dp - sum_j p_j dp_j), rtol 1e-4 and atol 1e-7 (was 1e-5: |ds| ~ 1e-4)
+
+SOFTMAX_GPU = [(4096, 1000, 0), (1024, 1024, 1)]
+
+
+def _row_dots(prod):
+    tpb = problems.lab12.TPB
+    order = np.argsort(np.random.default_rng(0).random(prod.shape), axis=1)
+    return {
+        "tree of strided partials": tree_sum(strided_partials(prod, tpb)),
+        "one thread": np.cumsum(prod, axis=1, dtype=F32)[:, -1],
+        "atomics": np.cumsum(np.take_along_axis(prod, order, axis=1), axis=1, dtype=F32)[:, -1],
+    }
+
+
+@pytest.mark.parametrize("size", SOFTMAX_GPU)
+def test_softmax_backward_every_float32_order_uses_little_of_its_tolerance(size):
+    p, case = P["lab12.SOFTMAX_BACKWARD"], gpu_case("lab12.SOFTMAX_BACKWARD", size)
+    (pr, dp), exp = case.inputs, case.expected[0]
+    margins = {}
+    for name, dot in _row_dots(pr * dp).items():
+        diff = dp - dot[:, None]
+        forms = {
+            "p * (dp - dot)": pr * diff,
+            "fma": pr.astype(np.float64) * diff,
+            "p * dp - p * dot": pr * dp - pr * dot[:, None],
+        }
+        for form, got in forms.items():
+            margins[f"{name}, {form}"] = float(ratio(got, exp, p.rtol, p.atol).max())
+    assert max(margins.values()) < 0.1, margins  # measured: 0.0084 (4096 x 1000), 0.034 (1024 x 1024, causal)
+
+
+@pytest.mark.parametrize("size,unseen", [((4096, 1000, 0), 0.25), ((1024, 1024, 1), 0.65)])
+def test_softmax_backward_fails_a_lost_partial_of_the_row_sum(size, unseen):
+    """One of the TPB threads' partials of sum_j p_j dp_j lost (or added twice: a stale shared value) goes unseen in
+    16 % / 55 % of the elements (87 % / 89 % with atol 1e-5; under the causal mask half the elements are exact
+    zeros) and in at most 0.2 % of the rows (24 % / 12 %)."""
+    p, case = P["lab12.SOFTMAX_BACKWARD"], gpu_case("lab12.SOFTMAX_BACKWARD", size)
+    (pr, dp), exp = (a.astype(np.float64) for a in case.inputs), case.expected[0]
+    prod = pr * dp
+    part = prod[:, 0 :: problems.lab12.TPB].sum(axis=1)  # thread 0's partial
+    for sign in (-1, 1):
+        r = ratio(pr * (dp - (prod.sum(axis=1) + sign * part)[:, None]), exp, p.rtol, p.atol)
+        assert np.mean(r <= 1) <= unseen, (sign, np.mean(r <= 1))
+        assert np.mean((r <= 1).all(axis=1)) <= 0.005, (sign, np.mean((r <= 1).all(axis=1)))
