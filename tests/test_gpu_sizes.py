@@ -556,7 +556,7 @@ def test_lab05_warp_softmax_emulation_is_the_solution_kernels_arithmetic():
 
 def test_lab01_blur_emulation_is_the_solution_kernels_arithmetic():
     """_blur3 is bit for bit what lab 01's solution computes (a float32 accumulator, then acc / 9.0), run in the
-    simulator on small images; at the gpu size (1081 x 1919) it uses 4 % of BLUR3's tolerance, not none."""
+    simulator on small images; at the gpu size (1081 x 1919) it uses 5 % of BLUR3's tolerance, not none."""
     import nbformat
     from numba import cuda
 
@@ -580,9 +580,9 @@ def test_lab01_blur_emulation_is_the_solution_kernels_arithmetic():
     (a,) = p.inputs(size, np.random.default_rng(0))
     out = np.zeros_like(a)
     _blur3(a, out)
-    exp = problems.lab01.blur3_spec(a.astype(np.float64))
+    exp = problems.lab01.blur3_spec(a).astype(np.float64)  # the check's reference (float64, rounded to float32)
     used = np.abs(out - exp) / (p.atol + p.rtol * np.abs(exp))
-    assert 0 < used.max() < 0.2, used.max()  # 0.04 with the solution's float32 accumulator
+    assert 0 < used.max() < 0.2, used.max()  # 0.049 with the solution's float32 accumulator
 
 
 # ---------------------------------------------------------------------------------------------------
