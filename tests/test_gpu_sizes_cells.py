@@ -8,6 +8,7 @@ notebook, so a change there shows here.
   n = 4096 tokens, d = 64: the unfused kernels (scores, online softmax, tiled P @ v) and the fused one. Rows of a
   causal attention are independent, so the first 64 and the last 256 query rows (the shortest and the longest
   sums, up to 4096 keys) stand for all 4096 at a sixteenth of the cost.
+* lesson 04 cell 40: kernels.matmul.benchmark_ladder's validation against cuBLAS at 4096^3.
 """
 
 from __future__ import annotations
@@ -95,3 +96,29 @@ def test_lesson12_cell23_fused_attention_at_n4096(lesson12_qkv, rows):
     ref = attention.attention_reference(q, k, v, causal=True)
     used = np.abs(out - ref) / (1e-4 + 1e-3 * np.abs(ref))
     assert used.max() < 0.1, used.max()  # measured: 0.0031 (first 64 rows), 0.0005 (last 256)
+
+
+def test_lesson04_cell40_ladder_validation_at_4096():
+    """lesson 04 cell 40 runs kernels.matmul.benchmark_ladder(4096, 4096, 4096), which first asserts each kernel
+    allclose to cuBLAS (rtol 1e-3, atol 1e-3 * sqrt(K)). The ladder's kernels add k in order into one float32
+    accumulator per output; cuBLAS's order is unknown, emulated as split-K with 16 partials added in a random order.
+    Rows 0..31 of the product (the check is per element)."""
+    import inspect
+
+    from gpulab.kernels.matmul import benchmark_ladder
+
+    assert "rows = benchmark_ladder(size, size, size" in cell("notebooks/04_shared_memory_tiling.ipynb", "size = 4096")
+    assert "atol=1e-3 * max(1.0, np.sqrt(K))" in inspect.getsource(benchmark_ladder)
+    K = 4096
+    rng = np.random.default_rng(0)  # benchmark_ladder's seed=0 and draws
+    a = rng.standard_normal((K, K), dtype=np.float32)[:32]
+    b = rng.standard_normal((K, K), dtype=np.float32)
+    ours = seq_matmul(a, b)
+    bounds = np.linspace(0, K, 17).astype(int)
+    parts = np.stack([seq_matmul(a[:, s:e], b[s:e]) for s, e in zip(bounds[:-1], bounds[1:])])
+    parts = np.take_along_axis(parts, np.argsort(np.random.default_rng(1).random(parts.shape), axis=0), axis=0)
+    cublas = np.zeros_like(ours)
+    for part in parts:
+        cublas += part
+    used = np.abs(ours - cublas) / (1e-3 * np.sqrt(K) + 1e-3 * np.abs(cublas))
+    assert used.max() < 0.1, used.max()  # measured: 0.0048
