@@ -340,6 +340,30 @@ def test_rounding_bound_values():
     assert rounding_bound(10, np.float64) < 1e-14
 
 
+def test_probable_bound_is_the_worst_case_for_short_sums_and_grows_as_sqrt_n_beyond():
+    from gpulab.exercises.compare import probable_bound
+
+    u = 2.0**-24
+    assert probable_bound(64) == rounding_bound(64)  # n <= lam**2 = 100: gamma_n itself
+    assert math.isclose(probable_bound(1 << 20), 10 * 1024 * u)  # 109x below gamma_(2**20)
+    assert math.isclose(probable_bound(1 << 20, lam=20), 20 * 1024 * u)
+    with pytest.raises(ValueError, match="too long"):
+        probable_bound(1 << 30)
+
+
+def test_reduction_counts_terms_per_output():
+    """reduction=(n0, n1): each output's tolerance from its own count (a backward pass's dx and dW differ)."""
+    from gpulab.exercises.compare import float64_reference, probable_bound, reduction_len
+
+    A, B = random_arrays(np.random.default_rng(0), (3, 400), (400, 2))
+    spec = lambda A, B: (A @ B, (A @ B).T.copy())  # noqa: E731
+    assert reduction_len(lambda A, B: (400, 7), (A, B), 1) == 7 and reduction_len(9, (A, B), 1) == 9
+    _, (t0, t1) = float64_reference(spec, (A, B), spec(A, B), (400, 7), 0.0)
+    scale = np.abs(A).astype(np.float64) @ np.abs(B).astype(np.float64)
+    np.testing.assert_allclose(t0, probable_bound(401) * scale)
+    np.testing.assert_allclose(t1, probable_bound(8) * scale.T)
+
+
 def test_reduction_too_long_for_the_output_precision_is_a_setup_error():
     res = _matmul_problem(sizes=[(2, 4, 2)], reduction=1 << 30).check(host=sequential_float32)
     assert res.status == "setup error" and "too long for float32" in res.message, res

@@ -124,15 +124,15 @@ def _stencil3(x, out):  # acc = x[i]; acc += x[i-1]; acc += x[i+1]
     out[...] = acc
 
 
-def _blur3(a, out):  # acc = 0.0 (float64); acc += at_clamped(a, i + di, j + dj) for di, dj in -1..1; acc / 9.0
+def _blur3(a, out):  # acc = np.float32(0.0); acc += at_clamped(a, i + di, j + dj) for di, dj in -1..1; acc / 9.0
     n, m = a.shape
     rows, cols = np.clip(np.arange(-1, n + 1), 0, n - 1), np.clip(np.arange(-1, m + 1), 0, m - 1)
-    p = a.astype(np.float64)[np.ix_(rows, cols)]
-    acc = np.zeros((n, m))
+    p = a.astype(F32)[np.ix_(rows, cols)]
+    acc = np.zeros((n, m), F32)  # the lab's solution accumulates in float32 (each add rounded)
     for di in range(3):
         for dj in range(3):
             acc += p[di : di + n, dj : dj + m]
-    out[...] = acc / 9.0
+    out[...] = acc.astype(np.float64) / 9.0  # float32 / float64 literal: a float64 division, rounded once to out
 
 
 def _stencil_shared(x, out):  # buf[tx] + buf[tx+1] + buf[tx+2] = (x[i-1] + x[i]) + x[i+1]
@@ -552,6 +552,37 @@ def test_lab05_warp_softmax_emulation_is_the_solution_kernels_arithmetic():
     exp = problems.lab05.softmax_spec(x).astype(np.float64)
     used = np.abs(out - exp) / (p.atol + p.rtol * np.abs(exp))  # the share of the tolerance each element uses
     assert 0 < used.max() < 0.1, used.max()  # about 0.002: a wide margin
+
+
+def test_lab01_blur_emulation_is_the_solution_kernels_arithmetic():
+    """_blur3 is bit for bit what lab 01's solution computes (a float32 accumulator, then acc / 9.0), run in the
+    simulator on small images; at the gpu size (1081 x 1919) it uses 5 % of BLUR3's tolerance, not none."""
+    import nbformat
+    from numba import cuda
+
+    from gpulab.source import define
+
+    nb = nbformat.read(str(Path(__file__).resolve().parents[1] / "labs/solutions/lab01_threads.ipynb"), 4)
+    ns = {"cuda": cuda, "np": np}
+    src = next(c.source for c in nb.cells if c.source.startswith("@cuda.jit(device=True)\ndef at_clamped"))
+    ns["at_clamped"] = define(src, "at_clamped", ns)
+    src = next(c.source for c in nb.cells if c.source.startswith("@cuda.jit\ndef blur3_kernel"))
+    kernel = define(src, "blur3_kernel", ns)
+    rng = np.random.default_rng(5)
+    for shape in [(1, 1), (3, 7), (9, 5)]:
+        a = rng.uniform(-1, 1, shape).astype(F32)
+        got, emulated = np.zeros_like(a), np.zeros_like(a)
+        kernel[(1, 1), (16, 16)](a, got)
+        _blur3(a, emulated)
+        np.testing.assert_array_equal(got, emulated)
+    p = problems.lab01.BLUR3
+    size = p.gpu_sizes[-1]
+    (a,) = p.inputs(size, np.random.default_rng(0))
+    out = np.zeros_like(a)
+    _blur3(a, out)
+    exp = problems.lab01.blur3_spec(a).astype(np.float64)  # the check's reference (float64, rounded to float32)
+    used = np.abs(out - exp) / (p.atol + p.rtol * np.abs(exp))
+    assert 0 < used.max() < 0.2, used.max()  # 0.049 with the solution's float32 accumulator
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -63,7 +63,7 @@ What is checked (the pipeline in :mod:`.check`), and the verdict a learner gets:
   aside (:mod:`.output`; on a GPU, CUDA's printf, by capturing file descriptor 1): the verdict shows its
   first 5 lines and how many more there were;
 * compare (:mod:`.compare`): ``rtol``/``atol``, or ``reduction=n``: a float64 reference and the
-  float32 rounding bound for sums of n terms (:func:`rounding_bound`);
+  float32 rounding bound for sums of n terms (:func:`.compare.probable_bound`: ``min(gamma_n, 10 sqrt(n) u)``);
 * diagnose (:mod:`.diagnose`): output untouched, elements never written, off-by-one at an edge,
   shifted, transposed (also non-square), an input read transposed (``B[j, k]`` for ``B[k, j]``),
   the last partial tile of K dropped, inf/NaN from overflow (softmax without the max subtracted),

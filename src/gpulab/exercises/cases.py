@@ -92,7 +92,8 @@ def build_cases(p: Problem, sizes: Sequence[Size] | None = None) -> list[Case]:
         tol = None
         if p.reduction is not None:
             try:
-                exp, tol = float64_reference(p.spec, ins, exp, reduction_len(p.reduction, ins), p.atol)
+                counts = tuple(reduction_len(p.reduction, ins, o) for o in range(len(exp)))
+                exp, tol = float64_reference(p.spec, ins, exp, counts, p.atol, p.reduction_lambda)
             except Exception as exc:  # noqa: BLE001
                 raise SetupError(
                     f"reduction=: the float64 reference failed on size {size!r}: {type(exc).__name__}: {exc}"

@@ -49,7 +49,7 @@ def check_kernel(
     seed: int = 0,
     rtol: float = 1e-5,
     atol: float = 1e-6,
-    reduction: int | Callable[..., int] | None = None,
+    reduction: int | tuple[int, ...] | Callable[..., Any] | None = None,
     out_init: Any = None,
     out_names: Sequence[str] | None = None,
     mistakes: dict[str, Callable[..., Any]] | None = None,
@@ -66,12 +66,13 @@ def check_kernel(
     See :mod:`gpulab.exercises` for the launch options, the checks and the scoring. Never raises for
     a learner's mistake: the verdict is in the returned :class:`CheckResult`.
 
-    ``reduction=n`` (or ``fn(*inputs) -> n``): each output element is a float32 sum of ``n`` terms
-    (a dot product of length n, a convolution window, a batch sum). The expected values are then
-    computed in float64 and the allowed error is :func:`rounding_bound`, the proven bound for a
-    sum of n products in float32, instead of a constant tolerance a correct kernel can miss at
-    large n. The spec must be a sum of products of its inputs (matmul, convolution, their
-    gradients, optionally followed by ReLU).
+    ``reduction=n`` (or ``fn(*inputs) -> n``, or a tuple of counts, one per output): each output element is a
+    float32 sum of ``n`` terms (a dot product of length n, a convolution window, a batch sum). The expected values
+    are then computed in float64 and the allowed error is :func:`.compare.probable_bound` times the sum of the
+    terms' magnitudes: ``min(gamma_n, 10 * sqrt(n) * u)``, the worst case :func:`rounding_bound` for n <= 100 and
+    the probabilistic bound of Higham & Mary beyond, which every order of summation (loop, tree, atomics, FMA)
+    meets at the course's sizes and a lost update or a dropped term does not. The spec must be a sum of products of
+    its inputs (matmul, convolution, their gradients, optionally followed by ReLU).
 
     ``given=[fn, ...]``: gpulab kernels or functions the learner's code may call (:mod:`.own_code`: code that is,
     or calls, any other of gpulab's reference implementations gets 0 points and says so).

@@ -207,7 +207,7 @@ def explain(st: State, fail: Failure) -> tuple[str, str, str]:
             if bounds.size:
                 msg += (
                     f"\n(allowed error: the float32 rounding bound for sums of "
-                    f"{reduction_len(st.p.reduction, case.inputs):,} terms, up to {float(bounds.max()):.3g} here)"
+                    f"{reduction_len(st.p.reduction, case.inputs, o):,} terms, up to {float(bounds.max()):.3g} here)"
                 )
         msg += f"\ninput: {case.describe()}\nlaunch: {fail.desc}"
         if kind != "undefined":  # a shuffle's undefined read was seen: it explains the values

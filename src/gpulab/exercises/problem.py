@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import runtime
 from ..errors import UsageError
+from .compare import LAMBDA
 
 __all__ = ["Budget", "Case", "Problem", "Tree", "random_arrays"]
 
@@ -207,7 +208,10 @@ class Problem:
     seed: int = 0
     rtol: float = 1e-5
     atol: float = 1e-6
-    reduction: int | Callable[..., int] | None = None
+    reduction: int | tuple[int, ...] | Callable[..., Any] | None = None
+    reduction_lambda: float = LAMBDA
+    """The ``lam`` of the ``reduction=`` tolerance, :func:`.compare.probable_bound`: 10, or more for sums whose
+    rounding errors share a sign (lab06.GRAD_NORM's squares)."""
     out_init: Any = None
     out_names: Sequence[str] | None = None
     mistakes: dict[str, Callable[..., Any]] | None = None

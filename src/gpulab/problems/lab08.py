@@ -220,10 +220,10 @@ def _conv_d_reshaped(x: np.ndarray, w: np.ndarray, dout: np.ndarray, wrong: str)
     return dout.transpose(0, 2, 3, 1).reshape(rows, cols)
 
 
-def _conv_backward_terms(x: np.ndarray, w: np.ndarray, dout: np.ndarray, stride: int, pad: int) -> int:
+def _conv_backward_terms(x: np.ndarray, w: np.ndarray, dout: np.ndarray, stride: int, pad: int) -> tuple[int, int, int]:
     n, f, ho, wo = dout.shape
     per_tap = ceil_div(w.shape[2], stride) ** 2
-    return max(n * ho * wo, f * per_tap)  # dw, db: over batch and pixels; dx: over filters and taps
+    return f * per_tap, n * ho * wo, n * ho * wo  # dx: over filters and taps; dw, db: over batch and pixels
 
 
 LEAKY_RELU_BACKWARD = Problem(
@@ -296,7 +296,7 @@ LINEAR_BACKWARD = Problem(
     inputs=lambda size, rng: random_arrays(rng, (size[0], size[1]), (size[2], size[1]), (size[0], size[2])),
     sizes=[(1, 1, 1), (5, 4, 3), (33, 17, 10)],
     gpu_sizes=[(1, 1, 1), (5, 4, 3), (33, 17, 10), (4096, 1024, 512)],
-    reduction=lambda x, W, dout: max(x.shape[0], W.shape[0]),  # dW, db: N terms; dx: out terms
+    reduction=lambda x, W, dout: (W.shape[0], x.shape[0], x.shape[0]),  # dx: out terms; dW, db: N terms
     out_names=["dx", "dW", "db"],
     mistakes={
         "this is the mean over the batch: the gradients of W and b are sums over the batch (dout already "
