@@ -139,3 +139,14 @@ def test_a_nan_stop_names_the_launch_shape_and_the_cell_to_rerun():
     # before: "... re-run Capstone.register('relu', ...)." (a call the lab never has the learner make), no shape
     assert "(launch 1 of this training): its output of shape (4, 8, 4, 4) has 512 of 512 elements" in text, text
     assert "re-run the check cell of lab 09's exercise 1" in text, text
+
+
+def test_the_course_kernels_and_other_parameter_names_are_no_order_mismatch():
+    for op, kern in LIBRARY.items():  # lab 08's dropout names (dy, states, p, dx) included
+        assert capstone.signature_mismatch(op, kern) == "", op
+
+    @cuda.jit
+    def adam(p, g, m, v, lr, beta1, beta2, eps):  # adam's p is an array, not dropout's probability
+        pass
+
+    assert capstone.signature_mismatch("adam_update", adam) == ""

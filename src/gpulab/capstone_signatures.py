@@ -115,7 +115,7 @@ _EARLIER = {
 def _order_mismatch(op: str, name: str, mine: list[str], course: list[str]) -> str:
     """Why ``mine`` (as many parameters as ``course``) are in another order than the launcher passes ("" when they
     may be right): the same names in another order, or a number's name where an array goes (or the other way)."""
-    numbers = _NUMBER_PARAMS & set(course)
+    numbers = (_NUMBER_PARAMS & set(course)) - ({"p"} if op == "adam_update" else set())  # adam's p: an array
     swapped = sorted(mine) == sorted(course) and mine != course
     misplaced = [
         (m, c) for m, c in zip(mine, course) if m != c and ((m in numbers) != (c in numbers)) and m in set(course)
