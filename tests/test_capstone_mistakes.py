@@ -309,12 +309,15 @@ def relu_backward_without_a_loop(dout, y, dx):  # no grid-stride loop: the check
         dx[i] = dout[i] if y[i] > 0.0 else 0.0
 
 
-def test_the_gate_says_how_a_check_that_stopped_with_an_error_ended():
+def test_a_kernel_refused_before_it_runs_fails_with_the_refusal_as_its_verdict():
     cap = capstone.Capstone()
-    assert cap.register("relu_backward", relu_backward_without_a_loop).status == "error"
+    res = cap.register("relu_backward", relu_backward_without_a_loop)
+    # before: status "error", "gpulab's code (gpulab/capstone.py, line 182, in run) refused your kernel ...: ..." and
+    # an "input: size=1, seed=0" that had nothing to do with it
+    assert res.status == "failed" and res.message.startswith("relu_backward's kernel must be a grid-stride loop"), res
+    assert "gpulab's code" not in res.message and "input:" not in res.message, res
     summary = cap.missing_summary()
-    # before: "- relu_backward: its check error: fix it with ..."
-    assert "- relu_backward: its check stopped because the kernel raised an error: fix it with" in summary, summary
+    assert "- relu_backward: its check failed: fix it with" in summary, summary
     assert "its check error" not in summary
 
 
@@ -385,12 +388,21 @@ def relu_backward_with_a_list(dout, y, dx):  # the simulator runs it; NVVM refus
         dx[i] = dout[i] * keep[1 if y[i] > 0.0 else 0]
 
 
+def test_a_kernel_with_a_python_list_loses_half_its_check_points_at_the_check():
+    """Before: 1/1 at its check (the capstone's checks launch through a host function, and the harness read the
+    kernel's source only without one); the list showed only later, when check_ptx stopped the challenge."""
+    res = capstone.Capstone().register("relu_backward", relu_backward_with_a_list)
+    assert res.status == "failed" and res.score == 0.5, res
+    assert "but GPU compile: line" in res.message and "a Python list" in res.message, res
+
+
 def test_a_kernel_a_gpu_would_refuse_stops_the_challenge_naming_its_op():
     cap = capstone.Capstone()
-    assert cap.register("relu_backward", relu_backward_with_a_list).passed  # the simulator accepts it
+    cap.kernels["relu_backward"] = relu_backward_with_a_list  # registered as the simulator ran it
     cap.register("relu", k.relu_kernel, trusted=True)
-    with pytest.raises(capstone.CapstoneError, match=r"- relu_backward: .*cannot allocate memory") as err:
+    with pytest.raises(capstone.CapstoneError, match=r"- relu_backward: line \d+ uses a Python list") as err:
         cap.check_ptx()
+    assert str(err.value).startswith("relu_backward: the simulator ran this kernel"), err.value
     assert "- relu:" not in str(err.value)
     # before: "no lists, dicts, strings, objects or NumPy functions (np.maximum: use max)", but np.maximum compiles
     assert "np.maximum" not in str(err.value) and "`t = [x[i], 0.0]` does not compile" in str(err.value)

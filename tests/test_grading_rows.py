@@ -283,3 +283,48 @@ def test_another_labs_notebook_is_not_graded_and_says_whose_it_is(tmp_path, monk
     err = capsys.readouterr().err
     assert "lab01_threads.ipynb is lab03_matmul's notebook, not lab01_threads's" in err and "Traceback" not in err
     assert not target.exists()
+
+
+# lab 09's challenge cell: a check that passed (the tiny training step), then an error; or an error and no check
+TRAIN_CELL = Cell(0, "test", "", "lab09-train-check", 4.0)
+TINY_STEP = {
+    "name": "step_on_your_kernels",
+    "status": "passed",
+    "score": 4.0,
+    "max_score": 4.0,
+    "message": "correct on all 2 inputs (2, 5).",
+    "hint": "",
+}
+
+
+def test_an_error_after_a_passed_check_shows_the_error_not_the_passed_message():
+    nan = (
+        "op 'relu': your kernel produced NaN or inf during training (launch 1 of this training): its output of shape "
+        "(16, 16, 8, 8) has 16384 of 16384 elements NaN or inf, the first at [0, 0, 0, 0] (its check passed ...)."
+    )
+    row = score_test(TRAIN_CELL, {**BASE, "results": [TINY_STEP], "error": ["CapstoneError", nan]}, "")
+    assert row.score == 0 and row.status == "failed", row
+    # before: "correct on all 2 inputs (2, 5)." (the passed tiny step's message)
+    assert row.message.startswith("CapstoneError: op 'relu': your kernel produced NaN"), row.message
+    assert "correct on all" not in row.message
+
+
+def test_an_error_without_a_check_shows_every_line_of_it():
+    ptx = (
+        "matmul: the simulator ran this kernel, but a GPU would refuse it (NVVM could not compile it to PTX):\n"
+        "- matmul: `cuda.shared.array((TILE, TILE + 1), ...)` (line 3): `TILE + 1` is arithmetic ..."
+    )
+    row = score_test(TRAIN_CELL, {**BASE, "results": [], "error": ["CapstoneError", ptx]}, "")
+    # before: the first line only, which (then) did not name the op
+    assert row.message == f"CapstoneError: {ptx}", row.message
+    assert row.status == "failed" and row.score == 0
+
+
+def test_not_ready_to_train_lists_each_op_and_a_stub_is_not_implemented_yet():
+    ready = "training starts once every op is yours; not yet:\n- matmul: its check failed: fix it with the verdict"
+    row = score_test(TRAIN_CELL, {**BASE, "results": [], "error": ["NotImplementedError", ready]}, "")
+    assert row.status == "not implemented" and row.message == ready, row  # before: "not implemented yet"
+    stub = score_test(
+        TRAIN_CELL, {**BASE, "results": [], "error": ["NotImplementedError", "replace this line with your code"]}, ""
+    )
+    assert stub.status == "not implemented" and stub.message == "not implemented yet", stub

@@ -36,7 +36,14 @@ from . import runtime
 from .capstone_ops import CapstoneError as CapstoneError, LearnerOps as LearnerOps
 from .capstone_hosts import HOSTS as HOSTS, gemm_block_launch
 from .capstone_problems import BLOCK_TIMEOUT, PROBLEMS as PROBLEMS
-from .errors import UsageError
+from .capstone_signatures import (
+    COURSE_KERNELS as COURSE_KERNELS,
+    DROPOUT_OPS as DROPOUT_OPS,
+    LAUNCHERS as LAUNCHERS,
+    LEARNER_OPS as LEARNER_OPS,
+    not_grid_stride as not_grid_stride,
+    signature_mismatch as signature_mismatch,
+)
 from .exercises import CheckResult
 
 __all__ = [
@@ -45,99 +52,17 @@ __all__ = [
     "Capstone",
     "CapstoneError",
     "DROPOUT_OPS",
+    "KernelRefused",
     "LearnerOps",
     "NotReadyToTrain",
     "not_grid_stride",
     "signature_mismatch",
 ]
 
-# The ops a learner writes in labs 03-08, in the order a training step meets them.
-LEARNER_OPS = (
-    "matmul",
-    "im2col",
-    "col2im",
-    "relu",
-    "relu_backward",
-    "maxpool",
-    "maxpool_backward",
-    "dropout_forward",
-    "dropout_backward",
-    "softmax_xent",
-    "adam_update",
-)
 
-
-def not_grid_stride(op: str, kernel: Any) -> str:
-    """Why ``kernel`` cannot be ``op``'s grid-stride kernel ("" when it may be): training launches it with fewer
-    threads than elements, so its code must read ``cuda.gridsize`` (or ``cuda.gridDim``) to step over the rest.
-    A kernel that calls device functions, or whose code cannot be read, is left to its check."""
-    from .source import code_names, py_func
-
-    fn = py_func(kernel)
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return ""
-    names = code_names(code)
-    if {"gridsize", "gridDim"} & names:
-        return ""
-    if any(hasattr(getattr(fn, "__globals__", {}).get(n), "py_func") for n in names):
-        return ""  # a device function may hold the loop
-    loop = (
-        "`q0, r0 = cuda.grid(2)` and `sq, sr = cuda.gridsize(2)`, then loops from r0 in steps of sr and "
-        "from q0 in steps of sq"
-        if op in ("im2col", "col2im")  # the 2-D launches
-        else "`for i in range(cuda.grid(1), n, cuda.gridsize(1)):`"
-    )
-    launch = (
-        "exactly one thread per generator state, whatever the number of elements"
-        if op in ("dropout_forward", "dropout_backward")  # lab 08's fixed grid
-        else "one block of 8 threads in the simulator; on a GPU the grid is capped at CUDA's limits for big batches"
-    )
-    return (
-        f"{op}'s kernel must be a grid-stride loop: training launches it with fewer threads than elements ({launch}), "
-        f"so each thread must step over the elements: {loop}. Without the loop only the first threads' elements are "
-        "computed."
-    )
-
-
-# Lab 08's dropout kernel serves both dropout ops (its exercise 4 wrote the backward, lesson 08's exercise 5 the
-# forward): both launch it, one thread per generator state, the backward on the states as they were before the forward.
-DROPOUT_OPS = ("dropout_forward", "dropout_backward")
-# The launcher of gpulab.kernels.nn_ops that training calls for each op (the checks launch as it does).
-LAUNCHERS = {op: {"matmul": "gemm"}.get(op, "dropout" if op in DROPOUT_OPS else op) for op in LEARNER_OPS}
-# The course's kernel for each op, whose parameters training's launcher passes (gpulab.kernels.nn_ops).
-COURSE_KERNELS = {
-    op: {"matmul": "gemm_kernel", "adam_update": "adam_kernel"}.get(
-        op, "dropout_kernel" if op in DROPOUT_OPS else f"{op}_kernel"
-    )
-    for op in LEARNER_OPS
-}
-
-
-def signature_mismatch(op: str, kernel: Any) -> str:
-    """Why ``kernel`` cannot be launched as ``op``'s kernel ("" when it can, or when its parameters cannot be
-    read): training's launcher passes the course kernel's parameters, so the number must match."""
-    import inspect
-
-    from .kernels import nn_ops
-    from .source import py_func
-
-    try:
-        mine = inspect.signature(py_func(kernel)).parameters
-        course = inspect.signature(py_func(getattr(nn_ops, COURSE_KERNELS[op]))).parameters
-    except (TypeError, ValueError, AttributeError):
-        return ""
-    if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in mine.values()):
-        return ""  # *args: left to the launch
-    if len(mine) == len(course):
-        return ""
-    name = getattr(py_func(kernel), "__name__", "your kernel")
-    return (
-        f"{op}'s kernel {name}({', '.join(mine)}) takes {len(mine)} parameter{'s' if len(mine) != 1 else ''}, but "
-        f"training's launcher nn_ops.{LAUNCHERS[op]} passes {len(course)}: those of the course's kernel, "
-        f"{COURSE_KERNELS[op]}({', '.join(course)}), in this order. Change your kernel's `def` line to take these "
-        f"{len(course)} parameters, rerun that cell, then this check."
-    )
+class KernelRefused(CapstoneError):
+    """The capstone's check refusing a kernel before it runs (a parameter list the launcher cannot call, a kernel
+    that is not a grid-stride loop): its message is the verdict, shown as it is."""
 
 
 class NotReadyToTrain(NotImplementedError):
@@ -179,14 +104,14 @@ class Capstone:
 
             def run(*a: Any, swapped: bool = False) -> None:  # the other run's signature; a grid-stride op never swaps
                 if why:  # without it the verdict would blame a race: the unwritten elements hold whatever was there
-                    raise UsageError(why)
+                    raise KernelRefused(why)
                 host(kernel, *a)
 
         else:
 
             def run(*a: Any, swapped: bool = False) -> None:
                 if wrong_params:
-                    raise UsageError(wrong_params)
+                    raise KernelRefused(wrong_params)
                 host(kernel, *a, block=block, swapped=swapped)
 
             # the check may launch it with x and y exchanged (run(..., swapped=True)): a kernel right only that way
@@ -212,12 +137,13 @@ class Capstone:
         )
 
     def accept(self, op: str, kernel: Any, result: CheckResult, *, block: tuple[int, int] | None = None) -> CheckResult:
-        """Register ``kernel`` for ``op`` if ``result`` (its check, with the same ``block``) passed; otherwise
-        make sure it is not."""
+        """Register ``kernel`` for ``op`` if ``result`` (its check, with the same ``block``) passed, or found it
+        correct but over its coalescing budget (half the check's points; it trains, slower on a GPU, and the report
+        says so); otherwise make sure it is not."""
         self.results[op] = result
         self.kernels.pop(op, None)
         self.blocks.pop(op, None)
-        if result.passed:
+        if result.passed or result.status == "over budget":
             self.kernels[op] = kernel
             if block is not None:
                 self.blocks[op] = (int(block[0]), int(block[1]))
@@ -302,9 +228,15 @@ class Capstone:
             print("PTX not checked: the PTX compiler (NVVM, from numba-cuda[cu12]) could not run here.")
             return
         if errors:
+            from .exercises.static import static_check
+
+            for op in errors:  # what the source shows (a shape `TILE + 1`, a list) says more than NVVM's typing error
+                if (found := static_check(self.kernels[op])) is not None:
+                    errors[op] = f"{found.message} {found.hint}".strip()
             lines = "\n".join(f"- {op}: {err}" for op, err in errors.items())
             raise CapstoneError(
-                "the simulator ran these kernels, but a GPU would refuse them (NVVM could not compile them to "
+                f"{', '.join(errors)}: the simulator ran {'this kernel' if len(errors) == 1 else 'these kernels'}, "
+                "but a GPU would refuse it (NVVM could not compile it to "
                 f"PTX):\n{lines}\nInside a kernel use arrays, numbers, math and cuda.* only: a GPU has no Python "
                 "lists, dicts, strings or objects (`t = [x[i], 0.0]` does not compile: use separate variables, or "
                 "cuda.local.array for a fixed-size array). Fix the kernel and re-run its check cell."
@@ -314,14 +246,21 @@ class Capstone:
     def full_marks(self) -> bool:
         return not self.missing()
 
-    def rows(self) -> list[tuple[str, str, str]]:
-        """(op, whose kernel, verdict) for every op of a training step."""
+    def rows(self, ran: Any = None) -> list[tuple[str, str, str]]:
+        """(op, whose kernel, verdict) for every op of a training step: the learner's ops first, in the order a step
+        meets them, then the engine's other ops. ``ran``: the ops that ran in a training (``LearnerOps.calls``); a
+        registered kernel that did not run there says so instead of "yours"."""
         from .nn.ops import OP_NAMES
 
         out = []
-        for op in OP_NAMES:
+        for op in [*LEARNER_OPS, *(o for o in OP_NAMES if o not in LEARNER_OPS)]:
             if op in self.kernels:
-                out.append((op, "yours", "passed"))
+                res = self.results.get(op)
+                slow = res is not None and res.status == "over budget"
+                who = "yours (over budget: uncoalesced, slower on a GPU)" if slow else "yours"
+                if ran is not None and op not in ran:
+                    who = f"{who}, checked, did not run in this training"
+                out.append((op, who, res.status if res is not None else "passed"))
             elif op in LEARNER_OPS:
                 res = self.results.get(op)  # a failed CheckResult is falsy: compare with None
                 if res is None:
@@ -332,14 +271,38 @@ class Capstone:
             elif op in ("conv_input_grad", "conv_weight_grad"):
                 uses = "matmul + col2im" if op == "conv_input_grad" else "matmul"
                 mine = all(o in self.kernels for o in uses.split(" + "))
+                if ran is not None and op == "conv_input_grad" and "col2im" not in ran:
+                    out.append((op, "not needed in this training (the input's gradient)", "composite"))
+                    continue
                 out.append((op, f"{'yours' if mine else 'course'} ({uses})", "composite"))
             else:
                 out.append((op, "course kernel", "not a lab exercise"))
         return out
 
-    def report(self) -> _Report:
-        """A table of which op ran on whose kernel (HTML in Jupyter, text in a terminal)."""
-        return _Report(self.rows(), len(set(self.kernels) & set(LEARNER_OPS)), len(LEARNER_OPS))
+    def report(self, ops: Any = None) -> _Report:
+        """A table of which op runs on whose kernel (HTML in Jupyter, text in a terminal). ``ops``: the
+        :class:`LearnerOps` a training ran on (``cap.ops()``): the table then says which of your kernels ran there
+        and how often."""
+        calls = None if ops is None else dict(getattr(ops, "calls", ops))
+        return _Report(self.rows(calls), len(set(self.kernels) & set(LEARNER_OPS)), len(LEARNER_OPS), calls)
+
+    def trained(self, result: CheckResult, *, dataset: str, accuracy: float, target: float, ops: Any) -> CheckResult:
+        """``result`` (the challenge's check) with what the training reached put first in its message, for the
+        grade's row: the dataset, the test accuracy against its target, and how many learner ops were yours (and
+        which of them did not run in this training)."""
+        mine = [op for op in LEARNER_OPS if op in self.kernels]
+        idle = [op for op in mine if op not in dict(getattr(ops, "calls", ops))]
+        slow = [op for op in mine if getattr(self.results.get(op), "status", "") == "over budget"]
+        line = (
+            f"trained on {dataset}: test accuracy {accuracy:.3f} (target {target:g}); your kernels: {len(mine)} of "
+            f"{len(LEARNER_OPS)} learner ops"
+        )
+        if idle:
+            line += f" ({', '.join(idle)}: checked, not run in this training)"
+        if slow:
+            line += f"; over budget (uncoalesced): {', '.join(slow)}"
+        result.message = f"{line}.\n{result.message}" if result.message else f"{line}."
+        return result
 
 
 def _check_ended(status: str) -> str:
@@ -401,20 +364,35 @@ def _gist(err: str) -> str:
 
 
 class _Report:
-    def __init__(self, rows: list[tuple[str, str, str]], mine: int, total: int) -> None:
-        self.rows, self.mine, self.total = rows, mine, total
+    """Which op runs on whose kernel: a table (HTML in Jupyter, the same as text elsewhere)."""
+
+    def __init__(
+        self, rows: list[tuple[str, str, str]], mine: int, total: int, calls: dict[str, int] | None = None
+    ) -> None:
+        self.rows, self.mine, self.total, self.calls = rows, mine, total, calls
+
+    def _launches(self, op: str) -> str:
+        return "" if self.calls is None or op not in LEARNER_OPS else str(self.calls.get(op, 0))
 
     def __str__(self) -> str:
         width = max([32] + [len(who) for _, who, _ in self.rows])
-        lines = [f"{op:<18} {who:<{width}} {verdict}" for op, who, verdict in self.rows]
+        lines = [
+            f"{op:<18} {who:<{width}} {verdict}" + (f"  ({self._launches(op)} launches)" if self._launches(op) else "")
+            for op, who, verdict in self.rows
+        ]
         return "\n".join(lines + [f"your kernels: {self.mine} of {self.total} learner ops"])
+
+    __repr__ = __str__  # a front end without HTML (a terminal, nbval's log) shows the table, not <_Report at 0x...>
 
     def _repr_html_(self) -> str:
         cells = "".join(
-            f"<tr><td><code>{html.escape(op)}</code></td><td>{html.escape(who)}</td><td>{html.escape(v)}</td></tr>"
+            f"<tr><td><code>{html.escape(op)}</code></td><td>{html.escape(who)}</td><td>{html.escape(v)}</td>"
+            + (f"<td>{self._launches(op)}</td>" if self.calls is not None else "")
+            + "</tr>"
             for op, who, v in self.rows
         )
+        head = "<th>launches</th>" if self.calls is not None else ""
         return (
-            f"<table><tr><th>op</th><th>kernel</th><th>check</th></tr>{cells}</table>"
+            f"<table><tr><th>op</th><th>kernel</th><th>check</th>{head}</tr>{cells}</table>"
             f"<p>your kernels: {self.mine} of {self.total} learner ops</p>"
         )

@@ -34,6 +34,10 @@ __all__ = [
 class CapstoneError(GpulabError):
     """A learner op is missing, failed its check, or produced NaN/inf during training."""
 
+    # raised inside a check (the capstone's host functions, lab 09's tiny training step), its message is the verdict
+    # itself: it names the op and says what to fix (gpulab.exercises.raised shows it without "gpulab's code refused")
+    is_verdict = True
+
 
 class Held:
     """Checks computed on the GPU and not read yet (each a 0-d flag, True where the output passed), read together
@@ -71,19 +75,59 @@ def shape(a: Any) -> tuple[int, ...]:
     return tuple(int(s) for s in a.shape)
 
 
-def not_finite(op: str) -> CapstoneError:
-    """The error for ``op`` whose output held NaN or inf."""
-    return CapstoneError(
-        f"op {op!r}: your kernel produced NaN or inf during training (its check passed on small "
-        "random inputs). Look for a read past the end of an array, a missing bounds check in the "
-        f"grid-stride loop, or an accumulator that is not reset; re-run Capstone.register({op!r}, ...)."
+# Where lab 09 checks each op (its exercises' check cells): what to re-run after fixing the kernel.
+LAB09_EXERCISE = {
+    "relu": 1,
+    "relu_backward": 1,
+    "maxpool": 2,
+    "maxpool_backward": 2,
+    "matmul": 3,
+    "im2col": 4,
+    "col2im": 4,
+    "softmax_xent": 5,
+    "adam_update": 5,
+    "dropout_forward": 6,
+    "dropout_backward": 6,
+}
+
+
+def rerun(op: str) -> str:
+    """What to do after fixing ``op``'s kernel: re-run its check (lab 09's check cell), then the training."""
+    n = LAB09_EXERCISE.get(op)
+    cell = f"the check cell of lab 09's exercise {n}" if n else "its check"
+    return (
+        f"fix {op}'s kernel, re-run {cell} (or Capstone.register({op!r}, ...) outside the lab), then the training cell"
     )
 
 
-def finite(op: str, *arrays: Any) -> None:
+def not_finite(op: str, where: str = "") -> CapstoneError:
+    """The error for ``op`` whose output held NaN or inf; ``where``: which launch, output and elements."""
+    return CapstoneError(
+        f"op {op!r}: your kernel produced NaN or inf during training{where} (its check passed on small "
+        "random inputs). Look for a read past the end of an array, a missing bounds check in the "
+        f"grid-stride loop, or an accumulator that is not reset; {rerun(op)}."
+    )
+
+
+def where_not_finite(arrays: Sequence[Any], launch: int | None = None) -> str:
+    """Where the first of ``arrays`` (on the host) that holds NaN or inf holds them, as a phrase for
+    :func:`not_finite` (" (launch 3 of this training): output 1 of shape (4, 10) has 40 of 40 elements NaN or inf,
+    the first at [0, 0]"); "" when none does."""
+    for k, a in enumerate(arrays):
+        bad = ~np.isfinite(np.asarray(a))
+        if bad.any():
+            first = [int(i) for i in np.argwhere(bad)[0]] if bad.ndim else []
+            which = f"output {k + 1} of shape {shape(a)}" if len(arrays) > 1 else f"its output of shape {shape(a)}"
+            at = f" (launch {launch} of this training)" if launch else ""
+            return f"{at}: {which} has {int(bad.sum())} of {bad.size} elements NaN or inf, the first at {first}"
+    return ""
+
+
+def finite(op: str, *arrays: Any, launch: int | None = None) -> None:
     """Raise naming ``op`` when one of ``arrays`` (its outputs) holds NaN or inf."""
     if not all(bool(ok) for ok in all_finite(*arrays)):
-        raise not_finite(op)
+        host = all(isinstance(a, np.ndarray) for a in arrays)
+        raise not_finite(op, where_not_finite(arrays, launch) if host else "")
 
 
 def all_finite(*arrays: Any) -> list[Any]:
@@ -114,7 +158,7 @@ def same_as_course(op: str, inputs: str, names: Sequence[str], outs: Sequence[An
                 f"{g[where]:.6g} where the course kernel gives {e[where]:.6g} ({int(bad.sum())} of {bad.size} "
                 f"elements differ{unwritten}). Its check passed on other shapes, so look for what "
                 "depends on the shape: a hard-coded size, a loop that stops early, an index that mixes up the "
-                f"batch, channel or spatial dimensions. Fix {op}'s kernel and re-run its check cell."
+                f"batch, channel or spatial dimensions; {rerun(op)}."
             )
 
 
@@ -146,8 +190,7 @@ def dropout_draws(op: str, out: str, inp: str, x: Any, p: float, y: Any, ref: An
         f"op {op!r} failed the training check '{out}[i] is 0 where the draw u < p (dropped), else {inp}[i] / "
         f"(1 - p) (kept)' on {inp} {shape(x)}, p = {float(p):g}: your kernel's {out}{list(where)} is "
         f"{g[where]:.6g}, the draws give {e[where]:.6g} ({int(wrong.sum())} of {wrong.size} elements "
-        f"wrong); {why}. Fix the kernel, then re-run Capstone.register({op!r}, "
-        "...) (its check names the mistake)."
+        f"wrong); {why}; then {rerun(op)} (its check names the mistake)."
     )
 
 
@@ -157,5 +200,5 @@ def dropout_failed(op: str, out: str, inp: str) -> CapstoneError:
     return CapstoneError(
         f"op {op!r} failed the training check '{out}[i] is 0 where the draw u < p (dropped), else {inp}[i] / "
         "(1 - p) (kept)' during a training step (its arrays changed before the check was read, so the wrong "
-        f"element cannot be shown). Re-run Capstone.register({op!r}, ...): its check names the mistake."
+        f"element cannot be shown): {rerun(op)} (its check names the mistake)."
     )

@@ -179,7 +179,7 @@ class LearnerOps(KernelOps):
         if not self.guard or op not in self.kernels:
             return
         try:  # outputs on the host are checked at once: nothing to wait for
-            capstone_guard.finite(op, *(a for a in arrays if isinstance(a, np.ndarray)))
+            capstone_guard.finite(op, *(a for a in arrays if isinstance(a, np.ndarray)), launch=self.calls.get(op))
         except CapstoneError:
             self.finish()  # an op held before this one may have made the NaN: it is named first
             raise

@@ -123,9 +123,9 @@ PROBLEMS: dict[str, Problem] = {
         out_names=["cols"],
         budget=BUDGETS["im2col"],
         mistakes={
-            "the columns are in channel-first order, q = (c*kh + a)*kw + b (PyTorch's weight layout): here the "
-            "channel is the fastest index, q = (a*kw + b)*C + c, so a = q // (kw*C), b = (q // C) % kw, "
-            "c = q % C.": _im2col_channel_first,
+            "the columns are in channel-first order, q = (c*kh + a)*kw + b (PyTorch's weight layout, and lab "
+            "07's): here the channel is the fastest index, q = (a*kw + b)*C + c, so a = q // (kw*C), "
+            "b = (q // C) % kw, c = q % C.": _im2col_channel_first,
             "every tap is shifted by pad: the padded image starts pad pixels before x, so the input row is "
             "ih = i*stride + a - pad (and iw = j*stride + b - pad), 0 where that falls outside "
             "x.": _im2col_no_pad_shift,

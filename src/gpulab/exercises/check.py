@@ -5,6 +5,7 @@ compares them after each case's first run), float64 arithmetic in a float32 kern
 from __future__ import annotations
 
 import os
+import types
 import warnings
 from contextlib import contextmanager
 from typing import Any
@@ -199,6 +200,10 @@ def _run_problem(p: Problem, kernel: Any, name: str | None, trusted: bool) -> Ch
         res = finish("failed", *refused, checks=[Check("own code", False, refused[0], refused[1])])
         res.details["own_code"] = False
         return res
+    # the kernel's source is read for what a GPU cannot compile (Python lists, shapes known only at launch) when
+    # it is a kernel: launched by the check, or by a host function (the capstone's launchers, lab 09) that
+    # launches the @cuda.jit function given; a plain function given with host= is host code, free to use lists
+    read_source = p.host is None or _is_cuda_kernel(kernel)
     if p.ptx is not None:
         prestart()  # the PTX compiler starts on another core while the cases run
     try:
@@ -219,7 +224,7 @@ def _run_problem(p: Problem, kernel: Any, name: str | None, trusted: bool) -> Ch
                 st.checks = [Check(f"size {c.size!r}", True, "correct launched with x and y exchanged") for c in cases]
         if fail is not None:
             status, message, hint = explain(st, fail)
-            if p.host is None and (shape := static_check(kernel)) is not None:
+            if read_source and (shape := static_check(kernel)) is not None:
                 message += f" Also, {shape.message}"  # e.g. buf = cuda.shared.array(x.size, ...) too small
             return finish(status, message, hint, st.checks)
         launch = Launch(swapped=exchanged is not None)
@@ -228,7 +233,7 @@ def _run_problem(p: Problem, kernel: Any, name: str | None, trusted: bool) -> Ch
             return finish("failed", race[0], race[1], st.checks)
         # right only launched the other way: not a pass (every later launch puts x along the columns), half points
         penalties = [] if exchanged is None else [orientation_check(st, exchanged)]
-        if p.host is None and (shape := static_check(kernel)) is not None:
+        if read_source and (shape := static_check(kernel)) is not None:
             penalties.append(shape)
         if p.budget is not None and (p.host is None or p.budget.host_launch) and runtime.is_simulator():
             penalties += budget_checks(st.runner, p.budget, cases, largest(cases), launch)
@@ -280,6 +285,11 @@ def _run_problem(p: Problem, kernel: Any, name: str | None, trusted: bool) -> Ch
         st.checks,
         score=float(p.points),
     )
+
+
+def _is_cuda_kernel(obj: Any) -> bool:
+    """Whether ``obj`` is a ``@cuda.jit`` function (a gpu dispatcher or a simulator kernel), not a plain one."""
+    return obj is not None and not isinstance(obj, types.FunctionType) and py_func(obj) is not obj
 
 
 def _example(p: Problem) -> str:

@@ -228,6 +228,8 @@ def not_in_your_code(
     )
     if (verdict := wrong_callable(exc, found.harness, text, kernel, tail)) is not None:
         return verdict  # the check called what it was given, which is not what the check takes
+    if isinstance(exc, GpulabError) and getattr(exc, "is_verdict", False):
+        return "failed", text, ""  # a check's own verdict on the learner's kernel (the capstone's): shown as it is
     if isinstance(exc, GpulabError):  # gpulab's own check on what it was given: its message says what to do
         return "error", f"gpulab's code ({found.where}) refused {yours}{led}: {text}{tail}", ""
     if isinstance(exc, TypeError) and "'function' object is not subscriptable" in text and found.harness:

@@ -173,6 +173,24 @@ def _worst(results: list[dict]) -> dict | None:
     return {**lowest, "message": "\n".join(lines), "hint": " | ".join(hints)}
 
 
+def _error_text(ename: str, evalue: str, failed_message: str) -> str:
+    """The row's text for a test cell that raised: the failing check's verdict when there is one; else the error
+    itself, every line (up to 1000 characters): the op a CapstoneError names is on its second line, and a check that
+    passed earlier in the cell (lab 09's tiny training step, before training stops on a NaN) says nothing about why
+    the cell failed. A NotImplementedError of a stub still in the cell reads "not implemented yet"; one with its own
+    text (lab 09's NotReadyToTrain: each op not yet yours, and why) shows that text."""
+    if failed_message:
+        return failed_message[:1000]
+    from ..release import CODE_STUB  # raise NotImplementedError("..."): the student version's stub
+
+    if ename == "NotImplementedError" and (not evalue.strip() or f'"{evalue.strip()}"' in CODE_STUB):
+        return "not implemented yet"
+    if ename == "NotImplementedError":
+        return evalue.strip()[:1000]
+    text = f"{ename}: {evalue.strip()}" if evalue.strip() else ename
+    return text[:1000]
+
+
 def score_test(cell: Cell, rec: dict | None, why_not_run: str) -> GradeRow:
     """A test cell's row, scored like nbgrader's autograder: "passed" with all its points, "partial" with some (the
     check's own status in ``verdict``), else the verdict's status ("failed" when there is none); marked
@@ -203,12 +221,10 @@ def _scored(cell: Cell, rec: dict | None, why_not_run: str) -> GradeRow:
     err = rec.get("error")
     if err:
         ename, evalue = err
+        text = _error_text(ename, evalue or "", message if checked not in ("", "passed") else "")
         if ename == "NotImplementedError" or checked == "not implemented":
-            return GradeRow(
-                cell.grade_id, points, 0.0, "not implemented", message or "not implemented yet", hint, checked
-            )
-        text = message or f"{ename}: {evalue.splitlines()[0] if evalue else ''}"
-        return GradeRow(cell.grade_id, points, 0.0, status, text[:1000], hint, checked)
+            return GradeRow(cell.grade_id, points, 0.0, "not implemented", text, hint, checked)
+        return GradeRow(cell.grade_id, points, 0.0, status, text, hint, checked)
     if rec.get("stderr"):
         first = rec["stderr"].strip().splitlines()[0][:200] if rec["stderr"].strip() else ""
         said = f"the cell wrote to stderr, which nbgrader scores 0: {first}"
