@@ -6,7 +6,9 @@ and 08 from :mod:`.conv_backprop`), :mod:`.ex_05_histogram` and :mod:`.ex_08_dro
 
 from __future__ import annotations
 
-__all__ = ["HINTS"]
+__all__ = ["FUNCTION_EXERCISES", "HINTS"]
+
+FUNCTION_EXERCISES = [("08", "central_difference")]
 
 HINTS: dict[tuple[str, str], tuple[str, ...]] = {
     # 05 · reductions, atomics, scans
@@ -97,6 +99,11 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
         "out[f, i, j] = sum of win[a, b] * w[f, a, b]",
     ),
     # 08 · backpropagation
+    ("08", "central_difference"): (
+        "The slope of f at x, estimated from two evaluations: the points x - h and x + h sit on either side of x, "
+        "2h apart. Rise over run, with the run the whole distance between them.",
+        "return (f(x + h) - f(x - h)) / (2 * h): mind the brackets, `/ 2 * h` multiplies by h",
+    ),
     ("08", "bias_grad"): (
         "db is the column sum of dout. One thread per output feature walks down its column, over the batch; "
         "neighbouring threads then read neighbouring elements of each row.",
