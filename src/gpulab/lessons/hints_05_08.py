@@ -53,6 +53,12 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
         "two buffers; at offset 1, 2, 4, ... < TPB: tx >= offset adds buf[src, tx - offset]; syncthreads after "
         "each step, then swap src and dst",
     ),
+    ("05", "add_offsets"): (
+        "The blocks before block b hold scanned_sums[b - 1] in all (scanned_sums is an inclusive scan of the block "
+        "totals, so entry b - 1 covers blocks 0 to b - 1). Each element of block b > 0 adds that one number to "
+        "what its own block scan left; block 0 has no block before it and stays as it is.",
+        "i = cuda.grid(1); b = cuda.blockIdx.x; if b > 0 and i < out.size: out[i] += scanned_sums[b - 1]",
+    ),
     # 06 · CuPy, interop
     ("06", "squared_diff"): (
         "One thread per element does the whole expression: it reads x[i] and y[i] once each, squares their "
@@ -74,6 +80,14 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("06", "leaky_relu"): (
         "One thread per element, guarded: positive values pass unchanged, the others are scaled by 0.01.",
         "i = cuda.grid(1); guard; x[i] if positive, else float32(0.01) * x[i] (a bare 0.01 is a float64 in Numba)",
+    ),
+    ("06", "round_to_tf32"): (
+        "Work on the bits (x.view(np.uint32)): TF32 keeps the sign, the 8 exponent bits and the top 10 mantissa "
+        "bits, and drops the low 13. Round to nearest by adding just under half the weight of the last kept bit, "
+        "plus that bit itself (so an exact tie rounds up only when it makes the kept bits even); a carry out of the "
+        "mantissa simply raises the exponent. Then clear the low 13 bits and view the result as float32 again.",
+        "bits = x.view(np.uint32); lsb = (bits >> 13) & 1; ((bits + 0xFFF + lsb) & 0xFFFFE000).view(np.float32), "
+        "with the constants as np.uint32 so that the sum stays uint32",
     ),
     # 07 · convolution
     ("07", "conv2d_single"): (
