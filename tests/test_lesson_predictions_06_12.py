@@ -25,6 +25,10 @@ NEW = {
         "predicted_stride_bytes": 0,
         "predicted_acc16_factor": 0.5,
         "predicted_naive_softplus": 0.25,  # a word answer ("inf"): compared word for word, no tolerance passed
+        "predicted_fused_bytes": 0.25,
+        "predicted_chain_bytes": 0,
+        "predicted_device_chain_bytes": 0,  # the second half of the chain question: 4 in once, 4 out once
+        "predicted_small_speedup": 0.25,  # a word answer ("smaller"), no tolerance passed
     },
     "09_train_cnn.ipynb": {
         "predicted_biggest_layer": 0.25,  # a word answer ("conv2"): compared word for word, no tolerance passed
@@ -35,7 +39,13 @@ NEW = {
     "11_energy_cost_hardware.ipynb": {"my_guess_h100_hours": 0.25},
     "12_transformers.ipynb": {"predicted_scores_gb": 0.25, "predicted_e4m3_max": 0},
 }
-ANSWERS = {"predicted_mixed_bytes": 20, "predicted_stride_bytes": 160, "predicted_e4m3_max": 448}
+ANSWERS = {
+    "predicted_mixed_bytes": 20,
+    "predicted_stride_bytes": 160,
+    "predicted_e4m3_max": 448,
+    "predicted_chain_bytes": 16,
+    "predicted_device_chain_bytes": 8,
+}
 
 
 def _code_cells(path: Path) -> list[str]:

@@ -62,10 +62,10 @@ LAB_ANSWERS: dict[str, tuple[str, ...]] = {
     "lab07.CONV2D_SINGLE": _NONE,  # dilated: lesson 07's conv2d_single is not its answer
     "lab07.IM2COL": ("kernels.nn_ops.im2col_kernel",),
     "lab07.MAXPOOL": ("kernels.nn_ops.maxpool_kernel",),
-    "lab08.CONV2D_BACKWARD": _NONE,  # the lab's prompt gives its three steps (nn.Conv2d.backward may be shown)
+    "lab08.CONV2D_BACKWARD": ("nn.conv.Conv2d.backward",),
     "lab08.DROPOUT_BACKWARD": ("kernels.nn_ops.dropout_kernel",),
     "lab08.DROPOUT_STEP": _NONE,
-    "lab08.LINEAR_BACKWARD": _NONE,  # the lab's prompt gives the three products (nn.Linear.backward may be shown)
+    "lab08.LINEAR_BACKWARD": ("nn.layers.Linear.backward",),
     "lab08.MAXPOOL_BACKWARD": ("kernels.nn_ops.maxpool_backward_kernel",),
     "lab08.LEAKY_RELU_BACKWARD": _NONE,  # leaky: lesson 08's relu_backward is its alpha = 0 case only
     "lab10.BUDGET": _NONE,
@@ -81,8 +81,17 @@ LAB_ANSWERS: dict[str, tuple[str, ...]] = {
 
 
 def _resolve(dotted: str) -> object:
-    module, _, name = dotted.rpartition(".")
-    return getattr(importlib.import_module(f"gpulab.{module}"), name)
+    """``"kernels.memory.transpose_tiled_kernel"`` or a method, ``"nn.layers.Linear.backward"``."""
+    parts = dotted.split(".")
+    for cut in range(len(parts) - 1, 0, -1):  # the longest prefix that is a module, then attributes
+        try:
+            obj = importlib.import_module("gpulab." + ".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            obj = getattr(obj, name)
+        return obj
+    raise ImportError(f"no module in {dotted!r}")
 
 
 def _answers() -> dict[int, str]:

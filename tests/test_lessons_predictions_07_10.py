@@ -60,7 +60,13 @@ WORDS = {
     "predicted_big_scale": ("10", "overflow", "underflow"),
     "predicted_uneven_split": ("10", "error", "approximate"),
 }
-NEW = [*EXPECTED, "predicted_error_growth", *WORDS]  # error growth: a factor near 100, not a count
+# Measured figures that are not counts: the range the committed run's figure must fall in
+RANGES = {
+    "predicted_error_growth": (30, 300),  # the float32 rounding experiment: a factor near 100
+    "predicted_bad_pool_error": (0.1, 10),  # an averaging max-pool backward: every gradient wrong, of order 1
+    "predicted_float32_error": (1e-3, 1),  # float32 losses: rounding noise over 2h, far above float64's 1e-10
+}
+NEW = [*EXPECTED, *RANGES, *WORDS]
 
 
 def _cells(lesson: str, folder: str = "notebooks") -> list[dict]:
@@ -108,8 +114,9 @@ def test_the_committed_run_shows_the_figure_the_text_explains(name):
     found = re.search(r"^(?:Measured|Counted|Modelled[^:]*): ([\d,.]+)", out, re.MULTILINE)
     assert found, out
     shown = float(found.group(1).replace(",", "").rstrip("."))
-    if name == "predicted_error_growth":
-        assert 30 < shown < 300, out  # about 100: rounding error over 2h
+    if name in RANGES:
+        low, high = RANGES[name]
+        assert low < shown < high, out
     else:
         assert shown == pytest.approx(EXPECTED[name][1], rel=1e-3), out
 

@@ -22,6 +22,7 @@ from gpulab.exercises.ptxcheck import signature_for
 HOST_CODE = {
     ("02", "pipelined_saxpy"),
     ("06", "axpy_elementwise"),
+    ("06", "round_to_tf32"),  # a NumPy function on the bits of float32 values
     ("09", "cnn_forward_macs"),
     ("09", "train_step"),
     ("10", "ring_allreduce"),

@@ -6,7 +6,9 @@ and 08 from :mod:`.conv_backprop`), :mod:`.ex_05_histogram` and :mod:`.ex_08_dro
 
 from __future__ import annotations
 
-__all__ = ["HINTS"]
+__all__ = ["FUNCTION_EXERCISES", "HINTS"]
+
+FUNCTION_EXERCISES = [("08", "central_difference")]
 
 HINTS: dict[tuple[str, str], tuple[str, ...]] = {
     # 05 · reductions, atomics, scans
@@ -51,6 +53,12 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
         "two buffers; at offset 1, 2, 4, ... < TPB: tx >= offset adds buf[src, tx - offset]; syncthreads after "
         "each step, then swap src and dst",
     ),
+    ("05", "add_offsets"): (
+        "The blocks before block b hold scanned_sums[b - 1] in all (scanned_sums is an inclusive scan of the block "
+        "totals, so entry b - 1 covers blocks 0 to b - 1). Each element of block b > 0 adds that one number to "
+        "what its own block scan left; block 0 has no block before it and stays as it is.",
+        "i = cuda.grid(1); b = cuda.blockIdx.x; if b > 0 and i < out.size: out[i] += scanned_sums[b - 1]",
+    ),
     # 06 · CuPy, interop
     ("06", "squared_diff"): (
         "One thread per element does the whole expression: it reads x[i] and y[i] once each, squares their "
@@ -72,6 +80,14 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("06", "leaky_relu"): (
         "One thread per element, guarded: positive values pass unchanged, the others are scaled by 0.01.",
         "i = cuda.grid(1); guard; x[i] if positive, else float32(0.01) * x[i] (a bare 0.01 is a float64 in Numba)",
+    ),
+    ("06", "round_to_tf32"): (
+        "Work on the bits (x.view(np.uint32)): TF32 keeps the sign, the 8 exponent bits and the top 10 mantissa "
+        "bits, and drops the low 13. Round to nearest by adding just under half the weight of the last kept bit, "
+        "plus that bit itself (so an exact tie rounds up only when it makes the kept bits even); a carry out of the "
+        "mantissa simply raises the exponent. Then clear the low 13 bits and view the result as float32 again.",
+        "bits = x.view(np.uint32); lsb = (bits >> 13) & 1; ((bits + 0xFFF + lsb) & 0xFFFFE000).view(np.float32), "
+        "with the constants as np.uint32 so that the sum stays uint32",
     ),
     # 07 · convolution
     ("07", "conv2d_single"): (
@@ -97,6 +113,11 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
         "out[f, i, j] = sum of win[a, b] * w[f, a, b]",
     ),
     # 08 · backpropagation
+    ("08", "central_difference"): (
+        "The slope of f at x, estimated from two evaluations: the points x - h and x + h sit on either side of x, "
+        "2h apart. Rise over run, with the run the whole distance between them.",
+        "return (f(x + h) - f(x - h)) / (2 * h): mind the brackets, `/ 2 * h` multiplies by h",
+    ),
     ("08", "bias_grad"): (
         "db is the column sum of dout. One thread per output feature walks down its column, over the batch; "
         "neighbouring threads then read neighbouring elements of each row.",
