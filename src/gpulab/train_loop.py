@@ -206,35 +206,22 @@ def fit(
             f"fit: step must be a function step(model, loss_fn, optimizer, xb, yb) -> (loss, logits), run with "
             f"workers=1; it was given {describe(step)} with workers={workers}. Pass step=train_step, or no step."
         )
-    if workers > 1:
-        with limit_threads(1) or _nullcontext():
-            return _fit(
-                model,
-                dataset,
-                epochs,
-                batch_size,
-                optimizer,
-                seed,
-                progress,
-                live_plot,
-                evaluate_each_epoch,
-                workers,
-                on_epoch,
-            )
-    return _fit(
-        model,
-        dataset,
-        epochs,
-        batch_size,
-        optimizer,
-        seed,
-        progress,
-        live_plot,
-        evaluate_each_epoch,
-        workers,
-        on_epoch,
-        step,
-    )
+    # several workers: NumPy's BLAS capped at one thread per process (step is None there: refused above)
+    with (limit_threads(1) or _nullcontext()) if workers > 1 else _nullcontext():
+        return _fit(
+            model,
+            dataset,
+            epochs,
+            batch_size,
+            optimizer,
+            seed,
+            progress,
+            live_plot,
+            evaluate_each_epoch,
+            workers,
+            on_epoch,
+            step,
+        )
 
 
 class _nullcontext:
