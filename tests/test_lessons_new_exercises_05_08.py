@@ -57,6 +57,21 @@ def test_central_difference_mistakes_are_named(wrong, named):
     assert result.status == "failed" and named in result.hint, result
 
 
+@pytest.mark.parametrize(
+    "lesson, name, key",
+    [
+        ("05", "add_offsets", "scanned_sums[b - 1]"),
+        ("06", "round_to_tf32", "0xFFFFE000"),
+        ("06", "round_to_tf32", ">> 13"),
+        ("08", "central_difference", "f(x + h) - f(x - h)"),
+    ],
+)
+def test_hints_outline_without_the_solutions_key_expression(lesson, name, key):
+    tiers = hints_of(lesson, name)
+    assert len(tiers) == 2 and all(len(t) > 40 for t in tiers)
+    assert not any(key in t for t in tiers), f"{lesson}/{name}: a hint gives the solution's {key!r}"
+
+
 def test_central_difference_is_a_lesson_exercise_with_hints_and_a_stub():
     assert ("08", "central_difference") in lessons.FUNCTION_EXERCISES
     assert ("08", "central_difference") in lesson_exercises("08")
@@ -163,7 +178,7 @@ def test_round_to_tf32_inputs_hold_ties_both_ways_and_carries():
     "wrong, named",
     [
         (lambda x: (_tf32_bits(x) & np.uint32(0xFFFFE000)).view(np.float32), "truncation"),
-        (lambda x: ((_tf32_bits(x) + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32), "half to even"),
+        (lambda x: ((_tf32_bits(x) + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32), "cvt.rna"),
         (
             lambda x: (
                 (_tf32_bits(x) + np.uint32(0x1FF) + ((_tf32_bits(x) >> np.uint32(10)) & np.uint32(1)))

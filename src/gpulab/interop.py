@@ -223,9 +223,12 @@ def _check_precision(precision: str) -> None:
 
 
 def round_to_tf32(x: np.ndarray) -> np.ndarray:
-    """Round float32 values to TF32 (8-bit exponent, 10-bit mantissa), round-to-nearest-even.
+    """Round float32 values to TF32 (8-bit exponent, 10-bit mantissa), round to nearest, ties to even
+    (IEEE's default rounding); the result is stored back as float32.
 
-    Tensor cores read FP32 inputs this way in TF32 mode; the result is stored back as float32.
+    CUDA's own conversion (``cvt.rna.tf32.f32``, ``__float_to_tf32``) rounds ties away from zero instead,
+    and a tensor core given raw float32 bits ignores the low 13 (truncation): the first differs from this
+    only on exact ties, the second by at most one unit in the last kept bit.
     """
     x = np.ascontiguousarray(x, dtype=np.float32)
     bits = x.view(np.uint32)

@@ -1,10 +1,12 @@
 """Lesson 06's rounding exercise: ``round_to_tf32(x)``, a NumPy function that rounds float32 values to TF32 (8
-exponent bits, 10 of float32's 23 mantissa bits, round to nearest, ties to even) and returns them as float32,
-what tensor cores do to FP32 inputs in TF32 mode. Checked through :func:`~.exercise.as_host` against
+exponent bits, 10 of float32's 23 mantissa bits) and returns them as float32: round to nearest, ties to even,
+IEEE's default rounding (CUDA's own conversion, ``cvt.rna.tf32.f32``, rounds ties away from zero, and a tensor
+core given raw float32 bits drops the low 13). Checked through :func:`~.exercise.as_host` against
 :func:`gpulab.interop.round_to_tf32`, exactly, on inputs built bit by bit: exact ties with the kept bit even
 and odd, mantissas of all ones (which round up into the next power of two), signed zeros, and values from 1e-30
-to 1e30 (outside float16's range). The known mistakes get named hints: truncation, ties rounded away from zero,
-the wrong number of bits kept, a float16 round trip, and the raw bits returned as numbers.
+to 1e30 (outside float16's range). The known mistakes get named hints: truncation, ties rounded away from zero
+(CUDA's convention, not the one asked for), the wrong number of bits kept, a float16 round trip, and the raw
+bits returned as numbers.
 """
 
 from __future__ import annotations
@@ -77,12 +79,13 @@ def _via_float16(x: np.ndarray) -> np.ndarray:
 
 
 TF32_MISTAKES = {
-    "the dropped bits were cut off (truncation, rounding toward zero): TF32 rounds to the nearest value. Add half "
-    "of the last kept bit's weight to the bits before clearing the low 13, so that a value more than halfway up "
-    "rounds up.": _truncated,
-    "exact ties (dropped bits 1 followed by twelve 0s) were rounded away from zero: round half to even keeps the "
-    "value whose last kept bit (bit 13) is 0. Add 0xFFF plus that bit, `(bits >> 13) & 1`, then clear the low "
-    "13 bits.": _ties_away,
+    "the dropped bits were cut off (truncation, rounding toward zero): this exercise rounds to the nearest value. "
+    "Add half of the last kept bit's weight to the bits before clearing the low 13, so that a value more than "
+    "halfway up rounds up.": _truncated,
+    "exact ties (dropped bits 1 followed by twelve 0s) were rounded away from zero. That is CUDA's own convention "
+    "(its conversion instruction, cvt.rna.tf32.f32, rounds ties away), but this exercise asks for IEEE's default, "
+    "round half to even, as interop.round_to_tf32 does: a tie keeps the value whose last kept bit (bit 13) is 0. "
+    "Add just under half (0xFFF) plus that bit, then clear the low 13 bits.": _ties_away,
     "the wrong number of bits was kept: TF32 keeps 10 of float32's 23 mantissa bits, so the low 13 bits go "
     "(mask 0xFFFFE000), not 10 or 16.": lambda x: [_kept(13)(x), _kept(7)(x)],
     "that is a round trip through float16: it has 10 mantissa bits too, but only 5 exponent bits, so values "

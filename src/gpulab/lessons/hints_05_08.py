@@ -54,10 +54,12 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
         "each step, then swap src and dst",
     ),
     ("05", "add_offsets"): (
-        "The blocks before block b hold scanned_sums[b - 1] in all (scanned_sums is an inclusive scan of the block "
-        "totals, so entry b - 1 covers blocks 0 to b - 1). Each element of block b > 0 adds that one number to "
-        "what its own block scan left; block 0 has no block before it and stays as it is.",
-        "i = cuda.grid(1); b = cuda.blockIdx.x; if b > 0 and i < out.size: out[i] += scanned_sums[b - 1]",
+        "Each element needs one more number: the total of every block before its own. scanned_sums is an "
+        "inclusive scan of the block totals, so each of its entries already holds such a total; which entry "
+        "covers exactly the blocks before yours, and what should the first block, with none before it, add?",
+        "one thread per element, on the same grid as the block scan; guard the end of the array; read your block's "
+        "index; every block but the first adds the one entry of scanned_sums that ends just before its own block "
+        "to its element; the first block leaves its elements as they are",
     ),
     # 06 · CuPy, interop
     ("06", "squared_diff"): (
@@ -86,8 +88,9 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
         "bits, and drops the low 13. Round to nearest by adding just under half the weight of the last kept bit, "
         "plus that bit itself (so an exact tie rounds up only when it makes the kept bits even); a carry out of the "
         "mantissa simply raises the exponent. Then clear the low 13 bits and view the result as float32 again.",
-        "bits = x.view(np.uint32); lsb = (bits >> 13) & 1; ((bits + 0xFFF + lsb) & 0xFFFFE000).view(np.float32), "
-        "with the constants as np.uint32 so that the sum stays uint32",
+        "view the array as uint32; pick out the last kept bit (bit 13) with a shift and a mask; add twelve 1 bits "
+        "(just under half) plus that bit; clear the low 13 bits with a mask; view the result as float32 again. Make "
+        "every constant an np.uint32, so that the sum stays uint32",
     ),
     # 07 · convolution
     ("07", "conv2d_single"): (
@@ -116,7 +119,8 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("08", "central_difference"): (
         "The slope of f at x, estimated from two evaluations: the points x - h and x + h sit on either side of x, "
         "2h apart. Rise over run, with the run the whole distance between them.",
-        "return (f(x + h) - f(x - h)) / (2 * h): mind the brackets, `/ 2 * h` multiplies by h",
+        "evaluate f once on each side of x, h away; subtract the left value from the right one; divide by the "
+        "whole distance between the two points, in brackets: `a / 2 * h` divides by 2 and then multiplies by h",
     ),
     ("08", "bias_grad"): (
         "db is the column sum of dout. One thread per output feature walks down its column, over the batch; "
