@@ -187,7 +187,8 @@ def test_student_version_runs_and_reports_not_implemented(name):
     assert len(rows) >= 3
     for row in rows:
         assert row.status == "not implemented" and row.score == 0 and row.points > 0, row
-        assert "not implemented yet" in row.message
+        # lab 09's training check lists each op that is not written yet (the capstone's gate)
+        assert "not implemented yet" in row.message or "not written yet" in row.message, row
 
 
 def test_grade_requires_an_existing_notebook(tmp_path, capsys):

@@ -8,6 +8,7 @@ import threading
 import time
 
 import numpy as np
+import block_threads
 import pytest
 from numba import cuda, float32, int32
 
@@ -225,11 +226,19 @@ def test_an_error_in_one_thread_aborts_the_block_and_is_raised():
     _no_block_threads_within(10)  # the other threads were released from the barrier and ended
 
 
+@pytest.fixture(autouse=True)
+def _earlier_block_threads():
+    """The block threads alive before each test (another file's leftovers): not this test's to wait for."""
+    global _BEFORE
+    _BEFORE = block_threads.alive()
+    yield
+
+
+_BEFORE: set = set()
+
+
 def _no_block_threads_within(seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while [th for th in threading.enumerate() if type(th).__name__ == "BlockThread" and th.is_alive()]:
-        assert time.monotonic() < deadline, "simulator threads still running"
-        time.sleep(0.05)
+    block_threads.wait_ended(_BEFORE, seconds, "simulator threads of this test")
 
 
 def test_a_thread_that_outlives_its_failed_launch_notes_nothing_into_a_later_recording(monkeypatch):

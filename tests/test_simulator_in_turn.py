@@ -5,11 +5,11 @@ gpulab.simulator.blocks runs it)."""
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 import traceback
 import types
 
+import block_threads
 import numpy as np
 import pytest
 from numba import cuda, float32, int32
@@ -220,14 +220,12 @@ def test_a_stuck_thread_in_turn_is_stopped_by_the_harness():
         while out[0] == 0:  # nobody sets it
             i += 1
 
+    before = block_threads.alive()  # another file's leftovers, if any, are not this test's
     start = time.monotonic()
     with pytest.raises(Hang):
         run_with_deadline(lambda: spins[1, 4](np.zeros(4, np.int32)), 1.0)
     assert time.monotonic() - start < 12  # the deadline, then up to two rounds of stop requests
-    deadline = time.monotonic() + 10
-    while [t for t in threading.enumerate() if type(t).__name__ == "BlockThread" and t.is_alive()]:
-        assert time.monotonic() < deadline, "the simulator thread still runs"
-        time.sleep(0.05)
+    block_threads.wait_ended(before, 10, "the stuck kernel's simulator threads")
 
 
 def test_threads_in_turn_cost_a_fraction_of_a_python_thread_each():

@@ -37,7 +37,7 @@ PREAMBLE = (
 KNOWN_GAPS = {
     ("01_threads_blocks_grids.ipynb", 18): "a GPU does not check indices, so an unguarded kernel writes past a view "
     "into the buffer behind it; the simulator raises IndexError (the cell asserts the GPU's behaviour)",
-    ("06_cupy_interop.ipynb", 25): "gpulab.copies.count() counts a GPU's copies by wrapping numba-cuda's "
+    ("06_cupy_interop.ipynb", 26): "gpulab.copies.count() counts a GPU's copies by wrapping numba-cuda's "
     "DeviceNDArray.copy_to_device/copy_to_host; the simulator's arrays are not DeviceNDArray, so it counts none",
 }
 

@@ -61,7 +61,7 @@ def add_offsets_kernel(out, scanned_sums):
     i = cuda.grid(1)
     b = cuda.blockIdx.x
     if b > 0 and i < out.size:
-        out[i] += scanned_sums[b - 1]  # everything in blocks 0 .. b-1
+        out[i] += scanned_sums[b - 1]  # the total of blocks 0 .. b-1
 
 
 def scan_reference(x: np.ndarray) -> np.ndarray:
