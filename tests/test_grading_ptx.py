@@ -160,3 +160,91 @@ def test_the_capstone_says_not_checked_without_nvvm(no_nvvm, capsys):
     assert (
         "PTX not checked: the PTX compiler (NVVM, from numba-cuda[cu12]) could not run here." in capsys.readouterr().out
     )
+
+
+# A decorator that raises a class *named* NvvmSupportError only in the compiler's child (there `__name__` is
+# builtins'), with a kernel NVVM rejects (np.linalg.norm): review r4's exploit. Before, the child's answer read as a
+# missing compiler: full points, marked *; in lab 09 one such op switched check_ptx off for every op.
+@cuda.jit
+@(
+    lambda f: (
+        f
+        if __name__ != "builtins"
+        else (_ for _ in ()).throw(type("NvvmSupportError", (Exception,), {})("libNVVM is not available"))
+    )
+)  # noqa: E501
+def add_norm_kernel(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] + b[i] + np.linalg.norm(a) * 0
+
+
+@cuda.jit
+@(
+    lambda f: (
+        f
+        if __name__ != "builtins"
+        else (_ for _ in ()).throw(type("NvvmSupportError", (Exception,), {})("libNVVM is not available"))
+    )
+)  # noqa: E501
+def forged_relu_kernel(x, y):
+    i = cuda.grid(1)
+    if i < x.size:
+        y[i] = max(x[i], 0.0)
+
+
+@cuda.jit
+def relu_backward_norm_kernel(dout, y, dx):
+    i = cuda.grid(1)
+    if i < y.size:
+        dx[i] = dout[i] * (y[i] > 0) + np.linalg.norm(y) * 0
+
+
+def _nvvm_here():
+    try:
+        ptx.compile_sources({"k": {"source": "", "name": "k", "signature": SIG}})
+    except ptx.CompilerMissing as exc:
+        pytest.skip(f"NVVM cannot run here: {exc}")
+
+
+@pytest.mark.ptx
+def test_a_kernel_that_raises_nvvm_support_error_fails_its_ptx_check():
+    _nvvm_here()
+    res = check_kernel(add_norm_kernel, lambda a, b: a + b, inputs=_inputs, sizes=[40], threads=32, ptx=SIG, points=2)
+    assert (res.status, res.score, res.ptx_not_checked) == ("failed", 1.0, False), res
+    assert _row(res).ptx_not_checked is False
+
+
+@pytest.mark.ptx
+def test_lab09_one_forged_kernel_does_not_switch_off_check_ptx():
+    _nvvm_here()
+    cap = capstone.Capstone()
+    cap.kernels.update(relu=forged_relu_kernel, relu_backward=relu_backward_norm_kernel)
+    with pytest.raises(capstone.CapstoneError) as err:
+        cap.check_ptx()
+    assert "- relu:" in str(err.value) and "- relu_backward:" in str(err.value), err.value
+    assert cap.ptx_not_run == ""
+
+
+@pytest.mark.ptx
+def test_a_crash_after_a_good_probe_is_the_kernels_failure():
+    _nvvm_here()
+    source = "import os\nos._exit(3)\n"
+    res = ptx.compile_sources({"k": {"source": source, "name": "k", "signature": SIG}, "g": _good_item()})
+    assert res["g"] == "ok" and "stopped while compiling it" in res["k"], res
+
+
+def _good_item():
+    src = "from numba import cuda\n@cuda.jit\ndef g(a, b, out):\n    out[0] = a[0] + b[0]\n"
+    return {"source": src, "name": "g", "signature": SIG}
+
+
+def test_lab09_marks_its_row_when_nvvm_is_missing(no_nvvm, capsys):
+    cap = capstone.Capstone()
+    assert cap.register("relu", nn_kernels.relu_kernel, trusted=True).passed
+    cap.check_ptx()
+    assert "PTX not checked" in capsys.readouterr().out
+    res = check_kernel(add_kernel, lambda a, b: a + b, inputs=_inputs, sizes=[40], threads=32, ptx=None, points=4)
+    assert not res.ptx_not_checked  # the training cell's check compiles nothing itself
+    res = cap.trained(res, dataset="digits", accuracy=0.9, target=0.85, ops={"relu": 1})
+    assert res.ptx_not_checked and _row(res).ptx_not_checked, res.checks

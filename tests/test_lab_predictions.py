@@ -66,3 +66,27 @@ def test_a_guess_typed_into_its_cell_is_not_noted_as_a_cell_the_grader_skipped(l
             cell.source = cell.source.replace(f"{var} = None  # not graded", f"{var} = 7  # not graded")
     notes = assemble(ROOT / "labs" / "solutions" / f"{lab}.ipynb", nb).notes
     assert not [n for n in notes if "not a cell of the lab" in n], notes
+
+
+def test_a_guess_cell_that_also_defines_other_things_is_still_noted():
+    """Review r4 finding 4: such a cell was skipped without the note (its names were compared as a set, and imports,
+    tuple targets, loops and globals() writes define no name there). Only plain guess assignments are skipped."""
+    import nbformat
+
+    from gpulab.grading.assemble import assemble
+
+    lab = "lab07_convolution"
+    nb = nbformat.read(str(ROOT / "labs" / "student" / f"{lab}.ipynb"), as_version=4)
+    extra = [
+        "guess_patch_width = 5\nfrom numpy import add as my_helper",
+        "guess_patch_width = 5\nmy_a, my_b = 1, 2",
+        "guess_patch_width = 5\nfor my_i in range(3):\n    pass",
+        "guess_patch_width = 5\nglobals()['my_kernel'] = None",
+    ]
+    for k, text in enumerate(extra):
+        nb.cells.insert(1 + k, nbformat.v4.new_code_cell(text))
+    nb.cells.insert(1, nbformat.v4.new_code_cell("guess_patch_width = 5  # mine\nguess_out_outputs = 4 * 4"))
+    notes = [
+        n for n in assemble(ROOT / "labs" / "solutions" / f"{lab}.ipynb", nb).notes if "not a cell of the lab" in n
+    ]
+    assert len(notes) == len(extra), notes

@@ -45,6 +45,7 @@ from .capstone_signatures import (
     signature_mismatch as signature_mismatch,
 )
 from .exercises import CheckResult
+from .exercises.result import PTX_NOT_RUN, Check
 
 __all__ = [
     "LEARNER_OPS",
@@ -82,6 +83,7 @@ class Capstone:
         self.blocks: dict[str, tuple[int, int]] = {}  # op -> block of a one-thread-per-output kernel
         self.results: dict[str, CheckResult] = {}
         self.course_seconds: dict[tuple, tuple[float, int]] = {}  # the training deadline's measurements (LearnerOps)
+        self.ptx_not_run = ""  # why check_ptx could not compile (no NVVM): trained() marks the grade's row with it
 
     def problem(
         self, op: str, kernel: Any, *, scale: str | None = None, block: tuple[int, int] | None = None
@@ -224,7 +226,8 @@ class Capstone:
         if runtime.is_gpu() or not self.kernels:
             return
         errors = _ptx_errors(self.kernels)
-        if errors is None:
+        if isinstance(errors, str):
+            self.ptx_not_run = errors
             print("PTX not checked: the PTX compiler (NVVM, from numba-cuda[cu12]) could not run here.")
             return
         if errors:
@@ -302,6 +305,8 @@ class Capstone:
         if slow:
             line += f"; over budget (uncoalesced): {', '.join(slow)}"
         result.message = f"{line}.\n{result.message}" if result.message else f"{line}."
+        if self.ptx_not_run:  # the grade table marks the row (CheckResult.ptx_not_checked)
+            result.checks.append(Check("PTX", True, f"{PTX_NOT_RUN} ({self.ptx_not_run})"))
         return result
 
 
@@ -316,9 +321,10 @@ def _check_ended(status: str) -> str:
     }.get(status, f"its check ended {status!r}")
 
 
-def _ptx_errors(kernels: dict[str, Any]) -> dict[str, str] | None:
+def _ptx_errors(kernels: dict[str, Any]) -> dict[str, str] | str:
     """op -> NVVM's error for each kernel that does not compile to PTX with its op's signature (the library
-    kernel's, :data:`gpulab.kernels.nn_kernels.PTX_SIGNATURES`); None when the compiler cannot run here."""
+    kernel's, :data:`gpulab.kernels.nn_kernels.PTX_SIGNATURES`); why, when the compiler cannot run here (its probe
+    kernel failed: :func:`gpulab.ptx.compile_sources`)."""
     from . import ptx
     from .kernels import nn_kernels
     from .source import NotADeviceFunction, NotOnAGpu, py_func, standalone_source
@@ -343,8 +349,8 @@ def _ptx_errors(kernels: dict[str, Any]) -> dict[str, str] | None:
         return {}
     try:
         res = ptx.compile_sources(items)  # one process for all: about 4 s of CPU
-    except Exception:  # noqa: BLE001 - NVVM missing or the child failed: not the learner's fault
-        return None
+    except Exception as exc:  # noqa: BLE001 - NVVM missing (the probe says so before any learner's code ran)
+        return (str(exc).splitlines() or [type(exc).__name__])[0][:200]
     return {op: _gist(err) for op, err in res.items() if err != "ok"}
 
 

@@ -62,7 +62,7 @@ if hasattr(_dispatcher, "get_current_device"):
 
 class CompilerMissing(RuntimeError):
     """NVVM, the PTX compiler, cannot run on this machine: numba-cuda raised ``NvvmSupportError`` (0.22: libNVVM
-    cannot be found; 0.30: libNVVM is not available) for a kernel, which says nothing about the kernel."""
+    cannot be found; 0.30: libNVVM is not available) for gpulab's own probe kernel, compiled before any other."""
 
 
 _NO_NVVM = "NvvmSupportError"  # the start of the child's answer when numba-cuda finds no NVVM (0.22 to 0.30)
@@ -134,10 +134,14 @@ from gpulab.source import py_func
     + _TARGET_STUB
     + """
 out = {}
+probed = getattr(sys, "_gpulab_nvvm_ok", frozenset())  # targets the probe compiled for in this process
 for key, item in payload["items"].items():
     out[key] = {}
     for cc in payload["ccs"]:
         TARGET[0] = tuple(cc)
+        if key == PROBE and tuple(cc) in probed:
+            out[key]["%d.%d" % tuple(cc)] = "ok"
+            continue
         ns = {}  # defined again for each target: its device functions then compile for that target
         try:
             exec(compile(item["source"], "<your " + key + " kernel>", "exec"), ns)
@@ -147,12 +151,27 @@ for key, item in payload["items"].items():
             break
         try:
             ptx, _ = cuda.compile_ptx(fn, item["signature"], cc=tuple(cc), device=bool(item.get("device")))
-            out[key]["%d.%d" % tuple(cc)] = ptx if payload.get("text") else "ok"
+            out[key]["%d.%d" % tuple(cc)] = ptx if payload.get("text") and key != PROBE else "ok"
+            if key == PROBE:
+                sys._gpulab_nvvm_ok = probed = probed | {tuple(cc)}
         except Exception as exc:
             out[key]["%d.%d" % tuple(cc)] = (type(exc).__name__ + ": " + str(exc))[:2000]
+    if key == PROBE and set(out[key].values()) != {"ok"}:
+        break  # the compiler itself does not work: no learner's code runs
 print(json.dumps(out))
 """
-)
+).replace("PROBE", repr("<nvvm probe>"))
+
+# Compiled before any learner's code in the same child (first in its request): whether NVVM itself works. Only its
+# NvvmSupportError means "no compiler here"; a learner's kernel that raises one (a decorator can raise any class in
+# the child) fails its own check.
+_PROBE_KEY = "<nvvm probe>"  # not a name: no learner's kernel or op has it
+_PROBE_ITEM = {
+    "source": "from numba import cuda\n\n\n@cuda.jit\ndef gpulab_probe(x):\n    i = cuda.grid(1)\n"
+    "    if i < x.size:\n        x[i] = 2 * x[i]\n",
+    "name": "gpulab_probe",
+    "signature": "void(float32[:])",
+}
 
 
 def compile_source(
@@ -200,18 +219,43 @@ def compile_sources(
     function, such as the scalar function of a GPU ufunc). Returns key -> ``"ok"`` or the error for one target
     ``cc`` (default sm_75); with ``ccs=[(7, 5), (9, 0)]`` every target in the same process, and
     cc -> {key -> ``"ok"`` or the error}. With ``text`` the PTX itself instead of ``"ok"`` (:func:`is_ptx` tells
-    it from an error). Raises when the compiler itself cannot run: :class:`CompilerMissing` when numba-cuda finds no
-    NVVM (its ``NvvmSupportError``, which the child answers for each kernel), ``RuntimeError`` when the child
-    crashed."""
+    it from an error). Raises when the compiler itself cannot run, as a built-in probe kernel compiled first in the
+    same child shows: :class:`CompilerMissing` when numba-cuda finds no NVVM (its ``NvvmSupportError``),
+    ``RuntimeError`` when the probe failed otherwise. An item's own error, whatever its words, is that item's."""
     if ccs is not None and cc is not None:
         raise TypeError("compile_sources takes cc= (one target) or ccs= (several), not both")
     targets = [tuple(c) for c in ccs] if ccs is not None else [cc or (7, 5)]
-    res = _run_child(_SOURCES_CHILD, {"items": items, "ccs": [list(c) for c in targets], "text": text}, timeout)
+    res = _compiled(items, [list(c) for c in targets], text, timeout)
     by_cc = {(t[0], t[1]): {key: r.get("error") or r[f"{t[0]}.{t[1]}"] for key, r in res.items()} for t in targets}
-    missing = [a for answers in by_cc.values() for a in answers.values() if a.startswith(_NO_NVVM)]
-    if missing:  # no kernel was compiled: not an error of any of them
-        raise CompilerMissing(missing[0].splitlines()[0][:300])
     return by_cc if ccs is not None else by_cc[(targets[0][0], targets[0][1])]
+
+
+def _compiled(items: dict[str, dict[str, Any]], ccs: list[list[int]], text: bool, timeout: float) -> dict[str, dict]:
+    """The child's answer for ``items``, after the probe (:data:`_PROBE_ITEM`), compiled first in the same child,
+    showed that NVVM works: :class:`CompilerMissing` when the probe met no NVVM, ``RuntimeError`` when it failed
+    otherwise. A child that crashes or runs past ``timeout`` after a good probe is the failure of the item that
+    did it (each item is then compiled alone to find it): its answer is the crash, not "not checked"."""
+    import subprocess
+
+    try:
+        res = _run_child(
+            _SOURCES_CHILD, {"items": {_PROBE_KEY: _PROBE_ITEM, **items}, "ccs": ccs, "text": text}, timeout
+        )
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        probe_alone = {"items": {_PROBE_KEY: _PROBE_ITEM}, "ccs": ccs}  # no learner's code: a crash is not theirs
+        res = {_PROBE_KEY: _run_child(_SOURCES_CHILD, probe_alone, timeout)[_PROBE_KEY]}
+        first = f"it ran past {timeout:g} s" if isinstance(exc, subprocess.TimeoutExpired) else "it exited"
+        for key, item in items.items():  # alone, each crashes (or not) by itself
+            alone = _compiled({key: item}, ccs, text, timeout)[key] if len(items) > 1 else None
+            res[key] = alone or {"error": f"the PTX compiler's process stopped while compiling it: {first}"}
+    probe = res.pop(_PROBE_KEY, {})
+    answers = [probe.get(f"{c[0]}.{c[1]}") or probe.get("error") or "no answer" for c in ccs]
+    bad = [a for a in answers if a != "ok"]
+    if any(a.startswith(_NO_NVVM) for a in bad):  # no kernel was compiled: not an error of any of them
+        raise CompilerMissing(next(a for a in bad if a.startswith(_NO_NVVM)).splitlines()[0][:300])
+    if bad:
+        raise RuntimeError(f"the PTX compiler could not compile gpulab's own test kernel: {bad[0][:500]}")
+    return res
 
 
 def is_ptx(answer: str) -> bool:

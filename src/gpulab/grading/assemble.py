@@ -384,6 +384,22 @@ def _blank_guess(text: str) -> bool:
     return bool(lines) and all(re.match(r"\w+ = None\s+# not graded", ln) for ln in lines)
 
 
+def _only_guesses(text: str, guesses: set[str]) -> bool:
+    """Whether every statement of a cell is a plain ``guess = value`` to one of the lab's guess names (comments
+    aside): a cell that also imports, unpacks, loops or defines anything else is an added cell, noted as such."""
+    try:
+        body = ast.parse(text).body
+    except SyntaxError:
+        return False
+    return bool(body) and all(
+        isinstance(st, ast.Assign)
+        and len(st.targets) == 1
+        and isinstance(st.targets[0], ast.Name)
+        and st.targets[0].id in guesses
+        for st in body
+    )
+
+
 def _added_cells(source: Any, submission: Any, used: set[int]) -> list[tuple[str, list[str]]]:
     """Code cells of the submission that are not the lab's (added by the student): a description and the names
     each defines. Answer cells, graded cells, the lab's own cells (either form) and empty cells are not."""
@@ -408,7 +424,7 @@ def _added_cells(source: Any, submission: Any, used: set[int]) -> list[tuple[str
         if _meta(cell).get("grade_id") or _meta(cell).get("solution") or _meta(cell).get("grade"):
             continue
         names = defined_names(text)
-        if names and set(names) <= guesses:
+        if _only_guesses(text, guesses):
             continue
         out.append((_describe(k, total, text, names), names))
     return out
