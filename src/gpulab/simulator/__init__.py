@@ -261,11 +261,16 @@ def harden() -> None:
         return block.wait(th)
 
     def run(th: Any) -> None:
+        escaped: BaseException | None = None
         try:
             stopping.started(th)  # stoppable from here: inside the try, so a stop always reaches the finally
             orig_run(th)
+        except BaseException as exc:  # noqa: BLE001 - a second stop landed in numba-cuda's own handler
+            escaped = exc
         finally:
             stopping.leaving(th)  # no stop may land in the bookkeeping below (the block would wait for ever)
+            if escaped is not None and th.exception is None:  # else the block counts this thread as finished
+                th.exception = (escaped, escaped.__traceback__)
             _thread_done(th)
             block = getattr(th._manager, "_gpulab_block", None)
             if block is not None:

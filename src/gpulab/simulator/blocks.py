@@ -61,7 +61,12 @@ class Block:
         self.threads = threads
         self.serial = serial
         self.number = recordings.number()  # recordings begun before this block ignore its threads' notes
-        self.cv = threading.Condition()
+        # Held with ``with block.lock:``, never ``with block.cv:``: Condition.__enter__ is Python code, and a stop
+        # (an asynchronous exception) raised in it just after the lock was taken leaves the lock held by a thread
+        # that is gone, so the block's other threads and its launcher wait for ever. Entering the C lock itself
+        # has no such gap (tests/test_simulator_stops.py measures both).
+        self.lock = threading.RLock()
+        self.cv = threading.Condition(self.lock)
         self.done: set[Any] = set()  # threads whose end was counted (finished, or reaped by the launcher)
         self.blocked = 0
         self.generation = 0
@@ -82,7 +87,7 @@ class Block:
         self.generation += 1
         self.cv.notify_all()
 
-    def _stop_all(self) -> None:  # with self.cv held
+    def _stop_all(self) -> None:  # with self.lock held
         for t in self.threads:
             t.abort = True
         self._open()
@@ -96,7 +101,7 @@ class Block:
             )
         if th.abort or self.failed is not None:
             raise RuntimeError("abort flag set on syncthreads call")
-        with self.cv:
+        with self.lock:
             generation = self.generation
             self.blocked += 1
             self.at_barrier.add(th.thread_id)
@@ -128,7 +133,7 @@ class Block:
             raise RuntimeError("abort flag set on a warp function's wait")
 
     def finished(self, th: Any) -> None:
-        with self.cv:
+        with self.lock:
             if th in self.done:
                 return
             self.done.add(th)
@@ -158,7 +163,7 @@ class Block:
         return bool(gone)
 
     def abort(self) -> None:
-        with self.cv:
+        with self.lock:
             self._stop_all()
 
 
@@ -310,7 +315,7 @@ def run_block(manager: Any, grid_point: Any, *args: Any) -> None:
     try:
         for t in threads:
             t.start()
-        with block.cv:
+        with block.lock:
             while block.alive and block.failed is None:
                 if not block.cv.wait(0.05) and not block.reap() and not any(t.is_alive() for t in threads):
                     break

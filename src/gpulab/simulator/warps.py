@@ -281,7 +281,7 @@ def _call(name: str, mask: Any, value: Any = None, arg: Any = None) -> Any:
             f"{name} by name in the kernel or in a device function it calls."
         )
     mask = int(mask) & FULL
-    with block.cv:
+    with block.lock:  # not block.cv: see Block.lock
         warp, w, lane, lanes_here = _warp_of(block, th)
         if not mask >> lane & 1 and name != "activemask":
             raise mask_error(name, mask, where, lane, th)
