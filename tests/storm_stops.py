@@ -62,7 +62,7 @@ def main(launches: int) -> int:
             return 1
         time.sleep(rng.random() * 0.01)  # the block is passing barriers
         deadline = time.monotonic() + 20
-        while not ended.is_set():
+        while worker.is_alive():  # not `ended`: a stop may land inside ended.set()
             if time.monotonic() > deadline:
                 print(f"launch {launch} still running 20 s after its first stop")
                 return 1
@@ -70,12 +70,16 @@ def main(launches: int) -> int:
             if rng.random() < 0.3 and not ended.is_set():
                 stopping.stop_thread(worker, stopping.KernelTimeout)
             time.sleep(rng.random() * 0.002)
-        worker.join(5)
         (block,) = made
-        if worker.is_alive() or not block.lock.acquire(timeout=5):
+        if not block.lock.acquire(timeout=5):
             print(f"launch {launch}: a thread that ended left the block's lock held")
             return 1
         block.lock.release()
+        try:
+            wait_ended(before, 5, f"the threads of launch {launch}")
+        except AssertionError as exc:
+            print(exc)
+            return 1
     wait_ended(before, 10, "simulator threads of the stopped launches")
     print(f"{launches} launches stopped")
     return 0

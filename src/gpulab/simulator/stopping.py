@@ -87,9 +87,9 @@ def leaving(th: Any) -> None:
     """Called by a simulator thread (``th`` is the current thread) before its block's bookkeeping: from here on
     :func:`stop_threads` leaves it alone, and a stop already sent but not yet raised is withdrawn. A stop raised
     before the guard is taken (between the kernel's end and here) is caught and the guard taken again."""
-    guard = getattr(th, "_gpulab_guard", None) or threading.Lock()
     for _ in range(1000):
         try:
+            guard = getattr(th, "_gpulab_guard", None) or threading.Lock()
             with guard:
                 th._gpulab_leaving = True
                 _SET_ASYNC_EXC(ctypes.c_ulong(th.ident), None)  # withdraw a pending stop (NULL clears it)

@@ -297,7 +297,7 @@ def _call(name: str, mask: Any, value: Any = None, arg: Any = None) -> Any:
         block.check_stuck()
         while not me.done:
             block.raise_if_stopped(th)
-            block.cv.wait()
+            block.pause()
         return me.result
 
 
