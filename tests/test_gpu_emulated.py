@@ -276,3 +276,19 @@ def test_the_stand_in_refuses_what_the_installed_cupy_refuses():
     assert len(compared) > 100, compared  # most calls are answered before the device is touched
     differ = {k: (v, runs["stand-in"][k]) for k, v in compared.items() if runs["stand-in"][k] != v}
     assert not differ, f"(CuPy, stand-in) differ: {differ}"
+
+
+def test_every_known_gap_names_one_cell_of_its_notebook():
+    """nbemul.KNOWN_GAPS finds its cells by a line of their source: each line is in exactly one code cell, so a
+    cell inserted earlier in the notebook cannot turn a known gap into a failure, nor another cell into a gap."""
+    import nbformat
+
+    names = {name for name, _ in nbemul.KNOWN_GAPS}
+    for name in sorted(names):
+        path = next(p for p in (ROOT / "notebooks" / name, ROOT / "labs" / "solutions" / name) if p.exists())
+        nb = nbformat.read(path, as_version=4)
+        assert len(nbemul.known_gaps(name, nb)) == sum(n == name for n, _ in nbemul.KNOWN_GAPS)
+    nb = nbformat.read(ROOT / "notebooks" / "06_cupy_interop.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell("with copies.count() as device_chain:\n    pass"))
+    with pytest.raises(AssertionError, match="KNOWN_GAPS is stale"):
+        nbemul.known_gaps("06_cupy_interop.ipynb", nb)
