@@ -158,13 +158,27 @@ def in_kernel() -> bool:
     return owner is None or owner is th
 
 
+def _drop_orphan() -> Any:
+    """The kernel context now pushed, or None; one whose thread has ended is dropped first: a stop that landed in
+    numba-cuda's ``_push_kernel_context`` as it was being left (contextlib's Python code) never popped it, and no
+    launch could ever run again in this process."""
+    from numba.cuda.simulator import kernel as sim_kernel
+
+    ctx = sim_kernel._get_kernel_context()
+    owner = getattr(ctx, "_gpulab_owner", None)
+    if owner is not None and not owner.is_alive() and sim_kernel._kernel_context is ctx:
+        sim_kernel._kernel_context = None
+        return None
+    return ctx
+
+
 def _wait_for_context(timeout: float) -> None:
     """Wait until no other thread holds the kernel context (a learner's own thread may be running a kernel)."""
     deadline = time.monotonic() + timeout
-    ctx = _context()
+    ctx = _drop_orphan()
     while ctx is not None and time.monotonic() < deadline:
         time.sleep(0.01)
-        ctx = _context()
+        ctx = _drop_orphan()
     if ctx is not None:
         owner = getattr(ctx, "_gpulab_owner", None)
         name = f"'{owner.name}'" if owner is not None else "another thread"
