@@ -37,7 +37,11 @@ NEW = {
         "predicted_test_accuracy": 0.25,
     },
     "11_energy_cost_hardware.ipynb": {"my_guess_h100_hours": 0.25},
-    "12_transformers.ipynb": {"predicted_scores_gb": 0.25, "predicted_e4m3_max": 0},
+    "12_transformers.ipynb": {
+        "predicted_scores_gb": 0.25,
+        "predicted_e4m3_max": 0,
+        "predicted_one_token_dq": 0,  # exactly 0: one token's weight is 1 whatever its score
+    },
 }
 ANSWERS = {
     "predicted_mixed_bytes": 20,

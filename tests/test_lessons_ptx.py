@@ -30,6 +30,7 @@ HOST_CODE = {
     ("11", "attainable"),
     ("11", "cost_per_epoch"),
     ("11", "pe_step"),
+    ("12", "attention_backward"),  # the attention backward pass in NumPy
 }
 
 

@@ -3,16 +3,25 @@
 As in :mod:`.answers_05_10`: a learner sees an answer only through ``gpulab.lessons.reveal("12", name)``.
 The fused attention exercise's answer is the library's own kernel,
 :func:`gpulab.transformer.flash.flash_attention_kernel`. x, the fastest thread index, runs along the last,
-contiguous axis (``j, i = cuda.grid(2)``: j the key, i the query).
+contiguous axis (``j, i = cuda.grid(2)``: j the key, i the query). The backward pass,
+:func:`attention_backward`, is NumPy on the host (the library's, in one ``xp`` code path:
+:mod:`gpulab.transformer.backward`).
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 from numba import cuda, float32
 
-__all__ = ["PTX_SIGNATURES", "SOFTMAX_TPB", "attention_scores_kernel", "online_softmax_kernel"]
+__all__ = [
+    "PTX_SIGNATURES",
+    "SOFTMAX_TPB",
+    "attention_backward",
+    "attention_scores_kernel",
+    "online_softmax_kernel",
+]
 
 SOFTMAX_TPB = 32  # threads per block (= per row) of the online softmax (a power of two)
 
@@ -69,6 +78,22 @@ def online_softmax_kernel(x, out):
     # 3. Normalise: the second and last read of x.
     for j in range(tx, cols, SOFTMAX_TPB):
         out[row, j] = math.exp(x[row, j] - row_max) / row_sum
+
+
+def attention_backward(
+    dout: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(dq, dk, dv)`` of attention without a mask, each (n, d), from ``dout = dL/dout`` (n, d)."""
+    scale = 1.0 / math.sqrt(q.shape[1])
+    s = (q @ k.T) * scale  # (n, n) scores
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)  # (n, n) weights: each row sums to 1
+    dv = p.T @ dout  # (n, d): out = P @ v is a matmul
+    dp = dout @ v.T  # (n, n)
+    ds = p * (dp - (dp * p).sum(axis=1, keepdims=True))  # (n, n): the softmax's backward, row by row
+    dq = (ds @ k) * scale  # (n, d)
+    dk = (ds.T @ q) * scale  # (n, d): S = q @ k.T, so k's gradient takes dS transposed
+    return dq, dk, dv
 
 
 # (kernel, signature) pairs compiled to PTX by the tests.

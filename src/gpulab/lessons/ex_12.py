@@ -9,7 +9,11 @@ A lesson checks one with ``lessons.check("12", "scores", attention_scores_kernel
   and with masked (-inf) entries;
 * ``flash``: the fused attention kernel (``flash_attention_kernel(q, k, v, scale, causal, out)``), on
   sizes that are not multiples of the tile, causal masks with m > n, and logits past ``exp``'s float32
-  range, with a budget that only a fused kernel meets: q read once, k and v once per block of query rows.
+  range, with a budget that only a fused kernel meets: q read once, k and v once per block of query rows;
+* ``attention_backward``: a NumPy function ``attention_backward(dout, q, k, v) -> (dq, dk, dv)`` (no mask,
+  scale ``1/sqrt(d)``), compared with :mod:`gpulab.transformer.backward` in float64, its named mistakes the
+  four slips of the chain rule (the scale dropped, the softmax's row sum dropped, ``dS @ q`` for ``dS.T @ q``,
+  the scores' gradient returned) and the forward pass's scale dropped.
 
 The specs and input makers are importable for the lesson's later cells and for lab12.
 """
@@ -20,17 +24,20 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import UsageError
 from ..exercises import Budget, Problem, Tree
 from ..kernels._launch import ceil_div
 from ..problems import grid_2d, lab12
-from ..transformer import flash
+from ..transformer import backward, flash
 from ..transformer.attention import SCORES_BLOCK, attention_reference, causal_mask, default_scale
 from . import answers_12 as _a
-from .exercise import Exercise
+from .exercise import Exercise, _answer, as_host
 
 __all__ = [
     "BLOCK",
     "EXERCISES_LIST",
+    "backward_inputs",
+    "backward_spec",
     "flash_inputs",
     "flash_spec",
     "online_softmax_spec",
@@ -165,6 +172,94 @@ def _kv_reads(size: Any) -> int:
     return ceil_div(size[0], flash.BQ)  # once per block of BQ query rows
 
 
+# --- the backward pass (a NumPy function) ------------------------------------------------------------
+
+
+def backward_inputs(size: tuple[int, int], rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """``size = (n, d)`` -> ``(dout, q, k, v)``, each (n, d), standard normal float64."""
+    n, d = size
+    return tuple(rng.standard_normal((n, d)) for _ in range(4))
+
+
+def backward_spec(dout: Any, q: Any, k: Any, v: Any) -> tuple[Any, Any, Any]:
+    """gpulab's backward pass (:mod:`gpulab.transformer.backward`): ``(dq, dk, dv)`` of attention without a mask."""
+    return backward.attention_backward(dout, backward.attention_forward(q, k, v)[1])
+
+
+def _chain(dout: Any, q: Any, k: Any, v: Any, *, scale_scores: bool = True) -> tuple[Any, ...]:
+    """The backward pass's pieces ``(p, dp, ds, scale)``, with the scores scaled or not in the forward pass."""
+    cache = backward.attention_forward(q, k, v, scale=None if scale_scores else 1.0)[1]
+    p, sc = cache.p, default_scale(q.shape[1])
+    dp = dout @ v.T
+    return p, dp, p * (dp - (dp * p).sum(axis=1, keepdims=True)), sc
+
+
+def _unscaled(dout: Any, q: Any, k: Any, v: Any) -> list[Any]:
+    _, _, ds, _ = _chain(dout, q, k, v)
+    return [ds @ k, ds.T @ q]  # dq or dk without the scale
+
+
+def _no_row_sum(dout: Any, q: Any, k: Any, v: Any) -> list[Any]:
+    p, dp, _, sc = _chain(dout, q, k, v)
+    return [(p * dp) @ k * sc, (p * dp).T @ q * sc]  # dS = P * dP
+
+
+def _dk_untransposed(dout: Any, q: Any, k: Any, v: Any) -> Any:
+    _, _, ds, sc = _chain(dout, q, k, v)
+    return ds @ q * sc
+
+
+def _scores_gradient(dout: Any, q: Any, k: Any, v: Any) -> list[Any]:
+    _, dp, ds, sc = _chain(dout, q, k, v)
+    return [ds, ds.T, ds * sc, ds.T * sc, dp, dp.T]  # n x n: the same shape as dq only when n == d
+
+
+def _forward_unscaled(dout: Any, q: Any, k: Any, v: Any) -> list[Any]:
+    p, _, ds, sc = _chain(dout, q, k, v, scale_scores=False)
+    return [p.T @ dout, ds @ k * sc, ds.T @ q * sc]
+
+
+SCORES_HINT = (
+    "dq, dk and dv are the gradients of the loss with respect to q, k and v, so each has the shape of its input, "
+    "n x d; an n x n array is a gradient with respect to the scores S (or the weights P). Take the chain rule one "
+    "step further, through S = q k^T / sqrt(d): a matmul, whose backward turns the n x n gradient into one for "
+    "each of its two operands."
+)
+BACKWARD_MISTAKES = {
+    "the forward pass divides the scores by sqrt(d), so the backward pass does too: the scale multiplies what "
+    "flows from dS back to q and to k (lesson 08's rule for a matmul, with a constant factor in front).": _unscaled,
+    "dS is not P * dP: each weight depends on every score of its row (the softmax divides by the row's sum), so the "
+    "softmax's backward subtracts, in each row, the sum of P * dP before multiplying by P.": _no_row_sum,
+    "S = q k^T: k enters transposed, so its gradient is the transpose of what the matmul rule gives for k^T. "
+    "Check which axis of dS runs over the keys: dk's row j belongs to key j.": _dk_untransposed,
+    SCORES_HINT: _scores_gradient,
+    "the weights P come from the scaled scores: divide q k^T by sqrt(d) before the softmax, as the forward "
+    "pass does.": _forward_unscaled,
+}
+
+
+def _backward_host(fn: Any) -> Any:
+    """The ``host=`` function for a learner's ``attention_backward``: an n x n result where an n x d gradient is
+    expected (the scores' gradient returned) gets :data:`SCORES_HINT`, whatever its values."""
+
+    def attention_backward(dout: Any, q: Any, k: Any, v: Any) -> Any:
+        got = fn(dout, q, k, v)
+        got = tuple(got) if isinstance(got, list) else got
+        n, d = q.shape
+        for name, g in zip(("dq", "dk", "dv"), got if isinstance(got, tuple) else ()):
+            if n != d and np.shape(g) == (n, n):
+                raise _answer(
+                    UsageError(
+                        f"attention_backward returned {name} of shape ({n}, {n}) for inputs of shape ({n}, {d}): "
+                        f"{name} must have the shape of {name[1:]}, ({n}, {d})."
+                    ),
+                    SCORES_HINT,
+                )
+        return got
+
+    return as_host(attention_backward, 4, "attention_backward")
+
+
 def _exercises() -> list[Exercise]:
     return [
         Exercise(
@@ -251,6 +346,28 @@ def _exercises() -> list[Exercise]:
                 budget=Budget(reads_per_element={"q": 1, "k": _kv_reads, "v": _kv_reads}),
             ),
             flash.flash_attention_kernel,
+        ),
+        Exercise(
+            "12",
+            "attention_backward",
+            Problem(
+                "attention_backward",
+                backward_spec,
+                backward_inputs,
+                # one token first (its dq and dk are 0: only a returned n x n array fails there), then n == d (where
+                # the scores' gradient has dq's shape), and n != d both ways
+                sizes=[(1, 3), (4, 4), (6, 3), (5, 8)],
+                host=_backward_host(_a.attention_backward),  # no PTX check: a host NumPy function, no kernel
+                out_names=["dq", "dk", "dv"],
+                # float64 inputs; a learner's float32 copy (about 1e-7) passes too, while every named mistake is off
+                # by a factor or more
+                rtol=1e-5,
+                atol=1e-6,
+                race_check=False,  # a plain function: no threads whose schedule could matter
+                mistakes=BACKWARD_MISTAKES,
+            ),
+            _a.attention_backward,
+            adapt=_backward_host,
         ),
     ]
 

@@ -86,4 +86,13 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
         "row_sum += p; acc[a] += p * sV[j, tx + a * BK] for columns < dv; row_max = new_max. 3: if row < n: "
         "out[row, tx + a * BK] = acc[a] / row_sum for columns < dv",
     ),
+    ("12", "attention_backward"): (
+        "Nothing hands you P: run the forward pass first (the scaled scores, then their row softmax). Then walk it "
+        "backwards one line at a time, each gradient the shape of its variable: out = P v is a matmul (it gives "
+        "dv and dP), the softmax turns dP into dS row by row (with each row's sum of P * dP), and S = q k^T / "
+        "sqrt(d) is a matmul with a constant factor, in which k appears transposed.",
+        "S and P (n x n), as in the forward pass; dv (n x d) from P transposed and dout; dP (n x n) from dout and v "
+        "transposed; dS = P times (dP minus the column of row sums of P * dP); dq (n x d) from dS and k, dk (n x d) "
+        "from dS transposed and q, both times 1/sqrt(d); return the three as a tuple (dq, dk, dv)",
+    ),
 }
