@@ -17,14 +17,24 @@ def _worker(stops_needed, done):
     """A thread that survives ``stops_needed`` KernelTimeouts (as a busy loop between bytecodes might), then ends;
     with ``stops_needed`` None it ends only when ``done`` is set."""
 
+    survived = [0]
+
+    def survive() -> bool:  # True when it has survived enough stops
+        survived[0] += 1
+        return stops_needed is not None and survived[0] >= stops_needed
+
     def target():
-        survived = 0
-        while not done.is_set():
-            try:
-                time.sleep(0.01)
-            except run.KernelTimeout:
-                survived += 1
-                if stops_needed is not None and survived >= stops_needed:
+        while True:
+            try:  # a stop lands anywhere in the loop, not only in the sleep (else it would end the thread)
+                try:
+                    if done.is_set():
+                        return
+                    time.sleep(0.01)
+                except run.KernelTimeout:
+                    if survive():
+                        return
+            except run.KernelTimeout:  # a second stop, inside the handler above
+                if survive():
                     return
 
     th = threading.Thread(target=target, daemon=True)
