@@ -36,7 +36,7 @@ LAB_ANSWERS: dict[str, tuple[str, ...]] = {
     "lab02.COPY2D": _NONE,
     "lab02.PIPELINED_ADD": _NONE,
     "lab02.ROTATE": _NONE,  # a variant of lesson 02's transpose_naive, which fails it (the check says so)
-    "lab02.TRANSPOSE_TILED": ("kernels.memory.transpose_tiled_kernel",),
+    "lab02.ROTATE_TILED": _NONE,  # a quarter turn through lesson 02's transpose_tiled tile, which fails it
     "lab03.DENSE_RELU": _NONE,  # W as PyTorch stores it: lesson 03's linear_relu fails it (the check says so)
     "lab03.MATMUL": ("kernels.matmul.matmul_naive_kernel",),
     "lab03.VECMAT": _NONE,  # y = x @ A: lesson 03's matvec fails it (the check says so)

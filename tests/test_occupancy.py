@@ -180,3 +180,61 @@ def test_lesson_04_prediction_is_blank_exact_and_its_cases_are_these(folder):
     start = check.index("cases = [")
     exec(check[start : check.index("]\n", start) + 2], env)  # noqa: S102 - the lesson's own case list
     assert env["cases"] == CASES_04 and "hint=occupancy.mistake_hint" in check
+
+
+@pytest.mark.parametrize("passed", [True, False])
+def test_lesson_04_occupancy_table_counts_with_the_learners_blocks_per_sm(passed, capsys):
+    """The table after Exercise 3 shows the learner's count (column `yours`) beside gpulab's once their function
+    passed; before that (blank or failing) gpulab's count stands in, said in one line, and the cell runs."""
+    from types import SimpleNamespace
+
+    from gpulab import occupancy
+    from gpulab.ptxas import ResourceUsage
+
+    cell = next(src for src in _lesson_04_cells("notebooks/learner") if "ptx.resource_usages(" in src)
+    figures = {
+        "tiled 8x8": (39, 512),
+        "tiled 16x16": (46, 2048),
+        "tiled 32x32": (48, 8192),
+        "regtiled 64x64": (96, 8192),
+    }
+
+    def resource_usages(kernels, ccs):
+        return {
+            name: {cc: ResourceUsage(name, cc, *figures[name], 0, 0, 0, 0, "ptxas -v") for cc in ccs}
+            for name in kernels
+        }
+
+    calls = []
+
+    def learners(threads, registers, shared, sm):
+        if not passed:
+            raise NotImplementedError("replace this line with your code")
+        calls.append((threads, registers, shared, sm.arch))
+        return blocks_per_sm(threads, registers, shared, sm).blocks + (threads == 64)  # one row differs
+
+    env = {
+        "gpulab": SimpleNamespace(is_gpu=lambda: False),
+        "ptx": SimpleNamespace(resource_usages=resource_usages),
+        "occupancy": occupancy,
+        "tiled_reference": object(),
+        "matmul_regtiled_kernel": object(),
+        "BM": 64,
+        "BN": 64,
+        "TM": 4,
+        "TN": 4,
+        "blocks_per_sm": learners,
+        "yours_passed": passed,
+    }
+    exec(cell, env)  # noqa: S102 - the learner notebook's own cell
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.startswith(("tiled", "regtiled"))]
+    assert len(rows) == 8
+    if passed:
+        assert len(calls) == 8 and {c[3] for c in calls} == {"sm_75", "sm_90"}
+        assert "your blocks_per_sm from Exercise 3" in out
+        assert all(r[8] == (f"{int(r[7]) + 1}*" if r[3] == "64" else r[7]) for r in rows), rows
+        assert "yours differs" in out
+    else:
+        assert "in place of your blocks_per_sm, not written yet or failing" in out
+        assert all(r[7] == r[8] for r in rows) and "yours differs" not in out

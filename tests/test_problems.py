@@ -160,6 +160,7 @@ def test_the_rotation_budget_covers_its_reads_only():
 
 # ---------------------------------------------------------------------------------------------------
 # Labs 02 and 03 ask for variants of lesson exercises: the lesson's answer (lessons.reveal) fails them, named.
+# (Lab 02's challenge turns lesson 02's tiled transpose into a tiled quarter turn.)
 
 ROTATE_SRC = """
 @cuda.jit
@@ -167,6 +168,23 @@ def rotate_kernel(a, out):
     j, i = cuda.grid(2)
     if i < a.shape[0] and j < a.shape[1]:
         out[j, a.shape[0] - 1 - i] = a[i, j]
+"""
+ROTATE_TILED_SRC = """
+@cuda.jit
+def rotate_tiled_kernel(a, out):
+    tile = cuda.shared.array((32, 33), float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    row0 = cuda.blockIdx.y * 32
+    col0 = cuda.blockIdx.x * 32
+    m = a.shape[0]
+    for r in range(ty, 32, 8):
+        if row0 + r < m and col0 + tx < a.shape[1]:
+            tile[r, tx] = a[row0 + r, col0 + tx]
+    cuda.syncthreads()  # the tile is loaded
+    for r in range(ty, 32, 8):
+        if col0 + r < a.shape[1] and row0 + tx < m:
+            out[col0 + r, m - 1 - (row0 + tx)] = tile[tx, r]
 """
 VECMAT_SRC = """
 @cuda.jit
@@ -199,6 +217,12 @@ def _kernel(src: str, name: str):
 # problem -> (reference kernel, its source and name, the lesson exercise it varies, what the verdict says)
 VARIANTS = {
     "lab02.ROTATE": (_kernel(ROTATE_SRC, "rotate_kernel"), ROTATE_SRC, ("02", "transpose_naive"), "transpose_naive"),
+    "lab02.ROTATE_TILED": (
+        _kernel(ROTATE_TILED_SRC, "rotate_tiled_kernel"),
+        ROTATE_TILED_SRC,
+        ("02", "transpose_tiled"),
+        "transpose_tiled",
+    ),
     "lab03.VECMAT": (_kernel(VECMAT_SRC, "vecmat_kernel"), VECMAT_SRC, ("03", "matvec"), "lesson 03's matvec"),
     "lab03.DENSE_RELU": (_kernel(DENSE_SRC, "dense_relu_kernel"), DENSE_SRC, ("03", "linear_relu"), "linear_relu"),
 }
@@ -367,7 +391,7 @@ def test_two_d_kernels_of_labs_02_03_04_07_have_a_coalescing_budget():
     for key in [
         "lab02.COPY2D",
         "lab02.ROTATE",
-        "lab02.TRANSPOSE_TILED",
+        "lab02.ROTATE_TILED",
         "lab03.MATMUL",
         "lab03.DENSE_RELU",
         "lab04.MATMUL_TILED",

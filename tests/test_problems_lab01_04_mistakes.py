@@ -1,5 +1,6 @@
 """The usual beginner mistakes in labs 01-04 get a hint that names them (``mistakes=`` of the lab problems):
-an unguarded ``x[i - 1]`` that Python wraps to the last element, a missing halo, a rotation turned the wrong way,
+an unguarded ``x[i - 1]`` that Python wraps to the last element, a missing halo, a rotation turned the wrong way
+(or, in lab 02's challenge, left a transpose or moved one element per thread of a 32 x 8 block),
 a loop over the wrong count, the dense layer's weights in lesson 03's layout and its bias and ReLU in the wrong
 place, a whole-array reverse. Verdicts from the simulator's runs."""
 
@@ -107,6 +108,52 @@ def test_lab02_rotation_one_past_the_end_is_not_told_to_add_a_guard():
     )
     hint = _hint(problems.lab02.ROTATE, kernel)
     assert "a bounds guard is not the fix" in hint and "one too large" in hint and "missing bounds guard" not in hint
+
+
+def _rotate_tiled(store: str):
+    return _jit(
+        "def rotate_tiled_kernel(a, out):\n"
+        "    tile = cuda.shared.array((32, 33), float32)\n"
+        "    tx = cuda.threadIdx.x\n"
+        "    ty = cuda.threadIdx.y\n"
+        "    row0 = cuda.blockIdx.y * 32\n"
+        "    col0 = cuda.blockIdx.x * 32\n"
+        "    m = a.shape[0]\n"
+        "    for r in range(ty, 32, 8):\n"
+        "        if row0 + r < m and col0 + tx < a.shape[1]:\n"
+        "            tile[r, tx] = a[row0 + r, col0 + tx]\n"
+        "    cuda.syncthreads()  # the tile is loaded\n"
+        "    for r in range(ty, 32, 8):\n"
+        "        if col0 + r < a.shape[1] and row0 + tx < m:\n"
+        f"            {store}\n",
+        "rotate_tiled_kernel",
+    )
+
+
+@pytest.mark.parametrize(
+    "store, named",
+    [
+        ("out[col0 + r, row0 + tx] = tile[tx, r]", "lesson 02's transpose_tiled"),
+        ("out[a.shape[1] - 1 - col0 - r, row0 + tx] = tile[tx, r]", "counterclockwise"),
+    ],
+)
+def test_lab02_tiled_rotation_mistakes_are_named(store, named):
+    problem = problems.lab02.ROTATE_TILED
+    assert problem.check(_rotate_tiled("out[col0 + r, m - 1 - (row0 + tx)] = tile[tx, r]")).passed
+    assert named in _hint(problem, _rotate_tiled(store))
+
+
+def test_lab02_tiled_rotation_with_one_element_per_thread_is_told_to_move_four_rows():
+    """Exercise 2's kernel pasted in: under the challenge's launch (a 32 x 8 block per 32 x 32 tile) it covers a
+    quarter of the rows of a, so columns of out stay unwritten."""
+    kernel = _jit(
+        "def rotate_tiled_kernel(a, out):\n"
+        "    j, i = cuda.grid(2)\n"
+        "    if i < a.shape[0] and j < a.shape[1]:\n"
+        "        out[j, a.shape[0] - 1 - i] = a[i, j]\n",
+        "rotate_tiled_kernel",
+    )
+    assert "each thread handles 4 rows" in _hint(problems.lab02.ROTATE_TILED, kernel)
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """Lab 02 · memory: a coalesced copy, a quarter-turn rotation (a transpose with one index reversed: lesson 02's
-naive transpose does not pass it), a transpose through a shared-memory tile, and a host function that feeds the
-GPU on streams (``PIPELINED_ADD``, in :mod:`gpulab.problems.lab02_streams`).
+naive transpose does not pass it), the same rotation through a shared-memory tile with both sides coalesced (the
+challenge: lesson 02's tiled transpose, Exercise 4, is its starting point and does not pass it), and a host function
+that feeds the GPU on streams (``PIPELINED_ADD``, in :mod:`gpulab.problems.lab02_streams`).
 
 Every kernel check here carries a coalescing budget: 32-byte sectors per warp access of an array at most
 twice the ideal. A correct kernel whose neighbouring threads touch addresses a row apart gets half
@@ -12,13 +13,26 @@ from __future__ import annotations
 import numpy as np
 
 from ..exercises import Budget, Problem, random_arrays
+from ..kernels._launch import ceil_div
 from ._common import launch_2d
 from .lab02_streams import PIPELINED_ADD
 
-__all__ = ["COPY2D", "COPY_BLOCK", "PIPELINED_ADD", "ROTATE", "TILE", "TILE_PAD", "TRANSPOSE_TILED", "rotate_spec"]
+__all__ = [
+    "BLOCK_ROWS",
+    "COPY2D",
+    "COPY_BLOCK",
+    "PIPELINED_ADD",
+    "ROTATE",
+    "ROTATE_TILED",
+    "TILE",
+    "TILE_PAD",
+    "launch_tiles",
+    "rotate_spec",
+]
 
 COPY_BLOCK = (32, 8)  # a warp is one run of 32 neighbouring elements of a row
-TILE = 16
+TILE = 32  # the challenge: one block per TILE x TILE tile of a ...
+BLOCK_ROWS = 8  # ... with TILE x BLOCK_ROWS threads, each moving TILE // BLOCK_ROWS rows of it
 TILE_PAD = TILE + 1  # padded row length of the shared tile
 
 COPY2D = Problem(
@@ -40,11 +54,9 @@ def rotate_spec(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.rot90(a, k=-1))
 
 
-# What a learner may write in place of the rotation, each with the out it gives (the last two on a square a only).
-ROTATE_MISTAKES = {
-    "out is `a` transposed, out[j, i] = a[i, j]: that is lesson 02's transpose_naive, not the rotation this lab "
-    "asks for. A quarter turn clockwise also reverses the order of the columns of out: row i of a becomes "
-    "column M - 1 - i, `out[j, a.shape[0] - 1 - i] = a[i, j]`.": lambda a: a.T,
+# What a learner may write in place of the rotation, each with the out it gives (the last two on a square a only);
+# the transpose, which each exercise names with the lesson kernel it varies, comes first in ROTATE_MISTAKES.
+_TURN_MISTAKES = {
     "out is `a` turned counterclockwise (np.rot90(a), out[N - 1 - j, i] = a[i, j]): the lab asks for clockwise, "
     "np.rot90(a, k=-1). Reverse the column of out, not its row: `out[j, a.shape[0] - 1 - i] = a[i, j]`, so that "
     "a's first row becomes out's last column.": lambda a: np.rot90(a),
@@ -53,6 +65,13 @@ ROTATE_MISTAKES = {
     "out is `a` mirrored left to right (out[i, N - 1 - j]): that flips `a`, it does not turn it. A quarter turn also "
     "exchanges rows and columns: `out[j, a.shape[0] - 1 - i] = a[i, j]`.": lambda a: a[:, ::-1],
     "out equals a: the kernel copied instead of rotating (write out[j, M - 1 - i], not out[i, j]).": lambda a: a,
+}
+
+ROTATE_MISTAKES = {
+    "out is `a` transposed, out[j, i] = a[i, j]: that is lesson 02's transpose_naive, not the rotation this lab "
+    "asks for. A quarter turn clockwise also reverses the order of the columns of out: row i of a becomes "
+    "column M - 1 - i, `out[j, a.shape[0] - 1 - i] = a[i, j]`.": lambda a: a.T,
+    **_TURN_MISTAKES,
 }
 
 ROTATE = Problem(
@@ -69,14 +88,52 @@ ROTATE = Problem(
     points=2,
 )
 
-TRANSPOSE_TILED = Problem(
-    "lab02.transpose_tiled",
-    spec=lambda a: np.ascontiguousarray(a.T),
+
+def launch_tiles(a: np.ndarray, out: np.ndarray) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The challenge's launch: one block of ``TILE x BLOCK_ROWS`` threads per ``TILE x TILE`` tile of ``a``, x along
+    its columns: ``(ceil(N / TILE), ceil(M / TILE))`` blocks for ``a`` of shape (M, N)."""
+    return (ceil_div(a.shape[1], TILE), ceil_div(a.shape[0], TILE)), (TILE, BLOCK_ROWS)
+
+
+def _rotate_one_row_per_thread(a: np.ndarray) -> list[np.ndarray]:
+    """What a tiled rotation gives under :func:`launch_tiles` when each thread moves one element instead of
+    ``TILE // BLOCK_ROWS`` rows: with ``cuda.grid(2)`` only the first ``BLOCK_ROWS`` rows per block of ``a`` are
+    covered, with the tile's corner at ``TILE * blockIdx.y`` only rows 0-7 of each tile. Row i of ``a`` is column
+    M - 1 - i of ``out``; unwritten: NaN (the harness's fill)."""
+    rows = a.shape[0]
+    grid_rows = np.arange(rows) < BLOCK_ROWS * ceil_div(rows, TILE)  # i = cuda.grid(2)[1] < 8 x the blocks along y
+    tile_rows = np.arange(rows) % TILE < BLOCK_ROWS  # row0 + ty
+    made = []
+    for covered in (grid_rows, tile_rows):
+        out = rotate_spec(a).astype(np.float32)
+        out[:, ~covered[::-1]] = np.nan  # column M - 1 - i holds row i
+        made.append(out)
+    return made
+
+
+ROTATE_TILED_MISTAKES = {
+    "out is `a` transposed, out[j, i] = a[i, j]: that is lesson 02's transpose_tiled (its Exercise 4), where this "
+    "lab's challenge starts, not the quarter turn it asks for. Follow one element: a[i, j] goes to out[j, M - 1 - i]. "
+    "The tile still lands in rows TILE * bx onwards of out, but its rows of a fill the columns of out from "
+    "M - 1 - TILE * by down, so lane tx, holding row TILE * by + tx of a, writes column M - 1 - (TILE * by + tx): "
+    "neighbouring lanes, neighbouring addresses, backwards.": lambda a: a.T,
+    **_TURN_MISTAKES,
+    "columns of out were never written: each block has TILE x BLOCK_ROWS = 32 x 8 threads but moves a whole 32 x 32 "
+    "tile, so each thread handles 4 rows of it, ty, ty + 8, ty + 16 and ty + 24 (`for r in range(ty, TILE, "
+    "BLOCK_ROWS)`), from row cuda.blockIdx.y * TILE of a (one element per thread, with cuda.grid(2), covers a quarter "
+    "of the rows).": _rotate_one_row_per_thread,
+}
+
+ROTATE_TILED = Problem(
+    "lab02.rotate_tiled",
+    spec=rotate_spec,
     inputs=lambda shape, rng: random_arrays(rng, shape),
-    sizes=[(1, 1), (16, 16), (20, 37)],
-    gpu_sizes=[(1, 1), (16, 16), (20, 37), (4096, 4100)],
-    launch=launch_2d((TILE, TILE), arg=0),
-    budget=Budget(sectors={"a": 2.0, "out": 2.0}, shared_bytes=TILE * TILE_PAD * 4),
+    # M = 33: a last tile of one row of a, whose turn is column 0 of out; N = 37 and 40: partial tiles
+    sizes=[(1, 1), (20, 37), (33, 40)],
+    gpu_sizes=[(1, 1), (20, 37), (33, 40), (4096, 4100)],
+    launch=launch_tiles,
+    mistakes=ROTATE_TILED_MISTAKES,
+    budget=Budget(sectors={"a": 2.0, "out": 2.0}, shared_bytes=TILE * TILE_PAD * 4),  # both sides coalesced, one tile
     ptx="void(float32[:, :], float32[:, :])",
     points=4,
 )
