@@ -183,7 +183,7 @@ def test_values_right_but_no_ptx_get_half(monkeypatch, solution):
 
     res = L.GELU.check(vectorize(F, target="cuda")(gelu))
     assert res.status == "failed" and res.score == 0.5 and "PTX" in res.message, res
-    assert "clamp with min and max" in res.hint, res.hint
+    assert "clamp with the builtins min and max" in res.hint, res.hint
 
 
 # --- the layer ---------------------------------------------------------------------------------------------------

@@ -256,7 +256,7 @@ def test_numpy_ufuncs_a_gpu_lacks_on_scalars_are_refused_when_the_ufunc_is_made(
     "answer, calls, fixes",
     [
         (softplus_with_numpy, ["np.abs", "np.exp", "np.log1p"], ["abs(x)", "math.exp(x)", "math.log1p(x)"]),
-        (softplus_logaddexp, ["np.logaddexp"], ["max(x, 0.0) + math.log1p(math.exp(-abs(x)))"]),
+        (softplus_logaddexp, ["np.logaddexp"], ["max(a, b) + math.log1p(math.exp(-abs(a - b)))"]),
     ],
 )
 def test_the_softplus_checks_ptx_stage_names_the_numpy_call_a_gpu_cannot_compile(monkeypatch, answer, calls, fixes):

@@ -126,9 +126,8 @@ PROBLEMS: dict[str, Problem] = {
             "the columns are in channel-first order, q = (c*kh + a)*kw + b (PyTorch's weight layout, and lab "
             "07's): here the channel is the fastest index, q = (a*kw + b)*C + c, so a = q // (kw*C), "
             "b = (q // C) % kw, c = q % C.": _im2col_channel_first,
-            "every tap is shifted by pad: the padded image starts pad pixels before x, so the input row is "
-            "ih = i*stride + a - pad (and iw = j*stride + b - pad), 0 where that falls outside "
-            "x.": _im2col_no_pad_shift,
+            "every tap is shifted by pad: the padded image starts pad pixels before x, so subtract pad from the "
+            "input row and column of every tap, and take 0 where that falls outside x.": _im2col_no_pad_shift,
             "the window offsets a and b are swapped: a (the row offset, added to i*stride) is the slower one, "
             "a = q // (kw*C), and b (the column offset, added to j*stride) the faster, b = (q // C) % kw.": (
                 _im2col_offsets_swapped
@@ -173,7 +172,7 @@ PROBLEMS: dict[str, Problem] = {
         mistakes={
             "dx[i] = dout[i] only where y[i] > 0: where y[i] == 0 (a clipped input) dx[i] is 0.": lambda d, y: d,
             "dx is the ReLU's derivative alone (1 or 0): the chain rule multiplies it by the gradient that arrives, "
-            "dx[i] = dout[i] where y[i] > 0, else 0.": lambda d, y: (y > 0).astype(d.dtype),
+            "dout.": lambda d, y: (y > 0).astype(d.dtype),
         },
     ),
     "maxpool": _problem(

@@ -227,7 +227,7 @@ def check_step(
             "its row; b enters at the top (row 0) and moves down its column.": swapped,
             "the registers were updated in place: PE (i, j) read a neighbour's value that was already overwritten "
             "this clock, so one value ran through the whole row (or column) at once. Every PE reads the values "
-            "latched last clock: build new arrays from the old ones (a_new[:, 1:] = a_reg[:, :-1], "
-            "b_new[1:, :] = b_reg[:-1, :]) and return those.": in_place,
+            "latched last clock: build new arrays from the old ones (each shifted by one slice of the old "
+            "registers) and return those.": in_place,
         },
     )

@@ -125,7 +125,7 @@ def budget_checks(runner: Runner, budget: Budget, cases: list[Case], largest: in
 REREAD_HINT = (
     "one thread read the same element of {arr} {again} times ({who} read {arr}[{index}] {again} times): read it "
     "from global memory once into a local variable and reuse that (`v = {arr}[i]`, then v wherever {arr}[i] "
-    "appeared; a repeated expression likewise: `d = x[i] - y[i]`, then `d * d`)."
+    "appeared; a repeated expression likewise: compute it once into a local variable, then use the variable)."
 )
 REREAD_LOOP_HINT = (
     "one thread read the same {count} elements of {arr} {again} times each ({who} read {arr}[{index}] {again} "
@@ -261,9 +261,9 @@ PER_THREAD_HINT = (
 )
 SERIAL_HINT = (
     "one thread combined the block's values in a loop while the others waited: that takes as many steps as the "
-    "block has threads. Halve instead: `s = TPB // 2`, then `while s > 0:` threads `tx < s` combine buf[tx] with "
-    "buf[tx + s] (add, max, ...), cuda.syncthreads(), `s //= 2`: log2(TPB) steps, each thread reading 2 values "
-    "per step."
+    "block has threads. Halve instead: start s at half the block (TPB // 2); while s > 0, the threads below s "
+    "combine buf[tx] with buf[tx + s] (add, max, ...), then cuda.syncthreads() and `s //= 2`: log2(TPB) steps, "
+    "each thread reading 2 values per step."
 )
 SHUFFLE_HINT = (
     "this exercise is about warp shuffles, which pass registers between the lanes of a warp: combine the lanes' "

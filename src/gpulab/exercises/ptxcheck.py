@@ -80,7 +80,8 @@ _NO_UFUNC = re.compile(r"KeyError: <ufunc '(\w+)'>")
 _NP_CLIP = re.compile(r"No implementation of function Function\(<function clip at")
 CLIP_HINT = (
     "np.clip does not compile on numbers in a GPU kernel (numba-cuda's np.clip takes arrays; the simulator ran "
-    "NumPy): clamp with min and max, e.g. `i = min(max(i, 0), a.shape[0] - 1)`."
+    "NumPy): clamp with the builtins min and max instead, max with the lower bound and then min with the upper: "
+    "`min(max(v, lo), hi)`."
 )
 
 

@@ -332,7 +332,7 @@ NUMBER_INDEXED_HINT = (
 )
 WHOLE_ARRAY_HINT = (
     "a kernel cannot compute with whole arrays (`a + b`, `out[:] = ...`): each thread computes one element, "
-    "e.g. `out[i] = a[i] + b[i]` with `i = cuda.grid(1)` and a bounds guard."
+    "e.g. `out[i] = 2 * x[i]` with `i = cuda.grid(1)` and a bounds guard."
 )
 
 

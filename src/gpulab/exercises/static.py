@@ -303,7 +303,7 @@ _UFUNC_FIXES = {  # ufunc.__name__ -> what to write instead in device code
     "isinf": "math.isinf(x)",
     "isfinite": "math.isfinite(x)",
     "copysign": "math.copysign(x, y)",
-    "logaddexp": "max(a, b) + math.log1p(math.exp(-abs(a - b))), e.g. max(x, 0.0) + math.log1p(math.exp(-abs(x)))",
+    "logaddexp": "max(a, b) + math.log1p(math.exp(-abs(a - b)))",
 }
 
 

@@ -175,8 +175,8 @@ def _lesson07() -> list[Exercise]:
                     "(2 * i, 2 * j), so read x[2 * i + a, 2 * j + b].": _pool_stride_1,
                     "the maximum is 0 where a window is all negative: it started from 0. Start from the "
                     "window's first value, x[2 * i, 2 * j].": lambda x: np.maximum(pool_spec(x), 0),
-                    "one of the window's four positions is never read (another one is read twice): take the max "
-                    "over x[2 * i, 2 * j], x[2 * i, 2 * j + 1], x[2 * i + 1, 2 * j] and x[2 * i + 1, 2 * j + 1].": (
+                    "one of the window's four positions is never read (another one is read twice): the window "
+                    "covers rows 2 * i and 2 * i + 1 and columns 2 * j and 2 * j + 1, four pairs in all.": (
                         _pool_three_of_four
                     ),
                     "you averaged the window; a max-pool keeps its largest value.": lambda x: (

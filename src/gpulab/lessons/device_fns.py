@@ -64,8 +64,8 @@ HINTS = {
     "column must both be inside (with `or`, a row past the end gets through when its column is fine). (On a GPU "
     "nothing checks: the read returns whatever lies past the array.)",
     "too strict": "at returned 0 for elements inside the array, on its first or last row or column: the bounds "
-    "test refuses valid indices. Rows are 0 .. a.shape[0] - 1 and columns 0 .. a.shape[1] - 1: "
-    "`0 <= i < a.shape[0] and 0 <= j < a.shape[1]` (not `< a.shape[0] - 1`, not `0 < i`).",
+    "test refuses valid indices. Rows are 0 .. a.shape[0] - 1 and columns 0 .. a.shape[1] - 1, both ends "
+    "included: row 0 and row a.shape[0] - 1 are inside (so not `< a.shape[0] - 1`, not `0 < i`).",
     "none outside": "at returned None outside the array: every path of a device function must return a value. "
     "End it with `return float32(0.0)` for the indices outside a.",
     "wraps": "at(a, -1, j) returned the LAST row of a: a negative index counts from the end, in Python and "

@@ -157,10 +157,9 @@ def _lesson05() -> list[Exercise]:
                 out_names=["total"],
                 reduction=lambda a, b: a.size,  # a float32 sum of n products: its rounding bound is the tolerance
                 mistakes={
-                    "total holds only one product: `total[0] = a[i] * b[i]` overwrites; add atomically with "
-                    "cuda.atomic.add(total, 0, a[i] * b[i]).": lambda a, b: (
-                        (a * b)[-1:] if a.size else np.zeros(1, a.dtype)
-                    )
+                    "total holds only one product: `total[0] = ...` overwrites what the other threads wrote. Add "
+                    "atomically instead: cuda.atomic.add(array, index, value) adds value to array[index] in one "
+                    "indivisible step.": lambda a, b: (a * b)[-1:] if a.size else np.zeros(1, a.dtype)
                 },
             ),
             _a.dot_atomic_kernel,
@@ -321,9 +320,11 @@ def _lesson06() -> list[Exercise]:
                 ptx="auto",
                 budget=Budget(reads_per_element={"x": 1, "y": 1}),
                 mistakes={
-                    "out is x - y**2: ** binds tighter than -, so only y was squared. Compute d = x[i] - y[i] "
-                    "first, then out[i] = d * d.": lambda x, y: x - y**2,
-                    "out is x - y, not squared: out[i] = d * d with d = x[i] - y[i].": lambda x, y: x - y,
+                    "out is x - y**2: ** binds tighter than -, so only y was squared. Take the difference first, "
+                    "into a local variable (x and y are then read once), and square that.": lambda x, y: x - y**2,
+                    "out is x - y, not squared: keep the difference in a local variable and multiply it by itself.": (
+                        lambda x, y: x - y
+                    ),
                 },
             ),
             _a.squared_diff_kernel,

@@ -63,11 +63,13 @@ def _edges_dropped(values: np.ndarray) -> list[np.ndarray]:
 HIST_MISTAKES = {
     "every bin is off by a multiple of 0xBAADF00D, the value the simulator puts in a new shared array: the "
     "shared bins were never zeroed, and each block added its copy in the merge. Shared memory is not zeroed on a "
-    "GPU (it holds whatever was there): set every bin to 0 first, `for b in range(tx, BINS, TPB): bins[b] = 0`, "
-    "then cuda.syncthreads() before any thread adds to one.": lambda v: plus_filler(histogram_spec(v), HIST_BLOCKS),
+    "GPU (it holds whatever was there): set every bin to 0 first, each thread the bins tx, tx + TPB, tx + 2 * TPB, "
+    "... (a loop with the block's stride), then cuda.syncthreads() before any thread adds to one.": lambda v: (
+        plus_filler(histogram_spec(v), HIST_BLOCKS)
+    ),
     f"bins {TPB} to {BINS - 1} are off by a multiple of 0xBAADF00D (the simulator's value for shared memory nobody "
     f"set): only bins[tx] was zeroed, and a block has {TPB} threads for {BINS} bins. Let each thread zero every "
-    f"{TPB}th bin: `for b in range(tx, BINS, TPB): bins[b] = 0` (and merge the same way).": lambda v: plus_filler(
+    f"{TPB}th bin, from its own tx up to BINS in steps of TPB (and merge the same way).": lambda v: plus_filler(
         histogram_spec(v), HIST_BLOCKS, _upper_bins(v)
     ),
     f"bins {TPB} to {BINS - 1} stayed 0: the zeroing or the merge covers only bins[tx], and a block has {TPB} "

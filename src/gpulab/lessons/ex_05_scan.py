@@ -75,8 +75,8 @@ ADD_OFFSETS_MISTAKES = {
     "of every block. No block comes before block 0, so it adds nothing: guard with `if b > 0`.": (
         _block_0_adds_the_last
     ),
-    "the elements of blocks 1 and up hold only the offset: `out[i] = ...` replaced the block scan. Add to it: "
-    "`out[i] += scanned_sums[b - 1]`.": _stored_not_added,
+    "the elements of blocks 1 and up hold only the offset: `out[i] = ...` replaced the block scan. Add the offset "
+    "to what the block scan left, with `+=`.": _stored_not_added,
 }
 
 EXERCISES_LIST = [

@@ -45,19 +45,17 @@ def _float32(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], n
     return wrong
 
 
-_STABLE = "softplus(x) = max(x, 0) + log1p(exp(-abs(x))): exp then sees only values <= 0, never overflows"
+_STABLE = "the positive part of x, plus log1p of exp of a value that is never positive (so exp never overflows)"
 MISTAKES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "softplus is inf for large x (x = 89, 100, 1000): that is the naive log(1 + exp(x)). In float32, exp(x) "
-    f"overflows to inf above x = 88.7 (e^88.7 = 3.4e38, float32's largest value). Rewrite it: {_STABLE}.": _float32(
-        lambda x: np.log1p(np.exp(x))
-    ),
+    f"overflows to inf above x = 88.7 (e^88.7 = 3.4e38, float32's largest value). Rewrite it as {_STABLE}: for "
+    "x > 0, log(1 + exp(x)) = x + log(1 + exp(-x)).": _float32(lambda x: np.log1p(np.exp(x))),
     "softplus is wrong for negative x (x = -20 gives 20, x = -100 gives inf): exp(-x) grows there, and overflows "
-    f"below x = -88.7. Take exp of -abs(x), which is never positive: {_STABLE}.": _float32(
+    "below x = -88.7. exp must see a value that is never positive, whatever the sign of x: -abs(x).": _float32(
         lambda x: np.maximum(x, 0) + np.log1p(np.exp(-x))
     ),
-    "you returned max(x, 0), the ReLU: the smooth part log1p(exp(-abs(x))) is missing (log 2 = 0.69 at x = 0).": (
-        _float32(lambda x: np.maximum(x, 0))
-    ),
+    "you returned max(x, 0), the ReLU: the smooth part is missing, log1p of exp of a value that is never "
+    "positive (log 2 = 0.69 at x = 0).": _float32(lambda x: np.maximum(x, 0)),
 }
 
 

@@ -24,24 +24,29 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("01", "add"): (
         "One thread per element: each thread works out its global index and handles that element. The grid is "
         "rounded up to whole blocks, so the threads past the end of the arrays must do nothing.",
-        "i = cuda.grid(1); if i is inside out (i < out.size): out[i] = a[i] + b[i]",
+        "take the thread's global index from the 1-D grid; check that it is inside out (the last block overhangs "
+        "the end); then store the sum of a's and b's elements at that index into out.",
     ),
     ("01", "scale2d"): (
         "A 2-D grid: each thread owns one element (row, column). x is the fastest thread index and walks the "
         "columns, the last axis; guard both dimensions, since the grid overhangs both edges.",
-        "j, i = cuda.grid(2) (j: column, i: row); if i < out.shape[0] and j < out.shape[1]: out[i, j] = alpha * "
-        "a[i, j]",
+        "take the column (x, the fastest index) and the row (y) from the 2-D grid, in that order; check the row "
+        "against out's axis 0 and the column against its axis 1; then the thread writes alpha times its element of a "
+        "to the same place in out.",
     ),
     ("01", "grid_stride"): (
         "The grid has fewer threads than there are elements: each thread handles several, starting at its own "
         "global index and stepping by the number of threads in the whole grid, so no two threads meet.",
-        "for i in range(cuda.grid(1), out.size, cuda.gridsize(1)): out[i] = a[i] + b[i]",
+        "one for loop over a range with three arguments: it starts at the thread's global index, stops at the "
+        "number of elements, and steps by the number of threads in the whole grid (cuda.gridsize(1)); its body is "
+        "add's one line. No separate guard: the range stops before the end.",
     ),
     ("01", "at"): (
         "A device function returns a value: the element when (i, j) lies inside a, else a float32 zero. Python "
         "(and numba) read a negative index as counting from the end, so test the lower bounds too.",
-        "if 0 <= i < a.shape[0] and 0 <= j < a.shape[1]: return a[i, j]; otherwise return float32(0.0) (a bare 0.0 "
-        "is a float64 in Numba)",
+        "test both ends of both indices: a row index is valid from 0 to a.shape[0] - 1, a column index from 0 to "
+        "a.shape[1] - 1 (a chained comparison reads like the maths). Inside, return the element; outside, return a "
+        "float32 zero (a bare 0.0 is a float64 in Numba, and a device function returns one type).",
     ),
     ("01", "block_shape"): (
         "Idle threads appear only where a block hangs over an edge of the matrix: along x the 48 columns must be "
@@ -51,31 +56,36 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
     ),
     ("02", "saxpy"): (
         "The same shape as add_kernel: one thread per element, a bounds guard, and one multiply-add per thread.",
-        "i = cuda.grid(1); if i < out.size: out[i] = alpha * x[i] + y[i]",
+        "as in add_kernel: the global index, a guard against out's size, then one line that scales the thread's "
+        "element of x by alpha and adds its element of y.",
     ),
     ("02", "pipelined_saxpy"): (
         "Cut the arrays into chunks and give chunk k to stream k % n_streams: its copies in, its kernel and its "
         "copy out all go to that one stream, in that order, so one chunk's copies can overlap another chunk's "
         "kernel. Allocate each stream's device buffers once, before the loop: an allocation issued between two "
         "streams' commands keeps them from overlapping. Wait for everything once, after the loop.",
-        "streams = [cuda.stream() for each of n_streams]; bufs = [[cuda.device_array(chunk, np.float32) for x, y "
-        "and out] for each stream]; for k, start over the chunks: s = streams[k % n_streams]; part = slice(start, "
-        "min(start + chunk, n)); x_d, y_d, out_d = (b[:size] for b in bufs[k % n_streams]); "
-        "x_d.copy_to_device(x_h[part], stream=s), the same for y; saxpy[(size + 127) // 128, 128, s](alpha, x_d, "
-        "y_d, out_d); out_d.copy_to_host(out_h[part], stream=s); after the loop: cuda.synchronize()",
+        "before the loop: a list of n_streams streams, and for each stream its own three device buffers (x, y, "
+        "out), one chunk long. Loop over the chunk starts in steps of chunk; chunk number k uses stream k % n_streams "
+        "and that stream's buffers. For each chunk: the slice of the host arrays it covers (the last one may be "
+        "shorter), views of the buffers cut to that length, two copies in with stream=, the saxpy launch with the "
+        "stream as the third value in its brackets (enough blocks of 128 threads for the chunk), and one copy back "
+        "into out_h's slice with stream=. After the loop, synchronize once.",
     ),
     ("02", "transpose_naive"): (
         "One thread per element of a: it reads a[i, j] and writes it to out[j, i]. Let x walk the columns of a, "
         "so the reads are coalesced (the writes then are strided: the next exercise fixes that).",
-        "j, i = cuda.grid(2); if i < a.shape[0] and j < a.shape[1]: out[j, i] = a[i, j]",
+        "the column (x) and the row (y) from the 2-D grid; guard them against a's shape (not out's: out has the "
+        "axes the other way round); copy the thread's element of a into out with the two indices exchanged.",
     ),
     ("02", "transpose_tiled"): (
         "A block of 32 x 8 threads moves one 32 x 32 tile through shared memory: it reads the tile along rows of a "
         "(coalesced), waits, then writes along rows of out by reading the tile by columns. A tile 33 wide puts a "
         "column's 32 values in 32 different banks.",
-        "tile = cuda.shared.array((32, 33), float32); col0 = cuda.blockIdx.x * 32, row0 = cuda.blockIdx.y * 32; "
-        "for r in ty, ty + 8, ty + 16, ty + 24: guarded tile[r, tx] = a[row0 + r, col0 + tx]; syncthreads; for "
-        "the same r: guarded out[col0 + r, row0 + tx] = tile[tx, r]",
+        "a 32 x 33 float32 tile in shared memory; the block's tile starts at row blockIdx.y * 32 and column "
+        "blockIdx.x * 32 of a. Load: each thread fills 4 rows of the tile (ty, ty + 8, ty + 16, ty + 24), reading "
+        "along a row of a with tx, guarded against a's shape. A barrier. Store: the same 4 rows of out, whose tile "
+        "starts where a's tile does with row and column exchanged; read the tile with its two indices exchanged, so "
+        "that tx still walks along a row of out, guarded against out's shape.",
     ),
     ("02", "fma_intensity"): (
         "Arithmetic intensity is FLOPs per byte moved to or from global memory, counted per element.",
@@ -84,36 +94,42 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
     ),
     ("03", "matvec"): (
         "One thread per row of A: row i of A dotted with x, summed in a float32 variable and written once.",
-        "i = cuda.grid(1); if i < y.size: acc = float32(0.0); for k in range(A.shape[1]): acc += A[i, k] * x[k]; "
-        "then y[i] = acc",
+        "the global index and a guard against y's size; a float32 accumulator starting at zero; a loop over the "
+        "columns of A that adds the thread's row's element times the matching element of x; one store into y after "
+        "the loop.",
     ),
     ("03", "matmul_naive"): (
         "One thread per element of C: C[i, j] is row i of A dotted with column j of B. x walks the columns of C, "
         "so neighbouring threads read neighbouring elements of each row of B.",
-        "j, i = cuda.grid(2); guard i < C.shape[0] and j < C.shape[1]; acc = float32(0.0); for k in "
-        "range(A.shape[1]): acc += A[i, k] * B[k, j]; C[i, j] = acc",
+        "the column from x and the row from y of the 2-D grid, both guarded against C's shape; a float32 accumulator; "
+        "a loop over the shared dimension (A's columns, B's rows) adding the products of row i of A with column j of "
+        "B; one store into C after the loop.",
     ),
     ("03", "linear_relu"): (
         "The naive matmul with two additions: the sum starts at the bias of its output feature (one per column "
         "of Y), and only its positive part is kept.",
-        "j, i = cuda.grid(2); guard both; acc = b[j]; for k: acc += X[i, k] * W[k, j]; Y[i, j] = max(acc, "
-        "float32(0.0))",
+        "matmul_naive's shape with two changes: the accumulator starts at the bias of the thread's column (one bias "
+        "per output feature), and the store keeps only the positive part (the larger of the sum and a float32 "
+        "zero). W is (inputs, outputs): the loop walks down its column.",
     ),
     ("04", "blur3"): (
         "Each block stages its 32 elements plus one neighbour on each side (the halo) in shared memory, waits "
         "until all are there, then each thread averages three neighbours read from shared memory. Outside x "
         "counts as 0.",
-        "buf = cuda.shared.array(34, float32); buf[tx + 1] = x[i] (0.0 past the end); thread 0 also buf[0] = "
-        "x[i - 1] (0.0 at i = 0); the block's last thread also buf[tx + 2] = x[i + 1] (0.0 past the end); "
-        "syncthreads; if i < n: out[i] = (buf[tx] + buf[tx + 1] + buf[tx + 2]) / 3",
+        "a shared array of 34 float32: slot tx + 1 holds the thread's own element, the first and last slots the "
+        "halo. Each thread loads its element (0 past the end); thread 0 also loads the element just before the "
+        "block's first (0 before the start of x), and the block's last thread the one just after its last (0 past "
+        "the end). A barrier. Then each thread inside x writes the mean of the three slots centred on its own.",
     ),
     ("04", "matmul_tiled"): (
         "Walk K in steps of 16. Each step the block loads a 16 x 16 tile of A and one of B into shared memory (one "
         "element per thread, 0 outside the matrices), waits, and every thread adds 16 products from the tiles; it "
         "waits again before the next step overwrites them.",
-        "sA, sB = cuda.shared.array((16, 16), float32); j, i = cuda.grid(2); acc = 0; for k0 in range(0, K, 16): "
-        "sA[ty, tx] = A[i, k0 + tx] (or 0); sB[ty, tx] = B[k0 + ty, j] (or 0); syncthreads; for k in range(16): "
-        "acc += sA[ty, k] * sB[k, tx]; syncthreads; after the loop, guarded C[i, j] = acc",
+        "two 16 x 16 float32 shared tiles (one for A, one for B) and a float32 accumulator. Loop over K in steps of "
+        "16. Each step: the thread loads one element of A's tile (its row, the step's start + tx) and one of B's (the "
+        "step's start + ty, its column), 0 where that is outside the matrix; a barrier; 16 multiply-adds along the "
+        "tiles' shared axis; a barrier again before the next step overwrites the tiles. After the loop, a guarded "
+        "store into C.",
     ),
     ("04", "blocks_per_sm"): (
         "Four limits, each a whole number of blocks: threads (counted in whole warps), the SM's block limit, "
@@ -129,8 +145,10 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
         "Each thread computes 4 outputs of one row of C, at columns W apart (W: the threads along x in the whole "
         "grid). One load of A[i, k] then serves 4 multiply-adds from registers, and the lanes of a warp still read "
         "neighbouring columns of B.",
-        "acc = cuda.local.array(4, float32), zeroed; j0, i = cuda.grid(2); W = cuda.gridDim.x * cuda.blockDim.x; "
-        "if i < rows: for k: a = A[i, k]; for t in range(4): j = j0 + t * W; if j < cols: acc[t] += a * B[k, j]; "
-        "then write each C[i, j0 + t * W] that exists",
+        "a local array of 4 float32 accumulators, zeroed; column j0 and row i from the 2-D grid; W, the threads "
+        "along x in the whole grid (grid dimension times block dimension). For each k: load the thread's element of "
+        "A's row once into a local variable, then for each of the 4 outputs t (column j0 + t * W, if inside C) add "
+        "that variable times B's element at row k of that column. After the loop, store each accumulator whose "
+        "column is inside C.",
     ),
 }

@@ -15,7 +15,9 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("05", "dot_atomic"): (
         "Each thread makes one product and adds it into the one total. Many threads add to the same address at "
         "the same time, so the add must be indivisible (atomic): a plain += loses updates.",
-        "i = cuda.grid(1); guard; cuda.atomic.add(total, 0, a[i] * b[i])",
+        "the global index and a guard against the arrays' size; the product of the thread's elements of a and b; "
+        "add it into total's one element (index 0) with cuda.atomic.add, whose arguments are the array, the index "
+        "and the value.",
     ),
     ("05", "block_max"): (
         "A tree in shared memory: each thread loads one value (threads past the end load one that never wins a "
@@ -65,19 +67,23 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("06", "squared_diff"): (
         "One thread per element does the whole expression: it reads x[i] and y[i] once each, squares their "
         "difference in a register and writes once.",
-        "i = cuda.grid(1); guard; d = x[i] - y[i]; out[i] = d * d",
+        "the global index and a guard; read the thread's elements of x and y once each, keep their difference in a "
+        "local variable, and store that variable times itself.",
     ),
     ("06", "softplus"): (
         "log(1 + exp(x)) overflows for large x: exp(100) is inf in float32. Split off the large part: for x > 0, "
         "log(1 + exp(x)) = x + log(1 + exp(-x)), so exp only ever sees values <= 0.",
-        "math has exp, log, log1p: max(x, float32(0.0)) + log1p(exp(-|x|)) (a bare 0.0 is a float64 in Numba); log1p "
-        "keeps the digits where exp(-|x|) is tiny.",
+        "write it as two terms: one that is x for positive x and 0 otherwise, and log1p of exp of a value that is "
+        "never positive, whatever the sign of x (which one?). math has exp and log1p; log1p keeps the digits where "
+        "its argument is tiny. A bare 0.0 is a float64 in Numba: use float32(0.0).",
     ),
     ("06", "axpy_elementwise"): (
         "cupy.ElementwiseKernel takes typed parameter lists as text (inputs, then outputs, comma-separated; a "
         "scalar is declared like an array element), one line of C that computes one element, and a name.",
-        'return {"in_params": "float32 a, float32 x, float32 y", "out_params": "float32 z", "operation": '
-        '"z = ...;" (one element), "name": "axpy"}',
+        "return a dict of four strings. in_params: the inputs, each a type and a name, comma-separated, in the "
+        "order the kernel is called with (the scalar first); out_params: the one output, written the same way; "
+        "operation: one C statement that assigns the output from the inputs, for one element; name: the kernel's "
+        "name.",
     ),
     ("06", "leaky_relu"): (
         "One thread per element, guarded: positive values pass unchanged, the others are scaled by 0.01.",
@@ -102,7 +108,10 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("07", "im2col_single"): (
         "cols has one row per output position and one column per filter tap: entry (r, q) is the value of x that "
         "tap q sees at output position r. One thread per entry of cols, x (the fastest index) along its columns.",
-        "q, r = cuda.grid(2); guard; i, j from r (Wo = x.shape[1] - K + 1); a, b from q; cols[r, q] = x[i + a, j + b]",
+        "the tap q (a column of cols) from x and the output position r (a row of cols) from y of the 2-D grid, "
+        "both guarded against cols' shape. Unflatten r into the output's row and column (Wo = x.shape[1] - K + 1 "
+        "columns per row: integer division and remainder), and q into the tap's row and column offsets the same "
+        "way with K. The entry is x at the output position moved by the tap's offsets.",
     ),
     ("07", "maxpool2x2"): (
         "One thread per output: output (i, j) is the largest of the four values of the 2 x 2 window whose "

@@ -20,8 +20,10 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
         "A step is what you did by hand in lesson 08, in the order the gradients need: the forward pass gives the "
         "logits, the loss compares them with the labels, the backward pass sends d loss / d logits back through "
         "every layer, and only then can the optimizer move the weights along those gradients.",
-        "logits = model.forward(xb); loss = loss_fn(logits, yb); model.backward(loss_fn.backward()); "
-        "optimizer.step(); return loss, logits",
+        "four calls in this order, then the return: the model's forward on the batch's images gives the logits; "
+        "the loss function of the logits and the labels gives the loss; the model's backward is given the loss's "
+        "own backward (d loss / d logits); the optimizer's step moves the weights. Return the loss and the "
+        "logits.",
     ),
     ("09", "confusion"): (
         "One thread per image: find its prediction (the first largest logit, as np.argmax), then add 1 to the "
@@ -46,7 +48,9 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("11", "joules_per_image"): (
         "Energy is power integrated over time. With samples at uneven times, each interval contributes its length "
         "times the mean of its two end samples (the trapezoid rule); divide the total by the images.",
-        "dt = np.diff(times_s); joules = the sum of dt * (watts[1:] + watts[:-1]) / 2; return joules / images",
+        "the intervals' lengths are the differences of neighbouring times (np.diff); an interval's mean power is "
+        "the average of the samples at its two ends (the watts without the last sample, and without the first); "
+        "sum length times mean power over the intervals, then divide by the number of images.",
     ),
     ("11", "attainable"): (
         "The roofline: a kernel is bound either by compute (the peak, flat) or by memory (bandwidth times "
@@ -60,8 +64,10 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("11", "pe_step"): (
         "All PEs move at once, so build new arrays from the old ones: a moves one column right (column 0 takes "
         "a_in), b moves one row down (row 0 takes b_in), and every PE adds the product of its new a and b.",
-        "a_new[:, 0] = a_in, a_new[:, 1:] = a_reg[:, :-1]; b_new[0, :] = b_in, b_new[1:, :] = b_reg[:-1, :]; return "
-        "a_new, b_new, acc + a_new * b_new",
+        "two new arrays shaped like the registers (np.empty_like). Column 0 of the new a takes a_in, and every "
+        "other column the old column to its left (one slice of each, shifted by one); row 0 of the new b takes b_in, "
+        "and every other row the old row above. Return the two new arrays and the accumulator plus their "
+        "element-wise product.",
     ),
     # 12 · transformers
     ("12", "scores"): (
@@ -81,10 +87,12 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
         "largest score, rescale what was summed so far (row_sum and the accumulator) to the new maximum, then add "
         "each key's exp(score - max) to row_sum and that weight times the key's value row to the accumulator. At "
         "the end, divide the accumulator by row_sum.",
-        "2c: tile_max = max of sS[ty, j] over j; new_max = max(row_max, tile_max); if new_max != -inf: alpha = "
-        "exp(row_max - new_max); row_sum and every acc[a] *= alpha; for each j: p = exp(sS[ty, j] - new_max); "
-        "row_sum += p; acc[a] += p * sV[j, tx + a * BK] for columns < dv; row_max = new_max. 3: if row < n: "
-        "out[row, tx + a * BK] = acc[a] / row_sum for columns < dv",
+        "2c: the tile's largest score in this row (a loop over the tile's keys) and the new running maximum; while "
+        "that is still -inf (no visible key yet) there is nothing to add. Otherwise: rescale row_sum and every "
+        "accumulator by exp(old maximum - new maximum); for each key of the tile, its weight is exp(score - new "
+        "maximum): add it to row_sum, and the weight times the key's value row to the accumulators (accumulator a "
+        "holds column tx + a * BK, only the columns below dv); keep the new maximum. 3: for a row that exists, each "
+        "accumulator divided by row_sum goes to its column of out.",
     ),
     ("12", "attention_backward"): (
         "Nothing hands you P: run the forward pass first (the scaled scores, then their row softmax). Then walk it "

@@ -63,11 +63,10 @@ MISTAKES = {
     "returning: the copies back are asynchronous and may not have landed in out_h yet.",
     "no_overlap": "Synchronize once, after the loop. A synchronize inside the loop waits for each chunk before "
     "the next is issued, so the streams never have work at the same time.",
-    "alloc_in_loop": "Allocate each stream's device arrays once, before the loop, one chunk long: bufs = "
-    "[[cuda.device_array(chunk, np.float32) for _ in range(3)] for _ in range(n_streams)]. In the loop take views "
-    "of the chunk's stream's buffers, x_d, y_d, out_d = (b[:size] for b in bufs[k % n_streams]) (a view allocates "
-    "nothing), copy into them with x_d.copy_to_device(x_h[part], stream=s), launch on them and copy back from "
-    "out_d. CUDA does not run two streams' commands at the same time when a memory allocation is issued between "
+    "alloc_in_loop": "Allocate each stream's three device arrays once, before the loop, one chunk long "
+    "(cuda.device_array). In the loop take views of the chunk's stream's buffers, sliced to the chunk's length (a "
+    "view allocates nothing), copy into them on the chunk's stream, launch on them and copy back from the out "
+    "view. CUDA does not run two streams' commands at the same time when a memory allocation is issued between "
     "them (cuda.to_device and cuda.pinned_array allocate too). A stream's next chunk may reuse its buffers: the "
     "stream runs it after this one.",
 }

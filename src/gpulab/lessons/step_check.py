@@ -139,8 +139,8 @@ MISTAKES = {
     "optimizer.step() ran before model.backward(...): each update used the previous batch's gradients, still "
     "in the layers. The order is forward, loss, backward, then optimizer.step().": _as(_update_first),
     "the updates used gradients left over from an earlier batch: nothing computed this batch's. After the "
-    "loss, call model.backward(loss_fn.backward()) (loss_fn.backward() is d loss / d logits), then "
-    "optimizer.step().": _as(_no_backward),
+    "loss, run the backward pass: give the model's backward the gradient of the loss with respect to the logits "
+    "(what the loss function's own backward returns); then step the optimizer.": _as(_no_backward),
     "the gradients were zeroed between model.backward(...) and optimizer.step(), so the update saw zeros (only "
     "Adam's momentum moved the weights). Zero them before the forward, or not at all: each layer overwrites its "
     "gradients in backward.": _as(_zeroed),

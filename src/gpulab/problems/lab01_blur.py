@@ -28,23 +28,24 @@ BLUR_BLOCK = (16, 8)  # x: columns, y: rows
 
 BLUR_HINTS = {
     "zero": "at_clamped returned 0 outside the image: that is zero padding (lesson 01's `at`), which darkens the "
-    "blurred border. Replicate padding reads the nearest edge element instead: clamp each index into the array, "
-    "`i = min(max(i, 0), a.shape[0] - 1)` (and j with a.shape[1]), then `return a[i, j]`.",
+    "blurred border. Replicate padding reads the nearest edge element instead: clamp each index into the array "
+    "(the row into 0 .. a.shape[0] - 1, the column into 0 .. a.shape[1] - 1), then read a at the clamped "
+    "indices.",
     "wraps": "at_clamped(a, -1, j) read a[-1, j], the LAST row, and at_clamped(a, i, -1) read a[i, -1], the last "
     "column: the indices are not clamped on their lower side, and a negative index counts from the end, in Python "
-    "and in numba on a GPU alike (numba wraps it). Clamp both sides: `min(max(i, 0), a.shape[0] - 1)` (and the "
-    "same for j with a.shape[1]).",
+    "and in numba on a GPU alike (numba wraps it). Clamp both sides: max with 0 for the lower side, min with "
+    "a.shape[0] - 1 for the upper (and a.shape[1] - 1 for j).",
     "wraps row": "at_clamped(a, -1, j) read a[-1, j], the LAST row: i is not clamped on its lower side, and a "
-    "negative index counts from the end, in Python and in numba on a GPU alike (numba wraps it). Clamp both sides: "
-    "`i = min(max(i, 0), a.shape[0] - 1)`.",
+    "negative index counts from the end, in Python and in numba on a GPU alike (numba wraps it). Clamp both sides "
+    "of i: max with 0 for the lower side, min with a.shape[0] - 1 for the upper.",
     "wraps column": "at_clamped(a, i, -1) read a[i, -1], the LAST column: j is not clamped on its lower side, and "
     "a negative index counts from the end, in Python and in numba on a GPU alike (numba wraps it). Clamp both "
-    "sides: `j = min(max(j, 0), a.shape[1] - 1)`.",
+    "sides of j: max with 0 for the lower side, min with a.shape[1] - 1 for the upper.",
     "past end": "at_clamped(a, a.shape[0] + 1, j) read past the end of a: the index is not clamped on its upper "
-    "side. Clamp both sides: `min(max(i, 0), a.shape[0] - 1)` (and the same for j with a.shape[1]). (On a GPU "
-    "nothing checks: the read returns whatever lies after the array.)",
+    "side. Clamp both sides: min with the last valid index, a.shape[0] - 1, as well as max with 0 (and the same "
+    "for j with a.shape[1] - 1). (On a GPU nothing checks: the read returns whatever lies after the array.)",
     "off by one": "at_clamped read row a.shape[0] (or column a.shape[1]), one past the last: rows are "
-    "0 .. a.shape[0] - 1, so clamp to `a.shape[0] - 1`, not `a.shape[0]`: `min(max(i, 0), a.shape[0] - 1)`.",
+    "0 .. a.shape[0] - 1, so clamp to `a.shape[0] - 1`, not `a.shape[0]` (and columns to `a.shape[1] - 1`).",
     "swapped": "at_clamped(a, i, j) must return a[i, j] with i the row, clamped into 0 .. a.shape[0] - 1, and j "
     "the column, clamped into 0 .. a.shape[1] - 1: the kernel calls it with `j, i = cuda.grid(2)`, so i and j are "
     "swapped in your index or in your bounds.",

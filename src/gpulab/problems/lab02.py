@@ -57,20 +57,21 @@ def rotate_spec(a: np.ndarray) -> np.ndarray:
 # What a learner may write in place of the rotation, each with the out it gives (the last two on a square a only);
 # the transpose, which each exercise names with the lesson kernel it varies, comes first in ROTATE_MISTAKES.
 _TURN_MISTAKES = {
-    "out is `a` turned counterclockwise (np.rot90(a), out[N - 1 - j, i] = a[i, j]): the lab asks for clockwise, "
-    "np.rot90(a, k=-1). Reverse the column of out, not its row: `out[j, a.shape[0] - 1 - i] = a[i, j]`, so that "
-    "a's first row becomes out's last column.": lambda a: np.rot90(a),
-    "out is `a` transposed across the other diagonal: both indices were reversed (out[N - 1 - j, M - 1 - i]). "
-    "Reverse only the column of out: `out[j, a.shape[0] - 1 - i] = a[i, j]`.": lambda a: a[::-1, ::-1].T,
-    "out is `a` mirrored left to right (out[i, N - 1 - j]): that flips `a`, it does not turn it. A quarter turn also "
-    "exchanges rows and columns: `out[j, a.shape[0] - 1 - i] = a[i, j]`.": lambda a: a[:, ::-1],
+    "out is `a` turned counterclockwise (np.rot90(a)): the lab asks for clockwise, np.rot90(a, k=-1). Reverse the "
+    "column index of out, not its row index, so that a's first row becomes out's last column.": lambda a: np.rot90(a),
+    "out is `a` transposed across the other diagonal: both indices of out were reversed. Reverse only its column "
+    "index: row i of a becomes column M - 1 - i of out (M = a.shape[0]).": lambda a: a[::-1, ::-1].T,
+    "out is `a` mirrored left to right: that flips `a`, it does not turn it. A quarter turn also exchanges rows and "
+    "columns: column j of a becomes row j of out, and row i of a becomes column M - 1 - i (M = a.shape[0]).": (
+        lambda a: a[:, ::-1]
+    ),
     "out equals a: the kernel copied instead of rotating (write out[j, M - 1 - i], not out[i, j]).": lambda a: a,
 }
 
 ROTATE_MISTAKES = {
-    "out is `a` transposed, out[j, i] = a[i, j]: that is lesson 02's transpose_naive, not the rotation this lab "
-    "asks for. A quarter turn clockwise also reverses the order of the columns of out: row i of a becomes "
-    "column M - 1 - i, `out[j, a.shape[0] - 1 - i] = a[i, j]`.": lambda a: a.T,
+    "out is `a` transposed: that is lesson 02's transpose_naive, not the rotation this lab asks for. A quarter "
+    "turn clockwise also reverses the order of the columns of out: row i of a becomes column M - 1 - i of out "
+    "(M = a.shape[0]).": lambda a: a.T,
     **_TURN_MISTAKES,
 }
 
@@ -112,7 +113,7 @@ def _rotate_one_row_per_thread(a: np.ndarray) -> list[np.ndarray]:
 
 
 ROTATE_TILED_MISTAKES = {
-    "out is `a` transposed, out[j, i] = a[i, j]: that is lesson 02's transpose_tiled (its Exercise 4), where this "
+    "out is `a` transposed: that is lesson 02's transpose_tiled (its Exercise 4), where this "
     "lab's challenge starts, not the quarter turn it asks for. Follow one element: a[i, j] goes to out[j, M - 1 - i]. "
     "The tile still lands in rows TILE * bx onwards of out, but its rows of a fill the columns of out from "
     "M - 1 - TILE * by down, so lane tx, holding row TILE * by + tx of a, writes column M - 1 - (TILE * by + tx): "

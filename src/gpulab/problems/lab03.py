@@ -59,8 +59,8 @@ VECMAT = Problem(
     reduction=lambda A, x: A.shape[0],  # y[j] is a sum of M products
     mistakes={
         "y = A @ x, each thread summing a row of A: that is lesson 03's matvec (y[i] = sum over k of A[i, k] * "
-        "x[k]), not the product this lab asks for. Here y = x @ A: thread j walks down column j of A, "
-        "`acc += x[i] * A[i, j]` for i in range(A.shape[0]).": _matvec_pasted,
+        "x[k]), not the product this lab asks for. Here y = x @ A: thread j walks down column j of A, over all "
+        "A.shape[0] rows, adding x's element of each row times A's element in that row of column j.": _matvec_pasted,
         "y[j] sums only the first N = A.shape[1] rows of A: the loop runs over the columns' count. It must run "
         "over the rows of A, M = A.shape[0] = x.size times: `for i in range(A.shape[0]):`.": (
             lambda A, x: x[: A.shape[1]] @ A[: A.shape[1]]
@@ -115,8 +115,8 @@ DENSE_RELU = Problem(
         # for 16 neighbouring j, a row of W apart (lesson 04's shared tiles fix that), so W has no limit here
         sectors={"X": _COALESCED, "Y": _COALESCED},
         hint="each thread reads its row of X, its row of W and b[j] once (2 * n_in + 1 reads) and writes Y[i, j] "
-        "once: add into a local variable, `acc = b[j]`, `acc += X[i, k] * W[j, k]` in the loop, then "
-        "`Y[i, j] = max(acc, 0)` after it (`Y[i, j] += ...` reads and writes Y on every step). With "
+        "once: sum into a local variable that starts at the bias, and store its ReLU into Y once, after the loop "
+        "(`Y[i, j] += ...` reads and writes Y on every step). With "
         "`j, i = cuda.grid(2)` (x along the columns of Y) the reads of X and the writes of Y are coalesced.",
     ),
     ptx="void(float32[:, :], float32[:, :], float32[:], float32[:, :])",  # a GPU must accept it

@@ -80,12 +80,13 @@ CONFUSION_HINTS = {
     "predictions[i]`, merged into cm[cell // classes, cell % classes]).",
     "unzeroed": "every cell is off by a multiple of 0xBAADF00D, the value the simulator puts in a new shared array: "
     "the shared cells were never zeroed, and each block added its copy in the merge. Shared memory is not zeroed on "
-    "a GPU either (it holds whatever was there): zero the block's classes * classes cells first, "
-    "`for c in range(tx, cells, TPB): counts[c] = 0`, then cuda.syncthreads() before any thread adds to one.",
+    "a GPU either (it holds whatever was there): zero the block's classes * classes cells first, each thread the "
+    "cells tx, tx + TPB, tx + 2 * TPB, ... (a loop with the block's stride), then cuda.syncthreads() before any "
+    "thread adds to one.",
     "tx only": f"the cells from flat index {TPB} on are off by a multiple of 0xBAADF00D (the simulator's value "
     f"for shared memory nobody set): only counts[tx] was zeroed, and a block has {TPB} threads for up to "
-    f"{MAX_CLASSES} x {MAX_CLASSES} cells. Loop with the block's stride: `for c in range(tx, cells, TPB):` with "
-    "`cells = classes * classes`, to zero them and again to merge them.",
+    f"{MAX_CLASSES} x {MAX_CLASSES} cells. Loop with the block's stride, from tx up to classes * classes in steps "
+    "of TPB, to zero them and again to merge them.",
     "upper empty": f"the cells from flat index {TPB} on stayed 0: the zeroing or the merge covers only cell tx, "
     f"and a block has {TPB} threads for classes * classes cells (169 for 13 classes). Loop with the block's "
     "stride: `for c in range(tx, cells, TPB):`, once to zero the cells and once to merge them.",

@@ -236,7 +236,7 @@ def _copies_hint(h2d: int, d2h: int, nbytes: int) -> str:
     else:
         why = f"{d2h:,} bytes came device -> host: a .copy_to_host() (or np.asarray) of x_d or of a result"
     return (
-        f"{why}. Call the ufuncs on the device array itself, `return gelu(x_d), gelu_grad(x_d)`: given a device "
+        f"{why}. Call the ufuncs on the device array itself and return their results as they are: given a device "
         f"array, a GPU ufunc returns a device array and copies nothing. Each copy crosses PCIe, about 20 to 80 times "
         f"slower than the GPU's own memory (spec sheets, per direction: a T4's PCIe 3.0 x16 15.8 GB/s against 320 "
         f"GB/s, an H200's PCIe 5.0 x16 63 GB/s against 4.8 TB/s): here {nbytes:,} bytes "
@@ -267,8 +267,8 @@ def layer_host(layer: Any, log: list) -> Callable[..., None]:
             cuda.synchronize()
         if not isinstance(got, tuple) or len(got) != 2:
             raise UsageError(
-                f"{name}(x_d) returned {type(got).__name__}: return the pair (gelu(x_d), gelu_grad(x_d)), two device "
-                "arrays of x_d's shape."
+                f"{name}(x_d) returned {type(got).__name__}: return a pair, the GELU of x_d and its derivative, two "
+                "device arrays of x_d's shape."
             )
         on_host = [not cuda.is_cuda_array(a) for a in got]
         for out, value in zip((y, dydx), got):

@@ -286,7 +286,8 @@ CONV2D = Problem(
             x, w, np.zeros_like(b), stride, pad
         ),
         "taps above or left of x were read, not skipped: the guard must test both sides, `0 <= r < H and "
-        "0 <= q < W` for input row r = i*stride + a - pad and column q = j*stride + d - pad. (A negative index "
+        "0 <= q < W`, for the tap's input row r and column q (with padding, r or q is negative above or left of "
+        "x). (A negative index "
         "wraps around to x's last rows or columns here, as in Python; on a GPU it reads outside x.)": (
             _conv_low_taps_wrapped
         ),
@@ -345,8 +346,8 @@ IM2COL = Problem(
                 else np.full(1, np.nan)  # one channel: both orders agree
             )
         ),
-        "a tap's row and column offsets are swapped: with q = (c*k + a)*k + d, the column offset is d = q % k, "
-        "the row offset a = (q // k) % k and the channel c = q // (k*k).": lambda x, k, stride, pad: (
+        "a tap's row and column offsets are swapped: with q = (c*k + a)*k + d, the column offset d varies fastest "
+        "(the remainder of q by k), then the row offset a, then the channel c (the quotient of q by k*k).": lambda x, k, stride, pad: (
             im2col_spec(x, k, stride, pad)
             .reshape(-1, x.shape[1], k, k)
             .transpose(0, 1, 3, 2)

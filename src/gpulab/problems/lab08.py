@@ -237,18 +237,15 @@ LEAKY_RELU_BACKWARD = Problem(
     out_names=["dx"],
     mistakes={
         "this is lesson 08's relu_backward, which blocks the gradient where y <= 0. This lab's leaky ReLU lets a "
-        "fraction through there: dx[i] = alpha * dout[i] where y[i] <= 0 (and dout[i] where y[i] > 0).": (
-            _lesson_relu_backward
-        ),
+        "fraction through there: where y[i] <= 0 the gradient is scaled by alpha (and it passes unchanged where "
+        "y[i] > 0).": _lesson_relu_backward,
         "the slopes are swapped: the gradient passes unchanged where y > 0 (slope 1) and is multiplied by alpha "
         "where y <= 0.": _only_if_told_apart(_leaky_swapped, _leaky_on_dout),
         "the slope is chosen by the sign of dout (or dx = max(dout, alpha * dout), the forward's formula applied to "
-        "the gradient): it depends on the layer's output y, whatever dout's sign: dx[i] = dout[i] where y[i] > 0, "
-        "alpha * dout[i] where y[i] <= 0.": _only_if_told_apart(_leaky_on_dout, _leaky_swapped),
+        "the gradient): it depends on the layer's output y, whatever dout's sign: slope 1 where y[i] > 0, alpha "
+        "where y[i] <= 0.": _only_if_told_apart(_leaky_on_dout, _leaky_swapped),
         "where y[i] <= 0 the kernel passed dout[i] unchanged: the slope there is alpha, and it is chosen by the sign "
-        "of y (the layer's output), not of dout: dx[i] = dout[i] where y[i] > 0, alpha * dout[i] where y[i] <= 0.": (
-            _leaky_swapped
-        ),
+        "of y (the layer's output), not of dout: slope 1 where y[i] > 0, alpha where y[i] <= 0.": _leaky_swapped,
         "the gradient was multiplied by y: leaky ReLU's derivative is 1 where y > 0 and alpha elsewhere, not y.": (
             lambda dout, y, alpha: dout * y
         ),

@@ -55,8 +55,8 @@ ADVANCED_HINT = (
     "y is right but dx used another mask: the backward drew from the states the forward had already advanced (each "
     "draw moves its thread's state on, so the backward got each stream's next numbers, not the forward's). Keep a "
     "copy of the states as they were before the forward, `saved = words.copy()` (an alias, `saved = words`, or a "
-    "slice, `words[:]`, is a view of the same memory, not a copy: the forward advances it too), and give that copy "
-    "to the backward: dropout_backward_kernel[DROPOUT_BLOCKS, DROPOUT_TPB](dy, as_states(saved), p, dx)."
+    "slice, `words[:]`, is a view of the same memory, not a copy: the forward advances it too), and give that copy, "
+    "not words, to the backward kernel (through as_states, as the forward gets words)."
 )
 REVERSED_HINT = (
     "y was dropped with the numbers that follow the backward's: the backward ran first on the same states and "
