@@ -120,6 +120,19 @@ class Capstone:
             # (`i, j = cuda.grid(2)`) gets the orientation verdict, as labs 03 and 04 give it
             run.launch_config = lambda a, b, c: gemm_block_launch(c, block)  # type: ignore[attr-defined]
 
+        def on_kernel(kern: Any) -> Any:
+            """The same launch of ``kern``: in gpu mode, the simulator's version of the kernel, traced on the CPU for
+            the check's count of writers per element (gpulab.exercises.writers; matmul and im2col)."""
+
+            def launch(*a: Any, swapped: bool = False) -> None:
+                if block is None:
+                    host(kern, *a)
+                else:
+                    host(kern, *a, block=block, swapped=swapped)
+
+            return launch
+
+        run.on_kernel = on_kernel  # type: ignore[attr-defined]
         run.__name__ = f"nn_ops.{LAUNCHERS[op]}"  # the verdict's "launch: host function nn_ops.gemm(...)"
         return dict(
             spec=pr.spec,
@@ -141,7 +154,9 @@ class Capstone:
     def accept(self, op: str, kernel: Any, result: CheckResult, *, block: tuple[int, int] | None = None) -> CheckResult:
         """Register ``kernel`` for ``op`` if ``result`` (its check, with the same ``block``) passed, or found it
         correct but over its coalescing budget (half the check's points; it trains, slower on a GPU, and the report
-        says so); otherwise make sure it is not."""
+        says so); otherwise make sure it is not. A kernel whose threads repeat each other's work (a 1-D loop in a
+        2-D launch, :mod:`gpulab.exercises.writers`) also gets half, as "failed": it is not registered, as on a GPU
+        it would do that work once per row of threads, and training would crawl."""
         self.results[op] = result
         self.kernels.pop(op, None)
         self.blocks.pop(op, None)

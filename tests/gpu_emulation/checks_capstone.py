@@ -179,3 +179,33 @@ def test_op_times_over_the_learner_ops_time_each_op_with_events_and_keep_the_gua
     bad = _model(nn.OpTimes(LearnerOps({**LIBRARY, "relu": relu_nan})))
     with pytest.raises(capstone.CapstoneError, match="op 'relu'"):
         nn.train_step(bad, nn.SoftmaxCrossEntropy(), nn.Adam(bad), *_batch())
+
+
+@cuda.jit
+def _im2col_flat(x, cols, kh, kw, stride, pad, ho, wo):  # a flat 1-D grid-stride loop: every row repeats it
+    C, H, W = x.shape[1], x.shape[2], x.shape[3]
+    for t in range(cuda.grid(1), cols.size, cuda.gridsize(1)):
+        r, q = t // cols.shape[1], t % cols.shape[1]
+        n, i, j = r // (ho * wo), (r // wo) % ho, r % wo
+        a, b, c = q // (kw * C), (q // C) % kw, q % C
+        ih, iw = i * stride + a - pad, j * stride + b - pad
+        cols[r, q] = x[n, c, ih, iw] if 0 <= ih < H and 0 <= iw < W else 0.0
+
+
+def test_a_kernel_that_repeats_its_work_in_a_2d_launch_is_traced_in_the_simulator_in_gpu_mode():
+    """gpu mode checks no budget (access counts come from the simulator), but a loop that ignores y would make
+    training crawl on the GPU: its writers are counted on a small case traced in the simulator (review F5). Small
+    sizes: on a real GPU (make gpu-check) the flat loop at the gpu sizes would repeat 3.6 million elements' work
+    12,544 times over."""
+    from gpulab.exercises import check_kernel
+
+    small = [(1, 1, 3, 3, 3, 1, 0), (2, 2, 5, 6, 3, 1, 1)]
+    cap = capstone.Capstone()
+    res = check_kernel(_im2col_flat, **{**cap.problem("im2col", _im2col_flat), "sizes": small}, points=3)
+    assert res.status == "failed" and res.score == 1.5, res
+    assert "repeated work: each element of cols should be written by one thread" in res.message, res
+    assert "traced in the simulator at size (2, 2, 5, 6, 3, 1, 1)" in res.message, res
+    assert "your loop ignores y" in res.hint, res
+    course = LIBRARY["im2col"]
+    right = check_kernel(course, **{**cap.problem("im2col", course), "sizes": small}, points=3, trusted=True)
+    assert right.passed and any(c.name == "repeated work" and c.passed for c in right.checks), right

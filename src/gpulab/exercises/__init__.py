@@ -84,13 +84,16 @@ What is checked (the pipeline in :mod:`.check`), and the verdict a learner gets:
 * budgets (:mod:`.budgets`, simulator): ``budget=Budget(...)``: reads per element, per thread,
   coalescing (32-byte sectors per warp request vs the ideal), shared memory per block, barriers and atomics,
   shared-memory reads per thread (a tree reduction's log2 steps, :class:`Tree`, not one thread's loop over the
-  block) and, for exercises about them, a minimum of warp shuffles;
+  block) and, for exercises about them, a minimum of warp shuffles; and one writer per output element
+  (:mod:`.writers`, ``Budget(writers_per_element=...)``: a loop that ignores an axis of the launch repeats its
+  work; in gpu mode traced in the simulator on a small case);
 * PTX (:mod:`.ptxcheck`): ``ptx="void(float32[:], ...)"`` compiles the kernel's source with NVVM in
   a child process (no GPU needed): it is real CUDA, not only Python the simulator accepts.
 
-Scoring: all checks pass -> ``points``; correct but over budget, not compilable, or correct only with x and y
-exchanged -> half; else 0. In a lab cell, :func:`gpulab.grading.report` counts that half once for every check of
-the function, hidden checks that skip budgets and PTX included.
+Scoring: all checks pass -> ``points``; correct but over budget, not compilable, correct only with x and y
+exchanged, or repeating its work (several threads write one element) -> half; else 0. In a lab cell,
+:func:`gpulab.grading.report` counts that half once for every check of the function, hidden checks that skip
+budgets and PTX included.
 A mistake in the exercise itself (zero threads, a spec returning a scalar, an ``inputs`` function
 returning the wrong type) is status "setup error", addressed to the exercise's author.
 """

@@ -16,6 +16,7 @@ from .. import simulator
 from ..source import py_func
 from .problem import Budget, Case, Size, Tree
 from .run import Launch, Runner, SetupError
+from .writers import WRITERS, writer_checks
 
 __all__ = ["budget_checks"]
 
@@ -63,8 +64,9 @@ def budget_checks(runner: Runner, budget: Budget, cases: list[Case], largest: in
         else:
             griddim, blockdim = runner.config(case, call, launch)
             log = trace(runner.kernel, griddim, blockdim, *call, names=arg_names, shared=shared)
-    checks = []
     where = f"traced at size {case.size!r}, launch [{griddim}, {blockdim}]"
+    # first: a kernel that repeats its work is a bigger mistake than any budget (its verdict names it)
+    checks = writer_checks(log, budget.writers_per_element, case.size, where)
     for arr, lim in budget.reads_per_element.items():
         limit = _limit(lim, case.size)
         worst = int(log.per_element(arr, "r").max()) if log.shapes.get(arr) and np.prod(log.shapes[arr]) else 0
@@ -117,8 +119,8 @@ def budget_checks(runner: Runner, budget: Budget, cases: list[Case], largest: in
     checks += _atomics(log, budget, case.size, where)
     threads = int(np.prod(log.block))  # threads per block of the traced launch: a Tree limit grows with it
     checks += _parallel(log, budget, case.size, threads, where)
-    if budget.hint:  # the exercise's own advice for a kernel over a limit
-        checks = [c if c.passed else dataclasses.replace(c, hint=budget.hint) for c in checks]
+    if budget.hint:  # the exercise's own advice for a kernel over a limit (the writers' is their own)
+        checks = [c if c.passed or c.name == WRITERS else dataclasses.replace(c, hint=budget.hint) for c in checks]
     return checks
 
 
@@ -173,6 +175,7 @@ def _renamed(budget: Budget, names: dict[str, str]) -> Budget:
         reads_per_element=keys(budget.reads_per_element),
         sectors=keys(budget.sectors),
         atomics=keys(budget.atomics),
+        writers_per_element=keys(budget.writers_per_element),
         names=None,
     )
 
@@ -181,8 +184,9 @@ def _trace_host(
     runner: Runner, host: Any, budget: Budget, call: tuple, names: list[str], shared: bool, swapped: bool
 ) -> Any:
     """The trace of the kernel's first launch by the ``host=`` function ``host`` on ``call`` (``swapped``: with x and y
-    exchanged, see :meth:`Runner.config`), in one block of ``budget.block`` threads if set (a grid-stride kernel
-    is right for any launch), else, or if the kernel fails in that block, as the host launched it."""
+    exchanged, see :meth:`Runner.config`), in ``budget.grid`` (default one block) of ``budget.block`` threads if
+    set (a grid-stride kernel is right for any launch), else, or if the kernel fails there, as the host launched
+    it."""
     from ..simulator.launches import intercepted
     from ..trace import trace
 
@@ -191,8 +195,9 @@ def _trace_host(
     def take(grid: tuple, block: tuple, args: tuple) -> None:
         if budget.block is not None:
             wide = tuple(budget.block) if isinstance(budget.block, (tuple, list)) else (int(budget.block),)
+            grid = (1,) * len(wide) if budget.grid is None else budget.grid
             try:
-                box.append(trace(runner.kernel, (1,) * len(wide), wide, *args, names=names, shared=shared))
+                box.append(trace(runner.kernel, grid, wide, *args, names=names, shared=shared))
                 return
             except Exception:  # noqa: BLE001 - not right in that block (its checks ran the host's): trace the host's
                 pass

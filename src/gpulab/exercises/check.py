@@ -1,6 +1,7 @@
 """The pipeline behind :func:`check_kernel`: cases -> run (both orientations) -> compare -> diagnose ->
-races -> budgets -> PTX, and the notes that change no score: an input the kernel changed (:class:`.run.Runner`
-compares them after each case's first run), float64 arithmetic in a float32 kernel (:mod:`.precision`)."""
+races -> budgets (with one writer per element, :mod:`.writers`) -> PTX, and the notes that change no score: an
+input the kernel changed (:class:`.run.Runner` compares them after each case's first run), float64 arithmetic in
+a float32 kernel (:mod:`.precision`)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from .races import race_stage
 from .static import static_check
 from .result import Check, CheckResult, log_result
 from .run import Launch, Runner, SetupError
+from .writers import gpu_writer_checks
 
 __all__ = ["check_kernel", "is_placeholder", "run_problem"]
 
@@ -246,6 +248,8 @@ def _run_problem(p: Problem, kernel: Any, name: str | None, trusted: bool) -> Ch
                     "(run with GPULAB_DEVICE=simulator to check them)",
                 )
             )
+            if p.budget.writers_per_element:  # a kernel that repeats its work: traced in the simulator all the same
+                penalties += gpu_writer_checks(st.runner, p.budget, cases, launch)
         if p.ptx is not None:
             sig = signature_for(st.runner.host_call(cases[0])[1]) if p.ptx == "auto" else p.ptx
             if sig is None:

@@ -58,9 +58,17 @@ class Budget:
     * ``host_launch=True``: for a ``host=`` check, trace the launch of the kernel the host function makes (the
       capstone's ops, whose hosts launch the learner's kernel as training does). Without it a ``host=`` check has
       no budget (a host may compute without launching anything: the emulated gpu-size tier's stand-ins do);
+    * ``writers_per_element={"cols": 1}``: the most threads that may write one element of an output (stores, not
+      atomics): a kernel that computes each element once has one writer per element; a loop that ignores an axis
+      of the launch (``cuda.grid(1)`` in a 2-D launch) has every row of threads write every element again. This
+      one is not a budget: a kernel over it is "failed" with half the points (on a GPU it repeats its work once
+      per row of threads), and in gpu mode it is traced in the simulator on the smallest case with two rows
+      or more, when the ``host=`` function has ``on_kernel`` (:mod:`.writers`);
     * ``block=``: for a ``host=`` check of a grid-stride kernel (right for any launch), the one block the traced
       launch runs in place of the host's launch (the capstone's simulator launches have 8 threads, too few to
       count a warp's sectors): e.g. ``(32, 4)`` or ``32``. The host's own launch is traced without it;
+    * ``grid=``: with ``block=``, the traced launch's grid (default one block): ``(1, 2)`` puts two blocks along
+      y, so that a loop that ignores ``cuda.blockIdx.y`` repeats its work there and ``writers_per_element`` sees it;
     * ``hint=``: the advice for a kernel over any of these limits, in place of the generic one (which says to
       stage data in shared memory, or to allocate less of it): for an exercise whose fix is another, e.g. warp
       shuffles in place of shared memory.
@@ -80,6 +88,8 @@ class Budget:
     names: Sequence[str] | None = None
     host_launch: bool = False
     block: Any = None
+    grid: Any = None
+    writers_per_element: dict[str, Any] = field(default_factory=dict)
     hint: str = ""
 
 

@@ -34,7 +34,8 @@ class CheckResult:
     ``status`` is one of "passed", "failed", "not implemented", "error" (the kernel raised),
     "timeout", "over budget" (correct, but a :class:`Budget` limit failed: half the points) or "setup error"
     (the exercise itself is wrong, not the learner's code). "failed" with half the points: correct, but the PTX
-    check failed or the kernel is right only launched with x and y exchanged (``details["orientation"]``).
+    check failed, the kernel is right only launched with x and y exchanged (``details["orientation"]``), or
+    several threads write the same output element (:mod:`.writers`: the loop ignores an axis of the launch).
     """
 
     name: str
