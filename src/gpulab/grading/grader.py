@@ -35,6 +35,7 @@ __all__ = [
     "grade_notebook",
     "format_table",
     "ptx_footnote",
+    "replaced_note",
     "ungraded",
 ]
 
@@ -311,6 +312,9 @@ def grade_notebook(
                 notes.append(answer_error)
         if cell.kind != "test":
             continue
+        replaced = (records.get(cell.index) or {}).get("replaced") or []
+        if replaced:
+            notes.append(replaced_note(replaced))
         if cell.index in skipped:
             rows.append(GradeRow(cell.grade_id, cell.points, 0.0, "stopped", f"this cell {skipped[cell.index]}"))
         elif not_started and cell.index not in records:
@@ -333,6 +337,16 @@ def grade_notebook(
     return Graded(str(submission), source.stem, device, describe(bwrap), rows, notes)
 
 
+def replaced_note(replaced: list[str]) -> str:
+    """The note for a submission whose cells replaced part of the checker (the grader put it back)."""
+    named = [str(r).removesuffix(" was replaced") for r in replaced]
+    what = "; ".join(named[:6]) + (f" and {len(named) - 6} more" if len(named) > 6 else "")
+    return (
+        f"the submission tried to change the checker: it replaced {what}. The grader put the real one back "
+        "before the check ran, so the exercise scored what the real check gives"
+    )
+
+
 def ungraded(submission: Path, source: Path, reason: str) -> Graded:
     """A submission that could not be graded (unreadable, nothing in it to grade, another lab's): each of the lab's
     exercises is "not graded" with ``reason`` (an empty cell in the CSV, never a 0), and the notes say it too."""
@@ -352,9 +366,10 @@ def _name_in_added_cell(message: str, rec: dict | None, added: dict[str, str]) -
     err = (rec or {}).get("error") or ("", "")
     for name in re.findall(r"name '(\w+)' is not defined", f"{message}\n{err[1] or ''}"):
         if name in added:
+            where = added[name] if added[name].startswith("your edit") else f"{added[name]}, a cell you added"
             return (
-                f"{name} is defined only in {added[name]}, a cell you added, which the grader does not run: put "
-                f"it in the answer cell that uses it. {message}"
+                f"{name} is defined only in {where}, which the grader does not run: put it in the answer cell "
+                f"that uses it. {message}"
             )
     return message
 
