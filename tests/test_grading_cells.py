@@ -286,3 +286,15 @@ def test_an_edited_lab_cell_is_named_as_the_labs_and_what_it_imports():
         rec = {"error": ["NameError", "name 'f32' is not defined"]}
         said = grader._name_in_added_cell("NameError: name 'f32' is not defined", rec, a.added)
         assert said.startswith("f32 is defined only in your edit of the lab's cell 5"), said
+
+
+def test_a_renamed_grade_id_found_by_cell_id_is_said_to_be_graded():
+    """eve (review s24-rD M2): lab01-affine renamed lab01-affine-mine in an nbgrader release (cell ids kept): the
+    answer is found by its cell id and graded, and the note says so, not "their code was not graded"."""
+    nb = nbformat.read(str(SOURCE), as_version=4)
+    _cell(nb, "lab01-affine").metadata["nbgrader"]["grade_id"] = "lab01-affine-mine"
+    a = assemble(SOURCE, nb)
+    note = next(n for n in a.notes if "lab01-affine-mine" in n)
+    assert "found by cell id and graded" in note and "not graded" not in note, note
+    affine = next(c for c in a.cells if c.grade_id == "lab01-affine")
+    assert "cuda.grid" in affine.source

@@ -350,7 +350,17 @@ def assemble(source_path: Path, submission: Any) -> Assembled:
         for name in names:
             added_names.setdefault(name, what)
     why_other = _other_lab(source_path, sub_answers, src_answers) if other_lab else ""
-    if not other_lab and sub_answers - src_answers and src_answers - sub_answers:
+    by_own_id = {  # the lab's answers whose grade_id the submission lacks, found by their cell id (renamed)
+        str(_meta(c).get("grade_id"))
+        for c in source.cells
+        if _meta(c).get("solution") and c.get("id") and str(c["id"]) in by_id
+    } & (src_answers - sub_answers)
+    if not other_lab and sub_answers - src_answers and by_own_id:
+        notes.append(
+            f"answer cells {', '.join(sorted(sub_answers - src_answers))} have grade_ids this release of "
+            f"{source_path.stem} does not use (renamed?): {', '.join(sorted(by_own_id))} found by cell id and graded"
+        )
+    if not other_lab and sub_answers - src_answers and src_answers - sub_answers - by_own_id:
         notes.append(
             f"answer cells {', '.join(sorted(sub_answers - src_answers))} are not in this release of "
             f"{source_path.stem}, which asks for {', '.join(sorted(src_answers - sub_answers))}: an older "
