@@ -298,3 +298,28 @@ def test_a_renamed_grade_id_found_by_cell_id_is_said_to_be_graded():
     assert "found by cell id and graded" in note and "not graded" not in note, note
     affine = next(c for c in a.cells if c.grade_id == "lab01-affine")
     assert "cuda.grid" in affine.source
+
+
+def test_an_answer_cell_that_never_finishes_is_stopped_not_failed(monkeypatch, tmp_path):
+    """frank (review s24-rD M4): a right affine_kernel, then `while True: pass` at top level. The row is "stopped"
+    and says the answer never finished, not "failed" with a NameError; cells are numbered from 1."""
+    src = {c.grade_id: c.index for c in assemble(SOURCE, _answered()).cells if c.grade_id}
+
+    def records(asm):
+        recs = {c.index: {"error": None, "results": [], "value": None} for c in asm.cells}
+        del recs[src["lab01-affine"]]
+        recs[src["lab01-affine-check"]]["error"] = ("NameError", "name 'affine_kernel' is not defined")
+        return recs
+
+    skipped = {src["lab01-affine"]: "ran past the 120 s limit per cell"}
+    monkeypatch.setattr(grader, "run", _fake_run(records, skipped))
+    path = tmp_path / "lab01_threads.ipynb"
+    nbformat.write(_answered(), str(path))
+    graded = grade_notebook(path, SOURCE)
+    row = next(r for r in graded.rows if r.grade_id == "lab01-affine-check")
+    assert row.status == "stopped" and row.score == 0, row
+    assert row.message.startswith(
+        "your answer cell never finished (a loop at top level?), so affine_kernel was not defined"
+    ), row.message
+    assert "NameError" not in row.message
+    assert f"cell {src['lab01-affine'] + 1} (lab01-affine) ran past" in row.message, row.message

@@ -21,7 +21,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .assemble import Cell, _code, _meta, assemble, read_submission
+from .assemble import Cell, _code, _meta, assemble, defined_names, read_submission
 from .sandbox import Limits, Sandbox, bwrap_path, describe
 from .session import RunnerDidNotStart, run
 
@@ -295,13 +295,16 @@ def grade_notebook(
     rows: list[GradeRow] = []
     stopped: list[str] = []  # every cell that was stopped (for the notes)
     pending: list[str] = []  # those stopped since the last test cell (for its row)
-    answer_error = lost = ""
+    answer_error = lost = never = ""
     for cell in assembled.cells:
         if cell.index in skipped:
-            what = f"cell {cell.index}" + (f" ({cell.grade_id})" if cell.grade_id else "")
+            what = f"cell {cell.index + 1}" + (f" ({cell.grade_id})" if cell.grade_id else "")  # from 1, as notes
             stopped.append(f"{what} {skipped[cell.index]} and was skipped")
             if cell.kind != "test":
                 pending.append(stopped[-1])
+            if cell.kind == "answer":
+                names = ", ".join(defined_names(cell.source)) or "its code"
+                never = f"your answer cell never finished (a loop at top level?), so {names} was not defined"
         if cell.kind == "answer":
             err = (records.get(cell.index) or {}).get("error")
             answer_error, lost = "", lost or cell.lost
@@ -326,11 +329,13 @@ def grade_notebook(
                     row.status, row.message, row.hint = "answer not found", lost, ""
                 elif answer_error:
                     row.message = f"{answer_error}. {row.message}"
+                elif never:  # the answer was stopped: that, not the NameError that follows, is the row's reason
+                    row.status, row.message, row.hint = "stopped", f"{never} ({pending[-1]})", ""
                 elif pending:
                     row.message = f"{'; '.join(pending)}. {row.message}"
                 row.message = _name_in_added_cell(row.message, records.get(cell.index), assembled.added)
             rows.append(row)
-        answer_error, lost, pending = "", "", []
+        answer_error, lost, pending, never = "", "", [], ""
     notes += [s[0].upper() + s[1:] for s in stopped]
     if distrust:
         notes.append(f"the submission {distrust}: exercises from that cell on score 0")
