@@ -2,8 +2,9 @@
 
 Writes each ``labs/solutions/<lab>.ipynb`` to ``COURSE_DIR/source/<lab>/<lab>.ipynb`` (its Colab
 link pointed at the student copy, so the released notebook's "Open in Colab" badge does not open the
-solutions) and ``teachers/nbgrader_config.py`` next to them. A file already there that differs (your
-edits) is kept and named; ``--force`` replaces it. Then, in COURSE_DIR::
+solutions; the lab's own code cells locked, as ``labs release`` locks them) and
+``teachers/nbgrader_config.py`` next to them. A file already there that differs (your edits) is kept and named;
+``--force`` replaces it. Then, in COURSE_DIR::
 
     nbgrader generate_assignment lab01_threads     # release/: solutions and hidden tests removed
     nbgrader release_assignment lab01_threads      # to the exchange (JupyterHub)
@@ -24,8 +25,14 @@ ROOT = Path(__file__).resolve().parents[1]
 def course_source(solution: Path) -> str:
     """The text of ``source/<lab>/<lab>.ipynb``: the solution, with links to itself (the Colab badge)
     pointed at ``labs/student/`` as ``labs release`` does for the student version."""
+    import nbformat
+
+    from gpulab.release import lock_lab_cells
+
     text = solution.read_text(encoding="utf-8")
-    return text.replace(f"labs/solutions/{solution.name}", f"labs/student/{solution.name}")
+    text = text.replace(f"labs/solutions/{solution.name}", f"labs/student/{solution.name}")
+    # the lab's own code cells locked, as in labs/student: autograde puts them back from here, as labs grade does
+    return nbformat.writes(lock_lab_cells(nbformat.reads(text, as_version=4))) + "\n"
 
 
 def main(argv: list[str]) -> int:

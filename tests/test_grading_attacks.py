@@ -91,6 +91,9 @@ def test_in_process_attacks_score_zero(tmp_path, guarded):
     )
     assert g.score == 0 and g.max_score == 12, g.rows
     assert all(r.status == "failed" for r in g.rows), g.rows  # the real checks ran on the empty kernels
+    # ... and the teacher is told what the submission replaced (review s24-rD H1: nothing said so)
+    said = " ".join(n for n in g.notes if "tried to change the checker" in n)
+    assert "gpulab.problems.lab01.AFFINE.check" in said and "gpulab.exercises." in said, g.notes
 
 
 @pytest.mark.slow

@@ -254,3 +254,72 @@ def test_a_regrade_of_one_notebook_keeps_its_earlier_feedback_page(tmp_path, mon
         "2 / 2" in page.read_text()
         and f"the earlier feedback page was kept as {kept[0].name}" in capsys.readouterr().out
     )
+
+
+def _edit_imports(nb) -> nbformat.NotebookNode:
+    nb = copy.deepcopy(nb)
+    imports = next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith("import math"))
+    imports.source += "\nfrom numba import float32 as f32"
+    return nb
+
+
+def test_an_edited_lab_cell_is_named_as_the_labs_and_what_it_imports():
+    """ivan (review s24-rD H2): `from numba import float32 as f32` added to the lab's import cell. The student
+    version locks that cell (nbgrader's locked, JupyterLab's editable/deletable false); an edit that got through
+    (an older release, another editor) is noted as an edit of the lab's cell, not as a cell "not of the lab",
+    found by the grade_id the release gives it or by its cell id (nbgrader's release keeps the source's ids),
+    and a NameError of f32 points at it."""
+    student = nbformat.read(str(STUDENT), as_version=4)
+    imports = next(c for c in student.cells if c.cell_type == "code" and c.source.startswith("import math"))
+    assert _meta(imports).get("locked") and _meta(imports).get("grade_id") == "lab01-code-4"
+    assert imports.metadata.get("editable") is False and imports.metadata.get("deletable") is False
+    with_ids = nbformat.read(str(SOURCE), as_version=4)  # nbgrader's release: the source's cells and ids
+    for c in with_ids.cells:
+        if c.cell_type == "code" and not _meta(c).get("grade"):
+            c.metadata.pop("nbgrader", None) if not _meta(c).get("solution") else None
+    for nb in (_edit_imports(_answered()), _edit_imports(with_ids)):
+        a = assemble(SOURCE, nb)
+        note = next(n for n in a.notes if "f32" in n)
+        assert note.startswith("your edit of the lab's cell 5 (counting from 1") and "was not run" in note, note
+        assert "imports f32" in note and "not a cell of the lab" not in note, note
+        assert "f32" in a.added
+        rec = {"error": ["NameError", "name 'f32' is not defined"]}
+        said = grader._name_in_added_cell("NameError: name 'f32' is not defined", rec, a.added)
+        assert said.startswith("f32 is defined only in your edit of the lab's cell 5"), said
+
+
+def test_a_renamed_grade_id_found_by_cell_id_is_said_to_be_graded():
+    """eve (review s24-rD M2): lab01-affine renamed lab01-affine-mine in an nbgrader release (cell ids kept): the
+    answer is found by its cell id and graded, and the note says so, not "their code was not graded"."""
+    nb = nbformat.read(str(SOURCE), as_version=4)
+    _cell(nb, "lab01-affine").metadata["nbgrader"]["grade_id"] = "lab01-affine-mine"
+    a = assemble(SOURCE, nb)
+    note = next(n for n in a.notes if "lab01-affine-mine" in n)
+    assert "found by cell id and graded" in note and "not graded" not in note, note
+    affine = next(c for c in a.cells if c.grade_id == "lab01-affine")
+    assert "cuda.grid" in affine.source
+
+
+def test_an_answer_cell_that_never_finishes_is_stopped_not_failed(monkeypatch, tmp_path):
+    """frank (review s24-rD M4): a right affine_kernel, then `while True: pass` at top level. The row is "stopped"
+    and says the answer never finished, not "failed" with a NameError; cells are numbered from 1."""
+    src = {c.grade_id: c.index for c in assemble(SOURCE, _answered()).cells if c.grade_id}
+
+    def records(asm):
+        recs = {c.index: {"error": None, "results": [], "value": None} for c in asm.cells}
+        del recs[src["lab01-affine"]]
+        recs[src["lab01-affine-check"]]["error"] = ("NameError", "name 'affine_kernel' is not defined")
+        return recs
+
+    skipped = {src["lab01-affine"]: "ran past the 120 s limit per cell"}
+    monkeypatch.setattr(grader, "run", _fake_run(records, skipped))
+    path = tmp_path / "lab01_threads.ipynb"
+    nbformat.write(_answered(), str(path))
+    graded = grade_notebook(path, SOURCE)
+    row = next(r for r in graded.rows if r.grade_id == "lab01-affine-check")
+    assert row.status == "stopped" and row.score == 0, row
+    assert row.message.startswith(
+        "your answer cell never finished (a loop at top level?), so affine_kernel was not defined"
+    ), row.message
+    assert "NameError" not in row.message
+    assert f"cell {src['lab01-affine'] + 1} (lab01-affine) ran past" in row.message, row.message

@@ -35,6 +35,14 @@ def test_course_sources_link_to_the_student_copy(tmp_path):
         assert [c.source for c in course_nb.cells if c.cell_type == "code"] == [
             c.source for c in solution.cells if c.cell_type == "code"
         ]
+        # the lab's own code cells are locked, so autograde puts them back (review s24-rD H2: an edited import
+        # cell counted under nbgrader and not under labs grade)
+        for cell in course_nb.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            lab_own = not meta.get("solution") and not meta.get("grade")
+            if cell.cell_type == "code" and lab_own and "= None  # not graded" not in cell.source:
+                assert meta.get("locked") and meta.get("grade_id"), (path.name, cell.source[:60])
+                assert cell.metadata.get("editable") is False and cell.metadata.get("deletable") is False
 
 
 def test_a_teachers_edits_are_kept_unless_forced(tmp_path, capsys):

@@ -328,3 +328,19 @@ def test_not_ready_to_train_lists_each_op_and_a_stub_is_not_implemented_yet():
         TRAIN_CELL, {**BASE, "results": [], "error": ["NotImplementedError", "replace this line with your code"]}, ""
     )
     assert stub.status == "not implemented" and stub.message == "not implemented yet", stub
+
+
+def test_student_of_a_notebook_in_its_assignment_folder():
+    """`labs grade submitted/bob/lab01_threads` grades bob (review s24-rD M1: it named him lab01_threads);
+    a folder lab01_threads/ of notebooks named after students still takes each file's name."""
+    from gpulab.grading.gradebook import _student
+
+    labs = ["lab01_threads", "lab03_matmul"]
+    sub = Path("submitted")
+    nb = sub / "bob" / "lab01_threads" / "lab01_threads.ipynb"
+    assert _student(nb, sub / "bob" / "lab01_threads", labs) == "bob"
+    assert _student(nb, sub / "bob", labs) == "bob"
+    assert _student(nb, sub, labs) == "bob"
+    copy = sub / "bob" / "lab01" / "lab01_threads (1).ipynb"
+    assert _student(copy, copy.parent, labs) == "bob"
+    assert _student(Path("lab01_threads") / "alice.ipynb", Path("lab01_threads"), labs) == "alice"

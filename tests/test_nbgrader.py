@@ -52,6 +52,13 @@ STENCIL_LIST = (
     "        vals = [x[i - 1] if i > 0 else 0.0, x[i],"
     " x[i + 1] if i + 1 < n else 0.0]\n        out[i] = vals[0] + vals[1] + vals[2]"
 )
+# An answer cell that rebinds the checker (a Problem's check, report): autograde gave it full marks.
+REBIND = """from gpulab import problems as _p
+import gpulab.grading as _g
+class _R:
+    passed = True; score = 2; max_score = 2; status = "passed"; name = "affine"
+_p.lab01.AFFINE.check = lambda *a, **k: _R()
+_g.report = lambda *a, **k: 2"""
 
 
 def _answer(nb, kernel_name: str, body: str) -> None:
@@ -110,6 +117,11 @@ def test_nbgrader_and_labs_grade_agree(tmp_path, monkeypatch):
             _answer(carol, "add_kernel", ADD)
             _answer(carol, "stencil3_kernel", STENCIL_LIST)
             versions["carol"] = carol
+            # mallory (review s24-rD H1): exercise 1 right, an empty affine kernel and the checker rebound after it
+            mallory = nbformat.from_dict(released)
+            _answer(mallory, "add_kernel", ADD)
+            _answer(mallory, "affine_kernel", "    pass\n" + REBIND)
+            versions["mallory"] = mallory
         for student, nb in versions.items():
             path = submitted / student / lab / f"{lab}.ipynb"
             path.parent.mkdir(parents=True)
@@ -128,6 +140,7 @@ def test_nbgrader_and_labs_grade_agree(tmp_path, monkeypatch):
             nbgrader_scores[(student, lab)] = {g.name: g.score for g in nb.grades if g.max_score_gradecell}
 
     ours: dict[tuple[str, str], dict[str, float]] = {}
+    notes: dict[tuple[str, str], str] = {}
     for lab in LABS:
         folder = tmp_path / "ours" / lab
         for (student, lab_name), path in subs.items():
@@ -139,6 +152,7 @@ def test_nbgrader_and_labs_grade_agree(tmp_path, monkeypatch):
         )
         for student, g in book.entries:
             ours[(student, lab)] = {r.grade_id: r.score for r in g.rows}
+            notes[(student, lab)] = " ".join(g.notes)
 
     report = {k: (sum(nbgrader_scores[k].values()), sum(ours[k].values())) for k in subs}
     print("nbgrader vs labs grade:", report)
@@ -151,6 +165,14 @@ def test_nbgrader_and_labs_grade_agree(tmp_path, monkeypatch):
     carol = ours[("carol", "lab01_threads")]
     # partial credit: the stencil is right but refused by NVVM (half), its hidden check skips PTX: half the cell
     assert carol["lab01-add-check"] == 2 and carol["lab01-stencil-check"] == 1.5, carol
+    # the rebound checker was put back: the real check scored the empty kernel 0 in both, and both say so
+    mallory = ours[("mallory", "lab01_threads")]
+    assert mallory["lab01-add-check"] == 2 and mallory["lab01-affine-check"] == 0, mallory
+    graded = (course / "autograded" / "mallory" / "lab01_threads" / "lab01_threads.ipynb").read_text()
+    assert "tried to change the checker" in graded and "gpulab.problems.lab01.AFFINE.check" in graded
+    assert "gpulab.grading.report" in graded
+    said = notes[("mallory", "lab01_threads")]
+    assert "gpulab.problems.lab01.AFFINE.check" in said and "gpulab.grading.report" in said, said
     # hidden tests: in the autograded notebook when the source has them
     for lab in LABS:
         src = (sources / f"{lab}.ipynb").read_text()

@@ -84,7 +84,8 @@ def student_notebook(solution_path: Path) -> Any:
     """The student version of one solution notebook (an nbformat node); markdown links to the
     solution point at the student copy."""
     solution_rel, student_rel = f"labs/solutions/{solution_path.name}", f"labs/student/{solution_path.name}"
-    return derived_notebook(solution_path, lambda src: src.replace(solution_rel, student_rel))
+    nb = derived_notebook(solution_path, lambda src: src.replace(solution_rel, student_rel))
+    return _release.lock_lab_cells(nb)  # the lab's own cells: the graders run the lab's, so no edit is lost unseen
 
 
 def _solutions(root: Path) -> list[Path]:

@@ -19,6 +19,7 @@ output, or has no source.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,8 @@ __all__ = [
     "Versions",
     "check",
     "derived_notebook",
+    "blank_guess",
+    "lock_lab_cells",
     "leaks",
     "release",
     "report",
@@ -121,6 +124,33 @@ def derived_notebook(source: Path, markdown: Callable[[str], str] | None = None)
         cell.pop("id", None)
     nb.metadata.pop("widgets", None)
     return nb
+
+
+def lock_lab_cells(nb: Any) -> Any:
+    """Lock the lab's own code cells (imports, setup, ungraded demos) in ``nb``, a lab: nbgrader's ``locked`` (so
+    autograde puts them back from the source, as ``labs grade`` does) and JupyterLab's ``editable``/``deletable``
+    false. Answer cells, test cells (locked already) and blank guesses (``guess = None  # not graded``, to be
+    typed into) are left as they are. A cell without a grade_id gets ``<lab>-code-<its index>``."""
+    ids = [str(c.metadata.get("nbgrader", {}).get("grade_id", "")) for c in nb.cells]
+    prefix = next((i.split("-")[0] for i in ids if i), "lab")
+    for k, cell in enumerate(nb.cells):
+        meta = dict(cell.metadata.get("nbgrader", {}))
+        text = "".join(cell.source) if isinstance(cell.source, list) else cell.source
+        if cell.cell_type != "code" or meta.get("solution") or meta.get("grade") or blank_guess(text):
+            continue
+        meta.setdefault("grade", False)
+        meta.setdefault("grade_id", f"{prefix}-code-{k}")
+        meta.update(locked=True, schema_version=meta.get("schema_version", 3), solution=False)
+        cell.metadata["nbgrader"] = meta
+        cell.metadata["editable"] = False
+        cell.metadata["deletable"] = False
+    return nb
+
+
+def blank_guess(text: str) -> bool:
+    """Whether every line of a cell (comments aside) is a blank guess, ``name = None  # not graded ...``."""
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    return bool(lines) and all(re.match(r"\w+ = None\s+# not graded", ln) for ln in lines)
 
 
 def write(nb: Any) -> str:

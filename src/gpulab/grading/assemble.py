@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulab.errors import UsageError
+from gpulab.release import blank_guess as _blank_guess
 
 __all__ = ["Cell", "Assembled", "assemble", "read_submission", "source_for"]
 
@@ -176,6 +177,37 @@ def _test_cell_notes(source: Any, submission: Any, found: set[str] | None = None
     return notes
 
 
+def _lab_own_cells(source: Any) -> dict[str, Any]:
+    """The lab's own code cells (not answers, tests or blank guesses), by cell id and by the grade_id
+    ``labs release`` gives them when it locks them."""
+    import copy
+
+    from gpulab.release import lock_lab_cells
+
+    locked = lock_lab_cells(copy.deepcopy(source))
+    out: dict[str, Any] = {}
+    for cell, mine in zip(source.cells, locked.cells):
+        meta = _meta(mine)
+        if cell.cell_type == "code" and meta.get("locked") and not meta.get("grade") and not meta.get("solution"):
+            out[str(meta.get("grade_id"))] = cell
+            if cell.get("id"):
+                out[str(cell["id"])] = cell
+    return out
+
+
+def bound_names(text: str) -> list[str]:
+    """The top-level names a cell binds: :func:`defined_names` and the names it imports."""
+    names = defined_names(text)
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return names
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names += [a.asname or a.name.split(".")[0] for a in node.names if a.name != "*"]
+    return list(dict.fromkeys(names))
+
+
 def defined_names(text: str) -> list[str]:
     """The top-level names a cell defines (functions, classes, assigned names), in order."""
     try:
@@ -304,14 +336,31 @@ def assemble(source_path: Path, submission: Any) -> Assembled:
     added = [] if other_lab else _added_cells(source, submission, used)
     added_names: dict[str, str] = {}
     for what, names in added:
-        notes.append(
-            f"{what} is not a cell of the lab and was not run: the grader runs only the lab's own cells and your "
-            "answer cells, so put helpers in the answer cell that uses them"
-        )
+        if what.startswith("your edit of the lab's cell"):
+            it = f" (it defines or imports {', '.join(names)})" if names else ""
+            notes.append(
+                f"{what} was not run{it}: the grader runs the lab's own cells as released and only the code of "
+                "your answer cells, so put imports and helpers in the answer cell that uses them"
+            )
+        else:
+            notes.append(
+                f"{what} is not a cell of the lab and was not run: the grader runs only the lab's own cells and "
+                "your answer cells, so put helpers in the answer cell that uses them"
+            )
         for name in names:
             added_names.setdefault(name, what)
     why_other = _other_lab(source_path, sub_answers, src_answers) if other_lab else ""
-    if not other_lab and sub_answers - src_answers and src_answers - sub_answers:
+    by_own_id = {  # the lab's answers whose grade_id the submission lacks, found by their cell id (renamed)
+        str(_meta(c).get("grade_id"))
+        for c in source.cells
+        if _meta(c).get("solution") and c.get("id") and str(c["id"]) in by_id
+    } & (src_answers - sub_answers)
+    if not other_lab and sub_answers - src_answers and by_own_id:
+        notes.append(
+            f"answer cells {', '.join(sorted(sub_answers - src_answers))} have grade_ids this release of "
+            f"{source_path.stem} does not use (renamed?): {', '.join(sorted(by_own_id))} found by cell id and graded"
+        )
+    if not other_lab and sub_answers - src_answers and src_answers - sub_answers - by_own_id:
         notes.append(
             f"answer cells {', '.join(sorted(sub_answers - src_answers))} are not in this release of "
             f"{source_path.stem}, which asks for {', '.join(sorted(src_answers - sub_answers))}: an older "
@@ -379,11 +428,6 @@ def _other_lab(source_path: Path, theirs: set[str], ours: set[str]) -> str:
     )
 
 
-def _blank_guess(text: str) -> bool:
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    return bool(lines) and all(re.match(r"\w+ = None\s+# not graded", ln) for ln in lines)
-
-
 def _only_guesses(text: str, guesses: set[str]) -> bool:
     """Whether every statement of a cell is a plain ``guess = value`` to one of the lab's guess names (comments
     aside): a cell that also imports, unpacks, loops or defines anything else is an added cell, noted as such."""
@@ -414,12 +458,19 @@ def _added_cells(source: Any, submission: Any, used: set[int]) -> list[tuple[str
         if cell.cell_type == "code":
             known |= {_code(cell).strip(), _stub(_code(cell)).strip()}
     total = len(submission.cells)
+    lab_own = _lab_own_cells(source)
     out = []
     for k, cell in enumerate(submission.cells):
         text = _code(cell)
         if cell.get("cell_type") != "code" or k in used or not text.strip() or text.strip() in known:
             continue
         if cell.get("id") and str(cell["id"]) in answer_ids:  # an answer found by its cell id
+            continue
+        own = lab_own.get(str(cell.get("id") or "")) or lab_own.get(str(_meta(cell).get("grade_id") or ""))
+        if own is not None:  # the lab's own cell (imports, setup), edited: the grader runs the lab's version
+            names = [n for n in bound_names(text) if n not in set(bound_names(_code(own)))]
+            what = f"your edit of the lab's cell {k + 1} (counting from 1, text cells included)"
+            out.append((what, names))
             continue
         if _meta(cell).get("grade_id") or _meta(cell).get("solution") or _meta(cell).get("grade"):
             continue

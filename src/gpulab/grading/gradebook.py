@@ -118,8 +118,10 @@ def _lab_folder(name: str, labs: list[str]) -> str | None:
 
 def _student(path: Path, folder: Path, labs: Sequence[str] = ()) -> str:
     """The student a notebook is from: in an nbgrader tree (``<student>/<assignment>/<nb>.ipynb``) the folder
-    above the assignment's, even when ``folder`` is that student's own; else the first folder below ``folder``."""
-    if path.parent != folder and _lab_folder(path.parent.name, list(labs)):
+    above the assignment's, even when ``folder`` is that student's own or the assignment folder itself
+    (``submitted/bob/lab01_threads``: bob, not lab01_threads); else the first folder below ``folder``."""
+    lab = _lab_folder(path.parent.name, list(labs))
+    if lab and (path.parent != folder or path.stem.startswith(lab)):  # in folder lab01_threads/, alice.ipynb is alice's
         return path.parent.parent.name
     rel = path.relative_to(folder)
     return rel.parts[0] if len(rel.parts) > 1 else rel.stem

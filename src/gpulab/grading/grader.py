@@ -21,7 +21,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .assemble import Cell, _code, _meta, assemble, read_submission
+from .assemble import Cell, _code, _meta, assemble, defined_names, read_submission
 from .sandbox import Limits, Sandbox, bwrap_path, describe
 from .session import RunnerDidNotStart, run
 
@@ -35,6 +35,7 @@ __all__ = [
     "grade_notebook",
     "format_table",
     "ptx_footnote",
+    "replaced_note",
     "ungraded",
 ]
 
@@ -294,13 +295,16 @@ def grade_notebook(
     rows: list[GradeRow] = []
     stopped: list[str] = []  # every cell that was stopped (for the notes)
     pending: list[str] = []  # those stopped since the last test cell (for its row)
-    answer_error = lost = ""
+    answer_error = lost = never = ""
     for cell in assembled.cells:
         if cell.index in skipped:
-            what = f"cell {cell.index}" + (f" ({cell.grade_id})" if cell.grade_id else "")
+            what = f"cell {cell.index + 1}" + (f" ({cell.grade_id})" if cell.grade_id else "")  # from 1, as notes
             stopped.append(f"{what} {skipped[cell.index]} and was skipped")
             if cell.kind != "test":
                 pending.append(stopped[-1])
+            if cell.kind == "answer":
+                names = ", ".join(defined_names(cell.source)) or "its code"
+                never = f"your answer cell never finished (a loop at top level?), so {names} was not defined"
         if cell.kind == "answer":
             err = (records.get(cell.index) or {}).get("error")
             answer_error, lost = "", lost or cell.lost
@@ -311,6 +315,9 @@ def grade_notebook(
                 notes.append(answer_error)
         if cell.kind != "test":
             continue
+        replaced = (records.get(cell.index) or {}).get("replaced") or []
+        if replaced:
+            notes.append(replaced_note(replaced))
         if cell.index in skipped:
             rows.append(GradeRow(cell.grade_id, cell.points, 0.0, "stopped", f"this cell {skipped[cell.index]}"))
         elif not_started and cell.index not in records:
@@ -322,15 +329,27 @@ def grade_notebook(
                     row.status, row.message, row.hint = "answer not found", lost, ""
                 elif answer_error:
                     row.message = f"{answer_error}. {row.message}"
+                elif never:  # the answer was stopped: that, not the NameError that follows, is the row's reason
+                    row.status, row.message, row.hint = "stopped", f"{never} ({pending[-1]})", ""
                 elif pending:
                     row.message = f"{'; '.join(pending)}. {row.message}"
                 row.message = _name_in_added_cell(row.message, records.get(cell.index), assembled.added)
             rows.append(row)
-        answer_error, lost, pending = "", "", []
+        answer_error, lost, pending, never = "", "", [], ""
     notes += [s[0].upper() + s[1:] for s in stopped]
     if distrust:
         notes.append(f"the submission {distrust}: exercises from that cell on score 0")
     return Graded(str(submission), source.stem, device, describe(bwrap), rows, notes)
+
+
+def replaced_note(replaced: list[str]) -> str:
+    """The note for a submission whose cells replaced part of the checker (the grader put it back)."""
+    named = [str(r).removesuffix(" was replaced") for r in replaced]
+    what = "; ".join(named[:6]) + (f" and {len(named) - 6} more" if len(named) > 6 else "")
+    return (
+        f"the submission tried to change the checker: it replaced {what}. The grader put the real one back "
+        "before the check ran, so the exercise scored what the real check gives"
+    )
 
 
 def ungraded(submission: Path, source: Path, reason: str) -> Graded:
@@ -352,9 +371,10 @@ def _name_in_added_cell(message: str, rec: dict | None, added: dict[str, str]) -
     err = (rec or {}).get("error") or ("", "")
     for name in re.findall(r"name '(\w+)' is not defined", f"{message}\n{err[1] or ''}"):
         if name in added:
+            where = added[name] if added[name].startswith("your edit") else f"{added[name]}, a cell you added"
             return (
-                f"{name} is defined only in {added[name]}, a cell you added, which the grader does not run: put "
-                f"it in the answer cell that uses it. {message}"
+                f"{name} is defined only in {where}, which the grader does not run: put it in the answer cell "
+                f"that uses it. {message}"
             )
     return message
 

@@ -89,15 +89,21 @@ class Snapshot:
         self.filters = list(warnings.filters)
         # gpulab's module-level objects (Problems, registries): their state, one level of containers deep
         self.objects: list[tuple[Any, dict]] = []
+        self.labels: dict[int, str] = {}  # id(state) -> the object's name, its most specific module's
         seen: set[int] = set()
         for name, (mod, _) in self.modules.items():
             if not name.startswith("gpulab"):
                 continue
-            for v in list(vars(mod).values()):
-                if id(v) in seen or isinstance(v, (types.ModuleType, types.FunctionType, type)):
+            for attr, v in list(vars(mod).items()):
+                if isinstance(v, (types.ModuleType, types.FunctionType, type)):
+                    continue
+                state = getattr(v, "__dict__", None)
+                key = id(state) if isinstance(state, dict) else id(v)
+                if key not in self.labels or len(name) > len(self.labels[key]):  # lab01.AFFINE, not problems.AFFINE
+                    self.labels[key] = f"{name}.{attr}"
+                if id(v) in seen:
                     continue
                 seen.add(id(v))
-                state = getattr(v, "__dict__", None)
                 # only gpulab's own objects (a Problem): a numba kernel's launch state changes legitimately
                 if isinstance(state, dict) and type(v).__module__.startswith("gpulab"):
                     self.objects.append((state, {k: _copy(x) for k, x in state.items()}))
@@ -144,33 +150,51 @@ class Snapshot:
             _put_back(target, saved)
 
     def changed(self) -> str:
-        """What of the checker changed since :meth:`restore` (empty: nothing)."""
+        """What of the checker changed since :meth:`restore` (empty: nothing): the first of :meth:`changes`."""
+        return next(self._changes(), "")
+
+    def changes(self, limit: int = 40) -> list[str]:
+        """Up to ``limit`` things of the checker that changed since :meth:`restore`, each "X was replaced",
+        gpulab's first (a Problem's check, report) and then the libraries' (numpy.allclose ...)."""
+        found: list[str] = []
+        for what in self._changes():
+            if what not in found:
+                found.append(what)
+            if len(found) >= limit:
+                break
+        return sorted(found, key=lambda w: not w.removesuffix(" was replaced").split(" ")[-1].startswith("gpulab"))
+
+    def _changes(self) -> Any:
         for name, (mod, kept) in self.modules.items():
             if name.split(".")[0] not in CRITICAL:
                 continue
             if sys.modules.get(name) is not mod:
-                return f"sys.modules[{name!r}] was replaced"
+                yield f"sys.modules[{name!r}] was replaced"
+                continue
             d = mod.__dict__
             for k, v in kept.items():
                 if d.get(k, _MISSING) is not v:
-                    return f"{name}.{k} was replaced"
+                    yield f"{name}.{k} was replaced"
         for fn, code, _, _ in self.code:
             if fn.__code__ is not code:
-                return f"the code of {fn.__module__}.{fn.__qualname__} was replaced"
+                yield f"the code of {fn.__module__}.{fn.__qualname__} was replaced"
         for cls, attrs in self.classes:
             for k, v in attrs.items():
                 if cls.__dict__.get(k, _MISSING) is not v and k not in ("__dict__", "__weakref__", "__doc__"):
-                    return f"{cls.__module__}.{cls.__qualname__}.{k} was replaced"
+                    yield f"{cls.__module__}.{cls.__qualname__}.{k} was replaced"
         for target, saved in self.objects:
             if not isinstance(saved, dict):
                 continue
+            label = self.labels.get(id(target), "a setting of the checks")
             for k, x in saved.items():  # public settings of gpulab's objects (a Problem's spec, sizes ...)
                 if k.startswith("_"):
                     continue  # private caches may change legitimately
                 live = x[1] if isinstance(x, tuple) and len(x) == 3 and x[0] in ("list", "dict", "set") else x
                 if target.get(k, _MISSING) is not live:
-                    return f"a setting of the checks ({k}) was replaced"
-        return ""
+                    yield f"{label}.{k} was replaced"
+            for k in target:  # a method shadowed on the object (AFFINE.check = ...)
+                if k not in saved and not k.startswith("_"):
+                    yield f"{label}.{k} was replaced"
 
 
 _MISSING = object()
@@ -262,31 +286,16 @@ def _run(shell: Any, source: str) -> Any:
     return box[0] if box else None
 
 
-def main() -> None:
-    ctrl_fd, result_fd = int(sys.argv[1]), int(sys.argv[2])
-    write, fstat = os.write, os.fstat
-    channel = fstat(result_fd)
-    ctrl = os.fdopen(ctrl_fd, "r", encoding="utf-8")
-
-    def send(record: dict) -> None:
-        now = fstat(result_fd)
-        if (now.st_ino, now.st_dev) != (channel.st_ino, channel.st_dev):
-            os._exit(EXIT_CHANNEL)
-        data = (json.dumps(record) + "\n").encode()
-        while data:
-            data = data[write(result_fd, data) :]
-
-    import numpy  # noqa: F401
-    from IPython.core.interactiveshell import InteractiveShell
-    from traitlets.config import Config
-
-    import gpulab
-    import gpulab.exercises  # noqa: F401
-    import gpulab.grading as grading
-    from gpulab import runtime  # noqa: F401
-
+def load_checker() -> None:
+    """Import everything a check may use (gpulab's problems, kernels, numba.cuda), before any student code runs,
+    so that :class:`Snapshot` sees all of it."""
     import importlib
     import pkgutil
+
+    import numpy  # noqa: F401
+
+    import gpulab.exercises  # noqa: F401
+    from gpulab import runtime  # noqa: F401
 
     for sub in (
         "numba.cuda",
@@ -306,6 +315,29 @@ def main() -> None:
                 importlib.import_module(info.name)
             except Exception:
                 pass
+
+
+def main() -> None:
+    ctrl_fd, result_fd = int(sys.argv[1]), int(sys.argv[2])
+    write, fstat = os.write, os.fstat
+    channel = fstat(result_fd)
+    ctrl = os.fdopen(ctrl_fd, "r", encoding="utf-8")
+
+    def send(record: dict) -> None:
+        now = fstat(result_fd)
+        if (now.st_ino, now.st_dev) != (channel.st_ino, channel.st_dev):
+            os._exit(EXIT_CHANNEL)
+        data = (json.dumps(record) + "\n").encode()
+        while data:
+            data = data[write(result_fd, data) :]
+
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    import gpulab
+    import gpulab.grading as grading
+
+    load_checker()
     grading.quiet_warnings()
     cfg = Config()
     cfg.HistoryManager.enabled = False
@@ -327,6 +359,9 @@ def main() -> None:
         kind, t0 = cell["kind"], time.perf_counter()
         record: dict[str, Any] = {"index": cell["index"], "kind": kind}
         if kind == "test":
+            replaced = snap.changes()  # by the cells since the last check: named in the notes, then put back
+            if replaced:
+                record["replaced"] = replaced
             snap.restore()
             ns.update(trusted)
             ns["__builtins__"] = builtins_module

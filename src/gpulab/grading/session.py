@@ -290,7 +290,7 @@ def run(assembled: Assembled, sandbox: Sandbox) -> tuple[dict[int, dict], dict[i
         if stop.final:
             # scores before the first cell that could have written the channel stand
             cell = next((c for c in assembled.cells if c.index == stop.index), None)
-            where = f" (cell {stop.index}" + (f", {cell.grade_id})" if cell and cell.grade_id else ")")
+            where = f" (cell {stop.index + 1}" + (f", {cell.grade_id})" if cell and cell.grade_id else ")")  # from 1
             return {k: v for k, v in records.items() if k < stop.index}, skip, stop.reason + where, notes
         skip[stop.index] = stop.reason
         if time.monotonic() >= deadline:
