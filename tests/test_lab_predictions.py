@@ -50,8 +50,10 @@ def test_each_lab_prediction_is_blank_before_the_work_and_compared_after_its_che
         assert len(found) == 1 and found[0] > check, f"{lab}: {var} is not compared after the check {answer_id}-check"
         call = _compares("".join(cells[found[0]]["source"]))[var]
         assert "why" in {kw.arg for kw in call.keywords}, f"{lab}: the compare of {var} does not say why"
-        for k in (guess[0], found[0]):
-            assert "nbgrader" not in cells[k]["metadata"], f"{lab}: cell {k} ({var}) carries nbgrader metadata"
+        meta = cells[guess[0]]["metadata"]
+        assert "nbgrader" not in meta and meta.get("editable", True), f"{lab}: the guess cell for {var} is not free"
+        compare = cells[found[0]]["metadata"].get("nbgrader", {})  # the lab's own cell: locked in the student version
+        assert not compare.get("grade") and not compare.get("points"), f"{lab}: the compare of {var} is graded"
 
 
 @pytest.mark.parametrize("lab", sorted(GUESSES))

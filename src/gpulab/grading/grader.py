@@ -21,7 +21,8 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .assemble import Cell, _code, _meta, assemble, defined_names, read_submission
+from .assemble import Cell, assemble, read_submission
+from .cell_notes import _code, _meta, defined_names
 from .sandbox import Limits, Sandbox, bwrap_path, describe
 from .session import RunnerDidNotStart, run
 
