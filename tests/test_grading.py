@@ -261,8 +261,9 @@ def test_notes_name_tampered_test_cells_and_other_releases():
     assert "missing from the submission (deleted, or an older release): lab01-stencil-check" in notes, notes
     assert "differ from the lab's (edited, or an older release): lab01-add-check" in notes, notes
     assert "lab01-add-check (100 instead of 2)" in notes, notes
-    old = nbformat.read(str(STUDENT), as_version=4)  # an older release: an answer cell renamed
-    for c in old.cells:
+    old = nbformat.read(str(STUDENT), as_version=4)  # an older release: an answer cell renamed, and other cell ids
+    for k, c in enumerate(old.cells):
+        c.id = f"older-{k}"
         if _meta(c).get("grade_id") == "lab01-saxpy":
             c.metadata["nbgrader"]["grade_id"] = "lab01-gridstride"
     notes = " | ".join(assemble(SOURCE, old).notes)

@@ -18,6 +18,7 @@ output, or has no source.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
@@ -121,7 +122,6 @@ def derived_notebook(source: Path, markdown: Callable[[str], str] | None = None)
             cell.execution_count = None
         for key in ("execution", "collapsed", "scrolled"):
             cell.metadata.pop(key, None)
-        cell.pop("id", None)
     nb.metadata.pop("widgets", None)
     return nb
 
@@ -154,13 +154,25 @@ def blank_guess(text: str) -> bool:
 
 
 def write(nb: Any) -> str:
-    """The text a generated version is saved as (nbformat 4.4, no cell ids, a final newline)."""
+    """The text a generated version is saved as: nbformat 4.5, a final newline, and every cell with an id.
+
+    A cell keeps its source's id, so the learner's JupyterLab keeps it too (it only makes up ids for cells that have
+    none) and the grader can find a renamed answer cell by it. A cell the release added gets an id derived from the
+    cell before it, so releasing twice writes the same text."""
     import nbformat
 
     nb = nbformat.from_dict(json.loads(json.dumps(nb)))
+    nb.nbformat, nb.nbformat_minor = 4, 5
+    seen = {str(c["id"]) for c in nb.cells if c.get("id")}
+    before = "start"
     for cell in nb.cells:
-        cell.pop("id", None)
-    nb.nbformat, nb.nbformat_minor = 4, 4
+        if not cell.get("id"):
+            n = 0
+            while (cid := hashlib.sha1(f"{before}:{n}".encode()).hexdigest()[:8]) in seen:
+                n += 1
+            cell["id"] = cid
+            seen.add(cid)
+        before = str(cell["id"])
     return nbformat.writes(nb) + "\n"
 
 

@@ -121,7 +121,10 @@ def whats_next(source: Path, root: Path) -> list[Any]:
         )
     text.append(f"**Next lesson**: `{later[0].stem}`." if later else "This was the last lesson of the course.")
     code = f'from gpulab import lessons\n\nlessons.progress("{number}")'
-    return [nbformat.v4.new_markdown_cell("\n\n".join(text)), nbformat.v4.new_code_cell(code)]
+    cells = [nbformat.v4.new_markdown_cell("\n\n".join(text)), nbformat.v4.new_code_cell(code)]
+    for cell, cid in zip(cells, ("whats-next", "whats-next-progress")):
+        cell["id"] = cid  # fixed ids, so releasing twice writes the same text
+    return cells
 
 
 def _versions(root: Path) -> _release.Versions:
