@@ -123,6 +123,7 @@ def _strings(tree: ast.AST) -> list[tuple[int, str]]:
 # number ("05"), labs as "labNN", "*" for every solution. problems/labNN*.py: lab NN; exercises/*.py: "*".
 SCOPES: dict[str, tuple[str, ...]] = {
     "lessons/ex_00_04.py": ("00", "01", "02", "03", "04"),
+    "lessons/mistakes_00_04.py": ("00", "01", "02", "03", "04"),
     "lessons/device_fns.py": ("01",),
     "lessons/pipelined.py": ("02", "lab02"),
     "lessons/ex_05_10.py": ("05", "06", "07", "08", "09", "10"),
@@ -140,6 +141,7 @@ SCOPES: dict[str, tuple[str, ...]] = {
     "systolic.py": ("11",),
     "lessons/ex_12.py": ("12",),
     "capstone.py": ("lab09",),
+    "capstone_ptx.py": ("lab09",),
     "capstone_mistakes.py": ("lab09",),
     "capstone_problems.py": ("lab09",),
     "capstone_budgets.py": ("lab09",),

@@ -22,7 +22,8 @@ Training with a learner op whose output turns NaN or inf stops at once with
 The ops' checks (:data:`PROBLEMS`: specs, inputs, mistakes) live in :mod:`gpulab.capstone_problems`, the host
 functions that launch a learner's kernel as training does (:data:`HOSTS`) in :mod:`gpulab.capstone_hosts`;
 the guarded backend (:class:`LearnerOps`) in :mod:`gpulab.capstone_ops`, what it holds each output to in
-:mod:`gpulab.capstone_guard`; this module holds the registry (:class:`Capstone`) and the report.
+:mod:`gpulab.capstone_guard`; the compile of the registered kernels for a real GPU (:meth:`Capstone.check_ptx`) in
+:mod:`gpulab.capstone_ptx`; this module holds the registry (:class:`Capstone`) and the report.
 """
 
 from __future__ import annotations
@@ -31,8 +32,7 @@ import dataclasses
 import html
 from typing import Any
 
-
-from . import runtime
+from . import capstone_ptx, runtime
 from .capstone_ops import CapstoneError as CapstoneError, LearnerOps as LearnerOps
 from .capstone_hosts import HOSTS as HOSTS, gemm_block_launch
 from .capstone_problems import BLOCK_TIMEOUT, PROBLEMS as PROBLEMS
@@ -240,25 +240,13 @@ class Capstone:
         check already compiled the kernels; skipped with a note when NVVM is not installed."""
         if runtime.is_gpu() or not self.kernels:
             return
-        errors = _ptx_errors(self.kernels)
+        errors = capstone_ptx.ptx_errors(self.kernels)
         if isinstance(errors, str):
             self.ptx_not_run = errors
             print("PTX not checked: the PTX compiler (NVVM, from numba-cuda[cu12]) could not run here.")
             return
         if errors:
-            from .exercises.static import static_check
-
-            for op in errors:  # what the source shows (a shape `TILE + 1`, a list) says more than NVVM's typing error
-                if (found := static_check(self.kernels[op])) is not None:
-                    errors[op] = f"{found.message} {found.hint}".strip()
-            lines = "\n".join(f"- {op}: {err}" for op, err in errors.items())
-            raise CapstoneError(
-                f"{', '.join(errors)}: the simulator ran {'this kernel' if len(errors) == 1 else 'these kernels'}, "
-                "but a GPU would refuse it (NVVM could not compile it to "
-                f"PTX):\n{lines}\nInside a kernel use arrays, numbers, math and cuda.* only: a GPU has no Python "
-                "lists, dicts, strings or objects (`t = [x[i], 0.0]` does not compile: use separate variables, or "
-                "cuda.local.array for a fixed-size array). Fix the kernel and re-run its check cell."
-            )
+            raise CapstoneError(capstone_ptx.refused(errors))
 
     @property
     def full_marks(self) -> bool:
@@ -334,54 +322,6 @@ def _check_ended(status: str) -> str:
         "over budget": "its check found it correct but over budget",
         "setup error": "its check could not run (a setup error)",
     }.get(status, f"its check ended {status!r}")
-
-
-def _ptx_errors(kernels: dict[str, Any]) -> dict[str, str] | str:
-    """op -> NVVM's error for each kernel that does not compile to PTX with its op's signature (the library
-    kernel's, :data:`gpulab.kernels.nn_kernels.PTX_SIGNATURES`); why, when the compiler cannot run here (its probe
-    kernel failed: :func:`gpulab.ptx.compile_sources`)."""
-    from . import ptx
-    from .kernels import nn_kernels
-    from .source import NotADeviceFunction, NotOnAGpu, py_func, standalone_source
-
-    library = COURSE_KERNELS
-    signatures = {py_func(k).__name__: sig for k, sig in nn_kernels.PTX_SIGNATURES}
-    items = {}
-    for op, kern in kernels.items():
-        try:
-            source = standalone_source(kern)
-        except (NotADeviceFunction, NotOnAGpu) as exc:  # a GPU refuses it: the simulator ran Python
-            return {op: str(exc)}
-        except (OSError, TypeError, ValueError, RecursionError) as exc:  # the check's limit, not the learner's
-            print(f"PTX not checked for {op}: its kernel's source could not be rebuilt for the compiler ({exc}).")
-            continue
-        items[op] = {
-            "source": source,
-            "name": py_func(kern).__name__,
-            "signature": signatures[library[op]],
-        }
-    if not items:
-        return {}
-    try:
-        res = ptx.compile_sources(items)  # one process for all: about 4 s of CPU
-    except Exception as exc:  # noqa: BLE001 - NVVM missing (the probe says so before any learner's code ran)
-        return (str(exc).splitlines() or [type(exc).__name__])[0][:200]
-    return {op: _gist(err) for op, err in res.items() if err != "ok"}
-
-
-def _gist(err: str) -> str:
-    """The lines of a Numba error that say what is wrong (not its pipeline's step names, nor its boilerplate)."""
-    keep = [
-        ln.strip()
-        for ln in err.splitlines()
-        if ln.strip()
-        and not ln.startswith(("TypingError: Failed in", "During:", "File ", "Failed in"))
-        and "pipeline" not in ln
-    ]
-    gist = " ".join(keep[:3])[:400] or err[:400]
-    if "NRT required" in err:  # Numba's runtime: what allocates memory (lists, new arrays) inside the kernel
-        gist += " (the kernel creates a list, array or other object: a GPU kernel cannot allocate memory)"
-    return gist
 
 
 class _Report:

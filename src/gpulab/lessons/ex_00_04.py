@@ -1,17 +1,16 @@
 """The exercises of lessons 00-04 as data (threads and grids, memory, 2-D indexing, matmul): what each
-kernel must compute, on which inputs, launched how, and the known mistakes that get a named hint.
-Reference answers: :mod:`.answers`. Collected, with every other ``ex_*.py`` module's, by :mod:`.problems`.
+kernel must compute, on which inputs, launched how, and the known mistakes that get a named hint (what a
+kernel with each of them computes: :mod:`.mistakes_00_04`). Reference answers: :mod:`.answers`. Collected, with every other ``ex_*.py`` module's, by :mod:`.problems`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ..exercises import Budget, CheckResult, Problem
-from ..exercises.races import DUPLICATE_STORE_HINT, WRITE_RACE_HINT
+from ..exercises import Budget, Problem
 from ..kernels._launch import ceil_div
 from ..kernels.elementwise import (
     add_grid_stride_kernel,
@@ -26,6 +25,13 @@ from ..problems import grid_2d, launch_1d
 from . import answers as _ans
 from . import device_fns, pipelined
 from .exercise import Exercise, as_host
+from .mistakes_00_04 import (
+    blur_halo,
+    blur_wraps,
+    strip_three_outputs,
+    transpose_one_row_per_thread,
+    with_duplicate_write_hint,
+)
 
 __all__ = ["EXERCISES_LIST"]
 
@@ -36,75 +42,6 @@ def _vec(n: int, rng: np.random.Generator) -> np.ndarray:
 
 def _mat(shape: Sequence[int], rng: np.random.Generator) -> np.ndarray:
     return rng.uniform(-1, 1, tuple(shape)).astype(np.float32)
-
-
-def _blur(x: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """``(left + x + right) / 3`` in float32, as the blur's spec computes it."""
-    return (left + x + right).astype(np.float32) / np.float32(3)
-
-
-def _blur_halo(x: np.ndarray, *, keep_left: bool, keep_right: bool) -> np.ndarray:
-    """The 3-point blur with the halo of every block of ``BLUR_TPB`` threads left at 0 (on the sides not kept):
-    what a kernel computes that never loads ``x[i - 1]`` / ``x[i + 1]`` from the next block."""
-    left = np.concatenate([[0], x[:-1]]).astype(np.float32)
-    right = np.concatenate([x[1:], [0]]).astype(np.float32)
-    starts = np.arange(x.size) % _ans.BLUR_TPB == 0
-    ends = (np.arange(x.size) % _ans.BLUR_TPB == _ans.BLUR_TPB - 1) | (np.arange(x.size) == x.size - 1)
-    if not keep_left:
-        left[starts] = 0
-    if not keep_right:
-        right[ends] = 0
-    return _blur(x, left, right)
-
-
-def _blur_wraps(x: np.ndarray) -> np.ndarray:
-    """The blur with ``x[i - 1]`` unguarded at i = 0: Python (and the simulator) read ``x[-1]``, the last element."""
-    right = np.concatenate([x[1:], [0]]).astype(np.float32)
-    return _blur(x, np.roll(x, 1), right)
-
-
-def _with_duplicate_write_hint(
-    problem: Problem, hint: str, over_budget: dict[str, str] | None = None
-) -> Callable[[Any], CheckResult]:
-    """A checker that runs ``problem`` and, where two threads wrote the same output element (all values
-    right), gives ``hint`` instead of the harness's general advice about atomics: in these exercises each
-    element has one owner, so the index is what is wrong, and cuda.atomic (lesson 05) is not the fix.
-    ``over_budget``: ``{budget check name: hint}`` for a correct kernel over that limit of the problem's budget,
-    in place of the harness's hint (which speaks of shared memory where the exercise's point is another)."""
-
-    def checker(kernel: Any, *, trusted: bool = False) -> CheckResult:
-        res = problem.check(kernel, trusted=trusted)
-        if res.hint in (WRITE_RACE_HINT, DUPLICATE_STORE_HINT):
-            res.hint = hint
-        elif res.status == "over budget":
-            res.hint = next((h for name, h in (over_budget or {}).items() if f"but {name}:" in res.message), res.hint)
-        return res
-
-    return checker
-
-
-def _strip_three_outputs(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """What a strip kernel computes with 3 outputs per thread instead of STRIP_TN = 4, under the check's launch
-    (16 threads per block along x): the columns from 3W on are never written (NaN, the harness's fill)."""
-    C = (A @ B).astype(np.float32)
-    W = 16 * ceil_div(ceil_div(C.shape[1], _ans.STRIP_TN), 16)
-    C[:, 3 * W :] = np.nan
-    return C
-
-
-def _transpose_one_row_per_thread(a: np.ndarray) -> list[np.ndarray]:
-    """What a tiled transpose gives under the exercise's launch (32 x 8 threads, one block per 32 x 32 tile) when
-    each thread moves one element instead of 4 rows: with ``cuda.grid(2)`` only the first 8 rows per block are
-    covered, with the tile's corner at ``32 * blockIdx.y`` only rows 0-7 of each tile. Unwritten: NaN."""
-    rows = a.shape[0]
-    grid_rows = np.arange(rows) < 8 * ceil_div(rows, 32)  # i = cuda.grid(2)[1] < 8 x the blocks along y
-    tile_rows = np.arange(rows) % 32 < 8  # row0 + ty
-    made = []
-    for covered in (grid_rows, tile_rows):
-        out = np.ascontiguousarray(a.T).astype(np.float32)
-        out[:, ~covered] = np.nan
-        made.append(out)
-    return made
 
 
 def _pipelined(alpha: Any, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -151,7 +88,7 @@ def _problems() -> list[Exercise]:
             "columns of out were never written: each block has 32 x 8 threads but moves a whole 32 x 32 tile, so "
             "each thread handles 4 rows of it, ty, ty + 8, ty + 16 and ty + 24 (`for r in range(ty, 32, 8)`), "
             "from row cuda.blockIdx.y * 32 of a (one element per thread, with cuda.grid(2), covers a quarter of "
-            "the rows).": _transpose_one_row_per_thread,
+            "the rows).": transpose_one_row_per_thread,
         },
     )
     strip = Problem(
@@ -172,7 +109,7 @@ def _problems() -> list[Exercise]:
         ptx="void(float32[:, :], float32[:, :], float32[:, :])",  # 4 accumulators in a Python list run only here
         mistakes={
             "the columns from j0 + 3W on were never written: each thread computes 4 outputs, at columns j0, "
-            "j0 + W, j0 + 2W and j0 + 3W (`for t in range(4)`), each with its own accumulator.": _strip_three_outputs,
+            "j0 + W, j0 + 2W and j0 + 3W (`for t in range(4)`), each with its own accumulator.": strip_three_outputs,
         },
     )
     ex = [
@@ -196,7 +133,7 @@ def _problems() -> list[Exercise]:
             "scale2d",
             scale2d,
             scale2d_kernel,
-            checker=_with_duplicate_write_hint(
+            checker=with_duplicate_write_hint(
                 scale2d,
                 _ONE_OWNER + "Take both indices from the 2-D grid, `j, i = cuda.grid(2)`, and write only "
                 "out[i, j]: one thread per element, no loop over a row or column.",
@@ -207,7 +144,7 @@ def _problems() -> list[Exercise]:
             "grid_stride",
             grid_stride,
             add_grid_stride_kernel,
-            checker=_with_duplicate_write_hint(
+            checker=with_duplicate_write_hint(
                 grid_stride,
                 _ONE_OWNER + "In a grid-stride loop every thread starts at its own global index, "
                 "`cuda.grid(1)`, and steps by the number of threads in the whole grid, `cuda.gridsize(1)` "
@@ -268,7 +205,7 @@ def _problems() -> list[Exercise]:
             "transpose_tiled",
             transpose_tiled,
             _ans.transpose_tiled32_kernel,
-            checker=_with_duplicate_write_hint(
+            checker=with_duplicate_write_hint(
                 transpose_tiled,
                 _ONE_OWNER + "A block moves one 32 x 32 tile although it has 32 x 8 threads: its tile starts at "
                 "row cuda.blockIdx.y * 32 and column cuda.blockIdx.x * 32 of a (not blockDim.y or blockDim.x "
@@ -364,15 +301,15 @@ def _problems() -> list[Exercise]:
                 mistakes={
                     "out[0] used the LAST element of x as its left neighbour: at i = 0, x[i - 1] is x[-1], which "
                     "counts from the end of the array, in Python and in numba on a GPU alike (numba wraps a "
-                    "negative index). Take 0 there: `x[i - 1] if i > 0 else 0.0`.": _blur_wraps,
+                    "negative index). Take 0 there: `x[i - 1] if i > 0 else 0.0`.": blur_wraps,
                     "wrong only where a block of 32 threads begins and ends: the halo is missing. Thread 0 must "
                     "also load x[i - 1] into buf[0], and the block's last thread x[i + 1] into buf[tx + 2] "
-                    "(0.0 outside the array).": lambda x: _blur_halo(x, keep_left=False, keep_right=False),
+                    "(0.0 outside the array).": lambda x: blur_halo(x, keep_left=False, keep_right=False),
                     "wrong only at the last element of a block of 32 threads: the right halo is missing. The "
                     "block's last thread (tx == 31) must also load x[i + 1] into buf[tx + 2] (0.0 past the end "
-                    "of x).": lambda x: _blur_halo(x, keep_left=True, keep_right=False),
+                    "of x).": lambda x: blur_halo(x, keep_left=True, keep_right=False),
                     "wrong only at the first element of a block of 32 threads: the left halo is missing. Thread "
-                    "0 must also load x[i - 1] into buf[0] (0.0 before the start of x).": lambda x: _blur_halo(
+                    "0 must also load x[i - 1] into buf[0] (0.0 before the start of x).": lambda x: blur_halo(
                         x, keep_left=False, keep_right=True
                     ),
                 },
@@ -406,7 +343,7 @@ def _problems() -> list[Exercise]:
             "matmul_strip",
             strip,
             _ans.matmul_strip_kernel,
-            checker=_with_duplicate_write_hint(
+            checker=with_duplicate_write_hint(
                 strip,
                 _ONE_OWNER + "A thread's 4 columns are W apart, with W = cuda.gridDim.x * cuda.blockDim.x, the "
                 "number of threads along x in the whole grid (cuda.blockDim.x alone is one block's): then the "
