@@ -22,6 +22,16 @@ and lines of 3 tokens or fewer (``s //= 2``, ``row_max = new_max``): naming thos
 (``acc += A[i, k] * B[k, j]``, ``cuda.atomic.add(total, 0, a[i] * b[i])``). The rest are *weak*
 (``new_max = max(row_max, tile_max)``): too generic to count alone, since prose can spell them by chance, but part
 of a sequence next to a strong one.
+
+A *short* solution (no loop) with a single *formula*, one statement that computes a value outside its indices (an
+assignment, a return or a call's argument with arithmetic, a comparison or a conditional value:
+``dx[i] = dout[i] if y[i] > 0 else 0.0``, ``g = grads[i] * inv_scale``), is that formula: its answer is the
+expression, whatever the hint does with the store around it. The hint spells the formula out when it holds the
+expression, or, for a conditional value, two of its three parts (the value kept, the condition, the other value),
+one of them computing: ``dout[i] where y[i] > 0, else 0``, ``x[i] if positive, else 0.01 * x[i]``
+(:class:`Formula`). The solution's locals assigned once are inlined there too (``v = x[i]``). This holds the
+hints a learner asks for before writing (:attr:`Measure.outline_gives_away`): a named mistake's verdict, shown for a
+kernel already written, may name the part of the formula that kernel got wrong (``dx[i] = alpha * dout[i] there``).
 """
 
 from __future__ import annotations
@@ -115,12 +125,44 @@ class Line:
 
 
 @dataclass
+class Part:
+    """A part of a formula: its spellings (as written, with the solution's once-assigned locals inlined) and
+    whether it computes (an operator outside its indices)."""
+
+    text: str
+    spellings: list[list[str]]
+    computes: bool
+
+
+@dataclass
+class Formula:
+    """The one formula of a short solution (module docstring): the expression whole, or a conditional value's body,
+    condition and other value (the parts of 3 tokens or more that name something of the solution's own)."""
+
+    text: str
+    parts: list[Part]
+    conditional: bool
+
+    def held(self, hay: list[str]) -> list[Part]:
+        """The parts that the tokens ``hay`` hold."""
+        return [p for p in self.parts if any(_contains(hay, sp) for sp in p.spellings)]
+
+    def spelled_out(self, hay: list[str]) -> bool:
+        """Whether ``hay`` states the formula: the expression; for a conditional, two parts, one computing."""
+        held = self.held(hay)
+        if self.conditional:
+            return len(held) >= 2 and any(p.computes for p in held)
+        return bool(held)
+
+
+@dataclass
 class Solution:
     """A solution's statement lines and the names that keep their spelling when a hint is tokenized."""
 
     source: str
     lines: list[Line] = field(default_factory=list)
     kept: set[str] = field(default_factory=set)
+    formula: Formula | None = None  # a short solution's one formula (module docstring)
 
     @property
     def counted(self) -> list[Line]:
@@ -153,6 +195,18 @@ def _is_guard(test: ast.expr) -> bool:
         ops_ok = all(isinstance(op, ast.Lt) for op in test.ops)  # `0 <= i` is a lower bound: an exercise's point
         return sizes and ops_ok and all(size_like(x) for x in [test.left, *test.comparators])
     return False
+
+
+def _computes(e: ast.AST) -> bool:
+    """Whether ``e`` computes a value outside its indices: arithmetic, a comparison, a condition (``a[i] * b[i]``,
+    ``v if v > 0 else 0``), not ``x[i + 1]`` or ``-1``."""
+    if isinstance(e, (ast.BinOp, ast.IfExp, ast.BoolOp, ast.Compare)):
+        return True
+    if isinstance(e, ast.UnaryOp) and not isinstance(e.operand, ast.Constant):
+        return True
+    if isinstance(e, ast.Subscript):
+        return _computes(e.value)  # not its index
+    return any(_computes(c) for c in ast.iter_child_nodes(e))
 
 
 def _is_index_setup(stmt: ast.stmt) -> bool:
@@ -222,6 +276,41 @@ def solution(source: str) -> Solution:
         if sum(isinstance(x, ast.Name) and x.id == n and isinstance(x.ctx, ast.Store) for x in ast.walk(tree)) == 1
     }
 
+    formulas: list[Formula] = []
+
+    def part(node: ast.expr, names: int) -> Part | None:
+        """``node`` as a formula's part: its spellings of 3 tokens or more with ``names`` of the solution's own names
+        or numbers (a bare local, ``v``, would match any name of the hint); None if it has none."""
+        raw = _raw(seg(node))
+        swap = {n: v for n, (v, grid) in aliases.items() if not grid}
+        spellings = []
+        for sp in (_names(raw, kept, local), _names([x for tok in raw for x in swap.get(tok, [tok])], kept, local)):
+            own = sum(1 for t in sp if t != _LOCAL and (t[:1].isalnum() or t[:1] == "_"))
+            if len(sp) >= 3 and own >= names and sp not in spellings:
+                spellings.append(sp)
+        return Part(seg(node), spellings, _computes(node)) if spellings else None
+
+    def formula(st: ast.stmt) -> None:
+        """Note the value ``st`` computes, if any (a short solution's formula: module docstring)."""
+        value = getattr(st, "value", None)
+        if isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return)) and value is not None:
+            exprs = [value] if _computes(value) else []
+        elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call):
+            exprs = [a for a in st.value.args if _computes(a)]
+        else:
+            exprs = []
+        if not exprs:
+            return
+        e = exprs[0]
+        if len(exprs) > 1:  # several values computed in one call: not one formula (none is checked then)
+            formulas.append(Formula(seg(st), [], False))
+        elif isinstance(e, ast.IfExp):
+            parts = [part(x, 1) for x in (e.body, e.test, e.orelse)]
+            formulas.append(Formula(seg(st), [x for x in parts if x is not None], True))
+        else:
+            whole = part(e, 2)
+            formulas.append(Formula(seg(st), [whole] if whole is not None else [], False))
+
     def walk(stmts: list[ast.stmt]) -> None:
         for st in stmts:
             if isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant) and isinstance(st.value.value, str):
@@ -249,6 +338,8 @@ def solution(source: str) -> Solution:
                     head = seg(st)[: value.col_offset - st.col_offset]
                     others.append(head + seg(value.body))
                 add(seg(st), _is_index_setup(st) or isinstance(st, (ast.Pass, ast.Break, ast.Continue)), *others)
+                if not _is_index_setup(st):
+                    formula(st)
                 if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
                     simple = _is_index_setup(st) or not any(isinstance(n, ast.Call) for n in ast.walk(st.value))
                     if st.targets[0].id in once and simple:  # `start = cuda.grid(1)`, `c = tx + a * BK`: later
@@ -256,6 +347,11 @@ def solution(source: str) -> Solution:
                         # spelled with it inlined
 
     walk(body)
+    loops = any(
+        isinstance(n, (ast.For, ast.AsyncFor, ast.While)) for n in ast.walk(ast.Module(body=body, type_ignores=[]))
+    )
+    if not loops and len(formulas) == 1 and formulas[0].parts:
+        sol.formula = formulas[0]
     return sol
 
 
@@ -272,6 +368,7 @@ class Measure:
     strong: list[bool]  # for each counted line of the solution: is it strong
     lines: list[str]  # the texts of the shown lines
     covered: float = 0.0  # the fraction of the counted lines' tokens the hint holds in runs of RUN tokens or more
+    formula: str = ""  # a short solution's formula, when the hint spells it out (module docstring)
 
     @property
     def strong_shown(self) -> int:
@@ -287,6 +384,12 @@ class Measure:
         whole = 0 < sum(self.strong) <= 2 and self.strong_shown == sum(self.strong)
         return consecutive or whole or self.covered >= COVERED
 
+    @property
+    def outline_gives_away(self) -> bool:
+        """For a hint a learner asks for before writing (``lessons.hint``'s tiers): :attr:`give_away`, or a short
+        solution's one formula (module docstring)."""
+        return self.give_away or bool(self.formula)
+
 
 def measure(hint: str, sol: Solution) -> Measure:
     """How much of ``sol`` the text ``hint`` spells out."""
@@ -295,7 +398,10 @@ def measure(hint: str, sol: Solution) -> Measure:
     shown = [k for k, ln in enumerate(lines) if any(_contains(hay, f) for f in (ln.tokens, *ln.forms))]
     total = sum(len(ln.tokens) for ln in lines)
     held = sum(max(_held(hay, f) * len(ln.tokens) / len(f) for f in (ln.tokens, *ln.cover)) for ln in lines)
-    return Measure(shown, [ln.kind == "strong" for ln in lines], [lines[k].text for k in shown], held / max(total, 1))
+    formula = sol.formula.text if sol.formula is not None and sol.formula.spelled_out(hay) else ""
+    return Measure(
+        shown, [ln.kind == "strong" for ln in lines], [lines[k].text for k in shown], held / max(total, 1), formula
+    )
 
 
 def _held(hay: list[str], line: list[str]) -> int:

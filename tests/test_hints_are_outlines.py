@@ -22,7 +22,12 @@ solution away when it holds
 2. or every strong line of a solution that has one or two: the whole answer of a one-line kernel,
    ``cuda.atomic.add(total, 0, a[i] * b[i])``;
 3. or 60 % of the solution's tokens in runs of 8 tokens or more, however it cuts them: a solution written out with
-   its lines merged or paraphrased (``dt * (watts[1:] + watts[:-1]) / 2`` with the sum and the return).
+   its lines merged or paraphrased (``dt * (watts[1:] + watts[:-1]) / 2`` with the sum and the return);
+4. or, for the tiers of ``lessons.hint`` (asked for before the learner writes anything), the one formula of a short
+   solution (no loop, a single statement that computes a value): the expression, or two of a conditional value's
+   three parts, one of them computing (``dout[i] where y[i] > 0, else 0`` for ``dx[i] = dout[i] if y[i] > 0 else
+   0.0``): for a one-line kernel the formula is the answer, however the store around it is worded. Named mistakes
+   are not held to this: shown for a kernel already written, they may name the part it got wrong.
 
 The thresholds were set on the hints of 2026-12 (59 give-aways, e.g. dot_atomic's ``i = cuda.grid(1); guard;
 cuda.atomic.add(total, 0, a[i] * b[i])``): every tier-2 outline that was the solution in other words failed, while a
@@ -56,6 +61,7 @@ class Hint:
     where: str  # "hints 05/dot_atomic tier 2", "src/gpulab/systolic.py:231", "labs/solutions/lab11_... cell 7:12"
     text: str
     solutions: list[tuple[str, Solution]]  # (which solution, the solution)
+    outline: bool = False  # a tier of lessons.hint: also held to a short solution's formula (rule 4)
 
 
 def notebook_blocks(path: Path) -> list[tuple[str, str]]:
@@ -162,7 +168,7 @@ def collect() -> list[Hint]:
     for (les, _), sols in by_ex.items():
         by_lesson.setdefault(les, []).extend(sols)
     hints = [
-        Hint(f"hints {les}/{name} tier {k + 1}", tier, sols)
+        Hint(f"hints {les}/{name} tier {k + 1}", tier, sols, outline=True)
         for (les, name), sols in by_ex.items()
         for k, tier in enumerate(hints_of(les, name))
     ]
@@ -193,8 +199,9 @@ def give_aways(hints: list[Hint]) -> list[str]:
     for h in hints:
         for name, sol in h.solutions:
             m = measure(h.text, sol)
-            if m.give_away:
-                out.append(f"{h.where} gives away {name} ({m.covered:.0%} of its tokens; lines {m.lines}): {h.text!r}")
+            if m.outline_gives_away if h.outline else m.give_away:
+                what = f"its formula {m.formula!r}" if not m.give_away else f"lines {m.lines}"
+                out.append(f"{h.where} gives away {name} ({m.covered:.0%} of its tokens; {what}): {h.text!r}")
                 break
     return out
 
@@ -264,6 +271,37 @@ def test_the_measure_catches_the_old_give_aways(lesson, name, text):
     assert any(measure(text, sol).give_away for _, sol in sols), (lesson, name)
 
 
+# Tier-2 hints of 2026-12 for one-line kernels that stated the formula in other words, under rules 1-3 (the store
+# reworded, the condition or a value paraphrased): rule 4 catches them.
+OLD_FORMULAS = [
+    ("08", "relu_backward", "i = cuda.grid(1); guard; dout[i] where y[i] > 0, else 0"),
+    (
+        "06",
+        "leaky_relu",
+        "i = cuda.grid(1); guard; x[i] if positive, else float32(0.01) * x[i] (a bare 0.01 is a float64 in Numba)",
+    ),
+    ("10", "unscale", "i = cuda.grid(1); guard; out[i] = grads[i] * inv_scale; if inf or nan: atomic add 1"),
+]
+
+
+@pytest.mark.parametrize(("lesson", "name", "text"), OLD_FORMULAS, ids=[f"{les}-{n}" for les, n, _ in OLD_FORMULAS])
+def test_the_formula_of_a_one_line_kernel_is_caught(lesson, name, text):
+    sols = _lesson_solutions()[(lesson, name)]
+    assert sols and not any(measure(text, sol).give_away for _, sol in sols), "rules 1-3 catch it now: rule 4's note"
+    assert all(measure(text, sol).outline_gives_away for _, sol in sols), (lesson, name)
+
+
+def test_a_named_mistake_may_name_the_part_of_the_formula_it_got_wrong():
+    """Rule 4 holds the hints asked for before writing: lab 08's verdict for a kernel that stored alpha * y[i] names
+    the value it should have stored there (two parts of the formula), and passes."""
+    sols = [sol for name, sol in _lab_solutions()["08"] if name.endswith(" leaky_relu_backward_kernel")]
+    (mistake,) = [
+        h for h in collect() if h.where.startswith("src/gpulab/problems/lab08.py:") and "stored alpha" in h.text
+    ]
+    assert sols and not mistake.outline and not give_aways([mistake])
+    assert any(measure(mistake.text, sol).formula for sol in sols)
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -277,4 +315,4 @@ def test_the_measure_catches_the_old_give_aways(lesson, name, text):
 def test_the_measure_lets_an_outline_through(text):
     for key in [("08", "linear_weight_grad"), ("03", "matvec"), ("01", "scale2d")]:
         for _, sol in _lesson_solutions()[key]:
-            assert not measure(text, sol).give_away, (key, text)
+            assert not measure(text, sol).outline_gives_away, (key, text)

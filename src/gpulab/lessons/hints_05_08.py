@@ -87,7 +87,9 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
     ),
     ("06", "leaky_relu"): (
         "One thread per element, guarded: positive values pass unchanged, the others are scaled by 0.01.",
-        "i = cuda.grid(1); guard; x[i] if positive, else float32(0.01) * x[i] (a bare 0.01 is a float64 in Numba)",
+        "i = cuda.grid(1); guard; read x[i] once into a local; its sign decides whether out[i] gets the value as it "
+        "is or scaled by the small slope. Write the slope as float32(0.01): a bare 0.01 is a float64 in Numba, and "
+        "would make the product float64.",
     ),
     ("06", "round_to_tf32"): (
         "Work on the bits (x.view(np.uint32)): TF32 keeps the sign, the 8 exponent bits and the top 10 mantissa "
@@ -144,7 +146,9 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("08", "relu_backward"): (
         "The gradient passes through where the forward's output was positive, and is 0 elsewhere. One thread per "
         "element.",
-        "i = cuda.grid(1); guard; dout[i] where y[i] > 0, else 0",
+        "i = cuda.grid(1); guard; dx[i] comes from dout[i], gated by the forward's output y[i]: which values of "
+        "y[i] mean the ReLU let its input through, and on which side of that test does y[i] == 0 fall? Elsewhere "
+        "the gradient is 0 (a float32).",
     ),
     ("08", "maxpool2x2_backward"): (
         "Gather, do not scatter: one thread per input pixel. The pixel belongs to window (i // 2, j // 2), and "

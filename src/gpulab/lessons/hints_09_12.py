@@ -34,7 +34,9 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("10", "unscale"): (
         "One thread per element multiplies by 1 / scale. A thread that finds inf or nan counts it into "
         "found_inf[0]; many threads may find one at the same time, so the count is an atomic add.",
-        "i = cuda.grid(1); guard; out[i] = grads[i] * inv_scale; if inf or nan: atomic add 1",
+        "i = cuda.grid(1); guard; the unscaled value comes from grads[i] and inv_scale (already 1 / scale: which "
+        "one operation undoes the scaling?); store it in out[i]; then ask of that value whether it is inf or nan "
+        "(math.isinf, math.isnan), and if so add 1 to found_inf[0] atomically: many threads may find one at once.",
     ),
     ("10", "ring_allreduce"): (
         "N devices in a ring, each buffer cut into N chunks. First the chunks travel round the ring being added "
