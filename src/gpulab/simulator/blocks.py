@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from . import recordings, warps
-from .stopping import KernelTimeout
+from .stopping import KernelTimeout, through_stops
 from .warps_in_turn import InTurn, LaneError
 from .in_turn import plan
 from .swap import swapped_modules
@@ -294,16 +294,12 @@ def _join_leaving(threads: list, limit: float = 1.0) -> None:
         t.join(max(0.0, end - time.monotonic()))
 
 
+@through_stops(100)
 def _abort(block: Block) -> None:
     """Abort ``block`` from its launcher, which a stop (or Ctrl-C) interrupted: again if a second stop lands inside
-    the abort. Should that too be cut short, the block's waiting threads see that the launcher is gone
-    (:meth:`Block.pause`)."""
-    for _ in range(100):
-        try:
-            block.abort()
-            return
-        except BaseException:  # noqa: BLE001 - another stop: the first one is re-raised by the caller
-            continue
+    the abort (:func:`~gpulab.simulator.stopping.through_stops`; the first stop is re-raised by the caller). Should
+    that too be cut short, the block's waiting threads see that the launcher is gone (:meth:`Block.pause`)."""
+    block.abort()
 
 
 def run_block(manager: Any, grid_point: Any, *args: Any) -> None:

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, ParamSpec
 
 __all__ = [
     "KernelTimeout",
@@ -41,10 +42,13 @@ __all__ = [
     "settle",
     "stop_thread",
     "stop_threads",
+    "through_stops",
 ]
 
 SETTLE_SECONDS = 60.0
 """How long :func:`settle` stops and waits for the workers left running before it gives up."""
+
+P = ParamSpec("P")
 
 # Threads that the harness could not stop in time (check workers): stopped again by settle() until they end.
 _LEFTOVER: list[threading.Thread] = []
@@ -83,19 +87,43 @@ def started(th: Any) -> None:
     th._gpulab_guard = threading.Lock()
 
 
+def through_stops(tries: int) -> Callable[[Callable[P, None]], Callable[P, None]]:
+    """A function run again, up to ``tries`` times in all, while a stop (an asynchronous exception) lands in it and
+    cuts it short; what it raised is dropped: its caller goes on as if it had finished (:func:`leaving`,
+    :func:`gpulab.simulator.blocks._abort`).
+
+    The decorated function takes any lock it needs itself, with a ``with`` statement on the C lock
+    (``with block.lock:``, not ``lock.acquire()`` followed by a ``try``, nor ``with condition:``), so no Python code
+    runs between taking a lock and entering the region that releases it: a stop landing there would leave the lock
+    held by a thread that is gone. This wrapper holds no lock, and adds no frame in front of its ``try``: it is what
+    the caller calls, so a stop escapes it only where one escaped the loop it replaces (at its call, ``range``, the
+    loop's jump back; ``dis`` shows the same instructions there)."""
+
+    def wrap(action: Callable[P, None]) -> Callable[P, None]:
+        @functools.wraps(action)
+        def run(*args: P.args, **kwargs: P.kwargs) -> None:
+            for _ in range(tries):
+                try:
+                    action(*args, **kwargs)
+                    return
+                except BaseException:  # noqa: BLE001 - a stop landed in it: run it again
+                    continue
+
+        return run
+
+    return wrap
+
+
+@through_stops(1000)
 def leaving(th: Any) -> None:
     """Called by a simulator thread (``th`` is the current thread) before its block's bookkeeping: from here on
     :func:`stop_threads` leaves it alone, and a stop already sent but not yet raised is withdrawn. A stop raised
-    before the guard is taken (between the kernel's end and here) is caught and the guard taken again."""
-    for _ in range(1000):
-        try:
-            guard = getattr(th, "_gpulab_guard", None) or threading.Lock()
-            with guard:
-                th._gpulab_leaving = True
-                _SET_ASYNC_EXC(ctypes.c_ulong(th.ident), None)  # withdraw a pending stop (NULL clears it)
-            return
-        except BaseException:  # noqa: BLE001 - a stop raised here: this thread is leaving anyway
-            continue
+    before the guard is taken (between the kernel's end and here) is caught and the guard taken again
+    (:func:`through_stops`: this thread is leaving anyway)."""
+    guard = getattr(th, "_gpulab_guard", None) or threading.Lock()
+    with guard:
+        th._gpulab_leaving = True
+        _SET_ASYNC_EXC(ctypes.c_ulong(th.ident), None)  # withdraw a pending stop (NULL clears it)
 
 
 def stop_thread(thread: threading.Thread, exc_type: type[BaseException]) -> bool:
