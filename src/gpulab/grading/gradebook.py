@@ -45,6 +45,8 @@ from pathlib import Path
 
 from gpulab.errors import UsageError
 
+from . import PARTIAL_RULE
+
 from .assemble import source_for
 from .audience import for_student, for_teacher
 from .book_files import aside_name, hand_changes, merged, read_book, write_csv
@@ -176,6 +178,8 @@ def write_feedback(graded: Graded, path: Path, student: str = "") -> None:
     def row(r: GradeRow) -> str:
         earned = "&ndash;" if r.status == "not graded" else f"{r.score:g}"  # no score, not a 0
         hint = f"<br><i>Hint:</i> {html.escape(for_student(r.hint))}" if for_student(r.hint) else ""
+        if r.status == "partial":  # the rule behind a part score
+            hint += f"<br><i>{html.escape(PARTIAL_RULE)}</i>"
         return (
             f"<tr><td>{html.escape(r.grade_id)}</td><td>{earned} / {r.points:g}</td>"
             f"<td style='color:{colour.get(r.status, '#cf222e')}'><b>{html.escape(r.status)}</b></td>"
