@@ -78,8 +78,10 @@ def test_grading_one_student_again_with_merge_keeps_the_rest(tmp_path, scores, c
     capsys.readouterr()
 
     scores["bob"] = 2.0  # bob's notebook graded again (say, after a fix to the grader)
-    assert _grade(str(subs / "bob" / LAB), "--out", str(out), "--merge") == 0
+    everything = tmp_path / "all.json"
+    assert _grade(str(subs / "bob" / LAB), "--out", str(out), "--merge", "--json", str(everything)) == 0
     printed = capsys.readouterr().out
+    assert json.loads(everything.read_text()) == json.loads((out / "gradebook.json").read_text())  # all 3 rows
     rows = _rows(out)
     assert sorted(rows) == ["alice", "bob", "carol"], rows
     assert rows["bob"]["lab01-add-check"] == "2.0" and rows["bob"]["score"] == "4.0", rows["bob"]

@@ -282,7 +282,7 @@ def _run_grade(ns: argparse.Namespace) -> int:
         book = grade_folder(ns.path, solutions, out, lab=ns.lab, workers=ns.workers, limits=_limits(ns), merge=ns.merge)
         print(book.summary())
         if ns.json is not None:  # the same as gradebook.json, where the teacher asked for it
-            ns.json.write_text(json.dumps(book.payload(), indent=2) + "\n", encoding="utf-8")
+            ns.json.write_text(json.dumps(book.written or book.payload(), indent=2) + "\n", encoding="utf-8")
             print(f"wrote {ns.json}")
         again = [g for _, g in book.entries if g.not_graded]
         if again:  # the process did not start (grade them again), or unreadable (ask for them again): the reason each

@@ -65,6 +65,7 @@ class Gradebook:
     skipped: list[Path] = field(default_factory=list)  # notebooks of other labs than the one asked for
     extras: list[dict[str, str]] = field(default_factory=list)  # per entry: submitted_at, graded_at, gpulab_...
     said: list[str] = field(default_factory=list)  # what the summary adds: a merge, scores changed by hand
+    written: list[dict] = field(default_factory=list)  # what gradebook.json holds now (with --merge: all its rows)
 
     def payload(self) -> list[dict]:
         """What gradebook.json holds for these entries: each submission's student, scores, verdicts and notes, when it
@@ -322,6 +323,7 @@ def grade_folder(
     (out / "feedback").mkdir(exist_ok=True)
     write_csv(out / "gradebook.csv", rows)
     (out / "gradebook.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    book.written = payload
     for (student, g), path in zip(entries, subs):
         write_feedback(
             g, out / "feedback" / feedback_name(student, g.lab, path, pairs_seen[(student, g.lab)] > 1), student
