@@ -32,7 +32,11 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make lab        set up and open JupyterLab (NO_BROWSER=1 for servers, PORT=8888)"
-	@echo "make test       set up (adds the test and lint extras), lint, and run unit, PTX, notebook and lab tests (simulator mode)"
+	@echo "make setup      only set up .venv (extras lab, data), as make lab does"
+	@echo "make setup-dev  .venv with the developers' extras too (test, lint)"
+	@echo "make test       set up (adds the test and lint extras), lint (ruff, mypy: fails on an edited src/ that"
+	@echo "                 does not pass), then unit, PTX, notebook and lab tests (simulator mode; 13-16 min on 2 cores)"
+	@echo "make test-fast  the unit tests only (tests/), no lint and no notebooks"
 	@echo "make test-network  opt-in, needs PyPI: the GPU extras resolve (pip --dry-run; downloads CUDA wheels)"
 	@echo "make lint       ruff + mypy (calls into CuPy's Python layer checked against the installed CuPy)"
 	@echo "make test-oldest  Colab's versions on Python 3.12 (OLDEST_PYTHON=...), installed --no-deps like Colab;"
@@ -41,6 +45,7 @@ help:
 	@echo "make doctor     print versions, the mode and known fixes"
 	@echo "make gpu-check  on a CUDA machine: notebooks in gpu mode + benchmarks"
 	@echo "make gpu-check-prep  .device/: wheels and MNIST for a GPU machine without network"
+	@echo "make clean      remove .venv, .pytest_cache and artifacts (then make lab builds a fresh .venv)"
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

@@ -162,7 +162,8 @@ def test_a_notebook_that_could_not_be_graded_is_not_graded_never_0_of_0(tmp_path
     assert "not graded  note: not graded: " in table["bob"] and "not valid notebook JSON" in table["bob"], table
     assert "not graded  note: not graded: " in table["carol"] and "has no code in it" in table["carol"], table
     assert printed.splitlines()[0].startswith("graded with mode: simulator;") and " | " not in printed.splitlines()[0]
-    assert "2 notebook(s) were not graded" in printed and "may be truncated: ask for the submission again" in printed
+    assert "2 notebook(s) were not graded" in printed
+    assert "may be truncated. For the teacher: ask for the submission again" in printed
     rows = {r["student"]: r for r in csv.DictReader(open(out / "gradebook.csv"))}
     exercises = [e for e in rows["bob"] if e.endswith("-check")]
     assert len(exercises) == 5  # lab01's, from the source, although nothing of bob's could be read
@@ -228,6 +229,7 @@ def _other_labs_class(tmp_path: Path) -> Path:
     for c in old.cells:
         if _meta(c).get("solution"):
             c.metadata["nbgrader"]["grade_id"] = _meta(c)["grade_id"].replace("lab01-", "lab01-v0-")
+            c["id"] = f"v0-{c['id']}"  # a much older release: its cells' ids differ too (the current ones find answers)
     nbformat.write(old, str(subs / "dave" / STUDENT.name))
     return subs
 

@@ -18,11 +18,12 @@ Commands (run from the repository, or pass ``--root``):
   labs/README.md, "Adding a lab".
 * ``labs check``: fail if a student version is missing, stale (differs from what ``release``
   would write) or contains solution text; used by the test suite.
-* ``labs grade PATH [--lab NAME] [--json FILE] [--out DIR] [--workers N] [--timeout S]``: grade a
+* ``labs grade PATH [--lab NAME] [--json FILE] [--out DIR [--merge]] [--workers N] [--timeout S]``: grade a
   submitted notebook (or every notebook in a folder, in parallel) in a sandbox. Only the answer
   cells come from the submission; test cells, hidden tests and points come from labs/solutions.
-  Prints a score table; a folder also gets gradebook.csv/.json and per-student HTML feedback.
-  See :mod:`gpulab.grading`.
+  Prints a score table; a folder also gets gradebook.csv/.json and per-student HTML feedback. ``--merge``
+  puts the rows of what was graded into ``--out``'s gradebook, replacing that student's rows for that lab
+  and keeping the others (grading one student again). See :mod:`gpulab.grading`.
 """
 
 from __future__ import annotations
@@ -212,6 +213,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=4096,
         help="memory limit per submission in MB (default: %(default)s)",
     )
+    p_gr.add_argument(
+        "--merge",
+        action="store_true",
+        help="with --out: replace only the rows and feedback pages of the students and labs graded now in --out's "
+        "gradebook, keeping every other row (hand-changed scores included) and page; to grade one student again",
+    )
     p_gr.add_argument("--kernel", type=_kernel_name, default="python3", help="kept for old scripts; python3 only")
 
 
@@ -252,17 +259,30 @@ def _run_grade(ns: argparse.Namespace) -> int:
 
     root = ns.root or find_root()
     solutions = root / "labs" / "solutions"
+    if not any(solutions.glob("*.ipynb")):
+        raise UsageError(
+            f"--root {root} has no labs/solutions/*.ipynb: --root takes a clone of the gpulab repository (the folder "
+            "that holds labs/solutions, the grading source), not an nbgrader course folder; leave --root out to use "
+            "the clone you run this from"
+        )
     if not ns.path.exists():
         raise UsageError(f"{ns.path} does not exist; give a submitted .ipynb file or a folder of them")
-    if ns.path.is_dir():
+    if ns.merge and ns.out is None:
+        raise UsageError(
+            "--merge needs --out: the folder whose gradebook.csv/.json the new rows go into (the class's, e.g. "
+            "--out graded/)"
+        )
+    if ns.path.is_dir() or ns.merge:
         from gpulab.grading.gradebook import grade_folder
 
         out = ns.out or ns.path.with_name(ns.path.name + "-graded")
         _refuse_unwritable(ns.json, out)
-        book = grade_folder(ns.path, solutions, out, lab=ns.lab, workers=ns.workers, limits=_limits(ns))
+        if ns.merge and ns.path.is_file():
+            read_submission(ns.path)  # a clear message before any work for what is not a notebook
+        book = grade_folder(ns.path, solutions, out, lab=ns.lab, workers=ns.workers, limits=_limits(ns), merge=ns.merge)
         print(book.summary())
         if ns.json is not None:  # the same as gradebook.json, where the teacher asked for it
-            ns.json.write_text(json.dumps(book.payload(), indent=2) + "\n", encoding="utf-8")
+            ns.json.write_text(json.dumps(book.written or book.payload(), indent=2) + "\n", encoding="utf-8")
             print(f"wrote {ns.json}")
         again = [g for _, g in book.entries if g.not_graded]
         if again:  # the process did not start (grade them again), or unreadable (ask for them again): the reason each

@@ -22,6 +22,14 @@ __all__ = ["report", "quiet_warnings", "grade", "grade_folder", "GradeRow", "ass
 # The results that report() saw, newest last (the grader reads them for the verdict text).
 _reported: list = []
 
+PARTIAL_RULE = (
+    "Partial credit: a check earns all its points, half when the code is correct but over a budget, not compilable "
+    "to PTX or right only with x and y exchanged, or none when it is wrong; the cell earns its points times the "
+    "share its checks earned, and a half counts once for every check of the same function."
+)
+"""The rule behind a part score, shown under a cell that earned some of its points (here, and on the feedback page of
+``labs grade`` under each "partial" row)."""
+
 
 def quiet_warnings() -> None:
     """Silence numba's performance warnings (low occupancy on small grids in gpu mode).
@@ -108,11 +116,14 @@ def report(*results: Any, points: float | None = None) -> float:
     except ImportError:  # pragma: no cover - IPython comes with ipykernel
         for r in results:
             print(r)
-    if capped:  # say why the hidden checks' full points did not count in full
-        print(
-            f"This cell: {score:g}/{total:g} points. {', '.join(capped)}: part of the points in a verdict above "
-            f"({', '.join(why)}); that counts for every check of it, also those that skip budgets and PTX."
-        )
+    if 0 < score < total:  # a part score: the rule behind it (and why the hidden checks' points were capped)
+        line = f"This cell: {score:g}/{total:g} points."
+        if capped:
+            line += (
+                f" {', '.join(capped)}: part of the points in a verdict above ({', '.join(why)}); that counts for "
+                "every check of it, also those that skip budgets and PTX."
+            )
+        print(f"{line}\n{PARTIAL_RULE}")
     return score
 
 

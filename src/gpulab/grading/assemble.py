@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulab.errors import UsageError
+from .audience import for_teacher
 from .cell_notes import _code, _meta, _stub, added_cells, defined_names, notes_on_test_cells
 
 __all__ = ["Cell", "Assembled", "assemble", "read_submission", "source_for"]
@@ -38,6 +39,7 @@ class Cell:
     points: float = 0.0
     tags: list[str] = field(default_factory=list)
     lost: str = ""  # for an answer cell that could not be found because the notebook lost its metadata: why
+    wants: list[str] = field(default_factory=list)  # for an answer cell: the names the lab's answer defines
 
 
 @dataclass
@@ -69,7 +71,7 @@ def read_submission(path: Path) -> Any:
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}; check its permissions") from None
     if not raw.strip():
-        raise UsageError(f"{path} is empty (0 bytes of notebook); ask for the submission again")
+        raise UsageError(for_teacher(f"{path} is empty (0 bytes of notebook)", "ask for the submission again"))
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -80,8 +82,10 @@ def read_submission(path: Path) -> Any:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(
-            f"{path} is not valid notebook JSON ({exc.msg} at line {exc.lineno}); it may be "
-            "truncated: ask for the submission again"
+            for_teacher(
+                f"{path} is not valid notebook JSON ({exc.msg} at line {exc.lineno}); it may be truncated",
+                "ask for the submission again",
+            )
         ) from None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise UsageError(
@@ -252,9 +256,12 @@ def assemble(source_path: Path, submission: Any) -> Assembled:
         )
     if not other_lab and sub_answers - src_answers and src_answers - sub_answers - by_own_id:
         notes.append(
-            f"answer cells {', '.join(sorted(sub_answers - src_answers))} are not in this release of "
-            f"{source_path.stem}, which asks for {', '.join(sorted(src_answers - sub_answers))}: an older "
-            "release? Their code was not graded; have the student paste it into the current student version"
+            for_teacher(
+                f"answer cells {', '.join(sorted(sub_answers - src_answers))} are not in this release of "
+                f"{source_path.stem}, which asks for {', '.join(sorted(src_answers - sub_answers))}: an older "
+                "release? Their code was not graded",
+                "have the student paste it into the current student version, then grade that again",
+            )
         )
     cells: list[Cell] = []
     for k, cell in enumerate(source.cells):
@@ -273,7 +280,8 @@ def assemble(source_path: Path, submission: Any) -> Assembled:
                 if gid not in unsure:
                     notes.append(f"answer cell {gid or k} missing from the submission: graded as not answered")
                 text = _stub(cell.source)
-            cells.append(Cell(k, "answer", text, gid, 0.0, tags, unsure.get(gid, "")))
+            wants = defined_names(_code(cell))
+            cells.append(Cell(k, "answer", text, gid, 0.0, tags, unsure.get(gid, ""), wants))
         else:
             cells.append(Cell(k, "code", cell.source, gid, 0.0, tags))
     return Assembled(cells, notes, added_names, why_other)
@@ -305,14 +313,15 @@ def _other_lab(source_path: Path, theirs: set[str], ours: set[str]) -> str:
     asks = f"{lab} asks for {', '.join(sorted(ours))}"
     if len(owners) == 1 and not unknown:
         ((owner, ids),) = owners.items()
-        return (
-            f"is {owner}'s notebook, not {lab}'s: its answer cells ({', '.join(ids)}) are {owner}'s, and {asks}. "
-            f"Ask for the {lab} notebook again, or grade this one alone with --lab {owner}"
+        return for_teacher(
+            f"is {owner}'s notebook, not {lab}'s: its answer cells ({', '.join(ids)}) are {owner}'s, and {asks}",
+            f"ask for the {lab} notebook again, or grade this one alone with --lab {owner}",
         )
     parts = [f"{owner}'s: {', '.join(ids)}" for owner, ids in owners.items()]
     if unknown:
         parts.append(f"in none of the course's labs (a much older release?): {', '.join(unknown)}")
-    return (
+    return for_teacher(
         f"is not {lab}'s notebook: none of its answer cells is in this release of {lab} ({'; '.join(parts)}), and "
-        f"{asks}. Ask for the {lab} notebook again, the answers pasted into the current student version"
+        f"{asks}",
+        f"ask for the {lab} notebook again, the answers pasted into the current student version",
     )

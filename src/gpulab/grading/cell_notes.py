@@ -174,3 +174,18 @@ def added_cells(source: Any, submission: Any, used: set[int]) -> list[tuple[str,
             continue
         out.append((describe(k, total, text, names), names))
     return out
+
+
+def renamed_answer(message: str, answer: Any) -> str:
+    """The hint for a test row whose ``NameError`` names what the lab's answer cell defines and the student's answer
+    cell (``answer``, a :class:`gpulab.grading.assemble.Cell`) does not, while it defines other names: a renamed
+    kernel ("" otherwise)."""
+    wants = list(getattr(answer, "wants", None) or [])
+    missing = [n for n in re.findall(r"name '(\w+)' is not defined", message) if n in wants]
+    mine = [n for n in defined_names(getattr(answer, "source", "")) if n not in wants]
+    if not missing or not mine:
+        return ""
+    return (
+        f"your answer cell {answer.grade_id} defines {', '.join(mine)}, but the check calls {missing[0]}: "
+        f"keep the name {missing[0]} the lab gave it (the test cells call it by that name)"
+    )

@@ -4,15 +4,20 @@
 ``submitted/<student>/<assignment>/<lab>.ipynb`` tree works as is), grades them ``--workers`` at
 a time with a progress bar, and writes into the output folder:
 
-* ``gradebook.csv``: one row per submission: student, lab, total, maximum, then one column per
-  exercise (its points earned), then ``ptx_not_checked``: the exercises whose PTX check could not run (no NVVM
-  where they were graded: their points were given without it), "" when every PTX check ran;
+* ``gradebook.csv``: one row per submission: student, lab, notebook, ``submitted_at`` (nbgrader's
+  ``timestamp.txt``, "" without one), total, maximum, then one column per exercise (its points earned), then
+  ``ptx_not_checked`` (the exercises whose PTX check could not run: no NVVM where they were graded, so their points
+  were given without it; "" when every PTX check ran), ``graded_at``, ``gpulab_version`` and ``gpulab_commit``
+  (:mod:`.provenance`; columns and merging: :mod:`.book_files`);
 * ``gradebook.json``: everything, including each exercise's status ("passed", "partial" for some of its
   points, "failed", "not implemented", "not graded", ...; see :class:`gpulab.grading.grader.GradeRow`), the
   check's own status (``verdict``), message and hint, whether its PTX check did not run (``ptx_not_checked``, per
   exercise and per submission), and whether the notebook was ``not_graded`` (an earlier
-  ``gradebook.csv``/``.json`` in the folder is renamed ``gradebook-<its time>.csv``, not overwritten);
-* ``feedback/<student>__<lab>.html``: what the student sees: each exercise's verdict and hint (with
+  ``gradebook.csv``/``.json`` in the folder is renamed ``gradebook-<its time>.csv``, not overwritten, and scores
+  changed by hand in it are named in the summary; with ``merge`` only the rows of the students and labs graded
+  now are replaced, the rest kept as they were);
+* ``feedback/<student>__<lab>.html``: what the student sees: each exercise's verdict and hint, the notes without
+  the advice meant for the teacher (:mod:`.audience`) (with
   ``__<notebook>`` added when a student handed in several notebooks for one lab); an earlier
   ``feedback`` folder with pages in it is renamed ``feedback-<its time>``, not overwritten.
 
@@ -27,12 +32,10 @@ graded" (another lab's notebook), not skipped too.
 
 from __future__ import annotations
 
-import csv
 import html
 import json
 import os
 import re
-import time
 import traceback
 from collections import Counter
 from collections.abc import Sequence
@@ -42,8 +45,13 @@ from pathlib import Path
 
 from gpulab.errors import UsageError
 
+from . import PARTIAL_RULE
+
 from .assemble import source_for
+from .audience import for_student, for_teacher
+from .book_files import aside_name, hand_changes, merged, read_book, write_csv
 from .grader import GradeRow, Graded, check_device, grade_notebook, grading_device, ptx_footnote, ungraded
+from .provenance import graded_at, gpulab_commit, gpulab_version, submitted_at
 from .sandbox import Limits, usable_cpus
 
 __all__ = ["Gradebook", "check_out_folder", "feedback_name", "grade_folder", "keep_earlier", "write_feedback"]
@@ -55,10 +63,15 @@ class Gradebook:
     out: Path
     kept: list[Path] = field(default_factory=list)  # earlier gradebooks, renamed rather than overwritten
     skipped: list[Path] = field(default_factory=list)  # notebooks of other labs than the one asked for
+    extras: list[dict[str, str]] = field(default_factory=list)  # per entry: submitted_at, graded_at, gpulab_...
+    said: list[str] = field(default_factory=list)  # what the summary adds: a merge, scores changed by hand
+    written: list[dict] = field(default_factory=list)  # what gradebook.json holds now (with --merge: all its rows)
 
     def payload(self) -> list[dict]:
-        """What gradebook.json holds: each submission's student, scores, verdicts and notes."""
-        return [{"student": s, **g.to_dict()} for s, g in self.entries]
+        """What gradebook.json holds for these entries: each submission's student, scores, verdicts and notes, when it
+        was handed in and graded, and by which gpulab."""
+        extras = self.extras or [{} for _ in self.entries]
+        return [{"student": s, **g.to_dict(), **x} for (s, g), x in zip(self.entries, extras)]
 
     def summary(self) -> str:
         """The class table: first how the notebooks ran (mode and sandbox, as a single notebook's title says), then
@@ -72,7 +85,7 @@ class Gradebook:
                 line += f"  PTX not checked *: {', '.join(g.ptx_not_checked)}"
             if g.notes:  # a timeout, a crash, edited test cells, several submissions: worth a look
                 more = f" (+{len(g.notes) - 1} more in gradebook.json)" if len(g.notes) > 1 else ""
-                line += f"  note: {g.notes[0][:100]}{more}"
+                line += f"  note: {_short(g.notes[0])}{more}"
             lines.append(line)
         lines.append(
             f"wrote {self.out / 'gradebook.csv'}, {self.out / 'gradebook.json'} and "
@@ -80,12 +93,22 @@ class Gradebook:
         )
         if self.kept:
             lines.append("the previous gradebook was kept as " + ", ".join(p.name for p in self.kept))
+        lines += self.said
         if self.skipped:
             lines.append(f"skipped {len(self.skipped)} notebook(s) of other labs: " + ", ".join(map(str, self.skipped)))
         unchecked = [len(g.ptx_not_checked) for _, g in self.entries if g.ptx_not_checked]
         if unchecked:
             lines.append(f"* {ptx_footnote(sum(unchecked), len(unchecked))}.")
         return "\n".join(lines)
+
+
+def _short(text: str, width: int = 100) -> str:
+    """``text`` on one line, cut at the last word boundary within ``width`` characters ("..." marks the cut)."""
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    cut = text[: width - 3].rsplit(" ", 1)[0].rstrip(",;:(")
+    return cut + "..."
 
 
 def _score_text(g: Graded) -> str:
@@ -97,13 +120,7 @@ def _score_text(g: Graded) -> str:
 
 def keep_earlier(path: Path) -> Path:
     """Rename an earlier gradebook (maybe edited by hand, maybe another lab's) to a name with its time."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(path.stat().st_mtime))
-    stem, suffix = (path.name, "") if path.is_dir() else (path.stem, path.suffix)
-    target = path.with_name(f"{stem}-{stamp}{suffix}")
-    k = 1
-    while target.exists():
-        target = path.with_name(f"{stem}-{stamp}-{k}{suffix}")
-        k += 1
+    target = aside_name(path)
     path.rename(target)
     return target
 
@@ -145,21 +162,33 @@ def _keep_feedback(folder: Path) -> Path | None:
     return keep_earlier(folder)
 
 
+def _base_for_file(path: Path, labs: Sequence[str]) -> Path:
+    """For one notebook graded with ``--merge``: the folder its student is named from, as when its class is graded
+    (``submitted/bob/lab01_threads/lab01_threads.ipynb`` and ``submissions/bob/lab01_threads.ipynb``: bob;
+    ``lab01/alice.ipynb``: alice)."""
+    if _lab_folder(path.parent.name, list(labs)) or _lab_folder(path.stem.split(" ")[0], list(labs)):
+        return path.parent.parent
+    return path.parent
+
+
 def write_feedback(graded: Graded, path: Path, student: str = "") -> None:
-    """One HTML page: the total, then each exercise's score, verdict and hint."""
+    """One HTML page: the total, then each exercise's score, verdict and hint, then the notes. Advice meant for the
+    teacher (:mod:`gpulab.grading.audience`) is left out: the gradebook keeps it."""
     colour = {"passed": "#1a7f37", "not implemented": "#9a6700", "partial": "#9a6700", "not graded": "#57606a"}
 
     def row(r: GradeRow) -> str:
         earned = "&ndash;" if r.status == "not graded" else f"{r.score:g}"  # no score, not a 0
-        hint = f"<br><i>Hint:</i> {html.escape(r.hint)}" if r.hint else ""
+        hint = f"<br><i>Hint:</i> {html.escape(for_student(r.hint))}" if for_student(r.hint) else ""
+        if r.status == "partial":  # the rule behind a part score
+            hint += f"<br><i>{html.escape(PARTIAL_RULE)}</i>"
         return (
             f"<tr><td>{html.escape(r.grade_id)}</td><td>{earned} / {r.points:g}</td>"
             f"<td style='color:{colour.get(r.status, '#cf222e')}'><b>{html.escape(r.status)}</b></td>"
-            f"<td>{html.escape(r.message).replace(chr(10), '<br>')}{hint}</td></tr>"
+            f"<td>{html.escape(for_student(r.message)).replace(chr(10), '<br>')}{hint}</td></tr>"
         )
 
     rows = "".join(row(r) for r in graded.rows)
-    notes = "".join(f"<li>{html.escape(n)}</li>" for n in graded.notes)
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in map(for_student, graded.notes) if n)
     who = f"{html.escape(student)} &middot; " if student else ""
     page = (
         "<!doctype html><meta charset='utf-8'><title>Feedback: " + html.escape(graded.lab) + "</title>"
@@ -198,16 +227,25 @@ def grade_folder(
     workers: int | None = None,
     limits: Limits | None = None,
     progress: bool = True,
+    merge: bool = False,
 ) -> Gradebook:
-    """Grade every notebook below ``folder``; write the gradebook and feedback into ``out``."""
+    """Grade every notebook below ``folder`` (or the one notebook ``folder`` names); write the gradebook and feedback
+    into ``out``. ``merge``: replace only the rows and pages of the students and labs graded now in ``out``'s
+    gradebook and keep the rest (:func:`gpulab.grading.book_files.merged`); else an earlier gradebook is renamed."""
     folder, out = Path(folder), Path(out)
-    subs = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts and p.is_file())
+    labs = sorted(p.stem for p in Path(solutions).glob("*.ipynb"))
+    if folder.is_file():  # one notebook, to merge into a class's gradebook
+        subs, base = [folder], _base_for_file(folder, labs)
+    else:
+        subs = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts and p.is_file())
+        base = folder
     if not subs:
         raise UsageError(f"no .ipynb files in {folder}; give the folder that holds the submissions")
     check_out_folder(out)
-    if out.resolve() == folder.resolve() or folder.resolve() in out.resolve().parents:
-        raise UsageError(f"--out {out} is inside the submissions folder {folder}; choose another folder")
-    labs = sorted(p.stem for p in Path(solutions).glob("*.ipynb"))
+    if out.resolve() == base.resolve() or base.resolve() in out.resolve().parents:
+        raise UsageError(f"--out {out} is inside the submissions folder {base}; choose another folder")
+    if merge:
+        read_book(out)  # a gradebook --merge cannot read is refused before any grading
     skipped: list[Path] = []
     if lab is not None:  # only that lab's notebooks: a tree may hold several labs
         wanted = source_for(Path(lab), solutions, lab).stem
@@ -230,7 +268,15 @@ def grade_folder(
         except UsageError as exc:  # not a notebook, truncated, nothing in it to grade: the reason, never a 0
             return ungraded(sub, src, str(exc))
         except Exception as exc:  # one broken submission must not stop the class
-            return ungraded(sub, src, f"{type(exc).__name__}: {exc}; " + traceback.format_exc(limit=2)[-300:])
+            why = f"{type(exc).__name__}: {exc}; " + traceback.format_exc(limit=2)[-300:]
+            return ungraded(
+                sub,
+                src,
+                for_teacher(
+                    "the grader failed on this notebook (a fault of the grader's, not of the work)",
+                    f"{why}; grade it again, and report the fault if it repeats",
+                ),
+            )
 
     results: dict[Path, Graded] = {}
     bar = None
@@ -247,46 +293,70 @@ def grade_folder(
     if bar is not None:
         bar.close()
 
-    entries = [(_student(p, folder, labs), results[p]) for p in subs]
+    entries = [(_student(p, base, labs), results[p]) for p in subs]
     pairs_seen = Counter((student, g.lab) for student, g in entries)
     for student, g in entries:
         if pairs_seen[(student, g.lab)] > 1:
             g.notes.append(
-                f"{student} has {pairs_seen[(student, g.lab)]} submissions for {g.lab}: each is graded and "
-                "gets its own row and feedback page; keep the one that counts"
+                for_teacher(
+                    f"{student} has {pairs_seen[(student, g.lab)]} submissions for {g.lab}: each is graded and gets "
+                    "its own feedback page",
+                    "each has its own row in the gradebook; keep the one that counts",
+                )
             )
-    exercises: list[str] = []
-    for _, g in entries:
-        for r in g.rows:
-            if r.grade_id not in exercises:
-                exercises.append(r.grade_id)
-    kept = [keep_earlier(out / name) for name in ("gradebook.csv", "gradebook.json") if (out / name).exists()]
-    kept += [p for p in [_keep_feedback(out / "feedback")] if p is not None]
+    now, version, commit = graded_at(), gpulab_version(), gpulab_commit()
+    extras = [
+        {"submitted_at": submitted_at(p), "graded_at": now, "gpulab_version": version, "gpulab_commit": commit}
+        for p in subs
+    ]
+    book = Gradebook(entries, out, [], skipped, extras)
+    rows = [_csv_row(student, g, x) for (student, g), x in zip(entries, extras)]
+    payload = book.payload()
+    if merge:
+        rows, payload, book.said = merged(out, rows, payload, {(s, g.lab) for s, g in entries})
+    else:
+        book.said = _hand_changes_left_behind(out)
+        book.kept = [keep_earlier(out / name) for name in ("gradebook.csv", "gradebook.json") if (out / name).exists()]
+        book.kept += [p for p in [_keep_feedback(out / "feedback")] if p is not None]
+        if book.said:
+            book.said[0] = book.said[0].replace("{kept}", book.kept[0].name)
     (out / "feedback").mkdir(exist_ok=True)
-    with open(out / "gradebook.csv", "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(["student", "lab", "notebook", "score", "max_score", *exercises, "ptx_not_checked"])
-        for student, g in entries:
-            by_id: dict[str, GradeRow] = {r.grade_id: r for r in g.rows}
-            unscored = g.not_graded or not g.rows  # no score to show: an empty cell, never a 0
-            w.writerow(
-                [
-                    student,
-                    g.lab,
-                    g.notebook,
-                    "" if unscored else g.score,
-                    g.max_score,
-                    *[by_id[e].score if e in by_id and by_id[e].status != "not graded" else "" for e in exercises],
-                    " ".join(g.ptx_not_checked),
-                ]
-            )
-    book = Gradebook(entries, out, kept, skipped)
-    (out / "gradebook.json").write_text(json.dumps(book.payload(), indent=2) + "\n", encoding="utf-8")
+    write_csv(out / "gradebook.csv", rows)
+    (out / "gradebook.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    book.written = payload
     for (student, g), path in zip(entries, subs):
         write_feedback(
             g, out / "feedback" / feedback_name(student, g.lab, path, pairs_seen[(student, g.lab)] > 1), student
         )
     return book
+
+
+def _csv_row(student: str, g: Graded, extra: dict[str, str]) -> dict:
+    """One row of gradebook.csv (:data:`gpulab.grading.book_files.HEAD`, the exercises, then ``TAIL``)."""
+    unscored = g.not_graded or not g.rows  # no score to show: an empty cell, never a 0
+    row: dict = {"student": student, "lab": g.lab, "notebook": g.notebook, "submitted_at": extra["submitted_at"]}
+    row.update(score="" if unscored else g.score, max_score=g.max_score)
+    row.update({r.grade_id: "" if r.status == "not graded" else r.score for r in g.rows})
+    row["ptx_not_checked"] = " ".join(g.ptx_not_checked)
+    row.update({k: v for k, v in extra.items() if k != "submitted_at"})
+    return row
+
+
+def _hand_changes_left_behind(out: Path) -> list[str]:
+    """Scores changed by hand in ``out``'s gradebook.csv, which a new grading (no --merge) replaces: a warning naming
+    them and where they are kept (``{kept}``, filled in once the file is renamed), or nothing."""
+    try:
+        hand = [text for _, text in hand_changes(*read_book(out))]
+    except UsageError:  # not a gradebook labs grade wrote (renamed aside all the same)
+        return []
+    if not hand:
+        return []
+    shown = "; ".join(hand[:10]) + (f"; and {len(hand) - 10} more" if len(hand) > 10 else "")
+    return [
+        f"CHANGED BY HAND in the earlier gradebook.csv and not in this one: {shown}. The earlier file is kept as "
+        "{kept}: set these again if they still apply. To grade some students again and keep every other row as it "
+        "is, grade them with --merge"
+    ]
 
 
 def feedback_name(student: str, lab: str, path: Path, duplicate: bool = False) -> str:

@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .assemble import Cell, assemble, read_submission
-from .cell_notes import _code, _meta, defined_names
+from .audience import for_teacher
+from .cell_notes import _code, _meta, defined_names, renamed_answer
 from .sandbox import Limits, Sandbox, bwrap_path, describe
 from .session import RunnerDidNotStart, run
 
@@ -42,7 +43,7 @@ __all__ = [
 
 NOT_STARTED = (
     "not graded: the grading process did not start (it was tried twice) before any of your code ran; "
-    "this is not a score for your work, the notebook needs grading again (the notes say why)"
+    "this is not a score for your work, the notebook needs grading again. For the teacher: the notes say why"
 )
 
 PTX_NOT_CHECKED = (
@@ -276,8 +277,11 @@ def grade_notebook(
 
     if not any(c.get("cell_type") == "code" and _code(c).strip() for c in nb.cells):
         raise UsageError(
-            f"{submission} has no code in it ({len(nb.cells)} cell(s), none of them code with text), so nothing "
-            "of it can be graded: an empty or wrong notebook? Ask for the submission again"
+            for_teacher(
+                f"{submission} has no code in it ({len(nb.cells)} cell(s), none of them code with text), so nothing "
+                "of it can be graded: an empty or wrong notebook?",
+                "ask for the submission again",
+            )
         )
     assembled = assemble(source, nb)
     if assembled.other_lab:  # another lab's notebook (or a much older release): every row would be a 0 that is not
@@ -297,6 +301,7 @@ def grade_notebook(
     stopped: list[str] = []  # every cell that was stopped (for the notes)
     pending: list[str] = []  # those stopped since the last test cell (for its row)
     answer_error = lost = never = ""
+    answer: Cell | None = None  # the answer cell before this test cell
     for cell in assembled.cells:
         if cell.index in skipped:
             what = f"cell {cell.index + 1}" + (f" ({cell.grade_id})" if cell.grade_id else "")  # from 1, as notes
@@ -307,6 +312,7 @@ def grade_notebook(
                 names = ", ".join(defined_names(cell.source)) or "its code"
                 never = f"your answer cell never finished (a loop at top level?), so {names} was not defined"
         if cell.kind == "answer":
+            answer = cell
             err = (records.get(cell.index) or {}).get("error")
             answer_error, lost = "", lost or cell.lost
             if err and err[0] != "NotImplementedError":
@@ -335,6 +341,7 @@ def grade_notebook(
                 elif pending:
                     row.message = f"{'; '.join(pending)}. {row.message}"
                 row.message = _name_in_added_cell(row.message, records.get(cell.index), assembled.added)
+                row.hint = row.hint or renamed_answer(row.message, answer)
             rows.append(row)
         answer_error, lost, pending, never = "", "", [], ""
     notes += [s[0].upper() + s[1:] for s in stopped]

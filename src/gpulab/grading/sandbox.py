@@ -46,6 +46,16 @@ class Limits:
     output_bytes: int = 2_000_000
     file_bytes: int = 200_000_000
 
+    @property
+    def kernel_timeout(self) -> float:
+        """The most a check may wait for one launch (:mod:`gpulab.grading.kernel_time`): below the cell's limit, so
+        an endless kernel gets the check's "timeout" verdict and its hint at any ``--timeout``."""
+        return round(KERNEL_SHARE * self.cell_timeout, 3)
+
+
+KERNEL_SHARE = 0.8
+"""The share of a cell's time limit one launch of a check may take (the harness's own default is 30 s)."""
+
 
 def _quota(text: str, period_text: str | None = None) -> float | None:
     """CPUs from a cgroup quota: v2 ``cpu.max`` ("200000 100000", or "max 100000" for none) or v1
@@ -159,18 +169,29 @@ def bwrap_path() -> str | None:
     return path if probe.returncode == 0 else None
 
 
+def _no_bwrap() -> tuple[str, str]:
+    """Why bubblewrap is not used here, and what to do about it."""
+    if os.environ.get("GPULAB_GRADE_SANDBOX", "") == "user":
+        return "bubblewrap skipped (GPULAB_GRADE_SANDBOX=user)", "unset GPULAB_GRADE_SANDBOX to use it"
+    if shutil.which("bwrap"):
+        return (
+            "bubblewrap is installed but cannot create namespaces here (unprivileged user namespaces are off: a "
+            "container such as a JupyterHub server, or a host that restricts them)",
+            "grade where `bwrap --unshare-all --ro-bind / / true` works, e.g. on the host rather than in a container",
+        )
+    return "bubblewrap not found", "install bubblewrap (apt-get install bubblewrap)"
+
+
 def describe(bwrap: str | None) -> str:
-    """One line saying how submissions are isolated."""
+    """One line saying how submissions are isolated (and, without bubblewrap, why and what to do)."""
     if bwrap:
         return "bubblewrap (uid 65534, no network, read-only package, solutions not visible)"
+    why, todo = _no_bwrap()
     if can_drop():
-        return (
-            "unprivileged user nobody, no bubblewrap: world-readable files such as labs/solutions "
-            "are readable; install bubblewrap (apt-get install bubblewrap)"
-        )
+        return f"unprivileged user nobody, {why}: world-readable files such as labs/solutions are readable; {todo}"
     return (
-        f"NO SANDBOX: bubblewrap not found and no other user can run this Python, so the submission "
-        f"runs as uid {os.geteuid()} with limits only; install bubblewrap (apt-get install bubblewrap)"
+        f"NO SANDBOX: {why} and no other user can run this Python, so the submission "
+        f"runs as uid {os.geteuid()} with limits only; {todo}"
     )
 
 
@@ -234,7 +255,8 @@ class Sandbox:
         py = ["-I", "-c", "import sys; sys.path.insert(0, sys.argv[3]); from gpulab.grading.runner import main; main()"]
         if not self.bwrap:
             env = self.env(inside=False)
-            return [sys.executable, *py, str(fds[0]), str(fds[1]), str(self.pkg)], env, str(self.work)
+            kernel = str(self.limits.kernel_timeout)
+            return [sys.executable, *py, str(fds[0]), str(fds[1]), str(self.pkg), kernel], env, str(self.work)
         args = [
             self.bwrap,
             "--unshare-all",
@@ -275,6 +297,7 @@ class Sandbox:
         for k, v in self.env(inside=True).items():
             args += ["--setenv", k, v]
         args += ["--chdir", "/grader/work", "--", sys.executable, *py, str(fds[0]), str(fds[1]), "/grader/pkg"]
+        args.append(str(self.limits.kernel_timeout))
         return args, {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, "/"
 
     def preexec(self) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 from gpulab.errors import GpulabError
 
 from .assemble import Assembled, Cell
+from .audience import FOR_TEACHER
 from .sandbox import Sandbox
 
 __all__ = ["MAX_RESTARTS", "STARTUP_TIMEOUT", "START_TRIES", "RunnerDidNotStart", "run"]
@@ -258,13 +259,14 @@ def _started_session(
             continue
         if failed:
             notes.append(
-                f"the grading process did not start at first ({failed[0].why}); it did on try {len(failed) + 1}"
+                f"{FOR_TEACHER}the grading process did not start at first ({failed[0].why}); it did on try "
+                f"{len(failed) + 1}"
             )
         return result
     tail = failed[-1].tail
     raise RunnerDidNotStart(
-        f"the grading process did not start in {START_TRIES} tries ({'; '.join(e.why for e in failed)}), before any "
-        "code of the submission ran"
+        f"the grading process did not start in {START_TRIES} tries, before any code of the submission ran. "
+        f"{FOR_TEACHER}it failed with {'; '.join(e.why for e in failed)}"
         + (f"; its last output:\n{tail}\n" if tail else "; ")
         + "Grade this notebook again; if it fails again, check that this Python can import gpulab, numba and IPython, "
         "or raise --memory-mb.",
