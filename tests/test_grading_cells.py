@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "labs" / "solutions"
 SOURCE = SOLUTIONS / "lab01_threads.ipynb"
 STUDENT = ROOT / "labs" / "student" / "lab01_threads.ipynb"
+IMPORT_CELL = "import gpulab  # first"  # the lab's import cell (gpulab before numba), not cell 3's `import gpulab`
 
 
 def _meta(c):
@@ -258,7 +259,7 @@ def test_a_regrade_of_one_notebook_keeps_its_earlier_feedback_page(tmp_path, mon
 
 def _edit_imports(nb) -> nbformat.NotebookNode:
     nb = copy.deepcopy(nb)
-    imports = next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith("import math"))
+    imports = next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith(IMPORT_CELL))
     imports.source += "\nfrom numba import float32 as f32"
     return nb
 
@@ -270,7 +271,7 @@ def test_an_edited_lab_cell_is_named_as_the_labs_and_what_it_imports():
     found by the grade_id the release gives it or by its cell id (nbgrader's release keeps the source's ids),
     and a NameError of f32 points at it."""
     student = nbformat.read(str(STUDENT), as_version=4)
-    imports = next(c for c in student.cells if c.cell_type == "code" and c.source.startswith("import math"))
+    imports = next(c for c in student.cells if c.cell_type == "code" and c.source.startswith(IMPORT_CELL))
     assert _meta(imports).get("locked") and _meta(imports).get("grade_id") == "lab01-code-4"
     assert imports.metadata.get("editable") is False and imports.metadata.get("deletable") is False
     with_ids = nbformat.read(str(SOURCE), as_version=4)  # nbgrader's release: the source's cells and ids

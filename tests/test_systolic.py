@@ -92,7 +92,7 @@ def _pe_swapped(a_reg, b_reg, acc, a_in, b_in):
     ("step", "hint", "not_hint"),
     [
         # before: the in-place step got "a travels down and b right here" (on a single row, its a_reg is the swap's)
-        (_pe_in_place, "the registers were updated in place", "a travels down"),
+        (_pe_in_place, "a_in reached every column of its row in one clock", "a travels down"),
         (_pe_swapped, "a travels down and b right here", "in place"),
     ],
     ids=["in-place", "swapped"],

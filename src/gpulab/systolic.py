@@ -143,6 +143,14 @@ def _in_place(a_reg: np.ndarray, a_in: np.ndarray, b_in: np.ndarray) -> tuple[np
     return np.repeat(a_in.reshape(r, 1), c, axis=1), np.repeat(b_in.reshape(1, c), r, axis=0)
 
 
+def _backwards(a_reg: np.ndarray, b_reg: np.ndarray, a_in: np.ndarray, b_in: np.ndarray) -> list[np.ndarray]:
+    """a_reg and b_reg of a step that shifts the wrong way (np.roll by -1): a enters at the right edge and moves
+    left, b enters at the bottom and moves up. A list: whichever of the two goes wrong first."""
+    a_new, b_new = np.roll(a_reg, -1, axis=1), np.roll(b_reg, -1, axis=0)
+    a_new[:, -1], b_new[-1, :] = a_in, b_in
+    return [a_new, b_new]
+
+
 def _swapped_a(a_reg: np.ndarray, a_in: np.ndarray) -> np.ndarray:
     """a_reg of a step that sends a down the columns (and b along the rows)."""
     a_new = np.empty_like(a_reg)
@@ -168,6 +176,11 @@ def _probe_step(step: Step) -> str:
     return "swapped" if a_got.shape == a_new.shape and np.allclose(a_got, _swapped_a(a_reg, a_in)) else ""
 
 
+# The square case first: a step that sends a down and b right fails there with its named mistake, where on a single
+# row it crashes (a_in's R values do not fit a row of C PEs); then 1 x 1, a single row, a single column, non-square.
+SIZES = [(3, 3), (1, 1), (1, 5), (4, 1), (4, 6)]
+
+
 def check_step(
     step: Step, *, points: float = 1, sizes: list[tuple[int, int]] | None = None, trusted: bool = False
 ) -> Any:
@@ -181,6 +194,7 @@ def check_step(
     def run_step(a_reg, b_reg, acc, a_in, b_in, a_out, b_out, acc_out):  # noqa: ANN001
         host = [np.asarray(runtime.to_host(x)) for x in (a_reg, b_reg, acc, a_in, b_in)]
         got = step(*host)
+        got = tuple(got) if isinstance(got, list) else got  # [a_reg, b_reg, acc] is the same three arrays
         if not isinstance(got, tuple) or len(got) != 3:
             raise UsageError(
                 f"{getattr(step, '__name__', 'step')} must return (a_reg, b_reg, acc), got {type(got).__name__}"
@@ -208,26 +222,35 @@ def check_step(
         probed("swapped")
         return _swapped_a(a_reg, a_in)
 
+    def backwards(a_reg, b_reg, acc, a_in, b_in):  # noqa: ANN001  (a_reg or b_reg, whichever goes wrong first)
+        return _backwards(a_reg, b_reg, a_in, b_in)
+
     return check_kernel(
         step,
         _step_spec,
         inputs=_step_inputs,
         host=run_step,
         name=run_step.__name__,
-        sizes=sizes or [(1, 1), (1, 5), (4, 1), (3, 3), (4, 6)],
+        sizes=sizes or SIZES,
         out_names=["a_reg", "b_reg", "acc"],
         rtol=1e-6,
         atol=1e-6,
         points=points,
         trusted=trusted,
+        race_check=False,  # a plain NumPy function: no threads whose schedule could matter
         mistakes={
             "the accumulator used last clock's latched a and b: multiply the values that arrive this clock "
             "(from the left neighbour / the edge and from above).": old_acc,
             "a travels down and b right here: a enters at the left edge (column 0) and moves right along "
             "its row; b enters at the top (row 0) and moves down its column.": swapped,
-            "the registers were updated in place: PE (i, j) read a neighbour's value that was already overwritten "
-            "this clock, so one value ran through the whole row (or column) at once. Every PE reads the values "
-            "latched last clock: build new arrays from the old ones (each shifted by one slice of the old "
-            "registers) and return those.": in_place,
+            "a_in reached every column of its row in one clock (and b_in every row of its column): either the edge "
+            "input was copied into the whole row (or column) instead of entering at the edge, or the registers were "
+            "updated in place, so PE (i, j) read a neighbour's value that was already overwritten this clock. Every "
+            "PE except the edge ones takes its neighbour's value latched last clock: build new arrays from the old "
+            "ones (each shifted by one slice of the old registers, the edge input in the first column or row) and "
+            "return those.": in_place,
+            "the values move the wrong way: a enters at the right edge and moves left (b at the bottom, moving up). "
+            "a enters at the left edge, column 0, and each PE takes the a of its left neighbour (column j - 1); b "
+            "enters at the top, row 0, and each PE takes the b of the one above (row i - 1).": backwards,
         },
     )

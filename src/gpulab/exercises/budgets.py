@@ -120,7 +120,11 @@ def budget_checks(runner: Runner, budget: Budget, cases: list[Case], largest: in
     threads = int(np.prod(log.block))  # threads per block of the traced launch: a Tree limit grows with it
     checks += _parallel(log, budget, case.size, threads, where)
     if budget.hint:  # the exercise's own advice for a kernel over a limit (the writers' is their own)
-        checks = [c if c.passed or c.name == WRITERS else dataclasses.replace(c, hint=budget.hint) for c in checks]
+        own = budget.hint if isinstance(budget.hint, dict) else {c.name: budget.hint for c in checks}  # dict: per check
+        checks = [
+            c if c.passed or c.name == WRITERS or c.name not in own else dataclasses.replace(c, hint=own[c.name])
+            for c in checks
+        ]
     return checks
 
 

@@ -217,9 +217,10 @@ def _input_transposed(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, n
             continue
         if alt.shape == got.shape and same(got, alt.astype(got.dtype), judge.rtol, atol):
             arg = judge.input_name(k)
+            r, c = ("r", "c") if arg.lower() in ("j", "k") else ("j", "k")  # no index named like the array (k[j, k])
             return (
                 f"the result is what you get with {arg} transposed: {arg}'s two indices are swapped where "
-                f"it is read (e.g. {arg}[j, k] for {arg}[k, j]). On non-square inputs this reads the wrong "
+                f"it is read (e.g. {arg}[{r}, {c}] for {arg}[{c}, {r}]). On non-square inputs this reads the wrong "
                 "elements or past the end."
             )
     return ""

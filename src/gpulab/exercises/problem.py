@@ -71,7 +71,8 @@ class Budget:
       y, so that a loop that ignores ``cuda.blockIdx.y`` repeats its work there and ``writers_per_element`` sees it;
     * ``hint=``: the advice for a kernel over any of these limits, in place of the generic one (which says to
       stage data in shared memory, or to allocate less of it): for an exercise whose fix is another, e.g. warp
-      shuffles in place of shared memory.
+      shuffles in place of shared memory. A dict ``{check name: hint}`` replaces only those checks' hints
+      (``{"budget: reads of x": ...}``), for an exercise where one limit has its own fix and the others do not.
     """
 
     reads_per_element: dict[str, Any] = field(default_factory=dict)
@@ -90,7 +91,7 @@ class Budget:
     block: Any = None
     grid: Any = None
     writers_per_element: dict[str, Any] = field(default_factory=dict)
-    hint: str = ""
+    hint: str | dict[str, str] = ""
 
 
 @dataclass(frozen=True)

@@ -74,10 +74,11 @@ FLAG_STORE_HINT = (
     "lose counts)."
 )
 ONE_STORE_PER_BLOCK_HINT = (
-    "The index is right (one element per block), but many threads of the block store the block's result into it, "
-    "where only one should: put the store under `if cuda.threadIdx.x == 0:`, after the block's last "
-    "cuda.syncthreads() so the result is complete. With every thread storing, the stores race (the last one wins), "
-    "and a thread that stores before the block has finished its reduction stores a partial value."
+    "The index is right (each element belongs to one block, or to one row of a block's threads), but many of those "
+    "threads store the result into it, where only one should: put the store under `if cuda.threadIdx.x == 0:` (the "
+    "first thread of the block, or of the row), after the last cuda.syncthreads() that completes the result. With "
+    "every thread storing, the stores race (the last one wins), and a thread that stores before the reduction has "
+    "finished stores a partial value."
 )
 SAME_INDEX_HINT = (
     "Two threads computed the same output index while other elements were never written: the "
@@ -281,7 +282,7 @@ def race_verdict(runner: Runner, case: Case, launch: Launch, unset: bool = False
             if a.kind == "w" and not a.atomic and a.array == w.array and a.index == w.index
         }
         if not updated and case.expected[k].size > 1 and len(writers) > 2 and len({b for _, b in writers}) == 1:
-            n = len(writers)  # one element per block, stored by many threads of that block
+            n = len(writers)  # one element per block (or per row of its threads), stored by many of them
             return f"{both}: {n} threads of block {w.block} stored into it ({launch_s})", ONE_STORE_PER_BLOCK_HINT
         if not updated and case.expected[k].size == 1:  # a flag set by plain stores: no index to get wrong
             return f"{both} ({launch_s})", FLAG_STORE_HINT

@@ -189,6 +189,11 @@ def exception_verdict(
         )
     elif isinstance(exc, AttributeError) and _STATES_COPY_RE.search(text):
         hint = STATES_COPY_HINT
+    elif isinstance(exc, AttributeError) and re.search(r"module 'numpy' has no attribute 'trapz'", text):
+        hint = (  # removed in NumPy 2.5 (deprecated since 2.0), while many tutorials still use it
+            "np.trapz is gone from NumPy (renamed in 2.0, removed in 2.5): the trapezoid rule is np.trapezoid(y, x), "
+            "with the same arguments."
+        )
     elif isinstance(exc, (TypeError, AttributeError)) and not where:  # not in a kernel's thread: host code
         hint = (
             "your function failed as Python: check the order of its arguments and the types it uses and returns "

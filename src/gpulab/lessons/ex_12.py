@@ -194,6 +194,32 @@ def _chain(dout: Any, q: Any, k: Any, v: Any, *, scale_scores: bool = True) -> t
     return p, dp, p * (dp - (dp * p).sum(axis=1, keepdims=True)), sc
 
 
+def _permuted(dout: Any, q: Any, k: Any, v: Any) -> list[Any]:
+    dq, dk, dv = backward_spec(dout, q, k, v)
+    return [dk, dv]  # the first output that goes wrong holds one of the others (dk in dq's place, dv in dq's or dk's)
+
+
+def _row_sum_axis0(dout: Any, q: Any, k: Any, v: Any) -> list[Any]:
+    p, dp, _, sc = _chain(dout, q, k, v)
+    ds = p * (dp - (dp * p).sum(axis=0, keepdims=True))
+    return [ds @ k * sc, ds.T @ q * sc]
+
+
+def _dv_untransposed(dout: Any, q: Any, k: Any, v: Any) -> Any:
+    p, _, _, _ = _chain(dout, q, k, v)
+    return p @ dout
+
+
+def _softmax_axis0(dout: Any, q: Any, k: Any, v: Any) -> list[Any]:
+    sc = default_scale(q.shape[1])
+    s = q @ k.T * sc
+    p = np.exp(s - s.max(axis=0, keepdims=True))
+    p /= p.sum(axis=0, keepdims=True)  # each column sums to 1: a softmax over the queries
+    dp = dout @ v.T
+    ds = p * (dp - (dp * p).sum(axis=1, keepdims=True))
+    return [ds @ k * sc, ds.T @ q * sc, p.T @ dout]
+
+
 def _unscaled(dout: Any, q: Any, k: Any, v: Any) -> list[Any]:
     _, _, ds, _ = _chain(dout, q, k, v)
     return [ds @ k, ds.T @ q]  # dq or dk without the scale
@@ -225,13 +251,27 @@ SCORES_HINT = (
     "step further, through S = q k^T / sqrt(d): a matmul, whose backward turns the n x n gradient into one for "
     "each of its two operands."
 )
+ONLINE_HINT = (
+    "one pass for the maximum, one for the sum, one to normalise read each element three times; the budget allows "
+    "two. Fold the first two passes into one: each thread keeps a running maximum and a running sum, and when the "
+    "maximum grows it multiplies the sum by exp(old max - new max) before adding exp(x - new max). Merge the "
+    "threads' (max, sum) pairs the same way, then normalise in the second pass."
+)
 BACKWARD_MISTAKES = {
+    "the gradients are right but returned in another order: the caller unpacks them as dq, dk, dv, the order of "
+    "the inputs q, k, v.": _permuted,
     "the forward pass divides the scores by sqrt(d), so the backward pass does too: the scale multiplies what "
     "flows from dS back to q and to k (lesson 08's rule for a matmul, with a constant factor in front).": _unscaled,
     "dS is not P * dP: each weight depends on every score of its row (the softmax divides by the row's sum), so the "
     "softmax's backward subtracts, in each row, the sum of P * dP before multiplying by P.": _no_row_sum,
     "S = q k^T: k enters transposed, so its gradient is the transpose of what the matmul rule gives for k^T. "
     "Check which axis of dS runs over the keys: dk's row j belongs to key j.": _dk_untransposed,
+    "the softmax's backward subtracts each row's sum of P * dP (the keys one query attends to, axis=1): a sum over "
+    "axis 0 runs down a column, over the queries.": _row_sum_axis0,
+    "out = P v is a matmul with v its second operand, so v's gradient is the first operand, transposed, times dout "
+    "(lesson 08's rule for a matmul): P times dout leaves P untransposed.": _dv_untransposed,
+    "the weights are a softmax over each row (axis=1: the keys one query attends to), with the maximum and the sum "
+    "taken over that axis; over axis 0 each column would sum to 1 instead.": _softmax_axis0,
     SCORES_HINT: _scores_gradient,
     "the weights P come from the scaled scores: divide q k^T by sqrt(d) before the softmax, as the forward "
     "pass does.": _forward_unscaled,
@@ -318,6 +358,9 @@ def _exercises() -> list[Exercise]:
                     reads_per_element={"x": 2},
                     reads_per_thread=lambda s: 2 * ceil_div(s[1], _a.SOFTMAX_TPB),
                     shared_reads_per_thread=Tree(per_step=6, what="a tree of (max, sum) pairs"),
+                    # a thread reading its columns 3 times is the three-pass softmax (max, sum, normalise), whose fix
+                    # is the online softmax, not the generic advice (a local array, shared memory)
+                    hint={"budget: reads of x": ONLINE_HINT, "budget: global reads per thread": ONLINE_HINT},
                 ),
             ),
             _a.online_softmax_kernel,

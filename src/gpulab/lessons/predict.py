@@ -65,6 +65,16 @@ def _is_percent(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and 1 < x <= 100
 
 
+def _slip(p: float, m: float, unit: str, prediction: Any) -> str:
+    """What a wrong prediction's size suggests: a percentage typed for a fraction, seconds typed for hours."""
+    u = unit.strip()
+    if 0 < m < 1 and _is_percent(p) and u != "%" and not (isinstance(prediction, str) and "%" in prediction):
+        return f" (the figure is a fraction: for {p:g}% write {p / 100:g} or '{p:g}%')"
+    if u in ("h", "hours") and m > 0 and abs(p / 3600 - m) <= 0.25 * m:
+        return " (in seconds? the figure is in hours: divide by 3600)"
+    return ""
+
+
 def measured_number(measured: Any) -> Any:
     """``measured`` as :func:`compare` reads it: one number as a Python number (a 0-d or one-element NumPy or CuPy
     array, or a one-element list, by its value), a word as it is. Raises :class:`UsageError` for what cannot be a
@@ -137,9 +147,12 @@ def compare(
             close = p == 0
         else:
             close = abs(p - m) <= tolerance * abs(m)
-        ratio = f", {p / m:,.3g}x the {what} value" if m and p and (p > 0) == (m > 0) else ""
+        # a long `what` (where the figure comes from) is said once, before the figure, not again in the ratio
+        of = f"the {what} value" if len(what) <= 30 else "that figure"
+        ratio = f", {p / m:,.3g}x {of}" if m and p and (p > 0) == (m > 0) else ""
         verdict = "right" if close else ("too high" if p > m else "too low")
-        head = f"You predicted {p:,.4g}{unit_s}; {what} {m:,.4g}{unit_s}: {verdict}{'' if close else ratio}."
+        off = "" if close else ratio + _slip(p, m, unit, prediction)
+        head = f"You predicted {p:,.4g}{unit_s}; {what} {m:,.4g}{unit_s}: {verdict}{off}."
     text = head + (f"\n{why}" if why else "")
     print(text)
     return text

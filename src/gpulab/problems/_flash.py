@@ -140,11 +140,11 @@ FLASH_MISTAKES: dict[str, Callable[..., Any]] = {  # an out, or a list of the ou
     ),
     "the accumulator must be rescaled too: acc * alpha, alpha = exp(old max - new max), before adding the "
     "tile's p @ v (the running sum is).": lambda q, k, v, sc, c: _flash_tiles(q, k, v, sc, c, rescale_acc=False),
-    "out is the attention over the last key tile alone: the running maximum starts again at -inf in every tile "
-    "(row_max = -inf inside the loop over tiles?), so alpha = exp(-inf - new max) = 0 wipes out the tiles before. "
-    "Set row_max = -inf, row_sum = 0 and acc = 0 once, before the loop, and carry them from tile to tile.": (
-        lambda q, k, v, sc, c: _flash_tiles(q, k, v, sc, c, reset_max=True)
-    ),
+    "out is the attention over the last key tile alone: at every tile the running maximum is still -inf, so alpha "
+    "= exp(-inf - new max) = 0 wipes out the tiles before. Either it starts again in every tile (row_max = -inf "
+    "inside the loop over tiles?), or the new maximum is never kept (row_max is not set to the new maximum at the end "
+    "of the tile's update). Set row_max = -inf, row_sum = 0 and acc = 0 once, before the loop, and carry all three "
+    "from tile to tile.": (lambda q, k, v, sc, c: _flash_tiles(q, k, v, sc, c, reset_max=True)),
     "each tile's exp(s - tile max) is taken relative to that tile's own maximum, and the tiles are then added as if "
     "they shared one: keep a running row_max = max(row_max, tile max) across the tiles, subtract it in exp, and "
     "multiply row_sum and acc by alpha = exp(old max - new max) when it grows.": lambda q, k, v, sc, c: _flash_tiles(

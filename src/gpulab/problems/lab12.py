@@ -158,6 +158,21 @@ def softmax_backward_spec(p: np.ndarray, dp: np.ndarray) -> np.ndarray:
     return (p64 * (dp64 - (p64 * dp64).sum(axis=1, keepdims=True))).astype(p.dtype)
 
 
+def _softmax_backward_own_slot(p: np.ndarray, dp: np.ndarray) -> np.ndarray:
+    """Each thread reads its own slot of the tree's shared array after the tree (``sh[tx]``, not ``sh[0]``): only
+    slot 0 holds the row's sum of p * dp; slot t holds what the tree's levels added into it."""
+    p64, dp64 = p.astype(np.float64), dp.astype(np.float64)
+    rows, cols = p.shape
+    sh = np.zeros((rows, TPB))
+    for j in range(cols):
+        sh[:, j % TPB] += p64[:, j] * dp64[:, j]
+    stride = TPB // 2
+    while stride > 0:
+        sh[:, :stride] += sh[:, stride : 2 * stride]
+        stride //= 2
+    return (p64 * (dp64 - sh[:, np.arange(cols) % TPB])).astype(p.dtype)
+
+
 SOFTMAX_BACKWARD = Problem(
     "lab12.softmax_backward",
     ptx="auto",  # a GPU must accept it: compiled for the types of the first case's arguments
@@ -177,6 +192,9 @@ SOFTMAX_BACKWARD = Problem(
         "subtract the row's sum of p * dp (one number per row), not p * dp element by element.": lambda p, dp: (
             p * (dp - p * dp)
         ).astype(p.dtype),
+        "after the tree only slot 0 of the shared array holds the row's whole sum of p * dp; the other slots hold "
+        "partial sums. Each thread read its own slot (tx): every thread reads slot 0, after the tree's last "
+        "cuda.syncthreads().": _softmax_backward_own_slot,
     },
     # each thread its columns (p and dp read twice: the dot product, then ds) and the dot product's partial sums
     # combined by a shared-memory tree, not by one thread's loop over the row or over the partials

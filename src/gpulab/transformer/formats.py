@@ -255,8 +255,9 @@ def scaled_round(
 
 def error_stats(x: Any, fmt: str | Format, *, scaled: bool = False, saturate: bool = False) -> dict[str, Any]:
     """What rounding ``x`` to ``fmt`` does to it: ``relative_error`` (||x - y|| / ||x||), ``max_relative_error``
-    (over the nonzero values that stayed nonzero and finite), ``underflow`` (fraction of nonzero values that
-    became 0), ``overflow`` (fraction that became inf/NaN or were clamped), and the ``scale`` used (1 unscaled)."""
+    (over the nonzero values that stayed nonzero: inf when one became inf/NaN, as ``relative_error`` is then; a
+    clamped value counts with its finite error), ``underflow`` (fraction of nonzero values that became 0),
+    ``overflow`` (fraction that became inf/NaN or were clamped), and the ``scale`` used (1 unscaled)."""
     f = format(fmt)
     a = np.asarray(x, dtype=np.float64).ravel()
     if scaled:
@@ -269,7 +270,7 @@ def error_stats(x: Any, fmt: str | Format, *, scaled: bool = False, saturate: bo
     nz = a != 0
     bad = ~np.isfinite(y) | (clamped & np.isfinite(a))
     under = nz & (y == 0)
-    ok = nz & ~under & ~bad
+    ok = nz & ~under  # an overflow's error is inf (diff), a clamped value's finite
     diff = np.where(np.isfinite(y), a - y, np.inf)
     norm = float(np.linalg.norm(a))
     with np.errstate(over="ignore", invalid="ignore"):
