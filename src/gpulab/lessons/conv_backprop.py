@@ -82,6 +82,13 @@ def _conv_short_loops(x: np.ndarray, w: np.ndarray) -> np.ndarray:  # a known mi
     return conv_single_spec(x, w2)
 
 
+def _conv_guard_one_short(x: np.ndarray, w: np.ndarray) -> np.ndarray:  # a known mistake: i < H - K, not H - K + 1
+    out = conv_single_spec(x, w)
+    out[-1, :] = np.nan  # the fill the check gives outputs first: never written
+    out[:, -1] = np.nan
+    return out
+
+
 def _im2col_rows_down_columns(x: np.ndarray) -> np.ndarray:  # a known mistake: i = r % Ho, j = r // Ho
     v = windows(x, K)
     return v.transpose(1, 0, 2, 3).reshape(v.shape[0] * v.shape[1], K * K).copy()
@@ -118,7 +125,8 @@ def _lesson07() -> list[Exercise]:
                 conv_single_spec,
                 lambda s, rng: random_arrays(rng, s, (K, K)),
                 # (5, 40): outputs 38 wide on 8 rows of threads, so a kernel with x along the rows is told so
-                sizes=[(3, 3), (5, 7), (12, 9), (20, 19), (5, 40)],
+                # (5, 7) first: a 1 x 1 output left unwritten reads as a reduction that never stored
+                sizes=[(5, 7), (3, 3), (12, 9), (20, 19), (5, 40)],
                 launch=launch,
                 ptx="auto",  # a GPU must compile it too (NVVM, ptxas; sm_75), for the first case's argument types
                 reduction=K * K,  # each output is a sum of K*K products
@@ -134,6 +142,9 @@ def _lesson07() -> list[Exercise]:
                     "after the loops.": _conv_last_tap,
                     "the loops over the taps stop one short (`range(K - 1)`?): the last row and column of the "
                     "window are missing. Loop with range(K) (or range(w.shape[0])).": _conv_short_loops,
+                    "the last row and column of out were never written: the guard stops one short of the output "
+                    "size. A valid window fits W - K + 1 times across (and H - K + 1 down), so guard on out's own "
+                    "shape, not on x's shape minus K.": _conv_guard_one_short,
                 },
                 budget=Budget(sectors={"x": 2.0, "out": 2.0}),  # x along the columns: `j, i = cuda.grid(2)`
             ),
@@ -234,6 +245,13 @@ def _spread_evenly(dout: np.ndarray, arg: np.ndarray, like: np.ndarray) -> np.nd
     dx = np.zeros_like(like)
     ho, wo = dout.shape
     dx[: 2 * ho, : 2 * wo] = np.repeat(np.repeat(dout / 4, 2, axis=0), 2, axis=1)
+    return dx
+
+
+def _odd_edge_unwritten(dout: np.ndarray, arg: np.ndarray, like: np.ndarray) -> np.ndarray:  # a known mistake
+    dx = pool_back_spec(dout, arg, like)
+    dx[2 * dout.shape[0] :, :] = np.nan  # a last odd row or column: in no window, and never written
+    dx[:, 2 * dout.shape[1] :] = np.nan
     return dx
 
 
@@ -346,6 +364,9 @@ def _lesson08() -> list[Exercise]:
                     "gets dout; the other three get 0.": _copied_to_window,
                     "arg was decoded with row and column swapped: arg = 2 * row + column within the window, so "
                     "pixel (i, j) won where arg == (i % 2) * 2 + j % 2.": _arg_row_column_swapped,
+                    "the pixels of a last odd row or column were never written: they belong to no window, so "
+                    "nothing routes a gradient to them, but dx is not zeroed for you. Every thread of dx writes "
+                    "its pixel: 0 when its window (i // 2, j // 2) is past the end of dout.": _odd_edge_unwritten,
                 },
             ),
             _a.maxpool2x2_backward_kernel,

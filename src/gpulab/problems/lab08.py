@@ -119,17 +119,24 @@ def maxpool_backward_spec(x: np.ndarray, dout: np.ndarray, arg: np.ndarray, k: i
     return dx
 
 
-def _pool_back_overwritten(x: np.ndarray, dout: np.ndarray, arg: np.ndarray, k: int, stride: int) -> np.ndarray:
-    """A known mistake: `dx = dout` where it should add, so of the windows a pixel won only the last counts."""
+def _pool_back_overwritten(x: np.ndarray, dout: np.ndarray, arg: np.ndarray, k: int, stride: int) -> list:
+    """A known mistake: `dx = dout` where it should add, so of the windows a pixel won only one counts: the last in
+    window order (a scatter over windows), or the first (a gather looping over the offsets a, b upwards)."""
+    return [_pool_back_one_window(x, dout, arg, k, stride, last) for last in (True, False)]
+
+
+def _pool_back_one_window(
+    x: np.ndarray, dout: np.ndarray, arg: np.ndarray, k: int, stride: int, last: bool
+) -> np.ndarray:
     ho, wo = dout.shape[2], dout.shape[3]
     dx = np.zeros(x.shape, dtype=dout.dtype)
-    for i in range(ho):
-        for j in range(wo):
-            win = dx[:, :, i * stride : i * stride + k, j * stride : j * stride + k]  # a view
-            won = np.zeros((*dout.shape[:2], k * k), bool)
-            np.put_along_axis(won, arg[:, :, i, j, None].astype(np.intp), True, axis=2)
-            won = won.reshape(*dout.shape[:2], k, k)[:, :, : win.shape[2], : win.shape[3]]
-            win[won] = np.broadcast_to(dout[:, :, i, j, None, None], won.shape)[won]
+    order = [(i, j) for i in range(ho) for j in range(wo)]
+    for i, j in order if last else order[::-1]:
+        win = dx[:, :, i * stride : i * stride + k, j * stride : j * stride + k]  # a view
+        won = np.zeros((*dout.shape[:2], k * k), bool)
+        np.put_along_axis(won, arg[:, :, i, j, None].astype(np.intp), True, axis=2)
+        won = won.reshape(*dout.shape[:2], k, k)[:, :, : win.shape[2], : win.shape[3]]
+        win[won] = np.broadcast_to(dout[:, :, i, j, None, None], won.shape)[won]
     return dx
 
 
