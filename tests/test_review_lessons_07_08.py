@@ -270,3 +270,94 @@ def test_lab07_conv2d_im2col_without_bias_is_named():
 
     res = lab07.CONV2D_IM2COL.check(host=conv2d_im2col)
     assert not res.passed and "the bias is missing" in res.hint, res.hint
+
+
+ALL_FILTERS_NO_RESET = """
+@cuda.jit
+def conv2d_all_filters_kernel(x, w, out):
+    j, i = cuda.grid(2)
+    if i < out.shape[1] and j < out.shape[2]:
+        win = cuda.local.array((K, K), float32)
+        for a in range(K):
+            for b in range(K):
+                win[a, b] = x[i + a, j + b]
+        acc = float32(0.0)
+        for f in range(w.shape[0]):
+            for a in range(K):
+                for b in range(K):
+                    acc += win[a, b] * w[f, a, b]
+            out[f, i, j] = acc
+"""
+
+BIAS_GRAD = """
+@cuda.jit
+def bias_grad_kernel(dout, db):
+    o = cuda.grid(1)
+    if o < db.size:
+        acc = float32(0.0)
+        for n in range(dout.shape[0]):
+            acc += dout[n, o]
+        db[o] = acc
+"""
+
+WEIGHT_GRAD_MEAN = """
+@cuda.jit
+def linear_weight_grad_kernel(dout, x, dw):
+    j, i = cuda.grid(2)
+    if i < dw.shape[0] and j < dw.shape[1]:
+        acc = float32(0.0)
+        for n in range(x.shape[0]):
+            acc += dout[n, i] * x[n, j]
+        dw[i, j] = acc / x.shape[0]
+"""
+
+RELU_BACK_NO_ELSE = """
+@cuda.jit
+def relu_backward_kernel(dout, y, dx):
+    i = cuda.grid(1)
+    if i < dx.size:
+        if y[i] > 0:
+            dx[i] = dout[i]
+"""
+
+
+@SIMULATOR
+@pytest.mark.parametrize(
+    ("lesson", "name", "source", "named"),
+    [
+        ("07", "conv2d_all_filters", ALL_FILTERS_NO_RESET, "the accumulator was not reset for each filter"),
+        (
+            "08",
+            "bias_grad",
+            BIAS_GRAD.replace("range(dout.shape[0])", "range(dout.shape[1])").replace("dout[n, o]", "dout[o, n]"),
+            "db[o] summed row o of dout",
+        ),
+        ("08", "bias_grad", BIAS_GRAD.replace("range(dout.shape[0])", "range(dout.shape[0] - 1)"), "stops one short"),
+        ("08", "linear_weight_grad", WEIGHT_GRAD_MEAN, "dw is the mean over the batch"),
+        ("08", "relu_backward", RELU_BACK_NO_ELSE, "dx was never written where y <= 0"),
+    ],
+)
+def test_lesson_mistakes_that_had_no_hint_or_a_generic_one_are_named(lesson, name, source, named):
+    """Before: no hint at all (the first four), or "53 elements of dx were never written ... grid stride"."""
+    res = _check(lesson, name, source)
+    assert not res.passed and named in res.hint, res.hint
+
+
+def test_lab08_conv2d_backward_averaging_dw_is_named():
+    """Before: no hint (db's mean was named, dw's not)."""
+    from gpulab.nn import ops
+    from gpulab.problems import lab08
+
+    ref = ops.get("numpy")
+
+    def conv_backward_host(x, w, dout, stride, pad, dx, dw, db):  # the im2col backward, dw divided by N
+        f, c, k, _ = w.shape
+        n, _, ho, wo = dout.shape
+        cols, _, _ = ref.im2col(x, k, k, stride, pad)
+        d = dout.transpose(0, 2, 3, 1).reshape(n * ho * wo, f)
+        dw[...] = (d.T @ cols).reshape(f, k, k, c).transpose(0, 3, 1, 2) / n
+        db[...] = d.sum(axis=0)
+        dx[...] = ref.col2im(d @ w.transpose(0, 2, 3, 1).reshape(f, k * k * c), x.shape, k, k, stride, pad)
+
+    res = lab08.CONV2D_BACKWARD.check(host=conv_backward_host)
+    assert not res.passed and "dw is a mean over the batch" in res.hint, res.hint

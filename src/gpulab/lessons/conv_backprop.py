@@ -210,6 +210,11 @@ def _lesson07() -> list[Exercise]:
                 launch=launch,
                 ptx="auto",
                 reduction=K * K,
+                mistakes={
+                    "out[f] holds the sum over filters 0 to f: the accumulator was not reset for each filter, so "
+                    "each filter's sum starts where the previous one ended. Each filter needs its own sum, started "
+                    "afresh inside the loop over the filters.": lambda x, w: np.cumsum(all_filters_spec(x, w), axis=0),
+                },
                 budget=Budget(reads_per_element={"x": K * K}),
             ),
             _a.conv2d_all_filters_kernel,
@@ -263,6 +268,12 @@ def _arg_row_column_swapped(dout: np.ndarray, arg: np.ndarray, like: np.ndarray)
     return pool_back_spec(dout, (arg % 2) * 2 + arg // 2, like)
 
 
+def _bias_row_sums(dout: np.ndarray) -> np.ndarray:  # a known mistake: thread o sums dout[o, n] over n
+    if dout.shape[0] < dout.shape[1]:
+        raise ValueError("fewer rows than features: that kernel reads past the end of dout instead")
+    return dout.sum(axis=1)[: dout.shape[1]]
+
+
 _ONE_SAMPLE = (
     "{what} only one sample's term, {which}: {why} The gradient is a sum over the batch: add every n into a "
     "float32 accumulator (acc += ...) and write once, after the loop."
@@ -294,6 +305,10 @@ def _lesson08() -> list[Exercise]:
                     ): lambda dout: dout[-1],
                     "db is the mean over the batch; the bias gradient is the sum (dout already carries the loss's "
                     "1/N, if it has one): do not divide.": lambda dout: dout.mean(axis=0),
+                    "the loop over the batch stops one short (`range(N - 1)`?): the last sample's dout is missing "
+                    "from every db[o]. Loop over all N rows of dout.": lambda dout: dout[:-1].sum(axis=0),
+                    "db[o] summed row o of dout, across the features: db is a column sum, over the batch. Thread o "
+                    "adds the o-th element of every sample's row.": _bias_row_sums,
                 },
                 budget=Budget(sectors={"dout": 2.0}),
             ),
@@ -320,6 +335,8 @@ def _lesson08() -> list[Exercise]:
                         which="the last sample's dout[n, i] * x[n, j]",
                         why="`dw[i, j] = ...` in the loop overwrites.",
                     ): lambda dout, x: np.outer(dout[-1], x[-1]),
+                    "dw is the mean over the batch; the weight gradient is the sum (dout already carries the loss's "
+                    "1/N, if it has one): do not divide.": lambda dout, x: dout.T @ x / dout.shape[0],
                 },
             ),
             _a.linear_weight_grad_kernel,
@@ -341,6 +358,8 @@ def _lesson08() -> list[Exercise]:
                     "y[i] > 0.": lambda dout, y: np.where(y > 0, 0, dout).astype(dout.dtype),
                     "the gradient was multiplied by y: ReLU's derivative is 1 where y > 0 (and 0 elsewhere), "
                     "not y.": lambda dout, y: dout * y,
+                    "dx was never written where y <= 0: dx is not zeroed for you, so the blocked elements need "
+                    "their 0 written too, not only the passed ones.": lambda dout, y: np.where(y > 0, dout, np.nan),
                 },
             ),
             _a.relu_backward_kernel,

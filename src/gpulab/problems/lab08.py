@@ -364,6 +364,10 @@ CONV2D_BACKWARD = Problem(
         "so sum d over its rows, `d.sum(axis=0)` (or `dout.sum(axis=(0, 2, 3))`).": lambda x, w, dout, stride, pad: (
             dout.transpose(0, 2, 3, 1).reshape(-1, w.shape[0]).sum(axis=1)
         ),
+        "dw is a mean over the batch: the weight gradient sums over the batch (and every output pixel), "
+        "without dividing by N.": lambda x, w, dout, stride, pad: (
+            conv2d_backward_spec(x, w, dout, stride, pad)[1] / dout.shape[0]
+        ),
         "db is a mean: the bias gradient sums dout over the batch and every output pixel, "
         "`dout.sum(axis=(0, 2, 3))` (or `d.sum(axis=0)`), without dividing.": lambda x, w, dout, stride, pad: [
             dout.sum(axis=(0, 2, 3), dtype=np.float64) / dout.shape[0],
