@@ -361,3 +361,22 @@ def test_lab08_conv2d_backward_averaging_dw_is_named():
 
     res = lab08.CONV2D_BACKWARD.check(host=conv_backward_host)
     assert not res.passed and "dw is a mean over the batch" in res.hint, res.hint
+
+
+IM2COL_WO_ONE_SHORT = """
+@cuda.jit
+def im2col_single_kernel(x, cols):
+    q, r = cuda.grid(2)
+    wo = x.shape[1] - K
+    if r < cols.shape[0] and q < cols.shape[1]:
+        cols[r, q] = x[r // wo + q // K, r % wo + q % K]
+"""
+
+
+@SIMULATOR
+def test_an_im2col_output_width_one_short_points_at_the_width():
+    """Before: the first case (3 x 3, so Wo = W - K = 0) stopped on "ZeroDivisionError ... integer division or
+    modulo by zero" with no hint; from a 4 x 6 input the computed-index hint names `wo = W - K + 1`."""
+    res = _check("07", "im2col_single", IM2COL_WO_ONE_SHORT)
+    assert not res.passed and "ZeroDivisionError" not in res.message, res.message
+    assert "`wo = W - K + 1`" in res.hint, res.hint
