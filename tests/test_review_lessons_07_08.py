@@ -380,3 +380,51 @@ def test_an_im2col_output_width_one_short_points_at_the_width():
     res = _check("07", "im2col_single", IM2COL_WO_ONE_SHORT)
     assert not res.passed and "ZeroDivisionError" not in res.message, res.message
     assert "`wo = W - K + 1`" in res.hint, res.hint
+
+
+def _im2col_host(layout: str):
+    """A learner's conv2d_im2col in NumPy (the lab's im2col order), with one of the layout slips."""
+
+    def conv2d_im2col(x, w, b, stride, pad, out):
+        f, c, k, _ = w.shape
+        n, ho, wo = x.shape[0], out.shape[2], out.shape[3]
+        xp_ = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+        cols = np.stack(
+            [
+                xp_[:, :, i * stride : i * stride + k, j * stride : j * stride + k].reshape(n, -1)
+                for i in range(ho)
+                for j in range(wo)
+            ],
+            axis=1,
+        ).reshape(n * ho * wo, c * k * k)
+        wmat = w.reshape(c * k * k, f) if layout == "wmat" else w.reshape(f, c * k * k).T
+        y = cols @ wmat + b
+        if layout == "straight":
+            out[...] = y.reshape(n, f, ho, wo)
+        elif layout == "axes":
+            out[...] = y.reshape(n, ho, wo, f).transpose(0, 3, 2, 1)
+        else:
+            out[...] = y.reshape(n, ho, wo, f).transpose(0, 3, 1, 2)
+
+    return conv2d_im2col
+
+
+@pytest.mark.parametrize(
+    ("layout", "named"),
+    [
+        ("straight", "reshaped straight to (N, F, Ho, Wo)"),
+        ("axes", "came out as (N, F, Wo, Ho)"),
+        ("wmat", "wmat is w.reshape(C*k*k, F)"),
+        ("right", ""),
+    ],
+)
+def test_lab07_conv2d_im2col_layout_slips_are_named(layout, named):
+    """Before: no hint for the first and third; for the second, a result stored into the wrong shape was told to
+    "check the axis a sum or mean runs over, and which operand of a product is transposed"."""
+    from gpulab.problems import lab07
+
+    res = lab07.CONV2D_IM2COL.check(host=_im2col_host(layout))
+    if not named:
+        assert res.passed, res
+        return
+    assert not res.passed and named in res.hint, res.hint

@@ -14,6 +14,7 @@ import numpy as np
 from ..exercises import Budget, Problem, random_arrays
 from ..kernels._launch import conv_out_size
 from ..kernels.matmul import matmul
+from .lab07_im2col import im2col_host_mistakes
 from ._common import grid_2d, launch_1d, launch_2d
 
 __all__ = [
@@ -381,10 +382,7 @@ CONV2D_IM2COL = Problem(
     sizes=_CONV_SIZES,
     gpu_sizes=_CONV_SIZES + [_CONV_GPU],
     reduction=_conv_terms,
-    mistakes={
-        "the bias is missing: add b[f] to every output of filter f (y += b adds it to each row of the (N*Ho*Wo, F) "
-        "product).": lambda x, w, b, stride, pad: conv2d_spec(x, w, np.zeros_like(b), stride, pad),
-    },
+    mistakes=im2col_host_mistakes(conv2d_spec, im2col_spec),
     points=3,
     given=[matmul],  # the lab's given matmul multiplies the columns by the weights
 )
