@@ -428,3 +428,41 @@ def test_lab07_conv2d_im2col_layout_slips_are_named(layout, named):
         assert res.passed, res
         return
     assert not res.passed and named in res.hint, res.hint
+
+
+POOL_BACK_OWN_WINDOW_ONLY = """
+@cuda.jit
+def maxpool_backward_kernel(dout, arg, k, stride, dx):
+    t = cuda.grid(1)
+    N, C, H, W = dx.shape[0], dx.shape[1], dx.shape[2], dx.shape[3]
+    HO, WO = dout.shape[2], dout.shape[3]
+    if t < N * C * H * W:
+        n = t // (C * H * W)
+        c = (t // (H * W)) % C
+        h = (t // W) % H
+        w = t % W
+        acc = float32(0.0)
+        i = h // stride
+        j = w // stride
+        if i < HO and j < WO and arg[n, c, i, j] == (h - i * stride) * k + (w - j * stride):
+            acc += dout[n, c, i, j]
+        dx[n, c, h, w] = acc
+"""
+
+LAB07_CONV_BIAS_PER_CHANNEL = LAB07_CONV_PLUS_PAD.replace(" + pad", " - pad").replace(
+    "        acc = b[f]\n        for c in range(C):\n",
+    "        acc = float32(0.0)\n        for c in range(C):\n            acc += b[f]\n",
+)
+
+
+@SIMULATOR
+def test_lab_mistakes_without_a_hint_before_are_named():
+    """Before: no hint for either (lab 08: a pixel gathering from its own window only; lab 07: the bias added once
+    per input channel)."""
+    from gpulab.problems import lab07, lab08
+
+    res = _lab_check(lab08.MAXPOOL_BACKWARD, POOL_BACK_OWN_WINDOW_ONLY)
+    assert not res.passed and "each pixel looked only at the window (h // stride, w // stride)" in res.hint, res.hint
+    assert "acc += b[f]" in LAB07_CONV_BIAS_PER_CHANNEL
+    res = _lab_check(lab07.CONV2D, LAB07_CONV_BIAS_PER_CHANNEL)
+    assert not res.passed and "the bias was added once per input channel" in res.hint, res.hint

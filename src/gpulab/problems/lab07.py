@@ -290,6 +290,10 @@ CONV2D = Problem(
         "the bias is missing: start each output's sum from b[f].": lambda x, w, b, stride, pad: conv2d_spec(
             x, w, np.zeros_like(b), stride, pad
         ),
+        "the bias was added once per input channel (inside the loop over c): add b[f] once per output, before or "
+        "after the loops.": lambda x, w, b, stride, pad: (
+            conv2d_spec(x, w, b * x.shape[1], stride, pad) if x.shape[1] > 1 else np.full(1, np.nan)
+        ),
         "taps above or left of x were read, not skipped: the guard must test both sides, `0 <= r < H and "
         "0 <= q < W`, for the tap's input row r and column q (with padding, r or q is negative above or left of "
         "x). (A negative index "

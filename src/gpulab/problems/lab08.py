@@ -140,6 +140,15 @@ def _pool_back_one_window(
     return dx
 
 
+def _pool_back_own_window(x: np.ndarray, dout: np.ndarray, arg: np.ndarray, k: int, stride: int) -> np.ndarray:
+    """A known mistake: pixel (h, w) looks only at window (h // stride, w // stride), whose offsets a, b are then
+    below the stride: winners at offsets a >= stride or b >= stride get nothing."""
+    if k <= stride:
+        raise ValueError("windows do not overlap: every pixel is in one window at most")
+    near = (arg // k < stride) & (arg % k < stride)
+    return maxpool_backward_spec(x, dout * near, arg, k, stride)
+
+
 def _pool_back_to_window(x: np.ndarray, dout: np.ndarray, arg: np.ndarray, k: int, stride: int) -> np.ndarray:
     """A known mistake: every pixel of a window gets its dout, winner or not."""
     ho, wo = dout.shape[2], dout.shape[3]
@@ -280,6 +289,9 @@ MAXPOOL_BACKWARD = Problem(
     mistakes={
         "where windows overlap, a pixel that won several windows kept only one window's dout: add them "
         "(g += dout[...]), do not assign.": _pool_back_overwritten,
+        "each pixel looked only at the window (h // stride, w // stride): where windows overlap (k > stride) a "
+        "pixel also lies in windows that start up to k - 1 rows above or columns left of it, and it may have won "
+        "those too. Look at every window offset (a, b) that puts the pixel inside a window.": _pool_back_own_window,
         "every pixel of a window got its dout: only the winner, the pixel at offset (a, b) with "
         "arg == a * k + b, gets it; the others get 0 from that window.": _pool_back_to_window,
         "arg was decoded with row and column swapped: arg = a * k + b, with a the row offset (h - i * stride) "
