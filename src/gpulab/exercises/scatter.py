@@ -19,8 +19,10 @@ SCATTER_HINT = (
 
 def scatter_into_unset(out_log: list, runner: Any, shape_of: Any, launch_s: str) -> tuple[str, str] | None:
     """(message, hint) when two or more threads each read, then wrote, one output element without atomics (``+=``)
-    and outputs are not zeroed (``out_init`` None); None otherwise. ``shape_of(name)`` formats an index."""
-    if runner.p.out_init is not None:
+    and outputs are not zeroed (``out_init`` None), in an exercise whose outputs are sums (``reduction``) and on more
+    than one element (all threads adding into one element is a wrong index, or a reduction's own story); None
+    otherwise. ``shape_of(name, index)`` formats an index."""
+    if runner.p.out_init is not None or runner.p.reduction is None:
         return None
     readers: dict[tuple, set] = {}
     writers: dict[tuple, list] = {}
@@ -31,6 +33,8 @@ def scatter_into_unset(out_log: list, runner: Any, shape_of: Any, launch_s: str)
             readers.setdefault((a.array, a.index), set()).add((a.thread, a.block))
         elif a.kind == "w" and (a.thread, a.block) not in writers.setdefault((a.array, a.index), []):
             writers[(a.array, a.index)].append((a.thread, a.block))
+    if len(writers) < 2:
+        return None
     for (name, index), who in writers.items():
         if len(who) >= 2 and set(who) <= readers.get((name, index), set()):
             (t1, b1), (t2, b2) = who[:2]
