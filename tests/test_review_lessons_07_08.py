@@ -466,3 +466,42 @@ def test_lab_mistakes_without_a_hint_before_are_named():
     assert "acc += b[f]" in LAB07_CONV_BIAS_PER_CHANNEL
     res = _lab_check(lab07.CONV2D, LAB07_CONV_BIAS_PER_CHANNEL)
     assert not res.passed and "the bias was added once per input channel" in res.hint, res.hint
+
+
+MAXPOOL_GUARD_ONE_SHORT = """
+@cuda.jit
+def maxpool2x2_kernel(x, out):
+    j, i = cuda.grid(2)
+    if i < x.shape[0] // 2 - 1 and j < x.shape[1] // 2 - 1:
+        m = x[2 * i, 2 * j]
+        for a in range(2):
+            for b in range(2):
+                m = max(m, x[2 * i + a, 2 * j + b])
+        out[i, j] = m
+"""
+
+
+@SIMULATOR
+@pytest.mark.parametrize(
+    ("name", "source"),
+    [
+        (
+            "conv2d_all_filters",
+            ALL_FILTERS_NO_RESET.replace(
+                "i < out.shape[1] and j < out.shape[2]", "i < x.shape[0] - K and j < x.shape[1] - K"
+            )
+            .replace("        acc = float32(0.0)\n        for f", "        for f")
+            .replace(
+                "            for a in range(K):\n                for b",
+                "            acc = float32(0.0)\n            for a in range(K):\n                for b",
+            ),
+        ),
+        ("maxpool2x2", MAXPOOL_GUARD_ONE_SHORT),
+    ],
+)
+def test_a_guard_too_strict_on_a_per_element_exercise_is_not_called_a_reduction(name, source):
+    """Before: the first case had a 1 x 1 output, so a guard that let no thread through got "A reduction's result is
+    written once ... cuda.atomic.add(out, 0, v)"."""
+    res = _check("07", name, source)
+    assert not res.passed and "reduction" not in res.hint and "atomic" not in res.hint, res.hint
+    assert "guard" in res.hint, res.hint

@@ -17,6 +17,7 @@ from ..exercises import Budget, Problem, random_arrays
 from ..problems import grid_2d, launch_1d
 from . import answers_05_10 as _a
 from .exercise import Exercise
+from .mistakes_07_08 import bias_row_sums, last_row_and_column_unwritten
 
 __all__ = [
     "BLOCK",
@@ -82,13 +83,6 @@ def _conv_short_loops(x: np.ndarray, w: np.ndarray) -> np.ndarray:  # a known mi
     return conv_single_spec(x, w2)
 
 
-def _conv_guard_one_short(x: np.ndarray, w: np.ndarray) -> np.ndarray:  # a known mistake: i < H - K, not H - K + 1
-    out = conv_single_spec(x, w)
-    out[-1, :] = np.nan  # the fill the check gives outputs first: never written
-    out[:, -1] = np.nan
-    return out
-
-
 def _im2col_rows_down_columns(x: np.ndarray) -> np.ndarray:  # a known mistake: i = r % Ho, j = r // Ho
     v = windows(x, K)
     return v.transpose(1, 0, 2, 3).reshape(v.shape[0] * v.shape[1], K * K).copy()
@@ -144,7 +138,7 @@ def _lesson07() -> list[Exercise]:
                     "window are missing. Loop with range(K) (or range(w.shape[0])).": _conv_short_loops,
                     "the last row and column of out were never written: the guard stops one short of the output "
                     "size. A valid window fits W - K + 1 times across (and H - K + 1 down), so guard on out's own "
-                    "shape, not on x's shape minus K.": _conv_guard_one_short,
+                    "shape, not on x's shape minus K.": last_row_and_column_unwritten(conv_single_spec),
                 },
                 budget=Budget(sectors={"x": 2.0, "out": 2.0}),  # x along the columns: `j, i = cuda.grid(2)`
             ),
@@ -178,7 +172,8 @@ def _lesson07() -> list[Exercise]:
                 "maxpool2x2_kernel",
                 pool_spec,
                 lambda s, rng: random_arrays(rng, s),
-                sizes=[(2, 2), (4, 6), (7, 9), (17, 34)],
+                # (4, 6) first: a 1 x 1 output left unwritten reads as a reduction that never stored
+                sizes=[(4, 6), (2, 2), (7, 9), (17, 34)],
                 launch=launch,
                 ptx="auto",
                 mistakes={
@@ -206,7 +201,9 @@ def _lesson07() -> list[Exercise]:
                 "conv2d_all_filters_kernel",
                 all_filters_spec,
                 lambda s, rng: random_arrays(rng, s[1:], (s[0], K, K)),
-                sizes=[(1, 3, 3), (4, 6, 9), (5, 11, 8), (3, 5, 40)],  # (F, H, W); 40 wide: x along the rows is seen
+                # (F, H, W); (4, 6, 9) first (a 1 x 1 output left unwritten reads as a reduction); 40 wide: x along
+                # the rows is seen
+                sizes=[(4, 6, 9), (1, 3, 3), (5, 11, 8), (3, 5, 40)],
                 launch=launch,
                 ptx="auto",
                 reduction=K * K,
@@ -214,6 +211,9 @@ def _lesson07() -> list[Exercise]:
                     "out[f] holds the sum over filters 0 to f: the accumulator was not reset for each filter, so "
                     "each filter's sum starts where the previous one ended. Each filter needs its own sum, started "
                     "afresh inside the loop over the filters.": lambda x, w: np.cumsum(all_filters_spec(x, w), axis=0),
+                    "the last row and column of every filter's output were never written: the guard stops one "
+                    "short of the output size. Guard on out's own shape (out.shape[1] rows, out.shape[2] columns), "
+                    "not on x's shape minus K.": last_row_and_column_unwritten(all_filters_spec),
                 },
                 budget=Budget(reads_per_element={"x": K * K}),
             ),
@@ -268,12 +268,6 @@ def _arg_row_column_swapped(dout: np.ndarray, arg: np.ndarray, like: np.ndarray)
     return pool_back_spec(dout, (arg % 2) * 2 + arg // 2, like)
 
 
-def _bias_row_sums(dout: np.ndarray) -> np.ndarray:  # a known mistake: thread o sums dout[o, n] over n
-    if dout.shape[0] < dout.shape[1]:
-        raise ValueError("fewer rows than features: that kernel reads past the end of dout instead")
-    return dout.sum(axis=1)[: dout.shape[1]]
-
-
 _ONE_SAMPLE = (
     "{what} only one sample's term, {which}: {why} The gradient is a sum over the batch: add every n into a "
     "float32 accumulator (acc += ...) and write once, after the loop."
@@ -308,7 +302,7 @@ def _lesson08() -> list[Exercise]:
                     "the loop over the batch stops one short (`range(N - 1)`?): the last sample's dout is missing "
                     "from every db[o]. Loop over all N rows of dout.": lambda dout: dout[:-1].sum(axis=0),
                     "db[o] summed row o of dout, across the features: db is a column sum, over the batch. Thread o "
-                    "adds the o-th element of every sample's row.": _bias_row_sums,
+                    "adds the o-th element of every sample's row.": bias_row_sums,
                 },
                 budget=Budget(sectors={"dout": 2.0}),
             ),
