@@ -17,6 +17,7 @@ from ..exercises import Budget, Problem, random_arrays
 from ..problems import grid_2d, launch_1d
 from . import answers_05_10 as _a
 from .exercise import Exercise
+from .mistakes_07_08 import bias_row_sums, last_row_and_column_unwritten
 
 __all__ = [
     "BLOCK",
@@ -118,7 +119,8 @@ def _lesson07() -> list[Exercise]:
                 conv_single_spec,
                 lambda s, rng: random_arrays(rng, s, (K, K)),
                 # (5, 40): outputs 38 wide on 8 rows of threads, so a kernel with x along the rows is told so
-                sizes=[(3, 3), (5, 7), (12, 9), (20, 19), (5, 40)],
+                # (5, 7) first: a 1 x 1 output left unwritten reads as a reduction that never stored
+                sizes=[(5, 7), (3, 3), (12, 9), (20, 19), (5, 40)],
                 launch=launch,
                 ptx="auto",  # a GPU must compile it too (NVVM, ptxas; sm_75), for the first case's argument types
                 reduction=K * K,  # each output is a sum of K*K products
@@ -134,6 +136,9 @@ def _lesson07() -> list[Exercise]:
                     "after the loops.": _conv_last_tap,
                     "the loops over the taps stop one short (`range(K - 1)`?): the last row and column of the "
                     "window are missing. Loop with range(K) (or range(w.shape[0])).": _conv_short_loops,
+                    "the last row and column of out were never written: the guard stops one short of the output "
+                    "size. A valid window fits W - K + 1 times across (and H - K + 1 down), so guard on out's own "
+                    "shape, not on x's shape minus K.": last_row_and_column_unwritten(conv_single_spec),
                 },
                 budget=Budget(sectors={"x": 2.0, "out": 2.0}),  # x along the columns: `j, i = cuda.grid(2)`
             ),
@@ -146,7 +151,7 @@ def _lesson07() -> list[Exercise]:
                 "im2col_single_kernel",
                 im2col_spec,
                 lambda s, rng: random_arrays(rng, s),
-                sizes=[(3, 3), (4, 6), (9, 7), (13, 10)],
+                sizes=[(4, 6), (3, 3), (9, 7), (13, 10)],  # (4, 6) first: at (3, 3) Wo = W - K is 0 (a division)
                 launch=launch,
                 ptx="auto",
                 out_names=["cols"],
@@ -167,7 +172,8 @@ def _lesson07() -> list[Exercise]:
                 "maxpool2x2_kernel",
                 pool_spec,
                 lambda s, rng: random_arrays(rng, s),
-                sizes=[(2, 2), (4, 6), (7, 9), (17, 34)],
+                # (4, 6) first: a 1 x 1 output left unwritten reads as a reduction that never stored
+                sizes=[(4, 6), (2, 2), (7, 9), (17, 34)],
                 launch=launch,
                 ptx="auto",
                 mistakes={
@@ -195,10 +201,20 @@ def _lesson07() -> list[Exercise]:
                 "conv2d_all_filters_kernel",
                 all_filters_spec,
                 lambda s, rng: random_arrays(rng, s[1:], (s[0], K, K)),
-                sizes=[(1, 3, 3), (4, 6, 9), (5, 11, 8), (3, 5, 40)],  # (F, H, W); 40 wide: x along the rows is seen
+                # (F, H, W); (4, 6, 9) first (a 1 x 1 output left unwritten reads as a reduction); 40 wide: x along
+                # the rows is seen
+                sizes=[(4, 6, 9), (1, 3, 3), (5, 11, 8), (3, 5, 40)],
                 launch=launch,
                 ptx="auto",
                 reduction=K * K,
+                mistakes={
+                    "out[f] holds the sum over filters 0 to f: the accumulator was not reset for each filter, so "
+                    "each filter's sum starts where the previous one ended. Each filter needs its own sum, started "
+                    "afresh inside the loop over the filters.": lambda x, w: np.cumsum(all_filters_spec(x, w), axis=0),
+                    "the last row and column of every filter's output were never written: the guard stops one "
+                    "short of the output size. Guard on out's own shape (out.shape[1] rows, out.shape[2] columns), "
+                    "not on x's shape minus K.": last_row_and_column_unwritten(all_filters_spec),
+                },
                 budget=Budget(reads_per_element={"x": K * K}),
             ),
             _a.conv2d_all_filters_kernel,
@@ -234,6 +250,13 @@ def _spread_evenly(dout: np.ndarray, arg: np.ndarray, like: np.ndarray) -> np.nd
     dx = np.zeros_like(like)
     ho, wo = dout.shape
     dx[: 2 * ho, : 2 * wo] = np.repeat(np.repeat(dout / 4, 2, axis=0), 2, axis=1)
+    return dx
+
+
+def _odd_edge_unwritten(dout: np.ndarray, arg: np.ndarray, like: np.ndarray) -> np.ndarray:  # a known mistake
+    dx = pool_back_spec(dout, arg, like)
+    dx[2 * dout.shape[0] :, :] = np.nan  # a last odd row or column: in no window, and never written
+    dx[:, 2 * dout.shape[1] :] = np.nan
     return dx
 
 
@@ -276,6 +299,10 @@ def _lesson08() -> list[Exercise]:
                     ): lambda dout: dout[-1],
                     "db is the mean over the batch; the bias gradient is the sum (dout already carries the loss's "
                     "1/N, if it has one): do not divide.": lambda dout: dout.mean(axis=0),
+                    "the loop over the batch stops one short (`range(N - 1)`?): the last sample's dout is missing "
+                    "from every db[o]. Loop over all N rows of dout.": lambda dout: dout[:-1].sum(axis=0),
+                    "db[o] summed row o of dout, across the features: db is a column sum, over the batch. Thread o "
+                    "adds the o-th element of every sample's row.": bias_row_sums,
                 },
                 budget=Budget(sectors={"dout": 2.0}),
             ),
@@ -302,6 +329,8 @@ def _lesson08() -> list[Exercise]:
                         which="the last sample's dout[n, i] * x[n, j]",
                         why="`dw[i, j] = ...` in the loop overwrites.",
                     ): lambda dout, x: np.outer(dout[-1], x[-1]),
+                    "dw is the mean over the batch; the weight gradient is the sum (dout already carries the loss's "
+                    "1/N, if it has one): do not divide.": lambda dout, x: dout.T @ x / dout.shape[0],
                 },
             ),
             _a.linear_weight_grad_kernel,
@@ -323,6 +352,8 @@ def _lesson08() -> list[Exercise]:
                     "y[i] > 0.": lambda dout, y: np.where(y > 0, 0, dout).astype(dout.dtype),
                     "the gradient was multiplied by y: ReLU's derivative is 1 where y > 0 (and 0 elsewhere), "
                     "not y.": lambda dout, y: dout * y,
+                    "dx was never written where y <= 0: dx is not zeroed for you, so the blocked elements need "
+                    "their 0 written too, not only the passed ones.": lambda dout, y: np.where(y > 0, dout, np.nan),
                 },
             ),
             _a.relu_backward_kernel,
@@ -346,6 +377,9 @@ def _lesson08() -> list[Exercise]:
                     "gets dout; the other three get 0.": _copied_to_window,
                     "arg was decoded with row and column swapped: arg = 2 * row + column within the window, so "
                     "pixel (i, j) won where arg == (i % 2) * 2 + j % 2.": _arg_row_column_swapped,
+                    "the pixels of a last odd row or column were never written: they belong to no window, so "
+                    "nothing routes a gradient to them, but dx is not zeroed for you. Every thread of dx writes "
+                    "its pixel: 0 when its window (i // 2, j // 2) is past the end of dout.": _odd_edge_unwritten,
                 },
             ),
             _a.maxpool2x2_backward_kernel,

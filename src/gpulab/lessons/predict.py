@@ -110,7 +110,14 @@ def measured_number(measured: Any) -> Any:
 
 
 def compare(
-    prediction: Any, measured: Any, *, unit: str = "", why: str = "", what: str = "measured", tolerance: float = 0.25
+    prediction: Any,
+    measured: Any,
+    *,
+    unit: str = "",
+    why: str = "",
+    what: str = "measured",
+    tolerance: float = 0.25,
+    factor: float | None = None,
 ) -> str:
     """Print (and return) how a learner's ``prediction`` compares with a ``measured`` figure, then ``why``.
 
@@ -118,7 +125,9 @@ def compare(
     ``tolerance`` (relative, from 0 to 1) counts as right. ``measured`` is one number (a 0-d array, CuPy's too,
     counts as one: :func:`measured_number`). ``what`` says where the figure comes from ("measured",
     "spec sheet", "simulated", "a model"). A non-numeric ``measured`` (``"pairwise"``, ``"no"``) is an answer
-    compared word for word, ignoring case.
+    compared word for word, ignoring case. ``factor`` (above 1) replaces ``tolerance`` for a figure known only to its
+    order of magnitude: within that factor either way counts as right (factor=2: from half to twice the figure; a
+    relative tolerance of 1 would also accept 0 and every tiny value).
     """
     unit_s = f" {unit}" if unit else ""
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance <= 1:
@@ -128,6 +137,8 @@ def compare(
             + (f" (for {tolerance:g}% write tolerance={tolerance / 100:g})." if _is_percent(tolerance) else ".")
         )
     measured = measured_number(measured)
+    if factor is not None:  # within a factor either way: the relative tolerance on the side the prediction lies
+        tolerance = _factor_tolerance(prediction, measured, unit, factor)
     if not isinstance(measured, (int, float, np.integer, np.floating)):
         answer = str(measured)
         if prediction is None:
@@ -156,3 +167,16 @@ def compare(
     text = head + (f"\n{why}" if why else "")
     print(text)
     return text
+
+
+def _factor_tolerance(prediction: Any, measured: Any, unit: str, factor: float) -> float:
+    """The relative tolerance that makes :func:`compare` accept exactly ``measured / factor`` to ``measured * factor``
+    for this prediction: ``factor - 1`` above the figure, ``1 - 1 / factor`` below it."""
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 1:
+        raise UsageError(
+            f"compare's factor is a number above 1 (factor=2: within 2x either way); got factor={factor!r}"
+        )
+    if prediction is None or not isinstance(measured, (int, float, np.integer, np.floating)):
+        return 0.25  # nothing to compare, or a word answer: unused
+    p, m = prediction_number(prediction, unit), float(measured)
+    return factor - 1 if abs(p) >= abs(m) else 1 - 1 / factor

@@ -14,6 +14,7 @@ import numpy as np
 from ..exercises import Budget, Problem, random_arrays
 from ..kernels._launch import conv_out_size
 from ..kernels.matmul import matmul
+from .lab07_im2col import im2col_host_mistakes
 from ._common import grid_2d, launch_1d, launch_2d
 
 __all__ = [
@@ -271,6 +272,10 @@ CONV2D = Problem(
         "padding ignored: the taps must start at i*stride - pad (and skip rows/columns outside x).": lambda x, w, b, stride, pad: (
             _conv_window_at(x, w, b, stride, pad, 0) if pad else np.full(1, np.nan)  # pad 0: no such mistake
         ),
+        "the padding was added, not subtracted: the zeros lie above and left of x, so output (i, j)'s window "
+        "starts pad rows above its stride position, at i*stride - pad.": lambda x, w, b, stride, pad: (
+            _conv_window_at(x, w, b, stride, pad, pad) if pad else np.full(1, np.nan)
+        ),
         "the window is shifted by one: output (i, j)'s first tap is x[n, c, i*stride - pad, j*stride - pad] "
         "(row i*stride + a - pad for tap a), with no + 1.": lambda x, w, b, stride, pad: _conv_window_at(
             x, w, b, stride, pad, -pad + 1
@@ -284,6 +289,10 @@ CONV2D = Problem(
         ),
         "the bias is missing: start each output's sum from b[f].": lambda x, w, b, stride, pad: conv2d_spec(
             x, w, np.zeros_like(b), stride, pad
+        ),
+        "the bias was added once per input channel (inside the loop over c): add b[f] once per output, before or "
+        "after the loops.": lambda x, w, b, stride, pad: (
+            conv2d_spec(x, w, b * x.shape[1], stride, pad) if x.shape[1] > 1 else np.full(1, np.nan)
         ),
         "taps above or left of x were read, not skipped: the guard must test both sides, `0 <= r < H and "
         "0 <= q < W`, for the tap's input row r and column q (with padding, r or q is negative above or left of "
@@ -325,6 +334,16 @@ MAXPOOL = Problem(
     points=2,
 )
 
+
+def _im2col_padding_unwritten(x: np.ndarray, k: int, stride: int, pad: int) -> np.ndarray:
+    """A known mistake: only the taps inside x were written; the padding's stay as the check's fill (nan)."""
+    if not pad:
+        return np.full(1, np.nan)  # no padding: no such mistake
+    cols = im2col_spec(x, k, stride, pad)
+    cols[im2col_spec(np.ones_like(x), k, stride, pad) == 0] = np.nan
+    return cols
+
+
 IM2COL = Problem(
     "lab07.im2col",
     ptx="auto",  # a GPU must accept it: compiled for the types of the first case's arguments
@@ -346,6 +365,8 @@ IM2COL = Problem(
                 else np.full(1, np.nan)  # one channel: both orders agree
             )
         ),
+        "the taps that fall in the padding were never written: cols is not zeroed for you, so each thread writes "
+        "its element, 0 where the tap's input row or column lies outside x.": _im2col_padding_unwritten,
         "a tap's row and column offsets are swapped: with q = (c*k + a)*k + d, the column offset d varies fastest "
         "(the remainder of q by k), then the row offset a, then the channel c (the quotient of q by k*k).": lambda x, k, stride, pad: (
             im2col_spec(x, k, stride, pad)
@@ -365,6 +386,7 @@ CONV2D_IM2COL = Problem(
     sizes=_CONV_SIZES,
     gpu_sizes=_CONV_SIZES + [_CONV_GPU],
     reduction=_conv_terms,
+    mistakes=im2col_host_mistakes(conv2d_spec, im2col_spec),
     points=3,
     given=[matmul],  # the lab's given matmul multiplies the columns by the weights
 )

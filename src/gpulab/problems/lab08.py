@@ -119,18 +119,34 @@ def maxpool_backward_spec(x: np.ndarray, dout: np.ndarray, arg: np.ndarray, k: i
     return dx
 
 
-def _pool_back_overwritten(x: np.ndarray, dout: np.ndarray, arg: np.ndarray, k: int, stride: int) -> np.ndarray:
-    """A known mistake: `dx = dout` where it should add, so of the windows a pixel won only the last counts."""
+def _pool_back_overwritten(x: np.ndarray, dout: np.ndarray, arg: np.ndarray, k: int, stride: int) -> list:
+    """A known mistake: `dx = dout` where it should add, so of the windows a pixel won only one counts: the last in
+    window order (a scatter over windows), or the first (a gather looping over the offsets a, b upwards)."""
+    return [_pool_back_one_window(x, dout, arg, k, stride, last) for last in (True, False)]
+
+
+def _pool_back_one_window(
+    x: np.ndarray, dout: np.ndarray, arg: np.ndarray, k: int, stride: int, last: bool
+) -> np.ndarray:
     ho, wo = dout.shape[2], dout.shape[3]
     dx = np.zeros(x.shape, dtype=dout.dtype)
-    for i in range(ho):
-        for j in range(wo):
-            win = dx[:, :, i * stride : i * stride + k, j * stride : j * stride + k]  # a view
-            won = np.zeros((*dout.shape[:2], k * k), bool)
-            np.put_along_axis(won, arg[:, :, i, j, None].astype(np.intp), True, axis=2)
-            won = won.reshape(*dout.shape[:2], k, k)[:, :, : win.shape[2], : win.shape[3]]
-            win[won] = np.broadcast_to(dout[:, :, i, j, None, None], won.shape)[won]
+    order = [(i, j) for i in range(ho) for j in range(wo)]
+    for i, j in order if last else order[::-1]:
+        win = dx[:, :, i * stride : i * stride + k, j * stride : j * stride + k]  # a view
+        won = np.zeros((*dout.shape[:2], k * k), bool)
+        np.put_along_axis(won, arg[:, :, i, j, None].astype(np.intp), True, axis=2)
+        won = won.reshape(*dout.shape[:2], k, k)[:, :, : win.shape[2], : win.shape[3]]
+        win[won] = np.broadcast_to(dout[:, :, i, j, None, None], won.shape)[won]
     return dx
+
+
+def _pool_back_own_window(x: np.ndarray, dout: np.ndarray, arg: np.ndarray, k: int, stride: int) -> np.ndarray:
+    """A known mistake: pixel (h, w) looks only at window (h // stride, w // stride), whose offsets a, b are then
+    below the stride: winners at offsets a >= stride or b >= stride get nothing."""
+    if k <= stride:
+        raise ValueError("windows do not overlap: every pixel is in one window at most")
+    near = (arg // k < stride) & (arg % k < stride)
+    return maxpool_backward_spec(x, dout * near, arg, k, stride)
 
 
 def _pool_back_to_window(x: np.ndarray, dout: np.ndarray, arg: np.ndarray, k: int, stride: int) -> np.ndarray:
@@ -273,6 +289,9 @@ MAXPOOL_BACKWARD = Problem(
     mistakes={
         "where windows overlap, a pixel that won several windows kept only one window's dout: add them "
         "(g += dout[...]), do not assign.": _pool_back_overwritten,
+        "each pixel looked only at the window (h // stride, w // stride): where windows overlap (k > stride) a "
+        "pixel also lies in windows that start up to k - 1 rows above or columns left of it, and it may have won "
+        "those too. Look at every window offset (a, b) that puts the pixel inside a window.": _pool_back_own_window,
         "every pixel of a window got its dout: only the winner, the pixel at offset (a, b) with "
         "arg == a * k + b, gets it; the others get 0 from that window.": _pool_back_to_window,
         "arg was decoded with row and column swapped: arg = a * k + b, with a the row offset (h - i * stride) "
@@ -356,6 +375,10 @@ CONV2D_BACKWARD = Problem(
         "db = d.sum(axis=1) sums over the filters, one value per output pixel: db has one value per filter, (F,), "
         "so sum d over its rows, `d.sum(axis=0)` (or `dout.sum(axis=(0, 2, 3))`).": lambda x, w, dout, stride, pad: (
             dout.transpose(0, 2, 3, 1).reshape(-1, w.shape[0]).sum(axis=1)
+        ),
+        "dw is a mean over the batch: the weight gradient sums over the batch (and every output pixel), "
+        "without dividing by N.": lambda x, w, dout, stride, pad: (
+            conv2d_backward_spec(x, w, dout, stride, pad)[1] / dout.shape[0]
         ),
         "db is a mean: the bias gradient sums dout over the batch and every output pixel, "
         "`dout.sum(axis=(0, 2, 3))` (or `d.sum(axis=0)`), without dividing.": lambda x, w, dout, stride, pad: [
