@@ -301,3 +301,34 @@ def test_an_overflow_without_exp_is_not_blamed_on_exp_alone():
     text = str(res)
     assert not res.passed and "is inf where a finite value is expected" in text, text
     assert "If your code takes exp" in text and "a product or a sum past float32's range (3.4e38" in text, text
+
+
+# --- a per-element exercise whose first case has one output: not a reduction (s25 review of lesson 07) --------------
+
+
+def window_sum_spec(x):
+    return (x[:-2] + x[1:-1] + x[2:]).astype(np.float32)
+
+
+@cuda.jit
+def window_sum_one_short(x, out):
+    i = cuda.grid(1)
+    if i < x.size - 3:  # one short: the last window starts at x.size - 3
+        out[i] = x[i] + x[i + 1] + x[i + 2]
+
+
+def test_a_one_element_output_of_a_per_element_exercise_is_not_called_a_reduction():
+    """The first case's output has one element (x of 3 values, windows of 3), the other case's 38. A guard one short
+    lets no thread write it: the hint asks about the guard, never about a reduction's tree or cuda.atomic.add (the
+    hint lesson 07's conv2d_single got before its sizes were reordered)."""
+    res = check_kernel(
+        window_sum_one_short,
+        spec=window_sum_spec,
+        inputs=lambda s, rng: random_arrays(rng, s),
+        sizes=[(3,), (40,)],
+        launch=lambda x, out: ((out.size + 31) // 32, 32),
+        rtol=1e-5,
+    )
+    assert not res.passed
+    assert "reduction" not in res.hint and "atomic" not in res.hint, res.hint
+    assert "bounds guard too strict" in res.hint, res.hint

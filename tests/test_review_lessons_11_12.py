@@ -394,3 +394,9 @@ def test_lab_12_racy_lse_fails_in_the_notebook_and_at_grading_alike():
 def test_lab_12_own_shared_slot_is_named():
     k = _lab12_kernel("softmax_backward_kernel", ("- dot)", "- buf[tx])"))
     assert "Each thread read its own slot" in _hint(L.SOFTMAX_BACKWARD.check(k))
+
+
+def test_compare_suggests_a_percentage_only_when_it_would_be_near():
+    """1.2 for a measured 0.58 is just too high: read as 1.2% it would be 48 times too low, so no percentage slip."""
+    said = lessons.compare(1.2, 0.58)
+    assert "too high" in said and "%" not in said, said

@@ -211,9 +211,13 @@ def _run_problem(p: Problem, kernel: Any, name: str | None, trusted: bool) -> Ch
     try:
         cases = build_cases(p)
         out_names, in_names = param_names(p, kernel, cases[0])
-        st = State(
-            p, Runner(p, kernel, fn_name, out_names), cases, Judge(p.spec, p.rtol, in_names, dict(p.mistakes or {}))
-        )
+        out_sizes = {
+            name: max(int(np.size(c.expected[k])) for c in cases)
+            for k, name in enumerate(out_names)
+            if all(k < len(c.expected) for c in cases)
+        }
+        judge = Judge(p.spec, p.rtol, in_names, dict(p.mistakes or {}), out_sizes)
+        st = State(p, Runner(p, kernel, fn_name, out_names), cases, judge)
         fail = run_cases(st, Launch())
         exchanged = None  # the course's launch failed and the one with x and y exchanged is right: its failure
         if fail is not None and fail.swappable and st.runner.can_swap(cases[fail.case]):

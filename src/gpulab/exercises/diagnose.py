@@ -34,6 +34,9 @@ class Judge:
     rtol: float
     in_names: list[str]
     mistakes: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    out_sizes: dict[str, int] = field(default_factory=dict)
+    """Each output's largest size over the check's cases: an output of one element in one case only (a 1 x 1
+    convolution) is a per-element exercise's, not a reduction's result."""
 
     def input_name(self, k: int, unnamed: str = "") -> str:
         """The name of input ``k`` (the kernel's parameter), else ``unnamed`` (default: "input k")."""
@@ -113,7 +116,8 @@ def _untouched(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: st
     if not (unwritten.size and unwritten.all()):
         return ""
     largest_input = max((x.size for x in case.inputs if isinstance(x, np.ndarray)), default=0)
-    if exp.size == 1 and largest_input > 1:  # many inputs, one result: a reduction's final write never happened
+    reduces = judge.out_sizes.get(name, exp.size) == 1  # one element in every case: a reduction's result
+    if exp.size == 1 and largest_input > 1 and reduces:  # many inputs, one result: the final write never happened
         scanned = _scanned_input(case, judge)
         if scanned:  # a scan's block total: its last thread writes it, and a guard on the length keeps that one out
             return SCAN_TOTAL_HINT.format(name=name, x=scanned, n=largest_input)

@@ -68,7 +68,8 @@ def _is_percent(x: Any) -> bool:
 def _slip(p: float, m: float, unit: str, prediction: Any) -> str:
     """What a wrong prediction's size suggests: a percentage typed for a fraction, seconds typed for hours."""
     u = unit.strip()
-    if 0 < m < 1 and _is_percent(p) and u != "%" and not (isinstance(prediction, str) and "%" in prediction):
+    percent = 0 < m < 1 and _is_percent(p) and u != "%" and not (isinstance(prediction, str) and "%" in prediction)
+    if percent and 0.5 * m <= p / 100 <= 2 * m:  # read as a percentage, the guess is near: 50 for 0.37
         return f" (the figure is a fraction: for {p:g}% write {p / 100:g} or '{p:g}%')"
     if u in ("h", "hours") and m > 0 and abs(p / 3600 - m) <= 0.25 * m:
         return " (in seconds? the figure is in hours: divide by 3600)"
