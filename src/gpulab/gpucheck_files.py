@@ -31,6 +31,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+try:
+    from .gpucheck_pytest import summary_lines as _test_lines
+except ImportError:  # run as a script: python3 src/gpulab/gpucheck.py (its folder is on sys.path)
+    from gpucheck_pytest import summary_lines as _test_lines  # type: ignore[no-redef,import-not-found]
+
 __all__ = [
     "DEVICE_WHEELS",
     "NEEDED_MODULES",
@@ -328,12 +333,21 @@ def _per_op_lines(rep: dict[str, Any]) -> list[str]:
     )
 
 
+# The tests stage's outcomes, a JSON line per test as it ends (gpulab.gpucheck_pytest): kept if the stage is stopped.
+TESTS_LOG = "tests.jsonl"
+
+
 def summary(rows: list[dict[str, Any]], out: Path) -> str:
     """A readable summary of the stages, the notebooks and the benchmarks."""
     lines = ["", "gpu-check summary:"]
     for r in rows:
         status = "skipped" if r["rc"] is None else "ok" if r["rc"] == 0 else f"FAILED (rc {r['rc']})"
         lines.append(f"  {r['stage']:<14} {status:<16} {r['seconds']:7.1f} s")
+    if (out / TESTS_LOG).exists():  # written test by test: read even when the stage was stopped
+        try:
+            lines += _test_lines(out / TESTS_LOG)
+        except OSError as exc:
+            lines.append(f"  {TESTS_LOG}: unreadable ({exc}); the tests stage's log says more")
     for report, part in (
         (out / "notebooks" / "notebooks.json", _notebook_lines),
         (out / "kernels.json", _kernel_lines),
