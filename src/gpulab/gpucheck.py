@@ -167,7 +167,7 @@ def stages(
         ("preflight", [py_s, "-c", files.preflight_code()]),
         ("doctor", [py_s, "-m", "gpulab", "doctor"]),
     ]
-    jobs = max(2, min(8, (os.cpu_count() or 2) // 2))  # processes for notebooks and tests: half the CPUs, <= 8
+    jobs = files.jobs()  # processes for notebooks and tests: half the CPUs, <= 8
     nbs = _notebooks(notebooks)
     if nbs:
         limit = int((budget or BUDGET)["notebooks"]) - 10  # nbexec stops its notebooks itself, before the stage does

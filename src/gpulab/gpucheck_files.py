@@ -333,6 +333,11 @@ def _per_op_lines(rep: dict[str, Any]) -> list[str]:
     )
 
 
+def jobs() -> int:
+    """Processes for the notebooks and the tests stages: half the CPUs, 2 to 8 (they share the one GPU)."""
+    return max(2, min(8, (os.cpu_count() or 2) // 2))
+
+
 # The tests stage's outcomes, a JSON line per test as it ends (gpulab.gpucheck_pytest): kept if the stage is stopped.
 TESTS_LOG = "tests.jsonl"
 
@@ -360,7 +365,12 @@ def summary(rows: list[dict[str, Any]], out: Path) -> str:
                 lines.append(f"  {report.name}: unreadable ({type(exc).__name__}: {exc}); the stage's log says more")
     figures = figure_lines(out / "notebooks") if (out / "notebooks").is_dir() else []
     if figures:
-        lines += ["  figures for the open issues (output lines of the executed notebooks):", *figures]
+        lines += [
+            "  figures for the open issues (output lines of the executed notebooks; up to "
+            f"{jobs()} notebooks ran at once on this GPU, so their timings, images/s and joules include the others' "
+            "work: only the bench stages measured alone):",
+            *figures,
+        ]
     return "\n".join(lines)
 
 
