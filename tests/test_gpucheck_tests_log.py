@@ -84,3 +84,18 @@ def test_summary_lines_skip_a_line_cut_off_by_a_kill_and_list_twelve_failures(tm
 
 def _failed(ks):
     return [f"    FAILED t.py::test_{k} (call): ValueError: {k}" for k in ks]
+
+
+def test_stages_find_pytorch_without_importing_it(tmp_path):
+    """Importing PyTorch to see whether it is there took 10-20 s of the deadline on a cold GPU image before any stage
+    ran; stages() now only finds it (the preflight imports it and says whether it works)."""
+    fake = tmp_path / "site" / "torch"
+    fake.mkdir(parents=True)
+    marker = tmp_path / "imported"
+    (fake / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f"#!/bin/sh\nPYTHONPATH={tmp_path / 'site'} exec {sys.executable} \"$@\"\n")
+    wrapper.chmod(0o755)
+    todo = dict(gpucheck.stages(str(wrapper), tmp_path / "out"))
+    assert todo["bench-cnn"][todo["bench-cnn"].index("--compare") + 1] == "torch"
+    assert not marker.exists()

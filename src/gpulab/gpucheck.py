@@ -178,9 +178,12 @@ def stages(
     todo.append(
         ("bench-lessons", [py_s, "-m", "gpulab", "bench", "lessons", *rec, "--json", str(out / "lessons.json")])
     )
+    # found, not imported: importing PyTorch took 10-20 s of --deadline on a cold GPU image, before any stage ran
+    # (the preflight imports it anyway and says whether it works)
+    find = "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"
     try:
-        has_torch = subprocess.run([py_s, "-c", "import torch"], capture_output=True).returncode == 0
-    except OSError:
+        has_torch = subprocess.run([py_s, "-c", find], capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
         has_torch = False
     compare = ["--compare", "torch"] if has_torch else []
     cnn = [py_s, "-m", "gpulab", "bench", "cnn", *compare]
