@@ -94,7 +94,7 @@ def test_stages_find_pytorch_without_importing_it(tmp_path):
     marker = tmp_path / "imported"
     (fake / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
     wrapper = tmp_path / "python"
-    wrapper.write_text(f"#!/bin/sh\nPYTHONPATH={tmp_path / 'site'} exec {sys.executable} \"$@\"\n")
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={tmp_path / "site"} exec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
     todo = dict(gpucheck.stages(str(wrapper), tmp_path / "out"))
     assert todo["bench-cnn"][todo["bench-cnn"].index("--compare") + 1] == "torch"
