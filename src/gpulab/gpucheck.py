@@ -81,8 +81,9 @@ DEADLINE = 7 * 60
 RESERVE = 20.0
 # A stage is not started with less than this many seconds left (it could do nothing useful).
 MIN_STAGE = 10.0
-# Seconds one GPU test may take (pytest-timeout; pyproject's 900 s is for the simulator): a hung kernel fails its
-# test and the others still run within the stage's budget.
+# Seconds one GPU test may take (pytest-timeout, signal method; pyproject's 900 s is for the simulator): a test stuck in
+# Python (a host loop, a wait on a lock) fails alone and the others still run. A kernel that never ends blocks inside
+# the driver, where the signal is not seen until the call returns: then only the stage's budget stops it.
 TEST_TIMEOUT = 45
 # Run first: the notebooks that take longest (lab09 and lesson 09 train on MNIST).
 SLOW_FIRST = ("lab09", "09_", "lab12", "12_", "10_", "05_", "04_")
@@ -199,7 +200,7 @@ def stages(
         )
     pytest = [py_s, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(jobs), "--dist", "loadfile"]
     # each test's outcome and error written as it ends (pytest prints failures only at its end, which a stage
-    # stopped at its budget never reaches); on the GPU a test that hangs fails at TEST_TIMEOUT, not the whole stage
+    # stopped at its budget never reaches); on the GPU a test stuck in Python fails at TEST_TIMEOUT, not the stage
     pytest += ["-p", "gpulab.gpucheck_pytest", "--gpucheck-log", str(out / files.TESTS_LOG)]
     pytest += ["-o", f"timeout={TEST_TIMEOUT}"] if record else []
     todo.append(("tests", [*pytest, *[t for t in GPU_TESTS if (REPO / t).exists()]]))
