@@ -292,3 +292,22 @@ def test_every_known_gap_names_one_cell_of_its_notebook():
     nb.cells.append(nbformat.v4.new_code_cell("with copies.count() as device_chain:\n    pass"))
     with pytest.raises(AssertionError, match="KNOWN_GAPS is stale"):
         nbemul.known_gaps("06_cupy_interop.ipynb", nb)
+
+
+def test_every_shrink_finds_one_cell_and_applies():
+    """nbemul.SHRINK (gpu sizes made small for the full audit) finds each cell by a text in exactly one code cell and
+    every edit still matches it: keyed by cell numbers, 08's and 09's had gone stale and the full audit stopped at
+    them ('nbemul.SHRINK is stale: 09_train_cnn.ipynb cell 18') before running a cell."""
+    import nbformat
+
+    for name in sorted({name for name, _ in nbemul.SHRINK}):
+        path = next(p for p in (ROOT / "notebooks" / name, ROOT / "labs" / "solutions" / name) if p.exists())
+        nb = nbformat.read(path, as_version=4)
+        before = [c.source for c in nb.cells]
+        nbemul.shrink(name, nb)
+        changed = sum(a != c.source for a, c in zip(before, nb.cells))
+        assert changed == sum(n == name for n, _ in nbemul.SHRINK), name
+    nb = nbformat.read(ROOT / "notebooks" / "09_train_cnn.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell("assert max(speeds[1:]) > speeds[0]"))
+    with pytest.raises(AssertionError, match="SHRINK is stale"):
+        nbemul.shrink("09_train_cnn.ipynb", nb)

@@ -484,6 +484,8 @@ def test_summary_lists_the_figures_the_open_issues_ask_for(tmp_path):
     assert "cnn on the kernels backend: 31,000 images/s; time per op:" in text
     assert " 41.0%  conv_weight_grad" in text and "(100352, 32), (100352, 9)" in text, text
     assert "figures for the open issues" in text, text
+    # measured with other notebooks on the same GPU (nbexec --jobs): the summary says so next to the figures
+    assert f"up to {files.jobs()} notebooks ran at once on this GPU" in text, text
     for line in ("test accuracy 0.985", "target reached on mnist", "41,000 images/s", "GPU counter (NVML): usable"):
         assert line in text, text
     assert "ok  size 2" not in text and "[PASS]" not in text and "42 GB/s" not in text, text

@@ -81,6 +81,10 @@ DEADLINE = 7 * 60
 RESERVE = 20.0
 # A stage is not started with less than this many seconds left (it could do nothing useful).
 MIN_STAGE = 10.0
+# Seconds one GPU test may take (pytest-timeout, signal method; pyproject's 900 s is for the simulator): a test stuck in
+# Python (a host loop, a wait on a lock) fails alone and the others still run. A kernel that never ends blocks inside
+# the driver, where the signal is not seen until the call returns: then only the stage's budget stops it.
+TEST_TIMEOUT = 45
 # Run first: the notebooks that take longest (lab09 and lesson 09 train on MNIST).
 SLOW_FIRST = ("lab09", "09_", "lab12", "12_", "10_", "05_", "04_")
 # Unit tests that exercise kernels, layers and exercise checks (gpu mode: on the GPU, at their sizes).
@@ -164,7 +168,7 @@ def stages(
         ("preflight", [py_s, "-c", files.preflight_code()]),
         ("doctor", [py_s, "-m", "gpulab", "doctor"]),
     ]
-    jobs = max(2, min(8, (os.cpu_count() or 2) // 2))  # processes for notebooks and tests: half the CPUs, <= 8
+    jobs = files.jobs()  # processes for notebooks and tests: half the CPUs, <= 8
     nbs = _notebooks(notebooks)
     if nbs:
         limit = int((budget or BUDGET)["notebooks"]) - 10  # nbexec stops its notebooks itself, before the stage does
@@ -175,9 +179,12 @@ def stages(
     todo.append(
         ("bench-lessons", [py_s, "-m", "gpulab", "bench", "lessons", *rec, "--json", str(out / "lessons.json")])
     )
+    # found, not imported: importing PyTorch took 10-20 s of --deadline on a cold GPU image, before any stage ran
+    # (the preflight imports it anyway and says whether it works)
+    find = "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"
     try:
-        has_torch = subprocess.run([py_s, "-c", "import torch"], capture_output=True).returncode == 0
-    except OSError:
+        has_torch = subprocess.run([py_s, "-c", find], capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
         has_torch = False
     compare = ["--compare", "torch"] if has_torch else []
     cnn = [py_s, "-m", "gpulab", "bench", "cnn", *compare]
@@ -192,6 +199,10 @@ def stages(
             )
         )
     pytest = [py_s, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(jobs), "--dist", "loadfile"]
+    # each test's outcome and error written as it ends (pytest prints failures only at its end, which a stage
+    # stopped at its budget never reaches); on the GPU a test stuck in Python fails at TEST_TIMEOUT, not the stage
+    pytest += ["-p", "gpulab.gpucheck_pytest", "--gpucheck-log", str(out / files.TESTS_LOG)]
+    pytest += ["-o", f"timeout={TEST_TIMEOUT}"] if record else []
     todo.append(("tests", [*pytest, *[t for t in GPU_TESTS if (REPO / t).exists()]]))
     return sorted(todo, key=lambda stage: STAGES.index(stage[0]))
 

@@ -31,6 +31,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+try:
+    from .gpucheck_pytest import summary_lines as _test_lines
+except ImportError:  # run as a script: python3 src/gpulab/gpucheck.py (its folder is on sys.path)
+    from gpucheck_pytest import summary_lines as _test_lines  # type: ignore[no-redef,import-not-found]
+
 __all__ = [
     "DEVICE_WHEELS",
     "NEEDED_MODULES",
@@ -328,12 +333,26 @@ def _per_op_lines(rep: dict[str, Any]) -> list[str]:
     )
 
 
+def jobs() -> int:
+    """Processes for the notebooks and the tests stages: half the CPUs, 2 to 8 (they share the one GPU)."""
+    return max(2, min(8, (os.cpu_count() or 2) // 2))
+
+
+# The tests stage's outcomes, a JSON line per test as it ends (gpulab.gpucheck_pytest): kept if the stage is stopped.
+TESTS_LOG = "tests.jsonl"
+
+
 def summary(rows: list[dict[str, Any]], out: Path) -> str:
     """A readable summary of the stages, the notebooks and the benchmarks."""
     lines = ["", "gpu-check summary:"]
     for r in rows:
         status = "skipped" if r["rc"] is None else "ok" if r["rc"] == 0 else f"FAILED (rc {r['rc']})"
         lines.append(f"  {r['stage']:<14} {status:<16} {r['seconds']:7.1f} s")
+    if (out / TESTS_LOG).exists():  # written test by test: read even when the stage was stopped
+        try:
+            lines += _test_lines(out / TESTS_LOG)
+        except OSError as exc:
+            lines.append(f"  {TESTS_LOG}: unreadable ({exc}); the tests stage's log says more")
     for report, part in (
         (out / "notebooks" / "notebooks.json", _notebook_lines),
         (out / "kernels.json", _kernel_lines),
@@ -346,7 +365,12 @@ def summary(rows: list[dict[str, Any]], out: Path) -> str:
                 lines.append(f"  {report.name}: unreadable ({type(exc).__name__}: {exc}); the stage's log says more")
     figures = figure_lines(out / "notebooks") if (out / "notebooks").is_dir() else []
     if figures:
-        lines += ["  figures for the open issues (output lines of the executed notebooks):", *figures]
+        lines += [
+            "  figures for the open issues (output lines of the executed notebooks; up to "
+            f"{jobs()} notebooks ran at once on this GPU, so their timings, images/s and joules include the others' "
+            "work: only the bench stages measured alone):",
+            *figures,
+        ]
     return "\n".join(lines)
 
 

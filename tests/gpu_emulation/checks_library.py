@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from numba import cuda
 
 import gpulab
 from gpulab import runtime
@@ -161,3 +162,32 @@ def test_scaling_on_one_device():
     for name, g in grads.items():
         assert np.allclose(dp["grads"][name], runtime.to_host(g), atol=1e-5), name
     assert 0 <= scaling.fp16_flush_fraction(cupy.asarray(x)) <= 1
+
+
+@cuda.jit
+def _scale_kernel(x, s, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = x[i] * s
+
+
+@cuda.jit
+def _scale_0d_kernel(x, s, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = x[i] * s[()]
+
+
+def test_a_0d_array_given_to_a_kernel_is_an_array_as_on_a_gpu():
+    """numba-cuda types a 0-d CuPy array (a reduction's result) as a 0-d array: a kernel using it as a number does
+    not compile on a GPU (emulate.ZeroDimArg), so the emulation refuses it; read as s[()] it works, as on a GPU."""
+    x = cupy.arange(4, dtype=cupy.float32)
+    out = cupy.zeros(4, dtype=cupy.float32)
+    with pytest.raises(TypeError, match="0-d ARRAY"):
+        _scale_kernel[1, 32](x, x.max(), out)
+    with pytest.raises(TypeError, match="0-d ARRAY"):
+        _scale_kernel[1, 32](x, np.array(3.0, np.float32), out)
+    _scale_kernel[1, 32](x, float(x.max()), out)
+    assert runtime.to_host(out).tolist() == [0.0, 3.0, 6.0, 9.0]
+    _scale_0d_kernel[1, 32](x, x.max(), out)
+    assert runtime.to_host(out).tolist() == [0.0, 3.0, 6.0, 9.0]

@@ -24,9 +24,55 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 FAKECUPY = Path(__file__).resolve().parent / "fakecupy"
 REASON = "emulated gpu mode (tests/gpu_emulation): the emulated CuPy and Numba's simulator"
 _active = False
+
+
+ZERO_D = (
+    "a 0-d array passed to a kernel (what a CuPy reduction such as x.max() or x.sum() returns, or np.array(3.0)) is "
+    "typed by numba-cuda as a 0-d ARRAY, not a number: a kernel that uses it as a number does not compile on a GPU "
+    "(numba-cuda 0.30: KeyError: <ufunc 'multiply'>), although the simulator runs it. Pass a number: float(s) (one "
+    "read of the GPU), or read it in the kernel as s[()]"
+)
+
+
+class ZeroDimArg:
+    """A 0-d array as a kernel sees it on a GPU: numba-cuda types a 0-d CuPy or NumPy argument as
+    ``Array(dtype, 0, 'C')`` (``typeof`` of its ``__cuda_array_interface__`` or of the ndarray), so the kernel may
+    read and write it as ``s[()]`` but arithmetic, comparisons and ``float(s)`` on the array itself fail to compile
+    (checked with ``gpulab.ptx.compile_source``: ``x[i] * s`` with ``s`` an ``Array(float32, 0, 'C')`` raises
+    ``KeyError: <ufunc 'multiply'>`` in numba-cuda 0.30.4; a float32 ``s`` compiles). Numba's simulator passes a 0-d
+    ndarray to the kernel as it is, where it behaves as a number, so without this a gpu-mode launch with
+    ``x.max()`` as an argument passed here and failed on a GPU."""
+
+    __slots__ = ("_a",)
+    __array_ufunc__ = None  # NumPy's operators return NotImplemented: x[i] * s comes to __rmul__ and is refused
+
+    def __init__(self, a: Any) -> None:
+        self._a = a
+
+    shape = property(lambda s: s._a.shape)
+    ndim = property(lambda s: s._a.ndim)
+    size = property(lambda s: s._a.size)
+    dtype = property(lambda s: s._a.dtype)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._a[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._a[key] = value
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(ZERO_D)
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _refuse
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __rpow__ = __neg__ = __pos__ = __abs__ = _refuse
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _refuse
+    __float__ = __int__ = __index__ = __bool__ = _refuse
+    __hash__ = None  # type: ignore[assignment]
 
 
 def _unwrap_kernel_args(args: tuple) -> tuple:
@@ -35,8 +81,9 @@ def _unwrap_kernel_args(args: tuple) -> tuple:
     out = []
     for a in args:
         # a CuPy array: the kernel works on its memory (numba-cuda reads __cuda_array_interface__); a NumPy array is
-        # copied to the device and back by numba-cuda on a GPU as by the simulator
-        out.append(a._a if isinstance(a, cupy.ndarray) else a)
+        # copied to the device and back by numba-cuda on a GPU as by the simulator; a 0-d one of either is an array
+        a = a._a if isinstance(a, cupy.ndarray) else a
+        out.append(ZeroDimArg(a) if isinstance(a, np.ndarray) and a.ndim == 0 else a)
     return tuple(out)
 
 
