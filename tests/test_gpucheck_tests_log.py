@@ -65,7 +65,11 @@ def test_a_stopped_tests_stage_still_names_its_failures_in_the_summary(tmp_path)
     ], lines  # this run's only: the earlier run's line is gone; no "done" line: pytest was stopped
     text = files.summary(rows, out)
     assert "tests: 1 failed, 1 passed; pytest was stopped before it ended" in text, text
-    assert "FAILED test_on_gpu.py::test_fails_on_the_gpu (call): AssertionError: a wrong sum on the GPU" in text
+    # pytest's node id is relative to its rootdir, which depends on where the checkout and tmp_path lie (a CI clone
+    # in /tmp gives a longer path than a worktree): the line names the failing test and why, wherever it is
+    failed = [ln for ln in text.splitlines() if "test_on_gpu.py::test_fails_on_the_gpu (call)" in ln]
+    assert len(failed) == 1 and "FAILED " in failed[0], text
+    assert failed[0].endswith("test_on_gpu.py::test_fails_on_the_gpu (call): AssertionError: a wrong sum on the GPU")
 
 
 def test_summary_lines_skip_a_line_cut_off_by_a_kill_and_list_twelve_failures(tmp_path):

@@ -211,12 +211,7 @@ def _run_problem(p: Problem, kernel: Any, name: str | None, trusted: bool) -> Ch
     try:
         cases = build_cases(p)
         out_names, in_names = param_names(p, kernel, cases[0])
-        out_sizes = {
-            name: max(int(np.size(c.expected[k])) for c in cases)
-            for k, name in enumerate(out_names)
-            if all(k < len(c.expected) for c in cases)
-        }
-        judge = Judge(p.spec, p.rtol, in_names, dict(p.mistakes or {}), out_sizes)
+        judge = Judge(p.spec, p.rtol, in_names, dict(p.mistakes or {}), _fan_in(cases, out_names))
         st = State(p, Runner(p, kernel, fn_name, out_names), cases, judge)
         fail = run_cases(st, Launch())
         exchanged = None  # the course's launch failed and the one with x and y exchanged is right: its failure
@@ -320,3 +315,20 @@ def changed_input_notes(st: State, host: bool) -> list[str]:
             f"write only to {outs}."
         )
     return notes
+
+
+def _fan_in(cases: list, out_names: list[str]) -> dict[str, float]:
+    """:attr:`.diagnose.Judge.fan_in`: per output, the smallest over ``cases`` of the largest input's size divided
+    by the output's size."""
+    fan: dict[str, float] = {}
+    for k, name in enumerate(out_names):
+        ratios = []
+        for c in cases:
+            if k >= len(c.expected):
+                break
+            largest = max((int(np.size(x)) for x in c.inputs if isinstance(x, np.ndarray)), default=0)
+            ratios.append(largest / max(1, int(np.size(c.expected[k]))))
+        else:
+            if ratios:
+                fan[name] = min(ratios)
+    return fan

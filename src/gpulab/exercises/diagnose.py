@@ -8,6 +8,7 @@ raised by the learner's code (or by gpulab's code it called) is explained in :mo
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Callable
@@ -34,9 +35,10 @@ class Judge:
     rtol: float
     in_names: list[str]
     mistakes: dict[str, Callable[..., Any]] = field(default_factory=dict)
-    out_sizes: dict[str, int] = field(default_factory=dict)
-    """Each output's largest size over the check's cases: an output of one element in one case only (a 1 x 1
-    convolution) is a per-element exercise's, not a reduction's result."""
+    fan_in: dict[str, float] = field(default_factory=dict)
+    """Each output's smallest ratio over the check's cases of the largest input's size to its own: a reduction's
+    (its whole input, or a block's worth per element) stays large; a per-element exercise's falls near 1 in its large
+    cases, even when a small case has one output element (a 1 x 1 convolution, a 2 x 2 pool)."""
 
     def input_name(self, k: int, unnamed: str = "") -> str:
         """The name of input ``k`` (the kernel's parameter), else ``unnamed`` (default: "input k")."""
@@ -112,15 +114,20 @@ def diagnose_kind(
 # Each check: (got, exp, atol, case, judge, name, unwritten) -> a hint, or "" when it does not apply.
 
 
+REDUCTION_FAN_IN = 16
+"""How many input values per output element, at least, in every case of a check, make an output a reduction's
+(the course's blocks have 32 threads or more; a 2 x 2 pool has 4, a convolution's large case about 1)."""
+
+
 def _untouched(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
     if not (unwritten.size and unwritten.all()):
         return ""
     largest_input = max((x.size for x in case.inputs if isinstance(x, np.ndarray)), default=0)
-    reduces = judge.out_sizes.get(name, exp.size) == 1  # one element in every case: a reduction's result
-    if exp.size == 1 and largest_input > 1 and reduces:  # many inputs, one result: the final write never happened
+    if exp.size == 1 and largest_input > 1:  # many inputs, one result: the final write never happened
         scanned = _scanned_input(case, judge)
         if scanned:  # a scan's block total: its last thread writes it, and a guard on the length keeps that one out
             return SCAN_TOTAL_HINT.format(name=name, x=scanned, n=largest_input)
+    if exp.size == 1 and largest_input > 1 and judge.fan_in.get(name, math.inf) >= REDUCTION_FAN_IN:
         return (
             f"nothing was written to {name}, whose one element sums up (or reduces) {largest_input:,} input values. "
             "A reduction's result is written once: by one thread after the tree (`if tx == 0:` after the last "
