@@ -332,3 +332,20 @@ def test_a_one_element_output_of_a_per_element_exercise_is_not_called_a_reductio
     assert not res.passed
     assert "reduction" not in res.hint and "atomic" not in res.hint, res.hint
     assert "bounds guard too strict" in res.hint, res.hint
+
+
+def test_a_reduction_with_n_0_and_n_1_edge_cases_keeps_the_reduction_hint():
+    """Lab 05's block sum checks n = 0 and n = 1 too: its fan-in is read from its largest case (review of the first
+    version, which took the smallest ratio over the cases and gave such a reduction the generic hint)."""
+    from gpulab.exercises.check import run_problem
+    from gpulab.problems.lab05 import BLOCK_SUM
+
+    @cuda.jit
+    def block_sum(x, partial):
+        i = cuda.grid(1)
+        if x.size == 1 and i == 0:  # right for n = 1 only: nothing written at the larger sizes
+            partial[0] = x[0]
+
+    res = run_problem(BLOCK_SUM, block_sum)
+    assert not res.passed
+    assert "A reduction's result is written once" in res.hint, res.hint

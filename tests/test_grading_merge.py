@@ -202,3 +202,34 @@ def test_a_root_without_labs_is_refused_with_what_root_is(tmp_path, capsys):
     assert labs.main(["grade", str(STUDENT), "--root", str(tmp_path / "course")]) == 2
     err = capsys.readouterr().err
     assert "--root takes a clone of the gpulab repository" in err and "pass --lab with one of: \n" not in err
+
+
+def test_one_notebook_filed_under_a_name_the_gradebook_lacks_is_said(tmp_path, scores, capsys):
+    """Review: `course/lab01/alice.ipynb` merged alone is named from its folders ("course"), while grading its class
+    names it alice. A name the gradebook has no row for is said, with how to file it right; a known one is not."""
+    subs, out = _class(tmp_path), tmp_path / "graded"
+    assert _grade(str(subs), "--out", str(out)) == 0
+    capsys.readouterr()
+    assert _grade(str(subs / "carol" / LAB / f"{LAB}.ipynb"), "--out", str(out), "--merge") == 0
+    assert "NEW student" not in capsys.readouterr().out
+    loose = tmp_path / "course" / "lab01" / "alice.ipynb"
+    loose.parent.mkdir(parents=True)
+    shutil.copy(STUDENT, loose)
+    scores["course"] = 2.0
+    assert _grade(str(loose), "--out", str(out), "--merge") == 0
+    said = capsys.readouterr().out
+    assert "was filed as a NEW student 'course'" in said and "<student>/alice.ipynb" in said, said
+
+
+@pytest.mark.parametrize("lost", ["gradebook.json", "gradebook.csv"])
+def test_merge_refuses_a_gradebook_with_one_of_its_two_files(tmp_path, scores, capsys, lost):
+    """Review: with gradebook.json gone, a merge could not see scores changed by hand and wrote a JSON of one row;
+    with the CSV gone, a CSV of one row. Refused before grading, with what to do; nothing is written."""
+    subs, out = _class(tmp_path), tmp_path / "graded"
+    assert _grade(str(subs), "--out", str(out)) == 0
+    (out / lost).unlink()
+    before = sorted(p.name for p in out.iterdir())
+    assert _grade(str(subs / "bob" / LAB / f"{LAB}.ipynb"), "--out", str(out), "--merge") == 2
+    err = capsys.readouterr().err
+    assert f"but no {lost}: --merge needs both" in err and "without --merge" in err, err
+    assert sorted(p.name for p in out.iterdir()) == before

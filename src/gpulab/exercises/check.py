@@ -318,17 +318,16 @@ def changed_input_notes(st: State, host: bool) -> list[str]:
 
 
 def _fan_in(cases: list, out_names: list[str]) -> dict[str, float]:
-    """:attr:`.diagnose.Judge.fan_in`: per output, the smallest over ``cases`` of the largest input's size divided
-    by the output's size."""
+    """:attr:`.diagnose.Judge.fan_in`: per output, its case with the largest input's size of that input divided by
+    the output's size (the largest case: a reduction's n = 0 and n = 1 edge cases say nothing about its fan-in)."""
+
+    def largest(c: Any) -> int:
+        return max((int(np.size(x)) for x in c.inputs if isinstance(x, np.ndarray)), default=0)
+
     fan: dict[str, float] = {}
     for k, name in enumerate(out_names):
-        ratios = []
-        for c in cases:
-            if k >= len(c.expected):
-                break
-            largest = max((int(np.size(x)) for x in c.inputs if isinstance(x, np.ndarray)), default=0)
-            ratios.append(largest / max(1, int(np.size(c.expected[k]))))
-        else:
-            if ratios:
-                fan[name] = min(ratios)
+        if not cases or any(k >= len(c.expected) for c in cases):
+            continue
+        big = max(cases, key=largest)
+        fan[name] = largest(big) / max(1, int(np.size(big.expected[k])))
     return fan

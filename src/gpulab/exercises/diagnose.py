@@ -36,9 +36,9 @@ class Judge:
     in_names: list[str]
     mistakes: dict[str, Callable[..., Any]] = field(default_factory=dict)
     fan_in: dict[str, float] = field(default_factory=dict)
-    """Each output's smallest ratio over the check's cases of the largest input's size to its own: a reduction's
-    (its whole input, or a block's worth per element) stays large; a per-element exercise's falls near 1 in its large
-    cases, even when a small case has one output element (a 1 x 1 convolution, a 2 x 2 pool)."""
+    """Each output's ratio of the largest input's size to its own, in the check's largest case: a reduction's (its
+    whole input, or a block's worth per element) is large; a per-element exercise's is near 1 there, even when a
+    small case has one output element (a 1 x 1 convolution, a 2 x 2 pool)."""
 
     def input_name(self, k: int, unnamed: str = "") -> str:
         """The name of input ``k`` (the kernel's parameter), else ``unnamed`` (default: "input k")."""
@@ -115,7 +115,7 @@ def diagnose_kind(
 
 
 REDUCTION_FAN_IN = 16
-"""How many input values per output element, at least, in every case of a check, make an output a reduction's
+"""How many input values per output element, at least, in a check's largest case, make an output a reduction's
 (the course's blocks have 32 threads or more; a 2 x 2 pool has 4, a convolution's large case about 1)."""
 
 

@@ -244,8 +244,13 @@ def grade_folder(
     check_out_folder(out)
     if out.resolve() == base.resolve() or base.resolve() in out.resolve().parents:
         raise UsageError(f"--out {out} is inside the submissions folder {base}; choose another folder")
-    if merge:
-        read_book(out)  # a gradebook --merge cannot read is refused before any grading
+    old_rows, old_entries = read_book(out) if merge else (None, None)  # one --merge cannot read: refused now
+    if merge and (old_rows is None) != (old_entries is None):
+        have, lack = ("gradebook.csv", "gradebook.json") if old_entries is None else ("gradebook.json", "gradebook.csv")
+        raise UsageError(
+            f"{out} has {have} but no {lack}: --merge needs both (it keeps the other rows of each, and compares "
+            f"them to find scores changed by hand). Put {lack} back, or grade the whole class again without --merge."
+        )
     skipped: list[Path] = []
     if lab is not None:  # only that lab's notebooks: a tree may hold several labs
         wanted = source_for(Path(lab), solutions, lab).stem
@@ -314,6 +319,13 @@ def grade_folder(
     payload = book.payload()
     if merge:
         rows, payload, book.said = merged(out, rows, payload, {(s, g.lab) for s, g in entries})
+        known = {r.get("student") for r in old_rows or []}
+        if folder.is_file() and old_rows and entries[0][0] not in known:  # a new name: perhaps not the one meant
+            book.said.append(
+                f"{folder} was filed as a NEW student {entries[0][0]!r} (named from {base}), who had no row in the "
+                f"gradebook. If that is not the student, put the notebook in a folder named after the student "
+                f"(<student>/{folder.name}) and grade again with --merge, then delete the row for {entries[0][0]!r}."
+            )
     else:
         book.said = _hand_changes_left_behind(out)
         book.kept = [keep_earlier(out / name) for name in ("gradebook.csv", "gradebook.json") if (out / name).exists()]

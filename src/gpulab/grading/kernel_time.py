@@ -42,7 +42,7 @@ def cap_kernel_time(seconds: float) -> Callable[[], None]:
         if cell["hung"]:  # an earlier check of this cell timed out: the same kernel will hang again here
             limit = max(seconds - (time.monotonic() - float(cell["start"])), seconds / 16)
         if p.timeout > limit:
-            p = dataclasses.replace(p, timeout=round(limit, 1))
+            p = dataclasses.replace(p, timeout=max(0.1, round(limit, 1)))  # never 0: no time at all
         result = run_problem(p, kernel, name, trusted=trusted)
         if getattr(result, "status", "") == "timeout":
             cell["hung"] = True
