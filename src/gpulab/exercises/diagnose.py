@@ -111,12 +111,12 @@ def diagnose_kind(
     return msg, "", ""
 
 
-# Each check: (got, exp, atol, case, judge, name, unwritten) -> a hint, or "" when it does not apply.
-
-
 REDUCTION_FAN_IN = 16
 """How many input values per output element, at least, in a check's largest case, make an output a reduction's
 (the course's blocks have 32 threads or more; a 2 x 2 pool has 4, a convolution's large case about 1)."""
+
+
+# Each check: (got, exp, atol, case, judge, name, unwritten) -> a hint, or "" when it does not apply.
 
 
 def _untouched(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: str, unwritten: Any) -> str:
@@ -127,14 +127,15 @@ def _untouched(got: Any, exp: Any, atol: Any, case: Case, judge: Judge, name: st
         scanned = _scanned_input(case, judge)
         if scanned:  # a scan's block total: its last thread writes it, and a guard on the length keeps that one out
             return SCAN_TOTAL_HINT.format(name=name, x=scanned, n=largest_input)
-    if exp.size == 1 and largest_input > 1 and judge.fan_in.get(name, math.inf) >= REDUCTION_FAN_IN:
-        return (
-            f"nothing was written to {name}, whose one element sums up (or reduces) {largest_input:,} input values. "
-            "A reduction's result is written once: by one thread after the tree (`if tx == 0:` after the last "
-            f"`cuda.syncthreads()`), or by every thread with `cuda.atomic.add({name}, 0, v)`. Check that this write is "
-            f"reached: not inside a guard on {name}'s size (`if i < {name}.size:` lets only thread 0 through), not "
-            f"after a `return`. And {name} is not zeroed for you: accumulate in a local variable, then write it."
-        )
+        if judge.fan_in.get(name, math.inf) >= REDUCTION_FAN_IN:  # else a per-element output's small case
+            return (
+                f"nothing was written to {name}, whose one element sums up (or reduces) {largest_input:,} input "
+                "values. A reduction's result is written once: by one thread after the tree (`if tx == 0:` after the "
+                f"last `cuda.syncthreads()`), or by every thread with `cuda.atomic.add({name}, 0, v)`. Check that this "
+                f"write is reached: not inside a guard on {name}'s size (`if i < {name}.size:` lets only thread 0 "
+                f"through), not after a `return`. And {name} is not zeroed for you: accumulate in a local variable, "
+                "then write it."
+            )
     if exp.size == 1:
         first = (
             "Does thread (0, 0) of block (0, 0) compute element [0, 0] (`j, i = cuda.grid(2)`)?"
