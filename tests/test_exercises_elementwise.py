@@ -193,8 +193,12 @@ def test_adding_into_an_output_hint_writes_the_kernels_own_element():
     whole = (32, 96)  # whole blocks: no thread past the end, no guard needed
     out = _check_copy(copy_adding_into_out, sizes=whole)
     assert not out.passed and "adds into it (`out[t] += ...`)" in out.hint and "`out[t] = acc`" in out.hint
-    first = _check_copy(copy_into_first, sizes=whole)  # every thread adds into out[0]: the race is the verdict
-    assert not first.passed and "both wrote out[0]" in first.hint and "adds into it" not in first.hint
+    first = _check_copy(copy_into_first, sizes=whole)  # every thread adds into out[0]
+    if gpulab.is_gpu():  # no race check on a GPU: the constant index is named before the hint about adding
+        assert not first.passed and first.hint.startswith("Every thread adds into the same element, `out[0]`")
+        assert "its own (`out[i]`" in first.hint and "adds into it (`out[0] += ...`)" in first.hint
+    else:  # the simulator saw two threads write out[0]: the race is the verdict
+        assert not first.passed and "both wrote out[0]" in first.hint and "adds into it" not in first.hint
     res = _check_copy(copy_adding_into_res)
     assert not res.passed and "res looks unwritten, but the kernel adds into it (`res[t] += ...`)" in res.hint
     assert "`res[t] = acc` once" in res.hint and "[j]" not in res.hint
@@ -367,7 +371,10 @@ def count_into_one(a, b, out):
 
 def test_two_owners_of_one_element_are_told_about_the_index_not_atomics():
     res = check_add(add_stride_by_block, sizes=[300], threads=32)
-    assert not res.passed and "exactly one owner" in res.hint and "atomic" not in res.hint, res
+    if gpulab.is_gpu():  # both owners write the same value: right on a GPU, which says where to look for races
+        assert res.passed and "run this check in simulator mode" in str(res), res
+    else:
+        assert not res.passed and "exactly one owner" in res.hint and "atomic" not in res.hint, res
     lost = check_kernel(
         count_into_one,
         spec=lambda a, b: np.array([a.size], np.float32),

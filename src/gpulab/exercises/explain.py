@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 from typing import Any
 
 import numpy as np
@@ -111,6 +112,13 @@ ACCUMULATED_HINT = (
 )
 
 
+# A GPU has no race check (the simulator names the threads that both wrote first): a constant index says it.
+SAME_ELEMENT_HINT = (
+    "Every thread adds into the same element, `{target}`, while {name} has an element for each thread: give each "
+    "thread its own (`{name}[i]` with `i = cuda.grid(1)`)."
+)
+
+
 def added_into(kernel: Any, name: str, outputs: int) -> str | None:
     """The element the kernel adds into, as its source writes it (``out[t]`` for ``out[t] += a[t]``): the first
     ``+=`` into an element of its parameter ``name`` or, for a kernel with one output, of the one parameter it adds
@@ -198,6 +206,8 @@ def explain(st: State, fail: Failure) -> tuple[str, str, str]:
             name = st.runner.names[o]
             target = added_into(st.runner.kernel, name, len(case.expected)) or f"{name}[...]"
             hint, kind = ACCUMULATED_HINT.format(name=name, target=target), "accumulated"
+            if case.expected[o].size > 1 and re.fullmatch(r"\w+\[\s*\d+\s*\]", target):
+                hint = SAME_ELEMENT_HINT.format(target=target, name=name) + " " + hint
         if fail.undefined and kind != "_named_mistake":  # seen, not guessed: the kernel read an undefined value
             hint, kind = undefined_hint(fail.undefined), "undefined"
         if case.atol is not None and st.p.reduction is not None:

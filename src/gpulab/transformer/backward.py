@@ -56,7 +56,7 @@ def attention_forward(
     sc = default_scale(d) if scale is None else float(scale)
     s = (q @ k.T) * sc  # (n, m)
     if causal:
-        s = xp.where(xp.asarray(causal_mask(n, m)), s, -xp.inf)
+        s = xp.where(causal_mask(n, m, xp=xp), s, -xp.inf)  # built where s is: no host copy
     s = s - s.max(axis=1, keepdims=True)  # row maxima: every exponent <= 0
     p = xp.exp(s)
     p /= p.sum(axis=1, keepdims=True)  # (n, m)
