@@ -81,6 +81,26 @@ def test_record_rejects_unknown_sections_and_rows_missing_fields(tmp_path):
     assert not list(tmp_path.glob("*.json"))
 
 
+def test_a_file_of_several_commands_names_each_commands_sections(tmp_path):
+    """gpu-check's bench kernels, lessons and cnn write one file per device and day: the first H200 file (2026-12-04)
+    said "gpulab bench kernels" under lesson 12's attention timings, which bench lessons had written."""
+    row = {"label": "copy", "gbps": 1.0}
+    results.record("memory", [row], "Test GPU", source="gpulab bench kernels", directory=tmp_path, date="2026-12-04")
+    att = {"label": "fused", "seconds": 1e-3, "gflops": 1.0, "n": 64, "d": 16}
+    path = results.record(
+        "attention", [att], "Test GPU", source="gpulab bench lessons", directory=tmp_path, date="2026-12-04"
+    )
+    rec = results.latest("attention", directory=tmp_path)
+    assert rec.label == "recorded on Test GPU, 2026-12-04 (gpulab bench kernels + gpulab bench lessons)"
+    assert json.loads(path.read_text())["sources"] == {
+        "memory": "gpulab bench kernels",
+        "attention": "gpulab bench lessons",
+    }
+    results.record("memory", [row], "Test GPU", source="gpulab bench kernels", directory=tmp_path, date="2026-12-04")
+    label = results.latest("memory", directory=tmp_path).label  # sections are stored in sorted order
+    assert label.endswith("(gpulab bench lessons + gpulab bench kernels)"), label
+
+
 def _bars(section: str, rec: results.Recording):
     """What the lesson draws from a recording: bars of its label key against its value key."""
     keys = _note_keys(section)

@@ -247,6 +247,11 @@ def record(
         else {"device": device, "date": date, "gpulab": __version__, "source": source, "sections": {}}
     )
     data["sections"][section] = rows
+    # One file holds the sections of several commands (gpu-check runs bench kernels, lessons and cnn): each section's
+    # command is kept, and the file's source names them all, so a label never credits one command with another's rows.
+    sources = data.setdefault("sources", {s: data.get("source", "unknown") for s in data["sections"]})
+    sources[section] = source
+    data["source"] = " + ".join(dict.fromkeys(sources[s] for s in data["sections"] if s in sources))
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     tmp.replace(path)

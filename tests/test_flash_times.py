@@ -1,0 +1,48 @@
+"""Lesson 12's reading of attention timings (gpulab.transformer.flash_times): figures from counts and measurements."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpulab import results
+from gpulab.transformer import flash, flash_times
+
+H200_NOTEBOOK = {"unfused kernels": 1.91e-3, "fused kernel": 2.40e-3, "CuPy (cuBLAS + elementwise)": 0.63e-3}
+
+
+def test_a_slower_fused_kernel_is_read_from_its_bandwidth_and_occupancy():
+    """The H200's notebook run of 2026-12-04: fused 2.40 ms, unfused 1.91 ms."""
+    lines = flash_times.explain(H200_NOTEBOOK, 4096, 64, device="NVIDIA H200", slots=(132, 2048))
+    text = "\n".join(lines)
+    pred = flash.predicted_bytes(4096, 4096, 64, causal=True)
+    assert f"{pred.fused / 1e6:,.0f} MB (counted) in 2.40 ms (measured)" in text
+    assert f"= {pred.fused / 2.40e-3 / 1e9:,.0f} GB/s = 2% of the H200 SXM's 4,800 GB/s (spec sheet)" in text
+    assert "256 blocks of 256 threads = 65,536 threads" in text and "hold 270,336 at once: 24%" in text
+    assert "the last block 256 times the first's" in text
+    assert "5.6x fewer bytes and took 1.26x the time: bytes were not what it waited for" in text
+    assert "neither path used more than 17% of the bandwidth" in text
+
+
+def test_a_faster_fused_kernel_is_not_explained_away():
+    lines = flash_times.explain({"naive": 2e-3, "fused": 1e-3}, 1024, 64, device="NVIDIA H200", slots=None)
+    text = "\n".join(lines)
+    assert "took 0.50x the unfused path's time (measured)" in text
+    assert "not what it waited for" not in text and "multiprocessors" not in text  # no slots: no occupancy line
+
+
+def test_an_unknown_gpu_gets_no_made_up_bandwidth():
+    text = "\n".join(flash_times.explain(H200_NOTEBOOK, 4096, 64, device="Some Future GPU", slots=None))
+    assert "GB/s" in text and "spec sheet" not in text and "neither path" not in text
+
+
+def test_times_without_both_paths_are_refused():
+    with pytest.raises(ValueError, match="an unfused \\(or naive\\) and a fused time"):
+        flash_times.explain({"CuPy": 1e-3}, 64, 16, device="NVIDIA H200")
+
+
+def test_the_committed_h200_recording_is_read():
+    rec = results.latest("attention", device="NVIDIA H200")
+    if rec is None:
+        pytest.skip("no H200 recording with an attention section")
+    text = "\n".join(flash_times.explain_recording(rec.sections["attention"], rec.device))
+    assert "fused kernel:" in text and "of the H200 SXM's 4,800 GB/s (spec sheet)" in text
