@@ -8,6 +8,9 @@ only if the notebooks and benchmarks finished 130 s early. ``tests`` now runs th
 
 from __future__ import annotations
 
+import json
+
+import pytest
 
 from gpulab import gpucheck
 
@@ -43,3 +46,23 @@ def test_stages_builds_the_commands_in_the_order_of_STAGES(tmp_path):
     # an installed gpulab (make test-oldest) has no notebooks beside it: that stage is left out
     assert names == [s for s in gpucheck.STAGES if s in names] and names[:3] == ["preflight", "doctor", "tests"]
     assert set(gpucheck.STAGES) - set(names) <= {"notebooks"}
+
+
+def test_the_notebooks_that_compare_timings_run_alone_and_the_summary_says_so(tmp_path):
+    """Lessons 02 and 06 and lab 05 compare timings; among 8 notebooks sharing the H200 (2026-12-04) they read the
+    others' work as their own (a stride-4 copy faster than stride 1; FP16/FP32 34.7x against 13.9x alone)."""
+    cmd = dict(gpucheck.stages("python3", tmp_path, record=True)).get("notebooks")
+    if cmd is None:
+        pytest.skip("an installed gpulab has no notebooks beside it")
+    alone = cmd[cmd.index("--alone") + 1].split(",")
+    for stem in ("02_memory", "06_cupy_interop", "lab05_reductions"):
+        assert any(a in stem for a in alone), (stem, alone)
+    nbs = [
+        {"path": "notebooks/02_memory.ipynb", "status": "ok", "alone": True},
+        {"path": "notebooks/01_threads_blocks_grids.ipynb", "status": "ok"},
+    ]
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "notebooks.json").write_text(json.dumps(nbs))
+    text = gpucheck.summary([{"stage": "notebooks", "rc": 0, "seconds": 90.0}], tmp_path)
+    assert "notebooks: 2 of 2 ran without an error" in text
+    assert "ran alone, one at a time after the others (their timings matter): 02_memory" in text

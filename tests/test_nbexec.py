@@ -165,3 +165,44 @@ def test_a_notebook_process_that_dies_before_reporting_says_why(tmp_path):
     assert row["status"] == "failed" and "before reporting" in row["error"]
     assert row["error"].endswith("NotJSONError: Notebook does not appear to be JSON: '{ not json'")  # from its log
     assert json.loads((out / "notebooks.json").read_text()) == [row] and not (out / "notebooks.json.part").exists()
+
+
+def test_the_alone_notebooks_run_one_at_a_time_after_the_others_with_all_the_cpus(tmp_path):
+    """Timings of notebooks sharing one GPU include each other's work (the H200 run of 2026-12-04): --alone runs
+    the matching notebooks afterwards, one at a time, and every notebook's BLAS gets the CPUs divided by the
+    notebooks running at once. Each notebook writes when it started and ended and the thread cap it saw."""
+    code = (
+        "import os, time, json, pathlib; t0 = time.time(); time.sleep(1.5)\n"
+        "pathlib.Path({out!r}).write_text(json.dumps([t0, time.time(), os.environ.get('OPENBLAS_NUM_THREADS')]))"
+    )
+    nbs = [_write(tmp_path / f"{name}.ipynb", code.format(out=str(tmp_path / f"{name}.json"))) for name in "abcd"]
+    env = _env()
+    for var in nbexec.THREAD_VARS:
+        env.pop(var, None)
+    out = tmp_path / "out"
+    r = subprocess.run(
+        [sys.executable, "-m", "gpulab.nbexec", *map(str, nbs), "--out", str(out), "--jobs", "2", "--alone", "c,d"]
+        + ["--timeout", "100"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=150,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    spans = {n: json.loads((tmp_path / f"{n}.json").read_text()) for n in "abcd"}
+    assert max(spans["a"][1], spans["b"][1]) <= min(spans["c"][0], spans["d"][0])  # the shared ones first
+    assert spans["c"][1] <= spans["d"][0] or spans["d"][1] <= spans["c"][0]  # then one at a time
+    cpus = os.cpu_count() or 1
+    assert spans["a"][2] == str(max(1, cpus // 2)) and spans["c"][2] == str(cpus)
+    rows = {Path(row["path"]).stem: row for row in json.loads((out / "notebooks.json").read_text())}
+    assert [n for n in "abcd" if rows[n].get("alone")] == ["c", "d"]
+
+
+def test_a_thread_cap_set_by_the_user_is_kept():
+    env = nbexec.child_env(8, cpus=16, base={"OMP_NUM_THREADS": "3"})
+    assert env["OMP_NUM_THREADS"] == "3" and env["OPENBLAS_NUM_THREADS"] == "2" and env["MKL_NUM_THREADS"] == "2"
+    assert nbexec.child_env(8, cpus=2, base={})["OPENBLAS_NUM_THREADS"] == "1"
+    shared, lone = nbexec.split_alone(
+        [Path("notebooks/02_memory.ipynb"), Path("labs/solutions/lab05_x.ipynb")], ["lab05", ""]
+    )
+    assert shared == [Path("notebooks/02_memory.ipynb")] and lone == [Path("labs/solutions/lab05_x.ipynb")]

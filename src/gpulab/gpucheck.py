@@ -87,6 +87,10 @@ MIN_STAGE = 10.0
 TEST_TIMEOUT = 45
 # Run first: the notebooks that take longest (lab09 and lesson 09 train on MNIST).
 SLOW_FIRST = ("lab09", "09_", "lab12", "12_", "10_", "05_", "04_")
+# Run one at a time, after the others: notebooks whose text or checks compare timings. Among 8 notebooks sharing the
+# H200 (2026-12-04) lesson 02's stride-4 copy measured faster than its stride-1 copy, lesson 06's FP16/FP32 speed-up
+# 34.7x (13.9x alone), and lab 05's prediction of which softmax is faster was judged on disturbed medians.
+ALONE = ("02_", "06_", "lab05")
 # Unit tests that exercise kernels, layers and exercise checks (gpu mode: on the GPU, at their sizes).
 GPU_TESTS = (
     "tests/test_kernels_elementwise.py",
@@ -173,6 +177,7 @@ def stages(
     if nbs:
         limit = int((budget or BUDGET)["notebooks"]) - 10  # nbexec stops its notebooks itself, before the stage does
         nb_cmd = [py_s, "-m", "gpulab.nbexec", *nbs, "--out", str(out / "notebooks"), "--jobs", str(jobs)]
+        nb_cmd += ["--alone", ",".join(ALONE)]
         todo.append(("notebooks", [*nb_cmd, "--timeout", str(limit), "--cell-timeout", str(limit)]))
     kernels = [py_s, "-m", "gpulab", "bench", "kernels", *rec, "--json", str(out / "kernels.json")]
     todo.append(("bench-kernels", [*kernels, "--html", str(out / "kernels.html")]))

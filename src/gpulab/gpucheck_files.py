@@ -259,6 +259,9 @@ if missing:
 def _notebook_lines(nbs: list[dict[str, Any]]) -> list[str]:
     ok = sum(r["status"] == "ok" for r in nbs)
     lines = [f"  notebooks: {ok} of {len(nbs)} ran without an error"]
+    lone = [Path(r["path"]).stem for r in nbs if r.get("alone")]
+    if lone:
+        lines.append(f"    ran alone, one at a time after the others (their timings matter): {', '.join(lone)}")
     for r in nbs:
         if r["status"] != "ok":
             first = (r.get("error") or "").splitlines()[:1]
@@ -368,7 +371,7 @@ def summary(rows: list[dict[str, Any]], out: Path) -> str:
         lines += [
             "  figures for the open issues (output lines of the executed notebooks; up to "
             f"{jobs()} notebooks ran at once on this GPU, so their timings, images/s and joules include the others' "
-            "work: only the bench stages measured alone):",
+            "work: only the bench stages, and the notebooks listed as run alone, measured alone):",
             *figures,
         ]
     return "\n".join(lines)

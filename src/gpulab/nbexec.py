@@ -8,6 +8,13 @@ it). After every cell the notebook is written to ``DIR/<name>.ipynb`` with its o
 rich outputs (plotly figures, HTML, images over ``--max-output`` bytes) replaced by a short note, so
 even a run that is killed shows how far each notebook got and what it printed.
 
+``--alone PATTERN,...`` runs the notebooks whose paths contain a pattern one at a time, after the others: their
+timings are the point (a notebook that predicts which kernel is faster, or divides two timings), and CUDA events on a
+GPU that 8 notebooks share also count the other notebooks' work (2026-12-04, an H200: a strided copy measured faster
+than the contiguous one, an FP16/FP32 speed-up of 34.7x against 13.9x alone). Each notebook's BLAS and OpenMP get
+the CPUs divided by the notebooks running at once (NumPy's 16 threads in each of 8 notebooks on 16 cores made lesson
+09's CPU training 20x slower than alone), unless the environment already sets them.
+
 ``DIR/notebooks.json`` has one row per notebook, rewritten as each one ends: ``path``, ``status``
 (``ok``, ``failed``, ``timeout`` or ``not run``), ``seconds``, ``cell`` (the cell that failed or was
 running) and ``error`` (``Name: message`` and the end of the traceback). Exit status: 0 when every
@@ -33,11 +40,14 @@ from collections.abc import Iterator
 
 __all__ = [
     "SIGNALS",
+    "THREAD_VARS",
+    "child_env",
     "die_with_parent",
     "execute_one",
     "main",
     "recording_signals",
     "run_many",
+    "split_alone",
     "stop_kernel",
     "this_python_kernel_manager",
     "trim_outputs",
@@ -226,6 +236,26 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def child_env(jobs: int, cpus: int | None = None, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a notebook's process when ``jobs`` run at once: BLAS and OpenMP threads = the CPUs divided
+    by ``jobs`` (at least 1), where ``base`` (default: this process's environment) does not set them itself."""
+    env = dict(os.environ if base is None else base)
+    share = str(max(1, (cpus or os.cpu_count() or 1) // max(1, jobs)))
+    for var in THREAD_VARS:
+        env.setdefault(var, share)
+    return env
+
+
+def split_alone(paths: list[Path], alone: list[str] | None) -> tuple[list[Path], list[Path]]:
+    """``(shared, alone)``: the notebooks whose path contains one of the ``alone`` patterns run one at a time."""
+    pats = [a for a in (alone or []) if a]
+    lone = [p for p in paths if any(a in str(p) for a in pats)]
+    return [p for p in paths if p not in lone], lone
+
+
 def run_many(
     paths: list[Path],
     out: Path,
@@ -234,23 +264,23 @@ def run_many(
     cell_timeout: int = 600,
     max_output: int = MAX_OUTPUT,
     log: Any = print,
+    alone: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Run ``paths`` ``jobs`` at a time, each in its own process, within ``timeout_s`` for all of them.
+    """Run ``paths`` ``jobs`` at a time, each in its own process, within ``timeout_s`` for all of them; those
+    matching ``alone`` afterwards, one at a time (their rows say ``"alone": true``).
 
     SIGTERM (gpu-check's stage limit), SIGINT or SIGHUP stop every notebook at once and keep the report."""
     out.mkdir(parents=True, exist_ok=True)
     rows: dict[str, dict[str, Any]] = {str(p): {"path": str(p), "status": "not run", "seconds": 0.0} for p in paths}
+    shared, lone = split_alone(paths, alone)
+    deadline = time.monotonic() + timeout_s
+    extra = ["--cell-timeout", str(cell_timeout), "--max-output", str(max_output)]
     with recording_signals([]) as stopped:
-        _run_all(
-            paths,
-            rows,
-            out,
-            jobs,
-            time.monotonic() + timeout_s,
-            stopped,
-            log,
-            ["--cell-timeout", str(cell_timeout), "--max-output", str(max_output)],
-        )
+        for batch, n in ((shared, jobs), (lone, 1)):
+            if batch and not stopped:
+                _run_all(batch, rows, out, n, deadline, stopped, log, extra)
+    for p in lone:
+        rows[str(p)]["alone"] = True
     _write(out, rows)
     return list(rows.values())
 
@@ -274,6 +304,7 @@ def _run_all(
 ) -> None:
     waiting = list(paths)
     running: dict[Path, tuple[subprocess.Popen[bytes], float]] = {}
+    env = child_env(jobs)
     _write(out, rows)
     while waiting or running:
         if stopped:
@@ -285,7 +316,12 @@ def _run_all(
             # second of it (ipykernel watches its parent), and it dies with this process
             with open(out / f"{p.stem}.log", "wb") as err:
                 proc = subprocess.Popen(
-                    cmd, stdout=err, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent
+                    cmd,
+                    stdout=err,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=die_with_parent,
+                    env=env,
                 )
             running[p] = (proc, time.monotonic())
         if not running:
@@ -318,6 +354,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=600, help="seconds for all of them together")
     ap.add_argument("--cell-timeout", type=int, default=600, help="seconds for one cell")
     ap.add_argument("--max-output", type=int, default=MAX_OUTPUT, help="bytes of one rich output kept")
+    ap.add_argument(
+        "--alone",
+        default="",
+        help="comma-separated parts of notebook paths to run one at a time, after the others (their timings matter)",
+    )
     ap.add_argument("--one", type=Path, help=argparse.SUPPRESS)  # the per-notebook process
     ns = ap.parse_args(argv)
     if ns.one is not None:
@@ -325,7 +366,9 @@ def main(argv: list[str] | None = None) -> int:
     missing = [str(p) for p in ns.notebooks if not p.is_file()]
     if not ns.notebooks or missing:
         ap.error(f"no such notebook: {', '.join(missing)}" if missing else "name at least one notebook")
-    rows = run_many(ns.notebooks, ns.out, ns.jobs, ns.timeout, ns.cell_timeout, ns.max_output)
+    rows = run_many(
+        ns.notebooks, ns.out, ns.jobs, ns.timeout, ns.cell_timeout, ns.max_output, alone=ns.alone.split(",")
+    )
     bad = [r for r in rows if r["status"] != "ok"]
     print(f"nbexec: {len(rows) - len(bad)} of {len(rows)} notebooks ran without an error; report in {ns.out}")
     return 1 if bad else 0
