@@ -43,7 +43,7 @@ def report(tmp_path_factory):
 
 def test_json_schema_and_simulator_label(report):
     data, _ = report
-    assert {"device", "mode", "date", "label", "peak", "sizes", "rows", "skipped"} <= set(data)
+    assert {"device", "mode", "date", "label", "peak", "sizes", "launch", "rows", "skipped"} <= set(data)
     assert data["mode"] == "simulator" and data["label"] == bk.SIMULATOR_LABEL == "simulator: not GPU performance"
     assert data["peak"] is None and data["sizes"] == [64, 300]
     present = [c for c in CASES if c != "matmul_tiled" or "matmul_tiled" in [x.name for x in bk.cases()]]
@@ -128,7 +128,8 @@ def test_the_sum_check_accepts_an_atomic_running_total_at_the_largest_gpu_size()
     old rtol=1e-4 refused now and then, stopping the whole benchmark (and gpu-check's bench stage)."""
     from gpulab.bench import cases as bc
 
-    n = max(bk.DEFAULT_SIZES["gpu"])
+    atomic = next(c for c in bk.cases() if c.name == "sum_atomic")
+    n = max(bk.default_sizes(atomic, "gpu"))
     assert n == 1 << 24
     x_h = np.random.default_rng(0).random(n, dtype=np.float32)  # what _build_sum draws with seed 0
     order = np.random.default_rng(22).permutation(n)  # an arrival order with an error of 1.25e-4
@@ -170,3 +171,85 @@ def test_a_case_that_fails_its_check_loses_none_of_the_others(tmp_path, monkeypa
         and "disagrees" in report["failed"][0]["error"]
     )
     assert "1 FAILED (sum_tree)" in capsys.readouterr().out
+
+
+def test_each_kind_of_case_has_its_own_gpu_sizes():
+    """On an H200 each timed call of a case costs about 130 us of launch (2026-12-04): at the old largest size, 2**24
+    floats, a copy took 162 us, mostly launch. Memory-bound cases now go to 2**28 elements; the atomic sum (a float32
+    running total: at 2**28 it stalls near 2**24 and fails its check) and matmul (naive: seconds at side 16384) stay
+    at 2**24 elements at most. The simulator's sizes are unchanged."""
+    by = {c.name: c for c in bk.cases()}
+    gpu = {name: bk.default_sizes(c, "gpu") for name, c in by.items()}
+    streaming = ["copy", "copy_stride4", "transpose_naive", "transpose_tiled", "add", "sum_tree", "sum_warp"]
+    for name in [*streaming, "sum_reduce", "softmax_rows"]:
+        assert max(gpu[name]) == 1 << 28 and min(gpu[name]) == 1 << 20, (name, gpu[name])
+    assert max(gpu["sum_atomic"]) == 1 << 24
+    for name in (n for n in by if n.startswith("matmul_")):
+        assert max(gpu[name]) == 1 << 24 and by[name].ladder == "matmul"
+    assert all(bk.default_sizes(c, "simulator") == [256, 1000] for c in by.values())
+    assert by["add"].device_bytes(1 << 28) == 5 << 30  # a, b, out and the baseline's two arrays
+
+
+def test_a_size_that_does_not_fit_in_device_memory_is_skipped_with_a_line(monkeypatch):
+    """The free memory is read before each size (gpu mode; here it is given): a size whose arrays would not fit is
+    skipped and named, the sizes that fit are measured."""
+    assert bk._free_device_bytes() is None  # the simulator: no device memory to read
+    seen = []
+    monkeypatch.setattr(bk, "_free_device_bytes", lambda: seen.append(1) or 20_000)
+    lines: list[str] = []
+    report = bk.measure([64, 4096], only=["copy", "add"], log=lines.append)
+    assert [(r["kernel"], r["size"]) for r in report["rows"]] == [("copy", 64), ("add", 64)]
+    skipped = {(s["kernel"], s["size"]): s["reason"] for s in report["skipped"]}
+    assert set(skipped) == {("copy", 4096), ("add", 4096)} and seen
+    assert skipped[("add", 4096)] == "n=4,096 needs about 0.0 GB of device memory (5 float32 arrays), 0.0 GB is free"
+    assert any(line.startswith("  skip copy n=4096: n=4,096 needs") for line in lines)
+
+
+def test_the_report_starts_with_the_launch_floor_and_records_it(tmp_path):
+    """An empty kernel's launch, given an array as the launchers pass them and given a Numba device array, and a
+    launcher on one element, timed as the cases are; the report's line says it, and --record keeps the rows."""
+    report = bk.measure([64], only=["copy"], log=lambda s: None)
+    launch = report["launch"]
+    assert [r["kind"] for r in launch["rows"]] == ["array", "numba", "launcher"]
+    assert all(r["seconds"] > 0 for r in launch["rows"]) and launch["seconds"] == launch["rows"][0]["seconds"]
+    assert launch["line"].startswith("each launch costs about ") and "simulator timings" in launch["line"]
+    rows = bk.section_rows(report)["launch"]
+    assert [r["kind"] for r in rows] == ["array", "numba", "launcher"]
+    path = results.record("launch", rows, "Test GPU", directory=tmp_path)
+    assert json.loads(path.read_text())["sections"]["launch"][0]["seconds"] == launch["seconds"]
+
+
+def test_the_floor_line_names_the_element_count_below_which_a_copy_is_mostly_launch():
+    from gpulab.bench.launch import floor_line
+
+    floor = {"rows": [{"kind": "array", "seconds": 130e-6}, {"kind": "numba", "seconds": 65e-6}]}
+    copy = {"kernel": "copy", "size": 1 << 28, "value": 2000.0, "baseline_value": 4000.0}
+    line = floor_line({"mode": "gpu", "launch": floor, "rows": [copy]})
+    # 130 us at 4,000 GB/s moves 520 MB: a copy's 8 bytes per element, 65 million elements
+    assert line == (
+        "each launch costs about 130 us on this machine, timed as the cases are (an empty kernel given a CuPy "
+        "array; 65 us given a Numba device array): below about 65,000,000 elements a copy's time is mostly launch "
+        "(4,000 GB/s, the best copy rate measured at n=268,435,456)"
+    )
+    peak = {"dram_gbps": 4800}
+    assert "below about 78,000,000 elements" in floor_line({"mode": "gpu", "launch": floor, "rows": [], "peak": peak})
+
+
+def test_a_lesson_note_on_a_recording_says_what_a_launch_cost_there():
+    """Lessons 02 and 05 show recorded figures in simulator mode: the note says each includes its launch, from the
+    recording's launch rows, or for an older recording from its copy times at two sizes."""
+    from gpulab.bench.launch import recorded_note
+    from gpulab.results import Recording
+
+    def rec(sections):
+        return Recording("NVIDIA H200", "2026-12-04", "test", sections, None)  # type: ignore[arg-type]
+
+    copies = [
+        {"kernel": "copy", "size": 1 << 20, "seconds": 130.6e-6},
+        {"kernel": "copy", "size": 1 << 24, "seconds": 162.3e-6},
+    ]
+    note = recorded_note(rec({"kernels": copies}))
+    assert "took 131 us at n=1,048,576 and 162 us at n=16,777,216, 16x the bytes, so most of each call" in note
+    assert "(about 128 us)" in note
+    note = recorded_note(rec({"launch": [{"label": "x", "kind": "array", "seconds": 64e-6}], "kernels": copies}))
+    assert "an empty kernel took about 64 us per call there" in note

@@ -490,3 +490,48 @@ def test_summary_lists_the_figures_the_open_issues_ask_for(tmp_path):
         assert line in text, text
     assert "ok  size 2" not in text and "[PASS]" not in text and "42 GB/s" not in text, text
     assert "lab12_transformers: unreadable" in text
+
+
+def test_summary_gives_the_launch_floor_each_rows_size_and_the_sizes_skipped(tmp_path):
+    """bench kernels measures the time of an empty launch first (gpulab.bench.launch): the summary's kernels block
+    says it, the size each figure is from (the cases have their own ladders), and a size skipped for memory."""
+    line = "each launch costs about 130 us on this machine (...): below about 67,000,000 elements a copy is launch"
+    rep = {
+        "label": "measured on a GPU",
+        "launch": {"rows": [], "seconds": 1.3e-4, "line": line},
+        "rows": [
+            {
+                "kernel": "copy",
+                "size": 1 << 28,
+                "value": 2500.0,
+                "metric": "GB/s",
+                "percent_of_peak": 52.0,
+                "baseline": "CuPy copy",
+                "percent_of_baseline": 62.0,
+            },
+            {
+                "kernel": "sum_atomic",
+                "size": 1 << 24,
+                "value": 2.3,
+                "metric": "GB/s",
+                "percent_of_peak": 0.05,
+                "baseline": None,
+            },
+        ],
+        "skipped": [
+            {
+                "kernel": "add",
+                "size": 1 << 28,
+                "reason": "n=268,435,456 needs about 5.4 GB of device memory (5 float32 arrays), 3.0 GB is free",
+            }
+        ],
+        "failed": [],
+    }
+    (tmp_path / "kernels.json").write_text(json.dumps(rep))
+    text = gpucheck.summary([{"stage": "bench-kernels", "rc": 0, "seconds": 40.0}], tmp_path)
+    block = text[text.index("kernels (measured on a GPU)") :].splitlines()
+    assert block[1] == f"    launch floor: {line}"
+    assert (
+        "copy" in block[2] and "n=268,435,456" in block[2] and "sum_atomic" in block[3] and "n=16,777,216" in block[3]
+    )
+    assert block[4].split()[:2] == ["add", "skipped:"] and "5.4 GB of device memory" in block[4]

@@ -125,7 +125,7 @@ def test_bench_kernels_sections_feed_lessons_02_03_04_05(tmp_path, monkeypatch):
     ]
     report = bench_kernels.measure([64], only=only, repeat=1, log=lambda s: None)
     sections = bench_kernels.section_rows(report, bench_kernels.transfer_rows(4096, repeat=1))
-    assert set(sections) == {"kernels", "matmul", "memory", "reduce"}
+    assert set(sections) == {"kernels", "matmul", "memory", "reduce", "launch"}
     for name, rows in sections.items():
         results.record(name, rows, "Test GPU", directory=tmp_path, date="2026-01-05", source="test")
     mem = results.latest("memory", directory=tmp_path)

@@ -271,13 +271,19 @@ def _notebook_lines(nbs: list[dict[str, Any]]) -> list[str]:
 
 def _kernel_lines(rep: dict[str, Any]) -> list[str]:
     lines = [f"  kernels ({rep['label']}), largest size:"]
+    launch = (rep.get("launch") or {}).get("line")
+    if launch:  # bench kernels measured its launch floor first (gpulab.bench.launch)
+        lines.append(f"    launch floor: {launch}")
     largest: dict[str, dict[str, Any]] = {}
     for r in rep["rows"]:
         largest[r["kernel"]] = r
     for k, r in largest.items():
         pk = f"{r['percent_of_peak']:.0f}% of peak" if r["percent_of_peak"] is not None else "peak unknown"
         base = f", {r['percent_of_baseline']:.0f}% of {r['baseline']}" if r.get("baseline") else ""
-        lines.append(f"    {k:<16} {r['value']:10.1f} {r['metric']:<8} {pk}{base}")
+        n = f"n={r['size']:,}" if "size" in r else ""
+        lines.append(f"    {k:<16} {r['value']:10.1f} {r['metric']:<8} {n:<13} {pk}{base}")
+    for s in rep.get("skipped", []):
+        lines.append(f"    {s['kernel']:<16} skipped: {s['reason'][:150]}")
     for f in rep.get("failed", []):
         lines.append(f"    {f['kernel']:<16} FAILED at n={f['size']}: {f['error'].splitlines()[0][:150]}")
     return lines

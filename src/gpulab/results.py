@@ -114,6 +114,14 @@ SECTIONS: dict[str, Section] = {
         ("kernel", "section", "metric", "size", "value", "baseline", "baseline_value"),
         ("python -m gpulab bench kernels --html (every kernel at every size)",),
     ),
+    # bench kernels' launch floor (gpulab.bench.launch): an empty kernel given a CuPy array ("array"), a Numba device
+    # array ("numba"), and kernels.copy of 1 element ("launcher"), seconds per timed call, as the cases are timed.
+    "launch": Section(
+        "python -m gpulab bench kernels --record",
+        "gpulab.bench.launch:launch_rows",
+        ("label", "seconds", "kind"),
+        ("gpulab.bench.launch.recorded_note", "notebooks/02_memory.ipynb", "notebooks/05_reductions_atomics.ipynb"),
+    ),
     "matmul_precision": Section(
         "python -m gpulab bench lessons --record",
         "gpulab.interop:precision_benchmark",

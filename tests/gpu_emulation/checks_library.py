@@ -191,3 +191,17 @@ def test_a_0d_array_given_to_a_kernel_is_an_array_as_on_a_gpu():
     assert runtime.to_host(out).tolist() == [0.0, 3.0, 6.0, 9.0]
     _scale_0d_kernel[1, 32](x, x.max(), out)
     assert runtime.to_host(out).tolist() == [0.0, 3.0, 6.0, 9.0]
+
+
+def test_bench_kernels_launch_floor_and_memory_check_in_gpu_mode():
+    """gpu mode's bench kernels: the floor's empty kernel takes a CuPy array and a Numba device array, the free
+    device memory is read (CuPy's pool released first), and the line names the CuPy floor and a copy's element count."""
+    from gpulab.bench import kernels as bk
+
+    free = bk._free_device_bytes()
+    assert isinstance(free, int) and free > 0
+    report = bk.measure([256], only=["copy", "sum_tree"], repeat=1, log=lambda s: None)
+    assert [r["kind"] for r in report["launch"]["rows"]] == ["array", "numba", "launcher"]
+    line = report["launch"]["line"]
+    assert "given a CuPy array" in line and "elements a copy's time is mostly launch" in line, line
+    assert [r["kernel"] for r in report["rows"]] == ["copy", "sum_tree"] and not report["skipped"]

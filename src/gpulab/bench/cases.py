@@ -18,7 +18,20 @@ import numpy as np
 from .. import runtime
 from ..kernels._launch import ceil_div
 
-__all__ = ["CASES", "Case", "Problem", "cases"]
+__all__ = ["CASES", "Case", "LADDERS", "Problem", "cases", "clear_draws"]
+
+# The size ladders of ``bench kernels`` on a GPU, by the kind of case (:attr:`Case.ladder`). Each timed call costs a
+# launch from Python, about 130 us on an H200 with CuPy arguments (2026-12-04, `bench kernels` prints this machine's
+# floor first): 2**24 floats copied (128 MB moved) took 162 us there, mostly launch, and 2**28 (2 GB) about 0.9 ms.
+# "stream": memory-bound cases, up to 2**28 elements (1 GiB per array) where the device has room; "atomic": one
+# float32 running total, whose rounding error grows with n (at 2**28 it stalls near 2**24 and the check fails) and
+# whose time is the atomics' (30 ms at 2**24), not the launch's; "matmul": sides 1024-4096 (the naive kernel took
+# 0.1 s at 4096; at 16384 it would take seconds).
+LADDERS: dict[str, list[int]] = {
+    "stream": [1 << 20, 1 << 24, 1 << 28],
+    "atomic": [1 << 20, 1 << 22, 1 << 24],
+    "matmul": [1 << 20, 1 << 22, 1 << 24],
+}
 
 
 @dataclass
@@ -35,13 +48,21 @@ class Problem:
 
 @dataclass(frozen=True)
 class Case:
-    """A benchmarked kernel: its family (the results section), metric and problem builder."""
+    """A benchmarked kernel: its family (the results section), metric and problem builder; its size ladder on a GPU
+    (a key of :data:`LADDERS`) and how many float32 arrays of about ``n`` elements it holds on the device at once,
+    the library baseline's included (``bench kernels`` skips a size that does not fit in free device memory)."""
 
     name: str
     section: str
     metric: str  # "GB/s" or "GFLOP/s"
     launcher: str
     build: Callable[[Callable[..., Any], int, np.random.Generator], Problem]
+    ladder: str = "stream"
+    arrays: int = 4
+
+    def device_bytes(self, n: int) -> int:
+        """Device memory the case needs at ``n`` elements (its arrays, float32)."""
+        return self.arrays * int(n) * 4
 
 
 def _xp() -> Any:
@@ -56,11 +77,37 @@ def _copy_baseline(nbytes_each_way: int) -> tuple[Callable[[], Any], float]:
     return (lambda: xp.copyto(dst, src)), 2.0 * n * 4
 
 
+# Host inputs drawn in this run, by (method, size, generator state before the draw): the cases at 2**28 elements
+# draw the same 1 GiB arrays (copy, its strided twin, add and softmax the same normals), and one draw took 1-3 s of
+# CPU. Served again with the generator moved on as the draw moved it: the same values as drawing again.
+# ``bench kernels`` empties it when it ends (:func:`clear_draws`).
+_DRAWS: dict[tuple[str, int, str], tuple[Any, Any]] = {}
+
+
+def clear_draws() -> None:
+    """Forget the inputs drawn so far (their host memory is freed)."""
+    _DRAWS.clear()
+
+
+def _draw(rng: np.random.Generator, method: str, shape: tuple[int, ...]) -> np.ndarray:
+    """``rng.<method>(shape, dtype=float32)``, served from :data:`_DRAWS` when drawn before. Every case only reads it
+    (not made read-only: the simulator copies a NumPy argument back into it after each launch)."""
+    n = math.prod(shape)
+    key = (method, n, repr(rng.bit_generator.state))
+    if key not in _DRAWS:
+        values = getattr(rng, method)(n, dtype=np.float32)
+        _DRAWS[key] = (values, rng.bit_generator.state)
+    values, after = _DRAWS[key]
+    rng.bit_generator.state = after
+    return values.reshape(shape)
+
+
 def _close(expected: Any, rtol: float = 1e-5, atol: float = 1e-5) -> Callable[[Any], None]:
     def check(got: Any) -> None:
-        np.testing.assert_allclose(
-            np.asarray(runtime.to_host(got) if not np.isscalar(got) else got), expected, rtol=rtol, atol=atol
-        )
+        got_h = np.asarray(runtime.to_host(got) if not np.isscalar(got) else got)
+        if rtol == atol == 0 and np.array_equal(got_h, expected):
+            return  # exact and equal: np.testing's comparison took 4.7 s of CPU at 2**26 floats, this 0.04 s
+        np.testing.assert_allclose(got_h, expected, rtol=rtol, atol=atol)
 
     return check
 
@@ -71,7 +118,7 @@ def _square(n: int) -> int:
 
 def _build_copy(stride: int) -> Callable[..., Problem]:
     def build(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
-        x_h = rng.standard_normal(n, dtype=np.float32)
+        x_h = _draw(rng, "standard_normal", (n,))
         x = runtime.to_device(x_h)
         n_out = ceil_div(n, stride)
         out = _xp().empty(n_out, dtype=np.float32)
@@ -87,7 +134,7 @@ def _build_copy(stride: int) -> Callable[..., Problem]:
 def _build_transpose(kernel_name: str) -> Callable[..., Problem]:
     def build(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
         side = _square(n)
-        a_h = rng.standard_normal((side, side + 1), dtype=np.float32)  # not square: catches swapped axes
+        a_h = _draw(rng, "standard_normal", (side, side + 1))  # not square: catches swapped axes
         a = runtime.to_device(a_h)
         out = _xp().empty(a_h.shape[::-1], dtype=np.float32)
         kern = importlib.import_module("gpulab.kernels.memory").__dict__.get(kernel_name)
@@ -102,7 +149,7 @@ def _build_transpose(kernel_name: str) -> Callable[..., Problem]:
 
 
 def _build_sum(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
-    x_h = rng.random(n, dtype=np.float32)  # positive: the float32 sum stays well conditioned
+    x_h = _draw(rng, "random", (n,))  # positive: the float32 sum stays well conditioned
     x = runtime.to_device(x_h)
     expected = float(x_h.astype(np.float64).sum())
     base, base_work = _copy_baseline(n * 4)
@@ -115,7 +162,7 @@ def _build_sum(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Prob
 def _build_softmax(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
     rows = _square(n)
     cols = max(1, n // rows)
-    x_h = rng.standard_normal((rows, cols), dtype=np.float32)
+    x_h = _draw(rng, "standard_normal", (rows, cols))
     e = np.exp(x_h - x_h.max(axis=1, keepdims=True))
     expected = e / e.sum(axis=1, keepdims=True)
     x = runtime.to_device(x_h)
@@ -127,7 +174,7 @@ def _build_softmax(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> 
 
 
 def _build_add(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
-    a_h, b_h = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+    a_h, b_h = _draw(rng, "standard_normal", (n,)), _draw(rng, "standard_normal", (n,))
     a, b = runtime.to_device(a_h), runtime.to_device(b_h)
     out = _xp().empty(n, dtype=np.float32)
     base, base_work = _copy_baseline(n * 4)
@@ -173,14 +220,17 @@ def cases() -> list[Case]:
         Case("copy_stride4", "copy", "GB/s", "copy", _build_copy(4)),
         Case("transpose_naive", "transpose", "GB/s", "transpose", _build_transpose("transpose_naive_kernel")),
         Case("transpose_tiled", "transpose", "GB/s", "transpose", _build_transpose("transpose_tiled_kernel")),
-        Case("add", "elementwise", "GB/s", "add", _build_add),
-        Case("sum_atomic", "reduce", "GB/s", "sum_atomic", _build_sum),
-        Case("sum_tree", "reduce", "GB/s", "sum_tree", _build_sum),
-        Case("sum_warp", "reduce", "GB/s", "sum_warp", _build_sum),
-        Case("sum_reduce", "reduce", "GB/s", "sum_reduce", _build_sum),
+        Case("add", "elementwise", "GB/s", "add", _build_add, arrays=5),
+        Case("sum_atomic", "reduce", "GB/s", "sum_atomic", _build_sum, ladder="atomic", arrays=3),
+        Case("sum_tree", "reduce", "GB/s", "sum_tree", _build_sum, arrays=3),
+        Case("sum_warp", "reduce", "GB/s", "sum_warp", _build_sum, arrays=3),
+        Case("sum_reduce", "reduce", "GB/s", "sum_reduce", _build_sum, arrays=3),
         Case("softmax_rows", "reduce", "GB/s", "softmax_rows", _build_softmax),
     ]
-    out += [Case(f"matmul_{k}", "matmul", "GFLOP/s", "matmul", _build_matmul(k)) for k in _matmul_kernel_names()]
+    out += [
+        Case(f"matmul_{k}", "matmul", "GFLOP/s", "matmul", _build_matmul(k), ladder="matmul")
+        for k in _matmul_kernel_names()
+    ]
     return out
 
 

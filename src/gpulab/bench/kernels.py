@@ -7,6 +7,11 @@ compared with the device's spec-sheet peak (:data:`gpulab.timing.PEAKS`) and wit
 measured in the same run: a CuPy copy of the same bytes for memory-bound kernels, cuBLAS (CuPy ``@``)
 for matmul.
 
+Each kind of case has its own ladder of sizes on a GPU (:data:`gpulab.bench.cases.LADDERS`): memory-bound kernels
+up to 2**28 elements, so that the largest size measures the kernel rather than the launch (first, the run times that
+launch floor: :mod:`gpulab.bench.launch`), matmul up to 4096 x 4096. A size that does not fit in the device's free
+memory is skipped with a line that says so.
+
 In simulator mode the sizes are tiny, the "device" is the CPU simulator, NumPy stands in for CuPy,
 and every row is labelled ``simulator: not GPU performance``; such results are never recorded.
 """
@@ -29,7 +34,8 @@ from ..errors import UsageError, int_at_least
 from ..nn.io import prepare_output_file
 from ..timing import device_name
 from . import failure
-from .cases import CASES, Case, cases
+from .cases import CASES, LADDERS, Case, cases, clear_draws
+from .launch import floor_line, launch_rows, measure_floor
 from .sections import memory_rows, reduce_rows, section_rows, transfer_rows
 
 # CASES, Case and the section builders are re-exported: they live in .cases and .sections, and callers
@@ -40,6 +46,8 @@ __all__ = [
     "Case",
     "cases",
     "configure",
+    "default_sizes",
+    "launch_rows",
     "main",
     "measure",
     "memory_rows",
@@ -51,7 +59,30 @@ __all__ = [
 ]
 
 SIMULATOR_LABEL = "simulator: not GPU performance"
-DEFAULT_SIZES = {"gpu": [1 << 20, 1 << 22, 1 << 24], "simulator": [256, 1000]}
+SIMULATOR_SIZES = [256, 1000]
+DEFAULT_SIZES = {"gpu": LADDERS, "simulator": {kind: SIMULATOR_SIZES for kind in LADDERS}}
+# Device memory a size may take, as a share of what is free (CuPy's cached blocks are released before each size).
+MEMORY_SHARE = 0.9
+
+
+def default_sizes(case: Case, mode: str | None = None) -> list[int]:
+    """The sizes ``case`` runs at by default in ``mode`` (this process's mode when None)."""
+    return list(DEFAULT_SIZES[mode or runtime.mode()][case.ladder])
+
+
+def _free_device_bytes() -> int | None:
+    """Free device memory in bytes after CuPy's cached blocks are released (gpu mode), or None (unknown)."""
+    if not runtime.is_gpu():
+        return None
+    xp = runtime.xp()
+    try:
+        xp.get_default_memory_pool().free_all_blocks()
+    except Exception:  # noqa: BLE001 - an allocator without a pool (or an emulated one): its free memory still counts
+        pass
+    try:
+        return int(xp.cuda.runtime.memGetInfo()[0])
+    except Exception:  # noqa: BLE001 - no reading: every size is tried, and one that does not fit fails alone
+        return None
 
 
 def _launcher(name: str) -> Callable[..., Any] | None:
@@ -98,25 +129,41 @@ def measure(
         except (ImportError, AttributeError):
             pass
     mode = runtime.mode()
-    sizes = list(sizes or DEFAULT_SIZES[mode])
+    given = list(sizes) if sizes else None
     repeat = repeat or (5 if gpu else 1)
     warmup = 1 if gpu else 0  # the correctness run already compiled (and warmed) each kernel
     dev = device_name()
     peak = timing.lookup_peak(dev) if gpu else None
     rows: list[dict[str, Any]] = []
-    skipped: list[dict[str, str]] = []
+    skipped: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []  # a case that failed its check or raised: the others are still measured
     selected = [c for c in cases() if not only or c.name in only]
     unknown = sorted(set(only or []) - {c.name for c in cases()})
     if unknown:
         raise UsageError(f"unknown kernel(s) {', '.join(unknown)}; choose from {', '.join(c.name for c in cases())}.")
+    launch = measure_floor()
+    floor_us = launch["seconds"] * 1e6
+    log(f"  launch floor: an empty kernel given an array argument takes {floor_us:,.1f} us per timed call")
+    ladders: dict[str, list[int]] = {}
     for case in selected:
         fn = _launcher(case.launcher)
         if fn is None:
             skipped.append({"kernel": case.name, "reason": f"gpulab.kernels.{case.launcher} does not exist yet"})
             log(f"  skip {case.name}: gpulab.kernels.{case.launcher} does not exist yet")
             continue
-        for n in sizes:
+        case_sizes = given or default_sizes(case, mode)
+        ladders.setdefault(case.ladder, case_sizes)
+        for n in case_sizes:
+            free = _free_device_bytes()
+            need = case.device_bytes(n)
+            if free is not None and need > MEMORY_SHARE * free:
+                reason = (
+                    f"n={n:,} needs about {need / 1e9:.1f} GB of device memory ({case.arrays} float32 arrays), "
+                    f"{free / 1e9:.1f} GB is free"
+                )
+                skipped.append({"kernel": case.name, "size": int(n), "reason": reason})
+                log(f"  skip {case.name} n={n}: {reason}")
+                continue
             rng = np.random.default_rng(seed)
             try:
                 prob = case.build(fn, n, rng)
@@ -131,6 +178,7 @@ def measure(
                 error = failure(exc)
                 failed.append({"kernel": case.name, "size": int(n), "error": error})
                 log(f"  FAILED {case.name} n={n}: {error.splitlines()[0]}")
+                del prob  # its device arrays are freed before the next case is built
                 break  # its larger sizes would fail the same way, and a GPU minute is precious
             scale = 1e9
             value = prob.work / res.median / scale
@@ -157,11 +205,14 @@ def measure(
                 "repeat": repeat,
             }
             rows.append(row)
+            del prob  # its device arrays are freed before the next size is built
             pk = f"{pct_peak:5.1f}% of peak" if pct_peak is not None else "peak n/a"
             log(
                 f"  {case.name:<16} n={n:<10} {value:10.4g} {case.metric:<7} {pk}, "
                 f"{row['percent_of_baseline']:6.3g}% of {row['baseline']}"
+                + (f", {100 * floor_us * 1e-6 / res.median:3.0f}% of it the launch floor" if gpu else "")
             )
+    clear_draws()
     peak_info = None
     if peak is not None:
         peak_info = {
@@ -172,17 +223,21 @@ def measure(
             "basis": peak.basis,
         }
     today = _dt.date.today().isoformat()
-    return {
+    report = {
         "device": dev,
         "mode": mode,
         "date": today,
         "label": f"measured on {dev}, {today}" if gpu else SIMULATOR_LABEL,
         "peak": peak_info,
-        "sizes": sizes,
+        "sizes": given or ladders,  # the sizes given, else each ladder run ({"stream": [...], ...})
+        "launch": launch,
         "rows": rows,
         "skipped": skipped,
         "failed": failed,
     }
+    launch["line"] = floor_line(report)
+    log(f"  {launch['line']}")
+    return report
 
 
 def to_html(report: dict[str, Any]) -> str:
@@ -199,8 +254,9 @@ def configure(p: argparse.ArgumentParser) -> None:
         type=int_at_least(1, "an element count"),
         nargs="+",
         metavar="N",
-        help="element counts of the main array (2-D kernels use about sqrt(N) x sqrt(N)); "
-        f"default: {DEFAULT_SIZES['gpu']} on a GPU, {DEFAULT_SIZES['simulator']} in the simulator",
+        help="element counts of the main array (2-D kernels use about sqrt(N) x sqrt(N)), for every case; "
+        f"default on a GPU, by kind of case: {', '.join(f'{k} {v}' for k, v in LADDERS.items())}; "
+        f"{SIMULATOR_SIZES} in the simulator",
     )
     p.add_argument("--kernels", nargs="+", metavar="NAME", help="only these cases (default: all; see --list)")
     p.add_argument(
@@ -221,7 +277,7 @@ def run(ns: argparse.Namespace) -> int:
     if ns.list:
         for c in cases():
             ok = "" if _launcher(c.launcher) else "  (launcher missing: skipped)"
-            print(f"{c.name:<18} {c.metric:<8} section {c.section}{ok}")
+            print(f"{c.name:<18} {c.metric:<8} section {c.section:<12} sizes {c.ladder}{ok}")
         return 0
     if ns.record and not runtime.is_gpu():
         raise UsageError(
@@ -259,6 +315,7 @@ def run(ns: argparse.Namespace) -> int:
         + (f", {len(failed)} FAILED ({', '.join(f['kernel'] for f in failed)})" if failed else "")
         + f". {report['label']}."
     )
+    print(f"Launch floor: {report['launch']['line']}.")
     return 1 if failed else 0
 
 

@@ -1,5 +1,6 @@
 """The results sections that ``gpulab bench kernels --record`` writes (see :data:`gpulab.results.SECTIONS`):
-rows for lessons 02 (memory) and 05 (reduce), the matmul ladder and every kernel, from a :func:`measure` report.
+rows for lessons 02 (memory) and 05 (reduce), the matmul ladder, every kernel and the launch floor, from a
+:func:`measure` report.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .. import timing
+from .launch import launch_rows
 
 __all__ = ["memory_rows", "reduce_rows", "section_rows", "transfer_rows"]
 
@@ -107,5 +109,6 @@ def section_rows(
         "matmul": [r for r in report["rows"] if r["section"] == "matmul"],
         "memory": memory_rows(report, transfers),
         "reduce": reduce_rows(report),
+        "launch": launch_rows(report),
     }
     return {name: rows for name, rows in sections.items() if rows}

@@ -16,6 +16,7 @@ import numpy as np
 from numba import cuda
 
 from ._launch import allocate_like, blocks_for, check_array, check_launch, conv_out_size
+from .grid_stride import device_args
 
 __all__ = ["PTX_SIGNATURES", "conv2d_direct", "conv2d_direct_kernel", "conv2d_flops", "conv2d_reference"]
 
@@ -85,7 +86,7 @@ def conv2d_direct(x: Any, w: Any, b: Any, *, stride: int = 1, pad: int = 0, thre
     out = allocate_like(x, (n, f, ho, wo), np.float32)  # a Numba device array stays on the device
     blocks = blocks_for(out.size, threads_per_block)
     check_launch(blocks, threads_per_block)
-    conv2d_direct_kernel[blocks, threads_per_block](x, w, b, out, stride, pad)
+    conv2d_direct_kernel[blocks, threads_per_block](*device_args(x, w, b, out, stride, pad))
     return out
 
 

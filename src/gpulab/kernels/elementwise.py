@@ -22,6 +22,7 @@ from ._launch import (
     count,
     threads_2d,
 )
+from .grid_stride import device_args
 
 TPB_HINT = "Try 128 or 256 threads per block (a multiple of the 32-thread warp)."
 
@@ -79,7 +80,7 @@ def add(
     if n == 0:
         return out
     check_launch(blocks, threads_per_block)
-    kernel[blocks, threads_per_block](a, b, out)
+    kernel[blocks, threads_per_block](*device_args(a, b, out))
     return out
 
 
@@ -128,7 +129,7 @@ def saxpy(alpha: float, x: Any, y: Any, out: Any = None, *, threads_per_block: i
     if n == 0:
         return out
     check_launch(blocks, threads_per_block)
-    saxpy_kernel[blocks, threads_per_block](np.float32(alpha), x, y, out)
+    saxpy_kernel[blocks, threads_per_block](*device_args(np.float32(alpha), x, y, out))
     return out
 
 
@@ -148,7 +149,7 @@ def scale2d(alpha: float, a: Any, out: Any = None, *, threads_per_block: tuple[i
         return out
     blocks = (blocks_for(cols, tx), blocks_for(rows, ty))
     check_launch(blocks, (tx, ty))
-    scale2d_kernel[blocks, (tx, ty)](np.float32(alpha), a, out)
+    scale2d_kernel[blocks, (tx, ty)](*device_args(np.float32(alpha), a, out))
     return out
 
 

@@ -21,6 +21,7 @@ from numba import cuda, int32
 
 from .. import runtime
 from ._launch import LaunchError, check_array, check_launch
+from .grid_stride import device_args
 
 __all__ = [
     "BINS",
@@ -98,7 +99,7 @@ def histogram(
         out[...] = 0
     grid = blocks if blocks is not None else (BLOCKS if runtime.is_gpu() else 2)
     check_launch(grid, TPB)
-    HISTOGRAM_KERNELS[kernel][grid, TPB](values, out)
+    HISTOGRAM_KERNELS[kernel][grid, TPB](*device_args(values, out))
     return out
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from numba import cuda, float32
 
 from ._launch import LaunchError, allocate_like, blocks_for, ceil_div, check_array, check_launch, check_out, count
+from .grid_stride import device_args
 
 __all__ = [
     "PTX_SIGNATURES",
@@ -100,9 +101,9 @@ def copy(src: Any, out: Any = None, *, stride: int = 1, threads_per_block: int =
         return out
     check_launch(blocks, threads_per_block)
     if stride == 1:
-        copy_kernel[blocks, threads_per_block](src, out)
+        copy_kernel[blocks, threads_per_block](*device_args(src, out))
     else:
-        strided_copy_kernel[blocks, threads_per_block](src, out, stride)
+        strided_copy_kernel[blocks, threads_per_block](*device_args(src, out, stride))
     return out
 
 
@@ -122,7 +123,7 @@ def transpose(a: Any, out: Any = None, *, kernel: Any = None) -> Any:
     kernel = _transpose_kernel(kernel)
     blocks = (blocks_for(cols, TILE), blocks_for(rows, TILE))
     check_launch(blocks, (TILE, TILE))
-    kernel[blocks, (TILE, TILE)](a, out)
+    kernel[blocks, (TILE, TILE)](*device_args(a, out))
     return out
 
 

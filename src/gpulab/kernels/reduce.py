@@ -30,6 +30,7 @@ from numba import cuda, float32, int32
 
 from .. import runtime
 from ._launch import LaunchError, allocate_like, blocks_for, check_array, check_launch, check_out, is_numba_device_array
+from .grid_stride import device_args
 
 __all__ = [
     "PTX_SIGNATURES",
@@ -195,7 +196,7 @@ def sum_atomic(x: Any, *, threads_per_block: int = 256) -> float:
         return 0.0
     total = _accumulator(x, np.float32)
     check_launch(blocks, threads_per_block)
-    sum_atomic_kernel[blocks, threads_per_block](x, total)
+    sum_atomic_kernel[blocks, threads_per_block](*device_args(x, total))
     return float(total[0])
 
 
@@ -208,7 +209,7 @@ def count_above(x: Any, threshold: float, *, threads_per_block: int = 256) -> in
         return 0
     count = _accumulator(x, np.int32)
     check_launch(blocks, threads_per_block)
-    count_above_kernel[blocks, threads_per_block](x, np.float32(threshold), count)
+    count_above_kernel[blocks, threads_per_block](*device_args(x, np.float32(threshold), count))
     return int(count[0])
 
 
@@ -222,7 +223,7 @@ def _reduce_in_passes(kernel: Any, x: Any) -> float:
         blocks = blocks_for(current.shape[0], TPB)
         check_launch(blocks, TPB)
         partials = allocate_like(current, blocks, np.float32)
-        kernel[blocks, TPB](current, partials)
+        kernel[blocks, TPB](*device_args(current, partials))
         if blocks == 1:
             return float(partials[0])
         current = partials
@@ -276,7 +277,7 @@ def softmax_rows(x: Any, out: Any = None) -> Any:
     if rows == 0:
         return out
     check_launch(rows, SOFTMAX_TPB)
-    softmax_rows_kernel[rows, SOFTMAX_TPB](x, out)
+    softmax_rows_kernel[rows, SOFTMAX_TPB](*device_args(x, out))
     return out
 
 

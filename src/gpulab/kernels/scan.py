@@ -26,6 +26,7 @@ import numpy as np
 from numba import cuda, float32
 
 from ._launch import allocate_like, blocks_for, check_array, check_launch
+from .grid_stride import device_args
 
 __all__ = ["PTX_SIGNATURES", "TPB", "add_offsets_kernel", "inclusive_scan", "scan_block_kernel", "scan_reference"]
 
@@ -87,10 +88,10 @@ def inclusive_scan(x: Any, out: Any = None) -> Any:
     blocks = blocks_for(n, TPB)
     check_launch(blocks, TPB)
     sums = allocate_like(x, blocks, np.float32)
-    scan_block_kernel[blocks, TPB](x, out, sums)
+    scan_block_kernel[blocks, TPB](*device_args(x, out, sums))
     if blocks > 1:
         scanned = inclusive_scan(sums)
-        add_offsets_kernel[blocks, TPB](out, scanned)
+        add_offsets_kernel[blocks, TPB](*device_args(out, scanned))
     return out
 
 

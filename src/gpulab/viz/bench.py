@@ -101,6 +101,9 @@ def report_html(report: dict[str, Any]) -> str:
         if peak
         else "No spec-sheet peak for this device."
     )
+    launch = (report.get("launch") or {}).get("line")
+    if launch:
+        peak_line += f" Launch floor: {html.escape(launch)}."
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>gpulab kernel benchmarks</title>"
         "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;text-align:right}"
