@@ -1,7 +1,7 @@
 """The emulated gpu mode tier: gpulab's gpu-mode code paths executed without a GPU.
 
-No GPU has ever run gpu mode's code (CI runs the simulator), so a NumPy array where CuPy wants a CuPy array, or a
-``np.asarray(cupy_array)``, would first fail on a learner's Colab. Here those paths run on an emulated CuPy 14
+CI has no GPU (gpu mode ran on one once, an H200 on 2026-12-04), so a NumPy array where CuPy wants a CuPy array, or
+a ``np.asarray(cupy_array)``, would first fail on a learner's Colab. Here those paths run on an emulated CuPy 14
 (tests/gpu_emulation/fakecupy: NumPy memory, CuPy's refusals, only CuPy's names) while numba's simulator runs the
 kernels (tests/gpu_emulation/emulate.py). Sizes are the simulator's: this tier checks host/device semantics, not
 gpu sizes or float32 tolerances at those sizes (tests/test_gpu_sizes*.py).
