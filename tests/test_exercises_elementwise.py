@@ -383,7 +383,9 @@ def test_two_owners_of_one_element_are_told_about_the_index_not_atomics():
         launch=lambda a, b, out: (2, 32),
         out_init=0,
     )
-    assert not lost.passed and "cuda.atomic.add" in lost.hint, lost
+    assert not lost.passed, lost  # on a GPU the threads of a warp read the same value: far fewer than 64 adds land
+    if not gpulab.is_gpu():  # the simulator saw the lost update (on a GPU the hint comes from the values alone)
+        assert "cuda.atomic.add" in lost.hint, lost
 
 
 @cuda.jit
