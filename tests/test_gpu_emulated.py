@@ -7,8 +7,8 @@ kernels (tests/gpu_emulation/emulate.py). Sizes are the simulator's: this tier c
 gpu sizes or float32 tolerances at those sizes (tests/test_gpu_sizes*.py).
 
 * the stand-in only has names the installed CuPy has;
-* library paths (tests/gpu_emulation/checks_library.py, checks_capstone.py, checks_train_reads.py and unit tests that
-  hold in both modes) in a pytest subprocess in emulated gpu mode;
+* library paths (tests/gpu_emulation/checks_library.py, checks_capstone.py, checks_train_reads.py,
+  checks_splitk.py and unit tests that hold in both modes) in a pytest subprocess in emulated gpu mode;
 * a subset of the lessons and lab solutions top to bottom (tests/gpu_emulation/nbemul.py; the committed notebooks
   are read, never written): those with the most gpu-mode branches that run in a few seconds of CPU each. The
   full audit of every notebook is ``python tests/gpu_emulation/nbemul.py notebooks/[01]*.ipynb labs/solutions/*``.
@@ -164,7 +164,7 @@ def test_the_stand_in_behaves_as_cupy_14_2():
 
 
 def test_library_gpu_paths_in_emulated_gpu_mode():
-    checks = ["checks_library.py", "checks_capstone.py", "checks_train_reads.py"]
+    checks = ["checks_library.py", "checks_capstone.py", "checks_train_reads.py", "checks_splitk.py"]
     tests = [str(EMUL / c) for c in checks] + [str(TESTS / t) for t in BOTH_MODES]
     cmd = [
         sys.executable,

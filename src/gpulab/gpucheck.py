@@ -101,6 +101,7 @@ GPU_TESTS = (
     "tests/test_kernels_scan.py",
     "tests/test_kernels_histogram.py",  # global and shared-memory integer atomics, uniform and one-bin data
     "tests/test_nn_ops.py",
+    "tests/test_splitk.py",  # the kernels backend's GEMM: split-K at the CNN's shapes against cuBLAS
     "tests/gpu_emulation/checks_capstone.py",  # the capstone's guard: checks held on the GPU, read twice a step
     "tests/gpu_emulation/checks_train_reads.py",  # fit's sums on the GPU: a NaN loss named at the next read
     "tests/test_conv.py",

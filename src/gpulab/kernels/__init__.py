@@ -45,6 +45,7 @@ from . import conv  # noqa: E402  (direct convolution, lesson 07)
 
 from . import scan  # noqa: E402  (prefix sums, lesson 05)
 from . import histogram as histogram_family  # noqa: E402  (histograms: atomics under contention, lesson 05)
+from . import splitk  # noqa: E402  (split-K matmul: the kernels backend's GEMM for a small C and a long K)
 from .histogram import histogram, histogram_global_kernel, histogram_shared_kernel  # noqa: E402
 
 FAMILIES: tuple[ModuleType, ...] = (
@@ -56,6 +57,7 @@ FAMILIES: tuple[ModuleType, ...] = (
     conv,
     scan,
     histogram_family,
+    splitk,
 )
 
 __all__ = [
@@ -96,6 +98,7 @@ __all__ = [
     "softmax_rows",
     "softmax_rows_kernel",
     "strided_copy_kernel",
+    "splitk",
     "sum_atomic",
     "sum_atomic_kernel",
     "sum_reduce",

@@ -109,8 +109,9 @@ def _xp(a: Any) -> Any:
 
 
 def gemm(a: Any, b: Any, *, kernel: Any = None, block: tuple[int, int] | None = None, cooperative: bool = False) -> Any:
-    """``a @ b`` (float32, 2-D). Default kernel: the lesson-04 register-tiled matmul on a GPU, the
-    grid-stride :func:`gemm_kernel` in the simulator; ``kernel(a, b, c)`` must be a grid-stride kernel.
+    """``a @ b`` (float32, 2-D). Default: on a GPU :func:`gpulab.kernels.splitk.matmul_auto` (lesson 04's tiled or
+    register-tiled matmul, or split-K for a small C and a long K, as :func:`gpulab.kernels.splitk.plan` says), in the
+    simulator the grid-stride :func:`gemm_kernel`; ``kernel(a, b, c)`` must be a grid-stride kernel.
 
     With ``block=(bx, by)`` the kernel is launched with one thread per element of c instead (lab 03's
     and lab 04's matmuls: ``j, i = cuda.grid(2)`` and a bounds check), in blocks of bx x by threads
@@ -125,9 +126,9 @@ def gemm(a: Any, b: Any, *, kernel: Any = None, block: tuple[int, int] | None = 
     xp = _xp(a)
     a, b = xp.ascontiguousarray(a), xp.ascontiguousarray(b)
     if kernel is None and runtime.is_gpu():
-        from .matmul import matmul
+        from .splitk import matmul_auto
 
-        return matmul(a, b)
+        return matmul_auto(a, b)
     c = xp.empty((a.shape[0], b.shape[1]), dtype=np.float32)  # (M, N)
     if block is None:
         launch_2d(kernel or gemm_kernel, c.shape[0], c.shape[1], a, b, c)
