@@ -25,6 +25,21 @@ def test_benchmark_counts_and_orders():
     assert "sleep: median" in str(r) and "not a GPU timing" in str(r)
 
 
+def test_one_slow_run_is_named_and_does_not_swell_the_spread():
+    """The H200 run printed "spread 7358%" for one outlier (another notebook used the GPU): the printed figure
+    is the interquartile range, and the slow run is said to be one, with its factor."""
+    r = timing.BenchResult((83e-6, 83.1e-6, 82.9e-6, 83.2e-6, 6.2e-3), "gpu", "CUDA events", "ElementwiseKernel")
+    assert r.spread > 70  # (max - min) / median, kept for the recordings
+    assert r.iqr < 0.01 and r.slow_runs == pytest.approx((6.2e-3 / 83.1e-6,))
+    text = str(r)
+    assert "spread 7" not in text and "interquartile range 0% of the median" in text
+    assert "one run up to 75x slower than the median: another program was probably using the GPU" in text
+    steady = timing.BenchResult((1.0, 1.1, 0.9, 1.2, 1.0), "simulator", "perf_counter")
+    assert steady.slow_runs == () and "slower" not in str(steady)
+    assert steady.iqr == pytest.approx(0.1)
+    assert timing.BenchResult((2.0,), "gpu", "CUDA events").iqr == 0.0
+
+
 def test_benchmark_rejects_bad_repeat():
     with pytest.raises(ValueError, match="repeat must be at least 1"):
         timing.benchmark(lambda: None, repeat=0)
