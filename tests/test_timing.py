@@ -249,3 +249,26 @@ def test_no_interface_sync_reaches_the_flag_numba_cuda_reads_in_gpu_mode():
     env["GPULAB_DEVICE"] = "gpu"  # gpu mode is chosen at import; nothing here touches a GPU
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
+def test_interleaved_rounds_share_a_busy_moment():
+    """Lab 05 compares two kernels: timed one after the other, a busy first half (another program on the GPU) fell
+    on one of them only; in alternating rounds it falls on both, and each round's ratio stays right."""
+    order = []
+
+    def make(name, seconds):
+        def call():
+            order.append(name)
+            busy = 4 if len(order) <= 12 else 1  # the first 12 calls: the device is shared
+            time.sleep(seconds * busy)
+
+        return call
+
+    res = timing.interleaved({"slow": make("slow", 0.004), "fast": make("fast", 0.002)}, rounds=4, repeat=3)
+    assert order[:6] == ["slow"] * 3 + ["fast"] * 3 and len(order) == 24
+    assert [r.label for r in res.values()] == ["slow", "fast"] and all(len(r.times) == 4 for r in res.values())
+    ratios = np.array(res["fast"].times) / np.array(res["slow"].times)
+    assert np.all((ratios > 0.3) & (ratios < 0.8))  # about 0.5 in every round, busy or not
+    assert "median of 3 per round" in res["fast"].clock
+    with pytest.raises(ValueError, match="rounds must be at least 1"):
+        timing.interleaved({}, rounds=0)

@@ -30,6 +30,7 @@ __all__ = [
     "device_name",
     "gbps",
     "gflops",
+    "interleaved",
     "lookup_peak",
     "no_interface_sync",
     "percent_of_peak",
@@ -203,6 +204,24 @@ def benchmark(
             times.append(time.perf_counter() - t0)
         clock = "perf_counter"
     return BenchResult(tuple(times), runtime.mode(), clock, label)
+
+
+def interleaved(calls: dict[str, Callable[[], Any]], *, rounds: int = 5, repeat: int = 3) -> dict[str, BenchResult]:
+    """Time several calls in alternating rounds, to compare them: each round runs :func:`benchmark` on each call in
+    turn (``repeat`` runs, no warm-up: compile and check them first) and keeps the median, so that a busy moment of
+    the device (another program, a clock that drops as it heats) falls on all of them alike, not on one. Returns a
+    :class:`BenchResult` per name whose ``times`` are its rounds' medians, in round order (so ``a.times[i] /
+    b.times[i]`` is round i's ratio)."""
+    rounds = _whole("rounds", rounds, 1, "use rounds=5.")
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    mode = clock = ""
+    for _ in range(rounds):
+        for name, fn in calls.items():
+            r = benchmark(fn, warmup=0, repeat=repeat)
+            times[name].append(r.median)
+            mode, clock = r.mode, r.clock
+    clock = f"{clock}, median of {repeat} per round"
+    return {name: BenchResult(tuple(t), mode, clock, name) for name, t in times.items()}
 
 
 _OPTIONS = ("warmup", "repeat", "label")
