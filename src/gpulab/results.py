@@ -106,6 +106,7 @@ SECTIONS: dict[str, Section] = {
             "gpulab.viz.matmul.normalize_ladder_rows",
             "notebooks/03_matmul_naive.ipynb",
             "notebooks/04_shared_memory_tiling.ipynb",
+            "gpulab.lessons.roofline.naive_matmul_note (lesson 11, lab 11)",
         ),
     ),
     "kernels": Section(

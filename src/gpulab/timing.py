@@ -30,6 +30,7 @@ __all__ = [
     "device_name",
     "gbps",
     "gflops",
+    "interleaved",
     "lookup_peak",
     "no_interface_sync",
     "percent_of_peak",
@@ -59,16 +60,42 @@ class BenchResult:
 
     @property
     def spread(self) -> float:
-        """(max - min) / median: how much the repeats disagree (0.05 means 5%)."""
+        """(max - min) / median: how much the fastest and slowest repeats disagree (0.05 means 5%). One slow
+        outlier (another program on the GPU) makes it large: :attr:`iqr` is the robust figure."""
         return (self.max - self.min) / self.median if self.median > 0 else 0.0
+
+    @property
+    def iqr(self) -> float:
+        """The interquartile range over the median: how much the middle half of the repeats disagree (0.05 means
+        5%). One outlier barely moves it; 0.0 for a single run."""
+        if len(self.times) < 2 or self.median <= 0:
+            return 0.0
+        q1, _, q3 = statistics.quantiles(self.times, n=4, method="inclusive")
+        return (q3 - q1) / self.median
+
+    @property
+    def slow_runs(self) -> tuple[float, ...]:
+        """The repeats that took more than 3x the median, as multiples of it: a run another program slowed down
+        (it shared the GPU, or the CPU in simulator mode), not the code's own speed."""
+        m = self.median
+        return tuple(t / m for t in self.times if m > 0 and t > 3 * m)
 
     def __str__(self) -> str:
         where = "GPU" if self.mode == "gpu" else "simulator (CPU, not a GPU timing)"
         name = f"{self.label}: " if self.label else ""
-        return (
-            f"{name}median {_fmt(self.median)}, min {_fmt(self.min)}, spread {self.spread:.0%} "
-            f"over {len(self.times)} runs [{where}, {self.clock}]"
+        text = (
+            f"{name}median {_fmt(self.median)}, min {_fmt(self.min)}, interquartile range {self.iqr:.0%} of the "
+            f"median over {len(self.times)} runs [{where}, {self.clock}]"
         )
+        slow = self.slow_runs
+        if slow:
+            runs = "one run" if len(slow) == 1 else f"{len(slow)} runs"
+            shared = "GPU" if self.mode == "gpu" else "CPU"
+            text += (
+                f" ({runs} up to {max(slow):.0f}x slower than the median: another program was probably using the "
+                f"{shared}; the median leaves it out)"
+            )
+        return text
 
 
 def _fmt(seconds: float) -> str:
@@ -177,6 +204,24 @@ def benchmark(
             times.append(time.perf_counter() - t0)
         clock = "perf_counter"
     return BenchResult(tuple(times), runtime.mode(), clock, label)
+
+
+def interleaved(calls: dict[str, Callable[[], Any]], *, rounds: int = 5, repeat: int = 3) -> dict[str, BenchResult]:
+    """Time several calls in alternating rounds, to compare them: each round runs :func:`benchmark` on each call in
+    turn (``repeat`` runs, no warm-up: compile and check them first) and keeps the median, so that a busy moment of
+    the device (another program, a clock that drops as it heats) falls on all of them alike, not on one. Returns a
+    :class:`BenchResult` per name whose ``times`` are its rounds' medians, in round order (so ``a.times[i] /
+    b.times[i]`` is round i's ratio)."""
+    rounds = _whole("rounds", rounds, 1, "use rounds=5.")
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    mode = clock = ""
+    for _ in range(rounds):
+        for name, fn in calls.items():
+            r = benchmark(fn, warmup=0, repeat=repeat)
+            times[name].append(r.median)
+            mode, clock = r.mode, r.clock
+    clock = f"{clock}, median of {repeat} per round"
+    return {name: BenchResult(tuple(t), mode, clock, name) for name, t in times.items()}
 
 
 _OPTIONS = ("warmup", "repeat", "label")

@@ -38,6 +38,7 @@ from .problems import (
     or_reference,
     reveal,
 )
+from .roofline import naive_matmul_note
 from .tally import Progress, progress
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "hint",
     "learner_notebook",
     "main",
+    "naive_matmul_note",
     "or_reference",
     "progress",
     "Progress",
