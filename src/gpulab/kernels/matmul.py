@@ -49,6 +49,7 @@ __all__ = [
     "matmul_reference",
     "matmul_regtiled_kernel",
     "matmul_tiled_kernel",
+    "operands",
 ]
 
 # Naive and shared-memory tiled kernels: blocks of TILE x TILE threads (256 threads for TILE = 16).
@@ -217,14 +218,8 @@ def _resolve(kernel: Any) -> Any:
     return kernel
 
 
-def matmul(a: Any, b: Any, out: Any = None, *, kernel: Any = None) -> Any:
-    """``out = a @ b`` for float32 matrices a (M, K) and b (K, N), computed by one of our kernels.
-
-    ``kernel`` is a name from :data:`MATMUL_KERNELS` or the kernel itself; the default is the
-    register-tiled kernel, the fastest on a GPU and also in the simulator (it launches 16x fewer
-    threads than the others). Arrays are NumPy (simulator) or CuPy / Numba device arrays (gpu mode);
-    ``out`` is allocated with the inputs' array module when not given.
-    """
+def operands(a: Any, b: Any) -> tuple[int, int, int]:
+    """``(M, K, N)`` of float32 matrices a (M, K) and b (K, N); raises with what to fix when they do not fit."""
     check_array("a", a, ndim=2, dtype=np.float32)
     check_array("b", b, ndim=2, dtype=np.float32)
     M, K = (int(s) for s in a.shape)
@@ -234,6 +229,18 @@ def matmul(a: Any, b: Any, out: Any = None, *, kernel: Any = None) -> Any:
             f"inner dimensions differ: a is {M}x{K} and b is {K2}x{N}, but a @ b needs a.shape[1] == "
             f"b.shape[0] ({K} != {K2}). Check the order of the operands, or transpose one (b.T)."
         )
+    return M, K, N
+
+
+def matmul(a: Any, b: Any, out: Any = None, *, kernel: Any = None) -> Any:
+    """``out = a @ b`` for float32 matrices a (M, K) and b (K, N), computed by one of our kernels.
+
+    ``kernel`` is a name from :data:`MATMUL_KERNELS` or the kernel itself; the default is the
+    register-tiled kernel, the fastest on a GPU and also in the simulator (it launches 16x fewer
+    threads than the others). Arrays are NumPy (simulator) or CuPy / Numba device arrays (gpu mode);
+    ``out`` is allocated with the inputs' array module when not given.
+    """
+    M, K, N = operands(a, b)
     if out is None:
         out = allocate_like(a, (M, N), np.float32)  # Numba device arrays in, one out (no host round trip)
     else:

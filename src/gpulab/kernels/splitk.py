@@ -25,9 +25,9 @@ import numpy as np
 from numba import cuda, float32
 
 from .. import runtime
-from ._launch import MAX_GRID_DIMS, LaunchError, allocate_like, ceil_div, check_array, check_launch, check_out, count
+from ._launch import MAX_GRID_DIMS, allocate_like, ceil_div, check_array, check_launch, check_out, count
 from .grid_stride import device_args, fast_simulator_arrays, launch_1d
-from .matmul import BM, BN, TILE, matmul
+from .matmul import BM, BN, TILE, matmul, operands
 from .nn_kernels import sum_rows_kernel
 
 __all__ = [
@@ -145,15 +145,7 @@ def matmul_splitk(a: Any, b: Any, slices: int, out: Any = None) -> Any:
     partials (slices, M, N), then ``sum_rows_kernel`` over them (one thread per element of C); with one slice the
     kernel writes ``out`` directly. NumPy arrays in the simulator, CuPy or Numba device arrays on a GPU.
     """
-    check_array("a", a, ndim=2, dtype=np.float32)
-    check_array("b", b, ndim=2, dtype=np.float32)
-    M, K = (int(s) for s in a.shape)
-    K2, N = (int(s) for s in b.shape)
-    if K != K2:
-        raise LaunchError(
-            f"matmul_splitk: a is {M}x{K} and b is {K2}x{N}, but a @ b needs a.shape[1] == b.shape[0] "
-            f"({K} != {K2}). Check the order of the operands, or transpose one (b.T)."
-        )
+    M, K, N = operands(a, b)
     slices = count("slices", slices, example="Use plan(M, N, K).slices, or 1 for no split.")
     if out is None:
         out = allocate_like(a, (M, N), np.float32)
