@@ -302,6 +302,39 @@ def test_streams_model_rows_come_from_the_chunk_times(monkeypatch, engines, four
     assert [r["seconds"] for r in rows if r["kind"] == "pipeline"] == [0.05] * 3
 
 
+def test_streams_compare_rows_sets_the_pipelines_against_the_model(monkeypatch):
+    # The lesson's numbers (2 ms in, 1 ms kernel, 2 ms out, 4 chunks): measured as the model says, they agree; the
+    # pipeline that allocates inside its loop is not the one compared.
+    from gpulab import timing
+    from gpulab.bench import streams as bench_streams
+
+    fake = {"chunk copy in": 2e-3, "chunk kernel": 1e-3, "chunk copy out": 2e-3}
+    fake |= {"pipelined saxpy, 1 stream": 20e-3, "pipelined saxpy, 4 streams": 11e-3}
+    monkeypatch.setattr(timing, "benchmark", _fake_benchmark(fake))
+    monkeypatch.setattr(bench_streams, "_copy_engines", lambda: 2)
+    rows = bench_streams.streams_rows(1024, 256, repeat=1)
+    assert [r["allocating"] for r in rows if r["kind"] == "pipeline"] == [False, False, True]
+    lines = bench_streams.compare_rows(rows)
+    assert lines[:2] == [
+        "1 stream: measured 20.00 ms, the model 20.00 ms (1.00x the model)",
+        "4 streams: measured 11.00 ms, the model 11.00 ms (1.00x the model)",
+    ]
+    assert lines[2].startswith("Measured and model agree")
+    assert bench_streams.compare_rows([r for r in rows if r["kind"] != "model"]) == []
+
+
+def test_streams_compare_rows_reads_the_h200_recording_without_the_allocating_key():
+    # Recorded before rows had "allocating": the label tells. There 4 streams were no faster than 1 (5.21 vs 5.16 ms)
+    # while the model said 3.99 ms: lesson 02 must say so rather than promise the overlap.
+    from gpulab.bench import streams as bench_streams
+
+    rec = results.latest("streams", device="NVIDIA H200", directory=results.RESULTS_DIR)
+    assert rec is not None and not any("allocating" in r for r in rec.sections["streams"])
+    lines = bench_streams.compare_rows(rec.sections["streams"])
+    assert lines[1] == "4 streams: measured 5.21 ms, the model 3.99 ms (1.31x the model)"
+    assert lines[2].startswith("They disagree") and len(lines) == 3
+
+
 def test_streams_without_copy_engines_has_no_model_rows_and_chunks_must_be_equal(monkeypatch):
     from gpulab import timing
     from gpulab.bench import streams as bench_streams

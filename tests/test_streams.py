@@ -576,3 +576,39 @@ def test_gpu_mode_names_a_missing_final_sync_from_the_result(monkeypatch):
 
     res = pipelined.check_pipelined(wrong, cases=[(1000, 256, 4)])
     assert res.status == "failed" and res.details.get("mistake") != "no_final_sync", res
+
+
+# --- measured against the model -----------------------------------------------------------------------------
+
+
+def test_compare_with_model_says_when_streams_saved_less_than_the_model_predicts():
+    # The H200 recording of 2026-12-04: 4 streams no faster than 1, while the model from the chunk times said 3.99 ms.
+    lines = streams.compare_with_model(
+        {1: 5.162e-3, 4: 5.212e-3}, {1: 5.711e-3, 4: 3.993e-3}, chunk_s=(4.684e-4, 5.56e-5, 1.899e-4)
+    )
+    assert lines[0] == "1 stream: measured 5.16 ms, the model 5.71 ms (0.90x the model)"
+    assert lines[1] == "4 streams: measured 5.21 ms, the model 3.99 ms (1.31x the model)"
+    assert lines[2].startswith(
+        "They disagree: the model says 4 streams take 1.43x less time than 1, the measurement 0.99x"
+    )
+    assert "The kernel is 8% of a chunk's time" in lines[2] and "both at once on two streams" in lines[2]
+    assert len(lines) == 3
+
+
+def test_compare_with_model_agrees_within_the_tolerance_and_names_a_saving_that_agrees_alone():
+    ok = streams.compare_with_model({1: 20.5e-3, 4: 11.4e-3}, {1: 20e-3, 4: 11e-3})
+    assert ok[-1].startswith("Measured and model agree within 15%: 4 streams took 1.80x less time than 1")
+    slower = streams.compare_with_model({1: 40e-3, 4: 22e-3}, {1: 20e-3, 4: 11e-3})  # both 2x: the saving agrees
+    assert slower[-1].startswith("The saving agrees with the model (4 streams 1.82x faster than 1, the model 1.82x)")
+    more = streams.compare_with_model({1: 20e-3, 4: 8e-3}, {1: 20e-3, 4: 11e-3})
+    assert more[-1].startswith("4 streams saved more than the model predicts (2.50x less time than 1, the model 1.82x)")
+    # a kernel that is most of a chunk's time: no sentence about the copies' overlap
+    big_kernel = streams.compare_with_model({1: 20e-3, 4: 20e-3}, {1: 20e-3, 4: 11e-3}, chunk_s=(2e-3, 6e-3, 2e-3))
+    assert "They disagree" in big_kernel[-1] and "The kernel is" not in big_kernel[-1]
+
+
+def test_compare_with_model_needs_two_stream_counts_in_both():
+    with pytest.raises(
+        ValueError, match=r"at least two stream counts in both, got measured for \[1, 4\] and the model for \[1\]"
+    ):
+        streams.compare_with_model({1: 1.0, 4: 1.0}, {1: 1.0})

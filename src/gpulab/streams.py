@@ -28,7 +28,7 @@ overlapping): it shows how overlap arises, not how long a real GPU takes. Only a
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "Op",
     "Step",
     "Timeline",
+    "compare_with_model",
     "pipeline_timeline",
     "recorded_timeline",
     "schedule",
@@ -259,3 +260,67 @@ def stream_numbers(records: Sequence[Any]) -> dict[int, int]:
         elif id(r.stream) not in out:
             out[id(r.stream)] = len({v for v in out.values() if v}) + 1
     return out
+
+
+def compare_with_model(
+    measured: Mapping[int, float],
+    model: Mapping[int, float],
+    *,
+    chunk_s: tuple[float, float, float] | None = None,
+    tolerance: float = 0.15,
+) -> list[str]:
+    """Lines that set measured pipeline times against the model's, ``{streams: seconds}`` each, for the stream
+    counts both have, then one verdict comparing the fewest streams with the most: the two agree (every time
+    within ``tolerance`` of the model's), the streams saved less than half of what the model predicts (the overlap
+    it assumes did not happen, with what would tell why), they saved more than it predicts, or the saving agrees
+    but the times do not.
+    ``chunk_s``: one chunk's copy in, kernel and copy out, each timed alone (the model's inputs).
+
+    Raises ValueError when the two share fewer than two stream counts."""
+    counts = sorted(set(measured) & set(model))
+    if len(counts) < 2:
+        raise ValueError(
+            f"compare_with_model needs times for at least two stream counts in both, got measured for "
+            f"{sorted(measured)} and the model for {sorted(model)}."
+        )
+    lines = [
+        f"{k} stream{'s' if k > 1 else ''}: measured {measured[k] * 1e3:.2f} ms, the model {model[k] * 1e3:.2f} ms "
+        f"({measured[k] / model[k]:.2f}x the model)"
+        for k in counts
+    ]
+    lo, hi = counts[0], counts[-1]
+    got, want = measured[lo] / measured[hi], model[lo] / model[hi]
+    if all(abs(measured[k] / model[k] - 1) <= tolerance for k in counts):
+        lines.append(
+            f"Measured and model agree within {tolerance:.0%}: {hi} streams took {got:.2f}x less time than {lo} "
+            f"(the model: {want:.2f}x), so the copies and kernels overlapped as the model assumes."
+        )
+    elif got - 1 < (want - 1) / 2:
+        verdict = (
+            f"They disagree: the model says {hi} streams take {want:.2f}x less time than {lo}, the measurement "
+            f"{got:.2f}x. The overlap the model assumes (one chunk's copy in, another's kernel and a third's copy out "
+            f"at the same time) did not happen at full speed on this machine; these times do not say why."
+        )
+        if chunk_s is not None and chunk_s[1] < 0.25 * sum(chunk_s):
+            verdict += (
+                f" The kernel is {chunk_s[1] / sum(chunk_s):.0%} of a chunk's time, so most of the saving the model "
+                "counts on is the copy in running at the same time as the copy out."
+            )
+        verdict += (
+            " What would tell: time a chunk's copy in and its copy out alone, then both at once on two streams; if "
+            "at once they take about the sum of the two, the two directions do not run at full speed together here "
+            "(the model assumes they do)."
+        )
+        lines.append(verdict)
+    elif got > want * (1 + tolerance):
+        lines.append(
+            f"{hi} streams saved more than the model predicts ({got:.2f}x less time than {lo}, the model {want:.2f}x): "
+            "its inputs (each chunk's operations timed alone) or its rules do not fit this machine."
+        )
+    else:
+        lines.append(
+            f"The saving agrees with the model ({hi} streams {got:.2f}x faster than {lo}, the model {want:.2f}x), "
+            f"but the times differ from it by more than {tolerance:.0%}: a chunk timed alone took a different time "
+            "from a chunk inside the pipeline."
+        )
+    return lines

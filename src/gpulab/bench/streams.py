@@ -7,11 +7,12 @@ arrays with 1 and with 4 streams (each stream's device buffers allocated once, b
 pipeline allocating its device arrays inside the loop (:func:`_allocating`, the pattern the lesson warns against:
 CUDA's "implicit synchronization" keeps two streams' commands from running concurrently when a device allocation is
 issued between them, and the arrays the loop drops are freed, which waits for the GPU; the rows side by side show
-what that costs on the GPU measured). It also times one chunk's copy in, kernel and copy out and gives what the model
-(:func:`gpulab.streams.pipeline_timeline`) predicts from those times: rows of kind ``"model"``, predictions, never
-measurements. ``--record`` stores the rows; lesson 02 shows them in simulator mode. ``bench lessons`` skips the
-section in simulator mode (the simulator runs every call at once and times nothing); :func:`streams_rows` still runs
-there (the tests), its labels saying so.
+what that costs on the GPU measured). It also times one chunk's copy in, kernel and copy out (:func:`chunk_times`)
+and gives what the model (:func:`gpulab.streams.pipeline_timeline`) predicts from those times
+(:func:`model_seconds`): rows of kind ``"model"``, predictions, never measurements; :func:`compare_rows` sets the
+measured pipelines against them. ``--record`` stores the rows; lesson 02 shows them in simulator mode. ``bench
+lessons`` skips the section in simulator mode (the simulator runs every call at once and times nothing);
+:func:`streams_rows` still runs there (the tests), its labels saying so.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 
 from .. import runtime, timing
 
-__all__ = ["SIZES", "streams_rows"]
+__all__ = ["SIZES", "chunk_times", "compare_rows", "model_seconds", "streams_rows"]
 
 # float32 elements: 64 MB per array and 8 chunks of 8 MB on a GPU (a few seconds in all, most of it the kernel's
 # compilation and the pinned allocations); the simulator sizes only exercise the code.
@@ -83,10 +84,7 @@ def streams_rows(n: int, chunk: int, *, streams: int = 4, repeat: int = 5) -> li
     Raises ValueError unless ``chunk`` divides ``n`` (the model assumes equal chunks)."""
     from numba import cuda
 
-    from ..kernels._launch import ceil_div
-    from ..kernels.elementwise import saxpy_kernel
     from ..lessons.pipelined import pipelined_saxpy
-    from ..streams import pipeline_timeline
 
     if chunk < 1 or n < chunk or n % chunk:
         raise ValueError(f"streams_rows needs n a multiple of chunk (equal chunks), got n={n}, chunk={chunk}.")
@@ -110,18 +108,7 @@ def streams_rows(n: int, chunk: int, *, streams: int = 4, repeat: int = 5) -> li
         _row(f"{pre}device -> pinned", "copy", back.median, nbytes),
     ]
 
-    cx, cy, cout = (cuda.device_array(chunk, np.float32) for _ in range(3))
-    blocks = ceil_div(chunk, TPB)
-
-    def copy_in() -> None:
-        cx.copy_to_device(x_h[:chunk])
-        cy.copy_to_device(y_h[:chunk])
-
-    h2d = bench(copy_in, repeat=repeat, label="chunk copy in")
-    kern = bench(saxpy_kernel[blocks, TPB], alpha, cx, cy, cout, repeat=repeat, label="chunk kernel")
-    d2h = bench(cout.copy_to_host, out_h[:chunk], repeat=repeat, label="chunk copy out")
-    if not np.allclose(out_h[:chunk], alpha * x_h[:chunk] + y_h[:chunk], rtol=1e-6, atol=1e-6):
-        raise AssertionError("streams: saxpy on one chunk is wrong")
+    h2d, kern, d2h = chunk_times(x_h, y_h, out_h, chunk, repeat=repeat)
 
     moved = 3 * nbytes
     cases = [
@@ -134,16 +121,82 @@ def streams_rows(n: int, chunk: int, *, streams: int = 4, repeat: int = 5) -> li
         res = bench(fn, alpha, x_h, y_h, out_h, chunk, k, repeat=repeat, label=label)
         if not np.allclose(out_h, alpha * x_h + y_h, rtol=1e-6, atol=1e-6):
             raise AssertionError(f"streams: {label} computed a wrong result")
-        rows.append(_row(pre + label, "pipeline", res.median, moved, streams=k, chunks=chunks, chunk_bytes=chunk * 4))
+        more: dict[str, Any] = {
+            "streams": k,
+            "chunks": chunks,
+            "chunk_bytes": chunk * 4,
+            "allocating": fn is _allocating,
+        }
+        rows.append(_row(pre + label, "pipeline", res.median, moved, **more))
 
+    model = model_seconds(chunks, h2d.median, kern.median, d2h.median, (1, streams))
     engines = _copy_engines()
-    if engines == 0:  # copies cannot overlap kernels at all on this GPU: the model does not apply
-        return rows
     per_chunk = {"chunk_h2d_seconds": h2d.median, "chunk_kernel_seconds": kern.median, "chunk_d2h_seconds": d2h.median}
-    used = 2 if engines is None or engines >= 2 else 1  # the model knows 1 or 2 copy engines
-    for k in (1, streams):
-        tl = pipeline_timeline(chunks, h2d.median, kern.median, d2h.median, streams=k, copy_engines=used)
+    used = 2 if engines is None or engines >= 2 else 1
+    for k, seconds in model.items():
         label = f"{pre}model (gpulab.streams) from the measured chunk times: {k} stream{'s' if k > 1 else ''}"
         more = {"streams": k, "chunks": chunks, "copy_engines": used, "async_engine_count": engines, **per_chunk}
-        rows.append(_row(label, "model", tl.total, moved, **more))
+        rows.append(_row(label, "model", seconds, moved, **more))
     return rows
+
+
+def chunk_times(
+    x_h: np.ndarray, y_h: np.ndarray, out_h: np.ndarray, chunk: int, *, repeat: int = 5
+) -> tuple[timing.BenchResult, timing.BenchResult, timing.BenchResult]:
+    """One chunk of a pipelined saxpy timed one operation at a time, nothing else running: the copy in of its
+    ``x`` and ``y`` (the first ``chunk`` elements of the pinned ``x_h``, ``y_h``), the library's ``saxpy_kernel``
+    on it, and the copy out into ``out_h`` (checked). The model's inputs (:func:`model_seconds`)."""
+    from numba import cuda
+
+    from ..kernels._launch import ceil_div
+    from ..kernels.elementwise import saxpy_kernel
+
+    alpha = np.float32(3)
+    cx, cy, cout = (cuda.device_array(chunk, np.float32) for _ in range(3))
+
+    def copy_in() -> None:
+        cx.copy_to_device(x_h[:chunk])
+        cy.copy_to_device(y_h[:chunk])
+
+    bench = timing.benchmark
+    h2d = bench(copy_in, repeat=repeat, label="chunk copy in")
+    kern = bench(saxpy_kernel[ceil_div(chunk, TPB), TPB], alpha, cx, cy, cout, repeat=repeat, label="chunk kernel")
+    d2h = bench(cout.copy_to_host, out_h[:chunk], repeat=repeat, label="chunk copy out")
+    if not np.allclose(out_h[:chunk], alpha * x_h[:chunk] + y_h[:chunk], rtol=1e-6, atol=1e-6):
+        raise AssertionError("streams: saxpy on one chunk is wrong")
+    return h2d, kern, d2h
+
+
+def model_seconds(
+    chunks: int, h2d_s: float, kernel_s: float, d2h_s: float, stream_counts: tuple[int, ...] = (1, 4)
+) -> dict[int, float]:
+    """What the model (:func:`gpulab.streams.pipeline_timeline`) predicts for ``chunks`` equal chunks on each of
+    ``stream_counts``, with this GPU's copy engines (2 in simulator mode); empty on a GPU without a copy engine,
+    where copies cannot overlap kernels and the model does not apply."""
+    from ..streams import pipeline_timeline
+
+    engines = _copy_engines()
+    if engines == 0:
+        return {}
+    used = 2 if engines is None or engines >= 2 else 1  # the model knows 1 or 2 copy engines
+    return {
+        k: pipeline_timeline(chunks, h2d_s, kernel_s, d2h_s, streams=k, copy_engines=used).total for k in stream_counts
+    }
+
+
+def compare_rows(rows: list[dict[str, Any]]) -> list[str]:
+    """:func:`gpulab.streams.compare_with_model` on rows of this section (measured now or recorded): the pipeline
+    with buffers allocated before the loop against the model, per stream count. Recordings made before rows had
+    ``"allocating"`` are read by their label. Empty when the rows have no model."""
+    from ..streams import compare_with_model
+
+    def allocating(r: dict[str, Any]) -> bool:
+        return bool(r.get("allocating", "allocated inside the loop" in r["label"]))
+
+    measured = {r["streams"]: r["seconds"] for r in rows if r["kind"] == "pipeline" and not allocating(r)}
+    models = [r for r in rows if r["kind"] == "model"]
+    if len(models) < 2:
+        return []
+    m = models[0]
+    chunk = (m["chunk_h2d_seconds"], m["chunk_kernel_seconds"], m["chunk_d2h_seconds"])
+    return compare_with_model(measured, {r["streams"]: r["seconds"] for r in models}, chunk_s=chunk)
