@@ -25,7 +25,7 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +192,11 @@ class Recording:
     source: str
     sections: dict[str, Any]
     path: Path
+    sources: dict[str, str] = field(default_factory=dict)  # section -> the command that wrote it (since 2026-12-04)
+
+    def of(self, section: str) -> Recording:
+        """This recording labelled with the command that wrote ``section`` (a file holds several commands' rows)."""
+        return replace(self, source=self.sources.get(section, self.source))
 
     @property
     def label(self) -> str:
@@ -201,7 +206,14 @@ class Recording:
 
 def _load(path: Path) -> Recording:
     data = json.loads(path.read_text())
-    return Recording(data["device"], data["date"], data.get("source", "unknown"), data.get("sections", {}), path)
+    return Recording(
+        data["device"],
+        data["date"],
+        data.get("source", "unknown"),
+        data.get("sections", {}),
+        path,
+        dict(data.get("sources", {})),
+    )
 
 
 def list_recordings(directory: Path | None = None) -> list[Recording]:
@@ -221,7 +233,7 @@ def latest(section: str, device: str | None = None, directory: Path | None = Non
     recs = [r for r in list_recordings(directory) if section in r.sections]
     if device:
         recs = [r for r in recs if device.lower() in r.device.lower()]
-    return recs[-1] if recs else None
+    return recs[-1].of(section) if recs else None
 
 
 def _slug(text: str) -> str:
