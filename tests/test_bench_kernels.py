@@ -211,12 +211,13 @@ def test_the_report_starts_with_the_launch_floor_and_records_it(tmp_path):
     report = bk.measure([64], only=["copy"], log=lambda s: None)
     launch = report["launch"]
     assert [r["kind"] for r in launch["rows"]] == ["array", "numba", "launcher"]
-    assert all(r["seconds"] > 0 for r in launch["rows"]) and launch["seconds"] == launch["rows"][0]["seconds"]
-    assert launch["line"].startswith("each launch costs about ") and "simulator timings" in launch["line"]
+    # the floor is the cases' own path: a launcher's call (checks, device_args, launch) on one element
+    assert all(r["seconds"] > 0 for r in launch["rows"]) and launch["seconds"] == launch["rows"][-1]["seconds"]
+    assert launch["line"].startswith("each call costs about ") and "simulator timings" in launch["line"]
     rows = bk.section_rows(report)["launch"]
     assert [r["kind"] for r in rows] == ["array", "numba", "launcher"]
     path = results.record("launch", rows, "Test GPU", directory=tmp_path)
-    assert json.loads(path.read_text())["sections"]["launch"][0]["seconds"] == launch["seconds"]
+    assert json.loads(path.read_text())["sections"]["launch"][-1]["seconds"] == launch["seconds"]
 
 
 def test_the_floor_line_names_the_element_count_below_which_a_copy_is_mostly_launch():
@@ -227,10 +228,18 @@ def test_the_floor_line_names_the_element_count_below_which_a_copy_is_mostly_lau
     line = floor_line({"mode": "gpu", "launch": floor, "rows": [copy]})
     # 130 us at 4,000 GB/s moves 520 MB: a copy's 8 bytes per element, 65 million elements
     assert line == (
-        "each launch costs about 130 us on this machine, timed as the cases are (an empty kernel given a CuPy "
-        "array; 65 us given a Numba device array): below about 65,000,000 elements a copy's time is mostly launch "
-        "(4,000 GB/s, the best copy rate measured at n=268,435,456)"
+        "each call costs about 130 us on this machine before any work, timed as the cases are (an empty kernel "
+        "given a CuPy array 130 us, given a Numba device array 65 us): below about 65,000,000 elements a copy's time "
+        "is mostly launch (4,000 GB/s, the best copy rate measured at n=268,435,456)"
     )
+    # with the launcher's row (what every case pays), that is the floor
+    with_launcher = {"rows": [*floor["rows"], {"kind": "launcher", "seconds": 200e-6}]}
+    line = floor_line({"mode": "gpu", "launch": with_launcher, "rows": [copy]})
+    assert line.startswith(
+        "each call costs about 200 us on this machine before any work, timed as the cases are "
+        "(kernels.copy of 1 element; an empty kernel given a CuPy array 130 us"
+    )
+    assert "below about 100,000,000 elements" in line
     peak = {"dram_gbps": 4800}
     assert "below about 78,000,000 elements" in floor_line({"mode": "gpu", "launch": floor, "rows": [], "peak": peak})
 
@@ -253,3 +262,38 @@ def test_a_lesson_note_on_a_recording_says_what_a_launch_cost_there():
     assert "(about 128 us)" in note
     note = recorded_note(rec({"launch": [{"label": "x", "kind": "array", "seconds": 64e-6}], "kernels": copies}))
     assert "an empty kernel took about 64 us per call there" in note
+
+
+def test_a_size_that_does_not_fit_in_host_memory_is_skipped_after_the_kept_inputs_are_dropped(monkeypatch):
+    """At 2**28 elements a case's host arrays are 1 GiB each (Colab has 12.7 GB of RAM): a size whose host arrays
+    would not fit what is available is skipped with a line, after the inputs kept for later cases are dropped."""
+    available = iter([10_000, 10_000, 10 << 30, 10 << 30])  # short for the size 4096 (twice), then plenty
+    monkeypatch.setattr(bk, "_free_host_bytes", lambda: next(available, 10 << 30))
+    dropped = []
+    monkeypatch.setattr(bk, "clear_draws", lambda: dropped.append(1))
+    lines: list[str] = []
+    report = bk.measure([4096, 64], only=["copy"], log=lines.append)
+    assert [(r["kernel"], r["size"]) for r in report["rows"]] == [("copy", 64)]
+    assert report["skipped"][0]["reason"].startswith("n=4,096 needs about 0.0 GB of host memory")
+    assert dropped and any(line.startswith("  skip copy n=4096: n=4,096 needs about") for line in lines)
+    assert bk._free_host_bytes() is None or bk._free_host_bytes() > 0
+
+
+def test_the_softmax_case_checks_rows_spread_over_the_matrix_without_a_whole_reference():
+    """A whole reference and NumPy's comparison at 2**28 elements took several GiB of host memory: the check reads
+    CHECKED_ROWS rows, the first and the last among them, and still catches a wrong row."""
+    from gpulab.bench import cases as bc
+
+    prob = bc._build_softmax(lambda x, out: None, 4100 * 4100, np.random.default_rng(0))
+    bc.clear_draws()
+    rows, cols = prob.shape
+    assert rows > bc.CHECKED_ROWS  # only some rows are checked
+    x = np.random.default_rng(0).standard_normal((rows, cols), dtype=np.float32)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    good = e / e.sum(axis=1, keepdims=True)
+    prob.check(good)
+    for bad_row in (0, rows - 1):
+        bad = good.copy()
+        bad[bad_row] = 1.0 / cols
+        with pytest.raises(AssertionError):
+            prob.check(bad)

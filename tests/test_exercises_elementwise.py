@@ -196,7 +196,8 @@ def test_adding_into_an_output_hint_writes_the_kernels_own_element():
     first = _check_copy(copy_into_first, sizes=whole)  # every thread adds into out[0]
     if gpulab.is_gpu():  # no race check on a GPU: the constant index is named before the hint about adding
         assert not first.passed and first.hint.startswith("Every thread adds into the same element, `out[0]`")
-        assert "its own (`out[i]`" in first.hint and "adds into it (`out[0] += ...`)" in first.hint
+        assert "its own (`out[i]` with `i = cuda.grid(1)`) and write it with `=`" in first.hint
+        assert "acc" not in first.hint  # not the accumulate-then-write advice, which would keep out[0]
     else:  # the simulator saw two threads write out[0]: the race is the verdict
         assert not first.passed and "both wrote out[0]" in first.hint and "adds into it" not in first.hint
     res = _check_copy(copy_adding_into_res)

@@ -49,6 +49,10 @@ BOTH_MODES = [
     "test_exercises_matmul.py",
     "test_llm.py",
     "test_trace.py",
+    # single tests of files whose others need the simulator's own checks (its race check, its IndexError): the gpu
+    # branches the H200 run of 2026-12-04 showed a test must have
+    "test_exercises_elementwise.py::test_adding_into_an_output_hint_writes_the_kernels_own_element",
+    "test_nn_dropout.py::test_models_on_two_backends_drop_the_same_elements",
 ]
 
 # Notebooks run in CI, chosen for gpu-mode branches (cupy, xp(), is_gpu() in their cells and the checks they call)

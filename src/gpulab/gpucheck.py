@@ -90,7 +90,7 @@ SLOW_FIRST = ("lab09", "09_", "lab12", "12_", "10_", "05_", "04_")
 # Run one at a time, after the others: notebooks whose text or checks compare timings. Among 8 notebooks sharing the
 # H200 (2026-12-04) lesson 02's stride-4 copy measured faster than its stride-1 copy, lesson 06's FP16/FP32 speed-up
 # 34.7x (13.9x alone), and lab 05's prediction of which softmax is faster was judged on disturbed medians.
-ALONE = ("02_", "06_", "lab05")
+ALONE = ("notebooks/02_", "notebooks/06_", "lab05")  # parts of paths: "02_" alone would match lab02 too
 # Unit tests that exercise kernels, layers and exercise checks (gpu mode: on the GPU, at their sizes).
 GPU_TESTS = (
     "tests/test_kernels_elementwise.py",

@@ -112,6 +112,20 @@ def _close(expected: Any, rtol: float = 1e-5, atol: float = 1e-5) -> Callable[[A
     return check
 
 
+def _close_rows(expected: np.ndarray, rows: np.ndarray, rtol: float, atol: float) -> Callable[[Any], None]:
+    """A check of the result's ``rows`` only against ``expected`` (those rows' reference): at 2**28 elements a whole
+    float64-free reference and NumPy's comparison of 1 GiB arrays took several GiB of host memory."""
+
+    def check(got: Any) -> None:
+        np.testing.assert_allclose(np.asarray(runtime.to_host(got))[rows], expected, rtol=rtol, atol=atol)
+
+    return check
+
+
+# Rows of a softmax result checked: spread over the whole matrix (the first, the last and evenly between).
+CHECKED_ROWS = 4096
+
+
 def _square(n: int) -> int:
     return max(1, int(round(math.sqrt(n))))
 
@@ -151,7 +165,7 @@ def _build_transpose(kernel_name: str) -> Callable[..., Problem]:
 def _build_sum(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:
     x_h = _draw(rng, "random", (n,))  # positive: the float32 sum stays well conditioned
     x = runtime.to_device(x_h)
-    expected = float(x_h.astype(np.float64).sum())
+    expected = float(x_h.sum(dtype=np.float64))  # float64 accumulation without a float64 copy (2 GiB at 2**28)
     base, base_work = _copy_baseline(n * 4)
     # sum_atomic adds into one float32 running total in whatever order the warps arrive: at n = 2**24 the total
     # passes 2**23, where float32's spacing is 1, and its error reaches 1.25e-4 of the sum (a running total in
@@ -163,14 +177,15 @@ def _build_softmax(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> 
     rows = _square(n)
     cols = max(1, n // rows)
     x_h = _draw(rng, "standard_normal", (rows, cols))
-    e = np.exp(x_h - x_h.max(axis=1, keepdims=True))
+    checked = np.unique(np.linspace(0, rows - 1, min(rows, CHECKED_ROWS)).astype(np.int64))
+    xs = x_h[checked]
+    e = np.exp(xs - xs.max(axis=1, keepdims=True))
     expected = e / e.sum(axis=1, keepdims=True)
     x = runtime.to_device(x_h)
     out = _xp().empty_like(x)
     base, base_work = _copy_baseline(x_h.size * 4)
-    return Problem(
-        lambda: fn(x, out), _close(expected, rtol=1e-4, atol=1e-6), 2.0 * x_h.size * 4, x_h.shape, base, base_work
-    )
+    check = _close_rows(expected, checked, rtol=1e-4, atol=1e-6)
+    return Problem(lambda: fn(x, out), check, 2.0 * x_h.size * 4, x_h.shape, base, base_work)
 
 
 def _build_add(fn: Callable[..., Any], n: int, rng: np.random.Generator) -> Problem:

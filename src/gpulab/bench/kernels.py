@@ -85,6 +85,41 @@ def _free_device_bytes() -> int | None:
         return None
 
 
+def _free_host_bytes() -> int | None:
+    """Host memory available to this process (Linux's MemAvailable), or None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+# Host memory a size may take, estimated as this many times its device bytes (the inputs drawn on the host, the
+# result copied back, a reference): at 2**28 elements a case's host arrays are 1 GiB each, and Colab has 12.7 GB.
+HOST_FACTOR = 2
+
+
+def _memory_short(case: Case, n: int) -> str:
+    """Why ``case`` at ``n`` does not fit the device's free memory or the host's available memory, or ""."""
+    need = case.device_bytes(n)
+    free = _free_device_bytes()
+    if free is not None and need > MEMORY_SHARE * free:
+        return (
+            f"n={n:,} needs about {need / 1e9:.1f} GB of device memory ({case.arrays} float32 arrays), "
+            f"{free / 1e9:.1f} GB is free"
+        )
+    host = _free_host_bytes()
+    if host is not None and HOST_FACTOR * need > MEMORY_SHARE * host:
+        clear_draws()  # the inputs kept for the next cases go first
+        host = _free_host_bytes() or host
+    if host is not None and HOST_FACTOR * need > MEMORY_SHARE * host:
+        return f"n={n:,} needs about {HOST_FACTOR * need / 1e9:.1f} GB of host memory, {host / 1e9:.1f} GB is available"
+    return ""
+
+
 def _launcher(name: str) -> Callable[..., Any] | None:
     """A kernel launcher from gpulab.kernels (or one of its family modules), or None if absent."""
     try:
@@ -143,7 +178,7 @@ def measure(
         raise UsageError(f"unknown kernel(s) {', '.join(unknown)}; choose from {', '.join(c.name for c in cases())}.")
     launch = measure_floor()
     floor_us = launch["seconds"] * 1e6
-    log(f"  launch floor: an empty kernel given an array argument takes {floor_us:,.1f} us per timed call")
+    log(f"  launch floor: a launcher's call on one element (kernels.copy) takes {floor_us:,.1f} us per timed call")
     ladders: dict[str, list[int]] = {}
     for case in selected:
         fn = _launcher(case.launcher)
@@ -154,13 +189,8 @@ def measure(
         case_sizes = given or default_sizes(case, mode)
         ladders.setdefault(case.ladder, case_sizes)
         for n in case_sizes:
-            free = _free_device_bytes()
-            need = case.device_bytes(n)
-            if free is not None and need > MEMORY_SHARE * free:
-                reason = (
-                    f"n={n:,} needs about {need / 1e9:.1f} GB of device memory ({case.arrays} float32 arrays), "
-                    f"{free / 1e9:.1f} GB is free"
-                )
+            reason = _memory_short(case, n)
+            if reason:
                 skipped.append({"kernel": case.name, "size": int(n), "reason": reason})
                 log(f"  skip {case.name} n={n}: {reason}")
                 continue

@@ -29,7 +29,10 @@ def empty_kernel(a):
 def measure_floor(*, repeat: int | None = None) -> dict[str, Any]:
     """``{"rows": [...], "seconds": floor}``: the median time of an empty kernel given a CuPy array (in gpu mode; a
     NumPy array in the simulator), given a Numba device array, and of ``kernels.copy`` on one element (a launcher's
-    checks and its launch); ``seconds`` is the first, the floor of every case the launchers run on CuPy arrays."""
+    checks and its launch); ``seconds`` is the last: the cases' own path (a launcher's checks, ``device_args`` and the
+    launch), so it is the floor of every case. Timed inside :func:`gpulab.timing.benchmark`'s window, where numba's
+    per-argument stream sync is off: the gap between the first two rows is numba reading a CuPy array's
+    ``__cuda_array_interface__`` at each launch (135 vs 68 us on the H200), which ``device_args`` pays too."""
     from ..kernels import memory
 
     gpu = runtime.is_gpu()
@@ -47,7 +50,7 @@ def measure_floor(*, repeat: int | None = None) -> dict[str, Any]:
     for label, kind, fn in calls:
         res = timing.benchmark(fn, warmup=2, repeat=repeat, label=label)
         rows.append({"label": label, "kind": kind, "seconds": res.median, "spread": res.spread, "clock": res.clock})
-    return {"rows": rows, "seconds": rows[0]["seconds"], "mode": runtime.mode()}
+    return {"rows": rows, "seconds": rows[-1]["seconds"], "mode": runtime.mode()}
 
 
 def _floor_rows(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -61,15 +64,16 @@ def floor_line(report: dict[str, Any]) -> str:
     bandwidth the report measured at its largest size (the copy kernel's or the library's), else the spec sheet's.
     """
     rows = _floor_rows(report)
-    if "array" not in rows:
+    first = "launcher" if "launcher" in rows else "array"
+    if first not in rows:
         return ""
     us = {k: r["seconds"] * 1e6 for k, r in rows.items()}
     world = "CuPy" if report.get("mode") == "gpu" else "NumPy"
     line = (
-        f"each launch costs about {us['array']:,.0f} us on this machine, timed as the cases are (an empty kernel "
-        f"given a {world} array"
-        + (f"; {us['numba']:,.0f} us given a Numba device array" if "numba" in us else "")
-        + (f"; kernels.copy of 1 element {us['launcher']:,.0f} us" if "launcher" in us else "")
+        f"each call costs about {us[first]:,.0f} us on this machine before any work, timed as the cases are ("
+        + ("kernels.copy of 1 element; " if first == "launcher" else "")
+        + (f"an empty kernel given a {world} array {us['array']:,.0f} us" if "array" in us else "")
+        + (f", given a Numba device array {us['numba']:,.0f} us" if "numba" in us else "")
         + ")"
     )
     if report.get("mode") != "gpu":
@@ -83,7 +87,7 @@ def floor_line(report: dict[str, Any]) -> str:
         gbps, where = float(report["peak"]["dram_gbps"]), "the spec sheet's DRAM bandwidth"
     if gbps <= 0:
         return line
-    n = rows["array"]["seconds"] * gbps * 1e9 / 8
+    n = rows[first]["seconds"] * gbps * 1e9 / 8
     return line + f": below about {n:,.0f} elements a copy's time is mostly launch ({gbps:,.0f} GB/s, {where})"
 
 
@@ -98,8 +102,8 @@ def measured_note() -> str:
     if not runtime.is_gpu():
         return "(Simulator: these timings are the CPU's, launch included.)"
     return (
-        f"Every time includes its launches from Python: an empty kernel given a CuPy array takes about "
-        f"{floor['seconds'] * 1e6:,.0f} us per call here, so at small n the figures mostly measure the launch."
+        f"Every time includes its launches from Python: a launcher's call on one element (kernels.copy) takes about "
+        f"{floor['seconds'] * 1e6:,.0f} us here, so at small n the figures mostly measure the launch."
     )
 
 
@@ -113,10 +117,12 @@ def recorded_note(rec: Any) -> str:
     times at its smallest and largest size (time = fixed cost + bytes / bandwidth)."""
     head = "Each figure is the bytes moved over the time of one call, its launch included: "
     floor = {r["kind"]: r["seconds"] for r in rec.sections.get("launch", [])}
-    if "array" in floor:
+    kind = "launcher" if "launcher" in floor else "array"
+    if kind in floor:
+        what = "a launcher's call on one element (kernels.copy)" if kind == "launcher" else "an empty kernel"
         return head + (
-            f"an empty kernel took about {floor['array'] * 1e6:,.0f} us per call there, so a figure at small n "
-            "mostly measures the launch."
+            f"{what} took about {floor[kind] * 1e6:,.0f} us per call there, so a figure at small n mostly measures "
+            "the launch."
         )
     copies = sorted((r for r in rec.sections.get("kernels", []) if r.get("kernel") == "copy"), key=lambda r: r["size"])
     if len(copies) >= 2 and copies[-1]["size"] > copies[0]["size"]:

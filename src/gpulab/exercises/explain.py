@@ -115,7 +115,8 @@ ACCUMULATED_HINT = (
 # A GPU has no race check (the simulator names the threads that both wrote first): a constant index says it.
 SAME_ELEMENT_HINT = (
     "Every thread adds into the same element, `{target}`, while {name} has an element for each thread: give each "
-    "thread its own (`{name}[i]` with `i = cuda.grid(1)`)."
+    "thread its own (`{name}[i]` with `i = cuda.grid(1)`) and write it with `=`, not `+=` (an output starts with "
+    "whatever its memory held, not 0)."
 )
 
 
@@ -207,7 +208,7 @@ def explain(st: State, fail: Failure) -> tuple[str, str, str]:
             target = added_into(st.runner.kernel, name, len(case.expected)) or f"{name}[...]"
             hint, kind = ACCUMULATED_HINT.format(name=name, target=target), "accumulated"
             if case.expected[o].size > 1 and re.fullmatch(r"\w+\[\s*\d+\s*\]", target):
-                hint = SAME_ELEMENT_HINT.format(target=target, name=name) + " " + hint
+                hint = SAME_ELEMENT_HINT.format(target=target, name=name)  # the index first, then the write
         if fail.undefined and kind != "_named_mistake":  # seen, not guessed: the kernel read an undefined value
             hint, kind = undefined_hint(fail.undefined), "undefined"
         if case.atol is not None and st.p.reduction is not None:

@@ -29,7 +29,7 @@ def naive_matmul_note(intensity: float = 0.25, directory: Path | None = None) ->
     )
     if row["value"] > roof:
         text += (
-            f" Above it: {intensity:g} FLOP/B counts the bytes the loads request, but L1 and L2 serve most re-reads, "
-            "so DRAM moves fewer bytes and the kernel's real intensity is higher."
+            f" Above it: {intensity:g} FLOP/B counts the bytes the loads request, but the caches (L1, L2) serve "
+            "re-reads, so DRAM moves fewer bytes and the kernel's real intensity is higher."
         )
     return text
