@@ -1,7 +1,7 @@
 """Hints for the exercises of lessons 09-12, two tiers each: the idea (no code), then an outline of the code
 (for 09, 10 and 12 the outlines the learner stubs once carried as comments). ``lessons.hint("09", "confusion")``
 prints them one call at a time (:mod:`.hints`); :mod:`.problems` attaches them to the exercises of
-:mod:`.ex_09_10`, :mod:`.ex_11` and :mod:`.ex_12`.
+:mod:`.ex_09_10`, :mod:`.ex_09_splitk`, :mod:`.ex_11` and :mod:`.ex_12`.
 """
 
 from __future__ import annotations
@@ -24,6 +24,16 @@ HINTS: dict[tuple[str, str], tuple[str, ...]] = {
         "the loss function of the logits and the labels gives the loss; the model's backward is given the loss's "
         "own backward (d loss / d logits); the optimizer's step moves the weights. Return the loss and the "
         "logits.",
+    ),
+    ("09", "matmul_splitk"): (
+        "Lesson 04's tiled kernel with one change: block (x, y, z) walks only slice z of K's tiles, not all of "
+        "them, and writes its sum into partials[z] (the launcher adds the S partials). The slices are whole tiles: "
+        "per = ceil(tiles / S) tiles each, so the last ones may be short or empty; an empty slice still writes its "
+        "zeros.",
+        "j, i = cuda.grid(2); z = cuda.blockIdx.z; tiles = ceil(K / 16); per = ceil(tiles / S) with S = "
+        "partials.shape[0]; for t in range(z * per, min(tiles, (z + 1) * per)): load the two tiles at k0 = t * 16 "
+        "(zeros past the edges), syncthreads, 16 multiply-adds, syncthreads; after the loop, guarded: "
+        "partials[z, i, j] = acc",
     ),
     ("09", "confusion"): (
         "One thread per image: find its prediction (the first largest logit, as np.argmax), then add 1 to the "
