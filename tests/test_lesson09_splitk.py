@@ -49,11 +49,12 @@ def test_the_notebooks_answer_passes():
     assert res.passed, res
 
 
+SECOND_BARRIER = (
+    "        cuda.syncthreads()  # wait until every thread is done reading the tiles before they are overwritten\n"
+)
 STORE_IN_LOOP = (
-    "        cuda.syncthreads()  # everyone done reading before the next tile overwrites them\n"
-    "    if i < partials.shape[1] and j < partials.shape[2]:\n        partials[z, i, j] = acc",
-    "        cuda.syncthreads()  # everyone done reading before the next tile overwrites them\n"
-    "        if i < partials.shape[1] and j < partials.shape[2]:\n            partials[z, i, j] = acc",
+    SECOND_BARRIER + "    if i < partials.shape[1] and j < partials.shape[2]:\n        partials[z, i, j] = acc",
+    SECOND_BARRIER + "        if i < partials.shape[1] and j < partials.shape[2]:\n            partials[z, i, j] = acc",
 )
 
 
@@ -68,7 +69,12 @@ STORE_IN_LOOP = (
         ),
         ((("min(tiles, (z + 1) * per))", "min(tiles, (z + 1) * per + 1))"),), "neighbouring slices share a tile"),
         (
-            (("        cuda.syncthreads()  # everyone done reading before the next tile overwrites them\n", ""),),
+            (
+                (
+                    SECOND_BARRIER,
+                    "",
+                ),
+            ),
             "The missing barrier is the one BEFORE the next overwrite",
         ),
     ],

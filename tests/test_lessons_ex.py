@@ -358,11 +358,11 @@ def test_every_reference_kernel_is_listed_for_ptx():
         for (les, _), e in lessons.EXERCISES.items()
         if "05" <= les <= "10" and hasattr(e.reference, "py_func")
     }
-    # a lesson exercise whose reference is a library kernel (lesson 05's add_offsets_kernel) is compiled with its
-    # module's PTX_SIGNATURES (tests/test_kernels_scan.py)
-    from gpulab.kernels import scan
+    # a lesson exercise whose reference is a library kernel (lesson 05's add_offsets_kernel, lesson 09's
+    # matmul_splitk_kernel) is compiled with its module's PTX_SIGNATURES (tests/test_kernels_scan.py, test_splitk.py)
+    from gpulab.kernels import scan, splitk
 
-    library = {k for k, _ in scan.PTX_SIGNATURES}
+    library = {k for k, _ in scan.PTX_SIGNATURES + splitk.PTX_SIGNATURES}
     assert listed | (kernels & library) == kernels
 
 
