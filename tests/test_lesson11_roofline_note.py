@@ -15,7 +15,7 @@ def test_a_recorded_naive_matmul_above_its_roof_is_explained(tmp_path):
     note = naive_matmul_note(directory=tmp_path)
     assert "H200 SXM at 0.25 FLOP/B: roof 1,200 GFLOP/s" in note
     assert "measured 1,360 GFLOP/s, 1.13x the roof (recorded on NVIDIA H200, 2026-12-04 (test))" in note
-    assert "counts the bytes the loads request" in note and "L1 and L2" in note
+    assert "counts the bytes the loads request" in note and "the caches (L1, L2) serve re-reads" in note
 
 
 def test_below_the_roof_no_explanation_and_no_recording_says_so(tmp_path):
