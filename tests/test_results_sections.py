@@ -252,9 +252,11 @@ def test_streams_rows_feed_lesson_02(tmp_path):
     from gpulab.bench.streams import streams_rows
 
     rows = streams_rows(1024, 256, repeat=1)
-    assert [r["kind"] for r in rows] == ["copy"] * 3 + ["pipeline"] * 3 + ["model"] * 2
+    assert [r["kind"] for r in rows] == ["copy"] * 3 + ["pipeline"] * 3 + ["overlap"] + ["model"] * 2
     assert all(r["label"].startswith("simulator mode: ") for r in rows)
-    assert [r["streams"] for r in rows[3:]] == [1, 4, 4, 1, 4] and rows[3]["bytes"] == 3 * 1024 * 4
+    assert [r.get("streams") for r in rows[3:]] == [1, 4, 4, None, 1, 4] and rows[3]["bytes"] == 3 * 1024 * 4
+    overlap = rows[6]
+    assert overlap["bytes"] == 3 * 256 * 4 and overlap["alone_seconds"] > 0
     results.record("streams", rows, "Test GPU", directory=tmp_path, date="2026-01-09", source="test")
     rec = results.latest("streams", directory=tmp_path)
     # what lesson 02 draws in simulator mode: the copies as bars, the other rows as lines
@@ -322,7 +324,33 @@ def test_streams_compare_rows_sets_the_pipelines_against_the_model(monkeypatch):
         "4 streams: measured 11.00 ms, the model 11.00 ms (1.00x the model)",
     ]
     assert lines[2].startswith("Measured and model agree")
+    assert lines[3].startswith("one chunk's copy in and copy out: 4.000 ms one after the other")  # the overlap row
     assert bench_streams.compare_rows([r for r in rows if r["kind"] != "model"]) == []
+
+
+@pytest.mark.parametrize(
+    "at_once_ms, says",
+    [
+        (2.0, "about the longer one alone, so the two directions ran at the same time."),
+        (3.9, "about their sum, so on this machine the two directions did not run at the same time."),
+        (3.0, "between the longer one and their sum, so the two directions overlapped in part."),
+    ],
+)
+def test_streams_overlap_row_says_whether_a_copy_in_and_a_copy_out_ran_at_once(monkeypatch, at_once_ms, says):
+    """What would tell why 4 streams were no faster than 1 on the H200 (2026-12-04): one chunk's copy in (2 ms
+    alone) and copy out (2 ms alone) issued together on two streams."""
+    from gpulab import timing
+    from gpulab.bench import streams as bench_streams
+
+    fake = {"chunk copy in": 2e-3, "chunk kernel": 1e-3, "chunk copy out": 2e-3}
+    fake |= {"copy in and copy out at once": at_once_ms * 1e-3}
+    monkeypatch.setattr(timing, "benchmark", _fake_benchmark(fake))
+    monkeypatch.setattr(bench_streams, "_copy_engines", lambda: 2)
+    rows = bench_streams.streams_rows(1024, 256, repeat=1)
+    results.check_rows("streams", rows)
+    (row,) = [r for r in rows if r["kind"] == "overlap"]
+    assert row["alone_seconds"] == 4e-3 and row["seconds"] == at_once_ms * 1e-3
+    assert bench_streams.compare_rows(rows)[-1].endswith(says)
 
 
 def test_streams_compare_rows_reads_the_h200_recording_without_the_allocating_key():

@@ -77,7 +77,8 @@ SECTIONS: dict[str, Section] = {
         ("notebooks/00_why_gpus.ipynb",),
     ),
     # lesson 02's copies and streams (gpulab.bench.streams): kind "copy" (GB/s of one array), "pipeline" (pipelined
-    # saxpy, seconds for the 3 arrays moved) or "model" (gpulab.streams' prediction from measured chunk times).
+    # saxpy, seconds for the 3 arrays moved), "model" (gpulab.streams' prediction from measured chunk times) or, from
+    # 2026-12-04 on, "overlap" (one chunk's copy in and copy out issued together, against the two alone).
     "streams": Section(
         "python -m gpulab bench lessons --record",
         "gpulab.bench.streams:streams_rows",

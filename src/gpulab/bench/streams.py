@@ -10,9 +10,11 @@ issued between them, and the arrays the loop drops are freed, which waits for th
 what that costs on the GPU measured). It also times one chunk's copy in, kernel and copy out (:func:`chunk_times`)
 and gives what the model (:func:`gpulab.streams.pipeline_timeline`) predicts from those times
 (:func:`model_seconds`): rows of kind ``"model"``, predictions, never measurements; :func:`compare_rows` sets the
-measured pipelines against them. ``--record`` stores the rows; lesson 02 shows them in simulator mode. ``bench
-lessons`` skips the section in simulator mode (the simulator runs every call at once and times nothing);
-:func:`streams_rows` still runs there (the tests), its labels saying so.
+measured pipelines against them. A row of kind ``"overlap"`` (:func:`copies_at_once`) times one chunk's copy in and
+copy out issued together on two streams, against the two alone: whether the machine runs both directions at once.
+``--record`` stores the rows; lesson 02 shows them in simulator mode. ``bench lessons`` skips the section in
+simulator mode (the simulator runs every call at once and times nothing); :func:`streams_rows` still runs there (the
+tests), its labels saying so.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import numpy as np
 
 from .. import runtime, timing
 
-__all__ = ["SIZES", "chunk_times", "compare_rows", "model_seconds", "streams_rows"]
+__all__ = ["SIZES", "chunk_times", "compare_rows", "copies_at_once", "model_seconds", "overlap_line", "streams_rows"]
 
 # float32 elements: 64 MB per array and 8 chunks of 8 MB on a GPU (a few seconds in all, most of it the kernel's
 # compilation and the pinned allocations); the simulator sizes only exercise the code.
@@ -109,6 +111,8 @@ def streams_rows(n: int, chunk: int, *, streams: int = 4, repeat: int = 5) -> li
     ]
 
     h2d, kern, d2h = chunk_times(x_h, y_h, out_h, chunk, repeat=repeat)
+    # no copy engine: no copy runs beside anything, so neither the overlap row nor the model applies
+    both = copies_at_once(x_h, out_h, chunk, repeat=repeat) if _copy_engines() != 0 else None
 
     moved = 3 * nbytes
     cases = [
@@ -129,6 +133,18 @@ def streams_rows(n: int, chunk: int, *, streams: int = 4, repeat: int = 5) -> li
         }
         rows.append(_row(pre + label, "pipeline", res.median, moved, **more))
 
+    if both is not None:
+        rows.append(
+            _row(
+                f"{pre}one chunk's copy in and copy out at once, on two streams",
+                "overlap",
+                both.median,
+                3 * chunk * 4,
+                alone_seconds=h2d.median + d2h.median,
+                chunk_h2d_seconds=h2d.median,
+                chunk_d2h_seconds=d2h.median,
+            )
+        )
     model = model_seconds(chunks, h2d.median, kern.median, d2h.median, (1, streams))
     engines = _copy_engines()
     per_chunk = {"chunk_h2d_seconds": h2d.median, "chunk_kernel_seconds": kern.median, "chunk_d2h_seconds": d2h.median}
@@ -167,6 +183,44 @@ def chunk_times(
     return h2d, kern, d2h
 
 
+def copies_at_once(x_h: np.ndarray, out_h: np.ndarray, chunk: int, *, repeat: int = 5) -> timing.BenchResult:
+    """One chunk's copy in (its ``x`` and ``y``: two copies from the pinned ``x_h``) on one stream and a copy out
+    (into the pinned ``out_h``) on another, issued together: whether this machine runs the two directions at the
+    same time, which is most of what the pipeline's streams can save when the kernel is short (the H200 of
+    2026-12-04: 4 streams no faster than 1, cause unmeasured). Compare with the two timed alone
+    (:func:`chunk_times`): at once about their sum means they did not overlap."""
+    from numba import cuda
+
+    cx, cy, cout = (cuda.device_array(chunk, np.float32) for _ in range(3))
+    cout.copy_to_device(x_h[:chunk])
+    s_in, s_out = cuda.stream(), cuda.stream()
+
+    def both() -> None:
+        cx.copy_to_device(x_h[:chunk], stream=s_in)
+        cy.copy_to_device(x_h[:chunk], stream=s_in)
+        cout.copy_to_host(out_h[:chunk], stream=s_out)
+
+    res = timing.benchmark(both, repeat=repeat, label="copy in and copy out at once")
+    if not np.array_equal(out_h[:chunk], x_h[:chunk]):
+        raise AssertionError("streams: the copy out at the same time as a copy in changed the data")
+    return res
+
+
+def overlap_line(row: dict[str, Any], tolerance: float = 0.15) -> str:
+    """What an ``"overlap"`` row says: one chunk's copy in and copy out at once against the two alone."""
+    both, alone = float(row["seconds"]), float(row["alone_seconds"])
+    longer = max(float(row["chunk_h2d_seconds"]), float(row["chunk_d2h_seconds"]))
+    head = (
+        f"one chunk's copy in and copy out: {alone * 1e3:.3f} ms one after the other (each timed alone), "
+        f"{both * 1e3:.3f} ms issued together on two streams"
+    )
+    if both >= (1 - tolerance) * alone:
+        return head + ": about their sum, so on this machine the two directions did not run at the same time."
+    if both <= (1 + tolerance) * longer:
+        return head + ": about the longer one alone, so the two directions ran at the same time."
+    return head + ": between the longer one and their sum, so the two directions overlapped in part."
+
+
 def model_seconds(
     chunks: int, h2d_s: float, kernel_s: float, d2h_s: float, stream_counts: tuple[int, ...] = (1, 4)
 ) -> dict[int, float]:
@@ -199,4 +253,5 @@ def compare_rows(rows: list[dict[str, Any]]) -> list[str]:
         return []
     m = models[0]
     chunk = (m["chunk_h2d_seconds"], m["chunk_kernel_seconds"], m["chunk_d2h_seconds"])
-    return compare_with_model(measured, {r["streams"]: r["seconds"] for r in models}, chunk_s=chunk)
+    lines = compare_with_model(measured, {r["streams"]: r["seconds"] for r in models}, chunk_s=chunk)
+    return lines + [overlap_line(r) for r in rows if r["kind"] == "overlap"]  # recorded from 2026-12-04 on
