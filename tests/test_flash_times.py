@@ -46,3 +46,21 @@ def test_the_committed_h200_recording_is_read():
         pytest.skip("no H200 recording with an attention section")
     text = "\n".join(flash_times.explain_recording(rec.sections["attention"], rec.device))
     assert "fused kernel:" in text and "of the H200 SXM's 4,800 GB/s (spec sheet)" in text
+
+
+def test_gpu_slots_read_the_sm_count_and_the_architectures_threads_per_sm(monkeypatch):
+    """The slot count of lesson 12's occupancy line: numba-cuda's SM count and the limits table's threads per SM,
+    None where either is missing (the simulator's device has no SM count)."""
+    from numba import cuda
+
+    class Device:
+        def __init__(self, sms, cc):
+            self.MULTIPROCESSOR_COUNT, self.compute_capability = sms, cc
+
+    assert flash_times.gpu_slots() is None  # numba's simulator
+    monkeypatch.setattr(cuda, "get_current_device", lambda: Device(132, (9, 0)))
+    assert flash_times.gpu_slots() == (132, 2048)  # an H200
+    monkeypatch.setattr(cuda, "get_current_device", lambda: Device(40, (7, 5)))
+    assert flash_times.gpu_slots() == (40, 1024)  # a T4
+    monkeypatch.setattr(cuda, "get_current_device", lambda: Device(40, (1, 0)))  # not in the limits table
+    assert flash_times.gpu_slots() is None

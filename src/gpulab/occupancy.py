@@ -29,7 +29,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SM_LIMITS", "LIMIT_NAMES", "Occupancy", "SMLimits", "blocks_per_sm", "mistake_hint", "sm_limits"]
+__all__ = [
+    "SM_LIMITS",
+    "LIMIT_NAMES",
+    "Occupancy",
+    "SMLimits",
+    "blocks_per_sm",
+    "device_sms",
+    "mistake_hint",
+    "sm_limits",
+]
 
 KB = 1024
 LIMIT_NAMES = ("threads", "blocks", "registers", "shared memory")
@@ -92,6 +101,18 @@ def sm_limits(arch: Any) -> SMLimits:
     if key not in SM_LIMITS:
         raise ValueError(f"no SM limits for {arch!r}: known are {', '.join(SM_LIMITS)} (e.g. arch='sm_75' for a T4).")
     return SM_LIMITS[key]
+
+
+def device_sms() -> int | None:
+    """The current GPU's number of SMs as numba-cuda reads it (132 on an H100 or H200, 40 on a T4); None where it
+    cannot be read (no driver, numba's simulator, an attribute numba lacks)."""
+    try:
+        from numba import cuda
+
+        sms = int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
+    except Exception:  # noqa: BLE001 - any failure to read means "unknown": the caller decides what to do then
+        return None
+    return sms if sms > 0 else None
 
 
 @dataclass(frozen=True)

@@ -91,11 +91,9 @@ def matmul_splitk_kernel(A, B, partials):
 def sm_count() -> int:
     """The current device's number of SMs, read once (132 on an H100 or H200, 40 on a T4); :data:`FALLBACK_SMS`
     when it cannot be read (numba's simulator has no such attribute)."""
-    try:
-        sms = int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
-    except Exception:  # no driver, the simulator's device, an attribute numba lacks: any of them means "unknown"
-        return FALLBACK_SMS
-    return sms if sms > 0 else FALLBACK_SMS
+    from ..occupancy import device_sms
+
+    return device_sms() or FALLBACK_SMS
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,19 @@ __all__ = ["explain", "explain_recording", "gpu_slots"]
 
 
 def gpu_slots() -> tuple[int, int] | None:
-    """``(multiprocessors, threads each can hold)`` of the current GPU, read through CuPy; None when unreadable."""
-    try:
-        import cupy
+    """``(multiprocessors, threads each can hold)`` of the current GPU: its SM count as numba-cuda reads it
+    (:func:`gpulab.occupancy.device_sms`) and its architecture's threads per SM (:func:`gpulab.occupancy.sm_limits`);
+    None when either cannot be had."""
+    from ..occupancy import device_sms, sm_limits
 
-        attrs = cupy.cuda.Device().attributes
-        return int(attrs["MultiProcessorCount"]), int(attrs["MaxThreadsPerMultiProcessor"])
-    except Exception:  # noqa: BLE001 - no CuPy, no GPU, or another CuPy: the line that needs it is left out
+    sms = device_sms()
+    if sms is None:
+        return None
+    try:
+        from numba import cuda
+
+        return sms, sm_limits(cuda.get_current_device().compute_capability).max_threads_per_sm
+    except Exception:  # noqa: BLE001 - an architecture the limits table lacks, or no device: the line is left out
         return None
 
 
