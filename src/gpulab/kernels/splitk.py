@@ -42,6 +42,7 @@ __all__ = [
     "matmul_splitk_kernel",
     "plan",
     "sm_count",
+    "splitk_grid",
 ]
 
 # plan(): aim for about WAVES x (number of SMs) blocks (an H200 SM holds 8 blocks of 256 threads, so 4 per SM all
@@ -136,12 +137,18 @@ def plan(M: int, N: int, K: int, sms: int | None = None) -> GemmPlan:
     return GemmPlan("tiled", 1, (tiles_x, tiles_y, 1))
 
 
-def matmul_splitk(a: Any, b: Any, slices: int, out: Any = None) -> Any:
+def splitk_grid(M: int, N: int, slices: int) -> tuple[int, int, int]:
+    """The split-K grid of 16 x 16 blocks: x over C's column tiles, y over its row tiles, z over K's slices."""
+    return ceil_div(N, TILE), ceil_div(M, TILE), slices
+
+
+def matmul_splitk(a: Any, b: Any, slices: int, out: Any = None, *, kernel: Any = None) -> Any:
     """``out = a @ b`` (float32, a (M, K), b (K, N)) with K cut into ``slices`` slices of whole 16-wide tiles.
 
-    Launches :func:`matmul_splitk_kernel` on a grid (ceil(N / 16), ceil(M / 16), slices) of 16 x 16 blocks into
-    partials (slices, M, N), then ``sum_rows_kernel`` over them (one thread per element of C); with one slice the
-    kernel writes ``out`` directly. NumPy arrays in the simulator, CuPy or Numba device arrays on a GPU.
+    Launches ``kernel`` (default :func:`matmul_splitk_kernel`; lesson 09's exercise passes the learner's) on the
+    grid :func:`splitk_grid` of 16 x 16 blocks into partials (slices, M, N), then ``sum_rows_kernel`` over them (one
+    thread per element of C, in a fixed order); with one slice the kernel writes ``out`` directly. NumPy arrays in
+    the simulator, CuPy or Numba device arrays on a GPU.
     """
     M, K, N = operands(a, b)
     slices = count("slices", slices, example="Use plan(M, N, K).slices, or 1 for no split.")
@@ -151,13 +158,13 @@ def matmul_splitk(a: Any, b: Any, slices: int, out: Any = None) -> Any:
         check_out(out, (M, N), np.float32, fix="Pass out=None to allocate it.")
     if M == 0 or N == 0:
         return out
-    grid, block = (ceil_div(N, TILE), ceil_div(M, TILE), slices), (TILE, TILE)
+    grid, block = splitk_grid(M, N, slices), (TILE, TILE)
     check_launch(grid, block)
     partials = out.reshape(1, M, N) if slices == 1 else allocate_like(a, (slices, M, N), np.float32)
     if runtime.is_simulator():
         fast_simulator_arrays()
     # device_args: CuPy arrays as Numba device arrays without a stream sync each (grid_stride.device_args says why)
-    matmul_splitk_kernel[grid, block](*device_args(a, b, partials))
+    (kernel or matmul_splitk_kernel)[grid, block](*device_args(a, b, partials))
     if slices > 1:
         launch_1d(sum_rows_kernel, M * N, partials.reshape(slices, M * N), out.reshape(M * N))  # sum over z
     return out

@@ -15,13 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import runtime
 from ..exercises import Budget, Problem
-from ..kernels._launch import allocate_like, ceil_div, check_launch, count
-from ..kernels.grid_stride import device_args, fast_simulator_arrays, launch_1d
-from ..kernels.matmul import TILE, operands
-from ..kernels.nn_kernels import sum_rows_kernel
-from ..kernels.splitk import matmul_splitk_kernel
+from ..kernels._launch import ceil_div, count
+from ..kernels.matmul import TILE
+from ..kernels.splitk import matmul_splitk, matmul_splitk_kernel, splitk_grid
 from .exercise import Exercise
 
 __all__ = ["CONV1_WGRAD", "EXERCISES_LIST", "SIZES", "blocks_of", "splitk_grid", "splitk_launch", "splitk_spec"]
@@ -59,11 +56,6 @@ def splitk_spec(A: np.ndarray, B: np.ndarray, slices: int) -> np.ndarray:
 def _inputs(size: tuple[int, int, int, int], rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
     M, K, N, S = size
     return rng.uniform(-1, 1, (M, K)).astype(np.float32), rng.uniform(-1, 1, (K, N)).astype(np.float32), S
-
-
-def splitk_grid(M: int, N: int, slices: int) -> tuple[int, int, int]:
-    """The split-K grid: x over C's column tiles, y over its row tiles, z over K's slices."""
-    return ceil_div(N, TILE), ceil_div(M, TILE), slices
 
 
 def _launch(A: Any, B: Any, partials: Any) -> tuple[tuple[int, int, int], tuple[int, int]]:
@@ -148,19 +140,8 @@ def splitk_launch(kernel: Any, a: Any, b: Any, slices: int) -> Any:
     """``a @ b`` with ``kernel`` (a split-K kernel ``(A, B, partials)``) on the grid of :func:`splitk_grid` in
     16 x 16 blocks, then the partials summed over z (one thread per element of C, in a fixed order: the same result
     on every run). NumPy arrays in the simulator, CuPy arrays on a GPU. The lesson's given launcher."""
-    M, K, N = operands(a, b)
     slices = count("slices", slices, example="Use 262 for conv1's weight gradient on an H200, or 1 for no split.")
-    out = allocate_like(a, (M, N), np.float32)
-    if M == 0 or N == 0:
-        return out
-    grid, block = splitk_grid(M, N, slices), (TILE, TILE)
-    check_launch(grid, block)
-    partials = allocate_like(a, (slices, M, N), np.float32)
-    if runtime.is_simulator():
-        fast_simulator_arrays()
-    kernel[grid, block](*device_args(a, b, partials))
-    launch_1d(sum_rows_kernel, M * N, partials.reshape(slices, M * N), out.reshape(M * N))
-    return out
+    return matmul_splitk(a, b, slices, kernel=kernel)
 
 
 EXERCISES_LIST: list[Exercise] = [Exercise("09", "matmul_splitk", _problem(), matmul_splitk_kernel)]
