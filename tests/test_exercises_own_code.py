@@ -2,7 +2,7 @@
 and a verdict naming it (alias, wrapper, device function, helper, closure, ufunc, cycle), while every answer the
 lessons and labs ship passes unchanged (their cells run as a notebook runs them: tests/own_code_cells.py).
 
-In gpu-check's tests stage (gpulab.gpucheck.GPU_TESTS) the same tests walk numba-cuda's own dispatchers (kernels,
+In gpu-check's tests stage (gpulab.gpucheck_plan.GPU_TESTS) the same tests walk numba-cuda's own dispatchers (kernels,
 device functions) and the shipped answers as a GPU defines them; the two cases a GPU cannot run are skipped there."""
 
 from __future__ import annotations

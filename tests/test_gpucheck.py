@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulab import gpucheck, gpucheck_files as files
+from gpulab import gpucheck, gpucheck_files as files, gpucheck_plan as plan, gpucheck_summary as report
 from procs import alive, live_with
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,41 +59,41 @@ def test_offline_pip_uses_only_the_wheelhouse():
 # gpu-check runs from a checkout; where gpulab is installed as a package (make test-oldest), the module's
 # REPO is site-packages' folder, with no notebooks beside it.
 needs_checkout = pytest.mark.skipif(
-    gpucheck.REPO != ROOT, reason="gpulab is installed, not this checkout: gpu-check's notebook list needs the checkout"
+    plan.REPO != ROOT, reason="gpulab is installed, not this checkout: gpu-check's notebook list needs the checkout"
 )
 
 
 @needs_checkout
 def test_stages_run_notebooks_and_benchmarks_in_order(tmp_path):
-    todo = dict(gpucheck.stages(Path("/venv/bin/python"), tmp_path))
-    assert list(todo) == list(gpucheck.STAGES)
+    todo = dict(plan.stages(Path("/venv/bin/python"), tmp_path))
+    assert list(todo) == list(plan.STAGES)
     assert "--record" in todo["bench-kernels"] and "--record" in todo["bench-cnn"]
     assert "--record" not in todo["cnn-kernels"] and "kernels" in todo["cnn-kernels"]
-    nbs = gpucheck._notebooks()
+    nbs = plan.notebook_paths()
     cmd = todo["notebooks"]
     assert cmd[1:3] == ["-m", "gpulab.nbexec"] and all(nb in cmd for nb in nbs)
     # the MNIST trainers start first (they take longest), each notebook once
     every = list((ROOT / "notebooks").glob("*.ipynb")) + list((ROOT / "labs" / "solutions").glob("*.ipynb"))
     assert Path(nbs[0]).name.startswith(("lab09", "09_")) and len(set(nbs)) == len(nbs) == len(every)
     # nbexec stops its notebooks 10 s before the stage limit
-    assert cmd[cmd.index("--timeout") + 1] == str(int(gpucheck.BUDGET["notebooks"]) - 10)
+    assert cmd[cmd.index("--timeout") + 1] == str(int(plan.BUDGET["notebooks"]) - 10)
     # the unit tests: each notebook-free test file exists, one xdist worker per file
-    assert all((ROOT / t).is_file() for t in gpucheck.GPU_TESTS)
-    assert "loadfile" in todo["tests"] and all(t in todo["tests"] for t in gpucheck.GPU_TESTS)
+    assert all((ROOT / t).is_file() for t in plan.GPU_TESTS)
+    assert "loadfile" in todo["tests"] and all(t in todo["tests"] for t in plan.GPU_TESTS)
     # a rehearsal records nothing, and leaves out the kernels backend (refused in the simulator)
-    rehearsal = gpucheck.stages("py", tmp_path, record=False)
+    rehearsal = plan.stages("py", tmp_path, record=False)
     assert not any("--record" in c for _, c in rehearsal) and "cnn-kernels" not in dict(rehearsal)
     # about 7 minutes on a GPU machine: a lent one's 15 minutes leave time to start it and run again
-    assert gpucheck.DEADLINE <= 7 * 60 and max(gpucheck.BUDGET.values()) < gpucheck.DEADLINE
+    assert plan.DEADLINE <= 7 * 60 and max(plan.BUDGET.values()) < plan.DEADLINE
 
 
 @needs_checkout
 def test_notebook_patterns_select_and_order():
-    assert gpucheck._notebooks(["lab01", "01_threads"]) == [
+    assert plan.notebook_paths(["lab01", "01_threads"]) == [
         "notebooks/01_threads_blocks_grids.ipynb",
         "labs/solutions/lab01_threads.ipynb",
     ]
-    assert gpucheck._notebooks(["no-such-notebook"]) == []
+    assert plan.notebook_paths(["no-such-notebook"]) == []
 
 
 def _gpucheck(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -174,7 +174,7 @@ def test_stage_limits_and_the_deadline(tmp_path):
     assert any("ran past its 3 s" in line for line in seen)
     rows = gpucheck.run_stages([("doctor", quick)], dict(os.environ), tmp_path, deadline=time.monotonic() + 8)
     assert rows == [{"stage": "doctor", "rc": None, "seconds": 0.0}]  # skipped: no time left
-    assert "skipped" in gpucheck.summary(rows, tmp_path)
+    assert "skipped" in report.summary(rows, tmp_path)
 
 
 def test_bundle_holds_only_new_recordings_and_unpack_refuses_strange_paths(tmp_path):
@@ -292,7 +292,7 @@ def test_summary_survives_a_report_cut_off_while_it_was_written(tmp_path):
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "notebooks" / "notebooks.json").write_text('[\n {\n  "path": "notebooks/01_')
     (tmp_path / "kernels.json").write_text('{"rows": []}')
-    text = gpucheck.summary([{"stage": "notebooks", "rc": 143, "seconds": 12.0}], tmp_path)
+    text = report.summary([{"stage": "notebooks", "rc": 143, "seconds": 12.0}], tmp_path)
     assert "notebooks.json: unreadable (JSONDecodeError" in text and "kernels.json: unreadable (KeyError" in text
 
 
@@ -319,7 +319,7 @@ def test_a_stage_that_ignores_sigterm_still_ends_before_the_deadline(tmp_path):
 
 
 def test_nbexec_is_told_the_stage_limit_the_deadline_leaves(tmp_path):
-    cmd = dict(gpucheck.stages("py", tmp_path))["notebooks"] if gpucheck._notebooks() else None
+    cmd = dict(plan.stages("py", tmp_path))["notebooks"] if plan.notebook_paths() else None
     fitted = gpucheck._fit(["py", "-m", "gpulab.nbexec", "a.ipynb", "--timeout", "200", "--cell-timeout", "200"], 75.0)
     assert fitted[-4:] == ["--timeout", "65", "--cell-timeout", "65"]  # 10 s under the stage's limit
     assert gpucheck._fit(["py", "-m", "gpulab", "bench", "--timeout", "200"], 30.0)[-1] == "200"  # not nbexec: as it is
@@ -356,7 +356,7 @@ def test_skipped_stages_do_not_rewrite_the_bundle_each(tmp_path, monkeypatch):
     monkeypatch.setattr(files, "write_bundle", lambda *a, **k: written.append(1) or [])
     monkeypatch.setattr(gpucheck, "probe", lambda: (True, "a fake GPU"))
     quick = [sys.executable, "-c", "print('quick')"]
-    monkeypatch.setattr(gpucheck, "stages", lambda *a, **k: [("preflight", quick), ("doctor", quick), ("tests", quick)])
+    monkeypatch.setattr(plan, "stages", lambda *a, **k: [("preflight", quick), ("doctor", quick), ("tests", quick)])
     monkeypatch.setattr(gpucheck, "RESERVE", 0.0)
     monkeypatch.setattr(gpucheck, "MIN_STAGE", 1e6)  # every stage is skipped
     args = ["--python", sys.executable, "--out", str(tmp_path / "out"), "--bundle", str(tmp_path / "b.tar.gz")]
@@ -379,7 +379,7 @@ def test_a_hung_stage_still_leaves_the_bundle_and_the_summary_before_the_deadlin
     ]
     after = [sys.executable, "-c", "print('never')"]
     monkeypatch.setattr(gpucheck, "probe", lambda: (True, "a fake GPU"))
-    monkeypatch.setattr(gpucheck, "stages", lambda *a, **k: [("doctor", quick), ("notebooks", hung), ("tests", after)])
+    monkeypatch.setattr(plan, "stages", lambda *a, **k: [("doctor", quick), ("notebooks", hung), ("tests", after)])
     out, bundle = tmp_path / "out", tmp_path / "back" / "gpu-check.tar.gz"
     deadline = gpucheck.RESERVE + gpucheck.MIN_STAGE + 8
     t0 = time.monotonic()
@@ -403,7 +403,7 @@ def test_summary_names_the_kernels_that_failed_their_check(tmp_path):
         "failed": [{"kernel": "sum_atomic", "size": 1 << 24, "error": "AssertionError: not close\nmore"}],
     }
     (tmp_path / "kernels.json").write_text(json.dumps(rep))
-    text = gpucheck.summary([{"stage": "bench-kernels", "rc": 1, "seconds": 60.0}], tmp_path)
+    text = report.summary([{"stage": "bench-kernels", "rc": 1, "seconds": 60.0}], tmp_path)
     assert "copy" in text and "sum_atomic       FAILED at n=16777216: AssertionError: not close" in text
 
 
@@ -480,12 +480,12 @@ def test_summary_lists_the_figures_the_open_issues_ask_for(tmp_path):
         }
     ]
     (tmp_path / "cnn-kernels.json").write_text(json.dumps({"gpulab": {"images_per_second": 31000.0}, "per_op": per_op}))
-    text = files.summary([], tmp_path)
+    text = report.summary([], tmp_path)
     assert "cnn on the kernels backend: 31,000 images/s; time per op:" in text
     assert " 41.0%  conv_weight_grad" in text and "(100352, 32), (100352, 9)" in text, text
     assert "figures for the open issues" in text, text
     # measured with other notebooks on the same GPU (nbexec --jobs): the summary says so next to the figures
-    assert f"up to {files.jobs()} notebooks ran at once on this GPU" in text, text
+    assert f"up to {plan.jobs()} notebooks ran at once on this GPU" in text, text
     for line in ("test accuracy 0.985", "target reached on mnist", "41,000 images/s", "GPU counter (NVML): usable"):
         assert line in text, text
     assert "ok  size 2" not in text and "[PASS]" not in text and "42 GB/s" not in text, text
@@ -528,7 +528,7 @@ def test_summary_gives_the_launch_floor_each_rows_size_and_the_sizes_skipped(tmp
         "failed": [],
     }
     (tmp_path / "kernels.json").write_text(json.dumps(rep))
-    text = gpucheck.summary([{"stage": "bench-kernels", "rc": 0, "seconds": 40.0}], tmp_path)
+    text = report.summary([{"stage": "bench-kernels", "rc": 0, "seconds": 40.0}], tmp_path)
     block = text[text.index("kernels (measured on a GPU)") :].splitlines()
     assert block[1] == f"    launch floor: {line}"
     assert (

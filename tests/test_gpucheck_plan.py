@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from gpulab import gpucheck, nbexec
+from gpulab import gpucheck, gpucheck_plan as plan, gpucheck_summary as report, nbexec
 
 
 def _worst_case_rows() -> list[dict]:
     """The stages as run_stages would run them if every stage used its whole budget (no process is started)."""
     rows, used = [], 0.0
-    for name in gpucheck.STAGES:
-        remaining = gpucheck.DEADLINE - used
-        limit = min(gpucheck.BUDGET[name], remaining - gpucheck.RESERVE)
+    for name in plan.STAGES:
+        remaining = plan.DEADLINE - used
+        limit = min(plan.BUDGET[name], remaining - gpucheck.RESERVE)
         if remaining - gpucheck.RESERVE < gpucheck.MIN_STAGE:
             rows.append({"stage": name, "seconds": None})  # skipped, as run_stages does
             continue
@@ -32,27 +32,27 @@ def _worst_case_rows() -> list[dict]:
 
 def test_the_worst_case_model_follows_run_stages_rules():
     rows = _worst_case_rows()
-    assert [r["stage"] for r in rows] == list(gpucheck.STAGES)
-    assert sum(r["seconds"] or 0 for r in rows) <= gpucheck.DEADLINE - gpucheck.RESERVE
+    assert [r["stage"] for r in rows] == list(plan.STAGES)
+    assert sum(r["seconds"] or 0 for r in rows) <= plan.DEADLINE - gpucheck.RESERVE
 
 
 def test_the_gpu_tests_stage_runs_even_when_earlier_stages_use_their_budgets():
     rows = {r["stage"]: r["seconds"] for r in _worst_case_rows()}
-    assert rows["tests"] == gpucheck.BUDGET["tests"], rows
-    assert rows["notebooks"] is not None and rows["notebooks"] >= gpucheck.BUDGET["notebooks"] / 2, rows
+    assert rows["tests"] == plan.BUDGET["tests"], rows
+    assert rows["notebooks"] is not None and rows["notebooks"] >= plan.BUDGET["notebooks"] / 2, rows
 
 
 def test_stages_builds_the_commands_in_the_order_of_STAGES(tmp_path):
-    names = [name for name, _ in gpucheck.stages("python3", tmp_path, record=True)]
+    names = [name for name, _ in plan.stages("python3", tmp_path, record=True)]
     # an installed gpulab (make test-oldest) has no notebooks beside it: that stage is left out
-    assert names == [s for s in gpucheck.STAGES if s in names] and names[:3] == ["preflight", "doctor", "tests"]
-    assert set(gpucheck.STAGES) - set(names) <= {"notebooks"}
+    assert names == [s for s in plan.STAGES if s in names] and names[:3] == ["preflight", "doctor", "tests"]
+    assert set(plan.STAGES) - set(names) <= {"notebooks"}
 
 
 def test_the_notebooks_that_compare_timings_run_alone_and_the_summary_says_so(tmp_path):
     """Lessons 02 and 06 and lab 05 compare timings; among 8 notebooks sharing the H200 (2026-12-04) they read the
     others' work as their own (a stride-4 copy faster than stride 1; FP16/FP32 34.7x against 13.9x alone)."""
-    cmd = dict(gpucheck.stages("python3", tmp_path, record=True)).get("notebooks")
+    cmd = dict(plan.stages("python3", tmp_path, record=True)).get("notebooks")
     if cmd is None:
         pytest.skip("an installed gpulab has no notebooks beside it")
     alone = cmd[cmd.index("--alone") + 1].split(",")
@@ -65,6 +65,6 @@ def test_the_notebooks_that_compare_timings_run_alone_and_the_summary_says_so(tm
     ]
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "notebooks" / "notebooks.json").write_text(json.dumps(nbs))
-    text = gpucheck.summary([{"stage": "notebooks", "rc": 0, "seconds": 90.0}], tmp_path)
+    text = report.summary([{"stage": "notebooks", "rc": 0, "seconds": 90.0}], tmp_path)
     assert "notebooks: 2 of 2 ran without an error" in text
     assert "ran alone, one at a time after the others (their timings matter): 02_memory" in text

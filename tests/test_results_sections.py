@@ -18,7 +18,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from gpulab import data, gpucheck, results
+from gpulab import data, gpucheck_plan, results
 from gpulab.bench import cnn as bench_cnn
 from gpulab.bench import kernels as bench_kernels
 from gpulab.bench import lessons
@@ -65,7 +65,7 @@ def test_every_section_read_has_a_producer_and_the_fields_read():
 
 
 def test_every_producer_exists_and_gpu_check_runs_it(tmp_path):
-    commands = [" ".join(cmd[1:]) for _, cmd in gpucheck.stages(Path("/venv/bin/python"), tmp_path)]
+    commands = [" ".join(cmd[1:]) for _, cmd in gpucheck_plan.stages(Path("/venv/bin/python"), tmp_path)]
     for section, spec in results.SECTIONS.items():
         module, func = spec.builder.split(":")
         assert callable(getattr(importlib.import_module(module), func)), spec.builder

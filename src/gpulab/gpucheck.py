@@ -8,9 +8,9 @@
    see :mod:`gpulab.gpucheck_files`) in a folder on ``PYTHONPATH``, and gpulab comes from ``src/``.
 3. The stages, in gpu mode (``GPULAB_DEVICE=gpu``), each within its own budget and all within
    ``--deadline``: ``preflight`` (every module the stages need, all missing ones named at once);
-   ``gpulab doctor``; the kernel, layer and exercise tests in gpu mode (:data:`GPU_TESTS`, early: the stage
-   written to find gpu-mode bugs); every lesson and lab solution through :mod:`gpulab.nbexec` (executed
-   notebooks with their outputs kept); ``bench kernels|lessons|cnn --record`` (with ``--compare torch`` when
+   ``gpulab doctor``; the kernel, layer and exercise tests in gpu mode (:data:`gpulab.gpucheck_plan.GPU_TESTS`,
+   early: the stage written to find gpu-mode bugs); every lesson and lab solution through :mod:`gpulab.nbexec`
+   (executed notebooks with their outputs kept); ``bench kernels|lessons|cnn --record`` (with ``--compare torch`` when
    PyTorch is installed) and the CNN on the ``kernels`` backend. Recorded results land in
    ``src/gpulab/results/`` for the notebooks' simulator mode to show, labelled with device and date: every
    section in ``gpulab.results.SECTIONS`` comes from one of these commands.
@@ -26,7 +26,13 @@ On a lent GPU machine with no network (``.device/`` prepared by ``make gpu-check
 ``--rehearse`` runs the same flow in simulator mode without a GPU and without recording: a check
 that the Python, the wheels and the stages work before a GPU minute is spent.
 
-Run with the system Python (``python3 src/gpulab/gpucheck.py``): it works before gpulab is installed.
+Here: the driver probe, running the stages within their budgets and ``--deadline`` (:func:`run_stages`), and the
+command line. The stages' commands, order and budgets are :mod:`gpulab.gpucheck_plan`; one stage's process
+:mod:`gpulab.gpucheck_proc`; the wheels, the venv and the bundle :mod:`gpulab.gpucheck_files`; the summary
+:mod:`gpulab.gpucheck_summary`.
+
+Run with the system Python (``python3 src/gpulab/gpucheck.py``): it works before gpulab is installed (its siblings
+are imported from its own folder then, so they use the standard library only).
 """
 
 from __future__ import annotations
@@ -37,7 +43,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -45,84 +50,30 @@ from typing import Any
 
 try:
     from . import gpucheck_files as files
+    from . import gpucheck_plan as plan
     from .gpucheck_proc import fit as _fit
     from .gpucheck_proc import run_one
+    from .gpucheck_summary import summary
     from .nbexec import recording_signals
 except ImportError:  # run as a script: python3 src/gpulab/gpucheck.py (its folder is on sys.path)
     import gpucheck_files as files  # type: ignore[no-redef,import-not-found]
+    import gpucheck_plan as plan  # type: ignore[no-redef,import-not-found]
     from gpucheck_proc import fit as _fit  # type: ignore[no-redef,import-not-found]
     from gpucheck_proc import run_one  # type: ignore[no-redef]
+    from gpucheck_summary import summary  # type: ignore[no-redef,import-not-found]
     from nbexec import recording_signals  # type: ignore[no-redef,import-not-found]
 
 HERE = Path(__file__).resolve()
-REPO = HERE.parents[2]
+REPO = plan.REPO
 NO_GPU_EXIT = 3
-summary = files.summary
 # Signals received during run(): the stage running is stopped, the rest skipped, the bundle still written.
 SIGNALLED: list[int] = []
-# The GPU tests run third: they are the stage written to find gpu-mode bugs, and the stages after them take what is
-# left of --deadline (their budgets add up to more), so a slow first run still brings back the tests' verdicts.
-STAGES = ("preflight", "doctor", "tests", "notebooks", "bench-kernels", "bench-lessons", "bench-cnn", "cnn-kernels")
-# Seconds per stage at most; --deadline (all stages together) cuts the last ones short when it must.
-BUDGET: dict[str, float] = {
-    "preflight": 30,
-    "doctor": 40,  # in gpu mode it also compiles and runs a one-line kernel (NVVM found?)
-    "notebooks": 210,
-    "bench-kernels": 100,  # 15 s at 1M-16M elements (H200, 2026-12-04); the 2**28 sizes add 20-45 s of host work
-    "bench-lessons": 70,
-    "bench-cnn": 50,
-    "cnn-kernels": 40,
-    "tests": 90,
-}
-DEADLINE = 7 * 60
 # Seconds kept free at the end of --deadline: a stage cut off there gets SIGTERM, then SIGKILL 5 s later
 # (gpucheck_proc.stop: at most 10 s), its output pump 2 s to finish, and the summary and the bundle are written last.
 # Without this margin a stage that ran to its limit made the whole run end 5-15 s after the deadline.
 RESERVE = 20.0
 # A stage is not started with less than this many seconds left (it could do nothing useful).
 MIN_STAGE = 10.0
-# Seconds one GPU test may take (pytest-timeout, signal method; pyproject's 900 s is for the simulator): a test stuck in
-# Python (a host loop, a wait on a lock) fails alone and the others still run. A kernel that never ends blocks inside
-# the driver, where the signal is not seen until the call returns: then only the stage's budget stops it.
-TEST_TIMEOUT = 45
-# Run first: the notebooks that take longest (lab09 and lesson 09 train on MNIST).
-SLOW_FIRST = ("lab09", "09_", "lab12", "12_", "10_", "05_", "04_")
-# Run one at a time, after the others: notebooks whose text or checks compare timings. Among 8 notebooks sharing the
-# H200 (2026-12-04) lesson 02's stride-4 copy measured faster than its stride-1 copy, lesson 06's FP16/FP32 speed-up
-# 34.7x (13.9x alone), and lab 05's prediction of which softmax is faster was judged on disturbed medians.
-ALONE = ("notebooks/02_", "notebooks/06_", "lab05")  # parts of paths: "02_" alone would match lab02 too
-# Unit tests that exercise kernels, layers and exercise checks (gpu mode: on the GPU, at their sizes).
-GPU_TESTS = (
-    "tests/test_kernels_elementwise.py",
-    "tests/test_kernels_launch.py",
-    "tests/test_kernels_matmul.py",
-    "tests/test_kernels_memory.py",
-    "tests/test_kernels_reduce.py",
-    "tests/test_kernels_scan.py",
-    "tests/test_kernels_histogram.py",  # global and shared-memory integer atomics, uniform and one-bin data
-    "tests/test_nn_ops.py",
-    "tests/test_splitk.py",  # the kernels backend's GEMM: split-K at the CNN's shapes against cuBLAS
-    "tests/gpu_emulation/checks_capstone.py",  # the capstone's guard: checks held on the GPU, read twice a step
-    "tests/gpu_emulation/checks_train_reads.py",  # fit's sums on the GPU: a NaN loss named at the next read
-    "tests/test_conv.py",
-    "tests/test_attention.py",
-    "tests/test_exercises_elementwise.py",
-    "tests/test_exercises_matmul.py",
-    "tests/test_exercises_reduce.py",
-    "tests/test_check_output_fd.py",  # CUDA printf kept aside during a check (fd 1): only a GPU shows it
-    "tests/test_warps_both_modes.py",  # the simulator's warp-function rules, checked by the hardware
-    "tests/test_simulator_ufuncs.py",  # GPU ufuncs: numba-cuda's dispatch, which the simulator runs, on a GPU
-    "tests/test_dropout.py",  # numba.cuda.random in a kernel, states passed as CuPy uint64 words viewed as records
-    "tests/test_lesson05_histogram.py",  # the privatized histogram's reference through the harness on a GPU
-    "tests/test_lab05_confusion.py",  # lab 05's confusion matrix (shared atomics, 2-D global atomics) and its PTX
-    "tests/test_lab08_dropout.py",  # the lab's forward/backward replay and the states copy, on CuPy arrays
-    "tests/test_nn_dropout.py",  # the nn engine's dropout ops on the cupy and kernels backends: CuPy states as records
-    "tests/test_nn_state.py",  # save/load/resume and .to() of model and optimizer state with CuPy arrays, bit for bit
-    "tests/test_nn_amp.py",  # mixed precision's masters and loss scale: resume bit for bit and .to('cupy') on a GPU
-    "tests/test_lessons_device_fns.py",  # a learner's device function inside a real kernel, and its PTX
-    "tests/test_ptxas.py",  # lesson 04's register counts: numba-cuda's on this GPU against the wheel's ptxas
-    "tests/test_exercises_own_code.py",  # the own-code walk over numba-cuda's dispatchers and the shipped answers
-)
 
 
 def _runtime() -> Any:
@@ -144,75 +95,6 @@ def probe() -> tuple[bool, str]:
     return p.found, p.reason
 
 
-def _notebooks(patterns: list[str] | None = None) -> list[str]:
-    """Lessons and lab solutions (those matching any of ``patterns``, if given), slowest first."""
-    paths = sorted(REPO.glob("notebooks/*.ipynb")) + sorted(REPO.glob("labs/solutions/*.ipynb"))
-    names = [str(p.relative_to(REPO)) for p in paths]
-    if patterns:
-        names = [n for n in names if any(pat in n for pat in patterns)]
-
-    def rank(name: str) -> int:
-        stem = Path(name).name
-        return next((i for i, pre in enumerate(SLOW_FIRST) if stem.startswith(pre)), len(SLOW_FIRST))
-
-    return sorted(names, key=rank)
-
-
-def stages(
-    py: Path | str,
-    out: Path,
-    *,
-    record: bool = True,
-    notebooks: list[str] | None = None,
-    budget: dict[str, float] | None = None,
-) -> list[tuple[str, list[str]]]:
-    """The gpu-mode commands, in order (``record=False``: nothing is recorded, for --rehearse)."""
-    py_s = str(py)
-    rec = ["--record"] if record else []
-    todo: list[tuple[str, list[str]]] = [
-        ("preflight", [py_s, "-c", files.preflight_code()]),
-        ("doctor", [py_s, "-m", "gpulab", "doctor"]),
-    ]
-    jobs = files.jobs()  # processes for notebooks and tests: half the CPUs, <= 8
-    nbs = _notebooks(notebooks)
-    if nbs:
-        limit = int((budget or BUDGET)["notebooks"]) - 10  # nbexec stops its notebooks itself, before the stage does
-        nb_cmd = [py_s, "-m", "gpulab.nbexec", *nbs, "--out", str(out / "notebooks"), "--jobs", str(jobs)]
-        nb_cmd += ["--alone", ",".join(ALONE)]
-        todo.append(("notebooks", [*nb_cmd, "--timeout", str(limit), "--cell-timeout", str(limit)]))
-    kernels = [py_s, "-m", "gpulab", "bench", "kernels", *rec, "--json", str(out / "kernels.json")]
-    todo.append(("bench-kernels", [*kernels, "--html", str(out / "kernels.html")]))
-    todo.append(
-        ("bench-lessons", [py_s, "-m", "gpulab", "bench", "lessons", *rec, "--json", str(out / "lessons.json")])
-    )
-    # found, not imported: importing PyTorch took 10-20 s of --deadline on a cold GPU image, before any stage ran
-    # (the preflight imports it anyway and says whether it works)
-    find = "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"
-    try:
-        has_torch = subprocess.run([py_s, "-c", find], capture_output=True, timeout=60).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        has_torch = False
-    compare = ["--compare", "torch"] if has_torch else []
-    cnn = [py_s, "-m", "gpulab", "bench", "cnn", *compare]
-    todo.append(("bench-cnn", [*cnn, *rec, "--rounds", "2", "--json", str(out / "cnn.json")]))
-    # The capstone's backend: gpulab's reference kernels (the lab solutions' twins), not recorded; its
-    # speed in the simulator means nothing, so `bench cnn` refuses it there and a rehearsal leaves it out.
-    if record:
-        todo.append(
-            (
-                "cnn-kernels",
-                [*cnn, "--backend", "kernels", "--rounds", "1", "--per-op", "--json", str(out / "cnn-kernels.json")],
-            )
-        )
-    pytest = [py_s, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(jobs), "--dist", "loadfile"]
-    # each test's outcome and error written as it ends (pytest prints failures only at its end, which a stage
-    # stopped at its budget never reaches); on the GPU a test stuck in Python fails at TEST_TIMEOUT, not the stage
-    pytest += ["-p", "gpulab.gpucheck_pytest", "--gpucheck-log", str(out / files.TESTS_LOG)]
-    pytest += ["-o", f"timeout={TEST_TIMEOUT}"] if record else []
-    todo.append(("tests", [*pytest, *[t for t in GPU_TESTS if (REPO / t).exists()]]))
-    return sorted(todo, key=lambda stage: STAGES.index(stage[0]))
-
-
 def run_stages(
     todo: list[tuple[str, list[str]]],
     env: dict[str, str],
@@ -227,7 +109,7 @@ def run_stages(
     rows: list[dict[str, Any]] = []
     for name, cmd in todo:
         remaining = deadline - time.monotonic()
-        limit = min((budget or BUDGET).get(name, 60), remaining - RESERVE)
+        limit = min((budget or plan.BUDGET).get(name, 60), remaining - RESERVE)
         skipped = (
             f"gpu-check was stopped ({signal.Signals(SIGNALLED[0]).name})"
             if SIGNALLED
@@ -277,8 +159,10 @@ def configure(ap: argparse.ArgumentParser) -> None:
         "--out", type=Path, default=REPO / "artifacts" / "gpu-check", help="where reports go (default: %(default)s)"
     )
     ap.add_argument("--bundle", type=Path, help="also write the reports and new recordings to this .tar.gz")
-    ap.add_argument("--deadline", type=float, default=DEADLINE, help="seconds for everything (default: %(default)s)")
-    ap.add_argument("--only", help=f"comma-separated stages to run, of: {', '.join(STAGES)}")
+    ap.add_argument(
+        "--deadline", type=float, default=plan.DEADLINE, help="seconds for everything (default: %(default)s)"
+    )
+    ap.add_argument("--only", help=f"comma-separated stages to run, of: {', '.join(plan.STAGES)}")
     ap.add_argument("--notebooks", help="comma-separated parts of notebook paths: run only those notebooks")
     ap.add_argument(
         "--budget",
@@ -328,26 +212,26 @@ def run(args: argparse.Namespace) -> int:
         mb = sum(p.stat().st_size for p in got) / 1e6
         print(f"gpu-check: {len(got)} wheels in {args.download_wheels} ({mb:.1f} MB)")
         return 0
-    only = [s.strip() for s in args.only.split(",")] if args.only else list(STAGES)
-    unknown = [s for s in only if s not in STAGES]
+    only = [s.strip() for s in args.only.split(",")] if args.only else list(plan.STAGES)
+    unknown = [s for s in only if s not in plan.STAGES]
     if unknown:
-        return _error(f"--only {args.only}: no stage {', '.join(unknown)}; the stages are {', '.join(STAGES)}")
+        return _error(f"--only {args.only}: no stage {', '.join(unknown)}; the stages are {', '.join(plan.STAGES)}")
     if args.wheels is not None and args.python is None:
         return _error("--wheels goes with --python (a venv installs from WHEELHOUSE instead)")
     if args.python is not None and shutil.which(args.python) is None:
         return _error(f"--python {args.python}: not found; give a path or a command on PATH")
-    budget = dict(BUDGET)
+    budget = dict(plan.BUDGET)
     for item in args.budget:
         name, _, secs = item.partition("=")
-        if name not in BUDGET or not secs.replace(".", "", 1).isdigit() or float(secs) <= 0:
-            return _error(f"--budget {item}: expected STAGE=SECONDS with a stage of {', '.join(STAGES)}")
+        if name not in plan.BUDGET or not secs.replace(".", "", 1).isdigit() or float(secs) <= 0:
+            return _error(f"--budget {item}: expected STAGE=SECONDS with a stage of {', '.join(plan.STAGES)}")
         budget[name] = float(secs)
     if args.data is not None and not args.data.is_dir():
         return _error(f"--data {args.data}: no such folder (it should hold the MNIST .gz files)")
     if args.wheels is not None and not any(args.wheels.glob("*.whl")):
         return _error(f"--wheels {args.wheels}: no .whl files there; `make gpu-check-prep` fetches them (needs PyPI)")
     patterns = [s.strip() for s in args.notebooks.split(",")] if args.notebooks else None
-    if patterns and not _notebooks(patterns):
+    if patterns and not plan.notebook_paths(patterns):
         return _error(f"--notebooks {args.notebooks}: matches no notebook under notebooks/ or labs/solutions/")
     if not args.rehearse:
         found, reason = probe()
@@ -389,7 +273,9 @@ def run(args: argparse.Namespace) -> int:
         wheelhouse = os.environ.get("WHEELHOUSE") or None
         py = venv / "bin" / "python" if args.skip_setup else files.setup(venv, wheelhouse, REPO)
     todo = [
-        (n, c) for n, c in stages(py, out, record=not args.rehearse, notebooks=patterns, budget=budget) if n in only
+        (n, c)
+        for n, c in plan.stages(py, out, record=not args.rehearse, notebooks=patterns, budget=budget)
+        if n in only
     ]
     before = files.snapshot(results_dir)
 

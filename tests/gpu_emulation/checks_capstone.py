@@ -5,7 +5,7 @@ learner op's check as a 0-d flag on the device and reads them together when the 
 back, and at the end of an epoch. Here the emulated CuPy counts the host's reads of device memory
 (``cupy._array._reads``), and wrong kernels show that the op named is still the first one that went wrong, before
 any weight changes. Collected by tests/test_gpu_emulated.py (emulated gpu mode, in a subprocess) and, on a real GPU,
-by ``make gpu-check``'s tests stage (gpulab.gpucheck.GPU_TESTS; the read count is the emulation's only).
+by ``make gpu-check``'s tests stage (gpulab.gpucheck_plan.GPU_TESTS; the read count is the emulation's only).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ counts the host's reads (``cupy._array._reads``). Before, fit read three times a
 greatest, the loss before the backward was queued, the correct count) and ``bench cnn`` twice.
 
 Collected by tests/test_gpu_emulated.py (emulated gpu mode, in a subprocess) and, on a real GPU, by ``make
-gpu-check``'s tests stage (gpulab.gpucheck.GPU_TESTS; the read counts are the emulation's only).
+gpu-check``'s tests stage (gpulab.gpucheck_plan.GPU_TESTS; the read counts are the emulation's only).
 """
 
 from __future__ import annotations
