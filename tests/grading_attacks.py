@@ -310,6 +310,18 @@ def build(name: str, out_dir: Path) -> Path:
     return path
 
 
+def with_answer(out_dir: Path, grade_id: str, source: str) -> tuple[Path, nbformat.NotebookNode]:
+    """Lab 01's student version with the answer cell ``grade_id`` replaced by ``source``, written into ``out_dir``
+    under the student version's name: (its path, the notebook)."""
+    nb = _load()
+    for c in nb.cells:
+        if _meta(c).get("grade_id") == grade_id:
+            c.source = source
+    path = Path(out_dir) / STUDENT.name
+    nbformat.write(nb, str(path))
+    return path, nb
+
+
 def patch_problem_objects(nb) -> None:
     """Blank kernels; the checks' own objects changed in place: every gpulab object with a `check`
     method (a lab's Problem) gets an instance attribute `check` that returns a pass."""

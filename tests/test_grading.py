@@ -15,7 +15,7 @@ from gpulab import labs
 from gpulab.exercises import CheckResult
 from gpulab.grading import report
 from gpulab.grading.assemble import assemble, read_submission, source_for
-from gpulab.grading.grader import score_test
+from gpulab.grading.rows import score_test
 from gpulab.grading.assemble import Cell
 from gpulab.errors import UsageError
 
@@ -278,7 +278,7 @@ def test_two_notebooks_for_one_lab_keep_both_feedback_pages(tmp_path, monkeypatc
     """A student who hands in `lab01_threads.ipynb` and `lab01_threads (1).ipynb` gets two rows, two
     feedback pages (the second used to overwrite the first) and a note; the summary flags notes."""
     from gpulab.grading import gradebook
-    from gpulab.grading.grader import Graded, GradeRow
+    from gpulab.grading.rows import Graded, GradeRow
 
     def fake_grade(sub, src, limits):
         score = 2.0 if "(1)" in sub.name else 1.0
@@ -313,7 +313,7 @@ def test_two_notebooks_for_one_lab_keep_both_feedback_pages(tmp_path, monkeypatc
 def test_an_earlier_gradebook_is_kept(tmp_path, monkeypatch):
     """Grading lab 05 into the folder that holds lab 01's (hand-edited) gradebook renames the old one."""
     from gpulab.grading import gradebook
-    from gpulab.grading.grader import Graded, GradeRow
+    from gpulab.grading.rows import Graded, GradeRow
 
     monkeypatch.setattr(
         gradebook,

@@ -17,7 +17,8 @@ import pytest
 from gpulab import labs
 from gpulab.grading import gradebook, grader
 from gpulab.grading.assemble import Cell, assemble
-from gpulab.grading.grader import Graded, GradeRow, grade_notebook, score_test
+from gpulab.grading.grader import grade_notebook
+from gpulab.grading.rows import Graded, GradeRow, format_table, score_test
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "labs" / "solutions"
@@ -157,9 +158,9 @@ def test_a_row_keeps_the_whole_verdict_and_the_stderr_note():
     row = score_test(cell, {**base, "value": None, "stderr": "RuntimeWarning: invalid value\n"}, "")
     assert row.score == 0 and row.message.startswith("out[1, 0]: expected 0.000287, got nan\n"), row.message
     assert "the cell wrote to stderr, which nbgrader scores 0: RuntimeWarning" in row.message
-    assert "input: shape" not in grader.format_table([row]).splitlines()[1][:40]  # the table stays one line a row
+    assert "input: shape" not in format_table([row]).splitlines()[1][:40]  # the table stays one line a row
     long = GradeRow("ex-check", 2.0, 0.0, "failed", "x" * 80 + "\ninput: shape (33, 17)\nlaunch: grid (2, 3)")
-    table = grader.format_table([long]).splitlines()
+    table = format_table([long]).splitlines()
     assert len(table) == 3 and table[1].endswith("...") and table[2].startswith("total"), table  # cut after joining
 
 

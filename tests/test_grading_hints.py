@@ -5,15 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
-
+from grading_attacks import with_answer
 from gpulab.grading import grader, report
 from gpulab.grading.assemble import assemble
-from gpulab.grading.grader import Graded, GradeRow, grade_notebook
+from gpulab.grading.grader import grade_notebook
+from gpulab.grading.rows import Graded, GradeRow
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "labs" / "solutions" / "lab01_threads.ipynb"
-STUDENT = ROOT / "labs" / "student" / "lab01_threads.ipynb"
 VECTOR_ADD = """@cuda.jit
 def vector_add(a, b, out):
     i = cuda.grid(1)
@@ -24,12 +23,7 @@ def vector_add(a, b, out):
 
 def test_a_renamed_answer_kernel_gets_a_hint(monkeypatch, tmp_path):
     """hugo named his kernel vector_add: the row said "NameError: name 'add_kernel' is not defined", hint ""."""
-    nb = nbformat.read(str(STUDENT), as_version=4)
-    for c in nb.cells:
-        if c.metadata.get("nbgrader", {}).get("grade_id") == "lab01-add":
-            c.source = VECTOR_ADD
-    sub = tmp_path / STUDENT.name
-    nbformat.write(nb, str(sub))
+    sub, nb = with_answer(tmp_path, "lab01-add", VECTOR_ADD)
     check = next(c.index for c in assemble(SOURCE, nb).cells if c.grade_id == "lab01-add-check")
 
     def run(assembled, sandbox):  # what the runner records: the test cell's NameError (the sandbox is tested elsewhere)

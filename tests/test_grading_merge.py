@@ -15,7 +15,7 @@ import pytest
 from gpulab import labs
 from gpulab.grading import gradebook
 from gpulab.grading.assemble import assemble
-from gpulab.grading.grader import Graded, GradeRow
+from gpulab.grading.rows import Graded, GradeRow
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "labs" / "solutions"

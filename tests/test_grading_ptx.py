@@ -19,7 +19,7 @@ from gpulab.exercises import check_kernel
 from gpulab.exercises.result import PTX_NOT_RUN
 from gpulab.grading import gradebook, grader, runner
 from gpulab.grading.assemble import Cell
-from gpulab.grading.grader import Graded, GradeRow, format_table, score_test
+from gpulab.grading.rows import Graded, GradeRow, format_table, score_test
 from gpulab.kernels import nn_kernels
 
 ROOT = Path(__file__).resolve().parents[1]

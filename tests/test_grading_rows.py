@@ -16,7 +16,7 @@ import pytest
 from gpulab import labs
 from gpulab.grading import gradebook, grader
 from gpulab.grading.assemble import Cell
-from gpulab.grading.grader import Graded, GradeRow, score_test
+from gpulab.grading.rows import Graded, GradeRow, format_table, score_test
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "labs" / "solutions"
@@ -91,7 +91,7 @@ def test_a_two_function_cell_names_each_function_with_its_key_lines():
         "  launch: host function nn_ops.relu_backward(...)",
     ], row.message
     assert (row.score, row.status, row.verdict) == (1.0, "partial", "failed")
-    table = grader.format_table([row]).splitlines()[1]
+    table = format_table([row]).splitlines()[1]
     assert "partial" in table and "relu: passed / relu_backward: dx[0]" in table, table
 
 

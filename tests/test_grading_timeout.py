@@ -5,15 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
 import pytest
 
+from grading_attacks import with_answer
 from gpulab.grading.grader import grade_notebook
 from gpulab.grading.sandbox import Limits
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "labs" / "solutions" / "lab01_threads.ipynb"
-STUDENT = ROOT / "labs" / "student" / "lab01_threads.ipynb"
 ENDLESS = """from numba import cuda
 
 @cuda.jit
@@ -44,12 +43,7 @@ def test_a_cells_limit_caps_a_checks_time_per_launch(monkeypatch):
 
 @pytest.mark.slow
 def test_an_endless_kernel_gets_its_hint_under_a_short_timeout(tmp_path):
-    nb = nbformat.read(str(STUDENT), as_version=4)
-    for c in nb.cells:
-        if c.metadata.get("nbgrader", {}).get("grade_id") == "lab01-add":
-            c.source = ENDLESS
-    sub = tmp_path / STUDENT.name
-    nbformat.write(nb, str(sub))
+    sub, _ = with_answer(tmp_path, "lab01-add", ENDLESS)
     graded = grade_notebook(sub, SOURCE, Limits(cell_timeout=20))
     row = next(r for r in graded.rows if r.grade_id == "lab01-add-check")  # its hidden check hangs too
     assert row.status == "timeout" and "did not finish within 16 s" in row.message, row

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from . import _meta
 from .errors import UsageError
+from .paths import free_name
 
 __all__ = ["CoursePlan", "configure", "copy_course", "course_source", "main", "quiet_jupyterlab_news", "run"]
 
@@ -113,12 +114,7 @@ def _check_dest(dest: Path) -> None:
 def _backup_name(target: Path, stamp: str) -> Path:
     """``name.bak-STAMP.ipynb`` beside ``target``, or ``name.bak-STAMP-2.ipynb`` (-3, ...) when that exists (two
     backups in one second), so that an earlier backup is never replaced."""
-    kept = target.with_name(f"{target.stem}.bak-{stamp}{target.suffix}")
-    n = 2
-    while kept.exists():
-        kept = target.with_name(f"{target.stem}.bak-{stamp}-{n}{target.suffix}")
-        n += 1
-    return kept
+    return free_name(target, f"{target.stem}.bak-{stamp}", target.suffix, first=2)
 
 
 def copy_course(

@@ -136,9 +136,9 @@ def grade(
 
 def __getattr__(name: str) -> Any:
     if name in ("GradeRow", "format_table"):
-        from gpulab.grading import grader
+        from gpulab.grading import rows
 
-        return getattr(grader, name)
+        return getattr(rows, name)
     raise AttributeError(f"module 'gpulab.labs' has no attribute {name!r}")
 
 
@@ -291,7 +291,8 @@ def _run_grade(ns: argparse.Namespace) -> int:
                 why = g.why_not_graded.removeprefix("not graded: ").removeprefix(f"{Path(g.notebook).name} ")
                 print(f"  {g.notebook}: {why[:200]}")
         return 1 if again else 0
-    from gpulab.grading.grader import format_table, grade_notebook
+    from gpulab.grading.grader import grade_notebook
+    from gpulab.grading.rows import format_table
 
     read_submission(ns.path)  # a clear message before any work for what is not a notebook
     source = source_for(ns.path, solutions, ns.lab)

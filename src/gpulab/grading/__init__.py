@@ -128,10 +128,14 @@ def report(*results: Any, points: float | None = None) -> float:
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("grade", "GradeRow", "format_table"):
-        from . import grader
+    if name == "grade":
+        from .grader import grade
 
-        return getattr(grader, name)
+        return grade
+    if name in ("GradeRow", "format_table"):
+        from . import rows
+
+        return getattr(rows, name)
     if name == "grade_folder":
         from .gradebook import grade_folder
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulab.errors import UsageError
+from gpulab.paths import free_name
 
 __all__ = ["HEAD", "TAIL", "aside_name", "columns", "hand_changes", "merged", "read_book", "write_csv"]
 
@@ -49,12 +50,7 @@ def aside_name(path: Path) -> Path:
     earlier version of it, from its modification time."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(path.stat().st_mtime))
     stem, suffix = (path.name, "") if path.is_dir() else (path.stem, path.suffix)
-    target = path.with_name(f"{stem}-{stamp}{suffix}")
-    k = 1
-    while target.exists():
-        target = path.with_name(f"{stem}-{stamp}-{k}{suffix}")
-        k += 1
-    return target
+    return free_name(path, f"{stem}-{stamp}", suffix)  # stem-STAMP, then stem-STAMP-1, -2 ...
 
 
 def read_book(out: Path) -> tuple[list[dict[str, str]] | None, list[dict] | None]:

@@ -10,7 +10,7 @@ a time with a progress bar, and writes into the output folder:
   were given without it; "" when every PTX check ran), ``graded_at``, ``gpulab_version`` and ``gpulab_commit``
   (:mod:`.provenance`; columns and merging: :mod:`.book_files`);
 * ``gradebook.json``: everything, including each exercise's status ("passed", "partial" for some of its
-  points, "failed", "not implemented", "not graded", ...; see :class:`gpulab.grading.grader.GradeRow`), the
+  points, "failed", "not implemented", "not graded", ...; see :class:`gpulab.grading.rows.GradeRow`), the
   check's own status (``verdict``), message and hint, whether its PTX check did not run (``ptx_not_checked``, per
   exercise and per submission), and whether the notebook was ``not_graded`` (an earlier
   ``gradebook.csv``/``.json`` in the folder is renamed ``gradebook-<its time>.csv``, not overwritten, and scores
@@ -50,8 +50,9 @@ from . import PARTIAL_RULE
 from .assemble import source_for
 from .audience import for_student, for_teacher
 from .book_files import aside_name, hand_changes, merged, read_book, write_csv
-from .grader import GradeRow, Graded, check_device, grade_notebook, grading_device, ptx_footnote, ungraded
+from .grader import check_device, grade_notebook, grading_device, ungraded
 from .provenance import graded_at, gpulab_commit, gpulab_version, submitted_at
+from .rows import GradeRow, Graded, ptx_footnote
 from .sandbox import Limits, usable_cpus
 
 __all__ = ["Gradebook", "check_out_folder", "feedback_name", "grade_folder", "keep_earlier", "write_feedback"]

@@ -5,7 +5,7 @@ each test cell. nbgrader's autograde runs the whole notebook in one kernel, so a
 ``problems.lab01.AFFINE.check`` or ``gpulab.grading.report`` and every check after it would pass. The autograde
 preprocessor runs these three calls in the kernel, each in a hidden cell that prints one ``GPULAB_GUARD`` line:
 :func:`start` before the notebook's first code cell (loads the checker and takes the runner's
-:class:`~gpulab.grading.runner.Snapshot`), :func:`before_test` before each test cell (names what changed and puts
+:class:`~gpulab.grading.snapshot.Snapshot`), :func:`before_test` before each test cell (names what changed and puts
 it back, so the real check runs), :func:`after_test` after it (what the check itself had changed: that cell
 scores 0). It is defence in depth in a kernel the student's code shares; labs grade's sandbox is the stronger one.
 """
@@ -16,7 +16,7 @@ import json
 import os
 import sys
 
-from .runner import Snapshot, load_checker
+from .snapshot import Snapshot, load_checker
 
 __all__ = ["MARK", "after_test", "before_test", "start"]
 
