@@ -233,7 +233,8 @@ def test_a_numba_error_after_gpulabs_code_names_what_gpulab_was_doing(monkeypatc
 def test_the_verdicts_for_a_transfer_a_synchronisation_and_an_unknown_call():
     from gpulab.exercises.frames import Origin
     from gpulab.exercises.problem import Case
-    from gpulab.exercises.raised import DEVICE_FAULT_HINT, exception_verdict
+    from gpulab.exercises.raised import exception_verdict
+    from gpulab.exercises.raised_elsewhere import DEVICE_FAULT_HINT
 
     case = Case(size=5, seed=0, inputs=(np.zeros(5, np.float32),), expected=(np.zeros(5, np.float32),))
     where = "gpulab/kernels/nn_ops.py, line 9, in relu"

@@ -170,7 +170,8 @@ def test_a_launch_the_gpu_refuses_for_resources_gets_that_hint_not_the_parameter
     """gpu mode: the launch of the learner's kernel fails in numba-cuda (the check's own launch, kind "launch")."""
     from gpulab.exercises.frames import Origin
     from gpulab.exercises.problem import Case
-    from gpulab.exercises.raised import LAUNCH_HINT, RESOURCES_HINT, exception_verdict
+    from gpulab.exercises.raised import exception_verdict
+    from gpulab.exercises.raised_elsewhere import LAUNCH_HINT, RESOURCES_HINT
 
     case = Case(size=5, seed=0, inputs=(np.zeros(5, np.float32),), expected=(np.zeros(5, np.float32),))
     exc = RuntimeError(text)

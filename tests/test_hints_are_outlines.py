@@ -146,6 +146,7 @@ SCOPES: dict[str, tuple[str, ...]] = {
     "lessons/ex_11.py": ("11",),
     "systolic.py": ("11",),
     "lessons/ex_12.py": ("12",),
+    "lessons/ex_12_backward.py": ("12",),
     "capstone.py": ("lab09",),
     "capstone_ptx.py": ("lab09",),
     "capstone_mistakes.py": ("lab09",),

@@ -1,6 +1,6 @@
-"""Lesson 12's exercise 4, the attention backward pass written in NumPy (gpulab.lessons.ex_12): it is checked against
-gpulab.transformer.backward, each named mistake (made in the lesson's own solution cell) gets its hint, the hints
-are outlines and not the answer, and the lesson's gradient check runs on the learner's function."""
+"""Lesson 12's exercise 4, the attention backward pass written in NumPy (gpulab.lessons.ex_12_backward): it is
+checked against gpulab.transformer.backward, each named mistake (made in the lesson's own solution cell) gets its
+hint, the hints are outlines and not the answer, and the lesson's gradient check runs on the learner's function."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 from gpulab import lessons
 from gpulab.labs import BEGIN, CODE_STUB, END
-from gpulab.lessons import answers_12, ex_12
+from gpulab.lessons import answers_12, ex_12_backward
 from gpulab.transformer import backward
 from kernel_edits import edited_kernel
 
@@ -54,7 +54,7 @@ def test_the_reference_matches_gpulab_backward_and_pytorch_where_installed():
     rng = np.random.default_rng(3)
     dout, q, k, v = (rng.standard_normal((7, 5)) for _ in range(4))
     ours = answers_12.attention_backward(dout, q, k, v)
-    lib = ex_12.backward_spec(dout, q, k, v)
+    lib = ex_12_backward.backward_spec(dout, q, k, v)
     assert all(np.allclose(a, b, rtol=1e-12, atol=1e-12) for a, b in zip(ours, lib))
     try:
         torch_grads = backward.torch_gradients(q, k, v, dout)
@@ -116,7 +116,7 @@ def test_the_scores_gradient_is_named_by_its_values_where_n_equals_d():
 def test_hints_are_outlines_without_the_answers_code():
     tiers = lessons.exercise("12", "attention_backward").hints
     answer_lines = [ln.split("#")[0].strip() for ln in _solution_cell().splitlines()[2:]]
-    hints = [*tiers, *ex_12.BACKWARD_MISTAKES]
+    hints = [*tiers, *ex_12_backward.BACKWARD_MISTAKES]
     for text in hints:
         for line in answer_lines:
             if len(line) > 12:

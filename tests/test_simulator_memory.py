@@ -105,14 +105,14 @@ def test_the_harness_names_the_filler_only_in_the_simulator(monkeypatch):
     from types import SimpleNamespace
 
     from gpulab import runtime
-    from gpulab.exercises import diagnose
+    from gpulab.exercises import specific
 
     exp = np.arange(8, dtype=np.int16)
     got = exp + np.int16(112)
     judge = SimpleNamespace(rtol=0.0)
-    assert "48 x -17747" in diagnose._unset_memory(got, exp, 0, None, judge, "out", None)  # simulator: named
+    assert "48 x -17747" in specific._unset_memory(got, exp, 0, None, judge, "out", None)  # simulator: named
     monkeypatch.setattr(runtime, "is_simulator", lambda: False)
-    assert diagnose._unset_memory(got, exp, 0, None, judge, "out", None) == ""
+    assert specific._unset_memory(got, exp, 0, None, judge, "out", None) == ""
 
 
 def test_filler_hint_recognises_the_filler_through_wrap_around_and_types():

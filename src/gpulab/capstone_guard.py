@@ -35,7 +35,8 @@ class CapstoneError(GpulabError):
     """A learner op is missing, failed its check, or produced NaN/inf during training."""
 
     # raised inside a check (the capstone's host functions, lab 09's tiny training step), its message is the verdict
-    # itself: it names the op and says what to fix (gpulab.exercises.raised shows it without "gpulab's code refused")
+    # itself: it names the op and says what to fix (gpulab.exercises.raised_elsewhere shows it without "gpulab's
+    # code refused")
     is_verdict = True
 
 

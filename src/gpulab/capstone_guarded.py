@@ -31,7 +31,7 @@ from .capstone_guard import CapstoneError
 from .capstone_hosts import HOSTS
 from .capstone_problems import PROBLEMS
 from .exercises.output import Printed, captured
-from .exercises.raised import DEVICE_FAULT_RE
+from .exercises.raised_elsewhere import DEVICE_FAULT_RE
 from .nn.kernel_ops import KernelOps
 
 __all__ = ["UPDATES", "GuardedOps", "learner_op"]

@@ -53,18 +53,20 @@ front of a larger buffer whose tail is checked afterwards (writes beyond ``n``).
 What is checked (the pipeline in :mod:`.check`), and the verdict a learner gets:
 
 * the placeholder ``raise NotImplementedError`` -> "not implemented yet", 0 points, no crash;
-* run (:mod:`.run`): each launch has a deadline (``timeout`` seconds); stuck simulator threads are
+* run (:mod:`.run`): each launch has a deadline (``timeout`` seconds; the check's own extra runs, such as the
+  race check's logged run, get at most 60 s and never more than ``timeout``); stuck simulator threads are
   stopped; an ``IndexError`` names the thread and block ("indexed past the end: missing bounds
   guard?"); the launch in the verdict is the one that failed. An exception is placed by its traceback
-  (:mod:`.frames`, :mod:`.raised`): a line of the learner's code, gpulab's own code called with the
-  learner's kernel (named, with the learner's line that led there), a launch that failed on the
+  (:mod:`.frames`; explained by :mod:`.raised`, or :mod:`.raised_elsewhere` outside the learner's lines): a line
+  of the learner's code, gpulab's own code called with the learner's kernel (named, with the learner's line that
+  led there), a launch that failed on the
   kernel's parameters before any line of it ran, or Numba's code that gpulab's code called for something
   else (a transfer, a synchronisation: named as such, not as a launch). What the kernel prints is kept
   aside (:mod:`.output`; on a GPU, CUDA's printf, by capturing file descriptor 1): the verdict shows its
   first 5 lines and how many more there were;
 * compare (:mod:`.compare`): ``rtol``/``atol``, or ``reduction=n``: a float64 reference and the
   float32 rounding bound for sums of n terms (:func:`.compare.probable_bound`: ``min(gamma_n, 10 sqrt(n) u)``);
-* diagnose (:mod:`.diagnose`): output untouched, elements never written, off-by-one at an edge,
+* diagnose (:mod:`.diagnose`, :mod:`.specific`): output untouched, elements never written, off-by-one at an edge,
   shifted, transposed (also non-square), an input read transposed (``B[j, k]`` for ``B[k, j]``),
   the last partial tile of K dropped, inf/NaN from overflow (softmax without the max subtracted),
   a unit slip (the answer times 1000, 3600, 3.6e6, 2**30 / 1e9, ... in every element: :mod:`.units`),
@@ -79,8 +81,9 @@ What is checked (the pipeline in :mod:`.check`), and the verdict a learner gets:
   write with its thread and barrier epoch; it names the race and which barrier is missing (after
   the load, or before the next overwrite), two threads writing one output without
   ``cuda.atomic`` (or computing the same index), and ``cuda.syncthreads()`` inside a branch that
-  not all threads of a block take (unequal barrier counts: a deadlock or undefined on a GPU).
-  Cases are also re-run with another thread schedule and block shape;
+  not all threads of a block take (unequal barrier counts: a deadlock or undefined on a GPU); for a wrong
+  result also memory nobody set (:mod:`.unset`: a shared element read before any thread wrote it, atomics or
+  ``+=`` into outputs that are not zeroed). Cases are also re-run with another thread schedule and block shape;
 * budgets (:mod:`.budgets`, simulator): ``budget=Budget(...)``: reads per element, per thread,
   coalescing (32-byte sectors per warp request vs the ideal), shared memory per block, barriers and atomics,
   shared-memory reads per thread (a tree reduction's log2 steps, :class:`Tree`, not one thread's loop over the

@@ -17,7 +17,7 @@ from .compare import fills, reduction_len, same, unwritten
 from .diagnose import SPECIFIC, diagnose, diagnose_kind
 from .result import Check
 from .races import SCHEDULES, SCHEDULE_HINT, race_verdict
-from .run import Launch, SetupError, run_with_deadline
+from .run import Launch, SetupError, extra_run_limit, run_with_deadline
 from .static import parse_kernel
 
 __all__ = ["ORIENTATION_HINT", "explain", "orientation_check"]
@@ -76,7 +76,7 @@ def input_written(st: State, fail: Failure) -> str | None:
             for a in call
         ]
         griddim, blockdim = st.runner.config(case, call, fail.launch)
-        run_with_deadline(lambda: st.runner.kernel[griddim, blockdim](*call), 60.0)
+        run_with_deadline(lambda: st.runner.kernel[griddim, blockdim](*call), extra_run_limit(st.p))
         params = list(inspect.signature(py_func(st.runner.kernel)).parameters)
         for k, (old, arg) in enumerate(zip(before, call)):
             if old is not None and not np.array_equal(np.asarray(arg), old, equal_nan=old.dtype.kind in "fc"):

@@ -11,7 +11,8 @@ before every thread has added to them). Threads of one block that passed
 different numbers of barriers called ``cuda.syncthreads()`` inside a branch.
 
 :func:`race_stage` is the pipeline's race step after every case passed: a re-run with another
-thread schedule and block shape, then :func:`race_verdict` on the largest case.
+thread schedule and block shape, then :func:`race_verdict` on the largest case. For a wrong result,
+race_verdict also looks for memory nobody set (:mod:`.unset`).
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from .cases import State, largest, run_case, size_hint
 from .compare import fills, unwritten
 from .problem import Case
 from .result import Check
-from .run import Hang, Launch, Runner, run_with_deadline
-from .scatter import scatter_into_unset
+from .run import Hang, Launch, Runner, extra_run_limit, run_with_deadline
+from .unset import subscript, unset_verdict
 
-__all__ = ["GPU_NOT_CHECKED", "SCHEDULES", "race_stage", "race_verdict"]
+__all__ = ["GPU_NOT_CHECKED", "LOGGED_RUN_STOPPED", "SCHEDULES", "race_stage", "race_verdict"]
 
 # Thread schedules for re-runs in the simulator: how often Python may switch between CUDA threads
 # (gpulab runs at 1 ms; 10 us interleaves the threads of a block much more finely); blocks whose
@@ -40,6 +41,12 @@ GPU_NOT_CHECKED = (
     "; not checked on a GPU: unsynchronised accesses to shared memory or outputs, and whether every thread "
     "reaches every barrier (only the simulator can log every access; to check them, run this check in simulator "
     "mode: set GPULAB_DEVICE=simulator, then restart the notebook's kernel)"
+)
+# The races line of a passing verdict whose run that logs every access was stopped at the check's limit per run.
+LOGGED_RUN_STOPPED = (
+    "; not checked for unsynchronised accesses to shared memory or outputs, nor for barriers some threads skip: the "
+    "run that logs every access (many times slower than a plain run) did not finish within {s:g} s, this check's "
+    "limit per run. A longer limit (timeout=, or labs grade --timeout) lets it finish"
 )
 SCHEDULE_HINT = (
     "the result changes from run to run (a race): a thread reads shared memory before the others "
@@ -177,14 +184,11 @@ def _read_during_atomics(log: list) -> tuple[Any, Any] | None:
     return None
 
 
-def _elem(index: int, shape: tuple) -> str:
-    return ", ".join(str(int(v)) for v in np.unravel_index(index, shape))
-
-
 def race_verdict(runner: Runner, case: Case, launch: Launch, unset: bool = False) -> tuple[str, str] | None:
     """Run ``case`` once with every shared access and output write logged; ``(message, hint)`` for
     the first race or barrier inside a branch, None when there is none. ``unset`` (for a wrong result only: a
-    correct kernel may read elements it then ignores): also a read of a shared element nobody wrote."""
+    correct kernel may read elements it then ignores): also memory nobody set (:mod:`.unset`). The run gets
+    :func:`.run.extra_run_limit` seconds; past them it is stopped and :class:`.run.Hang` raised."""
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
     outs, call = runner.host_call(case)
@@ -200,7 +204,7 @@ def race_verdict(runner: Runner, case: Case, launch: Launch, unset: bool = False
             watched.append(arg)
     with simulator.instrument(watch_shared=True) as ins:
         try:
-            run_with_deadline(lambda: runner.kernel[griddim, blockdim](*watched), 60.0)
+            run_with_deadline(lambda: runner.kernel[griddim, blockdim](*watched), extra_run_limit(runner.p))
         except (ArithmeticError, ValueError):  # e.g. exp overflowing on a value read too early: the log up to it counts
             pass
     launch_s = f"launch {runner.fn_name}[{griddim}, {blockdim}]"
@@ -230,7 +234,7 @@ def race_verdict(runner: Runner, case: Case, launch: Launch, unset: bool = False
             war_hint = WAR_HINT
         verb = "added to" if o.atomic else "read" if o.kind == "r" else "wrote"
         msg = (
-            f"shared memory race in block {w.block}: thread {w.thread} wrote {label}[{_elem(w.index, shape)}] and "
+            f"shared memory race in block {w.block}: thread {w.thread} wrote {label}[{subscript(w.index, shape)}] and "
             f"thread {o.thread} {verb} it{' with cuda.atomic.add' if o.atomic else ''} with no cuda.syncthreads() "
             f"in between (lines {w.line} and {o.line}; {launch_s})"
         )
@@ -241,20 +245,13 @@ def race_verdict(runner: Runner, case: Case, launch: Launch, unset: bool = False
         if pair:
             r, o = pair
             return (
-                f"shared memory race in block {r.block}: thread {r.thread} read {label}[{_elem(r.index, shape)}] "
+                f"shared memory race in block {r.block}: thread {r.thread} read {label}[{subscript(r.index, shape)}] "
                 f"while thread {o.thread} was adding to it with cuda.atomic.add, with no cuda.syncthreads() in "
                 f"between (lines {r.line} and {o.line}; {launch_s})",
                 READ_DURING_ATOMICS_HINT,
             )
 
-    found = _read_never_written(ins, launch_s) if unset else None
-    if found:
-        return found
-    found = _atomic_into_unset(out_log, runner, case, launch_s) if unset else None
-    if found:
-        return found
-    shape_of = lambda name, index: _elem(index, case.expected[runner.names.index(name)].shape)  # noqa: E731
-    found = scatter_into_unset(out_log, runner, shape_of, launch_s) if unset else None
+    found = unset_verdict(ins, out_log, runner, case, launch_s) if unset else None
     if found:
         return found
 
@@ -265,7 +262,7 @@ def race_verdict(runner: Runner, case: Case, launch: Launch, unset: bool = False
         k = runner.names.index(w.array)
         both = (
             f"thread {w.thread} of block {w.block} and thread {o.thread} of block {o.block} both wrote "
-            f"{w.array}[{_elem(w.index, case.expected[k].shape)}]"
+            f"{w.array}[{subscript(w.index, case.expected[k].shape)}]"
         )
         missing = 0
         if runner.p.out_init is None:
@@ -295,63 +292,6 @@ def race_verdict(runner: Runner, case: Case, launch: Launch, unset: bool = False
             return f"{both} ({launch_s})", DUPLICATE_STORE_HINT
         return f"{both} without cuda.atomic and without a cuda.syncthreads() between them ({launch_s})", WRITE_RACE_HINT
     return None
-
-
-UNSET_SHARED_HINT = (
-    "Shared memory starts as whatever was in it (on a GPU; in the simulator floats start as nan, integers as "
-    "0xBAADF00D, which is what your result shows): write every element before any thread reads it, e.g. 0 into "
-    "the slots past the end of the data (`buf[tx] = x[i] if i < n else float32(0)`) or into a histogram's bins, "
-    "or read only the elements that were written (`warp_sums[lane] if lane < TPB // 32 else float32(0.0)`)."
-)
-
-
-def _read_never_written(ins: Any, launch_s: str) -> tuple[str, str] | None:
-    """The first read of a shared-array element that no thread of its block wrote during the launch."""
-    for (path, _), (label, log, shape) in ins.shared_logs.items():
-        written = {(a.block, a.index) for a in log if a.kind == "w"}
-        read = next((a for a in log if a.kind == "r" and (a.block, a.index) not in written), None)
-        if read is not None:
-            code = linecache.getline(path, read.line).strip() if read.line else ""
-            at = f" at line {read.line}" + (f" (`{code}`)" if code else "") if read.line else ""
-            return (
-                f"thread {read.thread} of block {read.block} read {label}[{_elem(read.index, shape)}]{at}, which no "
-                f"thread of its block wrote ({launch_s})",
-                UNSET_SHARED_HINT,
-            )
-    return None
-
-
-ATOMIC_UNSET_HINT = (
-    "cuda.atomic.add adds to what the element already holds, and nothing set it first: a kernel's output is not "
-    "zeroed for you (the check fills outputs with NaN or a huge value to show this; on a GPU they hold whatever "
-    "was left in that memory). Set the element with `=` from one thread once its value is complete (e.g. lane 0 "
-    "of warp 0 after the block's last step), or, where the caller may prepare the output, zero it before the "
-    "launch (`cuda.to_device(np.zeros(n, np.float32))`)."
-)
-
-
-def _atomic_into_unset(out_log: list, runner: Any, case: Case, launch_s: str) -> tuple[str, str] | None:
-    """An output element changed only by atomics while outputs are not zeroed for the kernel: the atomics added
-    to the fill (a wrong result only; ``out_init`` would have zeroed it)."""
-    if runner.p.out_init is not None:
-        return None
-    stored = {(a.array, a.index) for a in out_log if a.kind == "w" and not a.atomic}
-    atomics: dict[tuple[str, int], set[tuple[Any, Any]]] = {}
-    for a in out_log:
-        if a.kind == "w" and a.atomic and (a.array, a.index) not in stored:
-            atomics.setdefault((a.array, a.index), set()).add((a.thread, a.block))
-    if not atomics:
-        return None
-    (name, index), threads = next(iter(atomics.items()))
-    k = runner.names.index(name)
-    n = len(threads)
-    more = f" (and {len(atomics) - 1} more elements like it)" if len(atomics) > 1 else ""
-    return (
-        f"{name}[{_elem(index, case.expected[k].shape)}] was only changed by cuda.atomic.* ({n} thread"
-        f"{'s' if n != 1 else ''}), never set with `=`{more}, and {name} is not zeroed before the launch "
-        f"({launch_s})",
-        ATOMIC_UNSET_HINT,
-    )
 
 
 def race_stage(st: State, launch: Launch) -> tuple[str, str] | None:
@@ -387,15 +327,22 @@ def race_stage(st: State, launch: Launch) -> tuple[str, str] | None:
                 "update one element without cuda.atomic.add."
             )
     direct = p.host is None and runtime.is_simulator()
+    stopped = False  # the logged run ran past its limit: nothing was checked in it
     if direct:
         try:
             found = race_verdict(st.runner, case, Launch(big, launch.swapped))
+        except Hang:
+            found, stopped = None, True
         except Exception:  # noqa: BLE001 - the watched run failed where the plain ones passed: no verdict
             found = None
         if found:
             return f"{found[0]}\ninput: {case.describe()}", found[1]
     shapes = " and block shapes" if len(st.runner.thread_options) > 1 else ""
-    if direct:
+    if stopped:
+        message = f"same result with different thread schedules{shapes}" + LOGGED_RUN_STOPPED.format(
+            s=extra_run_limit(p)
+        )
+    elif direct:
         found_none = ", no unsynchronised accesses to shared memory or outputs, every barrier reached by every thread"
         message = f"same result with different thread schedules{shapes}{found_none}"
     elif runtime.is_gpu():  # a re-run on a GPU: its schedule is the hardware's, and nothing logs the accesses

@@ -29,6 +29,7 @@ __all__ = [
     "OutOfBounds",
     "Runner",
     "SetupError",
+    "extra_run_limit",
     "grid_for",
     "guard_elements",
     "run_with_deadline",
@@ -116,6 +117,19 @@ def _guard_untouched(tail: Any, fill: Any) -> bool:
     """Whether every element of a guard zone still holds ``fill``, computed by the zone's own array module (on the
     GPU in gpu mode: one value comes back, not the zone)."""
     return bool(unwritten(tail, fill).all())
+
+
+EXTRA_RUN_S = 60.0
+"""The most the check waits for one of its own extra runs of a kernel after the cases (:func:`extra_run_limit`)."""
+
+
+def extra_run_limit(p: Problem) -> float:
+    """Seconds the check gives one extra run of the kernel (the race check's run that logs every access, a run on
+    copies of the inputs): ``EXTRA_RUN_S``, or less when the caller gave each launch less. ``p.timeout`` is that
+    limit per launch (``check_kernel(timeout=)``, ``Problem.timeout``), which ``labs grade --timeout S`` lowers to
+    0.8 x S, and to what is left of it in a cell where a check already timed out (:mod:`gpulab.grading.kernel_time`):
+    an extra run must not hold a graded cell past its limit."""
+    return min(EXTRA_RUN_S, p.timeout)
 
 
 def run_with_deadline(fn: Callable[[], Any], timeout: float) -> Any:

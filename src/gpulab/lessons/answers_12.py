@@ -1,4 +1,5 @@
-"""Reference answers of the exercises of lesson 12 (the exercises themselves: :mod:`.ex_12`).
+"""Reference answers of the exercises of lesson 12 (the exercises themselves: :mod:`.ex_12` and
+:mod:`.ex_12_backward`).
 
 As in :mod:`.answers_05_10`: a learner sees an answer only through ``gpulab.lessons.reveal("12", name)``.
 The fused attention exercise's answer is the library's own kernel,

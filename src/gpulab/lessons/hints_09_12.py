@@ -1,7 +1,7 @@
 """Hints for the exercises of lessons 09-12, two tiers each: the idea (no code), then an outline of the code
 (for 09, 10 and 12 the outlines the learner stubs once carried as comments). ``lessons.hint("09", "confusion")``
 prints them one call at a time (:mod:`.hints`); :mod:`.problems` attaches them to the exercises of
-:mod:`.ex_09_10`, :mod:`.ex_09_splitk`, :mod:`.ex_11` and :mod:`.ex_12`.
+:mod:`.ex_09_10`, :mod:`.ex_09_splitk`, :mod:`.ex_11`, :mod:`.ex_12` and :mod:`.ex_12_backward`.
 """
 
 from __future__ import annotations
