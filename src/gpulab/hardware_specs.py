@@ -255,7 +255,7 @@ _NV_NVL = (_S("https://grokipedia.com/page/210100120", "H100 NVL (94 GB HBM3, 3.
 # board's: aiwiki.ai/wiki/nvidia_h200/raw, 2026-06-21) and power (600 W against the SXM's 700 W:
 # saulelectric.com/nvidia-h200.html) are in the stored pages, but not its FP32, TF32, BF16 or FP8 peaks (lower than
 # the SXM board's): NVIDIA's data sheet's NVL column was in none of the stored copies searched (2026-12-01, again
-# 2026-12-05). So the name finds no row; gpulab.hardware.missing_row_note names the nearest one, the H200 SXM, as such.
+# 2026-12-04). So the name finds no row; gpulab.hardware.missing_row_note names the nearest one, the H200 SXM, as such.
 _NV_L40S = (_S("https://www.mullet.se/product.html?product_id=355414", "reseller copy of NVIDIA's L40/L40S table (FP32 "
                "91.6, TF32 183, BF16 362.05, FP8 733 TFLOPS dense; 48 GB GDDR6, 864 GB/s, 350 W)"),)
 _NVL_UNVERIFIED = (f"{UNVERIFIED}: recalled from NVIDIA's data sheet (NVL column, sparse rate / 2); no stored copy "
