@@ -193,9 +193,9 @@ def test_each_kind_of_case_has_its_own_gpu_sizes():
 def test_a_size_that_does_not_fit_in_device_memory_is_skipped_with_a_line(monkeypatch):
     """The free memory is read before each size (gpu mode; here it is given): a size whose arrays would not fit is
     skipped and named, the sizes that fit are measured."""
-    assert bk._free_device_bytes() is None  # the simulator: no device memory to read
+    assert bk._free_device_bytes() == (None, "simulator mode: no device memory to read")
     seen = []
-    monkeypatch.setattr(bk, "_free_device_bytes", lambda: seen.append(1) or 20_000)
+    monkeypatch.setattr(bk, "_free_device_bytes", lambda: (seen.append(1) or 20_000, ""))
     lines: list[str] = []
     report = bk.measure([64, 4096], only=["copy", "add"], log=lines.append)
     assert [(r["kernel"], r["size"]) for r in report["rows"]] == [("copy", 64), ("add", 64)]
@@ -203,6 +203,34 @@ def test_a_size_that_does_not_fit_in_device_memory_is_skipped_with_a_line(monkey
     assert set(skipped) == {("copy", 4096), ("add", 4096)} and seen
     assert skipped[("add", 4096)] == "n=4,096 needs about 0.0 GB of device memory (5 float32 arrays), 0.0 GB is free"
     assert any(line.startswith("  skip copy n=4096: n=4,096 needs") for line in lines)
+
+
+def test_a_free_memory_or_peak_that_cannot_be_read_is_said_once_with_why(monkeypatch):
+    """gpu mode: when CuPy cannot read the free device memory, _free_device_bytes says what failed (it does not
+    raise: every size is then tried), and the report's first lines say so, and why a GPU without its own spec row
+    has no % of peak (the nearest row named as such)."""
+    import types
+
+    def broken():
+        raise RuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected\n(details)")
+
+    fake = types.SimpleNamespace(
+        get_default_memory_pool=lambda: types.SimpleNamespace(free_all_blocks=lambda: None),
+        cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(memGetInfo=broken)),
+    )
+    monkeypatch.setattr(bk.runtime, "is_gpu", lambda: True)
+    monkeypatch.setattr(bk.runtime, "xp", lambda: fake)
+    why = "the GPU's free memory could not be read (cuda.runtime.memGetInfo: RuntimeError: cudaErrorNoDevice: no "
+    why += "CUDA-capable device is detected)"
+    assert bk._free_device_bytes() == (None, why)
+    copy = next(c for c in bk.cases() if c.name == "copy")
+    assert bk._memory_short(copy, 1 << 20) == ""  # the size is tried
+    lines = bk._unread_lines("NVIDIA H200 NVL")
+    assert lines[0] == f"device memory: {why}; every size is tried, and one that does not fit fails alone"
+    assert lines[1].startswith("% of peak: not shown: NVIDIA H200 NVL: this exact model has no row"), lines
+    assert "the nearest row is H200 SXM" in lines[1], lines
+    fake.cuda.runtime.memGetInfo = lambda: (7 << 30, 8 << 30)
+    assert bk._free_device_bytes() == (7 << 30, "") and bk._unread_lines("NVIDIA H200") == []
 
 
 def test_the_report_starts_with_the_launch_floor_and_records_it(tmp_path):

@@ -102,12 +102,40 @@ def test_shared_arrays_over_48_kib_fail_with_what_a_gpu_allows():
     assert "simulator has no such limit" in res.message and res.hint == ptxcheck.SHARED_HINT
 
 
+TARGET_WHY = "for sm_75 (a T4, the oldest GPU the course supports: the same target on every machine"
+
+
 def test_a_kernel_that_fits_says_what_it_uses():
     res = _check(double_in_shared)
     assert res.passed, res
     ptx = next(c for c in res.checks if c.name == "PTX")
-    assert "registers per thread and 1,024 bytes of shared memory per block (ptxas, sm_75)" in ptx.message
+    assert ptx.message.startswith(f"compiles to PTX as {SIG} {TARGET_WHY});"), ptx.message  # simulator: no GPU named
+    assert "registers per thread and 1,024 bytes of shared memory per block (ptxas)" in ptx.message
     assert "blocks of 256 threads fit" in ptx.message, ptx.message
+
+
+def test_in_gpu_mode_the_row_says_why_sm_75_and_what_this_gpu_is(monkeypatch):
+    """On the H200 (2026-12-04) the row read "(ptxas, sm_75)" with no word why: the target is fixed for every
+    machine (the oldest GPU the course supports), and in gpu mode the row names the GPU's own architecture beside it;
+    a compute capability that cannot be read is said to be so, and the row still passes."""
+    from gpulab import ptx, runtime
+
+    monkeypatch.setattr(runtime, "is_gpu", lambda: True)
+    monkeypatch.setattr(ptx, "_current_cc", lambda: (9, 0))
+    row = ptxcheck.ptx_check(double_in_shared, SIG, threads=256)
+    assert row.passed and row.message.startswith(f"compiles to PTX as {SIG} {TARGET_WHY}; this GPU is sm_90);"), row
+    assert "(ptxas): blocks of 256 threads fit" in row.message, row.message
+
+    def unreadable():
+        raise RuntimeError("CUDA_ERROR_NOT_INITIALIZED\n(more)")
+
+    monkeypatch.setattr(ptx, "_current_cc", unreadable)
+    row = ptxcheck.ptx_check(double_in_shared, SIG, threads=256)
+    assert row.passed, row
+    assert (
+        f"{TARGET_WHY}; this GPU's compute capability could not be read (RuntimeError: CUDA_ERROR_NOT_INITIALIZED))"
+        in row.message
+    ), row.message
 
 
 def test_registers_times_threads_over_the_register_file_fail_only_for_the_big_block(tmp_path):
@@ -156,7 +184,7 @@ def test_a_host_function_without_its_launch_is_checked_for_shared_memory_only():
     )
     assert res.passed, res
     ptx = next(c for c in res.checks if c.name == "PTX")
-    assert "bytes of shared memory per block (ptxas, sm_75)" in ptx.message and "fit" not in ptx.message
+    assert "bytes of shared memory per block (ptxas)" in ptx.message and "fit" not in ptx.message
 
 
 @pytest.mark.parametrize(

@@ -33,6 +33,21 @@ def test_a_faster_fused_kernel_is_not_explained_away():
 def test_an_unknown_gpu_gets_no_made_up_bandwidth():
     text = "\n".join(flash_times.explain(H200_NOTEBOOK, 4096, 64, device="Some Future GPU", slots=None))
     assert "GB/s" in text and "spec sheet" not in text and "neither path" not in text
+    assert "no share of the memory's bandwidth: Some Future GPU: this exact model has no row" in text
+    # an H200 NVL (the PCIe board) is not the SXM board: no share of the SXM's 4,800 GB/s, the nearest row named
+    text = "\n".join(flash_times.explain(H200_NOTEBOOK, 4096, 64, device="NVIDIA H200 NVL", slots=None))
+    assert "% of the H200 SXM" not in text and "the nearest row is H200 SXM" in text, text
+
+
+def test_slots_that_could_not_be_read_are_said_in_place_of_the_occupancy_line():
+    why = "numba-cuda could not read the GPU's SM count (get_current_device().MULTIPROCESSOR_COUNT: KeyError: 16)"
+    text = "\n".join(flash_times.explain(H200_NOTEBOOK, 4096, 64, device="NVIDIA H200", slots=why))
+    assert f"256 blocks of 256 threads = 65,536 threads; how many this GPU holds at once is not shown: {why}" in text
+    rows = [{"label": k, "seconds": v, "n": 4096, "d": 64} for k, v in H200_NOTEBOOK.items()]
+    text = "\n".join(flash_times.explain_recording(rows, "NVIDIA H200"))  # recorded before gpu_slots existed
+    assert "not shown: the recording has no SM count (recorded before gpulab read it)" in text
+    text = "\n".join(flash_times.explain_recording([{**r, "slots_unread": why} for r in rows], "NVIDIA H200"))
+    assert f"not shown: {why}" in text
 
 
 def test_times_without_both_paths_are_refused():
@@ -57,10 +72,22 @@ def test_gpu_slots_read_the_sm_count_and_the_architectures_threads_per_sm(monkey
         def __init__(self, sms, cc):
             self.MULTIPROCESSOR_COUNT, self.compute_capability = sms, cc
 
-    assert flash_times.gpu_slots() is None  # numba's simulator
+    # numba's simulator: its device has no SM count; said, with the error, instead of None
+    sim = flash_times.gpu_slots()
+    assert sim.startswith("numba-cuda could not read the GPU's SM count (get_current_device().MULTIPROCESSOR_COUNT: ")
+    assert "Error" in sim, sim
     monkeypatch.setattr(cuda, "get_current_device", lambda: Device(132, (9, 0)))
     assert flash_times.gpu_slots() == (132, 2048)  # an H200
     monkeypatch.setattr(cuda, "get_current_device", lambda: Device(40, (7, 5)))
     assert flash_times.gpu_slots() == (40, 1024)  # a T4
     monkeypatch.setattr(cuda, "get_current_device", lambda: Device(40, (1, 0)))  # not in the limits table
-    assert flash_times.gpu_slots() is None
+    assert flash_times.gpu_slots().startswith("the GPU's threads per SM are unknown: no SM limits for (1, 0)")
+
+    def no_driver():
+        raise RuntimeError("CUDA driver library cannot be found\n(traceback)")
+
+    monkeypatch.setattr(cuda, "get_current_device", no_driver)
+    assert flash_times.gpu_slots() == (
+        "numba-cuda could not read the GPU's SM count (get_current_device().MULTIPROCESSOR_COUNT: RuntimeError: "
+        "CUDA driver library cannot be found)"
+    )

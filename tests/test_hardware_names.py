@@ -45,7 +45,7 @@ NAMES = [
     ("NVIDIA H20", None),
     ("NVIDIA H800", None),
     ("NVIDIA H200", "H200"),
-    ("NVIDIA H200 NVL", "H200 NVL"),
+    ("NVIDIA H200 NVL", None),  # the PCIe board: lower peaks and power than the SXM row, not in the stored sources
     ("NVIDIA GH200 480GB", None),  # Grace Hopper superchip: not the H200 (nor the H100) board
     ("NVIDIA GH200 144G HBM3e", None),
     ("NVIDIA B200", None),
@@ -117,4 +117,48 @@ def test_boards_are_labelled_like_the_lesson_tables():
     b = hardware.BOARDS
     assert b["H100 PCIe"].fp32 < hardware.GPUS["H100"].fp32 and b["H100 PCIe"].watts < hardware.GPUS["H100"].watts
     assert (b["A100 PCIe 80GB"].memory_gbps, b["A100 PCIe 80GB"].watts) == (1935, 300)
-    assert b["H200 NVL"].figure_kind("fp32").startswith("unverified estimate")  # no stored copy of that column
+    assert b["H100 NVL"].figure_kind("fp32").startswith("unverified estimate")  # no stored copy of that column
+
+
+def test_a_board_without_its_own_row_is_said_so_with_the_nearest_row_labelled():
+    """The H200 NVL (PCIe card, 600 W, lower FP32 and tensor peaks than the SXM board; same 141 GB at 4.8 TB/s) has
+    no row: its peaks were in none of the stored sources. Its name finds no figures (not the SXM row's), and what
+    is printed says the exact model is not in the tables and names the nearest row as the nearest."""
+    assert "H200 NVL" not in hardware.BOARDS and hardware.board_key("NVIDIA H200 NVL") is None
+    assert hardware.nearest_row("NVIDIA H200 NVL") == "H200" and hardware.nearest_row("NVIDIA H200 PCIe") == "H200"
+    assert hardware.nearest_row("Tesla V100-PCIE-16GB") == "V100"
+    for own_or_none in ("NVIDIA H200", "NVIDIA GH200 480GB", "NVIDIA GeForce GT 710", "CUDA simulator (CPU)"):
+        assert hardware.nearest_row(own_or_none) is None, own_or_none  # its own row, or no chip of the tables
+    note = hardware.missing_row_note("NVIDIA H200 NVL")
+    assert note == (
+        "NVIDIA H200 NVL: this exact model has no row in gpulab's spec tables; the nearest row is H200 SXM (key "
+        "'H200'), another board or variant of the same chip: its figures are not this GPU's, so none is used here"
+    )
+    assert hardware.missing_row_note("NVIDIA GH200 480GB").endswith(
+        "has no row in gpulab's spec tables (nor does its chip)"
+    )
+    assert hardware.missing_row_note("NVIDIA H200") == "NVIDIA H200: its row in gpulab's spec tables is H200 SXM"
+
+
+def test_doctor_and_the_energy_estimate_name_the_nearest_row(monkeypatch):
+    from numba import cuda
+
+    from gpulab import doctor
+
+    class Device:
+        compute_capability, MULTIPROCESSOR_COUNT = (9, 0), 132
+
+    class Context:
+        def get_memory_info(self):
+            return 139 << 30, 140 << 30
+
+    monkeypatch.setattr(cuda, "get_current_device", Device)
+    monkeypatch.setattr(cuda, "current_context", Context)
+    monkeypatch.setattr(timing, "device_name", lambda: "NVIDIA H200 NVL")
+    lines = doctor._gpu_lines()
+    peaks = next(line for line in lines if line.startswith("peaks:"))
+    assert peaks == f"peaks: {hardware.missing_row_note('NVIDIA H200 NVL')}; % of peak will not be shown", lines
+    monkeypatch.setattr(energy, "device_name", lambda: "NVIDIA H200 NVL")
+    monkeypatch.setattr(energy, "_nvidia_smi_power_limit", lambda: None)
+    with pytest.raises(UsageError, match="the nearest row is H200 SXM .* its figures are not this GPU's"):
+        energy._gpu_watts()  # not the SXM board's 700 W for a 600 W card

@@ -129,8 +129,10 @@ def test_peak_lookup(name, key):
 
 def test_unknown_device_says_so():
     assert timing.lookup_peak("NVIDIA GeForce GT 710") is None
-    # not the SXM rows of the same chip: the NVL boards have their own rows, a Grace Hopper superchip has none
-    assert timing.lookup_peak("NVIDIA H200 NVL") is timing.PEAKS["H200 NVL"]
+    # not the SXM rows of the same chip: the H100 NVL has its own row, the H200 NVL (its peaks in none of the stored
+    # sources) and a Grace Hopper superchip have none
+    assert timing.lookup_peak("NVIDIA H100 NVL") is timing.PEAKS["H100 NVL"]
+    assert timing.lookup_peak("NVIDIA H200 NVL") is None
     assert timing.lookup_peak("NVIDIA GH200 480GB") is None  # (tests/test_hardware_names.py: the whole table)
     assert timing.percent_of_peak(100, "NVIDIA GeForce GT 710") is None
 

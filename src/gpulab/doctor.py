@@ -95,7 +95,9 @@ def _gpu_lines() -> list[str]:
                 f"{peak.fp16_tensor_tflops:g} TFLOP/s FP16 tensor"
             )
         else:
-            lines.append("peaks: this device is not in gpulab's peak table; % of peak will not be shown")
+            from .hardware import missing_row_note
+
+            lines.append(f"peaks: {missing_row_note(name)}; % of peak will not be shown")
         try:
             rt = cuda.runtime.get_version()
             lines.append(f"CUDA runtime: {rt[0]}.{rt[1]}")

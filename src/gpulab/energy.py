@@ -251,10 +251,13 @@ def _gpu_watts() -> tuple[float, str, str]:
     d = gpu_named(name)  # its own board: not an L4's power for an L40S, nor an SXM board's for a PCIe one
     if d is not None and d.watts:
         return float(d.watts), f"{d.name} spec-sheet board power {d.watts:g} W (an upper bound)", name
+    from .hardware import missing_row_note
+
     raise UsageError(
         f"cannot read {name}'s power (NVML unavailable), nvidia-smi gave no power limit, and the board has no "
-        "row in gpulab.hardware (GPUS, BOARDS): install nvidia-ml-py (pip install nvidia-ml-py) to measure it, or pass "
-        "watts_if_estimated= with the board power from its spec sheet for a labelled estimate."
+        f"row in gpulab.hardware (GPUS, BOARDS) ({missing_row_note(name)}): install nvidia-ml-py (pip install "
+        "nvidia-ml-py) to measure it, or pass watts_if_estimated= with the board power from its spec sheet for a "
+        "labelled estimate."
     )
 
 

@@ -19,6 +19,7 @@ __all__ = [
     "GpulabError",
     "UsageError",
     "int_at_least",
+    "one_line",
     "positive_float",
     "finite_float",
     "whole_number",
@@ -31,6 +32,13 @@ class GpulabError(Exception):
 
 class UsageError(GpulabError, ValueError):
     """A bad argument or input, found before any long work started."""
+
+
+def one_line(exc: BaseException, limit: int = 160) -> str:
+    """``"Error: the message's first line"`` (cut to ``limit`` characters): how a reading that degrades instead of
+    raising (a GPU attribute, free memory) says in its output why its figure is missing."""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first[:limit]}" if first else type(exc).__name__
 
 
 class FolderMissingError(UsageError, FileNotFoundError):

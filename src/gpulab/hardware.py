@@ -9,7 +9,8 @@ lab 11 call it.
 
 :func:`board_key` is the one place that maps a GPU's reported name (``"NVIDIA A100 80GB PCIe"``) to a row of
 :data:`GPUS` or :data:`BOARDS`, or to none; :func:`gpu_named`, :func:`gpulab.timing.lookup_peak` and
-:func:`gpulab.pricing.offer_for` go through it.
+:func:`gpulab.pricing.offer_for` go through it. For a board with no row of its own, :func:`missing_row_note` says so
+and names the nearest row (:func:`nearest_row`: the same chip's), labelled as the nearest, never used for figures.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ __all__ = [
     "gpu_named",
     "link",
     "matmul_intensity",
+    "missing_row_note",
+    "nearest_row",
     "ridge_point",
     "spec_rows",
     "step_seconds",
@@ -105,7 +108,6 @@ BOARD_NAMES: dict[str, tuple[str, str]] = {
     "H100 PCIe": ("H100", "PCIe"),
     "H100 NVL": ("H100", "NVL"),
     "H200": ("H200", "SXM"),
-    "H200 NVL": ("H200", "NVL"),
     "MI300X": ("MI300X", ""),
 }
 # A name that states no form factor: NVIDIA names the H100 SXM5 "NVIDIA H100 80GB HBM3" and the H200 SXM "NVIDIA
@@ -127,13 +129,49 @@ def board_key(name: str) -> str | None:
     (another board, a MIG slice ``"... MIG 1g.10gb"``, ``"RTX 4090 D"``, an unknown chip) gives None, never another
     board's figures.
     """
+    found = _chip_in(name)
+    return None if found is None else _pick(*found)
+
+
+def _chip_in(name: str) -> tuple[str, list[str], list[str]] | None:
+    """The chip of :data:`BOARD_NAMES` a reported name states (a whole word), with the words before and after it."""
     words = [w.upper() for w in re.split(r"[\s_-]+", name.strip()) if w]
     for chip in sorted({c for c, _ in BOARD_NAMES.values()}, key=lambda c: -len(c.split())):
         cw = chip.upper().split()
         starts = [i for i in range(len(words) - len(cw) + 1) if words[i : i + len(cw)] == cw]
         if starts:
-            return _pick(chip, words[: starts[0]], words[starts[0] + len(cw) :])
+            return chip, words[: starts[0]], words[starts[0] + len(cw) :]
     return None
+
+
+def nearest_row(name: str) -> str | None:
+    """For a GPU whose reported name has no row of its own (:func:`board_key` gives None) but states a chip the
+    tables have (``"NVIDIA H200 NVL"``, ``"Tesla V100-PCIE-16GB"``): the key of that chip's row (its :data:`GPUS`
+    row), another board or variant of the same chip, whose figures are not this GPU's. None when the name has its
+    own row or states no chip of the tables (``"NVIDIA GH200 480GB"``). Only to be named, labelled as the nearest
+    row (:func:`missing_row_note`): nothing computes with it."""
+    found = _chip_in(name)
+    if found is None or board_key(name) is not None or not set(found[1]) <= _BRANDS:
+        return None
+    keys = [k for k, (c, _) in BOARD_NAMES.items() if c == found[0]]
+    return next((k for k in keys if k in GPUS), keys[0])
+
+
+def missing_row_note(name: str) -> str:
+    """What to print where a GPU has no row of its own (no spec-sheet peaks, no board power): that its exact model
+    is not in gpulab's tables, and the nearest row, labelled as such (:func:`nearest_row`), if its chip has one."""
+    own = board_key(name)
+    if own is not None:
+        return f"{name}: its row in gpulab's spec tables is {_row(own).name}"
+    near = nearest_row(name)
+    text = f"{name or 'this GPU'}: this exact model has no row in gpulab's spec tables"
+    if near is None:
+        return text + " (nor does its chip)"
+    d = _row(near)
+    return (
+        f"{text}; the nearest row is {d.name} (key {near!r}), another board or variant of the same chip: its "
+        "figures are not this GPU's, so none is used here"
+    )
 
 
 def _pick(chip: str, before: list[str], after: list[str]) -> str | None:

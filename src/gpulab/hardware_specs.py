@@ -250,10 +250,12 @@ _NV_H100_PCIE = (_NV_H100[0],  # the reseller table's PCIe column: 51 / 756* / 1
                  _S("https://manuals.plus/m/56b0c3ef7d0a1c470c0af8f05a0bd1f29a778007472ba941201fbbb185c9bccd",
                     "NVIDIA H100 PCIe product brief PB-11133-001_v02 (TDP 350 W, > 2,000 GB/s)", "2022-11"))
 _NV_NVL = (_S("https://grokipedia.com/page/210100120", "H100 NVL (94 GB HBM3, 3.93 TB/s, 350 W)"),
-           _S("https://gpu.blog/gpus/nvidia-h100-nvl", "H100 NVL: 94 GB, TDP 350-400 W (configurable)"),
-           _S("https://aiwiki.ai/wiki/nvidia_h200/raw",
-              "NVIDIA H200: 141 GB HBM3e at 4.8 TB/s on its SXM and NVL boards", "2026-06-21"),
-           _S("https://www.saulelectric.com/nvidia-h200.html", "H200: 700 W (SXM version) / 600 W (PCIe version)"))
+           _S("https://gpu.blog/gpus/nvidia-h100-nvl", "H100 NVL: 94 GB, TDP 350-400 W (configurable)"))
+# No H200 NVL row (the PCIe board drivers name "NVIDIA H200 NVL"): its memory (141 GB HBM3e, 4.8 TB/s, as the SXM
+# board's: aiwiki.ai/wiki/nvidia_h200/raw, 2026-06-21) and power (600 W against the SXM's 700 W:
+# saulelectric.com/nvidia-h200.html) are in the stored pages, but not its FP32, TF32, BF16 or FP8 peaks (lower than
+# the SXM board's): NVIDIA's data sheet's NVL column was in none of the stored copies searched (2026-12-01, again
+# 2026-12-04). So the name finds no row; gpulab.hardware.missing_row_note names the nearest one, the H200 SXM, as such.
 _NV_L40S = (_S("https://www.mullet.se/product.html?product_id=355414", "reseller copy of NVIDIA's L40/L40S table (FP32 "
                "91.6, TF32 183, BF16 362.05, FP8 733 TFLOPS dense; 48 GB GDDR6, 864 GB/s, 350 W)"),)
 _NVL_UNVERIFIED = (f"{UNVERIFIED}: recalled from NVIDIA's data sheet (NVL column, sparse rate / 2); no stored copy "
@@ -273,9 +275,6 @@ BOARDS: dict[str, Device] = {
     "H100 NVL": Device("H100 NVL", "GPU", "NVIDIA", 2023, 60, 417.5, 835.5, 1670.5, 94, 3900, "HBM3", 400,
                        GPUS["H100"].source, "one GPU of an NVLink-bridged pair; dense (sparse: twice); watts: the top "
                        "of its 350-400 W range", _NV_NVL, estimates=_NVL_EST),
-    "H200 NVL": Device("H200 NVL", "GPU", "NVIDIA", 2024, 60, 417.5, 835.5, 1670.5, 141, 4800, "HBM3e", 600,
-                       GPUS["H200"].source, "PCIe board; dense (sparse: twice); watts: its maximum TDP", _NV_NVL,
-                       estimates=_NVL_EST),
     "L40S": Device("L40S", "GPU", "NVIDIA", 2023, 91.6, 183, 362, 733, 48, 864, "GDDR6", 350,
                    f"{_NV} 'NVIDIA L40S' (nvidia.com/en-us/data-center/l40s)",
                    "the data sheet lists dense and sparse rates (sparse: twice)", _NV_L40S),

@@ -29,6 +29,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import one_line
+
 __all__ = [
     "SM_LIMITS",
     "LIMIT_NAMES",
@@ -37,6 +39,7 @@ __all__ = [
     "blocks_per_sm",
     "device_sms",
     "mistake_hint",
+    "read_device_sms",
     "sm_limits",
 ]
 
@@ -103,16 +106,27 @@ def sm_limits(arch: Any) -> SMLimits:
     return SM_LIMITS[key]
 
 
-def device_sms() -> int | None:
-    """The current GPU's number of SMs as numba-cuda reads it (132 on an H100 or H200, 40 on a T4); None where it
-    cannot be read (no driver, numba's simulator, an attribute numba lacks)."""
+def read_device_sms() -> int | str:
+    """The current GPU's number of SMs as numba-cuda reads it (132 on an H100 or H200, 40 on a T4), or one line
+    saying why it cannot be read: what was asked and the error (no driver, numba's simulator, an attribute numba
+    lacks). The one reader of the SM count; :func:`device_sms` is it for callers that need only the number."""
     try:
         from numba import cuda
 
         sms = int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
-    except Exception:  # noqa: BLE001 - any failure to read means "unknown": the caller decides what to do then
-        return None
-    return sms if sms > 0 else None
+    except Exception as exc:  # noqa: BLE001 - any failure to read means "unknown": the caller decides what to do then
+        return (
+            f"numba-cuda could not read the GPU's SM count (get_current_device().MULTIPROCESSOR_COUNT: {one_line(exc)})"
+        )
+    return sms if sms > 0 else f"numba-cuda read {sms} SMs for the GPU (MULTIPROCESSOR_COUNT), not a count"
+
+
+def device_sms() -> int | None:
+    """The current GPU's number of SMs (:func:`read_device_sms`); None where it cannot be read, for callers that
+    fall back to a default (split-K's plan). A caller that prints a figure from it says why with
+    :func:`read_device_sms` instead."""
+    sms = read_device_sms()
+    return sms if isinstance(sms, int) else None
 
 
 @dataclass(frozen=True)

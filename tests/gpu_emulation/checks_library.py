@@ -198,8 +198,8 @@ def test_bench_kernels_launch_floor_and_memory_check_in_gpu_mode():
     device memory is read (CuPy's pool released first), and the line names the CuPy floor and a copy's element count."""
     from gpulab.bench import kernels as bk
 
-    free = bk._free_device_bytes()
-    assert isinstance(free, int) and free > 0
+    free, why = bk._free_device_bytes()
+    assert isinstance(free, int) and free > 0 and why == "", why
     report = bk.measure([256], only=["copy", "sum_tree"], repeat=1, log=lambda s: None)
     assert [r["kind"] for r in report["launch"]["rows"]] == ["array", "numba", "launcher"]
     line = report["launch"]["line"]

@@ -30,7 +30,8 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import runtime, timing
-from ..errors import UsageError, int_at_least
+from ..errors import UsageError, int_at_least, one_line
+from ..hardware import missing_row_note
 from ..nn.io import prepare_output_file
 from ..timing import device_name
 from . import failure
@@ -70,19 +71,33 @@ def default_sizes(case: Case, mode: str | None = None) -> list[int]:
     return list(DEFAULT_SIZES[mode or runtime.mode()][case.ladder])
 
 
-def _free_device_bytes() -> int | None:
-    """Free device memory in bytes after CuPy's cached blocks are released (gpu mode), or None (unknown)."""
+def _free_device_bytes() -> tuple[int | None, str]:
+    """Free device memory in bytes after CuPy's cached blocks are released (gpu mode), and ``""``; or None and why
+    it is unknown: simulator mode (no device memory), or what could not be read and the error. Never raises: the
+    caller tries every size then, and says so once."""
     if not runtime.is_gpu():
-        return None
+        return None, "simulator mode: no device memory to read"
     xp = runtime.xp()
     try:
         xp.get_default_memory_pool().free_all_blocks()
     except Exception:  # noqa: BLE001 - an allocator without a pool (or an emulated one): its free memory still counts
         pass
     try:
-        return int(xp.cuda.runtime.memGetInfo()[0])
-    except Exception:  # noqa: BLE001 - no reading: every size is tried, and one that does not fit fails alone
-        return None
+        return int(xp.cuda.runtime.memGetInfo()[0]), ""
+    except Exception as exc:  # noqa: BLE001 - no reading: every size is tried, and one that does not fit fails alone
+        return None, f"the GPU's free memory could not be read (cuda.runtime.memGetInfo: {one_line(exc)})"
+
+
+def _unread_lines(dev: str) -> list[str]:
+    """gpu mode: a line for each figure the report will lack, and why: the free device memory (sizes are then
+    tried without that check) and the spec-sheet peak (% of peak), for the GPU named ``dev``."""
+    lines = []
+    free, why = _free_device_bytes()
+    if free is None:
+        lines.append(f"device memory: {why}; every size is tried, and one that does not fit fails alone")
+    if timing.lookup_peak(dev) is None:
+        lines.append(f"% of peak: not shown: {missing_row_note(dev)}")
+    return lines
 
 
 def _free_host_bytes() -> int | None:
@@ -105,7 +120,7 @@ HOST_FACTOR = 2
 def _memory_short(case: Case, n: int) -> str:
     """Why ``case`` at ``n`` does not fit the device's free memory or the host's available memory, or ""."""
     need = case.device_bytes(n)
-    free = _free_device_bytes()
+    free, _ = _free_device_bytes()  # unknown: measure() said why once; the size is tried
     if free is not None and need > MEMORY_SHARE * free:
         return (
             f"n={n:,} needs about {need / 1e9:.1f} GB of device memory ({case.arrays} float32 arrays), "
@@ -179,6 +194,8 @@ def measure(
     launch = measure_floor()
     floor_us = launch["seconds"] * 1e6
     log(f"  launch floor: a launcher's call on one element (kernels.copy) takes {floor_us:,.1f} us per timed call")
+    for line in _unread_lines(dev) if gpu else []:
+        log(f"  {line}")
     ladders: dict[str, list[int]] = {}
     for case in selected:
         fn = _launcher(case.launcher)

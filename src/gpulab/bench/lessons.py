@@ -149,15 +149,19 @@ def conv_rows(
 def attention_rows(n: int, d: int, *, repeat: int = 10) -> list[dict[str, Any]]:
     """Section ``attention`` (lesson 12): causal self-attention of ``n`` tokens of width ``d``, float32, timed by
     :func:`gpulab.transformer.flash.benchmark_attention` (the fused kernel, the unfused kernels and CuPy; each
-    checked against the float64 reference first). Rows ``{"label", "seconds", "gflops", "n", "d"}`` (and ``sms``,
-    ``threads_per_sm`` where the GPU's can be read); GFLOP/s count the work a causal mask leaves
-    (:func:`gpulab.transformer.attention.attention_costs`, fused path)."""
+    checked against the float64 reference first). Rows ``{"label", "seconds", "gflops", "n", "d"}`` and, in gpu
+    mode, ``sms`` and ``threads_per_sm`` where the GPU's can be read, else ``slots_unread`` (why not, from
+    :func:`gpu_slots`); GFLOP/s count the work a causal mask leaves (:func:`gpulab.transformer.attention.
+    attention_costs`, fused path)."""
     from ..transformer import attention, flash
     from ..transformer.flash_times import gpu_slots
 
     flops = attention.attention_costs(n, d, causal=True).total("fused")[0]
     rows = flash.benchmark_attention(n, d, causal=True, repeat=repeat)
-    slots = gpu_slots() if runtime.is_gpu() else None  # for lesson 12's reading of a recording: how full the GPU was
+    extra: dict[str, Any] = {}  # for lesson 12's reading of a recording: how full the GPU was, or why that is unknown
+    if runtime.is_gpu():
+        slots = gpu_slots()
+        extra = {"slots_unread": slots} if isinstance(slots, str) else {"sms": slots[0], "threads_per_sm": slots[1]}
     return [
         {
             "label": r["path"] if runtime.is_gpu() else f"simulator mode: {r['path']}",
@@ -165,7 +169,7 @@ def attention_rows(n: int, d: int, *, repeat: int = 10) -> list[dict[str, Any]]:
             "gflops": flops / r["seconds"] / 1e9,
             "n": n,
             "d": d,
-            **({"sms": slots[0], "threads_per_sm": slots[1]} if slots else {}),
+            **extra,
         }
         for r in rows
     ]

@@ -11,12 +11,18 @@ import re
 import subprocess
 from typing import Any
 
+from ..errors import one_line
 from ..ptx import is_ptx
 from ..source import NotADeviceFunction, NotOnAGpu, py_func, standalone_source
 from .result import PTX_NOT_RUN, Check
 from .static import numpy_ufunc_fix
 
-__all__ = ["SHARED_HINT", "ptx_check", "resources_check", "signature_for"]
+__all__ = ["SHARED_HINT", "TARGET", "ptx_check", "resources_check", "signature_for", "target_words"]
+
+# The check compiles for one fixed target on every machine, with or without a GPU: sm_75, the T4's architecture,
+# the oldest GPU the course supports (Colab's). A verdict (and a lab's points) is then the same wherever it is
+# checked; in gpu mode the launches before the PTX row already ran the kernel on the GPU in use.
+TARGET = (7, 5)
 
 _TOO_MUCH_SHARED = re.compile(r"uses too much shared data \((0x[0-9a-f]+) bytes, (0x[0-9a-f]+) max\)")
 SHARED_HINT = (
@@ -32,15 +38,34 @@ REGISTERS_HINT = (
 )
 
 
+def target_words() -> str:
+    """The PTX row's words for its target: sm_75, why that one, and in gpu mode which architecture this GPU is
+    (``"sm_75 (a T4, the oldest GPU the course supports: the same target on every machine; this GPU is sm_90)"``).
+    A GPU whose compute capability cannot be read is said to be so, with the error's first line."""
+    from .. import runtime
+    from ..ptx import _current_cc
+
+    here = ""
+    if runtime.is_gpu():
+        try:
+            cc = _current_cc()  # None in compile-only mode (the PTX compiler's own process)
+            here = f"; this GPU is sm_{cc[0]}{cc[1]}" if cc else ""
+        except Exception as exc:  # noqa: BLE001 - the row still stands: it names the target, and why this is unknown
+            here = f"; this GPU's compute capability could not be read ({one_line(exc)})"
+    return (
+        f"sm_{TARGET[0]}{TARGET[1]} (a T4, the oldest GPU the course supports: the same target on every machine{here})"
+    )
+
+
 def resources_check(ptx: str, name: str, compiled: str, threads: int | None) -> Check:
-    """What ``ptxas`` (sm_75) says of kernel ``name``'s PTX: its static shared memory must fit a block, and its
-    registers times ``threads`` (when known) the register file (:func:`gpulab.occupancy.blocks_per_sm`).
-    ``compiled`` starts the message. Not checked (passed, said so) without a working ptxas."""
+    """What ``ptxas`` says of kernel ``name``'s PTX for :data:`TARGET` (sm_75): its static shared memory must fit a
+    block, and its registers times ``threads`` (when known) the register file (:func:`gpulab.occupancy.blocks_per_sm`).
+    ``compiled`` starts the message (it names the target). Not checked (passed, said so) without a working ptxas."""
     from ..occupancy import blocks_per_sm
     from ..ptxas import find_ptxas, ptxas_usage
 
     try:
-        use = ptxas_usage(ptx, (7, 5), name, ptxas=find_ptxas())
+        use = ptxas_usage(ptx, TARGET, name, ptxas=find_ptxas())
     except FileNotFoundError:
         return Check("PTX", True, f"{compiled}; registers and shared memory not checked (no ptxas installed here)")
     except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as exc:  # ValueError: ptxas said nothing
@@ -52,28 +77,28 @@ def resources_check(ptx: str, name: str, compiled: str, threads: int | None) -> 
             "PTX",
             False,
             f"{compiled}, but its shared arrays take {used:,} bytes per block and a GPU allows at most {most:,} "
-            f"({most // 1024} KiB) of static shared memory per block (ptxas, sm_75): a GPU refuses to load it (the "
+            f"({most // 1024} KiB) of static shared memory per block (ptxas): a GPU refuses to load it (the "
             "simulator has no such limit).",
             SHARED_HINT,
         )
     used = f"{use.registers} registers per thread and {use.shared_bytes:,} bytes of shared memory per block"
     if threads is None:
-        return Check("PTX", True, f"{compiled}; {used} (ptxas, sm_75)")
+        return Check("PTX", True, f"{compiled}; {used} (ptxas)")
     try:
-        blocks_per_sm(threads, use.registers, use.shared_bytes, "sm_75")
+        blocks_per_sm(threads, use.registers, use.shared_bytes, TARGET)
     except ValueError as exc:  # static shared memory over the limit failed in ptxas above: the registers are left
         need = _NEEDS.search(str(exc))
         counted = f": {need.group(1)} registers as the hardware allocates them, of {need.group(2)}" if need else ""
         return Check(
             "PTX",
             False,
-            f"{compiled}, but it uses {used} (ptxas, sm_75), and the check launches blocks of {threads} threads: "
+            f"{compiled}, but it uses {used} (ptxas), and the check launches blocks of {threads} threads: "
             f"{threads} threads x {use.registers} registers is more than an SM's register file gives one "
             f"block{counted}, so a GPU refuses the launch ('too many resources requested for launch'). The "
             "simulator has no such limit.",
             REGISTERS_HINT,
         )
-    return Check("PTX", True, f"{compiled}; {used} (ptxas, sm_75): blocks of {threads} threads fit")
+    return Check("PTX", True, f"{compiled}; {used} (ptxas): blocks of {threads} threads fit")
 
 
 _NO_UFUNC = re.compile(r"KeyError: <ufunc '(\w+)'>")
@@ -108,10 +133,11 @@ def signature_for(args: tuple) -> str | None:
 
 
 def ptx_check(kernel: Any, signature: str, threads: int | None = None) -> Check:
-    """Compile ``kernel`` for sm_75 as ``signature`` (e.g. ``"void(float32[:], float32[:])"``, or
-    ``"float32(float32)"`` for a device function). A kernel's PTX is then assembled by ``ptxas`` (when one is
-    installed): its static shared memory must fit a block (48 KiB on every GPU) and, with ``threads`` (the most
-    threads per block the check launched it with), its registers the register file. The simulator has neither
+    """Compile ``kernel`` for :data:`TARGET` (sm_75 on every machine, as the row says: :func:`target_words`) as
+    ``signature`` (e.g. ``"void(float32[:], float32[:])"``, or ``"float32(float32)"`` for a device function). A
+    kernel's PTX is then assembled by ``ptxas`` (when one is installed): its static shared memory must fit a block
+    (48 KiB on every GPU) and, with ``threads`` (the most threads per block the check launched it with), its
+    registers the register file. The simulator has neither
     limit; a GPU refuses such a kernel at its first launch."""
     from ..ptx import compile_sources
 
@@ -140,12 +166,12 @@ def ptx_check(kernel: Any, signature: str, threads: int | None = None) -> Check:
     name = py_func(kernel).__name__
     item = {"source": source, "name": name, "signature": signature, "device": device}
     try:
-        res = compile_sources({name: item}, cc=(7, 5), text=True)
+        res = compile_sources({name: item}, cc=TARGET, text=True)
     except Exception as exc:  # noqa: BLE001 - NVVM missing (ptx.CompilerMissing) or the child failed: not the learner's
         return Check("PTX", True, f"{PTX_NOT_RUN} ({(str(exc).splitlines() or [type(exc).__name__])[0][:200]})")
     err = res[name]
     if is_ptx(err):
-        compiled = f"compiles to PTX for sm_75 as {signature}"
+        compiled = f"compiles to PTX as {signature} for {target_words()}"
         return Check("PTX", True, compiled) if device else resources_check(err, name, compiled, threads)
     missing = _NO_UFUNC.search(err)
     if missing is not None:

@@ -18,21 +18,27 @@ from .flash import BK, launch_config, predicted_bytes
 __all__ = ["explain", "explain_recording", "gpu_slots"]
 
 
-def gpu_slots() -> tuple[int, int] | None:
+def gpu_slots() -> tuple[int, int] | str:
     """``(multiprocessors, threads each can hold)`` of the current GPU: its SM count as numba-cuda reads it
-    (:func:`gpulab.occupancy.device_sms`) and its architecture's threads per SM (:func:`gpulab.occupancy.sm_limits`);
-    None when either cannot be had."""
-    from ..occupancy import device_sms, sm_limits
+    (:func:`gpulab.occupancy.read_device_sms`) and its architecture's threads per SM
+    (:func:`gpulab.occupancy.sm_limits`); where either cannot be had, one line saying which and why (what could
+    not be read, the error), which :func:`explain` prints in place of the occupancy line. Never raises."""
+    from ..errors import one_line
+    from ..occupancy import read_device_sms, sm_limits
 
-    sms = device_sms()
-    if sms is None:
-        return None
+    sms = read_device_sms()
+    if isinstance(sms, str):
+        return sms
     try:
         from numba import cuda
 
-        return sms, sm_limits(cuda.get_current_device().compute_capability).max_threads_per_sm
-    except Exception:  # noqa: BLE001 - an architecture the limits table lacks, or no device: the line is left out
-        return None
+        cc = cuda.get_current_device().compute_capability
+    except Exception as exc:  # noqa: BLE001 - no device to ask: the line says so instead of the figure
+        return f"numba-cuda could not read the GPU's compute capability ({one_line(exc)})"
+    try:
+        return sms, sm_limits(cc).max_threads_per_sm
+    except ValueError as exc:  # an architecture the limits table lacks
+        return f"the GPU's threads per SM are unknown: {exc}"
 
 
 def _find(times: dict[str, float], start: str) -> float | None:
@@ -47,11 +53,18 @@ def _bandwidth(device: str) -> tuple[float, str] | None:
 
 
 def explain(
-    times: dict[str, float], n: int, d: int, *, device: str, causal: bool = True, slots: tuple[int, int] | None = None
+    times: dict[str, float],
+    n: int,
+    d: int,
+    *,
+    device: str,
+    causal: bool = True,
+    slots: tuple[int, int] | str | None = None,
 ) -> list[str]:
     """Lines reading measured ``times`` (seconds by path: a name starting with "unfused" or "naive", one starting
     with "fused") for causal attention of ``n`` tokens of width ``d``, float32, on ``device`` (its name as the GPU
-    reports it). ``slots``: :func:`gpu_slots` (the occupancy line is left out without it)."""
+    reports it). ``slots``: :func:`gpu_slots`'s answer: the pair gives the occupancy line, a text (why the GPU's
+    slots could not be read) is printed in its place; None leaves the line out."""
     pred = predicted_bytes(n, n, d, causal=causal)
     unfused, fused = _find(times, "unfused") or _find(times, "naive"), _find(times, "fused")
     if unfused is None or fused is None or unfused <= 0 or fused <= 0:
@@ -66,9 +79,18 @@ def explain(
             f"{name:>16}: {nbytes / 1e6:,.0f} MB (counted) in {t * 1e3:.2f} ms (measured) = {rates[name]:,.0f} GB/s"
             + share
         )
+    if bw is None:
+        from ..hardware import missing_row_note
+
+        lines.append(f"no share of the memory's bandwidth: {missing_row_note(device)}")
     blocks, (bx, by) = launch_config(n)
     threads = blocks * bx * by
-    if slots is not None:
+    if isinstance(slots, str):
+        lines.append(
+            f"fused kernel: {blocks:,} blocks of {bx * by} threads = {threads:,} threads; how many this GPU holds at "
+            f"once is not shown: {slots}"
+        )
+    elif slots is not None:
         sms, per_sm = slots
         lines.append(
             f"fused kernel: {blocks:,} blocks of {bx * by} threads = {threads:,} threads; this GPU's {sms} "
@@ -98,10 +120,15 @@ def explain(
 
 def explain_recording(rows: list[dict[str, Any]], device: str) -> list[str]:
     """:func:`explain` for the ``attention`` section of a recording (``python -m gpulab bench lessons``): rows with
-    ``label``, ``seconds``, ``n``, ``d`` and, from 2026-12-04 on, ``sms`` and ``threads_per_sm``."""
+    ``label``, ``seconds``, ``n``, ``d`` and, from 2026-12-04 on, ``sms`` and ``threads_per_sm``, or ``slots_unread``
+    (why the recording run could not read them). A recording with none of these says it has no SM count."""
     if not rows:
         return []
     first = rows[0]
-    slots = (int(first["sms"]), int(first["threads_per_sm"])) if first.get("sms") else None
+    slots: tuple[int, int] | str
+    if first.get("sms"):
+        slots = (int(first["sms"]), int(first["threads_per_sm"]))
+    else:
+        slots = str(first.get("slots_unread") or "the recording has no SM count (recorded before gpulab read it)")
     times = {str(r["label"]): float(r["seconds"]) for r in rows}
     return explain(times, int(first["n"]), int(first["d"]), device=device, causal=True, slots=slots)
