@@ -313,3 +313,16 @@ def test_the_capstone_specs_are_reference_code_and_its_launchers_are_not():
 
     assert is_reference_module(capstone_specs._xent_spec.__module__)
     assert not is_reference_module("gpulab.capstone_hosts") and not is_reference_module("gpulab.capstone_problems")
+
+
+def test_a_ring_that_calls_the_librarys_ring_steps_gets_no_points():
+    """Lesson 10's ring_allreduce: scaling.ring_steps is defined in gpulab.scaling_data_parallel (scaling re-exports
+    it), which must count as reference code as gpulab.scaling does."""
+    from gpulab import lessons, scaling
+
+    def ring_steps(buffers):
+        return scaling.ring_steps(buffers)
+
+    res = lessons.check("10", "ring_allreduce", ring_steps)
+    assert not res.passed and res.details["own_code"] is False, res
+    assert "calls gpulab.scaling_data_parallel.ring_steps, gpulab's own reference" in res.message, res.message

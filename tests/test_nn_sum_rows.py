@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from gpulab.kernels import nn_ops
-from gpulab.kernels.nn_ops import sum_rows, sum_rows_chunks, sum_rows_partials
+from gpulab.kernels.nn_sum_rows import sum_rows, sum_rows_chunks, sum_rows_partials
 
 F32 = np.float32
 

@@ -60,6 +60,7 @@ REFERENCE_MODULES = (
     "gpulab.hardware",
     "gpulab.pricing",
     "gpulab.scaling",
+    "gpulab.scaling_data_parallel",  # the ring all-reduce (lesson 10's ring_steps), re-exported by scaling
     "gpulab.systolic",
 )
 # Helpers inside those that learners are meant to use: launch arithmetic (``blocks_for``, ``ceil_div``).

@@ -2,7 +2,7 @@
 (scaling up: the ring all-reduce, unscaling mixed-precision gradients) as data, collected with the other
 ``ex_*`` modules by :mod:`.problems`. Reference kernels: :mod:`.answers_05_10`; the function
 exercises' references are the library's own (:func:`gpulab.nn.cost.cnn_forward_macs`,
-:func:`gpulab.scaling.ring_steps`).
+:func:`gpulab.scaling_data_parallel.ring_steps`, which learners call as ``scaling.ring_steps``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ..errors import UsageError
 from ..exercises import Problem
 from ..nn.cost import cnn_forward_macs
 from ..problems import launch_1d
-from ..scaling import ring_steps
+from ..scaling_data_parallel import ring_steps
 from . import answers_05_10 as _a
 from . import step_check
 from .exercise import Exercise, as_host, returned_none
