@@ -6,6 +6,7 @@ weight gradient's two blocks in prose, and no exercise or launcher existed."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -83,6 +84,101 @@ STORE_IN_LOOP = (
 def test_each_typical_mistake_fails_with_its_hint(edits, words):
     res = lessons.check("09", "matmul_splitk", _answer(*edits))
     assert not res.passed and words in res.hint, res
+
+
+LOOP = "for t in range(z * per, min(tiles, (z + 1) * per)):"
+PER = "per = (tiles + partials.shape[0] - 1) // partials.shape[0]"
+STORE = "partials[z, i, j] = acc"
+BY_ELEMENTS = (  # slices of ceil(K / S) elements: the sum of the partials is A @ B, the partials are not the tiles'
+    (PER, "chunk = (K + partials.shape[0] - 1) // partials.shape[0]\n    end = min(K, (z + 1) * chunk)"),
+    (
+        LOOP + "  # this slice's tiles; an empty slice writes zeros\n        k0 = t * TILE",
+        "for k0 in range(z * chunk, end, TILE):",
+    ),
+    ("k0 + tx < K", "k0 + tx < end"),
+    ("k0 + ty < K", "k0 + ty < end"),
+)
+
+
+@pytest.mark.parametrize(
+    ("edits", "words"),
+    [
+        # s27 review M2: x taken as the row, the rest of the kernel unchanged (no hint before)
+        ((("j, i = cuda.grid(2)", "i, j = cuda.grid(2)"),), "your kernel takes the row of C from x"),
+        # M3: a slice one tile short, or one tile late (no hint before)
+        (((LOOP, "for t in range(z * per, min(tiles, (z + 1) * per - 1)):"),), "each slice stops one tile short"),
+        (((LOOP, "for t in range(z * per + 1, min(tiles, (z + 1) * per)):"),), "each slice skips its first tile"),
+        # M4: partials indexed in another order, the line guarded ("missing bounds guard?" before)
+        (((STORE, "partials[i, j, z] = acc"),), "partials is (S, M, N): the slice first"),
+        (((STORE, "partials[z, j, i] = acc"),), "Your kernel writes `partials[z, j, i]`; write `partials[z, i, j]`"),
+        # M5: S read from the wrong axis (the hint spoke only of rounding down, which the kernel does not)
+        (((PER, PER.replace("shape[0]", "shape[2]")),), "S = partials.shape[0]"),
+        # M6: right sums from other cuts of K: one passed (S never divided the tiles), the other had no hint
+        (((PER, "per = tiles // partials.shape[0] + 1"),), "your slices add up to A @ B"),
+        (BY_ELEMENTS, "your slices add up to A @ B"),
+        # M7: cuda.grid(3) unpacked into two names (a ValueError without a hint before)
+        ((("j, i = cuda.grid(2)", "j, i = cuda.grid(3)"),), "`cuda.grid(3)` gives x, y and z"),
+        # L2: a load past the end of K (the hint's usual causes were about convolutions and pooling)
+        (
+            ((LOOP, "for t in range(z * per, (z + 1) * per):"), (" and k0 + tx < K", ""), ("k0 + ty < K and ", "")),
+            "read past the end of K",
+        ),
+        # L4: a barrier without () (the hint said a barrier was missing, which the learner sees is there)
+        ((("cuda.syncthreads()  # wait until every thread is done", "cuda.syncthreads  # wait"),), "without `()`"),
+    ],
+    ids=[
+        "x-as-row",
+        "slice-one-tile-short",
+        "slice-one-tile-late",
+        "partials-axes-rotated",
+        "partials-row-column-exchanged",
+        "S-from-another-axis",
+        "per-plus-one",
+        "slices-of-elements",
+        "grid3-into-two-names",
+        "past-the-end-of-K",
+        "syncthreads-without-call",
+    ],
+)
+def test_the_review_s_mistakes_fail_with_a_hint_that_names_them(edits, words):
+    res = lessons.check("09", "matmul_splitk", _answer(*edits))
+    assert not res.passed and words in res.hint, res
+    assert "missing bounds guard" not in res.hint and "pooling" not in res.hint, res.hint
+
+
+def test_a_kernel_with_x_the_row_throughout_keeps_the_orientation_verdict():
+    """x as the row in the unpack, the loads and tx/ty exchanged too: right launched the other way, half the points
+    and the harness's orientation hint (the source hint does not replace it)."""
+    edits = [("j, i = cuda.grid(2)", "i, j = cuda.grid(2)"), ("tx = cuda.threadIdx.x", "tx = cuda.threadIdx.Y")]
+    edits += [("ty = cuda.threadIdx.y", "ty = cuda.threadIdx.x"), ("threadIdx.Y", "threadIdx.y")]
+    res = lessons.check("09", "matmul_splitk", _answer(*edits))
+    assert res.score == 0.5 and res.details.get("orientation") == "exchanged", res
+    assert res.hint.startswith("your kernel takes the row from x"), res.hint
+
+
+def test_a_count_of_one_is_said_in_the_singular():
+    """s27 review L1: "You predicted 1 blocks"."""
+    said = lessons.compare(1, 2, unit="blocks", what="counted")
+    assert said.startswith("You predicted 1 block; counted 2 blocks: too low"), said
+    assert lessons.compare(None, 1, unit="bytes per element").startswith("Measured: 1 byte per element.")
+    assert "1 ms;" in lessons.compare(1, 1, unit="ms")
+    assert "1 x the forward" in lessons.compare(1, 1, unit="x the forward")
+
+
+def test_the_h200_figures_come_from_the_recording_that_names_its_source():
+    """s27 review H1/M1: the lesson printed 10.9 ms (the register-tiled kernel, 1 block, in a training step) beside
+    lesson 04's tiled kernel (2 blocks), from no recording. The GEMM times alone are the recording's gemm_shapes
+    (a diagnostic script, so labelled), and the notebook's code prints them from there, typing none."""
+    note = ex_09_splitk.recorded_gemm_note()
+    assert note.startswith("(32 x 100,352) @ (100,352 x 9) alone, recorded on NVIDIA H200, 2026-12-04 (diagnostic ")
+    assert "outside gpu-check; timing.benchmark medians of 10" in note
+    for part in ("register-tiled kernel 9.686 ms (1 block)", "lesson 04's tiled kernel 2.897 ms (2 blocks)"):
+        assert part in note
+    assert "CuPy's a @ b (cuBLAS) 0.064 ms" in note
+    code = ["".join(c["source"]) for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
+    assert any("recorded_gemm_note(" in c for c in code)
+    typed = [m for c in code for m in re.findall(r"\b\d+\.\d+ ms\b", c)]
+    assert not typed, f"the notebook's code types GPU times {typed}: read them from the recording"
 
 
 def test_the_prediction_counts_two_blocks_against_over_a_thousand_resident():

@@ -205,6 +205,43 @@ def test_bench_cnn_json_is_a_valid_cnn_section(tmp_path):
     results.check_rows("cnn", json.loads(out.read_text()))
 
 
+def test_every_committed_recording_fits_sections_and_names_each_sections_source():
+    """The recordings shipped in src/gpulab/results/ pass the schema a producer's rows must (results.check_rows), and
+    each section names what wrote it: the H200's gemm_shapes came from a diagnostic script, not from gpu-check."""
+    recs = results.list_recordings(results.RESULTS_DIR)
+    assert recs
+    for rec in recs:
+        for section, rows in rec.sections.items():
+            results.check_rows(section, rows)
+            assert rec.sources.get(section), f"{rec.path.name}: section {section!r} names no source"
+    h200 = results.latest("gemm_shapes", device="NVIDIA H200", directory=results.RESULTS_DIR)
+    assert h200 is not None and h200.source == (
+        "diagnostic script run once on this GPU on 2026-12-04, outside gpu-check; timing.benchmark medians of 10"
+    )
+    conv1 = {r["kernel"]: r for r in h200.sections["gemm_shapes"] if (r["M"], r["K"], r["N"]) == (32, 100_352, 9)}
+    assert {k: (r.get("blocks"), r["seconds"]) for k, r in conv1.items()} == {
+        "regtiled": (1, 9.686e-3),
+        "tiled": (2, 2.897e-3),
+        "cupy": (None, 6.4e-5),
+    }
+
+
+def test_gemm_shapes_rows_feed_lesson_09(tmp_path):
+    """bench lessons' gemm_shapes at a tiny size in the simulator: each kernel's product checked, rows in the schema,
+    recorded and read back by lesson 09's note."""
+    from gpulab.bench import gemm_shapes
+    from gpulab.lessons import ex_09_splitk
+
+    rows = gemm_shapes.gemm_shapes_rows()
+    assert [r["kernel"] for r in rows] == ["regtiled", "tiled", "splitk", "numpy"]
+    assert [r.get("blocks") for r in rows] == [1, 2, 6, None] and rows[2]["slices"] == 3
+    assert "gemm_shapes" in lessons.SECTIONS
+    results.record("gemm_shapes", rows, "Test GPU", directory=tmp_path, date="2026-01-10", source="test")
+    note = ex_09_splitk.recorded_gemm_note((20, 70, 9), directory=tmp_path)
+    assert note.startswith("(20 x 70) @ (70 x 9) alone, recorded on Test GPU, 2026-01-10 (test), not this run: the")
+    assert "split-K" in note and "(6 blocks, 3 slices)" in note
+
+
 @pytest.mark.parametrize("suite", [bench_kernels, lessons, bench_cnn])
 def test_simulator_results_are_never_recorded(suite, capsys):
     before = sorted(results.RESULTS_DIR.glob("*.json")) if results.RESULTS_DIR.exists() else []

@@ -142,6 +142,14 @@ SECTIONS: dict[str, Section] = {
         ("backend", "images_per_second", "test_accuracy"),
         ("notebooks/09_train_cnn.ipynb",),
     ),
+    # lesson 09: the CNN's weight-gradient products alone, per kernel (gpulab.bench.gemm_shapes): seconds per call
+    # (median), the launch's blocks; the first rows (H200, 2026-12-04) came from a diagnostic script (see "sources").
+    "gemm_shapes": Section(
+        "python -m gpulab bench lessons --record",
+        "gpulab.bench.gemm_shapes:gemm_shapes_rows",
+        ("M", "K", "N", "kernel", "seconds"),
+        ("notebooks/09_train_cnn.ipynb", "gpulab.lessons.ex_09_splitk.recorded_gemm_note"),
+    ),
     "energy": Section(
         "python -m gpulab bench lessons --record",
         "gpulab.bench.energy:energy_rows",

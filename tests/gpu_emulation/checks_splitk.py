@@ -56,7 +56,8 @@ def test_conv1s_weight_gradient_uses_split_k_and_matches_numpy(monkeypatch):
     ids=["conv1", "conv2"],
 )
 def test_the_h200s_conv_weight_gradients_at_batch_128_take_split_k(monkeypatch, d_shape, cols_shape, slices):
-    """Before: the register-tiled kernel, 1 and 5 blocks on 132 SMs (63% and 17.5% of a training step)."""
+    """Before: the register-tiled kernel, 1 and 5 blocks on 132 SMs (63% and 17.5% of the summed per-op times of a
+    training step, make gpu-check on an H200, 2026-12-04)."""
     monkeypatch.setattr(splitk, "sm_count", lambda: 132)
     seen = _spy(monkeypatch, run=False)
     d = cupy.asarray(RNG.standard_normal(d_shape, dtype=np.float32))
@@ -84,3 +85,15 @@ def test_a_learners_kernel_is_launched_as_before(monkeypatch):
     c = nn_ops.gemm(cupy.asarray(a_h), cupy.asarray(b_h), kernel=gemm_kernel)
     assert seen == []
     np.testing.assert_allclose(runtime.to_host(c), a_h @ b_h, rtol=1e-4, atol=1e-3)
+
+
+def test_bench_lessons_gemm_shapes_rows_in_gpu_mode():
+    """bench lessons' gemm_shapes (lesson 09's recorded GEMM times) on CuPy arrays: each kernel's product checked
+    against CuPy's, one row per kernel timed with CUDA events, the reference named cupy; rows fit the schema."""
+    from gpulab import results
+    from gpulab.bench.gemm_shapes import gemm_shapes_rows
+
+    rows = gemm_shapes_rows([(20, 70, 9)], slices=3, repeat=1)
+    assert [r["kernel"] for r in rows] == ["regtiled", "tiled", "splitk", "cupy"]
+    assert [r.get("blocks") for r in rows] == [1, 2, 6, None] and all(r["seconds"] > 0 for r in rows)
+    results.check_rows("gemm_shapes", rows)

@@ -1,7 +1,8 @@
 """``python -m gpulab bench lessons``: the GPU figures lessons 00, 02, 06, 07, 09, 11 and 12 show from a recording.
 
 In simulator mode those lessons cannot measure a GPU, so they read ``gpulab.results.latest(section)`` for the
-sections ``why_gpus``, ``streams``, ``matmul_precision``, ``conv``, ``cnn_training``, ``energy`` and ``attention``.
+sections ``why_gpus``, ``streams``, ``matmul_precision``, ``conv``, ``cnn_training``, ``gemm_shapes``, ``energy`` and
+``attention``.
 This suite measures each one with the same code paths the lessons use in gpu mode and, with ``--record``
 (gpu mode only), stores the rows in the schema :data:`gpulab.results.SECTIONS` declares. ``make gpu-check`` runs it.
 """
@@ -325,6 +326,10 @@ def measure(
                 cpu_train=sz["cnn_cpu_train"],
             ),
         )
+    if "gemm_shapes" in want:  # lesson 09: the weight gradients' products per kernel (gpulab.bench.gemm_shapes)
+        from .gemm_shapes import gemm_shapes_rows
+
+        section("gemm_shapes", gemm_shapes_rows)
     if "energy" in want:  # lesson 11: NVML joules in gpu mode (gpulab.bench.energy)
         from .energy import energy_rows
 
@@ -334,7 +339,7 @@ def measure(
     return out
 
 
-SECTIONS = ("why_gpus", "matmul_precision", "streams", "conv", "cnn_training", "energy", "attention")
+SECTIONS = ("why_gpus", "matmul_precision", "streams", "conv", "cnn_training", "gemm_shapes", "energy", "attention")
 
 
 def configure(p: argparse.ArgumentParser) -> None:

@@ -2,11 +2,16 @@
 
 A kernel of :mod:`gpulab.kernels.matmul` gives each block a tile of C, so it starts as many blocks as C has tiles.
 A conv layer's weight gradient ``d.T @ cols`` has a tiny C and a huge K: conv1 of the course CNN at batch 128 is
-(32 x 100,352) @ (100,352 x 9), C is 2 tiles of 16 x 16, and two blocks walked all of K while the other 130 SMs of an
-H200 idled (10.9 ms per call, 63% of a training step, measured with CUDA events on 2026-12-04). Split-K cuts K into
-S slices as well: block (x, y, z) computes tile (y, x) of C over slice z of K into ``partials[z]``, and a second
-kernel adds the S partials (:func:`gpulab.kernels.nn_kernels.sum_rows_kernel`, one thread per element of C). No
-atomics, so the result is the same on every run. NumPy meaning::
+(32 x 100,352) @ (100,352 x 9). On an H200 (132 SMs, 2026-12-04) the kernels backend still computed it with the
+register-tiled kernel, 64 x 64 outputs a block, so the whole of C in ONE block walking all of K: 10.9 ms a call in
+training, 63% of the summed per-op times of a step (make gpu-check's ``bench cnn --backend kernels --per-op``, CUDA
+events around each op). Alone (timing.benchmark, median of 10, a diagnostic run the same day: the recording's
+section ``gemm_shapes``) it took 9.686 ms, lesson 04's tiled kernel (16 x 16 tiles: C is 2 of them, 2 blocks)
+2.897 ms, CuPy's ``a @ b`` (cuBLAS) 0.064 ms.
+
+Split-K cuts K into S slices as well: block (x, y, z) computes tile (y, x) of C over slice z of K into
+``partials[z]``, and a second kernel adds the S partials (:func:`gpulab.kernels.nn_kernels.sum_rows_kernel`, one
+thread per element of C). No atomics, so the result is the same on every run. NumPy meaning::
 
     partials[z] = a[:, k0(z):k1(z)] @ b[k0(z):k1(z), :]      # slice z of K, whole tiles of TILE
     c = partials.sum(axis=0)
@@ -129,8 +134,9 @@ def plan(M: int, N: int, K: int, sms: int | None = None) -> GemmPlan:
             return GemmPlan("splitk", slices, (tiles_x, tiles_y, slices))
     # Not split: the register-tiled kernel (64 x 64 outputs a block, 16x fewer blocks than the tiled kernel) when
     # its grid gives every SM a block, else the 16 x 16 tiled kernel. With fewer blocks than SMs the tiled kernel's
-    # 16x more blocks won on the H200 (2026-12-04, median of 10): (128, 3136, 128) 0.261 ms tiled vs 0.556 ms
-    # register-tiled (64 blocks vs 4), (64, 25088, 288) 1.575 vs 3.192, (32, 100352, 9) 2.897 vs 9.686.
+    # 16x more blocks won on the H200 (2026-12-04, median of 10; results section gemm_shapes): (128, 3136, 128)
+    # 0.261 ms tiled vs 0.556 ms register-tiled (64 blocks vs 4), (64, 25088, 288) 1.575 vs 3.192, (32, 100352, 9)
+    # 2.897 vs 9.686.
     rt_x, rt_y = ceil_div(N, BN), ceil_div(M, BM)
     if rt_x * rt_y >= sms:
         return GemmPlan("regtiled", 1, (rt_x, rt_y, 1))

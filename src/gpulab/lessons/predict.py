@@ -110,6 +110,28 @@ def measured_number(measured: Any) -> Any:
     return measured
 
 
+_NOT_PLURALS = {"ms", "us", "ns", "ps", "s"}
+
+
+def _unit(value: float, unit: str) -> str:
+    """`` unit`` after a figure, in the singular when the figure reads 1 (``"1 block"``, ``"1 byte per element"``,
+    ``"1 copy"``); other units (``"ms"``, ``"GB/s"``, ``"x"``) as they are."""
+    if not unit or f"{value:,.4g}" not in ("1", "-1") or unit.startswith("x "):  # "x the forward": a multiple
+        return f" {unit}" if unit else ""
+    cut = re.search(r" (?:per|of) ", unit)  # "bytes per element": the noun ends before " per "
+    noun, tail = (unit[: cut.start()], unit[cut.start() :]) if cut else (unit, "")
+    head, _, last = noun.rpartition(" ")
+    if last in _NOT_PLURALS or not re.fullmatch(r"[A-Za-z][A-Za-z-]+s", last):
+        return f" {unit}"
+    if last.endswith("ies"):
+        last = last[:-3] + "y"
+    elif last.endswith(("ches", "shes", "xes", "sses")):
+        last = last[:-2]
+    else:
+        last = last[:-1]
+    return f" {head + ' ' if head else ''}{last}{tail}"
+
+
 def compare(
     prediction: Any,
     measured: Any,
@@ -130,7 +152,6 @@ def compare(
     order of magnitude: within that factor either way counts as right (factor=2: from half to twice the figure; a
     relative tolerance of 1 would also accept 0 and every tiny value).
     """
-    unit_s = f" {unit}" if unit else ""
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance <= 1:
         raise UsageError(
             f"compare's tolerance is relative, a number from 0 to 1: tolerance=0.25 counts a prediction within 25% "
@@ -152,7 +173,9 @@ def compare(
         return text
     m = float(measured)
     if prediction is None:
-        head = f"{what[:1].upper()}{what[1:]}: {m:,.4g}{unit_s}. (Enter a prediction above and rerun to compare.)"
+        head = (
+            f"{what[:1].upper()}{what[1:]}: {m:,.4g}{_unit(m, unit)}. (Enter a prediction above and rerun to compare.)"
+        )
     else:
         p = prediction_number(prediction, unit)
         if m == 0:
@@ -164,7 +187,7 @@ def compare(
         ratio = f", {p / m:,.3g}x {of}" if m and p and (p > 0) == (m > 0) else ""
         verdict = "right" if close else ("too high" if p > m else "too low")
         off = "" if close else ratio + _slip(p, m, unit, prediction)
-        head = f"You predicted {p:,.4g}{unit_s}; {what} {m:,.4g}{unit_s}: {verdict}{off}."
+        head = f"You predicted {p:,.4g}{_unit(p, unit)}; {what} {m:,.4g}{_unit(m, unit)}: {verdict}{off}."
     text = head + (f"\n{why}" if why else "")
     print(text)
     return text
