@@ -127,17 +127,59 @@ def test_a_board_without_its_own_row_is_said_so_with_the_nearest_row_labelled():
     assert "H200 NVL" not in hardware.BOARDS and hardware.board_key("NVIDIA H200 NVL") is None
     assert hardware.nearest_row("NVIDIA H200 NVL") == "H200" and hardware.nearest_row("NVIDIA H200 PCIe") == "H200"
     assert hardware.nearest_row("Tesla V100-PCIE-16GB") == "V100"
-    for own_or_none in ("NVIDIA H200", "NVIDIA GH200 480GB", "NVIDIA GeForce GT 710", "CUDA simulator (CPU)"):
+    for own_or_none in ("NVIDIA H200", "NVIDIA GB200", "NVIDIA GeForce GT 710", "CUDA simulator (CPU)"):
         assert hardware.nearest_row(own_or_none) is None, own_or_none  # its own row, or no chip of the tables
     note = hardware.missing_row_note("NVIDIA H200 NVL")
     assert note == (
         "NVIDIA H200 NVL: this exact model has no row in gpulab's spec tables; the nearest row is H200 SXM (key "
         "'H200'), another board or variant of the same chip: its figures are not this GPU's, so none is used here"
     )
-    assert hardware.missing_row_note("NVIDIA GH200 480GB").endswith(
-        "has no row in gpulab's spec tables (nor does its chip)"
-    )
+    assert hardware.missing_row_note("NVIDIA GB200").endswith("has no row in gpulab's spec tables (nor does its chip)")
     assert hardware.missing_row_note("NVIDIA H200") == "NVIDIA H200: its row in gpulab's spec tables is H200 SXM"
+
+
+@pytest.mark.parametrize(
+    ("reported", "board"),
+    [
+        ("NVIDIA H100 NVL MIG 1g.12gb", "H100 NVL"),  # was the H100 SXM row, though the NVL board has its own
+        ("NVIDIA H100 PCIe MIG 1g.10gb", "H100 PCIe"),
+        ("NVIDIA A100 80GB PCIe MIG 1g.10gb", "A100 PCIe 80GB"),  # was the A100 SXM row
+        ("NVIDIA A100-PCIE-40GB MIG 2g.10gb", "A100 PCIe 40GB"),
+        ("NVIDIA A100-SXM4-40GB MIG 1g.5gb", "A100 SXM 40GB"),
+        ("NVIDIA H100 80GB HBM3 MIG 1g.10gb", "H100"),
+    ],
+)
+def test_a_mig_slice_names_its_own_boards_row_as_a_fraction_of_it(reported, board):
+    """A MIG slice has a fraction of its board's SMs and memory: no figures, but the row named is its own board's
+    (not the chip's SXM row), and the note says the slice's figures are a fraction of that board's."""
+    assert hardware.board_key(reported) is None and hardware.nearest_row(reported) == board
+    name = _row(board).name
+    assert hardware.missing_row_note(reported) == (
+        f"{reported}: a MIG slice (a fraction of a GPU's SMs and memory) has no row in gpulab's spec tables; its "
+        f"board's row is {name} (key {board!r}): the slice's figures are a fraction of the board's, so none is used "
+        "here"
+    )
+
+
+def test_a_slice_of_a_board_without_a_row_and_a_form_without_a_row():
+    assert hardware.nearest_row("NVIDIA H200 NVL MIG 1g.18gb") == "H200"  # no H200 NVL row: the chip's row
+    note = hardware.missing_row_note("NVIDIA H200 NVL MIG 1g.18gb")
+    assert "a MIG slice" in note and "nor does its board; the nearest row is H200 SXM (key 'H200')" in note, note
+    assert hardware.nearest_row("NVIDIA H100 PCIe 94GB") == "H100 PCIe"  # the same form factor's row first
+    assert hardware.nearest_row("NVIDIA A100-PCIE-64GB") == "A100 PCIe 40GB"
+
+
+def test_a_grace_hopper_superchip_names_a_hopper_row_not_as_its_figures():
+    """The GH200's GPU is a Hopper part (H100/H200 class) on a module with a Grace CPU: not "no chip of the tables",
+    but no row either, as the module's power and memory differ."""
+    assert hardware.board_key("NVIDIA GH200 480GB") is None and hardware.gpu_named("NVIDIA GH200 480GB") is None
+    assert hardware.nearest_row("NVIDIA GH200 480GB") == "H100"  # 96 GB of HBM3, as the H100
+    assert hardware.nearest_row("NVIDIA GH200 144G HBM3e") == "H200"  # HBM3e, as the H200
+    note = hardware.missing_row_note("NVIDIA GH200 480GB")
+    assert "nor does its chip" not in note and "its GPU is a Hopper part of the H100/H200 class" in note, note
+    assert note.endswith(
+        "The nearest row is H100 SXM (key 'H100'): its figures are not this GPU's, so none is used here"
+    )
 
 
 def test_doctor_and_the_energy_estimate_name_the_nearest_row(monkeypatch):

@@ -10,7 +10,8 @@ lab 11 call it.
 :func:`board_key` is the one place that maps a GPU's reported name (``"NVIDIA A100 80GB PCIe"``) to a row of
 :data:`GPUS` or :data:`BOARDS`, or to none; :func:`gpu_named`, :func:`gpulab.timing.lookup_peak` and
 :func:`gpulab.pricing.offer_for` go through it. For a board with no row of its own, :func:`missing_row_note` says so
-and names the nearest row (:func:`nearest_row`: the same chip's), labelled as the nearest, never used for figures.
+and names the nearest row (:func:`nearest_row`: the same board's for a MIG slice, else the same chip's), labelled
+as the nearest, never used for figures.
 """
 
 from __future__ import annotations
@@ -146,20 +147,62 @@ def _chip_in(name: str) -> tuple[str, list[str], list[str]] | None:
 
 def nearest_row(name: str) -> str | None:
     """For a GPU whose reported name has no row of its own (:func:`board_key` gives None) but states a chip the
-    tables have (``"NVIDIA H200 NVL"``, ``"Tesla V100-PCIE-16GB"``): the key of that chip's row (its :data:`GPUS`
-    row), another board or variant of the same chip, whose figures are not this GPU's. None when the name has its
-    own row or states no chip of the tables (``"NVIDIA GH200 480GB"``). Only to be named, labelled as the nearest
-    row (:func:`missing_row_note`): nothing computes with it."""
-    found = _chip_in(name)
-    if found is None or board_key(name) is not None or not set(found[1]) <= _BRANDS:
+    tables have: the key of the nearest row, another board, variant or part of the same chip, whose figures are not
+    this GPU's. Nearest is, in order: the row of the board a MIG slice is cut from (``"NVIDIA H100 NVL MIG
+    1g.12gb"``: ``'H100 NVL'``; the slice has a fraction of its SMs and memory); a row of the same chip and form
+    factor (NVL, PCIe, SXM); the chip's own row (its :data:`GPUS` row: ``"NVIDIA H200 NVL"``, ``"Tesla
+    V100-PCIE-16GB"``); for a module built around a chip of the tables (``"NVIDIA GH200 480GB"``, whose GPU is a
+    Hopper part), that chip's row. None when the name has its own row or states no chip of the tables. Only to be
+    named, labelled as the nearest row (:func:`missing_row_note`): nothing computes with it."""
+    if board_key(name) is not None:
         return None
-    keys = [k for k, (c, _) in BOARD_NAMES.items() if c == found[0]]
-    return next((k for k in keys if k in GPUS), keys[0])
+    found = _chip_in(name)
+    if found is None:
+        module = _module_in(name)
+        return None if module is None else module[0]
+    chip, before, after = found
+    if not set(before) <= _BRANDS:
+        return None
+    whole = _without_mig(after)
+    own = _pick(chip, before, whole) if whole != after else None  # a MIG slice's own board
+    if own is not None:
+        return own
+    keys = [k for k, (c, _) in BOARD_NAMES.items() if c == chip]
+    forms: set[str | None] = {_FORMS[w] for w in whole if w in _FORMS} or {_UNSTATED_FORM.get(chip)}
+    same_form = [k for k in keys if BOARD_NAMES[k][1] in forms]
+    return same_form[0] if same_form else next((k for k in keys if k in GPUS), keys[0])
+
+
+def _without_mig(words: list[str]) -> list[str]:
+    """The words of a reported name before ``MIG`` (a MIG slice's name is its board's, then ``MIG 1g.10gb``)."""
+    return words[: words.index("MIG")] if "MIG" in words else words
+
+
+# Modules built around a GPU chip of the tables, with no row of their own: the word drivers report, the row to name
+# as the nearest (by the memory type the name states, else the first), and what the module is.
+_MODULES: dict[str, tuple[dict[str, str], str]] = {
+    "GH200": (
+        {"": "H100", "HBM3E": "H200"},
+        "a Grace Hopper superchip: its GPU is a Hopper part of the H100/H200 class, on one module with a Grace "
+        "CPU, and the module's power and memory differ from those boards'",
+    ),
+}
+
+
+def _module_in(name: str) -> tuple[str, str] | None:
+    """The nearest row's key and what the module is, for a name that states a module of :data:`_MODULES`."""
+    words = [w.upper() for w in re.split(r"[\s_-]+", name.strip()) if w]
+    for word, (rows, what) in _MODULES.items():
+        if word in words and set(words[: words.index(word)]) <= _BRANDS:
+            kinds = [w for w in words if w in rows]
+            return rows[kinds[0] if kinds else ""], what
+    return None
 
 
 def missing_row_note(name: str) -> str:
     """What to print where a GPU has no row of its own (no spec-sheet peaks, no board power): that its exact model
-    is not in gpulab's tables, and the nearest row, labelled as such (:func:`nearest_row`), if its chip has one."""
+    is not in gpulab's tables, and the nearest row, labelled as such (:func:`nearest_row`), if its chip has one. A
+    MIG slice is said to be one: its figures are a fraction of its board's."""
     own = board_key(name)
     if own is not None:
         return f"{name}: its row in gpulab's spec tables is {_row(own).name}"
@@ -168,6 +211,25 @@ def missing_row_note(name: str) -> str:
     if near is None:
         return text + " (nor does its chip)"
     d = _row(near)
+    found = _chip_in(name)
+    if found is None:  # a module around a chip of the tables
+        module = _module_in(name)
+        what = module[1] if module else "another part with the same chip"
+        return (
+            f"{text}; it is {what}. The nearest row is {d.name} (key {near!r}): its figures are not this GPU's, so "
+            "none is used here"
+        )
+    if "MIG" in found[2]:
+        slice_ = f"{name}: a MIG slice (a fraction of a GPU's SMs and memory) has no row in gpulab's spec tables"
+        if _pick(found[0], found[1], _without_mig(found[2])) == near:
+            return (
+                f"{slice_}; its board's row is {d.name} (key {near!r}): the slice's figures are a fraction of the "
+                "board's, so none is used here"
+            )
+        return (
+            f"{slice_}, nor does its board; the nearest row is {d.name} (key {near!r}), another board or variant "
+            "of the same chip: its figures are not this GPU's, so none is used here"
+        )
     return (
         f"{text}; the nearest row is {d.name} (key {near!r}), another board or variant of the same chip: its "
         "figures are not this GPU's, so none is used here"
