@@ -86,6 +86,15 @@ def _gpu_lines() -> list[str]:
             f"SMs: {sms}",
             f"memory: {total / 2**30:.1f} GiB total, {free / 2**30:.1f} GiB free",
         ]
+        from .exercises.ptxcheck import TARGET  # the oldest architecture the course supports: sm_75, a T4
+
+        if tuple(cc) < TARGET:
+            lines.append(
+                f"compute capability {cc[0]}.{cc[1]} is older than {TARGET[0]}.{TARGET[1]} (a T4, Colab's), the "
+                f"oldest GPU the course supports: its checks compile kernels for sm_{TARGET[0]}{TARGET[1]} and it "
+                "is tested on 7.5 and 9.0, so a kernel that passes may use what this GPU lacks. Lessons may still "
+                "run; for the course, use a GPU of 7.5 or newer (Colab's T4) or simulator mode"
+            )
         from .timing import lookup_peak
 
         peak = lookup_peak(name)

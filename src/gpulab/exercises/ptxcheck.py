@@ -20,8 +20,9 @@ from .static import numpy_ufunc_fix
 __all__ = ["SHARED_HINT", "TARGET", "ptx_check", "resources_check", "signature_for", "target_words"]
 
 # The check compiles for one fixed target on every machine, with or without a GPU: sm_75, the T4's architecture,
-# the oldest GPU the course supports (Colab's). A verdict (and a lab's points) is then the same wherever it is
-# checked; in gpu mode the launches before the PTX row already ran the kernel on the GPU in use.
+# the oldest GPU the course supports (Colab's; the README says so, and doctor says so for an older GPU). A verdict
+# (and a lab's points) is then the same wherever it is checked; in gpu mode the launches before the PTX row already
+# ran the kernel on the GPU in use.
 TARGET = (7, 5)
 
 _TOO_MUCH_SHARED = re.compile(r"uses too much shared data \((0x[0-9a-f]+) bytes, (0x[0-9a-f]+) max\)")
