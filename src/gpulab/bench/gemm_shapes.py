@@ -9,7 +9,8 @@ through CuPy in gpu mode, NumPy in the simulator). Each result is checked agains
 Rows ``{"M", "K", "N", "kernel", "blocks", "seconds"}`` (split-K's with ``"slices"``).
 
 The first rows of this section, for an H200 on 2026-12-04, came from a diagnostic script run once outside
-gpu-check (timing.benchmark medians of 10, the same three shapes, no split-K row); the file's ``sources`` says so.
+gpu-check (timing.benchmark medians of 10, the same three shapes, no split-K row; the script recorded no blocks:
+their ``"blocks"`` were computed afterwards from the shapes); the file's ``sources`` says so.
 """
 
 from __future__ import annotations

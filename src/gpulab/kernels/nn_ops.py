@@ -16,7 +16,8 @@ the library's (:mod:`gpulab.capstone`). NumPy meaning of each launcher:
 * :func:`col2im`         the adjoint of im2col (sum of every column entry that came from a pixel)
 * :func:`add_bias`       ``y += b`` row-wise;  :func:`sum_rows` ``d.sum(axis=0)`` (on a GPU in two passes:
   :func:`gpulab.kernels.nn_sum_rows.sum_rows_partials` sums chunks of rows, then one thread per column sums the
-  chunks; the launcher and its passes live in :mod:`gpulab.kernels.nn_sum_rows`, re-exported here)
+  chunks; the launcher and its passes live in :mod:`gpulab.kernels.nn_sum_rows`: only the launcher
+  :func:`sum_rows` is re-exported here, the passes are read from that module)
 * :func:`relu`           ``max(x, 0)``;  :func:`relu_backward` ``dout * (y > 0)``
 * :func:`maxpool`        max over each k x k window and ``arg`` = a*k + b of its first maximum
 * :func:`maxpool_backward`  each window's gradient to its maximum (``arg``)
