@@ -16,7 +16,7 @@ from gpulab.exercises import Problem, check, check_kernel
 from gpulab.exercises.cases import Failure, State, build_cases
 from gpulab.exercises.diagnose import Judge
 from gpulab.exercises.explain import input_written
-from gpulab.exercises.races import LOGGED_RUN_STOPPED
+from gpulab.exercises.races import LOGGED_RUN_STOPPED, RACES_NOT_CHECKED
 from gpulab.exercises.run import EXTRA_RUN_S, Launch, Runner, extra_run_limit
 
 LOGGED = np.zeros(1, np.int32)  # 1 while the race check's logged run is on (set by the fixture below)
@@ -78,8 +78,11 @@ def test_a_kernel_stuck_in_the_logged_run_ends_at_the_checks_limit_and_says_race
     assert elapsed < 2 + SLACK_S, f"{elapsed:.1f} s"  # before: 60 s for the logged run alone
     assert res.status == "passed", res
     races = next(c for c in res.checks if c.name == "races")
-    assert races.message.endswith(LOGGED_RUN_STOPPED.format(s=2)), races.message  # before: "no unsynchronised ..."
-    assert "did not finish within 2 s" in races.message and "no unsynchronised" not in races.message
+    assert races.message.startswith(RACES_NOT_CHECKED), races.message  # before: "no unsynchronised ..."
+    assert LOGGED_RUN_STOPPED.format(s=2) + ", the check's limit per run (its timeout)" in races.message
+    advice = races.message.splitlines()[1]  # before: "timeout=, or labs grade --timeout" (which only lowers it)
+    assert "larger timeout= on this check_kernel or Problem.check call" in advice and "labs grade" not in advice
+    assert "no unsynchronised" not in races.message
 
 
 def test_under_a_grading_timeout_the_logged_run_gets_the_cells_share(logged_flag, monkeypatch):
@@ -94,6 +97,8 @@ def test_under_a_grading_timeout_the_logged_run_gets_the_cells_share(logged_flag
     assert elapsed < 1.6 + SLACK_S, f"{elapsed:.1f} s"
     races = next(c for c in res.checks if c.name == "races")
     assert "did not finish within 1.6 s" in races.message, races.message
+    advice = races.message.splitlines()[1]  # the grader's limit, not the check's timeout=: --timeout lengthens it
+    assert "a larger --timeout gives that run up to 30 s" in advice and "timeout=" not in advice, advice
 
 
 def test_the_run_on_copies_of_the_inputs_ends_at_the_checks_limit():

@@ -139,9 +139,12 @@ SCOPES: dict[str, tuple[str, ...]] = {
     "lessons/gpu_ufunc.py": ("06", "lab06"),
     "lessons/conv_backprop.py": ("07", "08"),
     "lessons/ex_08_dropout.py": ("08",),
+    "lessons/mistakes_07_08.py": ("07", "08"),
     "lessons/dropout.py": ("08", "lab08"),
     "lessons/finite_diff.py": ("08",),
     "lessons/ex_09_10.py": ("09", "10"),
+    "lessons/ex_09_splitk.py": ("09",),
+    "lessons/mistakes_09_splitk.py": ("09",),
     "lessons/step_check.py": ("09",),
     "lessons/ex_11.py": ("11",),
     "systolic.py": ("11",),
@@ -230,6 +233,16 @@ def test_every_kind_of_hint_is_collected_and_has_solutions_to_compare_with(hints
         assert h.solutions and all(sol.counted for _, sol in h.solutions), h.where
     dot = next(h for h in hints if h.where == "hints 05/dot_atomic tier 2")
     assert {name.split()[0] for name, _ in dot.solutions} == {"notebooks/05_*", "reference"}
+
+
+def test_every_lesson_module_of_exercises_or_named_mistakes_is_scanned():
+    """A new ``lessons/ex_*.py`` or ``lessons/mistakes_*.py`` (their hints quote learners' lines) is in SCOPES."""
+    names = [
+        f"lessons/{p.name}" for p in sorted((SRC / "lessons").glob("*.py")) if p.name.startswith(("ex_", "mistakes_"))
+    ]
+    assert len(names) >= 10, names
+    missing = [n for n in names if n not in SCOPES]
+    assert not missing, f"add to SCOPES, with the lessons whose solutions they are compared with: {missing}"
 
 
 # The tier-2 hints of 2026-12 and named-mistake hints that were the solution: each must still be caught.

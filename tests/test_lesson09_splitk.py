@@ -156,6 +156,26 @@ def test_a_kernel_with_x_the_row_throughout_keeps_the_orientation_verdict():
     assert res.hint.startswith("your kernel takes the row from x"), res.hint
 
 
+@pytest.mark.parametrize("threads_too", [False, True], ids=["indices", "indices-and-tx-ty"])
+def test_the_course_s_unpack_with_j_as_the_row_gets_a_hint_that_does_not_ask_for_that_unpack(threads_too):
+    """s27 review L5: `j, i = cuda.grid(2)`, then j the row and i the column everywhere (and tx, ty exchanged too:
+    right launched the other way). Before: "write `j, i = cuda.grid(2)`" (ROW_FROM_X_HINT, or the harness's
+    orientation hint), which the learner had written."""
+    from numba import cuda, float32
+
+    names = r"\b(?:i|j|tx|ty)\b" if threads_too else r"\b[ij]\b"
+    other = {"i": "j", "j": "i", "tx": "ty", "ty": "tx"}
+    swapped = re.sub(names, lambda m: other[m.group()], _answer_source())
+    source = swapped.replace("i, j = cuda.grid(2)", "j, i = cuda.grid(2)")
+    assert "j, i = cuda.grid(2)" in source and "partials[z, j, i] = acc" in source
+    kernel = edited_kernel(source, "matmul_splitk_kernel", {"cuda": cuda, "float32": float32})
+    res = lessons.check("09", "matmul_splitk", kernel)
+    assert not res.passed, res
+    assert res.hint.startswith("you unpack `j, i = cuda.grid(2)` as the course does"), res.hint
+    assert "then use j as the row" in res.hint and "store `partials[z, i, j]`" in res.hint, res.hint
+    assert "write `j, i = cuda.grid(2)`" not in res.hint.lower(), res.hint
+
+
 def test_a_count_of_one_is_said_in_the_singular():
     """s27 review L1: "You predicted 1 blocks"."""
     said = lessons.compare(1, 2, unit="blocks", what="counted")

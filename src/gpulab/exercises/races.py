@@ -23,14 +23,25 @@ from typing import Any
 import numpy as np
 
 from .. import runtime, simulator
+from ..errors import one_line
 from .cases import State, largest, run_case, size_hint
 from .compare import fills, unwritten
-from .problem import Case
+from .problem import Case, Problem
 from .result import Check
+from . import run as runs
 from .run import Hang, Launch, Runner, extra_run_limit, run_with_deadline
 from .unset import subscript, unset_verdict
 
-__all__ = ["GPU_NOT_CHECKED", "LOGGED_RUN_STOPPED", "SCHEDULES", "race_stage", "race_verdict"]
+__all__ = [
+    "GPU_NOT_CHECKED",
+    "RACES_NOT_CHECKED",
+    "SCHEDULES",
+    "race_stage",
+    "race_verdict",
+    "readvise",
+    "stopped_advice",
+    "stopped_limit",
+]
 
 # Thread schedules for re-runs in the simulator: how often Python may switch between CUDA threads
 # (gpulab runs at 1 ms; 10 us interleaves the threads of a block much more finely); blocks whose
@@ -42,12 +53,44 @@ GPU_NOT_CHECKED = (
     "reaches every barrier (only the simulator can log every access; to check them, run this check in simulator "
     "mode: set GPULAB_DEVICE=simulator, then restart the notebook's kernel)"
 )
-# The races line of a passing verdict whose run that logs every access was stopped at the check's limit per run.
-LOGGED_RUN_STOPPED = (
-    "; not checked for unsynchronised accesses to shared memory or outputs, nor for barriers some threads skip: the "
-    "run that logs every access (many times slower than a plain run) did not finish within {s:g} s, this check's "
-    "limit per run. A longer limit (timeout=, or labs grade --timeout) lets it finish"
-)
+# How the races line of a passing verdict starts when the run that logs every access gave no verdict (stopped at its
+# limit, or failed): nothing was looked for in it, and the points stay (the plain runs passed).
+RACES_NOT_CHECKED = "not checked: unsynchronised accesses to shared memory or outputs, and barriers some threads skip"
+LOGGED_RUN_STOPPED = "the run that logs every access (many times slower than a plain run) did not finish within {s:g} s"
+
+
+def stopped_limit(p: Problem) -> str:
+    """The limit the logged run was stopped at, and why it was that one (:func:`.run.extra_run_limit`)."""
+    s = extra_run_limit(p)
+    if s < p.timeout:  # runs.EXTRA_RUN_S
+        return LOGGED_RUN_STOPPED.format(s=s) + ", the most the check gives that run, whatever its timeout"
+    return LOGGED_RUN_STOPPED.format(s=s) + ", the check's limit per run (its timeout)"
+
+
+def stopped_advice(p: Problem) -> str:
+    """What lengthens or shortens the logged run where the check is called as ``check_kernel(...)`` or
+    ``Problem.check(...)`` (a learner's own call, a lab's check cell); :func:`gpulab.lessons.check` and the grader
+    say their own (:func:`readvise`)."""
+    most = runs.EXTRA_RUN_S
+    if p.timeout < most:
+        return (
+            f"A larger timeout= on this check_kernel or Problem.check call gives it longer (that run gets the "
+            f"timeout, {most:g} s at most); a smaller size (sizes=) makes it shorter."
+        )
+    return (
+        f"A smaller size (sizes= on this check_kernel or Problem.check call) makes it shorter: that run gets "
+        f"{most:g} s at most, whatever the timeout."
+    )
+
+
+def readvise(result: Any, advice: str) -> None:
+    """Put ``advice`` in place of the second line (what to do) of ``result``'s races line when its logged run was
+    stopped at its limit (a caller that knows where the check runs: a lesson, the grader)."""
+    for c in result.checks:
+        if c.name == "races" and c.message.startswith(RACES_NOT_CHECKED) and "\n" in c.message:
+            c.message = c.message.split("\n")[0] + "\n" + advice
+
+
 SCHEDULE_HINT = (
     "the result changes from run to run (a race): a thread reads shared memory before the others "
     "wrote it (missing cuda.syncthreads()?) or several threads update one element without "
@@ -188,7 +231,9 @@ def race_verdict(runner: Runner, case: Case, launch: Launch, unset: bool = False
     """Run ``case`` once with every shared access and output write logged; ``(message, hint)`` for
     the first race or barrier inside a branch, None when there is none. ``unset`` (for a wrong result only: a
     correct kernel may read elements it then ignores): also memory nobody set (:mod:`.unset`). The run gets
-    :func:`.run.extra_run_limit` seconds; past them it is stopped and :class:`.run.Hang` raised."""
+    :func:`.run.extra_run_limit` seconds; past them it is stopped and :class:`.run.Hang` raised. A run cut short by
+    an ArithmeticError or ValueError (exp overflowing on a value read too early) is searched up to the error for
+    races, which count; when none is found there the error is raised again: nothing was checked past it."""
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
     outs, call = runner.host_call(case)
@@ -202,14 +247,15 @@ def race_verdict(runner: Runner, case: Case, launch: Launch, unset: bool = False
             watched.append(FakeCUDAArray(simulator.watch(arg, name, out_log)))  # reads too: `+=` vs `=`
         else:
             watched.append(arg)
+    cut: Exception | None = None  # the error that cut the run short: only races in the log up to it count
     with simulator.instrument(watch_shared=True) as ins:
         try:
             run_with_deadline(lambda: runner.kernel[griddim, blockdim](*watched), extra_run_limit(runner.p))
-        except (ArithmeticError, ValueError):  # e.g. exp overflowing on a value read too early: the log up to it counts
-            pass
+        except (ArithmeticError, ValueError) as exc:  # e.g. exp overflowing on a value read too early
+            cut = exc
     launch_s = f"launch {runner.fn_name}[{griddim}, {blockdim}]"
 
-    diverged = ins.unequal_barriers()
+    diverged = None if cut else ins.unequal_barriers()  # threads the error stopped passed fewer barriers
     if diverged:
         block, (t_hi, n_hi), (t_lo, n_lo) = diverged
         return (
@@ -265,7 +311,7 @@ def race_verdict(runner: Runner, case: Case, launch: Launch, unset: bool = False
             f"{w.array}[{subscript(w.index, case.expected[k].shape)}]"
         )
         missing = 0
-        if runner.p.out_init is None:
+        if runner.p.out_init is None and cut is None:  # a run cut short left elements unwritten
             missing = sum(
                 int(unwritten(got, fills(e, None)[0]).sum())
                 for got, e in zip(outs, case.expected)
@@ -291,6 +337,8 @@ def race_verdict(runner: Runner, case: Case, launch: Launch, unset: bool = False
         if not updated:  # both stored (`=`) without reading: one element with two owners, not lost updates
             return f"{both} ({launch_s})", DUPLICATE_STORE_HINT
         return f"{both} without cuda.atomic and without a cuda.syncthreads() between them ({launch_s})", WRITE_RACE_HINT
+    if cut is not None:
+        raise cut
     return None
 
 
@@ -327,21 +375,22 @@ def race_stage(st: State, launch: Launch) -> tuple[str, str] | None:
                 "update one element without cuda.atomic.add."
             )
     direct = p.host is None and runtime.is_simulator()
-    stopped = False  # the logged run ran past its limit: nothing was checked in it
+    why, advice = "", ""  # why the run that logs every access gave no verdict, and what to do about it
     if direct:
         try:
             found = race_verdict(st.runner, case, Launch(big, launch.swapped))
         except Hang:
-            found, stopped = None, True
-        except Exception:  # noqa: BLE001 - the watched run failed where the plain ones passed: no verdict
-            found = None
+            found, why, advice = None, stopped_limit(p), stopped_advice(p)
+        except Exception as exc:  # noqa: BLE001 - the watched run failed where the plain ones passed: no verdict
+            found, why = None, f"the run that logs every access failed ({one_line(exc)})"
         if found:
             return f"{found[0]}\ninput: {case.describe()}", found[1]
     shapes = " and block shapes" if len(st.runner.thread_options) > 1 else ""
-    if stopped:
-        message = f"same result with different thread schedules{shapes}" + LOGGED_RUN_STOPPED.format(
-            s=extra_run_limit(p)
+    if why:  # the points stay: the plain runs passed, and nothing was found against the kernel
+        message = (
+            f"{RACES_NOT_CHECKED}: {why}; the plain runs gave the same result with different thread schedules{shapes}"
         )
+        message += f"\n{advice}" if advice else ""
     elif direct:
         found_none = ", no unsynchronised accesses to shared memory or outputs, every barrier reached by every thread"
         message = f"same result with different thread schedules{shapes}{found_none}"

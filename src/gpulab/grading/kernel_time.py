@@ -21,7 +21,20 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["cap_kernel_time"]
+__all__ = ["cap_kernel_time", "grader_advice"]
+
+
+def grader_advice(limit: float, own: float) -> str:
+    """What lengthens a race check's logged run that the grader's limit stopped: ``labs grade --timeout S`` gives
+    each run of a check 0.8 x S (``limit``, less after a check of the cell timed out); the exercise's own ``timeout``
+    (``own``) and the check's most for that run (:data:`gpulab.exercises.run.EXTRA_RUN_S`) still bound it."""
+    from gpulab.exercises import run
+
+    most = min(own, run.EXTRA_RUN_S)
+    return (
+        f"The grader's limit set it (labs grade --timeout S gives each run of a check 0.8 x S, here {limit:g} s): a "
+        f"larger --timeout gives that run up to {most:g} s."
+    )
 
 
 def cap_kernel_time(seconds: float) -> Callable[[], None]:
@@ -29,6 +42,7 @@ def cap_kernel_time(seconds: float) -> Callable[[], None]:
     :func:`gpulab.exercises.check.run_problem`) wait at most ``seconds`` for one launch. Returns the function the
     runner calls when a test cell starts (it restarts the cell's clock)."""
     from gpulab.exercises import check
+    from gpulab.exercises.races import readvise
 
     run_problem = check.run_problem
     cell = {"start": time.monotonic(), "hung": False}
@@ -41,9 +55,12 @@ def cap_kernel_time(seconds: float) -> Callable[[], None]:
         limit = seconds
         if cell["hung"]:  # an earlier check of this cell timed out: the same kernel will hang again here
             limit = max(seconds - (time.monotonic() - float(cell["start"])), seconds / 16)
-        if p.timeout > limit:
+        own = p.timeout
+        if own > limit:
             p = dataclasses.replace(p, timeout=max(0.1, round(limit, 1)))  # never 0: no time at all
         result = run_problem(p, kernel, name, trusted=trusted)
+        if own > p.timeout:  # a race check's logged run stopped at the lowered limit: the grader's to lengthen
+            readvise(result, grader_advice(p.timeout, own))
         if getattr(result, "status", "") == "timeout":
             cell["hung"] = True
         return result

@@ -3,7 +3,8 @@ from its output. :func:`with_splitk_hints` runs the Problem and, on a failed ver
 
 * ``j, i, z = cuda.grid(3)`` and ``cuda.grid(2)`` unpacked into the wrong number of names;
 * x taken as the row (``i, j = cuda.grid(2)`` with ``partials[z, i, j]``), against the course's convention: x is the
-  fastest index and maps to the last, contiguous axis (``j, i = cuda.grid(2)``);
+  fastest index and maps to the last, contiguous axis (``j, i = cuda.grid(2)``); or that unpack written, but ``j``
+  used as the row;
 * ``partials`` indexed in another order than (slice, row, column);
 * a load that reads past the end of K (the harness's general hint speaks of convolutions and pooling);
 * ``cuda.syncthreads`` without ``()``, which names the function and waits for nothing.
@@ -39,6 +40,13 @@ ROW_FROM_X_HINT = (
     "`{p}[z, i, j]`."
 )
 
+ROW_FROM_J_HINT = (
+    "you unpack `{unpack}` as the course does ({x} from x, the fastest-varying thread index: the column; {y} from "
+    "y: the row), but then use {x} as the row (`{A}[{x}, ...]`, `{store}`), so neighbouring threads touch elements "
+    "a row apart. Keep the unpack and swap the roles in the indices: rows with {y}, columns with {x} "
+    "(`sA[ty, tx] = {A}[{y}, k0 + tx]`, `sB[ty, tx] = {B}[k0 + ty, {x}]`), and store `{p}[{z}, {y}, {x}]`."
+)
+
 AXES_HINT = (
     "{p} is (S, M, N): the slice first, then the row and the column of C. Your kernel writes `{store}`; write "
     "`{p}[{z}, {row}, {col}]`, guarded by `if {row} < {p}.shape[1] and {col} < {p}.shape[2]:`."
@@ -67,9 +75,13 @@ def with_splitk_hints(problem: Problem) -> Callable[..., CheckResult]:
 
     def checker(kernel: Any, *, trusted: bool = False) -> CheckResult:
         res = problem.check(kernel, trusted=trusted)
-        if res.passed or "write `j, i = cuda.grid(2)`" in res.hint:  # the orientation check has said it
+        if res.passed:
             return res
         hint = source_hint(kernel, res.message)
+        if "write `j, i = cuda.grid(2)`" in res.hint:  # the orientation check has said it, unless they wrote that
+            if hint.startswith(ROW_FROM_J_HINT[:40]):
+                res.hint = hint
+            return res
         if hint:
             res.hint = hint
         line = syncthreads_without_call(kernel)
@@ -99,6 +111,8 @@ def source_hint(kernel: Any, message: str) -> str:
         if sorted(store) == sorted((x, y, z)) and store != (z, y, x):
             text = f"{p}[{', '.join(store)}]"
             a_row = (_index_names(tree, A, ast.Load, partial=True) or ("",))[0]
+            if store == (z, x, y) and a_row == x and (x, y) == ("j", "i"):  # the course's unpack, j used as the row
+                return ROW_FROM_J_HINT.format(unpack=unpack, A=A, B=B, x=x, y=y, z=z, store=text, p=p)
             if store == (z, x, y) and a_row == x:  # x is the row throughout: the unpack is the one swapped
                 return ROW_FROM_X_HINT.format(unpack=unpack, A=A, x=x, store=text, p=p)
             return AXES_HINT.format(p=p, store=text, z=z, row=y, col=x)

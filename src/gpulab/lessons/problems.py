@@ -36,6 +36,7 @@ from ..errors import UsageError
 from ..exercises import CheckResult
 from ..exercises.frames import source_line
 from ..exercises.misuse import not_a_kernel, refused
+from ..exercises.races import readvise
 from ..source import py_func
 from .tally import record as _record
 from .exercise import Exercise as Exercise, as_host as as_host
@@ -178,10 +179,24 @@ def check(lesson: str, name: str, kernel: Any) -> CheckResult:
     if why is not None:
         return refused(ex.problem.name, ex.problem.points, why)  # not recorded: nothing of the learner's was checked
     result = ex.check(kernel)
+    readvise(result, _races_advice(ex))  # where the race check's logged run was stopped: what works from here
     result.details["exercise"] = (ex.lesson, ex.name)  # or_reference trusts this verdict for this exercise only,
     result.details["kernel"] = kernel  # and for this kernel only (not one its cell defined again since)
     _record(ex.lesson, ex.name, kernel, result.status)  # for lessons.progress(lesson)
     return result
+
+
+def _races_advice(ex: Exercise) -> str:
+    """What a lesson's learner can do when the race check's logged run was stopped at its limit: lessons.check gives
+    it no more time, but the exercise's own Problem takes ``timeout=`` (up to the check's most for that run)."""
+    from ..exercises import run
+
+    no_more = "lessons.check gives that run no more time: the kernel passes, but it was not searched for races."
+    if ex.checker is not None or ex.adapt is not None or ex.problem.timeout >= run.EXTRA_RUN_S:
+        return no_more
+    where = f'lessons.exercise("{ex.lesson}", "{ex.name}")'
+    call = f"{where}.problem.check({stub_name(ex.lesson, ex.name)}, timeout={run.EXTRA_RUN_S:g})"
+    return f"{no_more} `{call}` runs the same check and gives that run up to {run.EXTRA_RUN_S:g} s."
 
 
 def reveal(lesson: str, name: str, *, display: bool = True) -> str:
