@@ -27,7 +27,7 @@ from ..errors import one_line
 from .cases import State, largest, run_case, size_hint
 from .compare import fills, unwritten
 from .problem import Case, Problem
-from .result import Check
+from .result import RACES_NOT_CHECKED, Check
 from . import run as runs
 from .run import Hang, Launch, Runner, extra_run_limit, run_with_deadline
 from .unset import subscript, unset_verdict
@@ -54,8 +54,7 @@ GPU_NOT_CHECKED = (
     "mode: set GPULAB_DEVICE=simulator, then restart the notebook's kernel)"
 )
 # How the races line of a passing verdict starts when the run that logs every access gave no verdict (stopped at its
-# limit, or failed): nothing was looked for in it, and the points stay (the plain runs passed).
-RACES_NOT_CHECKED = "not checked: unsynchronised accesses to shared memory or outputs, and barriers some threads skip"
+# limit, or failed): RACES_NOT_CHECKED (in .result, for CheckResult.races_not_checked); the points stay.
 LOGGED_RUN_STOPPED = "the run that logs every access (many times slower than a plain run) did not finish within {s:g} s"
 
 

@@ -7,7 +7,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
-__all__ = ["Check", "CheckResult", "PTX_NOT_RUN", "log_result"]
+__all__ = ["Check", "CheckResult", "PTX_NOT_RUN", "RACES_NOT_CHECKED", "log_result"]
 
 STATUSES = ("passed", "failed", "not implemented", "error", "timeout", "over budget", "setup error")
 
@@ -15,6 +15,11 @@ STATUSES = ("passed", "failed", "not implemented", "error", "timeout", "over bud
 PTX_NOT_RUN = "not checked: the PTX compiler (NVVM, from numba-cuda[cu12]) could not run here"
 """How the PTX check's line starts when the compiler could not run on this machine (no NVVM): the check passes,
 as it is no fault of the learner's, and :attr:`CheckResult.ptx_not_checked` tells a grader so."""
+
+RACES_NOT_CHECKED = "not checked: unsynchronised accesses to shared memory or outputs, and barriers some threads skip"
+"""How the races line starts when the race check was due (simulator mode, a kernel the check launches itself) but its
+run that logs every access gave no verdict: stopped at its time limit, or failed (:mod:`.races`). The points stay
+(the plain runs passed), and :attr:`CheckResult.races_not_checked` tells a grader so."""
 
 
 @dataclass
@@ -65,6 +70,13 @@ class CheckResult:
         given without knowing that the kernel compiles for a GPU."""
         return any(c.name == "PTX" and c.message.startswith(PTX_NOT_RUN) for c in self.checks)
 
+    @property
+    def races_not_checked(self) -> bool:
+        """Whether the race check was due to run and gave no verdict (:data:`RACES_NOT_CHECKED`: its logged run was
+        stopped at its limit or failed): its points were given without the kernel being searched for races. False
+        where the check is not meant to run (gpu mode, exercises without it), which says so in its own words."""
+        return any(c.name == "races" and c.message.startswith(RACES_NOT_CHECKED) for c in self.checks)
+
     def to_dict(self) -> dict:
         return {
             "name": self.name,
@@ -76,6 +88,7 @@ class CheckResult:
             "hint": self.hint,
             "notes": list(self.notes),
             "ptx_not_checked": self.ptx_not_checked,
+            "races_not_checked": self.races_not_checked,
         }
 
     def __str__(self) -> str:

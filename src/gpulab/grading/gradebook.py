@@ -12,7 +12,9 @@ a time with a progress bar, and writes into the output folder:
 * ``gradebook.json``: everything, including each exercise's status ("passed", "partial" for some of its
   points, "failed", "not implemented", "not graded", ...; see :class:`gpulab.grading.rows.GradeRow`), the
   check's own status (``verdict``), message and hint, whether its PTX check did not run (``ptx_not_checked``, per
-  exercise and per submission), and whether the notebook was ``not_graded`` (an earlier
+  exercise and per submission), whether its race check gave no verdict (``races_not_checked``, likewise: its
+  logged run was stopped at its limit or failed; in the JSON and the class table only, not a CSV column, so that
+  gradebook.csv files written before keep their columns), and whether the notebook was ``not_graded`` (an earlier
   ``gradebook.csv``/``.json`` in the folder is renamed ``gradebook-<its time>.csv``, not overwritten, and scores
   changed by hand in it are named in the summary; with ``merge`` only the rows of the students and labs graded
   now are replaced, the rest kept as they were);
@@ -52,7 +54,7 @@ from .audience import for_student, for_teacher
 from .book_files import aside_name, hand_changes, merged, read_book, write_csv
 from .grader import check_device, grade_notebook, grading_device, ungraded
 from .provenance import graded_at, gpulab_commit, gpulab_version, submitted_at
-from .rows import GradeRow, Graded, ptx_footnote
+from .rows import GradeRow, Graded, ptx_footnote, races_footnote
 from .sandbox import Limits, usable_cpus
 
 __all__ = ["Gradebook", "check_out_folder", "feedback_name", "grade_folder", "keep_earlier", "write_feedback"]
@@ -84,6 +86,8 @@ class Gradebook:
             line = f"{student:<24} {g.lab:<22} {_score_text(g)}"
             if g.ptx_not_checked:  # points given without the PTX check: the footnote below says why
                 line += f"  PTX not checked *: {', '.join(g.ptx_not_checked)}"
+            if g.races_not_checked:  # points given without the race search: the footnote below says why
+                line += f"  races not checked **: {', '.join(g.races_not_checked)}"
             if g.notes:  # a timeout, a crash, edited test cells, several submissions: worth a look
                 more = f" (+{len(g.notes) - 1} more in gradebook.json)" if len(g.notes) > 1 else ""
                 line += f"  note: {_short(g.notes[0])}{more}"
@@ -100,6 +104,9 @@ class Gradebook:
         unchecked = [len(g.ptx_not_checked) for _, g in self.entries if g.ptx_not_checked]
         if unchecked:
             lines.append(f"* {ptx_footnote(sum(unchecked), len(unchecked))}.")
+        unsearched = [len(g.races_not_checked) for _, g in self.entries if g.races_not_checked]
+        if unsearched:
+            lines.append(f"** {races_footnote(sum(unsearched), len(unsearched))}.")
         return "\n".join(lines)
 
 

@@ -14,7 +14,16 @@ from dataclasses import asdict, dataclass
 
 from .assemble import Cell
 
-__all__ = ["PTX_NOT_CHECKED", "GradeRow", "Graded", "format_table", "ptx_footnote", "score_test"]
+__all__ = [
+    "PTX_NOT_CHECKED",
+    "RACES_NOT_CHECKED",
+    "GradeRow",
+    "Graded",
+    "format_table",
+    "ptx_footnote",
+    "races_footnote",
+    "score_test",
+]
 
 PTX_NOT_CHECKED = (
     "PTX not checked: no NVVM on this machine (the PTX compiler could not run), so {what} got {their} points without "
@@ -31,6 +40,26 @@ def ptx_footnote(exercises: int, submissions: int = 0) -> str:
     return PTX_NOT_CHECKED.format(what=what, their="its" if exercises == 1 else "their")
 
 
+RACES_NOT_CHECKED = (
+    "races not checked: the race check's run that logs every access (many times slower than a plain run) was "
+    "stopped at its time limit or failed, so {what} got {their} points without the kernel being searched for races "
+    "(unsynchronised accesses to shared memory or outputs, barriers some threads skip); the plain runs passed. "
+    "Grade again with a larger --timeout (when the grader's limit stopped that run: the check gives it {most:g} s at "
+    "most), or run the exercise's check in simulator mode and read its races line, which says why"
+)
+"""The grade table's footnote (and the class table's last line) when some exercise's race check gave no verdict."""
+
+
+def races_footnote(exercises: int, submissions: int = 0) -> str:
+    """:data:`RACES_NOT_CHECKED` for ``exercises`` exercises marked ** (of ``submissions`` notebooks, when given)."""
+    what = f"{exercises} exercise{'s' if exercises != 1 else ''} marked **"
+    if submissions:
+        what += f" (in {submissions} submission{'s' if submissions != 1 else ''})"
+    from gpulab.exercises.run import EXTRA_RUN_S  # the most the logged run gets, whatever the timeout
+
+    return RACES_NOT_CHECKED.format(what=what, their="its" if exercises == 1 else "their", most=EXTRA_RUN_S)
+
+
 @dataclass
 class GradeRow:
     """One exercise's row. ``status``: "passed", "partial" (some of its points, not all), "failed" and the other
@@ -38,7 +67,9 @@ class GradeRow:
     "not run", "stopped", "tampered", "answer not found", "not graded" (no score: an empty cell in the CSV).
     ``verdict``: the status of the check whose message the row shows ("" when no check reported one), so a
     "partial" row still says whether the check found it over budget or wrong on some inputs. ``ptx_not_checked``:
-    a check of the cell skipped its PTX step because the compiler (NVVM) could not run where it was graded."""
+    a check of the cell skipped its PTX step because the compiler (NVVM) could not run where it was graded.
+    ``races_not_checked``: a check of the cell was due to search the kernel for races and gave no verdict (its logged
+    run was stopped at its limit or failed); the points are the same."""
 
     grade_id: str
     points: float
@@ -48,6 +79,7 @@ class GradeRow:
     hint: str = ""
     verdict: str = ""
     ptx_not_checked: bool = False
+    races_not_checked: bool = False
 
 
 @dataclass
@@ -85,6 +117,11 @@ class Graded:
         """The exercises whose PTX check did not run (no NVVM where they were graded)."""
         return [r.grade_id for r in self.rows if r.ptx_not_checked]
 
+    @property
+    def races_not_checked(self) -> list[str]:
+        """The exercises whose race check gave no verdict (its logged run was stopped at its limit or failed)."""
+        return [r.grade_id for r in self.rows if r.races_not_checked]
+
     def to_dict(self) -> dict:
         return {
             "notebook": self.notebook,
@@ -96,6 +133,7 @@ class Graded:
             "notes": self.notes,
             "not_graded": self.not_graded,
             "ptx_not_checked": self.ptx_not_checked,
+            "races_not_checked": self.races_not_checked,
             "exercises": [asdict(r) for r in self.rows],
         }
 
@@ -167,10 +205,12 @@ def _error_text(ename: str, evalue: str, failed_message: str) -> str:
 def score_test(cell: Cell, rec: dict | None, why_not_run: str) -> GradeRow:
     """A test cell's row, scored like nbgrader's autograder: "passed" with all its points, "partial" with some (the
     check's own status in ``verdict``), else the verdict's status ("failed" when there is none); marked
-    ``ptx_not_checked`` when one of its checks could not run the PTX compiler (its points are the same)."""
+    ``ptx_not_checked`` when one of its checks could not run the PTX compiler, ``races_not_checked`` when one of its
+    race checks gave no verdict (its points are the same)."""
     row = _scored(cell, rec, why_not_run)
     results = (rec or {}).get("results") or []
     row.ptx_not_checked = any(isinstance(r, dict) and r.get("ptx_not_checked") is True for r in results)
+    row.races_not_checked = any(isinstance(r, dict) and r.get("races_not_checked") is True for r in results)
     return row
 
 
@@ -218,11 +258,14 @@ def format_table(rows: list[GradeRow], title: str = "") -> str:
     for r in rows:
         msg = " / ".join(ln.strip() for ln in r.message.splitlines() if ln.strip())
         msg = msg if len(msg) <= 100 else msg[:97] + "..."
-        status = f"{r.status} *" if r.ptx_not_checked else r.status
+        status = r.status + (" *" if r.ptx_not_checked else "") + (" **" if r.races_not_checked else "")
         lines.append(f"{r.grade_id:<{w}}  {r.score:>4g}/{r.points:<4g}  {status:<16} {msg}")
     total, maximum = sum(r.score for r in rows), sum(r.points for r in rows)
     lines.append(f"{'total':<{w}}  {total:>4g}/{maximum:<4g}")
     unchecked = sum(r.ptx_not_checked for r in rows)
     if unchecked:
         lines.append(f"* {ptx_footnote(unchecked)}.")
+    unsearched = sum(r.races_not_checked for r in rows)
+    if unsearched:
+        lines.append(f"** {races_footnote(unsearched)}.")
     return "\n".join(lines)

@@ -73,7 +73,8 @@ def _results_of(ns: dict, before: Any) -> list[dict]:
         try:
             d = r.to_dict()
             kept = {k: d[k] for k in ("name", "status", "score", "max_score", "message", "hint")}
-            out.append({**kept, "ptx_not_checked": bool(d.get("ptx_not_checked"))})  # no NVVM: the grade table says
+            flags = {k: bool(d.get(k)) for k in ("ptx_not_checked", "races_not_checked")}  # the grade table says
+            out.append({**kept, **flags})
         except Exception:  # a result the checker did not make
             out.append(
                 {
@@ -84,6 +85,7 @@ def _results_of(ns: dict, before: Any) -> list[dict]:
                     "message": "the check's result could not be read",
                     "hint": "",
                     "ptx_not_checked": False,
+                    "races_not_checked": False,
                 }
             )
     return out
