@@ -33,6 +33,7 @@ from . import ptx_child
 from .ptxas import ResourceUsage, find_ptxas, numba_resource_usage, ptxas_usage, variant_source
 
 __all__ = [
+    "COURSE_CC",
     "DEFAULT_CCS",
     "CompilerMissing",
     "ResourceUsage",
@@ -47,7 +48,10 @@ __all__ = [
     "resource_usages",
 ]
 
-DEFAULT_CCS: tuple[tuple[int, int], ...] = ((7, 5), (9, 0))
+COURSE_CC: tuple[int, int] = (7, 5)
+"""The course's compile target: sm_75, a T4 (Colab's), the oldest GPU the course supports."""
+
+DEFAULT_CCS: tuple[tuple[int, int], ...] = (COURSE_CC, (9, 0))
 
 
 # Run first in each child: device functions compile for TARGET[0], the target being compiled, not the driver's GPU.
@@ -192,7 +196,7 @@ def compile_source(
 @overload
 def compile_sources(
     items: dict[str, dict[str, Any]],
-    cc: tuple[int, int] = (7, 5),
+    cc: tuple[int, int] = COURSE_CC,
     timeout: float = 300,
     *,
     ccs: None = None,
@@ -224,7 +228,7 @@ def compile_sources(
     ``RuntimeError`` when the probe failed otherwise. An item's own error, whatever its words, is that item's."""
     if ccs is not None and cc is not None:
         raise TypeError("compile_sources takes cc= (one target) or ccs= (several), not both")
-    targets = [tuple(c) for c in ccs] if ccs is not None else [cc or (7, 5)]
+    targets = [tuple(c) for c in ccs] if ccs is not None else [cc or COURSE_CC]
     res = _compiled(items, [list(c) for c in targets], text, timeout)
     by_cc = {(t[0], t[1]): {key: r.get("error") or r[f"{t[0]}.{t[1]}"] for key, r in res.items()} for t in targets}
     return by_cc if ccs is not None else by_cc[(targets[0][0], targets[0][1])]
@@ -264,7 +268,7 @@ def is_ptx(answer: str) -> bool:
     return answer.startswith("//") and ".version" in answer
 
 
-def kernel_ptx(kernel: object, signature: str, cc: tuple[int, int] = (7, 5), timeout: float = 300) -> str:
+def kernel_ptx(kernel: object, signature: str, cc: tuple[int, int] = COURSE_CC, timeout: float = 300) -> str:
     """The PTX that NVVM makes of ``kernel`` (a ``@cuda.jit`` kernel, with the device functions it calls) as
     ``signature`` for target ``cc``: text to read, e.g. to see that a device function left no ``call`` behind.
     Needs no GPU. Raises ``RuntimeError`` with the compiler's error when the kernel does not compile."""
@@ -274,7 +278,7 @@ def kernel_ptx(kernel: object, signature: str, cc: tuple[int, int] = (7, 5), tim
 
 
 def kernels_ptx(
-    kernels: Iterable[tuple[object, str]], cc: tuple[int, int] = (7, 5), timeout: float = 300
+    kernels: Iterable[tuple[object, str]], cc: tuple[int, int] = COURSE_CC, timeout: float = 300
 ) -> dict[str, str]:
     """:func:`kernel_ptx` for several ``(kernel, signature)`` pairs in one compiler process (NVVM starts once):
     kernel name -> PTX text. Raises ``RuntimeError`` with the compiler's error for the first that fails."""
@@ -337,7 +341,7 @@ def resource_usages(
 def resource_usage(
     kernel: Any,
     signature: str,
-    cc: tuple[int, int] = (7, 5),
+    cc: tuple[int, int] = COURSE_CC,
     *,
     constants: dict[str, Any] | None = None,
     timeout: float = 300,

@@ -12,7 +12,7 @@ import subprocess
 from typing import Any
 
 from ..errors import one_line
-from ..ptx import is_ptx
+from ..ptx import COURSE_CC, is_ptx
 from ..source import NotADeviceFunction, NotOnAGpu, py_func, standalone_source
 from .result import PTX_NOT_RUN, Check
 from .static import numpy_ufunc_fix
@@ -23,7 +23,7 @@ __all__ = ["SHARED_HINT", "TARGET", "ptx_check", "resources_check", "signature_f
 # the oldest GPU the course supports (Colab's; the README says so, and doctor says so for an older GPU). A verdict
 # (and a lab's points) is then the same wherever it is checked; in gpu mode the launches before the PTX row already
 # ran the kernel on the GPU in use.
-TARGET = (7, 5)
+TARGET = COURSE_CC
 
 _TOO_MUCH_SHARED = re.compile(r"uses too much shared data \((0x[0-9a-f]+) bytes, (0x[0-9a-f]+) max\)")
 SHARED_HINT = (

@@ -32,12 +32,17 @@ PTX_NOT_CHECKED = (
 """The grade table's footnote (and the class table's last line) when some exercise's PTX check did not run."""
 
 
-def ptx_footnote(exercises: int, submissions: int = 0) -> str:
-    """:data:`PTX_NOT_CHECKED` for ``exercises`` marked exercises (of ``submissions`` notebooks, when given)."""
-    what = f"{exercises} exercise{'s' if exercises != 1 else ''} marked *"
+def _marked(exercises: int, submissions: int, mark: str) -> dict[str, str]:
+    """A footnote's ``{what}`` and ``{their}``: "2 exercises marked * (in 2 submissions)", "their"."""
+    what = f"{exercises} exercise{'s' if exercises != 1 else ''} marked {mark}"
     if submissions:
         what += f" (in {submissions} submission{'s' if submissions != 1 else ''})"
-    return PTX_NOT_CHECKED.format(what=what, their="its" if exercises == 1 else "their")
+    return {"what": what, "their": "its" if exercises == 1 else "their"}
+
+
+def ptx_footnote(exercises: int, submissions: int = 0) -> str:
+    """:data:`PTX_NOT_CHECKED` for ``exercises`` marked exercises (of ``submissions`` notebooks, when given)."""
+    return PTX_NOT_CHECKED.format(**_marked(exercises, submissions, "*"))
 
 
 RACES_NOT_CHECKED = (
@@ -52,12 +57,9 @@ RACES_NOT_CHECKED = (
 
 def races_footnote(exercises: int, submissions: int = 0) -> str:
     """:data:`RACES_NOT_CHECKED` for ``exercises`` exercises marked ** (of ``submissions`` notebooks, when given)."""
-    what = f"{exercises} exercise{'s' if exercises != 1 else ''} marked **"
-    if submissions:
-        what += f" (in {submissions} submission{'s' if submissions != 1 else ''})"
     from gpulab.exercises.run import EXTRA_RUN_S  # the most the logged run gets, whatever the timeout
 
-    return RACES_NOT_CHECKED.format(what=what, their="its" if exercises == 1 else "their", most=EXTRA_RUN_S)
+    return RACES_NOT_CHECKED.format(**_marked(exercises, submissions, "**"), most=EXTRA_RUN_S)
 
 
 @dataclass
