@@ -134,9 +134,14 @@ def board_key(name: str) -> str | None:
     return None if found is None else _pick(*found)
 
 
+def _words(name: str) -> list[str]:
+    """A reported name's words, upper case (``"NVIDIA A100-SXM4-80GB"``: NVIDIA, A100, SXM4, 80GB)."""
+    return [w.upper() for w in re.split(r"[\s_-]+", name.strip()) if w]
+
+
 def _chip_in(name: str) -> tuple[str, list[str], list[str]] | None:
     """The chip of :data:`BOARD_NAMES` a reported name states (a whole word), with the words before and after it."""
-    words = [w.upper() for w in re.split(r"[\s_-]+", name.strip()) if w]
+    words = _words(name)
     for chip in sorted({c for c, _ in BOARD_NAMES.values()}, key=lambda c: -len(c.split())):
         cw = chip.upper().split()
         starts = [i for i in range(len(words) - len(cw) + 1) if words[i : i + len(cw)] == cw]
@@ -191,7 +196,7 @@ _MODULES: dict[str, tuple[dict[str, str], str]] = {
 
 def _module_in(name: str) -> tuple[str, str] | None:
     """The nearest row's key and what the module is, for a name that states a module of :data:`_MODULES`."""
-    words = [w.upper() for w in re.split(r"[\s_-]+", name.strip()) if w]
+    words = _words(name)
     for word, (rows, what) in _MODULES.items():
         if word in words and set(words[: words.index(word)]) <= _BRANDS:
             kinds = [w for w in words if w in rows]
