@@ -15,6 +15,7 @@ their ``"blocks"`` were computed afterwards from the shapes); the file's ``sourc
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -34,12 +35,14 @@ SIZES: dict[str, dict[str, Any]] = {
 
 
 def _blocks(kernel: str, M: int, N: int, slices: int = 1) -> int:
-    """Blocks the launch starts: one per 64 x 64 (register-tiled) or 16 x 16 (tiled, split-K: per slice) of C."""
-    from ..kernels.matmul import BM, BN, TILE
+    """Blocks the launch starts: one per 64 x 64 (register-tiled) or 16 x 16 (tiled, split-K: per slice) of C; the
+    latter is :func:`gpulab.kernels.splitk.splitk_grid`'s grid (one slice: the tiled kernel's)."""
+    from ..kernels.matmul import BM, BN
+    from ..kernels.splitk import splitk_grid
 
     if kernel == "regtiled":
         return ceil_div(N, BN) * ceil_div(M, BM)
-    return ceil_div(N, TILE) * ceil_div(M, TILE) * slices
+    return math.prod(splitk_grid(M, N, slices))
 
 
 def gemm_shapes_rows(
